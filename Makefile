@@ -1,0 +1,135 @@
+# mgi: one Makefile. `make` builds build/mgi; `make test` runs every test that needs no GPU;
+# `make test-gpu` the GPU tests; `make test-asan` the CPU suite under ASan+UBSan.
+# BUILD=dir puts objects elsewhere (the sanitizer build uses build-asan).
+
+BUILD     ?= build
+SHARED    ?= ../shared
+PREFIX    ?= /usr/local
+CUDA_HOME ?= /usr/local/cuda
+CUDA_ARCH ?= 90
+CC        ?= gcc
+NVCC      ?= $(CUDA_HOME)/bin/nvcc
+
+# --- toolchain checks: a missing dependency is a loud error naming the package ---------------
+ifeq ($(wildcard $(NVCC)),)
+$(error nvcc not found at $(NVCC): install the CUDA toolkit (Debian: nvidia-cuda-toolkit, or NVIDIA's cuda-toolkit-13-0) or set CUDA_HOME)
+endif
+NCCL_INC := $(firstword $(dir $(wildcard $(CUDA_HOME)/include/nccl.h /usr/include/nccl.h /usr/local/include/nccl.h)))
+NCCL_LIB := $(firstword $(dir $(wildcard $(CUDA_HOME)/lib64/libnccl.so $(CUDA_HOME)/lib/libnccl.so /usr/lib/x86_64-linux-gnu/libnccl.so /usr/local/lib/libnccl.so)))
+ifeq ($(NCCL_INC),)
+$(error nccl.h not found: install NCCL (Debian/NVIDIA repo: libnccl-dev))
+endif
+ifeq ($(NCCL_LIB),)
+$(error libnccl.so not found: install NCCL (Debian/NVIDIA repo: libnccl2 libnccl-dev))
+endif
+ifeq ($(wildcard /usr/include/zlib.h),)
+$(error zlib.h not found: install zlib (Debian: zlib1g-dev))
+endif
+
+CUDA_LIBDIR := $(CUDA_HOME)/lib64
+CPPFLAGS += -I. -I$(CUDA_HOME)/include -I$(NCCL_INC) -D_GNU_SOURCE
+CFLAGS   ?= -O2 -g
+CFLAGS   += -std=c11 -Wall -Wextra -Werror -MMD -MP -pthread
+NVFLAGS  ?= -O3 -lineinfo
+NVFLAGS  += -std=c++17 -MMD -MP -Xcompiler -Wall \
+            -gencode arch=compute_$(CUDA_ARCH)a,code=sm_$(CUDA_ARCH)a \
+            -gencode arch=compute_$(CUDA_ARCH),code=compute_$(CUDA_ARCH)
+LDLIBS_CPU := -lm -lpthread -lz
+LDLIBS_GPU := -L$(CUDA_LIBDIR) -L$(NCCL_LIB) -Wl,-rpath,$(CUDA_LIBDIR) -Wl,-rpath,$(NCCL_LIB) \
+              -lcudart -lcublas -lnccl -lstdc++
+
+ifeq ($(SAN),1)
+CFLAGS  += -fsanitize=address,undefined -fno-omit-frame-pointer -fno-sanitize-recover=all
+LDFLAGS += -fsanitize=address,undefined
+endif
+
+# --- sources: every file in a folder belongs to that folder's library --------------------------
+# engine/*_cuda.c files call the CUDA runtime; everything else in the libraries is plain C that
+# the CPU tests link without CUDA.
+CPU_SRC  := $(wildcard gguf/*.c quant/*.c models/*.c) $(filter-out %_cuda.c,$(wildcard engine/*.c))
+GPU_CSRC := $(wildcard engine/*_cuda.c)
+CU_SRC   := $(wildcard kernels/*.cu)
+CLI_SRC  := $(wildcard cli/*.c)
+UNIT_SRC := $(wildcard tests/unit/test_*.c)
+GPUT_SRC := $(wildcard tests/gpu/test_*.c)
+TOOL_SRC := $(wildcard scripts/*.c tests/malformed/*.c)
+
+CPU_OBJ  := $(CPU_SRC:%.c=$(BUILD)/%.o)
+GPU_OBJ  := $(GPU_CSRC:%.c=$(BUILD)/%.o) $(CU_SRC:%.cu=$(BUILD)/%.o)
+CLI_OBJ  := $(CLI_SRC:%.c=$(BUILD)/%.o)
+UNIT_BIN := $(UNIT_SRC:tests/unit/%.c=$(BUILD)/tests/%)
+GPUT_BIN := $(GPUT_SRC:tests/gpu/%.c=$(BUILD)/tests/gpu/%)
+TOOL_BIN := $(foreach f,$(TOOL_SRC),$(BUILD)/$(basename $(f)))
+
+VERSION := $(shell git describe --always --dirty 2>/dev/null || echo unknown)
+
+.PHONY: all test test-gpu test-asan demo install clean kbench fuzz bench
+all: $(BUILD)/mgi $(TOOL_BIN)
+
+$(BUILD)/%.o: %.c
+	@mkdir -p $(dir $@)
+	$(CC) $(CPPFLAGS) $(CFLAGS) -c $< -o $@
+
+$(BUILD)/%.o: %.cu
+	@mkdir -p $(dir $@)
+	$(NVCC) $(CPPFLAGS) $(NVFLAGS) -c $< -o $@
+
+$(BUILD)/cli/main.o: CPPFLAGS += -DMGI_VERSION='"$(VERSION)"'
+
+$(BUILD)/libmgi_cpu.a: $(CPU_OBJ)
+	@mkdir -p $(dir $@)
+	rm -f $@ && ar rcs $@ $^
+
+$(BUILD)/libmgi_gpu.a: $(GPU_OBJ)
+	@mkdir -p $(dir $@)
+	rm -f $@ && ar rcs $@ $^
+
+$(BUILD)/mgi: $(CLI_OBJ) $(BUILD)/libmgi_gpu.a $(BUILD)/libmgi_cpu.a
+	$(CC) $(LDFLAGS) -pthread -o $@ $(CLI_OBJ) $(BUILD)/libmgi_gpu.a $(BUILD)/libmgi_cpu.a $(LDLIBS_GPU) $(LDLIBS_CPU)
+
+$(BUILD)/tests/%: tests/unit/%.c $(BUILD)/libmgi_cpu.a
+	@mkdir -p $(dir $@)
+	$(CC) $(CPPFLAGS) $(CFLAGS) $(LDFLAGS) -o $@ $< $(BUILD)/libmgi_cpu.a $(LDLIBS_CPU)
+
+$(BUILD)/tests/gpu/%: tests/gpu/%.c $(BUILD)/libmgi_gpu.a $(BUILD)/libmgi_cpu.a
+	@mkdir -p $(dir $@)
+	$(CC) $(CPPFLAGS) $(CFLAGS) $(LDFLAGS) -o $@ $< $(BUILD)/libmgi_gpu.a $(BUILD)/libmgi_cpu.a $(LDLIBS_GPU) $(LDLIBS_CPU)
+
+$(BUILD)/scripts/%: scripts/%.c $(BUILD)/libmgi_cpu.a
+	@mkdir -p $(dir $@)
+	$(CC) $(CPPFLAGS) $(CFLAGS) $(LDFLAGS) -o $@ $< $(BUILD)/libmgi_cpu.a $(LDLIBS_CPU)
+
+$(BUILD)/tests/malformed/%: tests/malformed/%.c $(BUILD)/libmgi_cpu.a
+	@mkdir -p $(dir $@)
+	$(CC) $(CPPFLAGS) $(CFLAGS) $(LDFLAGS) -o $@ $< $(BUILD)/libmgi_cpu.a $(LDLIBS_CPU)
+
+test: $(BUILD)/mgi $(UNIT_BIN) $(TOOL_BIN)
+	@BUILD=$(BUILD) SHARED=$(SHARED) bash tests/run.sh
+
+# The CPU suite again, every object built with AddressSanitizer and UndefinedBehaviorSanitizer.
+# protect_shadow_gap=0 lets the CUDA runtime map its memory if it is ever initialised.
+test-asan:
+	@$(MAKE) --no-print-directory BUILD=build-asan SAN=1 CFLAGS="-O1 -g" all $(patsubst $(BUILD)/%,build-asan/%,$(UNIT_BIN))
+	@ASAN_OPTIONS=protect_shadow_gap=0:detect_leaks=1 UBSAN_OPTIONS=print_stacktrace=1 \
+	  BUILD=build-asan SHARED=$(SHARED) MGI_ASAN=1 bash tests/run.sh
+
+test-gpu: $(BUILD)/mgi $(GPUT_BIN) $(TOOL_BIN)
+	@BUILD=$(BUILD) SHARED=$(SHARED) bash tests/run.sh gpu
+
+# Builds and runs mgi on a model: the user's with MODEL=path, else a small random-weight Llama
+# the project writes itself (nothing downloaded).
+DEMO_MODEL := $(BUILD)/demo-tiny.gguf
+demo: all
+	@if [ -n "$(MODEL)" ]; then m="$(MODEL)"; else m=$(DEMO_MODEL); \
+	  [ -f $$m ] || $(BUILD)/scripts/mkmodel --shape demo --quant q4_0 -o $$m; fi; \
+	  echo "$(BUILD)/mgi -m $$m -p 'Once upon a time' -n 32" >&2; \
+	  $(BUILD)/mgi -m $$m -p "Once upon a time" -n 32
+
+install: $(BUILD)/mgi
+	install -d $(DESTDIR)$(PREFIX)/bin
+	install -m 755 $(BUILD)/mgi $(DESTDIR)$(PREFIX)/bin/mgi
+
+clean:
+	rm -rf build build-asan
+
+-include $(shell find $(BUILD) -name '*.d' 2>/dev/null)

@@ -1,0 +1,27 @@
+/* Subcommands of mgi (one file each) and the small argument helpers they share.
+ * Exit codes: 0 success, 1 usage error, 2 bad input (file, model), 3 runtime failure. */
+#ifndef MGI_CLI_H
+#define MGI_CLI_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+enum { EXIT_USAGE = 1, EXIT_BADINPUT = 2, EXIT_RUNTIME = 3 };
+
+int cli_run(int argc, char **argv);         /* cli/run.c: generate text */
+int cli_info(int argc, char **argv);        /* cli/info.c: metadata, tensors, values */
+int cli_tokenize(int argc, char **argv);    /* cli/tokenize.c: token ids */
+int cli_perplexity(int argc, char **argv);  /* cli/perplexity.c: llama-perplexity's method */
+
+/* Argument helpers (cli/args.c). Each prints "mgi: FLAG: why" to stderr and returns -1 on a
+ * bad value, 0 on success. */
+int cli_parse_i64(const char *flag, const char *s, int64_t lo, int64_t hi, int64_t *out);
+int cli_parse_int(const char *flag, const char *s, int lo, int hi, int *out);
+int cli_parse_f32(const char *flag, const char *s, float lo, float hi, float *out);
+/* The value after flag argv[*i]; advances *i. NULL (with a message) when missing. */
+const char *cli_value(int argc, char **argv, int *i);
+/* Reads a whole file (or stdin for "-") into a NUL-terminated buffer; NULL with a message. */
+char *cli_read_file(const char *path, size_t *len);
+void cli_error(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
+
+#endif

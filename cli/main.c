@@ -1,0 +1,52 @@
+/* mgi's entry point: picks the subcommand and hands it argv. `mgi -m M ...` with no subcommand
+ * is `mgi run`, as llama.cpp's main program takes the same flags. */
+#include <stdio.h>
+#include <string.h>
+
+#include "cli/cli.h"
+
+#ifndef MGI_VERSION
+#define MGI_VERSION "unknown"
+#endif
+
+static const char usage[] =
+    "usage: mgi [run] -m MODEL [-p PROMPT | -f FILE] [flags]   generate text (stdin when no prompt)\n"
+    "       mgi info MODEL [--tensors] [--tensor NAME --values N|all]\n"
+    "       mgi tokenize -m MODEL -p TEXT [--ids] [--no-bos]\n"
+    "       mgi perplexity -m MODEL -f TEXT [-c N]\n"
+    "       mgi --version | --help\n"
+    "\n"
+    "Each subcommand takes --help for its flags.\n"
+    "Exit status: 0 ok, 1 usage error, 2 bad input (file, model), 3 runtime failure.\n";
+
+typedef struct {
+    const char *name;
+    int (*fn)(int argc, char **argv);
+} command;
+
+static const command commands[] = {
+    {"run", cli_run},
+    {"info", cli_info},
+    {"tokenize", cli_tokenize},
+    {"perplexity", cli_perplexity},
+};
+
+int main(int argc, char **argv) {
+    if (argc < 2) {
+        fputs(usage, stderr);
+        return EXIT_USAGE;
+    }
+    if (!strcmp(argv[1], "--help") || !strcmp(argv[1], "-h") || !strcmp(argv[1], "help")) {
+        fputs(usage, stdout);
+        return 0;
+    }
+    if (!strcmp(argv[1], "--version")) {
+        printf("mgi %s\n", MGI_VERSION);
+        return 0;
+    }
+    for (size_t i = 0; i < sizeof commands / sizeof commands[0]; i++)
+        if (!strcmp(argv[1], commands[i].name)) return commands[i].fn(argc - 1, argv + 1);
+    if (argv[1][0] == '-') return cli_run(argc, argv);  /* flags straight away: run */
+    cli_error("unknown command '%s' (commands: run, info, tokenize, perplexity; see mgi --help)", argv[1]);
+    return EXIT_USAGE;
+}

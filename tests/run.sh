@@ -1,0 +1,38 @@
+#!/usr/bin/env bash
+# Runs the test suite: every unit binary in $BUILD/tests and every tests/e2e/*.sh script (or, with
+# "gpu", the GPU tests). Each test prints lines "PASS name", "FAIL name: why" or "SKIP name: why";
+# a program that exits non-zero without printing a FAIL line counts as one failure (a crash).
+# Ends with the line "N passed, N failed, N skipped" and exits 1 if anything failed.
+set -u
+BUILD=${BUILD:-build}
+SHARED=${SHARED:-../shared}
+export BUILD SHARED MGI="$BUILD/mgi"
+mode=${1:-cpu}
+pass=0 fail=0 skip=0
+log=$(mktemp)
+trap 'rm -f "$log"' EXIT
+
+run_one() {  # label, command...
+    local label=$1; shift
+    "$@" >"$log" 2>&1
+    local rc=$?
+    cat "$log"
+    local p f s
+    p=$(grep -c '^PASS ' "$log"); f=$(grep -c '^FAIL ' "$log"); s=$(grep -c '^SKIP ' "$log")
+    if [ "$rc" -ne 0 ] && [ "$f" -eq 0 ]; then
+        echo "FAIL $label: exited with status $rc"
+        f=1
+    fi
+    pass=$((pass + p)); fail=$((fail + f)); skip=$((skip + s))
+}
+
+if [ "$mode" = gpu ]; then
+    for t in "$BUILD"/tests/gpu/test_*; do [ -x "$t" ] && run_one "$t" "$t"; done
+    for t in tests/gpu/*.sh; do [ -f "$t" ] && run_one "$t" bash "$t"; done
+else
+    for t in "$BUILD"/tests/test_*; do [ -x "$t" ] && run_one "$t" "$t"; done
+    for t in tests/e2e/*.sh; do [ -f "$t" ] && run_one "$t" bash "$t"; done
+fi
+echo
+echo "$pass passed, $fail failed, $skip skipped"
+[ "$fail" -eq 0 ]
