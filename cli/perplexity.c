@@ -134,8 +134,11 @@ int cli_perplexity(int argc, char **argv) {
     }
     int64_t n_chunk = n_tok / n_ctx;
     int32_t first = n_ctx / 2;
+    if (log_on && ep.n_gpu_layers > 0)
+        fprintf(stderr, "-ngl %d: no GPU backend in this build yet; the CPU computes every layer\n",
+                ep.n_gpu_layers);
     if (log_on)
-        fprintf(stderr, "perplexity: %lld tokens, %lld chunks of %d, scoring positions %d..%d of each\n",
+        fprintf(stderr, "perplexity: %lld tokens, %lld chunks of %d, scoring the tokens at %d..%d of each\n",
                 (long long)n_tok, (long long)n_chunk, n_ctx, first + 1, n_ctx - 1);
 
     double nll = 0, nll2 = 0;
