@@ -1,8 +1,9 @@
 /* The CPU reference forward pass of Llama: embedding, then per layer RMSNorm -> Q/K/V -> RoPE
  * (adjacent pairs) -> causal GQA attention over the KV cache -> output projection -> residual,
  * RMSNorm -> SwiGLU FFN -> residual; then the final norm and the output head. Matrix products
- * dequantise one weight row at a time into a per-thread scratch row and dot it with every token
- * of the batch, so memory stays small for large models and the arithmetic is plain f32. */
+ * dequantise weight rows into per-thread scratch and dot them with every token
+ * of the batch, a block of rows at a time, so memory stays small for large models and the
+ * arithmetic is plain f32. */
 #include <math.h>
 #include <pthread.h>
 #include <stdio.h>
@@ -26,7 +27,7 @@ struct forward_cpu {
     float *att;    /* attention output [n_head * head_dim] */
     float *gate;   /* [n_ff] */
     float *up;     /* [n_ff] */
-    float *scratch;       /* per thread: one dequantised weight row, [n_threads][max_cols] */
+    float *scratch;       /* per thread: dequantised weight rows, [n_threads][MATMUL_ROWS][max_cols] */
     int64_t max_cols;
     float *scores;        /* per thread: attention scores, [n_threads][n_ctx] */
 };
@@ -80,6 +81,8 @@ static float dot_f32(const float *a, const float *b, int64_t n) {
     return ((s[0] + s[1]) + (s[2] + s[3])) + ((s[4] + s[5]) + (s[6] + s[7]));
 }
 
+enum { MATMUL_ROWS = 16 };  /* weight rows dequantised together */
+
 typedef struct {
     forward_cpu *f;
     const llama_weight *w;
@@ -94,18 +97,27 @@ typedef struct {
 static void matmul_range(void *arg, int64_t lo, int64_t hi, int tid) {
     matmul_ctx *c = arg;
     const llama_weight *w = c->w;
-    float *row = c->f->scratch + (size_t)tid * (size_t)c->f->max_cols;
-    for (int64_t r = lo; r < hi; r++) {
-        char err[256];
-        if (llama_weight_row(w, r, row, err, sizeof err)) {
-            pthread_mutex_lock(&c->lock);
-            if (!c->failed) snprintf(c->err, sizeof c->err, "%s", err);
-            c->failed = 1;
-            pthread_mutex_unlock(&c->lock);
-            return;
+    int64_t n = w->n_cols;
+    float *rows = c->f->scratch + (size_t)tid * MATMUL_ROWS * (size_t)c->f->max_cols;
+    /* A block of rows is dequantised once, then each token's activations are read once per
+     * block instead of once per row. */
+    for (int64_t r0 = lo; r0 < hi; r0 += MATMUL_ROWS) {
+        int64_t nr = hi - r0 < MATMUL_ROWS ? hi - r0 : MATMUL_ROWS;
+        for (int64_t r = 0; r < nr; r++) {
+            char err[256];
+            if (llama_weight_row(w, r0 + r, rows + r * n, err, sizeof err)) {
+                pthread_mutex_lock(&c->lock);
+                if (!c->failed) snprintf(c->err, sizeof c->err, "%s", err);
+                c->failed = 1;
+                pthread_mutex_unlock(&c->lock);
+                return;
+            }
         }
-        for (int64_t t = 0; t < c->n_tok; t++)
-            c->out[t * w->n_rows + r] = dot_f32(row, c->x + t * w->n_cols, w->n_cols);
+        for (int64_t t = 0; t < c->n_tok; t++) {
+            const float *x = c->x + t * n;
+            float *out = c->out + t * w->n_rows + r0;
+            for (int64_t r = 0; r < nr; r++) out[r] = dot_f32(rows + r * n, x, n);
+        }
     }
 }
 
@@ -288,7 +300,7 @@ forward_cpu *forward_cpu_new(const llama_model *m, int32_t n_ctx, int32_t n_batc
     f->att = malloc(B * n_q * sizeof(float));
     f->gate = malloc(B * F * sizeof(float));
     f->up = malloc(B * F * sizeof(float));
-    f->scratch = malloc((size_t)n_threads * f->max_cols * sizeof(float));
+    f->scratch = malloc((size_t)n_threads * MATMUL_ROWS * f->max_cols * sizeof(float));
     f->scores = malloc((size_t)n_threads * n_ctx * sizeof(float));
     if (!f->x || !f->xn || !f->q || !f->k || !f->v || !f->att || !f->gate || !f->up || !f->scratch ||
         !f->scores) {
