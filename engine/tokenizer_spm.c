@@ -6,18 +6,12 @@
 #include <stdlib.h>
 
 #include "engine/tokenizer_internal.h"
+#include "engine/unicode.h"
 
 typedef struct {
     int32_t prev, next;
     uint32_t off, n;    /* bytes of the text; n == 0 once merged into the left neighbour */
 } spm_sym;
-
-/* Length of the character a lead byte announces, clipped to the text (llama.cpp's utf8_len:
- * continuation bytes are not checked, so malformed input still makes progress). */
-static uint32_t spm_char_len(unsigned char c) {
-    static const uint8_t lens[16] = {1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 2, 2, 3, 4};
-    return lens[c >> 4];
-}
 
 static int spm_try_pair(const tokenizer *t, const char *text, const spm_sym *sym, int32_t l, int32_t r, tok_heap *h) {
     if (l < 0 || r < 0) return 0;
@@ -34,8 +28,9 @@ int tok_spm_encode(const tokenizer *t, const char *text, size_t len, tok_vec *ou
     int rc = sym ? 0 : -1;
     int32_t n = 0;
     for (size_t off = 0; !rc && off < len; n++) {
-        uint32_t cl = spm_char_len((unsigned char)text[off]);
-        if (cl > len - off) cl = (uint32_t)(len - off);
+        /* A malformed byte stands alone (llama.cpp would take as many bytes as the lead byte
+         * announces, which can swallow part of a following U+2581 and lose the space). */
+        uint32_t cp, cl = (uint32_t)unicode_decode(text + off, len - off, &cp);
         sym[n] = (spm_sym){n - 1, -1, (uint32_t)off, cl};
         if (n > 0) sym[n - 1].next = n;
         off += cl;
