@@ -253,8 +253,8 @@ static const pool *pool_get(generator *g, uint32_t type, int64_t ne0) {
     return p;
 }
 
-/* gguf_fill_fn: the tensor's bytes, row by row (the writer asks for the whole tensor at once;
- * any whole number of rows would do). */
+/* gguf_fill_fn: the whole tensor's bytes, row by row (the writer asks for a tensor in one call;
+ * its random stream starts from the seed and the tensor's index, so files are reproducible). */
 static int fill_tensor(void *dst, size_t size, void *user) {
     tensor_spec *t = user;
     int64_t ne0 = t->ne[0];
@@ -481,8 +481,9 @@ int main(int argc, char **argv) {
     gguf_writer_set_u32(w, "llama.vocab_size", (uint32_t)V);
     gguf_writer_set_alignment(w, GGUF_DEFAULT_ALIGNMENT);  /* writes general.alignment */
 
-    /* tensors in llama.cpp's order; ne[0] is the fan-in (row length) */
-    static const struct { const char *role; int rows; int norm; } per_layer[] = {
+    /* tensors in llama.cpp's order; ne[0] is the fan-in (row length). dims: 'E' [E, E],
+     * 'K' [E, n_head_kv * head_dim], 'F' [E, FF], 'D' [FF, E], 0 a norm [E]. */
+    static const struct { const char *role; int dims; int norm; } per_layer[] = {
         {"attn_norm", 0, 1}, {"attn_q", 'E', 0}, {"attn_k", 'K', 0}, {"attn_v", 'K', 0},
         {"attn_output", 'E', 0}, {"ffn_norm", 0, 1}, {"ffn_gate", 'F', 0}, {"ffn_up", 'F', 0},
         {"ffn_down", 'D', 0},
@@ -506,9 +507,9 @@ int main(int argc, char **argv) {
             } else {
                 role = per_layer[j].role;
                 t->is_norm = per_layer[j].norm;
-                t->ne[0] = per_layer[j].rows == 'D' ? FF : E;
-                t->ne[1] = per_layer[j].rows == 'E' ? E : per_layer[j].rows == 'K' ? (int64_t)HKV * hd
-                         : per_layer[j].rows == 'F' ? FF : per_layer[j].rows == 'D' ? E : 1;
+                t->ne[0] = per_layer[j].dims == 'D' ? FF : E;
+                t->ne[1] = per_layer[j].dims == 'E' ? E : per_layer[j].dims == 'K' ? (int64_t)HKV * hd
+                         : per_layer[j].dims == 'F' ? FF : per_layer[j].dims == 'D' ? E : 1;
             }
             if (i >= 0 && i < L) snprintf(t->name, sizeof t->name, "blk.%d.%s.weight", i, role);
             else snprintf(t->name, sizeof t->name, "%s.weight", role);
