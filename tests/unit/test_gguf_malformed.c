@@ -29,7 +29,7 @@ static void check_case(const char *name, const mbuf *b, const char *expect) {
         } else {
             /* An exact-size heap copy, so that ASan sees any read past the end. */
             void *copy = malloc(b->n ? b->n : 1);
-            memcpy(copy, b->p, b->n);
+            if (b->n) memcpy(copy, b->p, b->n);
             who = name;
             g = gguf_open_buffer(copy, b->n, name, err, sizeof err);
             gguf_close(g);
