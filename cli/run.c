@@ -61,11 +61,13 @@ static int parse(int argc, char **argv, run_opts *o) {
     o->n_predict = -1;
     o->seed = -1;
     o->log = true;
-    int repeat_last_n = o->sp.repeat_last_n;
     for (int i = 1; i < argc; i++) {
         const char *a = argv[i], *v;
 #define VALUE() do { if (!(v = cli_value(argc, argv, &i))) return -1; } while (0)
-        if (is_flag(a, "-h", "--help")) {
+        int sf = cli_sampling_flag(argc, argv, &i, &o->sp);
+        if (sf) {
+            if (sf < 0) return -1;
+        } else if (is_flag(a, "-h", "--help")) {
             fputs(run_usage, stdout);
             return 1;
         } else if (is_flag(a, "-m", "--model")) { VALUE(); o->model = v;
@@ -83,24 +85,6 @@ static int parse(int argc, char **argv, run_opts *o) {
         } else if (is_flag(a, "-s", "--seed")) {
             VALUE();
             if (cli_parse_i64(a, v, -1, INT64_MAX, &o->seed)) return -1;
-        } else if (is_flag(a, "--temp", NULL)) {
-            VALUE();
-            if (cli_parse_f32(a, v, -1e30f, 1e30f, &o->sp.temp)) return -1;
-        } else if (is_flag(a, "--top-k", NULL)) {
-            VALUE();
-            if (cli_parse_int(a, v, -1, 1 << 30, &o->sp.top_k)) return -1;
-        } else if (is_flag(a, "--top-p", NULL)) {
-            VALUE();
-            if (cli_parse_f32(a, v, -1e30f, 1e30f, &o->sp.top_p)) return -1;
-        } else if (is_flag(a, "--min-p", NULL)) {
-            VALUE();
-            if (cli_parse_f32(a, v, -1e30f, 1e30f, &o->sp.min_p)) return -1;
-        } else if (is_flag(a, "--repeat-penalty", NULL)) {
-            VALUE();
-            if (cli_parse_f32(a, v, -1e30f, 1e30f, &o->sp.repeat_penalty)) return -1;
-        } else if (is_flag(a, "--repeat-last-n", NULL)) {
-            VALUE();
-            if (cli_parse_int(a, v, -1, 1 << 24, &repeat_last_n)) return -1;
         } else if (is_flag(a, "-t", "--threads")) {
             VALUE();
             if (cli_parse_int(a, v, 1, 256, &o->ep.n_threads)) return -1;
@@ -125,20 +109,7 @@ static int parse(int argc, char **argv, run_opts *o) {
         cli_error("-n 0 generates nothing: give a count >= 1, or -1 for until end of text");
         return -1;
     }
-    if (o->sp.temp < 0) { cli_error("--temp %g: must be >= 0 (0 = greedy)", o->sp.temp); return -1; }
-    if (o->sp.top_p < 0 || o->sp.top_p > 1) {
-        cli_error("--top-p %g: must be in [0, 1] (1 = off)", o->sp.top_p);
-        return -1;
-    }
-    if (o->sp.min_p < 0 || o->sp.min_p > 1) {
-        cli_error("--min-p %g: must be in [0, 1] (0 = off)", o->sp.min_p);
-        return -1;
-    }
-    if (!(o->sp.repeat_penalty > 0)) {
-        cli_error("--repeat-penalty %g: must be > 0 (1 = off)", o->sp.repeat_penalty);
-        return -1;
-    }
-    o->sp.repeat_last_n = repeat_last_n;  /* -1 resolved once the context is known */
+    if (cli_sampling_check(&o->sp)) return -1;  /* repeat_last_n -1 is resolved with the context */
     return 0;
 }
 
