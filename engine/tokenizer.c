@@ -637,7 +637,7 @@ int64_t tokenizer_encode(const tokenizer *t, const char *text, size_t len, bool 
         free(ids.v);
         return -1;
     }
-    if (out && cap > 0) memcpy(out, ids.v, (size_t)((int64_t)ids.n < cap ? (int64_t)ids.n : cap) * sizeof *out);
+    if (out && cap > 0 && ids.n > 0) memcpy(out, ids.v, (size_t)((int64_t)ids.n < cap ? (int64_t)ids.n : cap) * sizeof *out);
     free(ids.v);
     return (int64_t)ids.n;
 }
@@ -671,7 +671,7 @@ size_t tokenizer_stream_put(const tokenizer *t, tokenizer_stream *s, int32_t id,
     char keep[8];
     memcpy(keep, tail + nt - hold, hold);
     size_t from_pending = ready < np ? ready : np;
-    memcpy(out, s->pending, from_pending);
+    if (from_pending) memcpy(out, s->pending, from_pending);
     if (ready > np) memcpy(out + np, p, ready - np);
     memcpy(s->pending, keep, hold);
     s->n_pending = (int)hold;
@@ -681,7 +681,7 @@ size_t tokenizer_stream_put(const tokenizer *t, tokenizer_stream *s, int32_t id,
 size_t tokenizer_stream_flush(tokenizer_stream *s, char *out, size_t cap) {
     size_t n = (size_t)s->n_pending;
     if (n > cap) return n;
-    memcpy(out, s->pending, n);
+    if (n) memcpy(out, s->pending, n);
     s->n_pending = 0;
     return n;
 }
