@@ -269,7 +269,7 @@ static void test_stream(void) {
 /* ---- metadata errors, on GGUF files built in memory -------------------------------------------- */
 
 typedef struct {
-    uint8_t b[4096];
+    uint8_t b[16384];
     size_t n;
     uint64_t n_kv;
 } gbuf;
@@ -359,6 +359,55 @@ static void test_errors(void) {
     free(g);
 }
 
+/* The Llama 3 and GPT-2 pre-tokenizers on a made-up byte-level vocabulary: the 256 byte
+ * symbols (id = byte) plus whole words; with no merges, a word that is no token comes out as
+ * its bytes, so the ids show where the pre-tokenizer cut. */
+static void test_pre(void) {
+    static const char *const words[] = {"Hello", "\xC4\xA0world", "123", "'S", "\xC4\x8A\xC4\x8A",
+                                        "\xC4\xA0!!\xC4\x8A", ".hello"};   /* ids 256.. */
+    enum { NW = sizeof words / sizeof words[0] };
+    const char *toks[256 + NW];
+    char bytes[256][3];
+    for (int b = 0; b < 256; b++) {
+        /* GPT-2's byte alphabet: printable Latin-1 stands for itself, the rest from U+0100 */
+        int self = (b >= 0x21 && b <= 0x7E) || (b >= 0xA1 && b <= 0xAC) || b >= 0xAE;
+        unsigned cp = self ? (unsigned)b : b <= 0x20 ? 0x100u + (unsigned)b : b <= 0xA0 ? 0x121u + (unsigned)(b - 0x7F) : 0x143u;
+        if (cp < 0x80) bytes[b][0] = (char)cp, bytes[b][1] = 0;
+        else bytes[b][0] = (char)(0xC0 | (cp >> 6)), bytes[b][1] = (char)(0x80 | (cp & 0x3F)), bytes[b][2] = 0;
+        toks[b] = bytes[b];
+    }
+    for (int i = 0; i < NW; i++) toks[256 + i] = words[i];
+    for (int pre = 0; pre < 2; pre++) {
+        gbuf *g = calloc(1, sizeof *g);
+        start(g);
+        kv_str(g, "tokenizer.ggml.model", "gpt2");
+        kv_str(g, "tokenizer.ggml.pre", pre ? "llama-bpe" : "gpt2");
+        kv_tokens(g, "tokenizer.ggml.tokens", 256 + NW, toks);
+        kv_tokens(g, "tokenizer.ggml.merges", 1, (const char *const[]){"q q"});
+        /* gpt2 merges the whole word only when a merge makes it; llama3 takes whole-word tokens */
+        tokenizer *t = load_buf(g);
+        free(g);
+        if (!CHECK(t != NULL, pre ? "made-up llama3 vocabulary loads" : "made-up gpt2 vocabulary loads", "%s", err)) continue;
+        if (pre) {
+            static const int32_t a[] = {256, 257, ' ', 258, '4', 259};
+            check_ids(t, "llama3 pre: 'Hello world 1234'S'", "Hello world 1234'S", false, false, a, 6);
+            static const int32_t b[] = {'a', 260, 'b'};
+            check_ids(t, "llama3 pre: 'a\\n\\nb' keeps the newlines together", "a\n\nb", false, false, b, 3);
+            static const int32_t c[] = {'x', ' ', 261};
+            check_ids(t, "llama3 pre: 'x  !!\\n'", "x  !!\n", false, false, c, 3);
+            static const int32_t d[] = {262};
+            check_ids(t, "llama3 pre: '.hello' is one word", ".hello", false, false, d, 1);
+            static const int32_t e[] = {258, '1', '2'};
+            check_ids(t, "llama3 pre: digits in threes", "12312", false, false, e, 3);
+        } else {
+            /* no whole-word shortcut: every word is its bytes; 'S is not a contraction here */
+            static const int32_t a[] = {'x', ' ', 'y', '\'', 'S'};
+            check_ids(t, "gpt2 pre on a made-up vocabulary spells bytes", "x y'S", false, false, a, 5);
+        }
+        tokenizer_free(t);
+    }
+}
+
 /* ---- time on long inputs ----------------------------------------------------------------------- */
 
 static double now(void) {
@@ -404,6 +453,7 @@ int main(void) {
     test_bytes();
     test_stream();
     test_errors();
+    test_pre();
     test_speed();
     return test_done();
 }
