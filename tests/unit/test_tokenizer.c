@@ -166,9 +166,8 @@ static void test_golden(void) {
           "aidreams vocabulary facts", "add_bos %d bos %d eos %d kind %s n %d", tokenizer_add_bos(l.t),
           tokenizer_bos(l.t), tokenizer_eos(l.t), tokenizer_kind(l.t), tokenizer_n_vocab(l.t));
     check_ids(l.t, "aidreams 'Once upon a time' (golden)", "Once upon a time", true, true, once, 13);
-    check_ids(l.t, "aidreams 'The garden of silicon dreams' (golden)", 
-              "The garden of silicon dreams", true, true,
-              garden, 17);
+    check_ids(l.t, "aidreams 'The garden of silicon dreams' (golden)", "The garden of silicon dreams",
+              true, true, garden, 17);
     check_ids(l.t, "aidreams '' with BOS is [1] (golden)", "", true, true, empty, 1);
     check_ids(l.t, "aidreams '' without BOS is []", "", false, true, NULL, 0);
     CHECK(tokenizer_is_eog(l.t, 2) && !tokenizer_is_eog(l.t, 1), "aidreams EOS ends generation",
