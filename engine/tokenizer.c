@@ -444,6 +444,7 @@ static int load_specials(tokenizer *t, const gguf_ctx *g, char *err, size_t err_
     t->add_space_prefix = spm;
     t->ignore_merges = t->pre == TOK_PRE_LLAMA3;
     if (load_bool(g, "tokenizer.ggml.add_bos_token", &t->add_bos, err, err_size) ||
+        load_bool(g, "tokenizer.ggml.add_eos_token", &t->add_eos, err, err_size) ||
         load_bool(g, "tokenizer.ggml.add_space_prefix", &t->add_space_prefix, err, err_size))
         return -1;
     add_eog(t, t->eos);
@@ -500,6 +501,7 @@ int32_t tokenizer_n_vocab(const tokenizer *t) { return t->n_vocab; }
 int32_t tokenizer_bos(const tokenizer *t) { return t->bos; }
 int32_t tokenizer_eos(const tokenizer *t) { return t->eos; }
 bool tokenizer_add_bos(const tokenizer *t) { return t->add_bos; }
+bool tokenizer_add_eos(const tokenizer *t) { return t->add_eos; }
 size_t tokenizer_max_piece(const tokenizer *t) { return t->max_piece; }
 
 bool tokenizer_is_eog(const tokenizer *t, int32_t id) {

@@ -36,7 +36,7 @@ struct tokenizer {
     size_t max_piece;
     tok_strings merges;       /* BPE: left+right bytes, split = left length; index = rank */
     bool ignore_merges;       /* BPE: a whole pre-token that is a token skips the merges (llama3) */
-    bool add_bos, add_space_prefix;
+    bool add_bos, add_eos, add_space_prefix;
     int32_t bos, eos, unk, pad;
     int32_t eog[16];
     int n_eog;

@@ -205,7 +205,8 @@ static void test_special(void) {
         static const int32_t eot[] = {15496, 50256, 15496};
         check_ids(l.t, "GPT-2 'Hello<|endoftext|>Hello' with parse_special", "Hello<|endoftext|>Hello", false,
                   true, eot, 3);
-        CHECK(!strcmp(tokenizer_kind(l.t), "gpt2") && tokenizer_is_eog(l.t, 50256) && !tokenizer_add_bos(l.t),
+        CHECK(!strcmp(tokenizer_kind(l.t), "gpt2") && !strcmp(tokenizer_pre(l.t), "gpt-2") &&
+              tokenizer_is_eog(l.t, 50256) && !tokenizer_add_bos(l.t) && !tokenizer_add_eos(l.t),
               "GPT-2 vocabulary facts", "kind %s pre %s", tokenizer_kind(l.t), tokenizer_pre(l.t));
         unload(&l);
     }
@@ -290,6 +291,10 @@ static void kv_str(gbuf *g, const char *k, const char *v) {
 static void kv_u32(gbuf *g, const char *k, uint32_t v) {
     put_str(g, k), put_u32(g, GGUF_TYPE_UINT32), put_u32(g, v), g->n_kv++;
 }
+static void kv_bool(gbuf *g, const char *k, bool v) {
+    uint8_t b = v;
+    put_str(g, k), put_u32(g, GGUF_TYPE_BOOL), put(g, &b, 1), g->n_kv++;
+}
 static void kv_tokens(gbuf *g, const char *k, int n, const char *const *v) {
     put_str(g, k), put_u32(g, GGUF_TYPE_ARRAY), put_u32(g, GGUF_TYPE_STRING), put_u64(g, (uint64_t)n);
     for (int i = 0; i < n; i++) put_str(g, v[i]);
@@ -317,8 +322,10 @@ static void test_errors(void) {
     start(g);
     kv_str(g, "tokenizer.ggml.model", "llama");
     kv_tokens(g, "tokenizer.ggml.tokens", 5, toks);
+    kv_bool(g, "tokenizer.ggml.add_eos_token", true);
     tokenizer *t = load_buf(g);
-    CHECK(t && tokenizer_bos(t) == 1, "minimal SPM vocabulary loads", "%s", err);
+    CHECK(t && tokenizer_bos(t) == 1 && tokenizer_eos(t) == 2 && tokenizer_add_bos(t) && tokenizer_add_eos(t),
+          "minimal SPM vocabulary loads, default ids, add_eos_token read", "%s", err);
     if (t) {
         int64_t n;
         int32_t *ids = encode(t, "a", 1, false, false, &n);
@@ -340,6 +347,14 @@ static void test_errors(void) {
     kv_u32(g, "tokenizer.ggml.padding_token_id", 0xFFFFFFFFu);
     t = load_buf(g);
     CHECK(t != NULL, "padding id 0xFFFFFFFF means none", "%s", err);
+    tokenizer_free(t);
+    start(g);
+    kv_str(g, "tokenizer.ggml.model", "llama");
+    kv_tokens(g, "tokenizer.ggml.tokens", 5, toks);
+    kv_str(g, "tokenizer.ggml.eos_token_id", "2");
+    t = load_buf(g);
+    CHECK(!t && strstr(err, "tokenizer.ggml.eos_token_id"), "a string EOS id is an error naming the key", "%s",
+          t ? "loaded" : err);
     tokenizer_free(t);
     start(g);
     kv_str(g, "tokenizer.ggml.model", "bert");
