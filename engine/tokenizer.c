@@ -175,8 +175,8 @@ static int load_merges(tokenizer *t, const gguf_ctx *g, char *err, size_t err_si
         char *s = m->arena + m->off[i];
         char *sp = m->len[i] > 1 ? memchr(s + 1, ' ', m->len[i] - 1) : NULL;
         if (!sp) {
-            tok_err(err, err_size, "%s: %s[%d]: '%.40s' is not two parts separated by a space",
-                    gguf_path(g), key, i, s);
+            tok_err(err, err_size, "%s: %s[%d]: '%.*s' is not two parts separated by a space",
+                    gguf_path(g), key, i, (int)(m->len[i] < 40 ? m->len[i] : 40), s);
             return -1;
         }
         uint32_t left = (uint32_t)(sp - s);
