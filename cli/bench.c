@@ -449,7 +449,7 @@ typedef struct {
     const bench_model *model;
     const bench_test *test;
     const char *backend;
-    char ts[BENCH_MAX_SPLIT * 12];
+    char ts[256];               /* -ts as "3.00/1.00" */
     char test_time[32];
     double *ns, *tps;  /* per repetition */
     int reps;
@@ -525,7 +525,7 @@ static void md_header(const bool *show) {
 
 static void md_row(const bench_result *r, const bool *show) {
     const bench_test *t = r->test;
-    char cell[COL_COUNT][96];
+    char cell[COL_COUNT][256];
     snprintf(cell[COL_MODEL], sizeof cell[0], "%s", r->model->type);
     fmt_bytes(cell[COL_SIZE], sizeof cell[0], r->model->size);
     fmt_params(cell[COL_PARAMS], sizeof cell[0], r->model->n_params);
