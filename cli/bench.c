@@ -352,8 +352,8 @@ static int model_info(bench_model *m, const char *path) {
     return 0;
 }
 
-/* KV cache bytes per position and element: the CPU path keeps f32 keys and values
- * (engine/kvcache.h); a backend with another cache type changes this with it. */
+/* KV cache bytes one position holds over all layers, keys and values: the CPU path keeps them in
+ * f32 (engine/kvcache.h); a backend with another cache type changes this with it. */
 static uint64_t kv_bytes_per_pos(const llama_hparams *hp) {
     return (uint64_t)hp->n_layer * 2u * (uint64_t)hp->n_head_kv * (uint64_t)hp->head_dim * sizeof(float);
 }
@@ -570,7 +570,7 @@ typedef struct {
     int n;
 } bench_field;
 
-#define N_FIELDS 30
+#define N_FIELDS 28  /* the fields record_fields writes */
 
 static int record_fields(const bench_result *r, const char *commit, bench_field *f) {
     const bench_test *t = r->test;
