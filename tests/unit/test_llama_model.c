@@ -123,7 +123,7 @@ static void expect_refused(const char *name, const char *file, variant v, const 
     gguf_ctx *g;
     char err[512] = "";
     int rc = load(file, &v, &m, &g, err, sizeof err);
-    char test[256];
+    char test[1024];
     snprintf(test, sizeof test, "llama refuses %s (%s)", name, err);
     CHECK(rc == -1 && strstr(err, needle), test, "rc %d, message lacks '%s'", rc, needle);
     if (!rc) {
