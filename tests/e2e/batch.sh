@@ -182,6 +182,9 @@ if [ $rc -eq 0 ] && [ ! -s "$TMP/e.out" ] && grep -q "no requests" "$TMP/e.err";
 else fail "batch on an empty file" "exit $rc: $(cat "$TMP/e.err")"; fi
 printf 'Once\n' | "$MGI" batch -m "$F32" -f - -n 3 --temp 0 >"$TMP/stdin.out" 2>/dev/null
 check "batch -f - reads stdin" test "$(wc -l <"$TMP/stdin.out")" -eq 1
+if [ -w /dev/full ]; then
+    expect_error "batch output on a full disk: one line, exit 3" 3 "$MGI" batch -m "$F32" -f "$TMP/sys.txt" -n 2 -o /dev/full --log-disable
+fi
 expect_error "batch -np 0 refused" 1 "$MGI" batch -m "$F32" -f "$TMP/req.jsonl" -np 0
 expect_error "batch -np past the context refused" 1 "$MGI" batch -m "$F32" -f "$TMP/req.jsonl" -np 9 -c 8
 expect_error "batch --resume without -o refused" 1 "$MGI" batch -m "$F32" -f "$TMP/req.jsonl" --resume
