@@ -60,7 +60,8 @@ int main(void) {
     expect_error("{\"prompt\": \"x\", \"n_predict\": -5}", "\"n_predict\"", "request refuses a negative n_predict");
     expect_error("{\"prompt\": \"x\", \"n_predict\": 0}", "generates nothing", "request refuses n_predict 0");
     expect_error("{\"prompt\": \"x\", \"n_predict\": 2.5}", "integer", "request refuses a fractional n_predict");
-    expect_error("{\"prompt\": \"x\", \"temperature\": -1}", "\"temperature\"", "request refuses a negative temperature");
+    expect_error("{\"prompt\": \"x\", \"temperature\": -1}", "\"temperature\"",
+                 "request refuses a negative temperature");
     expect_error("{\"prompt\": \"x\", \"top_p\": 1.5}", "\"top_p\"", "request refuses top_p past 1");
     expect_error("{\"prompt\": \"x\", \"seed\": \"7\"}", "must be a number", "request refuses a string seed");
     expect_error("{\"prompt\": \"x\", \"ignore_eos\": 1}", "true or false", "request refuses a numeric ignore_eos");
