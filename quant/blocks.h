@@ -63,12 +63,16 @@ typedef struct { uint16_t d; uint16_t s; int8_t qs[QK8_1]; } block_q8_1;
 QUANT_STATIC_ASSERT(sizeof(block_q8_1) == 36, "block_q8_1 size");
 
 /* Q2_K: 256 weights in 16 sub-blocks of 16. scales[i]: low nibble = 4-bit scale, high nibble =
- * 4-bit min of sub-block i. w = d * sc * q - dmin * m, q 2-bit (qs: 4 codes per byte). */
+ * 4-bit min of sub-block i. w = d * sc * q - dmin * m, q 2-bit. qs: for half h (128 weights)
+ * and l < 32, bits 2k..2k+1 of qs[32h + l] hold weight 128h + 32k + l. */
 typedef struct { uint8_t scales[QK_K / 16]; uint8_t qs[QK_K / 4]; uint16_t d; uint16_t dmin; } block_q2_K;
 QUANT_STATIC_ASSERT(sizeof(block_q2_K) == 84, "block_q2_K size");
 
-/* Q3_K: 16 sub-blocks of 16; q 3-bit = 2 low bits in qs, high bit in hmask (set means +0,
- * clear means -4); 16 6-bit signed scales (offset 32) packed in 12 bytes. w = d * (sc - 32) * q. */
+/* Q3_K: 16 sub-blocks of 16; q 3-bit = 2 low bits in qs (placed as Q2_K's), high bit of
+ * weight j in hmask[j % 32] bit j / 32 (set means +0, clear means -4, so q in -4..3);
+ * 16 6-bit scales (offset 32) packed in 12 bytes: scale i has low 4 bits in the low nibble of
+ * scales[i] (i < 8) or the high nibble of scales[i - 8], high 2 bits at bit 2 * (i / 4) of
+ * scales[8 + i % 4]. w = d * (sc - 32) * q. */
 typedef struct { uint8_t hmask[QK_K / 8]; uint8_t qs[QK_K / 4]; uint8_t scales[12]; uint16_t d; } block_q3_K;
 QUANT_STATIC_ASSERT(sizeof(block_q3_K) == 110, "block_q3_K size");
 
@@ -86,7 +90,9 @@ typedef struct { uint16_t d; uint16_t dmin; uint8_t scales[K_SCALE_SIZE]; uint8_
 QUANT_STATIC_ASSERT(sizeof(block_q5_K) == 176, "block_q5_K size");
 
 /* Q6_K: 16 sub-blocks of 16, int8 scales; q 6-bit = 4 low bits in ql, 2 high bits in qh;
- * w = d * sc * (q - 32). */
+ * w = d * sc * (q - 32). Per half h (128 weights), l < 32: weight l = ql[64h + l] low nibble
+ * + qh[32h + l] bits 0-1; 32 + l = ql[64h + 32 + l] low + bits 2-3; 64 + l = ql[64h + l] high +
+ * bits 4-5; 96 + l = ql[64h + 32 + l] high + bits 6-7. */
 typedef struct { uint8_t ql[QK_K / 2]; uint8_t qh[QK_K / 4]; int8_t scales[QK_K / 16]; uint16_t d; } block_q6_K;
 QUANT_STATIC_ASSERT(sizeof(block_q6_K) == 210, "block_q6_K size");
 
