@@ -55,16 +55,16 @@ static cudaError_t matvec_any(float *y, const void *w, uint32_t t, const XT *x, 
     constexpr bool XH = sizeof(XT) == 2;
     if (matvec_repacked_bytes(t, rows, k) == 0 || n < 1 || n > MATVEC_MAX_N) return cudaErrorInvalidValue;
     const uint8_t *wb = (const uint8_t *)w;
-    unsigned grid1 = (unsigned)((rows + 7) / 8);
+    unsigned grid1 = (unsigned)((rows + MV1_ROWS - 1) / MV1_ROWS);
     int r = (int)rows, kk = (int)k;
     switch (t) {
     case QUANT_Q4_0: matvec_launch_v2<QUANT_Q4_0, XH>(y, w, x, r, kk, n, s); break;
     case QUANT_Q4_K: matvec_launch_v2<QUANT_Q4_K, XH>(y, w, x, r, kk, n, s); break;
-    case QUANT_F32: matvec_v1<QUANT_F32, XT><<<grid1, 256, 0, s>>>(y, wb, x, r, kk, n); break;
-    case QUANT_F16: matvec_v1<QUANT_F16, XT><<<grid1, 256, 0, s>>>(y, wb, x, r, kk, n); break;
-    case QUANT_Q5_0: matvec_v1<QUANT_Q5_0, XT><<<grid1, 256, 0, s>>>(y, wb, x, r, kk, n); break;
-    case QUANT_Q8_0: matvec_v1<QUANT_Q8_0, XT><<<grid1, 256, 0, s>>>(y, wb, x, r, kk, n); break;
-    case QUANT_Q6_K: matvec_v1<QUANT_Q6_K, XT><<<grid1, 256, 0, s>>>(y, wb, x, r, kk, n); break;
+    case QUANT_F32: matvec_v1<QUANT_F32, XT><<<grid1, 256, MV1_SMEM, s>>>(y, wb, x, r, kk, n); break;
+    case QUANT_F16: matvec_v1<QUANT_F16, XT><<<grid1, 256, MV1_SMEM, s>>>(y, wb, x, r, kk, n); break;
+    case QUANT_Q5_0: matvec_v1<QUANT_Q5_0, XT><<<grid1, 256, MV1_SMEM, s>>>(y, wb, x, r, kk, n); break;
+    case QUANT_Q8_0: matvec_v1<QUANT_Q8_0, XT><<<grid1, 256, MV1_SMEM, s>>>(y, wb, x, r, kk, n); break;
+    case QUANT_Q6_K: matvec_v1<QUANT_Q6_K, XT><<<grid1, 256, MV1_SMEM, s>>>(y, wb, x, r, kk, n); break;
     default: return cudaErrorInvalidValue;
     }
     return cudaGetLastError();

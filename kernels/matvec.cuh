@@ -1,6 +1,8 @@
 /* Decode matvec kernels, Y[n][rows] = W[rows][k] . X[n][k], as templates so the kernel lab can
  * time every variant; kernels.h's matvec_* pick the production one.
- *   v1  generic: warp per row, weights in GGUF layout, dequantised to f32, f32 FMAs. Every type.
+ *   v1  generic: weights in GGUF layout, dequantised to f32, f32 FMAs; every type. A block of
+ *       8 warps takes 32 rows (4 per warp, lanes over 32-weight units), X staged in shared
+ *       memory (padded against bank conflicts) in passes of mv1_pass(n) values.
  *   v2  tensor cores: Q4_0 / Q4_K repacked (layout below); 4-bit codes become f16 exactly in
  *       registers (one LOP3 per pair), mma.m16n8k16 multiplies them with X in f16 (f32 X split
  *       exactly into hi + lo halves, two columns per token), scales applied in f32 per 32-weight
@@ -25,38 +27,74 @@
 #include "kernels/dequant.cuh"
 
 /* ---------------------------------------------------------------- v1: generic, GGUF layout -- */
-template <typename XT>
-__device__ __forceinline__ float mv_x(const XT *p) {
-    if constexpr (sizeof(XT) == 4) return __ldg((const float *)p);
-    else return __half2float(__ushort_as_half(__ldg((const unsigned short *)p)));
-}
+#define MV1_ROWS 32 /* rows per block: 8 warps x 4 rows, so X is staged once per 32 rows */
+#define MV1_SMEM 36864
 
-/* 8 rows per block of 256 threads, one warp per row; lane takes 32-weight units lane, lane+32... */
+/* X values per pass: n * kp * 4.5 bytes (X padded by 4 floats per 32) fit MV1_SMEM. */
+__host__ __device__ __forceinline__ int mv1_pass(int n) { return (8192 / n) & ~255; }
+
 template <int T, typename XT>
 __global__ void __launch_bounds__(256) matvec_v1(float *y, const uint8_t *w, const XT *x, int rows,
                                                  int k, int n) {
-    int row = blockIdx.x * 8 + (threadIdx.x >> 5), lane = threadIdx.x & 31;
-    if (row >= rows) return;
-    const uint8_t *wr = w + (int64_t)row * dq_row_bytes(T, k);
-    float acc[8] = {0, 0, 0, 0, 0, 0, 0, 0};
-    for (int u = lane; u < k / 32; u += 32) {
-        float wv[32];
-        dq_unit<T>(wr, u, wv);
+    extern __shared__ __align__(16) float mv1_x[]; /* [n][kp / 32][36] */
+    const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31, kp = mv1_pass(n);
+    const int stride = kp / 32 * 36;
+    float acc[4][8];
 #pragma unroll
-        for (int c = 0; c < 8; c++) {
-            if (c >= n) break;
-            const XT *xp = x + (int64_t)c * k + 32 * u;
+    for (int r = 0; r < 4; r++)
 #pragma unroll
-            for (int i = 0; i < 32; i++) acc[c] = fmaf(wv[i], mv_x(xp + i), acc[c]);
+        for (int c = 0; c < 8; c++) acc[r][c] = 0;
+    for (int p0 = 0; p0 < k; p0 += kp) {
+        const int pk = min(kp, k - p0);
+        __syncthreads();
+        for (int i = threadIdx.x; i < n * pk / 4; i += blockDim.x) {
+            int tok = i / (pk / 4), e = 4 * (i % (pk / 4));
+            float4 v;
+            if constexpr (sizeof(XT) == 4) {
+                v = __ldg((const float4 *)(x + (int64_t)tok * k + p0 + e));
+            } else {
+                uint2 h = __ldg((const uint2 *)(x + (int64_t)tok * k + p0 + e));
+                float2 a = __half22float2(*(__half2 *)&h.x), b = __half22float2(*(__half2 *)&h.y);
+                v = make_float4(a.x, a.y, b.x, b.y);
+            }
+            *(float4 *)&mv1_x[tok * stride + e / 32 * 36 + e % 32] = v;
+        }
+        __syncthreads();
+#pragma unroll
+        for (int r = 0; r < 4; r++) {
+            const int row = blockIdx.x * MV1_ROWS + warp + 8 * r;
+            if (row >= rows) break;
+            const uint8_t *wr = w + (int64_t)row * dq_row_bytes(T, k);
+            for (int u = lane; u < pk / 32; u += 32) {
+                float wv[32];
+                dq_unit<T>(wr, p0 / 32 + u, wv);
+#pragma unroll
+                for (int c = 0; c < 8; c++) {
+                    if (c >= n) break;
+                    const float4 *xp = (const float4 *)&mv1_x[c * stride + u * 36];
+#pragma unroll
+                    for (int i = 0; i < 8; i++) {
+                        float4 xv = xp[i];
+                        acc[r][c] = fmaf(wv[4 * i], xv.x, acc[r][c]);
+                        acc[r][c] = fmaf(wv[4 * i + 1], xv.y, acc[r][c]);
+                        acc[r][c] = fmaf(wv[4 * i + 2], xv.z, acc[r][c]);
+                        acc[r][c] = fmaf(wv[4 * i + 3], xv.w, acc[r][c]);
+                    }
+                }
+            }
         }
     }
 #pragma unroll
-    for (int c = 0; c < 8; c++) {
-        if (c >= n) break;
-        float s = acc[c];
+    for (int r = 0; r < 4; r++) {
+        const int row = blockIdx.x * MV1_ROWS + warp + 8 * r;
 #pragma unroll
-        for (int o = 16; o > 0; o >>= 1) s += __shfl_xor_sync(0xffffffffu, s, o);
-        if (lane == 0) y[(int64_t)c * rows + row] = s;
+        for (int c = 0; c < 8; c++) {
+            if (c >= n) break;
+            float s = acc[r][c];
+#pragma unroll
+            for (int o = 16; o > 0; o >>= 1) s += __shfl_xor_sync(0xffffffffu, s, o);
+            if (lane == 0 && row < rows) y[(int64_t)c * rows + row] = s;
+        }
     }
 }
 
@@ -119,43 +157,54 @@ __device__ __forceinline__ float2 mv_k4_scale(uint4 r, int j) {
 
 /* Stages weights [p0, p0 + pk) of X as B fragments: xb[step][col][t] = uint2 (k0 + 2t, +1) and
  * (k0 + 2t + 8, +9) in f16, and xs[sub][col] = f32 sum of the 32 X of sub-block sub (0 for lo
- * columns). Column col is token col (f16 X) or token col / 2, hi (even) or lo (odd) part. */
+ * columns). Column col is token col (f16 X) or token col / 2, hi (even) or lo (odd) part.
+ * Each thread takes 4 consecutive X (one 16- or 8-byte load, coalesced across the block);
+ * the 8 threads of a 32-value sub-block add their sums with shuffles. */
 template <bool XH>
 __device__ __forceinline__ void mv2_stage(uint2 *xb, float *xs, const void *xv, int k, int n,
                                           int ncols, int p0, int pk) {
-    int items = pk / 32 * ncols;
-    for (int it = threadIdx.x; it < items; it += blockDim.x) {
-        int sub = it / ncols, col = it % ncols;
-        int tok = XH ? col : col >> 1, part = XH ? 0 : col & 1;
-        int kk = p0 + 32 * sub;
-        __half v[32];
-        float sum = 0;
-#pragma unroll
-        for (int i = 0; i < 32; i++) {
-            float f;
-            if (kk + i >= k) {
-                v[i] = __float2half(0.0f);
-                f = 0;
-            } else if (XH) {
-                v[i] = __ushort_as_half(__ldg((const unsigned short *)xv + (int64_t)tok * k + kk + i));
-                f = __half2float(v[i]);
+    uint32_t *xw = (uint32_t *)xb;
+    const int q4 = pk / 4, total = n * q4; /* q4 is a multiple of 16 */
+    for (int base = 0; base < total; base += blockDim.x) {
+        const int f = base + threadIdx.x;
+        const bool in = f < total;
+        const int tok = in ? f / q4 : 0, e4 = 4 * (in ? f % q4 : 0), kk = p0 + e4;
+        float v[4] = {0, 0, 0, 0};
+        uint32_t h01 = 0, h23 = 0;
+        if (in && kk < k) {
+            if (XH) {
+                uint2 r = __ldg((const uint2 *)((const unsigned short *)xv + (int64_t)tok * k + kk));
+                h01 = r.x;
+                h23 = r.y;
+                float2 a = __half22float2(*(__half2 *)&h01), b = __half22float2(*(__half2 *)&h23);
+                v[0] = a.x; v[1] = a.y; v[2] = b.x; v[3] = b.y;
             } else {
-                f = __ldg((const float *)xv + (int64_t)tok * k + kk + i);
-                __half hi = __float2half_rn(f);
-                v[i] = part ? __float2half_rn(f - __half2float(hi)) : hi;
+                float4 r = __ldg((const float4 *)((const float *)xv + (int64_t)tok * k + kk));
+                v[0] = r.x; v[1] = r.y; v[2] = r.z; v[3] = r.w;
             }
-            sum += f;
         }
-        (void)n;
-        xs[sub * ncols + col] = part ? 0.0f : sum;
-#pragma unroll
-        for (int s2 = 0; s2 < 2; s2++) {
-#pragma unroll
-            for (int t = 0; t < 4; t++) {
-                __half2 a = __halves2half2(v[16 * s2 + 2 * t], v[16 * s2 + 2 * t + 1]);
-                __half2 b = __halves2half2(v[16 * s2 + 2 * t + 8], v[16 * s2 + 2 * t + 9]);
-                xb[((2 * sub + s2) * ncols + col) * 4 + t] = make_uint2(*(uint32_t *)&a, *(uint32_t *)&b);
-            }
+        float sum = (v[0] + v[1]) + (v[2] + v[3]);
+        sum += __shfl_xor_sync(0xffffffffu, sum, 1);
+        sum += __shfl_xor_sync(0xffffffffu, sum, 2);
+        sum += __shfl_xor_sync(0xffffffffu, sum, 4);
+        if (!in) continue;
+        const int s = e4 / 16, e = e4 % 16, t = (e % 8) / 2, hiw = e >= 8, sub = e4 / 32;
+        const int col = XH ? tok : 2 * tok;
+        if (XH) {
+            xw[((s * ncols + col) * 4 + t) * 2 + hiw] = h01;
+            xw[((s * ncols + col) * 4 + t + 1) * 2 + hiw] = h23;
+        } else {
+            __half2 a = __floats2half2_rn(v[0], v[1]), b = __floats2half2_rn(v[2], v[3]);
+            float2 af = __half22float2(a), bf = __half22float2(b);
+            __half2 al = __floats2half2_rn(v[0] - af.x, v[1] - af.y), bl = __floats2half2_rn(v[2] - bf.x, v[3] - bf.y);
+            xw[((s * ncols + col) * 4 + t) * 2 + hiw] = *(uint32_t *)&a;
+            xw[((s * ncols + col) * 4 + t + 1) * 2 + hiw] = *(uint32_t *)&b;
+            xw[((s * ncols + col + 1) * 4 + t) * 2 + hiw] = *(uint32_t *)&al;
+            xw[((s * ncols + col + 1) * 4 + t + 1) * 2 + hiw] = *(uint32_t *)&bl;
+        }
+        if ((f & 7) == 0) {
+            xs[sub * ncols + col] = sum;
+            if (!XH) xs[sub * ncols + col + 1] = 0.0f;
         }
     }
 }
@@ -170,8 +219,105 @@ __device__ __forceinline__ void mv2_bfrag(uint2 b[NG], const uint2 *xb, int s, i
     }
 }
 
+/* One warp's 4 chunks of weights in registers: loaded ahead, then multiplied. */
+template <int T> struct mv2_group;
+
+template <> struct mv2_group<QUANT_Q4_0> {
+    uint4 q[4];
+    uint2 sc[4];
+    __device__ __forceinline__ void load(const uint4 *qt, const uint8_t *st, int cbase, int c, int pc, int lane, int g) {
+#pragma unroll
+        for (int i = 0; i < 4; i++) {
+            if (c + i < pc) {
+                q[i] = mv_ld_stream(qt + (int64_t)(cbase + c + i) * 32 + lane);
+                sc[i] = __ldg((const uint2 *)(st + (int64_t)(cbase + c + i) * 64) + g);
+            }
+        }
+    }
+    template <int NG>
+    __device__ __forceinline__ void compute(float acc[NG][4], const uint2 *xb, const float *, int c, int pc,
+                                            int ncols, int g, int t) const {
+        const uint32_t off = 0x64086408u; /* 1032 = 1024 + 8 */
+#pragma unroll
+        for (int i = 0; i < 4; i++) {
+            if (c + i >= pc) break;
+            const uint32_t words[4] = {q[i].x, q[i].y, q[i].z, q[i].w};
+#pragma unroll
+            for (int blk = 0; blk < 2; blk++) {
+                float d[NG][4];
+#pragma unroll
+                for (int gr = 0; gr < NG; gr++) d[gr][0] = d[gr][1] = d[gr][2] = d[gr][3] = 0;
+#pragma unroll
+                for (int s2 = 0; s2 < 2; s2++) {
+                    uint32_t a[4];
+                    mv_codes(a, words[2 * blk + s2], off);
+                    uint2 b[NG];
+                    mv2_bfrag<NG>(b, xb, (c + i) * 4 + 2 * blk + s2, ncols, g, t);
+#pragma unroll
+                    for (int gr = 0; gr < NG; gr++) mv_mma(d[gr], a, b[gr].x, b[gr].y);
+                }
+                const float d0 = blk ? mv_half_hi(sc[i].x) : mv_half_lo(sc[i].x);
+                const float d1 = blk ? mv_half_hi(sc[i].y) : mv_half_lo(sc[i].y);
+#pragma unroll
+                for (int gr = 0; gr < NG; gr++) {
+                    acc[gr][0] = fmaf(d0, d[gr][0], acc[gr][0]);
+                    acc[gr][1] = fmaf(d0, d[gr][1], acc[gr][1]);
+                    acc[gr][2] = fmaf(d1, d[gr][2], acc[gr][2]);
+                    acc[gr][3] = fmaf(d1, d[gr][3], acc[gr][3]);
+                }
+            }
+        }
+    }
+};
+
+/* For Q4_K a group is one super-block (4 chunks share a scale record per row). */
+template <> struct mv2_group<QUANT_Q4_K> {
+    uint4 q[4], r0, r1;
+    __device__ __forceinline__ void load(const uint4 *qt, const uint8_t *st, int cbase, int c, int, int lane, int g) {
+        const int64_t cg = cbase + c;
+#pragma unroll
+        for (int i = 0; i < 4; i++) q[i] = mv_ld_stream(qt + (cg + i) * 32 + lane);
+        const uint4 *sr = (const uint4 *)(st + cg * 64);
+        r0 = __ldg(sr + g);
+        r1 = __ldg(sr + g + 8);
+    }
+    template <int NG>
+    __device__ __forceinline__ void compute(float acc[NG][4], const uint2 *xb, const float *xs, int c, int,
+                                            int ncols, int g, int t) const {
+        const uint32_t off = 0x64006400u;
+#pragma unroll
+        for (int j = 0; j < 8; j++) {
+            const uint32_t words[4] = {q[j >> 1].x, q[j >> 1].y, q[j >> 1].z, q[j >> 1].w};
+            float d[NG][4];
+#pragma unroll
+            for (int gr = 0; gr < NG; gr++) d[gr][0] = d[gr][1] = d[gr][2] = d[gr][3] = 0;
+#pragma unroll
+            for (int s2 = 0; s2 < 2; s2++) {
+                uint32_t a[4];
+                mv_codes(a, words[2 * (j & 1) + s2], off);
+                uint2 b[NG];
+                mv2_bfrag<NG>(b, xb, c * 4 + 2 * j + s2, ncols, g, t);
+#pragma unroll
+                for (int gr = 0; gr < NG; gr++) mv_mma(d[gr], a, b[gr].x, b[gr].y);
+            }
+            const float2 s0 = mv_k4_scale(r0, j), s1 = mv_k4_scale(r1, j);
+            const int sub = 2 * c + j;
+#pragma unroll
+            for (int gr = 0; gr < NG; gr++) {
+                const int col = 8 * gr + 2 * t;
+                const float x0 = col < ncols ? xs[sub * ncols + col] : 0.0f;
+                const float x1 = col + 1 < ncols ? xs[sub * ncols + col + 1] : 0.0f;
+                acc[gr][0] += fmaf(s0.x, d[gr][0], -s0.y * x0);
+                acc[gr][1] += fmaf(s0.x, d[gr][1], -s0.y * x1);
+                acc[gr][2] += fmaf(s1.x, d[gr][2], -s1.y * x0);
+                acc[gr][3] += fmaf(s1.x, d[gr][3], -s1.y * x1);
+            }
+        }
+    }
+};
+
 template <int T, bool XH, int NG>
-__global__ void __launch_bounds__(256) matvec_v2(float *y, const uint8_t *w, const void *xv,
+__global__ void __launch_bounds__(256, 2) matvec_v2(float *y, const uint8_t *w, const void *xv,
                                                  int rows, int k, int n) {
     static_assert(T == QUANT_Q4_0 || T == QUANT_Q4_K, "v2 handles Q4_0 and Q4_K");
     extern __shared__ __align__(16) uint8_t mv2_smem[];
@@ -187,94 +333,20 @@ __global__ void __launch_bounds__(256) matvec_v2(float *y, const uint8_t *w, con
 #pragma unroll
     for (int gr = 0; gr < NG; gr++) acc[gr][0] = acc[gr][1] = acc[gr][2] = acc[gr][3] = 0;
 
+    /* Each warp walks groups of 4 chunks (2 KB of quants); the next group's loads are issued
+     * before the current one is computed, and a pass's first group before X is staged. */
     for (int p0 = 0; p0 < C * 64; p0 += kp) {
-        int pk = min((int64_t)kp, C * 64 - p0);
+        const int pk = min((int64_t)kp, C * 64 - p0), pc = pk / 64, cbase = p0 / 64;
+        const int ng = (pc + 3) / 4, g0 = warp * ng / MV2_WARPS, g1 = (warp + 1) * ng / MV2_WARPS;
+        mv2_group<T> cur, nxt;
+        if (g0 < g1) cur.load(qt, st, cbase, 4 * g0, pc, lane, g);
         __syncthreads();
         mv2_stage<XH>(xb, xs, xv, k, n, ncols, p0, pk);
         __syncthreads();
-        const int cbase = p0 / 64;
-        if constexpr (T == QUANT_Q4_0) {
-            const int pc = pk / 64, c0 = warp * pc / MV2_WARPS, c1 = (warp + 1) * pc / MV2_WARPS;
-            const uint32_t off = 0x64086408u; /* 1032 = 1024 + 8 */
-            for (int c = c0; c < c1; c += 4) {
-                uint4 q[4];
-                uint2 sc[4];
-#pragma unroll
-                for (int i = 0; i < 4; i++) {
-                    if (c + i < c1) {
-                        q[i] = mv_ld_stream(qt + (cbase + c + i) * 32 + lane);
-                        sc[i] = __ldg((const uint2 *)(st + (cbase + c + i) * 64) + g);
-                    }
-                }
-#pragma unroll
-                for (int i = 0; i < 4; i++) {
-                    if (c + i >= c1) break;
-                    uint32_t words[4] = {q[i].x, q[i].y, q[i].z, q[i].w};
-#pragma unroll
-                    for (int blk = 0; blk < 2; blk++) {
-                        float d[NG][4];
-#pragma unroll
-                        for (int gr = 0; gr < NG; gr++) d[gr][0] = d[gr][1] = d[gr][2] = d[gr][3] = 0;
-#pragma unroll
-                        for (int s2 = 0; s2 < 2; s2++) {
-                            uint32_t a[4];
-                            mv_codes(a, words[2 * blk + s2], off);
-                            uint2 b[NG];
-                            mv2_bfrag<NG>(b, xb, (c + i) * 4 + 2 * blk + s2, ncols, g, t);
-#pragma unroll
-                            for (int gr = 0; gr < NG; gr++) mv_mma(d[gr], a, b[gr].x, b[gr].y);
-                        }
-                        float d0 = blk ? mv_half_hi(sc[i].x) : mv_half_lo(sc[i].x);
-                        float d1 = blk ? mv_half_hi(sc[i].y) : mv_half_lo(sc[i].y);
-#pragma unroll
-                        for (int gr = 0; gr < NG; gr++) {
-                            acc[gr][0] = fmaf(d0, d[gr][0], acc[gr][0]);
-                            acc[gr][1] = fmaf(d0, d[gr][1], acc[gr][1]);
-                            acc[gr][2] = fmaf(d1, d[gr][2], acc[gr][2]);
-                            acc[gr][3] = fmaf(d1, d[gr][3], acc[gr][3]);
-                        }
-                    }
-                }
-            }
-        } else {
-            const int pb = pk / 256, b0 = warp * pb / MV2_WARPS, b1 = (warp + 1) * pb / MV2_WARPS;
-            const uint32_t off = 0x64006400u;
-            for (int sb = b0; sb < b1; sb++) {
-                uint4 q[4];
-                const int64_t cg = cbase + 4 * sb;
-#pragma unroll
-                for (int i = 0; i < 4; i++) q[i] = mv_ld_stream(qt + (cg + i) * 32 + lane);
-                const uint4 *sr = (const uint4 *)(st + cg * 64);
-                uint4 r0 = __ldg(sr + g), r1 = __ldg(sr + g + 8);
-#pragma unroll
-                for (int j = 0; j < 8; j++) {
-                    uint32_t words[4] = {q[j >> 1].x, q[j >> 1].y, q[j >> 1].z, q[j >> 1].w};
-                    float d[NG][4];
-#pragma unroll
-                    for (int gr = 0; gr < NG; gr++) d[gr][0] = d[gr][1] = d[gr][2] = d[gr][3] = 0;
-#pragma unroll
-                    for (int s2 = 0; s2 < 2; s2++) {
-                        uint32_t a[4];
-                        mv_codes(a, words[2 * (j & 1) + s2], off);
-                        uint2 b[NG];
-                        mv2_bfrag<NG>(b, xb, (4 * sb) * 4 + 2 * j + s2, ncols, g, t);
-#pragma unroll
-                        for (int gr = 0; gr < NG; gr++) mv_mma(d[gr], a, b[gr].x, b[gr].y);
-                    }
-                    float2 s0 = mv_k4_scale(r0, j), s1 = mv_k4_scale(r1, j);
-                    const int sub = 8 * sb + j;
-#pragma unroll
-                    for (int gr = 0; gr < NG; gr++) {
-                        int col = 8 * gr + 2 * t;
-                        float x0 = col < ncols ? xs[sub * ncols + col] : 0.0f;
-                        float x1 = col + 1 < ncols ? xs[sub * ncols + col + 1] : 0.0f;
-                        acc[gr][0] += fmaf(s0.x, d[gr][0], -s0.y * x0);
-                        acc[gr][1] += fmaf(s0.x, d[gr][1], -s0.y * x1);
-                        acc[gr][2] += fmaf(s1.x, d[gr][2], -s1.y * x0);
-                        acc[gr][3] += fmaf(s1.x, d[gr][3], -s1.y * x1);
-                    }
-                }
-            }
+        for (int gi = g0; gi < g1; gi++) {
+            if (gi + 1 < g1) nxt.load(qt, st, cbase, 4 * gi + 4, pc, lane, g);
+            cur.template compute<NG>(acc, xb, xs, 4 * gi, pc, ncols, g, t);
+            cur = nxt;
         }
     }
 

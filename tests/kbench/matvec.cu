@@ -18,7 +18,7 @@ static int g_fail = 0;
 
 template <int T, typename XT>
 static void launch_v1(float *y, const void *w, const XT *x, int rows, int k, int n) {
-    matvec_v1<T, XT><<<(rows + 7) / 8, 256>>>(y, (const uint8_t *)w, x, rows, k, n);
+    matvec_v1<T, XT><<<(rows + MV1_ROWS - 1) / MV1_ROWS, 256, MV1_SMEM>>>(y, (const uint8_t *)w, x, rows, k, n);
 }
 
 /* variant 1 on GGUF layout, variant 2 on the repacked layout; returns 0 if not applicable */
