@@ -345,10 +345,10 @@ int main(void) {
     test_rope(&r);
     test_elementwise(&r);
     test_argmax(&r);
-    const int32_t l1[2] = {1, 777}, l2[3] = {300, 1024, 45}, l3[1] = {5};
+    const int32_t l1[2] = {1, 777}, l2[3] = {300, 1024, 45}, l3[1] = {5}, l4[2] = {299, 2};
     test_attention(&r, 2, 8, 2, 128, 1000, l1);
     test_attention(&r, 3, 32, 4, 64, 1024, l2);
     test_attention(&r, 1, 8, 8, 8, 16, l3);
-    test_attention(&r, 2, 4, 2, 36, 300, l1); /* head_dim % 8 != 0: variant 1 */
+    test_attention(&r, 2, 4, 2, 36, 300, l4); /* head_dim % 8 != 0: variant 1 */
     return test_done();
 }
