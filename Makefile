@@ -29,7 +29,8 @@ endif
 CUDA_LIBDIR := $(CUDA_HOME)/lib64
 CPPFLAGS += -I. -I$(CUDA_HOME)/include -I$(NCCL_INC) -D_GNU_SOURCE
 CFLAGS   ?= -O2 -g
-CFLAGS   += -std=c11 -Wall -Wextra -Werror -MMD -MP -pthread
+# override: test-asan passes CFLAGS on the command line, which would otherwise drop these.
+override CFLAGS += -std=c11 -Wall -Wextra -Werror -MMD -MP -pthread
 NVFLAGS  ?= -O3 -lineinfo
 NVFLAGS  += -std=c++17 -MMD -MP -Xcompiler -Wall \
             -gencode arch=compute_$(CUDA_ARCH)a,code=sm_$(CUDA_ARCH)a \
@@ -39,7 +40,7 @@ LDLIBS_GPU := -L$(CUDA_LIBDIR) -L$(NCCL_LIB) -Wl,-rpath,$(CUDA_LIBDIR) -Wl,-rpat
               -lcudart -lcublas -lnccl -lstdc++
 
 ifeq ($(SAN),1)
-CFLAGS  += -fsanitize=address,undefined -fno-omit-frame-pointer -fno-sanitize-recover=all
+override CFLAGS += -fsanitize=address,undefined -fno-omit-frame-pointer -fno-sanitize-recover=all
 LDFLAGS += -fsanitize=address,undefined
 endif
 
@@ -74,7 +75,13 @@ $(BUILD)/%.o: %.cu
 	@mkdir -p $(dir $@)
 	$(NVCC) $(CPPFLAGS) $(NVFLAGS) -c $< -o $@
 
-$(BUILD)/cli/main.o: CPPFLAGS += -DMGI_VERSION='"$(VERSION)"'
+# The commit goes into main.o through a header rewritten only when the commit changes, so a new
+# commit rebuilds main.o and nothing else.
+VERSION_H := $(BUILD)/version.h
+$(shell mkdir -p $(BUILD) && echo '#define MGI_VERSION "$(VERSION)"' > $(VERSION_H).tmp && \
+  (cmp -s $(VERSION_H).tmp $(VERSION_H) || mv $(VERSION_H).tmp $(VERSION_H)); rm -f $(VERSION_H).tmp)
+$(BUILD)/cli/main.o: $(VERSION_H)
+$(BUILD)/cli/main.o: CPPFLAGS += -include $(VERSION_H)
 
 $(BUILD)/libmgi_cpu.a: $(CPU_OBJ)
 	@mkdir -p $(dir $@)
@@ -124,6 +131,28 @@ demo: all
 	  [ -f $$m ] || $(BUILD)/scripts/mkmodel --shape demo --quant q4_0 -o $$m; fi; \
 	  echo "$(BUILD)/mgi -m $$m -p 'Once upon a time' -n 32" >&2; \
 	  $(BUILD)/mgi -m $$m -p "Once upon a time" -n 32
+
+# libFuzzer targets: each tests/fuzz/fuzz_NAME.c is built with clang (ASan+UBSan) together with
+# the CPU library sources and runs FUZZ_SECONDS on build/fuzz/corpus/NAME, seeded with the
+# malformed-GGUF corpus and valid files from gen_malformed --seeds.
+FUZZ_CC      ?= clang-14
+FUZZ_SECONDS ?= 60
+FUZZ_SRC     := $(wildcard tests/fuzz/fuzz_*.c)
+FUZZ_BIN     := $(FUZZ_SRC:tests/fuzz/%.c=build/fuzz/%)
+
+build/fuzz/fuzz_%: tests/fuzz/fuzz_%.c $(CPU_SRC)
+	@mkdir -p $(dir $@)
+	$(FUZZ_CC) $(CPPFLAGS) -std=c11 -O1 -g -fsanitize=fuzzer,address,undefined \
+	  -fno-sanitize-recover=all -o $@ $< $(CPU_SRC) $(LDLIBS_CPU)
+
+fuzz: $(FUZZ_BIN) $(BUILD)/tests/malformed/gen_malformed
+	@$(BUILD)/tests/malformed/gen_malformed --seeds build/fuzz/seeds >/dev/null
+	@for f in $(FUZZ_BIN); do \
+	  name=$${f#build/fuzz/fuzz_}; mkdir -p build/fuzz/corpus/$$name; \
+	  echo "fuzz $$name for $(FUZZ_SECONDS) s" >&2; \
+	  $$f -max_total_time=$(FUZZ_SECONDS) -timeout=10 -rss_limit_mb=2048 \
+	    -artifact_prefix=build/fuzz/ build/fuzz/corpus/$$name build/fuzz/seeds || exit 1; \
+	done
 
 install: $(BUILD)/mgi
 	install -d $(DESTDIR)$(PREFIX)/bin

@@ -12,6 +12,11 @@ int cli_run(int argc, char **argv);         /* cli/run.c: generate text */
 int cli_info(int argc, char **argv);        /* cli/info.c: metadata, tensors, values */
 int cli_tokenize(int argc, char **argv);    /* cli/tokenize.c: token ids */
 int cli_perplexity(int argc, char **argv);  /* cli/perplexity.c: llama-perplexity's method */
+int cli_devices(int argc, char **argv);     /* cli/devices.c: CUDA devices */
+int cli_bench(int argc, char **argv);       /* cli/bench.c: llama-bench's tests and tables */
+
+/* The build's version, `git describe` at build time (cli/main.c). */
+const char *cli_version(void);
 
 /* Argument helpers (cli/args.c). Each prints "mgi: FLAG: why" to stderr and returns -1 on a
  * bad value, 0 on success. */

@@ -1,9 +1,202 @@
-/* Placeholder until mgi info lands. */
+/* mgi info: what a GGUF file holds (architecture, hyperparameters, tokenizer, bytes by type),
+ * its tensor table, or the values of one tensor dequantised to f32 for scripts. */
+#include <inttypes.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
 #include "cli/cli.h"
+#include "gguf/gguf.h"
+#include "quant/quant.h"
+
+static const char info_usage[] =
+    "usage: mgi info MODEL [flags]\n"
+    "  -m, --model FILE     the GGUF file (or give it as the first argument)\n"
+    "  --tensors            list every tensor: name, type, shape, bytes\n"
+    "  --tensor NAME        one tensor; with --values, print its values\n"
+    "  --values N|all       first N values of --tensor, dequantised, one per line (%.9g)\n"
+    "  --no-mmap            read the file instead of mapping it\n"
+    "  -h, --help           this text\n";
+
+static void print_size(FILE *f, uint64_t bytes) {
+    if (bytes >= (1ull << 30)) fprintf(f, "%.2f GiB", bytes / 1073741824.0);
+    else if (bytes >= (1ull << 20)) fprintf(f, "%.2f MiB", bytes / 1048576.0);
+    else if (bytes >= 1024) fprintf(f, "%.2f KiB", bytes / 1024.0);
+    else fprintf(f, "%" PRIu64 " B", bytes);
+}
+
+static void print_shape(const gguf_tensor *t) {
+    printf("[");
+    for (uint32_t d = 0; d < t->n_dims; d++) printf("%s%" PRId64, d ? ", " : "", t->ne[d]);
+    printf("]");
+}
+
+/* A scalar value as text, for hyperparameter lines. */
+static void print_value(const gguf_value *v) {
+    switch (v->type) {
+    case GGUF_TYPE_UINT8: case GGUF_TYPE_UINT16: case GGUF_TYPE_UINT32: case GGUF_TYPE_UINT64:
+        printf("%" PRIu64, v->v.u64); break;
+    case GGUF_TYPE_INT8: case GGUF_TYPE_INT16: case GGUF_TYPE_INT32: case GGUF_TYPE_INT64:
+        printf("%" PRId64, v->v.i64); break;
+    case GGUF_TYPE_FLOAT32: case GGUF_TYPE_FLOAT64: printf("%g", v->v.f64); break;
+    case GGUF_TYPE_BOOL: printf("%s", v->v.b ? "true" : "false"); break;
+    case GGUF_TYPE_STRING: printf("%s", v->v.str.ptr); break;
+    case GGUF_TYPE_ARRAY: printf("array of %" PRIu64 " %s", v->v.arr.n, gguf_type_name(v->v.arr.elem)); break;
+    default: printf("?"); break;
+    }
+}
+
+static void print_summary(const gguf_ctx *g) {
+    const char *arch = NULL, *name = NULL;
+    gguf_get_str(g, "general.architecture", &arch);
+    gguf_get_str(g, "general.name", &name);
+    printf("file:           %s (GGUF v%u, ", gguf_path(g), gguf_version(g));
+    print_size(stdout, gguf_file_size(g));
+    printf(")\n");
+    printf("architecture:   %s\n", arch ? arch : "(none: no general.architecture)");
+    if (name) printf("name:           %s\n", name);
+    uint32_t ft;
+    if (gguf_get_u32(g, "general.file_type", &ft) == GGUF_OK) printf("file type:      %u\n", ft);
+
+    /* Hyperparameters live under "<arch>." keys. */
+    static const struct { const char *suffix, *label; } hp[] = {
+        {"context_length", "context length"}, {"embedding_length", "n_embd"},
+        {"block_count", "n_layer"}, {"feed_forward_length", "n_ff"},
+        {"attention.head_count", "n_head"}, {"attention.head_count_kv", "n_head_kv"},
+        {"rope.dimension_count", "n_rot"}, {"rope.freq_base", "rope freq base"},
+        {"attention.layer_norm_rms_epsilon", "rms norm eps"}, {"vocab_size", "vocab size"},
+    };
+    if (arch) {
+        for (size_t i = 0; i < sizeof hp / sizeof hp[0]; i++) {
+            char key[256];
+            snprintf(key, sizeof key, "%s.%s", arch, hp[i].suffix);
+            const gguf_value *v = gguf_get(g, key);
+            if (!v) continue;
+            printf("%-15s %s", hp[i].label, "");
+            print_value(v);
+            printf("\n");
+        }
+    }
+    const char *tok_model = NULL, *tok_pre = NULL;
+    const gguf_value *tokens = NULL;
+    gguf_get_str(g, "tokenizer.ggml.model", &tok_model);
+    gguf_get_str(g, "tokenizer.ggml.pre", &tok_pre);
+    gguf_get_arr(g, "tokenizer.ggml.tokens", GGUF_TYPE_STRING, &tokens);
+    if (tok_model || tokens) {
+        printf("tokenizer:      %s", tok_model ? tok_model : "(no tokenizer.ggml.model)");
+        if (tok_pre) printf(" (pre %s)", tok_pre);
+        if (tokens) printf(", %" PRIu64 " tokens", tokens->v.arr.n);
+        printf("\n");
+    } else {
+        printf("tokenizer:      none\n");
+    }
+
+    int64_t nt = gguf_n_tensors(g);
+    uint64_t by_type_bytes[QUANT_TYPE_COUNT] = {0}, total = 0, params = 0;
+    int64_t by_type_count[QUANT_TYPE_COUNT] = {0};
+    for (int64_t i = 0; i < nt; i++) {
+        const gguf_tensor *t = gguf_tensor_at(g, i);
+        by_type_bytes[t->type] += t->size;
+        by_type_count[t->type]++;
+        total += t->size;
+        params += (uint64_t)t->n_elems;
+    }
+    printf("metadata keys:  %" PRId64 "\n", gguf_n_kv(g));
+    printf("tensors:        %" PRId64 ", %.2f M parameters, ", nt, params / 1e6);
+    print_size(stdout, total);
+    printf("\n");
+    for (uint32_t ty = 0; ty < QUANT_TYPE_COUNT; ty++) {
+        if (!by_type_count[ty]) continue;
+        printf("  %-8s %5" PRId64 " tensors  ", quant_type_name(ty), by_type_count[ty]);
+        print_size(stdout, by_type_bytes[ty]);
+        printf("%s\n", quant_is_supported(ty) ? "" : "  (not supported by mgi)");
+    }
+}
+
+static void print_tensors(const gguf_ctx *g) {
+    int64_t nt = gguf_n_tensors(g);
+    for (int64_t i = 0; i < nt; i++) {
+        const gguf_tensor *t = gguf_tensor_at(g, i);
+        printf("%-40s %-8s ", t->name, quant_type_name(t->type));
+        print_shape(t);
+        printf(" %" PRIu64 "\n", t->size);
+    }
+}
+
+/* Prints the first n values of t (n < 0: all), one row dequantised at a time. */
+static int print_values(const gguf_tensor *t, int64_t n) {
+    char err[512];
+    const quant_traits *tr = quant_traits_of(t->type);
+    if (!tr || !tr->dequant) {
+        cli_error("tensor '%s': type %s cannot be dequantised (supported: %s)", t->name,
+                  quant_type_name(t->type), quant_supported_list());
+        return EXIT_BADINPUT;
+    }
+    if (n < 0 || n > t->n_elems) n = t->n_elems;
+    int64_t row = t->ne[0];
+    size_t row_bytes = quant_row_bytes(t->type, row);
+    float *buf = malloc((size_t)row * sizeof(float));
+    if (!buf) {
+        cli_error("tensor '%s': out of memory for a row of %" PRId64 " values", t->name, row);
+        return EXIT_RUNTIME;
+    }
+    for (int64_t done = 0, r = 0; done < n; r++) {
+        const uint8_t *src = (const uint8_t *)t->data + (size_t)r * row_bytes;
+        if (quant_dequant_row(t->type, src, buf, row, err, sizeof err)) {
+            cli_error("tensor '%s': %s", t->name, err);
+            free(buf);
+            return EXIT_BADINPUT;
+        }
+        for (int64_t j = 0; j < row && done < n; j++, done++) printf("%.9g\n", buf[j]);
+    }
+    free(buf);
+    return 0;
+}
 
 int cli_info(int argc, char **argv) {
-    (void)argc;
-    (void)argv;
-    cli_error("info: not built yet");
-    return EXIT_USAGE;
+    const char *path = NULL, *tensor = NULL, *values = NULL;
+    int list = 0, use_mmap = 1;
+    for (int i = 1; i < argc; i++) {
+        const char *a = argv[i];
+        if (!strcmp(a, "-h") || !strcmp(a, "--help")) { fputs(info_usage, stdout); return 0; }
+        else if (!strcmp(a, "-m") || !strcmp(a, "--model")) { if (!(path = cli_value(argc, argv, &i))) return EXIT_USAGE; }
+        else if (!strcmp(a, "--tensors")) list = 1;
+        else if (!strcmp(a, "--tensor")) { if (!(tensor = cli_value(argc, argv, &i))) return EXIT_USAGE; }
+        else if (!strcmp(a, "--values")) { if (!(values = cli_value(argc, argv, &i))) return EXIT_USAGE; }
+        else if (!strcmp(a, "--no-mmap")) use_mmap = 0;
+        else if (a[0] == '-' && a[1]) { cli_error("info: unknown flag '%s' (see mgi info --help)", a); return EXIT_USAGE; }
+        else if (!path) path = a;
+        else { cli_error("info: unexpected argument '%s' (one model at a time)", a); return EXIT_USAGE; }
+    }
+    if (!path) { cli_error("info: no model given (usage: mgi info MODEL)"); return EXIT_USAGE; }
+    int64_t n_values = 0;
+    if (values) {
+        if (!tensor) { cli_error("info: --values needs --tensor NAME"); return EXIT_USAGE; }
+        if (!strcmp(values, "all")) n_values = -1;
+        else if (cli_parse_i64("--values", values, 0, INT64_MAX, &n_values)) return EXIT_USAGE;
+    }
+
+    char err[1024];
+    gguf_ctx *g = gguf_open(path, use_mmap, err, sizeof err);
+    if (!g) { cli_error("%s", err); return EXIT_BADINPUT; }
+    int rc = 0;
+    if (tensor) {
+        const gguf_tensor *t = gguf_get_tensor(g, tensor);
+        if (!t) {
+            cli_error("%s: no tensor named '%s' (mgi info --tensors lists them)", path, tensor);
+            rc = EXIT_BADINPUT;
+        } else if (values) {
+            rc = print_values(t, n_values);
+        } else {
+            printf("%s %s ", t->name, quant_type_name(t->type));
+            print_shape(t);
+            printf(" %" PRIu64 " bytes at data offset %" PRIu64 "\n", t->size, t->offset);
+        }
+    } else {
+        print_summary(g);
+        if (list) print_tensors(g);
+    }
+    gguf_close(g);
+    if (fflush(stdout) != 0 && !rc) { cli_error("info: writing to stdout failed"); rc = EXIT_RUNTIME; }
+    return rc;
 }

@@ -14,6 +14,8 @@ static const char usage[] =
     "       mgi info MODEL [--tensors] [--tensor NAME --values N|all]\n"
     "       mgi tokenize -m MODEL -p TEXT [--ids] [--no-bos]\n"
     "       mgi perplexity -m MODEL -f TEXT [-c N]\n"
+    "       mgi bench -m MODEL[,MODEL...] [-p N] [-n N] [-o md|csv|json|jsonl] [flags]   speed, as llama-bench\n"
+    "       mgi devices                                      list CUDA devices (also --list-devices)\n"
     "       mgi --version | --help\n"
     "\n"
     "Each subcommand takes --help for its flags.\n"
@@ -29,7 +31,11 @@ static const command commands[] = {
     {"info", cli_info},
     {"tokenize", cli_tokenize},
     {"perplexity", cli_perplexity},
+    {"devices", cli_devices},
+    {"bench", cli_bench},
 };
+
+const char *cli_version(void) { return MGI_VERSION; }
 
 int main(int argc, char **argv) {
     if (argc < 2) {
@@ -44,9 +50,12 @@ int main(int argc, char **argv) {
         printf("mgi %s\n", MGI_VERSION);
         return 0;
     }
+    /* --list-devices works with any subcommand, as in llama.cpp. */
+    for (int i = 1; i < argc; i++)
+        if (!strcmp(argv[i], "--list-devices")) return cli_devices(1, argv);
     for (size_t i = 0; i < sizeof commands / sizeof commands[0]; i++)
         if (!strcmp(argv[1], commands[i].name)) return commands[i].fn(argc - 1, argv + 1);
     if (argv[1][0] == '-') return cli_run(argc, argv);  /* flags straight away: run */
-    cli_error("unknown command '%s' (commands: run, info, tokenize, perplexity; see mgi --help)", argv[1]);
+    cli_error("unknown command '%s' (commands: run, info, tokenize, perplexity, bench, devices; see mgi --help)", argv[1]);
     return EXIT_USAGE;
 }

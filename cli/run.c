@@ -1,9 +1,287 @@
-/* Placeholder until the run subcommand lands (being written now); replaced, not kept. */
+/* mgi run: generate text from a prompt (-p, -f, or stdin), streaming the pieces to stdout as
+ * they are sampled; load and speed figures go to stderr as llama.cpp prints them. */
+#include <stdbool.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+#include <unistd.h>
+
 #include "cli/cli.h"
+#include "engine/engine.h"
+#include "engine/sampler.h"
+
+static const char run_usage[] =
+    "usage: mgi [run] -m MODEL [-p PROMPT | -f FILE] [flags]   (the prompt is read from stdin when\n"
+    "       neither -p nor -f is given; one trailing newline of a file or stdin is dropped)\n"
+    "  -m,   --model PATH         GGUF model file (required)\n"
+    "  -p,   --prompt TEXT        prompt text\n"
+    "  -f,   --file PATH          read the prompt from a file\n"
+    "  -n,   --n-predict N        tokens to generate; -1 = until end of text or context full (default -1)\n"
+    "  -c,   --ctx-size N         context length in tokens; 0 = the model's (default 0)\n"
+    "  -b,   --batch-size N       prompt tokens per forward batch (default 2048)\n"
+    "  -s,   --seed N             sampling seed; -1 = random, printed to stderr (default -1)\n"
+    "        --temp F             temperature; 0 = greedy (default 0.8)\n"
+    "        --top-k N            keep the k most likely tokens; 0 = off (default 40)\n"
+    "        --top-p F            keep the smallest set reaching probability p; 1 = off (default 0.95)\n"
+    "        --min-p F            drop tokens below p x the top probability; 0 = off (default 0.05)\n"
+    "        --repeat-penalty F   penalty for recent tokens; 1 = off (default 1.0)\n"
+    "        --repeat-last-n N    tokens the penalty looks back; 0 = off, -1 = context (default 64)\n"
+    "        --ignore-eos         keep generating past the end-of-text token (default off)\n"
+    "  -t,   --threads N          CPU threads (default min(CPUs, 8))\n"
+    "  -ngl, --n-gpu-layers N     layers on GPUs; no GPU backend yet, the CPU runs all (default 0)\n"
+    "        --no-mmap            read the model into memory instead of mapping it (default mmap)\n"
+    "        --echo               print the prompt before the generated text (default off)\n"
+    "        --log-disable        no load, seed and timing lines on stderr (default off)\n"
+    "  -h,   --help               this text\n";
+
+typedef struct {
+    const char *model, *prompt, *file;
+    int n_predict;
+    int64_t seed;
+    bool ignore_eos, echo, log;
+    engine_params ep;
+    sampler_params sp;
+} run_opts;
+
+static double now_ms(void) {
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return ts.tv_sec * 1e3 + ts.tv_nsec / 1e6;
+}
+
+static bool is_flag(const char *a, const char *s, const char *l) {
+    return !strcmp(a, s) || (l && !strcmp(a, l));
+}
+
+/* Parses argv into o; 0, 1 for --help (printed), -1 on a usage error (printed). */
+static int parse(int argc, char **argv, run_opts *o) {
+    o->ep = engine_default_params();
+    o->sp = sampler_default_params();
+    o->n_predict = -1;
+    o->seed = -1;
+    o->log = true;
+    int repeat_last_n = o->sp.repeat_last_n;
+    for (int i = 1; i < argc; i++) {
+        const char *a = argv[i], *v;
+#define VALUE() do { if (!(v = cli_value(argc, argv, &i))) return -1; } while (0)
+        if (is_flag(a, "-h", "--help")) {
+            fputs(run_usage, stdout);
+            return 1;
+        } else if (is_flag(a, "-m", "--model")) { VALUE(); o->model = v;
+        } else if (is_flag(a, "-p", "--prompt")) { VALUE(); o->prompt = v;
+        } else if (is_flag(a, "-f", "--file")) { VALUE(); o->file = v;
+        } else if (is_flag(a, "-n", "--n-predict")) {
+            VALUE();
+            if (cli_parse_int(a, v, -1, 1 << 30, &o->n_predict)) return -1;
+        } else if (is_flag(a, "-c", "--ctx-size")) {
+            VALUE();
+            if (cli_parse_int(a, v, 0, 1 << 24, &o->ep.n_ctx)) return -1;
+        } else if (is_flag(a, "-b", "--batch-size")) {
+            VALUE();
+            if (cli_parse_int(a, v, 1, 1 << 24, &o->ep.n_batch)) return -1;
+        } else if (is_flag(a, "-s", "--seed")) {
+            VALUE();
+            if (cli_parse_i64(a, v, -1, INT64_MAX, &o->seed)) return -1;
+        } else if (is_flag(a, "--temp", NULL)) {
+            VALUE();
+            if (cli_parse_f32(a, v, -1e30f, 1e30f, &o->sp.temp)) return -1;
+        } else if (is_flag(a, "--top-k", NULL)) {
+            VALUE();
+            if (cli_parse_int(a, v, -1, 1 << 30, &o->sp.top_k)) return -1;
+        } else if (is_flag(a, "--top-p", NULL)) {
+            VALUE();
+            if (cli_parse_f32(a, v, -1e30f, 1e30f, &o->sp.top_p)) return -1;
+        } else if (is_flag(a, "--min-p", NULL)) {
+            VALUE();
+            if (cli_parse_f32(a, v, -1e30f, 1e30f, &o->sp.min_p)) return -1;
+        } else if (is_flag(a, "--repeat-penalty", NULL)) {
+            VALUE();
+            if (cli_parse_f32(a, v, -1e30f, 1e30f, &o->sp.repeat_penalty)) return -1;
+        } else if (is_flag(a, "--repeat-last-n", NULL)) {
+            VALUE();
+            if (cli_parse_int(a, v, -1, 1 << 24, &repeat_last_n)) return -1;
+        } else if (is_flag(a, "-t", "--threads")) {
+            VALUE();
+            if (cli_parse_int(a, v, 1, 256, &o->ep.n_threads)) return -1;
+        } else if (is_flag(a, "-ngl", "--n-gpu-layers") || is_flag(a, "--gpu-layers", NULL)) {
+            VALUE();
+            if (!strcmp(v, "all")) o->ep.n_gpu_layers = 1 << 20;
+            else if (cli_parse_int(a, v, 0, 1 << 20, &o->ep.n_gpu_layers)) return -1;
+        } else if (is_flag(a, "--ignore-eos", NULL)) { o->ignore_eos = true;
+        } else if (is_flag(a, "--no-mmap", NULL)) { o->ep.use_mmap = 0;
+        } else if (is_flag(a, "--echo", NULL)) { o->echo = true;
+        } else if (is_flag(a, "--log-disable", NULL)) { o->log = false;
+        } else {
+            cli_error("unknown flag '%s' (see mgi run --help)", a);
+            return -1;
+        }
+#undef VALUE
+    }
+    /* Validation, once every flag is known. */
+    if (!o->model) { cli_error("-m/--model is required (see mgi run --help)"); return -1; }
+    if (o->prompt && o->file) { cli_error("-p and -f both given: use one prompt source"); return -1; }
+    if (o->n_predict == 0) {
+        cli_error("-n 0 generates nothing: give a count >= 1, or -1 for until end of text");
+        return -1;
+    }
+    if (o->sp.temp < 0) { cli_error("--temp %g: must be >= 0 (0 = greedy)", o->sp.temp); return -1; }
+    if (o->sp.top_p < 0 || o->sp.top_p > 1) {
+        cli_error("--top-p %g: must be in [0, 1] (1 = off)", o->sp.top_p);
+        return -1;
+    }
+    if (o->sp.min_p < 0 || o->sp.min_p > 1) {
+        cli_error("--min-p %g: must be in [0, 1] (0 = off)", o->sp.min_p);
+        return -1;
+    }
+    if (!(o->sp.repeat_penalty > 0)) {
+        cli_error("--repeat-penalty %g: must be > 0 (1 = off)", o->sp.repeat_penalty);
+        return -1;
+    }
+    o->sp.repeat_last_n = repeat_last_n;  /* -1 resolved once the context is known */
+    return 0;
+}
+
+/* The prompt text: -p as given; -f or stdin without one trailing newline. NULL after a message. */
+static char *read_prompt(const run_opts *o, size_t *len) {
+    if (o->prompt) {
+        *len = strlen(o->prompt);
+        return strdup(o->prompt);
+    }
+    if (!o->file && isatty(STDIN_FILENO)) {
+        cli_error("no prompt: give -p TEXT or -f FILE, or pipe text on stdin");
+        return NULL;
+    }
+    char *text = cli_read_file(o->file ? o->file : "-", len);
+    if (text && *len && text[*len - 1] == '\n') text[--*len] = 0;
+    return text;
+}
+
+static void put_token(const tokenizer *tok, tokenizer_stream *st, int32_t id) {
+    char buf[512];
+    size_t n = tokenizer_stream_put(tok, st, id, buf, sizeof buf);
+    fwrite(buf, 1, n, stdout);
+    fflush(stdout);
+}
+
+static void print_timing(const char *what, double ms, int n, const char *unit) {
+    fprintf(stderr, "%16s = %10.2f ms / %5d %-6s (%8.2f ms per token, %8.2f tokens per second)\n", what, ms,
+            n, unit, n ? ms / n : 0.0, ms > 0 ? 1e3 * n / ms : 0.0);
+}
 
 int cli_run(int argc, char **argv) {
-    (void)argc;
-    (void)argv;
-    cli_error("run: not built yet");
-    return EXIT_USAGE;
+    run_opts o = {0};
+    int rc = parse(argc, argv, &o);
+    if (rc) return rc > 0 ? 0 : EXIT_USAGE;
+
+    size_t text_len = 0;
+    char *text = read_prompt(&o, &text_len);
+    if (!text) return o.file || !isatty(STDIN_FILENO) ? EXIT_BADINPUT : EXIT_USAGE;
+
+    char err[512];
+    double t0 = now_ms();
+    engine *e;
+    int lrc = engine_load(&e, o.model, &o.ep, err, sizeof err);
+    if (lrc) {
+        cli_error("%s", err);
+        free(text);
+        return lrc == ENGINE_EPARAM ? EXIT_USAGE : lrc == ENGINE_EBADINPUT ? EXIT_BADINPUT : EXIT_RUNTIME;
+    }
+    double t_load = now_ms() - t0;
+    const tokenizer *tok = engine_tokenizer(e);
+    int32_t n_ctx = engine_n_ctx(e), n_vocab = engine_n_vocab(e);
+
+    int32_t *ids = NULL;
+    float *logits = NULL;
+    sampler *smp = NULL;
+    rc = EXIT_BADINPUT;
+    bool add_bos = tokenizer_add_bos(tok) && tokenizer_bos(tok) >= 0;
+    int64_t cap = (int64_t)text_len + 8, n_prompt = -1;
+    for (int attempt = 0; attempt < 2; attempt++) {
+        free(ids);
+        if (!(ids = malloc((size_t)cap * sizeof *ids))) break;
+        n_prompt = tokenizer_encode(tok, text, text_len, add_bos, true, ids, cap, err, sizeof err);
+        if (n_prompt <= cap) break;
+        cap = n_prompt;
+    }
+    logits = malloc((size_t)n_vocab * sizeof *logits);
+    if (!ids || !logits) { cli_error("out of memory"); rc = EXIT_RUNTIME; goto out; }
+    if (n_prompt < 0 || n_prompt > cap) { cli_error("prompt: %s", err); goto out; }
+    if (n_prompt > n_ctx) {
+        cli_error("the prompt is %lld tokens but the context holds %d: shorten it or raise -c (at most "
+                  "the model's %d)", (long long)n_prompt, n_ctx, engine_hparams(e)->n_ctx_train);
+        goto out;
+    }
+    if (n_prompt == 0) {
+        cli_error("the prompt is empty and this vocabulary adds no BOS token: give a prompt");
+        goto out;
+    }
+
+    uint64_t seed = (uint64_t)o.seed;
+    if (o.seed < 0) {
+        struct timespec ts;
+        clock_gettime(CLOCK_REALTIME, &ts);
+        seed = ((uint64_t)ts.tv_sec * 1000000007ULL ^ (uint64_t)ts.tv_nsec ^ ((uint64_t)getpid() << 32)) &
+               0xffffffffULL;
+    }
+    o.sp.seed = seed;
+    if (o.sp.repeat_last_n < 0) o.sp.repeat_last_n = n_ctx;
+    rc = EXIT_RUNTIME;
+    if (!(smp = sampler_new(&o.sp, n_vocab, err, sizeof err))) { cli_error("%s", err); goto out; }
+    if (o.log) {
+        fprintf(stderr, "seed: %llu\n", (unsigned long long)seed);
+        if (o.ep.n_gpu_layers > 0)
+            fprintf(stderr, "-ngl %d: no GPU backend in this build yet; the CPU computes every layer\n",
+                    o.ep.n_gpu_layers);
+        fprintf(stderr, "prompt: %lld tokens, context %d, backend %s\n", (long long)n_prompt, n_ctx,
+                engine_backend(e));
+    }
+    if (o.echo) {
+        fwrite(text, 1, text_len, stdout);
+        fflush(stdout);
+    }
+
+    double t1 = now_ms();
+    if (engine_eval(e, ids, (int32_t)n_prompt, 0, logits, 0, err, sizeof err)) { cli_error("%s", err); goto out; }
+    double t_prompt = now_ms() - t1;
+    for (int64_t i = 0; i < n_prompt; i++) sampler_accept(smp, ids[i]);
+
+    tokenizer_stream st = {0};
+    int32_t pos = (int32_t)n_prompt;
+    int n_gen = 0, n_eval = 0;
+    double t2 = now_ms();
+    for (;;) {
+        int32_t id = sampler_sample(smp, logits);
+        sampler_accept(smp, id);
+        if (!o.ignore_eos && tokenizer_is_eog(tok, id)) break;
+        put_token(tok, &st, id);
+        n_gen++;
+        if (o.n_predict > 0 && n_gen >= o.n_predict) break;
+        if (pos >= n_ctx) {
+            if (o.log) fprintf(stderr, "\ncontext full (%d tokens, -c): stopping\n", n_ctx);
+            break;
+        }
+        if (engine_eval(e, &id, 1, pos, logits, 0, err, sizeof err)) { cli_error("%s", err); goto out; }
+        pos++;
+        n_eval++;
+    }
+    double t_gen = now_ms() - t2;
+    char rest[64];
+    size_t nr = tokenizer_stream_flush(&st, rest, sizeof rest);
+    fwrite(rest, 1, nr, stdout);
+    fflush(stdout);
+    if (o.log) {
+        fprintf(stderr, "\n%16s = %10.2f ms\n", "load time", t_load);
+        print_timing("prompt eval time", t_prompt, (int)n_prompt, "tokens");
+        print_timing("eval time", t_gen, n_eval, "runs");
+        fprintf(stderr, "%16s = %10.2f ms / %5d tokens\n", "total time", now_ms() - t0, (int)n_prompt + n_eval);
+    }
+    rc = 0;
+out:
+    sampler_free(smp);
+    free(logits);
+    free(ids);
+    free(text);
+    engine_free(e);
+    return rc;
 }

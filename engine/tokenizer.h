@@ -24,22 +24,36 @@ int32_t tokenizer_n_vocab(const tokenizer *t);
 int32_t tokenizer_bos(const tokenizer *t);        /* -1 when the vocabulary has none */
 int32_t tokenizer_eos(const tokenizer *t);
 bool tokenizer_add_bos(const tokenizer *t);       /* tokenizer.ggml.add_bos_token, default per kind */
+/* tokenizer.ggml.add_eos_token (default false): llama.cpp appends EOS wherever it adds BOS;
+ * tokenizer_encode never does, callers that mirror llama.cpp append tokenizer_eos() themselves. */
+bool tokenizer_add_eos(const tokenizer *t);
 bool tokenizer_is_eog(const tokenizer *t, int32_t id);  /* end of generation (EOS, EOT, ...) */
 
 /* Text -> ids. Writes at most cap ids and returns how many the text needs (call again with a
  * larger buffer when the result exceeds cap), or -1 with a message on failure.
- * parse_special: control-token text such as "<s>" becomes that token instead of plain text. */
+ * parse_special: control-token text such as "<s>" becomes that token instead of plain text
+ * (user-defined tokens are matched either way, as in llama.cpp; longest text first). Malformed
+ * UTF-8 never fails: SPM gives the bytes byte-fallback tokens, BPE encodes the bytes as they
+ * are (llama.cpp would substitute U+FFFD), so decoding gives the input back. */
 int64_t tokenizer_encode(const tokenizer *t, const char *text, size_t len, bool add_bos,
                          bool parse_special, int32_t *out, int64_t cap, char *err, size_t err_size);
 
 /* The bytes a token stands for (byte-fallback tokens give their byte, "▁" becomes a space,
- * BPE byte symbols are mapped back); control tokens give "". */
+ * BPE byte symbols are mapped back, an SPM unknown token gives "▅" as in llama.cpp); control
+ * and unused tokens give "". An id outside the vocabulary gives "". Not NUL-terminated. */
 const char *tokenizer_piece(const tokenizer *t, int32_t id, size_t *len);
+/* The token's text as stored in the vocabulary (e.g. "<s>", "▁Hello"), for showing control
+ * tokens; "" for an id outside the vocabulary. Not NUL-terminated. */
+const char *tokenizer_text(const tokenizer *t, int32_t id, size_t *len);
+bool tokenizer_is_control(const tokenizer *t, int32_t id);
+size_t tokenizer_max_piece(const tokenizer *t);   /* longest piece, in bytes */
 
-/* Streaming detokenisation: holds back an incomplete UTF-8 sequence until it is complete, so a
- * write never splits a character. put() returns the bytes ready in out (at most cap; 16 always
- * suffices for one token's carry-over plus a 4-byte char... callers pass >= 256); flush()
- * returns what is left (invalid bytes as they are). */
+/* Streaming detokenisation: holds back an incomplete UTF-8 sequence at the end until it is
+ * complete, so a write never splits a character; malformed bytes pass through as they are.
+ * put() returns how many bytes are ready and writes them to out when they fit in cap; when
+ * they do not, it writes nothing, leaves the stream unchanged and the caller retries with a
+ * larger buffer (cap >= tokenizer_max_piece(t) + 3 always fits). flush() returns what is left
+ * (an unfinished sequence, as it is) with the same cap rule. Zero-initialise the stream. */
 typedef struct { char pending[8]; int n_pending; } tokenizer_stream;
 size_t tokenizer_stream_put(const tokenizer *t, tokenizer_stream *s, int32_t id, char *out, size_t cap);
 size_t tokenizer_stream_flush(tokenizer_stream *s, char *out, size_t cap);

@@ -2,6 +2,17 @@
  * The reader never trusts the file: every count, length, dimension, type and offset is
  * checked against the file size and for overflow before use. Errors come back as NULL or a
  * negative code with a message (file, key or tensor, problem) in the caller's buffer. */
+/* Beyond the format's own rules the reader refuses, each with a message:
+ *  - versions other than 2 and 3, and big-endian files;
+ *  - zero dimensions (ggml allows them; no model tensor is empty), n_dims outside 1..4;
+ *  - tensor names of 64 bytes or more (ggml's GGML_MAX_NAME) or empty, empty keys, NUL bytes
+ *    inside keys or tensor names, duplicate keys or tensor names;
+ *  - bool values other than 0 and 1, arrays nested more than 8 deep, metadata that would take
+ *    more than 1 GiB of memory;
+ *  - general.alignment that is not a UINT32 nonzero power of two;
+ *  - tensor data that is misaligned, overlaps another tensor's or runs past the end of the file.
+ * A file without tensor data may end before the aligned start of its data section (llama.cpp
+ * writes vocabulary-only files that way). Little-endian hosts only. */
 #ifndef MGI_GGUF_H
 #define MGI_GGUF_H
 
@@ -63,7 +74,8 @@ const char *gguf_path(const gguf_ctx *ctx);
 uint32_t gguf_version(const gguf_ctx *ctx);
 uint32_t gguf_alignment(const gguf_ctx *ctx);
 uint64_t gguf_file_size(const gguf_ctx *ctx);
-uint64_t gguf_data_offset(const gguf_ctx *ctx);       /* file offset of the data section */
+uint64_t gguf_data_offset(const gguf_ctx *ctx);       /* file offset of the data section; may
+                                                      * exceed the size when there are no tensors */
 
 /* Metadata. */
 int64_t gguf_n_kv(const gguf_ctx *ctx);

@@ -259,6 +259,7 @@ static int index_init(reader *r, gguf_index *ix, int64_t n) {
 
 static int read_header(reader *r, uint64_t *n_tensors, uint64_t *n_kv) {
     gguf_ctx *c = r->ctx;
+    if (r->size == 0) return fail(r, "the file is empty (0 bytes), not a GGUF file");
     if (r->size < 4)
         return fail(r, "not a GGUF file: it is only %llu bytes long", (unsigned long long)r->size);
     if (memcmp(r->buf, "GGUF", 4) != 0) {
@@ -281,12 +282,14 @@ static int read_header(reader *r, uint64_t *n_tensors, uint64_t *n_kv) {
     uint64_t left = r->size - r->pos;
     if (*n_kv > left / MIN_KV_BYTES)
         return fail(r, "header: metadata key count %llu is impossible: %llu key-value pairs need at "
-                    "least %u bytes each but only %llu bytes follow the header", (unsigned long long)*n_kv,
+                    "least %u bytes each but only %llu bytes follow the header (truncated or corrupt file)",
+                    (unsigned long long)*n_kv,
                     (unsigned long long)*n_kv, MIN_KV_BYTES, (unsigned long long)left);
     if (*n_tensors > left / MIN_TENSOR_INFO_BYTES ||
         *n_kv * MIN_KV_BYTES + *n_tensors * MIN_TENSOR_INFO_BYTES > left)
         return fail(r, "header: tensor count %llu is impossible: %llu tensor infos need at least %u "
-                    "bytes each and only %llu bytes follow the header", (unsigned long long)*n_tensors,
+                    "bytes each and only %llu bytes follow the header (truncated or corrupt file)",
+                    (unsigned long long)*n_tensors,
                     (unsigned long long)*n_tensors, MIN_TENSOR_INFO_BYTES, (unsigned long long)left);
     return 0;
 }
@@ -374,7 +377,8 @@ static int read_tensor_info(reader *r, uint64_t i, gguf_tensor *t) {
     t->n_elems = n;
     if (rd_u32(r, &t->type, "type")) return -1;
     const quant_traits *q = quant_traits_of(t->type);
-    if (!q) return fail(r, "tensor '%s': unknown type id %u", t->name, t->type);
+    if (!q) return fail(r, "tensor '%s': unknown type id %u (a ggml type that is retired or newer "
+                           "than mgi)", t->name, t->type);
     if (t->ne[0] % q->block_elems)
         return fail(r, "tensor '%s': row length ne[0] = %lld is not a multiple of the %s block "
                     "size %d", t->name, (long long)t->ne[0], q->name, q->block_elems);
@@ -417,9 +421,13 @@ static int read_tensors(reader *r, uint64_t n) {
             return fail(r, "tensor '%s': data offset %llu is not a multiple of the alignment %u",
                         t->name, (unsigned long long)t->offset, c->alignment);
         if (t->offset > room || t->size > room - t->offset) {
-            unsigned long long s = (unsigned long long)c->data_offset + t->offset;
+            uint64_t s = c->data_offset + t->offset;
+            if (t->offset > UINT64_MAX - c->data_offset || t->size > UINT64_MAX - s)
+                return fail(r, "tensor '%s': data offset %llu (%llu bytes) runs past the end of "
+                            "the file (size %llu)", t->name, (unsigned long long)t->offset,
+                            (unsigned long long)t->size, (unsigned long long)r->size);
             return fail(r, "tensor '%s': data [%llu, %llu) runs past the end of the file (size "
-                        "%llu)", t->name, s, s + (unsigned long long)t->size,
+                        "%llu)", t->name, (unsigned long long)s, (unsigned long long)(s + t->size),
                         (unsigned long long)r->size);
         }
         t->data = r->buf + c->data_offset + t->offset;

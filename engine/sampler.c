@@ -1,0 +1,187 @@
+/* Sampling: llama.cpp's default chain (penalties, top-k, top-p, min-p, temperature, draw) on a
+ * list of candidates, and a xoshiro256** generator seeded through splitmix64. */
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "engine/sampler.h"
+
+struct sampler {
+    sampler_params p;
+    int32_t n_vocab;
+    sampler_cand *cand;   /* [n_vocab] */
+    int32_t *hist;        /* ring of the last repeat_last_n tokens */
+    size_t n_hist, hist_next;
+    sampler_rng rng;
+};
+
+sampler_params sampler_default_params(void) {
+    sampler_params p = {
+        .temp = 0.8f, .top_k = 40, .top_p = 0.95f, .min_p = 0.05f,
+        .repeat_penalty = 1.0f, .repeat_last_n = 64, .seed = 0,
+    };
+    return p;
+}
+
+/* --- PRNG --------------------------------------------------------------------------------------- */
+
+static uint64_t splitmix64(uint64_t *x) {
+    uint64_t z = (*x += 0x9e3779b97f4a7c15ULL);
+    z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ULL;
+    z = (z ^ (z >> 27)) * 0x94d049bb133111ebULL;
+    return z ^ (z >> 31);
+}
+
+void sampler_rng_seed(sampler_rng *r, uint64_t seed) {
+    for (int i = 0; i < 4; i++) r->s[i] = splitmix64(&seed);
+}
+
+static uint64_t rotl(uint64_t x, int k) { return (x << k) | (x >> (64 - k)); }
+
+uint64_t sampler_rng_next(sampler_rng *r) {
+    uint64_t *s = r->s;
+    uint64_t out = rotl(s[1] * 5, 7) * 9, t = s[1] << 17;
+    s[2] ^= s[0];
+    s[3] ^= s[1];
+    s[1] ^= s[2];
+    s[0] ^= s[3];
+    s[2] ^= t;
+    s[3] = rotl(s[3], 45);
+    return out;
+}
+
+double sampler_rng_uniform(sampler_rng *r) { return (double)(sampler_rng_next(r) >> 11) * 0x1.0p-53; }
+
+/* --- the chain's steps -------------------------------------------------------------------------- */
+
+void sampler_penalize(sampler_cand *c, size_t n, const int32_t *last, size_t n_last, float penalty) {
+    if (penalty == 1.0f || n_last == 0) return;
+    /* Each token in the history is penalised once, however often it appears (llama.cpp). */
+    for (size_t i = 0; i < n; i++) {
+        int seen = 0;
+        for (size_t j = 0; j < n_last && !seen; j++) seen = last[j] == c[i].id;
+        if (!seen) continue;
+        if (c[i].logit <= 0) c[i].logit *= penalty;
+        else c[i].logit /= penalty;
+    }
+}
+
+static int cand_cmp(const void *a, const void *b) {
+    const sampler_cand *x = a, *y = b;
+    if (x->logit != y->logit) return x->logit > y->logit ? -1 : 1;
+    return (x->id > y->id) - (x->id < y->id);
+}
+
+size_t sampler_top_k(sampler_cand *c, size_t n, int32_t k) {
+    if (k <= 0) return n;
+    qsort(c, n, sizeof *c, cand_cmp);
+    return (size_t)k < n ? (size_t)k : n;
+}
+
+size_t sampler_top_p(sampler_cand *c, size_t n, float p) {
+    if (p >= 1.0f || n <= 1) return n;
+    qsort(c, n, sizeof *c, cand_cmp);
+    float mx = c[0].logit;
+    double sum = 0, cum = 0;
+    for (size_t i = 0; i < n; i++) sum += exp((double)c[i].logit - mx);
+    /* Keep the smallest prefix whose probability reaches p (at least one token). */
+    for (size_t i = 0; i < n; i++) {
+        cum += exp((double)c[i].logit - mx) / sum;
+        if (cum >= p) return i + 1;
+    }
+    return n;
+}
+
+size_t sampler_min_p(sampler_cand *c, size_t n, float p) {
+    if (p <= 0.0f || n <= 1) return n;
+    float mx = -INFINITY;
+    for (size_t i = 0; i < n; i++)
+        if (c[i].logit > mx) mx = c[i].logit;
+    /* p_i >= p * p_max  <=>  logit_i >= max + log(p); order kept. */
+    float floor_logit = mx + logf(p);
+    size_t k = 0;
+    for (size_t i = 0; i < n; i++)
+        if (c[i].logit >= floor_logit) c[k++] = c[i];
+    return k ? k : n;
+}
+
+size_t sampler_temperature(sampler_cand *c, size_t n, float temp) {
+    if (n == 0) return 0;
+    if (temp <= 0) {  /* only the most likely survives */
+        size_t best = 0;
+        for (size_t i = 1; i < n; i++)
+            if (cand_cmp(&c[i], &c[best]) < 0) best = i;
+        c[0] = c[best];
+        return 1;
+    }
+    for (size_t i = 0; i < n; i++) c[i].logit /= temp;
+    return n;
+}
+
+size_t sampler_pick(const sampler_cand *c, size_t n, double u) {
+    float mx = -INFINITY;
+    for (size_t i = 0; i < n; i++)
+        if (c[i].logit > mx) mx = c[i].logit;
+    double sum = 0;
+    for (size_t i = 0; i < n; i++) sum += exp((double)c[i].logit - mx);
+    double target = u * sum, cum = 0;
+    for (size_t i = 0; i < n; i++) {
+        cum += exp((double)c[i].logit - mx);
+        if (target < cum) return i;
+    }
+    return n - 1;  /* u * sum rounded up to the total */
+}
+
+/* --- the sampler -------------------------------------------------------------------------------- */
+
+sampler *sampler_new(const sampler_params *p, int32_t n_vocab, char *err, size_t err_size) {
+    if (n_vocab < 1 || !(p->repeat_penalty > 0) || !(p->top_p >= 0 && p->top_p <= 1) ||
+        !(p->min_p >= 0 && p->min_p <= 1) || p->repeat_last_n < 0 || isnan(p->temp)) {
+        snprintf(err, err_size, "bad sampling parameters (repeat penalty must be > 0, top-p and min-p "
+                 "in [0, 1], repeat-last-n >= 0)");
+        return NULL;
+    }
+    sampler *s = calloc(1, sizeof *s);
+    if (s) {
+        s->cand = malloc((size_t)n_vocab * sizeof *s->cand);
+        s->hist = malloc(((size_t)p->repeat_last_n + 1) * sizeof *s->hist);
+    }
+    if (!s || !s->cand || !s->hist) {
+        snprintf(err, err_size, "out of memory for the sampler");
+        sampler_free(s);
+        return NULL;
+    }
+    s->p = *p;
+    s->n_vocab = n_vocab;
+    sampler_rng_seed(&s->rng, p->seed);
+    return s;
+}
+
+void sampler_free(sampler *s) {
+    if (!s) return;
+    free(s->cand);
+    free(s->hist);
+    free(s);
+}
+
+void sampler_accept(sampler *s, int32_t id) {
+    size_t cap = (size_t)s->p.repeat_last_n;
+    if (cap == 0) return;
+    s->hist[s->hist_next] = id;
+    s->hist_next = (s->hist_next + 1) % cap;
+    if (s->n_hist < cap) s->n_hist++;
+}
+
+int32_t sampler_sample(sampler *s, const float *logits) {
+    sampler_cand *c = s->cand;
+    size_t n = (size_t)s->n_vocab;
+    for (size_t i = 0; i < n; i++) c[i] = (sampler_cand){(int32_t)i, logits[i]};
+    sampler_penalize(c, n, s->hist, s->n_hist, s->p.repeat_penalty);
+    if (s->p.temp <= 0) return c[sampler_temperature(c, n, 0) - 1].id;
+    n = sampler_top_k(c, n, s->p.top_k);
+    n = sampler_top_p(c, n, s->p.top_p);
+    n = sampler_min_p(c, n, s->p.min_p);
+    n = sampler_temperature(c, n, s->p.temp);
+    return c[sampler_pick(c, n, sampler_rng_uniform(&s->rng))].id;
+}

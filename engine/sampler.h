@@ -1,0 +1,56 @@
+/* Token sampling with llama.cpp's default chain and semantics: repeat penalty over the last n
+ * tokens -> top-k -> top-p -> min-p -> temperature -> a draw from the softmax with a seeded
+ * PRNG (xoshiro256**), so the same seed gives the same tokens. temp <= 0 is greedy. */
+#ifndef MGI_ENGINE_SAMPLER_H
+#define MGI_ENGINE_SAMPLER_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+typedef struct {
+    float temp;            /* <= 0: greedy (argmax after the penalty) */
+    int32_t top_k;         /* <= 0: off */
+    float top_p;           /* >= 1: off */
+    float min_p;           /* <= 0: off */
+    float repeat_penalty;  /* 1: off; > 0 */
+    int32_t repeat_last_n; /* tokens of history the penalty looks at; 0: off */
+    uint64_t seed;
+} sampler_params;
+
+/* llama.cpp's defaults: temp 0.8, top-k 40, top-p 0.95, min-p 0.05, penalty 1.0 over 64, seed 0. */
+sampler_params sampler_default_params(void);
+
+typedef struct sampler sampler;
+
+/* NULL with a message on a bad parameter (penalty <= 0, top-p/min-p outside [0, 1], negative
+ * history) or out of memory. */
+sampler *sampler_new(const sampler_params *p, int32_t n_vocab, char *err, size_t err_size);
+void sampler_free(sampler *s);
+/* Records a token in the penalty history (prompt tokens too, as llama.cpp does). */
+void sampler_accept(sampler *s, int32_t id);
+/* Picks the next token from n_vocab logits (not modified). */
+int32_t sampler_sample(sampler *s, const float *logits);
+
+/* The chain's steps on a candidate list, exposed for tests. Each returns the new count; the
+ * list stays in the order the step leaves it (top-k and top-p sort by logit, descending, ties
+ * by id). */
+typedef struct {
+    int32_t id;
+    float logit;
+} sampler_cand;
+
+void sampler_penalize(sampler_cand *c, size_t n, const int32_t *last, size_t n_last, float penalty);
+size_t sampler_top_k(sampler_cand *c, size_t n, int32_t k);
+size_t sampler_top_p(sampler_cand *c, size_t n, float p);
+size_t sampler_min_p(sampler_cand *c, size_t n, float p);
+size_t sampler_temperature(sampler_cand *c, size_t n, float temp);
+/* Index of the candidate a uniform u in [0, 1) selects from the softmax of the logits. */
+size_t sampler_pick(const sampler_cand *c, size_t n, double u);
+
+/* The PRNG: a state seeded from one number, and uniform doubles in [0, 1). */
+typedef struct { uint64_t s[4]; } sampler_rng;
+void sampler_rng_seed(sampler_rng *r, uint64_t seed);
+uint64_t sampler_rng_next(sampler_rng *r);
+double sampler_rng_uniform(sampler_rng *r);
+
+#endif

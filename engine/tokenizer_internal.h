@@ -1,0 +1,81 @@
+/* Shared inside the tokenizer (engine/tokenizer*.c only): the loaded vocabulary, a string hash
+ * map, a growable id vector and the bigram priority queue that both merge algorithms use. */
+#ifndef MGI_TOKENIZER_INTERNAL_H
+#define MGI_TOKENIZER_INTERNAL_H
+
+#include "engine/tokenizer.h"
+
+/* tokenizer.ggml.token_type values (llama.cpp's llama_token_type). */
+enum { TOK_NORMAL = 1, TOK_UNKNOWN = 2, TOK_CONTROL = 3, TOK_USER_DEFINED = 4, TOK_UNUSED = 5, TOK_BYTE = 6 };
+enum { TOK_KIND_SPM, TOK_KIND_BPE };
+enum { TOK_PRE_GPT2, TOK_PRE_LLAMA3 };
+
+/* A set of byte strings (each with a split point, 0 when unused) in one arena; the map finds
+ * an entry's index from its bytes. Equal keys: the later entry wins, as in llama.cpp. */
+typedef struct {
+    char *arena;
+    uint32_t *off, *len, *split;   /* per entry; split is NULL for plain strings */
+    int32_t n;
+    int32_t *slot;                 /* open addressing: entry index or -1 */
+    size_t mask;
+} tok_strings;
+
+int tok_strings_build(tok_strings *s, char *err, size_t err_size);  /* fills slot/mask */
+int32_t tok_strings_find(const tok_strings *s, const char *key, size_t len, uint32_t split);
+void tok_strings_free(tok_strings *s);
+
+struct tokenizer {
+    int kind, pre;
+    char pre_name[32];
+    int32_t n_vocab;
+    tok_strings vocab;        /* token texts; index = token id */
+    float *score;             /* [n_vocab] */
+    uint8_t *type;            /* [n_vocab] TOK_* */
+    char *piece;              /* decoded bytes of every token, one arena */
+    uint32_t *piece_off, *piece_len;
+    size_t max_piece;
+    tok_strings merges;       /* BPE: left+right bytes, split = left length; index = rank */
+    bool ignore_merges;       /* BPE: a whole pre-token that is a token skips the merges (llama3) */
+    bool add_bos, add_eos, add_space_prefix;
+    int32_t bos, eos, unk, pad;
+    int32_t eog[16];
+    int n_eog;
+    int32_t byte_token[256];  /* SPM byte fallback: the <0xNN> token of each byte, -1 if none */
+    int32_t *special;         /* tokens matched in the text, longest text first */
+    int32_t n_special;
+};
+
+typedef struct {
+    int32_t *v;
+    size_t n, cap;
+} tok_vec;
+
+int tok_vec_push(tok_vec *v, int32_t id);   /* 0, or -1 when out of memory */
+
+/* Max-heap of candidate merges: higher key first, then the leftmost. */
+typedef struct {
+    double key;
+    int32_t left, right;
+    uint32_t size;            /* bytes of the merged text, to detect stale entries */
+} tok_bigram;
+
+typedef struct {
+    tok_bigram *b;
+    size_t n, cap;
+} tok_heap;
+
+int tok_heap_push(tok_heap *h, tok_bigram b);  /* 0, or -1 when out of memory */
+tok_bigram tok_heap_pop(tok_heap *h);          /* caller checks h->n > 0 */
+
+/* One run of plain text (no special tokens inside) appended to out; 0 or -1 with a message. */
+int tok_spm_encode(const tokenizer *t, const char *text, size_t len, tok_vec *out, char *err,
+                   size_t err_size);
+int tok_bpe_encode(const tokenizer *t, const char *text, size_t len, tok_vec *out, char *err,
+                   size_t err_size);
+
+/* GPT-2's byte-level alphabet: byte -> UTF-8 of its printable stand-in (1 or 2 bytes), and the
+ * inverse for decoding (-1 for code points outside the alphabet). */
+size_t tok_bpe_byte_char(uint8_t byte, char out[2]);
+int tok_bpe_char_byte(uint32_t cp);
+
+#endif

@@ -1,0 +1,89 @@
+#!/usr/bin/env bash
+# mgi run end to end on the tiny real model: greedy text byte-identical to llama.cpp's golden runs
+# (stdin, -p, -f), seeded sampling reproducible, thread count irrelevant, and every bad input
+# refused with a non-zero status, exactly one line on stderr and nothing on stdout.
+set -u
+MGI=${MGI:-build/mgi}
+SHARED=${SHARED:-../shared}
+F32=$SHARED/models/aidreams260K-f32.gguf
+GOLD=$SHARED/golden/llama
+tmp=$(mktemp -d)
+trap 'rm -rf "$tmp"' EXIT
+
+pass() { echo "PASS $1"; }
+fail() { echo "FAIL $1: $2"; }
+check_same() {  # name, file_expected, file_got
+    if cmp -s "$2" "$3"; then pass "$1"; else fail "$1" "output differs from the expected ($(wc -c <"$2") vs $(wc -c <"$3") bytes)"; fi
+}
+
+if [ ! -f "$F32" ]; then echo "SKIP e2e run: no $F32 (set SHARED)"; exit 0; fi
+if ! command -v python3 >/dev/null; then echo "SKIP e2e run: python3 is needed to read the golden json"; exit 0; fi
+
+# field FILE KEY OUT: a json field written raw (strings unescaped, lists as their length).
+field() {
+    python3 -c 'import json,sys; v=json.load(open(sys.argv[1]))[sys.argv[2]]; sys.stdout.write(str(len(v)) if isinstance(v,list) else str(v))' "$1" "$2" >"$3"
+}
+
+# Greedy text of every f32 golden case via -p; "Once upon a time" also via stdin and -f.
+for js in "$GOLD"/f32-*.json; do
+    [ -f "$js" ] || continue
+    case_name=$(basename "$js" .json)
+    field "$js" greedy_text "$tmp/want"
+    field "$js" prompt "$tmp/prompt"
+    field "$js" greedy_tokens "$tmp/n"
+    "$MGI" -m "$F32" -p "$(cat "$tmp/prompt")" -n "$(cat "$tmp/n")" --temp 0 --log-disable >"$tmp/got" 2>"$tmp/err"
+    check_same "run $case_name greedy text (-p)" "$tmp/want" "$tmp/got"
+done
+field "$GOLD/f32-once.json" greedy_text "$tmp/want"
+echo "Once upon a time" | "$MGI" -m "$F32" -n 100 --temp 0 >"$tmp/got" 2>"$tmp/err"
+check_same "run stdin 'Once upon a time' greedy text" "$tmp/want" "$tmp/got"
+if grep -q "tokens per second" "$tmp/err"; then pass "run timings on stderr"; else fail "run timings on stderr" "no timing lines"; fi
+printf 'Once upon a time\n' >"$tmp/prompt.txt"
+"$MGI" -m "$F32" -f "$tmp/prompt.txt" -n 100 --temp 0 --log-disable --no-mmap >"$tmp/got" 2>"$tmp/err"
+check_same "run -f prompt file, --no-mmap, greedy text" "$tmp/want" "$tmp/got"
+if [ ! -s "$tmp/err" ]; then pass "run --log-disable leaves stderr empty"; else fail "run --log-disable leaves stderr empty" "$(head -1 "$tmp/err")"; fi
+{ printf 'Once upon a time'; cat "$tmp/want"; } >"$tmp/want_echo"
+"$MGI" -m "$F32" -p "Once upon a time" -n 100 --temp 0 --echo --log-disable >"$tmp/got" 2>/dev/null
+check_same "run --echo prints the prompt first" "$tmp/want_echo" "$tmp/got"
+
+# Threads change nothing; the same seed gives the same sample.
+"$MGI" -m "$F32" -p "The garden" -n 60 --temp 0 -t 1 --log-disable >"$tmp/t1" 2>/dev/null
+"$MGI" -m "$F32" -p "The garden" -n 60 --temp 0 -t 3 --log-disable >"$tmp/t3" 2>/dev/null
+check_same "run greedy output independent of -t (1 vs 3)" "$tmp/t1" "$tmp/t3"
+"$MGI" -m "$F32" -p "Once upon a time" -n 60 --temp 0.8 -s 42 --log-disable >"$tmp/s1" 2>/dev/null
+"$MGI" -m "$F32" -p "Once upon a time" -n 60 --temp 0.8 -s 42 -t 1 --log-disable >"$tmp/s2" 2>/dev/null
+if [ -s "$tmp/s1" ]; then check_same "run same seed, same sampled text" "$tmp/s1" "$tmp/s2"; else fail "run same seed, same sampled text" "no output"; fi
+"$MGI" -m "$F32" -p "Once upon a time" -n 60 --temp 0.8 -s 43 --log-disable >"$tmp/s3" 2>/dev/null
+if ! cmp -s "$tmp/s1" "$tmp/s3"; then pass "run other seed, other text"; else fail "run other seed, other text" "identical"; fi
+"$MGI" -m "$F32" -p "Once upon a time" -n 200 --temp 0 --ignore-eos >"$tmp/got" 2>"$tmp/err"
+if [ $? -eq 0 ] && grep -q "context full" "$tmp/err"; then pass "run stops at the context limit with a note"
+else fail "run stops at the context limit with a note" "$(tail -1 "$tmp/err")"; fi
+"$MGI" -m "$F32" -p "Once" -n 5 --temp 0 -ngl 99 >/dev/null 2>"$tmp/err"
+if [ $? -eq 0 ] && grep -q "CPU" "$tmp/err"; then pass "run -ngl without a GPU backend runs on the CPU"
+else fail "run -ngl without a GPU backend runs on the CPU" "$(head -1 "$tmp/err")"; fi
+
+# Bad input: non-zero status, one line on stderr, nothing on stdout.
+bad() {  # name, args...
+    local name=$1; shift
+    "$MGI" "$@" </dev/null >"$tmp/out" 2>"$tmp/err"
+    local rc=$? lines
+    lines=$(wc -l <"$tmp/err")
+    if [ $rc -ne 0 ] && [ "$lines" -eq 1 ] && [ ! -s "$tmp/out" ] && grep -q '^mgi: ' "$tmp/err"; then
+        pass "run refuses $name (exit $rc: $(cat "$tmp/err"))"
+    else
+        fail "run refuses $name" "exit $rc, $lines stderr lines, $(wc -c <"$tmp/out") stdout bytes: $(head -c 300 "$tmp/err")"
+    fi
+}
+long="Once upon a time there was a lighthouse keeper who counted the ships every night"
+bad "a prompt longer than -c" -m "$F32" -c 8 -p "$long"
+bad "-n 0" -m "$F32" -p "Once" -n 0
+bad "--temp -1" -m "$F32" -p "Once" --temp -1
+bad "--top-p 2" -m "$F32" -p "Once" --top-p 2
+bad "--min-p -0.5" -m "$F32" -p "Once" --min-p -0.5
+bad "an unknown flag" -m "$F32" -p "Once" --frobnicate
+bad "a missing value" -m "$F32" -p
+bad "-c past the training context" -m "$F32" -p "Once" -c 4096
+bad "a vocabulary-only file" -m "$SHARED/vocab/ggml-vocab-llama-spm.gguf" -p "Once"
+bad "a missing model file" -m "$tmp/no-such-model.gguf" -p "Once"
+bad "a missing -m" -p "Once"
+bad "a missing prompt file" -m "$F32" -f "$tmp/no-such-prompt.txt"

@@ -1,0 +1,173 @@
+/* The sampler: each filter of the chain on hand-made distributions, greedy and top-k 1, seeded
+ * reproducibility, and draw frequencies against the softmax. */
+#include <math.h>
+#include <string.h>
+
+#include "engine/sampler.h"
+#include "test.h"
+
+/* Candidates with ids 0..n-1 and the log of the given probabilities. */
+static size_t cands(sampler_cand *c, const double *p, size_t n) {
+    for (size_t i = 0; i < n; i++) c[i] = (sampler_cand){(int32_t)i, (float)log(p[i])};
+    return n;
+}
+
+static int ids_are(const sampler_cand *c, size_t n, const int32_t *want, size_t n_want) {
+    if (n != n_want) return 0;
+    for (size_t i = 0; i < n; i++)
+        if (c[i].id != want[i]) return 0;
+    return 1;
+}
+
+static void test_filters(void) {
+    sampler_cand c[8];
+    const double p4[4] = {0.15, 0.5, 0.05, 0.3};
+
+    size_t n = sampler_top_k(c, cands(c, p4, 4), 2);
+    CHECK(ids_are(c, n, (int32_t[]){1, 3}, 2), "sampler top-k 2 keeps the two most likely, sorted", "n=%zu", n);
+    n = sampler_top_k(c, cands(c, p4, 4), 0);
+    CHECK(n == 4 && c[0].id == 0, "sampler top-k 0 is off", "n=%zu", n);
+    n = sampler_top_k(c, cands(c, p4, 4), 10);
+    CHECK(n == 4, "sampler top-k larger than the list keeps all", "n=%zu", n);
+
+    n = sampler_top_p(c, cands(c, p4, 4), 0.7f);
+    CHECK(ids_are(c, n, (int32_t[]){1, 3}, 2), "sampler top-p 0.7 keeps 0.5+0.3", "n=%zu", n);
+    n = sampler_top_p(c, cands(c, p4, 4), 0.85f);
+    CHECK(ids_are(c, n, (int32_t[]){1, 3, 0}, 3), "sampler top-p 0.85 keeps three", "n=%zu", n);
+    n = sampler_top_p(c, cands(c, p4, 4), 0.1f);
+    CHECK(ids_are(c, n, (int32_t[]){1}, 1), "sampler top-p 0.1 keeps the top token", "n=%zu", n);
+    n = sampler_top_p(c, cands(c, p4, 4), 1.0f);
+    CHECK(n == 4, "sampler top-p 1 is off", "n=%zu", n);
+
+    n = sampler_min_p(c, cands(c, p4, 4), 0.2f);  /* floor 0.1: drops 0.05 */
+    CHECK(ids_are(c, n, (int32_t[]){0, 1, 3}, 3), "sampler min-p 0.2 drops p < 0.1, order kept", "n=%zu", n);
+    n = sampler_min_p(c, cands(c, p4, 4), 0.7f);  /* floor 0.35 */
+    CHECK(ids_are(c, n, (int32_t[]){1}, 1), "sampler min-p 0.7 keeps the top token", "n=%zu", n);
+    n = sampler_min_p(c, cands(c, p4, 4), 0.0f);
+    CHECK(n == 4, "sampler min-p 0 is off", "n=%zu", n);
+
+    c[0] = (sampler_cand){0, 2.0f};
+    c[1] = (sampler_cand){1, 4.0f};
+    n = sampler_temperature(c, 2, 2.0f);
+    CHECK(n == 2 && c[0].logit == 1.0f && c[1].logit == 2.0f, "sampler temperature 2 halves the logits",
+          "%g %g", c[0].logit, c[1].logit);
+    n = sampler_temperature(c, 2, 0.0f);
+    CHECK(n == 1 && c[0].id == 1, "sampler temperature 0 keeps the argmax", "n=%zu id=%d", n, c[0].id);
+
+    c[0] = (sampler_cand){0, 2.0f};
+    c[1] = (sampler_cand){1, -2.0f};
+    c[2] = (sampler_cand){2, 1.0f};
+    const int32_t last[3] = {0, 1, 0};
+    sampler_penalize(c, 3, last, 3, 2.0f);
+    CHECK(c[0].logit == 1.0f && c[1].logit == -4.0f && c[2].logit == 1.0f,
+          "sampler repeat penalty divides positive, multiplies negative, once per token",
+          "%g %g %g", c[0].logit, c[1].logit, c[2].logit);
+
+    const double p2[2] = {0.25, 0.75};
+    cands(c, p2, 2);
+    CHECK(sampler_pick(c, 2, 0.2) == 0 && sampler_pick(c, 2, 0.3) == 1 && sampler_pick(c, 2, 0.999) == 1,
+          "sampler pick follows the cumulative softmax", "");
+}
+
+static void random_logits(sampler_rng *r, float *v, int n) {
+    for (int i = 0; i < n; i++) v[i] = (float)(sampler_rng_uniform(r) * 8.0 - 4.0);
+}
+
+static int32_t argmax(const float *v, int n) {
+    int32_t b = 0;
+    for (int i = 1; i < n; i++)
+        if (v[i] > v[b]) b = i;
+    return b;
+}
+
+static void test_chain(void) {
+    enum { V = 300 };
+    char err[256];
+    float logits[V];
+    sampler_rng r;
+    sampler_rng_seed(&r, 7);
+
+    sampler_params p = sampler_default_params();
+    p.temp = 1.5f;  /* a flat enough distribution that seeds matter */
+    p.seed = 1234;
+    sampler *a = sampler_new(&p, V, err, sizeof err), *b = sampler_new(&p, V, err, sizeof err);
+    p.seed = 4321;
+    sampler *c = sampler_new(&p, V, err, sizeof err);
+    int same = 1, differs = 0;
+    for (int i = 0; i < 200; i++) {
+        random_logits(&r, logits, V);
+        int32_t x = sampler_sample(a, logits), y = sampler_sample(b, logits), z = sampler_sample(c, logits);
+        same &= x == y;
+        differs |= x != z;
+        sampler_accept(a, x);
+        sampler_accept(b, y);
+        sampler_accept(c, z);
+    }
+    CHECK(same, "sampler same seed, same tokens", "sequences differ");
+    CHECK(differs, "sampler other seed, other tokens", "200 draws identical");
+    sampler_free(a);
+    sampler_free(b);
+    sampler_free(c);
+
+    p = sampler_default_params();
+    p.top_k = 1;
+    p.temp = 5.0f;
+    sampler *k1 = sampler_new(&p, V, err, sizeof err);
+    p.temp = 0.0f;
+    p.top_k = 40;
+    sampler *greedy = sampler_new(&p, V, err, sizeof err);
+    int ok_k1 = 1, ok_greedy = 1;
+    for (int i = 0; i < 100; i++) {
+        random_logits(&r, logits, V);
+        ok_k1 &= sampler_sample(k1, logits) == argmax(logits, V);
+        ok_greedy &= sampler_sample(greedy, logits) == argmax(logits, V);
+    }
+    CHECK(ok_k1, "sampler top-k 1 equals greedy", "a draw was not the argmax");
+    CHECK(ok_greedy, "sampler temp 0 is greedy", "a draw was not the argmax");
+    sampler_free(k1);
+    sampler_free(greedy);
+
+    /* The penalty applies before greedy: a repeated token loses its place. */
+    p = sampler_default_params();
+    p.temp = 0;
+    p.repeat_penalty = 4.0f;
+    p.repeat_last_n = 2;
+    sampler *pen = sampler_new(&p, 3, err, sizeof err);
+    float l3[3] = {3.0f, 2.0f, 1.0f};
+    sampler_accept(pen, 0);
+    int32_t t1 = sampler_sample(pen, l3);
+    sampler_accept(pen, 1);
+    sampler_accept(pen, 1);  /* token 0 leaves the 2-token window */
+    int32_t t2 = sampler_sample(pen, l3);
+    CHECK(t1 == 1 && t2 == 0, "sampler repeat penalty over the last n tokens", "got %d then %d", t1, t2);
+    sampler_free(pen);
+
+    /* Frequencies of plain softmax draws. */
+    p = sampler_default_params();
+    p.top_k = 0;
+    p.top_p = 1.0f;
+    p.min_p = 0.0f;
+    p.temp = 1.0f;
+    p.seed = 99;
+    sampler *s = sampler_new(&p, 3, err, sizeof err);
+    float lp[3] = {(float)log(0.5), (float)log(0.3), (float)log(0.2)};
+    int count[3] = {0};
+    enum { N = 20000 };
+    for (int i = 0; i < N; i++) count[sampler_sample(s, lp)]++;
+    double f0 = (double)count[0] / N, f1 = (double)count[1] / N, f2 = (double)count[2] / N;
+    CHECK(fabs(f0 - 0.5) < 0.02 && fabs(f1 - 0.3) < 0.02 && fabs(f2 - 0.2) < 0.02,
+          "sampler draw frequencies follow the softmax", "%.3f %.3f %.3f", f0, f1, f2);
+    sampler_free(s);
+
+    p = sampler_default_params();
+    p.repeat_penalty = 0;
+    sampler *bad = sampler_new(&p, 3, err, sizeof err);
+    CHECK(!bad && strstr(err, "penalty"), "sampler refuses a zero repeat penalty", "%s", bad ? "accepted" : err);
+    sampler_free(bad);
+}
+
+int main(void) {
+    test_filters();
+    test_chain();
+    return test_done();
+}
