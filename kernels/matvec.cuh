@@ -1,0 +1,444 @@
+/* Decode matvec kernels, Y[n][rows] = W[rows][k] . X[n][k], as templates so the kernel lab can
+ * time every variant; kernels.h's matvec_* pick the production one.
+ *   v1  generic: weights in GGUF layout, dequantised to f32, f32 FMAs; every type. A block of
+ *       8 warps takes 32 rows (4 per warp, lanes over 32-weight units), X staged in shared
+ *       memory (padded against bank conflicts) in passes of mv1_pass(n) values.
+ *   v2  tensor cores: Q4_0 / Q4_K repacked (layout below); 4-bit codes become f16 exactly in
+ *       registers (one LOP3 per pair), mma.m16n8k16 multiplies them with X in f16 (f32 X split
+ *       exactly into hi + lo halves, two columns per token), scales applied in f32 per 32-weight
+ *       group. One block = 16 rows x all of k; its 8 warps split k; X staged in shared memory.
+ *
+ * v2 repacked layout, for R16 = ceil(rows / 16) tiles of 16 rows and C = ceil(k / 64) chunks of
+ * 64 weights (rows and k padded with zero weights):
+ *   quants [R16][C][32 lanes][16 bytes]: lane l = 4g + t holds, in 32-bit word s (k16 step s of
+ *     the chunk, k0 = 64c + 16s), the mma A fragment: nibble j (bits 4j..4j+3) of the word is
+ *     the code of row g + 8 (j & 1), column k0 + 2t + 8 ((j >> 1) & 1) + (j >> 2); so
+ *     (word >> 4p) & 0x000F000F holds register p's two codes in the two halves.
+ *   scales [R16][C][64 bytes]:
+ *     Q4_0: [8 g][4] f16 d of (row g, block 2c), (g, 2c+1), (g + 8, 2c), (g + 8, 2c + 1).
+ *     Q4_K: per 4 chunks (one super-block) [16 rows][16 bytes] = d, dmin, scales[12] as in GGUF.
+ * Codes are stored without offset: Q4_0's q - 8 and Q4_K's d*sc*q - dmin*m are applied after
+ * the product (Q4_K's min term with per-32 sums of X computed while staging X). */
+#ifndef MGI_KERNELS_MATVEC_CUH
+#define MGI_KERNELS_MATVEC_CUH
+
+#include <stdint.h>
+#include <cuda_fp16.h>
+#include "kernels/dequant.cuh"
+
+/* ---------------------------------------------------------------- v1: generic, GGUF layout -- */
+#define MV1_ROWS 32 /* rows per block: 8 warps x 4 rows, so X is staged once per 32 rows */
+#define MV1_SMEM 36864
+
+/* X values per pass: n * kp * 4.5 bytes (X padded by 4 floats per 32) fit MV1_SMEM. */
+__host__ __device__ __forceinline__ int mv1_pass(int n) { return (8192 / n) & ~255; }
+
+template <int T, typename XT>
+__global__ void __launch_bounds__(256) matvec_v1(float *y, const uint8_t *w, const XT *x, int rows,
+                                                 int k, int n) {
+    extern __shared__ __align__(16) float mv1_x[]; /* [n][kp / 32][36] */
+    const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31, kp = mv1_pass(n);
+    const int stride = kp / 32 * 36;
+    float acc[4][8];
+#pragma unroll
+    for (int r = 0; r < 4; r++)
+#pragma unroll
+        for (int c = 0; c < 8; c++) acc[r][c] = 0;
+    for (int p0 = 0; p0 < k; p0 += kp) {
+        const int pk = min(kp, k - p0);
+        __syncthreads();
+        for (int i = threadIdx.x; i < n * pk / 4; i += blockDim.x) {
+            int tok = i / (pk / 4), e = 4 * (i % (pk / 4));
+            float4 v;
+            if constexpr (sizeof(XT) == 4) {
+                v = __ldg((const float4 *)(x + (int64_t)tok * k + p0 + e));
+            } else {
+                uint2 h = __ldg((const uint2 *)(x + (int64_t)tok * k + p0 + e));
+                float2 a = __half22float2(*(__half2 *)&h.x), b = __half22float2(*(__half2 *)&h.y);
+                v = make_float4(a.x, a.y, b.x, b.y);
+            }
+            *(float4 *)&mv1_x[tok * stride + e / 32 * 36 + e % 32] = v;
+        }
+        __syncthreads();
+#pragma unroll
+        for (int r = 0; r < 4; r++) {
+            const int row = blockIdx.x * MV1_ROWS + warp + 8 * r;
+            if (row >= rows) break;
+            const uint8_t *wr = w + (int64_t)row * dq_row_bytes(T, k);
+            for (int u = lane; u < pk / 32; u += 32) {
+                float wv[32];
+                dq_unit<T>(wr, p0 / 32 + u, wv);
+#pragma unroll
+                for (int c = 0; c < 8; c++) {
+                    if (c >= n) break;
+                    const float4 *xp = (const float4 *)&mv1_x[c * stride + u * 36];
+#pragma unroll
+                    for (int i = 0; i < 8; i++) {
+                        float4 xv = xp[i];
+                        acc[r][c] = fmaf(wv[4 * i], xv.x, acc[r][c]);
+                        acc[r][c] = fmaf(wv[4 * i + 1], xv.y, acc[r][c]);
+                        acc[r][c] = fmaf(wv[4 * i + 2], xv.z, acc[r][c]);
+                        acc[r][c] = fmaf(wv[4 * i + 3], xv.w, acc[r][c]);
+                    }
+                }
+            }
+        }
+    }
+#pragma unroll
+    for (int r = 0; r < 4; r++) {
+        const int row = blockIdx.x * MV1_ROWS + warp + 8 * r;
+#pragma unroll
+        for (int c = 0; c < 8; c++) {
+            if (c >= n) break;
+            float s = acc[r][c];
+#pragma unroll
+            for (int o = 16; o > 0; o >>= 1) s += __shfl_xor_sync(0xffffffffu, s, o);
+            if (lane == 0 && row < rows) y[(int64_t)c * rows + row] = s;
+        }
+    }
+}
+
+/* ---------------------------------------------------------------- v2: tensor cores ---------- */
+#define MV2_WARPS 8
+
+/* Weights per pass of X staging; keeps shared memory at kp * ncols * 2.125 <= 34816 bytes. */
+__host__ __device__ __forceinline__ int mv2_pass(int ncols) {
+    return ncols <= 1 ? 16384 : ncols <= 2 ? 8192 : ncols <= 4 ? 4096 : ncols <= 8 ? 2048 : 1024;
+}
+#define MV2_SMEM 34816
+
+__host__ __device__ __forceinline__ int64_t mv2_chunks(int64_t k) { return (k + 63) / 64; }
+
+__device__ __forceinline__ uint4 mv_ld_stream(const uint4 *p) {
+    uint4 v;
+    asm volatile("ld.global.nc.L1::no_allocate.v4.u32 {%0,%1,%2,%3}, [%4];"
+                 : "=r"(v.x), "=r"(v.y), "=r"(v.z), "=r"(v.w) : "l"(p));
+    return v;
+}
+
+__device__ __forceinline__ void mv_mma(float d[4], const uint32_t a[4], uint32_t b0, uint32_t b1) {
+    asm volatile("mma.sync.aligned.m16n8k16.row.col.f32.f16.f16.f32 "
+                 "{%0,%1,%2,%3}, {%4,%5,%6,%7}, {%8,%9}, {%0,%1,%2,%3};"
+                 : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3])
+                 : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b0), "r"(b1));
+}
+
+/* The A fragment of one k16 step from a word of 8 codes, minus an offset (both exact in f16). */
+__device__ __forceinline__ void mv_codes(uint32_t a[4], uint32_t word, uint32_t offset2) {
+#pragma unroll
+    for (int p = 0; p < 4; p++) {
+        uint32_t h = ((word >> (4 * p)) & 0x000F000Fu) | 0x64006400u;
+        __half2 v = __hsub2(*(__half2 *)&h, *(__half2 *)&offset2);
+        a[p] = *(uint32_t *)&v;
+    }
+}
+
+__device__ __forceinline__ float mv_half_lo(uint32_t v) { return __half2float(__ushort_as_half((unsigned short)(v & 0xffff))); }
+__device__ __forceinline__ float mv_half_hi(uint32_t v) { return __half2float(__ushort_as_half((unsigned short)(v >> 16))); }
+
+/* Byte i (compile-time after unrolling) of a 16-byte record. */
+__device__ __forceinline__ uint32_t mv_byte(uint4 r, int i) {
+    uint32_t w = i < 4 ? r.x : i < 8 ? r.y : i < 12 ? r.z : r.w;
+    return (w >> (8 * (i & 3))) & 255;
+}
+
+/* Sub-block j's (d * sc, dmin * m) from a Q4_K record d, dmin, scales[12]. */
+__device__ __forceinline__ float2 mv_k4_scale(uint4 r, int j) {
+    uint32_t sc, m;
+    if (j < 4) {
+        sc = mv_byte(r, 4 + j) & 63;
+        m = mv_byte(r, 8 + j) & 63;
+    } else {
+        sc = (mv_byte(r, 8 + j) & 15) | ((mv_byte(r, j) >> 6) << 4);
+        m = (mv_byte(r, 8 + j) >> 4) | ((mv_byte(r, 4 + j) >> 6) << 4);
+    }
+    return make_float2(mv_half_lo(r.x) * (float)sc, mv_half_hi(r.x) * (float)m);
+}
+
+/* Stages weights [p0, p0 + pk) of X as B fragments: xb[step][col][t] = uint2 (k0 + 2t, +1) and
+ * (k0 + 2t + 8, +9) in f16, and xs[sub][col] = f32 sum of the 32 X of sub-block sub (0 for lo
+ * columns). Column col is token col (f16 X) or token col / 2, hi (even) or lo (odd) part.
+ * Each thread takes 4 consecutive X (one 16- or 8-byte load, coalesced across the block);
+ * the 8 threads of a 32-value sub-block add their sums with shuffles. */
+template <bool XH>
+__device__ __forceinline__ void mv2_stage(uint2 *xb, float *xs, const void *xv, int k, int n,
+                                          int ncols, int p0, int pk) {
+    uint32_t *xw = (uint32_t *)xb;
+    const int q4 = pk / 4, total = n * q4; /* q4 is a multiple of 16 */
+    for (int base = 0; base < total; base += blockDim.x) {
+        const int f = base + threadIdx.x;
+        const bool in = f < total;
+        const int tok = in ? f / q4 : 0, e4 = 4 * (in ? f % q4 : 0), kk = p0 + e4;
+        float v[4] = {0, 0, 0, 0};
+        uint32_t h01 = 0, h23 = 0;
+        if (in && kk < k) {
+            if (XH) {
+                uint2 r = __ldg((const uint2 *)((const unsigned short *)xv + (int64_t)tok * k + kk));
+                h01 = r.x;
+                h23 = r.y;
+                float2 a = __half22float2(*(__half2 *)&h01), b = __half22float2(*(__half2 *)&h23);
+                v[0] = a.x; v[1] = a.y; v[2] = b.x; v[3] = b.y;
+            } else {
+                float4 r = __ldg((const float4 *)((const float *)xv + (int64_t)tok * k + kk));
+                v[0] = r.x; v[1] = r.y; v[2] = r.z; v[3] = r.w;
+            }
+        }
+        float sum = (v[0] + v[1]) + (v[2] + v[3]);
+        sum += __shfl_xor_sync(0xffffffffu, sum, 1);
+        sum += __shfl_xor_sync(0xffffffffu, sum, 2);
+        sum += __shfl_xor_sync(0xffffffffu, sum, 4);
+        if (!in) continue;
+        const int s = e4 / 16, e = e4 % 16, t = (e % 8) / 2, hiw = e >= 8, sub = e4 / 32;
+        const int col = XH ? tok : 2 * tok;
+        if (XH) {
+            xw[((s * ncols + col) * 4 + t) * 2 + hiw] = h01;
+            xw[((s * ncols + col) * 4 + t + 1) * 2 + hiw] = h23;
+        } else {
+            __half2 a = __floats2half2_rn(v[0], v[1]), b = __floats2half2_rn(v[2], v[3]);
+            float2 af = __half22float2(a), bf = __half22float2(b);
+            __half2 al = __floats2half2_rn(v[0] - af.x, v[1] - af.y), bl = __floats2half2_rn(v[2] - bf.x, v[3] - bf.y);
+            xw[((s * ncols + col) * 4 + t) * 2 + hiw] = *(uint32_t *)&a;
+            xw[((s * ncols + col) * 4 + t + 1) * 2 + hiw] = *(uint32_t *)&b;
+            xw[((s * ncols + col + 1) * 4 + t) * 2 + hiw] = *(uint32_t *)&al;
+            xw[((s * ncols + col + 1) * 4 + t + 1) * 2 + hiw] = *(uint32_t *)&bl;
+        }
+        if ((f & 7) == 0) {
+            xs[sub * ncols + col] = sum;
+            if (!XH) xs[sub * ncols + col + 1] = 0.0f;
+        }
+    }
+}
+
+/* B fragment of local k16 step s for column group gr (zeros past the last column). */
+template <int NG>
+__device__ __forceinline__ void mv2_bfrag(uint2 b[NG], const uint2 *xb, int s, int ncols, int g, int t) {
+#pragma unroll
+    for (int gr = 0; gr < NG; gr++) {
+        int col = 8 * gr + g;
+        b[gr] = col < ncols ? xb[(s * ncols + col) * 4 + t] : make_uint2(0, 0);
+    }
+}
+
+/* One warp's 4 chunks of weights in registers: loaded ahead, then multiplied. */
+template <int T> struct mv2_group;
+
+template <> struct mv2_group<QUANT_Q4_0> {
+    uint4 q[4];
+    uint2 sc[4];
+    __device__ __forceinline__ void load(const uint4 *qt, const uint8_t *st, int cbase, int c, int pc, int lane, int g) {
+#pragma unroll
+        for (int i = 0; i < 4; i++) {
+            if (c + i < pc) {
+                q[i] = mv_ld_stream(qt + (int64_t)(cbase + c + i) * 32 + lane);
+                sc[i] = __ldg((const uint2 *)(st + (int64_t)(cbase + c + i) * 64) + g);
+            }
+        }
+    }
+    template <int NG>
+    __device__ __forceinline__ void compute(float acc[NG][4], const uint2 *xb, const float *, int c, int pc,
+                                            int ncols, int g, int t) const {
+        const uint32_t off = 0x64086408u; /* 1032 = 1024 + 8 */
+#pragma unroll
+        for (int i = 0; i < 4; i++) {
+            if (c + i >= pc) break;
+            const uint32_t words[4] = {q[i].x, q[i].y, q[i].z, q[i].w};
+#pragma unroll
+            for (int blk = 0; blk < 2; blk++) {
+                float d[NG][4];
+#pragma unroll
+                for (int gr = 0; gr < NG; gr++) d[gr][0] = d[gr][1] = d[gr][2] = d[gr][3] = 0;
+#pragma unroll
+                for (int s2 = 0; s2 < 2; s2++) {
+                    uint32_t a[4];
+                    mv_codes(a, words[2 * blk + s2], off);
+                    uint2 b[NG];
+                    mv2_bfrag<NG>(b, xb, (c + i) * 4 + 2 * blk + s2, ncols, g, t);
+#pragma unroll
+                    for (int gr = 0; gr < NG; gr++) mv_mma(d[gr], a, b[gr].x, b[gr].y);
+                }
+                const float d0 = blk ? mv_half_hi(sc[i].x) : mv_half_lo(sc[i].x);
+                const float d1 = blk ? mv_half_hi(sc[i].y) : mv_half_lo(sc[i].y);
+#pragma unroll
+                for (int gr = 0; gr < NG; gr++) {
+                    acc[gr][0] = fmaf(d0, d[gr][0], acc[gr][0]);
+                    acc[gr][1] = fmaf(d0, d[gr][1], acc[gr][1]);
+                    acc[gr][2] = fmaf(d1, d[gr][2], acc[gr][2]);
+                    acc[gr][3] = fmaf(d1, d[gr][3], acc[gr][3]);
+                }
+            }
+        }
+    }
+};
+
+/* For Q4_K a group is one super-block (4 chunks share a scale record per row). */
+template <> struct mv2_group<QUANT_Q4_K> {
+    uint4 q[4], r0, r1;
+    __device__ __forceinline__ void load(const uint4 *qt, const uint8_t *st, int cbase, int c, int, int lane, int g) {
+        const int64_t cg = cbase + c;
+#pragma unroll
+        for (int i = 0; i < 4; i++) q[i] = mv_ld_stream(qt + (cg + i) * 32 + lane);
+        const uint4 *sr = (const uint4 *)(st + cg * 64);
+        r0 = __ldg(sr + g);
+        r1 = __ldg(sr + g + 8);
+    }
+    template <int NG>
+    __device__ __forceinline__ void compute(float acc[NG][4], const uint2 *xb, const float *xs, int c, int,
+                                            int ncols, int g, int t) const {
+        const uint32_t off = 0x64006400u;
+#pragma unroll
+        for (int j = 0; j < 8; j++) {
+            const uint32_t words[4] = {q[j >> 1].x, q[j >> 1].y, q[j >> 1].z, q[j >> 1].w};
+            float d[NG][4];
+#pragma unroll
+            for (int gr = 0; gr < NG; gr++) d[gr][0] = d[gr][1] = d[gr][2] = d[gr][3] = 0;
+#pragma unroll
+            for (int s2 = 0; s2 < 2; s2++) {
+                uint32_t a[4];
+                mv_codes(a, words[2 * (j & 1) + s2], off);
+                uint2 b[NG];
+                mv2_bfrag<NG>(b, xb, c * 4 + 2 * j + s2, ncols, g, t);
+#pragma unroll
+                for (int gr = 0; gr < NG; gr++) mv_mma(d[gr], a, b[gr].x, b[gr].y);
+            }
+            const float2 s0 = mv_k4_scale(r0, j), s1 = mv_k4_scale(r1, j);
+            const int sub = 2 * c + j;
+#pragma unroll
+            for (int gr = 0; gr < NG; gr++) {
+                const int col = 8 * gr + 2 * t;
+                const float x0 = col < ncols ? xs[sub * ncols + col] : 0.0f;
+                const float x1 = col + 1 < ncols ? xs[sub * ncols + col + 1] : 0.0f;
+                acc[gr][0] += fmaf(s0.x, d[gr][0], -s0.y * x0);
+                acc[gr][1] += fmaf(s0.x, d[gr][1], -s0.y * x1);
+                acc[gr][2] += fmaf(s1.x, d[gr][2], -s1.y * x0);
+                acc[gr][3] += fmaf(s1.x, d[gr][3], -s1.y * x1);
+            }
+        }
+    }
+};
+
+template <int T, bool XH, int NG>
+__global__ void __launch_bounds__(256, 2) matvec_v2(float *y, const uint8_t *w, const void *xv,
+                                                 int rows, int k, int n) {
+    static_assert(T == QUANT_Q4_0 || T == QUANT_Q4_K, "v2 handles Q4_0 and Q4_K");
+    extern __shared__ __align__(16) uint8_t mv2_smem[];
+    const int ncols = XH ? n : 2 * n;
+    const int kp = mv2_pass(ncols);
+    uint2 *xb = (uint2 *)mv2_smem;
+    float *xs = (float *)(mv2_smem + (size_t)kp * ncols * 2);
+    const int64_t C = mv2_chunks(k), R16 = (rows + 15) / 16, tile = blockIdx.x;
+    const uint4 *qt = (const uint4 *)w + tile * C * 32;
+    const uint8_t *st = w + R16 * C * 512 + tile * C * 64;
+    const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31, g = lane >> 2, t = lane & 3;
+    float acc[NG][4];
+#pragma unroll
+    for (int gr = 0; gr < NG; gr++) acc[gr][0] = acc[gr][1] = acc[gr][2] = acc[gr][3] = 0;
+
+    /* Each warp walks groups of 4 chunks (2 KB of quants); the next group's loads are issued
+     * before the current one is computed, and a pass's first group before X is staged. */
+    for (int p0 = 0; p0 < C * 64; p0 += kp) {
+        const int pk = min((int64_t)kp, C * 64 - p0), pc = pk / 64, cbase = p0 / 64;
+        const int ng = (pc + 3) / 4, g0 = warp * ng / MV2_WARPS, g1 = (warp + 1) * ng / MV2_WARPS;
+        mv2_group<T> cur, nxt;
+        if (g0 < g1) cur.load(qt, st, cbase, 4 * g0, pc, lane, g);
+        __syncthreads();
+        mv2_stage<XH>(xb, xs, xv, k, n, ncols, p0, pk);
+        __syncthreads();
+        for (int gi = g0; gi < g1; gi++) {
+            if (gi + 1 < g1) nxt.load(qt, st, cbase, 4 * gi + 4, pc, lane, g);
+            cur.template compute<NG>(acc, xb, xs, 4 * gi, pc, ncols, g, t);
+            cur = nxt;
+        }
+    }
+
+    /* Sum the warps' partial products: red[warp][16 rows][8 NG columns]. */
+    __syncthreads();
+    float *red = (float *)mv2_smem;
+    const int nc = 8 * NG;
+#pragma unroll
+    for (int gr = 0; gr < NG; gr++) {
+        int col = 8 * gr + 2 * t;
+        red[(warp * 16 + g) * nc + col] = acc[gr][0];
+        red[(warp * 16 + g) * nc + col + 1] = acc[gr][1];
+        red[(warp * 16 + g + 8) * nc + col] = acc[gr][2];
+        red[(warp * 16 + g + 8) * nc + col + 1] = acc[gr][3];
+    }
+    __syncthreads();
+    for (int i = threadIdx.x; i < 16 * n; i += blockDim.x) {
+        int r = i & 15, tok = i >> 4;
+        int64_t row = tile * 16 + r;
+        float s = 0;
+        for (int wp = 0; wp < MV2_WARPS; wp++) {
+            const float *p = red + (wp * 16 + r) * nc;
+            s += XH ? p[tok] : p[2 * tok] + p[2 * tok + 1];
+        }
+        if (row < rows) y[tok * (int64_t)rows + row] = s;
+    }
+}
+
+/* ---------------------------------------------------------------- v2 repacking -------------- */
+/* Code of weight (row, kk) of a GGUF Q4_0 / Q4_K matrix; 0 outside it. */
+template <int T>
+__device__ __forceinline__ uint32_t mv2_code(const uint8_t *w, int rows, int k, int64_t row, int64_t kk) {
+    if (row >= rows || kk >= k) return 0;
+    const uint8_t *r = w + row * dq_row_bytes(T, k);
+    if constexpr (T == QUANT_Q4_0) {
+        int j = (int)(kk & 31);
+        uint32_t b = r[(kk >> 5) * sizeof(block_q4_0) + 2 + (j & 15)];
+        return j < 16 ? b & 15 : b >> 4;
+    } else {
+        int64_t sb = kk >> 8;
+        int rr = (int)(kk & 255);
+        uint32_t b = r[sb * sizeof(block_q4_K) + 16 + 32 * (rr >> 6) + (rr & 31)];
+        return (rr & 63) < 32 ? b & 15 : b >> 4;
+    }
+}
+
+/* One thread per 32-bit word of the quants, then one per 32-bit word of the scales. */
+template <int T>
+__global__ void matvec_v2_repack(uint8_t *out, const uint8_t *w, int rows, int k) {
+    const int64_t C = mv2_chunks(k), R16 = (rows + 15) / 16;
+    const int64_t nq = R16 * C * 128, ns = R16 * C * 16;
+    int64_t i = blockIdx.x * (int64_t)blockDim.x + threadIdx.x;
+    if (i < nq) {
+        int64_t tile = i / (C * 128), rem = i % (C * 128), c = rem / 128;
+        int lane = (int)(rem % 128) / 4, s = (int)(rem % 4), g = lane >> 2, t = lane & 3;
+        uint32_t word = 0;
+#pragma unroll
+        for (int j = 0; j < 8; j++) {
+            int64_t row = tile * 16 + g + 8 * (j & 1);
+            int64_t kk = 64 * c + 16 * s + 2 * t + 8 * ((j >> 1) & 1) + (j >> 2);
+            word |= mv2_code<T>(w, rows, k, row, kk) << (4 * j);
+        }
+        ((uint32_t *)out)[i] = word;
+    } else if (i < nq + ns) {
+        int64_t si = i - nq, tile = si / (C * 16), rem = si % (C * 16);
+        uint32_t v = 0;
+        if constexpr (T == QUANT_Q4_0) {
+            /* rem = c * 16 + g * 2 + pair: halves (row g or g + 8, blocks 2c and 2c + 1) */
+            int64_t c = rem / 16;
+            int g = (int)(rem % 16) / 2, upper = (int)(rem % 2);
+            int64_t row = tile * 16 + g + 8 * upper;
+            for (int e = 0; e < 2; e++) {
+                int64_t blk = 2 * c + e;
+                uint32_t d = 0;
+                if (row < rows && blk < k / 32) {
+                    const uint8_t *p = w + row * dq_row_bytes(T, k) + blk * sizeof(block_q4_0);
+                    d = p[0] | p[1] << 8;
+                }
+                v |= d << (16 * e);
+            }
+        } else {
+            /* rem = sb * 64 + row_in_tile * 4 + word */
+            int64_t sb = rem / 64;
+            int r = (int)(rem % 64) / 4, wd = (int)(rem % 4);
+            int64_t row = tile * 16 + r;
+            if (row < rows) {
+                const uint8_t *p = w + row * dq_row_bytes(T, k) + sb * sizeof(block_q4_K) + 4 * wd;
+                v = p[0] | p[1] << 8 | p[2] << 16 | (uint32_t)p[3] << 24;
+            }
+        }
+        ((uint32_t *)(out + R16 * C * 512))[si] = v;
+    }
+}
+
+#endif
