@@ -2,15 +2,9 @@
  * (flash-decoding): block (split, kv head, sequence) runs an online softmax over ATTN_SPLIT
  * positions for all the query heads sharing that kv head (K and V read once per group), its 4
  * warps taking interleaved positions; a combine pass merges the splits. Splits past a
- * sequence's length exit at once, so the grid depends only on max_ctx (graph-friendly). */
-#include <math.h>
-#include <cuda_fp16.h>
-#include "kernels/kernels.h"
-#include "kernels/reduce.cuh"
-
-#define ATTN_WARPS 4
-#define ATTN_MAX_G 8 /* query heads per kv head */
-#define ATTN_PU 4    /* positions in flight per warp */
+ * sequence's length exit at once, so the grid depends only on max_ctx (graph-friendly).
+ * Kernels: attention.cuh. */
+#include "kernels/attention.cuh"
 
 __global__ void kv_store_kernel(uint16_t *kc, uint16_t *vc, const float *k, const float *v, const int32_t *pos,
                                 int n_seq, int n_kv_head, int head_dim, int max_ctx) {
@@ -35,141 +29,8 @@ extern "C" cudaError_t kv_store(uint16_t *k_cache, uint16_t *v_cache, const floa
     return cudaGetLastError();
 }
 
-static int attn_splits(int max_ctx) { return (max_ctx + ATTN_SPLIT - 1) / ATTN_SPLIT; }
-
 extern "C" size_t attention_scratch_bytes(int n_seq, int n_head, int head_dim, int max_ctx) {
     return (size_t)n_seq * n_head * attn_splits(max_ctx) * (size_t)(head_dim + 2) * sizeof(float);
-}
-
-/* EPL values of head_dim per lane, contiguous (lane * EPL + i). */
-template <int EPL>
-__device__ __forceinline__ void attn_load(float out[EPL], const uint16_t *row, int lane, int head_dim) {
-    int e0 = lane * EPL;
-    if (e0 + EPL <= head_dim) {
-        if constexpr (EPL == 1) {
-            out[0] = __half2float(__ushort_as_half(row[e0]));
-        } else {
-            uint32_t r[EPL / 2];
-            if constexpr (EPL == 2) r[0] = *(const uint32_t *)(row + e0);
-            if constexpr (EPL == 4) { uint2 t = *(const uint2 *)(row + e0); r[0] = t.x; r[1] = t.y; }
-            if constexpr (EPL == 8) { uint4 t = *(const uint4 *)(row + e0); r[0] = t.x; r[1] = t.y; r[2] = t.z; r[3] = t.w; }
-#pragma unroll
-            for (int i = 0; i < EPL / 2; i++) {
-                float2 f = __half22float2(*(const __half2 *)&r[i]);
-                out[2 * i] = f.x;
-                out[2 * i + 1] = f.y;
-            }
-        }
-    } else {
-#pragma unroll
-        for (int i = 0; i < EPL; i++) out[i] = e0 + i < head_dim ? __half2float(__ushort_as_half(row[e0 + i])) : 0.0f;
-    }
-}
-
-/* Partial results per (seq, head, split): m, l, then o[head_dim] (unnormalised). */
-template <int EPL>
-__global__ void __launch_bounds__(ATTN_WARPS * 32) attn_split_kernel(float *scratch, const float *q,
-        const uint16_t *kc, const uint16_t *vc, const int32_t *len, int n_head, int n_kv_head, int head_dim,
-        int max_ctx, float scale) {
-    const int split = blockIdx.x, kvh = blockIdx.y, seq = blockIdx.z, n_split = gridDim.x;
-    const int G = n_head / n_kv_head, warp = threadIdx.x >> 5, lane = threadIdx.x & 31;
-    const int L = min(len[seq], max_ctx), p0 = split * ATTN_SPLIT, p1 = min(L, p0 + ATTN_SPLIT);
-    const int64_t hd = head_dim;
-    float *ms = scratch, *ls = scratch + (int64_t)gridDim.z * n_head * n_split;
-    float *os = ls + (int64_t)gridDim.z * n_head * n_split;
-    auto part = [&](int h) { return ((int64_t)seq * n_head + kvh * G + h) * n_split + split; };
-    if (p0 >= p1) {
-        if (threadIdx.x < G) { ms[part(threadIdx.x)] = -INFINITY; ls[part(threadIdx.x)] = 0; }
-        return;
-    }
-    float qr[ATTN_MAX_G][EPL], m[ATTN_MAX_G], l[ATTN_MAX_G], o[ATTN_MAX_G][EPL];
-#pragma unroll
-    for (int h = 0; h < ATTN_MAX_G; h++) {
-        m[h] = -INFINITY;
-        l[h] = 0;
-#pragma unroll
-        for (int i = 0; i < EPL; i++) {
-            int e = lane * EPL + i;
-            qr[h][i] = (h < G && e < head_dim) ? q[((int64_t)seq * n_head + kvh * G + h) * hd + e] * scale : 0.0f;
-            o[h][i] = 0;
-        }
-    }
-    const uint16_t *kb = kc + ((int64_t)seq * n_kv_head + kvh) * max_ctx * hd;
-    const uint16_t *vb = vc + ((int64_t)seq * n_kv_head + kvh) * max_ctx * hd;
-    for (int p = p0 + warp; p < p1; p += ATTN_WARPS * ATTN_PU) {
-        float kr[ATTN_PU][EPL], vr[ATTN_PU][EPL];
-#pragma unroll
-        for (int u = 0; u < ATTN_PU; u++) {
-            int pp = p + u * ATTN_WARPS;
-            if (pp < p1) {
-                attn_load<EPL>(kr[u], kb + pp * hd, lane, head_dim);
-                attn_load<EPL>(vr[u], vb + pp * hd, lane, head_dim);
-            }
-        }
-#pragma unroll
-        for (int u = 0; u < ATTN_PU; u++) {
-            if (p + u * ATTN_WARPS >= p1) break;
-#pragma unroll
-            for (int h = 0; h < ATTN_MAX_G; h++) {
-                if (h >= G) break;
-                float s = 0;
-#pragma unroll
-                for (int i = 0; i < EPL; i++) s = fmaf(qr[h][i], kr[u][i], s);
-                s = warp_sum(s);
-                float mn = fmaxf(m[h], s), corr = __expf(m[h] - mn), pe = __expf(s - mn);
-                l[h] = l[h] * corr + pe;
-#pragma unroll
-                for (int i = 0; i < EPL; i++) o[h][i] = fmaf(o[h][i], corr, pe * vr[u][i]);
-                m[h] = mn;
-            }
-        }
-    }
-    /* Merge the warps: each writes (m, l, o) per head, then thread e folds them. */
-    __shared__ float wm[ATTN_WARPS][ATTN_MAX_G], wl[ATTN_WARPS][ATTN_MAX_G];
-    __shared__ float wo[ATTN_WARPS][ATTN_MAX_G][256];
-#pragma unroll
-    for (int h = 0; h < ATTN_MAX_G; h++) {
-        if (h >= G) break;
-        if (lane == 0) { wm[warp][h] = m[h]; wl[warp][h] = l[h]; }
-#pragma unroll
-        for (int i = 0; i < EPL; i++)
-            if (lane * EPL + i < head_dim) wo[warp][h][lane * EPL + i] = o[h][i];
-    }
-    __syncthreads();
-    for (int idx = threadIdx.x; idx < G * head_dim; idx += blockDim.x) {
-        int h = idx / head_dim, e = idx % head_dim;
-        float M = -INFINITY;
-        for (int w = 0; w < ATTN_WARPS; w++) M = fmaxf(M, wm[w][h]);
-        float Ls = 0, Os = 0;
-        for (int w = 0; w < ATTN_WARPS; w++) {
-            if (wm[w][h] == -INFINITY) continue;
-            float f = __expf(wm[w][h] - M);
-            Ls += wl[w][h] * f;
-            Os += wo[w][h][e] * f;
-        }
-        os[part(h) * hd + e] = Os;
-        if (e == 0) { ms[part(h)] = M; ls[part(h)] = Ls; }
-    }
-}
-
-__global__ void attn_combine_kernel(float *out, const float *scratch, int n_head, int head_dim, int n_split) {
-    const int h = blockIdx.x, seq = blockIdx.y;
-    const int64_t base = ((int64_t)seq * n_head + h) * n_split;
-    const float *ms = scratch, *ls = scratch + (int64_t)gridDim.y * n_head * n_split;
-    const float *os = ls + (int64_t)gridDim.y * n_head * n_split;
-    float M = -INFINITY;
-    for (int s = 0; s < n_split; s++) M = fmaxf(M, ms[base + s]);
-    for (int e = threadIdx.x; e < head_dim; e += blockDim.x) {
-        float Ls = 0, Os = 0;
-        for (int s = 0; s < n_split; s++) {
-            float m = ms[base + s];
-            if (m == -INFINITY) continue;
-            float f = __expf(m - M);
-            Ls += ls[base + s] * f;
-            Os += os[(base + s) * head_dim + e] * f;
-        }
-        out[((int64_t)seq * n_head + h) * head_dim + e] = Os / Ls;
-    }
 }
 
 extern "C" cudaError_t attention_decode(float *out, const float *q, const uint16_t *k_cache,
@@ -179,20 +40,7 @@ extern "C" cudaError_t attention_decode(float *out, const float *q, const uint16
     if (n_seq <= 0 || n_head <= 0 || n_kv_head <= 0 || n_head % n_kv_head || n_head / n_kv_head > ATTN_MAX_G ||
         head_dim <= 0 || head_dim > 256 || max_ctx <= 0 || n_seq > 65535)
         return cudaErrorInvalidValue;
-    int n_split = attn_splits(max_ctx);
-    dim3 grid((unsigned)n_split, (unsigned)n_kv_head, (unsigned)n_seq);
-    float *sc = (float *)scratch;
-    int epl = (head_dim + 31) / 32;
-    if (epl <= 1)
-        attn_split_kernel<1><<<grid, ATTN_WARPS * 32, 0, stream>>>(sc, q, k_cache, v_cache, len, n_head, n_kv_head, head_dim, max_ctx, scale);
-    else if (epl <= 2)
-        attn_split_kernel<2><<<grid, ATTN_WARPS * 32, 0, stream>>>(sc, q, k_cache, v_cache, len, n_head, n_kv_head, head_dim, max_ctx, scale);
-    else if (epl <= 4)
-        attn_split_kernel<4><<<grid, ATTN_WARPS * 32, 0, stream>>>(sc, q, k_cache, v_cache, len, n_head, n_kv_head, head_dim, max_ctx, scale);
-    else
-        attn_split_kernel<8><<<grid, ATTN_WARPS * 32, 0, stream>>>(sc, q, k_cache, v_cache, len, n_head, n_kv_head, head_dim, max_ctx, scale);
-    cudaError_t e = cudaGetLastError();
-    if (e != cudaSuccess) return e;
-    attn_combine_kernel<<<dim3((unsigned)n_head, (unsigned)n_seq), 128, 0, stream>>>(out, sc, n_head, head_dim, n_split);
-    return cudaGetLastError();
+    if (head_dim % 8 == 0)
+        return attn_launch<2>(out, q, k_cache, v_cache, len, scratch, n_seq, n_head, n_kv_head, head_dim, max_ctx, scale, stream);
+    return attn_launch<1>(out, q, k_cache, v_cache, len, scratch, n_seq, n_head, n_kv_head, head_dim, max_ctx, scale, stream);
 }

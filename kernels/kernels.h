@@ -67,7 +67,7 @@ cudaError_t kv_store(uint16_t *k_cache, uint16_t *v_cache, const float *k, const
  * positions [0, len[s]) (len on the device, so a captured graph replays at any length). GQA:
  * head h reads kv head h / (n_head / n_kv_head). head_dim <= 256. Split-KV: blocks over
  * ATTN_SPLIT positions, then a combine pass; scratch holds attention_scratch_bytes. */
-#define ATTN_SPLIT 256
+#define ATTN_SPLIT 128
 size_t attention_scratch_bytes(int n_seq, int n_head, int head_dim, int max_ctx);
 cudaError_t attention_decode(float *out, const float *q, const uint16_t *k_cache,
                              const uint16_t *v_cache, const int32_t *len, void *scratch, int n_seq,

@@ -39,15 +39,8 @@ extern "C" cudaError_t matvec_repack(void *out, const void *w, uint32_t wtype, i
     return cudaGetLastError();
 }
 
-template <int T, bool XH>
-static void matvec_launch_v2(float *y, const void *w, const void *x, int rows, int k, int n, cudaStream_t s) {
-    unsigned grid = (unsigned)((rows + 15) / 16);
-    int ncols = XH ? n : 2 * n;
-    if (ncols <= 8)
-        matvec_v2<T, XH, 1><<<grid, 256, MV2_SMEM, s>>>(y, (const uint8_t *)w, x, rows, k, n);
-    else
-        matvec_v2<T, XH, 2><<<grid, 256, MV2_SMEM, s>>>(y, (const uint8_t *)w, x, rows, k, n);
-}
+/* The production variant of the tensor-core path (matvec.cuh; the kernel lab times the others). */
+#define MATVEC_V 3
 
 template <typename XT>
 static cudaError_t matvec_any(float *y, const void *w, uint32_t t, const XT *x, int64_t rows, int64_t k,
@@ -58,8 +51,8 @@ static cudaError_t matvec_any(float *y, const void *w, uint32_t t, const XT *x, 
     unsigned grid1 = (unsigned)((rows + MV1_ROWS - 1) / MV1_ROWS);
     int r = (int)rows, kk = (int)k;
     switch (t) {
-    case QUANT_Q4_0: matvec_launch_v2<QUANT_Q4_0, XH>(y, w, x, r, kk, n, s); break;
-    case QUANT_Q4_K: matvec_launch_v2<QUANT_Q4_K, XH>(y, w, x, r, kk, n, s); break;
+    case QUANT_Q4_0: matvec_v2_launch<QUANT_Q4_0, XH, MATVEC_V>(y, w, x, r, kk, n, s); break;
+    case QUANT_Q4_K: matvec_v2_launch<QUANT_Q4_K, XH, MATVEC_V>(y, w, x, r, kk, n, s); break;
     case QUANT_F32: matvec_v1<QUANT_F32, XT><<<grid1, 256, MV1_SMEM, s>>>(y, wb, x, r, kk, n); break;
     case QUANT_F16: matvec_v1<QUANT_F16, XT><<<grid1, 256, MV1_SMEM, s>>>(y, wb, x, r, kk, n); break;
     case QUANT_Q5_0: matvec_v1<QUANT_Q5_0, XT><<<grid1, 256, MV1_SMEM, s>>>(y, wb, x, r, kk, n); break;

@@ -3,10 +3,12 @@
  *   v1  generic: weights in GGUF layout, dequantised to f32, f32 FMAs; every type. A block of
  *       8 warps takes 32 rows (4 per warp, lanes over 32-weight units), X staged in shared
  *       memory (padded against bank conflicts) in passes of mv1_pass(n) values.
- *   v2  tensor cores: Q4_0 / Q4_K repacked (layout below); 4-bit codes become f16 exactly in
+ *   v2, v3  tensor cores: Q4_0 / Q4_K repacked (layout below); 4-bit codes become f16 exactly in
  *       registers (one LOP3 per pair), mma.m16n8k16 multiplies them with X in f16 (f32 X split
  *       exactly into hi + lo halves, two columns per token), scales applied in f32 per 32-weight
  *       group. One block = 16 rows x all of k; its 8 warps split k; X staged in shared memory.
+ *       v3 keeps two 2 KB groups of weights in flight per warp (v2 one) and stages X with four
+ *       loads in flight per thread.
  *
  * v2 repacked layout, for R16 = ceil(rows / 16) tiles of 16 rows and C = ceil(k / 64) chunks of
  * 64 weights (rows and k padded with zero weights):
@@ -160,28 +162,45 @@ __device__ __forceinline__ float2 mv_k4_scale(uint4 r, int j) {
  * columns). Column col is token col (f16 X) or token col / 2, hi (even) or lo (odd) part.
  * Each thread takes 4 consecutive X (one 16- or 8-byte load, coalesced across the block);
  * the 8 threads of a 32-value sub-block add their sums with shuffles. */
-template <bool XH>
+template <bool XH, int U>
 __device__ __forceinline__ void mv2_stage(uint2 *xb, float *xs, const void *xv, int k, int n,
                                           int ncols, int p0, int pk) {
     uint32_t *xw = (uint32_t *)xb;
     const int q4 = pk / 4, total = n * q4; /* q4 is a multiple of 16 */
-    for (int base = 0; base < total; base += blockDim.x) {
-        const int f = base + threadIdx.x;
-        const bool in = f < total;
-        const int tok = in ? f / q4 : 0, e4 = 4 * (in ? f % q4 : 0), kk = p0 + e4;
-        float v[4] = {0, 0, 0, 0};
-        uint32_t h01 = 0, h23 = 0;
-        if (in && kk < k) {
+    for (int base0 = 0; base0 < total; base0 += U * blockDim.x) {
+      /* U loads in flight per thread before the first is used */
+      float4 raw[U];
+#pragma unroll
+      for (int u = 0; u < U; u++) {
+        const int f = base0 + u * blockDim.x + threadIdx.x;
+        const int tok = f < total ? f / q4 : 0, kk = p0 + 4 * (f < total ? f % q4 : 0);
+        raw[u] = make_float4(0, 0, 0, 0);
+        if (f < total && kk < k) {
             if (XH) {
                 uint2 r = __ldg((const uint2 *)((const unsigned short *)xv + (int64_t)tok * k + kk));
-                h01 = r.x;
-                h23 = r.y;
-                float2 a = __half22float2(*(__half2 *)&h01), b = __half22float2(*(__half2 *)&h23);
-                v[0] = a.x; v[1] = a.y; v[2] = b.x; v[3] = b.y;
+                raw[u].x = __uint_as_float(r.x);
+                raw[u].y = __uint_as_float(r.y);
             } else {
-                float4 r = __ldg((const float4 *)((const float *)xv + (int64_t)tok * k + kk));
-                v[0] = r.x; v[1] = r.y; v[2] = r.z; v[3] = r.w;
+                raw[u] = __ldg((const float4 *)((const float *)xv + (int64_t)tok * k + kk));
             }
+        }
+      }
+#pragma unroll
+      for (int u = 0; u < U; u++) {
+        const int base = base0 + u * blockDim.x;
+        if (base >= total) break;
+        const int f = base + threadIdx.x;
+        const bool in = f < total;
+        const int tok = in ? f / q4 : 0, e4 = 4 * (in ? f % q4 : 0);
+        float v[4];
+        uint32_t h01 = 0, h23 = 0;
+        if (XH) {
+            h01 = __float_as_uint(raw[u].x);
+            h23 = __float_as_uint(raw[u].y);
+            float2 a = __half22float2(*(__half2 *)&h01), b = __half22float2(*(__half2 *)&h23);
+            v[0] = a.x; v[1] = a.y; v[2] = b.x; v[3] = b.y;
+        } else {
+            v[0] = raw[u].x; v[1] = raw[u].y; v[2] = raw[u].z; v[3] = raw[u].w;
         }
         float sum = (v[0] + v[1]) + (v[2] + v[3]);
         sum += __shfl_xor_sync(0xffffffffu, sum, 1);
@@ -206,6 +225,7 @@ __device__ __forceinline__ void mv2_stage(uint2 *xb, float *xs, const void *xv, 
             xs[sub * ncols + col] = sum;
             if (!XH) xs[sub * ncols + col + 1] = 0.0f;
         }
+      }
     }
 }
 
@@ -316,7 +336,7 @@ template <> struct mv2_group<QUANT_Q4_K> {
     }
 };
 
-template <int T, bool XH, int NG>
+template <int T, bool XH, int NG, int V>
 __global__ void __launch_bounds__(256, 2) matvec_v2(float *y, const uint8_t *w, const void *xv,
                                                  int rows, int k, int n) {
     static_assert(T == QUANT_Q4_0 || T == QUANT_Q4_K, "v2 handles Q4_0 and Q4_K");
@@ -333,20 +353,39 @@ __global__ void __launch_bounds__(256, 2) matvec_v2(float *y, const uint8_t *w, 
 #pragma unroll
     for (int gr = 0; gr < NG; gr++) acc[gr][0] = acc[gr][1] = acc[gr][2] = acc[gr][3] = 0;
 
-    /* Each warp walks groups of 4 chunks (2 KB of quants); the next group's loads are issued
-     * before the current one is computed, and a pass's first group before X is staged. */
+    /* Each warp walks groups of 4 chunks (2 KB of quants). V = 2: the next group's loads are
+     * issued before the current one is computed, and a pass's first group before X is staged.
+     * V = 3: two groups in flight (buffers a and b, no register moves), both issued before X is
+     * staged, and X staged with 4 loads in flight per thread. */
     for (int p0 = 0; p0 < C * 64; p0 += kp) {
         const int pk = min((int64_t)kp, C * 64 - p0), pc = pk / 64, cbase = p0 / 64;
         const int ng = (pc + 3) / 4, g0 = warp * ng / MV2_WARPS, g1 = (warp + 1) * ng / MV2_WARPS;
-        mv2_group<T> cur, nxt;
-        if (g0 < g1) cur.load(qt, st, cbase, 4 * g0, pc, lane, g);
-        __syncthreads();
-        mv2_stage<XH>(xb, xs, xv, k, n, ncols, p0, pk);
-        __syncthreads();
-        for (int gi = g0; gi < g1; gi++) {
-            if (gi + 1 < g1) nxt.load(qt, st, cbase, 4 * gi + 4, pc, lane, g);
-            cur.template compute<NG>(acc, xb, xs, 4 * gi, pc, ncols, g, t);
-            cur = nxt;
+        if constexpr (V == 2) {
+            mv2_group<T> cur, nxt;
+            if (g0 < g1) cur.load(qt, st, cbase, 4 * g0, pc, lane, g);
+            __syncthreads();
+            mv2_stage<XH, 1>(xb, xs, xv, k, n, ncols, p0, pk);
+            __syncthreads();
+            for (int gi = g0; gi < g1; gi++) {
+                if (gi + 1 < g1) nxt.load(qt, st, cbase, 4 * gi + 4, pc, lane, g);
+                cur.template compute<NG>(acc, xb, xs, 4 * gi, pc, ncols, g, t);
+                cur = nxt;
+            }
+        } else {
+            mv2_group<T> ga, gb;
+            if (g0 < g1) ga.load(qt, st, cbase, 4 * g0, pc, lane, g);
+            if (g0 + 1 < g1) gb.load(qt, st, cbase, 4 * g0 + 4, pc, lane, g);
+            __syncthreads();
+            mv2_stage<XH, 4>(xb, xs, xv, k, n, ncols, p0, pk);
+            __syncthreads();
+            for (int gi = g0; gi < g1; gi += 2) {
+                ga.template compute<NG>(acc, xb, xs, 4 * gi, pc, ncols, g, t);
+                if (gi + 2 < g1) ga.load(qt, st, cbase, 4 * gi + 8, pc, lane, g);
+                if (gi + 1 < g1) {
+                    gb.template compute<NG>(acc, xb, xs, 4 * gi + 4, pc, ncols, g, t);
+                    if (gi + 3 < g1) gb.load(qt, st, cbase, 4 * gi + 12, pc, lane, g);
+                }
+            }
         }
     }
 
@@ -373,6 +412,18 @@ __global__ void __launch_bounds__(256, 2) matvec_v2(float *y, const uint8_t *w, 
         }
         if (row < rows) y[tok * (int64_t)rows + row] = s;
     }
+}
+
+/* Launches variant V (2 or 3) on repacked weights: one block per 16 rows. */
+template <int T, bool XH, int V>
+static inline void matvec_v2_launch(float *y, const void *w, const void *x, int rows, int k, int n,
+                                    cudaStream_t s) {
+    unsigned grid = (unsigned)((rows + 15) / 16);
+    int ncols = XH ? n : 2 * n;
+    if (ncols <= 8)
+        matvec_v2<T, XH, 1, V><<<grid, 256, MV2_SMEM, s>>>(y, (const uint8_t *)w, x, rows, k, n);
+    else
+        matvec_v2<T, XH, 2, V><<<grid, 256, MV2_SMEM, s>>>(y, (const uint8_t *)w, x, rows, k, n);
 }
 
 /* ---------------------------------------------------------------- v2 repacking -------------- */

@@ -308,5 +308,6 @@ int main(void) {
     test_attention(&r, 2, 8, 2, 128, 1000, l1);
     test_attention(&r, 3, 32, 4, 64, 1024, l2);
     test_attention(&r, 1, 8, 8, 8, 16, l3);
+    test_attention(&r, 2, 4, 2, 36, 300, l1); /* head_dim % 8 != 0: variant 1 */
     return test_done();
 }

@@ -1,4 +1,4 @@
-/* Kernel lab: split-KV decode attention (attention.cu). Checks against an f64 CPU softmax over
+/* Kernel lab: split-KV decode attention (attention.cuh, variants 1 and 2). Checks against an f64 CPU softmax over
  * the same f16 cache, then times kv-cache reads at several context lengths: GB/s = (K + V bytes
  * read + q + out) / time, against the measured copy bandwidth. Usage: attention */
 #include <cmath>
@@ -7,6 +7,7 @@
 #include "tests/gpu/gen.h"
 #include "tests/kbench/lab.h"
 #include "kernels/kernels.h"
+#include "kernels/attention.cuh"
 
 struct cfg { int n_seq, n_head, n_kv, hd, len; };
 
@@ -33,9 +34,11 @@ static void bench(lab &L, gen_rng *r, cfg c) {
     CUDA_CHECK(cudaMemcpy(dq, q.data(), nq * 4, cudaMemcpyHostToDevice));
     CUDA_CHECK(cudaMemcpy(dlen, len.data(), 4 * c.n_seq, cudaMemcpyHostToDevice));
     const float scale = 1.0f / sqrtf((float)c.hd);
-    auto run = [&] { CUDA_CHECK(attention_decode(dout, dq, dk, dv, dlen, scratch, c.n_seq, c.n_head, c.n_kv, c.hd, max_ctx, scale, 0)); };
-    run();
-    CUDA_CHECK(cudaMemcpy(out.data(), dout, nq * 4, cudaMemcpyDeviceToHost));
+    int variant = 1;
+    auto run = [&] {
+        if (variant == 1) CUDA_CHECK((attn_launch<1>(dout, dq, dk, dv, dlen, scratch, c.n_seq, c.n_head, c.n_kv, c.hd, max_ctx, scale, 0)));
+        else CUDA_CHECK((attn_launch<2>(dout, dq, dk, dv, dlen, scratch, c.n_seq, c.n_head, c.n_kv, c.hd, max_ctx, scale, 0)));
+    };
     /* reference for sequence 0 */
     std::vector<double> ref(c.n_head * c.hd), sc(c.len);
     for (int h = 0; h < c.n_head; h++) {
@@ -55,15 +58,20 @@ static void bench(lab &L, gen_rng *r, cfg c) {
             ref[h * c.hd + i] = o / l;
         }
     }
-    double rel = gen_rel_err(out.data(), ref.data(), c.n_head * c.hd);
-    bool ok = rel < 1e-4;
-    if (!ok) g_fail++;
-    double ms = L.time_ms(run, 20);
-    double bytes = 2.0 * cn * 2 + 2.0 * nq * 4;
-    double gbs = bytes / (ms * 1e-3) / 1e9;
-    printf("| %d | %d/%d | %d | %6d | %8.2f | %6.0f | %4.0f%% | %.1e %s |\n", c.n_seq, c.n_head, c.n_kv, c.hd, c.len,
-           ms * 1e3, gbs, 100 * gbs / L.copy_gbs, rel, ok ? "ok" : "FAIL");
-    fflush(stdout);
+    for (variant = 1; variant <= 2; variant++) {
+        CUDA_CHECK(cudaMemset(dout, 0xff, nq * 4));
+        run();
+        CUDA_CHECK(cudaMemcpy(out.data(), dout, nq * 4, cudaMemcpyDeviceToHost));
+        double rel = gen_rel_err(out.data(), ref.data(), c.n_head * c.hd);
+        bool ok = rel < 1e-4;
+        if (!ok) g_fail++;
+        double ms = L.time_ms(run, 20);
+        double bytes = 2.0 * cn * 2 + 2.0 * nq * 4;
+        double gbs = bytes / (ms * 1e-3) / 1e9;
+        printf("| v%d | %d | %d/%d | %d | %6d | %8.2f | %6.0f | %4.0f%% | %.1e %s |\n", variant, c.n_seq, c.n_head, c.n_kv,
+               c.hd, c.len, ms * 1e3, gbs, 100 * gbs / L.copy_gbs, rel, ok ? "ok" : "FAIL");
+        fflush(stdout);
+    }
     CUDA_CHECK(cudaFree(dk)); CUDA_CHECK(cudaFree(dv)); CUDA_CHECK(cudaFree(dq)); CUDA_CHECK(cudaFree(dout));
     CUDA_CHECK(cudaFree(dlen)); CUDA_CHECK(cudaFree(scratch));
 }
@@ -77,7 +85,7 @@ int main() {
     lab L;
     L.measure_copy();
     printf("# copy bandwidth (4 GiB d2d, read+write, median of 10): %.0f GB/s\n", L.copy_gbs);
-    printf("| seqs | heads | hd | len | us | GB/s | %%copy | rel err |\n|---|---|---|---|---|---|---|---|\n");
+    printf("| var | seqs | heads | hd | len | us | GB/s | %%copy | rel err |\n|---|---|---|---|---|---|---|---|---|\n");
     gen_rng r = {0xA5A5A5A55A5A5A5Aull ^ (uint64_t)time(NULL)};
     const cfg cs[] = {{1, 32, 8, 128, 1024}, {1, 32, 8, 128, 4096}, {1, 32, 8, 128, 16384},
                       {8, 32, 8, 128, 4096}, {1, 32, 8, 64, 4096}, {1, 64, 8, 128, 8192}};

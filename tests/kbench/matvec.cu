@@ -1,5 +1,5 @@
 /* Kernel lab: decode matvec. CPU reference (quant_dequant_row + f64 dot) on sampled rows of
- * fresh random matrices, then each variant (matvec.cuh: v1 generic, v2 tensor cores) timed two
+ * fresh random matrices, then each variant (matvec.cuh: v1 generic, v2/v3 tensor cores) timed two
  * ways: one launch after an L2 flush ("1x"), and a chain of launches over enough copies of the
  * matrix to exceed L2 ("chain", as in a decode step). GB/s = (weights + x + y bytes) / time,
  * against the measured copy bandwidth. Usage: matvec [filter] (a substring of the type name). */
@@ -21,7 +21,7 @@ static void launch_v1(float *y, const void *w, const XT *x, int rows, int k, int
     matvec_v1<T, XT><<<(rows + MV1_ROWS - 1) / MV1_ROWS, 256, MV1_SMEM>>>(y, (const uint8_t *)w, x, rows, k, n);
 }
 
-/* variant 1 on GGUF layout, variant 2 on the repacked layout; returns 0 if not applicable */
+/* variant 1 on GGUF layout, variants 2 and 3 on the repacked layout; false if not applicable */
 static bool run_variant(int v, uint32_t t, float *y, const void *w, const void *x, bool xh, int rows, int k, int n) {
     if (v == 1) {
 #define V1(TT) case TT: if (xh) launch_v1<TT, __half>(y, w, (const __half *)x, rows, k, n); \
@@ -30,11 +30,11 @@ static bool run_variant(int v, uint32_t t, float *y, const void *w, const void *
 #undef V1
         return false;
     }
-    if (v == 2 && (t == QUANT_Q4_0 || t == QUANT_Q4_K)) {
-        if (xh) CUDA_CHECK(matvec_f16(y, w, t, (const uint16_t *)x, rows, k, n, 0));
-        else CUDA_CHECK(matvec_f32(y, w, t, (const float *)x, rows, k, n, 0));
-        return true;
-    }
+#define V23(TT, V) case TT: if (xh) matvec_v2_launch<TT, true, V>(y, w, x, rows, k, n, 0); \
+                           else matvec_v2_launch<TT, false, V>(y, w, x, rows, k, n, 0); return true;
+    if (v == 2) switch (t) { V23(QUANT_Q4_0, 2) V23(QUANT_Q4_K, 2) }
+    if (v == 3) switch (t) { V23(QUANT_Q4_0, 3) V23(QUANT_Q4_K, 3) }
+#undef V23
     return false;
 }
 
@@ -86,7 +86,7 @@ static void bench(lab &L, gen_rng *r, uint32_t t, shape s, int n, bool xh) {
     float *dy;
     CUDA_CHECK(cudaMalloc(&dy, sizeof(float) * n * rows));
     std::vector<float> y(n * rows);
-    for (int v = 1; v <= 2; v++) {
+    for (int v = 1; v <= 3; v++) {
         const std::vector<void *> &wv = v == 1 ? raw : rep;
         CUDA_CHECK(cudaMemset(dy, 0xff, sizeof(float) * n * rows));
         if (!run_variant(v, t, dy, wv[0], dx, xh, (int)rows, (int)k, n)) continue;
