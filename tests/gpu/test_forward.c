@@ -52,7 +52,7 @@ static void test_vs_cpu(const char *shape, const char *quant) {
     const char *model = make_model(shape, quant);
     if (!model) return;
     char name[256], err[512];
-    enum { N = 80 };
+    enum { N = 64 };
     int32_t tokens[N];
     uint64_t s = 0x9e3779b97f4a7c15ULL;
     tokens[0] = 1;

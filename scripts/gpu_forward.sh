@@ -1,0 +1,41 @@
+#!/usr/bin/env bash
+# One device call for the CUDA backend: builds (unless the carried build/ runs here), runs the GPU
+# tests, and times decode on synthetic 8b models made here (t/s, GB/s and % of the 4278 GB/s
+# roofline, bytes per token = every weight but token_embd; load time). Logs under $OUT, a short
+# summary last. Usage: SHARED=dir scripts/gpu_forward.sh [quant...]   (default: q4_0 q4_k_m)
+set -u
+export NCCL_NVLS_ENABLE=0
+OUT=${OUT:-/tmp/gpu_forward}
+SHARED=${SHARED:-../shared}
+export OUT SHARED
+mkdir -p "$OUT"
+[ -d prebuilt-lib ] && export LD_LIBRARY_PATH="$PWD/prebuilt-lib:${LD_LIBRARY_PATH:-}"
+if ! [ -x build/mgi ] || ldd build/mgi build/tests/gpu/test_forward 2>&1 | grep -q "not found"; then
+    make -j16 CUDA_ARCH=90 all build/tests/gpu/test_forward build/tests/gpu/test_kernels >"$OUT/build.log" 2>&1 ||
+        { tail -20 "$OUT/build.log"; exit 1; }
+fi
+nvidia-smi --query-gpu=name,memory.used,memory.total,clocks.sm,clocks.mem --format=csv,noheader >"$OUT/smi.txt" 2>&1
+BUILD=build timeout "${TEST_TIMEOUT:-330}" bash tests/run.sh gpu >"$OUT/test-gpu.log" 2>&1
+: >"$OUT/summary.txt"
+for q in "${@:-q4_0 q4_k_m}"; do
+    for qq in $q; do
+        m=/tmp/8b-$qq.gguf
+        timeout 120 build/scripts/mkmodel --shape 8b --quant "$qq" -o "$m" \
+            --vocab "$SHARED/vocab/ggml-vocab-llama-spm.gguf" >/dev/null 2>>"$OUT/mkmodel.log" || continue
+        bytes=$(build/mgi info "$m" --tensors | awk '$1 ~ /\.weight$/ && $1 != "token_embd.weight" {s += $NF} END {printf "%.0f", s}')
+        for r in 1 2; do
+            timeout 90 build/mgi -m "$m" -p "hello" -n 128 --temp 0 --ignore-eos >/dev/null 2>"$OUT/run-$qq-$r.log"
+            echo "exit $?" >>"$OUT/run-$qq-$r.log"
+        done
+        tps=$(grep -E '^ +eval time' "$OUT/run-$qq-2.log" | sed -E 's/.*, *([0-9.]+) tokens per second.*/\1/')
+        loads=$(grep -h 'load time' "$OUT/run-$qq-1.log" "$OUT/run-$qq-2.log" | awk '{printf "%s ", $4}')
+        awk -v q="$qq" -v b="$bytes" -v t="${tps:-0}" -v l="$loads" 'BEGIN {
+            g = b * t / 1e9; printf "8b %-7s tg128 %8.1f t/s  %7.1f GB/s  %5.1f%% of 4278 GB/s  (%.3f GB/token)  load ms: %s\n",
+            q, t, g, 100 * g / 4278, b / 1e9, l }' >>"$OUT/summary.txt"
+        rm -f "$m"
+    done
+done
+cat "$OUT/smi.txt"
+grep -E "^(FAIL|SKIP)" "$OUT/test-gpu.log" | head -30
+tail -1 "$OUT/test-gpu.log"
+cat "$OUT/summary.txt"
