@@ -24,6 +24,7 @@ struct engine {
     uint64_t hash;
     /* Scratch of engine_decode: one backend pass ([n_batch] each) and per sequence. */
     int32_t *b_token, *b_pos, *b_seq, *b_cell, *b_out;
+    engine_token *eval_toks;  /* [n_batch] engine_eval's batches */
     engine_fwd_seq *b_seqs;  /* [n_seq] */
     int32_t *seq_next;       /* [n_seq] length after the batch, -1: not in it */
     int32_t *seq_old;        /* [n_seq] length before the batch */
@@ -152,11 +153,12 @@ int engine_load(engine **out, const char *path, const engine_params *p, char *er
     e->b_cell = malloc(B * sizeof(int32_t));
     e->b_out = malloc(B * sizeof(int32_t));
     e->b_seqs = malloc(S * sizeof *e->b_seqs);
+    e->eval_toks = malloc(B * sizeof *e->eval_toks);
     e->seq_next = malloc(S * sizeof(int32_t));
     e->seq_old = malloc(S * sizeof(int32_t));
     e->seq_idx = malloc(S * sizeof(int32_t));
-    if (!e->b_token || !e->b_pos || !e->b_seq || !e->b_cell || !e->b_out || !e->b_seqs || !e->seq_next ||
-        !e->seq_old || !e->seq_idx) {
+    if (!e->b_token || !e->b_pos || !e->b_seq || !e->b_cell || !e->b_out || !e->b_seqs || !e->eval_toks ||
+        !e->seq_next || !e->seq_old || !e->seq_idx) {
         snprintf(err, err_size, "out of memory for a batch of %d tokens", e->n_batch);
         goto fail;
     }
@@ -203,6 +205,7 @@ void engine_free(engine *e) {
     free(e->b_cell);
     free(e->b_out);
     free(e->b_seqs);
+    free(e->eval_toks);
     free(e->seq_next);
     free(e->seq_old);
     free(e->seq_idx);
@@ -330,14 +333,13 @@ int engine_eval(engine *e, const int32_t *tokens, int32_t n, int32_t pos, float 
         return -1;
     }
     kvcache_truncate(&e->kv, 0, pos);
-    engine_token chunk[64];
     int32_t n_vocab = e->model.hp.n_vocab;
     for (int32_t done = 0; done < n;) {
-        int32_t k = n - done < 64 ? n - done : 64;
+        int32_t k = n - done < e->n_batch ? n - done : e->n_batch;
         for (int32_t i = 0; i < k; i++)
-            chunk[i] = (engine_token){tokens[done + i], pos + done + i, 0, all_logits || done + i == n - 1};
+            e->eval_toks[i] = (engine_token){tokens[done + i], pos + done + i, 0, all_logits || done + i == n - 1};
         float *out = all_logits ? logits + (size_t)done * n_vocab : logits;
-        if (engine_decode(e, chunk, k, out, err, err_size)) return -1;
+        if (engine_decode(e, e->eval_toks, k, out, err, err_size)) return -1;
         done += k;
     }
     return 0;
