@@ -1,11 +1,14 @@
 /* Launchers of the decode matvec (kernels.h): repacking at load, then the production variant per
- * weight type (v2, tensor cores, for Q4_0 and Q4_K; v1 for the rest). Variants live in
+ * weight type (v3, tensor cores, for Q4_0, Q4_K, Q8_0, Q6_K; v1 for F32, F16, Q5_0). Variants live in
  * matvec.cuh, where the kernel lab times them. */
 #include "kernels/kernels.h"
 #include "kernels/matvec.cuh"
 
-/* v2 reads the repacked layout of matvec.cuh; other types keep their GGUF rows. */
-static int matvec_uses_v2(uint32_t t) { return t == QUANT_Q4_0 || t == QUANT_Q4_K; }
+/* The tensor-core variants read the repacked layout of matvec.cuh; other types keep their GGUF
+ * rows for v1. */
+static int matvec_uses_v2(uint32_t t) {
+    return t == QUANT_Q4_0 || t == QUANT_Q4_K || t == QUANT_Q8_0 || t == QUANT_Q6_K;
+}
 
 static int64_t matvec_block_elems(uint32_t t) {
     switch (t) {
@@ -21,7 +24,7 @@ extern "C" int matvec_supported(uint32_t wtype) { return matvec_block_elems(wtyp
 extern "C" size_t matvec_repacked_bytes(uint32_t wtype, int64_t rows, int64_t k) {
     int64_t be = matvec_block_elems(wtype);
     if (be == 0 || rows <= 0 || k <= 0 || k % be != 0 || k > INT32_MAX || rows > INT32_MAX) return 0;
-    if (matvec_uses_v2(wtype)) return (size_t)((rows + 15) / 16) * (size_t)mv2_chunks(k) * 576;
+    if (matvec_uses_v2(wtype)) return (size_t)mv2_bytes((int)wtype, rows, k);
     return (size_t)rows * (size_t)dq_row_bytes(wtype, k);
 }
 
@@ -32,10 +35,14 @@ extern "C" cudaError_t matvec_repack(void *out, const void *w, uint32_t wtype, i
     if (!matvec_uses_v2(wtype)) return cudaMemcpyAsync(out, w, bytes, cudaMemcpyDeviceToDevice, stream);
     int64_t words = (int64_t)(bytes / 4);
     unsigned grid = (unsigned)((words + 255) / 256);
-    if (wtype == QUANT_Q4_0)
-        matvec_v2_repack<QUANT_Q4_0><<<grid, 256, 0, stream>>>((uint8_t *)out, (const uint8_t *)w, (int)rows, (int)k);
-    else
-        matvec_v2_repack<QUANT_Q4_K><<<grid, 256, 0, stream>>>((uint8_t *)out, (const uint8_t *)w, (int)rows, (int)k);
+    uint8_t *o = (uint8_t *)out;
+    const uint8_t *src = (const uint8_t *)w;
+    switch (wtype) {
+    case QUANT_Q4_0: matvec_v2_repack<QUANT_Q4_0><<<grid, 256, 0, stream>>>(o, src, (int)rows, (int)k); break;
+    case QUANT_Q4_K: matvec_v2_repack<QUANT_Q4_K><<<grid, 256, 0, stream>>>(o, src, (int)rows, (int)k); break;
+    case QUANT_Q8_0: matvec_v2_repack<QUANT_Q8_0><<<grid, 256, 0, stream>>>(o, src, (int)rows, (int)k); break;
+    default: matvec_v2_repack<QUANT_Q6_K><<<grid, 256, 0, stream>>>(o, src, (int)rows, (int)k); break;
+    }
     return cudaGetLastError();
 }
 
@@ -53,11 +60,11 @@ static cudaError_t matvec_any(float *y, const void *w, uint32_t t, const XT *x, 
     switch (t) {
     case QUANT_Q4_0: matvec_v2_launch<QUANT_Q4_0, XH, MATVEC_V>(y, w, x, r, kk, n, s); break;
     case QUANT_Q4_K: matvec_v2_launch<QUANT_Q4_K, XH, MATVEC_V>(y, w, x, r, kk, n, s); break;
+    case QUANT_Q8_0: matvec_v2_launch<QUANT_Q8_0, XH, MATVEC_V>(y, w, x, r, kk, n, s); break;
+    case QUANT_Q6_K: matvec_v2_launch<QUANT_Q6_K, XH, MATVEC_V>(y, w, x, r, kk, n, s); break;
     case QUANT_F32: matvec_v1<QUANT_F32, XT><<<grid1, 256, MV1_SMEM, s>>>(y, wb, x, r, kk, n); break;
     case QUANT_F16: matvec_v1<QUANT_F16, XT><<<grid1, 256, MV1_SMEM, s>>>(y, wb, x, r, kk, n); break;
     case QUANT_Q5_0: matvec_v1<QUANT_Q5_0, XT><<<grid1, 256, MV1_SMEM, s>>>(y, wb, x, r, kk, n); break;
-    case QUANT_Q8_0: matvec_v1<QUANT_Q8_0, XT><<<grid1, 256, MV1_SMEM, s>>>(y, wb, x, r, kk, n); break;
-    case QUANT_Q6_K: matvec_v1<QUANT_Q6_K, XT><<<grid1, 256, MV1_SMEM, s>>>(y, wb, x, r, kk, n); break;
     default: return cudaErrorInvalidValue;
     }
     return cudaGetLastError();

@@ -3,7 +3,7 @@
  *   v1  generic: weights in GGUF layout, dequantised to f32, f32 FMAs; every type. A block of
  *       8 warps takes 32 rows (4 per warp, lanes over 32-weight units), X staged in shared
  *       memory (padded against bank conflicts) in passes of mv1_pass(n) values.
- *   v2, v3  tensor cores: Q4_0 / Q4_K repacked (layout below); 4-bit codes become f16 exactly in
+ *   v2, v3  tensor cores: Q4_0 / Q4_K (and Q8_0, Q6_K: see their mv2_group) repacked (layout below); 4-bit codes become f16 exactly in
  *       registers (one LOP3 per pair), mma.m16n8k16 multiplies them with X in f16 (f32 X split
  *       exactly into hi + lo halves, two columns per token), scales applied in f32 per 32-weight
  *       group. One block = 16 rows x all of k; its 8 warps split k; X staged in shared memory.
@@ -243,9 +243,13 @@ __device__ __forceinline__ void mv2_bfrag(uint2 b[NG], const uint2 *xb, int s, i
 template <int T> struct mv2_group;
 
 template <> struct mv2_group<QUANT_Q4_0> {
+    static constexpr int GC = 4; /* chunks per group */
     uint4 q[4];
     uint2 sc[4];
-    __device__ __forceinline__ void load(const uint4 *qt, const uint8_t *st, int cbase, int c, int pc, int lane, int g) {
+    __device__ __forceinline__ void load(const uint8_t *w, int64_t R16, int64_t C, int64_t tile, int cbase, int c,
+                                         int pc, int lane, int g) {
+        const uint4 *qt = (const uint4 *)w + tile * C * 32;
+        const uint8_t *st = w + R16 * C * 512 + tile * C * 64;
 #pragma unroll
         for (int i = 0; i < 4; i++) {
             if (c + i < pc) {
@@ -292,8 +296,12 @@ template <> struct mv2_group<QUANT_Q4_0> {
 
 /* For Q4_K a group is one super-block (4 chunks share a scale record per row). */
 template <> struct mv2_group<QUANT_Q4_K> {
+    static constexpr int GC = 4;
     uint4 q[4], r0, r1;
-    __device__ __forceinline__ void load(const uint4 *qt, const uint8_t *st, int cbase, int c, int, int lane, int g) {
+    __device__ __forceinline__ void load(const uint8_t *w, int64_t R16, int64_t C, int64_t tile, int cbase, int c,
+                                         int, int lane, int g) {
+        const uint4 *qt = (const uint4 *)w + tile * C * 32;
+        const uint8_t *st = w + R16 * C * 512 + tile * C * 64;
         const int64_t cg = cbase + c;
 #pragma unroll
         for (int i = 0; i < 4; i++) q[i] = mv_ld_stream(qt + (cg + i) * 32 + lane);
@@ -336,18 +344,140 @@ template <> struct mv2_group<QUANT_Q4_K> {
     }
 };
 
+/* Q8_0: codes stored +128 as bytes; a group is 2 chunks (2 KB per warp). */
+template <> struct mv2_group<QUANT_Q8_0> {
+    static constexpr int GC = 2;
+    uint4 q[4];
+    uint2 sc[2];
+    __device__ __forceinline__ void load(const uint8_t *w, int64_t R16, int64_t C, int64_t tile, int cbase, int c,
+                                         int pc, int lane, int g) {
+        const uint4 *qt = (const uint4 *)w + tile * C * 64;
+        const uint8_t *st = w + R16 * C * 1024 + tile * C * 64;
+#pragma unroll
+        for (int i = 0; i < 2; i++) {
+            if (c + i < pc) {
+                q[2 * i] = mv_ld_stream(qt + (int64_t)(cbase + c + i) * 64 + 2 * lane);
+                q[2 * i + 1] = mv_ld_stream(qt + (int64_t)(cbase + c + i) * 64 + 2 * lane + 1);
+                sc[i] = __ldg((const uint2 *)(st + (int64_t)(cbase + c + i) * 64) + g);
+            }
+        }
+    }
+    template <int NG>
+    __device__ __forceinline__ void compute(float acc[NG][4], const uint2 *xb, const float *, int c, int pc,
+                                            int ncols, int g, int t) const {
+        const uint32_t off = 0x64806480u; /* 1152 = 1024 + 128 */
+#pragma unroll
+        for (int i = 0; i < 2; i++) {
+            if (c + i >= pc) break;
+            const uint32_t words[8] = {q[2 * i].x, q[2 * i].y, q[2 * i].z, q[2 * i].w,
+                                       q[2 * i + 1].x, q[2 * i + 1].y, q[2 * i + 1].z, q[2 * i + 1].w};
+#pragma unroll
+            for (int blk = 0; blk < 2; blk++) {
+                float d[NG][4];
+#pragma unroll
+                for (int gr = 0; gr < NG; gr++) d[gr][0] = d[gr][1] = d[gr][2] = d[gr][3] = 0;
+#pragma unroll
+                for (int s2 = 0; s2 < 2; s2++) {
+                    const int s = 2 * blk + s2;
+                    uint32_t a[4];
+#pragma unroll
+                    for (int p = 0; p < 4; p++) {
+                        uint32_t h = __byte_perm(words[2 * s + (p >> 1)], 0x64646464u, (p & 1) ? 0x4342 : 0x4140);
+                        __half2 v = __hsub2(*(__half2 *)&h, *(const __half2 *)&off);
+                        a[p] = *(uint32_t *)&v;
+                    }
+                    uint2 b[NG];
+                    mv2_bfrag<NG>(b, xb, (c + i) * 4 + s, ncols, g, t);
+#pragma unroll
+                    for (int gr = 0; gr < NG; gr++) mv_mma(d[gr], a, b[gr].x, b[gr].y);
+                }
+                const float d0 = blk ? mv_half_hi(sc[i].x) : mv_half_lo(sc[i].x);
+                const float d1 = blk ? mv_half_hi(sc[i].y) : mv_half_lo(sc[i].y);
+#pragma unroll
+                for (int gr = 0; gr < NG; gr++) {
+                    acc[gr][0] = fmaf(d0, d[gr][0], acc[gr][0]);
+                    acc[gr][1] = fmaf(d0, d[gr][1], acc[gr][1]);
+                    acc[gr][2] = fmaf(d1, d[gr][2], acc[gr][2]);
+                    acc[gr][3] = fmaf(d1, d[gr][3], acc[gr][3]);
+                }
+            }
+        }
+    }
+};
+
+/* Q6_K: low nibbles as Q4, 2 high bits in a second stream, an int8 scale per 16 weights (one
+ * k16 step) and d per super-block; a group is one super-block. */
+template <> struct mv2_group<QUANT_Q6_K> {
+    static constexpr int GC = 4;
+    uint4 lo[4];
+    uint2 hi[4];
+    uint32_t sg[4], sg8[4], dd;
+    __device__ __forceinline__ void load(const uint8_t *w, int64_t R16, int64_t C, int64_t tile, int cbase, int c,
+                                         int, int lane, int g) {
+        const int64_t cg = cbase + c;
+        const uint4 *lt = (const uint4 *)w + tile * C * 32;
+        const uint2 *ht = (const uint2 *)(w + R16 * C * 512) + tile * C * 32;
+        const uint32_t *sct = (const uint32_t *)(w + R16 * C * 768) + tile * C * 16;
+        const uint16_t *dt = (const uint16_t *)(w + R16 * C * 832) + tile * (C / 4) * 16;
+#pragma unroll
+        for (int i = 0; i < 4; i++) {
+            lo[i] = mv_ld_stream(lt + (cg + i) * 32 + lane);
+            hi[i] = __ldg(ht + (cg + i) * 32 + lane);
+            sg[i] = __ldg(sct + (cg + i) * 16 + g);
+            sg8[i] = __ldg(sct + (cg + i) * 16 + g + 8);
+        }
+        dd = (uint32_t)__ldg(dt + (cg / 4) * 16 + g) | (uint32_t)__ldg(dt + (cg / 4) * 16 + g + 8) << 16;
+    }
+    template <int NG>
+    __device__ __forceinline__ void compute(float acc[NG][4], const uint2 *xb, const float *, int c, int,
+                                            int ncols, int g, int t) const {
+        const uint32_t off = 0x64206420u; /* 1056 = 1024 + 32 */
+        const float dg = mv_half_lo(dd), dg8 = mv_half_hi(dd);
+#pragma unroll
+        for (int i = 0; i < 4; i++) {
+            const uint32_t lw[4] = {lo[i].x, lo[i].y, lo[i].z, lo[i].w}, hw[2] = {hi[i].x, hi[i].y};
+#pragma unroll
+            for (int s = 0; s < 4; s++) {
+                uint32_t a[4];
+#pragma unroll
+                for (int p = 0; p < 4; p++) {
+                    uint32_t h = ((lw[s] >> (4 * p)) & 0x000F000Fu) |
+                                 (((hw[s >> 1] >> (8 * (s & 1) + 2 * p)) & 0x00030003u) << 4) | 0x64006400u;
+                    __half2 v = __hsub2(*(__half2 *)&h, *(const __half2 *)&off);
+                    a[p] = *(uint32_t *)&v;
+                }
+                uint2 b[NG];
+                mv2_bfrag<NG>(b, xb, (c + i) * 4 + s, ncols, g, t);
+                float d[NG][4];
+#pragma unroll
+                for (int gr = 0; gr < NG; gr++) {
+                    d[gr][0] = d[gr][1] = d[gr][2] = d[gr][3] = 0;
+                    mv_mma(d[gr], a, b[gr].x, b[gr].y);
+                }
+                const float s0 = dg * (float)(int8_t)(sg[i] >> (8 * s)), s1 = dg8 * (float)(int8_t)(sg8[i] >> (8 * s));
+#pragma unroll
+                for (int gr = 0; gr < NG; gr++) {
+                    acc[gr][0] = fmaf(s0, d[gr][0], acc[gr][0]);
+                    acc[gr][1] = fmaf(s0, d[gr][1], acc[gr][1]);
+                    acc[gr][2] = fmaf(s1, d[gr][2], acc[gr][2]);
+                    acc[gr][3] = fmaf(s1, d[gr][3], acc[gr][3]);
+                }
+            }
+        }
+    }
+};
+
 template <int T, bool XH, int NG, int V>
 __global__ void __launch_bounds__(256, 2) matvec_v2(float *y, const uint8_t *w, const void *xv,
                                                  int rows, int k, int n) {
-    static_assert(T == QUANT_Q4_0 || T == QUANT_Q4_K, "v2 handles Q4_0 and Q4_K");
+    static_assert(T == QUANT_Q4_0 || T == QUANT_Q4_K || T == QUANT_Q8_0 || T == QUANT_Q6_K, "v2: Q4_0 Q4_K Q8_0 Q6_K");
+    constexpr int GC = mv2_group<T>::GC;
     extern __shared__ __align__(16) uint8_t mv2_smem[];
     const int ncols = XH ? n : 2 * n;
     const int kp = mv2_pass(ncols);
     uint2 *xb = (uint2 *)mv2_smem;
     float *xs = (float *)(mv2_smem + (size_t)kp * ncols * 2);
     const int64_t C = mv2_chunks(k), R16 = (rows + 15) / 16, tile = blockIdx.x;
-    const uint4 *qt = (const uint4 *)w + tile * C * 32;
-    const uint8_t *st = w + R16 * C * 512 + tile * C * 64;
     const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31, g = lane >> 2, t = lane & 3;
     float acc[NG][4];
 #pragma unroll
@@ -359,31 +489,31 @@ __global__ void __launch_bounds__(256, 2) matvec_v2(float *y, const uint8_t *w, 
      * staged, and X staged with 4 loads in flight per thread. */
     for (int p0 = 0; p0 < C * 64; p0 += kp) {
         const int pk = min((int64_t)kp, C * 64 - p0), pc = pk / 64, cbase = p0 / 64;
-        const int ng = (pc + 3) / 4, g0 = warp * ng / MV2_WARPS, g1 = (warp + 1) * ng / MV2_WARPS;
+        const int ng = (pc + GC - 1) / GC, g0 = warp * ng / MV2_WARPS, g1 = (warp + 1) * ng / MV2_WARPS;
         if constexpr (V == 2) {
             mv2_group<T> cur, nxt;
-            if (g0 < g1) cur.load(qt, st, cbase, 4 * g0, pc, lane, g);
+            if (g0 < g1) cur.load(w, R16, C, tile, cbase, GC * g0, pc, lane, g);
             __syncthreads();
             mv2_stage<XH, 1>(xb, xs, xv, k, n, ncols, p0, pk);
             __syncthreads();
             for (int gi = g0; gi < g1; gi++) {
-                if (gi + 1 < g1) nxt.load(qt, st, cbase, 4 * gi + 4, pc, lane, g);
-                cur.template compute<NG>(acc, xb, xs, 4 * gi, pc, ncols, g, t);
+                if (gi + 1 < g1) nxt.load(w, R16, C, tile, cbase, GC * (gi + 1), pc, lane, g);
+                cur.template compute<NG>(acc, xb, xs, GC * gi, pc, ncols, g, t);
                 cur = nxt;
             }
         } else {
             mv2_group<T> ga, gb;
-            if (g0 < g1) ga.load(qt, st, cbase, 4 * g0, pc, lane, g);
-            if (g0 + 1 < g1) gb.load(qt, st, cbase, 4 * g0 + 4, pc, lane, g);
+            if (g0 < g1) ga.load(w, R16, C, tile, cbase, GC * g0, pc, lane, g);
+            if (g0 + 1 < g1) gb.load(w, R16, C, tile, cbase, GC * (g0 + 1), pc, lane, g);
             __syncthreads();
             mv2_stage<XH, 4>(xb, xs, xv, k, n, ncols, p0, pk);
             __syncthreads();
             for (int gi = g0; gi < g1; gi += 2) {
-                ga.template compute<NG>(acc, xb, xs, 4 * gi, pc, ncols, g, t);
-                if (gi + 2 < g1) ga.load(qt, st, cbase, 4 * gi + 8, pc, lane, g);
+                ga.template compute<NG>(acc, xb, xs, GC * gi, pc, ncols, g, t);
+                if (gi + 2 < g1) ga.load(w, R16, C, tile, cbase, GC * (gi + 2), pc, lane, g);
                 if (gi + 1 < g1) {
-                    gb.template compute<NG>(acc, xb, xs, 4 * gi + 4, pc, ncols, g, t);
-                    if (gi + 3 < g1) gb.load(qt, st, cbase, 4 * gi + 12, pc, lane, g);
+                    gb.template compute<NG>(acc, xb, xs, GC * (gi + 1), pc, ncols, g, t);
+                    if (gi + 3 < g1) gb.load(w, R16, C, tile, cbase, GC * (gi + 3), pc, lane, g);
                 }
             }
         }
@@ -427,69 +557,143 @@ static inline void matvec_v2_launch(float *y, const void *w, const void *x, int 
 }
 
 /* ---------------------------------------------------------------- v2 repacking -------------- */
-/* Code of weight (row, kk) of a GGUF Q4_0 / Q4_K matrix; 0 outside it. */
+/* Code of weight (row, kk) of a GGUF matrix, unsigned (Q8_0: q + 128, Q6_K: 6 bits); 0 outside. */
 template <int T>
-__device__ __forceinline__ uint32_t mv2_code(const uint8_t *w, int rows, int k, int64_t row, int64_t kk) {
+__host__ __device__ __forceinline__ uint32_t mv2_code(const uint8_t *w, int rows, int k, int64_t row, int64_t kk) {
     if (row >= rows || kk >= k) return 0;
     const uint8_t *r = w + row * dq_row_bytes(T, k);
     if constexpr (T == QUANT_Q4_0) {
         int j = (int)(kk & 31);
         uint32_t b = r[(kk >> 5) * sizeof(block_q4_0) + 2 + (j & 15)];
         return j < 16 ? b & 15 : b >> 4;
-    } else {
+    } else if constexpr (T == QUANT_Q4_K) {
         int64_t sb = kk >> 8;
         int rr = (int)(kk & 255);
         uint32_t b = r[sb * sizeof(block_q4_K) + 16 + 32 * (rr >> 6) + (rr & 31)];
         return (rr & 63) < 32 ? b & 15 : b >> 4;
+    } else if constexpr (T == QUANT_Q8_0) {
+        return (r[(kk >> 5) * sizeof(block_q8_0) + 2 + (kk & 31)] ^ 0x80u) & 255;
+    } else {
+        const uint8_t *b = r + (kk >> 8) * sizeof(block_q6_K);
+        int rr = (int)(kk & 255), h = rr >> 7, jj = (rr & 127) >> 5, l = rr & 31;
+        uint32_t ql = b[64 * h + 32 * (jj & 1) + l], qh = b[128 + 32 * h + l];
+        return ((jj >> 1) ? ql >> 4 : ql & 15) | ((qh >> (2 * jj)) & 3) << 4;
     }
 }
 
-/* One thread per 32-bit word of the quants, then one per 32-bit word of the scales. */
+/* Row and column of code j (0..7, the nibble order of matvec.cuh's layout) of lane (g, t) at
+ * step s of chunk c in tile. */
+__host__ __device__ __forceinline__ void mv2_where(int64_t tile, int64_t c, int s, int g, int t, int j, int64_t *row, int64_t *kk) {
+    *row = tile * 16 + g + 8 * (j & 1);
+    *kk = 64 * c + 16 * s + 2 * t + 8 * ((j >> 1) & 1) + (j >> 2);
+}
+
+/* f16 bits of block blk's d in a row (Q4_0 / Q8_0), 0 outside the matrix. */
 template <int T>
-__global__ void matvec_v2_repack(uint8_t *out, const uint8_t *w, int rows, int k) {
+__host__ __device__ __forceinline__ uint32_t mv2_d(const uint8_t *w, int rows, int k, int64_t row, int64_t blk) {
+    if (row >= rows || blk >= k / 32) return 0;
+    const uint8_t *p = w + row * dq_row_bytes(T, k) + blk * (T == QUANT_Q4_0 ? sizeof(block_q4_0) : sizeof(block_q8_0));
+    return p[0] | p[1] << 8;
+}
+
+/* Bytes of the repacked form (0: not a v2 type). */
+__host__ __device__ __forceinline__ int64_t mv2_bytes(int T, int64_t rows, int64_t k) {
+    const int64_t R16 = (rows + 15) / 16, C = mv2_chunks(k);
+    switch (T) {
+    case QUANT_Q4_0: case QUANT_Q4_K: return R16 * C * 576;
+    case QUANT_Q8_0: return R16 * C * 1088;
+    case QUANT_Q6_K: return R16 * C * 840;
+    default: return 0;
+    }
+}
+
+/* Word i of the repacked matrix, region by region (host-callable for checks of the layout). */
+template <int T>
+__host__ __device__ inline void mv2_repack_word(uint8_t *out, const uint8_t *w, int rows, int k, int64_t i) {
     const int64_t C = mv2_chunks(k), R16 = (rows + 15) / 16;
-    const int64_t nq = R16 * C * 128, ns = R16 * C * 16;
-    int64_t i = blockIdx.x * (int64_t)blockDim.x + threadIdx.x;
-    if (i < nq) {
-        int64_t tile = i / (C * 128), rem = i % (C * 128), c = rem / 128;
-        int lane = (int)(rem % 128) / 4, s = (int)(rem % 4), g = lane >> 2, t = lane & 3;
-        uint32_t word = 0;
-#pragma unroll
-        for (int j = 0; j < 8; j++) {
-            int64_t row = tile * 16 + g + 8 * (j & 1);
-            int64_t kk = 64 * c + 16 * s + 2 * t + 8 * ((j >> 1) & 1) + (j >> 2);
-            word |= mv2_code<T>(w, rows, k, row, kk) << (4 * j);
-        }
-        ((uint32_t *)out)[i] = word;
-    } else if (i < nq + ns) {
-        int64_t si = i - nq, tile = si / (C * 16), rem = si % (C * 16);
-        uint32_t v = 0;
-        if constexpr (T == QUANT_Q4_0) {
-            /* rem = c * 16 + g * 2 + pair: halves (row g or g + 8, blocks 2c and 2c + 1) */
-            int64_t c = rem / 16;
-            int g = (int)(rem % 16) / 2, upper = (int)(rem % 2);
-            int64_t row = tile * 16 + g + 8 * upper;
-            for (int e = 0; e < 2; e++) {
-                int64_t blk = 2 * c + e;
-                uint32_t d = 0;
-                if (row < rows && blk < k / 32) {
-                    const uint8_t *p = w + row * dq_row_bytes(T, k) + blk * sizeof(block_q4_0);
-                    d = p[0] | p[1] << 8;
-                }
-                v |= d << (16 * e);
+    if (i >= mv2_bytes(T, rows, k) / 4) return;
+    uint32_t v = 0;
+    int64_t row, kk;
+    /* quants (Q4 nibbles, Q8 bytes, Q6 low nibbles) */
+    const int64_t wpc = T == QUANT_Q8_0 ? 256 : 128; /* words per chunk-tile */
+    if (i < R16 * C * wpc) {
+        int64_t tile = i / (C * wpc), rem = i % (C * wpc), c = rem / wpc;
+        int r = (int)(rem % wpc), per = (int)(wpc / 32), lane = r / per, wi = r % per, g = lane >> 2, t = lane & 3;
+        if constexpr (T == QUANT_Q8_0) {
+            int s = wi / 2, hf = wi % 2;
+            for (int b = 0; b < 4; b++) {
+                int p = 2 * hf + b / 2, e = b % 2;
+                mv2_where(tile, c, s, g, t, p + 4 * e, &row, &kk);
+                v |= mv2_code<T>(w, rows, k, row, kk) << (8 * b);
             }
         } else {
-            /* rem = sb * 64 + row_in_tile * 4 + word */
-            int64_t sb = rem / 64;
-            int r = (int)(rem % 64) / 4, wd = (int)(rem % 4);
-            int64_t row = tile * 16 + r;
-            if (row < rows) {
-                const uint8_t *p = w + row * dq_row_bytes(T, k) + sb * sizeof(block_q4_K) + 4 * wd;
-                v = p[0] | p[1] << 8 | p[2] << 16 | (uint32_t)p[3] << 24;
+            for (int j = 0; j < 8; j++) {
+                mv2_where(tile, c, wi, g, t, j, &row, &kk);
+                v |= (mv2_code<T>(w, rows, k, row, kk) & 15) << (4 * j);
             }
         }
-        ((uint32_t *)(out + R16 * C * 512))[si] = v;
+        ((uint32_t *)out)[i] = v;
+        return;
     }
+    i -= R16 * C * wpc;
+    if constexpr (T == QUANT_Q6_K) {
+        if (i < R16 * C * 64) { /* high 2 bits: word wd of a lane holds steps 2wd, 2wd + 1 */
+            int64_t tile = i / (C * 64), rem = i % (C * 64), c = rem / 64;
+            int lane = (int)(rem % 64) / 2, wd = (int)(rem % 2), g = lane >> 2, t = lane & 3;
+            for (int s1 = 0; s1 < 2; s1++)
+                for (int j = 0; j < 8; j++) {
+                    mv2_where(tile, c, 2 * wd + s1, g, t, j, &row, &kk);
+                    v |= (mv2_code<T>(w, rows, k, row, kk) >> 4) << (16 * (j >> 2) + 8 * s1 + 2 * (j & 3));
+                }
+            ((uint32_t *)out)[R16 * C * 128 + i] = v;
+            return;
+        }
+        i -= R16 * C * 64;
+        if (i < R16 * C * 16) { /* int8 scales of the chunk's 4 steps, [16 rows] */
+            int64_t tile = i / (C * 16), rem = i % (C * 16), c = rem / 16;
+            row = tile * 16 + rem % 16;
+            if (row < rows) {
+                const uint8_t *b = w + row * dq_row_bytes(T, k) + (c / 4) * sizeof(block_q6_K) + 192 + 4 * (c % 4);
+                v = b[0] | b[1] << 8 | b[2] << 16 | (uint32_t)b[3] << 24;
+            }
+            ((uint32_t *)out)[R16 * C * 192 + i] = v;
+            return;
+        }
+        i -= R16 * C * 16;
+        { /* d per super-block, [16 rows] f16 */
+            int64_t tile = i / ((C / 4) * 8), rem = i % ((C / 4) * 8), sb = rem / 8;
+            for (int e = 0; e < 2; e++) {
+                row = tile * 16 + 2 * (rem % 8) + e;
+                if (row < rows) {
+                    const uint8_t *b = w + row * dq_row_bytes(T, k) + sb * sizeof(block_q6_K) + 208;
+                    v |= (uint32_t)(b[0] | b[1] << 8) << (16 * e);
+                }
+            }
+            ((uint32_t *)out)[R16 * C * 208 + i] = v;
+        }
+    } else if constexpr (T == QUANT_Q4_K) {
+        /* [16 rows][16 bytes] per super-block: i = sb * 64 + row_in_tile * 4 + word */
+        int64_t tile = i / (C * 16), rem = i % (C * 16), sb = rem / 64;
+        row = tile * 16 + (rem % 64) / 4;
+        if (row < rows) {
+            const uint8_t *p = w + row * dq_row_bytes(T, k) + sb * sizeof(block_q4_K) + 4 * (rem % 4);
+            v = p[0] | p[1] << 8 | p[2] << 16 | (uint32_t)p[3] << 24;
+        }
+        ((uint32_t *)out)[R16 * C * wpc + i] = v;
+    } else {
+        /* Q4_0 / Q8_0: [8 g][2 words]: word (g, upper) = d of (row g + 8 upper, blocks 2c, 2c + 1) */
+        int64_t tile = i / (C * 16), rem = i % (C * 16), c = rem / 16;
+        int g = (int)(rem % 16) / 2, upper = (int)(rem % 2);
+        row = tile * 16 + g + 8 * upper;
+        v = mv2_d<T>(w, rows, k, row, 2 * c) | mv2_d<T>(w, rows, k, row, 2 * c + 1) << 16;
+        ((uint32_t *)out)[R16 * C * wpc + i] = v;
+    }
+}
+
+/* One thread per 32-bit word. */
+template <int T>
+__global__ void matvec_v2_repack(uint8_t *out, const uint8_t *w, int rows, int k) {
+    mv2_repack_word<T>(out, w, rows, k, blockIdx.x * (int64_t)blockDim.x + threadIdx.x);
 }
 
 #endif

@@ -32,8 +32,8 @@ static bool run_variant(int v, uint32_t t, float *y, const void *w, const void *
     }
 #define V23(TT, V) case TT: if (xh) matvec_v2_launch<TT, true, V>(y, w, x, rows, k, n, 0); \
                            else matvec_v2_launch<TT, false, V>(y, w, x, rows, k, n, 0); return true;
-    if (v == 2) switch (t) { V23(QUANT_Q4_0, 2) V23(QUANT_Q4_K, 2) }
-    if (v == 3) switch (t) { V23(QUANT_Q4_0, 3) V23(QUANT_Q4_K, 3) }
+    if (v == 2) switch (t) { V23(QUANT_Q4_0, 2) V23(QUANT_Q4_K, 2) V23(QUANT_Q8_0, 2) V23(QUANT_Q6_K, 2) }
+    if (v == 3) switch (t) { V23(QUANT_Q4_0, 3) V23(QUANT_Q4_K, 3) V23(QUANT_Q8_0, 3) V23(QUANT_Q6_K, 3) }
 #undef V23
     return false;
 }
