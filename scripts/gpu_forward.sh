@@ -21,14 +21,15 @@ for q in "${@:-q4_0 q4_k_m}"; do
     for qq in $q; do
         m=/tmp/8b-$qq.gguf
         timeout 120 build/scripts/mkmodel --shape 8b --quant "$qq" -o "$m" \
-            --vocab "$SHARED/vocab/ggml-vocab-llama-spm.gguf" >/dev/null 2>>"$OUT/mkmodel.log" || continue
+            --vocab "$SHARED/vocab/ggml-vocab-llama-spm.gguf" >/dev/null 2>>"$OUT/runs.log" || continue
         bytes=$(build/mgi info "$m" --tensors | awk '$1 ~ /\.weight$/ && $1 != "token_embd.weight" {s += $NF} END {printf "%.0f", s}')
         for r in 1 2; do
-            timeout 90 build/mgi -m "$m" -p "hello" -n 128 --temp 0 --ignore-eos >/dev/null 2>"$OUT/run-$qq-$r.log"
-            echo "exit $?" >>"$OUT/run-$qq-$r.log"
+            timeout 90 build/mgi -m "$m" -p "hello" -n 128 --temp 0 --ignore-eos >/dev/null 2>"/tmp/run-$qq-$r.log"
+            echo "exit $?" >>"/tmp/run-$qq-$r.log"
+            { echo "== 8b $qq run $r"; cat "/tmp/run-$qq-$r.log"; } >>"$OUT/runs.log"
         done
-        tps=$(grep -E '^ +eval time' "$OUT/run-$qq-2.log" | sed -E 's/.*, *([0-9.]+) tokens per second.*/\1/')
-        loads=$(grep -h 'load time' "$OUT/run-$qq-1.log" "$OUT/run-$qq-2.log" | awk '{printf "%s ", $4}')
+        tps=$(grep -E '^ +eval time' "/tmp/run-$qq-2.log" | sed -E 's/.*, *([0-9.]+) tokens per second.*/\1/')
+        loads=$(grep -h 'load time' "/tmp/run-$qq-1.log" "/tmp/run-$qq-2.log" | awk '{printf "%s ", $4}')
         awk -v q="$qq" -v b="$bytes" -v t="${tps:-0}" -v l="$loads" 'BEGIN {
             g = b * t / 1e9; printf "8b %-7s tg128 %8.1f t/s  %7.1f GB/s  %5.1f%% of 4278 GB/s  (%.3f GB/token)  load ms: %s\n",
             q, t, g, 100 * g / 4278, b / 1e9, l }' >>"$OUT/summary.txt"
