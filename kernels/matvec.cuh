@@ -8,7 +8,8 @@
  *       exactly into hi + lo halves, two columns per token), scales applied in f32 per 32-weight
  *       group. One block = 16 rows x all of k; its 8 warps split k; X staged in shared memory.
  *       v3 keeps two 2 KB groups of weights in flight per warp (v2 one) and stages X with four
- *       loads in flight per thread.
+ *       loads in flight per thread; v4 is v3 capped at 80 registers (3 blocks, 24 warps per SM
+ *       instead of 2 and 16).
  *
  * v2 repacked layout, for R16 = ceil(rows / 16) tiles of 16 rows and C = ceil(k / 64) chunks of
  * 64 weights (rows and k padded with zero weights):
@@ -468,7 +469,7 @@ template <> struct mv2_group<QUANT_Q6_K> {
 };
 
 template <int T, bool XH, int NG, int V>
-__global__ void __launch_bounds__(256, 2) matvec_v2(float *y, const uint8_t *w, const void *xv,
+__global__ void __launch_bounds__(256, V == 4 ? 3 : 2) matvec_v2(float *y, const uint8_t *w, const void *xv,
                                                  int rows, int k, int n) {
     static_assert(T == QUANT_Q4_0 || T == QUANT_Q4_K || T == QUANT_Q8_0 || T == QUANT_Q6_K, "v2: Q4_0 Q4_K Q8_0 Q6_K");
     constexpr int GC = mv2_group<T>::GC;
@@ -544,7 +545,7 @@ __global__ void __launch_bounds__(256, 2) matvec_v2(float *y, const uint8_t *w, 
     }
 }
 
-/* Launches variant V (2 or 3) on repacked weights: one block per 16 rows. */
+/* Launches variant V (2, 3 or 4) on repacked weights: one block per 16 rows. */
 template <int T, bool XH, int V>
 static inline void matvec_v2_launch(float *y, const void *w, const void *x, int rows, int k, int n,
                                     cudaStream_t s) {

@@ -2,7 +2,8 @@
 # One device call: GPU tests and the kernel lab, logs under $OUT, a short table last.
 # Runs the binaries in prebuilt/ when they start on this machine (built elsewhere with
 # `make build/tests/gpu/test_kernels kbench`), else builds them here.
-# Usage: scripts/gpu_check.sh [kbench-filter]
+# Usage: [NCU=1] scripts/gpu_check.sh [kbench-filter]
+# NCU=1 adds Nsight Compute profiles of the production matvec and attention kernels (ncu.txt).
 set -u
 export NCCL_NVLS_ENABLE=0
 OUT=${OUT:-/tmp/gpu_check}
@@ -15,14 +16,23 @@ if [ -z "$bin" ]; then
     mkdir -p prebuilt && cp build/tests/gpu/test_kernels build/kbench/* prebuilt/
     bin=prebuilt
 fi
-for f in "$bin"/*; do case $f in */test_kernels) ;; *) printf '%s ' "$(basename "$f")";; esac; done >"$OUT/labs.txt"
+labs=$(for f in "$bin"/*; do case $f in */test_kernels) ;; *) printf '%s ' "$(basename "$f")";; esac; done)
 "$bin/test_kernels" >"$OUT/test_kernels.log" 2>&1
 echo "test_kernels exit $?" >>"$OUT/test_kernels.log"
-for lab in $(cat "$OUT/labs.txt"); do
+for lab in $labs; do
     "$bin/$lab" "${1:-}" >"$OUT/kbench_$lab.log" 2>&1
     echo "exit $?" >>"$OUT/kbench_$lab.log"
 done
+if [ "${NCU:-0}" = 1 ] && command -v ncu >/dev/null; then
+    sections="--section SpeedOfLight --section Occupancy --section LaunchStats --section WarpStateStats --section MemoryWorkloadAnalysis"
+    for v in 3 4; do
+        echo "=== matvec v$v Q4_0 14336x4096" >>"$OUT/ncu.txt"
+        timeout 120 ncu --clock-control none -k regex:'^matvec_v2($|<)' -s 1 -c 1 $sections "$bin/matvec" profile Q4_0 14336 4096 $v >>"$OUT/ncu.txt" 2>&1
+    done
+    echo "=== attention v2, 1 seq, 32/8 heads, len 16384" >>"$OUT/ncu.txt"
+    timeout 120 ncu --clock-control none -k regex:'attn_split_v2' -s 46 -c 1 $sections "$bin/attention" >>"$OUT/ncu.txt" 2>&1
+fi
 cat "$OUT/smi.txt"
 grep -E "^(FAIL|SKIP)" "$OUT/test_kernels.log"
 echo "test_kernels: $(grep -c '^PASS' "$OUT/test_kernels.log") passed, $(grep -c '^FAIL' "$OUT/test_kernels.log") failed; $(tail -1 "$OUT/test_kernels.log")"
-for lab in $(cat "$OUT/labs.txt"); do echo "== $lab"; grep -E "^(#|\||PASS|FAIL|exit)" "$OUT/kbench_$lab.log"; done
+for lab in $labs; do echo "== $lab"; grep -E "^(#|\||PASS|FAIL|exit)" "$OUT/kbench_$lab.log"; done

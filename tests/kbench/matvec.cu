@@ -2,7 +2,8 @@
  * fresh random matrices, then each variant (matvec.cuh: v1 generic, v2/v3 tensor cores) timed two
  * ways: one launch after an L2 flush ("1x"), and a chain of launches over enough copies of the
  * matrix to exceed L2 ("chain", as in a decode step). GB/s = (weights + x + y bytes) / time,
- * against the measured copy bandwidth. Usage: matvec [filter] (a substring of the type name). */
+ * against the measured copy bandwidth. Usage: matvec [filter] (a substring of the type name), or
+ * matvec profile TYPE ROWS K VARIANT (one checked launch of one variant, for ncu). */
 #include <cstdio>
 #include <cstring>
 #include <cstdlib>
@@ -15,6 +16,7 @@
 struct shape { int64_t rows, k; };
 
 static int g_fail = 0;
+static int g_profile = 0; /* profile mode: the one variant to run */
 
 template <int T, typename XT>
 static void launch_v1(float *y, const void *w, const XT *x, int rows, int k, int n) {
@@ -34,6 +36,7 @@ static bool run_variant(int v, uint32_t t, float *y, const void *w, const void *
                            else matvec_v2_launch<TT, false, V>(y, w, x, rows, k, n, 0); return true;
     if (v == 2) switch (t) { V23(QUANT_Q4_0, 2) V23(QUANT_Q4_K, 2) V23(QUANT_Q8_0, 2) V23(QUANT_Q6_K, 2) }
     if (v == 3) switch (t) { V23(QUANT_Q4_0, 3) V23(QUANT_Q4_K, 3) V23(QUANT_Q8_0, 3) V23(QUANT_Q6_K, 3) }
+    if (v == 4) switch (t) { V23(QUANT_Q4_0, 4) V23(QUANT_Q4_K, 4) V23(QUANT_Q8_0, 4) V23(QUANT_Q6_K, 4) }
 #undef V23
     return false;
 }
@@ -86,7 +89,8 @@ static void bench(lab &L, gen_rng *r, uint32_t t, shape s, int n, bool xh) {
     float *dy;
     CUDA_CHECK(cudaMalloc(&dy, sizeof(float) * n * rows));
     std::vector<float> y(n * rows);
-    for (int v = 1; v <= 3; v++) {
+    for (int v = 1; v <= 4; v++) {
+        if (g_profile && v != g_profile) continue;
         const std::vector<void *> &wv = v == 1 ? raw : rep;
         CUDA_CHECK(cudaMemset(dy, 0xff, sizeof(float) * n * rows));
         if (!run_variant(v, t, dy, wv[0], dx, xh, (int)rows, (int)k, n)) continue;
@@ -98,6 +102,13 @@ static void bench(lab &L, gen_rng *r, uint32_t t, shape s, int n, bool xh) {
         double rel = gen_rel_err(got.data(), ref.data(), (int64_t)got.size());
         bool ok = rel < 1e-4;
         if (!ok) g_fail++;
+        if (g_profile) { /* the second launch of the variant, after an L2 flush, is the one to profile */
+            L.flush();
+            run_variant(v, t, dy, wv[0], dx, xh, (int)rows, (int)k, n);
+            CUDA_CHECK(cudaDeviceSynchronize());
+            printf("profiled v%d %s %lldx%lld: rel err %.1e\n", v, quant_type_name(t), (long long)rows, (long long)k, rel);
+            continue;
+        }
         double ms1 = L.time_ms([&] { run_variant(v, t, dy, wv[0], dx, xh, (int)rows, (int)k, n); }, 20);
         double msc = L.time_ms([&] {
             for (size_t c = 0; c < copies; c++) run_variant(v, t, dy, wv[c], dx, xh, (int)rows, (int)k, n);
@@ -115,6 +126,16 @@ static void bench(lab &L, gen_rng *r, uint32_t t, shape s, int n, bool xh) {
 
 int main(int argc, char **argv) {
     const char *filter = argc > 1 ? argv[1] : "";
+    if (argc == 6 && strcmp(argv[1], "profile") == 0) { /* profile TYPE ROWS K VARIANT: one launch for ncu */
+        g_profile = atoi(argv[5]);
+        gen_rng r = {42};
+        for (uint32_t t = 0; t < QUANT_TYPE_COUNT; t++)
+            if (quant_traits_of(t) && strcmp(quant_type_name(t), argv[2]) == 0) {
+                lab L;
+                bench(L, &r, t, {atoll(argv[3]), atoll(argv[4])}, 1, false);
+            }
+        return g_fail ? 1 : 0;
+    }
     int ndev = 0;
     if (cudaGetDeviceCount(&ndev) != cudaSuccess || ndev == 0) {
         printf("SKIP kbench matvec: no CUDA device\n");
