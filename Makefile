@@ -78,7 +78,13 @@ $(BUILD)/%.o: %.cu
 	@mkdir -p $(dir $@)
 	$(NVCC) $(CPPFLAGS) $(NVFLAGS) -c $< -o $@
 
-$(BUILD)/cli/main.o: CPPFLAGS += -DMGI_VERSION='"$(VERSION)"'
+# The commit goes into main.o through a header rewritten only when the commit changes, so a new
+# commit rebuilds main.o and nothing else.
+VERSION_H := $(BUILD)/version.h
+$(shell mkdir -p $(BUILD) && echo '#define MGI_VERSION "$(VERSION)"' > $(VERSION_H).tmp && \
+  (cmp -s $(VERSION_H).tmp $(VERSION_H) || mv $(VERSION_H).tmp $(VERSION_H)); rm -f $(VERSION_H).tmp)
+$(BUILD)/cli/main.o: $(VERSION_H)
+$(BUILD)/cli/main.o: CPPFLAGS += -include $(VERSION_H)
 
 $(BUILD)/libmgi_cpu.a: $(CPU_OBJ)
 	@mkdir -p $(dir $@)

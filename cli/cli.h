@@ -18,6 +18,10 @@ int cli_tokenize(int argc, char **argv);    /* cli/tokenize.c: token ids */
 int cli_perplexity(int argc, char **argv);  /* cli/perplexity.c: llama-perplexity's method */
 int cli_devices(int argc, char **argv);     /* cli/devices.c: CUDA devices */
 int cli_batch(int argc, char **argv);       /* cli/batch.c: many prompts, parallel sequences */
+int cli_bench(int argc, char **argv);       /* cli/bench.c: llama-bench's tests and tables */
+
+/* The build's version, `git describe` at build time (cli/main.c). */
+const char *cli_version(void);
 
 /* Argument helpers (cli/args.c). Each prints "mgi: FLAG: why" to stderr and returns -1 on a
  * bad value, 0 on success. */

@@ -15,6 +15,7 @@ static const char usage[] =
     "       mgi info MODEL [--tensors] [--tensor NAME --values N|all]\n"
     "       mgi tokenize -m MODEL -p TEXT [--ids] [--no-bos]\n"
     "       mgi perplexity -m MODEL -f TEXT [-c N]\n"
+    "       mgi bench -m MODEL[,MODEL...] [-p N] [-n N] [-o md|csv|json|jsonl] [flags]   speed, as llama-bench\n"
     "       mgi devices                                      list CUDA devices (also --list-devices)\n"
     "       mgi --version | --help\n"
     "\n"
@@ -33,7 +34,10 @@ static const command commands[] = {
     {"tokenize", cli_tokenize},
     {"perplexity", cli_perplexity},
     {"devices", cli_devices},
+    {"bench", cli_bench},
 };
+
+const char *cli_version(void) { return MGI_VERSION; }
 
 int main(int argc, char **argv) {
     if (argc < 2) {
@@ -54,6 +58,7 @@ int main(int argc, char **argv) {
     for (size_t i = 0; i < sizeof commands / sizeof commands[0]; i++)
         if (!strcmp(argv[1], commands[i].name)) return commands[i].fn(argc - 1, argv + 1);
     if (argv[1][0] == '-') return cli_run(argc, argv);  /* flags straight away: run */
-    cli_error("unknown command '%s' (commands: run, batch, info, tokenize, perplexity, devices; see mgi --help)", argv[1]);
+    cli_error("unknown command '%s' (commands: run, batch, info, tokenize, perplexity, bench, devices; see mgi --help)",
+              argv[1]);
     return EXIT_USAGE;
 }

@@ -1,6 +1,7 @@
-/* mgi tokenize: text -> token ids with the model's tokenizer, printed as llama-tokenize prints
- * them ("[1, 15043, 3186]" for --ids, "id -> 'piece'" lines for --pieces). Needs only the
- * vocabulary, so vocabulary-only GGUF files work. */
+/* mgi tokenize: text -> token ids with the model's tokenizer, as llama-tokenize does it (escape
+ * sequences in the text, BOS and EOS as the model asks) and prints them ("[1, 15043, 3186]" for
+ * --ids, "id -> 'piece'" lines for --pieces). Needs only the vocabulary, so vocabulary-only GGUF
+ * files work. */
 #include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -21,9 +22,40 @@ static const char usage[] =
     "      --no-bos           do not add BOS even when the model asks for it (default: the model's\n"
     "                         tokenizer.ggml.add_bos_token)\n"
     "      --no-parse-special treat control-token text such as <s> as plain text (default: parse it)\n"
+    "      --no-escape        take \\n, \\t, \\xNN... literally (default: turn them into the characters)\n"
     "      --show-count       also print the number of tokens\n"
     "      --log-disable      accepted for llama-tokenize compatibility (mgi logs nothing here)\n"
     "  -h, --help             this text\n";
+
+/* llama.cpp's escape processing (common's string_process_escapes), in place: \n \r \t \' \" \\
+ * and \xNN (two characters that strtol reads as hex); any other backslash stays as it is. */
+static size_t process_escapes(char *s, size_t len) {
+    size_t o = 0;
+    for (size_t i = 0; i < len; i++) {
+        if (s[i] != '\\' || i + 1 >= len) {
+            s[o++] = s[i];
+            continue;
+        }
+        char c = s[++i];
+        const char *from = "nrt'\"\\", *to = "\n\r\t'\"\\", *k = c ? strchr(from, c) : NULL;
+        if (k) {
+            s[o++] = to[k - from];
+            continue;
+        }
+        if (c == 'x' && i + 2 < len) {
+            char hex[3] = {s[i + 1], s[i + 2], 0}, *end;
+            long v = strtol(hex, &end, 16);
+            if (end == hex + 2) {
+                s[o++] = (char)v;
+                i += 2;
+                continue;
+            }
+        }
+        s[o++] = '\\';
+        s[o++] = c;
+    }
+    return o;
+}
 
 /* One token's line for --pieces; control tokens show their text ("<s>"), as llama-tokenize does. */
 static void print_piece(const tokenizer *t, int32_t id) {
@@ -37,6 +69,7 @@ static void print_piece(const tokenizer *t, int32_t id) {
 int cli_tokenize(int argc, char **argv) {
     const char *model = NULL, *prompt = NULL, *file = NULL;
     bool from_stdin = false, pieces = false, no_bos = false, parse_special = true, show_count = false;
+    bool escape = true;
     for (int i = 1; i < argc; i++) {
         const char *a = argv[i];
         if (!strcmp(a, "-h") || !strcmp(a, "--help")) {
@@ -58,6 +91,8 @@ int cli_tokenize(int argc, char **argv) {
             no_bos = true;
         } else if (!strcmp(a, "--no-parse-special")) {
             parse_special = false;
+        } else if (!strcmp(a, "--no-escape")) {
+            escape = false;
         } else if (!strcmp(a, "--show-count")) {
             show_count = true;
         } else if (!strcmp(a, "--log-disable")) {
@@ -80,11 +115,16 @@ int cli_tokenize(int argc, char **argv) {
     char *buf = NULL;
     if (prompt) {
         len = strlen(prompt);
+        buf = strdup(prompt);
+        if (!buf) {
+            cli_error("tokenize: out of memory for the text");
+            return EXIT_RUNTIME;
+        }
     } else {
         buf = cli_read_file(file ? file : "-", &len);
         if (!buf) return EXIT_BADINPUT;
-        prompt = buf;
     }
+    if (escape) len = process_escapes(buf, len);
 
     char err[1024];
     int rc = 0;
@@ -97,13 +137,17 @@ int cli_tokenize(int argc, char **argv) {
         rc = EXIT_BADINPUT;
         goto done;
     }
+    /* llama-tokenize asks for the special tokens when the model adds BOS and --no-bos is absent:
+     * then EOS too if the model adds it */
     bool add_bos = tokenizer_add_bos(t) && !no_bos;
-    int64_t n = tokenizer_encode(t, prompt, len, add_bos, parse_special, NULL, 0, err, sizeof err);
+    bool add_eos = add_bos && tokenizer_add_eos(t) && tokenizer_eos(t) >= 0;
+    int64_t n = tokenizer_encode(t, buf, len, add_bos, parse_special, NULL, 0, err, sizeof err);
     if (n >= 0) {
-        ids = malloc((size_t)(n ? n : 1) * sizeof *ids);
+        ids = malloc((size_t)(n + 1) * sizeof *ids);
         if (!ids) snprintf(err, sizeof err, "out of memory for %lld token ids", (long long)n);
-        n = ids ? tokenizer_encode(t, prompt, len, add_bos, parse_special, ids, n, err, sizeof err) : -1;
+        n = ids ? tokenizer_encode(t, buf, len, add_bos, parse_special, ids, n, err, sizeof err) : -1;
     }
+    if (n >= 0 && add_eos) ids[n++] = tokenizer_eos(t);
     if (n < 0) {
         cli_error("tokenize: %s", err);
         rc = EXIT_RUNTIME;

@@ -45,7 +45,8 @@ int tok_strings_build(tok_strings *s, char *err, size_t err_size) {
         const char *key = s->arena + s->off[i];
         uint32_t split = s->split ? s->split[i] : 0;
         size_t j = tok_hash(key, s->len[i], split) & s->mask;
-        while (s->slot[j] >= 0 && !tok_strings_eq(s, s->slot[j], key, s->len[i], split)) j = (j + 1) & s->mask;
+        while (s->slot[j] >= 0 && !tok_strings_eq(s, s->slot[j], key, s->len[i], split))
+            j = (j + 1) & s->mask;
         s->slot[j] = i;
     }
     return 0;
@@ -130,7 +131,8 @@ static int load_strings(tok_strings *s, const gguf_value *arr, bool with_split, 
     }
     for (uint64_t i = 0; i < n; i++) total += arr->v.arr.items[i].v.str.len;
     if (total >= UINT32_MAX) {
-        tok_err(err, err_size, "%s: %s: %llu bytes of text is too much", path, key, (unsigned long long)total);
+        tok_err(err, err_size, "%s: %s: %llu bytes of text is too much", path, key,
+                (unsigned long long)total);
         return -1;
     }
     s->n = (int32_t)n;
@@ -173,8 +175,8 @@ static int load_merges(tokenizer *t, const gguf_ctx *g, char *err, size_t err_si
         char *s = m->arena + m->off[i];
         char *sp = m->len[i] > 1 ? memchr(s + 1, ' ', m->len[i] - 1) : NULL;
         if (!sp) {
-            tok_err(err, err_size, "%s: %s[%d]: '%.40s' is not two parts separated by a space",
-                    gguf_path(g), key, i, s);
+            tok_err(err, err_size, "%s: %s[%d]: '%.*s' is not two parts separated by a space",
+                    gguf_path(g), key, i, (int)(m->len[i] < 40 ? m->len[i] : 40), s);
             return -1;
         }
         uint32_t left = (uint32_t)(sp - s);
@@ -187,7 +189,8 @@ static int load_merges(tokenizer *t, const gguf_ctx *g, char *err, size_t err_si
 
 /* A special token id from metadata: absent keeps *id; -1 (or its unsigned 32-bit form) means
  * none; anything else must be a valid id. */
-static int load_id(const gguf_ctx *g, const char *key, int32_t n_vocab, int32_t *id, char *err, size_t err_size) {
+static int load_id(const gguf_ctx *g, const char *key, int32_t n_vocab, int32_t *id, char *err,
+                   size_t err_size) {
     const gguf_value *v = gguf_get(g, key);
     if (!v) return 0;
     int64_t x;
@@ -196,14 +199,17 @@ static int load_id(const gguf_ctx *g, const char *key, int32_t n_vocab, int32_t 
         x = v->v.i64;
         break;
     case GGUF_TYPE_UINT8: case GGUF_TYPE_UINT16: case GGUF_TYPE_UINT32: case GGUF_TYPE_UINT64:
-        x = v->v.u64 == UINT32_MAX || v->v.u64 == UINT64_MAX ? -1 : v->v.u64 > INT64_MAX ? INT64_MAX : (int64_t)v->v.u64;
+        if (v->v.u64 == UINT32_MAX || v->v.u64 == UINT64_MAX) x = -1;
+        else x = v->v.u64 > INT64_MAX ? INT64_MAX : (int64_t)v->v.u64;
         break;
     default:
-        tok_err(err, err_size, "%s: %s: expected an integer token id, found %s", gguf_path(g), key, gguf_type_name(v->type));
+        tok_err(err, err_size, "%s: %s: expected an integer token id, found %s", gguf_path(g), key,
+                gguf_type_name(v->type));
         return -1;
     }
     if (x < -1 || x >= n_vocab) {
-        tok_err(err, err_size, "%s: %s: token id %lld is out of range [0, %d)", gguf_path(g), key, (long long)x, n_vocab);
+        tok_err(err, err_size, "%s: %s: token id %lld is out of range [0, %d)", gguf_path(g), key,
+                (long long)x, n_vocab);
         return -1;
     }
     *id = (int32_t)x;
@@ -229,7 +235,8 @@ static const gguf_value *load_per_token(const gguf_ctx *g, const char *key, int3
     bool is_int = e <= GGUF_TYPE_INT32 || e == GGUF_TYPE_UINT64 || e == GGUF_TYPE_INT64;
     bool is_float = e == GGUF_TYPE_FLOAT32 || e == GGUF_TYPE_FLOAT64;
     if (r != GGUF_OK || (want_float ? !is_float : !is_int)) {
-        tok_err(err, err_size, "%s: %s: expected an array of %s", gguf_path(g), key, want_float ? "floats" : "integers");
+        tok_err(err, err_size, "%s: %s: expected an array of %s", gguf_path(g), key,
+                want_float ? "floats" : "integers");
         *rc = -1;
         return NULL;
     }
@@ -402,7 +409,8 @@ static int load_vocab(tokenizer *t, const gguf_ctx *g, char *err, size_t err_siz
     memset(t->type, TOK_NORMAL, (size_t)t->n_vocab);
     const gguf_value *sc = load_per_token(g, "tokenizer.ggml.scores", t->n_vocab, true, &rc, err, err_size);
     if (rc) return -1;
-    const gguf_value *ty = load_per_token(g, "tokenizer.ggml.token_type", t->n_vocab, false, &rc, err, err_size);
+    const gguf_value *ty = load_per_token(g, "tokenizer.ggml.token_type", t->n_vocab, false, &rc, err,
+                                          err_size);
     if (rc) return -1;
     for (int32_t i = 0; i < t->n_vocab; i++) {
         if (sc) t->score[i] = gguf_arr_f32(sc, (uint64_t)i);
@@ -436,6 +444,7 @@ static int load_specials(tokenizer *t, const gguf_ctx *g, char *err, size_t err_
     t->add_space_prefix = spm;
     t->ignore_merges = t->pre == TOK_PRE_LLAMA3;
     if (load_bool(g, "tokenizer.ggml.add_bos_token", &t->add_bos, err, err_size) ||
+        load_bool(g, "tokenizer.ggml.add_eos_token", &t->add_eos, err, err_size) ||
         load_bool(g, "tokenizer.ggml.add_space_prefix", &t->add_space_prefix, err, err_size))
         return -1;
     add_eog(t, t->eos);
@@ -492,6 +501,7 @@ int32_t tokenizer_n_vocab(const tokenizer *t) { return t->n_vocab; }
 int32_t tokenizer_bos(const tokenizer *t) { return t->bos; }
 int32_t tokenizer_eos(const tokenizer *t) { return t->eos; }
 bool tokenizer_add_bos(const tokenizer *t) { return t->add_bos; }
+bool tokenizer_add_eos(const tokenizer *t) { return t->add_eos; }
 size_t tokenizer_max_piece(const tokenizer *t) { return t->max_piece; }
 
 bool tokenizer_is_eog(const tokenizer *t, int32_t id) {
@@ -549,7 +559,8 @@ static int frag_push(frag_list *l, int32_t token, size_t off, size_t len) {
 /* Splits the text at special-token text, as llama.cpp does: each special token in turn, longest
  * first, cuts every plain fragment where it occurs. User-defined tokens are always matched;
  * control and unknown tokens only with parse_special. */
-static int split_specials(const tokenizer *t, const char *text, size_t len, bool parse_special, frag_list *out) {
+static int split_specials(const tokenizer *t, const char *text, size_t len, bool parse_special,
+                          frag_list *out) {
     frag_list cur = {0}, next = {0};
     if (frag_push(&cur, -1, 0, len)) return -1;
     for (int32_t k = 0; k < t->n_special; k++) {
@@ -626,7 +637,8 @@ int64_t tokenizer_encode(const tokenizer *t, const char *text, size_t len, bool 
             if (rc) tok_err(err, err_size, "out of memory while tokenizing %zu bytes", len);
             prev_special = true;
         } else if (t->kind == TOK_KIND_SPM) {
-            rc = spm_fragment(t, text + f->off, f->len, t->add_space_prefix && prev_special, &ids, err, err_size);
+            bool prefix = t->add_space_prefix && prev_special;
+            rc = spm_fragment(t, text + f->off, f->len, prefix, &ids, err, err_size);
             prev_special = false;
         } else {
             rc = tok_bpe_encode(t, text + f->off, f->len, &ids, err, err_size);
@@ -637,7 +649,8 @@ int64_t tokenizer_encode(const tokenizer *t, const char *text, size_t len, bool 
         free(ids.v);
         return -1;
     }
-    if (out && cap > 0) memcpy(out, ids.v, (size_t)((int64_t)ids.n < cap ? (int64_t)ids.n : cap) * sizeof *out);
+    int64_t copy = (int64_t)ids.n < cap ? (int64_t)ids.n : cap;
+    if (out && copy > 0) memcpy(out, ids.v, (size_t)copy * sizeof *out);
     free(ids.v);
     return (int64_t)ids.n;
 }
@@ -649,7 +662,7 @@ static size_t incomplete_tail(const unsigned char *s, size_t n) {
     for (size_t k = 1; k <= 3 && k <= n; k++) {
         unsigned c = s[n - k];
         if ((c & 0xC0) == 0x80) continue;           /* continuation: look further back */
-        size_t need = c >= 0xF0 && c <= 0xF7 ? 4 : c >= 0xE0 && c <= 0xEF ? 3 : c >= 0xC0 && c <= 0xDF ? 2 : 1;
+        size_t need = c >= 0xF8 ? 1 : c >= 0xF0 ? 4 : c >= 0xE0 ? 3 : c >= 0xC0 ? 2 : 1;
         return need > k ? k : 0;
     }
     return 0;
@@ -671,7 +684,7 @@ size_t tokenizer_stream_put(const tokenizer *t, tokenizer_stream *s, int32_t id,
     char keep[8];
     memcpy(keep, tail + nt - hold, hold);
     size_t from_pending = ready < np ? ready : np;
-    memcpy(out, s->pending, from_pending);
+    if (from_pending) memcpy(out, s->pending, from_pending);
     if (ready > np) memcpy(out + np, p, ready - np);
     memcpy(s->pending, keep, hold);
     s->n_pending = (int)hold;
@@ -681,7 +694,7 @@ size_t tokenizer_stream_put(const tokenizer *t, tokenizer_stream *s, int32_t id,
 size_t tokenizer_stream_flush(tokenizer_stream *s, char *out, size_t cap) {
     size_t n = (size_t)s->n_pending;
     if (n > cap) return n;
-    memcpy(out, s->pending, n);
+    if (n) memcpy(out, s->pending, n);
     s->n_pending = 0;
     return n;
 }

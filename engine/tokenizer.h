@@ -24,6 +24,9 @@ int32_t tokenizer_n_vocab(const tokenizer *t);
 int32_t tokenizer_bos(const tokenizer *t);        /* -1 when the vocabulary has none */
 int32_t tokenizer_eos(const tokenizer *t);
 bool tokenizer_add_bos(const tokenizer *t);       /* tokenizer.ggml.add_bos_token, default per kind */
+/* tokenizer.ggml.add_eos_token (default false): llama.cpp appends EOS wherever it adds BOS;
+ * tokenizer_encode never does, callers that mirror llama.cpp append tokenizer_eos() themselves. */
+bool tokenizer_add_eos(const tokenizer *t);
 bool tokenizer_is_eog(const tokenizer *t, int32_t id);  /* end of generation (EOS, EOT, ...) */
 
 /* Text -> ids. Writes at most cap ids and returns how many the text needs (call again with a

@@ -58,7 +58,8 @@ static size_t contraction(const bpe_chars *c, size_t pos, bool ci) {
     uint32_t a = CP(c, pos + 1), b = CP(c, pos + 2);
     if (ci) a = lower(a), b = lower(b);
     if (a == 's' || a == 't' || a == 'm' || a == 'd') return pos + 2;
-    if (pos + 2 < c->n && ((a == 'r' && b == 'e') || (a == 'v' && b == 'e') || (a == 'l' && b == 'l'))) return pos + 3;
+    if (pos + 2 < c->n && ((a == 'r' && b == 'e') || (a == 'v' && b == 'e') || (a == 'l' && b == 'l')))
+        return pos + 3;
     return 0;
 }
 
@@ -195,7 +196,8 @@ static int bpe_word(const tokenizer *t, bpe_work *w, const char *bytes, size_t n
     return rc;
 }
 
-int tok_bpe_encode(const tokenizer *t, const char *text, size_t len, tok_vec *out, char *err, size_t err_size) {
+int tok_bpe_encode(const tokenizer *t, const char *text, size_t len, tok_vec *out, char *err,
+                   size_t err_size) {
     if (len == 0) return 0;
     uint32_t *cp = malloc(len * sizeof *cp);
     uint8_t *fl = malloc(len);

@@ -36,7 +36,7 @@ struct tokenizer {
     size_t max_piece;
     tok_strings merges;       /* BPE: left+right bytes, split = left length; index = rank */
     bool ignore_merges;       /* BPE: a whole pre-token that is a token skips the merges (llama3) */
-    bool add_bos, add_space_prefix;
+    bool add_bos, add_eos, add_space_prefix;
     int32_t bos, eos, unk, pad;
     int32_t eog[16];
     int n_eog;
@@ -68,8 +68,10 @@ int tok_heap_push(tok_heap *h, tok_bigram b);  /* 0, or -1 when out of memory */
 tok_bigram tok_heap_pop(tok_heap *h);          /* caller checks h->n > 0 */
 
 /* One run of plain text (no special tokens inside) appended to out; 0 or -1 with a message. */
-int tok_spm_encode(const tokenizer *t, const char *text, size_t len, tok_vec *out, char *err, size_t err_size);
-int tok_bpe_encode(const tokenizer *t, const char *text, size_t len, tok_vec *out, char *err, size_t err_size);
+int tok_spm_encode(const tokenizer *t, const char *text, size_t len, tok_vec *out, char *err,
+                   size_t err_size);
+int tok_bpe_encode(const tokenizer *t, const char *text, size_t len, tok_vec *out, char *err,
+                   size_t err_size);
 
 /* GPT-2's byte-level alphabet: byte -> UTF-8 of its printable stand-in (1 or 2 bytes), and the
  * inverse for decoding (-1 for code points outside the alphabet). */

@@ -13,7 +13,8 @@ typedef struct {
     uint32_t off, n;    /* bytes of the text; n == 0 once merged into the left neighbour */
 } spm_sym;
 
-static int spm_try_pair(const tokenizer *t, const char *text, const spm_sym *sym, int32_t l, int32_t r, tok_heap *h) {
+static int spm_try_pair(const tokenizer *t, const char *text, const spm_sym *sym, int32_t l, int32_t r,
+                        tok_heap *h) {
     if (l < 0 || r < 0) return 0;
     uint32_t size = sym[l].n + sym[r].n;
     int32_t id = tok_strings_find(&t->vocab, text + sym[l].off, size, 0);
@@ -21,7 +22,8 @@ static int spm_try_pair(const tokenizer *t, const char *text, const spm_sym *sym
     return tok_heap_push(h, (tok_bigram){t->score[id], l, r, size});
 }
 
-int tok_spm_encode(const tokenizer *t, const char *text, size_t len, tok_vec *out, char *err, size_t err_size) {
+int tok_spm_encode(const tokenizer *t, const char *text, size_t len, tok_vec *out, char *err,
+                   size_t err_size) {
     if (len == 0) return 0;
     spm_sym *sym = malloc(len * sizeof *sym);
     tok_heap h = {0};

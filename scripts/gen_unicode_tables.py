@@ -41,7 +41,8 @@ def main():
     out.write("#define S UNICODE_SPACE\n#define L UNICODE_LETTER\n#define N UNICODE_NUMBER\n\n")
     out.write("const unicode_range unicode_ranges[] = {\n")
     for i in range(0, len(ranges), 4):
-        out.write("   " + "".join(" {0x%05X, 0x%05X, %s}," % (a, b, short[c]) for a, b, c in ranges[i:i + 4]) + "\n")
+        row = "".join(" {0x%05X, 0x%05X, %s}," % (a, b, short[c]) for a, b, c in ranges[i:i + 4])
+        out.write("   " + row + "\n")
     out.write("};\n#undef S\n#undef L\n#undef N\n")
     out.write("const size_t unicode_n_ranges = sizeof unicode_ranges / sizeof unicode_ranges[0];\n")
 

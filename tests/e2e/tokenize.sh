@@ -52,6 +52,8 @@ check "vocabulary-only GPT-2 file, special text parsed" '[15496, 995, 50256]' \
     "$("$MGI" tokenize -m "$GPT2" -p "Hello world<|endoftext|>")"
 check "--no-parse-special" '[15496, 995, 27, 91, 437, 1659, 5239, 91, 29]' \
     "$("$MGI" tokenize -m "$GPT2" -p "Hello world<|endoftext|>" --no-parse-special)"
+check "escapes in the text by default" '[64, 198, 65]' "$("$MGI" tokenize -m "$GPT2" -p 'a\nb')"
+check "--no-escape" '[64, 59, 46803]' "$("$MGI" tokenize -m "$GPT2" -p 'a\nb' --no-escape)"
 check "--help" 0 "$("$MGI" tokenize --help >/dev/null; echo $?)"
 
 check_error "missing -m is a usage error" 1 -p "x"

@@ -147,7 +147,8 @@ static void check_ids(const tokenizer *t, const char *name, const char *text, bo
     bool same = n == nw;
     for (int64_t i = 0; same && i < n; i++) same = ids[i] == want[i];
     char got[512] = "";
-    for (int64_t i = 0, o = 0; i < n && o < 480; i++) o += snprintf(got + o, sizeof got - (size_t)o, " %d", ids[i]);
+    for (int64_t i = 0, o = 0; i < n && o < 480; i++)
+        o += snprintf(got + o, sizeof got - (size_t)o, " %d", ids[i]);
     CHECK(same, name, "got%s (n = %lld)", got, (long long)n);
     free(ids);
 }
@@ -157,39 +158,42 @@ static void test_golden(void) {
     loaded l = load("models/aidreams260K-f32.gguf");
     if (!l.t) return;
     static const int32_t once[] = {1, 429, 491, 433, 295, 429, 444, 445, 265, 262, 263, 342, 430};
-    static const int32_t garden[] = {1, 368, 430, 316, 278, 441, 267, 275, 266, 403, 440, 265, 281, 269, 435, 447, 431};
+    static const int32_t garden[] = {1, 368, 430, 316, 278, 441, 267, 275, 266,
+                                     403, 440, 265, 281, 269, 435, 447, 431};
     static const int32_t empty[] = {1};
     CHECK(tokenizer_add_bos(l.t) && tokenizer_bos(l.t) == 1 && tokenizer_eos(l.t) == 2 &&
           !strcmp(tokenizer_kind(l.t), "llama") && tokenizer_n_vocab(l.t) == 512,
           "aidreams vocabulary facts", "add_bos %d bos %d eos %d kind %s n %d", tokenizer_add_bos(l.t),
           tokenizer_bos(l.t), tokenizer_eos(l.t), tokenizer_kind(l.t), tokenizer_n_vocab(l.t));
     check_ids(l.t, "aidreams 'Once upon a time' (golden)", "Once upon a time", true, true, once, 13);
-    check_ids(l.t, "aidreams 'The garden of silicon dreams' (golden)", "The garden of silicon dreams", true, true, garden, 17);
+    check_ids(l.t, "aidreams 'The garden of silicon dreams' (golden)", "The garden of silicon dreams",
+              true, true, garden, 17);
     check_ids(l.t, "aidreams '' with BOS is [1] (golden)", "", true, true, empty, 1);
     check_ids(l.t, "aidreams '' without BOS is []", "", false, true, NULL, 0);
-    CHECK(tokenizer_is_eog(l.t, 2) && !tokenizer_is_eog(l.t, 1), "aidreams EOS ends generation", "eog(2) %d eog(1) %d",
-          tokenizer_is_eog(l.t, 2), tokenizer_is_eog(l.t, 1));
+    CHECK(tokenizer_is_eog(l.t, 2) && !tokenizer_is_eog(l.t, 1), "aidreams EOS ends generation",
+          "eog(2) %d eog(1) %d", tokenizer_is_eog(l.t, 2), tokenizer_is_eog(l.t, 1));
     unload(&l);
 }
 
 static void test_special(void) {
     loaded l = load("vocab/ggml-vocab-llama-spm.gguf");
     if (l.t) {
-        static const int32_t parsed[] = {1, 15043, 2};   /* <s> ▁Hello </s>: a space follows a special token */
+        /* <s> ▁Hello </s>: the text after a special token gets the prefix space */
+        static const int32_t parsed[] = {1, 15043, 2};
         check_ids(l.t, "SPM '<s>Hello</s>' with parse_special", "<s>Hello</s>", false, true, parsed, 3);
         int64_t n;
         int32_t *ids = encode(l.t, "<s>Hello", 8, false, false, &n);
         CHECK(n > 2 && ids[0] != 1, "SPM '<s>' is plain text without parse_special", "n %lld first %d",
               (long long)n, n > 0 ? ids[0] : -1);
         free(ids);
-        size_t len;
+        size_t len, tlen;
+        const char *txt = tokenizer_text(l.t, 1, &tlen);
         const char *p = tokenizer_piece(l.t, 1, &len);
-        const char *txt = tokenizer_text(l.t, 1, &len);
-        tokenizer_piece(l.t, 1, &len);
-        CHECK(len == 0 && p && !strncmp(txt, "<s>", 3) && tokenizer_is_control(l.t, 1), "SPM BOS piece is empty, text '<s>'",
-              "piece length %zu", len);
+        CHECK(len == 0 && tlen == 3 && !memcmp(txt, "<s>", 3) && tokenizer_is_control(l.t, 1),
+              "SPM BOS piece is empty, text '<s>'", "piece length %zu, text '%.*s'", len, (int)tlen, txt);
         p = tokenizer_piece(l.t, 15043, &len);
-        CHECK(len == 6 && !memcmp(p, " Hello", 6), "SPM piece of ▁Hello is ' Hello'", "'%.*s'", (int)len, p);
+        CHECK(len == 6 && !memcmp(p, " Hello", 6), "SPM piece of ▁Hello is ' Hello'", "'%.*s'", (int)len,
+              p);
         p = tokenizer_piece(l.t, 3 + 0xE2, &len);
         CHECK(len == 1 && (uint8_t)p[0] == 0xE2, "SPM piece of <0xE2> is the byte", "length %zu", len);
         p = tokenizer_piece(l.t, 1 << 30, &len);
@@ -199,8 +203,10 @@ static void test_special(void) {
     l = load("vocab/ggml-vocab-gpt-2.gguf");
     if (l.t) {
         static const int32_t eot[] = {15496, 50256, 15496};
-        check_ids(l.t, "GPT-2 'Hello<|endoftext|>Hello' with parse_special", "Hello<|endoftext|>Hello", false, true, eot, 3);
-        CHECK(!strcmp(tokenizer_kind(l.t), "gpt2") && tokenizer_is_eog(l.t, 50256) && !tokenizer_add_bos(l.t),
+        check_ids(l.t, "GPT-2 'Hello<|endoftext|>Hello' with parse_special", "Hello<|endoftext|>Hello", false,
+                  true, eot, 3);
+        CHECK(!strcmp(tokenizer_kind(l.t), "gpt2") && !strcmp(tokenizer_pre(l.t), "gpt-2") &&
+              tokenizer_is_eog(l.t, 50256) && !tokenizer_add_bos(l.t) && !tokenizer_add_eos(l.t),
               "GPT-2 vocabulary facts", "kind %s pre %s", tokenizer_kind(l.t), tokenizer_pre(l.t));
         unload(&l);
     }
@@ -218,7 +224,8 @@ static void test_bytes(void) {
             x = x * 1103515245u + 12345u;
             buf[i] = (char)(x >> 16);
         }
-        const char *cases[] = {"\xff\xfe", "a\xc3", "\xe2\x82", "\xc0\x80 \xed\xa0\x80", "\xf4\x90\x80\x80!", "x\x80y"};
+        const char *cases[] = {"\xff\xfe", "a\xc3", "\xe2\x82", "\xc0\x80 \xed\xa0\x80", "\xf4\x90\x80\x80!",
+                               "x\x80y"};
         int bad = 0;
         for (int c = 0; c <= 6; c++) {
             const char *s = c < 6 ? cases[c] : buf;
@@ -248,13 +255,13 @@ static void test_stream(void) {
     size_t a = tokenizer_stream_put(l.t, &s, 3 + 0xE2, out, sizeof out);
     size_t b = tokenizer_stream_put(l.t, &s, 3 + 0x82, out, sizeof out);
     size_t c = tokenizer_stream_put(l.t, &s, 3 + 0xAC, out, sizeof out);
-    CHECK(a == 0 && b == 0 && c == 3 && !memcmp(out, "\xE2\x82\xAC", 3), "stream holds a character until complete",
-          "wrote %zu, %zu, %zu", a, b, c);
+    CHECK(a == 0 && b == 0 && c == 3 && !memcmp(out, "\xE2\x82\xAC", 3),
+          "stream holds a character until complete", "wrote %zu, %zu, %zu", a, b, c);
     a = tokenizer_stream_put(l.t, &s, 3 + 0xF0, out, sizeof out);
     b = tokenizer_stream_put(l.t, &s, 3 + 0x9F, out, sizeof out);
     c = tokenizer_stream_put(l.t, &s, 15043, out, sizeof out);   /* " Hello" breaks the sequence */
-    CHECK(a == 0 && b == 0 && c == 8 && !memcmp(out, "\xF0\x9F Hello", 8), "stream passes a broken sequence through",
-          "wrote %zu, %zu, %zu", a, b, c);
+    CHECK(a == 0 && b == 0 && c == 8 && !memcmp(out, "\xF0\x9F Hello", 8),
+          "stream passes a broken sequence through", "wrote %zu, %zu, %zu", a, b, c);
     a = tokenizer_stream_put(l.t, &s, 3 + 0xC3, out, sizeof out);
     b = tokenizer_stream_flush(&s, out, sizeof out);
     CHECK(a == 0 && b == 1 && (uint8_t)out[0] == 0xC3 && tokenizer_stream_flush(&s, out, sizeof out) == 0,
@@ -269,7 +276,7 @@ static void test_stream(void) {
 /* ---- metadata errors, on GGUF files built in memory -------------------------------------------- */
 
 typedef struct {
-    uint8_t b[4096];
+    uint8_t b[16384];
     size_t n;
     uint64_t n_kv;
 } gbuf;
@@ -278,8 +285,16 @@ static void put(gbuf *g, const void *p, size_t n) { memcpy(g->b + g->n, p, n), g
 static void put_u32(gbuf *g, uint32_t v) { put(g, &v, 4); }
 static void put_u64(gbuf *g, uint64_t v) { put(g, &v, 8); }
 static void put_str(gbuf *g, const char *s) { put_u64(g, strlen(s)), put(g, s, strlen(s)); }
-static void kv_str(gbuf *g, const char *k, const char *v) { put_str(g, k), put_u32(g, GGUF_TYPE_STRING), put_str(g, v), g->n_kv++; }
-static void kv_u32(gbuf *g, const char *k, uint32_t v) { put_str(g, k), put_u32(g, GGUF_TYPE_UINT32), put_u32(g, v), g->n_kv++; }
+static void kv_str(gbuf *g, const char *k, const char *v) {
+    put_str(g, k), put_u32(g, GGUF_TYPE_STRING), put_str(g, v), g->n_kv++;
+}
+static void kv_u32(gbuf *g, const char *k, uint32_t v) {
+    put_str(g, k), put_u32(g, GGUF_TYPE_UINT32), put_u32(g, v), g->n_kv++;
+}
+static void kv_bool(gbuf *g, const char *k, bool v) {
+    uint8_t b = v;
+    put_str(g, k), put_u32(g, GGUF_TYPE_BOOL), put(g, &b, 1), g->n_kv++;
+}
 static void kv_tokens(gbuf *g, const char *k, int n, const char *const *v) {
     put_str(g, k), put_u32(g, GGUF_TYPE_ARRAY), put_u32(g, GGUF_TYPE_STRING), put_u64(g, (uint64_t)n);
     for (int i = 0; i < n; i++) put_str(g, v[i]);
@@ -307,8 +322,10 @@ static void test_errors(void) {
     start(g);
     kv_str(g, "tokenizer.ggml.model", "llama");
     kv_tokens(g, "tokenizer.ggml.tokens", 5, toks);
+    kv_bool(g, "tokenizer.ggml.add_eos_token", true);
     tokenizer *t = load_buf(g);
-    CHECK(t && tokenizer_bos(t) == 1, "minimal SPM vocabulary loads", "%s", err);
+    CHECK(t && tokenizer_bos(t) == 1 && tokenizer_eos(t) == 2 && tokenizer_add_bos(t) && tokenizer_add_eos(t),
+          "minimal SPM vocabulary loads, default ids, add_eos_token read", "%s", err);
     if (t) {
         int64_t n;
         int32_t *ids = encode(t, "a", 1, false, false, &n);
@@ -332,10 +349,19 @@ static void test_errors(void) {
     CHECK(t != NULL, "padding id 0xFFFFFFFF means none", "%s", err);
     tokenizer_free(t);
     start(g);
+    kv_str(g, "tokenizer.ggml.model", "llama");
+    kv_tokens(g, "tokenizer.ggml.tokens", 5, toks);
+    kv_str(g, "tokenizer.ggml.eos_token_id", "2");
+    t = load_buf(g);
+    CHECK(!t && strstr(err, "tokenizer.ggml.eos_token_id"), "a string EOS id is an error naming the key", "%s",
+          t ? "loaded" : err);
+    tokenizer_free(t);
+    start(g);
     kv_str(g, "tokenizer.ggml.model", "bert");
     kv_tokens(g, "tokenizer.ggml.tokens", 5, toks);
     t = load_buf(g);
-    CHECK(!t && strstr(err, "tokenizer.ggml.model"), "unsupported tokenizer model is an error", "%s", t ? "loaded" : err);
+    CHECK(!t && strstr(err, "tokenizer.ggml.model"), "unsupported tokenizer model is an error", "%s",
+          t ? "loaded" : err);
     tokenizer_free(t);
     start(g);
     kv_str(g, "tokenizer.ggml.model", "llama");
@@ -346,7 +372,8 @@ static void test_errors(void) {
     kv_str(g, "tokenizer.ggml.model", "gpt2");
     kv_tokens(g, "tokenizer.ggml.tokens", 5, toks);
     t = load_buf(g);
-    CHECK(!t && strstr(err, "tokenizer.ggml.merges"), "gpt2 without merges is an error", "%s", t ? "loaded" : err);
+    CHECK(!t && strstr(err, "tokenizer.ggml.merges"), "gpt2 without merges is an error", "%s",
+          t ? "loaded" : err);
     tokenizer_free(t);
     start(g);
     kv_str(g, "tokenizer.ggml.model", "gpt2");
@@ -354,9 +381,66 @@ static void test_errors(void) {
     kv_tokens(g, "tokenizer.ggml.tokens", 5, toks);
     kv_tokens(g, "tokenizer.ggml.merges", 1, (const char *const[]){"a a"});
     t = load_buf(g);
-    CHECK(!t && strstr(err, "tokenizer.ggml.pre"), "unknown pre-tokenizer is an error", "%s", t ? "loaded" : err);
+    CHECK(!t && strstr(err, "tokenizer.ggml.pre"), "unknown pre-tokenizer is an error", "%s",
+          t ? "loaded" : err);
     tokenizer_free(t);
     free(g);
+}
+
+/* The Llama 3 and GPT-2 pre-tokenizers on a made-up byte-level vocabulary: the 256 byte
+ * symbols (id = byte) plus whole words; with no merges, a word that is no token comes out as
+ * its bytes, so the ids show where the pre-tokenizer cut. */
+static void test_pre(void) {
+    static const char *const words[] = {"Hello", "\xC4\xA0world", "123", "'S", "\xC4\x8A\xC4\x8A",
+                                        "\xC4\xA0!!\xC4\x8A", ".hello"};   /* ids 256.. */
+    enum { NW = sizeof words / sizeof words[0] };
+    const char *toks[256 + NW];
+    char bytes[256][3];
+    for (int b = 0; b < 256; b++) {
+        /* GPT-2's byte alphabet: printable Latin-1 stands for itself, the rest from U+0100 */
+        int self = (b >= 0x21 && b <= 0x7E) || (b >= 0xA1 && b <= 0xAC) || b >= 0xAE;
+        unsigned cp = self ? (unsigned)b : b <= 0x20 ? 0x100u + (unsigned)b
+                    : b <= 0xA0 ? 0x121u + (unsigned)(b - 0x7F) : 0x143u;
+        memset(bytes[b], 0, 3);
+        if (cp < 0x80) {
+            bytes[b][0] = (char)cp;
+        } else {
+            bytes[b][0] = (char)(0xC0 | (cp >> 6));
+            bytes[b][1] = (char)(0x80 | (cp & 0x3F));
+        }
+        toks[b] = bytes[b];
+    }
+    for (int i = 0; i < NW; i++) toks[256 + i] = words[i];
+    for (int pre = 0; pre < 2; pre++) {
+        gbuf *g = calloc(1, sizeof *g);
+        start(g);
+        kv_str(g, "tokenizer.ggml.model", "gpt2");
+        kv_str(g, "tokenizer.ggml.pre", pre ? "llama-bpe" : "gpt2");
+        kv_tokens(g, "tokenizer.ggml.tokens", 256 + NW, toks);
+        kv_tokens(g, "tokenizer.ggml.merges", 1, (const char *const[]){"q q"});
+        tokenizer *t = load_buf(g);
+        free(g);
+        if (!CHECK(t != NULL, pre ? "made-up llama3 vocabulary loads" : "made-up gpt2 vocabulary loads", "%s",
+                   err))
+            continue;
+        if (pre) {
+            static const int32_t a[] = {256, 257, ' ', 258, '4', 259};
+            check_ids(t, "llama3 pre: 'Hello world 1234'S'", "Hello world 1234'S", false, false, a, 6);
+            static const int32_t b[] = {'a', 260, 'b'};
+            check_ids(t, "llama3 pre: 'a\\n\\nb' keeps the newlines together", "a\n\nb", false, false, b, 3);
+            static const int32_t c[] = {'x', ' ', 261};
+            check_ids(t, "llama3 pre: 'x  !!\\n'", "x  !!\n", false, false, c, 3);
+            static const int32_t d[] = {262};
+            check_ids(t, "llama3 pre: '.hello' is one word", ".hello", false, false, d, 1);
+            static const int32_t e[] = {258, '1', '2'};
+            check_ids(t, "llama3 pre: digits in threes", "12312", false, false, e, 3);
+        } else {
+            /* no whole-word shortcut: every word is its bytes; 'S is not a contraction here */
+            static const int32_t a[] = {'x', ' ', 'y', '\'', 'S'};
+            check_ids(t, "gpt2 pre on a made-up vocabulary spells bytes", "x y'S", false, false, a, 5);
+        }
+        tokenizer_free(t);
+    }
 }
 
 /* ---- time on long inputs ----------------------------------------------------------------------- */
@@ -376,11 +460,12 @@ static void test_speed(void) {
         if (!l.t) continue;
         static const char *kinds[] = {"prose", "one letter", "spaces", "digits", "random bytes"};
         for (int k = 0; k < 5; k++) {
-            static const char prose[] = "Once upon a time, in a garden of silicon dreams, 3.14 tokens\n\tdanced! ";
+            static const char prose[] = "Once upon a time, in a garden of silicon dreams, 3.14 tokens\n\td! ";
             uint32_t x = 99;
             for (size_t i = 0; i < N; i++) {
                 x = x * 1103515245u + 12345u;
-                text[i] = k == 0 ? prose[i % (sizeof prose - 1)] : k == 1 ? 'a' : k == 2 ? ' ' : k == 3 ? '7' : (char)(x >> 16);
+                text[i] = k == 0 ? prose[i % (sizeof prose - 1)] : k == 1 ? 'a' : k == 2 ? ' '
+                        : k == 3 ? '7' : (char)(x >> 16);
             }
             double t0 = now();
             int64_t n;
@@ -404,6 +489,7 @@ int main(void) {
     test_bytes();
     test_stream();
     test_errors();
+    test_pre();
     test_speed();
     return test_done();
 }
