@@ -34,16 +34,30 @@ enum {
     N_READERS = 4,       /* threads copying the mapped file into staging buffers */
 };
 
+/* One matvec's weight on the device: one matrix of the file, or several read by the same input
+ * stacked by rows (Q, K, V; gate, up) so one launch does them all. */
 typedef struct {
     void *w;            /* repacked for matvec, or GGUF layout when plain */
     uint32_t type;
-    int64_t rows, k;
+    int64_t rows, k;    /* rows of all the stacked matrices */
     int plain;          /* F32/F16 with k not a multiple of 32: paged_matvec_plain */
-    const llama_weight *src;
+    const llama_weight *src[3];
+    int n_src;
 } dweight;
 
+/* Matrices that read the same input: one stacked matvec when their types agree, else one each.
+ * The outputs of a pass (buffer of n_batch tokens) are part i of token t at
+ * buf[off_i + t * stride_i] (group_view). */
 typedef struct {
-    dweight wq, wk, wv, wo, gate, up, down;
+    dweight m[3];
+    int n_m;            /* 1 when stacked */
+    int n_parts;
+    int64_t part_rows[3];
+} wgroup;
+
+typedef struct {
+    wgroup qkv, gu;
+    dweight wo, down;
     float *attn_norm, *ffn_norm;
 } dlayer;
 
@@ -58,9 +72,13 @@ typedef struct {
     void *tok_embd;     /* GGUF layout, for embed */
     dlayer *layers;
     dweight output;
+    dweight **ws;       /* every matvec weight, in upload order */
+    int n_w;
     float *output_norm;
     uint16_t *kv_k, *kv_v;  /* [n_layer][n_cells][kv_dim] f16 */
-    float *x, *xn, *q, *k, *v, *att, *gate, *up, *logits;
+    float *x, *xn;      /* residual stream, normed input (or a matvec's output before the add) */
+    float *qkv, *q;     /* Q/K/V outputs (group_view), Q after RoPE */
+    float *att, *gu, *ff, *logits;
     void *att_scratch;
     int32_t *d_meta, *h_meta;  /* h_meta pinned */
     float *h_logits;           /* pinned [OUT_CHUNK][n_vocab] */
@@ -86,36 +104,80 @@ static void *take(arena *a, size_t bytes) {
 
 static size_t raw_bytes(const llama_weight *w) { return (size_t)w->n_rows * w->row_bytes; }
 
-/* How a weight is kept on the device; 0, or -1 when no kernel takes it. */
-static int weight_plan(dweight *d, const llama_weight *w, char *err, size_t err_size) {
-    *d = (dweight){.type = w->type, .rows = w->n_rows, .k = w->n_cols, .src = w};
-    if (matvec_repacked_bytes(w->type, w->n_rows, w->n_cols)) return 0;
-    if (w->type == QUANT_F32 || w->type == QUANT_F16) {
+static size_t dweight_raw(const dweight *d) {
+    size_t b = 0;
+    for (int i = 0; i < d->n_src; i++) b += raw_bytes(d->src[i]);
+    return b;
+}
+
+/* How the matrices src[0..n) (same type and row length) are kept on the device as one; 0, or -1
+ * when no kernel takes them. */
+static int weight_plan(dweight *d, const llama_weight *const *src, int n, char *err, size_t err_size) {
+    *d = (dweight){.type = src[0]->type, .k = src[0]->n_cols, .n_src = n};
+    for (int i = 0; i < n; i++) {
+        d->src[i] = src[i];
+        d->rows += src[i]->n_rows;
+    }
+    if (matvec_repacked_bytes(d->type, d->rows, d->k)) return 0;
+    if (d->type == QUANT_F32 || d->type == QUANT_F16) {
         d->plain = 1;
         return 0;
     }
     snprintf(err, err_size, "%s: type %s with rows of %lld is not supported by the CUDA backend; use -ngl 0",
-             w->name, quant_type_name(w->type), (long long)w->n_cols);
+             src[0]->name, quant_type_name(d->type), (long long)d->k);
     return -1;
 }
 
-static size_t weight_dev_bytes(const dweight *d) {
-    return d->plain ? raw_bytes(d->src) : matvec_repacked_bytes(d->type, d->rows, d->k);
+static int group_plan(wgroup *g, const llama_weight *const *src, int n, char *err, size_t err_size) {
+    g->n_parts = n;
+    int same = 1;
+    for (int i = 0; i < n; i++) {
+        g->part_rows[i] = src[i]->n_rows;
+        same &= src[i]->type == src[0]->type && src[i]->n_cols == src[0]->n_cols;
+    }
+    g->n_m = same ? 1 : n;
+    if (same) return weight_plan(&g->m[0], src, n, err, err_size);
+    for (int i = 0; i < n; i++)
+        if (weight_plan(&g->m[i], &src[i], 1, err, err_size)) return -1;
+    return 0;
 }
 
-static void layout_weights(forward_cuda *f, arena *a) {
+/* Where part i of a group's output lives in buf (sized for n_batch tokens) and its token stride. */
+static void group_view(const wgroup *g, float *buf, int32_t n_batch, int part, float **p, int64_t *stride) {
+    int64_t off = 0;
+    for (int j = 0; j < part; j++) off += g->n_m == 1 ? g->part_rows[j] : (int64_t)n_batch * g->part_rows[j];
+    *p = buf + off;
+    *stride = g->n_m == 1 ? g->m[0].rows : g->part_rows[part];
+}
+
+static size_t weight_dev_bytes(const dweight *d) {
+    return d->plain ? dweight_raw(d) : matvec_repacked_bytes(d->type, d->rows, d->k);
+}
+
+/* Every device weight in upload order. */
+static int all_weights(forward_cuda *f, dweight **out) {
+    int k = 0;
+    out[k++] = &f->output;
+    for (int32_t l = 0; l < f->m->hp.n_layer; l++) {
+        dlayer *L = &f->layers[l];
+        for (int i = 0; i < L->qkv.n_m; i++) out[k++] = &L->qkv.m[i];
+        out[k++] = &L->wo;
+        for (int i = 0; i < L->gu.n_m; i++) out[k++] = &L->gu.m[i];
+        out[k++] = &L->down;
+    }
+    return k;
+}
+
+static void layout_weights(forward_cuda *f, arena *a, dweight **ws, int n_w) {
     const llama_model *m = f->m;
     const llama_hparams *hp = &m->hp;
     f->tok_embd = take(a, raw_bytes(&m->tok_embd));
     f->output_norm = take(a, (size_t)hp->n_embd * sizeof(float));
-    f->output.w = take(a, weight_dev_bytes(&f->output));
     for (int32_t l = 0; l < hp->n_layer; l++) {
-        dlayer *L = &f->layers[l];
-        L->attn_norm = take(a, (size_t)hp->n_embd * sizeof(float));
-        L->ffn_norm = take(a, (size_t)hp->n_embd * sizeof(float));
-        dweight *ws[] = {&L->wq, &L->wk, &L->wv, &L->wo, &L->gate, &L->up, &L->down};
-        for (int i = 0; i < 7; i++) ws[i]->w = take(a, weight_dev_bytes(ws[i]));
+        f->layers[l].attn_norm = take(a, (size_t)hp->n_embd * sizeof(float));
+        f->layers[l].ffn_norm = take(a, (size_t)hp->n_embd * sizeof(float));
     }
+    for (int i = 0; i < n_w; i++) ws[i]->w = take(a, weight_dev_bytes(ws[i]));
 }
 
 static void layout_kv(forward_cuda *f, arena *a) {
@@ -130,12 +192,11 @@ static void layout_scratch(forward_cuda *f, arena *a) {
     size_t nq = (size_t)hp->n_head * (size_t)hp->head_dim, nkv = (size_t)f->kv_dim;
     f->x = take(a, B * E * sizeof(float));
     f->xn = take(a, B * E * sizeof(float));
+    f->qkv = take(a, B * (nq + 2 * nkv) * sizeof(float));
     f->q = take(a, B * nq * sizeof(float));
-    f->k = take(a, B * nkv * sizeof(float));
-    f->v = take(a, B * nkv * sizeof(float));
     f->att = take(a, B * nq * sizeof(float));
-    f->gate = take(a, B * F * sizeof(float));
-    f->up = take(a, B * F * sizeof(float));
+    f->gu = take(a, B * 2 * F * sizeof(float));
+    f->ff = take(a, B * F * sizeof(float));
     f->logits = take(a, (size_t)OUT_CHUNK * (size_t)hp->n_vocab * sizeof(float));
     int at = f->n_batch < ATT_CHUNK ? f->n_batch : ATT_CHUNK;
     f->att_scratch = take(a, paged_attention_scratch_bytes(at, hp->n_head, hp->head_dim, f->n_split));
@@ -155,6 +216,7 @@ typedef struct {
     up_chunk *c;
     int n;
     int dev;
+    uint8_t *tmp;             /* a weight to repack, in GGUF layout */
     uint8_t *slot[STAGE_SLOTS];
     cudaEvent_t ev[STAGE_SLOTS];
     int filled[STAGE_SLOTS];  /* chunk index last filled in the slot */
@@ -219,7 +281,7 @@ static int upload_issue(forward_cuda *f, uploader *u, engine_progress_fn progres
         DEV_TRY(cudaEventRecord(u->ev[s], f->st));
         if (c->repack) {
             const dweight *d = c->repack;
-            DEV_TRY(matvec_repack(d->w, c->dst + c->bytes - raw_bytes(d->src), d->type, d->rows, d->k, f->st));
+            DEV_TRY(matvec_repack(d->w, u->tmp, d->type, d->rows, d->k, f->st));
         }
         pthread_mutex_lock(&u->mu);
         u->issued[s] = j;
@@ -244,45 +306,35 @@ static void add_chunks(up_chunk *c, int *n, const uint8_t *src, size_t bytes, ui
     }
 }
 
-static int upload_weights(forward_cuda *f, uint8_t *tmp, engine_progress_fn progress, void *pctx, char *err,
-                          size_t err_size) {
+static int upload_weights(forward_cuda *f, uint8_t *tmp, dweight **ws, int n_w, engine_progress_fn progress,
+                          void *pctx, char *err, size_t err_size) {
     const llama_model *m = f->m;
-    const llama_hparams *hp = &m->hp;
-    int n_w = 2 + 7 * hp->n_layer;
-    const dweight **ws = malloc((size_t)n_w * sizeof *ws);
-    if (!ws) {
-        snprintf(err, err_size, "out of memory");
-        return -1;
-    }
-    ws[0] = &f->output;
-    int k = 1;
-    for (int32_t l = 0; l < hp->n_layer; l++) {
-        dlayer *L = &f->layers[l];
-        const dweight *lw[] = {&L->wq, &L->wk, &L->wv, &L->wo, &L->gate, &L->up, &L->down};
-        for (int i = 0; i < 7; i++) ws[k++] = lw[i];
-    }
     size_t n_chunks = raw_bytes(&m->tok_embd) / STAGE_BYTES + 1;
     uint64_t total = raw_bytes(&m->tok_embd);
-    for (int i = 0; i < k; i++) {
-        n_chunks += raw_bytes(ws[i]->src) / STAGE_BYTES + 1;
-        total += raw_bytes(ws[i]->src);
-    }
-    uploader u = {.dev = f->dev};
+    for (int i = 0; i < n_w; i++)
+        for (int p = 0; p < ws[i]->n_src; p++) {
+            n_chunks += raw_bytes(ws[i]->src[p]) / STAGE_BYTES + 1;
+            total += raw_bytes(ws[i]->src[p]);
+        }
+    uploader u = {.dev = f->dev, .tmp = tmp};
     u.c = malloc(n_chunks * sizeof *u.c);
     if (!u.c) {
-        free(ws);
         snprintf(err, err_size, "out of memory");
         return -1;
     }
     add_chunks(u.c, &u.n, m->tok_embd.data, raw_bytes(&m->tok_embd), f->tok_embd, NULL);
-    for (int i = 0; i < k; i++) {
+    for (int i = 0; i < n_w; i++) {
         const dweight *d = ws[i];
-        /* A repacked weight goes through tmp; its repack and the next weight's copy into tmp are
-         * ordered on the one stream. */
-        if (d->plain) add_chunks(u.c, &u.n, d->src->data, raw_bytes(d->src), d->w, NULL);
-        else add_chunks(u.c, &u.n, d->src->data, raw_bytes(d->src), tmp, d);
+        /* Stacked matrices land one after the other. A repacked weight goes through tmp; its
+         * repack and the next weight's copy into tmp are ordered on the one stream. */
+        size_t off = 0;
+        for (int p = 0; p < d->n_src; p++) {
+            const llama_weight *w = d->src[p];
+            const dweight *last = !d->plain && p == d->n_src - 1 ? d : NULL;
+            add_chunks(u.c, &u.n, w->data, raw_bytes(w), (d->plain ? (uint8_t *)d->w : tmp) + off, last);
+            off += raw_bytes(w);
+        }
     }
-    free(ws);
     pthread_mutex_init(&u.mu, NULL);
     pthread_cond_init(&u.cv, NULL);
     for (int s = 0; s < STAGE_SLOTS; s++) {
@@ -336,8 +388,20 @@ static int mm(forward_cuda *f, const dweight *w, const float *x, float *y, int n
     return 0;
 }
 
+static int group_mm(forward_cuda *f, const wgroup *g, const float *x, float *buf, int n, char *err,
+                    size_t err_size) {
+    for (int i = 0; i < g->n_m; i++) {
+        float *y;
+        int64_t stride;
+        group_view(g, buf, f->n_batch, i, &y, &stride);
+        if (mm(f, &g->m[i], x, y, n, err, err_size)) return -1;
+    }
+    return 0;
+}
+
 /* Embedding and every layer for the n tokens whose metadata is in d_meta; x ends as the
- * residual stream after the last layer. */
+ * residual stream after the last layer. Per layer: QKV matvec, RoPE + K/V store, attention,
+ * output matvec, add + norm, gate/up matvec, SwiGLU, down matvec, add + the next layer's norm. */
 static int run_layers(forward_cuda *f, int n, char *err, size_t err_size) {
     const llama_model *m = f->m;
     const llama_hparams *hp = &m->hp;
@@ -346,16 +410,18 @@ static int run_layers(forward_cuda *f, int n, char *err, size_t err_size) {
     int E = hp->n_embd, F = hp->n_ff, hd = hp->head_dim, nq = hp->n_head * hd;
     float scale = 1.0f / sqrtf((float)hd);
     DEV_TRY(embed(f->x, f->tok_embd, m->tok_embd.type, d_tok, n, m->tok_embd.n_rows, E, f->st));
+    DEV_TRY(rmsnorm(f->xn, f->x, f->layers[0].attn_norm, n, E, hp->rms_eps, f->st));
     for (int32_t l = 0; l < hp->n_layer; l++) {
         const dlayer *L = &f->layers[l];
         size_t kv_off = (size_t)l * (size_t)f->n_cells * (size_t)f->kv_dim;
-        DEV_TRY(rmsnorm(f->xn, f->x, L->attn_norm, n, E, hp->rms_eps, f->st));
-        if (mm(f, &L->wq, f->xn, f->q, n, err, err_size) || mm(f, &L->wk, f->xn, f->k, n, err, err_size) ||
-            mm(f, &L->wv, f->xn, f->v, n, err, err_size))
-            return -1;
-        DEV_TRY(rope(f->q, f->q, d_pos, n, hp->n_head, hd, hp->n_rot, hp->rope_base, f->st));
-        DEV_TRY(rope(f->k, f->k, d_pos, n, hp->n_head_kv, hd, hp->n_rot, hp->rope_base, f->st));
-        DEV_TRY(paged_kv_store(f->kv_k + kv_off, f->kv_v + kv_off, f->k, f->v, d_cell, n, (int)f->kv_dim, f->st));
+        float *pq, *pk, *pv, *pg, *pu;
+        int64_t sq, sk, sv, sg, su;
+        if (group_mm(f, &L->qkv, f->xn, f->qkv, n, err, err_size)) return -1;
+        group_view(&L->qkv, f->qkv, f->n_batch, 0, &pq, &sq);
+        group_view(&L->qkv, f->qkv, f->n_batch, 1, &pk, &sk);
+        group_view(&L->qkv, f->qkv, f->n_batch, 2, &pv, &sv);
+        DEV_TRY(paged_rope_store(f->q, f->kv_k + kv_off, f->kv_v + kv_off, pq, sq, pk, sk, pv, sv, d_pos, d_cell, n,
+                                 hp->n_head, hp->n_head_kv, hd, hp->n_rot, hp->rope_base, f->st));
         for (int t0 = 0; t0 < n; t0 += ATT_CHUNK) {
             int nt = n - t0 < ATT_CHUNK ? n - t0 : ATT_CHUNK;
             DEV_TRY(paged_attention(f->att + (size_t)t0 * nq, f->q + (size_t)t0 * nq, f->kv_k + kv_off,
@@ -363,13 +429,16 @@ static int run_layers(forward_cuda *f, int n, char *err, size_t err_size) {
                                     nt, hp->n_head, hp->n_head_kv, hd, f->n_split, scale, f->st));
         }
         if (mm(f, &L->wo, f->att, f->xn, n, err, err_size)) return -1;
-        DEV_TRY(add(f->x, f->x, f->xn, (int64_t)n * E, f->st));
-        DEV_TRY(rmsnorm(f->xn, f->x, L->ffn_norm, n, E, hp->rms_eps, f->st));
-        if (mm(f, &L->gate, f->xn, f->gate, n, err, err_size) || mm(f, &L->up, f->xn, f->up, n, err, err_size))
-            return -1;
-        DEV_TRY(swiglu(f->gate, f->gate, f->up, (int64_t)n * F, f->st));
-        if (mm(f, &L->down, f->gate, f->xn, n, err, err_size)) return -1;
-        DEV_TRY(add(f->x, f->x, f->xn, (int64_t)n * E, f->st));
+        DEV_TRY(paged_add_rmsnorm(f->x, f->xn, f->xn, L->ffn_norm, n, E, hp->rms_eps, f->st));
+        if (group_mm(f, &L->gu, f->xn, f->gu, n, err, err_size)) return -1;
+        group_view(&L->gu, f->gu, f->n_batch, 0, &pg, &sg);
+        group_view(&L->gu, f->gu, f->n_batch, 1, &pu, &su);
+        DEV_TRY(paged_swiglu(f->ff, pg, sg, pu, su, n, F, f->st));
+        if (mm(f, &L->down, f->ff, f->xn, n, err, err_size)) return -1;
+        if (l + 1 < hp->n_layer)
+            DEV_TRY(paged_add_rmsnorm(f->x, f->xn, f->xn, f->layers[l + 1].attn_norm, n, E, hp->rms_eps, f->st));
+        else
+            DEV_TRY(add(f->x, f->x, f->xn, (int64_t)n * E, f->st));
     }
     return 0;
 }
@@ -575,6 +644,7 @@ static void cuda_free(void *self) {
     cudaFreeHost(f->h_kv);
     if (f->st) cudaStreamDestroy(f->st);
     free(f->layers);
+    free(f->ws);
     free(f);
 }
 
@@ -595,21 +665,24 @@ static int setup(forward_cuda *f, engine_progress_fn progress, void *pctx, char 
                  m->tok_embd.name, quant_type_name(m->tok_embd.type));
         return -1;
     }
-    if (weight_plan(&f->output, &m->output, err, err_size)) return -1;
-    size_t tmp_bytes = raw_bytes(&m->output);
+    const llama_weight *out_w = &m->output;
+    if (weight_plan(&f->output, &out_w, 1, err, err_size)) return -1;
     for (int32_t l = 0; l < hp->n_layer; l++) {
         const llama_layer *S = &m->layers[l];
         dlayer *L = &f->layers[l];
-        const llama_weight *src[] = {&S->wq, &S->wk, &S->wv, &S->wo, &S->w_gate, &S->w_up, &S->w_down};
-        dweight *dst[] = {&L->wq, &L->wk, &L->wv, &L->wo, &L->gate, &L->up, &L->down};
-        for (int i = 0; i < 7; i++) {
-            if (weight_plan(dst[i], src[i], err, err_size)) return -1;
-            if (raw_bytes(src[i]) > tmp_bytes) tmp_bytes = raw_bytes(src[i]);
-        }
+        const llama_weight *qkv[] = {&S->wq, &S->wk, &S->wv}, *gu[] = {&S->w_gate, &S->w_up};
+        const llama_weight *wo = &S->wo, *down = &S->w_down;
+        if (group_plan(&L->qkv, qkv, 3, err, err_size) || weight_plan(&L->wo, &wo, 1, err, err_size) ||
+            group_plan(&L->gu, gu, 2, err, err_size) || weight_plan(&L->down, &down, 1, err, err_size))
+            return -1;
     }
+    f->n_w = all_weights(f, f->ws);
+    size_t tmp_bytes = 0;
+    for (int i = 0; i < f->n_w; i++)
+        if (dweight_raw(f->ws[i]) > tmp_bytes) tmp_bytes = dweight_raw(f->ws[i]);
     /* Sizes first, then one check against free memory with a message that says what to change. */
     arena a = {0};
-    layout_weights(f, &a);
+    layout_weights(f, &a, f->ws, f->n_w);
     size_t w_bytes = a.off;
     layout_kv(f, &a);
     size_t kv_bytes = a.off - w_bytes;
@@ -634,7 +707,7 @@ static int setup(forward_cuda *f, engine_progress_fn progress, void *pctx, char 
         return -1;
     }
     a = (arena){.base = f->block};
-    layout_weights(f, &a);
+    layout_weights(f, &a, f->ws, f->n_w);
     layout_kv(f, &a);
     layout_scratch(f, &a);
     size_t meta_words = 5 * (size_t)f->n_batch + (size_t)f->n_batch * (size_t)f->max_pages;
@@ -650,7 +723,7 @@ static int setup(forward_cuda *f, engine_progress_fn progress, void *pctx, char 
         DEV_TRY(cudaMemcpy(f->layers[l].attn_norm, m->layers[l].attn_norm, nb, cudaMemcpyHostToDevice));
         DEV_TRY(cudaMemcpy(f->layers[l].ffn_norm, m->layers[l].ffn_norm, nb, cudaMemcpyHostToDevice));
     }
-    int rc = upload_weights(f, tmp, progress, pctx, err, err_size);
+    int rc = upload_weights(f, tmp, f->ws, f->n_w, progress, pctx, err, err_size);
     cudaFree(tmp);
     if (rc) return -1;
     /* Cells never written read as zeros, not NaN, should a caller look at them. */
@@ -675,8 +748,15 @@ static void *cuda_create(const llama_model *m, int device, int32_t n_cells, int3
         return NULL;
     }
     forward_cuda *f = calloc(1, sizeof *f);
-    if (f) f->layers = calloc((size_t)hp->n_layer, sizeof *f->layers);
-    if (!f || !f->layers) {
+    if (f) {
+        f->layers = calloc((size_t)hp->n_layer, sizeof *f->layers);
+        f->ws = calloc(1 + 7 * (size_t)hp->n_layer, sizeof *f->ws);
+    }
+    if (!f || !f->layers || !f->ws) {
+        if (f) {
+            free(f->layers);
+            free(f->ws);
+        }
         free(f);
         snprintf(err, err_size, "out of memory");
         return NULL;

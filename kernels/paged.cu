@@ -14,25 +14,6 @@
 #define PA_MAX_G 8    /* query heads per kv head */
 #define PA_MIN_SPLIT 64
 
-__global__ void paged_kv_store_kernel(uint16_t *kc, uint16_t *vc, const float *k, const float *v,
-                                      const int32_t *cell, int n_tok, int kv_dim) {
-    int64_t i = blockIdx.x * (int64_t)blockDim.x + threadIdx.x;
-    if (i >= (int64_t)n_tok * kv_dim) return;
-    int t = (int)(i / kv_dim), e = (int)(i % kv_dim);
-    int64_t at = (int64_t)cell[t] * kv_dim + e;
-    kc[at] = __half_as_ushort(__float2half_rn(k[i]));
-    vc[at] = __half_as_ushort(__float2half_rn(v[i]));
-}
-
-extern "C" cudaError_t paged_kv_store(uint16_t *k_cache, uint16_t *v_cache, const float *k, const float *v,
-                                      const int32_t *cell, int n_tok, int kv_dim, cudaStream_t stream) {
-    if (n_tok <= 0 || kv_dim <= 0) return cudaErrorInvalidValue;
-    int64_t n = (int64_t)n_tok * kv_dim;
-    paged_kv_store_kernel<<<(unsigned)((n + 255) / 256), 256, 0, stream>>>(k_cache, v_cache, k, v, cell, n_tok,
-                                                                            kv_dim);
-    return cudaGetLastError();
-}
-
 extern "C" size_t paged_attention_scratch_bytes(int n_tok, int n_head, int head_dim, int n_split) {
     return (size_t)n_tok * n_head * n_split * (size_t)(head_dim + 2) * sizeof(float);
 }
@@ -195,6 +176,88 @@ extern "C" cudaError_t paged_attention(float *out, const float *q, const uint16_
     if (e != cudaSuccess) return e;
     paged_attn_combine_kernel<<<dim3((unsigned)n_head, (unsigned)n_tok), 128, 0, stream>>>(out, sc, n_head,
                                                                                           head_dim, n_split);
+    return cudaGetLastError();
+}
+
+__global__ void paged_rope_store_kernel(float *q_out, uint16_t *kc, uint16_t *vc, const float *q, int64_t sq,
+                                        const float *k, int64_t sk, const float *v, int64_t sv, const int32_t *pos,
+                                        const int32_t *cell, int n_head, int n_kv_head, int head_dim, int n_rot,
+                                        float theta) {
+    const int t = blockIdx.x, half = head_dim / 2;
+    const int64_t kv_dim = (int64_t)n_kv_head * head_dim, at = (int64_t)cell[t] * kv_dim;
+    const float p = (float)pos[t];
+    const float *qt = q + t * sq, *kt = k + t * sk, *vt = v + t * sv;
+    float *qo = q_out + (int64_t)t * n_head * head_dim;
+    for (int i = threadIdx.x; i < (n_head + n_kv_head) * half; i += blockDim.x) {
+        int h = i / half, j = i % half, is_k = h >= n_head;
+        int64_t e = (int64_t)(is_k ? h - n_head : h) * head_dim + 2 * j;
+        const float *src = is_k ? kt : qt;
+        float x0 = src[e], x1 = src[e + 1];
+        if (2 * j < n_rot) {
+            float s, c;
+            sincosf(p * powf(theta, -(float)(2 * j) / (float)n_rot), &s, &c);
+            float y0 = x0 * c - x1 * s, y1 = x0 * s + x1 * c;
+            x0 = y0;
+            x1 = y1;
+        }
+        if (is_k) {
+            kc[at + e] = __half_as_ushort(__float2half_rn(x0));
+            kc[at + e + 1] = __half_as_ushort(__float2half_rn(x1));
+        } else {
+            qo[e] = x0;
+            qo[e + 1] = x1;
+        }
+    }
+    for (int64_t i = threadIdx.x; i < kv_dim; i += blockDim.x) vc[at + i] = __half_as_ushort(__float2half_rn(vt[i]));
+}
+
+extern "C" cudaError_t paged_rope_store(float *q_out, uint16_t *k_cache, uint16_t *v_cache, const float *q,
+                                        int64_t sq, const float *k, int64_t sk, const float *v, int64_t sv,
+                                        const int32_t *pos, const int32_t *cell, int n_tok, int n_head,
+                                        int n_kv_head, int head_dim, int n_rot, float theta, cudaStream_t stream) {
+    if (n_tok <= 0 || n_head <= 0 || n_kv_head <= 0 || head_dim <= 0 || head_dim % 2 || n_rot % 2 ||
+        n_rot > head_dim)
+        return cudaErrorInvalidValue;
+    paged_rope_store_kernel<<<n_tok, 256, 0, stream>>>(q_out, k_cache, v_cache, q, sq, k, sk, v, sv, pos, cell, n_head,
+                                                       n_kv_head, head_dim, n_rot, theta);
+    return cudaGetLastError();
+}
+
+__global__ void __launch_bounds__(256) paged_add_rmsnorm_kernel(float *x, float *out, const float *d,
+                                                                const float *weight, int dim, float eps) {
+    float *xr = x + (int64_t)blockIdx.x * dim, *o = out + (int64_t)blockIdx.x * dim;
+    const float *dr = d + (int64_t)blockIdx.x * dim;
+    float ss = 0;
+    for (int i = threadIdx.x; i < dim; i += blockDim.x) {
+        float v = xr[i] + dr[i];
+        xr[i] = v;
+        ss = fmaf(v, v, ss);
+    }
+    /* Each thread rereads only what it wrote, so out may alias d. */
+    float r = rsqrtf(block_sum(ss) / (float)dim + eps);
+    for (int i = threadIdx.x; i < dim; i += blockDim.x) o[i] = xr[i] * r * weight[i];
+}
+
+extern "C" cudaError_t paged_add_rmsnorm(float *x, float *out, const float *d, const float *weight, int rows,
+                                         int dim, float eps, cudaStream_t stream) {
+    if (rows <= 0 || dim <= 0) return cudaErrorInvalidValue;
+    paged_add_rmsnorm_kernel<<<rows, 256, 0, stream>>>(x, out, d, weight, dim, eps);
+    return cudaGetLastError();
+}
+
+__global__ void paged_swiglu_kernel(float *out, const float *g, int64_t sg, const float *u, int64_t su, int n_ff) {
+    int64_t i = blockIdx.x * (int64_t)blockDim.x + threadIdx.x;
+    int t = blockIdx.y;
+    if (i >= n_ff) return;
+    float a = g[t * sg + i];
+    out[(int64_t)t * n_ff + i] = a / (1.0f + expf(-a)) * u[t * su + i];
+}
+
+extern "C" cudaError_t paged_swiglu(float *out, const float *g, int64_t sg, const float *u, int64_t su, int n_tok,
+                                    int n_ff, cudaStream_t stream) {
+    if (n_tok <= 0 || n_tok > 65535 || n_ff <= 0) return cudaErrorInvalidValue;
+    paged_swiglu_kernel<<<dim3((unsigned)((n_ff + 255) / 256), (unsigned)n_tok), 256, 0, stream>>>(out, g, sg, u, su,
+                                                                                                  n_ff);
     return cudaGetLastError();
 }
 
