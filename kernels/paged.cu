@@ -44,8 +44,12 @@ __device__ __forceinline__ void pa_load(float out[EPL], const uint16_t *row, int
     }
 }
 
-/* Partials per (token, head, split): m, l, then o[head_dim] (unnormalised). */
-template <int EPL>
+/* Partials per (token, head, split): m, l, then o[head_dim] (unnormalised). Two ways to walk the
+ * positions: LP (head_dim % 8 == 0): each warp takes tiles of 32 positions, lane j scores position
+ * j for every head of the group from its own K row (16-byte loads, no reductions), then the
+ * tile's weights are broadcast by shuffles while lanes accumulate their values of V; otherwise
+ * lanes split head_dim and every score is a warp reduction. */
+template <int EPL, bool LP>
 __global__ void __launch_bounds__(PA_WARPS * 32) paged_attn_split_kernel(float *scratch, const float *q,
         const uint16_t *kc, const uint16_t *vc, const int32_t *pos, const int32_t *seq, const int32_t *pages,
         int page_stride, int n_head, int n_kv_head, int head_dim, float scale) {
@@ -64,44 +68,113 @@ __global__ void __launch_bounds__(PA_WARPS * 32) paged_attn_split_kernel(float *
         return;
     }
     const int32_t *pt = pages + (int64_t)seq[t] * page_stride;
-    float qr[PA_MAX_G][EPL], m[PA_MAX_G], l[PA_MAX_G], o[PA_MAX_G][EPL];
+    const uint16_t *kb = kc + kvh * hd, *vb = vc + kvh * hd;
+    float m[PA_MAX_G], l[PA_MAX_G], o[PA_MAX_G][EPL];
 #pragma unroll
     for (int h = 0; h < PA_MAX_G; h++) {
         m[h] = -INFINITY;
         l[h] = 0;
 #pragma unroll
-        for (int i = 0; i < EPL; i++) {
-            int e = lane * EPL + i;
-            qr[h][i] = (h < G && e < head_dim) ? q[((int64_t)t * n_head + kvh * G + h) * hd + e] * scale : 0.0f;
-            o[h][i] = 0;
-        }
+        for (int i = 0; i < EPL; i++) o[h][i] = 0;
     }
-    for (int p = p0 + warp; p < p1; p += PA_WARPS * 2) {
-        float kr[2][EPL], vr[2][EPL];
+    if constexpr (LP) {
+        __shared__ __align__(16) float qs[PA_MAX_G][256];
+        for (int i = threadIdx.x; i < G * head_dim; i += blockDim.x)
+            qs[i / head_dim][i % head_dim] = q[((int64_t)t * n_head + kvh * G) * hd + i] * scale;
+        __syncthreads();
+        for (int t0 = p0 + 32 * warp; t0 < p1; t0 += 32 * PA_WARPS) {
+            const int p = t0 + lane;
+            const bool valid = p < p1;
+            const int64_t cell = valid ? (int64_t)pt[p / PAGED_PAGE] * PAGED_PAGE + p % PAGED_PAGE : 0;
+            float s[PA_MAX_G];
 #pragma unroll
-        for (int u = 0; u < 2; u++) {
-            int pp = p + u * PA_WARPS;
-            if (pp < p1) {
-                int64_t cell = (int64_t)pt[pp / PAGED_PAGE] * PAGED_PAGE + pp % PAGED_PAGE;
-                pa_load<EPL>(kr[u], kc + cell * kv_dim + kvh * hd, lane, head_dim, vec);
-                pa_load<EPL>(vr[u], vc + cell * kv_dim + kvh * hd, lane, head_dim, vec);
+            for (int h = 0; h < PA_MAX_G; h++) s[h] = 0;
+            if (valid) {
+                const uint4 *kr = (const uint4 *)(kb + cell * kv_dim);
+#pragma unroll 4
+                for (int c = 0; c < head_dim / 8; c++) {
+                    uint4 kv = __ldg(kr + c);
+                    const uint32_t w[4] = {kv.x, kv.y, kv.z, kv.w};
+                    float kf[8];
+#pragma unroll
+                    for (int i = 0; i < 4; i++) {
+                        float2 f = __half22float2(*(const __half2 *)&w[i]);
+                        kf[2 * i] = f.x;
+                        kf[2 * i + 1] = f.y;
+                    }
+#pragma unroll
+                    for (int h = 0; h < PA_MAX_G; h++) {
+                        if (h >= G) break;
+                        const float4 qa = *(const float4 *)&qs[h][8 * c], qb = *(const float4 *)&qs[h][8 * c + 4];
+                        s[h] = fmaf(qa.x, kf[0], s[h]); s[h] = fmaf(qa.y, kf[1], s[h]);
+                        s[h] = fmaf(qa.z, kf[2], s[h]); s[h] = fmaf(qa.w, kf[3], s[h]);
+                        s[h] = fmaf(qb.x, kf[4], s[h]); s[h] = fmaf(qb.y, kf[5], s[h]);
+                        s[h] = fmaf(qb.z, kf[6], s[h]); s[h] = fmaf(qb.w, kf[7], s[h]);
+                    }
+                }
             }
-        }
-#pragma unroll
-        for (int u = 0; u < 2; u++) {
-            if (p + u * PA_WARPS >= p1) break;
+            float pw[PA_MAX_G];
 #pragma unroll
             for (int h = 0; h < PA_MAX_G; h++) {
                 if (h >= G) break;
-                float s = 0;
-#pragma unroll
-                for (int i = 0; i < EPL; i++) s = fmaf(qr[h][i], kr[u][i], s);
-                s = warp_sum(s);
-                float mn = fmaxf(m[h], s), corr = __expf(m[h] - mn), pe = __expf(s - mn);
-                l[h] = l[h] * corr + pe;
-#pragma unroll
-                for (int i = 0; i < EPL; i++) o[h][i] = fmaf(o[h][i], corr, pe * vr[u][i]);
+                const float mn = fmaxf(m[h], warp_max(valid ? s[h] : -INFINITY)), corr = __expf(m[h] - mn);
+                pw[h] = valid ? __expf(s[h] - mn) : 0.0f;
+                l[h] = l[h] * corr + warp_sum(pw[h]);
                 m[h] = mn;
+#pragma unroll
+                for (int i = 0; i < EPL; i++) o[h][i] *= corr;
+            }
+            const int nj = min(32, p1 - t0);
+#pragma unroll 4
+            for (int j = 0; j < nj; j++) {
+                const long long cj = __shfl_sync(0xffffffffu, (long long)cell, j);
+                float vf[EPL];
+                pa_load<EPL>(vf, vb + cj * kv_dim, lane, head_dim, vec);
+#pragma unroll
+                for (int h = 0; h < PA_MAX_G; h++) {
+                    if (h >= G) break;
+                    const float pj = __shfl_sync(0xffffffffu, pw[h], j);
+#pragma unroll
+                    for (int i = 0; i < EPL; i++) o[h][i] = fmaf(pj, vf[i], o[h][i]);
+                }
+            }
+        }
+    } else {
+        float qr[PA_MAX_G][EPL];
+#pragma unroll
+        for (int h = 0; h < PA_MAX_G; h++)
+#pragma unroll
+            for (int i = 0; i < EPL; i++) {
+                int e = lane * EPL + i;
+                qr[h][i] = (h < G && e < head_dim) ? q[((int64_t)t * n_head + kvh * G + h) * hd + e] * scale : 0.0f;
+            }
+        for (int p = p0 + warp; p < p1; p += PA_WARPS * 2) {
+            float kr[2][EPL], vr[2][EPL];
+#pragma unroll
+            for (int u = 0; u < 2; u++) {
+                int pp = p + u * PA_WARPS;
+                if (pp < p1) {
+                    int64_t cell = (int64_t)pt[pp / PAGED_PAGE] * PAGED_PAGE + pp % PAGED_PAGE;
+                    pa_load<EPL>(kr[u], kb + cell * kv_dim, lane, head_dim, vec);
+                    pa_load<EPL>(vr[u], vb + cell * kv_dim, lane, head_dim, vec);
+                }
+            }
+#pragma unroll
+            for (int u = 0; u < 2; u++) {
+                if (p + u * PA_WARPS >= p1) break;
+#pragma unroll
+                for (int h = 0; h < PA_MAX_G; h++) {
+                    if (h >= G) break;
+                    float s = 0;
+#pragma unroll
+                    for (int i = 0; i < EPL; i++) s = fmaf(qr[h][i], kr[u][i], s);
+                    s = warp_sum(s);
+                    float mn = fmaxf(m[h], s), corr = __expf(m[h] - mn), pe = __expf(s - mn);
+                    l[h] = l[h] * corr + pe;
+#pragma unroll
+                    for (int i = 0; i < EPL; i++) o[h][i] = fmaf(o[h][i], corr, pe * vr[u][i]);
+                    m[h] = mn;
+                }
             }
         }
     }
@@ -165,8 +238,13 @@ extern "C" cudaError_t paged_attention(float *out, const float *q, const uint16_
     dim3 grid((unsigned)n_split, (unsigned)n_kv_head, (unsigned)n_tok);
     float *sc = (float *)scratch;
     int epl = (head_dim + 31) / 32;
-#define PA_LAUNCH(E) paged_attn_split_kernel<E><<<grid, PA_WARPS * 32, 0, stream>>>(sc, q, k_cache, v_cache, pos, \
-        seq, pages, page_stride, n_head, n_kv_head, head_dim, scale)
+    const bool lp = head_dim % 8 == 0;
+#define PA_LAUNCH(E) do { \
+        if (lp) paged_attn_split_kernel<E, true><<<grid, PA_WARPS * 32, 0, stream>>>(sc, q, k_cache, v_cache, pos, \
+                    seq, pages, page_stride, n_head, n_kv_head, head_dim, scale); \
+        else paged_attn_split_kernel<E, false><<<grid, PA_WARPS * 32, 0, stream>>>(sc, q, k_cache, v_cache, pos, \
+                    seq, pages, page_stride, n_head, n_kv_head, head_dim, scale); \
+    } while (0)
     if (epl <= 1) PA_LAUNCH(1);
     else if (epl <= 2) PA_LAUNCH(2);
     else if (epl <= 4) PA_LAUNCH(4);
