@@ -12,19 +12,32 @@
 
 struct mat { uint32_t type; int64_t rows, k; void *w; float *y; };
 
-static void run_mix(lab &L, gen_rng *r, const char *mix) {
+/* fused: q, k, v (where they share a type) and gate, up stacked into one matrix each, as the
+ * engine can upload them (rows of GGUF matrices stack into one GGUF matrix) and repack once. */
+static void run_mix(lab &L, gen_rng *r, const char *mix, bool fused) {
     const int layers = 32, dim = 4096, ff = 14336, kv = 1024, vocab = 32000;
     const bool km = mix[3] == 'k';
     auto more_bits = [&](int i) { return i < layers / 8 || i >= 7 * layers / 8 || (i - layers / 8) % 3 == 2; };
     std::vector<mat> ms;
     for (int i = 0; i < layers; i++) {
         uint32_t base = km ? QUANT_Q4_K : QUANT_Q4_0, hi = km && more_bits(i) ? QUANT_Q6_K : base;
+        if (fused && hi == base) {
+            ms.push_back({base, dim + 2 * kv, dim, 0, 0});
+        } else if (fused) {
+            ms.push_back({base, dim + kv, dim, 0, 0});
+            ms.push_back({hi, kv, dim, 0, 0});
+        } else {
+            ms.push_back({base, dim, dim, 0, 0});
+            ms.push_back({base, kv, dim, 0, 0});
+            ms.push_back({hi, kv, dim, 0, 0});
+        }
         ms.push_back({base, dim, dim, 0, 0});
-        ms.push_back({base, kv, dim, 0, 0});
-        ms.push_back({hi, kv, dim, 0, 0});
-        ms.push_back({base, dim, dim, 0, 0});
-        ms.push_back({base, ff, dim, 0, 0});
-        ms.push_back({base, ff, dim, 0, 0});
+        if (fused) {
+            ms.push_back({base, 2 * ff, dim, 0, 0});
+        } else {
+            ms.push_back({base, ff, dim, 0, 0});
+            ms.push_back({base, ff, dim, 0, 0});
+        }
         ms.push_back({hi, dim, ff, 0, 0});
     }
     ms.push_back({QUANT_Q6_K, vocab, dim, 0, 0});
@@ -77,7 +90,7 @@ static void run_mix(lab &L, gen_rng *r, const char *mix) {
     }
     std::sort(t.begin(), t.end());
     double ms_med = t[t.size() / 2], gbs = bytes / (ms_med * 1e-3) / 1e9;
-    printf("| 8b %s | %zu | %.2f | %.3f | %.0f | %.0f | %.0f%% | %.0f |\n", mix, ms.size(), bytes / 1e9, ms_med, 1e3 / ms_med,
+    printf("| 8b %s%s | %zu | %.2f | %.3f | %.0f | %.0f | %.0f%% | %.0f |\n", mix, fused ? " fused" : "", ms.size(), bytes / 1e9, ms_med, 1e3 / ms_med,
            gbs, 100 * gbs / L.copy_gbs, L.copy_gbs * 1e9 / bytes);
     fflush(stdout);
     CUDA_CHECK(cudaGraphExecDestroy(exec));
@@ -98,8 +111,10 @@ int main() {
     printf("# copy bandwidth (4 GiB d2d, read+write, median of 10): %.0f GB/s\n", L.copy_gbs);
     printf("| model | matvecs | weight GB | step ms | t/s | GB/s | %% copy | roofline t/s |\n|---|---|---|---|---|---|---|---|\n");
     gen_rng r = {0x5151ull ^ (uint64_t)time(NULL)};
-    run_mix(L, &r, "q4_0");
-    run_mix(L, &r, "q4_k_m");
+    for (bool fused : {false, true}) {
+        run_mix(L, &r, "q4_0", fused);
+        run_mix(L, &r, "q4_k_m", fused);
+    }
     printf("PASS kbench decode\n");
     return 0;
 }
