@@ -67,6 +67,7 @@ typedef struct {
     char dev_name[256];
     cudaStream_t st;
     int32_t n_cells, n_batch, max_pos, max_pages, n_split;
+    int32_t max_seqs;   /* page tables per pass: sequences of max_pos positions fitting n_cells */
     int64_t kv_dim;
     uint8_t *block;     /* the one device allocation */
     void *tok_embd;     /* GGUF layout, for embed */
@@ -200,7 +201,7 @@ static void layout_scratch(forward_cuda *f, arena *a) {
     f->logits = take(a, (size_t)OUT_CHUNK * (size_t)hp->n_vocab * sizeof(float));
     int at = f->n_batch < ATT_CHUNK ? f->n_batch : ATT_CHUNK;
     f->att_scratch = take(a, paged_attention_scratch_bytes(at, hp->n_head, hp->head_dim, f->n_split));
-    f->d_meta = take(a, (5 * B + B * (size_t)f->max_pages) * sizeof(int32_t));
+    f->d_meta = take(a, (5 * B + (size_t)f->max_seqs * (size_t)f->max_pages) * sizeof(int32_t));
 }
 
 /* --- weight upload: readers fill pinned slots from the mapped file, the main thread copies ------ */
@@ -483,9 +484,10 @@ static int fwd(void *self, const engine_fwd_batch *b, float *logits, char *err, 
     forward_cuda *f = self;
     const llama_hparams *hp = &f->m->hp;
     int n = b->n_tokens, n_vocab = hp->n_vocab;
-    if (n < 1 || n > f->n_batch || b->max_pos > f->max_pos || b->n_seqs < 1 || b->n_seqs > n || b->n_out > n) {
-        snprintf(err, err_size, "CUDA forward: %d tokens (at most %d) of %d sequences reaching position %d "
-                 "(at most %d)", n, f->n_batch, b->n_seqs, b->max_pos, f->max_pos);
+    if (n < 1 || n > f->n_batch || b->max_pos > f->max_pos || b->n_seqs < 1 || b->n_seqs > n ||
+        b->n_seqs > f->max_seqs || b->n_out > n) {
+        snprintf(err, err_size, "CUDA forward: %d tokens (at most %d) of %d sequences (at most %d) reaching "
+                 "position %d (at most %d)", n, f->n_batch, b->n_seqs, f->max_seqs, b->max_pos, f->max_pos);
         return -1;
     }
     DEV_TRY(cudaSetDevice(f->dev));
@@ -710,7 +712,7 @@ static int setup(forward_cuda *f, engine_progress_fn progress, void *pctx, char 
     layout_weights(f, &a, f->ws, f->n_w);
     layout_kv(f, &a);
     layout_scratch(f, &a);
-    size_t meta_words = 5 * (size_t)f->n_batch + (size_t)f->n_batch * (size_t)f->max_pages;
+    size_t meta_words = 5 * (size_t)f->n_batch + (size_t)f->max_seqs * (size_t)f->max_pages;
     DEV_TRY(cudaHostAlloc((void **)&f->h_meta, meta_words * sizeof(int32_t), cudaHostAllocDefault));
     DEV_TRY(cudaHostAlloc((void **)&f->h_logits, (size_t)OUT_CHUNK * (size_t)hp->n_vocab * sizeof(float),
                           cudaHostAllocDefault));
@@ -768,6 +770,10 @@ static void *cuda_create(const llama_model *m, int device, int32_t n_cells, int3
     f->max_pos = max_pos;
     f->max_pages = (max_pos + ENGINE_KV_PAGE - 1) / ENGINE_KV_PAGE;
     f->n_split = f->max_pages < N_SPLIT_MAX ? f->max_pages : N_SPLIT_MAX;
+    /* The engine's pool holds at least one cell per position of each of its sequences, so no
+     * pass has more sequences than n_cells / max_pos (nor more than tokens). */
+    f->max_seqs = n_cells / max_pos < f->n_batch ? n_cells / max_pos : f->n_batch;
+    if (f->max_seqs < 1) f->max_seqs = 1;
     f->kv_dim = (int64_t)hp->n_head_kv * hp->head_dim;
     if (setup(f, progress, pctx, err, err_size)) {
         cuda_free(f);

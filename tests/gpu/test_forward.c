@@ -20,19 +20,37 @@ static engine_params gpu_params(void) {
     return ep;
 }
 
-/* A synthetic model from mkmodel in $TMPDIR; the path, or NULL (with a FAIL printed). */
-static const char *make_model(const char *shape, const char *quant) {
+/* A synthetic model from mkmodel in $TMPDIR with a training context of ctx; the path, or NULL
+ * (with a FAIL printed). */
+static const char *make_model_ctx(const char *shape, const char *quant, int ctx) {
     static char path[8][512];
     static int k;
     char *p = path[k++ & 7], cmd[1400];
     const char *tmp = getenv("TMPDIR");
     const char *build = getenv("BUILD");
     snprintf(p, sizeof path[0], "%s/mgi-test-%s-%s-%d.gguf", tmp && *tmp ? tmp : "/tmp", shape, quant, (int)getpid());
-    snprintf(cmd, sizeof cmd, "%s/scripts/mkmodel --shape %s --quant %s --ctx 4096 -o %s >/dev/null",
-             build && *build ? build : "build", shape, quant, p);
+    snprintf(cmd, sizeof cmd, "%s/scripts/mkmodel --shape %s --quant %s --ctx %d -o %s >/dev/null",
+             build && *build ? build : "build", shape, quant, ctx, p);
     char name[128];
     snprintf(name, sizeof name, "mkmodel %s %s", shape, quant);
     return CHECK(system(cmd) == 0, name, "failed: %s", cmd) ? p : NULL;
+}
+
+static const char *make_model(const char *shape, const char *quant) { return make_model_ctx(shape, quant, 4096); }
+
+/* A KV cache larger than the device: one message naming the device, the sizes and the flags. */
+static void test_oom(void) {
+    const char *model = make_model_ctx("mini", "q4_0", 1 << 24);
+    if (!model) return;
+    char err[512] = "";
+    engine_params ep = gpu_params();
+    engine *e = NULL;
+    int rc = engine_load(&e, model, &ep, err, sizeof err);
+    CHECK(rc == ENGINE_ERUNTIME && strstr(err, "device 0") && strstr(err, "out of memory") && strstr(err, "GiB free") &&
+          strstr(err, "-c"), "gpu out of memory at load: device, sizes and flags named", "rc %d: %s", rc, err);
+    if (rc == ENGINE_ERUNTIME) printf("# %s\n", err);
+    engine_free(e);
+    unlink(model);
 }
 
 /* Teacher-forced logits of tokens[0..n) (every row) on a fresh engine. */
@@ -244,6 +262,7 @@ int main(void) {
     golden_run_all(&ep, "gpu golden", "CUDA");
     const char *tiny = test_shared("models/aidreams260K-mixq.gguf");
     test_partial(tiny);
+    test_oom();
     const char *mini = make_model("mini", "q4_0");
     if (mini) {
         test_repeat(mini);
