@@ -6,6 +6,10 @@
  * KV layout: per layer, K and V f16 [n_cells][n_head_kv * head_dim] (a cell's row contiguous,
  * the CPU backend's layout in f16), cell c = page * ENGINE_KV_PAGE + offset.
  *
+ * A layer is ten launches: Q/K/V as one stacked matvec (when the three share a type), RoPE with
+ * the K/V store, paged attention (split and merge), the output matvec, residual add + FFN norm,
+ * gate/up stacked, SwiGLU, down, residual add + the next layer's attention norm.
+ *
  * Per pass, everything that changes (token ids, positions, sequence indices, cells, the rows
  * that want logits, the page tables) goes to the device in one copy of one int32 buffer laid out
  * [token n][pos n][seq n][cell n][out n][pages n_seqs x max_pages], so for a given n the device
@@ -18,6 +22,7 @@
 
 #include <cuda_runtime_api.h>
 
+#include "engine/devices.h"
 #include "engine/forward_cuda.h"
 #include "kernels/check.h"
 #include "kernels/kernels.h"
@@ -782,19 +787,8 @@ static void *cuda_create(const llama_model *m, int device, int32_t n_cells, int3
     return f;
 }
 
-static int cuda_n_devices(char *why, size_t why_size) {
-    int n = 0;
-    cudaError_t e = cudaGetDeviceCount(&n);
-    if (e != cudaSuccess) {
-        snprintf(why, why_size, "%s", cudaGetErrorString(e));
-        cudaGetLastError();
-        return 0;
-    }
-    return n;
-}
-
 static const engine_backend_ops cuda_ops = {
     .name = "CUDA", .forward = fwd, .kv_copy = kv_copy, .kv_get = kv_get, .kv_set = kv_set, .free = cuda_free,
 };
 
-const engine_gpu_backend forward_cuda_gpu = {.ops = &cuda_ops, .n_devices = cuda_n_devices, .create = cuda_create};
+const engine_gpu_backend forward_cuda_gpu = {.ops = &cuda_ops, .n_devices = engine_device_count, .create = cuda_create};
