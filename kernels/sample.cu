@@ -13,8 +13,11 @@ __global__ void __launch_bounds__(1024) argmax_kernel(int32_t *out, const float 
     const float *l = logits + (int64_t)blockIdx.x * n_vocab;
     float bv = __int_as_float(0x7fc00000);
     int bi = 0;
-    for (int i = threadIdx.x; i < n_vocab; i += blockDim.x)
-        if (am_better(l[i], i, bv, bi)) { bv = l[i]; bi = i; }
+#pragma unroll 8 /* loads in flight together, not one round trip each */
+    for (int i = threadIdx.x; i < n_vocab; i += blockDim.x) {
+        const float v = l[i];
+        if (am_better(v, i, bv, bi)) { bv = v; bi = i; }
+    }
 #pragma unroll
     for (int o = 16; o > 0; o >>= 1) {
         float v = __shfl_xor_sync(0xffffffffu, bv, o);

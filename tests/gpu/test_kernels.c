@@ -1,7 +1,8 @@
 /* Every kernels.h launcher against a CPU reference (quant_dequant_row + f64 arithmetic) on
  * fresh random data: every weight type, odd sizes, outputs poisoned first and guarded after.
  * Error budgets (||gpu - ref|| / ||ref||): matvec 1e-4 (f32 accumulation; f32 X is split
- * exactly into two f16 halves on the tensor-core path), embed 1e-6 (exact), rmsnorm, swiglu,
+ * exactly into two f16 halves on the tensor-core path), gemm 2e-3 (weights and X in f16),
+ * embed 1e-6 (exact), rmsnorm, swiglu,
  * add 1e-5, rope 5e-4 (f32 angles at positions up to 4000), attention 1e-4. */
 #include <math.h>
 #include <stdio.h>
@@ -90,6 +91,39 @@ static void test_matvec(gen_rng *r, uint32_t t, int64_t rows, int64_t k, int n, 
           cudaGetErrorString(e), guard ? "ok" : "overwritten", rel);
     CUDA_CHECK(cudaFree(dw)); CUDA_CHECK(cudaFree(dr)); CUDA_CHECK(cudaFree(dx)); CUDA_CHECK(cudaFree(dy));
     free(w); free(x); free(xh16); free(ref); free(row); free(y);
+}
+
+/* Prefill GEMM on the repacked weights, X in f16; budget 2e-3 (weights rounded to f16 after
+ * scaling, f32 accumulation). */
+static void test_gemm(gen_rng *r, uint32_t t, int64_t rows, int64_t k, int64_t n) {
+    char name[128], err[256];
+    snprintf(name, sizeof name, "gemm %s %lldx%lld n=%lld", quant_type_name(t), (long long)rows, (long long)k, (long long)n);
+    size_t wb = quant_row_bytes(t, k) * (size_t)rows;
+    void *w = malloc(wb);
+    gen_weights(r, t, rows, k, w);
+    uint16_t *xh = malloc(sizeof(uint16_t) * (size_t)(n * k));
+    for (int64_t i = 0; i < n * k; i++) xh[i] = quant_f32_to_f16((float)gen_uniform(r, -1, 1));
+    double *ref = malloc(sizeof(double) * (size_t)(n * rows));
+    float *row = malloc(sizeof(float) * (size_t)k);
+    for (int64_t i = 0; i < rows; i++) {
+        quant_dequant_row(t, (const uint8_t *)w + i * quant_row_bytes(t, k), row, k, err, sizeof err);
+        for (int64_t c = 0; c < n; c++) {
+            double acc = 0;
+            for (int64_t j = 0; j < k; j++) acc += (double)row[j] * quant_f16_to_f32(xh[c * k + j]);
+            ref[c * rows + i] = acc;
+        }
+    }
+    void *dw = dev_upload(w, wb), *dr = dev_alloc(matvec_repacked_bytes(t, rows, k));
+    CUDA_CHECK(matvec_repack(dr, dw, t, rows, k, 0));
+    void *dx = dev_upload(xh, sizeof(uint16_t) * (size_t)(n * k));
+    float *dy = dev_poisoned(n * rows), *y = calloc((size_t)(n * rows), sizeof(float));
+    cudaError_t e = gemm_f16(dy, dr, t, dx, rows, k, n, 0);
+    int guard = e == cudaSuccess && dev_download(y, dy, n * rows);
+    double rel = gen_rel_err(y, ref, n * rows);
+    CHECK(e == cudaSuccess && guard && rel < 2e-3, name, "%s, guard %s, rel err %.3g (budget 2e-3)",
+          cudaGetErrorString(e), guard ? "ok" : "overwritten", rel);
+    CUDA_CHECK(cudaFree(dw)); CUDA_CHECK(cudaFree(dr)); CUDA_CHECK(cudaFree(dx)); CUDA_CHECK(cudaFree(dy));
+    free(w); free(xh); free(ref); free(row); free(y);
 }
 
 static void test_embed(gen_rng *r, uint32_t t) {
@@ -300,14 +334,21 @@ int main(void) {
         test_matvec(&r, t, 20, 768, 5, 0);
         test_embed(&r, t);
     }
+    for (int i = 0; i < 2; i++) {
+        uint32_t t = i ? QUANT_Q4_K : QUANT_Q4_0;
+        test_gemm(&r, t, 37, 512, 100);
+        test_gemm(&r, t, 300, 2816, 5);
+        test_gemm(&r, t, 130, 4096, 64);
+        test_gemm(&r, t, 1, 256, 1);
+    }
     test_rmsnorm(&r);
     test_rope(&r);
     test_elementwise(&r);
     test_argmax(&r);
-    const int32_t l1[2] = {1, 777}, l2[3] = {300, 1024, 45}, l3[1] = {5};
+    const int32_t l1[2] = {1, 777}, l2[3] = {300, 1024, 45}, l3[1] = {5}, l4[2] = {299, 2};
     test_attention(&r, 2, 8, 2, 128, 1000, l1);
     test_attention(&r, 3, 32, 4, 64, 1024, l2);
     test_attention(&r, 1, 8, 8, 8, 16, l3);
-    test_attention(&r, 2, 4, 2, 36, 300, l1); /* head_dim % 8 != 0: variant 1 */
+    test_attention(&r, 2, 4, 2, 36, 300, l4); /* head_dim % 8 != 0: variant 1 */
     return test_done();
 }
