@@ -385,6 +385,10 @@ static int emit(out_state *os, item *it) {
             return -1;
         }
         it->finished = true;
+        free(it->job.out);  /* the line holds what is kept; long runs stay small */
+        free(it->prompt_ids);
+        it->job.out = NULL;
+        it->prompt_ids = NULL;
         os->n_done++;
         os->n_err += it->req.error || it->job.state == SCHED_ERROR;
         if (!os->ordered) {

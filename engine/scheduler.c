@@ -204,7 +204,10 @@ static void start(sched *s, int32_t k, sched_job *j) {
     j->n_reused = reuse;
     sampler_params sp = j->sp;
     if (sp.repeat_last_n < 0) sp.repeat_last_n = s->n_ctx;
-    if (!rc && !(j->out = malloc(((size_t)s->n_ctx + 1) * sizeof *j->out))) {
+    /* Room for every token it can generate: each but the last is evaluated after the prompt. */
+    int32_t most = s->n_ctx - j->n_prompt + 1;
+    if (j->n_predict > 0 && j->n_predict < most) most = j->n_predict;
+    if (!rc && !(j->out = malloc((size_t)most * sizeof *j->out))) {
         snprintf(err, sizeof err, "out of memory");
         rc = -1;
     }

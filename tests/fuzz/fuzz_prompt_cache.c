@@ -38,12 +38,25 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
     promptcache pc;
     if (!promptcache_parse(&pc, data, size, &model, err, sizeof err)) promptcache_free(&pc);
 
-    /* A header made consistent around the fuzzer's bytes. */
+    /* A header made consistent around the fuzzer's bytes (odd first byte: shapes of this model
+     * and a payload size to match, so the zlib stream is what gets fuzzed). */
     if (size >= 48) {
         uint8_t *f = malloc(PROMPTCACHE_HEADER + size - 48);
         if (!f) return 0;
         memcpy(f, data, 48);
         memcpy(f, "MGIPCACH", 8);
+        if (data[0] & 1) {
+            uint32_t nt = data[1] % (model.max_tokens + 1);
+            uint64_t pay = (uint64_t)nt * (4 + 2 * (uint64_t)model.n_layer * model.kv_dim * 4);
+            put32(f + 8, 1);
+            put32(f + 12, PROMPTCACHE_HEADER);
+            for (int i = 0; i < 8; i++) f[16 + i] = (uint8_t)(model.model_hash >> (8 * i));
+            put32(f + 24, (uint32_t)model.n_layer);
+            put32(f + 28, (uint32_t)model.kv_dim);
+            put32(f + 32, nt);
+            put32(f + 36, 0);
+            for (int i = 0; i < 8; i++) f[40 + i] = (uint8_t)(pay >> (8 * i));
+        }
         memcpy(f + PROMPTCACHE_HEADER, data + 48, size - 48);
         uint64_t packed = size - 48;
         for (int i = 0; i < 8; i++) f[48 + i] = (uint8_t)(packed >> (8 * i));
