@@ -85,6 +85,7 @@ typedef struct {
     float *x, *xn;      /* residual stream, normed input (or a matvec's output before the add) */
     float *qkv, *q;     /* Q/K/V outputs (group_view), Q after RoPE */
     float *att, *gu, *ff, *logits;
+    uint16_t *xh;       /* a matvec input in f16 for gemm_f16 (prompt passes) */
     void *att_scratch;
     int32_t *d_meta, *h_meta;  /* h_meta pinned */
     float *h_logits;           /* pinned [OUT_CHUNK][n_vocab] */
@@ -203,6 +204,8 @@ static void layout_scratch(forward_cuda *f, arena *a) {
     f->att = take(a, B * nq * sizeof(float));
     f->gu = take(a, B * 2 * F * sizeof(float));
     f->ff = take(a, B * F * sizeof(float));
+    size_t widest = E > F ? E : F;
+    f->xh = take(a, B * (widest > nq ? widest : nq) * sizeof(uint16_t));
     f->logits = take(a, (size_t)OUT_CHUNK * (size_t)hp->n_vocab * sizeof(float));
     int at = f->n_batch < ATT_CHUNK ? f->n_batch : ATT_CHUNK;
     f->att_scratch = take(a, paged_attention_scratch_bytes(at, hp->n_head, hp->head_dim, f->n_split));
@@ -383,7 +386,15 @@ done:
 
 /* --- forward pass -------------------------------------------------------------------------------- */
 
+/* y[n][rows] = W . x[n][k]: more tokens than a matvec takes go through the tensor-core GEMM
+ * (x rounded to f16) where it handles the weight type, else through matvecs of up to
+ * MATVEC_MAX_N tokens. */
 static int mm(forward_cuda *f, const dweight *w, const float *x, float *y, int n, char *err, size_t err_size) {
+    if (n > MATVEC_MAX_N && !w->plain && gemm_supported(w->type)) {
+        DEV_TRY(paged_to_f16(f->xh, x, (int64_t)n * w->k, f->st));
+        DEV_TRY(gemm_f16(y, w->w, w->type, f->xh, w->rows, w->k, n, f->st));
+        return 0;
+    }
     for (int c = 0; c < n; c += MATVEC_MAX_N) {
         int nc = n - c < MATVEC_MAX_N ? n - c : MATVEC_MAX_N;
         const float *xc = x + (int64_t)c * w->k;

@@ -339,6 +339,17 @@ extern "C" cudaError_t paged_swiglu(float *out, const float *g, int64_t sg, cons
     return cudaGetLastError();
 }
 
+__global__ void paged_to_f16_kernel(uint16_t *out, const float *in, int64_t n) {
+    int64_t i = blockIdx.x * (int64_t)blockDim.x + threadIdx.x;
+    if (i < n) out[i] = __half_as_ushort(__float2half_rn(in[i]));
+}
+
+extern "C" cudaError_t paged_to_f16(uint16_t *out, const float *in, int64_t n, cudaStream_t stream) {
+    if (n <= 0) return cudaErrorInvalidValue;
+    paged_to_f16_kernel<<<(unsigned)((n + 255) / 256), 256, 0, stream>>>(out, in, n);
+    return cudaGetLastError();
+}
+
 __global__ void paged_gather_kernel(float *out, const float *in, const int32_t *idx, int dim) {
     const float *src = in + (int64_t)idx[blockIdx.x] * dim;
     float *dst = out + (int64_t)blockIdx.x * dim;

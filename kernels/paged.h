@@ -1,7 +1,7 @@
 /* Kernels of the CUDA engine backend over engine/batch.h's paged KV cache (paged.cu): RoPE with
  * the K/V store into cells, causal split-KV attention of any batch of tokens through page
- * tables, the residual add fused with the next RMSNorm, SwiGLU over strided rows, row gather, and
- * a plain matvec for F32/F16 rows whose length is not a multiple of 32 (which kernels.h's matvec
+ * tables, the residual add fused with the next RMSNorm, SwiGLU over strided rows, f32 -> f16, row
+ * gather, and a plain matvec for F32/F16 rows whose length is not a multiple of 32 (which kernels.h's matvec
  * does not take). Launchers follow kernels.h's conventions: device pointers, output first,
  * stream last, nothing allocated, the launch status returned. */
 #ifndef MGI_KERNELS_PAGED_H
@@ -52,6 +52,9 @@ cudaError_t paged_add_rmsnorm(float *x, float *out, const float *d, const float 
  * rows, for a fused gate/up matvec output). */
 cudaError_t paged_swiglu(float *out, const float *g, int64_t sg, const float *u, int64_t su, int n_tok, int n_ff,
                          cudaStream_t stream);
+
+/* out[i] = in[i] rounded to f16 (bits), for kernels.h's gemm_f16 input. */
+cudaError_t paged_to_f16(uint16_t *out, const float *in, int64_t n, cudaStream_t stream);
 
 /* out[i][:] = in[idx[i]][:], rows of dim floats. */
 cudaError_t paged_gather_rows(float *out, const float *in, const int32_t *idx, int n, int dim,

@@ -1,9 +1,11 @@
 /* The whole forward pass on the CUDA backend: the llama.cpp golden runs on aidreams260K (f32 and
  * mixq, the CPU path's budgets, tests/golden.h); GPU against CPU logits, teacher-forced, on
- * synthetic models written by mkmodel (mean KLD <= 5e-4); the same prompt twice gives the same
- * tokens; sequences decoded together (graph replays included) match the same sequences run
- * alone; KV cells read back and written into another sequence, and copy-on-write after a shared
- * prefix, give the same logits; partial offload is refused. Without a CUDA device: SKIP. */
+ * synthetic models written by mkmodel (mean KLD <= 5e-4; prompts pass through the GEMM, decode
+ * steps through matvecs); the same prompt twice gives the same tokens; sequences decoded
+ * together (graph replays included) match the same sequences run alone (the same budget); KV
+ * cells read back and written into another sequence, and copy-on-write after a shared prefix,
+ * give the same logits; partial offload is refused; a KV cache larger than the device is one
+ * clear error. Without a CUDA device: SKIP. */
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -192,17 +194,20 @@ static void test_batch(const char *model) {
     }
     free(step);
     if (CHECK(ok, "gpu batch: batched run", "%s", err)) {
-        double d = max_abs_diff(alone, together, (size_t)NS * (STEPS + 1) * V);
-        int same = 1;
-        for (int s = 0; s < NS; s++)
-            for (int i = 0; i <= STEPS; i++) {
-                size_t r = ((size_t)s * (STEPS + 1) + i) * V;
-                same &= argmax(alone + r, V) == argmax(together + r, V);
-            }
+        /* Prompts of more than 8 tokens take the f16 GEMM, fewer the f32 matvec: the same sequence
+         * passes through either path depending on its company, so the budget is the one for
+         * GPU against CPU. */
+        int rows = NS * (STEPS + 1), same = 0;
+        double d = max_abs_diff(alone, together, (size_t)rows * V), kld = 0;
+        for (int r = 0; r < rows; r++) {
+            kld += kl_div(alone + (size_t)r * V, together + (size_t)r * V, V);
+            same += argmax(alone + (size_t)r * V, V) == argmax(together + (size_t)r * V, V);
+        }
+        kld /= rows;
         char name[200];
-        snprintf(name, sizeof name, "gpu batch: %d sequences together = alone (max |dlogit| %.3g <= 1e-2, same "
-                 "greedy tokens)", NS, d);
-        CHECK(d <= 1e-2 && same, name, "differ");
+        snprintf(name, sizeof name, "gpu batch: %d sequences together = alone (mean KLD %.3g <= 5e-4, max |dlogit| "
+                 "%.3g, top-1 %d/%d)", NS, kld, d, same, rows);
+        CHECK(kld <= 5e-4 && same >= rows * 95 / 100, name, "differ");
     }
 
     /* KV read back from sequence 0 and written into sequence 1, then both take the same token. */
