@@ -29,7 +29,7 @@ template <> struct gemm_w<QUANT_Q4_0> {
     /* A fragment of step s with the scales applied. */
     __device__ __forceinline__ void frag(uint32_t a[4], int s, int64_t) const {
         const uint32_t words[4] = {q.x, q.y, q.z, q.w};
-        mv_codes<true>(a, words[s], 0x64086408u);
+        mv_codes<1>(a, words[s], 0x64086408u);
         const uint32_t dg = s < 2 ? sc.x & 0xffff : sc.x >> 16, dg8 = s < 2 ? sc.y & 0xffff : sc.y >> 16;
         const __half2 d0 = __half2half2(__ushort_as_half((unsigned short)dg));
         const __half2 d1 = __half2half2(__ushort_as_half((unsigned short)dg8));
@@ -51,7 +51,7 @@ template <> struct gemm_w<QUANT_Q4_K> {
     }
     __device__ __forceinline__ void frag(uint32_t a[4], int s, int64_t c) const {
         const uint32_t words[4] = {q.x, q.y, q.z, q.w};
-        mv_codes<true>(a, words[s], 0x64006400u);
+        mv_codes<1>(a, words[s], 0x64006400u);
         const int j = 2 * (int)(c & 3) + (s >> 1);
         float2 s0, s1;
         switch (j) { /* compile-time byte offsets in mv_k4_scale */

@@ -10,7 +10,9 @@
  *       v3 keeps two 2 KB groups of weights in flight per warp (v2 one) and stages X with four
  *       loads in flight per thread, and unpacks 4-bit codes with one shift per word instead of
  *       three; v4 is v3 capped at 80 registers (3 blocks, 24 warps per SM
- *       instead of 2 and 16).
+ *       instead of 2 and 16). v5 (n = 1, not yet measured) is v3 with the column count a
+ *       template constant (B-fragment addresses become base + immediate) and one LOP3 per
+ *       unpacked register.
  *
  * v2 repacked layout, for R16 = ceil(rows / 16) tiles of 16 rows and C = ceil(k / 64) chunks of
  * 64 weights (rows and k padded with zero weights):
@@ -128,18 +130,36 @@ __device__ __forceinline__ void mv_mma(float d[4], const uint32_t a[4], uint32_t
 }
 
 /* The A fragment of one k16 step from a word of 8 4-bit codes, minus an offset o (1024 + o is
- * offset2's half; everything exact in f16). FAST: one shift instead of three; the codes at
- * bits 4..7 and 20..23 are taken in place as 1024 + 16q and scaled by 1/16 in the same HFMA2. */
-template <bool FAST>
+ * offset2's half; everything exact in f16). MODE 0: a shift, a mask-or and a subtract per
+ * register. MODE 1: one shift per word; the codes at bits 4..7 and 20..23 are taken in place as
+ * 1024 + 16q and scaled by 1/16 in the same HFMA2. MODE 2: MODE 1 with each mask-or one LOP3
+ * (both constants otherwise take an immediate slot each: two LOP3s). */
+__device__ __forceinline__ uint32_t mv_lop3_and_or(uint32_t x, uint32_t mask, uint32_t bits) {
+    uint32_t r;
+    asm("lop3.b32 %0, %1, %2, %3, 0xEA;" : "=r"(r) : "r"(x), "r"(mask), "r"(bits)); /* (x & mask) | bits */
+    return r;
+}
+
+template <int MODE>
 __device__ __forceinline__ void mv_codes(uint32_t a[4], uint32_t word, uint32_t offset2) {
-    if constexpr (FAST) {
+    if constexpr (MODE >= 1) {
         const uint32_t w8 = word >> 8;
         const __half2 sub = *(__half2 *)&offset2;
         /* (1024 + 16q) / 16 - (64 + offset) = q - offset, and 64 + offset = offset2 - 960 */
         const __half2 sixteenth = __floats2half2_rn(0.0625f, 0.0625f);
         const __half2 sub16 = __hsub2(sub, __floats2half2_rn(960.0f, 960.0f));
-        uint32_t h0 = (word & 0x000F000Fu) | 0x64006400u, h1 = (word & 0x00F000F0u) | 0x64006400u;
-        uint32_t h2 = (w8 & 0x000F000Fu) | 0x64006400u, h3 = (w8 & 0x00F000F0u) | 0x64006400u;
+        uint32_t h0, h1, h2, h3;
+        if constexpr (MODE == 2) {
+            h0 = mv_lop3_and_or(word, 0x000F000Fu, 0x64006400u);
+            h1 = mv_lop3_and_or(word, 0x00F000F0u, 0x64006400u);
+            h2 = mv_lop3_and_or(w8, 0x000F000Fu, 0x64006400u);
+            h3 = mv_lop3_and_or(w8, 0x00F000F0u, 0x64006400u);
+        } else {
+            h0 = (word & 0x000F000Fu) | 0x64006400u;
+            h1 = (word & 0x00F000F0u) | 0x64006400u;
+            h2 = (w8 & 0x000F000Fu) | 0x64006400u;
+            h3 = (w8 & 0x00F000F0u) | 0x64006400u;
+        }
         __half2 v0 = __hsub2(*(__half2 *)&h0, sub), v2 = __hsub2(*(__half2 *)&h2, sub);
         __half2 v1 = __hfma2(*(__half2 *)&h1, sixteenth, __hneg2(sub16));
         __half2 v3 = __hfma2(*(__half2 *)&h3, sixteenth, __hneg2(sub16));
@@ -277,7 +297,7 @@ template <> struct mv2_group<QUANT_Q4_0> {
             }
         }
     }
-    template <int NG, bool FAST>
+    template <int NG, int MODE>
     __device__ __forceinline__ void compute(float acc[NG][4], const uint2 *xb, const float *, int c, int pc,
                                             int ncols, int g, int t) const {
         const uint32_t off = 0x64086408u; /* 1032 = 1024 + 8 */
@@ -293,7 +313,7 @@ template <> struct mv2_group<QUANT_Q4_0> {
 #pragma unroll
                 for (int s2 = 0; s2 < 2; s2++) {
                     uint32_t a[4];
-                    mv_codes<FAST>(a, words[2 * blk + s2], off);
+                    mv_codes<MODE>(a, words[2 * blk + s2], off);
                     uint2 b[NG];
                     mv2_bfrag<NG>(b, xb, (c + i) * 4 + 2 * blk + s2, ncols, g, t);
 #pragma unroll
@@ -328,7 +348,7 @@ template <> struct mv2_group<QUANT_Q4_K> {
         r0 = __ldg(sr + g);
         r1 = __ldg(sr + g + 8);
     }
-    template <int NG, bool FAST>
+    template <int NG, int MODE>
     __device__ __forceinline__ void compute(float acc[NG][4], const uint2 *xb, const float *xs, int c, int,
                                             int ncols, int g, int t) const {
         const uint32_t off = 0x64006400u;
@@ -341,7 +361,7 @@ template <> struct mv2_group<QUANT_Q4_K> {
 #pragma unroll
             for (int s2 = 0; s2 < 2; s2++) {
                 uint32_t a[4];
-                mv_codes<FAST>(a, words[2 * (j & 1) + s2], off);
+                mv_codes<MODE>(a, words[2 * (j & 1) + s2], off);
                 uint2 b[NG];
                 mv2_bfrag<NG>(b, xb, c * 4 + 2 * j + s2, ncols, g, t);
 #pragma unroll
@@ -381,7 +401,7 @@ template <> struct mv2_group<QUANT_Q8_0> {
             }
         }
     }
-    template <int NG, bool FAST>
+    template <int NG, int MODE>
     __device__ __forceinline__ void compute(float acc[NG][4], const uint2 *xb, const float *, int c, int pc,
                                             int ncols, int g, int t) const {
         const uint32_t off = 0x64806480u; /* 1152 = 1024 + 128 */
@@ -447,7 +467,7 @@ template <> struct mv2_group<QUANT_Q6_K> {
         }
         dd = (uint32_t)__ldg(dt + (cg / 4) * 16 + g) | (uint32_t)__ldg(dt + (cg / 4) * 16 + g + 8) << 16;
     }
-    template <int NG, bool FAST>
+    template <int NG, int MODE>
     __device__ __forceinline__ void compute(float acc[NG][4], const uint2 *xb, const float *, int c, int,
                                             int ncols, int g, int t) const {
         const uint32_t off = 0x64206420u; /* 1056 = 1024 + 32 */
@@ -486,14 +506,15 @@ template <> struct mv2_group<QUANT_Q6_K> {
     }
 };
 
-template <int T, bool XH, int NG, int V>
+template <int T, bool XH, int NG, int V, int NC = 0>
 __global__ void __launch_bounds__(256, V == 4 ? 3 : 2) matvec_v2(float *y, const uint8_t *w, const void *xv,
                                                  int rows, int k, int n) {
     static_assert(T == QUANT_Q4_0 || T == QUANT_Q4_K || T == QUANT_Q8_0 || T == QUANT_Q6_K, "v2: Q4_0 Q4_K Q8_0 Q6_K");
     constexpr int GC = mv2_group<T>::GC;
     extern __shared__ __align__(16) uint8_t mv2_smem[];
-    const int ncols = XH ? n : 2 * n;
+    const int ncols = NC ? NC : XH ? n : 2 * n; /* v5: a compile-time constant */
     const int kp = mv2_pass(ncols);
+    constexpr int MODE = V == 2 ? 0 : V == 5 ? 2 : 1;
     uint2 *xb = (uint2 *)mv2_smem;
     float *xs = (float *)(mv2_smem + (size_t)kp * ncols * 2);
     const int64_t C = mv2_chunks(k), R16 = (rows + 15) / 16, tile = blockIdx.x;
@@ -517,7 +538,7 @@ __global__ void __launch_bounds__(256, V == 4 ? 3 : 2) matvec_v2(float *y, const
             __syncthreads();
             for (int gi = g0; gi < g1; gi++) {
                 if (gi + 1 < g1) nxt.load(w, R16, C, tile, cbase, GC * (gi + 1), pc, lane, g);
-                cur.template compute<NG, false>(acc, xb, xs, GC * gi, pc, ncols, g, t);
+                cur.template compute<NG, 0>(acc, xb, xs, GC * gi, pc, ncols, g, t);
                 cur = nxt;
             }
         } else {
@@ -528,10 +549,10 @@ __global__ void __launch_bounds__(256, V == 4 ? 3 : 2) matvec_v2(float *y, const
             mv2_stage<XH, 4>(xb, xs, xv, k, n, ncols, p0, pk);
             __syncthreads();
             for (int gi = g0; gi < g1; gi += 2) {
-                ga.template compute<NG, true>(acc, xb, xs, GC * gi, pc, ncols, g, t);
+                ga.template compute<NG, MODE>(acc, xb, xs, GC * gi, pc, ncols, g, t);
                 if (gi + 2 < g1) ga.load(w, R16, C, tile, cbase, GC * (gi + 2), pc, lane, g);
                 if (gi + 1 < g1) {
-                    gb.template compute<NG, true>(acc, xb, xs, GC * (gi + 1), pc, ncols, g, t);
+                    gb.template compute<NG, MODE>(acc, xb, xs, GC * (gi + 1), pc, ncols, g, t);
                     if (gi + 3 < g1) gb.load(w, R16, C, tile, cbase, GC * (gi + 3), pc, lane, g);
                 }
             }
@@ -563,16 +584,23 @@ __global__ void __launch_bounds__(256, V == 4 ? 3 : 2) matvec_v2(float *y, const
     }
 }
 
-/* Launches variant V (2, 3 or 4) on repacked weights: one block per 16 rows. */
+/* Launches variant V (2 to 5) on repacked weights: one block per 16 rows. v5 exists for n = 1
+ * (its column count is a template constant); other n run v3. */
 template <int T, bool XH, int V>
 static inline void matvec_v2_launch(float *y, const void *w, const void *x, int rows, int k, int n,
                                     cudaStream_t s) {
     unsigned grid = (unsigned)((rows + 15) / 16);
     int ncols = XH ? n : 2 * n;
+    if constexpr (V == 5) {
+        if (n == 1) {
+            matvec_v2<T, XH, 1, 5, XH ? 1 : 2><<<grid, 256, MV2_SMEM, s>>>(y, (const uint8_t *)w, x, rows, k, n);
+            return;
+        }
+    }
     if (ncols <= 8)
-        matvec_v2<T, XH, 1, V><<<grid, 256, MV2_SMEM, s>>>(y, (const uint8_t *)w, x, rows, k, n);
+        matvec_v2<T, XH, 1, V == 5 ? 3 : V><<<grid, 256, MV2_SMEM, s>>>(y, (const uint8_t *)w, x, rows, k, n);
     else
-        matvec_v2<T, XH, 2, V><<<grid, 256, MV2_SMEM, s>>>(y, (const uint8_t *)w, x, rows, k, n);
+        matvec_v2<T, XH, 2, V == 5 ? 3 : V><<<grid, 256, MV2_SMEM, s>>>(y, (const uint8_t *)w, x, rows, k, n);
 }
 
 /* ---------------------------------------------------------------- v2 repacking -------------- */
