@@ -54,7 +54,9 @@ static const char batch_usage[] =
     "        --repeat-last-n N    tokens the penalty looks back; 0 = off, -1 = context (default 64)\n"
     "        --ignore-eos         keep generating past the end-of-text token (default off)\n"
     "  -t,   --threads N          CPU threads (default min(CPUs, 8))\n"
-    "  -ngl, --n-gpu-layers N     layers on GPUs; no GPU backend yet, the CPU runs all (default 0)\n"
+    "  -ngl, --n-gpu-layers N     layers on the GPU: 0 = the CPU runs all; otherwise all layers\n"
+    "                             (partial offload comes later) (default: all when a GPU is present)\n"
+    "  -dev, --device N           the CUDA device to run on; also --main-gpu N (default 0)\n"
     "        --no-mmap            read the model into memory instead of mapping it (default mmap)\n"
     "        --log-disable        no summary or warnings on stderr (default off)\n"
     "  -h,   --help               this text\n";
@@ -93,6 +95,7 @@ static int parse(int argc, char **argv, batch_opts *o) {
     o->cont_batching = o->prefix_reuse = o->log = true;
     for (int i = 1; i < argc; i++) {
         const char *a = argv[i], *v;
+        int g;
 #define VALUE() do { if (!(v = cli_value(argc, argv, &i))) return -1; } while (0)
         int sf = cli_sampling_flag(argc, argv, &i, &o->rp.sp);
         if (sf) {
@@ -134,10 +137,8 @@ static int parse(int argc, char **argv, batch_opts *o) {
         } else if (is_flag(a, "-t", "--threads")) {
             VALUE();
             if (cli_parse_int(a, v, 1, 256, &o->ep.n_threads)) return -1;
-        } else if (is_flag(a, "-ngl", "--n-gpu-layers") || is_flag(a, "--gpu-layers", NULL)) {
-            VALUE();
-            if (!strcmp(v, "all")) o->ep.n_gpu_layers = 1 << 20;
-            else if (cli_parse_int(a, v, 0, 1 << 20, &o->ep.n_gpu_layers)) return -1;
+        } else if ((g = cli_gpu_flag(argc, argv, &i, &o->ep))) {
+            if (g < 0) return -1;
         } else if (is_flag(a, "--ignore-eos", NULL)) { o->rp.ignore_eos = true;
         } else if (is_flag(a, "--no-mmap", NULL)) { o->ep.use_mmap = 0;
         } else if (is_flag(a, "--log-disable", NULL)) { o->log = false;
@@ -525,6 +526,7 @@ int cli_batch(int argc, char **argv) {
         engine_params ep = o.ep;
         int32_t n_step = ep.n_batch;
         ep.n_batch = o.n_ubatch < n_step ? o.n_ubatch : n_step;
+        cli_gpu_setup(&ep, o.log);
         int lrc = engine_load(&e, o.model, &ep, err, sizeof err);
         if (lrc) {
             cli_error("%s", err);

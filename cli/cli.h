@@ -6,6 +6,8 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "engine/engine.h"
+
 #include "engine/sampler.h"
 
 enum { EXIT_USAGE = 1, EXIT_BADINPUT = 2, EXIT_RUNTIME = 3 };
@@ -43,5 +45,12 @@ int cli_sampling_check(const sampler_params *sp);
  * it has and exit 128 + the signal (130, 143). cli_signal() is the signal caught, or 0. */
 void cli_catch_signals(void);
 int cli_signal(void);
+
+/* GPU flags (cli/gpu.c): -ngl N|all, -dev/--device/--main-gpu/-mg N. 1 when argv[*i] was one
+ * (its value consumed), 0 when not, -1 on a bad value (message printed). */
+int cli_gpu_flag(int argc, char **argv, int *i, engine_params *ep);
+/* Passes the CUDA backend (used when a device exists and -ngl is not 0) and, with log, a progress
+ * line on stderr for uploads over 1 GiB. */
+void cli_gpu_setup(engine_params *ep, int log);
 
 #endif

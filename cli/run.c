@@ -35,7 +35,9 @@ static const char run_usage[] =
     "                             state after this prompt there (a bad or foreign file is ignored)\n"
     "        --prompt-cache-ro    use --prompt-cache FILE but never write it (default off)\n"
     "  -t,   --threads N          CPU threads (default min(CPUs, 8))\n"
-    "  -ngl, --n-gpu-layers N     layers on GPUs; no GPU backend yet, the CPU runs all (default 0)\n"
+    "  -ngl, --n-gpu-layers N     layers on the GPU: 0 = the CPU runs all; otherwise all layers\n"
+    "                             (partial offload comes later) (default: all when a GPU is present)\n"
+    "  -dev, --device N           the CUDA device to run on; also --main-gpu N (default 0)\n"
     "        --no-mmap            read the model into memory instead of mapping it (default mmap)\n"
     "        --echo               print the prompt before the generated text (default off)\n"
     "        --log-disable        no load, seed and timing lines on stderr (default off)\n"
@@ -69,6 +71,7 @@ static int parse(int argc, char **argv, run_opts *o) {
     o->log = true;
     for (int i = 1; i < argc; i++) {
         const char *a = argv[i], *v;
+        int g;
 #define VALUE() do { if (!(v = cli_value(argc, argv, &i))) return -1; } while (0)
         int sf = cli_sampling_flag(argc, argv, &i, &o->sp);
         if (sf) {
@@ -94,10 +97,8 @@ static int parse(int argc, char **argv, run_opts *o) {
         } else if (is_flag(a, "-t", "--threads")) {
             VALUE();
             if (cli_parse_int(a, v, 1, 256, &o->ep.n_threads)) return -1;
-        } else if (is_flag(a, "-ngl", "--n-gpu-layers") || is_flag(a, "--gpu-layers", NULL)) {
-            VALUE();
-            if (!strcmp(v, "all")) o->ep.n_gpu_layers = 1 << 20;
-            else if (cli_parse_int(a, v, 0, 1 << 20, &o->ep.n_gpu_layers)) return -1;
+        } else if ((g = cli_gpu_flag(argc, argv, &i, &o->ep))) {
+            if (g < 0) return -1;
         } else if (is_flag(a, "--ignore-eos", NULL)) { o->ignore_eos = true;
         } else if (is_flag(a, "--prompt-cache", NULL)) { VALUE(); o->prompt_cache = v;
         } else if (is_flag(a, "--prompt-cache-ro", NULL)) { o->prompt_cache_ro = true;
@@ -191,6 +192,7 @@ int cli_run(int argc, char **argv) {
     char err[512];
     double t0 = now_ms();
     engine *e;
+    cli_gpu_setup(&o.ep, o.log);
     int lrc = engine_load(&e, o.model, &o.ep, err, sizeof err);
     if (lrc) {
         cli_error("%s", err);
@@ -241,9 +243,6 @@ int cli_run(int argc, char **argv) {
     if (!(smp = sampler_new(&o.sp, n_vocab, err, sizeof err))) { cli_error("%s", err); goto out; }
     if (o.log) {
         fprintf(stderr, "seed: %llu\n", (unsigned long long)seed);
-        if (o.ep.n_gpu_layers > 0)
-            fprintf(stderr, "-ngl %d: no GPU backend in this build yet; the CPU computes every layer\n",
-                    o.ep.n_gpu_layers);
         fprintf(stderr, "prompt: %lld tokens, context %d, backend %s\n", (long long)n_prompt, n_ctx,
                 engine_backend(e));
     }

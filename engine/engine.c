@@ -1,6 +1,7 @@
 /* The engine behind mgi's subcommands: opens the GGUF file, binds the model, loads the tokenizer,
  * keeps the paged KV bookkeeping of every sequence and runs forward passes over batches of
- * tokens on the backend that holds the weights (the CPU reference for now). */
+ * tokens on the backend that holds the weights (the CPU reference, or the GPU backend the caller
+ * passes in engine_params). */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -37,7 +38,8 @@ engine_params engine_default_params(void) {
         .n_batch = 2048,
         .n_seq_max = 1,
         .n_threads = n < 1 ? 1 : n > 8 ? 8 : (int)n,
-        .n_gpu_layers = 0,
+        .n_gpu_layers = -1,
+        .main_gpu = 0,
         .use_mmap = 1,
     };
     return p;
@@ -160,10 +162,32 @@ int engine_load(engine **out, const char *path, const engine_params *p, char *er
         snprintf(err, err_size, "out of memory for a batch of %d tokens", e->n_batch);
         goto fail;
     }
-    e->ops = &forward_cpu_ops;
-    if (!(e->be = forward_cpu_new(&e->model, (int32_t)n_pages * ENGINE_KV_PAGE, e->n_batch, e->n_ctx_seq,
-                                  p->n_threads, err, err_size)))
-        goto fail;
+    /* The GPU backend when one is passed, has a device and -ngl allows it; else the CPU. */
+    char why[256] = "";
+    int n_dev = p->gpu && p->n_gpu_layers != 0 ? p->gpu->n_devices(why, sizeof why) : 0;
+    if (n_dev > 0) {
+        rc = ENGINE_EPARAM;
+        if (p->n_gpu_layers > 0 && p->n_gpu_layers < hp->n_layer) {
+            snprintf(err, err_size, "-ngl %d < %d layers: partial offload is not supported yet; use -ngl 0 or "
+                     "-ngl 99", p->n_gpu_layers, hp->n_layer);
+            goto fail;
+        }
+        if (p->main_gpu < 0 || p->main_gpu >= n_dev) {
+            snprintf(err, err_size, "-dev/--main-gpu %d: no such device (%d found, 0..%d)", p->main_gpu, n_dev,
+                     n_dev - 1);
+            goto fail;
+        }
+        rc = ENGINE_ERUNTIME;
+        e->ops = p->gpu->ops;
+        if (!(e->be = p->gpu->create(&e->model, p->main_gpu, (int32_t)n_pages * ENGINE_KV_PAGE, e->n_batch,
+                                     e->n_ctx_seq, p->progress, p->progress_ctx, err, err_size)))
+            goto fail;
+    } else {
+        e->ops = &forward_cpu_ops;
+        if (!(e->be = forward_cpu_new(&e->model, (int32_t)n_pages * ENGINE_KV_PAGE, e->n_batch, e->n_ctx_seq,
+                                      p->n_threads, err, err_size)))
+            goto fail;
+    }
     *out = e;
     return ENGINE_OK;
 fail:

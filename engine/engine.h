@@ -1,8 +1,8 @@
 /* The engine: one loaded model ready to compute logits, whatever computes them. The CLI talks
  * only to this interface: load a file, decode batches of tokens from several sequences (each
  * with its own paged KV cache, prefixes shared between sequences by reference), read logits.
- * Today the CPU reference path runs everything; a CUDA backend slots in behind engine/batch.h's
- * engine_backend_ops (engine_params carries its flags). */
+ * The CPU reference path or the CUDA backend (engine_params.gpu) computes, both behind
+ * engine/batch.h's engine_backend_ops. */
 #ifndef MGI_ENGINE_H
 #define MGI_ENGINE_H
 
@@ -13,6 +13,21 @@
 #include "engine/tokenizer.h"
 #include "models/llama.h"
 
+/* Progress of a long load (weights to a GPU): done of total bytes. */
+typedef void (*engine_progress_fn)(void *ctx, uint64_t done, uint64_t total);
+
+/* A GPU backend (engine/forward_cuda.h). The program passes it in engine_params, so the engine
+ * library itself links no CUDA runtime and the CPU-only tests need none. */
+typedef struct {
+    const engine_backend_ops *ops;
+    /* Usable devices; 0 with the reason in why when there is none (not an error). */
+    int (*n_devices)(char *why, size_t why_size);
+    /* The backend's state on device `device` for n_cells KV cells, passes of up to n_batch tokens
+     * and sequences of up to max_pos positions (weights uploaded); NULL with a message. */
+    void *(*create)(const llama_model *m, int device, int32_t n_cells, int32_t n_batch, int32_t max_pos,
+                    engine_progress_fn progress, void *progress_ctx, char *err, size_t err_size);
+} engine_gpu_backend;
+
 typedef struct {
     int32_t n_ctx;         /* KV cells of all sequences together (-c); 0: the model's training
                               context times n_seq_max */
@@ -20,7 +35,12 @@ typedef struct {
     int32_t n_seq_max;     /* sequences held at once (-np); each may hold n_ctx / n_seq_max
                               positions, at most the training context */
     int n_threads;         /* CPU threads (-t) */
-    int32_t n_gpu_layers;  /* -ngl: layers on GPUs (no GPU backend yet: the CPU runs all) */
+    int32_t n_gpu_layers;  /* -ngl: layers on the GPU; -1 (default): all when `gpu` has a device;
+                              0: the CPU; 0 < n < n_layer (partial offload) is refused for now */
+    int32_t main_gpu;      /* the device the GPU backend runs on (-dev, --main-gpu) */
+    const engine_gpu_backend *gpu;  /* NULL: the CPU only */
+    engine_progress_fn progress;    /* NULL: no progress reports */
+    void *progress_ctx;
     int use_mmap;          /* 0: read the file into memory (--no-mmap) */
 } engine_params;
 
@@ -35,8 +55,8 @@ enum {
 
 typedef struct engine engine;
 
-/* Defaults: the model's context, batch 2048, one sequence, min(online CPUs, 8) threads, no GPU
- * layers, mmap. */
+/* Defaults: the model's context, batch 2048, one sequence, min(online CPUs, 8) threads, every
+ * layer on the GPU when one is passed and present (device 0), mmap. */
 engine_params engine_default_params(void);
 
 /* Opens and checks a model file and prepares it to run. ENGINE_OK with *out set, or a negative
@@ -49,7 +69,7 @@ const llama_hparams *engine_hparams(const engine *e);
 int32_t engine_n_ctx(const engine *e);      /* positions one sequence may hold */
 int32_t engine_n_seq_max(const engine *e);
 int32_t engine_n_vocab(const engine *e);
-/* What computes the logits, for logs: "CPU". */
+/* What computes the logits, for logs: "CPU" or "CUDA". */
 const char *engine_backend(const engine *e);
 
 /* Evaluates tokens[0..n) at positions pos..pos+n-1 of sequence 0, replacing whatever the
