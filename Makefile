@@ -64,7 +64,7 @@ TOOL_BIN := $(foreach f,$(TOOL_SRC),$(BUILD)/$(basename $(f)))
 
 VERSION := $(shell git describe --always --dirty 2>/dev/null || echo unknown)
 
-.PHONY: all test test-gpu test-asan demo install clean kbench fuzz bench
+.PHONY: all test test-gpu test-asan coverage demo install clean kbench fuzz bench
 all: $(BUILD)/mgi $(TOOL_BIN)
 
 $(BUILD)/%.o: %.c
@@ -120,6 +120,16 @@ test-asan:
 	@ASAN_OPTIONS=protect_shadow_gap=0:detect_leaks=1 UBSAN_OPTIONS=print_stacktrace=1 \
 	  BUILD=build-asan SHARED=$(SHARED) MGI_ASAN=1 bash tests/run.sh
 
+# The CPU suite built with gcc --coverage in build-cov, then line coverage per folder from plain
+# gcov (no gcovr needed): gguf/ first, the figure the hardening issue tracks.
+COV_DIRS ?= gguf quant models engine cli
+coverage:
+	@find build-cov -name '*.gcda' -delete 2>/dev/null || true
+	@$(MAKE) --no-print-directory BUILD=build-cov CFLAGS="-O0 -g --coverage" LDFLAGS=--coverage all \
+	  $(patsubst $(BUILD)/%,build-cov/%,$(UNIT_BIN))
+	@BUILD=build-cov SHARED=$(SHARED) bash tests/run.sh | tail -1
+	@bash tests/coverage.sh build-cov $(COV_DIRS)
+
 test-gpu: $(BUILD)/mgi $(GPUT_BIN) $(TOOL_BIN)
 	@BUILD=$(BUILD) SHARED=$(SHARED) bash tests/run.sh gpu
 
@@ -159,6 +169,6 @@ install: $(BUILD)/mgi
 	install -m 755 $(BUILD)/mgi $(DESTDIR)$(PREFIX)/bin/mgi
 
 clean:
-	rm -rf build build-asan
+	rm -rf build build-asan build-cov
 
 -include $(shell find $(BUILD) -name '*.d' 2>/dev/null)
