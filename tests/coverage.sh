@@ -15,7 +15,8 @@ for d in "$@"; do
             /^File / { f = $2; gsub("\047", "", f); sub(root, "", f) }
             /^Lines executed:/ {
                 split($2, a, ":"); p = a[2] + 0; n = $4 + 0
-                if (index(f, d "/") == 1) { hit += p * n / 100; tot += n; printf "  %-28s %6.2f%% of %d lines\n", f, p, n }
+                if (f != "" && index(f, d "/") == 1) { hit += p * n / 100; tot += n; printf "  %-28s %6.2f%% of %d lines\n", f, p, n }
+                f = ""   # gcov ends with a total line of its own, after no File line
             }
             END { if (tot) printf "%s/: %.2f%% of %d lines\n", d, 100 * hit / tot, tot }'
 done
