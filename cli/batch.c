@@ -25,7 +25,9 @@ static const char batch_usage[] =
     "  {\"id\", \"prompt\", \"n_predict\", \"temperature\", \"seed\", \"top_k\", \"top_p\", \"min_p\",\n"
     "  \"repeat_penalty\", \"repeat_last_n\", \"ignore_eos\"}; absent fields take the flags' values.\n"
     "  Output: one JSON line per request (id, prompt, text, tokens, finish_reason stop|length|error,\n"
-    "  error, n_prompt, n_generated, n_reused, seed, timings), as each finishes.\n"
+    "  error, n_prompt (system prompt and BOS included), n_generated, n_reused, seed, timings), as\n"
+    "  each finishes. A bad line gets its own error line and the rest go on; the exit status is 0\n"
+    "  once every request has its line, 130/143 on SIGINT/SIGTERM (finished lines are kept whole).\n"
     "  -m,   --model PATH         GGUF model file (required)\n"
     "  -f,   --file PATH          the requests; - reads stdin\n"
     "  -o,   --output PATH        append the result lines to PATH instead of stdout\n"
@@ -35,7 +37,7 @@ static const char batch_usage[] =
     "  -ns,  --sequences N        without -f: run N requests from built-in prompts (default 0)\n"
     "  -cb,  --cont-batching      a finished sequence takes the next request at once (default on)\n"
     "  -nocb, --no-cont-batching  start new requests only when every sequence is free\n"
-    "        --system-prompt TEXT prepended to every prompt, computed once and shared (default none)\n"
+    "        --system-prompt TEXT prepended as is to every prompt, computed once and shared (default none)\n"
     "  -sysf, --system-prompt-file PATH  the system prompt from a file\n"
     "        --no-prefix-reuse    share only the system prompt, not other common prefixes (default share)\n"
     "  -n,   --n-predict N        tokens per request; -1 = until end of text or context full (default -1)\n"
@@ -425,8 +427,10 @@ static int64_t tokenize(const tokenizer *tok, const char *sys, const char *text,
         cap = n;
     }
     free(full);
-    if (!*ids) {
-        snprintf(err, err_size, "out of memory");
+    if (!*ids) snprintf(err, err_size, "out of memory");
+    if (n < 0 || !*ids) {
+        free(*ids);
+        *ids = NULL;
         return -1;
     }
     return n;

@@ -15,8 +15,8 @@ int cli_info(int argc, char **argv);        /* cli/info.c: metadata, tensors, va
 int cli_tokenize(int argc, char **argv);    /* cli/tokenize.c: token ids */
 int cli_perplexity(int argc, char **argv);  /* cli/perplexity.c: llama-perplexity's method */
 int cli_devices(int argc, char **argv);     /* cli/devices.c: CUDA devices */
-int cli_bench(int argc, char **argv);       /* cli/bench.c: llama-bench's tests and tables */
 int cli_batch(int argc, char **argv);       /* cli/batch.c: many prompts, parallel sequences */
+int cli_bench(int argc, char **argv);       /* cli/bench.c: llama-bench's tests and tables */
 
 /* The build's version, `git describe` at build time (cli/main.c). */
 const char *cli_version(void);

@@ -48,7 +48,8 @@ static int finish(int rc) {
     errno = 0;
     int bad = fflush(stdout) != 0;
     if ((bad || ferror(stdout)) && rc == 0) {
-        cli_error("cannot write standard output: %s", errno ? strerror(errno) : "an earlier write failed (disk full?)");
+        cli_error("cannot write standard output: %s",
+                  errno ? strerror(errno) : "an earlier write failed (disk full?)");
         return EXIT_RUNTIME;
     }
     return rc;
@@ -73,7 +74,8 @@ static int dispatch(int argc, char **argv) {
     for (size_t i = 0; i < sizeof commands / sizeof commands[0]; i++)
         if (!strcmp(argv[1], commands[i].name)) return commands[i].fn(argc - 1, argv + 1);
     if (argv[1][0] == '-') return cli_run(argc, argv);  /* flags straight away: run */
-    cli_error("unknown command '%s' (commands: run, batch, info, tokenize, perplexity, bench, devices; see mgi --help)", argv[1]);
+    cli_error("unknown command '%s' (commands: run, batch, info, tokenize, perplexity, bench, devices; see mgi --help)",
+              argv[1]);
     return EXIT_USAGE;
 }
 

@@ -34,7 +34,14 @@ typedef struct {
  * token and its own sequence's cells, so a sequence's logits do not depend on what else is in
  * the batch (the CPU path is bit-for-bit identical for any batch composition).
  * After the last layer, token i with out_row[i] >= 0 gets its n_vocab logits written to row
- * out_row[i] of the output [n_out][n_vocab]; rows are numbered in token order. */
+ * out_row[i] of the output [n_out][n_vocab]; rows are numbered in token order. n_out may be 0
+ * (a prefill chunk that only fills the cache); logits is then NULL.
+ * Example: sequence A (pages {3}) holds 10 positions and decodes one token, sequence B (pages
+ * {0, 5}) prefills positions 60..65 with logits for 65 only:
+ *   token = {a, b60, b61, b62, b63, b64, b65}   seq = {0, 1, 1, 1, 1, 1, 1}
+ *   pos   = {10, 60, 61, 62, 63, 64, 65}        cell = {3*64+10, 60, 61, 62, 63, 5*64+0, 5*64+1}
+ *   out_row = {0, -1, -1, -1, -1, -1, 1}        n_out = 2
+ *   seqs = {{{3}, 1, 11}, {{0, 5}, 2, 66}}      max_pos = 66 */
 typedef struct {
     int32_t n_tokens;
     const int32_t *token;    /* [n_tokens] token ids, 0 <= id < n_vocab (checked by the engine) */

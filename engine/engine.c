@@ -275,23 +275,29 @@ int engine_decode(engine *e, const engine_token *t, int32_t n, float *logits, ch
                  "(raise -c)", (long long)need, ENGINE_KV_PAGE, e->kv.n_free);
         return ENGINE_EFULL;
     }
-    for (int32_t s = 0; s < n_seq; s++) {
-        e->seq_old[s] = e->kv.seqs[s].len;
+    for (int32_t s = 0; s < n_seq; s++) e->seq_old[s] = e->kv.seqs[s].len;
+    int failed = 0;
+    for (int32_t s = 0; s < n_seq && !failed; s++) {
         if (e->seq_next[s] < 0) continue;
         int32_t dst, src, nc;
         if (kvcache_unshare_last(&e->kv, s, &dst, &src, &nc) &&
-            e->ops->kv_copy(e->be, dst * ENGINE_KV_PAGE, src * ENGINE_KV_PAGE, nc, err, err_size))
-            return ENGINE_ERUNTIME;
+            e->ops->kv_copy(e->be, dst * ENGINE_KV_PAGE, src * ENGINE_KV_PAGE, nc, err, err_size)) {
+            kvcache_reshare_last(&e->kv, s, src);
+            failed = 1;
+            break;
+        }
         kvcache_reserve(&e->kv, s, e->seq_next[s]);
     }
     int32_t n_out = 0;
-    for (int32_t i0 = 0; i0 < n; i0 += e->n_batch) {
+    for (int32_t i0 = 0; i0 < n && !failed; i0 += e->n_batch) {
         int32_t i1 = n - i0 < e->n_batch ? n : i0 + e->n_batch;
-        if (decode_pass(e, t, i0, i1, logits, &n_out, err, err_size)) {
-            for (int32_t s = 0; s < n_seq; s++)
-                if (e->seq_next[s] >= 0) kvcache_truncate(&e->kv, s, e->seq_old[s]);
-            return ENGINE_ERUNTIME;
-        }
+        failed = decode_pass(e, t, i0, i1, logits, &n_out, err, err_size) != 0;
+    }
+    if (failed) {
+        /* Cells past the old lengths may hold partial results: drop them, keep the rest. */
+        for (int32_t s = 0; s < n_seq; s++)
+            if (e->seq_next[s] >= 0) kvcache_truncate(&e->kv, s, e->seq_old[s]);
+        return ENGINE_ERUNTIME;
     }
     for (int32_t s = 0; s < n_seq; s++)
         if (e->seq_next[s] >= 0) e->kv.seqs[s].len = e->seq_next[s];

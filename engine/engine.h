@@ -92,7 +92,9 @@ int engine_seq_cp(engine *e, int32_t src, int32_t dst, int32_t p0, int32_t p1, c
 void engine_seq_keep(engine *e, int32_t seq);
 /* Drops all of seq's positions. */
 void engine_seq_free(engine *e, int32_t seq);
-/* Free pages of the pool and its size, in pages of ENGINE_KV_PAGE cells. */
+/* Free pages of the pool and its size, in pages of ENGINE_KV_PAGE cells. The pool holds
+ * ceil(n_ctx / page) + n_seq_max pages, so sequences that each stay within engine_n_ctx never
+ * exhaust it, however they share; ENGINE_EFULL guards the invariant. */
 int32_t engine_kv_pages_free(const engine *e);
 int32_t engine_kv_pages_total(const engine *e);
 

@@ -98,6 +98,13 @@ int kvcache_unshare_last(kvcache *kv, int32_t seq, int32_t *dst, int32_t *src, i
     return 1;
 }
 
+void kvcache_reshare_last(kvcache *kv, int32_t seq, int32_t src) {
+    kvcache_seq *s = &kv->seqs[seq];
+    kv->ref[src]++;
+    page_unref(kv, s->pages[s->n_pages - 1]);
+    s->pages[s->n_pages - 1] = src;
+}
+
 void kvcache_reserve(kvcache *kv, int32_t seq, int32_t new_len) {
     kvcache_seq *s = &kv->seqs[seq];
     int32_t n = pages_for(new_len);

@@ -42,6 +42,9 @@ int32_t kvcache_pages_needed(const kvcache *kv, int32_t seq, int32_t new_len);
  * shared one, whose first *n cells the caller copies; returns 1 then, 0 when nothing is needed.
  * The caller has checked kvcache_pages_needed against n_free. */
 int kvcache_unshare_last(kvcache *kv, int32_t seq, int32_t *dst, int32_t *src, int32_t *n);
+/* Undoes kvcache_unshare_last (the copy failed): seq references the shared page src again and
+ * the fresh page is returned. */
+void kvcache_reshare_last(kvcache *kv, int32_t seq, int32_t src);
 /* Appends fresh pages so seq's table covers new_len positions (length unchanged). */
 void kvcache_reserve(kvcache *kv, int32_t seq, int32_t new_len);
 

@@ -129,7 +129,8 @@ static int parse_json(request *r, const char *line, size_t len, int64_t line_no)
         }
     int rc = 0;
     const cJSON *id = cJSON_GetObjectItemCaseSensitive(obj, "id");
-    if (id && (cJSON_IsString(id) || cJSON_IsNumber(id))) {
+    /* A number past double's range parses as infinity, which prints as null: not an id. */
+    if (id && (cJSON_IsString(id) || (cJSON_IsNumber(id) && isfinite(id->valuedouble)))) {
         char *text = cJSON_PrintUnformatted(id);
         if (!text) { rc = -1; goto out; }
         free(r->id);

@@ -26,6 +26,13 @@ run_one() {  # label, command...
     pass=$((pass + p)); fail=$((fail + f)); skip=$((skip + s))
 }
 
+# The golden files, models and vocabularies live in $SHARED; without them most checks would only
+# say SKIP, so a missing folder is a failure, not a quiet pass.
+if [ ! -d "$SHARED/golden" ] || [ ! -d "$SHARED/models" ]; then
+    echo "FAIL shared data: $SHARED/golden and $SHARED/models not found (set SHARED=path/to/shared)"
+    fail=$((fail + 1))
+fi
+
 if [ "$mode" = gpu ]; then
     for t in "$BUILD"/tests/gpu/test_*; do [ -x "$t" ] && run_one "$t" "$t"; done
     for t in tests/gpu/*.sh; do [ -f "$t" ] && run_one "$t" bash "$t"; done

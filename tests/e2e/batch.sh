@@ -46,6 +46,14 @@ for np in 1 4 8; do
 done
 check "batch -np 1, 4 and 8 give identical results per id" cmp -s "$TMP/sum1" "$TMP/sum4"
 check "batch -np 8 equals -np 1" cmp -s "$TMP/sum1" "$TMP/sum8"
+# Small steps and passes (prefill chunks mixed with decode tokens), no continuous batching, no
+# prefix sharing: still the same results.
+"$MGI" batch -m "$F32" -f "$TMP/req.jsonl" -np 5 -b 7 -ub 3 -n 24 --temp 0 >"$TMP/outb" 2>/dev/null
+summary "$TMP/outb" >"$TMP/sumb" 2>/dev/null
+check "batch -b 7 -ub 3 equals -np 1" cmp -s "$TMP/sum1" "$TMP/sumb"
+"$MGI" batch -m "$F32" -f "$TMP/req.jsonl" -np 4 -nocb --no-prefix-reuse -n 24 --temp 0 >"$TMP/outc" 2>/dev/null
+summary "$TMP/outc" >"$TMP/sumc" 2>/dev/null
+check "batch -nocb --no-prefix-reuse equals -np 1" cmp -s "$TMP/sum1" "$TMP/sumc"
 
 # Each result equals mgi run with the same settings.
 python3 - "$TMP/req.jsonl" "$TMP/out8" >"$TMP/runs.sh" <<'PY'
@@ -129,6 +137,14 @@ b = sorted((o["id"], o["tokens"]) for o in map(json.loads, open(sys.argv[2])))
 sys.exit(0 if a == b else 1)' "$TMP/sys.out" "$TMP/sysf.out"
 check "batch -sysf equals --system-prompt" test $? -eq 0
 
+# Automatic prefix reuse: a repeated prompt takes all but its last token from the cache.
+printf 'Once upon a time there was\nOnce upon a time there was\n' | "$MGI" batch -m "$F32" -f - -n 4 --temp 0 >"$TMP/pre.out" 2>/dev/null
+python3 -c '
+import json, sys
+a, b = [json.loads(l) for l in open(sys.argv[1])]
+sys.exit(0 if b["n_reused"] == b["n_prompt"] - 1 and a["n_reused"] == 0 and a["tokens"] == b["tokens"] else 1)' "$TMP/pre.out"
+check "batch reuses a common prefix across requests (n_reused)" test $? -eq 0
+
 # Killed with SIGTERM mid-run, then --resume: every id exactly once, results as an uninterrupted run.
 python3 -c '
 import json
@@ -166,6 +182,9 @@ if [ $rc -eq 0 ] && [ ! -s "$TMP/e.out" ] && grep -q "no requests" "$TMP/e.err";
 else fail "batch on an empty file" "exit $rc: $(cat "$TMP/e.err")"; fi
 printf 'Once\n' | "$MGI" batch -m "$F32" -f - -n 3 --temp 0 >"$TMP/stdin.out" 2>/dev/null
 check "batch -f - reads stdin" test "$(wc -l <"$TMP/stdin.out")" -eq 1
+if [ -w /dev/full ]; then
+    expect_error "batch output on a full disk: one line, exit 3" 3 "$MGI" batch -m "$F32" -f "$TMP/sys.txt" -n 2 -o /dev/full --log-disable
+fi
 expect_error "batch -np 0 refused" 1 "$MGI" batch -m "$F32" -f "$TMP/req.jsonl" -np 0
 expect_error "batch -np past the context refused" 1 "$MGI" batch -m "$F32" -f "$TMP/req.jsonl" -np 9 -c 8
 expect_error "batch --resume without -o refused" 1 "$MGI" batch -m "$F32" -f "$TMP/req.jsonl" --resume

@@ -60,12 +60,15 @@ int main(void) {
     expect_error("{\"prompt\": \"x\", \"n_predict\": -5}", "\"n_predict\"", "request refuses a negative n_predict");
     expect_error("{\"prompt\": \"x\", \"n_predict\": 0}", "generates nothing", "request refuses n_predict 0");
     expect_error("{\"prompt\": \"x\", \"n_predict\": 2.5}", "integer", "request refuses a fractional n_predict");
-    expect_error("{\"prompt\": \"x\", \"temperature\": -1}", "\"temperature\"", "request refuses a negative temperature");
+    expect_error("{\"prompt\": \"x\", \"temperature\": -1}", "\"temperature\"",
+                 "request refuses a negative temperature");
     expect_error("{\"prompt\": \"x\", \"top_p\": 1.5}", "\"top_p\"", "request refuses top_p past 1");
     expect_error("{\"prompt\": \"x\", \"seed\": \"7\"}", "must be a number", "request refuses a string seed");
     expect_error("{\"prompt\": \"x\", \"ignore_eos\": 1}", "true or false", "request refuses a numeric ignore_eos");
     expect_error("{\"prompt\": \"x\", \"repeat_penalty\": 0}", "\"repeat_penalty\"", "request refuses penalty 0");
     expect_error("{\"prompt\": \"x\", \"id\": [1]}", "\"id\" must be", "request refuses an array id");
+    /* Found by fuzz_jsonl: an id past double's range became the id text "null". */
+    expect_error("{\"prompt\": \"x\", \"id\": 10000e06640}", "\"id\" must be", "request refuses an infinite id");
     r = parse("{\"id\": \"k\", \"prompt\": \"x\", \"top_k\": \"a\"}", 5);
     CHECK(r.error && !strcmp(r.id, "\"k\""), "request keeps the id of a bad line", "id %s", r.id ? r.id : "");
     request_free(&r);
