@@ -48,6 +48,17 @@ static void k_eos_vocab(gguf_writer *w) { gguf_writer_set_u32(w, "tokenizer.ggml
 static void k_unk_neg(gguf_writer *w) { gguf_writer_set_i32(w, "tokenizer.ggml.unknown_token_id", -7); }
 static void k_bos_str(gguf_writer *w) { gguf_writer_set_str(w, "tokenizer.ggml.bos_token_id", "1"); }
 static void k_model_bert(gguf_writer *w) { gguf_writer_set_str(w, "tokenizer.ggml.model", "bert"); }
+static void k_gpt2_no_merges(gguf_writer *w) { gguf_writer_set_str(w, "tokenizer.ggml.model", "gpt2"); }
+static void k_gpt2_bad_merge(gguf_writer *w) {
+    static const char *const merges[] = {"a b", "hi"};
+    gguf_writer_set_str(w, "tokenizer.ggml.model", "gpt2");
+    gguf_writer_set_arr_str(w, "tokenizer.ggml.merges", merges, 2);
+}
+static void k_gpt2_merges_u32(gguf_writer *w) {
+    uint32_t m[2] = {1, 2};
+    gguf_writer_set_str(w, "tokenizer.ggml.model", "gpt2");
+    gguf_writer_set_arr(w, "tokenizer.ggml.merges", GGUF_TYPE_UINT32, m, 2);
+}
 static void k_tokens_f32(gguf_writer *w) {
     float f[VOCAB] = {0};
     gguf_writer_set_arr(w, "tokenizer.ggml.tokens", GGUF_TYPE_FLOAT32, f, VOCAB);
@@ -152,6 +163,12 @@ static const bad_case cases[] = {
      .keys = k_tokens_empty},
     {"tokenizer-bert", "tokenizer.ggml.model: 'bert' is not supported", .omit = "tokenizer.ggml.model",
      .keys = k_model_bert},
+    {"gpt2-without-merges", "tokenizer.ggml.merges: missing", .omit = "tokenizer.ggml.model",
+     .keys = k_gpt2_no_merges},
+    {"gpt2-merge-one-part", "tokenizer.ggml.merges[1]: 'hi' is not two parts", .omit = "tokenizer.ggml.model",
+     .keys = k_gpt2_bad_merge},
+    {"gpt2-merges-numbers", "tokenizer.ggml.merges: expected an array of strings", .omit = "tokenizer.ggml.model",
+     .keys = k_gpt2_merges_u32},
     /* weights */
     {"nan-output-norm", "tensor output_norm.weight has a non-finite value (nan) at index 3",
      .norm = "output_norm.weight", .bad = NAN},
