@@ -124,13 +124,14 @@ test-asan:
 	  BUILD=build-asan SHARED=$(SHARED) MGI_ASAN=1 bash tests/run.sh
 
 # The CPU suite built with gcc --coverage in build-cov, then line coverage per folder from plain
-# gcov (no gcovr needed): gguf/ first, the figure the hardening issue tracks.
+# gcov (no gcovr needed): gguf/ first, the figure the hardening issue tracks. -O1 keeps the
+# tokenizer's speed checks near their bounds; a FAIL printed here is a measurement, not a gate.
 COV_DIRS ?= gguf quant models engine cli
 coverage:
 	@find build-cov -name '*.gcda' -delete 2>/dev/null || true
-	@$(MAKE) --no-print-directory BUILD=build-cov CFLAGS="-O0 -g --coverage" LDFLAGS=--coverage all \
+	@$(MAKE) --no-print-directory BUILD=build-cov CFLAGS="-O1 -g --coverage" LDFLAGS=--coverage all \
 	  $(patsubst $(BUILD)/%,build-cov/%,$(UNIT_BIN))
-	@BUILD=build-cov SHARED=$(SHARED) bash tests/run.sh | tail -1
+	@BUILD=build-cov SHARED=$(SHARED) bash tests/run.sh | grep -E "^FAIL|^[0-9]+ passed"
 	@bash tests/coverage.sh build-cov $(COV_DIRS)
 
 test-gpu: $(BUILD)/mgi $(GPUT_BIN) $(TOOL_BIN)
