@@ -164,7 +164,7 @@ fuzz: $(FUZZ_BIN) $(BUILD)/tests/malformed/gen_malformed
 	@for f in $(FUZZ_BIN); do \
 	  name=$${f#build/fuzz/fuzz_}; mkdir -p build/fuzz/corpus/$$name; \
 	  echo "fuzz $$name for $(FUZZ_SECONDS) s" >&2; \
-	  $$f -max_total_time=$(FUZZ_SECONDS) -timeout=10 -rss_limit_mb=2048 \
+	  SHARED=$(SHARED) $$f -max_total_time=$(FUZZ_SECONDS) -timeout=10 -rss_limit_mb=2048 \
 	    -artifact_prefix=build/fuzz/ build/fuzz/corpus/$$name build/fuzz/seeds || exit 1; \
 	done
 
