@@ -176,3 +176,12 @@ clean:
 	rm -rf build build-asan build-cov
 
 -include $(shell find $(BUILD) -name '*.d' 2>/dev/null)
+
+# Kernel lab (tests/kbench/*.cu): one program per kernel family, built for sm_90a.
+KBENCH_SRC := $(wildcard tests/kbench/*.cu)
+KBENCH_BIN := $(KBENCH_SRC:tests/kbench/%.cu=$(BUILD)/kbench/%)
+kbench: $(KBENCH_BIN)
+
+$(BUILD)/kbench/%: $(BUILD)/tests/kbench/%.o $(BUILD)/libmgi_gpu.a $(BUILD)/libmgi_cpu.a
+	@mkdir -p $(dir $@)
+	$(CC) $(LDFLAGS) -o $@ $< $(BUILD)/libmgi_gpu.a $(BUILD)/libmgi_cpu.a $(LDLIBS_GPU) $(LDLIBS_CPU)

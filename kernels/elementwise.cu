@@ -1,0 +1,31 @@
+/* Elementwise f32 ops (kernels.h: swiglu, add), grid-stride over n. */
+#include "kernels/kernels.h"
+
+__global__ void swiglu_kernel(float *out, const float *gate, const float *up, int64_t n) {
+    for (int64_t i = blockIdx.x * (int64_t)blockDim.x + threadIdx.x; i < n; i += (int64_t)gridDim.x * blockDim.x) {
+        float g = gate[i];
+        out[i] = g / (1.0f + expf(-g)) * up[i];
+    }
+}
+
+__global__ void add_kernel(float *out, const float *a, const float *b, int64_t n) {
+    for (int64_t i = blockIdx.x * (int64_t)blockDim.x + threadIdx.x; i < n; i += (int64_t)gridDim.x * blockDim.x)
+        out[i] = a[i] + b[i];
+}
+
+static unsigned ew_grid(int64_t n) {
+    int64_t g = (n + 255) / 256;
+    return (unsigned)(g > 65535 ? 65535 : g);
+}
+
+extern "C" cudaError_t swiglu(float *out, const float *gate, const float *up, int64_t n, cudaStream_t stream) {
+    if (n <= 0) return cudaErrorInvalidValue;
+    swiglu_kernel<<<ew_grid(n), 256, 0, stream>>>(out, gate, up, n);
+    return cudaGetLastError();
+}
+
+extern "C" cudaError_t add(float *out, const float *a, const float *b, int64_t n, cudaStream_t stream) {
+    if (n <= 0) return cudaErrorInvalidValue;
+    add_kernel<<<ew_grid(n), 256, 0, stream>>>(out, a, b, n);
+    return cudaGetLastError();
+}

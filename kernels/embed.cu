@@ -1,0 +1,40 @@
+/* Embedding lookup (kernels.h: embed): one block per token dequantises its table row, kept in
+ * GGUF layout, 32 weights per thread per step. */
+#include <math.h>
+#include "kernels/kernels.h"
+#include "kernels/dequant.cuh"
+
+template <int T>
+__global__ void embed_kernel(float *out, const uint8_t *table, const int32_t *ids, int64_t n_rows, int64_t dim) {
+    int32_t id = ids[blockIdx.x];
+    float *o = out + blockIdx.x * dim;
+    if (id < 0 || id >= n_rows) {
+        for (int64_t i = threadIdx.x; i < dim; i += blockDim.x) o[i] = nanf("");
+        return;
+    }
+    const uint8_t *row = table + (int64_t)id * dq_row_bytes(T, dim);
+    for (int64_t u = threadIdx.x; u < dim / 32; u += blockDim.x) {
+        float w[32];
+        dq_unit<T>(row, u, w);
+#pragma unroll
+        for (int i = 0; i < 32; i++) o[32 * u + i] = w[i];
+    }
+}
+
+extern "C" cudaError_t embed(float *out, const void *table, uint32_t ttype, const int32_t *ids, int n_tok,
+                             int64_t n_rows, int64_t dim, cudaStream_t stream) {
+    int64_t be = (ttype == QUANT_Q4_K || ttype == QUANT_Q6_K) ? QK_K : 32;
+    if (n_tok <= 0 || dim <= 0 || dim % be || dq_row_bytes(ttype, dim) == 0) return cudaErrorInvalidValue;
+    const uint8_t *t = (const uint8_t *)table;
+    switch (ttype) {
+    case QUANT_F32: embed_kernel<QUANT_F32><<<n_tok, 128, 0, stream>>>(out, t, ids, n_rows, dim); break;
+    case QUANT_F16: embed_kernel<QUANT_F16><<<n_tok, 128, 0, stream>>>(out, t, ids, n_rows, dim); break;
+    case QUANT_Q4_0: embed_kernel<QUANT_Q4_0><<<n_tok, 128, 0, stream>>>(out, t, ids, n_rows, dim); break;
+    case QUANT_Q5_0: embed_kernel<QUANT_Q5_0><<<n_tok, 128, 0, stream>>>(out, t, ids, n_rows, dim); break;
+    case QUANT_Q8_0: embed_kernel<QUANT_Q8_0><<<n_tok, 128, 0, stream>>>(out, t, ids, n_rows, dim); break;
+    case QUANT_Q4_K: embed_kernel<QUANT_Q4_K><<<n_tok, 128, 0, stream>>>(out, t, ids, n_rows, dim); break;
+    case QUANT_Q6_K: embed_kernel<QUANT_Q6_K><<<n_tok, 128, 0, stream>>>(out, t, ids, n_rows, dim); break;
+    default: return cudaErrorInvalidValue;
+    }
+    return cudaGetLastError();
+}

@@ -1,0 +1,144 @@
+/* Prefill GEMM, Y[n][rows] = W[rows][k] . X[n][k] with X in f16, on the tensor cores
+ * (mma.m16n8k16, f32 accumulation), reading the weights in matvec's repacked layout
+ * (matvec.cuh) so one repack serves decode and prefill. The layout already holds each lane's A
+ * fragment, so weights go from global memory to registers, are dequantised there to f16 with
+ * their scales applied (d * (q - 8) for Q4_0, d*sc*q - dmin*m for Q4_K: one f16 rounding per
+ * weight, far below the quantisation step), and feed 4 mma each; X goes through shared memory.
+ *   v1  block = 128 rows x 64 tokens, 8 warps of 32 rows x 32 tokens (2 x 4 mma tiles), X in
+ *       64-weight chunks of [64 tokens][72] halves (padded: conflict-free B loads), the next
+ *       chunk's X and weights loaded into registers while the current one is multiplied. */
+#ifndef MGI_KERNELS_GEMM_CUH
+#define MGI_KERNELS_GEMM_CUH
+
+#include "kernels/matvec.cuh"
+
+#define GEMM_ROWS 128
+#define GEMM_TOKS 64
+#define GEMM_XS 72 /* halves per token row of the X chunk in shared memory */
+
+/* Chunk c of 16 rows' weights for one lane: quants and the scale words it needs. */
+template <int T> struct gemm_w;
+
+template <> struct gemm_w<QUANT_Q4_0> {
+    uint4 q;
+    uint2 sc;
+    __device__ __forceinline__ void load(const uint8_t *w, int64_t R16, int64_t C, int64_t tile, int64_t c, int lane, int g) {
+        q = mv_ld_stream((const uint4 *)w + (tile * C + c) * 32 + lane);
+        sc = __ldg((const uint2 *)(w + R16 * C * 512 + (tile * C + c) * 64) + g);
+    }
+    /* A fragment of step s with the scales applied. */
+    __device__ __forceinline__ void frag(uint32_t a[4], int s, int64_t) const {
+        const uint32_t words[4] = {q.x, q.y, q.z, q.w};
+        mv_codes<1>(a, words[s], 0x64086408u);
+        const uint32_t dg = s < 2 ? sc.x & 0xffff : sc.x >> 16, dg8 = s < 2 ? sc.y & 0xffff : sc.y >> 16;
+        const __half2 d0 = __half2half2(__ushort_as_half((unsigned short)dg));
+        const __half2 d1 = __half2half2(__ushort_as_half((unsigned short)dg8));
+#pragma unroll
+        for (int p = 0; p < 4; p++) {
+            __half2 v = __hmul2(*(__half2 *)&a[p], (p & 1) ? d1 : d0);
+            a[p] = *(uint32_t *)&v;
+        }
+    }
+};
+
+template <> struct gemm_w<QUANT_Q4_K> {
+    uint4 q, r0, r1;
+    __device__ __forceinline__ void load(const uint8_t *w, int64_t R16, int64_t C, int64_t tile, int64_t c, int lane, int g) {
+        q = mv_ld_stream((const uint4 *)w + (tile * C + c) * 32 + lane);
+        const uint4 *sr = (const uint4 *)(w + R16 * C * 512 + (tile * C + (c & ~3)) * 64);
+        r0 = __ldg(sr + g);
+        r1 = __ldg(sr + g + 8);
+    }
+    __device__ __forceinline__ void frag(uint32_t a[4], int s, int64_t c) const {
+        const uint32_t words[4] = {q.x, q.y, q.z, q.w};
+        mv_codes<1>(a, words[s], 0x64006400u);
+        const int j = 2 * (int)(c & 3) + (s >> 1);
+        float2 s0, s1;
+        switch (j) { /* compile-time byte offsets in mv_k4_scale */
+#define GEMM_J(J) case J: s0 = mv_k4_scale(r0, J); s1 = mv_k4_scale(r1, J); break;
+        GEMM_J(0) GEMM_J(1) GEMM_J(2) GEMM_J(3) GEMM_J(4) GEMM_J(5) GEMM_J(6) default: s0 = mv_k4_scale(r0, 7); s1 = mv_k4_scale(r1, 7);
+#undef GEMM_J
+        }
+        const __half2 m0 = __float2half2_rn(s0.x), n0 = __float2half2_rn(-s0.y);
+        const __half2 m1 = __float2half2_rn(s1.x), n1 = __float2half2_rn(-s1.y);
+#pragma unroll
+        for (int p = 0; p < 4; p++) {
+            __half2 v = __hfma2(*(__half2 *)&a[p], (p & 1) ? m1 : m0, (p & 1) ? n1 : n0);
+            a[p] = *(uint32_t *)&v;
+        }
+    }
+};
+
+template <int T>
+__global__ void __launch_bounds__(256) gemm_v1(float *y, const uint8_t *w, const __half *x, int rows, int k, int n) {
+    __shared__ __align__(16) __half xs[GEMM_TOKS * GEMM_XS];
+    const int64_t C = mv2_chunks(k), R16 = (rows + 15) / 16;
+    const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31, g = lane >> 2, t = lane & 3;
+    const int64_t tile0 = (int64_t)blockIdx.x * (GEMM_ROWS / 16) + 2 * (warp & 3);
+    const int tok0 = blockIdx.y * GEMM_TOKS, wt = 32 * (warp >> 2);
+    float acc[2][4][4];
+#pragma unroll
+    for (int i = 0; i < 2; i++)
+#pragma unroll
+        for (int j = 0; j < 4; j++) acc[i][j][0] = acc[i][j][1] = acc[i][j][2] = acc[i][j][3] = 0;
+    /* X staging: thread -> (token, 16 halves) of the chunk, two 16-byte pieces */
+    const int st_tok = threadIdx.x >> 2, st_k = 16 * (threadIdx.x & 3);
+    auto load_x = [&](int64_t c, uint4 v[2]) {
+        const int tok = tok0 + st_tok;
+#pragma unroll
+        for (int h = 0; h < 2; h++) {
+            const int64_t kk = 64 * c + st_k + 8 * h;
+            v[h] = make_uint4(0, 0, 0, 0);
+            if (tok < n && kk < k) v[h] = __ldg((const uint4 *)(x + (int64_t)tok * k + kk));
+        }
+    };
+    gemm_w<T> wc[2], wn[2];
+    uint4 xc[2], xn[2];
+    load_x(0, xc);
+#pragma unroll
+    for (int i = 0; i < 2; i++) if (tile0 + i < R16) wc[i].load(w, R16, C, tile0 + i, 0, lane, g);
+    for (int64_t c = 0; c < C; c++) {
+        __syncthreads();
+        *(uint4 *)&xs[st_tok * GEMM_XS + st_k] = xc[0];
+        *(uint4 *)&xs[st_tok * GEMM_XS + st_k + 8] = xc[1];
+        __syncthreads();
+        if (c + 1 < C) {
+            load_x(c + 1, xn);
+#pragma unroll
+            for (int i = 0; i < 2; i++) if (tile0 + i < R16) wn[i].load(w, R16, C, tile0 + i, c + 1, lane, g);
+        }
+#pragma unroll
+        for (int s = 0; s < 4; s++) {
+            uint32_t b[4][2];
+#pragma unroll
+            for (int j = 0; j < 4; j++) {
+                const __half *xr = xs + (wt + 8 * j + g) * GEMM_XS + 16 * s + 2 * t;
+                b[j][0] = *(const uint32_t *)xr;
+                b[j][1] = *(const uint32_t *)(xr + 8);
+            }
+#pragma unroll
+            for (int i = 0; i < 2; i++) {
+                uint32_t a[4];
+                wc[i].frag(a, s, c);
+#pragma unroll
+                for (int j = 0; j < 4; j++) mv_mma(acc[i][j], a, b[j][0], b[j][1]);
+            }
+        }
+#pragma unroll
+        for (int i = 0; i < 2; i++) wc[i] = wn[i];
+        xc[0] = xn[0];
+        xc[1] = xn[1];
+    }
+#pragma unroll
+    for (int i = 0; i < 2; i++)
+#pragma unroll
+        for (int j = 0; j < 4; j++)
+#pragma unroll
+            for (int e = 0; e < 4; e++) {
+                const int64_t row = (tile0 + i) * 16 + g + 8 * (e >> 1);
+                const int tok = tok0 + wt + 8 * j + 2 * t + (e & 1);
+                if (row < rows && tok < n) y[(int64_t)tok * rows + row] = acc[i][j][e];
+            }
+}
+
+#endif

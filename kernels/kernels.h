@@ -1,0 +1,89 @@
+/* The plain-C interface to mgi's CUDA kernels. Each launcher takes device pointers, sizes and a
+ * stream, output first and stream last; it allocates nothing, launches asynchronously and
+ * returns the launch status (cudaSuccess, or cudaErrorInvalidValue for arguments it cannot
+ * handle). Kernels know no model: shapes and strides are all in the arguments. */
+#ifndef MGI_KERNELS_H
+#define MGI_KERNELS_H
+
+#include <stddef.h>
+#include <stdint.h>
+#include <cuda_runtime_api.h>
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+/* ---- decode matrix-vector products (matvec.cu) -----------------------------------------------
+ * Y[n][rows] = W[rows][k] . X[n][k] for n = 1..MATVEC_MAX_N tokens, weights read once for all
+ * n. W is a weight matrix of GGUF type wtype (F32, F16, Q4_0, Q5_0, Q8_0, Q4_K, Q6_K), after a
+ * one-time matvec_repack into the layout the kernel reads; k is the row length (a multiple of the
+ * type's block size). Accumulation is in f32. X in f32 is split exactly into two f16 halves for
+ * the tensor-core paths, so |x| must stay below 65504. */
+#define MATVEC_MAX_N 8
+
+/* 1 when matvec handles this weight type. */
+int matvec_supported(uint32_t wtype);
+/* Bytes of the repacked form of a [rows, k] matrix; 0 when the type is unsupported or k is not
+ * a multiple of its block size. */
+size_t matvec_repacked_bytes(uint32_t wtype, int64_t rows, int64_t k);
+/* Repacks a matrix in GGUF layout (on the device) into out (matvec_repacked_bytes). Once per
+ * weight, at load; the source may be freed afterwards. */
+cudaError_t matvec_repack(void *out, const void *w, uint32_t wtype, int64_t rows, int64_t k,
+                          cudaStream_t stream);
+/* X in f32 [n][k] or in f16 bits [n][k]; Y f32 [n][rows]. */
+cudaError_t matvec_f32(float *y, const void *w, uint32_t wtype, const float *x, int64_t rows,
+                       int64_t k, int n, cudaStream_t stream);
+cudaError_t matvec_f16(float *y, const void *w, uint32_t wtype, const uint16_t *x, int64_t rows,
+                       int64_t k, int n, cudaStream_t stream);
+
+/* ---- prefill matrix products (gemm.cu) --------------------------------------------------------
+ * Y[n][rows] = W[rows][k] . X[n][k] for many tokens on the tensor cores, X in f16 bits, Y f32,
+ * W as repacked by matvec_repack (the same buffer serves decode). Weights are rounded to f16
+ * after scaling (relative error ~3e-4 per product against the f32 CPU path). */
+int gemm_supported(uint32_t wtype); /* Q4_0, Q4_K */
+cudaError_t gemm_f16(float *y, const void *w, uint32_t wtype, const uint16_t *x, int64_t rows, int64_t k,
+                     int64_t n, cudaStream_t stream);
+
+/* ---- small ops ------------------------------------------------------------------------------ */
+/* out[r][:] = in[r][:] / sqrt(mean(in[r]^2) + eps) * weight[:], rows of dim f32 (norm.cu). */
+cudaError_t rmsnorm(float *out, const float *in, const float *weight, int rows, int dim, float eps,
+                    cudaStream_t stream);
+/* Rotary embedding, llama layout (adjacent pairs x[2i], x[2i+1] rotated by
+ * pos * theta^(-2i/rot_dim)) over the first rot_dim values of each head; x [n_tok][n_head][head_dim]
+ * f32; pos [n_tok] int32 on the device (rope.cu). out may equal in. */
+cudaError_t rope(float *out, const float *in, const int32_t *pos, int n_tok, int n_head,
+                 int head_dim, int rot_dim, float theta, cudaStream_t stream);
+/* out[i] = silu(gate[i]) * up[i] (elementwise.cu). */
+cudaError_t swiglu(float *out, const float *gate, const float *up, int64_t n, cudaStream_t stream);
+/* out[i] = a[i] + b[i]; out may equal a or b (elementwise.cu). */
+cudaError_t add(float *out, const float *a, const float *b, int64_t n, cudaStream_t stream);
+/* out[t][:] = row ids[t] of table [n_rows][dim] in GGUF layout of type ttype, dequantised to f32
+ * (embed.cu). Ids outside [0, n_rows) give a row of NaN, never a stray read. */
+cudaError_t embed(float *out, const void *table, uint32_t ttype, const int32_t *ids, int n_tok,
+                  int64_t n_rows, int64_t dim, cudaStream_t stream);
+/* out[s] = index of the largest of logits[s][0..n_vocab), the lowest index on ties; NaN is
+ * never chosen (sample.cu). */
+cudaError_t argmax(int32_t *out, const float *logits, int n_seq, int n_vocab, cudaStream_t stream);
+
+/* ---- decode attention (attention.cu) ---------------------------------------------------------
+ * KV cache of one layer, f16: k_cache/v_cache [n_seq][n_kv_head][max_ctx][head_dim].
+ * kv_store writes the new token's k, v (f32 [n_seq][n_kv_head][head_dim]) at position pos[s]. */
+cudaError_t kv_store(uint16_t *k_cache, uint16_t *v_cache, const float *k, const float *v,
+                     const int32_t *pos, int n_seq, int n_kv_head, int head_dim, int max_ctx,
+                     cudaStream_t stream);
+/* One query token per sequence: out, q [n_seq][n_head][head_dim] f32; the query attends to
+ * positions [0, len[s]) (len on the device, so a captured graph replays at any length). GQA:
+ * head h reads kv head h / (n_head / n_kv_head). head_dim <= 256. Split-KV: blocks over
+ * ATTN_SPLIT positions, then a combine pass; scratch holds attention_scratch_bytes. */
+#define ATTN_SPLIT 128
+size_t attention_scratch_bytes(int n_seq, int n_head, int head_dim, int max_ctx);
+cudaError_t attention_decode(float *out, const float *q, const uint16_t *k_cache,
+                             const uint16_t *v_cache, const int32_t *len, void *scratch, int n_seq,
+                             int n_head, int n_kv_head, int head_dim, int max_ctx, float scale,
+                             cudaStream_t stream);
+
+#ifdef __cplusplus
+}
+#endif
+
+#endif

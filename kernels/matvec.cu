@@ -1,0 +1,81 @@
+/* Launchers of the decode matvec (kernels.h): repacking at load, then the production variant per
+ * weight type (v3, tensor cores, for Q4_0, Q4_K, Q8_0, Q6_K; v1 for F32, F16, Q5_0). Variants live in
+ * matvec.cuh, where the kernel lab times them. */
+#include "kernels/kernels.h"
+#include "kernels/matvec.cuh"
+
+/* The tensor-core variants read the repacked layout of matvec.cuh; other types keep their GGUF
+ * rows for v1. */
+static int matvec_uses_v2(uint32_t t) {
+    return t == QUANT_Q4_0 || t == QUANT_Q4_K || t == QUANT_Q8_0 || t == QUANT_Q6_K;
+}
+
+static int64_t matvec_block_elems(uint32_t t) {
+    switch (t) {
+    case QUANT_F32: case QUANT_F16: return 32; /* v1 works in units of 32 */
+    case QUANT_Q4_0: case QUANT_Q5_0: case QUANT_Q8_0: return 32;
+    case QUANT_Q4_K: case QUANT_Q6_K: return QK_K;
+    default: return 0;
+    }
+}
+
+extern "C" int matvec_supported(uint32_t wtype) { return matvec_block_elems(wtype) != 0; }
+
+extern "C" size_t matvec_repacked_bytes(uint32_t wtype, int64_t rows, int64_t k) {
+    int64_t be = matvec_block_elems(wtype);
+    if (be == 0 || rows <= 0 || k <= 0 || k % be != 0 || k > INT32_MAX || rows > INT32_MAX) return 0;
+    if (matvec_uses_v2(wtype)) return (size_t)mv2_bytes((int)wtype, rows, k);
+    return (size_t)rows * (size_t)dq_row_bytes(wtype, k);
+}
+
+extern "C" cudaError_t matvec_repack(void *out, const void *w, uint32_t wtype, int64_t rows, int64_t k,
+                                     cudaStream_t stream) {
+    size_t bytes = matvec_repacked_bytes(wtype, rows, k);
+    if (bytes == 0) return cudaErrorInvalidValue;
+    if (!matvec_uses_v2(wtype)) return cudaMemcpyAsync(out, w, bytes, cudaMemcpyDeviceToDevice, stream);
+    int64_t words = (int64_t)(bytes / 4);
+    unsigned grid = (unsigned)((words + 255) / 256);
+    uint8_t *o = (uint8_t *)out;
+    const uint8_t *src = (const uint8_t *)w;
+    switch (wtype) {
+    case QUANT_Q4_0: matvec_v2_repack<QUANT_Q4_0><<<grid, 256, 0, stream>>>(o, src, (int)rows, (int)k); break;
+    case QUANT_Q4_K: matvec_v2_repack<QUANT_Q4_K><<<grid, 256, 0, stream>>>(o, src, (int)rows, (int)k); break;
+    case QUANT_Q8_0: matvec_v2_repack<QUANT_Q8_0><<<grid, 256, 0, stream>>>(o, src, (int)rows, (int)k); break;
+    default: matvec_v2_repack<QUANT_Q6_K><<<grid, 256, 0, stream>>>(o, src, (int)rows, (int)k); break;
+    }
+    return cudaGetLastError();
+}
+
+/* The production variant of the tensor-core path (matvec.cuh; the kernel lab times the others). */
+#define MATVEC_V 3
+
+template <typename XT>
+static cudaError_t matvec_any(float *y, const void *w, uint32_t t, const XT *x, int64_t rows, int64_t k,
+                              int n, cudaStream_t s) {
+    constexpr bool XH = sizeof(XT) == 2;
+    if (matvec_repacked_bytes(t, rows, k) == 0 || n < 1 || n > MATVEC_MAX_N) return cudaErrorInvalidValue;
+    const uint8_t *wb = (const uint8_t *)w;
+    unsigned grid1 = (unsigned)((rows + MV1_ROWS - 1) / MV1_ROWS);
+    int r = (int)rows, kk = (int)k;
+    switch (t) {
+    case QUANT_Q4_0: matvec_v2_launch<QUANT_Q4_0, XH, MATVEC_V>(y, w, x, r, kk, n, s); break;
+    case QUANT_Q4_K: matvec_v2_launch<QUANT_Q4_K, XH, MATVEC_V>(y, w, x, r, kk, n, s); break;
+    case QUANT_Q8_0: matvec_v2_launch<QUANT_Q8_0, XH, MATVEC_V>(y, w, x, r, kk, n, s); break;
+    case QUANT_Q6_K: matvec_v2_launch<QUANT_Q6_K, XH, MATVEC_V>(y, w, x, r, kk, n, s); break;
+    case QUANT_F32: matvec_v1<QUANT_F32, XT><<<grid1, 256, MV1_SMEM, s>>>(y, wb, x, r, kk, n); break;
+    case QUANT_F16: matvec_v1<QUANT_F16, XT><<<grid1, 256, MV1_SMEM, s>>>(y, wb, x, r, kk, n); break;
+    case QUANT_Q5_0: matvec_v1<QUANT_Q5_0, XT><<<grid1, 256, MV1_SMEM, s>>>(y, wb, x, r, kk, n); break;
+    default: return cudaErrorInvalidValue;
+    }
+    return cudaGetLastError();
+}
+
+extern "C" cudaError_t matvec_f32(float *y, const void *w, uint32_t wtype, const float *x, int64_t rows,
+                                  int64_t k, int n, cudaStream_t stream) {
+    return matvec_any<float>(y, w, wtype, x, rows, k, n, stream);
+}
+
+extern "C" cudaError_t matvec_f16(float *y, const void *w, uint32_t wtype, const uint16_t *x, int64_t rows,
+                                  int64_t k, int n, cudaStream_t stream) {
+    return matvec_any<__half>(y, w, wtype, (const __half *)x, rows, k, n, stream);
+}

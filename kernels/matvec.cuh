@@ -1,0 +1,746 @@
+/* Decode matvec kernels, Y[n][rows] = W[rows][k] . X[n][k], as templates so the kernel lab can
+ * time every variant; kernels.h's matvec_* pick the production one.
+ *   v1  generic: weights in GGUF layout, dequantised to f32, f32 FMAs; every type. A block of
+ *       8 warps takes 32 rows (4 per warp, lanes over 32-weight units), X staged in shared
+ *       memory (padded against bank conflicts) in passes of mv1_pass(n) values.
+ *   v2, v3  tensor cores: Q4_0 / Q4_K (and Q8_0, Q6_K: see their mv2_group) repacked (layout below); 4-bit codes become f16 exactly in
+ *       registers (one LOP3 per pair), mma.m16n8k16 multiplies them with X in f16 (f32 X split
+ *       exactly into hi + lo halves, two columns per token), scales applied in f32 per 32-weight
+ *       group. One block = 16 rows x all of k; its 8 warps split k; X staged in shared memory.
+ *       v3 keeps two 2 KB groups of weights in flight per warp (v2 one) and stages X with four
+ *       loads in flight per thread, and unpacks 4-bit codes with one shift per word instead of
+ *       three; v4 is v3 capped at 80 registers (3 blocks, 24 warps per SM
+ *       instead of 2 and 16). v5 (n = 1, not yet measured) is v3 with the column count a
+ *       template constant (B-fragment addresses become base + immediate) and one LOP3 per
+ *       unpacked register.
+ *
+ * v2 repacked layout, for R16 = ceil(rows / 16) tiles of 16 rows and C = ceil(k / 64) chunks of
+ * 64 weights (rows and k padded with zero weights):
+ *   quants [R16][C][32 lanes][16 bytes]: lane l = 4g + t holds, in 32-bit word s (k16 step s of
+ *     the chunk, k0 = 64c + 16s), the mma A fragment: nibble j (bits 4j..4j+3) of the word is
+ *     the code of row g + 8 (j & 1), column k0 + 2t + 8 ((j >> 1) & 1) + (j >> 2); so
+ *     (word >> 4p) & 0x000F000F holds register p's two codes in the two halves.
+ *   scales [R16][C][64 bytes]:
+ *     Q4_0: [8 g][4] f16 d of (row g, block 2c), (g, 2c+1), (g + 8, 2c), (g + 8, 2c + 1).
+ *     Q4_K: per 4 chunks (one super-block) [16 rows][16 bytes] = d, dmin, scales[12] as in GGUF.
+ * Codes are stored without offset: Q4_0's q - 8 and Q4_K's d*sc*q - dmin*m are applied after
+ * the product (Q4_K's min term with per-32 sums of X computed while staging X). */
+#ifndef MGI_KERNELS_MATVEC_CUH
+#define MGI_KERNELS_MATVEC_CUH
+
+#include <stdint.h>
+#include <cuda_fp16.h>
+#include "kernels/dequant.cuh"
+
+/* ---------------------------------------------------------------- v1: generic, GGUF layout -- */
+#define MV1_ROWS 32 /* rows per block: 8 warps x 4 rows, so X is staged once per 32 rows */
+#define MV1_SMEM 36864
+
+/* X values per pass: n * kp * 4.5 bytes (X padded by 4 floats per 32) fit MV1_SMEM. */
+__host__ __device__ __forceinline__ int mv1_pass(int n) { return (8192 / n) & ~255; }
+
+template <int T, typename XT>
+__global__ void __launch_bounds__(256) matvec_v1(float *y, const uint8_t *w, const XT *x, int rows,
+                                                 int k, int n) {
+    extern __shared__ __align__(16) float mv1_x[]; /* [n][kp / 32][36] */
+    const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31, kp = mv1_pass(n);
+    const int stride = kp / 32 * 36;
+    float acc[4][8];
+#pragma unroll
+    for (int r = 0; r < 4; r++)
+#pragma unroll
+        for (int c = 0; c < 8; c++) acc[r][c] = 0;
+    for (int p0 = 0; p0 < k; p0 += kp) {
+        const int pk = min(kp, k - p0);
+        __syncthreads();
+        for (int i = threadIdx.x; i < n * pk / 4; i += blockDim.x) {
+            int tok = i / (pk / 4), e = 4 * (i % (pk / 4));
+            float4 v;
+            if constexpr (sizeof(XT) == 4) {
+                v = __ldg((const float4 *)(x + (int64_t)tok * k + p0 + e));
+            } else {
+                uint2 h = __ldg((const uint2 *)(x + (int64_t)tok * k + p0 + e));
+                float2 a = __half22float2(*(__half2 *)&h.x), b = __half22float2(*(__half2 *)&h.y);
+                v = make_float4(a.x, a.y, b.x, b.y);
+            }
+            *(float4 *)&mv1_x[tok * stride + e / 32 * 36 + e % 32] = v;
+        }
+        __syncthreads();
+#pragma unroll
+        for (int r = 0; r < 4; r++) {
+            const int row = blockIdx.x * MV1_ROWS + warp + 8 * r;
+            if (row >= rows) break;
+            const uint8_t *wr = w + (int64_t)row * dq_row_bytes(T, k);
+            for (int u = lane; u < pk / 32; u += 32) {
+                float wv[32];
+                dq_unit<T>(wr, p0 / 32 + u, wv);
+#pragma unroll
+                for (int c = 0; c < 8; c++) {
+                    if (c >= n) break;
+                    const float4 *xp = (const float4 *)&mv1_x[c * stride + u * 36];
+#pragma unroll
+                    for (int i = 0; i < 8; i++) {
+                        float4 xv = xp[i];
+                        acc[r][c] = fmaf(wv[4 * i], xv.x, acc[r][c]);
+                        acc[r][c] = fmaf(wv[4 * i + 1], xv.y, acc[r][c]);
+                        acc[r][c] = fmaf(wv[4 * i + 2], xv.z, acc[r][c]);
+                        acc[r][c] = fmaf(wv[4 * i + 3], xv.w, acc[r][c]);
+                    }
+                }
+            }
+        }
+    }
+#pragma unroll
+    for (int r = 0; r < 4; r++) {
+        const int row = blockIdx.x * MV1_ROWS + warp + 8 * r;
+#pragma unroll
+        for (int c = 0; c < 8; c++) {
+            if (c >= n) break;
+            float s = acc[r][c];
+#pragma unroll
+            for (int o = 16; o > 0; o >>= 1) s += __shfl_xor_sync(0xffffffffu, s, o);
+            if (lane == 0 && row < rows) y[(int64_t)c * rows + row] = s;
+        }
+    }
+}
+
+/* ---------------------------------------------------------------- v2: tensor cores ---------- */
+#define MV2_WARPS 8
+
+/* Weights per pass of X staging; keeps shared memory at kp * ncols * 2.125 <= 34816 bytes. */
+__host__ __device__ __forceinline__ int mv2_pass(int ncols) {
+    return ncols <= 1 ? 16384 : ncols <= 2 ? 8192 : ncols <= 4 ? 4096 : ncols <= 8 ? 2048 : 1024;
+}
+#define MV2_SMEM 34816
+
+__host__ __device__ __forceinline__ int64_t mv2_chunks(int64_t k) { return (k + 63) / 64; }
+
+__device__ __forceinline__ uint4 mv_ld_stream(const uint4 *p) {
+    uint4 v;
+    asm volatile("ld.global.nc.L1::no_allocate.v4.u32 {%0,%1,%2,%3}, [%4];"
+                 : "=r"(v.x), "=r"(v.y), "=r"(v.z), "=r"(v.w) : "l"(p));
+    return v;
+}
+
+__device__ __forceinline__ void mv_mma(float d[4], const uint32_t a[4], uint32_t b0, uint32_t b1) {
+    asm volatile("mma.sync.aligned.m16n8k16.row.col.f32.f16.f16.f32 "
+                 "{%0,%1,%2,%3}, {%4,%5,%6,%7}, {%8,%9}, {%0,%1,%2,%3};"
+                 : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3])
+                 : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b0), "r"(b1));
+}
+
+/* The A fragment of one k16 step from a word of 8 4-bit codes, minus an offset o (1024 + o is
+ * offset2's half; everything exact in f16). MODE 0: a shift, a mask-or and a subtract per
+ * register. MODE 1: one shift per word; the codes at bits 4..7 and 20..23 are taken in place as
+ * 1024 + 16q and scaled by 1/16 in the same HFMA2. MODE 2: MODE 1 with each mask-or one LOP3
+ * (both constants otherwise take an immediate slot each: two LOP3s). */
+__device__ __forceinline__ uint32_t mv_lop3_and_or(uint32_t x, uint32_t mask, uint32_t bits) {
+    uint32_t r;
+    asm("lop3.b32 %0, %1, %2, %3, 0xEA;" : "=r"(r) : "r"(x), "r"(mask), "r"(bits)); /* (x & mask) | bits */
+    return r;
+}
+
+template <int MODE>
+__device__ __forceinline__ void mv_codes(uint32_t a[4], uint32_t word, uint32_t offset2) {
+    if constexpr (MODE >= 1) {
+        const uint32_t w8 = word >> 8;
+        const __half2 sub = *(__half2 *)&offset2;
+        /* (1024 + 16q) / 16 - (64 + offset) = q - offset, and 64 + offset = offset2 - 960 */
+        const __half2 sixteenth = __floats2half2_rn(0.0625f, 0.0625f);
+        const __half2 sub16 = __hsub2(sub, __floats2half2_rn(960.0f, 960.0f));
+        uint32_t h0, h1, h2, h3;
+        if constexpr (MODE == 2) {
+            h0 = mv_lop3_and_or(word, 0x000F000Fu, 0x64006400u);
+            h1 = mv_lop3_and_or(word, 0x00F000F0u, 0x64006400u);
+            h2 = mv_lop3_and_or(w8, 0x000F000Fu, 0x64006400u);
+            h3 = mv_lop3_and_or(w8, 0x00F000F0u, 0x64006400u);
+        } else {
+            h0 = (word & 0x000F000Fu) | 0x64006400u;
+            h1 = (word & 0x00F000F0u) | 0x64006400u;
+            h2 = (w8 & 0x000F000Fu) | 0x64006400u;
+            h3 = (w8 & 0x00F000F0u) | 0x64006400u;
+        }
+        __half2 v0 = __hsub2(*(__half2 *)&h0, sub), v2 = __hsub2(*(__half2 *)&h2, sub);
+        __half2 v1 = __hfma2(*(__half2 *)&h1, sixteenth, __hneg2(sub16));
+        __half2 v3 = __hfma2(*(__half2 *)&h3, sixteenth, __hneg2(sub16));
+        a[0] = *(uint32_t *)&v0; a[1] = *(uint32_t *)&v1; a[2] = *(uint32_t *)&v2; a[3] = *(uint32_t *)&v3;
+    } else {
+#pragma unroll
+        for (int p = 0; p < 4; p++) {
+            uint32_t h = ((word >> (4 * p)) & 0x000F000Fu) | 0x64006400u;
+            __half2 v = __hsub2(*(__half2 *)&h, *(__half2 *)&offset2);
+            a[p] = *(uint32_t *)&v;
+        }
+    }
+}
+
+__device__ __forceinline__ float mv_half_lo(uint32_t v) { return __half2float(__ushort_as_half((unsigned short)(v & 0xffff))); }
+__device__ __forceinline__ float mv_half_hi(uint32_t v) { return __half2float(__ushort_as_half((unsigned short)(v >> 16))); }
+
+/* Byte i (compile-time after unrolling) of a 16-byte record. */
+__device__ __forceinline__ uint32_t mv_byte(uint4 r, int i) {
+    uint32_t w = i < 4 ? r.x : i < 8 ? r.y : i < 12 ? r.z : r.w;
+    return (w >> (8 * (i & 3))) & 255;
+}
+
+/* Sub-block j's (d * sc, dmin * m) from a Q4_K record d, dmin, scales[12]. */
+__device__ __forceinline__ float2 mv_k4_scale(uint4 r, int j) {
+    uint32_t sc, m;
+    if (j < 4) {
+        sc = mv_byte(r, 4 + j) & 63;
+        m = mv_byte(r, 8 + j) & 63;
+    } else {
+        sc = (mv_byte(r, 8 + j) & 15) | ((mv_byte(r, j) >> 6) << 4);
+        m = (mv_byte(r, 8 + j) >> 4) | ((mv_byte(r, 4 + j) >> 6) << 4);
+    }
+    return make_float2(mv_half_lo(r.x) * (float)sc, mv_half_hi(r.x) * (float)m);
+}
+
+/* Stages weights [p0, p0 + pk) of X as B fragments: xb[step][col][t] = uint2 (k0 + 2t, +1) and
+ * (k0 + 2t + 8, +9) in f16, and xs[sub][col] = f32 sum of the 32 X of sub-block sub (0 for lo
+ * columns). Column col is token col (f16 X) or token col / 2, hi (even) or lo (odd) part.
+ * Each thread takes 4 consecutive X (one 16- or 8-byte load, coalesced across the block);
+ * the 8 threads of a 32-value sub-block add their sums with shuffles. */
+template <bool XH, int U>
+__device__ __forceinline__ void mv2_stage(uint2 *xb, float *xs, const void *xv, int k, int n,
+                                          int ncols, int p0, int pk) {
+    uint32_t *xw = (uint32_t *)xb;
+    const int q4 = pk / 4, total = n * q4; /* q4 is a multiple of 16 */
+    for (int base0 = 0; base0 < total; base0 += U * blockDim.x) {
+      /* U loads in flight per thread before the first is used */
+      float4 raw[U];
+#pragma unroll
+      for (int u = 0; u < U; u++) {
+        const int f = base0 + u * blockDim.x + threadIdx.x;
+        const int tok = f < total ? f / q4 : 0, kk = p0 + 4 * (f < total ? f % q4 : 0);
+        raw[u] = make_float4(0, 0, 0, 0);
+        if (f < total && kk < k) {
+            if (XH) {
+                uint2 r = __ldg((const uint2 *)((const unsigned short *)xv + (int64_t)tok * k + kk));
+                raw[u].x = __uint_as_float(r.x);
+                raw[u].y = __uint_as_float(r.y);
+            } else {
+                raw[u] = __ldg((const float4 *)((const float *)xv + (int64_t)tok * k + kk));
+            }
+        }
+      }
+#pragma unroll
+      for (int u = 0; u < U; u++) {
+        const int base = base0 + u * blockDim.x;
+        if (base >= total) break;
+        const int f = base + threadIdx.x;
+        const bool in = f < total;
+        const int tok = in ? f / q4 : 0, e4 = 4 * (in ? f % q4 : 0);
+        float v[4];
+        uint32_t h01 = 0, h23 = 0;
+        if (XH) {
+            h01 = __float_as_uint(raw[u].x);
+            h23 = __float_as_uint(raw[u].y);
+            float2 a = __half22float2(*(__half2 *)&h01), b = __half22float2(*(__half2 *)&h23);
+            v[0] = a.x; v[1] = a.y; v[2] = b.x; v[3] = b.y;
+        } else {
+            v[0] = raw[u].x; v[1] = raw[u].y; v[2] = raw[u].z; v[3] = raw[u].w;
+        }
+        float sum = (v[0] + v[1]) + (v[2] + v[3]);
+        sum += __shfl_xor_sync(0xffffffffu, sum, 1);
+        sum += __shfl_xor_sync(0xffffffffu, sum, 2);
+        sum += __shfl_xor_sync(0xffffffffu, sum, 4);
+        if (!in) continue;
+        const int s = e4 / 16, e = e4 % 16, t = (e % 8) / 2, hiw = e >= 8, sub = e4 / 32;
+        const int col = XH ? tok : 2 * tok;
+        if (XH) {
+            xw[((s * ncols + col) * 4 + t) * 2 + hiw] = h01;
+            xw[((s * ncols + col) * 4 + t + 1) * 2 + hiw] = h23;
+        } else {
+            __half2 a = __floats2half2_rn(v[0], v[1]), b = __floats2half2_rn(v[2], v[3]);
+            float2 af = __half22float2(a), bf = __half22float2(b);
+            __half2 al = __floats2half2_rn(v[0] - af.x, v[1] - af.y), bl = __floats2half2_rn(v[2] - bf.x, v[3] - bf.y);
+            xw[((s * ncols + col) * 4 + t) * 2 + hiw] = *(uint32_t *)&a;
+            xw[((s * ncols + col) * 4 + t + 1) * 2 + hiw] = *(uint32_t *)&b;
+            xw[((s * ncols + col + 1) * 4 + t) * 2 + hiw] = *(uint32_t *)&al;
+            xw[((s * ncols + col + 1) * 4 + t + 1) * 2 + hiw] = *(uint32_t *)&bl;
+        }
+        if ((f & 7) == 0) {
+            xs[sub * ncols + col] = sum;
+            if (!XH) xs[sub * ncols + col + 1] = 0.0f;
+        }
+      }
+    }
+}
+
+/* B fragment of local k16 step s for column group gr (zeros past the last column). */
+template <int NG>
+__device__ __forceinline__ void mv2_bfrag(uint2 b[NG], const uint2 *xb, int s, int ncols, int g, int t) {
+#pragma unroll
+    for (int gr = 0; gr < NG; gr++) {
+        int col = 8 * gr + g;
+        b[gr] = col < ncols ? xb[(s * ncols + col) * 4 + t] : make_uint2(0, 0);
+    }
+}
+
+/* One warp's 4 chunks of weights in registers: loaded ahead, then multiplied. */
+template <int T> struct mv2_group;
+
+template <> struct mv2_group<QUANT_Q4_0> {
+    static constexpr int GC = 4; /* chunks per group */
+    uint4 q[4];
+    uint2 sc[4];
+    __device__ __forceinline__ void load(const uint8_t *w, int64_t R16, int64_t C, int64_t tile, int cbase, int c,
+                                         int pc, int lane, int g) {
+        const uint4 *qt = (const uint4 *)w + tile * C * 32;
+        const uint8_t *st = w + R16 * C * 512 + tile * C * 64;
+#pragma unroll
+        for (int i = 0; i < 4; i++) {
+            if (c + i < pc) {
+                q[i] = mv_ld_stream(qt + (int64_t)(cbase + c + i) * 32 + lane);
+                sc[i] = __ldg((const uint2 *)(st + (int64_t)(cbase + c + i) * 64) + g);
+            }
+        }
+    }
+    template <int NG, int MODE>
+    __device__ __forceinline__ void compute(float acc[NG][4], const uint2 *xb, const float *, int c, int pc,
+                                            int ncols, int g, int t) const {
+        const uint32_t off = 0x64086408u; /* 1032 = 1024 + 8 */
+#pragma unroll
+        for (int i = 0; i < 4; i++) {
+            if (c + i >= pc) break;
+            const uint32_t words[4] = {q[i].x, q[i].y, q[i].z, q[i].w};
+#pragma unroll
+            for (int blk = 0; blk < 2; blk++) {
+                float d[NG][4];
+#pragma unroll
+                for (int gr = 0; gr < NG; gr++) d[gr][0] = d[gr][1] = d[gr][2] = d[gr][3] = 0;
+#pragma unroll
+                for (int s2 = 0; s2 < 2; s2++) {
+                    uint32_t a[4];
+                    mv_codes<MODE>(a, words[2 * blk + s2], off);
+                    uint2 b[NG];
+                    mv2_bfrag<NG>(b, xb, (c + i) * 4 + 2 * blk + s2, ncols, g, t);
+#pragma unroll
+                    for (int gr = 0; gr < NG; gr++) mv_mma(d[gr], a, b[gr].x, b[gr].y);
+                }
+                const float d0 = blk ? mv_half_hi(sc[i].x) : mv_half_lo(sc[i].x);
+                const float d1 = blk ? mv_half_hi(sc[i].y) : mv_half_lo(sc[i].y);
+#pragma unroll
+                for (int gr = 0; gr < NG; gr++) {
+                    acc[gr][0] = fmaf(d0, d[gr][0], acc[gr][0]);
+                    acc[gr][1] = fmaf(d0, d[gr][1], acc[gr][1]);
+                    acc[gr][2] = fmaf(d1, d[gr][2], acc[gr][2]);
+                    acc[gr][3] = fmaf(d1, d[gr][3], acc[gr][3]);
+                }
+            }
+        }
+    }
+};
+
+/* For Q4_K a group is one super-block (4 chunks share a scale record per row). */
+template <> struct mv2_group<QUANT_Q4_K> {
+    static constexpr int GC = 4;
+    uint4 q[4], r0, r1;
+    __device__ __forceinline__ void load(const uint8_t *w, int64_t R16, int64_t C, int64_t tile, int cbase, int c,
+                                         int, int lane, int g) {
+        const uint4 *qt = (const uint4 *)w + tile * C * 32;
+        const uint8_t *st = w + R16 * C * 512 + tile * C * 64;
+        const int64_t cg = cbase + c;
+#pragma unroll
+        for (int i = 0; i < 4; i++) q[i] = mv_ld_stream(qt + (cg + i) * 32 + lane);
+        const uint4 *sr = (const uint4 *)(st + cg * 64);
+        r0 = __ldg(sr + g);
+        r1 = __ldg(sr + g + 8);
+    }
+    template <int NG, int MODE>
+    __device__ __forceinline__ void compute(float acc[NG][4], const uint2 *xb, const float *xs, int c, int,
+                                            int ncols, int g, int t) const {
+        const uint32_t off = 0x64006400u;
+#pragma unroll
+        for (int j = 0; j < 8; j++) {
+            const uint32_t words[4] = {q[j >> 1].x, q[j >> 1].y, q[j >> 1].z, q[j >> 1].w};
+            float d[NG][4];
+#pragma unroll
+            for (int gr = 0; gr < NG; gr++) d[gr][0] = d[gr][1] = d[gr][2] = d[gr][3] = 0;
+#pragma unroll
+            for (int s2 = 0; s2 < 2; s2++) {
+                uint32_t a[4];
+                mv_codes<MODE>(a, words[2 * (j & 1) + s2], off);
+                uint2 b[NG];
+                mv2_bfrag<NG>(b, xb, c * 4 + 2 * j + s2, ncols, g, t);
+#pragma unroll
+                for (int gr = 0; gr < NG; gr++) mv_mma(d[gr], a, b[gr].x, b[gr].y);
+            }
+            const float2 s0 = mv_k4_scale(r0, j), s1 = mv_k4_scale(r1, j);
+            const int sub = 2 * c + j;
+#pragma unroll
+            for (int gr = 0; gr < NG; gr++) {
+                const int col = 8 * gr + 2 * t;
+                const float x0 = col < ncols ? xs[sub * ncols + col] : 0.0f;
+                const float x1 = col + 1 < ncols ? xs[sub * ncols + col + 1] : 0.0f;
+                acc[gr][0] += fmaf(s0.x, d[gr][0], -s0.y * x0);
+                acc[gr][1] += fmaf(s0.x, d[gr][1], -s0.y * x1);
+                acc[gr][2] += fmaf(s1.x, d[gr][2], -s1.y * x0);
+                acc[gr][3] += fmaf(s1.x, d[gr][3], -s1.y * x1);
+            }
+        }
+    }
+};
+
+/* Q8_0: codes stored +128 as bytes; a group is 2 chunks (2 KB per warp). */
+template <> struct mv2_group<QUANT_Q8_0> {
+    static constexpr int GC = 2;
+    uint4 q[4];
+    uint2 sc[2];
+    __device__ __forceinline__ void load(const uint8_t *w, int64_t R16, int64_t C, int64_t tile, int cbase, int c,
+                                         int pc, int lane, int g) {
+        const uint4 *qt = (const uint4 *)w + tile * C * 64;
+        const uint8_t *st = w + R16 * C * 1024 + tile * C * 64;
+#pragma unroll
+        for (int i = 0; i < 2; i++) {
+            if (c + i < pc) {
+                q[2 * i] = mv_ld_stream(qt + (int64_t)(cbase + c + i) * 64 + 2 * lane);
+                q[2 * i + 1] = mv_ld_stream(qt + (int64_t)(cbase + c + i) * 64 + 2 * lane + 1);
+                sc[i] = __ldg((const uint2 *)(st + (int64_t)(cbase + c + i) * 64) + g);
+            }
+        }
+    }
+    template <int NG, int MODE>
+    __device__ __forceinline__ void compute(float acc[NG][4], const uint2 *xb, const float *, int c, int pc,
+                                            int ncols, int g, int t) const {
+        const uint32_t off = 0x64806480u; /* 1152 = 1024 + 128 */
+#pragma unroll
+        for (int i = 0; i < 2; i++) {
+            if (c + i >= pc) break;
+            const uint32_t words[8] = {q[2 * i].x, q[2 * i].y, q[2 * i].z, q[2 * i].w,
+                                       q[2 * i + 1].x, q[2 * i + 1].y, q[2 * i + 1].z, q[2 * i + 1].w};
+#pragma unroll
+            for (int blk = 0; blk < 2; blk++) {
+                float d[NG][4];
+#pragma unroll
+                for (int gr = 0; gr < NG; gr++) d[gr][0] = d[gr][1] = d[gr][2] = d[gr][3] = 0;
+#pragma unroll
+                for (int s2 = 0; s2 < 2; s2++) {
+                    const int s = 2 * blk + s2;
+                    uint32_t a[4];
+#pragma unroll
+                    for (int p = 0; p < 4; p++) {
+                        uint32_t h = __byte_perm(words[2 * s + (p >> 1)], 0x64646464u, (p & 1) ? 0x4342 : 0x4140);
+                        __half2 v = __hsub2(*(__half2 *)&h, *(const __half2 *)&off);
+                        a[p] = *(uint32_t *)&v;
+                    }
+                    uint2 b[NG];
+                    mv2_bfrag<NG>(b, xb, (c + i) * 4 + s, ncols, g, t);
+#pragma unroll
+                    for (int gr = 0; gr < NG; gr++) mv_mma(d[gr], a, b[gr].x, b[gr].y);
+                }
+                const float d0 = blk ? mv_half_hi(sc[i].x) : mv_half_lo(sc[i].x);
+                const float d1 = blk ? mv_half_hi(sc[i].y) : mv_half_lo(sc[i].y);
+#pragma unroll
+                for (int gr = 0; gr < NG; gr++) {
+                    acc[gr][0] = fmaf(d0, d[gr][0], acc[gr][0]);
+                    acc[gr][1] = fmaf(d0, d[gr][1], acc[gr][1]);
+                    acc[gr][2] = fmaf(d1, d[gr][2], acc[gr][2]);
+                    acc[gr][3] = fmaf(d1, d[gr][3], acc[gr][3]);
+                }
+            }
+        }
+    }
+};
+
+/* Q6_K: low nibbles as Q4, 2 high bits in a second stream, an int8 scale per 16 weights (one
+ * k16 step) and d per super-block; a group is one super-block. */
+template <> struct mv2_group<QUANT_Q6_K> {
+    static constexpr int GC = 4;
+    uint4 lo[4];
+    uint2 hi[4];
+    uint32_t sg[4], sg8[4], dd;
+    __device__ __forceinline__ void load(const uint8_t *w, int64_t R16, int64_t C, int64_t tile, int cbase, int c,
+                                         int, int lane, int g) {
+        const int64_t cg = cbase + c;
+        const uint4 *lt = (const uint4 *)w + tile * C * 32;
+        const uint2 *ht = (const uint2 *)(w + R16 * C * 512) + tile * C * 32;
+        const uint32_t *sct = (const uint32_t *)(w + R16 * C * 768) + tile * C * 16;
+        const uint16_t *dt = (const uint16_t *)(w + R16 * C * 832) + tile * (C / 4) * 16;
+#pragma unroll
+        for (int i = 0; i < 4; i++) {
+            lo[i] = mv_ld_stream(lt + (cg + i) * 32 + lane);
+            hi[i] = __ldg(ht + (cg + i) * 32 + lane);
+            sg[i] = __ldg(sct + (cg + i) * 16 + g);
+            sg8[i] = __ldg(sct + (cg + i) * 16 + g + 8);
+        }
+        dd = (uint32_t)__ldg(dt + (cg / 4) * 16 + g) | (uint32_t)__ldg(dt + (cg / 4) * 16 + g + 8) << 16;
+    }
+    template <int NG, int MODE>
+    __device__ __forceinline__ void compute(float acc[NG][4], const uint2 *xb, const float *, int c, int,
+                                            int ncols, int g, int t) const {
+        const uint32_t off = 0x64206420u; /* 1056 = 1024 + 32 */
+        const float dg = mv_half_lo(dd), dg8 = mv_half_hi(dd);
+#pragma unroll
+        for (int i = 0; i < 4; i++) {
+            const uint32_t lw[4] = {lo[i].x, lo[i].y, lo[i].z, lo[i].w}, hw[2] = {hi[i].x, hi[i].y};
+#pragma unroll
+            for (int s = 0; s < 4; s++) {
+                uint32_t a[4];
+#pragma unroll
+                for (int p = 0; p < 4; p++) {
+                    uint32_t h = ((lw[s] >> (4 * p)) & 0x000F000Fu) |
+                                 (((hw[s >> 1] >> (8 * (s & 1) + 2 * p)) & 0x00030003u) << 4) | 0x64006400u;
+                    __half2 v = __hsub2(*(__half2 *)&h, *(const __half2 *)&off);
+                    a[p] = *(uint32_t *)&v;
+                }
+                uint2 b[NG];
+                mv2_bfrag<NG>(b, xb, (c + i) * 4 + s, ncols, g, t);
+                float d[NG][4];
+#pragma unroll
+                for (int gr = 0; gr < NG; gr++) {
+                    d[gr][0] = d[gr][1] = d[gr][2] = d[gr][3] = 0;
+                    mv_mma(d[gr], a, b[gr].x, b[gr].y);
+                }
+                const float s0 = dg * (float)(int8_t)(sg[i] >> (8 * s)), s1 = dg8 * (float)(int8_t)(sg8[i] >> (8 * s));
+#pragma unroll
+                for (int gr = 0; gr < NG; gr++) {
+                    acc[gr][0] = fmaf(s0, d[gr][0], acc[gr][0]);
+                    acc[gr][1] = fmaf(s0, d[gr][1], acc[gr][1]);
+                    acc[gr][2] = fmaf(s1, d[gr][2], acc[gr][2]);
+                    acc[gr][3] = fmaf(s1, d[gr][3], acc[gr][3]);
+                }
+            }
+        }
+    }
+};
+
+template <int T, bool XH, int NG, int V, int NC = 0>
+__global__ void __launch_bounds__(256, V == 4 ? 3 : 2) matvec_v2(float *y, const uint8_t *w, const void *xv,
+                                                 int rows, int k, int n) {
+    static_assert(T == QUANT_Q4_0 || T == QUANT_Q4_K || T == QUANT_Q8_0 || T == QUANT_Q6_K, "v2: Q4_0 Q4_K Q8_0 Q6_K");
+    constexpr int GC = mv2_group<T>::GC;
+    extern __shared__ __align__(16) uint8_t mv2_smem[];
+    const int ncols = NC ? NC : XH ? n : 2 * n; /* v5: a compile-time constant */
+    const int kp = mv2_pass(ncols);
+    constexpr int MODE = V == 2 ? 0 : V == 5 ? 2 : 1;
+    uint2 *xb = (uint2 *)mv2_smem;
+    float *xs = (float *)(mv2_smem + (size_t)kp * ncols * 2);
+    const int64_t C = mv2_chunks(k), R16 = (rows + 15) / 16, tile = blockIdx.x;
+    const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31, g = lane >> 2, t = lane & 3;
+    float acc[NG][4];
+#pragma unroll
+    for (int gr = 0; gr < NG; gr++) acc[gr][0] = acc[gr][1] = acc[gr][2] = acc[gr][3] = 0;
+
+    /* Each warp walks groups of 4 chunks (2 KB of quants). V = 2: the next group's loads are
+     * issued before the current one is computed, and a pass's first group before X is staged.
+     * V = 3: two groups in flight (buffers a and b, no register moves), both issued before X is
+     * staged, and X staged with 4 loads in flight per thread. */
+    for (int p0 = 0; p0 < C * 64; p0 += kp) {
+        const int pk = min((int64_t)kp, C * 64 - p0), pc = pk / 64, cbase = p0 / 64;
+        const int ng = (pc + GC - 1) / GC, g0 = warp * ng / MV2_WARPS, g1 = (warp + 1) * ng / MV2_WARPS;
+        if constexpr (V == 2) {
+            mv2_group<T> cur, nxt;
+            if (g0 < g1) cur.load(w, R16, C, tile, cbase, GC * g0, pc, lane, g);
+            __syncthreads();
+            mv2_stage<XH, 1>(xb, xs, xv, k, n, ncols, p0, pk);
+            __syncthreads();
+            for (int gi = g0; gi < g1; gi++) {
+                if (gi + 1 < g1) nxt.load(w, R16, C, tile, cbase, GC * (gi + 1), pc, lane, g);
+                cur.template compute<NG, 0>(acc, xb, xs, GC * gi, pc, ncols, g, t);
+                cur = nxt;
+            }
+        } else {
+            mv2_group<T> ga, gb;
+            if (g0 < g1) ga.load(w, R16, C, tile, cbase, GC * g0, pc, lane, g);
+            if (g0 + 1 < g1) gb.load(w, R16, C, tile, cbase, GC * (g0 + 1), pc, lane, g);
+            __syncthreads();
+            mv2_stage<XH, 4>(xb, xs, xv, k, n, ncols, p0, pk);
+            __syncthreads();
+            for (int gi = g0; gi < g1; gi += 2) {
+                ga.template compute<NG, MODE>(acc, xb, xs, GC * gi, pc, ncols, g, t);
+                if (gi + 2 < g1) ga.load(w, R16, C, tile, cbase, GC * (gi + 2), pc, lane, g);
+                if (gi + 1 < g1) {
+                    gb.template compute<NG, MODE>(acc, xb, xs, GC * (gi + 1), pc, ncols, g, t);
+                    if (gi + 3 < g1) gb.load(w, R16, C, tile, cbase, GC * (gi + 3), pc, lane, g);
+                }
+            }
+        }
+    }
+
+    /* Sum the warps' partial products: red[warp][16 rows][8 NG columns]. */
+    __syncthreads();
+    float *red = (float *)mv2_smem;
+    const int nc = 8 * NG;
+#pragma unroll
+    for (int gr = 0; gr < NG; gr++) {
+        int col = 8 * gr + 2 * t;
+        red[(warp * 16 + g) * nc + col] = acc[gr][0];
+        red[(warp * 16 + g) * nc + col + 1] = acc[gr][1];
+        red[(warp * 16 + g + 8) * nc + col] = acc[gr][2];
+        red[(warp * 16 + g + 8) * nc + col + 1] = acc[gr][3];
+    }
+    __syncthreads();
+    for (int i = threadIdx.x; i < 16 * n; i += blockDim.x) {
+        int r = i & 15, tok = i >> 4;
+        int64_t row = tile * 16 + r;
+        float s = 0;
+        for (int wp = 0; wp < MV2_WARPS; wp++) {
+            const float *p = red + (wp * 16 + r) * nc;
+            s += XH ? p[tok] : p[2 * tok] + p[2 * tok + 1];
+        }
+        if (row < rows) y[tok * (int64_t)rows + row] = s;
+    }
+}
+
+/* Launches variant V (2 to 5) on repacked weights: one block per 16 rows. v5 exists for n = 1
+ * (its column count is a template constant); other n run v3. */
+template <int T, bool XH, int V>
+static inline void matvec_v2_launch(float *y, const void *w, const void *x, int rows, int k, int n,
+                                    cudaStream_t s) {
+    unsigned grid = (unsigned)((rows + 15) / 16);
+    int ncols = XH ? n : 2 * n;
+    if constexpr (V == 5) {
+        if (n == 1) {
+            matvec_v2<T, XH, 1, 5, XH ? 1 : 2><<<grid, 256, MV2_SMEM, s>>>(y, (const uint8_t *)w, x, rows, k, n);
+            return;
+        }
+    }
+    if (ncols <= 8)
+        matvec_v2<T, XH, 1, V == 5 ? 3 : V><<<grid, 256, MV2_SMEM, s>>>(y, (const uint8_t *)w, x, rows, k, n);
+    else
+        matvec_v2<T, XH, 2, V == 5 ? 3 : V><<<grid, 256, MV2_SMEM, s>>>(y, (const uint8_t *)w, x, rows, k, n);
+}
+
+/* ---------------------------------------------------------------- v2 repacking -------------- */
+/* Code of weight (row, kk) of a GGUF matrix, unsigned (Q8_0: q + 128, Q6_K: 6 bits); 0 outside. */
+template <int T>
+__host__ __device__ __forceinline__ uint32_t mv2_code(const uint8_t *w, int rows, int k, int64_t row, int64_t kk) {
+    if (row >= rows || kk >= k) return 0;
+    const uint8_t *r = w + row * dq_row_bytes(T, k);
+    if constexpr (T == QUANT_Q4_0) {
+        int j = (int)(kk & 31);
+        uint32_t b = r[(kk >> 5) * sizeof(block_q4_0) + 2 + (j & 15)];
+        return j < 16 ? b & 15 : b >> 4;
+    } else if constexpr (T == QUANT_Q4_K) {
+        int64_t sb = kk >> 8;
+        int rr = (int)(kk & 255);
+        uint32_t b = r[sb * sizeof(block_q4_K) + 16 + 32 * (rr >> 6) + (rr & 31)];
+        return (rr & 63) < 32 ? b & 15 : b >> 4;
+    } else if constexpr (T == QUANT_Q8_0) {
+        return (r[(kk >> 5) * sizeof(block_q8_0) + 2 + (kk & 31)] ^ 0x80u) & 255;
+    } else {
+        const uint8_t *b = r + (kk >> 8) * sizeof(block_q6_K);
+        int rr = (int)(kk & 255), h = rr >> 7, jj = (rr & 127) >> 5, l = rr & 31;
+        uint32_t ql = b[64 * h + 32 * (jj & 1) + l], qh = b[128 + 32 * h + l];
+        return ((jj >> 1) ? ql >> 4 : ql & 15) | ((qh >> (2 * jj)) & 3) << 4;
+    }
+}
+
+/* Row and column of code j (0..7, the nibble order of matvec.cuh's layout) of lane (g, t) at
+ * step s of chunk c in tile. */
+__host__ __device__ __forceinline__ void mv2_where(int64_t tile, int64_t c, int s, int g, int t, int j, int64_t *row, int64_t *kk) {
+    *row = tile * 16 + g + 8 * (j & 1);
+    *kk = 64 * c + 16 * s + 2 * t + 8 * ((j >> 1) & 1) + (j >> 2);
+}
+
+/* f16 bits of block blk's d in a row (Q4_0 / Q8_0), 0 outside the matrix. */
+template <int T>
+__host__ __device__ __forceinline__ uint32_t mv2_d(const uint8_t *w, int rows, int k, int64_t row, int64_t blk) {
+    if (row >= rows || blk >= k / 32) return 0;
+    const uint8_t *p = w + row * dq_row_bytes(T, k) + blk * (T == QUANT_Q4_0 ? sizeof(block_q4_0) : sizeof(block_q8_0));
+    return p[0] | p[1] << 8;
+}
+
+/* Bytes of the repacked form (0: not a v2 type). */
+__host__ __device__ __forceinline__ int64_t mv2_bytes(int T, int64_t rows, int64_t k) {
+    const int64_t R16 = (rows + 15) / 16, C = mv2_chunks(k);
+    switch (T) {
+    case QUANT_Q4_0: case QUANT_Q4_K: return R16 * C * 576;
+    case QUANT_Q8_0: return R16 * C * 1088;
+    case QUANT_Q6_K: return R16 * C * 840;
+    default: return 0;
+    }
+}
+
+/* Word i of the repacked matrix, region by region (host-callable for checks of the layout). */
+template <int T>
+__host__ __device__ inline void mv2_repack_word(uint8_t *out, const uint8_t *w, int rows, int k, int64_t i) {
+    const int64_t C = mv2_chunks(k), R16 = (rows + 15) / 16;
+    if (i >= mv2_bytes(T, rows, k) / 4) return;
+    uint32_t v = 0;
+    int64_t row, kk;
+    /* quants (Q4 nibbles, Q8 bytes, Q6 low nibbles) */
+    const int64_t wpc = T == QUANT_Q8_0 ? 256 : 128; /* words per chunk-tile */
+    if (i < R16 * C * wpc) {
+        int64_t tile = i / (C * wpc), rem = i % (C * wpc), c = rem / wpc;
+        int r = (int)(rem % wpc), per = (int)(wpc / 32), lane = r / per, wi = r % per, g = lane >> 2, t = lane & 3;
+        if constexpr (T == QUANT_Q8_0) {
+            int s = wi / 2, hf = wi % 2;
+            for (int b = 0; b < 4; b++) {
+                int p = 2 * hf + b / 2, e = b % 2;
+                mv2_where(tile, c, s, g, t, p + 4 * e, &row, &kk);
+                v |= mv2_code<T>(w, rows, k, row, kk) << (8 * b);
+            }
+        } else {
+            for (int j = 0; j < 8; j++) {
+                mv2_where(tile, c, wi, g, t, j, &row, &kk);
+                v |= (mv2_code<T>(w, rows, k, row, kk) & 15) << (4 * j);
+            }
+        }
+        ((uint32_t *)out)[i] = v;
+        return;
+    }
+    i -= R16 * C * wpc;
+    if constexpr (T == QUANT_Q6_K) {
+        if (i < R16 * C * 64) { /* high 2 bits: word wd of a lane holds steps 2wd, 2wd + 1 */
+            int64_t tile = i / (C * 64), rem = i % (C * 64), c = rem / 64;
+            int lane = (int)(rem % 64) / 2, wd = (int)(rem % 2), g = lane >> 2, t = lane & 3;
+            for (int s1 = 0; s1 < 2; s1++)
+                for (int j = 0; j < 8; j++) {
+                    mv2_where(tile, c, 2 * wd + s1, g, t, j, &row, &kk);
+                    v |= (mv2_code<T>(w, rows, k, row, kk) >> 4) << (16 * (j >> 2) + 8 * s1 + 2 * (j & 3));
+                }
+            ((uint32_t *)out)[R16 * C * 128 + i] = v;
+            return;
+        }
+        i -= R16 * C * 64;
+        if (i < R16 * C * 16) { /* int8 scales of the chunk's 4 steps, [16 rows] */
+            int64_t tile = i / (C * 16), rem = i % (C * 16), c = rem / 16;
+            row = tile * 16 + rem % 16;
+            if (row < rows) {
+                const uint8_t *b = w + row * dq_row_bytes(T, k) + (c / 4) * sizeof(block_q6_K) + 192 + 4 * (c % 4);
+                v = b[0] | b[1] << 8 | b[2] << 16 | (uint32_t)b[3] << 24;
+            }
+            ((uint32_t *)out)[R16 * C * 192 + i] = v;
+            return;
+        }
+        i -= R16 * C * 16;
+        { /* d per super-block, [16 rows] f16 */
+            int64_t tile = i / ((C / 4) * 8), rem = i % ((C / 4) * 8), sb = rem / 8;
+            for (int e = 0; e < 2; e++) {
+                row = tile * 16 + 2 * (rem % 8) + e;
+                if (row < rows) {
+                    const uint8_t *b = w + row * dq_row_bytes(T, k) + sb * sizeof(block_q6_K) + 208;
+                    v |= (uint32_t)(b[0] | b[1] << 8) << (16 * e);
+                }
+            }
+            ((uint32_t *)out)[R16 * C * 208 + i] = v;
+        }
+    } else if constexpr (T == QUANT_Q4_K) {
+        /* [16 rows][16 bytes] per super-block: i = sb * 64 + row_in_tile * 4 + word */
+        int64_t tile = i / (C * 16), rem = i % (C * 16), sb = rem / 64;
+        row = tile * 16 + (rem % 64) / 4;
+        if (row < rows) {
+            const uint8_t *p = w + row * dq_row_bytes(T, k) + sb * sizeof(block_q4_K) + 4 * (rem % 4);
+            v = p[0] | p[1] << 8 | p[2] << 16 | (uint32_t)p[3] << 24;
+        }
+        ((uint32_t *)out)[R16 * C * wpc + i] = v;
+    } else {
+        /* Q4_0 / Q8_0: [8 g][2 words]: word (g, upper) = d of (row g + 8 upper, blocks 2c, 2c + 1) */
+        int64_t tile = i / (C * 16), rem = i % (C * 16), c = rem / 16;
+        int g = (int)(rem % 16) / 2, upper = (int)(rem % 2);
+        row = tile * 16 + g + 8 * upper;
+        v = mv2_d<T>(w, rows, k, row, 2 * c) | mv2_d<T>(w, rows, k, row, 2 * c + 1) << 16;
+        ((uint32_t *)out)[R16 * C * wpc + i] = v;
+    }
+}
+
+/* One thread per 32-bit word. */
+template <int T>
+__global__ void matvec_v2_repack(uint8_t *out, const uint8_t *w, int rows, int k) {
+    mv2_repack_word<T>(out, w, rows, k, blockIdx.x * (int64_t)blockDim.x + threadIdx.x);
+}
+
+#endif

@@ -1,0 +1,36 @@
+/* Rotary position embedding, llama's adjacent-pair layout (kernels.h: rope). One thread per
+ * pair; the angle is computed in f32 from pos * theta^(-2i/rot_dim) (powf, like the CPU path). */
+#include "kernels/kernels.h"
+
+__global__ void rope_kernel(float *out, const float *in, const int32_t *pos, int n_tok, int n_head,
+                            int head_dim, int rot_dim, float theta) {
+    int64_t i = blockIdx.x * (int64_t)blockDim.x + threadIdx.x;
+    int half = head_dim / 2;
+    int64_t total = (int64_t)n_tok * n_head * half;
+    if (i >= total) return;
+    int p = (int)(i % half);
+    int64_t th = i / half; /* token * n_head + head */
+    int tok = (int)(th / n_head);
+    int64_t base = th * head_dim + 2 * p;
+    float x0 = in[base], x1 = in[base + 1];
+    if (2 * p < rot_dim) {
+        float freq = powf(theta, -(float)(2 * p) / (float)rot_dim);
+        float s, c;
+        sincosf((float)pos[tok] * freq, &s, &c);
+        float y0 = x0 * c - x1 * s, y1 = x0 * s + x1 * c;
+        x0 = y0;
+        x1 = y1;
+    }
+    out[base] = x0;
+    out[base + 1] = x1;
+}
+
+extern "C" cudaError_t rope(float *out, const float *in, const int32_t *pos, int n_tok, int n_head,
+                            int head_dim, int rot_dim, float theta, cudaStream_t stream) {
+    if (n_tok <= 0 || n_head <= 0 || head_dim <= 0 || head_dim % 2 || rot_dim % 2 || rot_dim > head_dim)
+        return cudaErrorInvalidValue;
+    int64_t total = (int64_t)n_tok * n_head * (head_dim / 2);
+    rope_kernel<<<(unsigned)((total + 255) / 256), 256, 0, stream>>>(out, in, pos, n_tok, n_head, head_dim,
+                                                                      rot_dim, theta);
+    return cudaGetLastError();
+}

@@ -1,0 +1,354 @@
+/* Every kernels.h launcher against a CPU reference (quant_dequant_row + f64 arithmetic) on
+ * fresh random data: every weight type, odd sizes, outputs poisoned first and guarded after.
+ * Error budgets (||gpu - ref|| / ||ref||): matvec 1e-4 (f32 accumulation; f32 X is split
+ * exactly into two f16 halves on the tensor-core path), gemm 2e-3 (weights and X in f16),
+ * embed 1e-6 (exact), rmsnorm, swiglu,
+ * add 1e-5, rope 5e-4 (f32 angles at positions up to 4000), attention 1e-4. */
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+#include "tests/unit/test.h"
+#include "tests/gpu/gen.h"
+#include "kernels/check.h"
+#include "kernels/kernels.h"
+
+#define GUARD 64 /* extra floats after every output, poisoned and checked untouched */
+
+static void *dev_alloc(size_t bytes) {
+    void *p = NULL;
+    CUDA_CHECK(cudaMalloc(&p, bytes));
+    return p;
+}
+
+static void *dev_upload(const void *h, size_t bytes) {
+    void *p = dev_alloc(bytes);
+    CUDA_CHECK(cudaMemcpy(p, h, bytes, cudaMemcpyHostToDevice));
+    return p;
+}
+
+/* Output buffer of n floats + GUARD, every byte 0xff (a NaN). */
+static float *dev_poisoned(int64_t n) {
+    float *p = dev_alloc((size_t)(n + GUARD) * sizeof(float));
+    CUDA_CHECK(cudaMemset(p, 0xff, (size_t)(n + GUARD) * sizeof(float)));
+    return p;
+}
+
+/* Downloads n floats; returns 0 if the guard after them was written. */
+static int dev_download(float *h, const float *d, int64_t n) {
+    float *tmp = malloc((size_t)(n + GUARD) * sizeof(float));
+    CUDA_CHECK(cudaDeviceSynchronize());
+    CUDA_CHECK(cudaMemcpy(tmp, d, (size_t)(n + GUARD) * sizeof(float), cudaMemcpyDeviceToHost));
+    memcpy(h, tmp, (size_t)n * sizeof(float));
+    int ok = 1;
+    for (int i = 0; i < GUARD; i++) {
+        uint32_t u;
+        memcpy(&u, &tmp[n + i], 4);
+        if (u != 0xffffffffu) ok = 0;
+    }
+    free(tmp);
+    return ok;
+}
+
+static void test_matvec(gen_rng *r, uint32_t t, int64_t rows, int64_t k, int n, int xh) {
+    char name[128], err[256];
+    snprintf(name, sizeof name, "matvec %s %lldx%lld n=%d x=%s", quant_type_name(t), (long long)rows,
+             (long long)k, n, xh ? "f16" : "f32");
+    size_t wb = quant_row_bytes(t, k) * (size_t)rows;
+    void *w = malloc(wb);
+    gen_weights(r, t, rows, k, w);
+    float *x = malloc(sizeof(float) * (size_t)(n * k));
+    uint16_t *xh16 = malloc(sizeof(uint16_t) * (size_t)(n * k));
+    for (int64_t i = 0; i < n * k; i++) {
+        x[i] = (float)gen_uniform(r, -1, 1);
+        xh16[i] = quant_f32_to_f16(x[i]);
+        if (xh) x[i] = quant_f16_to_f32(xh16[i]);
+    }
+    double *ref = malloc(sizeof(double) * (size_t)(n * rows));
+    float *row = malloc(sizeof(float) * (size_t)k);
+    for (int64_t i = 0; i < rows; i++) {
+        if (quant_dequant_row(t, (const uint8_t *)w + i * quant_row_bytes(t, k), row, k, err, sizeof err)) {
+            CHECK(0, name, "reference: %s", err);
+            return;
+        }
+        for (int c = 0; c < n; c++) {
+            double s = 0;
+            for (int64_t j = 0; j < k; j++) s += (double)row[j] * x[c * k + j];
+            ref[c * rows + i] = s;
+        }
+    }
+    size_t rb = matvec_repacked_bytes(t, rows, k);
+    void *dw = dev_upload(w, wb), *dr = dev_alloc(rb);
+    CUDA_CHECK(matvec_repack(dr, dw, t, rows, k, 0));
+    void *dx = xh ? dev_upload(xh16, sizeof(uint16_t) * (size_t)(n * k)) : dev_upload(x, sizeof(float) * (size_t)(n * k));
+    float *dy = dev_poisoned(n * rows);
+    cudaError_t e = xh ? matvec_f16(dy, dr, t, dx, rows, k, n, 0) : matvec_f32(dy, dr, t, dx, rows, k, n, 0);
+    float *y = calloc((size_t)(n * rows), sizeof(float));
+    int guard = e == cudaSuccess && dev_download(y, dy, n * rows);
+    double rel = gen_rel_err(y, ref, n * rows);
+    CHECK(e == cudaSuccess && guard && rel < 1e-4, name, "%s, guard %s, rel err %.3g (budget 1e-4)",
+          cudaGetErrorString(e), guard ? "ok" : "overwritten", rel);
+    CUDA_CHECK(cudaFree(dw)); CUDA_CHECK(cudaFree(dr)); CUDA_CHECK(cudaFree(dx)); CUDA_CHECK(cudaFree(dy));
+    free(w); free(x); free(xh16); free(ref); free(row); free(y);
+}
+
+/* Prefill GEMM on the repacked weights, X in f16; budget 2e-3 (weights rounded to f16 after
+ * scaling, f32 accumulation). */
+static void test_gemm(gen_rng *r, uint32_t t, int64_t rows, int64_t k, int64_t n) {
+    char name[128], err[256];
+    snprintf(name, sizeof name, "gemm %s %lldx%lld n=%lld", quant_type_name(t), (long long)rows, (long long)k, (long long)n);
+    size_t wb = quant_row_bytes(t, k) * (size_t)rows;
+    void *w = malloc(wb);
+    gen_weights(r, t, rows, k, w);
+    uint16_t *xh = malloc(sizeof(uint16_t) * (size_t)(n * k));
+    for (int64_t i = 0; i < n * k; i++) xh[i] = quant_f32_to_f16((float)gen_uniform(r, -1, 1));
+    double *ref = malloc(sizeof(double) * (size_t)(n * rows));
+    float *row = malloc(sizeof(float) * (size_t)k);
+    for (int64_t i = 0; i < rows; i++) {
+        quant_dequant_row(t, (const uint8_t *)w + i * quant_row_bytes(t, k), row, k, err, sizeof err);
+        for (int64_t c = 0; c < n; c++) {
+            double acc = 0;
+            for (int64_t j = 0; j < k; j++) acc += (double)row[j] * quant_f16_to_f32(xh[c * k + j]);
+            ref[c * rows + i] = acc;
+        }
+    }
+    void *dw = dev_upload(w, wb), *dr = dev_alloc(matvec_repacked_bytes(t, rows, k));
+    CUDA_CHECK(matvec_repack(dr, dw, t, rows, k, 0));
+    void *dx = dev_upload(xh, sizeof(uint16_t) * (size_t)(n * k));
+    float *dy = dev_poisoned(n * rows), *y = calloc((size_t)(n * rows), sizeof(float));
+    cudaError_t e = gemm_f16(dy, dr, t, dx, rows, k, n, 0);
+    int guard = e == cudaSuccess && dev_download(y, dy, n * rows);
+    double rel = gen_rel_err(y, ref, n * rows);
+    CHECK(e == cudaSuccess && guard && rel < 2e-3, name, "%s, guard %s, rel err %.3g (budget 2e-3)",
+          cudaGetErrorString(e), guard ? "ok" : "overwritten", rel);
+    CUDA_CHECK(cudaFree(dw)); CUDA_CHECK(cudaFree(dr)); CUDA_CHECK(cudaFree(dx)); CUDA_CHECK(cudaFree(dy));
+    free(w); free(xh); free(ref); free(row); free(y);
+}
+
+static void test_embed(gen_rng *r, uint32_t t) {
+    char name[64], err[256];
+    snprintf(name, sizeof name, "embed %s", quant_type_name(t));
+    const int64_t n_rows = 37, dim = 512;
+    const int32_t ids[5] = {0, 36, 5, 5, -1};
+    size_t rbytes = quant_row_bytes(t, dim);
+    void *tab = malloc(rbytes * n_rows);
+    gen_weights(r, t, n_rows, dim, tab);
+    double ref[5 * 512];
+    float row[512];
+    for (int i = 0; i < 4; i++) {
+        quant_dequant_row(t, (const uint8_t *)tab + ids[i] * rbytes, row, dim, err, sizeof err);
+        for (int j = 0; j < dim; j++) ref[i * dim + j] = row[j];
+    }
+    void *dt = dev_upload(tab, rbytes * n_rows), *di = dev_upload(ids, sizeof ids);
+    float *dout = dev_poisoned(5 * dim), out[5 * 512] = {0};
+    cudaError_t e = embed(dout, dt, t, di, 5, n_rows, dim, 0);
+    int guard = e == cudaSuccess && dev_download(out, dout, 5 * dim);
+    double rel = gen_rel_err(out, ref, 4 * dim);
+    int nan_ok = 1;
+    for (int j = 0; j < dim; j++) if (out[4 * dim + j] == out[4 * dim + j]) nan_ok = 0;
+    CHECK(e == cudaSuccess && guard && rel < 1e-6 && nan_ok, name, "%s, guard %s, rel err %.3g, bad id row %s",
+          cudaGetErrorString(e), guard ? "ok" : "overwritten", rel, nan_ok ? "NaN" : "not NaN");
+    CUDA_CHECK(cudaFree(dt)); CUDA_CHECK(cudaFree(di)); CUDA_CHECK(cudaFree(dout));
+    free(tab);
+}
+
+static void test_rmsnorm(gen_rng *r) {
+    const int rows = 3, dim = 4100;
+    float *x = malloc(sizeof(float) * rows * dim), *wt = malloc(sizeof(float) * dim), *y = calloc((size_t)rows * dim, sizeof(float));
+    double *ref = malloc(sizeof(double) * rows * dim);
+    for (int i = 0; i < rows * dim; i++) x[i] = (float)(3 * gen_normal(r));
+    for (int i = 0; i < dim; i++) wt[i] = (float)gen_uniform(r, 0.5, 1.5);
+    for (int i = 0; i < rows; i++) {
+        double ss = 0;
+        for (int j = 0; j < dim; j++) ss += (double)x[i * dim + j] * x[i * dim + j];
+        double s = 1.0 / sqrt(ss / dim + 1e-5);
+        for (int j = 0; j < dim; j++) ref[i * dim + j] = x[i * dim + j] * s * wt[j];
+    }
+    float *dx = dev_upload(x, sizeof(float) * rows * dim), *dw = dev_upload(wt, sizeof(float) * dim);
+    float *dy = dev_poisoned(rows * dim);
+    cudaError_t e = rmsnorm(dy, dx, dw, rows, dim, 1e-5f, 0);
+    int guard = e == cudaSuccess && dev_download(y, dy, rows * dim);
+    double rel = gen_rel_err(y, ref, rows * dim);
+    CHECK(e == cudaSuccess && guard && rel < 1e-5, "rmsnorm 3x4100", "%s, guard %s, rel err %.3g",
+          cudaGetErrorString(e), guard ? "ok" : "overwritten", rel);
+    CUDA_CHECK(cudaFree(dx)); CUDA_CHECK(cudaFree(dw)); CUDA_CHECK(cudaFree(dy));
+    free(x); free(wt); free(y); free(ref);
+}
+
+static void test_rope(gen_rng *r) {
+    const int n_tok = 3, n_head = 5, hd = 128, rot = 96;
+    const int32_t pos[3] = {0, 17, 4000};
+    const float theta = 10000.0f;
+    int n = n_tok * n_head * hd;
+    float *x = malloc(sizeof(float) * n), *y = calloc((size_t)n, sizeof(float));
+    double *ref = malloc(sizeof(double) * n);
+    for (int i = 0; i < n; i++) x[i] = (float)gen_normal(r);
+    for (int t = 0; t < n_tok; t++)
+        for (int h = 0; h < n_head; h++)
+            for (int p = 0; p < hd / 2; p++) {
+                int b = (t * n_head + h) * hd + 2 * p;
+                if (2 * p >= rot) { ref[b] = x[b]; ref[b + 1] = x[b + 1]; continue; }
+                double a = (double)pos[t] * pow(theta, -(double)(2 * p) / rot);
+                ref[b] = x[b] * cos(a) - x[b + 1] * sin(a);
+                ref[b + 1] = x[b] * sin(a) + x[b + 1] * cos(a);
+            }
+    float *dx = dev_upload(x, sizeof(float) * n), *dy = dev_poisoned(n);
+    int32_t *dp = dev_upload(pos, sizeof pos);
+    cudaError_t e = rope(dy, dx, dp, n_tok, n_head, hd, rot, theta, 0);
+    int guard = e == cudaSuccess && dev_download(y, dy, n);
+    double rel = gen_rel_err(y, ref, n);
+    CHECK(e == cudaSuccess && guard && rel < 5e-4, "rope 3x5x128 rot 96", "%s, guard %s, rel err %.3g",
+          cudaGetErrorString(e), guard ? "ok" : "overwritten", rel);
+    e = rope(dx, dx, dp, n_tok, n_head, hd, rot, theta, 0); /* in place */
+    CUDA_CHECK(cudaMemcpy(y, dx, sizeof(float) * n, cudaMemcpyDeviceToHost));
+    rel = gen_rel_err(y, ref, n);
+    CHECK(e == cudaSuccess && rel < 5e-4, "rope in place", "%s, rel err %.3g", cudaGetErrorString(e), rel);
+    CUDA_CHECK(cudaFree(dx)); CUDA_CHECK(cudaFree(dy)); CUDA_CHECK(cudaFree(dp));
+    free(x); free(y); free(ref);
+}
+
+static void test_elementwise(gen_rng *r) {
+    const int64_t n = 1000003;
+    float *a = malloc(sizeof(float) * n), *b = malloc(sizeof(float) * n), *y = calloc((size_t)n, sizeof(float));
+    double *ref = malloc(sizeof(double) * n);
+    for (int64_t i = 0; i < n; i++) { a[i] = (float)(4 * gen_normal(r)); b[i] = (float)gen_normal(r); }
+    float *da = dev_upload(a, sizeof(float) * n), *db = dev_upload(b, sizeof(float) * n), *dy = dev_poisoned(n);
+    for (int64_t i = 0; i < n; i++) ref[i] = a[i] / (1.0 + exp(-(double)a[i])) * b[i];
+    cudaError_t e = swiglu(dy, da, db, n, 0);
+    int guard = e == cudaSuccess && dev_download(y, dy, n);
+    double rel = gen_rel_err(y, ref, n);
+    CHECK(e == cudaSuccess && guard && rel < 1e-5, "swiglu 1000003", "%s, guard %s, rel err %.3g",
+          cudaGetErrorString(e), guard ? "ok" : "overwritten", rel);
+    for (int64_t i = 0; i < n; i++) ref[i] = (double)a[i] + b[i];
+    CUDA_CHECK(cudaMemset(dy, 0xff, sizeof(float) * (size_t)(n + GUARD)));
+    e = add(dy, da, db, n, 0);
+    guard = e == cudaSuccess && dev_download(y, dy, n);
+    rel = gen_rel_err(y, ref, n);
+    CHECK(e == cudaSuccess && guard && rel < 1e-6, "add 1000003", "%s, guard %s, rel err %.3g",
+          cudaGetErrorString(e), guard ? "ok" : "overwritten", rel);
+    CUDA_CHECK(cudaFree(da)); CUDA_CHECK(cudaFree(db)); CUDA_CHECK(cudaFree(dy));
+    free(a); free(b); free(y); free(ref);
+}
+
+static void test_argmax(gen_rng *r) {
+    const int n_seq = 3, nv = 32000;
+    float *l = malloc(sizeof(float) * n_seq * nv);
+    for (int i = 0; i < n_seq * nv; i++) l[i] = (float)gen_normal(r);
+    l[0 * nv + 31999] = 100; /* last index */
+    l[1 * nv + 700] = 50; l[1 * nv + 300] = 50; /* tie: the lower index wins */
+    l[2 * nv + 5] = NAN; l[2 * nv + 12345] = 9; /* NaN never wins */
+    int32_t want[3] = {31999, 300, 12345}, got[3] = {-1, -1, -1};
+    float *dl = dev_upload(l, sizeof(float) * n_seq * nv);
+    int32_t *dout = dev_alloc(sizeof got);
+    cudaError_t e = argmax(dout, dl, n_seq, nv, 0);
+    CUDA_CHECK(cudaMemcpy(got, dout, sizeof got, cudaMemcpyDeviceToHost));
+    CHECK(e == cudaSuccess && memcmp(got, want, sizeof got) == 0, "argmax 3x32000", "%s, got %d %d %d, want %d %d %d",
+          cudaGetErrorString(e), got[0], got[1], got[2], want[0], want[1], want[2]);
+    CUDA_CHECK(cudaFree(dl)); CUDA_CHECK(cudaFree(dout));
+    free(l);
+}
+
+/* kv_store of the new token, then attention over [0, len) against f64 softmax over the f16 cache. */
+static void test_attention(gen_rng *r, int n_seq, int n_head, int n_kv, int hd, int max_ctx, const int32_t *len) {
+    char name[96];
+    snprintf(name, sizeof name, "attention %d seq, %d/%d heads, hd %d, ctx %d", n_seq, n_head, n_kv, hd, max_ctx);
+    size_t cn = (size_t)n_seq * n_kv * max_ctx * hd;
+    uint16_t *kc = malloc(cn * 2), *vc = malloc(cn * 2);
+    for (size_t i = 0; i < cn; i++) { kc[i] = quant_f32_to_f16((float)gen_normal(r)); vc[i] = quant_f32_to_f16((float)gen_normal(r)); }
+    int nq = n_seq * n_head * hd, nk = n_seq * n_kv * hd;
+    float *q = malloc(sizeof(float) * nq), *kn = malloc(sizeof(float) * nk), *vn = malloc(sizeof(float) * nk);
+    float *out = calloc((size_t)nq, sizeof(float));
+    double *ref = malloc(sizeof(double) * nq), *sc = malloc(sizeof(double) * max_ctx);
+    for (int i = 0; i < nq; i++) q[i] = (float)gen_normal(r);
+    for (int i = 0; i < nk; i++) { kn[i] = (float)gen_normal(r); vn[i] = (float)gen_normal(r); }
+    int32_t pos[8];
+    for (int s = 0; s < n_seq; s++) pos[s] = len[s] - 1;
+    uint16_t *dk = dev_upload(kc, cn * 2), *dv = dev_upload(vc, cn * 2);
+    float *dq = dev_upload(q, sizeof(float) * nq), *dkn = dev_upload(kn, sizeof(float) * nk), *dvn = dev_upload(vn, sizeof(float) * nk);
+    int32_t *dpos = dev_upload(pos, sizeof(int32_t) * n_seq), *dlen = dev_upload(len, sizeof(int32_t) * n_seq);
+    cudaError_t e = kv_store(dk, dv, dkn, dvn, dpos, n_seq, n_kv, hd, max_ctx, 0);
+    /* the same store on the host copy */
+    for (int s = 0; s < n_seq; s++)
+        for (int h = 0; h < n_kv; h++)
+            for (int d = 0; d < hd; d++) {
+                size_t at = (((size_t)s * n_kv + h) * max_ctx + pos[s]) * hd + d;
+                kc[at] = quant_f32_to_f16(kn[(s * n_kv + h) * hd + d]);
+                vc[at] = quant_f32_to_f16(vn[(s * n_kv + h) * hd + d]);
+            }
+    const float scale = 1.0f / sqrtf((float)hd);
+    for (int s = 0; s < n_seq; s++)
+        for (int h = 0; h < n_head; h++) {
+            int kvh = h / (n_head / n_kv);
+            const uint16_t *kb = kc + ((size_t)s * n_kv + kvh) * max_ctx * hd, *vb = vc + ((size_t)s * n_kv + kvh) * max_ctx * hd;
+            const float *qh = q + (s * n_head + h) * hd;
+            double m = -INFINITY, l = 0;
+            for (int p = 0; p < len[s]; p++) {
+                double d = 0;
+                for (int i = 0; i < hd; i++) d += (double)qh[i] * quant_f16_to_f32(kb[(size_t)p * hd + i]);
+                sc[p] = d * scale;
+                if (sc[p] > m) m = sc[p];
+            }
+            for (int p = 0; p < len[s]; p++) { sc[p] = exp(sc[p] - m); l += sc[p]; }
+            for (int i = 0; i < hd; i++) {
+                double o = 0;
+                for (int p = 0; p < len[s]; p++) o += sc[p] * quant_f16_to_f32(vb[(size_t)p * hd + i]);
+                ref[(s * n_head + h) * hd + i] = o / l;
+            }
+        }
+    void *scratch = dev_alloc(attention_scratch_bytes(n_seq, n_head, hd, max_ctx));
+    float *dout = dev_poisoned(nq);
+    if (e == cudaSuccess) e = attention_decode(dout, dq, dk, dv, dlen, scratch, n_seq, n_head, n_kv, hd, max_ctx, scale, 0);
+    int guard = e == cudaSuccess && dev_download(out, dout, nq);
+    double rel = gen_rel_err(out, ref, nq);
+    CHECK(e == cudaSuccess && guard && rel < 1e-4, name, "%s, guard %s, rel err %.3g (budget 1e-4)",
+          cudaGetErrorString(e), guard ? "ok" : "overwritten", rel);
+    CUDA_CHECK(cudaFree(dk)); CUDA_CHECK(cudaFree(dv)); CUDA_CHECK(cudaFree(dq)); CUDA_CHECK(cudaFree(dkn));
+    CUDA_CHECK(cudaFree(dvn)); CUDA_CHECK(cudaFree(dpos)); CUDA_CHECK(cudaFree(dlen)); CUDA_CHECK(cudaFree(scratch));
+    CUDA_CHECK(cudaFree(dout));
+    free(kc); free(vc); free(q); free(kn); free(vn); free(out); free(ref); free(sc);
+}
+
+int main(void) {
+    int ndev = 0;
+    if (cudaGetDeviceCount(&ndev) != cudaSuccess || ndev == 0) {
+        SKIP("test_kernels", "no CUDA device");
+        return 0;
+    }
+    gen_rng r = {(uint64_t)time(NULL) * 2654435761u | 1};
+    printf("# seed-time %lld\n", (long long)r.s);
+    const uint32_t types[] = {QUANT_F32, QUANT_F16, QUANT_Q4_0, QUANT_Q5_0, QUANT_Q8_0, QUANT_Q4_K, QUANT_Q6_K};
+    const int64_t shapes[][2] = {{1, 256}, {37, 512}, {131, 2816}, {1000, 4096}, {17, 14336}};
+    for (size_t ti = 0; ti < sizeof types / sizeof types[0]; ti++) {
+        uint32_t t = types[ti];
+        for (size_t si = 0; si < sizeof shapes / sizeof shapes[0]; si++) {
+            int64_t be = quant_traits_of(t)->block_elems;
+            if (shapes[si][1] % be) continue;
+            test_matvec(&r, t, shapes[si][0], shapes[si][1], 1, 0);
+        }
+        test_matvec(&r, t, 37, 512, 1, 1);
+        test_matvec(&r, t, 131, 2816 - 2816 % quant_traits_of(t)->block_elems, 3, 0);
+        test_matvec(&r, t, 1000, 4096, 4, 1);
+        test_matvec(&r, t, 45, 1024, 8, 0);
+        test_matvec(&r, t, 45, 1024, 8, 1);
+        test_matvec(&r, t, 20, 768, 5, 0);
+        test_embed(&r, t);
+    }
+    for (int i = 0; i < 2; i++) {
+        uint32_t t = i ? QUANT_Q4_K : QUANT_Q4_0;
+        test_gemm(&r, t, 37, 512, 100);
+        test_gemm(&r, t, 300, 2816, 5);
+        test_gemm(&r, t, 130, 4096, 64);
+        test_gemm(&r, t, 1, 256, 1);
+    }
+    test_rmsnorm(&r);
+    test_rope(&r);
+    test_elementwise(&r);
+    test_argmax(&r);
+    const int32_t l1[2] = {1, 777}, l2[3] = {300, 1024, 45}, l3[1] = {5}, l4[2] = {299, 2};
+    test_attention(&r, 2, 8, 2, 128, 1000, l1);
+    test_attention(&r, 3, 32, 4, 64, 1024, l2);
+    test_attention(&r, 1, 8, 8, 8, 16, l3);
+    test_attention(&r, 2, 4, 2, 36, 300, l4); /* head_dim % 8 != 0: variant 1 */
+    return test_done();
+}

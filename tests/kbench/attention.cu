@@ -1,0 +1,95 @@
+/* Kernel lab: split-KV decode attention (attention.cuh, variants 1 and 2). Checks against an f64 CPU softmax over
+ * the same f16 cache, then times kv-cache reads at several context lengths: GB/s = (K + V bytes
+ * read + q + out) / time, against the measured copy bandwidth. Usage: attention */
+#include <cmath>
+#include <cstdio>
+#include <vector>
+#include "tests/gpu/gen.h"
+#include "tests/kbench/lab.h"
+#include "kernels/kernels.h"
+#include "kernels/attention.cuh"
+
+struct cfg { int n_seq, n_head, n_kv, hd, len; };
+
+static int g_fail = 0;
+
+static void bench(lab &L, gen_rng *r, cfg c) {
+    const int max_ctx = c.len;
+    size_t cn = (size_t)c.n_seq * c.n_kv * max_ctx * c.hd, nq = (size_t)c.n_seq * c.n_head * c.hd;
+    std::vector<uint16_t> kc(cn), vc(cn);
+    for (size_t i = 0; i < cn; i++) { kc[i] = quant_f32_to_f16((float)gen_uniform(r, -2, 2)); vc[i] = quant_f32_to_f16((float)gen_uniform(r, -1, 1)); }
+    std::vector<float> q(nq), out(nq);
+    for (auto &v : q) v = (float)gen_uniform(r, -1, 1);
+    std::vector<int32_t> len(c.n_seq, c.len);
+    uint16_t *dk, *dv;
+    float *dq, *dout;
+    int32_t *dlen;
+    void *scratch;
+    CUDA_CHECK(cudaMalloc(&dk, cn * 2)); CUDA_CHECK(cudaMalloc(&dv, cn * 2));
+    CUDA_CHECK(cudaMalloc(&dq, nq * 4)); CUDA_CHECK(cudaMalloc(&dout, nq * 4));
+    CUDA_CHECK(cudaMalloc(&dlen, 4 * c.n_seq));
+    CUDA_CHECK(cudaMalloc(&scratch, attention_scratch_bytes(c.n_seq, c.n_head, c.hd, max_ctx)));
+    CUDA_CHECK(cudaMemcpy(dk, kc.data(), cn * 2, cudaMemcpyHostToDevice));
+    CUDA_CHECK(cudaMemcpy(dv, vc.data(), cn * 2, cudaMemcpyHostToDevice));
+    CUDA_CHECK(cudaMemcpy(dq, q.data(), nq * 4, cudaMemcpyHostToDevice));
+    CUDA_CHECK(cudaMemcpy(dlen, len.data(), 4 * c.n_seq, cudaMemcpyHostToDevice));
+    const float scale = 1.0f / sqrtf((float)c.hd);
+    int variant = 1;
+    auto run = [&] {
+        if (variant == 1) CUDA_CHECK((attn_launch<1>(dout, dq, dk, dv, dlen, scratch, c.n_seq, c.n_head, c.n_kv, c.hd, max_ctx, scale, 0)));
+        else CUDA_CHECK((attn_launch<2>(dout, dq, dk, dv, dlen, scratch, c.n_seq, c.n_head, c.n_kv, c.hd, max_ctx, scale, 0)));
+    };
+    /* reference for sequence 0 */
+    std::vector<double> ref(c.n_head * c.hd), sc(c.len);
+    for (int h = 0; h < c.n_head; h++) {
+        int kvh = h / (c.n_head / c.n_kv);
+        const uint16_t *kb = kc.data() + (size_t)kvh * max_ctx * c.hd, *vb = vc.data() + (size_t)kvh * max_ctx * c.hd;
+        double m = -INFINITY, l = 0;
+        for (int p = 0; p < c.len; p++) {
+            double d = 0;
+            for (int i = 0; i < c.hd; i++) d += (double)q[h * c.hd + i] * quant_f16_to_f32(kb[(size_t)p * c.hd + i]);
+            sc[p] = d * scale;
+            m = std::max(m, sc[p]);
+        }
+        for (int p = 0; p < c.len; p++) { sc[p] = exp(sc[p] - m); l += sc[p]; }
+        for (int i = 0; i < c.hd; i++) {
+            double o = 0;
+            for (int p = 0; p < c.len; p++) o += sc[p] * quant_f16_to_f32(vb[(size_t)p * c.hd + i]);
+            ref[h * c.hd + i] = o / l;
+        }
+    }
+    for (variant = 1; variant <= 2; variant++) {
+        CUDA_CHECK(cudaMemset(dout, 0xff, nq * 4));
+        run();
+        CUDA_CHECK(cudaMemcpy(out.data(), dout, nq * 4, cudaMemcpyDeviceToHost));
+        double rel = gen_rel_err(out.data(), ref.data(), c.n_head * c.hd);
+        bool ok = rel < 1e-4;
+        if (!ok) g_fail++;
+        double ms = L.time_ms(run, 20);
+        double bytes = 2.0 * cn * 2 + 2.0 * nq * 4;
+        double gbs = bytes / (ms * 1e-3) / 1e9;
+        printf("| v%d | %d | %d/%d | %d | %6d | %8.2f | %6.0f | %4.0f%% | %.1e %s |\n", variant, c.n_seq, c.n_head, c.n_kv,
+               c.hd, c.len, ms * 1e3, gbs, 100 * gbs / L.copy_gbs, rel, ok ? "ok" : "FAIL");
+        fflush(stdout);
+    }
+    CUDA_CHECK(cudaFree(dk)); CUDA_CHECK(cudaFree(dv)); CUDA_CHECK(cudaFree(dq)); CUDA_CHECK(cudaFree(dout));
+    CUDA_CHECK(cudaFree(dlen)); CUDA_CHECK(cudaFree(scratch));
+}
+
+int main() {
+    int ndev = 0;
+    if (cudaGetDeviceCount(&ndev) != cudaSuccess || ndev == 0) {
+        printf("SKIP kbench attention: no CUDA device\n");
+        return 0;
+    }
+    lab L;
+    L.measure_copy();
+    printf("# copy bandwidth (4 GiB d2d, read+write, median of 10): %.0f GB/s\n", L.copy_gbs);
+    printf("| var | seqs | heads | hd | len | us | GB/s | %%copy | rel err |\n|---|---|---|---|---|---|---|---|---|\n");
+    gen_rng r = {0xA5A5A5A55A5A5A5Aull ^ (uint64_t)time(NULL)};
+    const cfg cs[] = {{1, 32, 8, 128, 1024}, {1, 32, 8, 128, 4096}, {1, 32, 8, 128, 16384},
+                      {8, 32, 8, 128, 4096}, {1, 32, 8, 64, 4096}, {1, 64, 8, 128, 8192}};
+    for (cfg c : cs) bench(L, &r, c);
+    printf("%s kbench attention: %d check failures\n", g_fail ? "FAIL" : "PASS", g_fail);
+    return g_fail ? 1 : 0;
+}

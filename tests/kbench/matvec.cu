@@ -1,0 +1,168 @@
+/* Kernel lab: decode matvec. CPU reference (quant_dequant_row + f64 dot) on sampled rows of
+ * fresh random matrices, then each variant (matvec.cuh: v1 generic, v2-v5 tensor cores) timed two
+ * ways: one launch after an L2 flush ("1x"), and a chain of launches over enough copies of the
+ * matrix to exceed L2 ("chain", as in a decode step). GB/s = (weights + x + y bytes) / time,
+ * against the measured copy bandwidth. Usage: matvec [filter] (a substring of the type name), or
+ * matvec profile TYPE ROWS K VARIANT (one checked launch of one variant, for ncu). */
+#include <cstdio>
+#include <cstring>
+#include <cstdlib>
+#include <vector>
+#include "tests/gpu/gen.h"
+#include "tests/kbench/lab.h"
+#include "kernels/kernels.h"
+#include "kernels/matvec.cuh"
+
+struct shape { int64_t rows, k; };
+
+static int g_fail = 0;
+static int g_profile = 0; /* profile mode: the one variant to run */
+
+template <int T, typename XT>
+static void launch_v1(float *y, const void *w, const XT *x, int rows, int k, int n) {
+    matvec_v1<T, XT><<<(rows + MV1_ROWS - 1) / MV1_ROWS, 256, MV1_SMEM>>>(y, (const uint8_t *)w, x, rows, k, n);
+}
+
+/* variant 1 on GGUF layout, variants 2 and 3 on the repacked layout; false if not applicable */
+static bool run_variant(int v, uint32_t t, float *y, const void *w, const void *x, bool xh, int rows, int k, int n) {
+    if (v == 1) {
+#define V1(TT) case TT: if (xh) launch_v1<TT, __half>(y, w, (const __half *)x, rows, k, n); \
+                        else launch_v1<TT, float>(y, w, (const float *)x, rows, k, n); return true;
+        switch (t) { V1(QUANT_F32) V1(QUANT_F16) V1(QUANT_Q4_0) V1(QUANT_Q5_0) V1(QUANT_Q8_0) V1(QUANT_Q4_K) V1(QUANT_Q6_K) }
+#undef V1
+        return false;
+    }
+#define V23(TT, V) case TT: if (xh) matvec_v2_launch<TT, true, V>(y, w, x, rows, k, n, 0); \
+                           else matvec_v2_launch<TT, false, V>(y, w, x, rows, k, n, 0); return true;
+    if (v == 2) switch (t) { V23(QUANT_Q4_0, 2) V23(QUANT_Q4_K, 2) V23(QUANT_Q8_0, 2) V23(QUANT_Q6_K, 2) }
+    if (v == 3) switch (t) { V23(QUANT_Q4_0, 3) V23(QUANT_Q4_K, 3) V23(QUANT_Q8_0, 3) V23(QUANT_Q6_K, 3) }
+    if (v == 4) switch (t) { V23(QUANT_Q4_0, 4) V23(QUANT_Q4_K, 4) V23(QUANT_Q8_0, 4) V23(QUANT_Q6_K, 4) }
+    if (v == 5 && n == 1) switch (t) { V23(QUANT_Q4_0, 5) V23(QUANT_Q4_K, 5) V23(QUANT_Q8_0, 5) V23(QUANT_Q6_K, 5) }
+#undef V23
+    return false;
+}
+
+static void bench(lab &L, gen_rng *r, uint32_t t, shape s, int n, bool xh) {
+    char err[256];
+    const int64_t rows = s.rows, k = s.k;
+    size_t wb = quant_row_bytes(t, k) * rows, rb = matvec_repacked_bytes(t, rows, k);
+    std::vector<uint8_t> w(wb);
+    gen_weights(r, t, rows, k, w.data());
+    std::vector<float> x(n * k);
+    std::vector<uint16_t> xh16(n * k);
+    for (int64_t i = 0; i < n * k; i++) {
+        x[i] = (float)gen_uniform(r, -1, 1);
+        xh16[i] = quant_f32_to_f16(x[i]);
+        if (xh) x[i] = quant_f16_to_f32(xh16[i]);
+    }
+    /* reference on up to 257 rows spread over the matrix, the last included */
+    std::vector<int64_t> rs;
+    for (int64_t i = 0; i < rows; i += rows > 257 ? rows / 256 : 1) rs.push_back(i);
+    if (rs.back() != rows - 1) rs.push_back(rows - 1);
+    std::vector<double> ref(rs.size() * n);
+    std::vector<float> row(k);
+    for (size_t j = 0; j < rs.size(); j++) {
+        if (quant_dequant_row(t, w.data() + rs[j] * quant_row_bytes(t, k), row.data(), k, err, sizeof err)) {
+            printf("FAIL reference %s: %s\n", quant_type_name(t), err);
+            exit(1);
+        }
+        for (int c = 0; c < n; c++) {
+            double acc = 0;
+            for (int64_t i = 0; i < k; i++) acc += (double)row[i] * x[c * k + i];
+            ref[j * n + c] = acc;
+        }
+    }
+    /* enough copies to exceed L2 several times (>= 256 MB), at most 64 */
+    size_t copies = std::max<size_t>(1, std::min<size_t>(64, ((size_t)256 << 20) / std::max(wb, rb) + 1));
+    void *dw_raw, *dx;
+    CUDA_CHECK(cudaMalloc(&dw_raw, wb));
+    CUDA_CHECK(cudaMemcpy(dw_raw, w.data(), wb, cudaMemcpyHostToDevice));
+    std::vector<void *> raw(copies), rep(copies);
+    for (size_t c = 0; c < copies; c++) {
+        CUDA_CHECK(cudaMalloc(&raw[c], wb));
+        CUDA_CHECK(cudaMemcpy(raw[c], dw_raw, wb, cudaMemcpyDeviceToDevice));
+        CUDA_CHECK(cudaMalloc(&rep[c], rb));
+        CUDA_CHECK(matvec_repack(rep[c], dw_raw, t, rows, k, 0));
+    }
+    size_t xbytes = (size_t)n * k * (xh ? 2 : 4);
+    CUDA_CHECK(cudaMalloc(&dx, xbytes));
+    CUDA_CHECK(cudaMemcpy(dx, xh ? (void *)xh16.data() : (void *)x.data(), xbytes, cudaMemcpyHostToDevice));
+    float *dy;
+    CUDA_CHECK(cudaMalloc(&dy, sizeof(float) * n * rows));
+    std::vector<float> y(n * rows);
+    for (int v = 1; v <= 5; v++) {
+        if (g_profile && v != g_profile) continue;
+        const std::vector<void *> &wv = v == 1 ? raw : rep;
+        CUDA_CHECK(cudaMemset(dy, 0xff, sizeof(float) * n * rows));
+        if (!run_variant(v, t, dy, wv[0], dx, xh, (int)rows, (int)k, n)) continue;
+        CUDA_CHECK(cudaDeviceSynchronize());
+        CUDA_CHECK(cudaMemcpy(y.data(), dy, sizeof(float) * n * rows, cudaMemcpyDeviceToHost));
+        std::vector<float> got(rs.size() * n);
+        for (size_t j = 0; j < rs.size(); j++)
+            for (int c = 0; c < n; c++) got[j * n + c] = y[c * rows + rs[j]];
+        double rel = gen_rel_err(got.data(), ref.data(), (int64_t)got.size());
+        bool ok = rel < 1e-4;
+        if (!ok) g_fail++;
+        if (g_profile) { /* the second launch of the variant, after an L2 flush, is the one to profile */
+            L.flush();
+            run_variant(v, t, dy, wv[0], dx, xh, (int)rows, (int)k, n);
+            CUDA_CHECK(cudaDeviceSynchronize());
+            printf("profiled v%d %s %lldx%lld: rel err %.1e\n", v, quant_type_name(t), (long long)rows, (long long)k, rel);
+            continue;
+        }
+        double ms1 = L.time_ms([&] { run_variant(v, t, dy, wv[0], dx, xh, (int)rows, (int)k, n); }, 20);
+        double msc = L.time_ms([&] {
+            for (size_t c = 0; c < copies; c++) run_variant(v, t, dy, wv[c], dx, xh, (int)rows, (int)k, n);
+        }, 10) / copies;
+        double bytes = (double)(v == 1 ? wb : rb) + xbytes + 4.0 * n * rows;
+        double g1 = bytes / (ms1 * 1e-3) / 1e9, gc = bytes / (msc * 1e-3) / 1e9;
+        printf("| %-4s | %5lldx%-5lld | v%d | %d | %s | %8.2f | %6.0f | %4.0f%% | %8.2f | %6.0f | %4.0f%% | %.1e %s |\n",
+               quant_type_name(t), (long long)rows, (long long)k, v, n, xh ? "f16" : "f32", ms1 * 1e3, g1,
+               100 * g1 / L.copy_gbs, msc * 1e3, gc, 100 * gc / L.copy_gbs, rel, ok ? "ok" : "FAIL");
+        fflush(stdout);
+    }
+    for (size_t c = 0; c < copies; c++) { CUDA_CHECK(cudaFree(raw[c])); CUDA_CHECK(cudaFree(rep[c])); }
+    CUDA_CHECK(cudaFree(dw_raw)); CUDA_CHECK(cudaFree(dx)); CUDA_CHECK(cudaFree(dy));
+}
+
+int main(int argc, char **argv) {
+    const char *filter = argc > 1 ? argv[1] : "";
+    if (argc == 6 && strcmp(argv[1], "profile") == 0) { /* profile TYPE ROWS K VARIANT: one launch for ncu */
+        g_profile = atoi(argv[5]);
+        gen_rng r = {42};
+        for (uint32_t t = 0; t < QUANT_TYPE_COUNT; t++)
+            if (quant_traits_of(t) && strcmp(quant_type_name(t), argv[2]) == 0) {
+                lab L;
+                bench(L, &r, t, {atoll(argv[3]), atoll(argv[4])}, 1, false);
+            }
+        return g_fail ? 1 : 0;
+    }
+    int ndev = 0;
+    if (cudaGetDeviceCount(&ndev) != cudaSuccess || ndev == 0) {
+        printf("SKIP kbench matvec: no CUDA device\n");
+        return 0;
+    }
+    cudaDeviceProp p;
+    CUDA_CHECK(cudaGetDeviceProperties(&p, 0));
+    lab L;
+    L.measure_copy();
+    printf("# %s, %d SMs, L2 %d MB; copy bandwidth (4 GiB d2d, read+write, median of 10): %.0f GB/s\n", p.name,
+           p.multiProcessorCount, p.l2CacheSize >> 20, L.copy_gbs);
+    printf("| type | rows x k | var | n | x | 1x us | GB/s | %%copy | chain us | GB/s | %%copy | rel err |\n");
+    printf("|---|---|---|---|---|---|---|---|---|---|---|---|\n");
+    gen_rng r = {0x9E3779B97F4A7C15ull ^ (uint64_t)time(NULL)};
+    const uint32_t types[] = {QUANT_Q4_0, QUANT_Q4_K, QUANT_Q6_K, QUANT_Q8_0, QUANT_Q5_0, QUANT_F16, QUANT_F32};
+    const shape shapes[] = {{4096, 4096}, {14336, 4096}, {4096, 14336}, {32000, 4096}, {1, 256}, {37, 512}};
+    for (uint32_t t : types) {
+        if (!strstr(quant_type_name(t), filter)) continue;
+        for (shape s : shapes) bench(L, &r, t, s, 1, false);
+        if (t == QUANT_Q4_0 || t == QUANT_Q4_K) {
+            bench(L, &r, t, {14336, 4096}, 1, true);
+            bench(L, &r, t, {14336, 4096}, 4, true);
+            bench(L, &r, t, {14336, 4096}, 8, true);
+            bench(L, &r, t, {14336, 4096}, 8, false);
+        }
+    }
+    printf("%s kbench matvec: %d check failures\n", g_fail ? "FAIL" : "PASS", g_fail);
+    return g_fail ? 1 : 0;
+}
