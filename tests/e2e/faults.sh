@@ -28,6 +28,8 @@ full_disk "info --values all" "$MGI" info "$F32" --tensor output_norm.weight --v
 full_disk "bench -o json" "$MGI" bench -m "$F32" -p 8 -n 4 -r 1 --bw 10 -o json
 full_disk "run" "$MGI" run -m "$F32" -p hi -n 8 -s 1 --log-disable
 full_disk "tokenize" "$MGI" tokenize -m "$F32" -p "hello world"
+full_disk "perplexity" "$MGI" perplexity -m "$F32" -f "$SHARED/golden/perplexity/text.txt" -c 64 -b 64 --log-disable
+full_disk "batch" "$MGI" batch -m "$F32" -ns 2 -n 4
 check "full disk: run with --log-disable prints only the one line" [ "$(
     timeout 60 "$MGI" run -m "$F32" -p hi -n 8 -s 1 --log-disable 2>&1 >/dev/full | wc -l)" -eq 1 ]
 
