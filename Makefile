@@ -67,7 +67,7 @@ TOOL_BIN := $(foreach f,$(TOOL_SRC),$(BUILD)/$(basename $(f)))
 
 VERSION := $(shell git describe --always --dirty 2>/dev/null || echo unknown)
 
-.PHONY: all test test-gpu test-asan demo install clean kbench fuzz bench
+.PHONY: all test test-gpu test-asan coverage demo install clean kbench fuzz bench
 all: $(BUILD)/mgi $(TOOL_BIN)
 
 $(BUILD)/%.o: %.c
@@ -123,6 +123,17 @@ test-asan:
 	@ASAN_OPTIONS=protect_shadow_gap=0:detect_leaks=1 UBSAN_OPTIONS=print_stacktrace=1 \
 	  BUILD=build-asan SHARED=$(SHARED) MGI_ASAN=1 bash tests/run.sh
 
+# The CPU suite built with gcc --coverage in build-cov, then line coverage per folder from plain
+# gcov (no gcovr needed): gguf/ first, the figure the hardening issue tracks. -O1 keeps the
+# tokenizer's speed checks near their bounds; a FAIL printed here is a measurement, not a gate.
+COV_DIRS ?= gguf quant models engine cli
+coverage:
+	@find build-cov -name '*.gcda' -delete 2>/dev/null || true
+	@$(MAKE) --no-print-directory BUILD=build-cov CFLAGS="-O1 -g --coverage" LDFLAGS=--coverage all \
+	  $(patsubst $(BUILD)/%,build-cov/%,$(UNIT_BIN))
+	@BUILD=build-cov SHARED=$(SHARED) bash tests/run.sh | grep -E "^FAIL|^[0-9]+ passed"
+	@bash tests/coverage.sh build-cov $(COV_DIRS)
+
 test-gpu: $(BUILD)/mgi $(GPUT_BIN) $(TOOL_BIN)
 	@BUILD=$(BUILD) SHARED=$(SHARED) bash tests/run.sh gpu
 
@@ -153,7 +164,7 @@ fuzz: $(FUZZ_BIN) $(BUILD)/tests/malformed/gen_malformed
 	@for f in $(FUZZ_BIN); do \
 	  name=$${f#build/fuzz/fuzz_}; mkdir -p build/fuzz/corpus/$$name; \
 	  echo "fuzz $$name for $(FUZZ_SECONDS) s" >&2; \
-	  $$f -max_total_time=$(FUZZ_SECONDS) -timeout=10 -rss_limit_mb=2048 \
+	  SHARED=$(SHARED) $$f -max_total_time=$(FUZZ_SECONDS) -timeout=10 -rss_limit_mb=2048 \
 	    -artifact_prefix=build/fuzz/ build/fuzz/corpus/$$name build/fuzz/seeds || exit 1; \
 	done
 
@@ -162,7 +173,7 @@ install: $(BUILD)/mgi
 	install -m 755 $(BUILD)/mgi $(DESTDIR)$(PREFIX)/bin/mgi
 
 clean:
-	rm -rf build build-asan
+	rm -rf build build-asan build-cov
 
 -include $(shell find $(BUILD) -name '*.d' 2>/dev/null)
 

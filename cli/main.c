@@ -1,5 +1,7 @@
 /* mgi's entry point: picks the subcommand and hands it argv. `mgi -m M ...` with no subcommand
  * is `mgi run`, as llama.cpp's main program takes the same flags. */
+#include <errno.h>
+#include <signal.h>
 #include <stdio.h>
 #include <string.h>
 
@@ -39,7 +41,21 @@ static const command commands[] = {
 
 const char *cli_version(void) { return MGI_VERSION; }
 
-int main(int argc, char **argv) {
+/* A failed write to stdout (a full disk, a closed file) would otherwise pass silently at exit:
+ * flush here and make it a runtime failure with one line. Only when the command succeeded, so
+ * a command that already reported an error keeps its status and its single line. */
+static int finish(int rc) {
+    errno = 0;
+    int bad = fflush(stdout) != 0;
+    if ((bad || ferror(stdout)) && rc == 0) {
+        cli_error("cannot write standard output: %s",
+                  errno ? strerror(errno) : "an earlier write failed (disk full?)");
+        return EXIT_RUNTIME;
+    }
+    return rc;
+}
+
+static int dispatch(int argc, char **argv) {
     if (argc < 2) {
         fputs(usage, stderr);
         return EXIT_USAGE;
@@ -61,4 +77,11 @@ int main(int argc, char **argv) {
     cli_error("unknown command '%s' (commands: run, batch, info, tokenize, perplexity, bench, devices; see mgi --help)",
               argv[1]);
     return EXIT_USAGE;
+}
+
+int main(int argc, char **argv) {
+    /* A reader that goes away (mgi ... | head) ends mgi quietly by SIGPIPE, whatever the
+     * parent left the disposition at. */
+    signal(SIGPIPE, SIG_DFL);
+    return finish(dispatch(argc, argv));
 }

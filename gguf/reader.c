@@ -134,8 +134,8 @@ static char *copy_str(reader *r, const uint8_t *p, uint64_t len) {
 
 static int read_value(reader *r, gguf_type t, gguf_value *out, int depth, uint64_t elem);
 
-/* elem: index of this value inside its array (UINT64_MAX for a top-level value), for messages. */
-static int read_scalar(reader *r, gguf_type t, gguf_value *out, uint64_t elem) {
+/* A top-level scalar value (array elements of scalar types stay packed in the file). */
+static int read_scalar(reader *r, gguf_type t, gguf_value *out) {
     uint8_t b[8];
     size_t n = scalar_size[t];
     if (need(r, n, "value")) return -1;
@@ -154,12 +154,7 @@ static int read_scalar(reader *r, gguf_type t, gguf_value *out, uint64_t elem) {
     case GGUF_TYPE_FLOAT32: { float x; memcpy(&x, b, 4); out->v.f64 = x; break; }
     case GGUF_TYPE_FLOAT64: { double x; memcpy(&x, b, 8); out->v.f64 = x; break; }
     case GGUF_TYPE_BOOL:
-        if (b[0] > 1) {
-            if (elem != UINT64_MAX)
-                return fail(r, "%s: element %llu: bool value %u is neither 0 nor 1", r->where,
-                            (unsigned long long)elem, b[0]);
-            return fail(r, "%s: bool value %u is neither 0 nor 1", r->where, b[0]);
-        }
+        if (b[0] > 1) return fail(r, "%s: bool value %u is neither 0 nor 1", r->where, b[0]);
         out->v.b = b[0];
         break;
     default: break;
@@ -221,7 +216,7 @@ static int read_value(reader *r, gguf_type t, gguf_value *out, int depth, uint64
         return out->v.str.ptr ? 0 : -1;
     }
     if (t == GGUF_TYPE_ARRAY) return read_array(r, out, depth);
-    return read_scalar(r, t, out, elem);
+    return read_scalar(r, t, out);
 }
 
 /* --- name indices ----------------------------------------------------------------------------- */

@@ -5,6 +5,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "models/llama.h"
 #include "quant/quant.h"
@@ -34,9 +35,19 @@ static int get_u32(const gguf_ctx *g, const char *key, int required, uint32_t lo
         return fail(err, err_size, "%s: key %s is missing (needed for the llama architecture)",
                     gguf_path(g), key);
     }
-    if (rc != GGUF_OK)
-        return fail(err, err_size, "%s: key %s has the wrong type (expected an unsigned integer)",
-                    gguf_path(g), key);
+    if (rc != GGUF_OK) {
+        /* An integer of another width that does not fit is a range problem, not a type one. */
+        const gguf_value *x = gguf_get(g, key);
+        if (x->type == GGUF_TYPE_INT8 || x->type == GGUF_TYPE_INT16 || x->type == GGUF_TYPE_INT32 ||
+            x->type == GGUF_TYPE_INT64)
+            return fail(err, err_size, "%s: key %s = %lld is out of range [%u, %u]", gguf_path(g), key,
+                        (long long)x->v.i64, lo, hi);
+        if (x->type == GGUF_TYPE_UINT64)
+            return fail(err, err_size, "%s: key %s = %llu is out of range [%u, %u]", gguf_path(g), key,
+                        (unsigned long long)x->v.u64, lo, hi);
+        return fail(err, err_size, "%s: key %s has the wrong type %s (expected an unsigned integer)",
+                    gguf_path(g), key, gguf_type_name(x->type));
+    }
     if (v < lo || v > hi)
         return fail(err, err_size, "%s: key %s = %u is out of range [%u, %u]", gguf_path(g), key,
                     v, lo, hi);
@@ -259,4 +270,39 @@ int llama_weight_row(const llama_weight *w, int64_t r, float *dst, char *err, si
         return fail(err, err_size, "row %lld of tensor %s is out of range (%lld rows)", (long long)r,
                     w->name, (long long)w->n_rows);
     return quant_dequant_row(w->type, w->data + (size_t)r * w->row_bytes, dst, w->n_cols, err, err_size);
+}
+
+uint64_t llama_kv_bytes(const llama_hparams *hp, int64_t n_pos, uint32_t elem_bytes) {
+    if (n_pos < 0 || hp->n_layer < 0 || hp->n_head_kv < 0 || hp->head_dim < 0) return UINT64_MAX;
+    /* Each factor is below 2^32, so every step is checked against the next multiplication. */
+    const uint64_t f[] = {2, (uint64_t)hp->n_layer, (uint64_t)hp->n_head_kv, (uint64_t)hp->head_dim,
+                          elem_bytes};
+    uint64_t b = (uint64_t)n_pos;
+    for (size_t i = 0; i < sizeof f / sizeof f[0]; i++) {
+        if (f[i] && b > UINT64_MAX / f[i]) return UINT64_MAX;
+        b *= f[i];
+    }
+    return b;
+}
+
+int llama_kv_check(const llama_hparams *hp, int64_t n_pos, uint32_t elem_bytes, uint64_t mem_bytes,
+                   char *err, size_t err_size) {
+    if (!mem_bytes) {
+        long pages = sysconf(_SC_PHYS_PAGES), page = sysconf(_SC_PAGESIZE);
+        if (pages <= 0 || page <= 0) return 0;   /* unknown: let the allocation decide */
+        mem_bytes = (uint64_t)pages * (uint64_t)page;
+    }
+    uint64_t need = llama_kv_bytes(hp, n_pos, elem_bytes);
+    if (need <= mem_bytes) return 0;
+    uint64_t per_pos = llama_kv_bytes(hp, 1, elem_bytes);
+    uint64_t fit = per_pos && per_pos != UINT64_MAX ? mem_bytes / per_pos : 0;
+    if (need == UINT64_MAX)
+        return fail(err, err_size, "KV cache for %lld positions overflows 64 bits (%d layers x %d KV heads x %d); "
+                    "use a smaller -c (at most %llu fit in %llu bytes of memory)", (long long)n_pos,
+                    hp->n_layer, hp->n_head_kv, hp->head_dim, (unsigned long long)fit,
+                    (unsigned long long)mem_bytes);
+    return fail(err, err_size, "KV cache for %lld positions needs %llu bytes (%.1f GiB) but the machine has "
+                "%llu bytes (%.1f GiB) of memory; use -c %llu or less", (long long)n_pos,
+                (unsigned long long)need, need / 1073741824.0, (unsigned long long)mem_bytes,
+                mem_bytes / 1073741824.0, (unsigned long long)fit);
 }

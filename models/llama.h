@@ -64,6 +64,18 @@ void llama_model_free(llama_model *m);
 /* Reads hyperparameters only (also the checks between them); 0 or -1 with a message. */
 int llama_hparams_load(llama_hparams *hp, const gguf_ctx *g, char *err, size_t err_size);
 
+/* Bytes of a K and a V cache holding n_pos positions of every layer at elem_bytes per value
+ * (4 for f32): 2 * n_layer * n_pos * n_head_kv * head_dim * elem_bytes; UINT64_MAX when the
+ * product overflows or n_pos < 0. */
+uint64_t llama_kv_bytes(const llama_hparams *hp, int64_t n_pos, uint32_t elem_bytes);
+
+/* Refuses a KV cache that cannot fit, before anything is allocated (a cache larger than memory
+ * would be overcommitted and end in an OOM kill mid-run): 0 when llama_kv_bytes is at most
+ * mem_bytes (0: the machine's physical memory), else -1 with a message giving the bytes
+ * needed, the memory, and the largest -c that fits. */
+int llama_kv_check(const llama_hparams *hp, int64_t n_pos, uint32_t elem_bytes, uint64_t mem_bytes,
+                   char *err, size_t err_size);
+
 /* Dequantises row r of w into dst (w->n_cols floats); 0 or -1 with a message. */
 int llama_weight_row(const llama_weight *w, int64_t r, float *dst, char *err, size_t err_size);
 

@@ -181,7 +181,32 @@ static void test_good(void) {
     }
 }
 
+/* KV sizing: the product, its overflow, and the refusal with the numbers and a -c hint. */
+static void test_kv_limits(void) {
+    llama_hparams hp = {.n_layer = 32, .n_head_kv = 8, .head_dim = 128};
+    uint64_t per_pos = 2ull * 32 * 8 * 128 * 4;
+    CHECK(llama_kv_bytes(&hp, 4096, 4) == per_pos * 4096, "llama_kv_bytes: 2 x layers x positions x kv_dim x 4",
+          "%llu", (unsigned long long)llama_kv_bytes(&hp, 4096, 4));
+    CHECK(llama_kv_bytes(&hp, -1, 4) == UINT64_MAX, "llama_kv_bytes: negative positions", "not UINT64_MAX");
+    llama_hparams huge = {.n_layer = 4096, .n_head_kv = 1 << 20, .head_dim = 1 << 20};
+    CHECK(llama_kv_bytes(&huge, 1 << 24, 4) == UINT64_MAX, "llama_kv_bytes: overflow is UINT64_MAX",
+          "%llu", (unsigned long long)llama_kv_bytes(&huge, 1 << 24, 4));
+    char err[512] = "";
+    CHECK(llama_kv_check(&hp, 4096, 4, per_pos * 4096, err, sizeof err) == 0, "llama_kv_check: exactly fits", "%s", err);
+    int rc = llama_kv_check(&hp, 4096, 4, per_pos * 1000 + 5, err, sizeof err);
+    CHECK(rc == -1 && strstr(err, "needs 1073741824 bytes") && strstr(err, "-c 1000 or less"),
+          "llama_kv_check: refused with bytes needed and a -c hint", "rc %d: %s", rc, err);
+    rc = llama_kv_check(&huge, 1 << 24, 4, 1ull << 30, err, sizeof err);
+    CHECK(rc == -1 && strstr(err, "overflows"), "llama_kv_check: overflow refused", "rc %d: %s", rc, err);
+    /* The machine's memory: a context of 2^24 positions of a 2^20-wide KV can never fit. */
+    llama_hparams wide = {.n_layer = 64, .n_head_kv = 64, .head_dim = 128};
+    rc = llama_kv_check(&wide, 1 << 24, 4, 0, err, sizeof err);
+    CHECK(rc == -1 && strstr(err, "of memory; use -c"), "llama_kv_check: physical memory", "rc %d: %s", rc, err);
+    CHECK(llama_kv_check(&hp, 16, 4, 0, err, sizeof err) == 0, "llama_kv_check: a small cache fits", "%s", err);
+}
+
 int main(void) {
+    test_kv_limits();
     const char *tmp = getenv("TMPDIR");
     snprintf(dir, sizeof dir, "%s/mgi-llama-XXXXXX", tmp && strlen(tmp) < 40 ? tmp : "/tmp");
     if (!mkdtemp(dir)) {
