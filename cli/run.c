@@ -167,11 +167,14 @@ static int32_t cache_load(engine *e, const run_opts *o, const int32_t *ids, int3
     return same;
 }
 
-static void put_token(const tokenizer *tok, tokenizer_stream *st, int32_t id) {
+/* Writes a token's text as soon as it is whole; nonzero once stdout has failed (a full disk),
+ * so generation stops instead of computing text nobody can read (main reports the error). */
+static int put_token(const tokenizer *tok, tokenizer_stream *st, int32_t id) {
     char buf[512];
     size_t n = tokenizer_stream_put(tok, st, id, buf, sizeof buf);
     fwrite(buf, 1, n, stdout);
     fflush(stdout);
+    return ferror(stdout);
 }
 
 static void print_timing(const char *what, double ms, int n, const char *unit) {
@@ -210,6 +213,7 @@ int cli_run(int argc, char **argv) {
     bool add_bos = tokenizer_add_bos(tok) && tokenizer_bos(tok) >= 0;
     int64_t cap = (int64_t)text_len + 8, n_prompt = -1;
     int32_t n_cached = 0;
+    int cache_failed = 0;
     for (int attempt = 0; attempt < 2; attempt++) {
         free(ids);
         if (!(ids = malloc((size_t)cap * sizeof *ids))) break;
@@ -260,8 +264,12 @@ int cli_run(int argc, char **argv) {
     double t_prompt = now_ms() - t1;
     /* Saved unless it would only repeat what the file holds (the whole prompt matched). */
     if (o.prompt_cache && !o.prompt_cache_ro && n_cached < n_prompt - 1) {
-        if (promptcache_save(o.prompt_cache, e, 0, ids, (int32_t)n_prompt, err, sizeof err))
+        if (promptcache_save(o.prompt_cache, e, 0, ids, (int32_t)n_prompt, err, sizeof err)) {
+            /* Generation goes on (the text is the product), but the exit status says the cache
+             * the user asked for was not written. */
             cli_error("prompt cache %s: %s; nothing was written", o.prompt_cache, err);
+            cache_failed = 1;
+        }
         else if (o.log)
             fprintf(stderr, "prompt cache %s: saved %lld prompt tokens\n", o.prompt_cache, (long long)n_prompt);
     }
@@ -276,7 +284,7 @@ int cli_run(int argc, char **argv) {
         int32_t id = sampler_sample(smp, logits);
         sampler_accept(smp, id);
         if (!o.ignore_eos && tokenizer_is_eog(tok, id)) break;
-        put_token(tok, &st, id);
+        if (put_token(tok, &st, id)) break;
         n_gen++;
         if (o.n_predict > 0 && n_gen >= o.n_predict) break;
         if (pos >= n_ctx) {
@@ -299,7 +307,7 @@ int cli_run(int argc, char **argv) {
         print_timing("eval time", t_gen, n_eval, "runs");
         fprintf(stderr, "%16s = %10.2f ms / %5d tokens\n", "total time", now_ms() - t0, (int)n_prompt + n_eval);
     }
-    rc = cli_signal() ? 128 + cli_signal() : 0;
+    rc = cli_signal() ? 128 + cli_signal() : cache_failed ? EXIT_RUNTIME : 0;
 out:
     sampler_free(smp);
     free(logits);

@@ -67,6 +67,16 @@ else
     check "full file system: the writer fails (exit $rc)" [ "$rc" -ne 0 -a "$rc" -lt 128 ]
     check "full file system: the message says so" grep -q 'No space left on device' "$TMP/err"
     check "full file system: nothing left behind" [ -z "$(ls -A "$mnt")" ]
+    # A prompt cache that cannot be written: the text still comes, one line says why, exit 3,
+    # and no partial cache file is left.
+    dd if=/dev/zero of="$mnt/fill" bs=4k 2>/dev/null
+    timeout 60 "$MGI" run -m "$F32" -p "Once upon a time" -n 4 --temp 0 --log-disable \
+        --prompt-cache "$mnt/pc.bin" >"$TMP/out" 2>"$TMP/err" </dev/null
+    rc=$?
+    check "full file system: prompt cache exit 3 (got $rc)" [ "$rc" -eq 3 ]
+    check "full file system: prompt cache, the text still written" [ -s "$TMP/out" ]
+    check "full file system: prompt cache, one line" [ "$(wc -l <"$TMP/err")" -eq 1 ]
+    check "full file system: prompt cache, nothing half-written" [ -z "$(ls "$mnt" | grep -v '^fill$')" ]
     umount "$mnt"
 fi
 e2e_done
