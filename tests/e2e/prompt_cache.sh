@@ -67,8 +67,8 @@ run --temp 0 --prompt-cache "$TMP/ro" --prompt-cache-ro >/dev/null 2>&1
 check "prompt cache --prompt-cache-ro writes nothing" test ! -e "$TMP/ro"
 run --temp 0 --prompt-cache "$TMP/no/such/dir/c" >"$TMP/nd.out" 2>"$TMP/nd.err"
 rc=$?
-if [ $rc -eq 0 ] && grep -q "^mgi: prompt cache.*nothing was written" "$TMP/nd.err" && cmp -s "$TMP/fresh" "$TMP/nd.out" &&
-    [ -z "$(ls "$TMP" | grep 'tmp\.')" ]; then pass "prompt cache a failed save: one line, no partial file, output right"
+if [ $rc -eq 3 ] && grep -q "^mgi: prompt cache.*nothing was written" "$TMP/nd.err" && cmp -s "$TMP/fresh" "$TMP/nd.out" &&
+    [ -z "$(ls "$TMP" | grep 'tmp\.')" ]; then pass "prompt cache a failed save: one line, exit 3, no partial file, output right"
 else fail "prompt cache a failed save" "exit $rc: $(grep '^mgi' "$TMP/nd.err")"; fi
 expect_error "prompt cache --prompt-cache-ro alone refused" 1 "$MGI" -m "$F32" -p "$P" --prompt-cache-ro
 
