@@ -9,6 +9,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
+#include <time.h>
 
 #include "cli/cli.h"
 
@@ -19,6 +20,16 @@ void cli_error(const char *fmt, ...) {
     vfprintf(stderr, fmt, ap);
     va_end(ap);
     fputc('\n', stderr);
+}
+
+int cli_is_flag(const char *a, const char *short_name, const char *long_name) {
+    return !strcmp(a, short_name) || (long_name && !strcmp(a, long_name));
+}
+
+double cli_now_ms(void) {
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return ts.tv_sec * 1e3 + ts.tv_nsec / 1e6;
 }
 
 int cli_parse_i64(const char *flag, const char *s, int64_t lo, int64_t hi, int64_t *out) {

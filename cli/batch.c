@@ -75,16 +75,6 @@ typedef struct {
     engine_params ep;
 } batch_opts;
 
-static double now_ms(void) {
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return ts.tv_sec * 1e3 + ts.tv_nsec / 1e6;
-}
-
-static bool is_flag(const char *a, const char *s, const char *l) {
-    return !strcmp(a, s) || (l && !strcmp(a, l));
-}
-
 static int parse(int argc, char **argv, batch_opts *o) {
     o->ep = engine_default_params();
     o->rp.sp = sampler_default_params();
@@ -100,48 +90,48 @@ static int parse(int argc, char **argv, batch_opts *o) {
         int sf = cli_sampling_flag(argc, argv, &i, &o->rp.sp);
         if (sf) {
             if (sf < 0) return -1;
-        } else if (is_flag(a, "-h", "--help")) {
+        } else if (cli_is_flag(a, "-h", "--help")) {
             fputs(batch_usage, stdout);
             return 1;
-        } else if (is_flag(a, "-m", "--model")) { VALUE(); o->model = v;
-        } else if (is_flag(a, "-f", "--file")) { VALUE(); o->file = v;
-        } else if (is_flag(a, "-o", "--output")) { VALUE(); o->output = v;
-        } else if (is_flag(a, "--resume", NULL)) { o->resume = true;
-        } else if (is_flag(a, "--ordered", NULL)) { o->ordered = true;
-        } else if (is_flag(a, "-np", "--parallel")) {
+        } else if (cli_is_flag(a, "-m", "--model")) { VALUE(); o->model = v;
+        } else if (cli_is_flag(a, "-f", "--file")) { VALUE(); o->file = v;
+        } else if (cli_is_flag(a, "-o", "--output")) { VALUE(); o->output = v;
+        } else if (cli_is_flag(a, "--resume", NULL)) { o->resume = true;
+        } else if (cli_is_flag(a, "--ordered", NULL)) { o->ordered = true;
+        } else if (cli_is_flag(a, "-np", "--parallel")) {
             VALUE();
             if (cli_parse_int(a, v, 0, 1 << 16, &o->n_parallel)) return -1;
-        } else if (is_flag(a, "-ns", "--sequences")) {
+        } else if (cli_is_flag(a, "-ns", "--sequences")) {
             VALUE();
             if (cli_parse_int(a, v, 1, 1 << 24, &o->n_sequences)) return -1;
-        } else if (is_flag(a, "-cb", "--cont-batching")) { o->cont_batching = true;
-        } else if (is_flag(a, "-nocb", "--no-cont-batching")) { o->cont_batching = false;
-        } else if (is_flag(a, "--system-prompt", NULL)) { VALUE(); o->system = v;
-        } else if (is_flag(a, "-sysf", "--system-prompt-file")) { VALUE(); o->system_file = v;
-        } else if (is_flag(a, "--no-prefix-reuse", NULL)) { o->prefix_reuse = false;
-        } else if (is_flag(a, "-n", "--n-predict")) {
+        } else if (cli_is_flag(a, "-cb", "--cont-batching")) { o->cont_batching = true;
+        } else if (cli_is_flag(a, "-nocb", "--no-cont-batching")) { o->cont_batching = false;
+        } else if (cli_is_flag(a, "--system-prompt", NULL)) { VALUE(); o->system = v;
+        } else if (cli_is_flag(a, "-sysf", "--system-prompt-file")) { VALUE(); o->system_file = v;
+        } else if (cli_is_flag(a, "--no-prefix-reuse", NULL)) { o->prefix_reuse = false;
+        } else if (cli_is_flag(a, "-n", "--n-predict")) {
             VALUE();
             if (cli_parse_int(a, v, -1, 1 << 30, &o->rp.n_predict)) return -1;
-        } else if (is_flag(a, "-c", "--ctx-size")) {
+        } else if (cli_is_flag(a, "-c", "--ctx-size")) {
             VALUE();
             if (cli_parse_int(a, v, 0, 1 << 24, &o->ep.n_ctx)) return -1;
-        } else if (is_flag(a, "-b", "--batch-size")) {
+        } else if (cli_is_flag(a, "-b", "--batch-size")) {
             VALUE();
             if (cli_parse_int(a, v, 1, 1 << 24, &o->ep.n_batch)) return -1;
-        } else if (is_flag(a, "-ub", "--ubatch-size")) {
+        } else if (cli_is_flag(a, "-ub", "--ubatch-size")) {
             VALUE();
             if (cli_parse_int(a, v, 1, 1 << 24, &o->n_ubatch)) return -1;
-        } else if (is_flag(a, "-s", "--seed")) {
+        } else if (cli_is_flag(a, "-s", "--seed")) {
             VALUE();
             if (cli_parse_i64(a, v, -1, 9007199254740992LL, &o->rp.seed)) return -1;
-        } else if (is_flag(a, "-t", "--threads")) {
+        } else if (cli_is_flag(a, "-t", "--threads")) {
             VALUE();
             if (cli_parse_int(a, v, 1, 256, &o->ep.n_threads)) return -1;
         } else if ((g = cli_gpu_flag(argc, argv, &i, &o->ep))) {
             if (g < 0) return -1;
-        } else if (is_flag(a, "--ignore-eos", NULL)) { o->rp.ignore_eos = true;
-        } else if (is_flag(a, "--no-mmap", NULL)) { o->ep.use_mmap = 0;
-        } else if (is_flag(a, "--log-disable", NULL)) { o->log = false;
+        } else if (cli_is_flag(a, "--ignore-eos", NULL)) { o->rp.ignore_eos = true;
+        } else if (cli_is_flag(a, "--no-mmap", NULL)) { o->ep.use_mmap = 0;
+        } else if (cli_is_flag(a, "--log-disable", NULL)) { o->log = false;
         } else {
             cli_error("unknown flag '%s' (see mgi batch --help)", a);
             return -1;
@@ -520,7 +510,7 @@ int cli_batch(int argc, char **argv) {
                 (long long)n_items, o.output);
 
     char err[512];
-    double t0 = now_ms();
+    double t0 = cli_now_ms();
     const tokenizer *tok = NULL;
     if (n_run) {
         engine_params ep = o.ep;
@@ -599,7 +589,7 @@ int cli_batch(int argc, char **argv) {
         while ((j = sched_next_done(sc)))
             if (emit(&os, j->user)) goto write_error;
     }
-    double t_all = now_ms() - t0;
+    double t_all = cli_now_ms() - t0;
     if (o.log && sc) {
         sched_stats st = sched_get_stats(sc);
         fprintf(stderr, "batch: %lld requests done (%lld errors)%s; prompt tokens: %lld evaluated, %lld reused; "

@@ -91,16 +91,6 @@ typedef struct {
     int64_t n_prompt, n_gen;
 } bench_test;
 
-static double now_ns(void) {
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return ts.tv_sec * 1e9 + ts.tv_nsec;
-}
-
-static bool is_flag(const char *a, const char *s, const char *l) {
-    return !strcmp(a, s) || (l && !strcmp(a, l));
-}
-
 static int list_push(bench_list *l, int64_t v) {
     int64_t *nv = realloc(l->v, (size_t)(l->n + 1) * sizeof *nv);
     if (!nv) { cli_error("out of memory"); return -1; }
@@ -216,15 +206,15 @@ static int parse(int argc, char **argv, bench_opts *o) {
         const char *a = argv[i], *v;
 #define VALUE() do { if (!(v = cli_value(argc, argv, &i))) return -1; } while (0)
 #define INTS(list, lo, hi) do { VALUE(); if (parse_ints(a, v, list, lo, hi)) return -1; } while (0)
-        if (is_flag(a, "-h", "--help")) {
+        if (cli_is_flag(a, "-h", "--help")) {
             fputs(bench_usage, stdout);
             return 1;
-        } else if (is_flag(a, "-m", "--model")) {
+        } else if (cli_is_flag(a, "-m", "--model")) {
             VALUE();
             if (each_item(a, v, model_item, o)) return -1;
-        } else if (is_flag(a, "-p", "--n-prompt")) { INTS(&o->n_prompt, 0, 1 << 24);
-        } else if (is_flag(a, "-n", "--n-gen")) { INTS(&o->n_gen, 0, 1 << 24);
-        } else if (is_flag(a, "-pg", NULL)) {
+        } else if (cli_is_flag(a, "-p", "--n-prompt")) { INTS(&o->n_prompt, 0, 1 << 24);
+        } else if (cli_is_flag(a, "-n", "--n-gen")) { INTS(&o->n_gen, 0, 1 << 24);
+        } else if (cli_is_flag(a, "-pg", NULL)) {
             VALUE();
             bench_list pair = {0};
             int_item_ctx c = {&pair, 0, 1 << 24};
@@ -239,39 +229,39 @@ static int parse(int argc, char **argv, bench_opts *o) {
             }
             free(pair.v);
             if (bad) return -1;
-        } else if (is_flag(a, "-d", "--n-depth")) { INTS(&o->depth, 0, 1 << 24);
-        } else if (is_flag(a, "-b", "--batch-size")) { INTS(&o->batch, 1, 1 << 24);
-        } else if (is_flag(a, "-ub", "--ubatch-size")) { INTS(&o->ubatch, 1, 1 << 24);
-        } else if (is_flag(a, "-ngl", "--n-gpu-layers")) { INTS(&o->ngl, 0, 1 << 20);
-        } else if (is_flag(a, "-t", "--threads")) { INTS(&o->threads, 1, 256);
-        } else if (is_flag(a, "-mg", "--main-gpu")) { INTS(&o->main_gpu, 0, 1023);
-        } else if (is_flag(a, "-fa", "--flash-attn")) { INTS(&o->fa, 0, 1);
-        } else if (is_flag(a, "-sm", "--split-mode")) {
+        } else if (cli_is_flag(a, "-d", "--n-depth")) { INTS(&o->depth, 0, 1 << 24);
+        } else if (cli_is_flag(a, "-b", "--batch-size")) { INTS(&o->batch, 1, 1 << 24);
+        } else if (cli_is_flag(a, "-ub", "--ubatch-size")) { INTS(&o->ubatch, 1, 1 << 24);
+        } else if (cli_is_flag(a, "-ngl", "--n-gpu-layers")) { INTS(&o->ngl, 0, 1 << 20);
+        } else if (cli_is_flag(a, "-t", "--threads")) { INTS(&o->threads, 1, 256);
+        } else if (cli_is_flag(a, "-mg", "--main-gpu")) { INTS(&o->main_gpu, 0, 1023);
+        } else if (cli_is_flag(a, "-fa", "--flash-attn")) { INTS(&o->fa, 0, 1);
+        } else if (cli_is_flag(a, "-sm", "--split-mode")) {
             VALUE();
             list_take(&o->split_mode);
             if (each_item(a, v, enum_item, &o->split_mode)) return -1;
-        } else if (is_flag(a, "-ts", "--tensor-split")) {
+        } else if (cli_is_flag(a, "-ts", "--tensor-split")) {
             VALUE();
             o->ts_given = true;
             if (each_item(a, v, split_item, o)) return -1;
-        } else if (is_flag(a, "-r", "--repetitions")) {
+        } else if (cli_is_flag(a, "-r", "--repetitions")) {
             VALUE();
             if (cli_parse_int(a, v, 1, 1 << 20, &o->reps)) return -1;
-        } else if (is_flag(a, "-o", "--output")) {
+        } else if (cli_is_flag(a, "-o", "--output")) {
             VALUE();
             static const char *const fmts[] = {"md", "csv", "json", "jsonl"};
             o->output = -1;
             for (int f = 0; f < 4; f++)
                 if (!strcmp(v, fmts[f])) o->output = f;
             if (o->output < 0) { cli_error("%s: '%s' is not an output format (md, csv, json, jsonl)", a, v); return -1; }
-        } else if (is_flag(a, "--bw", NULL)) {
+        } else if (cli_is_flag(a, "--bw", NULL)) {
             VALUE();
             float bw;
             if (cli_parse_f32(a, v, 1e-6f, 1e9f, &bw)) return -1;
             o->bw = bw;
-        } else if (is_flag(a, "--no-warmup", NULL)) { o->warmup = false;
-        } else if (is_flag(a, "--progress", NULL)) { o->progress = true;
-        } else if (is_flag(a, "-v", "--verbose")) { o->verbose = true;
+        } else if (cli_is_flag(a, "--no-warmup", NULL)) { o->warmup = false;
+        } else if (cli_is_flag(a, "--progress", NULL)) { o->progress = true;
+        } else if (cli_is_flag(a, "-v", "--verbose")) { o->verbose = true;
         } else {
             cli_error("unknown flag '%s' (see mgi bench --help)", a);
             return -1;
@@ -739,10 +729,10 @@ static double run_once(bench_run *br, const bench_test *t, bool warmup, char *er
         if (t->n_gen && eval_gen(br, d, 1, err, err_size)) return -1;
         return 0;
     }
-    double t0 = now_ns();
+    double t0 = (cli_now_ms() * 1e6);
     if (t->n_prompt && eval_prompt(br, d, t->n_prompt, t->batch, err, err_size)) return -1;
     if (t->n_gen && eval_gen(br, d + (int32_t)t->n_prompt, t->n_gen, err, err_size)) return -1;
-    return now_ns() - t0;
+    return (cli_now_ms() * 1e6) - t0;
 }
 
 /* Memory ceilings, one per backend met (a sweep over -ngl can run on the CPU and on a GPU). */
@@ -810,13 +800,13 @@ static int load_engine(const bench_opts *o, const bench_model *models, const ben
         fprintf(stderr, "loading %s: context %d, batch %d, threads %d, ngl %d\n", models[t->model].path,
                 ep.n_ctx, ep.n_batch, ep.n_threads, ep.n_gpu_layers);
     char err[512];
-    double t0 = now_ns();
+    double t0 = (cli_now_ms() * 1e6);
     int rc = engine_load(&br->e, models[t->model].path, &ep, err, sizeof err);
     if (rc) {
         cli_error("%s", err);
         return rc == ENGINE_EPARAM ? EXIT_USAGE : rc == ENGINE_EBADINPUT ? EXIT_BADINPUT : EXIT_RUNTIME;
     }
-    fprintf(stderr, "load time = %10.2f ms (%s, backend %s)\n", (now_ns() - t0) / 1e6, models[t->model].path,
+    fprintf(stderr, "load time = %10.2f ms (%s, backend %s)\n", ((cli_now_ms() * 1e6) - t0) / 1e6, models[t->model].path,
             engine_backend(br->e));
     br->n_vocab = engine_n_vocab(br->e);
     br->valid = 0;

@@ -32,6 +32,10 @@ int cli_parse_f32(const char *flag, const char *s, float lo, float hi, float *ou
 const char *cli_value(int argc, char **argv, int *i);
 /* Reads a whole file (or stdin for "-") into a NUL-terminated buffer; NULL with a message. */
 char *cli_read_file(const char *path, size_t *len);
+/* 1 when argument a is the short or (when not NULL) the long name of a flag. */
+int cli_is_flag(const char *a, const char *short_name, const char *long_name);
+/* Monotonic clock in milliseconds, for the timing lines. */
+double cli_now_ms(void);
 void cli_error(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
 
 /* The sampling flags that run and batch share (--temp, --top-k, --top-p, --min-p,

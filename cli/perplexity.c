@@ -26,12 +26,6 @@ static const char ppl_usage[] =
     "        --log-disable        no progress lines on stderr (default off)\n"
     "  -h,   --help               this text\n";
 
-static double now_s(void) {
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return ts.tv_sec + ts.tv_nsec / 1e9;
-}
-
 /* log p(tok) from one row of logits, as llama.cpp computes it: max-shifted, sum in double. */
 static double log_prob(const float *logits, int32_t n_vocab, int32_t tok) {
     float mx = logits[0];
@@ -85,7 +79,7 @@ int cli_perplexity(int argc, char **argv) {
     char *text = cli_read_file(file, &len);
     if (!text) return EXIT_BADINPUT;
     char err[512];
-    double t0 = now_s();
+    double t0 = (cli_now_ms() / 1e3);
     engine *e = NULL;
     int rc = 0;
     /* Default context: the model's, capped at llama-perplexity's 512 (a mapped probe of the file
@@ -166,7 +160,7 @@ int cli_perplexity(int argc, char **argv) {
     printf("\nFinal estimate: PPL = %.4f +/- %.5f\n", ppl, ppl * unc);
     fflush(stdout);
     if (log_on)
-        fprintf(stderr, "perplexity: %lld tokens scored in %.2f s\n", (long long)count, now_s() - t0);
+        fprintf(stderr, "perplexity: %lld tokens scored in %.2f s\n", (long long)count, (cli_now_ms() / 1e3) - t0);
     rc = 0;
 out:
     free(logits);

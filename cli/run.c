@@ -52,16 +52,6 @@ typedef struct {
     sampler_params sp;
 } run_opts;
 
-static double now_ms(void) {
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return ts.tv_sec * 1e3 + ts.tv_nsec / 1e6;
-}
-
-static bool is_flag(const char *a, const char *s, const char *l) {
-    return !strcmp(a, s) || (l && !strcmp(a, l));
-}
-
 /* Parses argv into o; 0, 1 for --help (printed), -1 on a usage error (printed). */
 static int parse(int argc, char **argv, run_opts *o) {
     o->ep = engine_default_params();
@@ -76,35 +66,35 @@ static int parse(int argc, char **argv, run_opts *o) {
         int sf = cli_sampling_flag(argc, argv, &i, &o->sp);
         if (sf) {
             if (sf < 0) return -1;
-        } else if (is_flag(a, "-h", "--help")) {
+        } else if (cli_is_flag(a, "-h", "--help")) {
             fputs(run_usage, stdout);
             return 1;
-        } else if (is_flag(a, "-m", "--model")) { VALUE(); o->model = v;
-        } else if (is_flag(a, "-p", "--prompt")) { VALUE(); o->prompt = v;
-        } else if (is_flag(a, "-f", "--file")) { VALUE(); o->file = v;
-        } else if (is_flag(a, "-n", "--n-predict")) {
+        } else if (cli_is_flag(a, "-m", "--model")) { VALUE(); o->model = v;
+        } else if (cli_is_flag(a, "-p", "--prompt")) { VALUE(); o->prompt = v;
+        } else if (cli_is_flag(a, "-f", "--file")) { VALUE(); o->file = v;
+        } else if (cli_is_flag(a, "-n", "--n-predict")) {
             VALUE();
             if (cli_parse_int(a, v, -1, 1 << 30, &o->n_predict)) return -1;
-        } else if (is_flag(a, "-c", "--ctx-size")) {
+        } else if (cli_is_flag(a, "-c", "--ctx-size")) {
             VALUE();
             if (cli_parse_int(a, v, 0, 1 << 24, &o->ep.n_ctx)) return -1;
-        } else if (is_flag(a, "-b", "--batch-size")) {
+        } else if (cli_is_flag(a, "-b", "--batch-size")) {
             VALUE();
             if (cli_parse_int(a, v, 1, 1 << 24, &o->ep.n_batch)) return -1;
-        } else if (is_flag(a, "-s", "--seed")) {
+        } else if (cli_is_flag(a, "-s", "--seed")) {
             VALUE();
             if (cli_parse_i64(a, v, -1, INT64_MAX, &o->seed)) return -1;
-        } else if (is_flag(a, "-t", "--threads")) {
+        } else if (cli_is_flag(a, "-t", "--threads")) {
             VALUE();
             if (cli_parse_int(a, v, 1, 256, &o->ep.n_threads)) return -1;
         } else if ((g = cli_gpu_flag(argc, argv, &i, &o->ep))) {
             if (g < 0) return -1;
-        } else if (is_flag(a, "--ignore-eos", NULL)) { o->ignore_eos = true;
-        } else if (is_flag(a, "--prompt-cache", NULL)) { VALUE(); o->prompt_cache = v;
-        } else if (is_flag(a, "--prompt-cache-ro", NULL)) { o->prompt_cache_ro = true;
-        } else if (is_flag(a, "--no-mmap", NULL)) { o->ep.use_mmap = 0;
-        } else if (is_flag(a, "--echo", NULL)) { o->echo = true;
-        } else if (is_flag(a, "--log-disable", NULL)) { o->log = false;
+        } else if (cli_is_flag(a, "--ignore-eos", NULL)) { o->ignore_eos = true;
+        } else if (cli_is_flag(a, "--prompt-cache", NULL)) { VALUE(); o->prompt_cache = v;
+        } else if (cli_is_flag(a, "--prompt-cache-ro", NULL)) { o->prompt_cache_ro = true;
+        } else if (cli_is_flag(a, "--no-mmap", NULL)) { o->ep.use_mmap = 0;
+        } else if (cli_is_flag(a, "--echo", NULL)) { o->echo = true;
+        } else if (cli_is_flag(a, "--log-disable", NULL)) { o->log = false;
         } else {
             cli_error("unknown flag '%s' (see mgi run --help)", a);
             return -1;
@@ -193,7 +183,7 @@ int cli_run(int argc, char **argv) {
     if (!text) return o.file || !isatty(STDIN_FILENO) ? EXIT_BADINPUT : EXIT_USAGE;
 
     char err[512];
-    double t0 = now_ms();
+    double t0 = cli_now_ms();
     engine *e;
     cli_gpu_setup(&o.ep, o.log);
     int lrc = engine_load(&e, o.model, &o.ep, err, sizeof err);
@@ -202,7 +192,7 @@ int cli_run(int argc, char **argv) {
         free(text);
         return lrc == ENGINE_EPARAM ? EXIT_USAGE : lrc == ENGINE_EBADINPUT ? EXIT_BADINPUT : EXIT_RUNTIME;
     }
-    double t_load = now_ms() - t0;
+    double t_load = cli_now_ms() - t0;
     const tokenizer *tok = engine_tokenizer(e);
     int32_t n_ctx = engine_n_ctx(e), n_vocab = engine_n_vocab(e);
 
@@ -255,13 +245,13 @@ int cli_run(int argc, char **argv) {
         fflush(stdout);
     }
 
-    double t1 = now_ms();
+    double t1 = cli_now_ms();
     n_cached = o.prompt_cache ? cache_load(e, &o, ids, (int32_t)n_prompt) : 0;
     if (engine_eval(e, ids + n_cached, (int32_t)n_prompt - n_cached, n_cached, logits, 0, err, sizeof err)) {
         cli_error("%s", err);
         goto out;
     }
-    double t_prompt = now_ms() - t1;
+    double t_prompt = cli_now_ms() - t1;
     /* Saved unless it would only repeat what the file holds (the whole prompt matched). */
     if (o.prompt_cache && !o.prompt_cache_ro && n_cached < n_prompt - 1) {
         if (promptcache_save(o.prompt_cache, e, 0, ids, (int32_t)n_prompt, err, sizeof err)) {
@@ -278,7 +268,7 @@ int cli_run(int argc, char **argv) {
     tokenizer_stream st = {0};
     int32_t pos = (int32_t)n_prompt;
     int n_gen = 0, n_eval = 0;
-    double t2 = now_ms();
+    double t2 = cli_now_ms();
     for (;;) {
         if (cli_signal()) break;
         int32_t id = sampler_sample(smp, logits);
@@ -295,7 +285,7 @@ int cli_run(int argc, char **argv) {
         pos++;
         n_eval++;
     }
-    double t_gen = now_ms() - t2;
+    double t_gen = cli_now_ms() - t2;
     char rest[64];
     size_t nr = tokenizer_stream_flush(&st, rest, sizeof rest);
     fwrite(rest, 1, nr, stdout);
@@ -305,7 +295,7 @@ int cli_run(int argc, char **argv) {
         fprintf(stderr, "\n%16s = %10.2f ms\n", "load time", t_load);
         print_timing("prompt eval time", t_prompt, (int)n_prompt - n_cached, "tokens");
         print_timing("eval time", t_gen, n_eval, "runs");
-        fprintf(stderr, "%16s = %10.2f ms / %5d tokens\n", "total time", now_ms() - t0, (int)n_prompt + n_eval);
+        fprintf(stderr, "%16s = %10.2f ms / %5d tokens\n", "total time", cli_now_ms() - t0, (int)n_prompt + n_eval);
     }
     rc = cli_signal() ? 128 + cli_signal() : cache_failed ? EXIT_RUNTIME : 0;
 out:
