@@ -15,7 +15,8 @@
  *       (MODE 2; for Q4_K and Q6_K also the block scale applied once per super-block).
  *   v6, v7  (n = 1, production for one token) v5's arithmetic in a persistent grid, one block
  *       per SM walking a run of tiles with 2 (v6) or 3 (v7) groups of loads in flight per warp:
- *       see the v6 section.
+ *       see the v6 section. v8, v9 (lab, not yet measured): v6 with programmatic dependent
+ *       launch; v6 with Q4_0 / Q4_K weights through a shared-memory ring (cp.async.bulk).
  *
  * v2 repacked layout, for R16 = ceil(rows / 16) tiles of 16 rows and C = ceil(k / 64) chunks of
  * 64 weights (rows and k padded with zero weights):
@@ -665,15 +666,52 @@ __global__ void __launch_bounds__(256, V == 4 ? 3 : 2) matvec_v2(float *y, const
  * (deterministic: no atomics). */
 #define MV6_WARPS 16
 #define MV6_TILES 24 /* most tiles per block (partial sums in shared memory); more blocks past that */
+#define MV9_SLOT 2304 /* v9: bytes of one group in its shared-memory slot */
 
 /* Shared memory of v6: X as B fragments (32 bytes per k16 step and column), per-32 sums of X,
  * and the partial sums [tiles][warps][16 rows][ncols]. */
-__host__ __device__ __forceinline__ size_t mv6_smem(int64_t k, int ncols, int64_t tiles) {
+__host__ __device__ __forceinline__ size_t mv6_smem(int64_t k, int ncols, int64_t tiles, int ring_slots) {
     const int64_t C = mv2_chunks(k);
-    return (size_t)(C * 128 * ncols + C * 8 * ncols + tiles * MV6_WARPS * 16 * ncols * 4);
+    return (size_t)(C * 128 * ncols + C * 8 * ncols + tiles * MV6_WARPS * 16 * ncols * 4) +
+           (size_t)ring_slots * MV6_WARPS * (MV9_SLOT + 8);
 }
 
-template <int T, bool XH, int NB>
+/* v9 (RING): a Q4_0 / Q4_K group in shared memory, 2 KB of quants then 256 bytes of scales,
+ * copied by the bulk-copy engine (cp.async.bulk, one lane issues it) and completed on an
+ * mbarrier; bytes in flight then cost shared memory, not registers. */
+
+__device__ __forceinline__ void mv9_issue(uint32_t dst, uint32_t bar, const uint8_t *q, const uint8_t *sc) {
+    asm volatile("mbarrier.arrive.expect_tx.shared::cta.b64 _, [%0], %1;" ::"r"(bar), "r"(MV9_SLOT) : "memory");
+    asm volatile("cp.async.bulk.shared::cluster.global.mbarrier::complete_tx::bytes [%0], [%1], 2048, [%2];"
+                 ::"r"(dst), "l"(q), "r"(bar) : "memory");
+    asm volatile("cp.async.bulk.shared::cluster.global.mbarrier::complete_tx::bytes [%0], [%1], 256, [%2];"
+                 ::"r"(dst + 2048), "l"(sc), "r"(bar) : "memory");
+}
+
+__device__ __forceinline__ void mv9_wait(uint32_t bar, uint32_t parity) {
+    uint32_t done;
+    do {
+        asm volatile("{ .reg .pred p; mbarrier.try_wait.parity.shared::cta.b64 p, [%1], %2; selp.u32 %0, 1, 0, p; }"
+                     : "=r"(done) : "r"(bar), "r"(parity) : "memory");
+    } while (!done);
+}
+
+/* A group's registers from its slot, as mv2_group<T>::load leaves them. */
+template <int T>
+__device__ __forceinline__ void mv9_fill(mv2_group<T> &gr, const uint8_t *slot, int lane, int g) {
+    const uint4 *q = (const uint4 *)slot;
+#pragma unroll
+    for (int i = 0; i < 4; i++) gr.q[i] = q[i * 32 + lane];
+    if constexpr (T == QUANT_Q4_0) {
+#pragma unroll
+        for (int i = 0; i < 4; i++) gr.sc[i] = ((const uint2 *)(slot + 2048 + 64 * i))[g];
+    } else {
+        gr.r0 = ((const uint4 *)(slot + 2048))[g];
+        gr.r1 = ((const uint4 *)(slot + 2048))[g + 8];
+    }
+}
+
+template <int T, bool XH, int NB, bool PDL = false, bool RING = false>
 __global__ void __launch_bounds__(MV6_WARPS * 32, 1) matvec_v6(float *y, const uint8_t *w, const void *xv,
                                                                int rows, int k) {
     constexpr int NC = XH ? 1 : 2, GC = mv2_group<T>::GC, W = MV6_WARPS;
@@ -683,20 +721,46 @@ __global__ void __launch_bounds__(MV6_WARPS * 32, 1) matvec_v6(float *y, const u
     const int nt = (int)(t1 - t0), ng = (int)((C + GC - 1) / GC), units = nt * ng;
     const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31, g = lane >> 2, t = lane & 3;
     const int u0 = warp * units / W, u1 = (warp + 1) * units / W;
-    uint2 *xb = (uint2 *)mv6_smem_buf;
-    float *xs = (float *)(mv6_smem_buf + C * 128 * NC), *red = xs + C * 2 * NC;
+    static_assert(!RING || T == QUANT_Q4_0 || T == QUANT_Q4_K, "v9: Q4_0, Q4_K");
+    /* RING: NB slots per warp, then their mbarriers, then X */
+    uint8_t *ring = mv6_smem_buf + warp * NB * MV9_SLOT;
+    uint64_t *bars = (uint64_t *)(mv6_smem_buf + W * NB * MV9_SLOT) + warp * NB;
+    uint8_t *xbase = mv6_smem_buf + (RING ? W * NB * (MV9_SLOT + 8) : 0);
+    uint2 *xb = (uint2 *)xbase;
+    float *xs = (float *)(xbase + C * 128 * NC), *red = xs + C * 2 * NC;
     /* every group is whole (the launcher checks C % GC == 0): pc = 0 folds the groups' per-chunk
      * guards away, so the compiler can interleave their chunks */
     constexpr int pc = 0;
 
     /* the first NB groups of loads go out before X is staged */
-    mv2_group<T> gq[NB];
+    mv2_group<T> gq[RING ? 1 : NB];
     int lt = u0 / ng, lg = u0 % ng; /* load cursor: tile (in the block) and group */
+    auto issue = [&](int j) { /* RING: lane 0 sends the next group to slot j */
+        const int64_t tile = t0 + lt, c = (int64_t)GC * lg;
+        mv9_issue((uint32_t)__cvta_generic_to_shared(ring + j * MV9_SLOT), (uint32_t)__cvta_generic_to_shared(bars + j),
+                  w + (tile * C + c) * 512, w + R16 * C * 512 + (tile * C + c) * 64);
+    };
+    if constexpr (RING) {
+        if (lane == 0) {
+            for (int j = 0; j < NB; j++)
+                asm volatile("mbarrier.init.shared::cta.b64 [%0], 1;" ::"r"((uint32_t)__cvta_generic_to_shared(bars + j)) : "memory");
+            asm volatile("fence.mbarrier_init.release.cluster;" ::: "memory");
+        }
+        __syncwarp();
+        for (int j = 0; j < NB; j++) {
+            if (lane == 0 && u0 + j < u1) issue(j);
+            if (++lg == ng) { lg = 0; lt++; }
+        }
+    } else {
 #pragma unroll
-    for (int j = 0; j < NB; j++) {
-        if (u0 + j < u1) gq[j].load(w, R16, C, t0 + lt, 0, GC * lg, pc, lane, g);
-        if (++lg == ng) { lg = 0; lt++; }
+        for (int j = 0; j < NB; j++) {
+            if (u0 + j < u1) gq[j].load(w, R16, C, t0 + lt, 0, GC * lg, pc, lane, g);
+            if (++lg == ng) { lg = 0; lt++; }
+        }
     }
+    /* PDL (v8): everything above (weights only) may overlap the previous kernel; X, and y
+     * (written last), wait for it to finish */
+    if constexpr (PDL) asm volatile("griddepcontrol.wait;" ::: "memory");
     for (int i = threadIdx.x; i < nt * W * 16 * NC; i += blockDim.x) red[i] = 0.0f;
     mv2_stage<XH, 4>(xb, xs, xv, k, 1, NC, 0, (int)(C * 64));
     __syncthreads();
@@ -712,20 +776,42 @@ __global__ void __launch_bounds__(MV6_WARPS * 32, 1) matvec_v6(float *y, const u
         }
         acc[0][0] = acc[0][1] = acc[0][2] = acc[0][3] = 0.0f;
     };
-    for (int u = u0; u < u1; u += NB) {
-#pragma unroll
-        for (int j = 0; j < NB; j++) {
-            if (u + j < u1) {
-                gq[j].template compute<1, 2>(acc, xb, xs, GC * cg, pc, NC, g, t);
-                if (u + j + NB < u1) {
-                    gq[j].load(w, R16, C, t0 + lt, 0, GC * lg, pc, lane, g);
-                    if (++lg == ng) { lg = 0; lt++; }
+    if constexpr (RING) {
+        int j = 0;
+        uint32_t phase = 0;
+        for (int u = u0; u < u1; u++) {
+            mv9_wait((uint32_t)__cvta_generic_to_shared(bars + j), phase);
+            mv9_fill<T>(gq[0], ring + j * MV9_SLOT, lane, g);
+            __syncwarp();
+            if (u + NB < u1) { /* the slot is read: refill it (the copy engine's writes follow the lanes' reads) */
+                if (lane == 0) {
+                    asm volatile("fence.proxy.async.shared::cta;" ::: "memory");
+                    issue(j);
                 }
-                if (++cg == ng) { flush(); cg = 0; ct++; }
+                if (++lg == ng) { lg = 0; lt++; }
+            }
+            gq[0].template compute<1, 2>(acc, xb, xs, GC * cg, pc, NC, g, t);
+            if (++cg == ng) { flush(); cg = 0; ct++; }
+            if (++j == NB) { j = 0; phase ^= 1; }
+        }
+    }
+    if constexpr (!RING) {
+        for (int u = u0; u < u1; u += NB) {
+#pragma unroll
+            for (int j = 0; j < NB; j++) {
+                if (u + j < u1) {
+                    gq[j].template compute<1, 2>(acc, xb, xs, GC * cg, pc, NC, g, t);
+                    if (u + j + NB < u1) {
+                        gq[j].load(w, R16, C, t0 + lt, 0, GC * lg, pc, lane, g);
+                        if (++lg == ng) { lg = 0; lt++; }
+                    }
+                    if (++cg == ng) { flush(); cg = 0; ct++; }
+                }
             }
         }
     }
     if (u0 < u1 && cg != 0) flush();
+    if constexpr (PDL) asm volatile("griddepcontrol.launch_dependents;");
     __syncthreads();
     for (int i = threadIdx.x; i < nt * 16; i += blockDim.x) {
         const int tl = i >> 4, r = i & 15;
@@ -760,13 +846,13 @@ static inline bool mv6_device(int *sms, int *smem_max) {
 
 /* Lets v6 use all the shared memory a block may opt into, once per device (matvec_repack calls it
  * at load, before any graph capture). */
-template <int T, bool XH, int NB>
+template <int T, bool XH, int NB, bool PDL = false, bool RING = false>
 static inline bool mv6_prepare() {
     static bool done[64];
     int dev = 0, sms, smem_max;
     if (!mv6_device(&sms, &smem_max) || cudaGetDevice(&dev) != cudaSuccess) return false;
     if (!done[dev]) {
-        if (cudaFuncSetAttribute(matvec_v6<T, XH, NB>, cudaFuncAttributeMaxDynamicSharedMemorySize, smem_max) !=
+        if (cudaFuncSetAttribute(matvec_v6<T, XH, NB, PDL, RING>, cudaFuncAttributeMaxDynamicSharedMemorySize, smem_max) !=
             cudaSuccess)
             return false;
         done[dev] = true;
@@ -777,7 +863,7 @@ static inline bool mv6_prepare() {
 /* Launches v6 with NB groups in flight per warp; false (nothing launched) where it does not
  * apply: n > 1, k not a whole number of groups (Q4_0: 256, Q8_0: 128), or X and the partial
  * sums do not fit in shared memory. */
-template <int T, bool XH, int NB>
+template <int T, bool XH, int NB, bool PDL = false, bool RING = false>
 static inline bool matvec_v6_launch(float *y, const void *w, const void *x, int rows, int k, int n,
                                     cudaStream_t s) {
     int sms, smem_max;
@@ -785,14 +871,29 @@ static inline bool matvec_v6_launch(float *y, const void *w, const void *x, int 
     const int64_t R16 = (rows + 15) / 16;
     int64_t grid = R16 < sms ? R16 : sms;
     if ((R16 + grid - 1) / grid > MV6_TILES) grid = (R16 + MV6_TILES - 1) / MV6_TILES;
-    const size_t smem = mv6_smem(k, XH ? 1 : 2, (R16 + grid - 1) / grid);
-    if (smem > (size_t)smem_max || (smem > 48 * 1024 && !mv6_prepare<T, XH, NB>())) return false;
-    matvec_v6<T, XH, NB><<<(unsigned)grid, MV6_WARPS * 32, smem, s>>>(y, (const uint8_t *)w, x, rows, k);
+    const size_t smem = mv6_smem(k, XH ? 1 : 2, (R16 + grid - 1) / grid, RING ? NB : 0);
+    if (smem > (size_t)smem_max || (smem > 48 * 1024 && !mv6_prepare<T, XH, NB, PDL, RING>())) return false;
+    if constexpr (PDL) {
+        cudaLaunchConfig_t cfg = {};
+        cudaLaunchAttribute attr[1];
+        attr[0].id = cudaLaunchAttributeProgrammaticStreamSerialization;
+        attr[0].val.programmaticStreamSerializationAllowed = 1;
+        cfg.gridDim = dim3((unsigned)grid);
+        cfg.blockDim = dim3(MV6_WARPS * 32);
+        cfg.dynamicSmemBytes = smem;
+        cfg.stream = s;
+        cfg.attrs = attr;
+        cfg.numAttrs = 1;
+        return cudaLaunchKernelEx(&cfg, matvec_v6<T, XH, NB, PDL, RING>, y, (const uint8_t *)w, x, rows, k) == cudaSuccess;
+    }
+    matvec_v6<T, XH, NB, false, RING><<<(unsigned)grid, MV6_WARPS * 32, smem, s>>>(y, (const uint8_t *)w, x, rows, k);
     return true;
 }
 
-/* Launches variant V (2 to 7) on repacked weights: one block per 16 rows, or v6's persistent
- * grid (V 6: 2 groups in flight per warp, V 7: 3). v5-v7 exist for n = 1 (the column count is a
+/* Launches variant V (2 to 9) on repacked weights: one block per 16 rows, or v6's persistent
+ * grid (V 6: 2 groups in flight per warp, V 7: 3, V 8: v6 launched with programmatic dependent
+ * launch, so its weight loads may start while the previous kernel finishes, V 9: Q4_0 and
+ * Q4_K groups through a shared-memory ring of 4 slots per warp filled by the copy engine). v5-v7 exist for n = 1 (the column count is a
  * template constant); other n, and v6 where it does not fit, run v3. */
 template <int T, bool XH, int V>
 static inline void matvec_v2_launch(float *y, const void *w, const void *x, int rows, int k, int n,
@@ -801,6 +902,14 @@ static inline void matvec_v2_launch(float *y, const void *w, const void *x, int 
     int ncols = XH ? n : 2 * n;
     if constexpr (V == 6 || V == 7) {
         if (matvec_v6_launch<T, XH, V == 6 ? 2 : 3>(y, w, x, rows, k, n, s)) return;
+    }
+    if constexpr (V == 8) {
+        if (matvec_v6_launch<T, XH, 2, true>(y, w, x, rows, k, n, s)) return;
+    }
+    if constexpr (V == 9 && (T == QUANT_Q4_0 || T == QUANT_Q4_K)) {
+        if (matvec_v6_launch<T, XH, 4, false, true>(y, w, x, rows, k, n, s)) return;
+    } else if constexpr (V == 9) { /* Q6_K, Q8_0: v6 */
+        if (matvec_v6_launch<T, XH, 2>(y, w, x, rows, k, n, s)) return;
     }
     if constexpr (V == 5) {
         if (n == 1) {
