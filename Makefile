@@ -25,6 +25,9 @@ endif
 ifeq ($(wildcard /usr/include/zlib.h),)
 $(error zlib.h not found: install zlib (Debian: zlib1g-dev))
 endif
+ifeq ($(wildcard /usr/include/cjson/cJSON.h),)
+$(error cjson/cJSON.h not found: install libcjson (Debian: libcjson-dev); mgi batch parses JSONL with it)
+endif
 
 CUDA_LIBDIR := $(CUDA_HOME)/lib64
 CPPFLAGS += -I. -I$(CUDA_HOME)/include -I$(NCCL_INC) -D_GNU_SOURCE
@@ -35,7 +38,7 @@ NVFLAGS  ?= -O3 -lineinfo
 NVFLAGS  += -std=c++17 -MMD -MP -Xcompiler -Wall \
             -gencode arch=compute_$(CUDA_ARCH)a,code=sm_$(CUDA_ARCH)a \
             -gencode arch=compute_$(CUDA_ARCH),code=compute_$(CUDA_ARCH)
-LDLIBS_CPU := -lm -lpthread -lz
+LDLIBS_CPU := -lm -lpthread -lz -lcjson
 LDLIBS_GPU := -L$(CUDA_LIBDIR) -L$(NCCL_LIB) -Wl,-rpath,$(CUDA_LIBDIR) -Wl,-rpath,$(NCCL_LIB) \
               -lcudart -lcublas -lnccl -lstdc++
 

@@ -1,7 +1,9 @@
 /* Argument helpers shared by the subcommands: strict number parsing (the whole string, in
- * range) and whole-file reads, each failure one line on stderr naming the flag or file. */
+ * range), the shared sampling flags, whole-file reads (each failure one line on stderr naming the
+ * flag or file), and the SIGINT/SIGTERM flag. */
 #include <errno.h>
 #include <math.h>
+#include <signal.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -103,3 +105,52 @@ char *cli_read_file(const char *path, size_t *len) {
     if (len) *len = n;
     return buf;
 }
+
+int cli_sampling_flag(int argc, char **argv, int *i, sampler_params *sp) {
+    const char *a = argv[*i], *v;
+    if (strcmp(a, "--temp") && strcmp(a, "--top-k") && strcmp(a, "--top-p") && strcmp(a, "--min-p") &&
+        strcmp(a, "--repeat-penalty") && strcmp(a, "--repeat-last-n"))
+        return 0;
+    if (!(v = cli_value(argc, argv, i))) return -1;
+    int bad;
+    if (!strcmp(a, "--temp")) bad = cli_parse_f32(a, v, -1e30f, 1e30f, &sp->temp);
+    else if (!strcmp(a, "--top-k")) bad = cli_parse_int(a, v, -1, 1 << 30, &sp->top_k);
+    else if (!strcmp(a, "--top-p")) bad = cli_parse_f32(a, v, -1e30f, 1e30f, &sp->top_p);
+    else if (!strcmp(a, "--min-p")) bad = cli_parse_f32(a, v, -1e30f, 1e30f, &sp->min_p);
+    else if (!strcmp(a, "--repeat-penalty")) bad = cli_parse_f32(a, v, -1e30f, 1e30f, &sp->repeat_penalty);
+    else bad = cli_parse_int(a, v, -1, 1 << 24, &sp->repeat_last_n);
+    return bad ? -1 : 1;
+}
+
+int cli_sampling_check(const sampler_params *sp) {
+    if (sp->temp < 0) { cli_error("--temp %g: must be >= 0 (0 = greedy)", sp->temp); return -1; }
+    if (sp->top_p < 0 || sp->top_p > 1) {
+        cli_error("--top-p %g: must be in [0, 1] (1 = off)", sp->top_p);
+        return -1;
+    }
+    if (sp->min_p < 0 || sp->min_p > 1) {
+        cli_error("--min-p %g: must be in [0, 1] (0 = off)", sp->min_p);
+        return -1;
+    }
+    if (!(sp->repeat_penalty > 0)) {
+        cli_error("--repeat-penalty %g: must be > 0 (1 = off)", sp->repeat_penalty);
+        return -1;
+    }
+    return 0;
+}
+
+static volatile sig_atomic_t caught_signal;
+
+static void on_signal(int sig) { caught_signal = sig; }
+
+void cli_catch_signals(void) {
+    struct sigaction sa;
+    memset(&sa, 0, sizeof sa);
+    sa.sa_handler = on_signal;
+    sa.sa_flags = SA_RESTART;
+    sigemptyset(&sa.sa_mask);
+    sigaction(SIGINT, &sa, NULL);
+    sigaction(SIGTERM, &sa, NULL);
+}
+
+int cli_signal(void) { return caught_signal; }

@@ -27,10 +27,10 @@ static const char bench_usage[] =
     "  -d,   --n-depth N             tokens already in the KV cache before each test (default 0)\n"
     "  -b,   --batch-size N          prompt tokens handed to the engine per call (default 2048)\n"
     "  -ub,  --ubatch-size N         tokens per forward batch (default 512)\n"
-    "  -ngl, --n-gpu-layers N        layers on GPUs; no GPU backend yet, the CPU runs all (default 99)\n"
+    "  -ngl, --n-gpu-layers N        layers on the GPU: 0 = CPU, else all (default 99)\n"
     "  -t,   --threads N             CPU threads (default min(CPUs, 8))\n"
     "  -sm,  --split-mode MODE       none|layer|row, recorded until the engine splits (default layer)\n"
-    "  -mg,  --main-gpu N            recorded until the engine has GPUs (default 0)\n"
+    "  -mg,  --main-gpu N            the CUDA device to run on (default 0)\n"
     "  -ts,  --tensor-split A/B/...  GPU shares, recorded until the engine splits (default 0)\n"
     "  -fa,  --flash-attn 0|1        recorded; mgi's attention is one path (default 0)\n"
     "  -r,   --repetitions N         timed runs of each test (default 5)\n"
@@ -804,6 +804,8 @@ static int load_engine(const bench_opts *o, const bench_model *models, const ben
     ep.n_batch = (int32_t)t->ubatch;
     ep.n_threads = (int)t->threads;
     ep.n_gpu_layers = (int32_t)t->ngl;
+    ep.main_gpu = (int32_t)t->main_gpu;
+    cli_gpu_setup(&ep, 0);
     if (o->verbose)
         fprintf(stderr, "loading %s: context %d, batch %d, threads %d, ngl %d\n", models[t->model].path,
                 ep.n_ctx, ep.n_batch, ep.n_threads, ep.n_gpu_layers);

@@ -6,6 +6,10 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "engine/engine.h"
+
+#include "engine/sampler.h"
+
 enum { EXIT_USAGE = 1, EXIT_BADINPUT = 2, EXIT_RUNTIME = 3 };
 
 int cli_run(int argc, char **argv);         /* cli/run.c: generate text */
@@ -13,6 +17,7 @@ int cli_info(int argc, char **argv);        /* cli/info.c: metadata, tensors, va
 int cli_tokenize(int argc, char **argv);    /* cli/tokenize.c: token ids */
 int cli_perplexity(int argc, char **argv);  /* cli/perplexity.c: llama-perplexity's method */
 int cli_devices(int argc, char **argv);     /* cli/devices.c: CUDA devices */
+int cli_batch(int argc, char **argv);       /* cli/batch.c: many prompts, parallel sequences */
 int cli_bench(int argc, char **argv);       /* cli/bench.c: llama-bench's tests and tables */
 
 /* The build's version, `git describe` at build time (cli/main.c). */
@@ -28,5 +33,24 @@ const char *cli_value(int argc, char **argv, int *i);
 /* Reads a whole file (or stdin for "-") into a NUL-terminated buffer; NULL with a message. */
 char *cli_read_file(const char *path, size_t *len);
 void cli_error(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
+
+/* The sampling flags that run and batch share (--temp, --top-k, --top-p, --min-p,
+ * --repeat-penalty, --repeat-last-n): 1 when argv[*i] was one (value consumed into sp, *i
+ * advanced), 0 when it is another flag, -1 on a bad value (printed). */
+int cli_sampling_flag(int argc, char **argv, int *i, sampler_params *sp);
+/* Checks the sampling values once all flags are read; 0, or -1 with the message printed. */
+int cli_sampling_check(const sampler_params *sp);
+
+/* SIGINT and SIGTERM set a flag instead of killing the process, so a subcommand can flush what
+ * it has and exit 128 + the signal (130, 143). cli_signal() is the signal caught, or 0. */
+void cli_catch_signals(void);
+int cli_signal(void);
+
+/* GPU flags (cli/gpu.c): -ngl N|all, -dev/--device/--main-gpu/-mg N. 1 when argv[*i] was one
+ * (its value consumed), 0 when not, -1 on a bad value (message printed). */
+int cli_gpu_flag(int argc, char **argv, int *i, engine_params *ep);
+/* Passes the CUDA backend (used when a device exists and -ngl is not 0) and, with log, a progress
+ * line on stderr for uploads over 1 GiB. */
+void cli_gpu_setup(engine_params *ep, int log);
 
 #endif

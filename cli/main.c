@@ -11,6 +11,7 @@
 
 static const char usage[] =
     "usage: mgi [run] -m MODEL [-p PROMPT | -f FILE] [flags]   generate text (stdin when no prompt)\n"
+    "       mgi batch -m MODEL -f PROMPTS [-np N] [-o OUT [--resume]]  one JSON line per prompt\n"
     "       mgi info MODEL [--tensors] [--tensor NAME --values N|all]\n"
     "       mgi tokenize -m MODEL -p TEXT [--ids] [--no-bos]\n"
     "       mgi perplexity -m MODEL -f TEXT [-c N]\n"
@@ -28,6 +29,7 @@ typedef struct {
 
 static const command commands[] = {
     {"run", cli_run},
+    {"batch", cli_batch},
     {"info", cli_info},
     {"tokenize", cli_tokenize},
     {"perplexity", cli_perplexity},
@@ -56,6 +58,7 @@ int main(int argc, char **argv) {
     for (size_t i = 0; i < sizeof commands / sizeof commands[0]; i++)
         if (!strcmp(argv[1], commands[i].name)) return commands[i].fn(argc - 1, argv + 1);
     if (argv[1][0] == '-') return cli_run(argc, argv);  /* flags straight away: run */
-    cli_error("unknown command '%s' (commands: run, info, tokenize, perplexity, bench, devices; see mgi --help)", argv[1]);
+    cli_error("unknown command '%s' (commands: run, batch, info, tokenize, perplexity, bench, devices; see mgi --help)",
+              argv[1]);
     return EXIT_USAGE;
 }

@@ -19,7 +19,9 @@ static const char ppl_usage[] =
     "  -c,   --ctx-size N         tokens per chunk; 0 = the model's context, at most 512 (default 0)\n"
     "  -b,   --batch-size N       tokens per forward batch (default 2048)\n"
     "  -t,   --threads N          CPU threads (default min(CPUs, 8))\n"
-    "  -ngl, --n-gpu-layers N     layers on GPUs; no GPU backend yet, the CPU runs all (default 0)\n"
+    "  -ngl, --n-gpu-layers N     layers on the GPU: 0 = the CPU runs all; otherwise all layers\n"
+    "                             (partial offload comes later) (default: all when a GPU is present)\n"
+    "  -dev, --device N           the CUDA device to run on; also --main-gpu N (default 0)\n"
     "        --no-mmap            read the model into memory instead of mapping it (default mmap)\n"
     "        --log-disable        no progress lines on stderr (default off)\n"
     "  -h,   --help               this text\n";
@@ -46,6 +48,7 @@ int cli_perplexity(int argc, char **argv) {
     engine_params ep = engine_default_params();
     for (int i = 1; i < argc; i++) {
         const char *a = argv[i], *v;
+        int g;
 #define VALUE() do { if (!(v = cli_value(argc, argv, &i))) return EXIT_USAGE; } while (0)
         if (!strcmp(a, "-h") || !strcmp(a, "--help")) {
             fputs(ppl_usage, stdout);
@@ -61,10 +64,8 @@ int cli_perplexity(int argc, char **argv) {
         } else if (!strcmp(a, "-t") || !strcmp(a, "--threads")) {
             VALUE();
             if (cli_parse_int(a, v, 1, 256, &ep.n_threads)) return EXIT_USAGE;
-        } else if (!strcmp(a, "-ngl") || !strcmp(a, "--n-gpu-layers") || !strcmp(a, "--gpu-layers")) {
-            VALUE();
-            if (!strcmp(v, "all")) ep.n_gpu_layers = 1 << 20;
-            else if (cli_parse_int(a, v, 0, 1 << 20, &ep.n_gpu_layers)) return EXIT_USAGE;
+        } else if ((g = cli_gpu_flag(argc, argv, &i, &ep))) {
+            if (g < 0) return EXIT_USAGE;
         } else if (!strcmp(a, "--no-mmap")) { ep.use_mmap = 0;
         } else if (!strcmp(a, "--log-disable")) { log_on = false;
         } else {
@@ -89,8 +90,10 @@ int cli_perplexity(int argc, char **argv) {
     int rc = 0;
     /* Default context: the model's, capped at llama-perplexity's 512 (a mapped probe of the file
      * tells the model's). */
+    cli_gpu_setup(&ep, log_on);
     if (ep.n_ctx == 0) {
         engine_params probe = ep;
+        probe.gpu = NULL;  /* the probe only reads the model's context */
         probe.use_mmap = 1;
         probe.n_batch = 1;
         probe.n_ctx = 1;
@@ -134,9 +137,6 @@ int cli_perplexity(int argc, char **argv) {
     }
     int64_t n_chunk = n_tok / n_ctx;
     int32_t first = n_ctx / 2;
-    if (log_on && ep.n_gpu_layers > 0)
-        fprintf(stderr, "-ngl %d: no GPU backend in this build yet; the CPU computes every layer\n",
-                ep.n_gpu_layers);
     if (log_on)
         fprintf(stderr, "perplexity: %lld tokens, %lld chunks of %d, scoring the tokens at %d..%d of each\n",
                 (long long)n_tok, (long long)n_chunk, n_ctx, first + 1, n_ctx - 1);

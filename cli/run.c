@@ -1,5 +1,7 @@
 /* mgi run: generate text from a prompt (-p, -f, or stdin), streaming the pieces to stdout as
- * they are sampled; load and speed figures go to stderr as llama.cpp prints them. */
+ * they are sampled; load and speed figures go to stderr as llama.cpp prints them. With
+ * --prompt-cache the KV state after the prompt is saved, and the longest matching prefix of a
+ * saved state is reused by the next run. SIGINT/SIGTERM stop generation cleanly (130/143). */
 #include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -9,6 +11,7 @@
 
 #include "cli/cli.h"
 #include "engine/engine.h"
+#include "engine/promptcache.h"
 #include "engine/sampler.h"
 
 static const char run_usage[] =
@@ -28,18 +31,23 @@ static const char run_usage[] =
     "        --repeat-penalty F   penalty for recent tokens; 1 = off (default 1.0)\n"
     "        --repeat-last-n N    tokens the penalty looks back; 0 = off, -1 = context (default 64)\n"
     "        --ignore-eos         keep generating past the end-of-text token (default off)\n"
+    "        --prompt-cache FILE  reuse the KV state of a matching prompt prefix from FILE and save the\n"
+    "                             state after this prompt there (a bad or foreign file is ignored)\n"
+    "        --prompt-cache-ro    use --prompt-cache FILE but never write it (default off)\n"
     "  -t,   --threads N          CPU threads (default min(CPUs, 8))\n"
-    "  -ngl, --n-gpu-layers N     layers on GPUs; no GPU backend yet, the CPU runs all (default 0)\n"
+    "  -ngl, --n-gpu-layers N     layers on the GPU: 0 = the CPU runs all; otherwise all layers\n"
+    "                             (partial offload comes later) (default: all when a GPU is present)\n"
+    "  -dev, --device N           the CUDA device to run on; also --main-gpu N (default 0)\n"
     "        --no-mmap            read the model into memory instead of mapping it (default mmap)\n"
     "        --echo               print the prompt before the generated text (default off)\n"
     "        --log-disable        no load, seed and timing lines on stderr (default off)\n"
     "  -h,   --help               this text\n";
 
 typedef struct {
-    const char *model, *prompt, *file;
+    const char *model, *prompt, *file, *prompt_cache;
     int n_predict;
     int64_t seed;
-    bool ignore_eos, echo, log;
+    bool ignore_eos, echo, log, prompt_cache_ro;
     engine_params ep;
     sampler_params sp;
 } run_opts;
@@ -61,11 +69,14 @@ static int parse(int argc, char **argv, run_opts *o) {
     o->n_predict = -1;
     o->seed = -1;
     o->log = true;
-    int repeat_last_n = o->sp.repeat_last_n;
     for (int i = 1; i < argc; i++) {
         const char *a = argv[i], *v;
+        int g;
 #define VALUE() do { if (!(v = cli_value(argc, argv, &i))) return -1; } while (0)
-        if (is_flag(a, "-h", "--help")) {
+        int sf = cli_sampling_flag(argc, argv, &i, &o->sp);
+        if (sf) {
+            if (sf < 0) return -1;
+        } else if (is_flag(a, "-h", "--help")) {
             fputs(run_usage, stdout);
             return 1;
         } else if (is_flag(a, "-m", "--model")) { VALUE(); o->model = v;
@@ -83,32 +94,14 @@ static int parse(int argc, char **argv, run_opts *o) {
         } else if (is_flag(a, "-s", "--seed")) {
             VALUE();
             if (cli_parse_i64(a, v, -1, INT64_MAX, &o->seed)) return -1;
-        } else if (is_flag(a, "--temp", NULL)) {
-            VALUE();
-            if (cli_parse_f32(a, v, -1e30f, 1e30f, &o->sp.temp)) return -1;
-        } else if (is_flag(a, "--top-k", NULL)) {
-            VALUE();
-            if (cli_parse_int(a, v, -1, 1 << 30, &o->sp.top_k)) return -1;
-        } else if (is_flag(a, "--top-p", NULL)) {
-            VALUE();
-            if (cli_parse_f32(a, v, -1e30f, 1e30f, &o->sp.top_p)) return -1;
-        } else if (is_flag(a, "--min-p", NULL)) {
-            VALUE();
-            if (cli_parse_f32(a, v, -1e30f, 1e30f, &o->sp.min_p)) return -1;
-        } else if (is_flag(a, "--repeat-penalty", NULL)) {
-            VALUE();
-            if (cli_parse_f32(a, v, -1e30f, 1e30f, &o->sp.repeat_penalty)) return -1;
-        } else if (is_flag(a, "--repeat-last-n", NULL)) {
-            VALUE();
-            if (cli_parse_int(a, v, -1, 1 << 24, &repeat_last_n)) return -1;
         } else if (is_flag(a, "-t", "--threads")) {
             VALUE();
             if (cli_parse_int(a, v, 1, 256, &o->ep.n_threads)) return -1;
-        } else if (is_flag(a, "-ngl", "--n-gpu-layers") || is_flag(a, "--gpu-layers", NULL)) {
-            VALUE();
-            if (!strcmp(v, "all")) o->ep.n_gpu_layers = 1 << 20;
-            else if (cli_parse_int(a, v, 0, 1 << 20, &o->ep.n_gpu_layers)) return -1;
+        } else if ((g = cli_gpu_flag(argc, argv, &i, &o->ep))) {
+            if (g < 0) return -1;
         } else if (is_flag(a, "--ignore-eos", NULL)) { o->ignore_eos = true;
+        } else if (is_flag(a, "--prompt-cache", NULL)) { VALUE(); o->prompt_cache = v;
+        } else if (is_flag(a, "--prompt-cache-ro", NULL)) { o->prompt_cache_ro = true;
         } else if (is_flag(a, "--no-mmap", NULL)) { o->ep.use_mmap = 0;
         } else if (is_flag(a, "--echo", NULL)) { o->echo = true;
         } else if (is_flag(a, "--log-disable", NULL)) { o->log = false;
@@ -125,20 +118,11 @@ static int parse(int argc, char **argv, run_opts *o) {
         cli_error("-n 0 generates nothing: give a count >= 1, or -1 for until end of text");
         return -1;
     }
-    if (o->sp.temp < 0) { cli_error("--temp %g: must be >= 0 (0 = greedy)", o->sp.temp); return -1; }
-    if (o->sp.top_p < 0 || o->sp.top_p > 1) {
-        cli_error("--top-p %g: must be in [0, 1] (1 = off)", o->sp.top_p);
+    if (cli_sampling_check(&o->sp)) return -1;  /* repeat_last_n -1 is resolved with the context */
+    if (o->prompt_cache_ro && !o->prompt_cache) {
+        cli_error("--prompt-cache-ro needs --prompt-cache FILE");
         return -1;
     }
-    if (o->sp.min_p < 0 || o->sp.min_p > 1) {
-        cli_error("--min-p %g: must be in [0, 1] (0 = off)", o->sp.min_p);
-        return -1;
-    }
-    if (!(o->sp.repeat_penalty > 0)) {
-        cli_error("--repeat-penalty %g: must be > 0 (1 = off)", o->sp.repeat_penalty);
-        return -1;
-    }
-    o->sp.repeat_last_n = repeat_last_n;  /* -1 resolved once the context is known */
     return 0;
 }
 
@@ -157,6 +141,32 @@ static char *read_prompt(const run_opts *o, size_t *len) {
     return text;
 }
 
+/* Positions of the prompt taken from the cache file (0 when none), loaded into sequence 0. A
+ * file that cannot be trusted is reported in one line and ignored. */
+static int32_t cache_load(engine *e, const run_opts *o, const int32_t *ids, int32_t n_prompt) {
+    promptcache pc;
+    promptcache_model m = promptcache_model_of(e);
+    char err[512];
+    int rc = promptcache_read(&pc, o->prompt_cache, &m, err, sizeof err);
+    if (rc) {
+        if (rc < 0) cli_error("prompt cache %s: %s; ignored, the prompt is computed afresh", o->prompt_cache, err);
+        else if (o->log) fprintf(stderr, "prompt cache %s: not there yet; it is written after the prompt\n",
+                                 o->prompt_cache);
+        return 0;
+    }
+    int32_t same = 0;
+    while (same < pc.n_tokens && same < n_prompt && pc.tokens[same] == ids[same]) same++;
+    if (same > n_prompt - 1) same = n_prompt - 1;  /* the last prompt token gives the first logits */
+    if (same > 0 && promptcache_apply(e, 0, &pc, same, err, sizeof err)) {
+        cli_error("prompt cache %s: %s; ignored, the prompt is computed afresh", o->prompt_cache, err);
+        same = 0;
+    }
+    if (o->log)
+        fprintf(stderr, "prompt cache %s: reused %d of %d prompt tokens\n", o->prompt_cache, same, n_prompt);
+    promptcache_free(&pc);
+    return same;
+}
+
 static void put_token(const tokenizer *tok, tokenizer_stream *st, int32_t id) {
     char buf[512];
     size_t n = tokenizer_stream_put(tok, st, id, buf, sizeof buf);
@@ -173,6 +183,7 @@ int cli_run(int argc, char **argv) {
     run_opts o = {0};
     int rc = parse(argc, argv, &o);
     if (rc) return rc > 0 ? 0 : EXIT_USAGE;
+    cli_catch_signals();
 
     size_t text_len = 0;
     char *text = read_prompt(&o, &text_len);
@@ -181,6 +192,7 @@ int cli_run(int argc, char **argv) {
     char err[512];
     double t0 = now_ms();
     engine *e;
+    cli_gpu_setup(&o.ep, o.log);
     int lrc = engine_load(&e, o.model, &o.ep, err, sizeof err);
     if (lrc) {
         cli_error("%s", err);
@@ -197,6 +209,7 @@ int cli_run(int argc, char **argv) {
     rc = EXIT_BADINPUT;
     bool add_bos = tokenizer_add_bos(tok) && tokenizer_bos(tok) >= 0;
     int64_t cap = (int64_t)text_len + 8, n_prompt = -1;
+    int32_t n_cached = 0;
     for (int attempt = 0; attempt < 2; attempt++) {
         free(ids);
         if (!(ids = malloc((size_t)cap * sizeof *ids))) break;
@@ -230,9 +243,6 @@ int cli_run(int argc, char **argv) {
     if (!(smp = sampler_new(&o.sp, n_vocab, err, sizeof err))) { cli_error("%s", err); goto out; }
     if (o.log) {
         fprintf(stderr, "seed: %llu\n", (unsigned long long)seed);
-        if (o.ep.n_gpu_layers > 0)
-            fprintf(stderr, "-ngl %d: no GPU backend in this build yet; the CPU computes every layer\n",
-                    o.ep.n_gpu_layers);
         fprintf(stderr, "prompt: %lld tokens, context %d, backend %s\n", (long long)n_prompt, n_ctx,
                 engine_backend(e));
     }
@@ -242,8 +252,19 @@ int cli_run(int argc, char **argv) {
     }
 
     double t1 = now_ms();
-    if (engine_eval(e, ids, (int32_t)n_prompt, 0, logits, 0, err, sizeof err)) { cli_error("%s", err); goto out; }
+    n_cached = o.prompt_cache ? cache_load(e, &o, ids, (int32_t)n_prompt) : 0;
+    if (engine_eval(e, ids + n_cached, (int32_t)n_prompt - n_cached, n_cached, logits, 0, err, sizeof err)) {
+        cli_error("%s", err);
+        goto out;
+    }
     double t_prompt = now_ms() - t1;
+    /* Saved unless it would only repeat what the file holds (the whole prompt matched). */
+    if (o.prompt_cache && !o.prompt_cache_ro && n_cached < n_prompt - 1) {
+        if (promptcache_save(o.prompt_cache, e, 0, ids, (int32_t)n_prompt, err, sizeof err))
+            cli_error("prompt cache %s: %s; nothing was written", o.prompt_cache, err);
+        else if (o.log)
+            fprintf(stderr, "prompt cache %s: saved %lld prompt tokens\n", o.prompt_cache, (long long)n_prompt);
+    }
     for (int64_t i = 0; i < n_prompt; i++) sampler_accept(smp, ids[i]);
 
     tokenizer_stream st = {0};
@@ -251,6 +272,7 @@ int cli_run(int argc, char **argv) {
     int n_gen = 0, n_eval = 0;
     double t2 = now_ms();
     for (;;) {
+        if (cli_signal()) break;
         int32_t id = sampler_sample(smp, logits);
         sampler_accept(smp, id);
         if (!o.ignore_eos && tokenizer_is_eog(tok, id)) break;
@@ -270,13 +292,14 @@ int cli_run(int argc, char **argv) {
     size_t nr = tokenizer_stream_flush(&st, rest, sizeof rest);
     fwrite(rest, 1, nr, stdout);
     fflush(stdout);
+    if (cli_signal() && o.log) fprintf(stderr, "\ninterrupted after %d tokens\n", n_gen);
     if (o.log) {
         fprintf(stderr, "\n%16s = %10.2f ms\n", "load time", t_load);
-        print_timing("prompt eval time", t_prompt, (int)n_prompt, "tokens");
+        print_timing("prompt eval time", t_prompt, (int)n_prompt - n_cached, "tokens");
         print_timing("eval time", t_gen, n_eval, "runs");
         fprintf(stderr, "%16s = %10.2f ms / %5d tokens\n", "total time", now_ms() - t0, (int)n_prompt + n_eval);
     }
-    rc = 0;
+    rc = cli_signal() ? 128 + cli_signal() : 0;
 out:
     sampler_free(smp);
     free(logits);

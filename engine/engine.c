@@ -1,19 +1,34 @@
-/* The engine behind mgi's subcommands: opens the GGUF file, binds the model, loads the tokenizer
- * and runs the forward pass on the backend that holds the weights (the CPU reference for now). */
+/* The engine behind mgi's subcommands: opens the GGUF file, binds the model, loads the tokenizer,
+ * keeps the paged KV bookkeeping of every sequence and runs forward passes over batches of
+ * tokens on the backend that holds the weights (the CPU reference, or the GPU backend the caller
+ * passes in engine_params). */
 #include <stdio.h>
 #include <stdlib.h>
+#include <string.h>
 #include <unistd.h>
 
 #include "engine/engine.h"
 #include "engine/forward_cpu.h"
+#include "engine/kvcache.h"
 #include "gguf/gguf.h"
 
 struct engine {
     gguf_ctx *g;
     llama_model model;
     tokenizer *tok;
-    forward_cpu *cpu;
-    int32_t n_ctx;
+    const engine_backend_ops *ops;
+    void *be;              /* the backend's state */
+    int32_t n_ctx_seq;     /* positions one sequence may hold */
+    int32_t n_batch;       /* tokens per backend pass */
+    kvcache kv;
+    uint64_t hash;
+    /* Scratch of engine_decode: one backend pass ([n_batch] each) and per sequence. */
+    int32_t *b_token, *b_pos, *b_seq, *b_cell, *b_out;
+    engine_token *eval_toks;  /* [n_batch] engine_eval's batches */
+    engine_fwd_seq *b_seqs;  /* [n_seq] */
+    int32_t *seq_next;       /* [n_seq] length after the batch, -1: not in it */
+    int32_t *seq_old;        /* [n_seq] length before the batch */
+    int32_t *seq_idx;        /* [n_seq] index in b_seqs of the current pass, -1: none */
 };
 
 engine_params engine_default_params(void) {
@@ -21,12 +36,64 @@ engine_params engine_default_params(void) {
     engine_params p = {
         .n_ctx = 0,
         .n_batch = 2048,
+        .n_seq_max = 1,
         .n_threads = n < 1 ? 1 : n > 8 ? 8 : (int)n,
-        .n_gpu_layers = 0,
+        .n_gpu_layers = -1,
+        .main_gpu = 0,
         .use_mmap = 1,
     };
     return p;
 }
+
+/* --- model identity ------------------------------------------------------------------------------ */
+
+static uint64_t fnv(uint64_t h, const void *data, size_t n) {
+    const uint8_t *p = data;
+    for (size_t i = 0; i < n; i++) h = (h ^ p[i]) * 0x100000001b3ULL;
+    return h;
+}
+
+static uint64_t fnv_u64(uint64_t h, uint64_t v) {
+    uint8_t b[8];
+    for (int i = 0; i < 8; i++) b[i] = (uint8_t)(v >> (8 * i));
+    return fnv(h, b, 8);
+}
+
+static uint64_t hash_value(uint64_t h, const gguf_value *v) {
+    h = fnv_u64(h, (uint64_t)v->type);
+    switch (v->type) {
+    case GGUF_TYPE_STRING: return fnv(fnv_u64(h, v->v.str.len), v->v.str.ptr, (size_t)v->v.str.len);
+    case GGUF_TYPE_ARRAY:
+        h = fnv_u64(fnv_u64(h, (uint64_t)v->v.arr.elem), v->v.arr.n);
+        if (v->v.arr.items) {
+            for (uint64_t i = 0; i < v->v.arr.n; i++) h = hash_value(h, &v->v.arr.items[i]);
+            return h;
+        }
+        return h;  /* numeric arrays: element type and count (values are covered by the data hash) */
+    case GGUF_TYPE_FLOAT32: case GGUF_TYPE_FLOAT64: return fnv(h, &v->v.f64, sizeof v->v.f64);
+    case GGUF_TYPE_BOOL: return fnv_u64(h, v->v.b);
+    default: return fnv_u64(h, v->v.u64);
+    }
+}
+
+static uint64_t model_hash(const gguf_ctx *g) {
+    uint64_t h = fnv_u64(0xcbf29ce484222325ULL, gguf_file_size(g));
+    h = fnv_u64(h, gguf_data_offset(g));
+    for (int64_t i = 0; i < gguf_n_kv(g); i++) {
+        const char *k = gguf_key(g, i);
+        h = hash_value(fnv(h, k, strlen(k) + 1), gguf_value_at(g, i));
+    }
+    for (int64_t i = 0; i < gguf_n_tensors(g); i++) {
+        const gguf_tensor *t = gguf_tensor_at(g, i);
+        h = fnv(h, t->name, strlen(t->name) + 1);
+        h = fnv_u64(fnv_u64(h, t->type), t->offset);
+        for (uint32_t d = 0; d < GGUF_MAX_DIMS; d++) h = fnv_u64(h, (uint64_t)t->ne[d]);
+        h = fnv(h, t->data, t->size < 256 ? (size_t)t->size : 256);
+    }
+    return h;
+}
+
+/* --- load ---------------------------------------------------------------------------------------- */
 
 int engine_load(engine **out, const char *path, const engine_params *p, char *err, size_t err_size) {
     *out = NULL;
@@ -45,19 +112,82 @@ int engine_load(engine **out, const char *path, const engine_params *p, char *er
                  path, tokenizer_n_vocab(e->tok), hp->n_vocab);
         goto fail;
     }
+    e->hash = model_hash(e->g);
     rc = ENGINE_EPARAM;
-    e->n_ctx = p->n_ctx ? p->n_ctx : hp->n_ctx_train;
-    if (e->n_ctx < 1 || e->n_ctx > hp->n_ctx_train) {
-        snprintf(err, err_size, "-c %d: the model was trained for a context of %d (llama.context_length); "
-                 "use -c 1..%d", e->n_ctx, hp->n_ctx_train, hp->n_ctx_train);
+    int32_t n_seq = p->n_seq_max;
+    if (n_seq < 1) {
+        snprintf(err, err_size, "-np %d: at least one sequence is needed", n_seq);
         goto fail;
     }
+    int64_t limit = (int64_t)hp->n_ctx_train * n_seq;
+    int64_t n_ctx = p->n_ctx ? p->n_ctx : limit;
+    if (n_ctx < 1 || n_ctx > limit || n_ctx > (1 << 30)) {
+        if (n_seq == 1)
+            snprintf(err, err_size, "-c %lld: the model was trained for a context of %d (llama.context_length); "
+                     "use -c 1..%d", (long long)n_ctx, hp->n_ctx_train, hp->n_ctx_train);
+        else
+            snprintf(err, err_size, "-c %lld: %d sequences of the model's %d positions (llama.context_length) need "
+                     "at most -c %lld", (long long)n_ctx, n_seq, hp->n_ctx_train, (long long)limit);
+        goto fail;
+    }
+    if (n_seq > n_ctx) {
+        snprintf(err, err_size, "-np %d: a context of %lld cells (-c) holds at most %lld sequences", n_seq,
+                 (long long)n_ctx, (long long)n_ctx);
+        goto fail;
+    }
+    e->n_ctx_seq = (int32_t)(n_ctx / n_seq);
     if (p->n_batch < 1 || p->n_threads < 1) {
         snprintf(err, err_size, "batch size (%d) and threads (%d) must be at least 1", p->n_batch, p->n_threads);
         goto fail;
     }
+    /* Each sequence holds at most ceil(n_ctx_seq / page) pages, so n_ctx / page plus one page per
+     * sequence never runs out, however the sequences share. */
+    int64_t n_pages = (n_ctx + ENGINE_KV_PAGE - 1) / ENGINE_KV_PAGE + n_seq;
+    e->n_batch = p->n_batch < n_ctx ? p->n_batch : (int32_t)n_ctx;
     rc = ENGINE_ERUNTIME;
-    if (!(e->cpu = forward_cpu_new(&e->model, e->n_ctx, p->n_batch, p->n_threads, err, err_size))) goto fail;
+    if (kvcache_init(&e->kv, (int32_t)n_pages, n_seq, e->n_ctx_seq, err, err_size)) goto fail;
+    size_t B = (size_t)e->n_batch, S = (size_t)n_seq;
+    e->b_token = malloc(B * sizeof(int32_t));
+    e->b_pos = malloc(B * sizeof(int32_t));
+    e->b_seq = malloc(B * sizeof(int32_t));
+    e->b_cell = malloc(B * sizeof(int32_t));
+    e->b_out = malloc(B * sizeof(int32_t));
+    e->b_seqs = malloc(S * sizeof *e->b_seqs);
+    e->eval_toks = malloc(B * sizeof *e->eval_toks);
+    e->seq_next = malloc(S * sizeof(int32_t));
+    e->seq_old = malloc(S * sizeof(int32_t));
+    e->seq_idx = malloc(S * sizeof(int32_t));
+    if (!e->b_token || !e->b_pos || !e->b_seq || !e->b_cell || !e->b_out || !e->b_seqs || !e->eval_toks ||
+        !e->seq_next || !e->seq_old || !e->seq_idx) {
+        snprintf(err, err_size, "out of memory for a batch of %d tokens", e->n_batch);
+        goto fail;
+    }
+    /* The GPU backend when one is passed, has a device and -ngl allows it; else the CPU. */
+    char why[256] = "";
+    int n_dev = p->gpu && p->n_gpu_layers != 0 ? p->gpu->n_devices(why, sizeof why) : 0;
+    if (n_dev > 0) {
+        rc = ENGINE_EPARAM;
+        if (p->n_gpu_layers > 0 && p->n_gpu_layers < hp->n_layer) {
+            snprintf(err, err_size, "-ngl %d < %d layers: partial offload is not supported yet; use -ngl 0 or "
+                     "-ngl 99", p->n_gpu_layers, hp->n_layer);
+            goto fail;
+        }
+        if (p->main_gpu < 0 || p->main_gpu >= n_dev) {
+            snprintf(err, err_size, "-dev/--main-gpu %d: no such device (%d found, 0..%d)", p->main_gpu, n_dev,
+                     n_dev - 1);
+            goto fail;
+        }
+        rc = ENGINE_ERUNTIME;
+        e->ops = p->gpu->ops;
+        if (!(e->be = p->gpu->create(&e->model, p->main_gpu, (int32_t)n_pages * ENGINE_KV_PAGE, e->n_batch,
+                                     e->n_ctx_seq, p->progress, p->progress_ctx, err, err_size)))
+            goto fail;
+    } else {
+        e->ops = &forward_cpu_ops;
+        if (!(e->be = forward_cpu_new(&e->model, (int32_t)n_pages * ENGINE_KV_PAGE, e->n_batch, e->n_ctx_seq,
+                                      p->n_threads, err, err_size)))
+            goto fail;
+    }
     *out = e;
     return ENGINE_OK;
 fail:
@@ -67,7 +197,18 @@ fail:
 
 void engine_free(engine *e) {
     if (!e) return;
-    forward_cpu_free(e->cpu);
+    if (e->be) e->ops->free(e->be);
+    kvcache_free(&e->kv);
+    free(e->b_token);
+    free(e->b_pos);
+    free(e->b_seq);
+    free(e->b_cell);
+    free(e->b_out);
+    free(e->b_seqs);
+    free(e->eval_toks);
+    free(e->seq_next);
+    free(e->seq_old);
+    free(e->seq_idx);
     tokenizer_free(e->tok);
     llama_model_free(&e->model);
     gguf_close(e->g);
@@ -76,14 +217,229 @@ void engine_free(engine *e) {
 
 const tokenizer *engine_tokenizer(const engine *e) { return e->tok; }
 const llama_hparams *engine_hparams(const engine *e) { return &e->model.hp; }
-int32_t engine_n_ctx(const engine *e) { return e->n_ctx; }
+int32_t engine_n_ctx(const engine *e) { return e->n_ctx_seq; }
+int32_t engine_n_seq_max(const engine *e) { return e->kv.n_seq; }
 int32_t engine_n_vocab(const engine *e) { return e->model.hp.n_vocab; }
-const char *engine_backend(const engine *e) {
-    (void)e;
-    return "CPU";
+const char *engine_backend(const engine *e) { return e->ops->name; }
+uint64_t engine_model_hash(const engine *e) { return e->hash; }
+int32_t engine_kv_dim(const engine *e) { return e->model.hp.n_head_kv * e->model.hp.head_dim; }
+int32_t engine_kv_pages_free(const engine *e) { return e->kv.n_free; }
+int32_t engine_kv_pages_total(const engine *e) { return e->kv.n_pages; }
+
+/* --- decoding ------------------------------------------------------------------------------------ */
+
+/* One backend pass over tokens [i0, i1) of a checked batch whose pages are reserved. */
+static int decode_pass(engine *e, const engine_token *t, int32_t i0, int32_t i1, float *logits, int32_t *n_out,
+                       char *err, size_t err_size) {
+    int32_t n_seqs = 0, max_pos = 0, rows = 0;
+    for (int32_t i = i0; i < i1; i++) {
+        int32_t s = t[i].seq;
+        if (e->seq_idx[s] < 0) {
+            e->seq_idx[s] = n_seqs;
+            e->b_seqs[n_seqs++] = (engine_fwd_seq){e->kv.seqs[s].pages, e->kv.seqs[s].n_pages, 0};
+        }
+        engine_fwd_seq *fs = &e->b_seqs[e->seq_idx[s]];
+        if (t[i].pos + 1 > fs->n_pos) fs->n_pos = t[i].pos + 1;
+        if (fs->n_pos > max_pos) max_pos = fs->n_pos;
+        int32_t k = i - i0;
+        e->b_token[k] = t[i].token;
+        e->b_pos[k] = t[i].pos;
+        e->b_seq[k] = e->seq_idx[s];
+        e->b_cell[k] = kvcache_cell(&e->kv, s, t[i].pos);
+        e->b_out[k] = t[i].want_logits ? rows++ : -1;
+    }
+    for (int32_t i = i0; i < i1; i++) e->seq_idx[t[i].seq] = -1;
+    engine_fwd_batch b = {
+        .n_tokens = i1 - i0, .token = e->b_token, .pos = e->b_pos, .seq = e->b_seq, .cell = e->b_cell,
+        .out_row = e->b_out, .n_out = rows, .n_seqs = n_seqs, .seqs = e->b_seqs, .max_pos = max_pos,
+    };
+    float *out = rows ? logits + (size_t)*n_out * (size_t)e->model.hp.n_vocab : NULL;
+    *n_out += rows;
+    return e->ops->forward(e->be, &b, out, err, err_size);
+}
+
+int engine_decode(engine *e, const engine_token *t, int32_t n, float *logits, char *err, size_t err_size) {
+    int32_t n_seq = e->kv.n_seq, n_vocab = e->model.hp.n_vocab;
+    if (n < 1 || !t) {
+        snprintf(err, err_size, "decode: empty batch");
+        return ENGINE_EPARAM;
+    }
+    for (int32_t s = 0; s < n_seq; s++) e->seq_next[s] = e->seq_idx[s] = -1;
+    for (int32_t i = 0; i < n; i++) {
+        int32_t s = t[i].seq;
+        if (s < 0 || s >= n_seq) {
+            snprintf(err, err_size, "decode: sequence %d outside 0..%d (-np)", s, n_seq - 1);
+            return ENGINE_EPARAM;
+        }
+        if (t[i].token < 0 || t[i].token >= n_vocab) {
+            snprintf(err, err_size, "token id %d is outside the model's vocabulary of %d", t[i].token, n_vocab);
+            return ENGINE_EPARAM;
+        }
+        int32_t want = e->seq_next[s] < 0 ? e->kv.seqs[s].len : e->seq_next[s];
+        if (t[i].pos != want) {
+            snprintf(err, err_size, "decode: sequence %d continues at position %d, not %d", s, want, t[i].pos);
+            return ENGINE_EPARAM;
+        }
+        if (t[i].pos >= e->n_ctx_seq) {
+            snprintf(err, err_size, "position %d of sequence %d does not fit its context of %d (-c)", t[i].pos, s,
+                     e->n_ctx_seq);
+            return ENGINE_EPARAM;
+        }
+        if (t[i].want_logits && !logits) {
+            snprintf(err, err_size, "decode: logits wanted but no output buffer");
+            return ENGINE_EPARAM;
+        }
+        e->seq_next[s] = t[i].pos + 1;
+    }
+    int64_t need = 0;
+    for (int32_t s = 0; s < n_seq; s++)
+        if (e->seq_next[s] >= 0) need += kvcache_pages_needed(&e->kv, s, e->seq_next[s]);
+    if (need > e->kv.n_free) {
+        snprintf(err, err_size, "KV cache full: the batch needs %lld more pages of %d cells, %d are free "
+                 "(raise -c)", (long long)need, ENGINE_KV_PAGE, e->kv.n_free);
+        return ENGINE_EFULL;
+    }
+    for (int32_t s = 0; s < n_seq; s++) e->seq_old[s] = e->kv.seqs[s].len;
+    int failed = 0;
+    for (int32_t s = 0; s < n_seq && !failed; s++) {
+        if (e->seq_next[s] < 0) continue;
+        int32_t dst, src, nc;
+        if (kvcache_unshare_last(&e->kv, s, &dst, &src, &nc) &&
+            e->ops->kv_copy(e->be, dst * ENGINE_KV_PAGE, src * ENGINE_KV_PAGE, nc, err, err_size)) {
+            kvcache_reshare_last(&e->kv, s, src);
+            failed = 1;
+            break;
+        }
+        kvcache_reserve(&e->kv, s, e->seq_next[s]);
+    }
+    int32_t n_out = 0;
+    for (int32_t i0 = 0; i0 < n && !failed; i0 += e->n_batch) {
+        int32_t i1 = n - i0 < e->n_batch ? n : i0 + e->n_batch;
+        failed = decode_pass(e, t, i0, i1, logits, &n_out, err, err_size) != 0;
+    }
+    if (failed) {
+        /* Cells past the old lengths may hold partial results: drop them, keep the rest. */
+        for (int32_t s = 0; s < n_seq; s++)
+            if (e->seq_next[s] >= 0) kvcache_truncate(&e->kv, s, e->seq_old[s]);
+        return ENGINE_ERUNTIME;
+    }
+    for (int32_t s = 0; s < n_seq; s++)
+        if (e->seq_next[s] >= 0) e->kv.seqs[s].len = e->seq_next[s];
+    return ENGINE_OK;
 }
 
 int engine_eval(engine *e, const int32_t *tokens, int32_t n, int32_t pos, float *logits,
                 int all_logits, char *err, size_t err_size) {
-    return forward_cpu_eval(e->cpu, tokens, n, pos, logits, all_logits, err, err_size);
+    if (n < 1 || pos < 0 || pos > e->n_ctx_seq - n) {
+        snprintf(err, err_size, "%d tokens at position %d do not fit the context of %d (-c)", n, pos, e->n_ctx_seq);
+        return -1;
+    }
+    if (pos > e->kv.seqs[0].len) {
+        snprintf(err, err_size, "evaluation at position %d, but only %d positions are held", pos, e->kv.seqs[0].len);
+        return -1;
+    }
+    kvcache_truncate(&e->kv, 0, pos);
+    int32_t n_vocab = e->model.hp.n_vocab;
+    for (int32_t done = 0; done < n;) {
+        int32_t k = n - done < e->n_batch ? n - done : e->n_batch;
+        for (int32_t i = 0; i < k; i++)
+            e->eval_toks[i] = (engine_token){tokens[done + i], pos + done + i, 0, all_logits || done + i == n - 1};
+        float *out = all_logits ? logits + (size_t)done * n_vocab : logits;
+        if (engine_decode(e, e->eval_toks, k, out, err, err_size)) return -1;
+        done += k;
+    }
+    return 0;
+}
+
+/* --- sequences ----------------------------------------------------------------------------------- */
+
+static int seq_bad(const engine *e, int32_t seq, char *err, size_t err_size) {
+    if (seq >= 0 && seq < e->kv.n_seq) return 0;
+    snprintf(err, err_size, "sequence %d outside 0..%d (-np)", seq, e->kv.n_seq - 1);
+    return 1;
+}
+
+int32_t engine_seq_len(const engine *e, int32_t seq) {
+    return seq >= 0 && seq < e->kv.n_seq ? e->kv.seqs[seq].len : 0;
+}
+
+int engine_seq_rm(engine *e, int32_t seq, int32_t p0, int32_t p1, char *err, size_t err_size) {
+    if (seq_bad(e, seq, err, err_size)) return -1;
+    int32_t len = e->kv.seqs[seq].len;
+    if (p0 < 0 || (p1 >= 0 && p1 < len)) {
+        snprintf(err, err_size, "sequence %d: only a tail can be removed ([%d, %d) of %d positions)", seq, p0, p1,
+                 len);
+        return -1;
+    }
+    if (p0 < len) kvcache_truncate(&e->kv, seq, p0);
+    return 0;
+}
+
+int engine_seq_cp(engine *e, int32_t src, int32_t dst, int32_t p0, int32_t p1, char *err, size_t err_size) {
+    if (seq_bad(e, src, err, err_size) || seq_bad(e, dst, err, err_size)) return -1;
+    int32_t len = e->kv.seqs[src].len;
+    if (p0 != 0) {
+        snprintf(err, err_size, "sequence copy from position %d: copies start at 0", p0);
+        return -1;
+    }
+    kvcache_share(&e->kv, src, dst, p1 < 0 || p1 > len ? len : p1);
+    return 0;
+}
+
+void engine_seq_keep(engine *e, int32_t seq) {
+    for (int32_t s = 0; s < e->kv.n_seq; s++)
+        if (s != seq) kvcache_truncate(&e->kv, s, 0);
+}
+
+void engine_seq_free(engine *e, int32_t seq) {
+    if (seq >= 0 && seq < e->kv.n_seq) kvcache_truncate(&e->kv, seq, 0);
+}
+
+/* --- KV state ------------------------------------------------------------------------------------ */
+
+static int kv_io(engine *e, int32_t seq, int32_t layer, int32_t p0, int32_t n, float *k, float *v,
+                 const float *ck, const float *cv, char *err, size_t err_size) {
+    if (seq_bad(e, seq, err, err_size)) return -1;
+    if (layer < 0 || layer >= e->model.hp.n_layer || p0 < 0 || n < 0 || p0 > e->kv.seqs[seq].len - n) {
+        snprintf(err, err_size, "sequence %d: layer %d, positions [%d, %d) outside its %d positions", seq, layer,
+                 p0, p0 + n, e->kv.seqs[seq].len);
+        return -1;
+    }
+    int32_t cells[64];
+    size_t row = (size_t)engine_kv_dim(e);
+    for (int32_t done = 0; done < n;) {
+        int32_t c = n - done < 64 ? n - done : 64;
+        for (int32_t i = 0; i < c; i++) cells[i] = kvcache_cell(&e->kv, seq, p0 + done + i);
+        int rc = ck ? e->ops->kv_set(e->be, layer, cells, c, ck + done * row, cv + done * row, err, err_size)
+                    : e->ops->kv_get(e->be, layer, cells, c, k + done * row, v + done * row, err, err_size);
+        if (rc) return -1;
+        done += c;
+    }
+    return 0;
+}
+
+int engine_seq_kv_get(engine *e, int32_t seq, int32_t layer, int32_t p0, int32_t n, float *k, float *v,
+                      char *err, size_t err_size) {
+    return kv_io(e, seq, layer, p0, n, k, v, NULL, NULL, err, err_size);
+}
+
+int engine_seq_kv_set(engine *e, int32_t seq, int32_t layer, int32_t p0, int32_t n, const float *k,
+                      const float *v, char *err, size_t err_size) {
+    return kv_io(e, seq, layer, p0, n, NULL, NULL, k, v, err, err_size);
+}
+
+int engine_seq_alloc(engine *e, int32_t seq, int32_t n, char *err, size_t err_size) {
+    if (seq_bad(e, seq, err, err_size)) return ENGINE_EPARAM;
+    if (e->kv.seqs[seq].len || n < 0 || n > e->n_ctx_seq) {
+        snprintf(err, err_size, "sequence %d: cannot allocate %d positions (holds %d, context %d)", seq, n,
+                 e->kv.seqs[seq].len, e->n_ctx_seq);
+        return ENGINE_EPARAM;
+    }
+    if (kvcache_pages_needed(&e->kv, seq, n) > e->kv.n_free) {
+        snprintf(err, err_size, "KV cache full: %d positions need more than the %d free pages", n, e->kv.n_free);
+        return ENGINE_EFULL;
+    }
+    kvcache_reserve(&e->kv, seq, n);
+    e->kv.seqs[seq].len = n;
+    return ENGINE_OK;
 }

@@ -1,21 +1,46 @@
 /* The engine: one loaded model ready to compute logits, whatever computes them. The CLI talks
- * only to this interface: load a file, evaluate tokens at positions, read logits. Today the CPU
- * reference path runs everything; a CUDA backend and multi-GPU splits slot in behind the same
- * calls (engine_params carries their flags). */
+ * only to this interface: load a file, decode batches of tokens from several sequences (each
+ * with its own paged KV cache, prefixes shared between sequences by reference), read logits.
+ * The CPU reference path or the CUDA backend (engine_params.gpu) computes, both behind
+ * engine/batch.h's engine_backend_ops. */
 #ifndef MGI_ENGINE_H
 #define MGI_ENGINE_H
 
 #include <stddef.h>
 #include <stdint.h>
 
+#include "engine/batch.h"
 #include "engine/tokenizer.h"
 #include "models/llama.h"
 
+/* Progress of a long load (weights to a GPU): done of total bytes. */
+typedef void (*engine_progress_fn)(void *ctx, uint64_t done, uint64_t total);
+
+/* A GPU backend (engine/forward_cuda.h). The program passes it in engine_params, so the engine
+ * library itself links no CUDA runtime and the CPU-only tests need none. */
 typedef struct {
-    int32_t n_ctx;         /* positions (-c); 0: the model's training context */
-    int32_t n_batch;       /* tokens per forward batch (-b) */
+    const engine_backend_ops *ops;
+    /* Usable devices; 0 with the reason in why when there is none (not an error). */
+    int (*n_devices)(char *why, size_t why_size);
+    /* The backend's state on device `device` for n_cells KV cells, passes of up to n_batch tokens
+     * and sequences of up to max_pos positions (weights uploaded); NULL with a message. */
+    void *(*create)(const llama_model *m, int device, int32_t n_cells, int32_t n_batch, int32_t max_pos,
+                    engine_progress_fn progress, void *progress_ctx, char *err, size_t err_size);
+} engine_gpu_backend;
+
+typedef struct {
+    int32_t n_ctx;         /* KV cells of all sequences together (-c); 0: the model's training
+                              context times n_seq_max */
+    int32_t n_batch;       /* tokens per forward pass of the backend (-b for run, -ub for batch) */
+    int32_t n_seq_max;     /* sequences held at once (-np); each may hold n_ctx / n_seq_max
+                              positions, at most the training context */
     int n_threads;         /* CPU threads (-t) */
-    int32_t n_gpu_layers;  /* -ngl: layers on GPUs (no GPU backend yet: the CPU runs all) */
+    int32_t n_gpu_layers;  /* -ngl: layers on the GPU; -1 (default): all when `gpu` has a device;
+                              0: the CPU; 0 < n < n_layer (partial offload) is refused for now */
+    int32_t main_gpu;      /* the device the GPU backend runs on (-dev, --main-gpu) */
+    const engine_gpu_backend *gpu;  /* NULL: the CPU only */
+    engine_progress_fn progress;    /* NULL: no progress reports */
+    void *progress_ctx;
     int use_mmap;          /* 0: read the file into memory (--no-mmap) */
 } engine_params;
 
@@ -24,12 +49,14 @@ enum {
     ENGINE_OK = 0,
     ENGINE_EBADINPUT = -1,  /* the file: missing, malformed, unsupported model */
     ENGINE_EPARAM = -2,     /* a parameter does not suit the model (e.g. -c past its training length) */
-    ENGINE_ERUNTIME = -3    /* out of memory, device failure */
+    ENGINE_ERUNTIME = -3,   /* out of memory, device failure */
+    ENGINE_EFULL = -4       /* engine_decode: no free KV page for this batch; nothing changed */
 };
 
 typedef struct engine engine;
 
-/* Defaults: the model's context, batch 2048, min(online CPUs, 8) threads, no GPU layers, mmap. */
+/* Defaults: the model's context, batch 2048, one sequence, min(online CPUs, 8) threads, every
+ * layer on the GPU when one is passed and present (device 0), mmap. */
 engine_params engine_default_params(void);
 
 /* Opens and checks a model file and prepares it to run. ENGINE_OK with *out set, or a negative
@@ -39,15 +66,74 @@ void engine_free(engine *e);
 
 const tokenizer *engine_tokenizer(const engine *e);
 const llama_hparams *engine_hparams(const engine *e);
-int32_t engine_n_ctx(const engine *e);
+int32_t engine_n_ctx(const engine *e);      /* positions one sequence may hold */
+int32_t engine_n_seq_max(const engine *e);
 int32_t engine_n_vocab(const engine *e);
-/* What computes the logits, for logs: "CPU". */
+/* What computes the logits, for logs: "CPU" or "CUDA". */
 const char *engine_backend(const engine *e);
 
-/* Evaluates tokens[0..n) at positions pos..pos+n-1 of the one sequence, replacing whatever the
+/* Evaluates tokens[0..n) at positions pos..pos+n-1 of sequence 0, replacing whatever the
  * cache held from pos on; positions before pos must have been evaluated. Writes n_vocab logits
  * for the last token, or for every token (n rows) when all_logits. 0, or -1 with a message. */
 int engine_eval(engine *e, const int32_t *tokens, int32_t n, int32_t pos, float *logits,
                 int all_logits, char *err, size_t err_size);
+
+/* --- several sequences (llama.cpp's llama_batch and llama_memory_seq_* ideas) ---------------- */
+
+/* One token of a batch. */
+typedef struct {
+    int32_t token;
+    int32_t pos;          /* position in its sequence */
+    int32_t seq;          /* 0 <= seq < n_seq_max */
+    int32_t want_logits;  /* nonzero: a row of logits for this token */
+} engine_token;
+
+/* Evaluates n tokens of any sequences in one forward pass (split into passes of n_batch tokens
+ * when larger). Each sequence's tokens must continue it: its first token in the batch at
+ * engine_seq_len(seq), the next at +1, and so on, within engine_n_ctx positions. Logits rows go
+ * to logits[k * n_vocab] for the k-th token (in batch order) that wants them. A sequence's
+ * logits do not depend on the other sequences in the batch. Returns 0; ENGINE_EPARAM with a
+ * message for a malformed batch or ENGINE_EFULL when the cache lacks free pages (both change
+ * nothing); ENGINE_ERUNTIME on a backend failure (then the sequences of the batch keep their
+ * old lengths). */
+int engine_decode(engine *e, const engine_token *t, int32_t n, float *logits, char *err, size_t err_size);
+
+/* Positions sequence seq holds (0 when empty or out of range). */
+int32_t engine_seq_len(const engine *e, int32_t seq);
+/* Removes positions [p0, p1) of seq; p1 < 0 means to the end. Only a tail can be removed
+ * (p1 < 0 or p1 >= the length): pages no sequence uses any more return to the pool. 0, or -1
+ * with a message. */
+int engine_seq_rm(engine *e, int32_t seq, int32_t p0, int32_t p1, char *err, size_t err_size);
+/* Makes dst hold src's positions [0, p1) (p1 < 0: all of src) by sharing src's pages (no copy;
+ * a shared, partly filled page is copied when either sequence next writes into it). dst's old
+ * contents are dropped first. p0 must be 0 (positions are never moved). 0, or -1 with a message. */
+int engine_seq_cp(engine *e, int32_t src, int32_t dst, int32_t p0, int32_t p1, char *err, size_t err_size);
+/* Drops every sequence but seq. */
+void engine_seq_keep(engine *e, int32_t seq);
+/* Drops all of seq's positions. */
+void engine_seq_free(engine *e, int32_t seq);
+/* Free pages of the pool and its size, in pages of ENGINE_KV_PAGE cells. The pool holds
+ * ceil(n_ctx / page) + n_seq_max pages, so sequences that each stay within engine_n_ctx never
+ * exhaust it, however they share; ENGINE_EFULL guards the invariant. */
+int32_t engine_kv_pages_free(const engine *e);
+int32_t engine_kv_pages_total(const engine *e);
+
+/* --- KV state of a sequence, for prompt caches ---------------------------------------------- */
+
+/* A 64-bit FNV-1a hash identifying the model file: its size, every metadata key with its type
+ * and (numeric, string) value, the tensor table (name, type, shape, offset) and the first 256
+ * bytes of every tensor's data. */
+uint64_t engine_model_hash(const engine *e);
+/* Values per K (or V) row of one cell: n_head_kv * head_dim. */
+int32_t engine_kv_dim(const engine *e);
+/* Reads (get) or writes (set) K and V of positions [p0, p0+n) of seq in layer l, f32,
+ * k and v each [n][engine_kv_dim]. 0, or -1 with a message. */
+int engine_seq_kv_get(engine *e, int32_t seq, int32_t layer, int32_t p0, int32_t n, float *k, float *v,
+                      char *err, size_t err_size);
+int engine_seq_kv_set(engine *e, int32_t seq, int32_t layer, int32_t p0, int32_t n, const float *k,
+                      const float *v, char *err, size_t err_size);
+/* Grows an empty seq to n positions with fresh pages whose contents are undefined until
+ * engine_seq_kv_set writes them. 0, ENGINE_EFULL or ENGINE_EPARAM with a message. */
+int engine_seq_alloc(engine *e, int32_t seq, int32_t n, char *err, size_t err_size);
 
 #endif

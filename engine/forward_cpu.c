@@ -1,5 +1,7 @@
-/* The CPU reference forward pass of Llama: embedding, then per layer RMSNorm -> Q/K/V -> RoPE
- * (adjacent pairs) -> causal GQA attention over the KV cache -> output projection -> residual,
+/* The CPU reference forward pass of Llama over a batch of tokens from several sequences (the
+ * engine/batch.h contract): embedding, then per layer RMSNorm -> Q/K/V -> RoPE (adjacent pairs)
+ * -> K/V into the paged cache -> causal GQA attention over each token's own sequence through its
+ * page table -> output projection -> residual,
  * RMSNorm -> SwiGLU FFN -> residual; then the final norm and the output head. Matrix products
  * dequantise weight rows into per-thread scratch and dot them with every token
  * of the batch, a block of rows at a time, so memory stays small for large models and the
@@ -11,13 +13,14 @@
 #include <string.h>
 
 #include "engine/forward_cpu.h"
-#include "engine/kvcache.h"
 
 struct forward_cpu {
     const llama_model *m;
-    int32_t n_ctx, n_batch;
+    int32_t n_cells, n_batch, max_pos;
     int n_threads;
-    kvcache kv;
+    int64_t kv_dim;
+    float *kv_k;   /* [n_layer][n_cells][kv_dim]: a cell's row is one contiguous write */
+    float *kv_v;   /* [n_layer][n_cells][kv_dim] */
     /* Activations of one batch, [n_batch][width] each. */
     float *x;      /* residual stream [n_embd] */
     float *xn;     /* normed input [n_embd] */
@@ -29,8 +32,15 @@ struct forward_cpu {
     float *up;     /* [n_ff] */
     float *scratch;       /* per thread: dequantised weight rows, [n_threads][MATMUL_ROWS][max_cols] */
     int64_t max_cols;
-    float *scores;        /* per thread: attention scores, [n_threads][n_ctx] */
+    float *scores;        /* per thread: attention scores, [n_threads][max_pos] */
 };
+
+static float *cell_k(const forward_cpu *f, int32_t l, int32_t cell) {
+    return f->kv_k + ((size_t)l * (size_t)f->n_cells + (size_t)cell) * (size_t)f->kv_dim;
+}
+static float *cell_v(const forward_cpu *f, int32_t l, int32_t cell) {
+    return f->kv_v + ((size_t)l * (size_t)f->n_cells + (size_t)cell) * (size_t)f->kv_dim;
+}
 
 /* --- threads: [0, n) split into one contiguous range per thread -------------------------------- */
 
@@ -157,26 +167,30 @@ static void rope(float *v, int32_t n_heads, int32_t head_dim, int32_t n_rot, int
 
 typedef struct {
     forward_cpu *f;
-    int32_t layer, pos0;
+    const engine_fwd_batch *b;
+    int32_t layer;
 } attn_ctx;
 
-/* One (token, head) pair per item: softmax(q K^T / sqrt(d)) V over positions 0..pos. */
+/* One (token, head) pair per item: softmax(q K^T / sqrt(d)) V over positions 0..pos of the
+ * token's sequence, in position order. */
 static void attn_range(void *arg, int64_t lo, int64_t hi, int tid) {
     attn_ctx *c = arg;
     forward_cpu *f = c->f;
     const llama_hparams *hp = &f->m->hp;
     int32_t hd = hp->head_dim, group = hp->n_head / hp->n_head_kv;
     int64_t n_q = (int64_t)hp->n_head * hd;
-    float *sc = f->scores + (size_t)tid * (size_t)f->n_ctx;
+    float *sc = f->scores + (size_t)tid * (size_t)f->max_pos;
     float scale = 1.0f / sqrtf((float)hd);
     for (int64_t item = lo; item < hi; item++) {
         int64_t t = item / hp->n_head;
         int32_t h = (int32_t)(item % hp->n_head), kvh = h / group;
-        int32_t pos = c->pos0 + (int32_t)t;
+        int32_t pos = c->b->pos[t];
+        const int32_t *pages = c->b->seqs[c->b->seq[t]].pages;
         const float *q = f->q + t * n_q + (int64_t)h * hd;
         float mx = -INFINITY;
         for (int32_t j = 0; j <= pos; j++) {
-            sc[j] = dot_f32(q, kvcache_k(&f->kv, c->layer, j) + (size_t)kvh * hd, hd) * scale;
+            int32_t cell = pages[j / ENGINE_KV_PAGE] * ENGINE_KV_PAGE + j % ENGINE_KV_PAGE;
+            sc[j] = dot_f32(q, cell_k(f, c->layer, cell) + (size_t)kvh * hd, hd) * scale;
             if (sc[j] > mx) mx = sc[j];
         }
         double sum = 0;
@@ -188,26 +202,31 @@ static void attn_range(void *arg, int64_t lo, int64_t hi, int tid) {
         float *o = f->att + t * n_q + (int64_t)h * hd;
         memset(o, 0, (size_t)hd * sizeof *o);
         for (int32_t j = 0; j <= pos; j++) {
-            const float *vj = kvcache_v(&f->kv, c->layer, j) + (size_t)kvh * hd;
+            int32_t cell = pages[j / ENGINE_KV_PAGE] * ENGINE_KV_PAGE + j % ENGINE_KV_PAGE;
+            const float *vj = cell_v(f, c->layer, cell) + (size_t)kvh * hd;
             float wj = sc[j] * inv;
             for (int32_t d = 0; d < hd; d++) o[d] += wj * vj[d];
         }
     }
 }
 
-/* --- one batch ---------------------------------------------------------------------------------- */
+/* --- one forward pass ---------------------------------------------------------------------------- */
 
-enum head_rows { HEAD_NONE, HEAD_LAST, HEAD_ALL };  /* which rows of a batch get logits */
-
-static int eval_batch(forward_cpu *f, const int32_t *tokens, int32_t n, int32_t pos0, float *logits,
-                      enum head_rows rows, char *err, size_t err_size) {
+static int fwd(void *self, const engine_fwd_batch *b, float *logits, char *err, size_t err_size) {
+    forward_cpu *f = self;
     const llama_model *m = f->m;
     const llama_hparams *hp = &m->hp;
     int64_t E = hp->n_embd, F = hp->n_ff, hd = hp->head_dim;
     int64_t n_q = hp->n_head * hd, n_kv = hp->n_head_kv * hd;
+    int32_t n = b->n_tokens;
+    if (n < 1 || n > f->n_batch || b->max_pos > f->max_pos) {
+        snprintf(err, err_size, "CPU forward: %d tokens (at most %d) reaching position %d (at most %d)", n,
+                 f->n_batch, b->max_pos, f->max_pos);
+        return -1;
+    }
 
     for (int32_t t = 0; t < n; t++)
-        if (llama_weight_row(&m->tok_embd, tokens[t], f->x + t * E, err, err_size)) return -1;
+        if (llama_weight_row(&m->tok_embd, b->token[t], f->x + t * E, err, err_size)) return -1;
 
     for (int32_t l = 0; l < hp->n_layer; l++) {
         const llama_layer *L = &m->layers[l];
@@ -217,12 +236,12 @@ static int eval_batch(forward_cpu *f, const int32_t *tokens, int32_t n, int32_t 
             matmul(f, &L->wv, f->xn, n, f->v, err, err_size))
             return -1;
         for (int32_t t = 0; t < n; t++) {
-            rope(f->q + t * n_q, hp->n_head, hp->head_dim, hp->n_rot, pos0 + t, hp->rope_base);
-            rope(f->k + t * n_kv, hp->n_head_kv, hp->head_dim, hp->n_rot, pos0 + t, hp->rope_base);
-            memcpy(kvcache_k(&f->kv, l, pos0 + t), f->k + t * n_kv, (size_t)n_kv * sizeof(float));
-            memcpy(kvcache_v(&f->kv, l, pos0 + t), f->v + t * n_kv, (size_t)n_kv * sizeof(float));
+            rope(f->q + t * n_q, hp->n_head, hp->head_dim, hp->n_rot, b->pos[t], hp->rope_base);
+            rope(f->k + t * n_kv, hp->n_head_kv, hp->head_dim, hp->n_rot, b->pos[t], hp->rope_base);
+            memcpy(cell_k(f, l, b->cell[t]), f->k + t * n_kv, (size_t)n_kv * sizeof(float));
+            memcpy(cell_v(f, l, b->cell[t]), f->v + t * n_kv, (size_t)n_kv * sizeof(float));
         }
-        attn_ctx ac = {f, l, pos0};
+        attn_ctx ac = {f, b, l};
         parallel_for(f->n_threads, (int64_t)n * hp->n_head, attn_range, &ac);
         if (matmul(f, &L->wo, f->att, n, f->xn, err, err_size)) return -1;
         for (int64_t i = 0; i < n * E; i++) f->x[i] += f->xn[i];
@@ -239,52 +258,88 @@ static int eval_batch(forward_cpu *f, const int32_t *tokens, int32_t n, int32_t 
         for (int64_t i = 0; i < n * E; i++) f->x[i] += f->xn[i];
     }
 
-    /* The output head only for the rows the caller wants. */
-    if (rows == HEAD_NONE) return 0;
-    int32_t first = rows == HEAD_ALL ? 0 : n - 1;
-    for (int32_t t = first; t < n; t++) rmsnorm(f->xn + t * E, f->x + t * E, m->output_norm, E, hp->rms_eps);
-    return matmul(f, &m->output, f->xn + (int64_t)first * E, n - first, logits, err, err_size);
-}
-
-int forward_cpu_eval(forward_cpu *f, const int32_t *tokens, int32_t n, int32_t pos, float *logits,
-                     int all_logits, char *err, size_t err_size) {
-    int32_t n_vocab = f->m->hp.n_vocab;
-    if (n < 1 || pos < 0 || pos > f->n_ctx - n) {
-        snprintf(err, err_size, "%d tokens at position %d do not fit the context of %d (-c)", n, pos, f->n_ctx);
+    /* The output head only for the rows that want logits, gathered in token order (out_row
+     * numbers them so). */
+    int32_t k = 0;
+    for (int32_t t = 0; t < n; t++)
+        if (b->out_row[t] >= 0)
+            rmsnorm(f->xn + (int64_t)k++ * E, f->x + t * E, m->output_norm, E, hp->rms_eps);
+    if (k != b->n_out) {
+        snprintf(err, err_size, "CPU forward: %d tokens want logits but n_out is %d", k, b->n_out);
         return -1;
     }
-    for (int32_t i = 0; i < n; i++)
-        if (tokens[i] < 0 || tokens[i] >= n_vocab) {
-            snprintf(err, err_size, "token id %d is outside the model's vocabulary of %d", tokens[i], n_vocab);
-            return -1;
-        }
-    for (int32_t done = 0; done < n;) {
-        int32_t b = n - done < f->n_batch ? n - done : f->n_batch;
-        /* Without all_logits, earlier batches only fill the cache. */
-        enum head_rows rows = all_logits ? HEAD_ALL : done + b == n ? HEAD_LAST : HEAD_NONE;
-        float *out = all_logits ? logits + (size_t)done * n_vocab : logits;
-        if (eval_batch(f, tokens + done, b, pos + done, out, rows, err, err_size))
-            return -1;
-        done += b;
+    return k ? matmul(f, &m->output, f->xn, k, logits, err, err_size) : 0;
+}
+
+/* --- KV cells --------------------------------------------------------------------------------- */
+
+static int kv_bad(const forward_cpu *f, int32_t layer, int32_t cell, int32_t n, char *err, size_t err_size) {
+    if (layer < 0 || layer >= f->m->hp.n_layer || cell < 0 || n < 0 || cell > f->n_cells - n) {
+        snprintf(err, err_size, "CPU KV: layer %d, cells %d..+%d outside %d layers x %d cells", layer, cell, n,
+                 f->m->hp.n_layer, f->n_cells);
+        return 1;
     }
     return 0;
 }
 
-forward_cpu *forward_cpu_new(const llama_model *m, int32_t n_ctx, int32_t n_batch, int n_threads,
-                             char *err, size_t err_size) {
+static int kv_copy(void *self, int32_t dst, int32_t src, int32_t n, char *err, size_t err_size) {
+    forward_cpu *f = self;
+    if (kv_bad(f, 0, dst, n, err, err_size) || kv_bad(f, 0, src, n, err, err_size)) return -1;
+    size_t bytes = (size_t)n * (size_t)f->kv_dim * sizeof(float);
+    for (int32_t l = 0; l < f->m->hp.n_layer; l++) {
+        memmove(cell_k(f, l, dst), cell_k(f, l, src), bytes);
+        memmove(cell_v(f, l, dst), cell_v(f, l, src), bytes);
+    }
+    return 0;
+}
+
+static int kv_get(void *self, int32_t layer, const int32_t *cells, int32_t n, float *k, float *v, char *err,
+                  size_t err_size) {
+    forward_cpu *f = self;
+    size_t row = (size_t)f->kv_dim;
+    for (int32_t i = 0; i < n; i++) {
+        if (kv_bad(f, layer, cells[i], 1, err, err_size)) return -1;
+        memcpy(k + i * row, cell_k(f, layer, cells[i]), row * sizeof(float));
+        memcpy(v + i * row, cell_v(f, layer, cells[i]), row * sizeof(float));
+    }
+    return 0;
+}
+
+static int kv_set(void *self, int32_t layer, const int32_t *cells, int32_t n, const float *k, const float *v,
+                  char *err, size_t err_size) {
+    forward_cpu *f = self;
+    size_t row = (size_t)f->kv_dim;
+    for (int32_t i = 0; i < n; i++) {
+        if (kv_bad(f, layer, cells[i], 1, err, err_size)) return -1;
+        memcpy(cell_k(f, layer, cells[i]), k + i * row, row * sizeof(float));
+        memcpy(cell_v(f, layer, cells[i]), v + i * row, row * sizeof(float));
+    }
+    return 0;
+}
+
+static void ops_free(void *self) { forward_cpu_free(self); }
+
+const engine_backend_ops forward_cpu_ops = {
+    .name = "CPU", .forward = fwd, .kv_copy = kv_copy, .kv_get = kv_get, .kv_set = kv_set, .free = ops_free,
+};
+
+forward_cpu *forward_cpu_new(const llama_model *m, int32_t n_cells, int32_t n_batch, int32_t max_pos,
+                             int n_threads, char *err, size_t err_size) {
     const llama_hparams *hp = &m->hp;
-    if (n_ctx < 1 || n_batch < 1 || n_threads < 1) {
-        snprintf(err, err_size, "bad sizes: context %d, batch %d, threads %d", n_ctx, n_batch, n_threads);
+    if (n_cells < 1 || n_batch < 1 || max_pos < 1 || n_threads < 1) {
+        snprintf(err, err_size, "bad sizes: %d KV cells, batch %d, %d positions, threads %d", n_cells, n_batch,
+                 max_pos, n_threads);
         return NULL;
     }
-    if (n_batch > n_ctx) n_batch = n_ctx;
+    if (n_batch > n_cells) n_batch = n_cells;
     forward_cpu *f = calloc(1, sizeof *f);
     if (!f) {
         snprintf(err, err_size, "out of memory");
         return NULL;
     }
     f->m = m;
-    f->n_ctx = n_ctx;
+    f->n_cells = n_cells;
+    f->max_pos = max_pos;
     f->n_batch = n_batch;
     f->n_threads = n_threads;
     int64_t E = hp->n_embd, n_q = (int64_t)hp->n_head * hp->head_dim;
@@ -301,14 +356,26 @@ forward_cpu *forward_cpu_new(const llama_model *m, int32_t n_ctx, int32_t n_batc
     f->gate = malloc(B * F * sizeof(float));
     f->up = malloc(B * F * sizeof(float));
     f->scratch = malloc((size_t)n_threads * MATMUL_ROWS * f->max_cols * sizeof(float));
-    f->scores = malloc((size_t)n_threads * n_ctx * sizeof(float));
+    f->scores = malloc((size_t)n_threads * max_pos * sizeof(float));
     if (!f->x || !f->xn || !f->q || !f->k || !f->v || !f->att || !f->gate || !f->up || !f->scratch ||
         !f->scores) {
         snprintf(err, err_size, "out of memory for activations of a batch of %d; use a smaller -b", n_batch);
         forward_cpu_free(f);
         return NULL;
     }
-    if (kvcache_init(&f->kv, hp->n_layer, n_ctx, (int32_t)n_kv, err, err_size)) {
+    f->kv_dim = n_kv;
+    size_t cells = (size_t)hp->n_layer * (size_t)n_cells;
+    if (cells > SIZE_MAX / sizeof(float) / (size_t)n_kv) {
+        snprintf(err, err_size, "KV cache: %d layers x %d cells x %lld values overflows", hp->n_layer, n_cells,
+                 (long long)n_kv);
+        forward_cpu_free(f);
+        return NULL;
+    }
+    f->kv_k = calloc(cells * (size_t)n_kv, sizeof(float));
+    f->kv_v = calloc(cells * (size_t)n_kv, sizeof(float));
+    if (!f->kv_k || !f->kv_v) {
+        snprintf(err, err_size, "KV cache: out of memory for %zu MiB; use a smaller -c",
+                 2 * cells * (size_t)n_kv * sizeof(float) >> 20);
         forward_cpu_free(f);
         return NULL;
     }
@@ -317,7 +384,8 @@ forward_cpu *forward_cpu_new(const llama_model *m, int32_t n_ctx, int32_t n_batc
 
 void forward_cpu_free(forward_cpu *f) {
     if (!f) return;
-    kvcache_free(&f->kv);
+    free(f->kv_k);
+    free(f->kv_v);
     free(f->x);
     free(f->xn);
     free(f->q);

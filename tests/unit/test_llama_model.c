@@ -85,6 +85,27 @@ static const char *write_model(const char *file, const variant *v) {
     return path;
 }
 
+/* Tokens [0, n) at positions pos.. of one sequence through the backend contract (one page, cell =
+ * position), in passes of nb tokens; logits of every token when all, else of the last. */
+static int eval_seq(forward_cpu *f, int32_t nb, const int32_t *toks, int32_t n, int32_t pos, float *logits,
+                    int all, char *err, size_t err_size) {
+    int32_t page = 0, p[CTX + 1], seq[CTX + 1], out[CTX + 1];
+    for (int32_t done = 0; done < n;) {
+        int32_t k = n - done < nb ? n - done : nb, rows = 0;
+        for (int32_t i = 0; i < k; i++) {
+            p[i] = pos + done + i;
+            seq[i] = 0;
+            out[i] = all || done + i == n - 1 ? rows++ : -1;
+        }
+        engine_fwd_seq s = {&page, 1, p[k - 1] + 1};
+        engine_fwd_batch b = {.n_tokens = k, .token = toks + done, .pos = p, .seq = seq, .cell = p,
+                              .out_row = out, .n_out = rows, .n_seqs = 1, .seqs = &s, .max_pos = s.n_pos};
+        if (forward_cpu_ops.forward(f, &b, all ? logits + done * VOCAB : logits, err, err_size)) return -1;
+        done += k;
+    }
+    return 0;
+}
+
 /* Loads a variant; returns 0 on success, else -1 with the message in err. */
 static int load(const char *file, const variant *v, llama_model *m, gguf_ctx **g, char *err, size_t n) {
     *g = gguf_open(write_model(file, v), 1, err, n);
@@ -126,10 +147,10 @@ static void test_good(void) {
     /* Same logits on 1 and 3 threads, with the prompt in batches of 3 or at once. */
     int32_t toks[10] = {1, 5, 7, 2, 11, 0, 3, 3, 9, 4};
     float a[10 * VOCAB], b[10 * VOCAB];
-    forward_cpu *f1 = forward_cpu_new(&m, CTX, 3, 1, err, sizeof err);
-    forward_cpu *f3 = forward_cpu_new(&m, CTX, 16, 3, err, sizeof err);
-    int rc = f1 && f3 ? forward_cpu_eval(f1, toks, 10, 0, a, 1, err, sizeof err) |
-                            forward_cpu_eval(f3, toks, 10, 0, b, 1, err, sizeof err)
+    forward_cpu *f1 = forward_cpu_new(&m, CTX, 3, CTX, 1, err, sizeof err);
+    forward_cpu *f3 = forward_cpu_new(&m, CTX, 16, CTX, 3, err, sizeof err);
+    int rc = f1 && f3 ? eval_seq(f1, 3, toks, 10, 0, a, 1, err, sizeof err) |
+                            eval_seq(f3, 16, toks, 10, 0, b, 1, err, sizeof err)
                       : -1;
     int finite = 1;
     for (int i = 0; i < 10 * VOCAB; i++) finite &= isfinite(a[i]) != 0;
@@ -138,15 +159,13 @@ static void test_good(void) {
     /* Decoding token by token gives the same last row as the batch. */
     float c[VOCAB];
     rc = 0;
-    for (int i = 0; i < 10 && !rc; i++) rc = forward_cpu_eval(f1, toks + i, 1, i, c, 0, err, sizeof err);
+    for (int i = 0; i < 10 && !rc; i++) rc = eval_seq(f1, 3, toks + i, 1, i, c, 0, err, sizeof err);
     double md = 0;
     for (int i = 0; i < VOCAB; i++) md = fmax(md, fabs(c[i] - a[9 * VOCAB + i]));
     CHECK(rc == 0 && md < 1e-5, "llama incremental decode matches the batch", "max diff %g", md);
-    rc = forward_cpu_eval(f1, toks, 1, CTX, c, 0, err, sizeof err);
-    CHECK(rc == -1 && strstr(err, "context"), "llama forward refuses a position past the context", "%s", err);
-    int32_t bad_tok = VOCAB;
-    rc = forward_cpu_eval(f1, &bad_tok, 1, 0, c, 0, err, sizeof err);
-    CHECK(rc == -1 && strstr(err, "vocabulary"), "llama forward refuses a token outside the vocabulary", "%s", err);
+    rc = eval_seq(f1, 3, toks, 1, CTX, c, 0, err, sizeof err);
+    CHECK(rc == -1 && strstr(err, "position"), "llama forward refuses a position past its sequences' length", "%s",
+          err);
     forward_cpu_free(f1);
     forward_cpu_free(f3);
     llama_model_free(&m);

@@ -1,0 +1,636 @@
+/* mgi batch: many prompts (a text file with one prompt per line, or JSONL requests) run in
+ * parallel sequences by the scheduler; one JSON line per request on stdout or -o FILE, written
+ * whole as each request finishes, so a killed run can be resumed (--resume) without losing or
+ * redoing anything finished. */
+#include <cjson/cJSON.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <math.h>
+#include <stdbool.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "cli/cli.h"
+#include "engine/engine.h"
+#include "engine/request.h"
+#include "engine/scheduler.h"
+
+static const char batch_usage[] =
+    "usage: mgi batch -m MODEL -f PROMPTS [flags]    (or -ns N without -f: N built-in prompts)\n"
+    "  PROMPTS: one request per line, plain text (the line is the prompt) or a JSON object\n"
+    "  {\"id\", \"prompt\", \"n_predict\", \"temperature\", \"seed\", \"top_k\", \"top_p\", \"min_p\",\n"
+    "  \"repeat_penalty\", \"repeat_last_n\", \"ignore_eos\"}; absent fields take the flags' values.\n"
+    "  Output: one JSON line per request (id, prompt, text, tokens, finish_reason stop|length|error,\n"
+    "  error, n_prompt (system prompt and BOS included), n_generated, n_reused, seed, timings), as\n"
+    "  each finishes. A bad line gets its own error line and the rest go on; the exit status is 0\n"
+    "  once every request has its line, 130/143 on SIGINT/SIGTERM (finished lines are kept whole).\n"
+    "  -m,   --model PATH         GGUF model file (required)\n"
+    "  -f,   --file PATH          the requests; - reads stdin\n"
+    "  -o,   --output PATH        append the result lines to PATH instead of stdout\n"
+    "        --resume             with -o: skip requests whose id PATH already holds\n"
+    "        --ordered            write results in input order (default: as they finish)\n"
+    "  -np,  --parallel N         sequences decoded together (default 1)\n"
+    "  -ns,  --sequences N        without -f: run N requests from built-in prompts (default 0)\n"
+    "  -cb,  --cont-batching      a finished sequence takes the next request at once (default on)\n"
+    "  -nocb, --no-cont-batching  start new requests only when every sequence is free\n"
+    "        --system-prompt TEXT prepended as is to every prompt, computed once and shared (default none)\n"
+    "  -sysf, --system-prompt-file PATH  the system prompt from a file\n"
+    "        --no-prefix-reuse    share only the system prompt, not other common prefixes (default share)\n"
+    "  -n,   --n-predict N        tokens per request; -1 = until end of text or context full (default -1)\n"
+    "  -c,   --ctx-size N         KV cells of all sequences; each holds N / np; 0 = np x the model's\n"
+    "                             context (default 0)\n"
+    "  -b,   --batch-size N       tokens per step, decode and prefill together (default 2048)\n"
+    "  -ub,  --ubatch-size N      tokens per forward pass (default 512)\n"
+    "  -s,   --seed N             sampling seed of every request; -1 = random per request (default -1)\n"
+    "        --temp F             temperature; 0 = greedy (default 0.8)\n"
+    "        --top-k N            keep the k most likely tokens; 0 = off (default 40)\n"
+    "        --top-p F            keep the smallest set reaching probability p; 1 = off (default 0.95)\n"
+    "        --min-p F            drop tokens below p x the top probability; 0 = off (default 0.05)\n"
+    "        --repeat-penalty F   penalty for recent tokens; 1 = off (default 1.0)\n"
+    "        --repeat-last-n N    tokens the penalty looks back; 0 = off, -1 = context (default 64)\n"
+    "        --ignore-eos         keep generating past the end-of-text token (default off)\n"
+    "  -t,   --threads N          CPU threads (default min(CPUs, 8))\n"
+    "  -ngl, --n-gpu-layers N     layers on the GPU: 0 = the CPU runs all; otherwise all layers\n"
+    "                             (partial offload comes later) (default: all when a GPU is present)\n"
+    "  -dev, --device N           the CUDA device to run on; also --main-gpu N (default 0)\n"
+    "        --no-mmap            read the model into memory instead of mapping it (default mmap)\n"
+    "        --log-disable        no summary or warnings on stderr (default off)\n"
+    "  -h,   --help               this text\n";
+
+/* Built-in prompts for synthetic runs (-ns), as llama.cpp's parallel example has. */
+static const char *const builtin_prompts[] = {
+    "Once upon a time", "The little dog", "In the garden there was", "Lily and Tom went to",
+    "One day a bird", "The sun was shining and", "Mom said to Ben", "There was a big red ball",
+};
+
+typedef struct {
+    const char *model, *file, *output, *system, *system_file;
+    bool resume, ordered, cont_batching, prefix_reuse, log;
+    int n_parallel, n_sequences, n_ubatch;
+    request_params rp;
+    engine_params ep;
+} batch_opts;
+
+static double now_ms(void) {
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return ts.tv_sec * 1e3 + ts.tv_nsec / 1e6;
+}
+
+static bool is_flag(const char *a, const char *s, const char *l) {
+    return !strcmp(a, s) || (l && !strcmp(a, l));
+}
+
+static int parse(int argc, char **argv, batch_opts *o) {
+    o->ep = engine_default_params();
+    o->rp.sp = sampler_default_params();
+    o->rp.n_predict = -1;
+    o->rp.seed = -1;
+    o->n_parallel = 1;
+    o->n_ubatch = 512;
+    o->cont_batching = o->prefix_reuse = o->log = true;
+    for (int i = 1; i < argc; i++) {
+        const char *a = argv[i], *v;
+        int g;
+#define VALUE() do { if (!(v = cli_value(argc, argv, &i))) return -1; } while (0)
+        int sf = cli_sampling_flag(argc, argv, &i, &o->rp.sp);
+        if (sf) {
+            if (sf < 0) return -1;
+        } else if (is_flag(a, "-h", "--help")) {
+            fputs(batch_usage, stdout);
+            return 1;
+        } else if (is_flag(a, "-m", "--model")) { VALUE(); o->model = v;
+        } else if (is_flag(a, "-f", "--file")) { VALUE(); o->file = v;
+        } else if (is_flag(a, "-o", "--output")) { VALUE(); o->output = v;
+        } else if (is_flag(a, "--resume", NULL)) { o->resume = true;
+        } else if (is_flag(a, "--ordered", NULL)) { o->ordered = true;
+        } else if (is_flag(a, "-np", "--parallel")) {
+            VALUE();
+            if (cli_parse_int(a, v, 0, 1 << 16, &o->n_parallel)) return -1;
+        } else if (is_flag(a, "-ns", "--sequences")) {
+            VALUE();
+            if (cli_parse_int(a, v, 1, 1 << 24, &o->n_sequences)) return -1;
+        } else if (is_flag(a, "-cb", "--cont-batching")) { o->cont_batching = true;
+        } else if (is_flag(a, "-nocb", "--no-cont-batching")) { o->cont_batching = false;
+        } else if (is_flag(a, "--system-prompt", NULL)) { VALUE(); o->system = v;
+        } else if (is_flag(a, "-sysf", "--system-prompt-file")) { VALUE(); o->system_file = v;
+        } else if (is_flag(a, "--no-prefix-reuse", NULL)) { o->prefix_reuse = false;
+        } else if (is_flag(a, "-n", "--n-predict")) {
+            VALUE();
+            if (cli_parse_int(a, v, -1, 1 << 30, &o->rp.n_predict)) return -1;
+        } else if (is_flag(a, "-c", "--ctx-size")) {
+            VALUE();
+            if (cli_parse_int(a, v, 0, 1 << 24, &o->ep.n_ctx)) return -1;
+        } else if (is_flag(a, "-b", "--batch-size")) {
+            VALUE();
+            if (cli_parse_int(a, v, 1, 1 << 24, &o->ep.n_batch)) return -1;
+        } else if (is_flag(a, "-ub", "--ubatch-size")) {
+            VALUE();
+            if (cli_parse_int(a, v, 1, 1 << 24, &o->n_ubatch)) return -1;
+        } else if (is_flag(a, "-s", "--seed")) {
+            VALUE();
+            if (cli_parse_i64(a, v, -1, 9007199254740992LL, &o->rp.seed)) return -1;
+        } else if (is_flag(a, "-t", "--threads")) {
+            VALUE();
+            if (cli_parse_int(a, v, 1, 256, &o->ep.n_threads)) return -1;
+        } else if ((g = cli_gpu_flag(argc, argv, &i, &o->ep))) {
+            if (g < 0) return -1;
+        } else if (is_flag(a, "--ignore-eos", NULL)) { o->rp.ignore_eos = true;
+        } else if (is_flag(a, "--no-mmap", NULL)) { o->ep.use_mmap = 0;
+        } else if (is_flag(a, "--log-disable", NULL)) { o->log = false;
+        } else {
+            cli_error("unknown flag '%s' (see mgi batch --help)", a);
+            return -1;
+        }
+#undef VALUE
+    }
+    if (!o->model) { cli_error("-m/--model is required (see mgi batch --help)"); return -1; }
+    if (!o->file && !o->n_sequences) {
+        cli_error("no requests: give -f FILE (- for stdin) or -ns N for built-in prompts");
+        return -1;
+    }
+    if (o->file && o->n_sequences) { cli_error("-ns is for synthetic runs without -f: use one"); return -1; }
+    if (o->resume && !o->output) { cli_error("--resume needs -o FILE: the results to resume from"); return -1; }
+    if (o->system && o->system_file) { cli_error("--system-prompt and -sysf both given: use one"); return -1; }
+    if (o->n_parallel < 1) {
+        cli_error("-np %d: at least one parallel sequence is needed (at most the -c cells, one per sequence)",
+                  o->n_parallel);
+        return -1;
+    }
+    if (o->rp.n_predict == 0) {
+        cli_error("-n 0 generates nothing: give a count >= 1, or -1 for until end of text");
+        return -1;
+    }
+    if (cli_sampling_check(&o->rp.sp)) return -1;
+    o->ep.n_seq_max = o->n_parallel;
+    return 0;
+}
+
+/* --- output lines ---------------------------------------------------------------------------- */
+
+/* Copies valid UTF-8 and replaces each malformed byte with U+FFFD, so the JSON is valid text. */
+static char *utf8_clean(const char *s, size_t n) {
+    char *out = malloc(3 * n + 1), *o = out;
+    if (!out) return NULL;
+    for (size_t i = 0; i < n;) {
+        unsigned char c = (unsigned char)s[i];
+        size_t len = c < 0x80 ? 1 : (c >> 5) == 6 ? 2 : (c >> 4) == 14 ? 3 : (c >> 3) == 30 ? 4 : 0;
+        bool ok = len && i + len <= n;
+        for (size_t k = 1; ok && k < len; k++) ok = ((unsigned char)s[i + k] >> 6) == 2;
+        if (ok && len == 2) ok = c >= 0xc2;
+        if (ok && len == 3) {
+            unsigned c1 = (unsigned char)s[i + 1];
+            ok = !(c == 0xe0 && c1 < 0xa0) && !(c == 0xed && c1 >= 0xa0);
+        }
+        if (ok && len == 4) {
+            unsigned c1 = (unsigned char)s[i + 1];
+            ok = c <= 0xf4 && !(c == 0xf0 && c1 < 0x90) && !(c == 0xf4 && c1 >= 0x90);
+        }
+        if (ok && c == 0) ok = false;  /* a NUL would end the C string */
+        if (ok) {
+            memcpy(o, s + i, len);
+            o += len;
+            i += len;
+        } else {
+            memcpy(o, "\xef\xbf\xbd", 3);
+            o += 3;
+            i++;
+        }
+    }
+    *o = 0;
+    return out;
+}
+
+/* One request as the CLI tracks it. */
+typedef struct {
+    request req;
+    sched_job job;
+    int32_t *prompt_ids;
+    int32_t n_prompt;
+    uint64_t seed;
+    bool skip;        /* --resume: already in the output */
+    bool finished;
+    char *line;       /* the finished output line (with --ordered, until its turn) */
+} item;
+
+static double round3(double x) { return round(x * 1000.0) / 1000.0; }
+
+/* The result line of a finished item (JSON + '\n'); NULL when out of memory. */
+static char *result_line(const item *it, const tokenizer *tok) {
+    const sched_job *j = &it->job;
+    const char *error = it->req.error ? it->req.error : j->state == SCHED_ERROR ? j->err : NULL;
+    cJSON *o = cJSON_CreateObject();
+    char *text = NULL, *prompt = NULL, *out = NULL;
+    if (!o || !cJSON_AddRawToObject(o, "id", it->req.id)) goto done;
+    if (it->req.prompt) {
+        if (!(prompt = utf8_clean(it->req.prompt, it->req.prompt_len)) || !cJSON_AddStringToObject(o, "prompt", prompt))
+            goto done;
+    }
+    /* The text as mgi run prints it: the pieces through the streaming detokeniser. */
+    size_t cap = 64, n = 0;
+    char *buf = malloc(cap);
+    tokenizer_stream st = {0};
+    for (int32_t i = 0; buf && i <= j->n_out; i++) {
+        size_t need = tokenizer_max_piece(tok) + 16;
+        if (n + need > cap) {
+            char *nb = realloc(buf, 2 * cap + need);
+            if (!nb) { free(buf); buf = NULL; break; }
+            buf = nb;
+            cap = 2 * cap + need;
+        }
+        n += i < j->n_out ? tokenizer_stream_put(tok, &st, j->out[i], buf + n, cap - n)
+                          : tokenizer_stream_flush(&st, buf + n, cap - n);
+    }
+    if (!buf) goto done;
+    text = utf8_clean(buf, n);
+    free(buf);
+    if (!text || !cJSON_AddStringToObject(o, "text", text)) goto done;
+    cJSON *ids = cJSON_AddArrayToObject(o, "tokens");
+    for (int32_t i = 0; ids && i < j->n_out; i++) {
+        cJSON *v = cJSON_CreateNumber(j->out[i]);
+        if (!v) goto done;
+        cJSON_AddItemToArray(ids, v);
+    }
+    const char *reason = error ? "error" : j->state == SCHED_STOP ? "stop" : "length";
+    if (!ids || !cJSON_AddStringToObject(o, "finish_reason", reason)) goto done;
+    if (error && !cJSON_AddStringToObject(o, "error", error)) goto done;
+    double prompt_ms = j->t_prompt - j->t_start, gen_ms = j->t_end - j->t_prompt;
+    cJSON *t = NULL;
+    if (!cJSON_AddNumberToObject(o, "n_prompt", it->n_prompt) ||
+        !cJSON_AddNumberToObject(o, "n_generated", j->n_out) ||
+        !cJSON_AddNumberToObject(o, "n_reused", j->n_reused) ||
+        (!error && !cJSON_AddNumberToObject(o, "seed", (double)it->seed)) ||
+        !(t = cJSON_AddObjectToObject(o, "timings")) ||
+        !cJSON_AddNumberToObject(t, "prompt_ms", round3(prompt_ms)) ||
+        !cJSON_AddNumberToObject(t, "gen_ms", round3(gen_ms)) ||
+        !cJSON_AddNumberToObject(t, "tokens_per_second", round3(gen_ms > 0 ? 1e3 * j->n_out / gen_ms : 0)))
+        goto done;
+    char *js = cJSON_PrintUnformatted(o);
+    if (js) {
+        size_t len = strlen(js);
+        if ((out = malloc(len + 2))) {
+            memcpy(out, js, len);
+            out[len] = '\n';
+            out[len + 1] = 0;
+        }
+        free(js);
+    }
+done:
+    cJSON_Delete(o);
+    free(text);
+    free(prompt);
+    return out;
+}
+
+/* Writes a whole line with one write() (a retry only continues a short write); 0 or -1. */
+static int write_line(int fd, const char *s) {
+    size_t n = strlen(s);
+    while (n) {
+        ssize_t w = write(fd, s, n);
+        if (w < 0 && errno == EINTR) continue;
+        if (w <= 0) return -1;
+        s += w;
+        n -= (size_t)w;
+    }
+    return 0;
+}
+
+/* --- --resume: the ids an earlier run finished ----------------------------------------------- */
+
+typedef struct {
+    char **v;
+    size_t n, cap;
+} idset;
+
+static int str_cmp(const void *a, const void *b) { return strcmp(*(char *const *)a, *(char *const *)b); }
+
+static bool idset_has(const idset *s, const char *id) {
+    return s->n && bsearch(&id, s->v, s->n, sizeof *s->v, str_cmp) != NULL;
+}
+
+static void idset_free(idset *s) {
+    for (size_t i = 0; i < s->n; i++) free(s->v[i]);
+    free(s->v);
+}
+
+/* Reads PATH's result lines into ids, first cutting a trailing partial line (a killed write).
+ * 0; -1 after a message. A missing file is an empty set. */
+static int resume_load(const char *path, idset *ids, bool log) {
+    int fd = open(path, O_RDWR);
+    if (fd < 0) {
+        if (errno == ENOENT) return 0;
+        cli_error("%s: %s (the --resume output)", path, strerror(errno));
+        return -1;
+    }
+    close(fd);
+    size_t len;
+    char *text = cli_read_file(path, &len);
+    if (!text) return -1;
+    size_t keep = len;
+    while (keep && text[keep - 1] != '\n') keep--;
+    if (keep < len) {
+        if (truncate(path, (off_t)keep)) {
+            cli_error("%s: cannot cut the partial last line: %s", path, strerror(errno));
+            free(text);
+            return -1;
+        }
+        if (log) fprintf(stderr, "batch: %s: cut a partial last line (%zu bytes) left by an interrupted run\n", path,
+                         len - keep);
+    }
+    for (size_t at = 0; at < keep;) {
+        char *nl = memchr(text + at, '\n', keep - at);
+        size_t n = (size_t)(nl - (text + at));
+        cJSON *o = cJSON_ParseWithLength(text + at, n);
+        const cJSON *id = cJSON_GetObjectItemCaseSensitive(o, "id");
+        char *s = id ? cJSON_PrintUnformatted(id) : NULL;
+        if (s) {
+            if (ids->n == ids->cap) {
+                size_t cap = ids->cap ? 2 * ids->cap : 64;
+                char **v = realloc(ids->v, cap * sizeof *v);
+                if (!v) { free(s); cJSON_Delete(o); free(text); cli_error("out of memory"); return -1; }
+                ids->v = v;
+                ids->cap = cap;
+            }
+            ids->v[ids->n++] = s;
+        }
+        cJSON_Delete(o);
+        at += n + 1;
+    }
+    free(text);
+    if (ids->n) qsort(ids->v, ids->n, sizeof *ids->v, str_cmp);
+    return 0;
+}
+
+/* --- the run --------------------------------------------------------------------------------- */
+
+typedef struct {
+    item *items;
+    int64_t n_items, next;  /* --ordered: the first item not yet written */
+    int fd;
+    bool ordered;
+    const tokenizer *tok;
+    int64_t n_done, n_err;
+} out_state;
+
+/* A finished item (NULL: none, only flush): its line is written now, or with --ordered once
+ * every earlier item is written. 0, or -1 with errno set (ENOMEM, or the write's error). */
+static int emit(out_state *os, item *it) {
+    if (it) {
+        if (!(it->line = result_line(it, os->tok))) {
+            errno = ENOMEM;
+            return -1;
+        }
+        it->finished = true;
+        free(it->job.out);  /* the line holds what is kept; long runs stay small */
+        free(it->prompt_ids);
+        it->job.out = NULL;
+        it->prompt_ids = NULL;
+        os->n_done++;
+        os->n_err += it->req.error || it->job.state == SCHED_ERROR;
+        if (!os->ordered) {
+            int w = write_line(os->fd, it->line);
+            free(it->line);
+            it->line = NULL;
+            return w;
+        }
+    }
+    for (; os->next < os->n_items; os->next++) {
+        item *x = &os->items[os->next];
+        if (x->skip) continue;
+        if (!x->finished) break;
+        int w = write_line(os->fd, x->line);
+        free(x->line);
+        x->line = NULL;
+        if (w) return -1;
+    }
+    return 0;
+}
+
+static int64_t tokenize(const tokenizer *tok, const char *sys, const char *text, size_t len, int32_t **ids,
+                        char *err, size_t err_size) {
+    size_t ls = sys ? strlen(sys) : 0;
+    char *full = malloc(ls + len + 1);
+    if (!full) {
+        snprintf(err, err_size, "out of memory");
+        return -1;
+    }
+    if (ls) memcpy(full, sys, ls);
+    memcpy(full + ls, text, len);
+    full[ls + len] = 0;
+    bool add_bos = tokenizer_add_bos(tok) && tokenizer_bos(tok) >= 0;
+    int64_t cap = (int64_t)(ls + len) + 8, n = -1;
+    *ids = NULL;
+    for (int attempt = 0; attempt < 2; attempt++) {
+        free(*ids);
+        if (!(*ids = malloc((size_t)cap * sizeof **ids))) break;
+        n = tokenizer_encode(tok, full, ls + len, add_bos, true, *ids, cap, err, err_size);
+        if (n <= cap) break;
+        cap = n;
+    }
+    free(full);
+    if (!*ids) snprintf(err, err_size, "out of memory");
+    if (n < 0 || !*ids) {
+        free(*ids);
+        *ids = NULL;
+        return -1;
+    }
+    return n;
+}
+
+static uint64_t random_seed(int64_t k) {
+    struct timespec ts;
+    clock_gettime(CLOCK_REALTIME, &ts);
+    uint64_t x = ((uint64_t)ts.tv_sec * 1000000007ULL) ^ (uint64_t)ts.tv_nsec ^ ((uint64_t)getpid() << 32) ^
+                 ((uint64_t)k * 0x9e3779b97f4a7c15ULL);
+    return (x ^ (x >> 29)) & 0xffffffffULL;
+}
+
+int cli_batch(int argc, char **argv) {
+    batch_opts o = {0};
+    int rc = parse(argc, argv, &o);
+    if (rc) return rc > 0 ? 0 : EXIT_USAGE;
+    cli_catch_signals();
+
+    /* The requests: the file's lines, or -ns built-in prompts. */
+    char *input = NULL, *sys_text = NULL;
+    size_t in_len = 0;
+    if (o.file && !(input = cli_read_file(o.file, &in_len))) return EXIT_BADINPUT;
+    if (o.system_file) {
+        size_t sl;
+        if (!(sys_text = cli_read_file(o.system_file, &sl))) { free(input); return EXIT_BADINPUT; }
+        o.system = sys_text;
+    }
+    item *items = NULL;
+    int64_t n_items = 0;
+    idset done_ids = {0};
+    rc = EXIT_RUNTIME;
+    engine *e = NULL;
+    sched *sc = NULL;
+    int fd = STDOUT_FILENO;
+    int64_t n_lines = o.file ? 0 : o.n_sequences;
+    if (o.file)
+        for (size_t i = 0; i < in_len; i++) n_lines += input[i] == '\n';
+    if (o.file && in_len && input[in_len - 1] != '\n') n_lines++;
+    if (n_lines && !(items = calloc((size_t)n_lines, sizeof *items))) { cli_error("out of memory"); goto out; }
+    for (int64_t k = 0, at = 0; k < n_lines; k++) {
+        const char *line;
+        size_t len;
+        if (o.file) {
+            const char *nl = memchr(input + at, '\n', in_len - (size_t)at);
+            line = input + at;
+            len = nl ? (size_t)(nl - line) : in_len - (size_t)at;
+            at += (int64_t)len + 1;
+        } else {
+            line = builtin_prompts[k % (int64_t)(sizeof builtin_prompts / sizeof *builtin_prompts)];
+            len = strlen(line);
+        }
+        item *it = &items[n_items];
+        if (request_parse(&it->req, line, len, k + 1, &o.rp)) { cli_error("out of memory"); goto out; }
+        if (it->req.blank) {
+            request_free(&it->req);
+            continue;
+        }
+        if (it->req.warning && o.log) fprintf(stderr, "batch: warning: %s\n", it->req.warning);
+        n_items++;
+    }
+    if (o.resume && resume_load(o.output, &done_ids, o.log)) { rc = EXIT_BADINPUT; goto out; }
+    int64_t n_skip = 0, n_run = 0;
+    for (int64_t k = 0; k < n_items; k++) {
+        items[k].skip = idset_has(&done_ids, items[k].req.id);
+        n_skip += items[k].skip;
+        n_run += !items[k].skip && !items[k].req.error;
+    }
+    if (o.output) {
+        fd = open(o.output, O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC, 0644);
+        if (fd < 0) {
+            cli_error("%s: %s (the -o output)", o.output, strerror(errno));
+            rc = EXIT_BADINPUT;
+            fd = -1;
+            goto out;
+        }
+    }
+    if (n_items == 0 && o.log)
+        fprintf(stderr, "batch: no requests in %s: nothing to do\n", strcmp(o.file, "-") ? o.file : "stdin");
+    if (n_skip && o.log)
+        fprintf(stderr, "batch: --resume: %lld of %lld requests are already in %s\n", (long long)n_skip,
+                (long long)n_items, o.output);
+
+    char err[512];
+    double t0 = now_ms();
+    const tokenizer *tok = NULL;
+    if (n_run) {
+        engine_params ep = o.ep;
+        int32_t n_step = ep.n_batch;
+        ep.n_batch = o.n_ubatch < n_step ? o.n_ubatch : n_step;
+        cli_gpu_setup(&ep, o.log);
+        int lrc = engine_load(&e, o.model, &ep, err, sizeof err);
+        if (lrc) {
+            cli_error("%s", err);
+            rc = lrc == ENGINE_EPARAM ? EXIT_USAGE : lrc == ENGINE_EBADINPUT ? EXIT_BADINPUT : EXIT_RUNTIME;
+            goto out;
+        }
+        tok = engine_tokenizer(e);
+        int32_t *sys_ids = NULL;
+        int64_t n_sys = 0;
+        if (o.system && *o.system) {
+            n_sys = tokenize(tok, o.system, "", 0, &sys_ids, err, sizeof err);
+            if (n_sys < 0) {
+                cli_error("system prompt: %s", err);
+                rc = EXIT_BADINPUT;
+                goto out;
+            }
+            if (n_sys >= engine_n_ctx(e)) {
+                cli_error("the system prompt is %lld tokens but a sequence holds %d (-c / -np): shorten it or "
+                          "raise -c", (long long)n_sys, engine_n_ctx(e));
+                free(sys_ids);
+                rc = EXIT_USAGE;
+                goto out;
+            }
+        }
+        sched_params spar = {
+            .n_batch = n_step, .cont_batching = o.cont_batching, .prefix_reuse = o.prefix_reuse,
+            .system = sys_ids, .n_system = (int32_t)n_sys,
+        };
+        sc = sched_new(e, &spar, err, sizeof err);
+        free(sys_ids);
+        if (!sc) { cli_error("%s", err); goto out; }
+        if (o.log)
+            fprintf(stderr, "batch: %lld requests, %d parallel sequences of %d positions, backend %s%s\n",
+                    (long long)n_run, engine_n_seq_max(e), engine_n_ctx(e), engine_backend(e),
+                    n_sys ? ", system prompt shared" : "");
+        for (int64_t k = 0; k < n_items; k++) {
+            item *it = &items[k];
+            if (it->skip || it->req.error) continue;
+            int64_t n = tokenize(tok, o.system, it->req.prompt, it->req.prompt_len, &it->prompt_ids, err, sizeof err);
+            if (n < 0) {
+                it->req.error = strdup(err);
+                if (!it->req.error) { cli_error("out of memory"); goto out; }
+                continue;
+            }
+            it->n_prompt = n > INT32_MAX ? INT32_MAX : (int32_t)n;
+            it->seed = it->req.p.seed >= 0 ? (uint64_t)it->req.p.seed : random_seed(k);
+            sched_job *j = &it->job;
+            j->prompt = it->prompt_ids;
+            j->n_prompt = it->n_prompt;
+            j->n_predict = it->req.p.n_predict;
+            j->sp = it->req.p.sp;
+            j->sp.seed = it->seed;
+            j->ignore_eos = it->req.p.ignore_eos;
+            j->user = it;
+            sched_submit(sc, j);
+        }
+    }
+
+    /* Lines of bad requests need no model; with --ordered each line waits for its turn. */
+    out_state os = {.items = items, .n_items = n_items, .fd = fd, .ordered = o.ordered, .tok = tok};
+    for (int64_t k = 0; k < n_items; k++)
+        if (!items[k].skip && items[k].req.error && emit(&os, &items[k])) goto write_error;
+    if (o.ordered && emit(&os, NULL)) goto write_error;
+    while (sc && !cli_signal() && !sched_idle(sc)) {
+        if (sched_step(sc, err, sizeof err)) {
+            cli_error("%s", err);
+            goto out;
+        }
+        sched_job *j;
+        while ((j = sched_next_done(sc)))
+            if (emit(&os, j->user)) goto write_error;
+    }
+    double t_all = now_ms() - t0;
+    if (o.log && sc) {
+        sched_stats st = sched_get_stats(sc);
+        fprintf(stderr, "batch: %lld requests done (%lld errors)%s; prompt tokens: %lld evaluated, %lld reused; "
+                "%lld tokens generated in %.2f s (%.2f t/s aggregate, %lld forward passes)\n",
+                (long long)os.n_done, (long long)os.n_err, cli_signal() ? ", interrupted" : "",
+                (long long)st.n_prompt_eval, (long long)st.n_prompt_reused, (long long)st.n_gen, t_all / 1e3,
+                t_all > 0 ? 1e3 * (double)st.n_gen / t_all : 0.0, (long long)st.n_steps);
+    } else if (o.log && n_items) {
+        fprintf(stderr, "batch: %lld requests done (%lld errors), no model needed\n", (long long)os.n_done,
+                (long long)os.n_err);
+    }
+    rc = cli_signal() ? 128 + cli_signal() : 0;
+    goto out;
+write_error:
+    if (errno == ENOMEM) cli_error("out of memory");
+    else cli_error("%s: write failed: %s; the lines written so far are whole (resume with --resume)",
+                   o.output ? o.output : "stdout", strerror(errno));
+    rc = EXIT_RUNTIME;
+out:
+    if (fd >= 0 && fd != STDOUT_FILENO) close(fd);
+    sched_free(sc);
+    engine_free(e);
+    for (int64_t k = 0; k < n_items; k++) {
+        request_free(&items[k].req);
+        free(items[k].prompt_ids);
+        free(items[k].job.out);
+        free(items[k].line);
+    }
+    free(items);
+    idset_free(&done_ids);
+    free(input);
+    free(sys_text);
+    return rc;
+}

@@ -1,0 +1,211 @@
+/* Batch input lines to requests: plain text or a JSON object (libcjson), with per-field type and
+ * range checks and messages naming the line and field. */
+#include <cjson/cJSON.h>
+#include <math.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "engine/request.h"
+
+static char *dup_printf(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
+static char *dup_printf(const char *fmt, ...) {
+    va_list ap;
+    va_start(ap, fmt);
+    int n = vsnprintf(NULL, 0, fmt, ap);
+    va_end(ap);
+    if (n < 0) return NULL;
+    char *s = malloc((size_t)n + 1);
+    if (!s) return NULL;
+    va_start(ap, fmt);
+    vsnprintf(s, (size_t)n + 1, fmt, ap);
+    va_end(ap);
+    return s;
+}
+
+static char *dup_mem(const char *p, size_t n) {
+    char *s = malloc(n + 1);
+    if (!s) return NULL;
+    memcpy(s, p, n);
+    s[n] = 0;
+    return s;
+}
+
+void request_free(request *r) {
+    free(r->id);
+    free(r->prompt);
+    free(r->error);
+    free(r->warning);
+    memset(r, 0, sizeof *r);
+}
+
+/* A JSON number that is an integer in [lo, hi]; 0, or -1 with the reason in *why. */
+static int json_int(const cJSON *v, double lo, double hi, int64_t *out, const char **why) {
+    if (!cJSON_IsNumber(v)) { *why = "must be a number"; return -1; }
+    double d = v->valuedouble;
+    if (!isfinite(d) || d != floor(d)) { *why = "must be an integer"; return -1; }
+    if (d < lo || d > hi) { *why = "is out of range"; return -1; }
+    *out = (int64_t)d;
+    return 0;
+}
+
+static int json_num(const cJSON *v, double lo, double hi, float *out, const char **why) {
+    if (!cJSON_IsNumber(v)) { *why = "must be a number"; return -1; }
+    double d = v->valuedouble;
+    if (!isfinite(d) || d < lo || d > hi) { *why = "is out of range"; return -1; }
+    *out = (float)d;
+    return 0;
+}
+
+/* Applies one field of the object; 0 known and good, 1 unknown, -1 bad (*why, *range set). */
+static int apply_field(request *r, const cJSON *f, const char **why, const char **range) {
+    const char *k = f->string;
+    request_params *p = &r->p;
+    int64_t i;
+    float x;
+    if (!strcmp(k, "id") || !strcmp(k, "prompt")) return 0;  /* handled by the caller */
+    if (!strcmp(k, "n_predict")) {
+        *range = "-1 (until end of text) or 1..2^30";
+        if (json_int(f, -1, 1 << 30, &i, why)) return -1;
+        if (i == 0) { *why = "generates nothing"; return -1; }
+        p->n_predict = (int32_t)i;
+    } else if (!strcmp(k, "temperature") || !strcmp(k, "temp")) {
+        *range = ">= 0 (0 = greedy)";
+        if (json_num(f, 0, 1e30, &x, why)) return -1;
+        p->sp.temp = x;
+    } else if (!strcmp(k, "seed")) {
+        *range = "-1 (random) or 0..2^53";
+        if (json_int(f, -1, 9007199254740992.0, &i, why)) return -1;
+        p->seed = i;
+    } else if (!strcmp(k, "top_k")) {
+        *range = "0 (off) or more";
+        if (json_int(f, -1, 1 << 30, &i, why)) return -1;
+        p->sp.top_k = (int32_t)i;
+    } else if (!strcmp(k, "top_p")) {
+        *range = "[0, 1]";
+        if (json_num(f, 0, 1, &x, why)) return -1;
+        p->sp.top_p = x;
+    } else if (!strcmp(k, "min_p")) {
+        *range = "[0, 1]";
+        if (json_num(f, 0, 1, &x, why)) return -1;
+        p->sp.min_p = x;
+    } else if (!strcmp(k, "repeat_penalty")) {
+        *range = "> 0 (1 = off)";
+        if (json_num(f, 0, 1e30, &x, why)) return -1;
+        if (!(x > 0)) { *why = "is out of range"; return -1; }
+        p->sp.repeat_penalty = x;
+    } else if (!strcmp(k, "repeat_last_n")) {
+        *range = "-1 (the context) or 0..2^24";
+        if (json_int(f, -1, 1 << 24, &i, why)) return -1;
+        p->sp.repeat_last_n = (int32_t)i;
+    } else if (!strcmp(k, "ignore_eos")) {
+        *range = "true or false";
+        if (!cJSON_IsBool(f)) { *why = "must be true or false"; return -1; }
+        p->ignore_eos = cJSON_IsTrue(f);
+    } else {
+        return 1;
+    }
+    return 0;
+}
+
+static int parse_json(request *r, const char *line, size_t len, int64_t line_no) {
+    const char *end = NULL;
+    if (!(r->id = dup_printf("%lld", (long long)line_no))) return -1;
+    cJSON *obj = cJSON_ParseWithLengthOpts(line, len, &end, 0);
+    if (!obj || !cJSON_IsObject(obj)) {
+        size_t at = obj ? 0 : end && end >= line && end <= line + len ? (size_t)(end - line) : 0;
+        r->error = obj ? dup_printf("line %lld: a JSON line must be an object", (long long)line_no)
+                       : dup_printf("line %lld: not valid JSON (at byte %zu)", (long long)line_no, at + 1);
+        cJSON_Delete(obj);
+        return r->error ? 0 : -1;
+    }
+    for (const char *q = end; q && q < line + len; q++)
+        if (*q != ' ' && *q != '\t') {
+            cJSON_Delete(obj);
+            r->error = dup_printf("line %lld: text after the JSON object (at byte %zu)", (long long)line_no,
+                                  (size_t)(q - line) + 1);
+            return r->error ? 0 : -1;
+        }
+    int rc = 0;
+    const cJSON *id = cJSON_GetObjectItemCaseSensitive(obj, "id");
+    /* A number past double's range parses as infinity, which prints as null: not an id. */
+    if (id && (cJSON_IsString(id) || (cJSON_IsNumber(id) && isfinite(id->valuedouble)))) {
+        char *text = cJSON_PrintUnformatted(id);
+        if (!text) { rc = -1; goto out; }
+        free(r->id);
+        r->id = text;
+    } else {
+        id = NULL;
+    }
+    if (cJSON_GetObjectItemCaseSensitive(obj, "id") && !id) {
+        r->error = dup_printf("line %lld: \"id\" must be a string or a number", (long long)line_no);
+        goto out;
+    }
+    /* Unknown names are collected into one warning; the first bad field is the error. */
+    size_t wlen = 0;
+    for (const cJSON *f = obj->child; f; f = f->next) {
+        const char *why = "", *range = "";
+        int a = apply_field(r, f, &why, &range);
+        if (a < 0) {
+            char *v = cJSON_PrintUnformatted(f);
+            r->error = dup_printf("line %lld: \"%s\" %s%s%s (%s: %.40s)", (long long)line_no, f->string, why,
+                                  *range ? ", expected " : "", range, "got", v ? v : "?");
+            free(v);
+            if (!r->error) rc = -1;
+            goto out;
+        }
+        if (a == 1) {
+            char *w = dup_printf("%s%s\"%.60s\"", r->warning ? r->warning : "", r->warning ? ", " : "", f->string);
+            if (!w) { rc = -1; goto out; }
+            free(r->warning);
+            r->warning = w;
+            wlen++;
+        }
+    }
+    if (r->warning) {
+        char *w = dup_printf("line %lld: unknown field%s %s ignored", (long long)line_no, wlen > 1 ? "s" : "",
+                             r->warning);
+        free(r->warning);
+        if (!(r->warning = w)) { rc = -1; goto out; }
+    }
+    const cJSON *prompt = cJSON_GetObjectItemCaseSensitive(obj, "prompt");
+    if (!cJSON_IsString(prompt)) {
+        r->error = dup_printf("line %lld: \"prompt\" %s", (long long)line_no,
+                              prompt ? "must be a string" : "is missing");
+        goto out;
+    }
+    r->prompt_len = strlen(prompt->valuestring);
+    if (!(r->prompt = dup_mem(prompt->valuestring, r->prompt_len))) rc = -1;
+out:
+    cJSON_Delete(obj);
+    if (!rc && r->error) {
+        free(r->prompt);
+        r->prompt = NULL;
+    }
+    return rc || (r->error == NULL && r->prompt == NULL) ? -1 : 0;
+}
+
+int request_parse(request *r, const char *line, size_t len, int64_t line_no, const request_params *defaults) {
+    memset(r, 0, sizeof *r);
+    r->p = *defaults;
+    if (len && line[len - 1] == '\r') len--;
+    size_t lead = 0;
+    while (lead < len && (line[lead] == ' ' || line[lead] == '\t')) lead++;
+    if (lead < len && line[lead] == '{') {
+        if (parse_json(r, line + lead, len - lead, line_no)) {
+            request_free(r);
+            return -1;
+        }
+        return 0;
+    }
+    if (lead == len) r->blank = true;
+    r->id = dup_printf("%lld", (long long)line_no);
+    r->prompt = dup_mem(line, len);
+    r->prompt_len = len;
+    if (!r->id || !r->prompt) {
+        request_free(r);
+        return -1;
+    }
+    return 0;
+}

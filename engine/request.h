@@ -1,0 +1,38 @@
+/* Batch input lines: one request per line, plain text (the whole line is the prompt) or, when the
+ * line starts with '{', a JSON object {"id", "prompt", "n_predict", "temperature", "seed",
+ * "top_k", "top_p", "min_p", "repeat_penalty", "repeat_last_n", "ignore_eos"} whose absent
+ * fields take the defaults given. Parsed with libcjson; every value is checked for type and
+ * range, so a bad line becomes a request carrying an error, never a crash. */
+#ifndef MGI_ENGINE_REQUEST_H
+#define MGI_ENGINE_REQUEST_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "engine/sampler.h"
+
+typedef struct {
+    int32_t n_predict;  /* -1: until end of text or the context is full; else >= 1 */
+    sampler_params sp;  /* repeat_last_n may be -1: the sequence's context */
+    int64_t seed;       /* -1: random (chosen by the caller); else 0..2^53 */
+    bool ignore_eos;
+} request_params;
+
+typedef struct {
+    char *id;           /* the id as JSON text ("7", "\"q-12\""); the line number when absent */
+    char *prompt;       /* NUL-terminated; NULL when the line has an error */
+    size_t prompt_len;
+    request_params p;
+    char *error;        /* why the line is bad, or NULL */
+    char *warning;      /* unknown fields that were ignored, or NULL */
+    bool blank;         /* a plain-text line of only white space: no request */
+} request;
+
+/* Parses line[0..len) (no newline; a trailing '\r' is dropped), line number line_no (from 1).
+ * Returns 0 with *r filled (r->error set for a bad line), or -1 when out of memory. Release with
+ * request_free. */
+int request_parse(request *r, const char *line, size_t len, int64_t line_no, const request_params *defaults);
+void request_free(request *r);
+
+#endif

@@ -1,0 +1,294 @@
+/* Continuous batching over the engine's sequences: slot assignment with prefix sharing, step
+ * composition (decode tokens first, then prefill chunks, up to n_batch), per-slot sampling. */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include "engine/scheduler.h"
+
+typedef struct {
+    sched_job *job;   /* NULL: free */
+    sampler *smp;
+    int32_t *hist;    /* [n_ctx] tokens whose K/V the sequence holds (engine_seq_len of them) */
+    int32_t n_fed;    /* prompt tokens evaluated or reused so far */
+    int32_t pending;  /* generated token to evaluate next; -1: none */
+} slot;
+
+/* A FIFO of jobs linked through sched_job.next. */
+typedef struct {
+    sched_job *head, *tail;
+} fifo;
+
+struct sched {
+    engine *e;
+    sched_params p;
+    int32_t n_slots, n_ctx, n_vocab;
+    slot *slots;
+    fifo queue, done;
+    engine_token *batch;  /* [n_batch] */
+    int32_t *row_slot;    /* [n_batch] slot of each logits row */
+    float *logits;        /* [n_batch][n_vocab] */
+    int32_t rr;           /* slot that goes first in the next step (fairness when -b < slots) */
+    sched_stats st;
+};
+
+static double now_ms(void) {
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return ts.tv_sec * 1e3 + ts.tv_nsec / 1e6;
+}
+
+static void fifo_push(fifo *f, sched_job *j) {
+    j->next = NULL;
+    if (f->tail) f->tail->next = j;
+    else f->head = j;
+    f->tail = j;
+}
+
+static sched_job *fifo_pop(fifo *f) {
+    sched_job *j = f->head;
+    if (j && !(f->head = j->next)) f->tail = NULL;
+    return j;
+}
+
+sched *sched_new(engine *e, const sched_params *p, char *err, size_t err_size) {
+    int32_t n_ctx = engine_n_ctx(e);
+    if (p->n_batch < 1) {
+        snprintf(err, err_size, "-b %d: a step needs at least one token", p->n_batch);
+        return NULL;
+    }
+    if (p->n_system < 0 || p->n_system >= n_ctx) {
+        snprintf(err, err_size, "the system prompt is %d tokens but a sequence holds %d (-c / -np): shorten it "
+                 "or raise -c", p->n_system, n_ctx);
+        return NULL;
+    }
+    sched *s = calloc(1, sizeof *s);
+    if (!s) goto oom;
+    s->e = e;
+    s->p = *p;
+    s->p.system = NULL;
+    s->n_slots = engine_n_seq_max(e);
+    s->n_ctx = n_ctx;
+    s->n_vocab = engine_n_vocab(e);
+    s->slots = calloc((size_t)s->n_slots, sizeof *s->slots);
+    s->batch = malloc((size_t)p->n_batch * sizeof *s->batch);
+    s->row_slot = malloc((size_t)p->n_batch * sizeof *s->row_slot);
+    s->logits = malloc((size_t)p->n_batch * (size_t)s->n_vocab * sizeof *s->logits);
+    if (!s->slots || !s->batch || !s->row_slot || !s->logits) goto oom;
+    for (int32_t i = 0; i < s->n_slots; i++)
+        if (!(s->slots[i].hist = malloc((size_t)n_ctx * sizeof(int32_t)))) goto oom;
+    /* The system prompt: computed once in slot 0, shared by reference into every other slot. */
+    for (int32_t i = 0; i < s->n_slots; i++) engine_seq_free(e, i);
+    for (int32_t done = 0; done < p->n_system;) {
+        int32_t k = p->n_system - done < p->n_batch ? p->n_system - done : p->n_batch;
+        for (int32_t i = 0; i < k; i++) s->batch[i] = (engine_token){p->system[done + i], done + i, 0, 0};
+        if (engine_decode(e, s->batch, k, NULL, err, err_size)) {
+            sched_free(s);
+            return NULL;
+        }
+        done += k;
+    }
+    if (p->n_system) memcpy(s->slots[0].hist, p->system, (size_t)p->n_system * sizeof(int32_t));
+    for (int32_t i = 1; i < s->n_slots && p->n_system; i++) {
+        if (engine_seq_cp(e, 0, i, 0, p->n_system, err, err_size)) {
+            sched_free(s);
+            return NULL;
+        }
+        memcpy(s->slots[i].hist, p->system, (size_t)p->n_system * sizeof(int32_t));
+    }
+    s->st.n_prompt_eval = p->n_system;
+    s->st.n_steps = (p->n_system + p->n_batch - 1) / p->n_batch;
+    return s;
+oom:
+    snprintf(err, err_size, "out of memory for the scheduler (%d slots, batch %d)", engine_n_seq_max(e), p->n_batch);
+    sched_free(s);
+    return NULL;
+}
+
+void sched_free(sched *s) {
+    if (!s) return;
+    for (int32_t i = 0; s->slots && i < s->n_slots; i++) {
+        free(s->slots[i].hist);
+        sampler_free(s->slots[i].smp);
+    }
+    free(s->slots);
+    free(s->batch);
+    free(s->row_slot);
+    free(s->logits);
+    free(s);
+}
+
+sched_stats sched_get_stats(const sched *s) { return s->st; }
+
+/* Ends a job: state, timing, the slot freed (its cache stays, for the next prompt to share). */
+static void finish(sched *s, slot *sl, sched_state state) {
+    sched_job *j = sl->job;
+    j->state = state;
+    j->t_end = now_ms();
+    if (!j->t_prompt) j->t_prompt = j->t_end;
+    sampler_free(sl->smp);
+    sl->smp = NULL;
+    sl->job = NULL;
+    sl->pending = -1;
+    fifo_push(&s->done, j);
+}
+
+static void fail_job(sched_job *j, const char *msg) {
+    j->state = SCHED_ERROR;
+    snprintf(j->err, sizeof j->err, "%s", msg);
+    j->t_start = j->t_prompt = j->t_end = now_ms();
+}
+
+void sched_submit(sched *s, sched_job *j) {
+    j->state = SCHED_QUEUED;
+    j->out = NULL;
+    j->n_out = j->n_reused = 0;
+    j->err[0] = 0;
+    j->t_start = j->t_prompt = j->t_end = 0;
+    if (j->n_prompt < 1) {
+        fail_job(j, "the prompt is empty and this vocabulary adds no BOS token");
+        fifo_push(&s->done, j);
+        return;
+    }
+    if (j->n_prompt > s->n_ctx) {
+        char msg[200];
+        snprintf(msg, sizeof msg, "the prompt is %d tokens but a sequence holds %d (-c / -np): shorten it or "
+                 "raise -c", j->n_prompt, s->n_ctx);
+        fail_job(j, msg);
+        fifo_push(&s->done, j);
+        return;
+    }
+    fifo_push(&s->queue, j);
+}
+
+bool sched_idle(const sched *s) {
+    if (s->queue.head) return false;
+    for (int32_t i = 0; i < s->n_slots; i++)
+        if (s->slots[i].job) return false;
+    return true;
+}
+
+sched_job *sched_next_done(sched *s) { return fifo_pop(&s->done); }
+
+static int32_t common_prefix(const int32_t *a, int32_t na, const int32_t *b, int32_t nb) {
+    int32_t n = na < nb ? na : nb, i = 0;
+    while (i < n && a[i] == b[i]) i++;
+    return i;
+}
+
+/* Puts job j into free slot k, sharing the longest cached prefix of its prompt. */
+static void start(sched *s, int32_t k, sched_job *j) {
+    slot *sl = &s->slots[k];
+    char err[256];
+    int32_t best = k, best_len = -1;
+    for (int32_t i = 0; i < s->n_slots; i++) {
+        int32_t held = engine_seq_len(s->e, i);
+        int32_t l = common_prefix(j->prompt, j->n_prompt, s->slots[i].hist, held);
+        if (!s->p.prefix_reuse && l > s->p.n_system) l = s->p.n_system;
+        if (l > best_len || (l == best_len && i == k)) {
+            best = i;
+            best_len = l;
+        }
+    }
+    /* The last prompt token is always computed: its logits give the first sample. */
+    int32_t reuse = best_len < j->n_prompt - 1 ? best_len : j->n_prompt - 1;
+    int rc = best == k ? engine_seq_rm(s->e, k, reuse, -1, err, sizeof err)
+                       : engine_seq_cp(s->e, best, k, 0, reuse, err, sizeof err);
+    if (!rc && best != k) memcpy(sl->hist, s->slots[best].hist, (size_t)reuse * sizeof(int32_t));
+    sl->job = j;
+    sl->pending = -1;
+    sl->n_fed = reuse;
+    j->state = SCHED_RUNNING;
+    j->t_start = now_ms();
+    j->n_reused = reuse;
+    sampler_params sp = j->sp;
+    if (sp.repeat_last_n < 0) sp.repeat_last_n = s->n_ctx;
+    /* Room for every token it can generate: each but the last is evaluated after the prompt. */
+    int32_t most = s->n_ctx - j->n_prompt + 1;
+    if (j->n_predict > 0 && j->n_predict < most) most = j->n_predict;
+    if (!rc && !(j->out = malloc((size_t)most * sizeof *j->out))) {
+        snprintf(err, sizeof err, "out of memory");
+        rc = -1;
+    }
+    if (!rc && !(sl->smp = sampler_new(&sp, s->n_vocab, err, sizeof err))) rc = -1;
+    if (rc) {
+        snprintf(j->err, sizeof j->err, "%s", err);
+        finish(s, sl, SCHED_ERROR);
+        return;
+    }
+    for (int32_t i = 0; i < j->n_prompt; i++) sampler_accept(sl->smp, j->prompt[i]);
+    s->st.n_prompt_reused += reuse;
+}
+
+/* A logits row for slot sl: the next token, and whether the job goes on. */
+static void sample(sched *s, slot *sl, const float *logits) {
+    sched_job *j = sl->job;
+    int32_t id = sampler_sample(sl->smp, logits);
+    sampler_accept(sl->smp, id);
+    if (!j->ignore_eos && tokenizer_is_eog(engine_tokenizer(s->e), id)) {
+        finish(s, sl, SCHED_STOP);
+        return;
+    }
+    j->out[j->n_out++] = id;
+    s->st.n_gen++;
+    /* As mgi run: n_predict reached, or the context full (the token is kept, not evaluated). */
+    if ((j->n_predict > 0 && j->n_out >= j->n_predict) || engine_seq_len(s->e, (int32_t)(sl - s->slots)) >= s->n_ctx) {
+        finish(s, sl, SCHED_LENGTH);
+        return;
+    }
+    sl->pending = id;
+}
+
+int sched_step(sched *s, char *err, size_t err_size) {
+    bool all_free = true;
+    for (int32_t i = 0; i < s->n_slots; i++) all_free &= s->slots[i].job == NULL;
+    if (s->p.cont_batching || all_free)
+        for (int32_t i = 0; i < s->n_slots && s->queue.head; i++)
+            if (!s->slots[i].job) start(s, i, fifo_pop(&s->queue));
+
+    /* Decode tokens first (one per generating slot), then prefill chunks, from slot rr on. */
+    int32_t n = 0, rows = 0;
+    for (int pass = 0; pass < 2; pass++)
+        for (int32_t r = 0; r < s->n_slots && n < s->p.n_batch; r++) {
+            int32_t k = (s->rr + r) % s->n_slots;
+            slot *sl = &s->slots[k];
+            if (!sl->job) continue;
+            int32_t pos = engine_seq_len(s->e, k);
+            if (pass == 0 && sl->pending >= 0) {
+                s->row_slot[rows++] = k;
+                s->batch[n++] = (engine_token){sl->pending, pos, k, 1};
+            } else if (pass == 1 && sl->pending < 0 && sl->n_fed < sl->job->n_prompt) {
+                int32_t left = sl->job->n_prompt - sl->n_fed, room = s->p.n_batch - n;
+                int32_t c = left < room ? left : room;
+                for (int32_t i = 0; i < c; i++) {
+                    bool last = sl->n_fed + i == sl->job->n_prompt - 1;
+                    if (last) s->row_slot[rows++] = k;
+                    s->batch[n++] = (engine_token){sl->job->prompt[sl->n_fed + i], pos + i, k, last};
+                }
+                sl->n_fed += c;
+                s->st.n_prompt_eval += c;
+            }
+        }
+    s->rr = (s->rr + 1) % s->n_slots;
+    if (n == 0) return 0;
+    int rc = engine_decode(s->e, s->batch, n, s->logits, err, err_size);
+    s->st.n_steps++;
+    if (rc) {
+        for (int32_t k = 0; k < s->n_slots; k++)
+            if (s->slots[k].job) {
+                snprintf(s->slots[k].job->err, sizeof s->slots[k].job->err, "%s", err);
+                engine_seq_free(s->e, k);
+                finish(s, &s->slots[k], SCHED_ERROR);
+            }
+        return -1;
+    }
+    for (int32_t i = 0; i < n; i++) s->slots[s->batch[i].seq].hist[s->batch[i].pos] = s->batch[i].token;
+    for (int32_t r = 0; r < rows; r++) {
+        slot *sl = &s->slots[s->row_slot[r]];
+        if (sl->pending < 0) sl->job->t_prompt = now_ms();
+        sl->pending = -1;
+        sample(s, sl, s->logits + (size_t)r * s->n_vocab);
+    }
+    return 0;
+}

@@ -1,0 +1,392 @@
+/* Kernels of the CUDA engine backend over the paged KV cache (kernels/paged.h). Attention is
+ * split-KV (flash-decoding) for every token of a batch, prompt tokens included: block
+ * (split, kv head, token) runs an online softmax over its range of the token's positions for the
+ * query heads sharing that kv head (K and V read once per group), its 4 warps taking
+ * interleaved positions; a second pass merges the splits. Prompts pay O(n^2) K/V reads from L2,
+ * which is right but not fast: a tiled prefill kernel is still to come. */
+#include <math.h>
+#include <cuda_fp16.h>
+#include "kernels/paged.h"
+#include "kernels/reduce.cuh"
+#include "quant/blocks.h"
+
+#define PA_WARPS 4
+#define PA_MAX_G 8    /* query heads per kv head */
+#define PA_MIN_SPLIT 64
+
+extern "C" size_t paged_attention_scratch_bytes(int n_tok, int n_head, int head_dim, int n_split) {
+    return (size_t)n_tok * n_head * n_split * (size_t)(head_dim + 2) * sizeof(float);
+}
+
+/* EPL values of a head per lane, contiguous (lane * EPL + i); vector loads when aligned. */
+template <int EPL>
+__device__ __forceinline__ void pa_load(float out[EPL], const uint16_t *row, int lane, int head_dim, bool vec) {
+    int e0 = lane * EPL;
+    if (vec && e0 + EPL <= head_dim) {
+        if constexpr (EPL == 1) {
+            out[0] = __half2float(__ushort_as_half(row[e0]));
+        } else {
+            uint32_t r[EPL / 2];
+            if constexpr (EPL == 2) r[0] = *(const uint32_t *)(row + e0);
+            if constexpr (EPL == 4) { uint2 t = *(const uint2 *)(row + e0); r[0] = t.x; r[1] = t.y; }
+            if constexpr (EPL == 8) { uint4 t = *(const uint4 *)(row + e0); r[0] = t.x; r[1] = t.y; r[2] = t.z; r[3] = t.w; }
+#pragma unroll
+            for (int i = 0; i < EPL / 2; i++) {
+                float2 f = __half22float2(*(const __half2 *)&r[i]);
+                out[2 * i] = f.x;
+                out[2 * i + 1] = f.y;
+            }
+        }
+    } else {
+#pragma unroll
+        for (int i = 0; i < EPL; i++)
+            out[i] = e0 + i < head_dim ? __half2float(__ushort_as_half(row[e0 + i])) : 0.0f;
+    }
+}
+
+/* Partials per (token, head, split): m, l, then o[head_dim] (unnormalised). Two ways to walk the
+ * positions: LP (head_dim % 8 == 0): each warp takes tiles of 32 positions, lane j scores position
+ * j for every head of the group from its own K row (16-byte loads, no reductions), then the
+ * tile's weights are broadcast by shuffles while lanes accumulate their values of V; otherwise
+ * lanes split head_dim and every score is a warp reduction. */
+template <int EPL, bool LP>
+__global__ void __launch_bounds__(PA_WARPS * 32) paged_attn_split_kernel(float *scratch, const float *q,
+        const uint16_t *kc, const uint16_t *vc, const int32_t *pos, const int32_t *seq, const int32_t *pages,
+        int page_stride, int n_head, int n_kv_head, int head_dim, float scale) {
+    const int split = blockIdx.x, kvh = blockIdx.y, t = blockIdx.z, n_split = gridDim.x, n_tok = gridDim.z;
+    const int G = n_head / n_kv_head, warp = threadIdx.x >> 5, lane = threadIdx.x & 31;
+    const int L = pos[t] + 1;
+    const int chunk = max(PA_MIN_SPLIT, (L + n_split - 1) / n_split);
+    const int p0 = split * chunk, p1 = min(L, p0 + chunk);
+    const int64_t hd = head_dim, kv_dim = (int64_t)n_kv_head * head_dim;
+    const bool vec = head_dim % EPL == 0;
+    float *ms = scratch, *ls = scratch + (int64_t)n_tok * n_head * n_split;
+    float *os = ls + (int64_t)n_tok * n_head * n_split;
+    auto part = [&](int h) { return ((int64_t)t * n_head + kvh * G + h) * n_split + split; };
+    if (p0 >= p1) {
+        if (threadIdx.x < G) { ms[part(threadIdx.x)] = -INFINITY; ls[part(threadIdx.x)] = 0; }
+        return;
+    }
+    const int32_t *pt = pages + (int64_t)seq[t] * page_stride;
+    const uint16_t *kb = kc + kvh * hd, *vb = vc + kvh * hd;
+    float m[PA_MAX_G], l[PA_MAX_G], o[PA_MAX_G][EPL];
+#pragma unroll
+    for (int h = 0; h < PA_MAX_G; h++) {
+        m[h] = -INFINITY;
+        l[h] = 0;
+#pragma unroll
+        for (int i = 0; i < EPL; i++) o[h][i] = 0;
+    }
+    if constexpr (LP) {
+        __shared__ __align__(16) float qs[PA_MAX_G][256];
+        for (int i = threadIdx.x; i < G * head_dim; i += blockDim.x)
+            qs[i / head_dim][i % head_dim] = q[((int64_t)t * n_head + kvh * G) * hd + i] * scale;
+        __syncthreads();
+        for (int t0 = p0 + 32 * warp; t0 < p1; t0 += 32 * PA_WARPS) {
+            const int p = t0 + lane;
+            const bool valid = p < p1;
+            const int64_t cell = valid ? (int64_t)pt[p / PAGED_PAGE] * PAGED_PAGE + p % PAGED_PAGE : 0;
+            float s[PA_MAX_G];
+#pragma unroll
+            for (int h = 0; h < PA_MAX_G; h++) s[h] = 0;
+            if (valid) {
+                const uint4 *kr = (const uint4 *)(kb + cell * kv_dim);
+#pragma unroll 4
+                for (int c = 0; c < head_dim / 8; c++) {
+                    uint4 kv = __ldg(kr + c);
+                    const uint32_t w[4] = {kv.x, kv.y, kv.z, kv.w};
+                    float kf[8];
+#pragma unroll
+                    for (int i = 0; i < 4; i++) {
+                        float2 f = __half22float2(*(const __half2 *)&w[i]);
+                        kf[2 * i] = f.x;
+                        kf[2 * i + 1] = f.y;
+                    }
+#pragma unroll
+                    for (int h = 0; h < PA_MAX_G; h++) {
+                        if (h >= G) break;
+                        const float4 qa = *(const float4 *)&qs[h][8 * c], qb = *(const float4 *)&qs[h][8 * c + 4];
+                        s[h] = fmaf(qa.x, kf[0], s[h]); s[h] = fmaf(qa.y, kf[1], s[h]);
+                        s[h] = fmaf(qa.z, kf[2], s[h]); s[h] = fmaf(qa.w, kf[3], s[h]);
+                        s[h] = fmaf(qb.x, kf[4], s[h]); s[h] = fmaf(qb.y, kf[5], s[h]);
+                        s[h] = fmaf(qb.z, kf[6], s[h]); s[h] = fmaf(qb.w, kf[7], s[h]);
+                    }
+                }
+            }
+            float pw[PA_MAX_G];
+#pragma unroll
+            for (int h = 0; h < PA_MAX_G; h++) {
+                if (h >= G) break;
+                const float mn = fmaxf(m[h], warp_max(valid ? s[h] : -INFINITY)), corr = __expf(m[h] - mn);
+                pw[h] = valid ? __expf(s[h] - mn) : 0.0f;
+                l[h] = l[h] * corr + warp_sum(pw[h]);
+                m[h] = mn;
+#pragma unroll
+                for (int i = 0; i < EPL; i++) o[h][i] *= corr;
+            }
+            const int nj = min(32, p1 - t0);
+#pragma unroll 4
+            for (int j = 0; j < nj; j++) {
+                const long long cj = __shfl_sync(0xffffffffu, (long long)cell, j);
+                float vf[EPL];
+                pa_load<EPL>(vf, vb + cj * kv_dim, lane, head_dim, vec);
+#pragma unroll
+                for (int h = 0; h < PA_MAX_G; h++) {
+                    if (h >= G) break;
+                    const float pj = __shfl_sync(0xffffffffu, pw[h], j);
+#pragma unroll
+                    for (int i = 0; i < EPL; i++) o[h][i] = fmaf(pj, vf[i], o[h][i]);
+                }
+            }
+        }
+    } else {
+        float qr[PA_MAX_G][EPL];
+#pragma unroll
+        for (int h = 0; h < PA_MAX_G; h++)
+#pragma unroll
+            for (int i = 0; i < EPL; i++) {
+                int e = lane * EPL + i;
+                qr[h][i] = (h < G && e < head_dim) ? q[((int64_t)t * n_head + kvh * G + h) * hd + e] * scale : 0.0f;
+            }
+        for (int p = p0 + warp; p < p1; p += PA_WARPS * 2) {
+            float kr[2][EPL], vr[2][EPL];
+#pragma unroll
+            for (int u = 0; u < 2; u++) {
+                int pp = p + u * PA_WARPS;
+                if (pp < p1) {
+                    int64_t cell = (int64_t)pt[pp / PAGED_PAGE] * PAGED_PAGE + pp % PAGED_PAGE;
+                    pa_load<EPL>(kr[u], kb + cell * kv_dim, lane, head_dim, vec);
+                    pa_load<EPL>(vr[u], vb + cell * kv_dim, lane, head_dim, vec);
+                }
+            }
+#pragma unroll
+            for (int u = 0; u < 2; u++) {
+                if (p + u * PA_WARPS >= p1) break;
+#pragma unroll
+                for (int h = 0; h < PA_MAX_G; h++) {
+                    if (h >= G) break;
+                    float s = 0;
+#pragma unroll
+                    for (int i = 0; i < EPL; i++) s = fmaf(qr[h][i], kr[u][i], s);
+                    s = warp_sum(s);
+                    float mn = fmaxf(m[h], s), corr = __expf(m[h] - mn), pe = __expf(s - mn);
+                    l[h] = l[h] * corr + pe;
+#pragma unroll
+                    for (int i = 0; i < EPL; i++) o[h][i] = fmaf(o[h][i], corr, pe * vr[u][i]);
+                    m[h] = mn;
+                }
+            }
+        }
+    }
+    /* Merge the warps: each writes (m, l, o) per head, then thread e folds them. */
+    __shared__ float wm[PA_WARPS][PA_MAX_G], wl[PA_WARPS][PA_MAX_G];
+    __shared__ float wo[PA_WARPS][PA_MAX_G][256];
+#pragma unroll
+    for (int h = 0; h < PA_MAX_G; h++) {
+        if (h >= G) break;
+        if (lane == 0) { wm[warp][h] = m[h]; wl[warp][h] = l[h]; }
+#pragma unroll
+        for (int i = 0; i < EPL; i++)
+            if (lane * EPL + i < head_dim) wo[warp][h][lane * EPL + i] = o[h][i];
+    }
+    __syncthreads();
+    for (int idx = threadIdx.x; idx < G * head_dim; idx += blockDim.x) {
+        int h = idx / head_dim, e = idx % head_dim;
+        float M = -INFINITY;
+        for (int w = 0; w < PA_WARPS; w++) M = fmaxf(M, wm[w][h]);
+        float Ls = 0, Os = 0;
+        for (int w = 0; w < PA_WARPS; w++) {
+            if (wm[w][h] == -INFINITY) continue;
+            float f = __expf(wm[w][h] - M);
+            Ls += wl[w][h] * f;
+            Os += wo[w][h][e] * f;
+        }
+        os[part(h) * hd + e] = Os;
+        if (e == 0) { ms[part(h)] = M; ls[part(h)] = Ls; }
+    }
+}
+
+__global__ void paged_attn_combine_kernel(float *out, const float *scratch, int n_head, int head_dim,
+                                          int n_split) {
+    const int h = blockIdx.x, t = blockIdx.y, n_tok = gridDim.y;
+    const int64_t base = ((int64_t)t * n_head + h) * n_split;
+    const float *ms = scratch, *ls = scratch + (int64_t)n_tok * n_head * n_split;
+    const float *os = ls + (int64_t)n_tok * n_head * n_split;
+    float M = -INFINITY;
+    for (int s = 0; s < n_split; s++) M = fmaxf(M, ms[base + s]);
+    for (int e = threadIdx.x; e < head_dim; e += blockDim.x) {
+        float Ls = 0, Os = 0;
+        for (int s = 0; s < n_split; s++) {
+            float m = ms[base + s];
+            if (m == -INFINITY) continue;
+            float f = __expf(m - M);
+            Ls += ls[base + s] * f;
+            Os += os[(base + s) * head_dim + e] * f;
+        }
+        out[((int64_t)t * n_head + h) * head_dim + e] = Os / Ls;
+    }
+}
+
+extern "C" cudaError_t paged_attention(float *out, const float *q, const uint16_t *k_cache,
+                                       const uint16_t *v_cache, const int32_t *pos, const int32_t *seq,
+                                       const int32_t *pages, int page_stride, void *scratch, int n_tok,
+                                       int n_head, int n_kv_head, int head_dim, int n_split, float scale,
+                                       cudaStream_t stream) {
+    if (n_tok <= 0 || n_tok > 65535 || n_head <= 0 || n_kv_head <= 0 || n_head % n_kv_head ||
+        n_head / n_kv_head > PA_MAX_G || head_dim <= 0 || head_dim > 256 || n_split <= 0 || page_stride <= 0)
+        return cudaErrorInvalidValue;
+    dim3 grid((unsigned)n_split, (unsigned)n_kv_head, (unsigned)n_tok);
+    float *sc = (float *)scratch;
+    int epl = (head_dim + 31) / 32;
+    const bool lp = head_dim % 8 == 0;
+#define PA_LAUNCH(E) do { \
+        if (lp) paged_attn_split_kernel<E, true><<<grid, PA_WARPS * 32, 0, stream>>>(sc, q, k_cache, v_cache, pos, \
+                    seq, pages, page_stride, n_head, n_kv_head, head_dim, scale); \
+        else paged_attn_split_kernel<E, false><<<grid, PA_WARPS * 32, 0, stream>>>(sc, q, k_cache, v_cache, pos, \
+                    seq, pages, page_stride, n_head, n_kv_head, head_dim, scale); \
+    } while (0)
+    if (epl <= 1) PA_LAUNCH(1);
+    else if (epl <= 2) PA_LAUNCH(2);
+    else if (epl <= 4) PA_LAUNCH(4);
+    else PA_LAUNCH(8);
+#undef PA_LAUNCH
+    cudaError_t e = cudaGetLastError();
+    if (e != cudaSuccess) return e;
+    paged_attn_combine_kernel<<<dim3((unsigned)n_head, (unsigned)n_tok), 128, 0, stream>>>(out, sc, n_head,
+                                                                                          head_dim, n_split);
+    return cudaGetLastError();
+}
+
+__global__ void paged_rope_store_kernel(float *q_out, uint16_t *kc, uint16_t *vc, const float *q, int64_t sq,
+                                        const float *k, int64_t sk, const float *v, int64_t sv, const int32_t *pos,
+                                        const int32_t *cell, int n_head, int n_kv_head, int head_dim, int n_rot,
+                                        float theta) {
+    const int t = blockIdx.x, half = head_dim / 2;
+    const int64_t kv_dim = (int64_t)n_kv_head * head_dim, at = (int64_t)cell[t] * kv_dim;
+    const float p = (float)pos[t];
+    const float *qt = q + t * sq, *kt = k + t * sk, *vt = v + t * sv;
+    float *qo = q_out + (int64_t)t * n_head * head_dim;
+    for (int i = threadIdx.x; i < (n_head + n_kv_head) * half; i += blockDim.x) {
+        int h = i / half, j = i % half, is_k = h >= n_head;
+        int64_t e = (int64_t)(is_k ? h - n_head : h) * head_dim + 2 * j;
+        const float *src = is_k ? kt : qt;
+        float x0 = src[e], x1 = src[e + 1];
+        if (2 * j < n_rot) {
+            float s, c;
+            sincosf(p * powf(theta, -(float)(2 * j) / (float)n_rot), &s, &c);
+            float y0 = x0 * c - x1 * s, y1 = x0 * s + x1 * c;
+            x0 = y0;
+            x1 = y1;
+        }
+        if (is_k) {
+            kc[at + e] = __half_as_ushort(__float2half_rn(x0));
+            kc[at + e + 1] = __half_as_ushort(__float2half_rn(x1));
+        } else {
+            qo[e] = x0;
+            qo[e + 1] = x1;
+        }
+    }
+    for (int64_t i = threadIdx.x; i < kv_dim; i += blockDim.x) vc[at + i] = __half_as_ushort(__float2half_rn(vt[i]));
+}
+
+extern "C" cudaError_t paged_rope_store(float *q_out, uint16_t *k_cache, uint16_t *v_cache, const float *q,
+                                        int64_t sq, const float *k, int64_t sk, const float *v, int64_t sv,
+                                        const int32_t *pos, const int32_t *cell, int n_tok, int n_head,
+                                        int n_kv_head, int head_dim, int n_rot, float theta, cudaStream_t stream) {
+    if (n_tok <= 0 || n_head <= 0 || n_kv_head <= 0 || head_dim <= 0 || head_dim % 2 || n_rot % 2 ||
+        n_rot > head_dim)
+        return cudaErrorInvalidValue;
+    paged_rope_store_kernel<<<n_tok, 256, 0, stream>>>(q_out, k_cache, v_cache, q, sq, k, sk, v, sv, pos, cell, n_head,
+                                                       n_kv_head, head_dim, n_rot, theta);
+    return cudaGetLastError();
+}
+
+__global__ void __launch_bounds__(256) paged_add_rmsnorm_kernel(float *x, float *out, const float *d,
+                                                                const float *weight, int dim, float eps) {
+    float *xr = x + (int64_t)blockIdx.x * dim, *o = out + (int64_t)blockIdx.x * dim;
+    const float *dr = d + (int64_t)blockIdx.x * dim;
+    float ss = 0;
+    for (int i = threadIdx.x; i < dim; i += blockDim.x) {
+        float v = xr[i] + dr[i];
+        xr[i] = v;
+        ss = fmaf(v, v, ss);
+    }
+    /* Each thread rereads only what it wrote, so out may alias d. */
+    float r = rsqrtf(block_sum(ss) / (float)dim + eps);
+    for (int i = threadIdx.x; i < dim; i += blockDim.x) o[i] = xr[i] * r * weight[i];
+}
+
+extern "C" cudaError_t paged_add_rmsnorm(float *x, float *out, const float *d, const float *weight, int rows,
+                                         int dim, float eps, cudaStream_t stream) {
+    if (rows <= 0 || dim <= 0) return cudaErrorInvalidValue;
+    paged_add_rmsnorm_kernel<<<rows, 256, 0, stream>>>(x, out, d, weight, dim, eps);
+    return cudaGetLastError();
+}
+
+__global__ void paged_swiglu_kernel(float *out, const float *g, int64_t sg, const float *u, int64_t su, int n_ff) {
+    int64_t i = blockIdx.x * (int64_t)blockDim.x + threadIdx.x;
+    int t = blockIdx.y;
+    if (i >= n_ff) return;
+    float a = g[t * sg + i];
+    out[(int64_t)t * n_ff + i] = a / (1.0f + expf(-a)) * u[t * su + i];
+}
+
+extern "C" cudaError_t paged_swiglu(float *out, const float *g, int64_t sg, const float *u, int64_t su, int n_tok,
+                                    int n_ff, cudaStream_t stream) {
+    if (n_tok <= 0 || n_tok > 65535 || n_ff <= 0) return cudaErrorInvalidValue;
+    paged_swiglu_kernel<<<dim3((unsigned)((n_ff + 255) / 256), (unsigned)n_tok), 256, 0, stream>>>(out, g, sg, u, su,
+                                                                                                  n_ff);
+    return cudaGetLastError();
+}
+
+__global__ void paged_to_f16_kernel(uint16_t *out, const float *in, int64_t n) {
+    int64_t i = blockIdx.x * (int64_t)blockDim.x + threadIdx.x;
+    if (i < n) out[i] = __half_as_ushort(__float2half_rn(in[i]));
+}
+
+extern "C" cudaError_t paged_to_f16(uint16_t *out, const float *in, int64_t n, cudaStream_t stream) {
+    if (n <= 0) return cudaErrorInvalidValue;
+    paged_to_f16_kernel<<<(unsigned)((n + 255) / 256), 256, 0, stream>>>(out, in, n);
+    return cudaGetLastError();
+}
+
+__global__ void paged_gather_kernel(float *out, const float *in, const int32_t *idx, int dim) {
+    const float *src = in + (int64_t)idx[blockIdx.x] * dim;
+    float *dst = out + (int64_t)blockIdx.x * dim;
+    for (int i = threadIdx.x; i < dim; i += blockDim.x) dst[i] = src[i];
+}
+
+extern "C" cudaError_t paged_gather_rows(float *out, const float *in, const int32_t *idx, int n, int dim,
+                                         cudaStream_t stream) {
+    if (n <= 0 || dim <= 0) return cudaErrorInvalidValue;
+    paged_gather_kernel<<<n, 256, 0, stream>>>(out, in, idx, dim);
+    return cudaGetLastError();
+}
+
+template <bool F16>
+__global__ void paged_matvec_plain_kernel(float *y, const void *w, const float *x, int64_t rows, int64_t k,
+                                          int n) {
+    int64_t r = blockIdx.x * 4 + (threadIdx.x >> 5);
+    int lane = threadIdx.x & 31;
+    if (r >= rows) return;
+    for (int t = 0; t < n; t++) {
+        const float *xt = x + (int64_t)t * k;
+        float s = 0;
+        for (int64_t i = lane; i < k; i += 32) {
+            float wv = F16 ? __half2float(__ushort_as_half(((const uint16_t *)w)[r * k + i]))
+                           : ((const float *)w)[r * k + i];
+            s = fmaf(wv, xt[i], s);
+        }
+        s = warp_sum(s);
+        if (lane == 0) y[(int64_t)t * rows + r] = s;
+    }
+}
+
+extern "C" cudaError_t paged_matvec_plain(float *y, const void *w, uint32_t wtype, const float *x, int64_t rows,
+                                          int64_t k, int n, cudaStream_t stream) {
+    if (rows <= 0 || k <= 0 || n <= 0 || (wtype != QUANT_F32 && wtype != QUANT_F16)) return cudaErrorInvalidValue;
+    unsigned grid = (unsigned)((rows + 3) / 4);
+    if (wtype == QUANT_F16) paged_matvec_plain_kernel<true><<<grid, 128, 0, stream>>>(y, w, x, rows, k, n);
+    else paged_matvec_plain_kernel<false><<<grid, 128, 0, stream>>>(y, w, x, rows, k, n);
+    return cudaGetLastError();
+}

@@ -1,0 +1,72 @@
+/* Kernels of the CUDA engine backend over engine/batch.h's paged KV cache (paged.cu): RoPE with
+ * the K/V store into cells, causal split-KV attention of any batch of tokens through page
+ * tables, the residual add fused with the next RMSNorm, SwiGLU over strided rows, f32 -> f16, row
+ * gather, and a plain matvec for F32/F16 rows whose length is not a multiple of 32 (which kernels.h's matvec
+ * does not take). Launchers follow kernels.h's conventions: device pointers, output first,
+ * stream last, nothing allocated, the launch status returned. */
+#ifndef MGI_KERNELS_PAGED_H
+#define MGI_KERNELS_PAGED_H
+
+#include <stddef.h>
+#include <stdint.h>
+#include <cuda_runtime_api.h>
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+/* Cells of PAGED_PAGE consecutive positions (engine/batch.h's ENGINE_KV_PAGE). */
+#define PAGED_PAGE 64
+
+/* Causal attention of n_tok query tokens: token t (q, out f32 [n_tok][n_head][head_dim]) attends
+ * to positions 0..pos[t] of its sequence seq[t], position p in cell
+ * pages[seq[t] * page_stride + p / PAGED_PAGE] * PAGED_PAGE + p % PAGED_PAGE of the layer's
+ * cache f16 [n_cells][kv_dim] (as paged_rope_store wrote it, kv_dim = n_kv_head * head_dim).
+ * GQA: head h reads kv head h / (n_head / n_kv_head), at most 8 query heads per kv head;
+ * head_dim <= 256. Each token's positions are split into n_split ranges of
+ * max(64, ceil((pos+1) / n_split)) positions (the grid depends on n_tok and n_split only, so a
+ * captured graph replays at any position), merged by a second pass; a token's result depends on
+ * nothing else in the batch. scratch holds paged_attention_scratch_bytes(n_tok, ...). */
+size_t paged_attention_scratch_bytes(int n_tok, int n_head, int head_dim, int n_split);
+cudaError_t paged_attention(float *out, const float *q, const uint16_t *k_cache, const uint16_t *v_cache,
+                            const int32_t *pos, const int32_t *seq, const int32_t *pages, int page_stride,
+                            void *scratch, int n_tok, int n_head, int n_kv_head, int head_dim, int n_split,
+                            float scale, cudaStream_t stream);
+
+/* RoPE of one pass's Q and K and the K/V store, in one launch: for token t, q_out[t] (f32
+ * [n_tok][n_head][head_dim], contiguous) = rope(q + t * sq), and rope(k + t * sk) and v + t * sv
+ * go to row cell[t] of the layer's f16 cache (kv_dim = n_kv_head * head_dim). RoPE as kernels.h's
+ * rope: adjacent pairs of the first n_rot values of each head turned by pos * theta^(-2i/n_rot).
+ * The strides let Q, K and V come from one fused matvec output or from three. */
+cudaError_t paged_rope_store(float *q_out, uint16_t *k_cache, uint16_t *v_cache, const float *q, int64_t sq,
+                             const float *k, int64_t sk, const float *v, int64_t sv, const int32_t *pos,
+                             const int32_t *cell, int n_tok, int n_head, int n_kv_head, int head_dim, int n_rot,
+                             float theta, cudaStream_t stream);
+
+/* x[r] += d[r]; out[r] = x[r] / sqrt(mean(x[r]^2) + eps) * weight, rows of dim f32: the residual
+ * add and the next block's RMSNorm in one pass. out may equal d. */
+cudaError_t paged_add_rmsnorm(float *x, float *out, const float *d, const float *weight, int rows, int dim,
+                              float eps, cudaStream_t stream);
+
+/* out[t][i] = silu(g[t * sg + i]) * u[t * su + i] for i < n_ff (kernels.h's swiglu over strided
+ * rows, for a fused gate/up matvec output). */
+cudaError_t paged_swiglu(float *out, const float *g, int64_t sg, const float *u, int64_t su, int n_tok, int n_ff,
+                         cudaStream_t stream);
+
+/* out[i] = in[i] rounded to f16 (bits), for kernels.h's gemm_f16 input. */
+cudaError_t paged_to_f16(uint16_t *out, const float *in, int64_t n, cudaStream_t stream);
+
+/* out[i][:] = in[idx[i]][:], rows of dim floats. */
+cudaError_t paged_gather_rows(float *out, const float *in, const int32_t *idx, int n, int dim,
+                              cudaStream_t stream);
+
+/* Y[n][rows] = W[rows][k] . X[n][k] for W in F32 or F16 (GGUF layout, any k), X f32; one warp
+ * per row, every token; for the small matrices kernels.h's matvec cannot take. */
+cudaError_t paged_matvec_plain(float *y, const void *w, uint32_t wtype, const float *x, int64_t rows,
+                               int64_t k, int n, cudaStream_t stream);
+
+#ifdef __cplusplus
+}
+#endif
+
+#endif

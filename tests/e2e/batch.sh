@@ -1,0 +1,193 @@
+#!/usr/bin/env bash
+# mgi batch end to end on the tiny real model: 20 mixed requests (plain and JSONL, greedy and
+# seeded) give the same results per id with -np 1, 4 and 8, equal to single mgi runs; bad lines
+# are isolated; --resume after SIGTERM finishes every id exactly once; a system prompt is computed
+# once and shared, with results equal to runs with it prepended; usage limits.
+set -u
+. "$(dirname "$0")/lib.sh"
+F32=$SHARED/models/aidreams260K-f32.gguf
+if [ ! -f "$F32" ]; then echo "SKIP e2e batch: no $F32 (set SHARED)"; exit 0; fi
+if ! command -v python3 >/dev/null; then echo "SKIP e2e batch: python3 is needed to read JSON lines"; exit 0; fi
+
+# 20 requests: plain lines (greedy via the flags) and JSON lines with their own settings.
+python3 - "$TMP/req.jsonl" <<'PY'
+import json, sys
+words = ["Once upon a time", "The little dog", "Lily went to the park", "Tom had a red ball",
+         "One day a bird", "Mom said", "The sun was", "There was a big tree", "Ben and Sue", "The cat"]
+with open(sys.argv[1], "w") as f:
+    for i in range(20):
+        p = words[i % 10] + ("" if i < 10 else " and")
+        if i % 4 == 0:
+            f.write(p + "\n")
+        else:
+            r = {"id": "r%d" % i, "prompt": p, "n_predict": 8 + i}
+            if i % 4 == 1: r.update(temperature=0.9, seed=100 + i)
+            if i % 4 == 2: r.update(temperature=0.7, seed=7, top_k=20, top_p=0.9, min_p=0.1, repeat_penalty=1.1)
+            if i % 4 == 3: r.update(temperature=0)
+            f.write(json.dumps(r) + "\n")
+PY
+# Per id: finish_reason, tokens, text (sorted by id), to compare runs.
+summary() {
+    python3 -c '
+import json, sys
+rows = {}
+for line in open(sys.argv[1]):
+    o = json.loads(line)
+    rows[json.dumps(o["id"])] = (o["finish_reason"], o["tokens"], o.get("text"))
+for k in sorted(rows): print(k, json.dumps(rows[k]))' "$1"
+}
+for np in 1 4 8; do
+    "$MGI" batch -m "$F32" -f "$TMP/req.jsonl" -np $np -n 24 --temp 0 -t 2 >"$TMP/out$np" 2>"$TMP/err$np"
+    rc=$?
+    n=$(wc -l <"$TMP/out$np")
+    if [ $rc -eq 0 ] && [ "$n" -eq 20 ]; then pass "batch -np $np: 20 result lines"
+    else fail "batch -np $np: 20 result lines" "exit $rc, $n lines: $(tail -1 "$TMP/err$np")"; fi
+    summary "$TMP/out$np" >"$TMP/sum$np" 2>"$TMP/sumerr" || fail "batch -np $np output is JSON" "$(tail -1 "$TMP/sumerr")"
+done
+check "batch -np 1, 4 and 8 give identical results per id" cmp -s "$TMP/sum1" "$TMP/sum4"
+check "batch -np 8 equals -np 1" cmp -s "$TMP/sum1" "$TMP/sum8"
+# Small steps and passes (prefill chunks mixed with decode tokens), no continuous batching, no
+# prefix sharing: still the same results.
+"$MGI" batch -m "$F32" -f "$TMP/req.jsonl" -np 5 -b 7 -ub 3 -n 24 --temp 0 >"$TMP/outb" 2>/dev/null
+summary "$TMP/outb" >"$TMP/sumb" 2>/dev/null
+check "batch -b 7 -ub 3 equals -np 1" cmp -s "$TMP/sum1" "$TMP/sumb"
+"$MGI" batch -m "$F32" -f "$TMP/req.jsonl" -np 4 -nocb --no-prefix-reuse -n 24 --temp 0 >"$TMP/outc" 2>/dev/null
+summary "$TMP/outc" >"$TMP/sumc" 2>/dev/null
+check "batch -nocb --no-prefix-reuse equals -np 1" cmp -s "$TMP/sum1" "$TMP/sumc"
+
+# Each result equals mgi run with the same settings.
+python3 - "$TMP/req.jsonl" "$TMP/out8" >"$TMP/runs.sh" <<'PY'
+import json, shlex, sys
+reqs = [l.rstrip("\n") for l in open(sys.argv[1])]
+out = {json.dumps(json.loads(l)["id"]): json.loads(l) for l in open(sys.argv[2])}
+for i, line in enumerate(reqs):
+    if line.startswith("{"):
+        r = json.loads(line); rid = json.dumps(r["id"])
+    else:
+        r = {"prompt": line}; rid = str(i + 1)
+    args = ["-p", r["prompt"], "-n", str(r.get("n_predict", 24)), "--temp", str(r.get("temperature", 0)),
+            "-s", str(r.get("seed", 1))]
+    for k, flag in (("top_k", "--top-k"), ("top_p", "--top-p"), ("min_p", "--min-p"), ("repeat_penalty", "--repeat-penalty")):
+        if k in r: args += [flag, str(r[k])]
+    o = out[rid]
+    print('"$MGI" -m "$F32" --log-disable -t 2 %s >"$TMP/run.txt" 2>/dev/null; ' % " ".join(shlex.quote(a) for a in args) +
+          'printf %%s %s | cmp -s - "$TMP/run.txt" || echo %s' % (shlex.quote(o["text"]), shlex.quote(rid)))
+PY
+bad_ids=$(. "$TMP/runs.sh")
+if [ -z "$bad_ids" ]; then pass "batch results equal single mgi runs (20 prompts, greedy and seeded)"
+else fail "batch results equal single mgi runs" "differ for ids: $bad_ids"; fi
+
+# --ordered keeps input order.
+"$MGI" batch -m "$F32" -f "$TMP/req.jsonl" -np 8 -n 24 --temp 0 --ordered >"$TMP/ord" 2>/dev/null
+python3 -c '
+import json, sys
+ids = [json.loads(l)["id"] for l in open(sys.argv[1])]
+want = [i + 1 if i % 4 == 0 else "r%d" % i for i in range(20)]
+sys.exit(0 if ids == want else 1)' "$TMP/ord"
+check "batch --ordered writes results in input order" test $? -eq 0
+
+# Bad lines are isolated: each gets its own error line, the rest go on.
+cat >"$TMP/bad.jsonl" <<'J'
+{"id": "ok1", "prompt": "Once upon a time", "n_predict": 5}
+{"id": "neg", "prompt": "Once", "n_predict": -5}
+{this is not json
+{"id": "unk", "prompt": "The dog", "n_predict": 5, "colour": "blue"}
+{"id": "long", "prompt": "Once upon a time there was a lighthouse keeper who counted the ships every night and wrote their names in a book", "n_predict": 5}
+{"id": "typ", "prompt": 42}
+{"id": "ok2", "prompt": "Lily", "n_predict": 5}
+J
+"$MGI" batch -m "$F32" -f "$TMP/bad.jsonl" -np 4 -c 128 --temp 0 >"$TMP/bad.out" 2>"$TMP/bad.err"
+rc=$?
+python3 - "$TMP/bad.out" <<'PY'
+import json, sys
+rows = {json.dumps(o["id"]): o for o in map(json.loads, open(sys.argv[1]))}
+want = {'"ok1"': "length", '"neg"': "error", "3": "error", '"unk"': "length", '"long"': "error", '"typ"': "error",
+        '"ok2"': "length"}
+got = {k: v["finish_reason"] for k, v in rows.items()}
+if got != want: print("got", got); sys.exit(1)
+if "-5" not in rows['"neg"']["error"] or "32" not in rows['"long"']["error"]: print(rows); sys.exit(1)
+PY
+check "batch isolates bad lines (not JSON, negative n_predict, wrong type, prompt past the context)" test $? -eq 0
+check "batch exits 0 when some lines are bad" test $rc -eq 0
+if grep -q 'unknown field "colour" ignored' "$TMP/bad.err"; then pass "batch warns about unknown fields on stderr"
+else fail "batch warns about unknown fields on stderr" "$(head -3 "$TMP/bad.err")"; fi
+
+# A system prompt is computed once and shared; results equal runs with it prepended.
+printf 'the dog ran\nthe cat sat\nthe bird sang\nthe fish swam\n' >"$TMP/sys.txt"
+"$MGI" batch -m "$F32" -f "$TMP/sys.txt" -np 4 -n 12 --temp 0 --system-prompt "Once upon a time, in a garden, " \
+    >"$TMP/sys.out" 2>"$TMP/sys.err"
+reused=$(sed -n 's/.*evaluated, \([0-9]*\) reused.*/\1/p' "$TMP/sys.err")
+if [ "${reused:-0}" -ge 30 ]; then pass "batch system prompt shared ($reused prompt tokens reused)"
+else fail "batch system prompt shared" "reused '${reused}': $(tail -1 "$TMP/sys.err")"; fi
+ok=1
+while IFS= read -r p; do
+    "$MGI" -m "$F32" -p "Once upon a time, in a garden, $p" -n 12 --temp 0 --log-disable >"$TMP/run.txt" 2>/dev/null
+    python3 -c '
+import json, sys
+rows = {o["prompt"]: o["text"] for o in map(json.loads, open(sys.argv[1]))}
+sys.exit(0 if rows[sys.argv[2]] == open(sys.argv[3]).read() else 1)' "$TMP/sys.out" "$p" "$TMP/run.txt" || ok=0
+done <"$TMP/sys.txt"
+check "batch with a system prompt equals runs with it prepended" test $ok -eq 1
+printf 'Once upon a time, in a garden, ' >"$TMP/sysf"
+"$MGI" batch -m "$F32" -f "$TMP/sys.txt" -np 2 -n 12 --temp 0 -sysf "$TMP/sysf" >"$TMP/sysf.out" 2>/dev/null
+python3 -c '
+import json, sys
+a = sorted((o["id"], o["tokens"]) for o in map(json.loads, open(sys.argv[1])))
+b = sorted((o["id"], o["tokens"]) for o in map(json.loads, open(sys.argv[2])))
+sys.exit(0 if a == b else 1)' "$TMP/sys.out" "$TMP/sysf.out"
+check "batch -sysf equals --system-prompt" test $? -eq 0
+
+# Automatic prefix reuse: a repeated prompt takes all but its last token from the cache.
+printf 'Once upon a time there was\nOnce upon a time there was\n' | "$MGI" batch -m "$F32" -f - -n 4 --temp 0 >"$TMP/pre.out" 2>/dev/null
+python3 -c '
+import json, sys
+a, b = [json.loads(l) for l in open(sys.argv[1])]
+sys.exit(0 if b["n_reused"] == b["n_prompt"] - 1 and a["n_reused"] == 0 and a["tokens"] == b["tokens"] else 1)' "$TMP/pre.out"
+check "batch reuses a common prefix across requests (n_reused)" test $? -eq 0
+
+# Killed with SIGTERM mid-run, then --resume: every id exactly once, results as an uninterrupted run.
+python3 -c '
+import json
+for i in range(16): print(json.dumps({"id": i, "prompt": ["Once upon a time", "The dog", "Lily"][i % 3], "n_predict": 100, "ignore_eos": True, "temperature": 0}))' >"$TMP/long.jsonl"
+"$MGI" batch -m "$F32" -f "$TMP/long.jsonl" -np 2 -t 1 -o "$TMP/full.out" 2>/dev/null
+"$MGI" batch -m "$F32" -f "$TMP/long.jsonl" -np 2 -t 1 -o "$TMP/part.out" 2>"$TMP/kill.err" &
+pid=$!
+for _ in $(seq 100); do [ -s "$TMP/part.out" ] && break; sleep 0.05; done
+kill -TERM $pid
+wait $pid
+rc=$?
+n_before=$(wc -l <"$TMP/part.out")
+if [ $rc -eq 143 ] && [ "$n_before" -ge 1 ] && [ "$n_before" -lt 16 ]; then pass "batch SIGTERM exits 143 with $n_before whole lines written"
+else fail "batch SIGTERM exits 143 mid-run" "exit $rc, $n_before lines"; fi
+printf '{"id": 99, "text": "half a li' >>"$TMP/part.out"   # a line cut by a kill
+"$MGI" batch -m "$F32" -f "$TMP/long.jsonl" -np 2 -o "$TMP/part.out" --resume 2>"$TMP/resume.err"
+rc=$?
+summary "$TMP/full.out" >"$TMP/sum_full"
+summary "$TMP/part.out" >"$TMP/sum_part" 2>/dev/null
+n_after=$(wc -l <"$TMP/part.out")
+if [ $rc -eq 0 ] && [ "$n_after" -eq 16 ] && cmp -s "$TMP/sum_full" "$TMP/sum_part"; then
+    pass "batch --resume after SIGTERM: every id once, equal to an uninterrupted run"
+else fail "batch --resume after SIGTERM" "exit $rc, $n_after lines: $(tail -1 "$TMP/resume.err")"; fi
+check "batch --resume cut the partial line" grep -q "partial last line" "$TMP/resume.err"
+"$MGI" batch -m "$F32" -f "$TMP/long.jsonl" -np 2 -o "$TMP/part.out" --resume 2>/dev/null
+check "batch --resume of a finished run adds nothing" test "$(wc -l <"$TMP/part.out")" -eq 16
+
+# -ns synthetic run; empty input; limits.
+"$MGI" batch -m "$F32" -ns 6 -np 3 -n 4 --temp 0 >"$TMP/ns.out" 2>"$TMP/ns.err"
+check "batch -ns 6 runs six built-in prompts" test "$(wc -l <"$TMP/ns.out")" -eq 6
+: >"$TMP/empty.txt"
+"$MGI" batch -m "$F32" -f "$TMP/empty.txt" >"$TMP/e.out" 2>"$TMP/e.err"
+rc=$?
+if [ $rc -eq 0 ] && [ ! -s "$TMP/e.out" ] && grep -q "no requests" "$TMP/e.err"; then pass "batch on an empty file: exit 0, a note, no output"
+else fail "batch on an empty file" "exit $rc: $(cat "$TMP/e.err")"; fi
+printf 'Once\n' | "$MGI" batch -m "$F32" -f - -n 3 --temp 0 >"$TMP/stdin.out" 2>/dev/null
+check "batch -f - reads stdin" test "$(wc -l <"$TMP/stdin.out")" -eq 1
+if [ -w /dev/full ]; then
+    expect_error "batch output on a full disk: one line, exit 3" 3 "$MGI" batch -m "$F32" -f "$TMP/sys.txt" -n 2 -o /dev/full --log-disable
+fi
+expect_error "batch -np 0 refused" 1 "$MGI" batch -m "$F32" -f "$TMP/req.jsonl" -np 0
+expect_error "batch -np past the context refused" 1 "$MGI" batch -m "$F32" -f "$TMP/req.jsonl" -np 9 -c 8
+expect_error "batch --resume without -o refused" 1 "$MGI" batch -m "$F32" -f "$TMP/req.jsonl" --resume
+expect_error "batch without requests refused" 1 "$MGI" batch -m "$F32"
+expect_error "batch missing input file" 2 "$MGI" batch -m "$F32" -f "$TMP/no-such-file"
+e2e_done

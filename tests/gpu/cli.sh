@@ -1,0 +1,22 @@
+#!/usr/bin/env bash
+# mgi on the CUDA backend from the command line: the default runs on the GPU and greedy text
+# equals the CPU's (-ngl 0) on aidreams260K f32; partial offload and a missing device are usage
+# errors naming the flag. Without a CUDA device: SKIP.
+. tests/e2e/lib.sh
+F32="$SHARED/models/aidreams260K-f32.gguf"
+if "$MGI" devices 2>&1 | grep -q "no CUDA device"; then echo "SKIP gpu cli: no CUDA device"; exit 0; fi
+if [ ! -f "$F32" ]; then echo "SKIP gpu cli: no $F32 (set SHARED)"; exit 0; fi
+
+"$MGI" -m "$F32" -p "Once upon a time" -n 24 --temp 0 >"$TMP/gpu.txt" 2>"$TMP/gpu.err"
+rc=$?
+if [ $rc -eq 0 ] && grep -q "backend CUDA" "$TMP/gpu.err"; then pass "gpu cli: default runs on CUDA"
+else fail "gpu cli: default runs on CUDA" "exit $rc: $(grep -m1 -E 'mgi:|backend' "$TMP/gpu.err")"; fi
+"$MGI" -m "$F32" -p "Once upon a time" -n 24 --temp 0 -ngl 0 >"$TMP/cpu.txt" 2>"$TMP/cpu.err"
+if cmp -s "$TMP/gpu.txt" "$TMP/cpu.txt" && grep -q "backend CPU" "$TMP/cpu.err"; then
+    pass "gpu cli: greedy text equals -ngl 0 (CPU)"
+else fail "gpu cli: greedy text equals -ngl 0 (CPU)" "gpu '$(head -c 80 "$TMP/gpu.txt")' cpu '$(head -c 80 "$TMP/cpu.txt")'"; fi
+"$MGI" -m "$F32" -p "Once upon a time" -n 24 --temp 0 -dev 0 -ngl 99 >"$TMP/dev.txt" 2>/dev/null
+check "gpu cli: -dev 0 -ngl 99 gives the same text" cmp -s "$TMP/gpu.txt" "$TMP/dev.txt"
+expect_error "gpu cli: -ngl 2 (partial offload) is refused" 1 "$MGI" -m "$F32" -p hi -n 2 -ngl 2
+expect_error "gpu cli: -dev 99 is refused" 1 "$MGI" -m "$F32" -p hi -n 2 -dev 99
+e2e_done

@@ -1,0 +1,282 @@
+/* The whole forward pass on the CUDA backend: the llama.cpp golden runs on aidreams260K (f32 and
+ * mixq, the CPU path's budgets, tests/golden.h); GPU against CPU logits, teacher-forced, on
+ * synthetic models written by mkmodel (mean KLD <= 5e-4; prompts pass through the GEMM, decode
+ * steps through matvecs); the same prompt twice gives the same tokens; sequences decoded
+ * together (graph replays included) match the same sequences run alone (the same budget); KV
+ * cells read back and written into another sequence, and copy-on-write after a shared prefix,
+ * give the same logits; partial offload is refused; a KV cache larger than the device is one
+ * clear error. Without a CUDA device: SKIP. */
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "engine/forward_cuda.h"
+#include "tests/golden.h"
+
+static engine_params gpu_params(void) {
+    engine_params ep = engine_default_params();
+    ep.gpu = &forward_cuda_gpu;
+    ep.n_threads = 16;
+    return ep;
+}
+
+/* A synthetic model from mkmodel in $TMPDIR with a training context of ctx; the path, or NULL
+ * (with a FAIL printed). */
+static const char *make_model_ctx(const char *shape, const char *quant, int ctx) {
+    static char path[8][512];
+    static int k;
+    char *p = path[k++ & 7], cmd[1400];
+    const char *tmp = getenv("TMPDIR");
+    const char *build = getenv("BUILD");
+    snprintf(p, sizeof path[0], "%s/mgi-test-%s-%s-%d.gguf", tmp && *tmp ? tmp : "/tmp", shape, quant, (int)getpid());
+    snprintf(cmd, sizeof cmd, "%s/scripts/mkmodel --shape %s --quant %s --ctx %d -o %s >/dev/null",
+             build && *build ? build : "build", shape, quant, ctx, p);
+    char name[128];
+    snprintf(name, sizeof name, "mkmodel %s %s", shape, quant);
+    return CHECK(system(cmd) == 0, name, "failed: %s", cmd) ? p : NULL;
+}
+
+static const char *make_model(const char *shape, const char *quant) { return make_model_ctx(shape, quant, 4096); }
+
+/* A KV cache larger than the device: one message naming the device, the sizes and the flags. */
+static void test_oom(void) {
+    const char *model = make_model_ctx("mini", "q4_0", 1 << 24);
+    if (!model) return;
+    char err[512] = "";
+    engine_params ep = gpu_params();
+    engine *e = NULL;
+    int rc = engine_load(&e, model, &ep, err, sizeof err);
+    CHECK(rc == ENGINE_ERUNTIME && strstr(err, "device 0") && strstr(err, "out of memory") && strstr(err, "GiB free") &&
+          strstr(err, "-c"), "gpu out of memory at load: device, sizes and flags named", "rc %d: %s", rc, err);
+    if (rc == ENGINE_ERUNTIME) printf("# %s\n", err);
+    engine_free(e);
+    unlink(model);
+}
+
+/* Teacher-forced logits of tokens[0..n) (every row) on a fresh engine. */
+static float *eval_all(const char *model, engine_params ep, const int32_t *tokens, int n, char *err, size_t es) {
+    engine *e = NULL;
+    if (engine_load(&e, model, &ep, err, es)) return NULL;
+    float *out = malloc((size_t)n * (size_t)engine_n_vocab(e) * sizeof *out);
+    if (out && engine_eval(e, tokens, n, 0, out, 1, err, es)) {
+        free(out);
+        out = NULL;
+    }
+    engine_free(e);
+    return out;
+}
+
+static void test_vs_cpu(const char *shape, const char *quant) {
+    const char *model = make_model(shape, quant);
+    if (!model) return;
+    char name[256], err[512];
+    enum { N = 64 };
+    int32_t tokens[N];
+    uint64_t s = 0x9e3779b97f4a7c15ULL;
+    tokens[0] = 1;
+    for (int i = 1; i < N; i++) {
+        s = s * 6364136223846793005ULL + 1442695040888963407ULL;
+        tokens[i] = 3 + (int32_t)((s >> 33) % 31000);
+    }
+    engine_params cpu = engine_default_params();
+    cpu.n_threads = 16;
+    float *ref = eval_all(model, cpu, tokens, N, err, sizeof err);
+    snprintf(name, sizeof name, "gpu vs cpu %s %s: CPU eval", shape, quant);
+    if (!CHECK(ref != NULL, name, "%s", err)) goto out;
+    float *got = eval_all(model, gpu_params(), tokens, N, err, sizeof err);
+    snprintf(name, sizeof name, "gpu vs cpu %s %s: GPU eval", shape, quant);
+    if (CHECK(got != NULL, name, "%s", err)) {
+        int32_t n_vocab = 32000;
+        double kld = 0, max_d = 0;
+        int top1 = 0;
+        for (int r = 0; r < N; r++) {
+            const float *a = ref + (size_t)r * n_vocab, *b = got + (size_t)r * n_vocab;
+            kld += kl_div(a, b, n_vocab);
+            top1 += argmax(a, n_vocab) == argmax(b, n_vocab);
+            for (int32_t i = 0; i < n_vocab; i++) {
+                double d = fabs((double)a[i] - b[i]);
+                if (!(d <= max_d)) max_d = d;
+            }
+        }
+        kld /= N;
+        snprintf(name, sizeof name, "gpu vs cpu %s %s: %d tokens teacher-forced (mean KLD %.3g <= 5e-4, max "
+                 "|dlogit| %.3g, top-1 %d/%d)", shape, quant, N, kld, max_d, top1, N);
+        CHECK(kld <= 5e-4, name, "out of budget");
+    }
+    free(got);
+out:
+    free(ref);
+    unlink(model);
+}
+
+/* Greedy tokens of one sequence: prompt then n steps; 0 or -1 with err. */
+static int greedy(engine *e, const int32_t *prompt, int n_prompt, int n, int32_t *out, float *logits, char *err,
+                  size_t es) {
+    if (engine_eval(e, prompt, n_prompt, 0, logits, 0, err, es)) return -1;
+    for (int i = 0; i < n; i++) {
+        out[i] = argmax(logits, engine_n_vocab(e));
+        if (engine_eval(e, &out[i], 1, n_prompt + i, logits, 0, err, es)) return -1;
+    }
+    return 0;
+}
+
+static void test_repeat(const char *model) {
+    char err[512];
+    int32_t prompt[5] = {1, 450, 4996, 17354, 1701}, a[24], b[24];
+    engine_params ep = gpu_params();
+    engine *e = NULL;
+    if (!CHECK(engine_load(&e, model, &ep, err, sizeof err) == ENGINE_OK, "gpu repeat: load", "%s", err)) return;
+    float *logits = malloc((size_t)engine_n_vocab(e) * sizeof *logits);
+    int ok = !greedy(e, prompt, 5, 24, a, logits, err, sizeof err) && !greedy(e, prompt, 5, 24, b, logits, err, sizeof err);
+    CHECK(ok && !memcmp(a, b, sizeof a), "gpu repeat: same prompt twice, same 24 greedy tokens", "%s",
+          ok ? "tokens differ" : err);
+    free(logits);
+    engine_free(e);
+}
+
+static double max_abs_diff(const float *a, const float *b, size_t n) {
+    double m = 0;
+    for (size_t i = 0; i < n; i++) {
+        double d = fabs((double)a[i] - b[i]);
+        if (!(d <= m)) m = d;
+    }
+    return m;
+}
+
+/* NS sequences of different prompt lengths decoded together (prompts in one pass, then steps of
+ * one token each, replayed from a graph) against each run alone, teacher-forced on the alone
+ * run's greedy tokens. */
+static void test_batch(const char *model) {
+    enum { NS = 4, STEPS = 12, MAXP = 40 };
+    char err[512];
+    int n_prompt[NS] = {7, 33, 1, 20};
+    int32_t prompts[NS][MAXP], gen[NS][STEPS];
+    for (int s = 0; s < NS; s++)
+        for (int i = 0; i < n_prompt[s]; i++) prompts[s][i] = i == 0 ? 1 : 100 + 37 * s + 11 * i;
+    engine_params ep = gpu_params();
+    engine *e = NULL;
+    if (!CHECK(engine_load(&e, model, &ep, err, sizeof err) == ENGINE_OK, "gpu batch: load single", "%s", err))
+        return;
+    int32_t V = engine_n_vocab(e);
+    float *alone = malloc((size_t)NS * (STEPS + 1) * V * sizeof(float));
+    float *together = malloc((size_t)NS * (STEPS + 1) * V * sizeof(float));
+    int ok = 1;
+    for (int s = 0; ok && s < NS; s++) {
+        float *row = alone + (size_t)s * (STEPS + 1) * V;
+        ok = !engine_eval(e, prompts[s], n_prompt[s], 0, row, 0, err, sizeof err);
+        for (int i = 0; ok && i < STEPS; i++) {
+            gen[s][i] = argmax(row + (size_t)i * V, V);
+            ok = !engine_eval(e, &gen[s][i], 1, n_prompt[s] + i, row + (size_t)(i + 1) * V, 0, err, sizeof err);
+        }
+    }
+    engine_free(e);
+    e = NULL;
+    if (!CHECK(ok, "gpu batch: single runs", "%s", err)) goto out;
+    ep.n_seq_max = NS;
+    if (!CHECK(engine_load(&e, model, &ep, err, sizeof err) == ENGINE_OK, "gpu batch: load batched", "%s", err))
+        goto out;
+    /* All prompts in one pass, logits for each prompt's last token. */
+    engine_token t[NS * MAXP];
+    int n = 0;
+    for (int s = 0; s < NS; s++)
+        for (int i = 0; i < n_prompt[s]; i++) t[n++] = (engine_token){prompts[s][i], i, s, i == n_prompt[s] - 1};
+    float *step = malloc((size_t)NS * V * sizeof(float));
+    ok = !engine_decode(e, t, n, step, err, sizeof err);
+    for (int s = 0; ok && s < NS; s++)
+        memcpy(together + (size_t)s * (STEPS + 1) * V, step + (size_t)s * V, (size_t)V * sizeof(float));
+    for (int i = 0; ok && i < STEPS; i++) {
+        for (int s = 0; s < NS; s++) t[s] = (engine_token){gen[s][i], n_prompt[s] + i, s, 1};
+        ok = !engine_decode(e, t, NS, step, err, sizeof err);
+        for (int s = 0; ok && s < NS; s++)
+            memcpy(together + ((size_t)s * (STEPS + 1) + i + 1) * V, step + (size_t)s * V, (size_t)V * sizeof(float));
+    }
+    free(step);
+    if (CHECK(ok, "gpu batch: batched run", "%s", err)) {
+        /* Prompts of more than 8 tokens take the f16 GEMM, fewer the f32 matvec: the same sequence
+         * passes through either path depending on its company, so the budget is the one for
+         * GPU against CPU. */
+        int rows = NS * (STEPS + 1), same = 0;
+        double d = max_abs_diff(alone, together, (size_t)rows * V), kld = 0;
+        for (int r = 0; r < rows; r++) {
+            kld += kl_div(alone + (size_t)r * V, together + (size_t)r * V, V);
+            same += argmax(alone + (size_t)r * V, V) == argmax(together + (size_t)r * V, V);
+        }
+        kld /= rows;
+        char name[200];
+        snprintf(name, sizeof name, "gpu batch: %d sequences together = alone (mean KLD %.3g <= 5e-4, max |dlogit| "
+                 "%.3g, top-1 %d/%d)", NS, kld, d, same, rows);
+        CHECK(kld <= 5e-4 && same >= rows * 95 / 100, name, "differ");
+    }
+
+    /* KV read back from sequence 0 and written into sequence 1, then both take the same token. */
+    engine_seq_free(e, 1);
+    int32_t len = engine_seq_len(e, 0), kvd = engine_kv_dim(e);
+    float *k = malloc((size_t)len * kvd * sizeof(float)), *v = malloc((size_t)len * kvd * sizeof(float));
+    ok = !engine_seq_alloc(e, 1, len, err, sizeof err);
+    for (int32_t l = 0; ok && l < engine_hparams(e)->n_layer; l++)
+        ok = !engine_seq_kv_get(e, 0, l, 0, len, k, v, err, sizeof err) &&
+             !engine_seq_kv_set(e, 1, l, 0, len, k, v, err, sizeof err);
+    float *two = malloc(2 * (size_t)V * sizeof(float));
+    engine_token tt[2] = {{42, len, 0, 1}, {42, len, 1, 1}};
+    ok = ok && !engine_decode(e, tt, 2, two, err, sizeof err);
+    if (CHECK(ok, "gpu kv get/set", "%s", err))
+        CHECK(max_abs_diff(two, two + V, (size_t)V) <= 1e-4, "gpu kv get/set: copied sequence gives the same logits",
+              "max |dlogit| %.3g", max_abs_diff(two, two + V, (size_t)V));
+    /* A shared prefix with a partly filled page: the next write copies it (kv_copy). */
+    engine_seq_free(e, 2);
+    ok = !engine_seq_cp(e, 0, 2, 0, -1, err, sizeof err);
+    tt[0] = (engine_token){77, len + 1, 0, 1};
+    tt[1] = (engine_token){77, len + 1, 2, 1};
+    ok = ok && !engine_decode(e, tt, 2, two, err, sizeof err);
+    if (CHECK(ok, "gpu kv copy-on-write", "%s", err))
+        CHECK(max_abs_diff(two, two + V, (size_t)V) <= 1e-4, "gpu kv copy-on-write: shared prefix gives the same logits",
+              "max |dlogit| %.3g", max_abs_diff(two, two + V, (size_t)V));
+    free(two);
+    free(k);
+    free(v);
+out:
+    engine_free(e);
+    free(alone);
+    free(together);
+}
+
+static void test_partial(const char *model) {
+    char err[512];
+    engine_params ep = gpu_params();
+    ep.n_gpu_layers = 1;
+    engine *e = NULL;
+    int rc = engine_load(&e, model, &ep, err, sizeof err);
+    CHECK(rc == ENGINE_EPARAM && strstr(err, "partial offload"), "gpu -ngl 1: partial offload refused",
+          "rc %d: %s", rc, err);
+    engine_free(e);
+    ep.n_gpu_layers = 0;
+    rc = engine_load(&e, model, &ep, err, sizeof err);
+    CHECK(rc == ENGINE_OK && !strcmp(engine_backend(e), "CPU"), "gpu -ngl 0: the CPU backend", "rc %d: %s", rc, err);
+    engine_free(e);
+}
+
+int main(void) {
+    char why[256] = "";
+    if (forward_cuda_gpu.n_devices(why, sizeof why) == 0) {
+        SKIP("gpu forward", "no CUDA device");
+        return 0;
+    }
+    engine_params ep = gpu_params();
+    golden_run_all(&ep, "gpu golden", "CUDA");
+    const char *tiny = test_shared("models/aidreams260K-mixq.gguf");
+    test_partial(tiny);
+    test_oom();
+    const char *mini = make_model("mini", "q4_0");
+    if (mini) {
+        test_repeat(mini);
+        test_batch(mini);
+        unlink(mini);
+    }
+    test_vs_cpu("mini", "q4_0");
+    test_vs_cpu("mini", "q4_k_m");
+    test_vs_cpu("1b", "q4_0");
+    test_vs_cpu("1b", "q4_k_m");
+    return test_done();
+}

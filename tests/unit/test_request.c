@@ -1,0 +1,80 @@
+/* Batch input lines (engine/request.c): plain text, JSON objects with every field, defaults,
+ * unknown fields as warnings, and each kind of bad line turned into an error naming the line and
+ * field. */
+#include <string.h>
+
+#include "engine/request.h"
+#include "test.h"
+
+static request_params defaults(void) {
+    request_params d = {.n_predict = 16, .sp = sampler_default_params(), .seed = 3, .ignore_eos = false};
+    return d;
+}
+
+static request parse(const char *line, int64_t no) {
+    request_params d = defaults();
+    request r;
+    if (request_parse(&r, line, strlen(line), no, &d)) memset(&r, 0, sizeof r);
+    return r;
+}
+
+static void expect_error(const char *line, const char *needle, const char *name) {
+    request r = parse(line, 4);
+    CHECK(r.error && strstr(r.error, needle) && strstr(r.error, "line 4") && !r.prompt && r.id, name, "error '%s'",
+          r.error ? r.error : "(none)");
+    request_free(&r);
+}
+
+int main(void) {
+    request r = parse("Once upon a time\r", 7);
+    CHECK(!r.error && r.prompt && !strcmp(r.prompt, "Once upon a time") && !strcmp(r.id, "7") &&
+              r.p.n_predict == 16 && r.p.seed == 3,
+          "request plain line: prompt, line-number id, defaults, CR dropped", "prompt '%s' id %s",
+          r.prompt ? r.prompt : "", r.id ? r.id : "");
+    request_free(&r);
+    r = parse("  \t ", 2);
+    CHECK(r.blank && !r.error, "request blank line marked blank", "blank %d", r.blank);
+    request_free(&r);
+    r = parse(" {\"id\": \"q-1\", \"prompt\": \"Hi \\\"there\\\"\\n\", \"n_predict\": 5, \"temperature\": 0.5, "
+              "\"seed\": 42, \"top_k\": 7, \"top_p\": 0.8, \"min_p\": 0.2, \"repeat_penalty\": 1.3, "
+              "\"repeat_last_n\": -1, \"ignore_eos\": true}", 1);
+    CHECK(!r.error && !r.warning && !strcmp(r.id, "\"q-1\"") && !strcmp(r.prompt, "Hi \"there\"\n") &&
+              r.p.n_predict == 5 && r.p.sp.temp == 0.5f && r.p.seed == 42 && r.p.sp.top_k == 7 &&
+              r.p.sp.top_p == 0.8f && r.p.sp.min_p == 0.2f && r.p.sp.repeat_penalty == 1.3f &&
+              r.p.sp.repeat_last_n == -1 && r.p.ignore_eos,
+          "request JSON with every field", "error '%s'", r.error ? r.error : "");
+    request_free(&r);
+    r = parse("{\"prompt\": \"x\", \"id\": 12, \"colour\": 1, \"size\": 2}", 3);
+    CHECK(!r.error && !strcmp(r.id, "12") && r.warning && strstr(r.warning, "\"colour\"") &&
+              strstr(r.warning, "\"size\"") && strstr(r.warning, "line 3"),
+          "request unknown fields: one warning naming them", "warning '%s'", r.warning ? r.warning : "");
+    request_free(&r);
+    r = parse("{\"prompt\": \"x\"}", 9);
+    CHECK(!r.error && !strcmp(r.id, "9") && r.p.n_predict == 16, "request JSON without id: the line number",
+          "id %s", r.id ? r.id : "");
+    request_free(&r);
+    expect_error("{not json", "not valid JSON", "request refuses a line that is not JSON");
+    expect_error("{\"prompt\": \"x\"} trailing", "after the JSON", "request refuses text after the object");
+    expect_error("{\"id\": 1}", "\"prompt\" is missing", "request refuses a missing prompt");
+    expect_error("{\"prompt\": 42}", "must be a string", "request refuses a prompt that is not a string");
+    expect_error("{\"prompt\": \"x\", \"n_predict\": -5}", "\"n_predict\"", "request refuses a negative n_predict");
+    expect_error("{\"prompt\": \"x\", \"n_predict\": 0}", "generates nothing", "request refuses n_predict 0");
+    expect_error("{\"prompt\": \"x\", \"n_predict\": 2.5}", "integer", "request refuses a fractional n_predict");
+    expect_error("{\"prompt\": \"x\", \"temperature\": -1}", "\"temperature\"",
+                 "request refuses a negative temperature");
+    expect_error("{\"prompt\": \"x\", \"top_p\": 1.5}", "\"top_p\"", "request refuses top_p past 1");
+    expect_error("{\"prompt\": \"x\", \"seed\": \"7\"}", "must be a number", "request refuses a string seed");
+    expect_error("{\"prompt\": \"x\", \"ignore_eos\": 1}", "true or false", "request refuses a numeric ignore_eos");
+    expect_error("{\"prompt\": \"x\", \"repeat_penalty\": 0}", "\"repeat_penalty\"", "request refuses penalty 0");
+    expect_error("{\"prompt\": \"x\", \"id\": [1]}", "\"id\" must be", "request refuses an array id");
+    /* Found by fuzz_jsonl: an id past double's range became the id text "null". */
+    expect_error("{\"prompt\": \"x\", \"id\": 10000e06640}", "\"id\" must be", "request refuses an infinite id");
+    r = parse("{\"id\": \"k\", \"prompt\": \"x\", \"top_k\": \"a\"}", 5);
+    CHECK(r.error && !strcmp(r.id, "\"k\""), "request keeps the id of a bad line", "id %s", r.id ? r.id : "");
+    request_free(&r);
+    r = parse("[1, 2]", 6);
+    CHECK(!r.error && r.prompt && !strcmp(r.prompt, "[1, 2]"), "request a line not starting with { is plain text",
+          "error '%s'", r.error ? r.error : "");
+    request_free(&r);
+    return test_done();
+}
