@@ -33,7 +33,8 @@ enum {
     GRAPH_MAX_TOK = 64,  /* decode steps of up to this many sequences run from a captured graph */
     ATT_CHUNK = 64,      /* tokens per attention launch (scratch is sized for this many) */
     OUT_CHUNK = 64,      /* logits rows computed and copied back at once */
-    N_SPLIT_MAX = 64,    /* attention splits per token */
+    N_SPLIT_MAX = 32,    /* attention splits per token (blocks per kv head; a decode step's graph
+                            launches them all, most exiting at once at short contexts) */
     STAGE_SLOTS = 8,     /* pinned staging buffers for the upload */
     STAGE_BYTES = 16 << 20,
     N_READERS = 4,       /* threads copying the mapped file into staging buffers */
@@ -758,6 +759,11 @@ static void *cuda_create(const llama_model *m, int device, int32_t n_cells, int3
     if (n_cells < ENGINE_KV_PAGE || n_cells % ENGINE_KV_PAGE || n_batch < 1 || max_pos < 1) {
         snprintf(err, err_size, "CUDA backend: bad sizes: %d KV cells, batch %d, %d positions", n_cells, n_batch,
                  max_pos);
+        return NULL;
+    }
+    if (n_batch > 65535) {
+        snprintf(err, err_size, "batch of %d tokens: the CUDA backend takes at most 65535 per pass; use a smaller "
+                 "-b / -ub", n_batch);
         return NULL;
     }
     if (hp->n_head % hp->n_head_kv || hp->n_head / hp->n_head_kv > 8 || hp->head_dim > 256) {
