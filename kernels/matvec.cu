@@ -1,8 +1,13 @@
 /* Launchers of the decode matvec (kernels.h): repacking at load, then the production variant per
- * weight type (v3, tensor cores, for Q4_0, Q4_K, Q8_0, Q6_K; v1 for F32, F16, Q5_0). Variants live in
- * matvec.cuh, where the kernel lab times them. */
+ * weight type (v6 for one token and v3 for several, tensor cores, for Q4_0, Q4_K, Q8_0,
+ * Q6_K; v1 for F32, F16, Q5_0). Variants live in matvec.cuh, where the kernel lab times them. */
 #include "kernels/kernels.h"
 #include "kernels/matvec.cuh"
+
+/* The production variant of the tensor-core path (matvec.cuh; the kernel lab times the others):
+ * v6 (persistent, MATVEC_NB groups in flight per warp) for n = 1, v3 for more tokens. */
+#define MATVEC_V 6
+#define MATVEC_NB (MATVEC_V == 7 ? 3 : 2)
 
 /* The tensor-core variants read the repacked layout of matvec.cuh; other types keep their GGUF
  * rows for v1. */
@@ -37,6 +42,12 @@ extern "C" cudaError_t matvec_repack(void *out, const void *w, uint32_t wtype, i
     unsigned grid = (unsigned)((words + 255) / 256);
     uint8_t *o = (uint8_t *)out;
     const uint8_t *src = (const uint8_t *)w;
+    switch (wtype) { /* v6's shared-memory limit is raised here, outside any graph capture */
+    case QUANT_Q4_0: mv6_prepare<QUANT_Q4_0, false, MATVEC_NB>(); mv6_prepare<QUANT_Q4_0, true, MATVEC_NB>(); break;
+    case QUANT_Q4_K: mv6_prepare<QUANT_Q4_K, false, MATVEC_NB>(); mv6_prepare<QUANT_Q4_K, true, MATVEC_NB>(); break;
+    case QUANT_Q8_0: mv6_prepare<QUANT_Q8_0, false, MATVEC_NB>(); mv6_prepare<QUANT_Q8_0, true, MATVEC_NB>(); break;
+    default: mv6_prepare<QUANT_Q6_K, false, MATVEC_NB>(); mv6_prepare<QUANT_Q6_K, true, MATVEC_NB>(); break;
+    }
     switch (wtype) {
     case QUANT_Q4_0: matvec_v2_repack<QUANT_Q4_0><<<grid, 256, 0, stream>>>(o, src, (int)rows, (int)k); break;
     case QUANT_Q4_K: matvec_v2_repack<QUANT_Q4_K><<<grid, 256, 0, stream>>>(o, src, (int)rows, (int)k); break;
@@ -46,8 +57,6 @@ extern "C" cudaError_t matvec_repack(void *out, const void *w, uint32_t wtype, i
     return cudaGetLastError();
 }
 
-/* The production variant of the tensor-core path (matvec.cuh; the kernel lab times the others). */
-#define MATVEC_V 3
 
 template <typename XT>
 static cudaError_t matvec_any(float *y, const void *w, uint32_t t, const XT *x, int64_t rows, int64_t k,

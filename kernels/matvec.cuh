@@ -10,9 +10,13 @@
  *       v3 keeps two 2 KB groups of weights in flight per warp (v2 one) and stages X with four
  *       loads in flight per thread, and unpacks 4-bit codes with one shift per word instead of
  *       three; v4 is v3 capped at 80 registers (3 blocks, 24 warps per SM
- *       instead of 2 and 16). v5 (n = 1, not yet measured) is v3 with the column count a
- *       template constant (B-fragment addresses become base + immediate) and one LOP3 per
- *       unpacked register.
+ *       instead of 2 and 16). v5 (n = 1) is v3 with the column count a template constant
+ *       (B-fragment addresses become base + immediate) and one LOP3 per unpacked register
+ *       (MODE 2; for Q4_K and Q6_K also the block scale applied once per super-block).
+ *   v6, v7  (n = 1, production for one token) v5's arithmetic in a persistent grid, one block
+ *       per SM walking a run of tiles with 2 (v6) or 3 (v7) groups of loads in flight per warp:
+ *       see the v6 section. v8, v9 (lab, not yet measured): v6 with programmatic dependent
+ *       launch; v6 with Q4_0 / Q4_K weights through a shared-memory ring (cp.async.bulk).
  *
  * v2 repacked layout, for R16 = ceil(rows / 16) tiles of 16 rows and C = ceil(k / 64) chunks of
  * 64 weights (rows and k padded with zero weights):
@@ -183,6 +187,11 @@ __device__ __forceinline__ uint32_t mv_byte(uint4 r, int i) {
     return (w >> (8 * (i & 3))) & 255;
 }
 
+/* Byte i of v as a float: 2^23 + byte built by one PRMT, then one subtraction. */
+__device__ __forceinline__ float mv_k4_byte(uint32_t v, int i) {
+    return __uint_as_float(__byte_perm(v, 0x4B000000u, 0x7440u | (uint32_t)i)) - 8388608.0f;
+}
+
 /* Sub-block j's (d * sc, dmin * m) from a Q4_K record d, dmin, scales[12]. */
 __device__ __forceinline__ float2 mv_k4_scale(uint4 r, int j) {
     uint32_t sc, m;
@@ -291,7 +300,7 @@ template <> struct mv2_group<QUANT_Q4_0> {
         const uint8_t *st = w + R16 * C * 512 + tile * C * 64;
 #pragma unroll
         for (int i = 0; i < 4; i++) {
-            if (c + i < pc) {
+            if (pc == 0 || c + i < pc) { /* pc 0: whole groups (v6) */
                 q[i] = mv_ld_stream(qt + (int64_t)(cbase + c + i) * 32 + lane);
                 sc[i] = __ldg((const uint2 *)(st + (int64_t)(cbase + c + i) * 64) + g);
             }
@@ -303,7 +312,7 @@ template <> struct mv2_group<QUANT_Q4_0> {
         const uint32_t off = 0x64086408u; /* 1032 = 1024 + 8 */
 #pragma unroll
         for (int i = 0; i < 4; i++) {
-            if (c + i >= pc) break;
+            if (pc != 0 && c + i >= pc) break;
             const uint32_t words[4] = {q[i].x, q[i].y, q[i].z, q[i].w};
 #pragma unroll
             for (int blk = 0; blk < 2; blk++) {
@@ -352,6 +361,15 @@ template <> struct mv2_group<QUANT_Q4_K> {
     __device__ __forceinline__ void compute(float acc[NG][4], const uint2 *xb, const float *xs, int c, int,
                                             int ncols, int g, int t) const {
         const uint32_t off = 0x64006400u;
+        /* The 6-bit scales and mins of sub-blocks 0-3 (a) and 4-7 (b), one byte each. */
+        const uint32_t sc0a = r0.y & 0x3f3f3f3fu, m0a = r0.z & 0x3f3f3f3fu;
+        const uint32_t sc0b = (r0.w & 0x0f0f0f0fu) | ((r0.y >> 2) & 0x30303030u);
+        const uint32_t m0b = ((r0.w >> 4) & 0x0f0f0f0fu) | ((r0.z >> 2) & 0x30303030u);
+        const uint32_t sc1a = r1.y & 0x3f3f3f3fu, m1a = r1.z & 0x3f3f3f3fu;
+        const uint32_t sc1b = (r1.w & 0x0f0f0f0fu) | ((r1.y >> 2) & 0x30303030u);
+        const uint32_t m1b = ((r1.w >> 4) & 0x0f0f0f0fu) | ((r1.z >> 2) & 0x30303030u);
+        /* MODE 2 (n = 1): the super-block's sums of sc * product and m * X, times d and dmin once */
+        float ga[4] = {0.0f, 0.0f, 0.0f, 0.0f}, gm0 = 0.0f, gm1 = 0.0f;
 #pragma unroll
         for (int j = 0; j < 8; j++) {
             const uint32_t words[4] = {q[j >> 1].x, q[j >> 1].y, q[j >> 1].z, q[j >> 1].w};
@@ -367,8 +385,21 @@ template <> struct mv2_group<QUANT_Q4_K> {
 #pragma unroll
                 for (int gr = 0; gr < NG; gr++) mv_mma(d[gr], a, b[gr].x, b[gr].y);
             }
-            const float2 s0 = mv_k4_scale(r0, j), s1 = mv_k4_scale(r1, j);
             const int sub = 2 * c + j;
+            if constexpr (MODE == 2 && NG == 1) {
+                /* n = 1: only column 0 carries the sum of X (f32 X: the lo column sums to 0) */
+                const float s0 = mv_k4_byte(j < 4 ? sc0a : sc0b, j & 3), s1 = mv_k4_byte(j < 4 ? sc1a : sc1b, j & 3);
+                const float m0 = mv_k4_byte(j < 4 ? m0a : m0b, j & 3), m1 = mv_k4_byte(j < 4 ? m1a : m1b, j & 3);
+                const float x0 = xs[sub * ncols];
+                ga[0] = fmaf(s0, d[0][0], ga[0]);
+                ga[1] = fmaf(s0, d[0][1], ga[1]);
+                ga[2] = fmaf(s1, d[0][2], ga[2]);
+                ga[3] = fmaf(s1, d[0][3], ga[3]);
+                gm0 = fmaf(m0, x0, gm0);
+                gm1 = fmaf(m1, x0, gm1);
+                continue;
+            }
+            const float2 s0 = mv_k4_scale(r0, j), s1 = mv_k4_scale(r1, j);
 #pragma unroll
             for (int gr = 0; gr < NG; gr++) {
                 const int col = 8 * gr + 2 * t;
@@ -379,6 +410,13 @@ template <> struct mv2_group<QUANT_Q4_K> {
                 acc[gr][2] += fmaf(s1.x, d[gr][2], -s1.y * x0);
                 acc[gr][3] += fmaf(s1.x, d[gr][3], -s1.y * x1);
             }
+        }
+        if constexpr (MODE == 2 && NG == 1) {
+            const float d0 = mv_half_lo(r0.x), d1 = mv_half_lo(r1.x);
+            acc[0][0] = fmaf(d0, ga[0], fmaf(-mv_half_hi(r0.x), gm0, acc[0][0]));
+            acc[0][1] = fmaf(d0, ga[1], acc[0][1]);
+            acc[0][2] = fmaf(d1, ga[2], fmaf(-mv_half_hi(r1.x), gm1, acc[0][2]));
+            acc[0][3] = fmaf(d1, ga[3], acc[0][3]);
         }
     }
 };
@@ -394,7 +432,7 @@ template <> struct mv2_group<QUANT_Q8_0> {
         const uint8_t *st = w + R16 * C * 1024 + tile * C * 64;
 #pragma unroll
         for (int i = 0; i < 2; i++) {
-            if (c + i < pc) {
+            if (pc == 0 || c + i < pc) { /* pc 0: whole groups (v6) */
                 q[2 * i] = mv_ld_stream(qt + (int64_t)(cbase + c + i) * 64 + 2 * lane);
                 q[2 * i + 1] = mv_ld_stream(qt + (int64_t)(cbase + c + i) * 64 + 2 * lane + 1);
                 sc[i] = __ldg((const uint2 *)(st + (int64_t)(cbase + c + i) * 64) + g);
@@ -407,7 +445,7 @@ template <> struct mv2_group<QUANT_Q8_0> {
         const uint32_t off = 0x64806480u; /* 1152 = 1024 + 128 */
 #pragma unroll
         for (int i = 0; i < 2; i++) {
-            if (c + i >= pc) break;
+            if (pc != 0 && c + i >= pc) break;
             const uint32_t words[8] = {q[2 * i].x, q[2 * i].y, q[2 * i].z, q[2 * i].w,
                                        q[2 * i + 1].x, q[2 * i + 1].y, q[2 * i + 1].z, q[2 * i + 1].w};
 #pragma unroll
@@ -472,18 +510,39 @@ template <> struct mv2_group<QUANT_Q6_K> {
                                             int ncols, int g, int t) const {
         const uint32_t off = 0x64206420u; /* 1056 = 1024 + 32 */
         const float dg = mv_half_lo(dd), dg8 = mv_half_hi(dd);
+        float ga[4] = {0.0f, 0.0f, 0.0f, 0.0f}; /* MODE 2 (n = 1): sums of sc * product */
 #pragma unroll
         for (int i = 0; i < 4; i++) {
             const uint32_t lw[4] = {lo[i].x, lo[i].y, lo[i].z, lo[i].w}, hw[2] = {hi[i].x, hi[i].y};
 #pragma unroll
             for (int s = 0; s < 4; s++) {
                 uint32_t a[4];
+                if constexpr (MODE == 2) {
+                    /* As mv_codes MODE 2: registers 1 and 3 take their low nibble in place (1024 +
+                     * 16q, scaled by 1/16), so the word is shifted once; the 2 high bits of
+                     * register p sit at 8 (s & 1) + 2p of the high word and move next to it. */
+                    const uint32_t l8 = lw[s] >> 8, h = hw[s >> 1], K = 0x64006400u;
+                    const uint32_t h0 = (s & 1) ? h >> 4 : h << 4, h1 = (s & 1) ? h >> 2 : h << 6;
+                    const uint32_t h2 = (s & 1) ? h >> 8 : h, h3 = (s & 1) ? h >> 6 : h << 2;
+                    uint32_t c0 = mv_lop3_and_or(h0, 0x00300030u, mv_lop3_and_or(lw[s], 0x000F000Fu, K));
+                    uint32_t c1 = mv_lop3_and_or(h1, 0x03000300u, mv_lop3_and_or(lw[s], 0x00F000F0u, K));
+                    uint32_t c2 = mv_lop3_and_or(h2, 0x00300030u, mv_lop3_and_or(l8, 0x000F000Fu, K));
+                    uint32_t c3 = mv_lop3_and_or(h3, 0x03000300u, mv_lop3_and_or(l8, 0x00F000F0u, K));
+                    /* 1024 + q - 1056 = q - 32; (1024 + 16q) / 16 - 96 = q - 32 */
+                    const __half2 sixteenth = __floats2half2_rn(0.0625f, 0.0625f), m96 = __floats2half2_rn(-96.0f, -96.0f);
+                    __half2 v0 = __hsub2(*(__half2 *)&c0, *(const __half2 *)&off);
+                    __half2 v2 = __hsub2(*(__half2 *)&c2, *(const __half2 *)&off);
+                    __half2 v1 = __hfma2(*(__half2 *)&c1, sixteenth, m96);
+                    __half2 v3 = __hfma2(*(__half2 *)&c3, sixteenth, m96);
+                    a[0] = *(uint32_t *)&v0; a[1] = *(uint32_t *)&v1; a[2] = *(uint32_t *)&v2; a[3] = *(uint32_t *)&v3;
+                } else {
 #pragma unroll
                 for (int p = 0; p < 4; p++) {
                     uint32_t h = ((lw[s] >> (4 * p)) & 0x000F000Fu) |
                                  (((hw[s >> 1] >> (8 * (s & 1) + 2 * p)) & 0x00030003u) << 4) | 0x64006400u;
                     __half2 v = __hsub2(*(__half2 *)&h, *(const __half2 *)&off);
                     a[p] = *(uint32_t *)&v;
+                }
                 }
                 uint2 b[NG];
                 mv2_bfrag<NG>(b, xb, (c + i) * 4 + s, ncols, g, t);
@@ -492,6 +551,14 @@ template <> struct mv2_group<QUANT_Q6_K> {
                 for (int gr = 0; gr < NG; gr++) {
                     d[gr][0] = d[gr][1] = d[gr][2] = d[gr][3] = 0;
                     mv_mma(d[gr], a, b[gr].x, b[gr].y);
+                }
+                if constexpr (MODE == 2 && NG == 1) { /* d of the super-block applied once, below */
+                    const float s0 = (float)(int8_t)(sg[i] >> (8 * s)), s1 = (float)(int8_t)(sg8[i] >> (8 * s));
+                    ga[0] = fmaf(s0, d[0][0], ga[0]);
+                    ga[1] = fmaf(s0, d[0][1], ga[1]);
+                    ga[2] = fmaf(s1, d[0][2], ga[2]);
+                    ga[3] = fmaf(s1, d[0][3], ga[3]);
+                    continue;
                 }
                 const float s0 = dg * (float)(int8_t)(sg[i] >> (8 * s)), s1 = dg8 * (float)(int8_t)(sg8[i] >> (8 * s));
 #pragma unroll
@@ -502,6 +569,12 @@ template <> struct mv2_group<QUANT_Q6_K> {
                     acc[gr][3] = fmaf(s1, d[gr][3], acc[gr][3]);
                 }
             }
+        }
+        if constexpr (MODE == 2 && NG == 1) {
+            acc[0][0] = fmaf(dg, ga[0], acc[0][0]);
+            acc[0][1] = fmaf(dg, ga[1], acc[0][1]);
+            acc[0][2] = fmaf(dg8, ga[2], acc[0][2]);
+            acc[0][3] = fmaf(dg8, ga[3], acc[0][3]);
         }
     }
 };
@@ -584,13 +657,260 @@ __global__ void __launch_bounds__(256, V == 4 ? 3 : 2) matvec_v2(float *y, const
     }
 }
 
-/* Launches variant V (2 to 5) on repacked weights: one block per 16 rows. v5 exists for n = 1
- * (its column count is a template constant); other n run v3. */
+/* ---------------------------------------------------------------- v6: persistent, n = 1 ----- */
+/* v6 = v5's arithmetic (n = 1, MODE 2) in a persistent grid: one block of MV6_WARPS warps per SM
+ * takes a contiguous run of 16-row tiles, stages all of X once, and its warps split the block's
+ * (tile, 2 KB group) units evenly, walking them with MV6_NB groups of loads in flight across
+ * tile boundaries (no barrier between tiles, so no pipeline drain). Each warp leaves its partial
+ * sum of each tile it touched in shared memory; the block adds them in warp order at the end
+ * (deterministic: no atomics). */
+#define MV6_WARPS 16
+#define MV6_TILES 24 /* most tiles per block (partial sums in shared memory); more blocks past that */
+#define MV9_SLOT 2304 /* v9: bytes of one group in its shared-memory slot */
+
+/* Shared memory of v6: X as B fragments (32 bytes per k16 step and column), per-32 sums of X,
+ * and the partial sums [tiles][warps][16 rows][ncols]. */
+__host__ __device__ __forceinline__ size_t mv6_smem(int64_t k, int ncols, int64_t tiles, int ring_slots) {
+    const int64_t C = mv2_chunks(k);
+    return (size_t)(C * 128 * ncols + C * 8 * ncols + tiles * MV6_WARPS * 16 * ncols * 4) +
+           (size_t)ring_slots * MV6_WARPS * (MV9_SLOT + 8);
+}
+
+/* v9 (RING): a Q4_0 / Q4_K group in shared memory, 2 KB of quants then 256 bytes of scales,
+ * copied by the bulk-copy engine (cp.async.bulk, one lane issues it) and completed on an
+ * mbarrier; bytes in flight then cost shared memory, not registers. */
+
+__device__ __forceinline__ void mv9_issue(uint32_t dst, uint32_t bar, const uint8_t *q, const uint8_t *sc) {
+    asm volatile("mbarrier.arrive.expect_tx.shared::cta.b64 _, [%0], %1;" ::"r"(bar), "r"(MV9_SLOT) : "memory");
+    asm volatile("cp.async.bulk.shared::cluster.global.mbarrier::complete_tx::bytes [%0], [%1], 2048, [%2];"
+                 ::"r"(dst), "l"(q), "r"(bar) : "memory");
+    asm volatile("cp.async.bulk.shared::cluster.global.mbarrier::complete_tx::bytes [%0], [%1], 256, [%2];"
+                 ::"r"(dst + 2048), "l"(sc), "r"(bar) : "memory");
+}
+
+__device__ __forceinline__ void mv9_wait(uint32_t bar, uint32_t parity) {
+    uint32_t done;
+    do {
+        asm volatile("{ .reg .pred p; mbarrier.try_wait.parity.shared::cta.b64 p, [%1], %2; selp.u32 %0, 1, 0, p; }"
+                     : "=r"(done) : "r"(bar), "r"(parity) : "memory");
+    } while (!done);
+}
+
+/* A group's registers from its slot, as mv2_group<T>::load leaves them. */
+template <int T>
+__device__ __forceinline__ void mv9_fill(mv2_group<T> &gr, const uint8_t *slot, int lane, int g) {
+    const uint4 *q = (const uint4 *)slot;
+#pragma unroll
+    for (int i = 0; i < 4; i++) gr.q[i] = q[i * 32 + lane];
+    if constexpr (T == QUANT_Q4_0) {
+#pragma unroll
+        for (int i = 0; i < 4; i++) gr.sc[i] = ((const uint2 *)(slot + 2048 + 64 * i))[g];
+    } else {
+        gr.r0 = ((const uint4 *)(slot + 2048))[g];
+        gr.r1 = ((const uint4 *)(slot + 2048))[g + 8];
+    }
+}
+
+template <int T, bool XH, int NB, bool PDL = false, bool RING = false>
+__global__ void __launch_bounds__(MV6_WARPS * 32, 1) matvec_v6(float *y, const uint8_t *w, const void *xv,
+                                                               int rows, int k) {
+    constexpr int NC = XH ? 1 : 2, GC = mv2_group<T>::GC, W = MV6_WARPS;
+    extern __shared__ __align__(16) uint8_t mv6_smem_buf[];
+    const int64_t C = mv2_chunks(k), R16 = (rows + 15) / 16;
+    const int64_t t0 = blockIdx.x * R16 / gridDim.x, t1 = (blockIdx.x + 1) * R16 / gridDim.x;
+    const int nt = (int)(t1 - t0), ng = (int)((C + GC - 1) / GC), units = nt * ng;
+    const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31, g = lane >> 2, t = lane & 3;
+    const int u0 = warp * units / W, u1 = (warp + 1) * units / W;
+    static_assert(!RING || T == QUANT_Q4_0 || T == QUANT_Q4_K, "v9: Q4_0, Q4_K");
+    /* RING: NB slots per warp, then their mbarriers, then X */
+    uint8_t *ring = mv6_smem_buf + warp * NB * MV9_SLOT;
+    uint64_t *bars = (uint64_t *)(mv6_smem_buf + W * NB * MV9_SLOT) + warp * NB;
+    uint8_t *xbase = mv6_smem_buf + (RING ? W * NB * (MV9_SLOT + 8) : 0);
+    uint2 *xb = (uint2 *)xbase;
+    float *xs = (float *)(xbase + C * 128 * NC), *red = xs + C * 2 * NC;
+    /* every group is whole (the launcher checks C % GC == 0): pc = 0 folds the groups' per-chunk
+     * guards away, so the compiler can interleave their chunks */
+    constexpr int pc = 0;
+
+    /* the first NB groups of loads go out before X is staged */
+    mv2_group<T> gq[RING ? 1 : NB];
+    int lt = u0 / ng, lg = u0 % ng; /* load cursor: tile (in the block) and group */
+    auto issue = [&](int j) { /* RING: lane 0 sends the next group to slot j */
+        const int64_t tile = t0 + lt, c = (int64_t)GC * lg;
+        mv9_issue((uint32_t)__cvta_generic_to_shared(ring + j * MV9_SLOT), (uint32_t)__cvta_generic_to_shared(bars + j),
+                  w + (tile * C + c) * 512, w + R16 * C * 512 + (tile * C + c) * 64);
+    };
+    if constexpr (RING) {
+        if (lane == 0) {
+            for (int j = 0; j < NB; j++)
+                asm volatile("mbarrier.init.shared::cta.b64 [%0], 1;" ::"r"((uint32_t)__cvta_generic_to_shared(bars + j)) : "memory");
+            asm volatile("fence.mbarrier_init.release.cluster;" ::: "memory");
+        }
+        __syncwarp();
+        for (int j = 0; j < NB; j++) {
+            if (lane == 0 && u0 + j < u1) issue(j);
+            if (++lg == ng) { lg = 0; lt++; }
+        }
+    } else {
+#pragma unroll
+        for (int j = 0; j < NB; j++) {
+            if (u0 + j < u1) gq[j].load(w, R16, C, t0 + lt, 0, GC * lg, pc, lane, g);
+            if (++lg == ng) { lg = 0; lt++; }
+        }
+    }
+    /* PDL (v8): everything above (weights only) may overlap the previous kernel; X, and y
+     * (written last), wait for it to finish */
+    if constexpr (PDL) asm volatile("griddepcontrol.wait;" ::: "memory");
+    for (int i = threadIdx.x; i < nt * W * 16 * NC; i += blockDim.x) red[i] = 0.0f;
+    mv2_stage<XH, 4>(xb, xs, xv, k, 1, NC, 0, (int)(C * 64));
+    __syncthreads();
+
+    float acc[1][4] = {{0.0f, 0.0f, 0.0f, 0.0f}};
+    int ct = u0 / ng, cg = u0 % ng; /* compute cursor */
+    auto flush = [&]() {
+        if (t == 0) {
+            float *p = red + ((ct * W + warp) * 16 + g) * NC;
+            p[0] = acc[0][0];
+            p[8 * NC] = acc[0][2];
+            if (NC == 2) { p[1] = acc[0][1]; p[8 * NC + 1] = acc[0][3]; }
+        }
+        acc[0][0] = acc[0][1] = acc[0][2] = acc[0][3] = 0.0f;
+    };
+    if constexpr (RING) {
+        int j = 0;
+        uint32_t phase = 0;
+        for (int u = u0; u < u1; u++) {
+            mv9_wait((uint32_t)__cvta_generic_to_shared(bars + j), phase);
+            mv9_fill<T>(gq[0], ring + j * MV9_SLOT, lane, g);
+            __syncwarp();
+            if (u + NB < u1) { /* the slot is read: refill it (the copy engine's writes follow the lanes' reads) */
+                if (lane == 0) {
+                    asm volatile("fence.proxy.async.shared::cta;" ::: "memory");
+                    issue(j);
+                }
+                if (++lg == ng) { lg = 0; lt++; }
+            }
+            gq[0].template compute<1, 2>(acc, xb, xs, GC * cg, pc, NC, g, t);
+            if (++cg == ng) { flush(); cg = 0; ct++; }
+            if (++j == NB) { j = 0; phase ^= 1; }
+        }
+    }
+    if constexpr (!RING) {
+        for (int u = u0; u < u1; u += NB) {
+#pragma unroll
+            for (int j = 0; j < NB; j++) {
+                if (u + j < u1) {
+                    gq[j].template compute<1, 2>(acc, xb, xs, GC * cg, pc, NC, g, t);
+                    if (u + j + NB < u1) {
+                        gq[j].load(w, R16, C, t0 + lt, 0, GC * lg, pc, lane, g);
+                        if (++lg == ng) { lg = 0; lt++; }
+                    }
+                    if (++cg == ng) { flush(); cg = 0; ct++; }
+                }
+            }
+        }
+    }
+    if (u0 < u1 && cg != 0) flush();
+    if constexpr (PDL) asm volatile("griddepcontrol.launch_dependents;");
+    __syncthreads();
+    for (int i = threadIdx.x; i < nt * 16; i += blockDim.x) {
+        const int tl = i >> 4, r = i & 15;
+        const int64_t row = (t0 + tl) * 16 + r;
+        float s = 0.0f;
+#pragma unroll 4
+        for (int wp = 0; wp < W; wp++) {
+            const float *p = red + ((tl * W + wp) * 16 + r) * NC;
+            s += NC == 2 ? p[0] + p[1] : p[0];
+        }
+        if (row < rows) y[row] = s;
+    }
+}
+
+/* Multiprocessor count and opt-in shared memory per block of the current device (cached). */
+static inline bool mv6_device(int *sms, int *smem_max) {
+    static int cache[64][2];
+    int dev = 0;
+    if (cudaGetDevice(&dev) != cudaSuccess || dev < 0 || dev >= 64) return false;
+    if (cache[dev][0] == 0) {
+        int a = 0, b = 0;
+        if (cudaDeviceGetAttribute(&a, cudaDevAttrMultiProcessorCount, dev) != cudaSuccess ||
+            cudaDeviceGetAttribute(&b, cudaDevAttrMaxSharedMemoryPerBlockOptin, dev) != cudaSuccess)
+            return false;
+        cache[dev][1] = b;
+        cache[dev][0] = a;
+    }
+    *sms = cache[dev][0];
+    *smem_max = cache[dev][1];
+    return true;
+}
+
+/* Lets v6 use all the shared memory a block may opt into, once per device (matvec_repack calls it
+ * at load, before any graph capture). */
+template <int T, bool XH, int NB, bool PDL = false, bool RING = false>
+static inline bool mv6_prepare() {
+    static bool done[64];
+    int dev = 0, sms, smem_max;
+    if (!mv6_device(&sms, &smem_max) || cudaGetDevice(&dev) != cudaSuccess) return false;
+    if (!done[dev]) {
+        if (cudaFuncSetAttribute(matvec_v6<T, XH, NB, PDL, RING>, cudaFuncAttributeMaxDynamicSharedMemorySize, smem_max) !=
+            cudaSuccess)
+            return false;
+        done[dev] = true;
+    }
+    return true;
+}
+
+/* Launches v6 with NB groups in flight per warp; false (nothing launched) where it does not
+ * apply: n > 1, k not a whole number of groups (Q4_0: 256, Q8_0: 128), or X and the partial
+ * sums do not fit in shared memory. */
+template <int T, bool XH, int NB, bool PDL = false, bool RING = false>
+static inline bool matvec_v6_launch(float *y, const void *w, const void *x, int rows, int k, int n,
+                                    cudaStream_t s) {
+    int sms, smem_max;
+    if (n != 1 || mv2_chunks(k) % mv2_group<T>::GC != 0 || !mv6_device(&sms, &smem_max)) return false;
+    const int64_t R16 = (rows + 15) / 16;
+    int64_t grid = R16 < sms ? R16 : sms;
+    if ((R16 + grid - 1) / grid > MV6_TILES) grid = (R16 + MV6_TILES - 1) / MV6_TILES;
+    const size_t smem = mv6_smem(k, XH ? 1 : 2, (R16 + grid - 1) / grid, RING ? NB : 0);
+    if (smem > (size_t)smem_max || (smem > 48 * 1024 && !mv6_prepare<T, XH, NB, PDL, RING>())) return false;
+    if constexpr (PDL) {
+        cudaLaunchConfig_t cfg = {};
+        cudaLaunchAttribute attr[1];
+        attr[0].id = cudaLaunchAttributeProgrammaticStreamSerialization;
+        attr[0].val.programmaticStreamSerializationAllowed = 1;
+        cfg.gridDim = dim3((unsigned)grid);
+        cfg.blockDim = dim3(MV6_WARPS * 32);
+        cfg.dynamicSmemBytes = smem;
+        cfg.stream = s;
+        cfg.attrs = attr;
+        cfg.numAttrs = 1;
+        return cudaLaunchKernelEx(&cfg, matvec_v6<T, XH, NB, PDL, RING>, y, (const uint8_t *)w, x, rows, k) == cudaSuccess;
+    }
+    matvec_v6<T, XH, NB, false, RING><<<(unsigned)grid, MV6_WARPS * 32, smem, s>>>(y, (const uint8_t *)w, x, rows, k);
+    return true;
+}
+
+/* Launches variant V (2 to 9) on repacked weights: one block per 16 rows, or v6's persistent
+ * grid (V 6: 2 groups in flight per warp, V 7: 3, V 8: v6 launched with programmatic dependent
+ * launch, so its weight loads may start while the previous kernel finishes, V 9: Q4_0 and
+ * Q4_K groups through a shared-memory ring of 4 slots per warp filled by the copy engine). v5-v7 exist for n = 1 (the column count is a
+ * template constant); other n, and v6 where it does not fit, run v3. */
 template <int T, bool XH, int V>
 static inline void matvec_v2_launch(float *y, const void *w, const void *x, int rows, int k, int n,
                                     cudaStream_t s) {
     unsigned grid = (unsigned)((rows + 15) / 16);
     int ncols = XH ? n : 2 * n;
+    if constexpr (V == 6 || V == 7) {
+        if (matvec_v6_launch<T, XH, V == 6 ? 2 : 3>(y, w, x, rows, k, n, s)) return;
+    }
+    if constexpr (V == 8) {
+        if (matvec_v6_launch<T, XH, 2, true>(y, w, x, rows, k, n, s)) return;
+    }
+    if constexpr (V == 9 && (T == QUANT_Q4_0 || T == QUANT_Q4_K)) {
+        if (matvec_v6_launch<T, XH, 4, false, true>(y, w, x, rows, k, n, s)) return;
+    } else if constexpr (V == 9) { /* Q6_K, Q8_0: v6 */
+        if (matvec_v6_launch<T, XH, 2>(y, w, x, rows, k, n, s)) return;
+    }
     if constexpr (V == 5) {
         if (n == 1) {
             matvec_v2<T, XH, 1, 5, XH ? 1 : 2><<<grid, 256, MV2_SMEM, s>>>(y, (const uint8_t *)w, x, rows, k, n);
@@ -598,9 +918,9 @@ static inline void matvec_v2_launch(float *y, const void *w, const void *x, int 
         }
     }
     if (ncols <= 8)
-        matvec_v2<T, XH, 1, V == 5 ? 3 : V><<<grid, 256, MV2_SMEM, s>>>(y, (const uint8_t *)w, x, rows, k, n);
+        matvec_v2<T, XH, 1, V >= 5 ? 3 : V><<<grid, 256, MV2_SMEM, s>>>(y, (const uint8_t *)w, x, rows, k, n);
     else
-        matvec_v2<T, XH, 2, V == 5 ? 3 : V><<<grid, 256, MV2_SMEM, s>>>(y, (const uint8_t *)w, x, rows, k, n);
+        matvec_v2<T, XH, 2, V >= 5 ? 3 : V><<<grid, 256, MV2_SMEM, s>>>(y, (const uint8_t *)w, x, rows, k, n);
 }
 
 /* ---------------------------------------------------------------- v2 repacking -------------- */

@@ -1,5 +1,5 @@
 /* Kernel lab: decode matvec. CPU reference (quant_dequant_row + f64 dot) on sampled rows of
- * fresh random matrices, then each variant (matvec.cuh: v1 generic, v2-v5 tensor cores) timed two
+ * fresh random matrices, then each variant (matvec.cuh: v1 generic, v2-v9 tensor cores) timed two
  * ways: one launch after an L2 flush ("1x"), and a chain of launches over enough copies of the
  * matrix to exceed L2 ("chain", as in a decode step). GB/s = (weights + x + y bytes) / time,
  * against the measured copy bandwidth. Usage: matvec [filter] (a substring of the type name), or
@@ -38,6 +38,10 @@ static bool run_variant(int v, uint32_t t, float *y, const void *w, const void *
     if (v == 3) switch (t) { V23(QUANT_Q4_0, 3) V23(QUANT_Q4_K, 3) V23(QUANT_Q8_0, 3) V23(QUANT_Q6_K, 3) }
     if (v == 4) switch (t) { V23(QUANT_Q4_0, 4) V23(QUANT_Q4_K, 4) V23(QUANT_Q8_0, 4) V23(QUANT_Q6_K, 4) }
     if (v == 5 && n == 1) switch (t) { V23(QUANT_Q4_0, 5) V23(QUANT_Q4_K, 5) V23(QUANT_Q8_0, 5) V23(QUANT_Q6_K, 5) }
+    if (v == 6 && n == 1) switch (t) { V23(QUANT_Q4_0, 6) V23(QUANT_Q4_K, 6) V23(QUANT_Q8_0, 6) V23(QUANT_Q6_K, 6) }
+    if (v == 7 && n == 1) switch (t) { V23(QUANT_Q4_0, 7) V23(QUANT_Q4_K, 7) V23(QUANT_Q8_0, 7) V23(QUANT_Q6_K, 7) }
+    if (v == 8 && n == 1) switch (t) { V23(QUANT_Q4_0, 8) V23(QUANT_Q4_K, 8) V23(QUANT_Q8_0, 8) V23(QUANT_Q6_K, 8) }
+    if (v == 9 && n == 1) switch (t) { V23(QUANT_Q4_0, 9) V23(QUANT_Q4_K, 9) }
 #undef V23
     return false;
 }
@@ -90,7 +94,7 @@ static void bench(lab &L, gen_rng *r, uint32_t t, shape s, int n, bool xh) {
     float *dy;
     CUDA_CHECK(cudaMalloc(&dy, sizeof(float) * n * rows));
     std::vector<float> y(n * rows);
-    for (int v = 1; v <= 5; v++) {
+    for (int v = 1; v <= 9; v++) {
         if (g_profile && v != g_profile) continue;
         const std::vector<void *> &wv = v == 1 ? raw : rep;
         CUDA_CHECK(cudaMemset(dy, 0xff, sizeof(float) * n * rows));
