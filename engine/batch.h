@@ -60,6 +60,7 @@ typedef struct {
  * never exceeds the ubatch size the backend was created with. */
 typedef struct {
     const char *name;  /* "CPU", "CUDA", for logs */
+    int kv_elem_bytes; /* bytes of one cached K or V value (4: f32, 2: f16), for bandwidth counts */
     /* One forward pass as above; logits: [b->n_out][n_vocab] f32 in host memory. */
     int (*forward)(void *self, const engine_fwd_batch *b, float *logits, char *err, size_t err_size);
     /* Copy-on-write: copies K and V of cells src..src+n-1 to dst..dst+n-1 in every layer. */

@@ -221,6 +221,7 @@ int32_t engine_n_ctx(const engine *e) { return e->n_ctx_seq; }
 int32_t engine_n_seq_max(const engine *e) { return e->kv.n_seq; }
 int32_t engine_n_vocab(const engine *e) { return e->model.hp.n_vocab; }
 const char *engine_backend(const engine *e) { return e->ops->name; }
+int engine_kv_elem_bytes(const engine *e) { return e->ops->kv_elem_bytes; }
 uint64_t engine_model_hash(const engine *e) { return e->hash; }
 int32_t engine_kv_dim(const engine *e) { return e->model.hp.n_head_kv * e->model.hp.head_dim; }
 int32_t engine_kv_pages_free(const engine *e) { return e->kv.n_free; }

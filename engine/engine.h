@@ -71,6 +71,8 @@ int32_t engine_n_seq_max(const engine *e);
 int32_t engine_n_vocab(const engine *e);
 /* What computes the logits, for logs: "CPU" or "CUDA". */
 const char *engine_backend(const engine *e);
+/* Bytes of one K or V value in the backend's cache (4 on the CPU, 2 for the f16 CUDA cache). */
+int engine_kv_elem_bytes(const engine *e);
 
 /* Evaluates tokens[0..n) at positions pos..pos+n-1 of sequence 0, replacing whatever the
  * cache held from pos on; positions before pos must have been evaluated. Writes n_vocab logits

@@ -805,7 +805,7 @@ static void *cuda_create(const llama_model *m, int device, int32_t n_cells, int3
 }
 
 static const engine_backend_ops cuda_ops = {
-    .name = "CUDA", .forward = fwd, .kv_copy = kv_copy, .kv_get = kv_get, .kv_set = kv_set, .free = cuda_free,
+    .name = "CUDA", .kv_elem_bytes = sizeof(uint16_t), .forward = fwd, .kv_copy = kv_copy, .kv_get = kv_get, .kv_set = kv_set, .free = cuda_free,
 };
 
 const engine_gpu_backend forward_cuda_gpu = {.ops = &cuda_ops, .n_devices = engine_device_count, .create = cuda_create};

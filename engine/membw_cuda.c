@@ -1,0 +1,76 @@
+/* Device memory bandwidth as a device-to-device copy: the CUDA backend's roofline ceiling for
+ * mgi bench (engine/membw.h). Timed with events on one stream, each copy on its own, so the
+ * median and spread mean the same as the host figure's. */
+#include <stdio.h>
+#include <stdlib.h>
+
+#include <cuda_runtime_api.h>
+
+#include "engine/membw.h"
+#include "kernels/check.h"
+
+static int membw_cuda_cmp(const void *a, const void *b) {
+    double x = *(const double *)a, y = *(const double *)b;
+    return (x > y) - (x < y);
+}
+
+typedef struct {
+    void *src, *dst;
+    cudaStream_t st;
+    cudaEvent_t ev[2];
+} membw_cuda_res;
+
+/* Allocates into r (freed by the caller whatever happens) and fills gbps[reps]. */
+static int membw_cuda_run(membw_cuda_res *r, int device, size_t bytes, int reps, double *gbps, char *err,
+                          size_t err_size) {
+    CUDA_TRY(cudaSetDevice(device), err, err_size);
+    CUDA_TRY(cudaMalloc(&r->src, bytes), err, err_size);
+    CUDA_TRY(cudaMalloc(&r->dst, bytes), err, err_size);
+    CUDA_TRY(cudaStreamCreate(&r->st), err, err_size);
+    CUDA_TRY(cudaEventCreate(&r->ev[0]), err, err_size);
+    CUDA_TRY(cudaEventCreate(&r->ev[1]), err, err_size);
+    CUDA_TRY(cudaMemsetAsync(r->src, 0x5a, bytes, r->st), err, err_size);
+    CUDA_TRY(cudaMemcpyAsync(r->dst, r->src, bytes, cudaMemcpyDeviceToDevice, r->st), err, err_size); /* untimed */
+    for (int i = 0; i < reps; i++) {
+        float ms = 0;
+        CUDA_TRY(cudaEventRecord(r->ev[0], r->st), err, err_size);
+        CUDA_TRY(cudaMemcpyAsync(r->dst, r->src, bytes, cudaMemcpyDeviceToDevice, r->st), err, err_size);
+        CUDA_TRY(cudaEventRecord(r->ev[1], r->st), err, err_size);
+        CUDA_TRY(cudaEventSynchronize(r->ev[1]), err, err_size);
+        CUDA_TRY(cudaEventElapsedTime(&ms, r->ev[0], r->ev[1]), err, err_size);
+        gbps[i] = 2.0 * (double)bytes / (ms > 0 ? (double)ms * 1e-3 : 1e-9) / 1e9;
+    }
+    return 0;
+}
+
+int membw_cuda_copy(int device, size_t bytes, int reps, membw_result *out, char *err, size_t err_size) {
+    if (bytes == 0 || reps < 1 || reps > 1000) {
+        snprintf(err, err_size, "device copy bandwidth: bad arguments (%zu bytes, %d repetitions)", bytes, reps);
+        return -1;
+    }
+    double *gbps = malloc(sizeof *gbps * (size_t)reps);
+    if (!gbps) {
+        snprintf(err, err_size, "device copy bandwidth: out of host memory");
+        return -1;
+    }
+    membw_cuda_res r = {0};
+    int rc = membw_cuda_run(&r, device, bytes, reps, gbps, err, err_size);
+    if (r.ev[0]) cudaEventDestroy(r.ev[0]);
+    if (r.ev[1]) cudaEventDestroy(r.ev[1]);
+    if (r.st) cudaStreamDestroy(r.st);
+    cudaFree(r.src);
+    cudaFree(r.dst);
+    if (rc == 0) {
+        qsort(gbps, (size_t)reps, sizeof *gbps, membw_cuda_cmp);
+        *out = (membw_result){
+            .gbps = reps % 2 ? gbps[reps / 2] : 0.5 * (gbps[reps / 2 - 1] + gbps[reps / 2]),
+            .gbps_min = gbps[0],
+            .gbps_max = gbps[reps - 1],
+            .bytes = bytes,
+            .n_threads = 1,
+            .reps = reps,
+        };
+    }
+    free(gbps);
+    return rc;
+}
