@@ -100,6 +100,17 @@ typedef struct {
  * old lengths). */
 int engine_decode(engine *e, const engine_token *t, int32_t n, float *logits, char *err, size_t err_size);
 
+/* Greedy decoding (the sampler at temp <= 0 without penalties): as engine_eval and engine_decode,
+ * but each token that wants logits gets the id of its largest logit instead (ties: the lowest
+ * id; NaN never wins): *next for the last token of engine_eval_greedy, ids[k] for the k-th
+ * token wanting logits in engine_decode_greedy. A backend with forward_greedy (CUDA) picks on
+ * the device and copies back only the ids. */
+int engine_eval_greedy(engine *e, const int32_t *tokens, int32_t n, int32_t pos, int32_t *next, char *err,
+                       size_t err_size);
+int engine_decode_greedy(engine *e, const engine_token *t, int32_t n, int32_t *ids, char *err, size_t err_size);
+/* The index of the largest of n values, by the rule above (0 when all are NaN). */
+int32_t engine_argmax(const float *v, int32_t n);
+
 /* Positions sequence seq holds (0 when empty or out of range). */
 int32_t engine_seq_len(const engine *e, int32_t seq);
 /* Removes positions [p0, p1) of seq; p1 < 0 means to the end. Only a tail can be removed
