@@ -762,8 +762,8 @@ static int measure_ceiling(const bench_opts *o, const char *backend, int device,
     if (!strcmp(backend, "CUDA")) {
         membw_result r;
         char err[256];
-        /* 2 GiB per buffer: far beyond the L2 (50 MB on an H100/H200), as the 4 GiB copy of
-         * docs/PERF.md, and small enough beside the weights and the KV cache */
+        /* 2 GiB per buffer (less where the loaded model leaves less free): far beyond the L2
+         * (50-60 MB on an H100/H200), as the 4 GiB copy of docs/PERF.md */
         if (membw_cuda_copy(device, (size_t)2 << 30, 9, &r, err, sizeof err)) {
             cli_error("%s (or give the ceiling with --bw GBPS)", err);
             return EXIT_RUNTIME;

@@ -22,8 +22,9 @@ typedef struct {
 int membw_cpu_copy(size_t bytes, int n_threads, int reps, membw_result *out, char *err, size_t err_size);
 
 /* The same for CUDA device `device` (engine/membw_cuda.c, in the GPU library): a bytes-sized
- * device-to-device copy reps times after one untimed copy, each timed with events. 0, or -1 with
- * a message (no device, out of device memory). */
+ * device-to-device copy reps times after one untimed copy, each timed with events. Where two such
+ * buffers do not fit beside what the device holds, smaller ones (out->bytes says; at least
+ * 64 MiB). 0, or -1 with a message (no device, too little free memory). */
 int membw_cuda_copy(int device, size_t bytes, int reps, membw_result *out, char *err, size_t err_size);
 
 #endif

@@ -20,10 +20,22 @@ typedef struct {
     cudaEvent_t ev[2];
 } membw_cuda_res;
 
-/* Allocates into r (freed by the caller whatever happens) and fills gbps[reps]. */
-static int membw_cuda_run(membw_cuda_res *r, int device, size_t bytes, int reps, double *gbps, char *err,
+/* Allocates into r (freed by the caller whatever happens) and fills gbps[reps]; *bytes shrinks
+ * to what fits beside what the device already holds (a loaded model). */
+static int membw_cuda_run(membw_cuda_res *r, int device, size_t *bytes_io, int reps, double *gbps, char *err,
                           size_t err_size) {
     CUDA_TRY(cudaSetDevice(device), err, err_size);
+    size_t free_b = 0, total_b = 0, bytes = *bytes_io;
+    CUDA_TRY(cudaMemGetInfo(&free_b, &total_b), err, err_size);
+    const size_t reserve = (size_t)256 << 20, least = (size_t)64 << 20;
+    size_t fit = free_b > reserve ? ((free_b - reserve) / 2) & ~(((size_t)1 << 20) - 1) : 0;
+    if (fit < least) {
+        snprintf(err, err_size, "device %d copy bandwidth: %zu MiB free, too little for two %zu MiB buffers", device,
+                 free_b >> 20, least >> 20);
+        return -1;
+    }
+    if (bytes > fit) bytes = fit;
+    *bytes_io = bytes;
     CUDA_TRY(cudaMalloc(&r->src, bytes), err, err_size);
     CUDA_TRY(cudaMalloc(&r->dst, bytes), err, err_size);
     CUDA_TRY(cudaStreamCreate(&r->st), err, err_size);
@@ -54,7 +66,7 @@ int membw_cuda_copy(int device, size_t bytes, int reps, membw_result *out, char 
         return -1;
     }
     membw_cuda_res r = {0};
-    int rc = membw_cuda_run(&r, device, bytes, reps, gbps, err, err_size);
+    int rc = membw_cuda_run(&r, device, &bytes, reps, gbps, err, err_size);
     if (r.ev[0]) cudaEventDestroy(r.ev[0]);
     if (r.ev[1]) cudaEventDestroy(r.ev[1]);
     if (r.st) cudaStreamDestroy(r.st);
