@@ -342,10 +342,10 @@ static int model_info(bench_model *m, const char *path) {
     return 0;
 }
 
-/* KV cache bytes one position holds over all layers, keys and values: the CPU path keeps them in
- * f32 (engine/kvcache.h); a backend with another cache type changes this with it. */
-static uint64_t kv_bytes_per_pos(const llama_hparams *hp) {
-    return (uint64_t)hp->n_layer * 2u * (uint64_t)hp->n_head_kv * (uint64_t)hp->head_dim * sizeof(float);
+/* KV cache bytes one position holds over all layers, keys and values, at the backend's element
+ * size (f32 on the CPU, f16 on CUDA). */
+static uint64_t kv_bytes_per_pos(const llama_hparams *hp, int elem_bytes) {
+    return (uint64_t)hp->n_layer * 2u * (uint64_t)hp->n_head_kv * (uint64_t)hp->head_dim * (uint64_t)elem_bytes;
 }
 
 static void test_name(const bench_test *t, char *buf, size_t size) {
@@ -735,17 +735,32 @@ static double run_once(bench_run *br, const bench_test *t, bool warmup, char *er
     return (cli_now_ms() * 1e6) - t0;
 }
 
-/* Memory ceilings, one per backend met (a sweep over -ngl can run on the CPU and on a GPU). */
+/* Memory ceilings, one per backend and device met (a sweep over -ngl can run on the CPU and on
+ * a GPU, one over -mg on several GPUs). */
 #define BENCH_MAX_BACKENDS 8
 typedef struct {
-    struct { char name[32]; double gbps; } b[BENCH_MAX_BACKENDS];
+    struct { char name[32]; int device; double gbps; } b[BENCH_MAX_BACKENDS];
     int n;
 } bench_ceilings;
 
 /* The memory ceiling of a backend: --bw, or a copy measured on it. 0 or EXIT_RUNTIME. */
-static int measure_ceiling(const bench_opts *o, const char *backend, double *bw) {
+static int measure_ceiling(const bench_opts *o, const char *backend, int device, double *bw) {
     if (o->bw > 0) {
         *bw = o->bw;
+        return 0;
+    }
+    if (!strcmp(backend, "CUDA")) {
+        membw_result r;
+        char err[256];
+        /* 2 GiB per buffer (less where the loaded model leaves less free): far beyond the L2
+         * (50-60 MB on an H100/H200), as the 4 GiB copy of docs/PERF.md */
+        if (membw_cuda_copy(device, (size_t)2 << 30, 9, &r, err, sizeof err)) {
+            cli_error("%s (or give the ceiling with --bw GBPS)", err);
+            return EXIT_RUNTIME;
+        }
+        fprintf(stderr, "bandwidth ceiling = %.2f GB/s (device %d copy of %zu MiB, read + written; median of %d, "
+                "range %.2f-%.2f)\n", r.gbps, device, r.bytes >> 20, r.reps, r.gbps_min, r.gbps_max);
+        *bw = r.gbps;
         return 0;
     }
     if (strcmp(backend, "CPU")) {
@@ -765,16 +780,17 @@ static int measure_ceiling(const bench_opts *o, const char *backend, double *bw)
     return 0;
 }
 
-/* The ceiling of a backend, measured the first time it is met. */
-static int ceiling_for(const bench_opts *o, bench_ceilings *c, const char *backend, double *bw) {
+/* The ceiling of a backend (on a device), measured the first time it is met. */
+static int ceiling_for(const bench_opts *o, bench_ceilings *c, const char *backend, int device, double *bw) {
     for (int i = 0; i < c->n; i++)
-        if (!strcmp(c->b[i].name, backend)) {
+        if (!strcmp(c->b[i].name, backend) && c->b[i].device == device) {
             *bw = c->b[i].gbps;
             return 0;
         }
-    int rc = measure_ceiling(o, backend, bw);
+    int rc = measure_ceiling(o, backend, device, bw);
     if (rc == 0 && c->n < BENCH_MAX_BACKENDS) {
         snprintf(c->b[c->n].name, sizeof c->b[c->n].name, "%s", backend);
+        c->b[c->n].device = device;
         c->b[c->n++].gbps = *bw;
     }
     return rc;
@@ -861,7 +877,7 @@ int cli_bench(int argc, char **argv) {
             engine_free(br.e);
             br.e = NULL;
             if ((rc = load_engine(&o, models, tests, n_tests, i, &br))) goto out;
-            if ((rc = ceiling_for(&o, &ceilings, engine_backend(br.e), &bw))) goto out;
+            if ((rc = ceiling_for(&o, &ceilings, engine_backend(br.e), (int)t->main_gpu, &bw))) goto out;
             if (i == 0) md_columns(&o, engine_backend(br.e), show_md);
         }
         char name[64], err[512];
@@ -891,7 +907,7 @@ int cli_bench(int argc, char **argv) {
              * depth + (n_gen + 1) / 2 positions over the run. */
             const bench_model *m = r.model;
             double bytes = (double)m->weight_bytes +
-                           (double)kv_bytes_per_pos(&m->hp) * ((double)t->depth + (double)(t->n_gen + 1) / 2);
+                           (double)kv_bytes_per_pos(&m->hp, engine_kv_elem_bytes(br.e)) * ((double)t->depth + (double)(t->n_gen + 1) / 2);
             r.gbps = bytes * r.avg_ts / 1e9;
             r.roofline_pct = 100.0 * r.gbps / bw;
         }

@@ -245,9 +245,13 @@ int cli_run(int argc, char **argv) {
         fflush(stdout);
     }
 
+    /* Greedy without penalties: the backend picks each token (on a GPU only ids come back). */
+    int greedy = sampler_is_greedy(smp);
+    int32_t next = 0;
     double t1 = cli_now_ms();
     n_cached = o.prompt_cache ? cache_load(e, &o, ids, (int32_t)n_prompt) : 0;
-    if (engine_eval(e, ids + n_cached, (int32_t)n_prompt - n_cached, n_cached, logits, 0, err, sizeof err)) {
+    if (greedy ? engine_eval_greedy(e, ids + n_cached, (int32_t)n_prompt - n_cached, n_cached, &next, err, sizeof err)
+               : engine_eval(e, ids + n_cached, (int32_t)n_prompt - n_cached, n_cached, logits, 0, err, sizeof err)) {
         cli_error("%s", err);
         goto out;
     }
@@ -271,7 +275,7 @@ int cli_run(int argc, char **argv) {
     double t2 = cli_now_ms();
     for (;;) {
         if (cli_signal()) break;
-        int32_t id = sampler_sample(smp, logits);
+        int32_t id = greedy ? next : sampler_sample(smp, logits);
         sampler_accept(smp, id);
         if (!o.ignore_eos && tokenizer_is_eog(tok, id)) break;
         if (put_token(tok, &st, id)) break;
@@ -281,7 +285,11 @@ int cli_run(int argc, char **argv) {
             if (o.log) fprintf(stderr, "\ncontext full (%d tokens, -c): stopping\n", n_ctx);
             break;
         }
-        if (engine_eval(e, &id, 1, pos, logits, 0, err, sizeof err)) { cli_error("%s", err); goto out; }
+        if (greedy ? engine_eval_greedy(e, &id, 1, pos, &next, err, sizeof err)
+                   : engine_eval(e, &id, 1, pos, logits, 0, err, sizeof err)) {
+            cli_error("%s", err);
+            goto out;
+        }
         pos++;
         n_eval++;
     }

@@ -60,8 +60,13 @@ typedef struct {
  * never exceeds the ubatch size the backend was created with. */
 typedef struct {
     const char *name;  /* "CPU", "CUDA", for logs */
+    int kv_elem_bytes; /* bytes of one cached K or V value (4: f32, 2: f16), for bandwidth counts */
     /* One forward pass as above; logits: [b->n_out][n_vocab] f32 in host memory. */
     int (*forward)(void *self, const engine_fwd_batch *b, float *logits, char *err, size_t err_size);
+    /* Optional (NULL: the engine takes the argmax of forward's logits): the same pass, but each
+     * output row gives only the index of its largest logit (ties: the lowest index; NaN never
+     * wins) in ids[b->n_out], so a device backend copies back ids instead of logits. */
+    int (*forward_greedy)(void *self, const engine_fwd_batch *b, int32_t *ids, char *err, size_t err_size);
     /* Copy-on-write: copies K and V of cells src..src+n-1 to dst..dst+n-1 in every layer. */
     int (*kv_copy)(void *self, int32_t dst, int32_t src, int32_t n, char *err, size_t err_size);
     /* Prompt caches: reads or writes the K and V rows of layer l for the n cells listed, as f32,

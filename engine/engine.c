@@ -223,6 +223,7 @@ int32_t engine_n_ctx(const engine *e) { return e->n_ctx_seq; }
 int32_t engine_n_seq_max(const engine *e) { return e->kv.n_seq; }
 int32_t engine_n_vocab(const engine *e) { return e->model.hp.n_vocab; }
 const char *engine_backend(const engine *e) { return e->ops->name; }
+int engine_kv_elem_bytes(const engine *e) { return e->ops->kv_elem_bytes; }
 uint64_t engine_model_hash(const engine *e) { return e->hash; }
 int32_t engine_kv_dim(const engine *e) { return e->model.hp.n_head_kv * e->model.hp.head_dim; }
 int32_t engine_kv_pages_free(const engine *e) { return e->kv.n_free; }
@@ -230,9 +231,17 @@ int32_t engine_kv_pages_total(const engine *e) { return e->kv.n_pages; }
 
 /* --- decoding ------------------------------------------------------------------------------------ */
 
-/* One backend pass over tokens [i0, i1) of a checked batch whose pages are reserved. */
-static int decode_pass(engine *e, const engine_token *t, int32_t i0, int32_t i1, float *logits, int32_t *n_out,
-                       char *err, size_t err_size) {
+int32_t engine_argmax(const float *v, int32_t n) {
+    int32_t best = -1;
+    for (int32_t i = 0; i < n; i++)
+        if (v[i] == v[i] && (best < 0 || v[i] > v[best])) best = i;
+    return best < 0 ? 0 : best;
+}
+
+/* One backend pass over tokens [i0, i1) of a checked batch whose pages are reserved; output rows
+ * go to logits, or with ids set, their argmax to ids. */
+static int decode_pass(engine *e, const engine_token *t, int32_t i0, int32_t i1, float *logits, int32_t *ids,
+                       int32_t *n_out, char *err, size_t err_size) {
     int32_t n_seqs = 0, max_pos = 0, rows = 0;
     for (int32_t i = i0; i < i1; i++) {
         int32_t s = t[i].seq;
@@ -255,12 +264,24 @@ static int decode_pass(engine *e, const engine_token *t, int32_t i0, int32_t i1,
         .n_tokens = i1 - i0, .token = e->b_token, .pos = e->b_pos, .seq = e->b_seq, .cell = e->b_cell,
         .out_row = e->b_out, .n_out = rows, .n_seqs = n_seqs, .seqs = e->b_seqs, .max_pos = max_pos,
     };
-    float *out = rows ? logits + (size_t)*n_out * (size_t)e->model.hp.n_vocab : NULL;
+    size_t n_vocab = (size_t)e->model.hp.n_vocab;
+    int32_t first = *n_out;
     *n_out += rows;
-    return e->ops->forward(e->be, &b, out, err, err_size);
+    if (!ids) return e->ops->forward(e->be, &b, rows ? logits + (size_t)first * n_vocab : NULL, err, err_size);
+    if (e->ops->forward_greedy) return e->ops->forward_greedy(e->be, &b, rows ? ids + first : NULL, err, err_size);
+    float *tmp = rows ? malloc((size_t)rows * n_vocab * sizeof(float)) : NULL;
+    if (rows && !tmp) {
+        snprintf(err, err_size, "out of memory for %d rows of logits", rows);
+        return -1;
+    }
+    int rc = e->ops->forward(e->be, &b, tmp, err, err_size);
+    for (int32_t r = 0; r < rows && !rc; r++) ids[first + r] = engine_argmax(tmp + (size_t)r * n_vocab, (int32_t)n_vocab);
+    free(tmp);
+    return rc;
 }
 
-int engine_decode(engine *e, const engine_token *t, int32_t n, float *logits, char *err, size_t err_size) {
+static int decode(engine *e, const engine_token *t, int32_t n, float *logits, int32_t *ids, char *err,
+                  size_t err_size) {
     int32_t n_seq = e->kv.n_seq, n_vocab = e->model.hp.n_vocab;
     if (n < 1 || !t) {
         snprintf(err, err_size, "decode: empty batch");
@@ -287,7 +308,7 @@ int engine_decode(engine *e, const engine_token *t, int32_t n, float *logits, ch
                      e->n_ctx_seq);
             return ENGINE_EPARAM;
         }
-        if (t[i].want_logits && !logits) {
+        if (t[i].want_logits && !logits && !ids) {
             snprintf(err, err_size, "decode: logits wanted but no output buffer");
             return ENGINE_EPARAM;
         }
@@ -317,7 +338,7 @@ int engine_decode(engine *e, const engine_token *t, int32_t n, float *logits, ch
     int32_t n_out = 0;
     for (int32_t i0 = 0; i0 < n && !failed; i0 += e->n_batch) {
         int32_t i1 = n - i0 < e->n_batch ? n : i0 + e->n_batch;
-        failed = decode_pass(e, t, i0, i1, logits, &n_out, err, err_size) != 0;
+        failed = decode_pass(e, t, i0, i1, logits, ids, &n_out, err, err_size) != 0;
     }
     if (failed) {
         /* Cells past the old lengths may hold partial results: drop them, keep the rest. */
@@ -330,8 +351,17 @@ int engine_decode(engine *e, const engine_token *t, int32_t n, float *logits, ch
     return ENGINE_OK;
 }
 
-int engine_eval(engine *e, const int32_t *tokens, int32_t n, int32_t pos, float *logits,
-                int all_logits, char *err, size_t err_size) {
+int engine_decode(engine *e, const engine_token *t, int32_t n, float *logits, char *err, size_t err_size) {
+    return decode(e, t, n, logits, NULL, err, err_size);
+}
+
+int engine_decode_greedy(engine *e, const engine_token *t, int32_t n, int32_t *ids, char *err, size_t err_size) {
+    return decode(e, t, n, NULL, ids, err, err_size);
+}
+
+/* engine_eval, or with next set, engine_eval_greedy. */
+static int eval(engine *e, const int32_t *tokens, int32_t n, int32_t pos, float *logits, int all_logits,
+                int32_t *next, char *err, size_t err_size) {
     if (n < 1 || pos < 0 || pos > e->n_ctx_seq - n) {
         snprintf(err, err_size, "%d tokens at position %d do not fit the context of %d (-c)", n, pos, e->n_ctx_seq);
         return -1;
@@ -347,10 +377,20 @@ int engine_eval(engine *e, const int32_t *tokens, int32_t n, int32_t pos, float 
         for (int32_t i = 0; i < k; i++)
             e->eval_toks[i] = (engine_token){tokens[done + i], pos + done + i, 0, all_logits || done + i == n - 1};
         float *out = all_logits ? logits + (size_t)done * n_vocab : logits;
-        if (engine_decode(e, e->eval_toks, k, out, err, err_size)) return -1;
+        if (decode(e, e->eval_toks, k, next ? NULL : out, next, err, err_size)) return -1;
         done += k;
     }
     return 0;
+}
+
+int engine_eval(engine *e, const int32_t *tokens, int32_t n, int32_t pos, float *logits,
+                int all_logits, char *err, size_t err_size) {
+    return eval(e, tokens, n, pos, logits, all_logits, NULL, err, err_size);
+}
+
+int engine_eval_greedy(engine *e, const int32_t *tokens, int32_t n, int32_t pos, int32_t *next, char *err,
+                       size_t err_size) {
+    return eval(e, tokens, n, pos, NULL, 0, next, err, err_size);
 }
 
 /* --- sequences ----------------------------------------------------------------------------------- */

@@ -71,6 +71,8 @@ int32_t engine_n_seq_max(const engine *e);
 int32_t engine_n_vocab(const engine *e);
 /* What computes the logits, for logs: "CPU" or "CUDA". */
 const char *engine_backend(const engine *e);
+/* Bytes of one K or V value in the backend's cache (4 on the CPU, 2 for the f16 CUDA cache). */
+int engine_kv_elem_bytes(const engine *e);
 
 /* Evaluates tokens[0..n) at positions pos..pos+n-1 of sequence 0, replacing whatever the
  * cache held from pos on; positions before pos must have been evaluated. Writes n_vocab logits
@@ -97,6 +99,17 @@ typedef struct {
  * nothing); ENGINE_ERUNTIME on a backend failure (then the sequences of the batch keep their
  * old lengths). */
 int engine_decode(engine *e, const engine_token *t, int32_t n, float *logits, char *err, size_t err_size);
+
+/* Greedy decoding (the sampler at temp <= 0 without penalties): as engine_eval and engine_decode,
+ * but each token that wants logits gets the id of its largest logit instead (ties: the lowest
+ * id; NaN never wins): *next for the last token of engine_eval_greedy, ids[k] for the k-th
+ * token wanting logits in engine_decode_greedy. A backend with forward_greedy (CUDA) picks on
+ * the device and copies back only the ids. */
+int engine_eval_greedy(engine *e, const int32_t *tokens, int32_t n, int32_t pos, int32_t *next, char *err,
+                       size_t err_size);
+int engine_decode_greedy(engine *e, const engine_token *t, int32_t n, int32_t *ids, char *err, size_t err_size);
+/* The index of the largest of n values, by the rule above (0 when all are NaN). */
+int32_t engine_argmax(const float *v, int32_t n);
 
 /* Positions sequence seq holds (0 when empty or out of range). */
 int32_t engine_seq_len(const engine *e, int32_t seq);

@@ -320,7 +320,7 @@ static int kv_set(void *self, int32_t layer, const int32_t *cells, int32_t n, co
 static void ops_free(void *self) { forward_cpu_free(self); }
 
 const engine_backend_ops forward_cpu_ops = {
-    .name = "CPU", .forward = fwd, .kv_copy = kv_copy, .kv_get = kv_get, .kv_set = kv_set, .free = ops_free,
+    .name = "CPU", .kv_elem_bytes = sizeof(float), .forward = fwd, .kv_copy = kv_copy, .kv_get = kv_get, .kv_set = kv_set, .free = ops_free,
 };
 
 forward_cpu *forward_cpu_new(const llama_model *m, int32_t n_cells, int32_t n_batch, int32_t max_pos,

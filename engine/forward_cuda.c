@@ -33,7 +33,8 @@ enum {
     GRAPH_MAX_TOK = 64,  /* decode steps of up to this many sequences run from a captured graph */
     ATT_CHUNK = 64,      /* tokens per attention launch (scratch is sized for this many) */
     OUT_CHUNK = 64,      /* logits rows computed and copied back at once */
-    N_SPLIT_MAX = 64,    /* attention splits per token */
+    N_SPLIT_MAX = 32,    /* attention splits per token (blocks per kv head; a decode step's graph
+                            launches them all, most exiting at once at short contexts) */
     STAGE_SLOTS = 8,     /* pinned staging buffers for the upload */
     STAGE_BYTES = 16 << 20,
     N_READERS = 4,       /* threads copying the mapped file into staging buffers */
@@ -89,9 +90,11 @@ typedef struct {
     void *att_scratch;
     int32_t *d_meta, *h_meta;  /* h_meta pinned */
     float *h_logits;           /* pinned [OUT_CHUNK][n_vocab] */
+    int32_t *d_ids, *h_ids;    /* [OUT_CHUNK] argmax of each logits row (forward_greedy); h_ids pinned */
     uint16_t *h_kv;            /* pinned [2][ATT_CHUNK][kv_dim] for kv_get / kv_set */
-    int graph_seen[GRAPH_MAX_TOK + 1];  /* shapes run once eagerly before capture */
-    cudaGraphExec_t graphs[GRAPH_MAX_TOK + 1];
+    /* decode steps by [greedy][sequences]: shapes run once eagerly before capture */
+    int graph_seen[2][GRAPH_MAX_TOK + 1];
+    cudaGraphExec_t graphs[2][GRAPH_MAX_TOK + 1];
 } forward_cuda;
 
 #define DEV_TRY(call) CUDA_TRY(call, err, err_size)
@@ -207,6 +210,7 @@ static void layout_scratch(forward_cuda *f, arena *a) {
     size_t widest = E > F ? E : F;
     f->xh = take(a, B * (widest > nq ? widest : nq) * sizeof(uint16_t));
     f->logits = take(a, (size_t)OUT_CHUNK * (size_t)hp->n_vocab * sizeof(float));
+    f->d_ids = take(a, (size_t)OUT_CHUNK * sizeof(int32_t));
     int at = f->n_batch < ATT_CHUNK ? f->n_batch : ATT_CHUNK;
     f->att_scratch = take(a, paged_attention_scratch_bytes(at, hp->n_head, hp->head_dim, f->n_split));
     f->d_meta = take(a, (5 * B + (size_t)f->max_seqs * (size_t)f->max_pages) * sizeof(int32_t));
@@ -460,13 +464,19 @@ static int run_layers(forward_cuda *f, int n, char *err, size_t err_size) {
     return 0;
 }
 
-/* Logits rows r0..r0+nr of the pass (tokens listed at d_meta's out section) into h_logits. */
-static int run_head(forward_cuda *f, int n, int r0, int nr, char *err, size_t err_size) {
+/* Logits rows r0..r0+nr of the pass (tokens listed at d_meta's out section) into h_logits, or
+ * when greedy only each row's argmax into h_ids. */
+static int run_head(forward_cuda *f, int n, int r0, int nr, int greedy, char *err, size_t err_size) {
     const llama_hparams *hp = &f->m->hp;
     const int32_t *d_out = f->d_meta + 4 * n;
     DEV_TRY(paged_gather_rows(f->xn, f->x, d_out + r0, nr, hp->n_embd, f->st));
     DEV_TRY(rmsnorm(f->xn, f->xn, f->output_norm, nr, hp->n_embd, hp->rms_eps, f->st));
     if (mm(f, &f->output, f->xn, f->logits, nr, err, err_size)) return -1;
+    if (greedy) {
+        DEV_TRY(argmax(f->d_ids, f->logits, nr, hp->n_vocab, f->st));
+        DEV_TRY(cudaMemcpyAsync(f->h_ids, f->d_ids, (size_t)nr * sizeof(int32_t), cudaMemcpyDeviceToHost, f->st));
+        return 0;
+    }
     DEV_TRY(cudaMemcpyAsync(f->h_logits, f->logits, (size_t)nr * (size_t)hp->n_vocab * sizeof(float),
                             cudaMemcpyDeviceToHost, f->st));
     return 0;
@@ -474,29 +484,32 @@ static int run_head(forward_cuda *f, int n, int r0, int nr, char *err, size_t er
 
 /* The decode step of n sequences as a graph: captured on its second use (the first runs eagerly,
  * so lazy kernel setup happens outside capture). */
-static int decode_graph(forward_cuda *f, int n, int *ran, char *err, size_t err_size) {
+static int decode_graph(forward_cuda *f, int n, int greedy, int *ran, char *err, size_t err_size) {
     *ran = 0;
-    if (!f->graphs[n]) {
-        if (!f->graph_seen[n]++) return 0;
+    cudaGraphExec_t *ge = &f->graphs[greedy][n];
+    if (!*ge) {
+        if (!f->graph_seen[greedy][n]++) return 0;
         cudaGraph_t g = NULL;
         DEV_TRY(cudaStreamBeginCapture(f->st, cudaStreamCaptureModeThreadLocal));
-        int bad = run_layers(f, n, err, err_size) || run_head(f, n, 0, n, err, err_size);
+        int bad = run_layers(f, n, err, err_size) || run_head(f, n, 0, n, greedy, err, err_size);
         cudaError_t ec = cudaStreamEndCapture(f->st, &g);
         if (bad) {
             if (g) cudaGraphDestroy(g);
             return -1;
         }
         DEV_TRY(ec);
-        cudaError_t ei = cudaGraphInstantiate(&f->graphs[n], g, 0);
+        cudaError_t ei = cudaGraphInstantiate(ge, g, 0);
         cudaGraphDestroy(g);
         DEV_TRY(ei);
     }
-    DEV_TRY(cudaGraphLaunch(f->graphs[n], f->st));
+    DEV_TRY(cudaGraphLaunch(*ge, f->st));
     *ran = 1;
     return 0;
 }
 
-static int fwd(void *self, const engine_fwd_batch *b, float *logits, char *err, size_t err_size) {
+/* forward (logits) or forward_greedy (ids set): the pass, then the output rows in chunks. */
+static int fwd_out(void *self, const engine_fwd_batch *b, float *logits, int32_t *ids, char *err,
+                   size_t err_size) {
     forward_cuda *f = self;
     const llama_hparams *hp = &f->m->hp;
     int n = b->n_tokens, n_vocab = hp->n_vocab;
@@ -550,21 +563,32 @@ static int fwd(void *self, const engine_fwd_batch *b, float *logits, char *err, 
     DEV_TRY(cudaMemcpyAsync(f->d_meta, h, words * sizeof(int32_t), cudaMemcpyHostToDevice, f->st));
 
     int ran = 0;
-    if (identity && n <= GRAPH_MAX_TOK && decode_graph(f, n, &ran, err, err_size)) return -1;
+    int greedy = ids != NULL;
+    if (identity && n <= GRAPH_MAX_TOK && decode_graph(f, n, greedy, &ran, err, err_size)) return -1;
     if (ran) {
         DEV_TRY(cudaStreamSynchronize(f->st));
-        memcpy(logits, f->h_logits, (size_t)n * (size_t)n_vocab * sizeof(float));
+        if (greedy) memcpy(ids, f->h_ids, (size_t)n * sizeof(int32_t));
+        else memcpy(logits, f->h_logits, (size_t)n * (size_t)n_vocab * sizeof(float));
         return 0;
     }
     if (run_layers(f, n, err, err_size)) return -1;
     for (int r0 = 0; r0 < n_out; r0 += OUT_CHUNK) {
         int nr = n_out - r0 < OUT_CHUNK ? n_out - r0 : OUT_CHUNK;
-        if (run_head(f, n, r0, nr, err, err_size)) return -1;
+        if (run_head(f, n, r0, nr, greedy, err, err_size)) return -1;
         DEV_TRY(cudaStreamSynchronize(f->st));
-        memcpy(logits + (size_t)r0 * n_vocab, f->h_logits, (size_t)nr * (size_t)n_vocab * sizeof(float));
+        if (greedy) memcpy(ids + r0, f->h_ids, (size_t)nr * sizeof(int32_t));
+        else memcpy(logits + (size_t)r0 * n_vocab, f->h_logits, (size_t)nr * (size_t)n_vocab * sizeof(float));
     }
     if (!n_out) DEV_TRY(cudaStreamSynchronize(f->st));
     return 0;
+}
+
+static int fwd(void *self, const engine_fwd_batch *b, float *logits, char *err, size_t err_size) {
+    return fwd_out(self, b, logits, NULL, err, err_size);
+}
+
+static int fwd_greedy(void *self, const engine_fwd_batch *b, int32_t *ids, char *err, size_t err_size) {
+    return fwd_out(self, b, NULL, ids, err, err_size);
 }
 
 /* --- KV cells --------------------------------------------------------------------------------- */
@@ -654,11 +678,13 @@ static void cuda_free(void *self) {
     if (!f) return;
     cudaSetDevice(f->dev);
     if (f->st) cudaStreamSynchronize(f->st);
-    for (int i = 0; i <= GRAPH_MAX_TOK; i++)
-        if (f->graphs[i]) cudaGraphExecDestroy(f->graphs[i]);
+    for (int g = 0; g < 2; g++)
+        for (int i = 0; i <= GRAPH_MAX_TOK; i++)
+            if (f->graphs[g][i]) cudaGraphExecDestroy(f->graphs[g][i]);
     cudaFree(f->block);
     cudaFreeHost(f->h_meta);
     cudaFreeHost(f->h_logits);
+    cudaFreeHost(f->h_ids);
     cudaFreeHost(f->h_kv);
     if (f->st) cudaStreamDestroy(f->st);
     free(f->layers);
@@ -732,6 +758,7 @@ static int setup(forward_cuda *f, engine_progress_fn progress, void *pctx, char 
     DEV_TRY(cudaHostAlloc((void **)&f->h_meta, meta_words * sizeof(int32_t), cudaHostAllocDefault));
     DEV_TRY(cudaHostAlloc((void **)&f->h_logits, (size_t)OUT_CHUNK * (size_t)hp->n_vocab * sizeof(float),
                           cudaHostAllocDefault));
+    DEV_TRY(cudaHostAlloc((void **)&f->h_ids, (size_t)OUT_CHUNK * sizeof(int32_t), cudaHostAllocDefault));
     DEV_TRY(cudaHostAlloc((void **)&f->h_kv, 2 * (size_t)ATT_CHUNK * (size_t)f->kv_dim * sizeof(uint16_t),
                           cudaHostAllocDefault));
 
@@ -758,6 +785,11 @@ static void *cuda_create(const llama_model *m, int device, int32_t n_cells, int3
     if (n_cells < ENGINE_KV_PAGE || n_cells % ENGINE_KV_PAGE || n_batch < 1 || max_pos < 1) {
         snprintf(err, err_size, "CUDA backend: bad sizes: %d KV cells, batch %d, %d positions", n_cells, n_batch,
                  max_pos);
+        return NULL;
+    }
+    if (n_batch > 65535) {
+        snprintf(err, err_size, "batch of %d tokens: the CUDA backend takes at most 65535 per pass; use a smaller "
+                 "-b / -ub", n_batch);
         return NULL;
     }
     if (hp->n_head % hp->n_head_kv || hp->n_head / hp->n_head_kv > 8 || hp->head_dim > 256) {
@@ -799,7 +831,7 @@ static void *cuda_create(const llama_model *m, int device, int32_t n_cells, int3
 }
 
 static const engine_backend_ops cuda_ops = {
-    .name = "CUDA", .forward = fwd, .kv_copy = kv_copy, .kv_get = kv_get, .kv_set = kv_set, .free = cuda_free,
+    .name = "CUDA", .kv_elem_bytes = sizeof(uint16_t), .forward = fwd, .forward_greedy = fwd_greedy, .kv_copy = kv_copy, .kv_get = kv_get, .kv_set = kv_set, .free = cuda_free,
 };
 
 const engine_gpu_backend forward_cuda_gpu = {.ops = &cuda_ops, .n_devices = engine_device_count, .create = cuda_create};

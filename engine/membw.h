@@ -1,7 +1,6 @@
 /* Memory-bandwidth ceilings for the roofline that mgi bench reports: how fast the memory holding
- * the weights can be streamed, measured as a large copy (bytes read plus bytes written). This
- * file measures host memory; a GPU backend measures its device-to-device copy beside it and fills
- * the same result. */
+ * the weights can be streamed, measured as a large copy (bytes read plus bytes written): host
+ * memory (membw.c) or a CUDA device's (membw_cuda.c), into the same result. */
 #ifndef MGI_ENGINE_MEMBW_H
 #define MGI_ENGINE_MEMBW_H
 
@@ -21,5 +20,11 @@ typedef struct {
  * untimed copy. Choose bytes well beyond the last-level cache. 0, or -1 with a message (bad
  * arguments, out of memory, thread creation failure). */
 int membw_cpu_copy(size_t bytes, int n_threads, int reps, membw_result *out, char *err, size_t err_size);
+
+/* The same for CUDA device `device` (engine/membw_cuda.c, in the GPU library): a bytes-sized
+ * device-to-device copy reps times after one untimed copy, each timed with events. Where two such
+ * buffers do not fit beside what the device holds, smaller ones (out->bytes says; at least
+ * 64 MiB). 0, or -1 with a message (no device, too little free memory). */
+int membw_cuda_copy(int device, size_t bytes, int reps, membw_result *out, char *err, size_t err_size);
 
 #endif

@@ -173,6 +173,10 @@ void sampler_accept(sampler *s, int32_t id) {
     if (s->n_hist < cap) s->n_hist++;
 }
 
+int sampler_is_greedy(const sampler *s) {
+    return s->p.temp <= 0 && (s->p.repeat_penalty == 1.0f || s->p.repeat_last_n == 0);
+}
+
 int32_t sampler_sample(sampler *s, const float *logits) {
     sampler_cand *c = s->cand;
     size_t n = (size_t)s->n_vocab;

@@ -30,6 +30,9 @@ void sampler_free(sampler *s);
 void sampler_accept(sampler *s, int32_t id);
 /* Picks the next token from n_vocab logits (not modified). */
 int32_t sampler_sample(sampler *s, const float *logits);
+/* Nonzero when every pick is the argmax of the logits (temp <= 0 and no repeat penalty), so a
+ * caller may let the backend pick (engine_eval_greedy) instead of fetching logits. */
+int sampler_is_greedy(const sampler *s);
 
 /* The chain's steps on a candidate list, exposed for tests. Each returns the new count; the
  * list stays in the order the step leaves it (top-k and top-p sort by logit, descending, ties

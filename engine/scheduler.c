@@ -29,6 +29,7 @@ struct sched {
     engine_token *batch;  /* [n_batch] */
     int32_t *row_slot;    /* [n_batch] slot of each logits row */
     float *logits;        /* [n_batch][n_vocab] */
+    int32_t *ids;         /* [n_batch] picks of a step whose rows all sample greedily */
     int32_t rr;           /* slot that goes first in the next step (fairness when -b < slots) */
     sched_stats st;
 };
@@ -75,7 +76,8 @@ sched *sched_new(engine *e, const sched_params *p, char *err, size_t err_size) {
     s->batch = malloc((size_t)p->n_batch * sizeof *s->batch);
     s->row_slot = malloc((size_t)p->n_batch * sizeof *s->row_slot);
     s->logits = malloc((size_t)p->n_batch * (size_t)s->n_vocab * sizeof *s->logits);
-    if (!s->slots || !s->batch || !s->row_slot || !s->logits) goto oom;
+    s->ids = malloc((size_t)p->n_batch * sizeof *s->ids);
+    if (!s->slots || !s->batch || !s->row_slot || !s->logits || !s->ids) goto oom;
     for (int32_t i = 0; i < s->n_slots; i++)
         if (!(s->slots[i].hist = malloc((size_t)n_ctx * sizeof(int32_t)))) goto oom;
     /* The system prompt: computed once in slot 0, shared by reference into every other slot. */
@@ -116,6 +118,7 @@ void sched_free(sched *s) {
     free(s->batch);
     free(s->row_slot);
     free(s->logits);
+    free(s->ids);
     free(s);
 }
 
@@ -221,10 +224,11 @@ static void start(sched *s, int32_t k, sched_job *j) {
     s->st.n_prompt_reused += reuse;
 }
 
-/* A logits row for slot sl: the next token, and whether the job goes on. */
-static void sample(sched *s, slot *sl, const float *logits) {
+/* A logits row for slot sl (or, with logits NULL, the backend's greedy pick): the next token,
+ * and whether the job goes on. */
+static void sample(sched *s, slot *sl, const float *logits, int32_t pick) {
     sched_job *j = sl->job;
-    int32_t id = sampler_sample(sl->smp, logits);
+    int32_t id = logits ? sampler_sample(sl->smp, logits) : pick;
     sampler_accept(sl->smp, id);
     if (!j->ignore_eos && tokenizer_is_eog(engine_tokenizer(s->e), id)) {
         finish(s, sl, SCHED_STOP);
@@ -272,7 +276,11 @@ int sched_step(sched *s, char *err, size_t err_size) {
         }
     s->rr = (s->rr + 1) % s->n_slots;
     if (n == 0) return 0;
-    int rc = engine_decode(s->e, s->batch, n, s->logits, err, err_size);
+    /* When every row samples greedily the backend picks (on a GPU only ids come back). */
+    bool greedy = true;
+    for (int32_t r = 0; r < rows; r++) greedy &= sampler_is_greedy(s->slots[s->row_slot[r]].smp) != 0;
+    int rc = greedy ? engine_decode_greedy(s->e, s->batch, n, s->ids, err, err_size)
+                    : engine_decode(s->e, s->batch, n, s->logits, err, err_size);
     s->st.n_steps++;
     if (rc) {
         for (int32_t k = 0; k < s->n_slots; k++)
@@ -288,7 +296,7 @@ int sched_step(sched *s, char *err, size_t err_size) {
         slot *sl = &s->slots[s->row_slot[r]];
         if (sl->pending < 0) sl->job->t_prompt = now_ms();
         sl->pending = -1;
-        sample(s, sl, s->logits + (size_t)r * s->n_vocab);
+        sample(s, sl, greedy ? NULL : s->logits + (size_t)r * s->n_vocab, greedy ? s->ids[r] : -1);
     }
     return 0;
 }

@@ -2,7 +2,9 @@
 #include "kernels/kernels.h"
 #include "kernels/gemm.cuh"
 
-extern "C" int gemm_supported(uint32_t wtype) { return wtype == QUANT_Q4_0 || wtype == QUANT_Q4_K; }
+extern "C" int gemm_supported(uint32_t wtype) {
+    return wtype == QUANT_Q4_0 || wtype == QUANT_Q4_K || wtype == QUANT_Q6_K || wtype == QUANT_Q8_0;
+}
 
 extern "C" cudaError_t gemm_f16(float *y, const void *w, uint32_t wtype, const uint16_t *x, int64_t rows, int64_t k,
                                 int64_t n, cudaStream_t stream) {
@@ -13,9 +15,11 @@ extern "C" cudaError_t gemm_f16(float *y, const void *w, uint32_t wtype, const u
     if (grid.y > 65535) return cudaErrorInvalidValue;
     const uint8_t *wb = (const uint8_t *)w;
     const __half *xh = (const __half *)x;
-    if (wtype == QUANT_Q4_0)
-        gemm_v1<QUANT_Q4_0><<<grid, 256, 0, stream>>>(y, wb, xh, (int)rows, (int)k, (int)n);
-    else
-        gemm_v1<QUANT_Q4_K><<<grid, 256, 0, stream>>>(y, wb, xh, (int)rows, (int)k, (int)n);
+    switch (wtype) {
+    case QUANT_Q4_0: gemm_v1<QUANT_Q4_0><<<grid, 256, 0, stream>>>(y, wb, xh, (int)rows, (int)k, (int)n); break;
+    case QUANT_Q4_K: gemm_v1<QUANT_Q4_K><<<grid, 256, 0, stream>>>(y, wb, xh, (int)rows, (int)k, (int)n); break;
+    case QUANT_Q6_K: gemm_v1<QUANT_Q6_K><<<grid, 256, 0, stream>>>(y, wb, xh, (int)rows, (int)k, (int)n); break;
+    default: gemm_v1<QUANT_Q8_0><<<grid, 256, 0, stream>>>(y, wb, xh, (int)rows, (int)k, (int)n); break;
+    }
     return cudaGetLastError();
 }

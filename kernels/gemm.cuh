@@ -2,8 +2,9 @@
  * (mma.m16n8k16, f32 accumulation), reading the weights in matvec's repacked layout
  * (matvec.cuh) so one repack serves decode and prefill. The layout already holds each lane's A
  * fragment, so weights go from global memory to registers, are dequantised there to f16 with
- * their scales applied (d * (q - 8) for Q4_0, d*sc*q - dmin*m for Q4_K: one f16 rounding per
- * weight, far below the quantisation step), and feed 4 mma each; X goes through shared memory.
+ * their scales applied (d * (q - 8) for Q4_0, d*sc*q - dmin*m for Q4_K, (d*sc) * (q - 32) for
+ * Q6_K, d * q for Q8_0: one f16 rounding per weight, far below the quantisation step), and feed
+ * 4 mma each; X goes through shared memory.
  *   v1  block = 128 rows x 64 tokens, 8 warps of 32 rows x 32 tokens (2 x 4 mma tiles), X in
  *       64-weight chunks of [64 tokens][72] halves (padded: conflict-free B loads), the next
  *       chunk's X and weights loaded into registers while the current one is multiplied. */
@@ -64,6 +65,61 @@ template <> struct gemm_w<QUANT_Q4_K> {
 #pragma unroll
         for (int p = 0; p < 4; p++) {
             __half2 v = __hfma2(*(__half2 *)&a[p], (p & 1) ? m1 : m0, (p & 1) ? n1 : n0);
+            a[p] = *(uint32_t *)&v;
+        }
+    }
+};
+
+/* Q8_0: codes stored +128 as bytes (two 16-byte words per lane), d per 32 weights = 2 steps. */
+template <> struct gemm_w<QUANT_Q8_0> {
+    uint4 q0, q1;
+    uint2 sc;
+    __device__ __forceinline__ void load(const uint8_t *w, int64_t R16, int64_t C, int64_t tile, int64_t c, int lane, int g) {
+        const uint4 *qt = (const uint4 *)w + (tile * C + c) * 64;
+        q0 = mv_ld_stream(qt + 2 * lane);
+        q1 = mv_ld_stream(qt + 2 * lane + 1);
+        sc = __ldg((const uint2 *)(w + R16 * C * 1024 + (tile * C + c) * 64) + g);
+    }
+    __device__ __forceinline__ void frag(uint32_t a[4], int s, int64_t) const {
+        const uint32_t words[8] = {q0.x, q0.y, q0.z, q0.w, q1.x, q1.y, q1.z, q1.w};
+        const uint32_t off = 0x64806480u; /* 1152 = 1024 + 128 */
+        const uint32_t dg = s < 2 ? sc.x & 0xffff : sc.x >> 16, dg8 = s < 2 ? sc.y & 0xffff : sc.y >> 16;
+        const __half2 d0 = __half2half2(__ushort_as_half((unsigned short)dg));
+        const __half2 d1 = __half2half2(__ushort_as_half((unsigned short)dg8));
+#pragma unroll
+        for (int p = 0; p < 4; p++) {
+            uint32_t h = __byte_perm(words[2 * s + (p >> 1)], 0x64646464u, (p & 1) ? 0x4342 : 0x4140);
+            __half2 v = __hmul2(__hsub2(*(__half2 *)&h, *(const __half2 *)&off), (p & 1) ? d1 : d0);
+            a[p] = *(uint32_t *)&v;
+        }
+    }
+};
+
+/* Q6_K: low nibbles as Q4, the 2 high bits in a second stream, an int8 scale per step and d per
+ * super-block (4 chunks); d * scale is rounded to f16 once and applied to q - 32. */
+template <> struct gemm_w<QUANT_Q6_K> {
+    uint4 lo;
+    uint2 hi;
+    uint32_t sg, sg8, dd;
+    __device__ __forceinline__ void load(const uint8_t *w, int64_t R16, int64_t C, int64_t tile, int64_t c, int lane, int g) {
+        lo = mv_ld_stream((const uint4 *)w + (tile * C + c) * 32 + lane);
+        hi = __ldg((const uint2 *)(w + R16 * C * 512) + (tile * C + c) * 32 + lane);
+        const uint32_t *sct = (const uint32_t *)(w + R16 * C * 768) + (tile * C + c) * 16;
+        sg = __ldg(sct + g);
+        sg8 = __ldg(sct + g + 8);
+        const uint16_t *dt = (const uint16_t *)(w + R16 * C * 832) + tile * (C / 4) * 16 + (c / 4) * 16;
+        dd = (uint32_t)__ldg(dt + g) | (uint32_t)__ldg(dt + g + 8) << 16;
+    }
+    __device__ __forceinline__ void frag(uint32_t a[4], int s, int64_t) const {
+        const uint32_t lw[4] = {lo.x, lo.y, lo.z, lo.w}, hw = (s >> 1) ? hi.y : hi.x;
+        const uint32_t off = 0x64206420u; /* 1056 = 1024 + 32 */
+        const __half2 d0 = __float2half2_rn(mv_half_lo(dd) * (float)(int8_t)(sg >> (8 * s)));
+        const __half2 d1 = __float2half2_rn(mv_half_hi(dd) * (float)(int8_t)(sg8 >> (8 * s)));
+#pragma unroll
+        for (int p = 0; p < 4; p++) {
+            uint32_t h = ((lw[s] >> (4 * p)) & 0x000F000Fu) | (((hw >> (8 * (s & 1) + 2 * p)) & 0x00030003u) << 4) |
+                         0x64006400u;
+            __half2 v = __hmul2(__hsub2(*(__half2 *)&h, *(const __half2 *)&off), (p & 1) ? d1 : d0);
             a[p] = *(uint32_t *)&v;
         }
     }

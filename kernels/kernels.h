@@ -40,7 +40,7 @@ cudaError_t matvec_f16(float *y, const void *w, uint32_t wtype, const uint16_t *
  * Y[n][rows] = W[rows][k] . X[n][k] for many tokens on the tensor cores, X in f16 bits, Y f32,
  * W as repacked by matvec_repack (the same buffer serves decode). Weights are rounded to f16
  * after scaling (relative error ~3e-4 per product against the f32 CPU path). */
-int gemm_supported(uint32_t wtype); /* Q4_0, Q4_K */
+int gemm_supported(uint32_t wtype); /* Q4_0, Q4_K, Q6_K, Q8_0 */
 cudaError_t gemm_f16(float *y, const void *w, uint32_t wtype, const uint16_t *x, int64_t rows, int64_t k,
                      int64_t n, cudaStream_t stream);
 

@@ -213,9 +213,11 @@ __global__ void paged_attn_combine_kernel(float *out, const float *scratch, int 
     const float *ms = scratch, *ls = scratch + (int64_t)n_tok * n_head * n_split;
     const float *os = ls + (int64_t)n_tok * n_head * n_split;
     float M = -INFINITY;
+#pragma unroll 8
     for (int s = 0; s < n_split; s++) M = fmaxf(M, ms[base + s]);
     for (int e = threadIdx.x; e < head_dim; e += blockDim.x) {
         float Ls = 0, Os = 0;
+#pragma unroll 8
         for (int s = 0; s < n_split; s++) {
             float m = ms[base + s];
             if (m == -INFINITY) continue;
@@ -257,69 +259,92 @@ extern "C" cudaError_t paged_attention(float *out, const float *q, const uint16_
     return cudaGetLastError();
 }
 
+/* One thread per rotated pair of Q or K or value of V: blockIdx.y is the token, so one token's
+ * work spreads over many blocks. */
 __global__ void paged_rope_store_kernel(float *q_out, uint16_t *kc, uint16_t *vc, const float *q, int64_t sq,
                                         const float *k, int64_t sk, const float *v, int64_t sv, const int32_t *pos,
                                         const int32_t *cell, int n_head, int n_kv_head, int head_dim, int n_rot,
                                         float theta) {
-    const int t = blockIdx.x, half = head_dim / 2;
+    const int t = blockIdx.y, half = head_dim / 2, n_pairs = (n_head + n_kv_head) * half;
     const int64_t kv_dim = (int64_t)n_kv_head * head_dim, at = (int64_t)cell[t] * kv_dim;
-    const float p = (float)pos[t];
-    const float *qt = q + t * sq, *kt = k + t * sk, *vt = v + t * sv;
-    float *qo = q_out + (int64_t)t * n_head * head_dim;
-    for (int i = threadIdx.x; i < (n_head + n_kv_head) * half; i += blockDim.x) {
-        int h = i / half, j = i % half, is_k = h >= n_head;
-        int64_t e = (int64_t)(is_k ? h - n_head : h) * head_dim + 2 * j;
-        const float *src = is_k ? kt : qt;
-        float x0 = src[e], x1 = src[e + 1];
-        if (2 * j < n_rot) {
-            float s, c;
-            sincosf(p * powf(theta, -(float)(2 * j) / (float)n_rot), &s, &c);
-            float y0 = x0 * c - x1 * s, y1 = x0 * s + x1 * c;
-            x0 = y0;
-            x1 = y1;
-        }
-        if (is_k) {
-            kc[at + e] = __half_as_ushort(__float2half_rn(x0));
-            kc[at + e + 1] = __half_as_ushort(__float2half_rn(x1));
-        } else {
-            qo[e] = x0;
-            qo[e + 1] = x1;
-        }
+    const int i = blockIdx.x * blockDim.x + threadIdx.x;
+    if (i >= n_pairs) {
+        if (i - n_pairs < kv_dim) vc[at + i - n_pairs] = __half_as_ushort(__float2half_rn(v[t * sv + i - n_pairs]));
+        return;
     }
-    for (int64_t i = threadIdx.x; i < kv_dim; i += blockDim.x) vc[at + i] = __half_as_ushort(__float2half_rn(vt[i]));
+    const int h = i / half, j = i % half, is_k = h >= n_head;
+    const int64_t e = (int64_t)(is_k ? h - n_head : h) * head_dim + 2 * j;
+    const float *src = is_k ? k + t * sk : q + t * sq;
+    float x0 = src[e], x1 = src[e + 1];
+    if (2 * j < n_rot) {
+        float sn, c;
+        sincosf((float)pos[t] * powf(theta, -(float)(2 * j) / (float)n_rot), &sn, &c);
+        float y0 = x0 * c - x1 * sn, y1 = x0 * sn + x1 * c;
+        x0 = y0;
+        x1 = y1;
+    }
+    if (is_k) {
+        kc[at + e] = __half_as_ushort(__float2half_rn(x0));
+        kc[at + e + 1] = __half_as_ushort(__float2half_rn(x1));
+    } else {
+        float *qo = q_out + (int64_t)t * n_head * head_dim;
+        qo[e] = x0;
+        qo[e + 1] = x1;
+    }
 }
 
 extern "C" cudaError_t paged_rope_store(float *q_out, uint16_t *k_cache, uint16_t *v_cache, const float *q,
                                         int64_t sq, const float *k, int64_t sk, const float *v, int64_t sv,
                                         const int32_t *pos, const int32_t *cell, int n_tok, int n_head,
                                         int n_kv_head, int head_dim, int n_rot, float theta, cudaStream_t stream) {
-    if (n_tok <= 0 || n_head <= 0 || n_kv_head <= 0 || head_dim <= 0 || head_dim % 2 || n_rot % 2 ||
-        n_rot > head_dim)
+    if (n_tok <= 0 || n_tok > 65535 || n_head <= 0 || n_kv_head <= 0 || head_dim <= 0 || head_dim % 2 ||
+        n_rot % 2 || n_rot > head_dim)
         return cudaErrorInvalidValue;
-    paged_rope_store_kernel<<<n_tok, 256, 0, stream>>>(q_out, k_cache, v_cache, q, sq, k, sk, v, sv, pos, cell, n_head,
-                                                       n_kv_head, head_dim, n_rot, theta);
+    int64_t items = (int64_t)(n_head + n_kv_head) * (head_dim / 2) + (int64_t)n_kv_head * head_dim;
+    dim3 grid((unsigned)((items + 255) / 256), (unsigned)n_tok);
+    paged_rope_store_kernel<<<grid, 256, 0, stream>>>(q_out, k_cache, v_cache, q, sq, k, sk, v, sv, pos, cell, n_head,
+                                                      n_kv_head, head_dim, n_rot, theta);
     return cudaGetLastError();
 }
 
-__global__ void __launch_bounds__(256) paged_add_rmsnorm_kernel(float *x, float *out, const float *d,
-                                                                const float *weight, int dim, float eps) {
+/* One block per row, one float4 per thread where the row allows (dim % 4 == 0), so a decode
+ * step's single row is read in one round trip rather than a chain of dependent loads. */
+__global__ void __launch_bounds__(1024) paged_add_rmsnorm_kernel(float *x, float *out, const float *d,
+                                                                 const float *weight, int dim, float eps) {
     float *xr = x + (int64_t)blockIdx.x * dim, *o = out + (int64_t)blockIdx.x * dim;
     const float *dr = d + (int64_t)blockIdx.x * dim;
+    const bool vec = dim % 4 == 0;
+    const int step = vec ? 4 * blockDim.x : blockDim.x;
     float ss = 0;
-    for (int i = threadIdx.x; i < dim; i += blockDim.x) {
-        float v = xr[i] + dr[i];
-        xr[i] = v;
-        ss = fmaf(v, v, ss);
+    for (int i = vec ? 4 * threadIdx.x : threadIdx.x; i < dim; i += step) {
+        if (vec) {
+            float4 a = *(const float4 *)(xr + i), b = *(const float4 *)(dr + i);
+            a.x += b.x; a.y += b.y; a.z += b.z; a.w += b.w;
+            *(float4 *)(xr + i) = a;
+            ss = fmaf(a.x, a.x, fmaf(a.y, a.y, fmaf(a.z, a.z, fmaf(a.w, a.w, ss))));
+        } else {
+            float a = xr[i] + dr[i];
+            xr[i] = a;
+            ss = fmaf(a, a, ss);
+        }
     }
     /* Each thread rereads only what it wrote, so out may alias d. */
-    float r = rsqrtf(block_sum(ss) / (float)dim + eps);
-    for (int i = threadIdx.x; i < dim; i += blockDim.x) o[i] = xr[i] * r * weight[i];
+    const float r = rsqrtf(block_sum(ss) / (float)dim + eps);
+    for (int i = vec ? 4 * threadIdx.x : threadIdx.x; i < dim; i += step) {
+        if (vec) {
+            float4 a = *(const float4 *)(xr + i), w = *(const float4 *)(weight + i);
+            *(float4 *)(o + i) = make_float4(a.x * r * w.x, a.y * r * w.y, a.z * r * w.z, a.w * r * w.w);
+        } else {
+            o[i] = xr[i] * r * weight[i];
+        }
+    }
 }
 
 extern "C" cudaError_t paged_add_rmsnorm(float *x, float *out, const float *d, const float *weight, int rows,
                                          int dim, float eps, cudaStream_t stream) {
     if (rows <= 0 || dim <= 0) return cudaErrorInvalidValue;
-    paged_add_rmsnorm_kernel<<<rows, 256, 0, stream>>>(x, out, d, weight, dim, eps);
+    int per = dim % 4 == 0 ? dim / 4 : dim, threads = (per + 31) / 32 * 32;
+    paged_add_rmsnorm_kernel<<<rows, threads < 1024 ? threads : 1024, 0, stream>>>(x, out, d, weight, dim, eps);
     return cudaGetLastError();
 }
 

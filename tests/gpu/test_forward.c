@@ -122,15 +122,29 @@ static int greedy(engine *e, const int32_t *prompt, int n_prompt, int n, int32_t
     return 0;
 }
 
+/* The same on the device: engine_eval_greedy, only ids come back. */
+static int greedy_dev(engine *e, const int32_t *prompt, int n_prompt, int n, int32_t *out, char *err, size_t es) {
+    int32_t next = 0;
+    if (engine_eval_greedy(e, prompt, n_prompt, 0, &next, err, es)) return -1;
+    for (int i = 0; i < n; i++) {
+        out[i] = next;
+        if (engine_eval_greedy(e, &out[i], 1, n_prompt + i, &next, err, es)) return -1;
+    }
+    return 0;
+}
+
 static void test_repeat(const char *model) {
     char err[512];
-    int32_t prompt[5] = {1, 450, 4996, 17354, 1701}, a[24], b[24];
+    int32_t prompt[5] = {1, 450, 4996, 17354, 1701}, a[24], b[24], c[24];
     engine_params ep = gpu_params();
     engine *e = NULL;
     if (!CHECK(engine_load(&e, model, &ep, err, sizeof err) == ENGINE_OK, "gpu repeat: load", "%s", err)) return;
     float *logits = malloc((size_t)engine_n_vocab(e) * sizeof *logits);
     int ok = !greedy(e, prompt, 5, 24, a, logits, err, sizeof err) && !greedy(e, prompt, 5, 24, b, logits, err, sizeof err);
     CHECK(ok && !memcmp(a, b, sizeof a), "gpu repeat: same prompt twice, same 24 greedy tokens", "%s",
+          ok ? "tokens differ" : err);
+    ok = !greedy_dev(e, prompt, 5, 24, c, err, sizeof err);
+    CHECK(ok && !memcmp(a, c, sizeof a), "gpu greedy on the device: the same 24 tokens as the host argmax", "%s",
           ok ? "tokens differ" : err);
     free(logits);
     engine_free(e);

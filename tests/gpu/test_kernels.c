@@ -334,8 +334,9 @@ int main(void) {
         test_matvec(&r, t, 20, 768, 5, 0);
         test_embed(&r, t);
     }
-    for (int i = 0; i < 2; i++) {
-        uint32_t t = i ? QUANT_Q4_K : QUANT_Q4_0;
+    const uint32_t gemm_types[] = {QUANT_Q4_0, QUANT_Q4_K, QUANT_Q6_K, QUANT_Q8_0};
+    for (int i = 0; i < 4; i++) {
+        uint32_t t = gemm_types[i];
         test_gemm(&r, t, 37, 512, 100);
         test_gemm(&r, t, 300, 2816, 5);
         test_gemm(&r, t, 130, 4096, 64);

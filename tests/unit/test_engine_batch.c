@@ -2,6 +2,7 @@
  * bit-for-bit those of running it alone, whatever else is in the batch; shared prefixes
  * (engine_seq_cp) and copy-on-write of a partly filled page; malformed batches and positions
  * past a sequence's share of -c are refused. */
+#include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -126,6 +127,25 @@ int main(void) {
     ok = e && engine_decode(e, big, 128, NULL, err, sizeof err) == 0;
     rc = e ? engine_decode(e, big, 1, out, err, sizeof err) : -1;  /* seq 0 is full: position 64 > -c/-np */
     CHECK(ok && rc == ENGINE_EPARAM, "engine refuses a position past the per-sequence context", "rc %d: %s", rc, err);
+    engine_free(e);
+
+    /* Greedy picks: engine_eval_greedy after each prefix of a is the argmax of a's logits, and
+     * engine_decode_greedy of two sequences gives each its own argmax. */
+    e = load(4 * 128, 4, 512);
+    ok = e != NULL;
+    int32_t next = -1;
+    for (int i = 0; ok && i < 8; i++) {
+        ok = !engine_eval_greedy(e, &a[i], 1, i, &next, err, sizeof err) &&
+             next == engine_argmax(la + (size_t)i * V, V);
+    }
+    engine_token two[2] = {{a[8], 8, 0, 1}, {c[0], 0, 1, 1}};
+    int32_t ids[2] = {-1, -1};
+    ok = ok && !engine_decode_greedy(e, two, 2, ids, err, sizeof err) && ids[0] == engine_argmax(la + (size_t)8 * V, V) &&
+         ids[1] == engine_argmax(lc, V);
+    CHECK(ok, "engine greedy picks are the argmax of the logits", "%s", err);
+    const float tie[5] = {1.0f, 3.0f, NAN, 3.0f, -2.0f}, nan1[2] = {NAN, -1.0f};
+    CHECK(engine_argmax(tie, 5) == 1 && engine_argmax(nan1, 2) == 1, "engine_argmax: ties to the lowest id, NaN never wins",
+          "%d %d", engine_argmax(tie, 5), engine_argmax(nan1, 2));
     engine_free(e);
     free(out);
     free(la);
