@@ -95,8 +95,11 @@ static void test_matvec(gen_rng *r, uint32_t t, int64_t rows, int64_t k, int n, 
     free(w); free(x); free(xh16); free(ref); free(row); free(y);
 }
 
-/* Prefill GEMM on the repacked weights, X in f16; budget 2e-3 (weights rounded to f16 after
- * scaling, f32 accumulation). */
+/* Prefill GEMM on the repacked weights, X in f16. Weights are rounded to f16 after scaling
+ * (unit roundoff u = 2^-11), accumulation is f32, so each output may be off by about u times the
+ * sum of |w x| of its row, whatever the cancellation in the sum itself: the budget is 2e-3 (~4u)
+ * of that sum, element by element. A norm-relative budget fails by chance on short rows whose
+ * dot products cancel (seen: 1x256). */
 static void test_gemm(gen_rng *r, uint32_t t, int64_t rows, int64_t k, int64_t n) {
     char name[128], err[256];
     snprintf(name, sizeof name, "gemm %s %lldx%lld n=%lld", quant_type_name(t), (long long)rows, (long long)k, (long long)n);
@@ -106,13 +109,19 @@ static void test_gemm(gen_rng *r, uint32_t t, int64_t rows, int64_t k, int64_t n
     uint16_t *xh = malloc(sizeof(uint16_t) * (size_t)(n * k));
     for (int64_t i = 0; i < n * k; i++) xh[i] = quant_f32_to_f16((float)gen_uniform(r, -1, 1));
     double *ref = malloc(sizeof(double) * (size_t)(n * rows));
+    double *mag = malloc(sizeof(double) * (size_t)(n * rows));
     float *row = malloc(sizeof(float) * (size_t)k);
     for (int64_t i = 0; i < rows; i++) {
         quant_dequant_row(t, (const uint8_t *)w + i * quant_row_bytes(t, k), row, k, err, sizeof err);
         for (int64_t c = 0; c < n; c++) {
-            double acc = 0;
-            for (int64_t j = 0; j < k; j++) acc += (double)row[j] * quant_f16_to_f32(xh[c * k + j]);
+            double acc = 0, abs_acc = 0;
+            for (int64_t j = 0; j < k; j++) {
+                double p = (double)row[j] * quant_f16_to_f32(xh[c * k + j]);
+                acc += p;
+                abs_acc += fabs(p);
+            }
             ref[c * rows + i] = acc;
+            mag[c * rows + i] = abs_acc;
         }
     }
     void *dw = dev_upload(w, wb), *dr = dev_alloc(matvec_repacked_bytes(t, rows, k));
@@ -121,11 +130,15 @@ static void test_gemm(gen_rng *r, uint32_t t, int64_t rows, int64_t k, int64_t n
     float *dy = dev_poisoned(n * rows), *y = calloc((size_t)(n * rows), sizeof(float));
     cudaError_t e = gemm_f16(dy, dr, t, dx, rows, k, n, 0);
     int guard = e == cudaSuccess && dev_download(y, dy, n * rows);
-    double rel = gen_rel_err(y, ref, n * rows);
-    CHECK(e == cudaSuccess && guard && rel < 2e-3, name, "%s, guard %s, rel err %.3g (budget 2e-3)",
+    double rel = 0;  /* worst |y - ref| / sum |w x| over the outputs; NaN never passes */
+    for (int64_t i = 0; i < n * rows; i++) {
+        double d = fabs((double)y[i] - ref[i]) / (mag[i] > 0 ? mag[i] : 1e-30);
+        if (!(d <= rel)) rel = isnan(d) ? INFINITY : d;
+    }
+    CHECK(e == cudaSuccess && guard && rel < 2e-3, name, "%s, guard %s, max err %.3g of sum |w x| (budget 2e-3)",
           cudaGetErrorString(e), guard ? "ok" : "overwritten", rel);
     CUDA_CHECK(cudaFree(dw)); CUDA_CHECK(cudaFree(dr)); CUDA_CHECK(cudaFree(dx)); CUDA_CHECK(cudaFree(dy));
-    free(w); free(xh); free(ref); free(row); free(y);
+    free(w); free(xh); free(ref); free(mag); free(row); free(y);
 }
 
 static void test_embed(gen_rng *r, uint32_t t) {
