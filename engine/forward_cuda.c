@@ -32,6 +32,8 @@
 enum {
     GRAPH_MAX_TOK = 64,  /* decode steps of up to this many sequences run from a captured graph */
     ATT_CHUNK = 64,      /* tokens per attention launch (scratch is sized for this many) */
+    PREFILL_MIN = 64,    /* a pass of at least this many consecutive tokens of one sequence takes the
+                            tensor-core prompt attention (fewer: too few blocks to fill the GPU) */
     OUT_CHUNK = 64,      /* logits rows computed and copied back at once */
     N_SPLIT_MAX = 32,    /* attention splits per token (blocks per kv head; a decode step's graph
                             launches them all, most exiting at once at short contexts) */
@@ -74,6 +76,7 @@ typedef struct {
     cudaStream_t st;
     int32_t n_cells, n_batch, max_pos, max_pages, n_split;
     int32_t max_seqs;   /* page tables per pass: sequences of max_pos positions fitting n_cells */
+    int32_t pf_pos0;    /* the pass is one sequence's positions pf_pos0.. (prompt attention); -1: not */
     int64_t kv_dim;
     uint8_t *block;     /* the one device allocation */
     void *tok_embd;     /* GGUF layout, for embed */
@@ -443,11 +446,16 @@ static int run_layers(forward_cuda *f, int n, char *err, size_t err_size) {
         group_view(&L->qkv, f->qkv, f->n_batch, 2, &pv, &sv);
         DEV_TRY(paged_rope_store(f->q, f->kv_k + kv_off, f->kv_v + kv_off, pq, sq, pk, sk, pv, sv, d_pos, d_cell, n,
                                  hp->n_head, hp->n_head_kv, hd, hp->n_rot, hp->rope_base, f->st));
-        for (int t0 = 0; t0 < n; t0 += ATT_CHUNK) {
-            int nt = n - t0 < ATT_CHUNK ? n - t0 : ATT_CHUNK;
-            DEV_TRY(paged_attention(f->att + (size_t)t0 * nq, f->q + (size_t)t0 * nq, f->kv_k + kv_off,
-                                    f->kv_v + kv_off, d_pos + t0, d_seq + t0, d_pages, f->max_pages, f->att_scratch,
-                                    nt, hp->n_head, hp->n_head_kv, hd, f->n_split, scale, f->st));
+        if (f->pf_pos0 >= 0) {
+            DEV_TRY(paged_attention_prefill(f->att, f->q, f->kv_k + kv_off, f->kv_v + kv_off, d_pages, f->pf_pos0, n,
+                                            hp->n_head, hp->n_head_kv, hd, scale, f->st));
+        } else {
+            for (int t0 = 0; t0 < n; t0 += ATT_CHUNK) {
+                int nt = n - t0 < ATT_CHUNK ? n - t0 : ATT_CHUNK;
+                DEV_TRY(paged_attention(f->att + (size_t)t0 * nq, f->q + (size_t)t0 * nq, f->kv_k + kv_off,
+                                        f->kv_v + kv_off, d_pos + t0, d_seq + t0, d_pages, f->max_pages,
+                                        f->att_scratch, nt, hp->n_head, hp->n_head_kv, hd, f->n_split, scale, f->st));
+            }
         }
         if (mm(f, &L->wo, f->att, f->xn, n, err, err_size)) return -1;
         DEV_TRY(paged_add_rmsnorm(f->x, f->xn, f->xn, L->ffn_norm, n, E, hp->rms_eps, f->st));
@@ -522,9 +530,14 @@ static int fwd_out(void *self, const engine_fwd_batch *b, float *logits, int32_t
     DEV_TRY(cudaSetDevice(f->dev));
     int32_t *h = f->h_meta;
     int n_out = 0, identity = b->n_out == n && b->n_seqs == n;
+    /* One sequence's run of positions (a prompt pass): the tensor-core attention; never in a
+     * graph (identity passes have one token per sequence, below PREFILL_MIN). */
+    f->pf_pos0 = b->n_seqs == 1 && n >= PREFILL_MIN &&
+                 paged_attention_prefill_supported(hp->n_head, hp->n_head_kv, hp->head_dim) ? b->pos[0] : -1;
     for (int i = 0; i < n; i++) {
         h[i] = b->token[i];
         h[n + i] = b->pos[i];
+        if (b->pos[i] != b->pos[0] + i) f->pf_pos0 = -1;
         h[2 * n + i] = b->seq[i];
         h[3 * n + i] = b->cell[i];
         if (b->cell[i] < 0 || b->cell[i] >= f->n_cells || b->seq[i] < 0 || b->seq[i] >= b->n_seqs ||

@@ -33,6 +33,16 @@ cudaError_t paged_attention(float *out, const float *q, const uint16_t *k_cache,
                             void *scratch, int n_tok, int n_head, int n_kv_head, int head_dim, int n_split,
                             float scale, cudaStream_t stream);
 
+/* The same attention for n_tok consecutive tokens of one sequence at positions pos0..pos0+n_tok-1
+ * (a prompt pass), on the tensor cores: pages is that sequence's page table. Q and P are rounded
+ * to f16 (f32 accumulation). For head_dim 64 or 128 and 1, 2, 4, 8 or 16 query heads per kv
+ * head (paged_attention_prefill_supported); pos0 is a launch argument, so it is not for graphs
+ * replayed at other positions. */
+int paged_attention_prefill_supported(int n_head, int n_kv_head, int head_dim);
+cudaError_t paged_attention_prefill(float *out, const float *q, const uint16_t *k_cache, const uint16_t *v_cache,
+                                    const int32_t *pages, int pos0, int n_tok, int n_head, int n_kv_head,
+                                    int head_dim, float scale, cudaStream_t stream);
+
 /* RoPE of one pass's Q and K and the K/V store, in one launch: for token t, q_out[t] (f32
  * [n_tok][n_head][head_dim], contiguous) = rope(q + t * sq), and rope(k + t * sk) and v + t * sv
  * go to row cell[t] of the layer's f16 cache (kv_dim = n_kv_head * head_dim). RoPE as kernels.h's

@@ -3,7 +3,8 @@
  * Error budgets (||gpu - ref|| / ||ref||): matvec 1e-4 (f32 accumulation; f32 X is split
  * exactly into two f16 halves on the tensor-core path), gemm 2e-3 (weights and X in f16),
  * embed 1e-6 (exact), rmsnorm, swiglu,
- * add 1e-5, rope 5e-4 (f32 angles at positions up to 4000), attention 1e-4. */
+ * add 1e-5, rope 5e-4 (f32 angles at positions up to 4000), attention 1e-4, paged prompt
+ * attention 3e-3 (Q and P in f16). */
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -13,6 +14,7 @@
 #include "tests/gpu/gen.h"
 #include "kernels/check.h"
 #include "kernels/kernels.h"
+#include "kernels/paged.h"
 
 #define GUARD 64 /* extra floats after every output, poisoned and checked untouched */
 
@@ -93,8 +95,11 @@ static void test_matvec(gen_rng *r, uint32_t t, int64_t rows, int64_t k, int n, 
     free(w); free(x); free(xh16); free(ref); free(row); free(y);
 }
 
-/* Prefill GEMM on the repacked weights, X in f16; budget 2e-3 (weights rounded to f16 after
- * scaling, f32 accumulation). */
+/* Prefill GEMM on the repacked weights, X in f16. Weights are rounded to f16 after scaling
+ * (unit roundoff u = 2^-11), accumulation is f32, so each output may be off by about u times the
+ * sum of |w x| of its row, whatever the cancellation in the sum itself: the budget is 2e-3 (~4u)
+ * of that sum, element by element. A norm-relative budget fails by chance on short rows whose
+ * dot products cancel (seen: 1x256). */
 static void test_gemm(gen_rng *r, uint32_t t, int64_t rows, int64_t k, int64_t n) {
     char name[128], err[256];
     snprintf(name, sizeof name, "gemm %s %lldx%lld n=%lld", quant_type_name(t), (long long)rows, (long long)k, (long long)n);
@@ -104,13 +109,19 @@ static void test_gemm(gen_rng *r, uint32_t t, int64_t rows, int64_t k, int64_t n
     uint16_t *xh = malloc(sizeof(uint16_t) * (size_t)(n * k));
     for (int64_t i = 0; i < n * k; i++) xh[i] = quant_f32_to_f16((float)gen_uniform(r, -1, 1));
     double *ref = malloc(sizeof(double) * (size_t)(n * rows));
+    double *mag = malloc(sizeof(double) * (size_t)(n * rows));
     float *row = malloc(sizeof(float) * (size_t)k);
     for (int64_t i = 0; i < rows; i++) {
         quant_dequant_row(t, (const uint8_t *)w + i * quant_row_bytes(t, k), row, k, err, sizeof err);
         for (int64_t c = 0; c < n; c++) {
-            double acc = 0;
-            for (int64_t j = 0; j < k; j++) acc += (double)row[j] * quant_f16_to_f32(xh[c * k + j]);
+            double acc = 0, abs_acc = 0;
+            for (int64_t j = 0; j < k; j++) {
+                double p = (double)row[j] * quant_f16_to_f32(xh[c * k + j]);
+                acc += p;
+                abs_acc += fabs(p);
+            }
             ref[c * rows + i] = acc;
+            mag[c * rows + i] = abs_acc;
         }
     }
     void *dw = dev_upload(w, wb), *dr = dev_alloc(matvec_repacked_bytes(t, rows, k));
@@ -119,11 +130,15 @@ static void test_gemm(gen_rng *r, uint32_t t, int64_t rows, int64_t k, int64_t n
     float *dy = dev_poisoned(n * rows), *y = calloc((size_t)(n * rows), sizeof(float));
     cudaError_t e = gemm_f16(dy, dr, t, dx, rows, k, n, 0);
     int guard = e == cudaSuccess && dev_download(y, dy, n * rows);
-    double rel = gen_rel_err(y, ref, n * rows);
-    CHECK(e == cudaSuccess && guard && rel < 2e-3, name, "%s, guard %s, rel err %.3g (budget 2e-3)",
+    double rel = 0;  /* worst |y - ref| / sum |w x| over the outputs; NaN never passes */
+    for (int64_t i = 0; i < n * rows; i++) {
+        double d = fabs((double)y[i] - ref[i]) / (mag[i] > 0 ? mag[i] : 1e-30);
+        if (!(d <= rel)) rel = isnan(d) ? INFINITY : d;
+    }
+    CHECK(e == cudaSuccess && guard && rel < 2e-3, name, "%s, guard %s, max err %.3g of sum |w x| (budget 2e-3)",
           cudaGetErrorString(e), guard ? "ok" : "overwritten", rel);
     CUDA_CHECK(cudaFree(dw)); CUDA_CHECK(cudaFree(dr)); CUDA_CHECK(cudaFree(dx)); CUDA_CHECK(cudaFree(dy));
-    free(w); free(xh); free(ref); free(row); free(y);
+    free(w); free(xh); free(ref); free(mag); free(row); free(y);
 }
 
 static void test_embed(gen_rng *r, uint32_t t) {
@@ -309,6 +324,58 @@ static void test_attention(gen_rng *r, int n_seq, int n_head, int n_kv, int hd, 
     free(kc); free(vc); free(q); free(kn); free(vn); free(out); free(ref); free(sc);
 }
 
+/* paged_attention_prefill: n_tok consecutive tokens from pos0 through a shuffled page table of an
+ * f16 cache holding other cells too, against f64 causal attention. */
+static void test_prefill_attention(gen_rng *r, int n_head, int n_kv, int hd, int pos0, int n_tok) {
+    char name[128];
+    snprintf(name, sizeof name, "paged prompt attention %d/%d heads, hd %d, positions %d..%d", n_head, n_kv, hd,
+             pos0, pos0 + n_tok - 1);
+    const int n_pages = (pos0 + n_tok + PAGED_PAGE - 1) / PAGED_PAGE, n_cells = (n_pages + 2) * PAGED_PAGE;
+    const int kv_dim = n_kv * hd, nq = n_tok * n_head * hd;
+    int32_t *pages = malloc(sizeof(int32_t) * (size_t)n_pages);
+    for (int i = 0; i < n_pages; i++) pages[i] = n_pages + 1 - i; /* distinct, backwards, cells 0..127 unused */
+    size_t cn = (size_t)n_cells * kv_dim;
+    uint16_t *kc = malloc(cn * 2), *vc = malloc(cn * 2);
+    for (size_t i = 0; i < cn; i++) { kc[i] = quant_f32_to_f16((float)gen_normal(r)); vc[i] = quant_f32_to_f16((float)gen_normal(r)); }
+    float *q = malloc(sizeof(float) * (size_t)nq), *out = calloc((size_t)nq, sizeof(float));
+    double *ref = malloc(sizeof(double) * (size_t)nq), *sc = malloc(sizeof(double) * (size_t)(pos0 + n_tok));
+    for (int i = 0; i < nq; i++) q[i] = (float)gen_normal(r);
+    const float scale = 1.0f / sqrtf((float)hd);
+    for (int t = 0; t < n_tok; t++)
+        for (int h = 0; h < n_head; h++) {
+            const int kvh = h / (n_head / n_kv), L = pos0 + t + 1;
+            const float *qh = q + ((size_t)t * n_head + h) * hd;
+            double m = -INFINITY, l = 0;
+            for (int p = 0; p < L; p++) {
+                size_t row = ((size_t)pages[p / PAGED_PAGE] * PAGED_PAGE + p % PAGED_PAGE) * kv_dim + (size_t)kvh * hd;
+                double d = 0;
+                for (int i = 0; i < hd; i++) d += (double)qh[i] * quant_f16_to_f32(kc[row + i]);
+                sc[p] = d * scale;
+                if (sc[p] > m) m = sc[p];
+            }
+            for (int p = 0; p < L; p++) { sc[p] = exp(sc[p] - m); l += sc[p]; }
+            for (int i = 0; i < hd; i++) {
+                double o = 0;
+                for (int p = 0; p < L; p++) {
+                    size_t row = ((size_t)pages[p / PAGED_PAGE] * PAGED_PAGE + p % PAGED_PAGE) * kv_dim + (size_t)kvh * hd;
+                    o += sc[p] * quant_f16_to_f32(vc[row + i]);
+                }
+                ref[((size_t)t * n_head + h) * hd + i] = o / l;
+            }
+        }
+    uint16_t *dk = dev_upload(kc, cn * 2), *dv = dev_upload(vc, cn * 2);
+    float *dq = dev_upload(q, sizeof(float) * (size_t)nq), *dout = dev_poisoned(nq);
+    int32_t *dp = dev_upload(pages, sizeof(int32_t) * (size_t)n_pages);
+    cudaError_t e = paged_attention_prefill(dout, dq, dk, dv, dp, pos0, n_tok, n_head, n_kv, hd, scale, 0);
+    int guard = e == cudaSuccess && dev_download(out, dout, nq);
+    double rel = gen_rel_err(out, ref, nq);
+    CHECK(e == cudaSuccess && guard && rel < 3e-3, name, "%s, guard %s, rel err %.3g (budget 3e-3)",
+          cudaGetErrorString(e), guard ? "ok" : "overwritten", rel);
+    CUDA_CHECK(cudaFree(dk)); CUDA_CHECK(cudaFree(dv)); CUDA_CHECK(cudaFree(dq)); CUDA_CHECK(cudaFree(dout));
+    CUDA_CHECK(cudaFree(dp));
+    free(pages); free(kc); free(vc); free(q); free(out); free(ref); free(sc);
+}
+
 int main(void) {
     int ndev = 0;
     if (cudaGetDeviceCount(&ndev) != cudaSuccess || ndev == 0) {
@@ -351,5 +418,9 @@ int main(void) {
     test_attention(&r, 3, 32, 4, 64, 1024, l2);
     test_attention(&r, 1, 8, 8, 8, 16, l3);
     test_attention(&r, 2, 4, 2, 36, 300, l4); /* head_dim % 8 != 0: variant 1 */
+    test_prefill_attention(&r, 8, 2, 128, 150, 77);
+    test_prefill_attention(&r, 32, 8, 128, 0, 64);
+    test_prefill_attention(&r, 16, 2, 64, 0, 130);
+    test_prefill_attention(&r, 4, 4, 64, 1000, 33);
     return test_done();
 }
