@@ -32,6 +32,18 @@ double cli_now_ms(void) {
     return ts.tv_sec * 1e3 + ts.tv_nsec / 1e6;
 }
 
+int cli_engine_flag(int argc, char **argv, int *i, engine_params *ep) {
+    const char *a = argv[*i], *v;
+    int *target = NULL, lo = 1, hi = 1 << 24;
+    if (cli_is_flag(a, "-c", "--ctx-size")) { target = &ep->n_ctx; lo = 0; }
+    else if (cli_is_flag(a, "-b", "--batch-size")) target = &ep->n_batch;
+    else if (cli_is_flag(a, "-t", "--threads")) { target = &ep->n_threads; hi = 256; }
+    else if (cli_is_flag(a, "--no-mmap", NULL)) { ep->use_mmap = 0; return 1; }
+    else return cli_gpu_flag(argc, argv, i, ep);
+    if (!(v = cli_value(argc, argv, i))) return -1;
+    return cli_parse_int(a, v, lo, hi, target) ? -1 : 1;
+}
+
 int cli_parse_i64(const char *flag, const char *s, int64_t lo, int64_t hi, int64_t *out) {
     char *end;
     errno = 0;

@@ -112,25 +112,15 @@ static int parse(int argc, char **argv, batch_opts *o) {
         } else if (cli_is_flag(a, "-n", "--n-predict")) {
             VALUE();
             if (cli_parse_int(a, v, -1, 1 << 30, &o->rp.n_predict)) return -1;
-        } else if (cli_is_flag(a, "-c", "--ctx-size")) {
-            VALUE();
-            if (cli_parse_int(a, v, 0, 1 << 24, &o->ep.n_ctx)) return -1;
-        } else if (cli_is_flag(a, "-b", "--batch-size")) {
-            VALUE();
-            if (cli_parse_int(a, v, 1, 1 << 24, &o->ep.n_batch)) return -1;
         } else if (cli_is_flag(a, "-ub", "--ubatch-size")) {
             VALUE();
             if (cli_parse_int(a, v, 1, 1 << 24, &o->n_ubatch)) return -1;
         } else if (cli_is_flag(a, "-s", "--seed")) {
             VALUE();
             if (cli_parse_i64(a, v, -1, 9007199254740992LL, &o->rp.seed)) return -1;
-        } else if (cli_is_flag(a, "-t", "--threads")) {
-            VALUE();
-            if (cli_parse_int(a, v, 1, 256, &o->ep.n_threads)) return -1;
-        } else if ((g = cli_gpu_flag(argc, argv, &i, &o->ep))) {
+        } else if ((g = cli_engine_flag(argc, argv, &i, &o->ep))) {
             if (g < 0) return -1;
         } else if (cli_is_flag(a, "--ignore-eos", NULL)) { o->rp.ignore_eos = true;
-        } else if (cli_is_flag(a, "--no-mmap", NULL)) { o->ep.use_mmap = 0;
         } else if (cli_is_flag(a, "--log-disable", NULL)) { o->log = false;
         } else {
             cli_error("unknown flag '%s' (see mgi batch --help)", a);

@@ -50,6 +50,11 @@ int cli_sampling_check(const sampler_params *sp);
 void cli_catch_signals(void);
 int cli_signal(void);
 
+/* Engine flags every generating subcommand shares: -c/--ctx-size, -b/--batch-size,
+ * -t/--threads, --no-mmap and the GPU flags below. 1 when argv[*i] was one (its value consumed),
+ * 0 when not, -1 on a bad value (message printed). */
+int cli_engine_flag(int argc, char **argv, int *i, engine_params *ep);
+
 /* GPU flags (cli/gpu.c): -ngl N|all, -dev/--device/--main-gpu/-mg N. 1 when argv[*i] was one
  * (its value consumed), 0 when not, -1 on a bad value (message printed). */
 int cli_gpu_flag(int argc, char **argv, int *i, engine_params *ep);

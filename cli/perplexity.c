@@ -49,18 +49,8 @@ int cli_perplexity(int argc, char **argv) {
             return 0;
         } else if (!strcmp(a, "-m") || !strcmp(a, "--model")) { VALUE(); model = v;
         } else if (!strcmp(a, "-f") || !strcmp(a, "--file")) { VALUE(); file = v;
-        } else if (!strcmp(a, "-c") || !strcmp(a, "--ctx-size")) {
-            VALUE();
-            if (cli_parse_int(a, v, 0, 1 << 24, &ep.n_ctx)) return EXIT_USAGE;
-        } else if (!strcmp(a, "-b") || !strcmp(a, "--batch-size")) {
-            VALUE();
-            if (cli_parse_int(a, v, 1, 1 << 24, &ep.n_batch)) return EXIT_USAGE;
-        } else if (!strcmp(a, "-t") || !strcmp(a, "--threads")) {
-            VALUE();
-            if (cli_parse_int(a, v, 1, 256, &ep.n_threads)) return EXIT_USAGE;
-        } else if ((g = cli_gpu_flag(argc, argv, &i, &ep))) {
+        } else if ((g = cli_engine_flag(argc, argv, &i, &ep))) {
             if (g < 0) return EXIT_USAGE;
-        } else if (!strcmp(a, "--no-mmap")) { ep.use_mmap = 0;
         } else if (!strcmp(a, "--log-disable")) { log_on = false;
         } else {
             cli_error("unknown flag '%s' (see mgi perplexity --help)", a);

@@ -75,24 +75,14 @@ static int parse(int argc, char **argv, run_opts *o) {
         } else if (cli_is_flag(a, "-n", "--n-predict")) {
             VALUE();
             if (cli_parse_int(a, v, -1, 1 << 30, &o->n_predict)) return -1;
-        } else if (cli_is_flag(a, "-c", "--ctx-size")) {
-            VALUE();
-            if (cli_parse_int(a, v, 0, 1 << 24, &o->ep.n_ctx)) return -1;
-        } else if (cli_is_flag(a, "-b", "--batch-size")) {
-            VALUE();
-            if (cli_parse_int(a, v, 1, 1 << 24, &o->ep.n_batch)) return -1;
         } else if (cli_is_flag(a, "-s", "--seed")) {
             VALUE();
             if (cli_parse_i64(a, v, -1, INT64_MAX, &o->seed)) return -1;
-        } else if (cli_is_flag(a, "-t", "--threads")) {
-            VALUE();
-            if (cli_parse_int(a, v, 1, 256, &o->ep.n_threads)) return -1;
-        } else if ((g = cli_gpu_flag(argc, argv, &i, &o->ep))) {
+        } else if ((g = cli_engine_flag(argc, argv, &i, &o->ep))) {
             if (g < 0) return -1;
         } else if (cli_is_flag(a, "--ignore-eos", NULL)) { o->ignore_eos = true;
         } else if (cli_is_flag(a, "--prompt-cache", NULL)) { VALUE(); o->prompt_cache = v;
         } else if (cli_is_flag(a, "--prompt-cache-ro", NULL)) { o->prompt_cache_ro = true;
-        } else if (cli_is_flag(a, "--no-mmap", NULL)) { o->ep.use_mmap = 0;
         } else if (cli_is_flag(a, "--echo", NULL)) { o->echo = true;
         } else if (cli_is_flag(a, "--log-disable", NULL)) { o->log = false;
         } else {
