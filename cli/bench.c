@@ -809,12 +809,12 @@ static int load_engine(const bench_opts *o, const bench_model *models, const ben
     ep.n_ctx = (int32_t)need;
     ep.n_batch = (int32_t)t->ubatch;
     ep.n_threads = (int)t->threads;
-    ep.n_gpu_layers = (int32_t)t->ngl;
-    ep.main_gpu = (int32_t)t->main_gpu;
+    ep.split.n_gpu_layers = (int32_t)t->ngl;
+    ep.split.main_gpu = (int32_t)t->main_gpu;
     cli_gpu_setup(&ep, 0);
     if (o->verbose)
         fprintf(stderr, "loading %s: context %d, batch %d, threads %d, ngl %d\n", models[t->model].path,
-                ep.n_ctx, ep.n_batch, ep.n_threads, ep.n_gpu_layers);
+                ep.n_ctx, ep.n_batch, ep.n_threads, ep.split.n_gpu_layers);
     char err[512];
     double t0 = (cli_now_ms() * 1e6);
     int rc = engine_load(&br->e, models[t->model].path, &ep, err, sizeof err);

@@ -14,12 +14,12 @@ int cli_gpu_flag(int argc, char **argv, int *i, engine_params *ep) {
     if (!is_ngl && !is_dev) return 0;
     if (!(v = cli_value(argc, argv, i))) return -1;
     if (is_ngl) {
-        if (!strcmp(v, "all")) ep->n_gpu_layers = 1 << 20;
-        else if (cli_parse_int(a, v, 0, 1 << 20, &ep->n_gpu_layers)) return -1;
+        if (!strcmp(v, "all")) ep->split.n_gpu_layers = 1 << 20;
+        else if (cli_parse_int(a, v, 0, 1 << 20, &ep->split.n_gpu_layers)) return -1;
         return 1;
     }
     if (!strncmp(v, "CUDA", 4)) v += 4;  /* llama.cpp's device names: CUDA0, CUDA1... */
-    if (cli_parse_int(a, v, 0, 1 << 16, &ep->main_gpu)) return -1;
+    if (cli_parse_int(a, v, 0, 1 << 16, &ep->split.main_gpu)) return -1;
     return 1;
 }
 

@@ -53,6 +53,13 @@ typedef struct {
     int32_t n_seqs;
     const engine_fwd_seq *seqs;  /* [n_seqs] the sequences that have tokens in this pass */
     int32_t max_pos;         /* the largest n_pos of seqs[] (for sizing score buffers) */
+    /* A backend holding only layers [l0, l1) of the model (a stage of a split, engine/plan.h):
+     * when l0 > 0, x_in [n_tokens][n_embd] f32 in host memory is the hidden state entering
+     * layer l0 (tokens are not embedded); when l1 < n_layer, the pass ends after layer l1 - 1
+     * and writes that hidden state to x_out [n_tokens][n_embd] f32 in host memory, with no
+     * logits (n_out rows are ignored; logits is NULL). NULL for a backend of every layer. */
+    const float *x_in;
+    float *x_out;
 } engine_fwd_batch;
 
 /* What a backend implements. `self` is the backend's own state. Every call returns 0, or -1

@@ -38,8 +38,7 @@ engine_params engine_default_params(void) {
         .n_batch = 2048,
         .n_seq_max = 1,
         .n_threads = n < 1 ? 1 : n > 8 ? 8 : (int)n,
-        .n_gpu_layers = -1,
-        .main_gpu = 0,
+        .split = {.split_mode = ENGINE_SPLIT_LAYER, .n_gpu_layers = -1},
         .use_mmap = 1,
     };
     return p;
@@ -164,22 +163,22 @@ int engine_load(engine **out, const char *path, const engine_params *p, char *er
     }
     /* The GPU backend when one is passed, has a device and -ngl allows it; else the CPU. */
     char why[256] = "";
-    int n_dev = p->gpu && p->n_gpu_layers != 0 ? p->gpu->n_devices(why, sizeof why) : 0;
+    int n_dev = p->gpu && p->split.n_gpu_layers != 0 ? p->gpu->n_devices(why, sizeof why) : 0;
     if (n_dev > 0) {
         rc = ENGINE_EPARAM;
-        if (p->n_gpu_layers > 0 && p->n_gpu_layers < hp->n_layer) {
+        if (p->split.n_gpu_layers > 0 && p->split.n_gpu_layers < hp->n_layer) {
             snprintf(err, err_size, "-ngl %d < %d layers: partial offload is not supported yet; use -ngl 0 or "
-                     "-ngl 99", p->n_gpu_layers, hp->n_layer);
+                     "-ngl 99", p->split.n_gpu_layers, hp->n_layer);
             goto fail;
         }
-        if (p->main_gpu < 0 || p->main_gpu >= n_dev) {
-            snprintf(err, err_size, "-dev/--main-gpu %d: no such device (%d found, 0..%d)", p->main_gpu, n_dev,
+        if (p->split.main_gpu < 0 || p->split.main_gpu >= n_dev) {
+            snprintf(err, err_size, "-dev/--main-gpu %d: no such device (%d found, 0..%d)", p->split.main_gpu, n_dev,
                      n_dev - 1);
             goto fail;
         }
         rc = ENGINE_ERUNTIME;
         e->ops = p->gpu->ops;
-        if (!(e->be = p->gpu->create(&e->model, p->main_gpu, (int32_t)n_pages * ENGINE_KV_PAGE, e->n_batch,
+        if (!(e->be = p->gpu->create(&e->model, p->split.main_gpu, (int32_t)n_pages * ENGINE_KV_PAGE, e->n_batch,
                                      e->n_ctx_seq, p->progress, p->progress_ctx, err, err_size)))
             goto fail;
     } else {

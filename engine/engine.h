@@ -10,6 +10,7 @@
 #include <stdint.h>
 
 #include "engine/batch.h"
+#include "engine/plan.h"
 #include "engine/tokenizer.h"
 #include "models/llama.h"
 
@@ -35,9 +36,8 @@ typedef struct {
     int32_t n_seq_max;     /* sequences held at once (-np); each may hold n_ctx / n_seq_max
                               positions, at most the training context */
     int n_threads;         /* CPU threads (-t) */
-    int32_t n_gpu_layers;  /* -ngl: layers on the GPU; -1 (default): all when `gpu` has a device;
-                              0: the CPU; 0 < n < n_layer (partial offload) is refused for now */
-    int32_t main_gpu;      /* the device the GPU backend runs on (-dev, --main-gpu) */
+    engine_split split;    /* -ngl, -sm, -dev, -ts, -mg (engine/plan.h); n_gpu_layers -1 (default):
+                              every layer on the GPUs when `gpu` has a device; 0: the CPU */
     const engine_gpu_backend *gpu;  /* NULL: the CPU only */
     engine_progress_fn progress;    /* NULL: no progress reports */
     void *progress_ctx;

@@ -259,13 +259,13 @@ out:
 static void test_partial(const char *model) {
     char err[512];
     engine_params ep = gpu_params();
-    ep.n_gpu_layers = 1;
+    ep.split.n_gpu_layers = 1;
     engine *e = NULL;
     int rc = engine_load(&e, model, &ep, err, sizeof err);
     CHECK(rc == ENGINE_EPARAM && strstr(err, "partial offload"), "gpu -ngl 1: partial offload refused",
           "rc %d: %s", rc, err);
     engine_free(e);
-    ep.n_gpu_layers = 0;
+    ep.split.n_gpu_layers = 0;
     rc = engine_load(&e, model, &ep, err, sizeof err);
     CHECK(rc == ENGINE_OK && !strcmp(engine_backend(e), "CPU"), "gpu -ngl 0: the CPU backend", "rc %d: %s", rc, err);
     engine_free(e);

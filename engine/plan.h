@@ -1,0 +1,77 @@
+/* Where each part of a model lives before anything is loaded: which layers run on the CPU, which
+ * CUDA devices hold which layers (--split-mode layer) or which heads and FFN columns of every
+ * layer (--split-mode row), and the bytes each device needs against what it has free. Plain C
+ * (no CUDA): the devices come in as engine_device_info, so the planner is tested without a GPU
+ * and `mgi info` prints the plan without loading. */
+#ifndef MGI_ENGINE_PLAN_H
+#define MGI_ENGINE_PLAN_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "engine/devices.h"
+#include "models/llama.h"
+
+#define ENGINE_MAX_DEVICES 16
+
+enum {
+    ENGINE_SPLIT_NONE = 0,   /* everything on the main GPU */
+    ENGINE_SPLIT_LAYER = 1,  /* contiguous layer ranges per device, hidden state passed along (default) */
+    ENGINE_SPLIT_ROW = 2,    /* every layer split by KV heads and FFN columns, all-reduce twice a layer */
+};
+
+/* What the user asked for (the flags), as engine_params carries it. */
+typedef struct {
+    int split_mode;                           /* ENGINE_SPLIT_* (-sm) */
+    int n_devices;                            /* -dev list length; 0: every visible device */
+    int devices[ENGINE_MAX_DEVICES];          /* CUDA ordinals (-dev 0,1) */
+    int n_tensor_split;                       /* -ts length; 0: proportional to free memory */
+    float tensor_split[ENGINE_MAX_DEVICES];   /* -ts ratios, one per used device */
+    int main_gpu;                             /* -mg: index into the used devices */
+    int32_t n_gpu_layers;                     /* -ngl: -1 all; 0 the CPU; else the last N layers */
+} engine_split;
+
+/* A plan. Device i (0 <= i < n_dev) is CUDA ordinal dev[i].
+ * layer mode: device i holds layers [layer0[i], layer1[i]), consecutive devices consecutive
+ *   ranges covering [cpu_layers, n_layer), each non-empty; the output head on the last device.
+ * row mode: every device holds layers [cpu_layers, n_layer), restricted to KV heads
+ *   [kvh0[i], kvh1[i]) (with their n_head / n_head_kv query heads each) and FFN columns
+ *   [ff0[i], ff1[i]); ranges consecutive, covering all heads and columns, each non-empty; the
+ *   FFN boundaries are multiples of 256 so every quantised block stays whole; embeddings,
+ *   output head and sampling on device `main`.
+ * none: n_dev == 1, the main GPU holds everything (layer0 = cpu_layers, layer1 = n_layer).
+ * Layers [0, cpu_layers) and, when cpu_layers > 0, the embedding lookup run on the CPU. */
+typedef struct {
+    int split_mode;
+    int n_dev;
+    int dev[ENGINE_MAX_DEVICES];
+    int main;                      /* index into dev[] */
+    int head;                      /* index into dev[] of the device computing the output head */
+    int32_t n_layer, cpu_layers;
+    int32_t layer0[ENGINE_MAX_DEVICES], layer1[ENGINE_MAX_DEVICES];
+    int32_t kvh0[ENGINE_MAX_DEVICES], kvh1[ENGINE_MAX_DEVICES];
+    int32_t ff0[ENGINE_MAX_DEVICES], ff1[ENGINE_MAX_DEVICES];
+    /* Per device: bytes of weights (GGUF sizes of the parts it holds), KV cache (f16), scratch
+     * estimate, and the free/total memory the device reported. */
+    uint64_t weight_bytes[ENGINE_MAX_DEVICES], kv_bytes[ENGINE_MAX_DEVICES];
+    uint64_t scratch_bytes[ENGINE_MAX_DEVICES];
+    uint64_t free_bytes[ENGINE_MAX_DEVICES], total_bytes[ENGINE_MAX_DEVICES];
+    char name[ENGINE_MAX_DEVICES][64];
+    /* The CPU's part (cpu_layers > 0): weights and f32 KV bytes. */
+    uint64_t cpu_weight_bytes, cpu_kv_bytes;
+} engine_plan;
+
+/* Plans model m for n_cells KV cells and passes of n_batch tokens on the n_visible devices
+ * described by devs[] (devs[k].index == k). 0, or ENGINE_EPARAM-like -1 with one line naming the
+ * flag or device and the numbers (-ts with more values than devices or all zeros, -mg out of
+ * range, a missing device, -sm row with heads that cannot be split as asked, a device whose part
+ * does not fit: by how much and what would fit). */
+int engine_plan_make(engine_plan *out, const llama_model *m, const engine_split *req,
+                     const engine_device_info *devs, int n_visible, int32_t n_cells, int32_t n_batch,
+                     char *err, size_t err_size);
+
+/* The name of a split mode ("none", "layer", "row") and back (-1: unknown). */
+const char *engine_split_name(int mode);
+int engine_split_parse(const char *s);
+
+#endif
