@@ -185,8 +185,8 @@ int engine_load(engine **out, const char *path, const engine_params *p, char *er
         e->ops = &forward_cpu_ops;
         /* The f32 cache lives in host memory: refuse, with the -c that fits, before allocating. */
         if (llama_kv_check(hp, n_pages * ENGINE_KV_PAGE, sizeof(float), 0, err, err_size)) goto fail;
-        if (!(e->be = forward_cpu_new(&e->model, (int32_t)n_pages * ENGINE_KV_PAGE, e->n_batch, e->n_ctx_seq,
-                                      p->n_threads, err, err_size)))
+        if (!(e->be = forward_cpu_new(&e->model, 0, hp->n_layer, (int32_t)n_pages * ENGINE_KV_PAGE, e->n_batch,
+                                      e->n_ctx_seq, p->n_threads, err, err_size)))
             goto fail;
     }
     *out = e;

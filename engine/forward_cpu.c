@@ -1,5 +1,6 @@
 /* The CPU reference forward pass of Llama over a batch of tokens from several sequences (the
- * engine/batch.h contract): embedding, then per layer RMSNorm -> Q/K/V -> RoPE (adjacent pairs)
+ * engine/batch.h contract), of every layer or of a range of them (a stage of a split model, the
+ * hidden state coming in and going out through x_in / x_out): embedding, then per layer RMSNorm -> Q/K/V -> RoPE (adjacent pairs)
  * -> K/V into the paged cache -> causal GQA attention over each token's own sequence through its
  * page table -> output projection -> residual,
  * RMSNorm -> SwiGLU FFN -> residual; then the final norm and the output head. Matrix products
@@ -16,11 +17,12 @@
 
 struct forward_cpu {
     const llama_model *m;
+    int32_t layer0, layer1;  /* the layers this state computes and caches, [layer0, layer1) */
     int32_t n_cells, n_batch, max_pos;
     int n_threads;
     int64_t kv_dim;
-    float *kv_k;   /* [n_layer][n_cells][kv_dim]: a cell's row is one contiguous write */
-    float *kv_v;   /* [n_layer][n_cells][kv_dim] */
+    float *kv_k;   /* [layer1 - layer0][n_cells][kv_dim]: a cell's row is one contiguous write */
+    float *kv_v;   /* [layer1 - layer0][n_cells][kv_dim] */
     /* Activations of one batch, [n_batch][width] each. */
     float *x;      /* residual stream [n_embd] */
     float *xn;     /* normed input [n_embd] */
@@ -35,11 +37,12 @@ struct forward_cpu {
     float *scores;        /* per thread: attention scores, [n_threads][max_pos] */
 };
 
+/* K and V rows of global layer l (layer0 <= l < layer1) and a cell. */
 static float *cell_k(const forward_cpu *f, int32_t l, int32_t cell) {
-    return f->kv_k + ((size_t)l * (size_t)f->n_cells + (size_t)cell) * (size_t)f->kv_dim;
+    return f->kv_k + ((size_t)(l - f->layer0) * (size_t)f->n_cells + (size_t)cell) * (size_t)f->kv_dim;
 }
 static float *cell_v(const forward_cpu *f, int32_t l, int32_t cell) {
-    return f->kv_v + ((size_t)l * (size_t)f->n_cells + (size_t)cell) * (size_t)f->kv_dim;
+    return f->kv_v + ((size_t)(l - f->layer0) * (size_t)f->n_cells + (size_t)cell) * (size_t)f->kv_dim;
 }
 
 /* --- threads: [0, n) split into one contiguous range per thread -------------------------------- */
@@ -224,11 +227,22 @@ static int fwd(void *self, const engine_fwd_batch *b, float *logits, char *err, 
                  f->n_batch, b->max_pos, f->max_pos);
         return -1;
     }
+    int first = f->layer0 == 0, last = f->layer1 == hp->n_layer;
+    if ((!first && !b->x_in) || (!last && !b->x_out)) {
+        int no_in = !first && !b->x_in;
+        snprintf(err, err_size, "CPU forward of layers %d..%d of %d: no buffer for the %s hidden state (x_%s is NULL)",
+                 f->layer0, f->layer1 - 1, hp->n_layer, no_in ? "incoming" : "outgoing", no_in ? "in" : "out");
+        return -1;
+    }
 
-    for (int32_t t = 0; t < n; t++)
-        if (llama_weight_row(&m->tok_embd, b->token[t], f->x + t * E, err, err_size)) return -1;
+    /* A later stage starts from the hidden state the previous one left: the same values the
+     * residual stream would hold here in a single pass, so the result is bit-for-bit the same. */
+    if (!first) memcpy(f->x, b->x_in, (size_t)n * (size_t)E * sizeof(float));
+    else
+        for (int32_t t = 0; t < n; t++)
+            if (llama_weight_row(&m->tok_embd, b->token[t], f->x + t * E, err, err_size)) return -1;
 
-    for (int32_t l = 0; l < hp->n_layer; l++) {
+    for (int32_t l = f->layer0; l < f->layer1; l++) {
         const llama_layer *L = &m->layers[l];
         for (int32_t t = 0; t < n; t++) rmsnorm(f->xn + t * E, f->x + t * E, L->attn_norm, E, hp->rms_eps);
         if (matmul(f, &L->wq, f->xn, n, f->q, err, err_size) ||
@@ -257,6 +271,10 @@ static int fwd(void *self, const engine_fwd_batch *b, float *logits, char *err, 
         if (matmul(f, &L->w_down, f->gate, n, f->xn, err, err_size)) return -1;
         for (int64_t i = 0; i < n * E; i++) f->x[i] += f->xn[i];
     }
+    if (!last) {
+        memcpy(b->x_out, f->x, (size_t)n * (size_t)E * sizeof(float));
+        return 0;
+    }
 
     /* The output head only for the rows that want logits, gathered in token order (out_row
      * numbers them so). */
@@ -273,10 +291,11 @@ static int fwd(void *self, const engine_fwd_batch *b, float *logits, char *err, 
 
 /* --- KV cells --------------------------------------------------------------------------------- */
 
+/* Layers are global indices; a state answers only for the layers it holds. */
 static int kv_bad(const forward_cpu *f, int32_t layer, int32_t cell, int32_t n, char *err, size_t err_size) {
-    if (layer < 0 || layer >= f->m->hp.n_layer || cell < 0 || n < 0 || cell > f->n_cells - n) {
-        snprintf(err, err_size, "CPU KV: layer %d, cells %d..+%d outside %d layers x %d cells", layer, cell, n,
-                 f->m->hp.n_layer, f->n_cells);
+    if (layer < f->layer0 || layer >= f->layer1 || cell < 0 || n < 0 || cell > f->n_cells - n) {
+        snprintf(err, err_size, "CPU KV: layer %d, cells %d..+%d outside layers %d..%d x %d cells", layer, cell, n,
+                 f->layer0, f->layer1 - 1, f->n_cells);
         return 1;
     }
     return 0;
@@ -284,9 +303,9 @@ static int kv_bad(const forward_cpu *f, int32_t layer, int32_t cell, int32_t n, 
 
 static int kv_copy(void *self, int32_t dst, int32_t src, int32_t n, char *err, size_t err_size) {
     forward_cpu *f = self;
-    if (kv_bad(f, 0, dst, n, err, err_size) || kv_bad(f, 0, src, n, err, err_size)) return -1;
+    if (kv_bad(f, f->layer0, dst, n, err, err_size) || kv_bad(f, f->layer0, src, n, err, err_size)) return -1;
     size_t bytes = (size_t)n * (size_t)f->kv_dim * sizeof(float);
-    for (int32_t l = 0; l < f->m->hp.n_layer; l++) {
+    for (int32_t l = f->layer0; l < f->layer1; l++) {
         memmove(cell_k(f, l, dst), cell_k(f, l, src), bytes);
         memmove(cell_v(f, l, dst), cell_v(f, l, src), bytes);
     }
@@ -323,9 +342,14 @@ const engine_backend_ops forward_cpu_ops = {
     .name = "CPU", .kv_elem_bytes = sizeof(float), .forward = fwd, .kv_copy = kv_copy, .kv_get = kv_get, .kv_set = kv_set, .free = ops_free,
 };
 
-forward_cpu *forward_cpu_new(const llama_model *m, int32_t n_cells, int32_t n_batch, int32_t max_pos,
-                             int n_threads, char *err, size_t err_size) {
+forward_cpu *forward_cpu_new(const llama_model *m, int32_t layer0, int32_t layer1, int32_t n_cells,
+                             int32_t n_batch, int32_t max_pos, int n_threads, char *err, size_t err_size) {
     const llama_hparams *hp = &m->hp;
+    if (layer0 < 0 || layer1 <= layer0 || layer1 > hp->n_layer) {
+        snprintf(err, err_size, "CPU backend: layers %d..%d are not a non-empty range of the model's %d", layer0,
+                 layer1 - 1, hp->n_layer);
+        return NULL;
+    }
     if (n_cells < 1 || n_batch < 1 || max_pos < 1 || n_threads < 1) {
         snprintf(err, err_size, "bad sizes: %d KV cells, batch %d, %d positions, threads %d", n_cells, n_batch,
                  max_pos, n_threads);
@@ -338,6 +362,8 @@ forward_cpu *forward_cpu_new(const llama_model *m, int32_t n_cells, int32_t n_ba
         return NULL;
     }
     f->m = m;
+    f->layer0 = layer0;
+    f->layer1 = layer1;
     f->n_cells = n_cells;
     f->max_pos = max_pos;
     f->n_batch = n_batch;
@@ -364,9 +390,9 @@ forward_cpu *forward_cpu_new(const llama_model *m, int32_t n_cells, int32_t n_ba
         return NULL;
     }
     f->kv_dim = n_kv;
-    size_t cells = (size_t)hp->n_layer * (size_t)n_cells;
+    size_t cells = (size_t)(layer1 - layer0) * (size_t)n_cells;
     if (cells > SIZE_MAX / sizeof(float) / (size_t)n_kv) {
-        snprintf(err, err_size, "KV cache: %d layers x %d cells x %lld values overflows", hp->n_layer, n_cells,
+        snprintf(err, err_size, "KV cache: %d layers x %d cells x %lld values overflows", layer1 - layer0, n_cells,
                  (long long)n_kv);
         forward_cpu_free(f);
         return NULL;

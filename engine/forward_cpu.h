@@ -13,11 +13,14 @@
 
 typedef struct forward_cpu forward_cpu;
 
-/* State for n_cells KV cells, passes of up to n_batch tokens, sequences of up to max_pos
- * positions, n_threads threads. The model must outlive the state. NULL with a message on bad
+/* State for layers [layer0, layer1) of m (0, n_layer: the whole model), n_cells KV cells, passes
+ * of up to n_batch tokens, sequences of up to max_pos positions, n_threads threads. The KV cache
+ * holds only those layers; kv_get/kv_set take global layer indices and refuse others. When
+ * layer0 > 0 a pass starts from the batch's x_in, when layer1 < n_layer it ends by writing x_out
+ * (engine/batch.h). The model must outlive the state. NULL with a message on a bad range, bad
  * sizes or out of memory. */
-forward_cpu *forward_cpu_new(const llama_model *m, int32_t n_cells, int32_t n_batch, int32_t max_pos,
-                             int n_threads, char *err, size_t err_size);
+forward_cpu *forward_cpu_new(const llama_model *m, int32_t layer0, int32_t layer1, int32_t n_cells,
+                             int32_t n_batch, int32_t max_pos, int n_threads, char *err, size_t err_size);
 void forward_cpu_free(forward_cpu *f);
 
 /* The backend operations; self is a forward_cpu. */

@@ -147,8 +147,8 @@ static void test_good(void) {
     /* Same logits on 1 and 3 threads, with the prompt in batches of 3 or at once. */
     int32_t toks[10] = {1, 5, 7, 2, 11, 0, 3, 3, 9, 4};
     float a[10 * VOCAB], b[10 * VOCAB];
-    forward_cpu *f1 = forward_cpu_new(&m, CTX, 3, CTX, 1, err, sizeof err);
-    forward_cpu *f3 = forward_cpu_new(&m, CTX, 16, CTX, 3, err, sizeof err);
+    forward_cpu *f1 = forward_cpu_new(&m, 0, 1, CTX, 3, CTX, 1, err, sizeof err);
+    forward_cpu *f3 = forward_cpu_new(&m, 0, 1, CTX, 16, CTX, 3, err, sizeof err);
     int rc = f1 && f3 ? eval_seq(f1, 3, toks, 10, 0, a, 1, err, sizeof err) |
                             eval_seq(f3, 16, toks, 10, 0, b, 1, err, sizeof err)
                       : -1;
