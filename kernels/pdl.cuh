@@ -45,7 +45,8 @@ static inline cudaError_t pdl_launch_as(int on, void (*kern)(P...), dim3 grid, d
                                         cudaStream_t s, A &&...args) {
     cudaLaunchAttribute attr[1];
     attr[0].id = cudaLaunchAttributeProgrammaticStreamSerialization;
-    attr[0].val.programmaticStreamSerializationAllowed = on;
+    /* the legacy default stream keeps plain launches: PDL is for the engine's own streams */
+    attr[0].val.programmaticStreamSerializationAllowed = on && s != 0 && s != cudaStreamLegacy;
     cudaLaunchConfig_t cfg = {};
     cfg.gridDim = grid;
     cfg.blockDim = block;
