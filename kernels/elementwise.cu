@@ -1,7 +1,10 @@
-/* Elementwise f32 ops (kernels.h: swiglu, add), grid-stride over n. */
+/* Elementwise f32 ops (kernels.h: swiglu, add), grid-stride over n, launched with PDL. */
 #include "kernels/kernels.h"
+#include "kernels/pdl.cuh"
 
 __global__ void swiglu_kernel(float *out, const float *gate, const float *up, int64_t n) {
+    pdl_trigger(); /* PDL (pdl.cuh): the next kernel may start; this one waits for the last */
+    pdl_wait();
     for (int64_t i = blockIdx.x * (int64_t)blockDim.x + threadIdx.x; i < n; i += (int64_t)gridDim.x * blockDim.x) {
         float g = gate[i];
         out[i] = g / (1.0f + expf(-g)) * up[i];
@@ -9,6 +12,8 @@ __global__ void swiglu_kernel(float *out, const float *gate, const float *up, in
 }
 
 __global__ void add_kernel(float *out, const float *a, const float *b, int64_t n) {
+    pdl_trigger(); /* PDL (pdl.cuh): the next kernel may start; this one waits for the last */
+    pdl_wait();
     for (int64_t i = blockIdx.x * (int64_t)blockDim.x + threadIdx.x; i < n; i += (int64_t)gridDim.x * blockDim.x)
         out[i] = a[i] + b[i];
 }
@@ -20,12 +25,10 @@ static unsigned ew_grid(int64_t n) {
 
 extern "C" cudaError_t swiglu(float *out, const float *gate, const float *up, int64_t n, cudaStream_t stream) {
     if (n <= 0) return cudaErrorInvalidValue;
-    swiglu_kernel<<<ew_grid(n), 256, 0, stream>>>(out, gate, up, n);
-    return cudaGetLastError();
+    return pdl_launch(swiglu_kernel, dim3(ew_grid(n)), dim3(256), 0, stream, out, gate, up, n);
 }
 
 extern "C" cudaError_t add(float *out, const float *a, const float *b, int64_t n, cudaStream_t stream) {
     if (n <= 0) return cudaErrorInvalidValue;
-    add_kernel<<<ew_grid(n), 256, 0, stream>>>(out, a, b, n);
-    return cudaGetLastError();
+    return pdl_launch(add_kernel, dim3(ew_grid(n)), dim3(256), 0, stream, out, a, b, n);
 }

@@ -3,9 +3,12 @@
 #include <math.h>
 #include "kernels/kernels.h"
 #include "kernels/dequant.cuh"
+#include "kernels/pdl.cuh"
 
 template <int T>
 __global__ void embed_kernel(float *out, const uint8_t *table, const int32_t *ids, int64_t n_rows, int64_t dim) {
+    pdl_trigger(); /* PDL (pdl.cuh): the next kernel may start; this one waits for the last */
+    pdl_wait();
     int32_t id = ids[blockIdx.x];
     float *o = out + blockIdx.x * dim;
     if (id < 0 || id >= n_rows) {
@@ -27,14 +30,13 @@ extern "C" cudaError_t embed(float *out, const void *table, uint32_t ttype, cons
     if (n_tok <= 0 || dim <= 0 || dim % be || dq_row_bytes(ttype, dim) == 0) return cudaErrorInvalidValue;
     const uint8_t *t = (const uint8_t *)table;
     switch (ttype) {
-    case QUANT_F32: embed_kernel<QUANT_F32><<<n_tok, 128, 0, stream>>>(out, t, ids, n_rows, dim); break;
-    case QUANT_F16: embed_kernel<QUANT_F16><<<n_tok, 128, 0, stream>>>(out, t, ids, n_rows, dim); break;
-    case QUANT_Q4_0: embed_kernel<QUANT_Q4_0><<<n_tok, 128, 0, stream>>>(out, t, ids, n_rows, dim); break;
-    case QUANT_Q5_0: embed_kernel<QUANT_Q5_0><<<n_tok, 128, 0, stream>>>(out, t, ids, n_rows, dim); break;
-    case QUANT_Q8_0: embed_kernel<QUANT_Q8_0><<<n_tok, 128, 0, stream>>>(out, t, ids, n_rows, dim); break;
-    case QUANT_Q4_K: embed_kernel<QUANT_Q4_K><<<n_tok, 128, 0, stream>>>(out, t, ids, n_rows, dim); break;
-    case QUANT_Q6_K: embed_kernel<QUANT_Q6_K><<<n_tok, 128, 0, stream>>>(out, t, ids, n_rows, dim); break;
+    case QUANT_F32: return pdl_launch(embed_kernel<QUANT_F32>, dim3(n_tok), dim3(128), 0, stream, out, t, ids, n_rows, dim);
+    case QUANT_F16: return pdl_launch(embed_kernel<QUANT_F16>, dim3(n_tok), dim3(128), 0, stream, out, t, ids, n_rows, dim);
+    case QUANT_Q4_0: return pdl_launch(embed_kernel<QUANT_Q4_0>, dim3(n_tok), dim3(128), 0, stream, out, t, ids, n_rows, dim);
+    case QUANT_Q5_0: return pdl_launch(embed_kernel<QUANT_Q5_0>, dim3(n_tok), dim3(128), 0, stream, out, t, ids, n_rows, dim);
+    case QUANT_Q8_0: return pdl_launch(embed_kernel<QUANT_Q8_0>, dim3(n_tok), dim3(128), 0, stream, out, t, ids, n_rows, dim);
+    case QUANT_Q4_K: return pdl_launch(embed_kernel<QUANT_Q4_K>, dim3(n_tok), dim3(128), 0, stream, out, t, ids, n_rows, dim);
+    case QUANT_Q6_K: return pdl_launch(embed_kernel<QUANT_Q6_K>, dim3(n_tok), dim3(128), 0, stream, out, t, ids, n_rows, dim);
     default: return cudaErrorInvalidValue;
     }
-    return cudaGetLastError();
 }

@@ -13,6 +13,15 @@
 extern "C" {
 #endif
 
+/* Every decode-step kernel (matvec, the small ops, embed, argmax, paged.h's decode kernels) is
+ * launched with programmatic dependent launch (sm_90): it may start while the previous kernel
+ * of the stream finishes, and waits for it on the device before touching its data
+ * (kernels/pdl.cuh has the rules). Matvec weights are read before that wait, so a matvec must
+ * not be the kernel right after the one that wrote its weights (matvec_repack: synchronise
+ * after loading). kernels_use_pdl(0) launches without the attribute (kernel lab comparisons;
+ * process-wide, not for use while other threads launch). */
+void kernels_use_pdl(int on);
+
 /* ---- decode matrix-vector products (matvec.cu) -----------------------------------------------
  * Y[n][rows] = W[rows][k] . X[n][k] for n = 1..MATVEC_MAX_N tokens, weights read once for all
  * n. W is a weight matrix of GGUF type wtype (F32, F16, Q4_0, Q5_0, Q8_0, Q4_K, Q6_K), after a
@@ -35,6 +44,13 @@ cudaError_t matvec_f32(float *y, const void *w, uint32_t wtype, const float *x, 
                        int64_t k, int n, cudaStream_t stream);
 cudaError_t matvec_f16(float *y, const void *w, uint32_t wtype, const uint16_t *x, int64_t rows,
                        int64_t k, int n, cudaStream_t stream);
+/* matvec_f32 of X[t][i] = silu(g[t * sg + i]) * u[t * su + i] (i < k): SwiGLU computed while X is
+ * staged (same f32 formula as paged_swiglu), so the FFN's down matvec needs no separate SwiGLU
+ * launch and no X buffer. Any strides; aligned (g, u 16-byte aligned, sg, su multiples of 4)
+ * rows are read as float4. Same types, n and results as matvec_f32 of paged_swiglu's output. */
+cudaError_t matvec_f32_swiglu(float *y, const void *w, uint32_t wtype, const float *g, int64_t sg,
+                              const float *u, int64_t su, int64_t rows, int64_t k, int n,
+                              cudaStream_t stream);
 
 /* ---- prefill matrix products (gemm.cu) --------------------------------------------------------
  * Y[n][rows] = W[rows][k] . X[n][k] for many tokens on the tensor cores, X in f16 bits, Y f32,

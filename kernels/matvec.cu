@@ -1,6 +1,7 @@
 /* Launchers of the decode matvec (kernels.h): repacking at load, then the production variant per
  * weight type (v6 for one token and v3 for several, tensor cores, for Q4_0, Q4_K, Q8_0,
- * Q6_K; v1 for F32, F16, Q5_0). Variants live in matvec.cuh, where the kernel lab times them. */
+ * Q6_K; v1 for F32, F16, Q5_0), all with programmatic dependent launch, X plain or SwiGLU'd
+ * while staged. Variants live in matvec.cuh, where the kernel lab times them. */
 #include "kernels/kernels.h"
 #include "kernels/matvec.cuh"
 
@@ -24,6 +25,14 @@ static int64_t matvec_block_elems(uint32_t t) {
     }
 }
 
+/* Every production v6 instantiation: f32 X, f16 X, SwiGLU X. */
+template <int T>
+static void mv6_prepare_all() {
+    mv6_prepare<T, false, MATVEC_NB>();
+    mv6_prepare<T, true, MATVEC_NB>();
+    mv6_prepare<T, false, MATVEC_NB, false, mv_x_swiglu>();
+}
+
 extern "C" int matvec_supported(uint32_t wtype) { return matvec_block_elems(wtype) != 0; }
 
 extern "C" size_t matvec_repacked_bytes(uint32_t wtype, int64_t rows, int64_t k) {
@@ -43,10 +52,10 @@ extern "C" cudaError_t matvec_repack(void *out, const void *w, uint32_t wtype, i
     uint8_t *o = (uint8_t *)out;
     const uint8_t *src = (const uint8_t *)w;
     switch (wtype) { /* v6's shared-memory limit is raised here, outside any graph capture */
-    case QUANT_Q4_0: mv6_prepare<QUANT_Q4_0, false, MATVEC_NB>(); mv6_prepare<QUANT_Q4_0, true, MATVEC_NB>(); break;
-    case QUANT_Q4_K: mv6_prepare<QUANT_Q4_K, false, MATVEC_NB>(); mv6_prepare<QUANT_Q4_K, true, MATVEC_NB>(); break;
-    case QUANT_Q8_0: mv6_prepare<QUANT_Q8_0, false, MATVEC_NB>(); mv6_prepare<QUANT_Q8_0, true, MATVEC_NB>(); break;
-    default: mv6_prepare<QUANT_Q6_K, false, MATVEC_NB>(); mv6_prepare<QUANT_Q6_K, true, MATVEC_NB>(); break;
+    case QUANT_Q4_0: mv6_prepare_all<QUANT_Q4_0>(); break;
+    case QUANT_Q4_K: mv6_prepare_all<QUANT_Q4_K>(); break;
+    case QUANT_Q8_0: mv6_prepare_all<QUANT_Q8_0>(); break;
+    default: mv6_prepare_all<QUANT_Q6_K>(); break;
     }
     switch (wtype) {
     case QUANT_Q4_0: matvec_v2_repack<QUANT_Q4_0><<<grid, 256, 0, stream>>>(o, src, (int)rows, (int)k); break;
@@ -58,33 +67,41 @@ extern "C" cudaError_t matvec_repack(void *out, const void *w, uint32_t wtype, i
 }
 
 
-template <typename XT>
-static cudaError_t matvec_any(float *y, const void *w, uint32_t t, const XT *x, int64_t rows, int64_t k,
-                              int n, cudaStream_t s) {
+/* XT: the type of X in memory (float also for SwiGLU X, which is f32). */
+template <typename XT, typename XS>
+static cudaError_t matvec_any(float *y, const void *w, uint32_t t, XS x, int64_t rows, int64_t k, int n,
+                              cudaStream_t s) {
     constexpr bool XH = sizeof(XT) == 2;
     if (matvec_repacked_bytes(t, rows, k) == 0 || n < 1 || n > MATVEC_MAX_N) return cudaErrorInvalidValue;
     const uint8_t *wb = (const uint8_t *)w;
-    unsigned grid1 = (unsigned)((rows + MV1_ROWS - 1) / MV1_ROWS);
+    dim3 grid1((unsigned)((rows + MV1_ROWS - 1) / MV1_ROWS));
     int r = (int)rows, kk = (int)k;
     switch (t) {
-    case QUANT_Q4_0: matvec_v2_launch<QUANT_Q4_0, XH, MATVEC_V>(y, w, x, r, kk, n, s); break;
-    case QUANT_Q4_K: matvec_v2_launch<QUANT_Q4_K, XH, MATVEC_V>(y, w, x, r, kk, n, s); break;
-    case QUANT_Q8_0: matvec_v2_launch<QUANT_Q8_0, XH, MATVEC_V>(y, w, x, r, kk, n, s); break;
-    case QUANT_Q6_K: matvec_v2_launch<QUANT_Q6_K, XH, MATVEC_V>(y, w, x, r, kk, n, s); break;
-    case QUANT_F32: matvec_v1<QUANT_F32, XT><<<grid1, 256, MV1_SMEM, s>>>(y, wb, x, r, kk, n); break;
-    case QUANT_F16: matvec_v1<QUANT_F16, XT><<<grid1, 256, MV1_SMEM, s>>>(y, wb, x, r, kk, n); break;
-    case QUANT_Q5_0: matvec_v1<QUANT_Q5_0, XT><<<grid1, 256, MV1_SMEM, s>>>(y, wb, x, r, kk, n); break;
+    case QUANT_Q4_0: return matvec_v2_launch<QUANT_Q4_0, XH, MATVEC_V, XS>(y, w, x, r, kk, n, s);
+    case QUANT_Q4_K: return matvec_v2_launch<QUANT_Q4_K, XH, MATVEC_V, XS>(y, w, x, r, kk, n, s);
+    case QUANT_Q8_0: return matvec_v2_launch<QUANT_Q8_0, XH, MATVEC_V, XS>(y, w, x, r, kk, n, s);
+    case QUANT_Q6_K: return matvec_v2_launch<QUANT_Q6_K, XH, MATVEC_V, XS>(y, w, x, r, kk, n, s);
+    case QUANT_F32: return pdl_launch(matvec_v1<QUANT_F32, XT, XS>, grid1, dim3(256), MV1_SMEM, s, y, wb, x, r, kk, n);
+    case QUANT_F16: return pdl_launch(matvec_v1<QUANT_F16, XT, XS>, grid1, dim3(256), MV1_SMEM, s, y, wb, x, r, kk, n);
+    case QUANT_Q5_0: return pdl_launch(matvec_v1<QUANT_Q5_0, XT, XS>, grid1, dim3(256), MV1_SMEM, s, y, wb, x, r, kk, n);
     default: return cudaErrorInvalidValue;
     }
-    return cudaGetLastError();
 }
 
 extern "C" cudaError_t matvec_f32(float *y, const void *w, uint32_t wtype, const float *x, int64_t rows,
                                   int64_t k, int n, cudaStream_t stream) {
-    return matvec_any<float>(y, w, wtype, x, rows, k, n, stream);
+    return matvec_any<float>(y, w, wtype, mv_x{x}, rows, k, n, stream);
 }
 
 extern "C" cudaError_t matvec_f16(float *y, const void *w, uint32_t wtype, const uint16_t *x, int64_t rows,
                                   int64_t k, int n, cudaStream_t stream) {
-    return matvec_any<__half>(y, w, wtype, (const __half *)x, rows, k, n, stream);
+    return matvec_any<__half>(y, w, wtype, mv_x{x}, rows, k, n, stream);
+}
+
+extern "C" cudaError_t matvec_f32_swiglu(float *y, const void *w, uint32_t wtype, const float *g, int64_t sg,
+                                         const float *u, int64_t su, int64_t rows, int64_t k, int n,
+                                         cudaStream_t stream) {
+    if (!g || !u) return cudaErrorInvalidValue;
+    const bool vec = (uintptr_t)g % 16 == 0 && (uintptr_t)u % 16 == 0 && sg % 4 == 0 && su % 4 == 0;
+    return matvec_any<float>(y, w, wtype, mv_x_swiglu{g, u, sg, su, vec}, rows, k, n, stream);
 }

@@ -15,8 +15,10 @@
  *       (MODE 2; for Q4_K and Q6_K also the block scale applied once per super-block).
  *   v6, v7  (n = 1, production for one token) v5's arithmetic in a persistent grid, one block
  *       per SM walking a run of tiles with 2 (v6) or 3 (v7) groups of loads in flight per warp:
- *       see the v6 section. v8, v9 (lab, not yet measured): v6 with programmatic dependent
- *       launch; v6 with Q4_0 / Q4_K weights through a shared-memory ring (cp.async.bulk).
+ *       see the v6 section. v8 (lab): v6 launched without programmatic dependent launch;
+ *       v9 (lab): v6 with Q4_0 / Q4_K weights through a shared-memory ring (cp.async.bulk).
+ *   Every variant is launched with PDL (pdl.cuh): the first groups of weights are loaded
+ *   before pdl_wait(), X staged and y written after it.
  *
  * v2 repacked layout, for R16 = ceil(rows / 16) tiles of 16 rows and C = ceil(k / 64) chunks of
  * 64 weights (rows and k padded with zero weights):
@@ -35,6 +37,35 @@
 #include <stdint.h>
 #include <cuda_fp16.h>
 #include "kernels/dequant.cuh"
+#include "kernels/pdl.cuh"
+
+/* Where a kernel's X comes from (a template parameter of every variant): mv_x, a plain [n][k]
+ * array in f32 or f16 (the kernel's XT / XH says which); mv_x_swiglu, silu(g) * u of two strided
+ * f32 arrays, computed while X is staged (matvec_f32_swiglu). X is written by the previous
+ * kernel, so it is read with plain loads after pdl_wait() (pdl.cuh), never with __ldg, which the
+ * compiler may treat as invariant and move. */
+struct mv_x { const void *p; };
+struct mv_x_swiglu { const float *g, *u; int64_t sg, su; bool vec; /* vec: float4 loads */ };
+
+__device__ __forceinline__ float4 mv_x_f32(const mv_x &s, int tok, int kk, int k) {
+    return *(const float4 *)((const float *)s.p + (int64_t)tok * k + kk);
+}
+
+/* kernels.h's SwiGLU formula (paged_swiglu), so the fused path rounds the same way. */
+__device__ __forceinline__ float mv_silu_mul(float a, float b) { return a / (1.0f + expf(-a)) * b; }
+
+__device__ __forceinline__ float4 mv_x_f32(const mv_x_swiglu &s, int tok, int kk, int) {
+    const float *g = s.g + tok * s.sg + kk, *u = s.u + tok * s.su + kk;
+    float4 a, b;
+    if (s.vec) {
+        a = *(const float4 *)g;
+        b = *(const float4 *)u;
+    } else {
+        a = make_float4(g[0], g[1], g[2], g[3]);
+        b = make_float4(u[0], u[1], u[2], u[3]);
+    }
+    return make_float4(mv_silu_mul(a.x, b.x), mv_silu_mul(a.y, b.y), mv_silu_mul(a.z, b.z), mv_silu_mul(a.w, b.w));
+}
 
 /* ---------------------------------------------------------------- v1: generic, GGUF layout -- */
 #define MV1_ROWS 32 /* rows per block: 8 warps x 4 rows, so X is staged once per 32 rows */
@@ -43,10 +74,11 @@
 /* X values per pass: n * kp * 4.5 bytes (X padded by 4 floats per 32) fit MV1_SMEM. */
 __host__ __device__ __forceinline__ int mv1_pass(int n) { return (8192 / n) & ~255; }
 
-template <int T, typename XT>
-__global__ void __launch_bounds__(256) matvec_v1(float *y, const uint8_t *w, const XT *x, int rows,
-                                                 int k, int n) {
+template <int T, typename XT, typename XS = mv_x>
+__global__ void __launch_bounds__(256) matvec_v1(float *y, const uint8_t *w, XS x, int rows, int k, int n) {
     extern __shared__ __align__(16) float mv1_x[]; /* [n][kp / 32][36] */
+    pdl_wait(); /* X and y belong to the previous kernels (no weights are read early here) */
+    pdl_trigger();
     const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31, kp = mv1_pass(n);
     const int stride = kp / 32 * 36;
     float acc[4][8];
@@ -61,9 +93,9 @@ __global__ void __launch_bounds__(256) matvec_v1(float *y, const uint8_t *w, con
             int tok = i / (pk / 4), e = 4 * (i % (pk / 4));
             float4 v;
             if constexpr (sizeof(XT) == 4) {
-                v = __ldg((const float4 *)(x + (int64_t)tok * k + p0 + e));
+                v = mv_x_f32(x, tok, p0 + e, k);
             } else {
-                uint2 h = __ldg((const uint2 *)(x + (int64_t)tok * k + p0 + e));
+                uint2 h = *(const uint2 *)((const XT *)x.p + (int64_t)tok * k + p0 + e);
                 float2 a = __half22float2(*(__half2 *)&h.x), b = __half22float2(*(__half2 *)&h.y);
                 v = make_float4(a.x, a.y, b.x, b.y);
             }
@@ -210,8 +242,8 @@ __device__ __forceinline__ float2 mv_k4_scale(uint4 r, int j) {
  * columns). Column col is token col (f16 X) or token col / 2, hi (even) or lo (odd) part.
  * Each thread takes 4 consecutive X (one 16- or 8-byte load, coalesced across the block);
  * the 8 threads of a 32-value sub-block add their sums with shuffles. */
-template <bool XH, int U>
-__device__ __forceinline__ void mv2_stage(uint2 *xb, float *xs, const void *xv, int k, int n,
+template <bool XH, int U, typename XS>
+__device__ __forceinline__ void mv2_stage(uint2 *xb, float *xs, const XS &xv, int k, int n,
                                           int ncols, int p0, int pk) {
     uint32_t *xw = (uint32_t *)xb;
     const int q4 = pk / 4, total = n * q4; /* q4 is a multiple of 16 */
@@ -224,12 +256,12 @@ __device__ __forceinline__ void mv2_stage(uint2 *xb, float *xs, const void *xv, 
         const int tok = f < total ? f / q4 : 0, kk = p0 + 4 * (f < total ? f % q4 : 0);
         raw[u] = make_float4(0, 0, 0, 0);
         if (f < total && kk < k) {
-            if (XH) {
-                uint2 r = __ldg((const uint2 *)((const unsigned short *)xv + (int64_t)tok * k + kk));
+            if constexpr (XH) {
+                uint2 r = *(const uint2 *)((const unsigned short *)xv.p + (int64_t)tok * k + kk);
                 raw[u].x = __uint_as_float(r.x);
                 raw[u].y = __uint_as_float(r.y);
             } else {
-                raw[u] = __ldg((const float4 *)((const float *)xv + (int64_t)tok * k + kk));
+                raw[u] = mv_x_f32(xv, tok, kk, k);
             }
         }
       }
@@ -579,8 +611,8 @@ template <> struct mv2_group<QUANT_Q6_K> {
     }
 };
 
-template <int T, bool XH, int NG, int V, int NC = 0>
-__global__ void __launch_bounds__(256, V == 4 ? 3 : 2) matvec_v2(float *y, const uint8_t *w, const void *xv,
+template <int T, bool XH, int NG, int V, int NC = 0, typename XS = mv_x>
+__global__ void __launch_bounds__(256, V == 4 ? 3 : 2) matvec_v2(float *y, const uint8_t *w, XS xv,
                                                  int rows, int k, int n) {
     static_assert(T == QUANT_Q4_0 || T == QUANT_Q4_K || T == QUANT_Q8_0 || T == QUANT_Q6_K, "v2: Q4_0 Q4_K Q8_0 Q6_K");
     constexpr int GC = mv2_group<T>::GC;
@@ -606,6 +638,8 @@ __global__ void __launch_bounds__(256, V == 4 ? 3 : 2) matvec_v2(float *y, const
         if constexpr (V == 2) {
             mv2_group<T> cur, nxt;
             if (g0 < g1) cur.load(w, R16, C, tile, cbase, GC * g0, pc, lane, g);
+            pdl_wait(); /* weights above may overlap the previous kernel; X and y wait (pdl.cuh) */
+            pdl_trigger();
             __syncthreads();
             mv2_stage<XH, 1>(xb, xs, xv, k, n, ncols, p0, pk);
             __syncthreads();
@@ -618,6 +652,8 @@ __global__ void __launch_bounds__(256, V == 4 ? 3 : 2) matvec_v2(float *y, const
             mv2_group<T> ga, gb;
             if (g0 < g1) ga.load(w, R16, C, tile, cbase, GC * g0, pc, lane, g);
             if (g0 + 1 < g1) gb.load(w, R16, C, tile, cbase, GC * (g0 + 1), pc, lane, g);
+            pdl_wait(); /* weights above may overlap the previous kernel; X and y wait (pdl.cuh) */
+            pdl_trigger();
             __syncthreads();
             mv2_stage<XH, 4>(xb, xs, xv, k, n, ncols, p0, pk);
             __syncthreads();
@@ -711,8 +747,8 @@ __device__ __forceinline__ void mv9_fill(mv2_group<T> &gr, const uint8_t *slot, 
     }
 }
 
-template <int T, bool XH, int NB, bool PDL = false, bool RING = false>
-__global__ void __launch_bounds__(MV6_WARPS * 32, 1) matvec_v6(float *y, const uint8_t *w, const void *xv,
+template <int T, bool XH, int NB, bool RING = false, typename XS = mv_x>
+__global__ void __launch_bounds__(MV6_WARPS * 32, 1) matvec_v6(float *y, const uint8_t *w, XS xv,
                                                                int rows, int k) {
     constexpr int NC = XH ? 1 : 2, GC = mv2_group<T>::GC, W = MV6_WARPS;
     extern __shared__ __align__(16) uint8_t mv6_smem_buf[];
@@ -758,9 +794,11 @@ __global__ void __launch_bounds__(MV6_WARPS * 32, 1) matvec_v6(float *y, const u
             if (++lg == ng) { lg = 0; lt++; }
         }
     }
-    /* PDL (v8): everything above (weights only) may overlap the previous kernel; X, and y
-     * (written last), wait for it to finish */
-    if constexpr (PDL) asm volatile("griddepcontrol.wait;" ::: "memory");
+    /* PDL: everything above (weights only) may overlap the previous kernel; X, the partial sums
+     * and y wait for it to finish (pdl.cuh). The next kernel may be scheduled from here on: its
+     * own wait covers this whole grid. */
+    pdl_wait();
+    pdl_trigger();
     for (int i = threadIdx.x; i < nt * W * 16 * NC; i += blockDim.x) red[i] = 0.0f;
     mv2_stage<XH, 4>(xb, xs, xv, k, 1, NC, 0, (int)(C * 64));
     __syncthreads();
@@ -811,7 +849,6 @@ __global__ void __launch_bounds__(MV6_WARPS * 32, 1) matvec_v6(float *y, const u
         }
     }
     if (u0 < u1 && cg != 0) flush();
-    if constexpr (PDL) asm volatile("griddepcontrol.launch_dependents;");
     __syncthreads();
     for (int i = threadIdx.x; i < nt * 16; i += blockDim.x) {
         const int tl = i >> 4, r = i & 15;
@@ -846,81 +883,69 @@ static inline bool mv6_device(int *sms, int *smem_max) {
 
 /* Lets v6 use all the shared memory a block may opt into, once per device (matvec_repack calls it
  * at load, before any graph capture). */
-template <int T, bool XH, int NB, bool PDL = false, bool RING = false>
+template <int T, bool XH, int NB, bool RING = false, typename XS = mv_x>
 static inline bool mv6_prepare() {
     static bool done[64];
     int dev = 0, sms, smem_max;
     if (!mv6_device(&sms, &smem_max) || cudaGetDevice(&dev) != cudaSuccess) return false;
     if (!done[dev]) {
-        if (cudaFuncSetAttribute(matvec_v6<T, XH, NB, PDL, RING>, cudaFuncAttributeMaxDynamicSharedMemorySize, smem_max) !=
-            cudaSuccess)
+        if (cudaFuncSetAttribute(matvec_v6<T, XH, NB, RING, XS>, cudaFuncAttributeMaxDynamicSharedMemorySize,
+                                 smem_max) != cudaSuccess)
             return false;
         done[dev] = true;
     }
     return true;
 }
 
-/* Launches v6 with NB groups in flight per warp; false (nothing launched) where it does not
- * apply: n > 1, k not a whole number of groups (Q4_0: 256, Q8_0: 128), or X and the partial
- * sums do not fit in shared memory. */
-template <int T, bool XH, int NB, bool PDL = false, bool RING = false>
-static inline bool matvec_v6_launch(float *y, const void *w, const void *x, int rows, int k, int n,
-                                    cudaStream_t s) {
+/* Launches v6 with NB groups in flight per warp, with the PDL attribute when pdl; false (nothing
+ * launched) where it does not apply: n > 1, k not a whole number of groups (Q4_0: 256, Q8_0:
+ * 128), or X and the partial sums do not fit in shared memory. *e is the launch status. */
+template <int T, bool XH, int NB, bool RING = false, typename XS = mv_x>
+static inline bool matvec_v6_launch(float *y, const void *w, XS x, int rows, int k, int n, cudaStream_t s,
+                                    int pdl, cudaError_t *e) {
     int sms, smem_max;
     if (n != 1 || mv2_chunks(k) % mv2_group<T>::GC != 0 || !mv6_device(&sms, &smem_max)) return false;
     const int64_t R16 = (rows + 15) / 16;
     int64_t grid = R16 < sms ? R16 : sms;
     if ((R16 + grid - 1) / grid > MV6_TILES) grid = (R16 + MV6_TILES - 1) / MV6_TILES;
     const size_t smem = mv6_smem(k, XH ? 1 : 2, (R16 + grid - 1) / grid, RING ? NB : 0);
-    if (smem > (size_t)smem_max || (smem > 48 * 1024 && !mv6_prepare<T, XH, NB, PDL, RING>())) return false;
-    if constexpr (PDL) {
-        cudaLaunchConfig_t cfg = {};
-        cudaLaunchAttribute attr[1];
-        attr[0].id = cudaLaunchAttributeProgrammaticStreamSerialization;
-        attr[0].val.programmaticStreamSerializationAllowed = 1;
-        cfg.gridDim = dim3((unsigned)grid);
-        cfg.blockDim = dim3(MV6_WARPS * 32);
-        cfg.dynamicSmemBytes = smem;
-        cfg.stream = s;
-        cfg.attrs = attr;
-        cfg.numAttrs = 1;
-        return cudaLaunchKernelEx(&cfg, matvec_v6<T, XH, NB, PDL, RING>, y, (const uint8_t *)w, x, rows, k) == cudaSuccess;
-    }
-    matvec_v6<T, XH, NB, false, RING><<<(unsigned)grid, MV6_WARPS * 32, smem, s>>>(y, (const uint8_t *)w, x, rows, k);
+    if (smem > (size_t)smem_max || (smem > 48 * 1024 && !mv6_prepare<T, XH, NB, RING, XS>())) return false;
+    *e = pdl_launch_as(pdl, matvec_v6<T, XH, NB, RING, XS>, dim3((unsigned)grid), dim3(MV6_WARPS * 32), smem, s, y,
+                       (const uint8_t *)w, x, rows, k);
     return true;
 }
 
-/* Launches variant V (2 to 9) on repacked weights: one block per 16 rows, or v6's persistent
- * grid (V 6: 2 groups in flight per warp, V 7: 3, V 8: v6 launched with programmatic dependent
- * launch, so its weight loads may start while the previous kernel finishes, V 9: Q4_0 and
- * Q4_K groups through a shared-memory ring of 4 slots per warp filled by the copy engine). v5-v7 exist for n = 1 (the column count is a
- * template constant); other n, and v6 where it does not fit, run v3. */
-template <int T, bool XH, int V>
-static inline void matvec_v2_launch(float *y, const void *w, const void *x, int rows, int k, int n,
-                                    cudaStream_t s) {
-    unsigned grid = (unsigned)((rows + 15) / 16);
-    int ncols = XH ? n : 2 * n;
+/* Launches variant V (2 to 9) on repacked weights, X from x (mv_x, or mv_x_swiglu for f32):
+ * one block per 16 rows, or v6's persistent grid (V 6: 2 groups in flight per warp, V 7: 3,
+ * V 8: v6 launched without programmatic dependent launch (the lab's reference for what PDL
+ * wins), V 9: Q4_0 and Q4_K groups through a shared-memory ring of 4 slots per warp filled by
+ * the copy engine). v5-v9 exist for n = 1 (the column count is a template constant); other n,
+ * and v6 where it does not fit, run v3. Every launch but V 8's carries the PDL attribute
+ * (pdl.cuh); returns the launch status. */
+template <int T, bool XH, int V, typename XS = mv_x>
+static inline cudaError_t matvec_v2_launch(float *y, const void *w, XS x, int rows, int k, int n, cudaStream_t s) {
+    const unsigned grid = (unsigned)((rows + 15) / 16);
+    const int ncols = XH ? n : 2 * n, pdl = pdl_enabled();
+    const uint8_t *wb = (const uint8_t *)w;
+    cudaError_t e = cudaSuccess;
     if constexpr (V == 6 || V == 7) {
-        if (matvec_v6_launch<T, XH, V == 6 ? 2 : 3>(y, w, x, rows, k, n, s)) return;
+        if (matvec_v6_launch<T, XH, V == 6 ? 2 : 3, false, XS>(y, w, x, rows, k, n, s, pdl, &e)) return e;
     }
     if constexpr (V == 8) {
-        if (matvec_v6_launch<T, XH, 2, true>(y, w, x, rows, k, n, s)) return;
+        if (matvec_v6_launch<T, XH, 2, false, XS>(y, w, x, rows, k, n, s, 0, &e)) return e;
     }
     if constexpr (V == 9 && (T == QUANT_Q4_0 || T == QUANT_Q4_K)) {
-        if (matvec_v6_launch<T, XH, 4, false, true>(y, w, x, rows, k, n, s)) return;
+        if (matvec_v6_launch<T, XH, 4, true, XS>(y, w, x, rows, k, n, s, pdl, &e)) return e;
     } else if constexpr (V == 9) { /* Q6_K, Q8_0: v6 */
-        if (matvec_v6_launch<T, XH, 2>(y, w, x, rows, k, n, s)) return;
+        if (matvec_v6_launch<T, XH, 2, false, XS>(y, w, x, rows, k, n, s, pdl, &e)) return e;
     }
     if constexpr (V == 5) {
-        if (n == 1) {
-            matvec_v2<T, XH, 1, 5, XH ? 1 : 2><<<grid, 256, MV2_SMEM, s>>>(y, (const uint8_t *)w, x, rows, k, n);
-            return;
-        }
+        if (n == 1)
+            return pdl_launch(matvec_v2<T, XH, 1, 5, XH ? 1 : 2, XS>, dim3(grid), dim3(256), MV2_SMEM, s, y, wb, x, rows, k, n);
     }
-    if (ncols <= 8)
-        matvec_v2<T, XH, 1, V >= 5 ? 3 : V><<<grid, 256, MV2_SMEM, s>>>(y, (const uint8_t *)w, x, rows, k, n);
-    else
-        matvec_v2<T, XH, 2, V >= 5 ? 3 : V><<<grid, 256, MV2_SMEM, s>>>(y, (const uint8_t *)w, x, rows, k, n);
+    constexpr int VV = V >= 5 ? 3 : V;
+    if (ncols <= 8) return pdl_launch(matvec_v2<T, XH, 1, VV, 0, XS>, dim3(grid), dim3(256), MV2_SMEM, s, y, wb, x, rows, k, n);
+    return pdl_launch(matvec_v2<T, XH, 2, VV, 0, XS>, dim3(grid), dim3(256), MV2_SMEM, s, y, wb, x, rows, k, n);
 }
 
 /* ---------------------------------------------------------------- v2 repacking -------------- */

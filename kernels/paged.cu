@@ -3,11 +3,13 @@
  * (split, kv head, token) runs an online softmax over its range of the token's positions for the
  * query heads sharing that kv head (K and V read once per group), its 4 warps taking
  * interleaved positions; a second pass merges the splits. A prompt pass of one sequence takes
- * paged_attention_prefill instead: query tiles share each K/V tile, on the tensor cores. */
+ * paged_attention_prefill instead: query tiles share each K/V tile, on the tensor cores. The
+ * decode-step kernels are launched with programmatic dependent launch (kernels/pdl.cuh). */
 #include <math.h>
 #include <cuda_fp16.h>
 #include "kernels/paged.h"
 #include "kernels/reduce.cuh"
+#include "kernels/pdl.cuh"
 #include "quant/blocks.h"
 
 #define PA_WARPS 4
@@ -53,6 +55,8 @@ template <int EPL, bool LP>
 __global__ void __launch_bounds__(PA_WARPS * 32) paged_attn_split_kernel(float *scratch, const float *q,
         const uint16_t *kc, const uint16_t *vc, const int32_t *pos, const int32_t *seq, const int32_t *pages,
         int page_stride, int n_head, int n_kv_head, int head_dim, float scale) {
+    pdl_trigger(); /* PDL (pdl.cuh): the next kernel may start; this one waits for the last */
+    pdl_wait();
     const int split = blockIdx.x, kvh = blockIdx.y, t = blockIdx.z, n_split = gridDim.x, n_tok = gridDim.z;
     const int G = n_head / n_kv_head, warp = threadIdx.x >> 5, lane = threadIdx.x & 31;
     const int L = pos[t] + 1;
@@ -208,6 +212,8 @@ __global__ void __launch_bounds__(PA_WARPS * 32) paged_attn_split_kernel(float *
 
 __global__ void paged_attn_combine_kernel(float *out, const float *scratch, int n_head, int head_dim,
                                           int n_split) {
+    pdl_trigger(); /* PDL (pdl.cuh): the next kernel may start; this one waits for the last */
+    pdl_wait();
     const int h = blockIdx.x, t = blockIdx.y, n_tok = gridDim.y;
     const int64_t base = ((int64_t)t * n_head + h) * n_split;
     const float *ms = scratch, *ls = scratch + (int64_t)n_tok * n_head * n_split;
@@ -241,22 +247,18 @@ extern "C" cudaError_t paged_attention(float *out, const float *q, const uint16_
     float *sc = (float *)scratch;
     int epl = (head_dim + 31) / 32;
     const bool lp = head_dim % 8 == 0;
-#define PA_LAUNCH(E) do { \
-        if (lp) paged_attn_split_kernel<E, true><<<grid, PA_WARPS * 32, 0, stream>>>(sc, q, k_cache, v_cache, pos, \
-                    seq, pages, page_stride, n_head, n_kv_head, head_dim, scale); \
-        else paged_attn_split_kernel<E, false><<<grid, PA_WARPS * 32, 0, stream>>>(sc, q, k_cache, v_cache, pos, \
-                    seq, pages, page_stride, n_head, n_kv_head, head_dim, scale); \
-    } while (0)
+    cudaError_t e;
+#define PA_LAUNCH(E) (e = pdl_launch(lp ? paged_attn_split_kernel<E, true> : paged_attn_split_kernel<E, false>, grid, \
+                                     dim3(PA_WARPS * 32), 0, stream, sc, q, k_cache, v_cache, pos, seq, pages, \
+                                     page_stride, n_head, n_kv_head, head_dim, scale))
     if (epl <= 1) PA_LAUNCH(1);
     else if (epl <= 2) PA_LAUNCH(2);
     else if (epl <= 4) PA_LAUNCH(4);
     else PA_LAUNCH(8);
 #undef PA_LAUNCH
-    cudaError_t e = cudaGetLastError();
     if (e != cudaSuccess) return e;
-    paged_attn_combine_kernel<<<dim3((unsigned)n_head, (unsigned)n_tok), 128, 0, stream>>>(out, sc, n_head,
-                                                                                          head_dim, n_split);
-    return cudaGetLastError();
+    return pdl_launch(paged_attn_combine_kernel, dim3((unsigned)n_head, (unsigned)n_tok), dim3(128), 0, stream, out,
+                      (const float *)sc, n_head, head_dim, n_split);
 }
 
 /* Prompt attention on the tensor cores (flash-attention style) for a run of consecutive tokens of
@@ -437,6 +439,8 @@ __global__ void paged_rope_store_kernel(float *q_out, uint16_t *kc, uint16_t *vc
                                         const float *k, int64_t sk, const float *v, int64_t sv, const int32_t *pos,
                                         const int32_t *cell, int n_head, int n_kv_head, int head_dim, int n_rot,
                                         float theta) {
+    pdl_trigger(); /* PDL (pdl.cuh): the next kernel may start; this one waits for the last */
+    pdl_wait();
     const int t = blockIdx.y, half = head_dim / 2, n_pairs = (n_head + n_kv_head) * half;
     const int64_t kv_dim = (int64_t)n_kv_head * head_dim, at = (int64_t)cell[t] * kv_dim;
     const int i = blockIdx.x * blockDim.x + threadIdx.x;
@@ -474,15 +478,16 @@ extern "C" cudaError_t paged_rope_store(float *q_out, uint16_t *k_cache, uint16_
         return cudaErrorInvalidValue;
     int64_t items = (int64_t)(n_head + n_kv_head) * (head_dim / 2) + (int64_t)n_kv_head * head_dim;
     dim3 grid((unsigned)((items + 255) / 256), (unsigned)n_tok);
-    paged_rope_store_kernel<<<grid, 256, 0, stream>>>(q_out, k_cache, v_cache, q, sq, k, sk, v, sv, pos, cell, n_head,
-                                                      n_kv_head, head_dim, n_rot, theta);
-    return cudaGetLastError();
+    return pdl_launch(paged_rope_store_kernel, grid, dim3(256), 0, stream, q_out, k_cache, v_cache, q, sq, k, sk, v, sv,
+                      pos, cell, n_head, n_kv_head, head_dim, n_rot, theta);
 }
 
 /* One block per row, one float4 per thread where the row allows (dim % 4 == 0), so a decode
  * step's single row is read in one round trip rather than a chain of dependent loads. */
 __global__ void __launch_bounds__(1024) paged_add_rmsnorm_kernel(float *x, float *out, const float *d,
                                                                  const float *weight, int dim, float eps) {
+    pdl_trigger(); /* PDL (pdl.cuh): the next kernel may start; this one waits for the last */
+    pdl_wait();
     float *xr = x + (int64_t)blockIdx.x * dim, *o = out + (int64_t)blockIdx.x * dim;
     const float *dr = d + (int64_t)blockIdx.x * dim;
     const bool vec = dim % 4 == 0;
@@ -516,11 +521,13 @@ extern "C" cudaError_t paged_add_rmsnorm(float *x, float *out, const float *d, c
                                          int dim, float eps, cudaStream_t stream) {
     if (rows <= 0 || dim <= 0) return cudaErrorInvalidValue;
     int per = dim % 4 == 0 ? dim / 4 : dim, threads = (per + 31) / 32 * 32;
-    paged_add_rmsnorm_kernel<<<rows, threads < 1024 ? threads : 1024, 0, stream>>>(x, out, d, weight, dim, eps);
-    return cudaGetLastError();
+    return pdl_launch(paged_add_rmsnorm_kernel, dim3(rows), dim3(threads < 1024 ? threads : 1024), 0, stream, x, out, d,
+                      weight, dim, eps);
 }
 
 __global__ void paged_swiglu_kernel(float *out, const float *g, int64_t sg, const float *u, int64_t su, int n_ff) {
+    pdl_trigger(); /* PDL (pdl.cuh): the next kernel may start; this one waits for the last */
+    pdl_wait();
     int64_t i = blockIdx.x * (int64_t)blockDim.x + threadIdx.x;
     int t = blockIdx.y;
     if (i >= n_ff) return;
@@ -531,9 +538,8 @@ __global__ void paged_swiglu_kernel(float *out, const float *g, int64_t sg, cons
 extern "C" cudaError_t paged_swiglu(float *out, const float *g, int64_t sg, const float *u, int64_t su, int n_tok,
                                     int n_ff, cudaStream_t stream) {
     if (n_tok <= 0 || n_tok > 65535 || n_ff <= 0) return cudaErrorInvalidValue;
-    paged_swiglu_kernel<<<dim3((unsigned)((n_ff + 255) / 256), (unsigned)n_tok), 256, 0, stream>>>(out, g, sg, u, su,
-                                                                                                  n_ff);
-    return cudaGetLastError();
+    return pdl_launch(paged_swiglu_kernel, dim3((unsigned)((n_ff + 255) / 256), (unsigned)n_tok), dim3(256), 0, stream,
+                      out, g, sg, u, su, n_ff);
 }
 
 __global__ void paged_to_f16_kernel(uint16_t *out, const float *in, int64_t n) {
@@ -548,6 +554,8 @@ extern "C" cudaError_t paged_to_f16(uint16_t *out, const float *in, int64_t n, c
 }
 
 __global__ void paged_gather_kernel(float *out, const float *in, const int32_t *idx, int dim) {
+    pdl_trigger(); /* PDL (pdl.cuh): the next kernel may start; this one waits for the last */
+    pdl_wait();
     const float *src = in + (int64_t)idx[blockIdx.x] * dim;
     float *dst = out + (int64_t)blockIdx.x * dim;
     for (int i = threadIdx.x; i < dim; i += blockDim.x) dst[i] = src[i];
@@ -556,13 +564,14 @@ __global__ void paged_gather_kernel(float *out, const float *in, const int32_t *
 extern "C" cudaError_t paged_gather_rows(float *out, const float *in, const int32_t *idx, int n, int dim,
                                          cudaStream_t stream) {
     if (n <= 0 || dim <= 0) return cudaErrorInvalidValue;
-    paged_gather_kernel<<<n, 256, 0, stream>>>(out, in, idx, dim);
-    return cudaGetLastError();
+    return pdl_launch(paged_gather_kernel, dim3(n), dim3(256), 0, stream, out, in, idx, dim);
 }
 
 template <bool F16>
 __global__ void paged_matvec_plain_kernel(float *y, const void *w, const float *x, int64_t rows, int64_t k,
                                           int n) {
+    pdl_trigger(); /* PDL (pdl.cuh): the next kernel may start; this one waits for the last */
+    pdl_wait();
     int64_t r = blockIdx.x * 4 + (threadIdx.x >> 5);
     int lane = threadIdx.x & 31;
     if (r >= rows) return;
@@ -583,7 +592,6 @@ extern "C" cudaError_t paged_matvec_plain(float *y, const void *w, uint32_t wtyp
                                           int64_t k, int n, cudaStream_t stream) {
     if (rows <= 0 || k <= 0 || n <= 0 || (wtype != QUANT_F32 && wtype != QUANT_F16)) return cudaErrorInvalidValue;
     unsigned grid = (unsigned)((rows + 3) / 4);
-    if (wtype == QUANT_F16) paged_matvec_plain_kernel<true><<<grid, 128, 0, stream>>>(y, w, x, rows, k, n);
-    else paged_matvec_plain_kernel<false><<<grid, 128, 0, stream>>>(y, w, x, rows, k, n);
-    return cudaGetLastError();
+    return pdl_launch(wtype == QUANT_F16 ? paged_matvec_plain_kernel<true> : paged_matvec_plain_kernel<false>,
+                      dim3(grid), dim3(128), 0, stream, y, w, x, rows, k, n);
 }

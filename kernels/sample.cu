@@ -1,6 +1,7 @@
 /* Greedy sampling on the device (kernels.h: argmax): one block per sequence, so only token ids
  * travel back to the host. Ties go to the lowest index; NaN never wins. */
 #include "kernels/kernels.h"
+#include "kernels/pdl.cuh"
 
 /* (value, index) order: larger value first, then lower index; NaN below everything. */
 __device__ __forceinline__ bool am_better(float v, int i, float bv, int bi) {
@@ -10,6 +11,8 @@ __device__ __forceinline__ bool am_better(float v, int i, float bv, int bi) {
 }
 
 __global__ void __launch_bounds__(1024) argmax_kernel(int32_t *out, const float *logits, int n_vocab) {
+    pdl_trigger(); /* PDL (pdl.cuh): the next kernel may start; this one waits for the last */
+    pdl_wait();
     const float *l = logits + (int64_t)blockIdx.x * n_vocab;
     float bv = __int_as_float(0x7fc00000);
     int bi = 0;
@@ -45,6 +48,5 @@ __global__ void __launch_bounds__(1024) argmax_kernel(int32_t *out, const float 
 
 extern "C" cudaError_t argmax(int32_t *out, const float *logits, int n_seq, int n_vocab, cudaStream_t stream) {
     if (n_seq <= 0 || n_vocab <= 0) return cudaErrorInvalidValue;
-    argmax_kernel<<<n_seq, 1024, 0, stream>>>(out, logits, n_vocab);
-    return cudaGetLastError();
+    return pdl_launch(argmax_kernel, dim3(n_seq), dim3(1024), 0, stream, out, logits, n_vocab);
 }

@@ -4,7 +4,8 @@
  * exactly into two f16 halves on the tensor-core path), gemm 2e-3 (weights and X in f16),
  * embed 1e-6 (exact), rmsnorm, swiglu,
  * add 1e-5, rope 5e-4 (f32 angles at positions up to 4000), attention 1e-4, paged prompt
- * attention 3e-3 (Q and P in f16). */
+ * attention 3e-3 (Q and P in f16), the swiglu-fused matvec 1e-4 (as matvec), the PDL chain
+ * (add_rmsnorm > matvec > swiglu matvec > add, shared scratch) 2e-4 of the residual. */
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -93,6 +94,175 @@ static void test_matvec(gen_rng *r, uint32_t t, int64_t rows, int64_t k, int n, 
           cudaGetErrorString(e), guard ? "ok" : "overwritten", rel);
     CUDA_CHECK(cudaFree(dw)); CUDA_CHECK(cudaFree(dr)); CUDA_CHECK(cudaFree(dx)); CUDA_CHECK(cudaFree(dy));
     free(w); free(x); free(xh16); free(ref); free(row); free(y);
+}
+
+/* matvec_f32_swiglu: X = silu(g) * u from strided rows (as a stacked gate/up matvec leaves them),
+ * against f32 SwiGLU then the f64 dot. misalign shifts g and u by one float (scalar loads). */
+static void test_matvec_swiglu(gen_rng *r, uint32_t t, int64_t rows, int64_t k, int n, int misalign) {
+    char name[128], err[256];
+    snprintf(name, sizeof name, "matvec swiglu %s %lldx%lld n=%d%s", quant_type_name(t), (long long)rows,
+             (long long)k, n, misalign ? " unaligned" : "");
+    const int64_t stride = 2 * k + 4 + (misalign ? 1 : 0); /* [n][gate k | up k | pad] */
+    size_t wb = quant_row_bytes(t, k) * (size_t)rows;
+    void *w = malloc(wb);
+    gen_weights(r, t, rows, k, w);
+    float *gu = malloc(sizeof(float) * (size_t)(n * stride + 1)), *x = malloc(sizeof(float) * (size_t)(n * k));
+    for (int64_t i = 0; i < n * stride + 1; i++) gu[i] = (float)(2 * gen_normal(r));
+    const int64_t g0 = misalign ? 1 : 0, u0 = g0 + k;
+    for (int c = 0; c < n; c++)
+        for (int64_t j = 0; j < k; j++) {
+            float a = gu[g0 + c * stride + j];
+            x[c * k + j] = a / (1.0f + expf(-a)) * gu[u0 + c * stride + j];
+        }
+    double *ref = malloc(sizeof(double) * (size_t)(n * rows));
+    float *row = malloc(sizeof(float) * (size_t)k);
+    for (int64_t i = 0; i < rows; i++) {
+        if (quant_dequant_row(t, (const uint8_t *)w + i * quant_row_bytes(t, k), row, k, err, sizeof err)) {
+            CHECK(0, name, "reference: %s", err);
+            return;
+        }
+        for (int c = 0; c < n; c++) {
+            double s = 0;
+            for (int64_t j = 0; j < k; j++) s += (double)row[j] * x[c * k + j];
+            ref[c * rows + i] = s;
+        }
+    }
+    void *dw = dev_upload(w, wb), *dr = dev_alloc(matvec_repacked_bytes(t, rows, k));
+    CUDA_CHECK(matvec_repack(dr, dw, t, rows, k, 0));
+    float *dgu = dev_upload(gu, sizeof(float) * (size_t)(n * stride + 1)), *dy = dev_poisoned(n * rows);
+    cudaError_t e = matvec_f32_swiglu(dy, dr, t, dgu + g0, stride, dgu + u0, stride, rows, k, n, 0);
+    float *y = calloc((size_t)(n * rows), sizeof(float));
+    int guard = e == cudaSuccess && dev_download(y, dy, n * rows);
+    double rel = gen_rel_err(y, ref, n * rows);
+    CHECK(e == cudaSuccess && guard && rel < 1e-4, name, "%s, guard %s, rel err %.3g (budget 1e-4)",
+          cudaGetErrorString(e), guard ? "ok" : "overwritten", rel);
+    CUDA_CHECK(cudaFree(dw)); CUDA_CHECK(cudaFree(dr)); CUDA_CHECK(cudaFree(dgu)); CUDA_CHECK(cudaFree(dy));
+    free(w); free(gu); free(x); free(ref); free(row); free(y);
+}
+
+/* One FFN block per round, as the decode step chains it: x += d and xn = rmsnorm(x)
+ * (paged_add_rmsnorm), gu = Wgu . xn (gate and up stacked), o = Wdown . (silu(g) * u)
+ * (matvec_f32_swiglu), x += o (add); ROUNDS rounds of 1..8 tokens back to back in one stream
+ * (programmatic dependent launch on), scratch (xn, gu, o) shared by every round, so a kernel
+ * that read its input before the previous kernel finished, or wrote before the next-but-one
+ * had read, gives a wrong x. Run eagerly, then captured as a graph and replayed on fresh data. */
+#define CHAIN_ROUNDS 16
+static void chain_fill(gen_rng *r, float *x0, float *d, int64_t n) {
+    for (int64_t i = 0; i < n; i++) { x0[i] = (float)gen_normal(r); d[i] = (float)gen_normal(r); }
+}
+
+static void chain_ref(double *out, const float *x0, const float *d, const float *nw, const float *wgu,
+                      const float *wdn, int n, int dim, int ff) {
+    double *xn = malloc(sizeof(double) * dim), *h = malloc(sizeof(double) * ff);
+    for (int c = 0; c < n; c++) {
+        double ss = 0;
+        for (int j = 0; j < dim; j++) {
+            out[c * dim + j] = (double)x0[c * dim + j] + d[c * dim + j];
+            ss += out[c * dim + j] * out[c * dim + j];
+        }
+        double s = 1.0 / sqrt(ss / dim + 1e-5);
+        for (int j = 0; j < dim; j++) xn[j] = out[c * dim + j] * s * nw[j];
+        for (int i = 0; i < ff; i++) {
+            double g = 0, u = 0;
+            for (int j = 0; j < dim; j++) {
+                g += (double)wgu[(size_t)i * dim + j] * xn[j];
+                u += (double)wgu[(size_t)(ff + i) * dim + j] * xn[j];
+            }
+            h[i] = g / (1.0 + exp(-g)) * u;
+        }
+        for (int i = 0; i < dim; i++) {
+            double o = 0;
+            for (int j = 0; j < ff; j++) o += (double)wdn[(size_t)i * ff + j] * h[j];
+            out[c * dim + i] += o;
+        }
+    }
+    free(xn); free(h);
+}
+
+static float *dequant_matrix(uint32_t t, const void *w, int64_t rows, int64_t k) {
+    char err[256];
+    float *m = malloc(sizeof(float) * (size_t)(rows * k));
+    for (int64_t i = 0; i < rows; i++)
+        quant_dequant_row(t, (const uint8_t *)w + i * quant_row_bytes(t, k), m + i * k, k, err, sizeof err);
+    return m;
+}
+
+static void test_chain(gen_rng *r, uint32_t tgu, uint32_t tdn) {
+    const int dim = 1024, ff = 2816, MAXN = 8;
+    char name[128];
+    snprintf(name, sizeof name, "PDL chain add_rmsnorm > matvec %s > swiglu matvec %s > add, %d rounds",
+             quant_type_name(tgu), quant_type_name(tdn), CHAIN_ROUNDS);
+    size_t bgu = quant_row_bytes(tgu, dim) * 2 * ff, bdn = quant_row_bytes(tdn, ff) * dim;
+    void *wgu = malloc(bgu), *wdn = malloc(bdn);
+    gen_weights(r, tgu, 2 * ff, dim, wgu);
+    gen_weights(r, tdn, dim, ff, wdn);
+    float *fgu = dequant_matrix(tgu, wgu, 2 * ff, dim), *fdn = dequant_matrix(tdn, wdn, dim, ff);
+    float *nw = malloc(sizeof(float) * dim);
+    for (int j = 0; j < dim; j++) nw[j] = (float)gen_uniform(r, 0.5, 1.5);
+    void *dsrc = dev_upload(wgu, bgu), *dgu_w = dev_alloc(matvec_repacked_bytes(tgu, 2 * ff, dim));
+    CUDA_CHECK(matvec_repack(dgu_w, dsrc, tgu, 2 * ff, dim, 0));
+    CUDA_CHECK(cudaDeviceSynchronize());
+    CUDA_CHECK(cudaFree(dsrc));
+    dsrc = dev_upload(wdn, bdn);
+    void *ddn_w = dev_alloc(matvec_repacked_bytes(tdn, dim, ff));
+    CUDA_CHECK(matvec_repack(ddn_w, dsrc, tdn, dim, ff, 0));
+    CUDA_CHECK(cudaDeviceSynchronize());
+    CUDA_CHECK(cudaFree(dsrc));
+    float *dnw = dev_upload(nw, sizeof(float) * dim);
+    /* per round: its own x and d; shared scratch */
+    const size_t per = (size_t)MAXN * dim;
+    float *x0 = malloc(sizeof(float) * per * CHAIN_ROUNDS), *d = malloc(sizeof(float) * per * CHAIN_ROUNDS);
+    float *got = malloc(sizeof(float) * per * CHAIN_ROUNDS);
+    double *ref = malloc(sizeof(double) * per * CHAIN_ROUNDS);
+    float *dx = dev_alloc(sizeof(float) * per * CHAIN_ROUNDS), *dd = dev_alloc(sizeof(float) * per * CHAIN_ROUNDS);
+    float *dxn = dev_poisoned((int64_t)per), *dgu = dev_poisoned((int64_t)MAXN * 2 * ff), *dout = dev_poisoned((int64_t)per);
+    cudaStream_t st;
+    CUDA_CHECK(cudaStreamCreateWithFlags(&st, cudaStreamNonBlocking));
+    cudaGraph_t graph = NULL;
+    cudaGraphExec_t exec = NULL;
+    for (int pass = 0; pass < 3; pass++) { /* eager, graph, graph replayed on new data */
+        chain_fill(r, x0, d, (int64_t)per * CHAIN_ROUNDS);
+        CUDA_CHECK(cudaMemcpy(dx, x0, sizeof(float) * per * CHAIN_ROUNDS, cudaMemcpyHostToDevice));
+        CUDA_CHECK(cudaMemcpy(dd, d, sizeof(float) * per * CHAIN_ROUNDS, cudaMemcpyHostToDevice));
+        cudaError_t e = cudaSuccess;
+        if (pass == 1) CUDA_CHECK(cudaStreamBeginCapture(st, cudaStreamCaptureModeThreadLocal));
+        if (pass < 2) {
+            for (int i = 0; i < CHAIN_ROUNDS && e == cudaSuccess; i++) {
+                const int n = i % MAXN + 1;
+                float *xi = dx + per * i;
+                e = paged_add_rmsnorm(xi, dxn, dd + per * i, dnw, n, dim, 1e-5f, st);
+                if (e == cudaSuccess) e = matvec_f32(dgu, dgu_w, tgu, dxn, 2 * ff, dim, n, st);
+                if (e == cudaSuccess)
+                    e = matvec_f32_swiglu(dout, ddn_w, tdn, dgu, 2 * ff, dgu + ff, 2 * ff, dim, ff, n, st);
+                if (e == cudaSuccess) e = add(xi, xi, dout, (int64_t)n * dim, st);
+            }
+        }
+        if (pass == 1) {
+            cudaError_t ec = cudaStreamEndCapture(st, &graph);
+            if (e == cudaSuccess) e = ec;
+            if (e == cudaSuccess) e = cudaGraphInstantiate(&exec, graph, 0);
+        }
+        if (pass >= 1 && e == cudaSuccess) e = cudaGraphLaunch(exec, st);
+        if (e == cudaSuccess) e = cudaStreamSynchronize(st);
+        CUDA_CHECK(cudaMemcpy(got, dx, sizeof(float) * per * CHAIN_ROUNDS, cudaMemcpyDeviceToHost));
+        double worst = 0;
+        for (int i = 0; i < CHAIN_ROUNDS; i++) {
+            const int n = i % MAXN + 1;
+            chain_ref(ref + per * i, x0 + per * i, d + per * i, nw, fgu, fdn, n, dim, ff);
+            double rel = gen_rel_err(got + per * i, ref + per * i, (int64_t)n * dim);
+            if (!(rel <= worst)) worst = isnan(rel) ? INFINITY : rel;
+        }
+        char pname[192];
+        snprintf(pname, sizeof pname, "%s, %s", name, pass == 0 ? "eager" : pass == 1 ? "graph" : "graph replayed");
+        CHECK(e == cudaSuccess && worst < 2e-4, pname, "%s, worst rel err of x %.3g (budget 2e-4)",
+              cudaGetErrorString(e), worst);
+    }
+    if (exec) CUDA_CHECK(cudaGraphExecDestroy(exec));
+    if (graph) CUDA_CHECK(cudaGraphDestroy(graph));
+    CUDA_CHECK(cudaStreamDestroy(st));
+    CUDA_CHECK(cudaFree(dgu_w)); CUDA_CHECK(cudaFree(ddn_w)); CUDA_CHECK(cudaFree(dnw)); CUDA_CHECK(cudaFree(dx));
+    CUDA_CHECK(cudaFree(dd)); CUDA_CHECK(cudaFree(dxn)); CUDA_CHECK(cudaFree(dgu)); CUDA_CHECK(cudaFree(dout));
+    free(wgu); free(wdn); free(fgu); free(fdn); free(nw); free(x0); free(d); free(got); free(ref);
 }
 
 /* Prefill GEMM on the repacked weights, X in f16. Weights are rounded to f16 after scaling
@@ -400,7 +570,13 @@ int main(void) {
         test_matvec(&r, t, 45, 1024, 8, 1);
         test_matvec(&r, t, 20, 768, 5, 0);
         test_embed(&r, t);
+        for (int n = 1; n <= MATVEC_MAX_N; n++) test_matvec_swiglu(&r, t, 45, 1024, n, n == 3);
+        test_matvec_swiglu(&r, t, 1000, 4096, 1, 0);
+        test_matvec_swiglu(&r, t, 131, 2816 - 2816 % quant_traits_of(t)->block_elems, 1, 1);
+        test_matvec_swiglu(&r, t, 17, 14336, 2, 0);
     }
+    test_chain(&r, QUANT_Q4_0, QUANT_Q4_0);
+    test_chain(&r, QUANT_Q4_K, QUANT_Q6_K);
     const uint32_t gemm_types[] = {QUANT_Q4_0, QUANT_Q4_K, QUANT_Q6_K, QUANT_Q8_0};
     for (int i = 0; i < 4; i++) {
         uint32_t t = gemm_types[i];

@@ -1,7 +1,12 @@
-/* Kernel lab: the weight matvecs of one decode step of an 8b Llama (32 layers of q, k, v, o,
- * gate, up, down, then the output head), production launchers, captured once as a CUDA graph and
- * replayed. Weights are random blocks of the mix's types (mkmodel.py's recipes for q4_0 and
- * q4_k_m); only the matvecs run, so the figure is the ceiling the matvec kernels set for tg128:
+/* Kernel lab: one decode step of an 8b Llama (32 layers, then the output head), production
+ * launchers, captured once as a CUDA graph and replayed. Weights are random blocks of the mix's
+ * types (mkmodel.py's recipes for q4_0 and q4_k_m). Two tables:
+ *  - matvecs only (q, k, v, o, gate, up, down, output; plain or stacked as the engine stacks
+ *    them): the ceiling the matvec kernels set for tg128;
+ *  - the whole step as the engine's run_layers chains it (stacked matvecs, RoPE + K/V store,
+ *    paged attention split + merge at position 1000, add + RMSNorm, SwiGLU, the head's RMSNorm,
+ *    output matvec and argmax), without programmatic dependent launch, with it, and with it
+ *    and SwiGLU folded into the down matvec (matvec_f32_swiglu): what PDL and the fusion win.
  * t/s = 1 / step time, GB/s = weight bytes / step time. Usage: decode */
 #include <cstdio>
 #include <vector>
@@ -9,71 +14,89 @@
 #include "tests/gpu/gen.h"
 #include "tests/kbench/lab.h"
 #include "kernels/kernels.h"
+#include "kernels/paged.h"
 
 struct mat { uint32_t type; int64_t rows, k; void *w; float *y; };
 
-/* fused: q, k, v (where they share a type) and gate, up stacked into one matrix each, as the
- * engine can upload them (rows of GGUF matrices stack into one GGUF matrix) and repack once. */
-static void run_mix(lab &L, gen_rng *r, const char *mix, bool fused) {
-    const int layers = 32, dim = 4096, ff = 14336, kv = 1024, vocab = 32000;
+/* One layer's matrices: qk (q and k stacked, or q, k and v when v shares their type), v (its
+ * own matrix when its type differs, else rows 0), o, gu (gate and up stacked), down. With
+ * stacked false every matrix is its own (q, k, v, o, gate, up, down). */
+struct layer { std::vector<mat> m; };
+
+enum { LAYERS = 32, DIM = 4096, FF = 14336, KV = 1024, VOCAB = 32000, HEADS = 32, KV_HEADS = 8, HD = 128 };
+enum { POS = 1000, N_SPLIT = 32, CELLS = 1024 };
+
+static std::vector<layer> build(const char *mix, bool stacked) {
     const bool km = mix[3] == 'k';
-    auto more_bits = [&](int i) { return i < layers / 8 || i >= 7 * layers / 8 || (i - layers / 8) % 3 == 2; };
-    std::vector<mat> ms;
-    for (int i = 0; i < layers; i++) {
+    auto more_bits = [&](int i) { return i < LAYERS / 8 || i >= 7 * LAYERS / 8 || (i - LAYERS / 8) % 3 == 2; };
+    std::vector<layer> ls(LAYERS + 1);
+    for (int i = 0; i < LAYERS; i++) {
         uint32_t base = km ? QUANT_Q4_K : QUANT_Q4_0, hi = km && more_bits(i) ? QUANT_Q6_K : base;
-        if (fused && hi == base) {
-            ms.push_back({base, dim + 2 * kv, dim, 0, 0});
-        } else if (fused) {
-            ms.push_back({base, dim + kv, dim, 0, 0});
-            ms.push_back({hi, kv, dim, 0, 0});
+        auto &m = ls[i].m;
+        if (stacked && hi == base) {
+            m.push_back({base, DIM + 2 * KV, DIM, 0, 0});
+        } else if (stacked) {
+            m.push_back({base, DIM + KV, DIM, 0, 0});
+            m.push_back({hi, KV, DIM, 0, 0});
         } else {
-            ms.push_back({base, dim, dim, 0, 0});
-            ms.push_back({base, kv, dim, 0, 0});
-            ms.push_back({hi, kv, dim, 0, 0});
+            m.push_back({base, DIM, DIM, 0, 0});
+            m.push_back({base, KV, DIM, 0, 0});
+            m.push_back({hi, KV, DIM, 0, 0});
         }
-        ms.push_back({base, dim, dim, 0, 0});
-        if (fused) {
-            ms.push_back({base, 2 * ff, dim, 0, 0});
+        m.push_back({base, DIM, DIM, 0, 0});
+        if (stacked) {
+            m.push_back({base, 2 * FF, DIM, 0, 0});
         } else {
-            ms.push_back({base, ff, dim, 0, 0});
-            ms.push_back({base, ff, dim, 0, 0});
+            m.push_back({base, FF, DIM, 0, 0});
+            m.push_back({base, FF, DIM, 0, 0});
         }
-        ms.push_back({hi, dim, ff, 0, 0});
+        m.push_back({hi, DIM, FF, 0, 0});
     }
-    ms.push_back({QUANT_Q6_K, vocab, dim, 0, 0});
-    /* one random GGUF source per (type, shape), repacked into every matrix of that kind */
+    ls[LAYERS].m.push_back({QUANT_Q6_K, VOCAB, DIM, 0, 0});
+    return ls;
+}
+
+/* Random GGUF source per (type, shape), repacked into every matrix of that kind; returns bytes. */
+static double upload(gen_rng *r, std::vector<layer> &ls) {
     double bytes = 0;
     std::vector<std::pair<std::vector<int64_t>, void *>> srcs;
-    for (auto &m : ms) {
-        std::vector<int64_t> key = {m.type, m.rows, m.k};
-        void *src = nullptr;
-        for (auto &s : srcs) if (s.first == key) src = s.second;
-        if (!src) {
-            size_t wb = quant_row_bytes(m.type, m.k) * m.rows;
-            std::vector<uint8_t> h(wb);
-            gen_weights(r, m.type, m.rows, m.k, h.data());
-            CUDA_CHECK(cudaMalloc(&src, wb));
-            CUDA_CHECK(cudaMemcpy(src, h.data(), wb, cudaMemcpyHostToDevice));
-            srcs.push_back({key, src});
+    for (auto &l : ls)
+        for (auto &m : l.m) {
+            std::vector<int64_t> key = {m.type, m.rows, m.k};
+            void *src = nullptr;
+            for (auto &s : srcs) if (s.first == key) src = s.second;
+            if (!src) {
+                size_t wb = quant_row_bytes(m.type, m.k) * m.rows;
+                std::vector<uint8_t> h(wb);
+                gen_weights(r, m.type, m.rows, m.k, h.data());
+                CUDA_CHECK(cudaMalloc(&src, wb));
+                CUDA_CHECK(cudaMemcpy(src, h.data(), wb, cudaMemcpyHostToDevice));
+                srcs.push_back({key, src});
+            }
+            size_t rb = matvec_repacked_bytes(m.type, m.rows, m.k);
+            bytes += (double)rb;
+            CUDA_CHECK(cudaMalloc(&m.w, rb));
+            CUDA_CHECK(matvec_repack(m.w, src, m.type, m.rows, m.k, 0));
+            CUDA_CHECK(cudaMalloc(&m.y, m.rows * sizeof(float)));
         }
-        size_t rb = matvec_repacked_bytes(m.type, m.rows, m.k);
-        bytes += (double)rb;
-        CUDA_CHECK(cudaMalloc(&m.w, rb));
-        CUDA_CHECK(matvec_repack(m.w, src, m.type, m.rows, m.k, 0));
-        CUDA_CHECK(cudaMalloc(&m.y, m.rows * sizeof(float)));
-    }
+    CUDA_CHECK(cudaDeviceSynchronize()); /* matvecs read weights before their PDL wait */
     for (auto &s : srcs) CUDA_CHECK(cudaFree(s.second));
-    std::vector<float> xh(ff);
-    for (auto &v : xh) v = (float)gen_uniform(r, -1, 1);
-    float *x;
-    CUDA_CHECK(cudaMalloc(&x, ff * sizeof(float)));
-    CUDA_CHECK(cudaMemcpy(x, xh.data(), ff * sizeof(float), cudaMemcpyHostToDevice));
+    return bytes;
+}
+
+static void release(std::vector<layer> &ls) {
+    for (auto &l : ls)
+        for (auto &m : l.m) { CUDA_CHECK(cudaFree(m.w)); CUDA_CHECK(cudaFree(m.y)); }
+}
+
+/* Median of 20 replays (each after an L2 flush) of the graph captured from record(st). */
+template <typename F> static double time_graph(lab &L, F record) {
     cudaStream_t st;
     CUDA_CHECK(cudaStreamCreateWithFlags(&st, cudaStreamNonBlocking));
     cudaGraph_t graph;
     cudaGraphExec_t exec;
     CUDA_CHECK(cudaStreamBeginCapture(st, cudaStreamCaptureModeGlobal));
-    for (auto &m : ms) CUDA_CHECK(matvec_f32(m.y, m.w, m.type, x, m.rows, m.k, 1, st));
+    record(st);
     CUDA_CHECK(cudaStreamEndCapture(st, &graph));
     CUDA_CHECK(cudaGraphInstantiate(&exec, graph, 0));
     std::vector<float> t;
@@ -88,16 +111,122 @@ static void run_mix(lab &L, gen_rng *r, const char *mix, bool fused) {
         CUDA_CHECK(cudaEventElapsedTime(&ms_, L.e0, L.e1));
         if (rep) t.push_back(ms_);
     }
-    std::sort(t.begin(), t.end());
-    double ms_med = t[t.size() / 2], gbs = bytes / (ms_med * 1e-3) / 1e9;
-    printf("| 8b %s%s | %zu | %.2f | %.3f | %.0f | %.0f | %.0f%% | %.0f |\n", mix, fused ? " fused" : "", ms.size(), bytes / 1e9, ms_med, 1e3 / ms_med,
-           gbs, 100 * gbs / L.copy_gbs, L.copy_gbs * 1e9 / bytes);
-    fflush(stdout);
     CUDA_CHECK(cudaGraphExecDestroy(exec));
     CUDA_CHECK(cudaGraphDestroy(graph));
     CUDA_CHECK(cudaStreamDestroy(st));
-    for (auto &m : ms) { CUDA_CHECK(cudaFree(m.w)); CUDA_CHECK(cudaFree(m.y)); }
+    std::sort(t.begin(), t.end());
+    return t[t.size() / 2];
+}
+
+static void row(lab &L, const char *what, int launches, double bytes, double ms) {
+    double gbs = bytes / (ms * 1e-3) / 1e9;
+    printf("| %s | %d | %.2f | %.3f | %.0f | %.0f | %.0f%% | %.0f |\n", what, launches, bytes / 1e9, ms, 1e3 / ms, gbs,
+           100 * gbs / L.copy_gbs, L.copy_gbs * 1e9 / bytes);
+    fflush(stdout);
+}
+
+static void run_matvecs(lab &L, gen_rng *r, const char *mix, bool stacked) {
+    std::vector<layer> ls = build(mix, stacked);
+    double bytes = upload(r, ls);
+    float *x;
+    CUDA_CHECK(cudaMalloc(&x, FF * sizeof(float)));
+    std::vector<float> xh(FF);
+    for (auto &v : xh) v = (float)gen_uniform(r, -1, 1);
+    CUDA_CHECK(cudaMemcpy(x, xh.data(), FF * sizeof(float), cudaMemcpyHostToDevice));
+    int launches = 0;
+    for (auto &l : ls) launches += (int)l.m.size();
+    double ms = time_graph(L, [&](cudaStream_t st) {
+        for (auto &l : ls)
+            for (auto &m : l.m) CUDA_CHECK(matvec_f32(m.y, m.w, m.type, x, m.rows, m.k, 1, st));
+    });
+    char what[64];
+    snprintf(what, sizeof what, "8b %s%s", mix, stacked ? ", stacked" : "");
+    row(L, what, launches, bytes, ms);
+    release(ls);
     CUDA_CHECK(cudaFree(x));
+}
+
+/* The whole step, stacked matrices, one token at position POS. */
+static void run_step(lab &L, gen_rng *r, const char *mix) {
+    std::vector<layer> ls = build(mix, true);
+    double bytes = upload(r, ls);
+    const size_t kv_layer = (size_t)CELLS * KV;
+    float *x, *xn, *q, *att, *ff, *normw, *logits;
+    uint16_t *kc, *vc;
+    int32_t *meta, *ids;
+    void *scratch;
+    CUDA_CHECK(cudaMalloc(&x, DIM * sizeof(float)));
+    CUDA_CHECK(cudaMalloc(&xn, DIM * sizeof(float)));
+    CUDA_CHECK(cudaMalloc(&q, DIM * sizeof(float)));
+    CUDA_CHECK(cudaMalloc(&att, DIM * sizeof(float)));
+    CUDA_CHECK(cudaMalloc(&ff, FF * sizeof(float)));
+    CUDA_CHECK(cudaMalloc(&normw, DIM * sizeof(float)));
+    CUDA_CHECK(cudaMalloc(&logits, VOCAB * sizeof(float)));
+    CUDA_CHECK(cudaMalloc(&kc, kv_layer * LAYERS * sizeof(uint16_t)));
+    CUDA_CHECK(cudaMalloc(&vc, kv_layer * LAYERS * sizeof(uint16_t)));
+    CUDA_CHECK(cudaMemset(kc, 0, kv_layer * LAYERS * sizeof(uint16_t)));
+    CUDA_CHECK(cudaMemset(vc, 0, kv_layer * LAYERS * sizeof(uint16_t)));
+    CUDA_CHECK(cudaMalloc(&ids, sizeof(int32_t)));
+    CUDA_CHECK(cudaMalloc(&scratch, paged_attention_scratch_bytes(1, HEADS, HD, N_SPLIT)));
+    /* meta: pos, seq, cell, then the page table (pages 0..CELLS/PAGED_PAGE-1 in order) */
+    const int n_pages = CELLS / PAGED_PAGE;
+    std::vector<int32_t> hm = {POS, 0, POS};
+    for (int p = 0; p < n_pages; p++) hm.push_back(p);
+    CUDA_CHECK(cudaMalloc(&meta, hm.size() * sizeof(int32_t)));
+    CUDA_CHECK(cudaMemcpy(meta, hm.data(), hm.size() * sizeof(int32_t), cudaMemcpyHostToDevice));
+    std::vector<float> h(DIM);
+    for (auto &v : h) v = (float)gen_uniform(r, -1, 1);
+    CUDA_CHECK(cudaMemcpy(x, h.data(), DIM * sizeof(float), cudaMemcpyHostToDevice));
+    for (auto &v : h) v = (float)gen_uniform(r, 0.5, 1.5);
+    CUDA_CHECK(cudaMemcpy(normw, h.data(), DIM * sizeof(float), cudaMemcpyHostToDevice));
+    const float scale = 1.0f / sqrtf((float)HD);
+    int launches = 0;
+    auto record = [&](cudaStream_t st, bool fuse) {
+        launches = 0;
+        auto go = [&](cudaError_t e) { CUDA_CHECK(e); launches++; };
+        go(rmsnorm(xn, x, normw, 1, DIM, 1e-5f, st));
+        for (int l = 0; l < LAYERS; l++) {
+            const std::vector<mat> &m = ls[l].m;
+            const bool sep_v = m.size() == 5;
+            const mat &qk = m[0], &o = m[sep_v ? 2 : 1], &gu = m[sep_v ? 3 : 2], &dn = m[sep_v ? 4 : 3];
+            for (size_t i = 0; i < (sep_v ? 2u : 1u); i++)
+                go(matvec_f32(m[i].y, m[i].w, m[i].type, xn, m[i].rows, m[i].k, 1, st));
+            const float *pv = sep_v ? m[1].y : qk.y + DIM + KV;
+            go(paged_rope_store(q, kc + kv_layer * l, vc + kv_layer * l, qk.y, qk.rows, qk.y + DIM, qk.rows, pv, KV,
+                                meta, meta + 2, 1, HEADS, KV_HEADS, HD, HD, 500000.0f, st));
+            go(paged_attention(att, q, kc + kv_layer * l, vc + kv_layer * l, meta, meta + 1, meta + 3, n_pages, scratch,
+                               1, HEADS, KV_HEADS, HD, N_SPLIT, scale, st));
+            launches++; /* the merge pass */
+            go(matvec_f32(o.y, o.w, o.type, att, o.rows, o.k, 1, st));
+            go(paged_add_rmsnorm(x, xn, o.y, normw, 1, DIM, 1e-5f, st));
+            go(matvec_f32(gu.y, gu.w, gu.type, xn, gu.rows, gu.k, 1, st));
+            if (fuse) {
+                go(matvec_f32_swiglu(dn.y, dn.w, dn.type, gu.y, 2 * FF, gu.y + FF, 2 * FF, dn.rows, dn.k, 1, st));
+            } else {
+                go(paged_swiglu(ff, gu.y, 2 * FF, gu.y + FF, 2 * FF, 1, FF, st));
+                go(matvec_f32(dn.y, dn.w, dn.type, ff, dn.rows, dn.k, 1, st));
+            }
+            go(paged_add_rmsnorm(x, xn, dn.y, normw, 1, DIM, 1e-5f, st));
+        }
+        const mat &out = ls[LAYERS].m[0];
+        go(rmsnorm(xn, x, normw, 1, DIM, 1e-5f, st));
+        go(matvec_f32(logits, out.w, out.type, xn, out.rows, out.k, 1, st));
+        go(argmax(ids, logits, 1, VOCAB, st));
+    };
+    struct { const char *what; bool pdl, fuse; } modes[] = {
+        {"no PDL", false, false}, {"PDL", true, false}, {"PDL + SwiGLU in down matvec", true, true}};
+    for (auto &md : modes) {
+        kernels_use_pdl(md.pdl);
+        double ms = time_graph(L, [&](cudaStream_t st) { record(st, md.fuse); });
+        char what[96];
+        snprintf(what, sizeof what, "8b %s step, %s", mix, md.what);
+        row(L, what, launches, bytes, ms);
+    }
+    kernels_use_pdl(1);
+    release(ls);
+    for (void *p : {(void *)x, (void *)xn, (void *)q, (void *)att, (void *)ff, (void *)normw, (void *)logits,
+                    (void *)kc, (void *)vc, (void *)meta, (void *)ids, scratch})
+        CUDA_CHECK(cudaFree(p));
 }
 
 int main() {
@@ -109,12 +238,17 @@ int main() {
     lab L;
     L.measure_copy();
     printf("# copy bandwidth (4 GiB d2d, read+write, median of 10): %.0f GB/s\n", L.copy_gbs);
-    printf("| model | matvecs | weight GB | step ms | t/s | GB/s | %% copy | roofline t/s |\n|---|---|---|---|---|---|---|---|\n");
     gen_rng r = {0x5151ull ^ (uint64_t)time(NULL)};
-    for (bool fused : {false, true}) {
-        run_mix(L, &r, "q4_0", fused);
-        run_mix(L, &r, "q4_k_m", fused);
+    printf("# matvecs only (PDL on)\n");
+    printf("| model | matvecs | weight GB | step ms | t/s | GB/s | %% copy | roofline t/s |\n|---|---|---|---|---|---|---|---|\n");
+    for (bool stacked : {false, true}) {
+        run_matvecs(L, &r, "q4_0", stacked);
+        run_matvecs(L, &r, "q4_k_m", stacked);
     }
+    printf("# whole decode step at position %d (stacked matrices, %d attention splits)\n", POS, N_SPLIT);
+    printf("| step | launches | weight GB | step ms | t/s | GB/s | %% copy | roofline t/s |\n|---|---|---|---|---|---|---|---|\n");
+    run_step(L, &r, "q4_0");
+    run_step(L, &r, "q4_k_m");
     printf("PASS kbench decode\n");
     return 0;
 }

@@ -20,7 +20,7 @@ static int g_profile = 0; /* profile mode: the one variant to run */
 
 template <int T, typename XT>
 static void launch_v1(float *y, const void *w, const XT *x, int rows, int k, int n) {
-    matvec_v1<T, XT><<<(rows + MV1_ROWS - 1) / MV1_ROWS, 256, MV1_SMEM>>>(y, (const uint8_t *)w, x, rows, k, n);
+    matvec_v1<T, XT><<<(rows + MV1_ROWS - 1) / MV1_ROWS, 256, MV1_SMEM>>>(y, (const uint8_t *)w, mv_x{x}, rows, k, n);
 }
 
 /* variant 1 on GGUF layout, variants 2 and 3 on the repacked layout; false if not applicable */
@@ -32,8 +32,8 @@ static bool run_variant(int v, uint32_t t, float *y, const void *w, const void *
 #undef V1
         return false;
     }
-#define V23(TT, V) case TT: if (xh) matvec_v2_launch<TT, true, V>(y, w, x, rows, k, n, 0); \
-                           else matvec_v2_launch<TT, false, V>(y, w, x, rows, k, n, 0); return true;
+#define V23(TT, V) case TT: if (xh) matvec_v2_launch<TT, true, V>(y, w, mv_x{x}, rows, k, n, 0); \
+                           else matvec_v2_launch<TT, false, V>(y, w, mv_x{x}, rows, k, n, 0); return true;
     if (v == 2) switch (t) { V23(QUANT_Q4_0, 2) V23(QUANT_Q4_K, 2) V23(QUANT_Q8_0, 2) V23(QUANT_Q6_K, 2) }
     if (v == 3) switch (t) { V23(QUANT_Q4_0, 3) V23(QUANT_Q4_K, 3) V23(QUANT_Q8_0, 3) V23(QUANT_Q6_K, 3) }
     if (v == 4) switch (t) { V23(QUANT_Q4_0, 4) V23(QUANT_Q4_K, 4) V23(QUANT_Q8_0, 4) V23(QUANT_Q6_K, 4) }
