@@ -59,13 +59,22 @@ typedef struct {
     char name[ENGINE_MAX_DEVICES][64];
     /* The CPU's part (cpu_layers > 0): weights and f32 KV bytes. */
     uint64_t cpu_weight_bytes, cpu_kv_bytes;
+    /* Set when the plan does not fit (-2): the most GPU layers (-ngl) that fit with this split and
+     * the most KV cells (whole pages) that fit with this -ngl; 0 when none does. */
+    int32_t fit_ngl, fit_cells;
 } engine_plan;
 
-/* Plans model m for n_cells KV cells and passes of n_batch tokens on the n_visible devices
- * described by devs[] (devs[k].index == k). 0, or ENGINE_EPARAM-like -1 with one line naming the
- * flag or device and the numbers (-ts with more values than devices or all zeros, -mg out of
- * range, a missing device, -sm row with heads that cannot be split as asked, a device whose part
- * does not fit: by how much and what would fit). */
+/* Plans model m for n_cells KV cells (what the backends will allocate, whole pages) and passes of
+ * n_batch tokens on the n_visible devices described by devs[] (devs[k].index == k). Returns
+ *   0: the plan fits every device's free memory (the scratch is an estimate: the backend checks
+ *      its exact layout at load);
+ *  -1: the flags do not suit the model or the devices (-ts with more values than devices or all
+ *      zeros, -mg out of range, a -dev ordinal not visible or listed twice, -ngl 0, -sm row with
+ *      heads or FFN columns that cannot be cut as asked); err names the flag and the numbers; the
+ *      plan's content is undefined;
+ *  -2: the plan is complete but a device's part exceeds its free memory; err is one line: the
+ *      device, needed (weights, KV, scratch) against free GiB, and the -ngl and/or -c that would
+ *      fit (also in fit_ngl, fit_cells). */
 int engine_plan_make(engine_plan *out, const llama_model *m, const engine_split *req,
                      const engine_device_info *devs, int n_visible, int32_t n_cells, int32_t n_batch,
                      char *err, size_t err_size);
