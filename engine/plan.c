@@ -2,6 +2,7 @@
  * layers (-sm layer) or KV heads and FFN columns (-sm row) by the -ts ratios, and adds up what
  * each device must hold against its free memory, with the -ngl or -c that would fit. */
 #include <math.h>
+#include <stdarg.h>
 #include <stdio.h>
 #include <string.h>
 
@@ -364,4 +365,48 @@ int engine_plan_make(engine_plan *out, const llama_model *m, const engine_split 
              gib(out->weight_bytes[i] + out->kv_bytes[i] + out->scratch_bytes[i]), gib(out->weight_bytes[i]),
              gib(out->kv_bytes[i]), gib(out->scratch_bytes[i]), gib(out->free_bytes[i]), fit);
     return -2;
+}
+
+int64_t engine_plan_cells(int64_t n_ctx, int32_t n_seq) {
+    return ((n_ctx + ENGINE_KV_PAGE - 1) / ENGINE_KV_PAGE + n_seq) * ENGINE_KV_PAGE;
+}
+
+/* Appends to buf at *at, keeping the text NUL-terminated when it is cut. */
+static void put(char *buf, size_t size, size_t *at, const char *fmt, ...) __attribute__((format(printf, 4, 5)));
+static void put(char *buf, size_t size, size_t *at, const char *fmt, ...) {
+    if (*at >= size) return;
+    va_list ap;
+    va_start(ap, fmt);
+    int n = vsnprintf(buf + *at, size - *at, fmt, ap);
+    va_end(ap);
+    if (n > 0) *at += (size_t)n < size - *at ? (size_t)n : size - *at;
+}
+
+void engine_plan_describe(const engine_plan *p, int32_t n_cells, int32_t n_batch, char *buf, size_t size) {
+    size_t at = 0;
+    if (!size) return;
+    buf[0] = 0;
+    put(buf, size, &at, "plan: -sm %s on %d device%s, %d KV cells, batch %d, output head on device %d\n",
+        engine_split_name(p->split_mode), p->n_dev, p->n_dev == 1 ? "" : "s", n_cells, n_batch, p->dev[p->head]);
+    put(buf, size, &at, "  %-6s %-24s %-28s %8s %8s %8s %8s %10s\n", "device", "name", "holds", "weights", "KV",
+        "scratch", "free", "free after");
+    for (int i = 0; i < p->n_dev; i++) {
+        char holds[64];
+        if (p->split_mode == ENGINE_SPLIT_ROW)
+            snprintf(holds, sizeof holds, "KV heads %d-%d, FFN %d-%d", p->kvh0[i], p->kvh1[i] - 1, p->ff0[i],
+                     p->ff1[i] - 1);
+        else
+            snprintf(holds, sizeof holds, "layers %d-%d", p->layer0[i], p->layer1[i] - 1);
+        uint64_t need = p->weight_bytes[i] + p->kv_bytes[i] + p->scratch_bytes[i];
+        double after = gib(p->free_bytes[i]) - gib(need);
+        put(buf, size, &at, "  %-6d %-24.24s %-28s %8.2f %8.2f %8.2f %8.2f %10.2f%s\n", p->dev[i], p->name[i], holds,
+            gib(p->weight_bytes[i]), gib(p->kv_bytes[i]), gib(p->scratch_bytes[i]), gib(p->free_bytes[i]), after,
+            after < 0 ? "  does not fit" : "");
+    }
+    if (p->cpu_layers > 0) {
+        char holds[64];
+        snprintf(holds, sizeof holds, "layers 0-%d, embeddings", p->cpu_layers - 1);
+        put(buf, size, &at, "  %-6s %-24s %-28s %8.2f %8.2f   (KV in f32)\n", "cpu", "", holds,
+            gib(p->cpu_weight_bytes), gib(p->cpu_kv_bytes));
+    }
 }

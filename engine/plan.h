@@ -79,6 +79,15 @@ int engine_plan_make(engine_plan *out, const llama_model *m, const engine_split 
                      const engine_device_info *devs, int n_visible, int32_t n_cells, int32_t n_batch,
                      char *err, size_t err_size);
 
+/* KV cells the engine allocates for a context of n_ctx cells shared by n_seq sequences: whole
+ * pages, plus one page per sequence so that no sharing of the pages runs out. */
+int64_t engine_plan_cells(int64_t n_ctx, int32_t n_seq);
+
+/* The plan as a table for people (mgi info), lines ending in '\n': a title line, one line per
+ * device (index, name, layers or KV heads and FFN columns, weight/KV/scratch/free/free-after GiB),
+ * the CPU's part when it has layers. Truncated to size (always NUL-terminated). */
+void engine_plan_describe(const engine_plan *p, int32_t n_cells, int32_t n_batch, char *buf, size_t size);
+
 /* The name of a split mode ("none", "layer", "row") and back (-1: unknown). */
 const char *engine_split_name(int mode);
 int engine_split_parse(const char *s);
