@@ -61,7 +61,11 @@ int cli_parse_devices(const char *flag, const char *v, engine_split *sp) {
 
 static int share_item(const char *flag, const char *s, void *ctx, int n) {
     engine_split *sp = ctx;
-    if (cli_parse_f32(flag, s, 0, 1e30f, &sp->tensor_split[n])) return -1;
+    if (cli_parse_f32(flag, s, -1e30f, 1e30f, &sp->tensor_split[n])) return -1;
+    if (sp->tensor_split[n] < 0) {
+        cli_error("%s: share %s is negative (shares are >= 0; 0 leaves a device out)", flag, s);
+        return -1;
+    }
     sp->n_tensor_split = n + 1;
     return 0;
 }

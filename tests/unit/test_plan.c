@@ -368,6 +368,43 @@ static void test_fit(const llama_model *m8, const llama_model *m70) {
     CHECK(rc == -2 && p.fit_cells == 0, "plan_fit_no_c", "rc %d fit_cells %d: %s", rc, p.fit_cells, err);
 }
 
+/* The table mgi info prints: one line per device with its part and the GiB columns. */
+static void test_describe(const llama_model *m8, const llama_model *m70) {
+    engine_plan p;
+    char buf[4096];
+    fake_devices(140 * GiB);
+    engine_split s = split(ENGINE_SPLIT_LAYER);
+    s.n_tensor_split = 2;
+    s.tensor_split[0] = 3;
+    s.tensor_split[1] = 1;
+    plan(&p, m8, &s, 2, 8192);
+    engine_plan_describe(&p, 8192, 512, buf, sizeof buf);
+    CHECK(strstr(buf, "plan: -sm layer on 2 devices, 8192 KV cells, batch 512, output head on device 1\n") == buf &&
+          strstr(buf, "\n  0      NVIDIA H200              layers 0-23 ") &&
+          strstr(buf, "\n  1      NVIDIA H200              layers 24-31 ") && strstr(buf, "  140.00 "),
+          "plan_describe_layer", "%s", buf);
+    s = split(ENGINE_SPLIT_ROW);
+    plan(&p, m70, &s, 4, 8192);
+    engine_plan_describe(&p, 8192, 512, buf, sizeof buf);
+    CHECK(strstr(buf, "KV heads 0-1, FFN 0-7167 ") && strstr(buf, "KV heads 6-7, FFN 21504-28671 ") &&
+          strstr(buf, "output head on device 0"), "plan_describe_row", "%s", buf);
+    s = split(ENGINE_SPLIT_LAYER);
+    s.n_gpu_layers = 8;
+    fake_devices(3 * GiB);
+    int rc = plan(&p, m8, &s, 1, 8192);
+    engine_plan_describe(&p, 8192, 512, buf, sizeof buf);
+    CHECK(rc == 0 && strstr(buf, "\n  cpu ") && strstr(buf, "layers 0-23, embeddings"), "plan_describe_cpu", "%s",
+          buf);
+    fake_devices(1 * GiB);
+    plan(&p, m8, &s, 1, 8192);
+    engine_plan_describe(&p, 8192, 512, buf, sizeof buf);
+    CHECK(strstr(buf, "does not fit") != NULL, "plan_describe_misfit", "%s", buf);
+    engine_plan_describe(&p, 8192, 512, buf, 40);
+    CHECK(strlen(buf) == 39, "plan_describe_truncates", "%zu", strlen(buf));
+    CHECK(engine_plan_cells(8192, 1) == 8256 && engine_plan_cells(100, 2) == 256, "plan_cells", "%lld",
+          (long long)engine_plan_cells(100, 2));
+}
+
 static void test_names(void) {
     CHECK(engine_split_parse("none") == ENGINE_SPLIT_NONE && engine_split_parse("layer") == ENGINE_SPLIT_LAYER &&
           engine_split_parse("row") == ENGINE_SPLIT_ROW && engine_split_parse("rows") == -1 &&
@@ -385,6 +422,7 @@ int main(void) {
     test_row(&m8, &m70);
     test_errors(&m8);
     test_fit(&m8, &m70);
+    test_describe(&m8, &m70);
     llama_model_free(&m8);
     llama_model_free(&m70);
     return test_done();
