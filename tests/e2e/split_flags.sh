@@ -31,7 +31,7 @@ grep_err() { grep -q -- "$1" "$TMP/err"; }
 "$MGI" info "$M" -sm diagonal >/dev/null 2>"$TMP/err"
 check "-sm message names the flag and modes" grep_err "^mgi: -sm: 'diagonal' is not a split mode (none, layer or row)$"
 "$MGI" run -m "$M" -ts 2,-3 -p hi >/dev/null 2>"$TMP/err"
-check "-ts message names the flag and value" grep_err '^mgi: -ts: -3 '
+check "-ts message names the flag and value" grep_err '^mgi: -ts: share -3 is negative'
 
 # Good values are accepted (the CPU runs here; on a GPU machine the plan decides).
 for f in "-sm none" "-sm layer" "-sm row" "-ts 3,1" "-ts 3/1" "-ts 0.5,0,2" "-dev 0" "-dev CUDA0,CUDA1" "-mg 1" "-ngl all" "-ngl -1"; do
