@@ -288,7 +288,9 @@ static int build(engine_plan *p, const llama_model *m, const engine_split *req, 
             w += lb.bytes;
             if (lb.largest > largest) largest = lb.largest;
         }
-        int holds_embd = p->split_mode == ENGINE_SPLIT_ROW || (i == 0 && p->cpu_layers == 0);
+        /* The embedding lookup runs on the CPU when it has layers; else on every device of a row
+         * split (each starts the layer from its own copy) or on the first of a layer split. */
+        int holds_embd = p->cpu_layers == 0 && (p->split_mode == ENGINE_SPLIT_ROW || i == 0);
         if (holds_embd) w += weight_bytes(&m->tok_embd);
         if (i == p->head) {
             /* A tied output counts twice: the backend keeps token_embd for the lookup and the
@@ -386,8 +388,9 @@ void engine_plan_describe(const engine_plan *p, int32_t n_cells, int32_t n_batch
     size_t at = 0;
     if (!size) return;
     buf[0] = 0;
-    put(buf, size, &at, "plan: -sm %s on %d device%s, %d KV cells, batch %d, output head on device %d\n",
-        engine_split_name(p->split_mode), p->n_dev, p->n_dev == 1 ? "" : "s", n_cells, n_batch, p->dev[p->head]);
+    put(buf, size, &at, "plan: -sm %s on %d device%s, layers %d-%d on the GPUs, %d KV cells, batch %d, output head "
+        "on device %d\n", engine_split_name(p->split_mode), p->n_dev, p->n_dev == 1 ? "" : "s", p->cpu_layers,
+        p->n_layer - 1, n_cells, n_batch, p->dev[p->head]);
     put(buf, size, &at, "  %-6s %-24s %-28s %8s %8s %8s %8s %10s\n", "device", "name", "holds", "weights", "KV",
         "scratch", "free", "free after");
     for (int i = 0; i < p->n_dev; i++) {

@@ -37,15 +37,20 @@ typedef struct {
  * row mode: every device holds layers [cpu_layers, n_layer), restricted to KV heads
  *   [kvh0[i], kvh1[i]) (with their n_head / n_head_kv query heads each) and FFN columns
  *   [ff0[i], ff1[i]); ranges consecutive, covering all heads and columns, each non-empty; the
- *   FFN boundaries are multiples of 256 so every quantised block stays whole; embeddings,
- *   output head and sampling on device `main`.
+ *   FFN boundaries are multiples of 256 so every quantised block stays whole; token_embd on
+ *   every device (each looks the hidden state up itself), output head and sampling on device
+ *   `main` (-mg; it must have a -ts share above 0). The attn_output cuts (KV head boundary x
+ *   n_head / n_head_kv x head_dim) fall on whole blocks of its type, or the plan is refused.
  * none: n_dev == 1, the main GPU holds everything (layer0 = cpu_layers, layer1 = n_layer).
- * Layers [0, cpu_layers) and, when cpu_layers > 0, the embedding lookup run on the CPU. */
+ * Layers [0, cpu_layers) and, when cpu_layers > 0, the embedding lookup run on the CPU; else
+ * token_embd is on the first device (layer, none) or on every device (row).
+ * Devices with a -ts share of 0, and (layer) devices whose rounded share is no layer, are left
+ * out of dev[]. */
 typedef struct {
     int split_mode;
     int n_dev;
     int dev[ENGINE_MAX_DEVICES];
-    int main;                      /* index into dev[] */
+    int main;                      /* index into dev[]: the -mg device (row, none); layer: the head */
     int head;                      /* index into dev[] of the device computing the output head */
     int32_t n_layer, cpu_layers;
     int32_t layer0[ENGINE_MAX_DEVICES], layer1[ENGINE_MAX_DEVICES];

@@ -248,9 +248,21 @@ static void test_row(const llama_model *m8, const llama_model *m70) {
     /* A share too small for a whole head still gets one. */
     s.tensor_split[0] = 100;
     rc = plan(&p, m70, &s, 2, 8192);
+    CHECK(rc == 0 && p.weight_bytes[1] > (uint64_t)m70->tok_embd.n_rows * m70->tok_embd.row_bytes,
+          "plan_row_embd_everywhere", "device 1 holds %llu", (unsigned long long)p.weight_bytes[1]);
     CHECK(rc == 0 && p.kvh1[0] == 7 && p.ff1[1] - p.ff0[1] >= 256 && rows_cover(&p, m70), "plan_row_min_one_head",
           "rc %d kvh1 %d", rc, p.kvh1[0]);
-    /* -mg 1 in row mode: the head and the embeddings on device 1. */
+    /* -ngl partial in row mode: every device holds the last layers' shards, the CPU the
+     * embedding lookup. */
+    s = split(ENGINE_SPLIT_ROW);
+    s.n_gpu_layers = 10;
+    rc = plan(&p, m70, &s, 2, 8192);
+    uint64_t shard = 0;
+    for (int32_t l = 70; l < 80; l++) shard += layer_total(m70, l);
+    CHECK(rc == 0 && p.cpu_layers == 70 && rows_cover(&p, m70) && p.weight_bytes[0] + p.weight_bytes[1] ==
+          shard + 10ull * 2 * 8192 * 4 + (uint64_t)m70->output.n_rows * m70->output.row_bytes + 8192 * 4,
+          "plan_row_ngl_partial", "rc %d cpu %d", rc, p.cpu_layers);
+    /* -mg 1 in row mode: the head on device 1. */
     s = split(ENGINE_SPLIT_ROW);
     s.main_gpu = 1;
     rc = plan(&p, m8, &s, 2, 8192);
@@ -379,7 +391,7 @@ static void test_describe(const llama_model *m8, const llama_model *m70) {
     s.tensor_split[1] = 1;
     plan(&p, m8, &s, 2, 8192);
     engine_plan_describe(&p, 8192, 512, buf, sizeof buf);
-    CHECK(strstr(buf, "plan: -sm layer on 2 devices, 8192 KV cells, batch 512, output head on device 1\n") == buf &&
+    CHECK(strstr(buf, "plan: -sm layer on 2 devices, layers 0-31 on the GPUs, 8192 KV cells, batch 512, output head on device 1\n") == buf &&
           strstr(buf, "\n  0      NVIDIA H200              layers 0-23 ") &&
           strstr(buf, "\n  1      NVIDIA H200              layers 24-31 ") && strstr(buf, "  140.00 "),
           "plan_describe_layer", "%s", buf);
