@@ -27,7 +27,7 @@ static const char bench_usage[] =
     "  -d,   --n-depth N             tokens already in the KV cache before each test (default 0)\n"
     "  -b,   --batch-size N          prompt tokens handed to the engine per call (default 2048)\n"
     "  -ub,  --ubatch-size N         tokens per forward batch (default 512)\n"
-    "  -ngl, --n-gpu-layers N        layers on the GPU: 0 = CPU, else all (default 99)\n"
+    "  -ngl, --n-gpu-layers N        layers on the GPUs: 0 = CPU, N < layers = the last N (default 99)\n"
     "  -t,   --threads N             CPU threads (default min(CPUs, 8))\n"
     "  -sm,  --split-mode MODE       none: all on the main GPU; layer: layer ranges per device; row:\n"
     "                                every layer split by KV heads and FFN columns (default layer)\n"

@@ -76,7 +76,7 @@ int cli_parse_tensor_split(const char *flag, const char *v, engine_split *sp);
     "  -ts,  --tensor-split A,B   shares of the devices, e.g. 3,1 or 3/1; 0 leaves one out\n" \
     "                             (default: proportional to free memory)\n" \
     "  -mg,  --main-gpu N         index into the -dev list of the GPU for -sm none and for the\n" \
-    "                             embeddings and output head of -sm row (default 0)\n"
+    "                             output head of -sm row (default 0)\n"
 /* Passes the CUDA backend (used when a device exists and -ngl is not 0) and, with log, a progress
  * line on stderr for uploads over 1 GiB. */
 void cli_gpu_setup(engine_params *ep, int log);

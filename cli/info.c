@@ -15,18 +15,18 @@
 
 static const char info_usage[] =
     "usage: mgi info MODEL [flags]\n"
-    "  -m, --model FILE     the GGUF file (or give it as the first argument)\n"
-    "  --tensors            list every tensor: name, type, shape, bytes\n"
-    "  --tensor NAME        one tensor; with --values, print its values\n"
-    "  --values N|all       first N values of --tensor, dequantised, one per line (%.9g)\n"
-    "  --no-mmap            read the file instead of mapping it\n"
-    "The plan (printed after the summary: which device holds which layers or heads, and the\n"
-    "memory each needs against what it has free; nothing is loaded) follows the flags of mgi run:\n"
-    "  -c, --ctx-size N     KV cells of all sequences; 0 = the training context x -np (default 0)\n"
-    "  -np, --parallel N    sequences held at once (default 1)\n"
-    "  -b, --batch-size N   tokens per forward pass (default 2048)\n"
+    "  -m,   --model FILE         the GGUF file (or give it as the first argument)\n"
+    "        --tensors            list every tensor: name, type, shape, bytes\n"
+    "        --tensor NAME        one tensor; with --values, print its values\n"
+    "        --values N|all       first N values of --tensor, dequantised, one per line (%.9g)\n"
+    "        --no-mmap            read the file instead of mapping it\n"
+    "The plan, after the summary: which device would hold which layers or heads and the memory\n"
+    "each needs against what it has free (nothing is loaded), for the flags of mgi run:\n"
+    "  -c,   --ctx-size N         KV cells of all sequences; 0 = training context x -np (default 0)\n"
+    "  -np,  --parallel N         sequences held at once (default 1)\n"
+    "  -b,   --batch-size N       tokens per forward pass (default 2048)\n"
     CLI_GPU_USAGE
-    "  -h, --help           this text\n"
+    "  -h,   --help               this text\n"
     "Exit 2 when the plan does not fit a device (the table on stdout, the reason on stderr).\n";
 
 static void size_text(uint64_t bytes, char *buf, size_t size) {
