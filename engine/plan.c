@@ -91,14 +91,14 @@ static void cut(const double *share, int k, int64_t n, int64_t min_each, int64_t
  * layout_scratch, with this device's query heads nq, KV width nkv and FFN columns ff. An
  * estimate: the backend computes its exact layout and checks it against free memory at load. */
 static uint64_t scratch_estimate(const llama_hparams *hp, int32_t n_batch, int32_t n_cells, int64_t nq, int64_t nkv,
-                                 int64_t ff, int64_t n_head) {
+                                 int64_t ff, int64_t n_head, int head) {
     uint64_t B = (uint64_t)n_batch, E = (uint64_t)hp->n_embd, F = (uint64_t)ff;
     uint64_t s = 2 * B * E * 4 + B * ((uint64_t)nq + 2 * (uint64_t)nkv) * 4 + 2 * B * (uint64_t)nq * 4;
     s += 3 * B * F * 4;
     uint64_t widest = E > F ? E : F;
     if ((uint64_t)nq > widest) widest = (uint64_t)nq;
     s += B * widest * 2;
-    s += (uint64_t)PLAN_OUT_CHUNK * (uint64_t)hp->n_vocab * 4 + PLAN_OUT_CHUNK * 4;
+    if (head) s += (uint64_t)PLAN_OUT_CHUNK * (uint64_t)hp->n_vocab * 4 + PLAN_OUT_CHUNK * 4;  /* logits */
     uint64_t at = B < PLAN_ATT_CHUNK ? B : PLAN_ATT_CHUNK;
     s += at * (uint64_t)n_head * PLAN_N_SPLIT * ((uint64_t)hp->head_dim + 2) * 4;
     s += (5 * B + (uint64_t)n_cells / ENGINE_KV_PAGE + 1) * 4;
@@ -302,7 +302,7 @@ static int build(engine_plan *p, const llama_model *m, const engine_split *req, 
         p->weight_bytes[i] = w;
         p->kv_bytes[i] = (uint64_t)n_cells * (uint64_t)kv_w * 2 * 2 * (uint64_t)(p->layer1[i] - p->layer0[i]);
         p->scratch_bytes[i] = scratch_estimate(hp, n_batch, n_cells, n_kvh * group * hp->head_dim, kv_w, n_ffc,
-                                               n_kvh * group) +
+                                               n_kvh * group, i == p->head) +
                               largest + (64ull << 20);
     }
     /* The CPU's part: its layers, the embedding lookup, an f32 cache for its layers. */
