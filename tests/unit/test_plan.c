@@ -7,6 +7,7 @@
 #include <string.h>
 
 #include "engine/plan.h"
+#include "gguf/gguf.h"
 #include "quant/quant.h"
 #include "test.h"
 
@@ -417,6 +418,36 @@ static void test_describe(const llama_model *m8, const llama_model *m70) {
           (long long)engine_plan_cells(100, 2));
 }
 
+/* On real files: one device holds every tensor's GGUF bytes (the output twice when it is tied:
+ * the backend keeps token_embd for the lookup and a copy in its matvec layout). */
+static void test_real_files(void) {
+    const char *files[] = {"models/aidreams260K-f32.gguf", "models/aidreams260K-mixq.gguf"};
+    fake_devices(140 * GiB);
+    for (int f = 0; f < 2; f++) {
+        const char *path = test_shared(files[f]);
+        char name[96], e[512];
+        snprintf(name, sizeof name, "plan_real_bytes_%s", files[f] + 7);
+        gguf_ctx *g = gguf_open(path, 1, e, sizeof e);
+        if (!g) { SKIP(name, e); continue; }
+        llama_model m;
+        if (llama_model_load(&m, g, e, sizeof e)) {
+            CHECK(0, name, "%s", e);
+            gguf_close(g);
+            continue;
+        }
+        uint64_t want = 0;
+        for (int64_t i = 0; i < gguf_n_tensors(g); i++) want += gguf_tensor_at(g, i)->size;
+        if (m.tied_output) want += (uint64_t)m.output.n_rows * m.output.row_bytes;
+        engine_plan p;
+        engine_split s = split(ENGINE_SPLIT_LAYER);
+        int rc = plan(&p, &m, &s, 1, 256);
+        CHECK(rc == 0 && p.weight_bytes[0] == want, name, "rc %d: %llu bytes planned, file has %llu", rc,
+              (unsigned long long)p.weight_bytes[0], (unsigned long long)want);
+        llama_model_free(&m);
+        gguf_close(g);
+    }
+}
+
 static void test_names(void) {
     CHECK(engine_split_parse("none") == ENGINE_SPLIT_NONE && engine_split_parse("layer") == ENGINE_SPLIT_LAYER &&
           engine_split_parse("row") == ENGINE_SPLIT_ROW && engine_split_parse("rows") == -1 &&
@@ -435,6 +466,7 @@ int main(void) {
     test_errors(&m8);
     test_fit(&m8, &m70);
     test_describe(&m8, &m70);
+    test_real_files();
     llama_model_free(&m8);
     llama_model_free(&m70);
     return test_done();
