@@ -54,9 +54,7 @@ static const char batch_usage[] =
     "        --repeat-last-n N    tokens the penalty looks back; 0 = off, -1 = context (default 64)\n"
     "        --ignore-eos         keep generating past the end-of-text token (default off)\n"
     "  -t,   --threads N          CPU threads (default min(CPUs, 8))\n"
-    "  -ngl, --n-gpu-layers N     layers on the GPU: 0 = the CPU runs all; otherwise all layers\n"
-    "                             (partial offload comes later) (default: all when a GPU is present)\n"
-    "  -dev, --device N           the CUDA device to run on; also --main-gpu N (default 0)\n"
+    CLI_GPU_USAGE
     "        --no-mmap            read the model into memory instead of mapping it (default mmap)\n"
     "        --log-disable        no summary or warnings on stderr (default off)\n"
     "  -h,   --help               this text\n";

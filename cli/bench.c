@@ -27,11 +27,15 @@ static const char bench_usage[] =
     "  -d,   --n-depth N             tokens already in the KV cache before each test (default 0)\n"
     "  -b,   --batch-size N          prompt tokens handed to the engine per call (default 2048)\n"
     "  -ub,  --ubatch-size N         tokens per forward batch (default 512)\n"
-    "  -ngl, --n-gpu-layers N        layers on the GPU: 0 = CPU, else all (default 99)\n"
+    "  -ngl, --n-gpu-layers N        layers on the GPUs: 0 = CPU, N < layers = the last N (default 99)\n"
     "  -t,   --threads N             CPU threads (default min(CPUs, 8))\n"
-    "  -sm,  --split-mode MODE       none|layer|row, recorded until the engine splits (default layer)\n"
-    "  -mg,  --main-gpu N            the CUDA device to run on (default 0)\n"
-    "  -ts,  --tensor-split A/B/...  GPU shares, recorded until the engine splits (default 0)\n"
+    "  -sm,  --split-mode MODE       none: all on the main GPU; layer: layer ranges per device; row:\n"
+    "                                every layer split by KV heads and FFN columns (default layer)\n"
+    "  -mg,  --main-gpu N            index into the -dev list of the GPU of -sm none and of the\n"
+    "                                output head of -sm row (default 0)\n"
+    "  -ts,  --tensor-split A/B/...  device shares, e.g. 3/1; 0 = by free memory (default 0)\n"
+    "  -dev, --device LIST           CUDA devices for every test: 0/1 or CUDA0/CUDA1; none = the\n"
+    "                                CPU (default: every visible device; not swept)\n"
     "  -fa,  --flash-attn 0|1        recorded; mgi's attention is one path (default 0)\n"
     "  -r,   --repetitions N         timed runs of each test (default 5)\n"
     "  -o,   --output FORMAT         md|csv|json|jsonl on stdout (default md)\n"
@@ -50,7 +54,7 @@ typedef struct {
     bool given;
 } bench_list;
 
-#define BENCH_MAX_SPLIT 16
+#define BENCH_MAX_SPLIT ENGINE_MAX_DEVICES
 
 typedef struct {
     float share[BENCH_MAX_SPLIT];
@@ -68,6 +72,7 @@ typedef struct {
     bench_split *ts;
     int n_ts;
     bool ts_given;
+    engine_split dev;  /* -dev: the devices (n_devices 0: all visible; n_gpu_layers 0: -dev none) */
     int reps, output;
     double bw;  /* 0: measure */
     bool warmup, progress, verbose;
@@ -193,6 +198,7 @@ static int split_item(const char *flag, const char *item, void *u) {
 /* Parses argv into o; 0, 1 for --help (printed), -1 on a usage error (printed). */
 static int parse(int argc, char **argv, bench_opts *o) {
     engine_params ep = engine_default_params();
+    o->dev.n_gpu_layers = -1;  /* -dev none sets 0 */
     struct { bench_list *l; int64_t v; } defaults[] = {
         {&o->n_prompt, 512}, {&o->n_gen, 128}, {&o->depth, 0}, {&o->batch, 2048}, {&o->ubatch, 512},
         {&o->ngl, 99}, {&o->threads, ep.n_threads}, {&o->split_mode, SM_LAYER}, {&o->main_gpu, 0}, {&o->fa, 0},
@@ -234,7 +240,15 @@ static int parse(int argc, char **argv, bench_opts *o) {
         } else if (cli_is_flag(a, "-ub", "--ubatch-size")) { INTS(&o->ubatch, 1, 1 << 24);
         } else if (cli_is_flag(a, "-ngl", "--n-gpu-layers")) { INTS(&o->ngl, 0, 1 << 20);
         } else if (cli_is_flag(a, "-t", "--threads")) { INTS(&o->threads, 1, 256);
-        } else if (cli_is_flag(a, "-mg", "--main-gpu")) { INTS(&o->main_gpu, 0, 1023);
+        } else if (cli_is_flag(a, "-mg", "--main-gpu")) { INTS(&o->main_gpu, 0, ENGINE_MAX_DEVICES - 1);
+        } else if (cli_is_flag(a, "-dev", "--device")) {
+            /* One device list for every test, as llama-bench's 0/1 or CUDA0/CUDA1 (or 0,1). */
+            VALUE();
+            char list[512];
+            snprintf(list, sizeof list, "%s", v);
+            for (char *c = list; *c; c++)
+                if (*c == '/') *c = ',';
+            if (cli_parse_devices(a, list, &o->dev)) return -1;
         } else if (cli_is_flag(a, "-fa", "--flash-attn")) { INTS(&o->fa, 0, 1);
         } else if (cli_is_flag(a, "-sm", "--split-mode")) {
             VALUE();
@@ -811,6 +825,16 @@ static int load_engine(const bench_opts *o, const bench_model *models, const ben
     ep.n_threads = (int)t->threads;
     ep.split.n_gpu_layers = (int32_t)t->ngl;
     ep.split.main_gpu = (int32_t)t->main_gpu;
+    ep.split.split_mode = (int)t->split_mode;  /* SM_* are ENGINE_SPLIT_* */
+    ep.split.n_devices = o->dev.n_devices;
+    memcpy(ep.split.devices, o->dev.devices, sizeof ep.split.devices);
+    if (o->dev.n_devices == 0 && o->dev.n_gpu_layers == 0) ep.split.n_gpu_layers = 0;  /* -dev none */
+    /* llama-bench's -ts 0 (the default) means no split given: shares by free memory. */
+    const bench_split *ts = &o->ts[t->ts];
+    ep.split.n_tensor_split = 0;
+    for (int k = 0; k < ts->n; k++)
+        if (ts->share[k] > 0) ep.split.n_tensor_split = ts->n;
+    for (int k = 0; k < ts->n && k < ENGINE_MAX_DEVICES; k++) ep.split.tensor_split[k] = ts->share[k];
     cli_gpu_setup(&ep, 0);
     if (o->verbose)
         fprintf(stderr, "loading %s: context %d, batch %d, threads %d, ngl %d\n", models[t->model].path,

@@ -55,9 +55,28 @@ int cli_signal(void);
  * 0 when not, -1 on a bad value (message printed). */
 int cli_engine_flag(int argc, char **argv, int *i, engine_params *ep);
 
-/* GPU flags (cli/gpu.c): -ngl N|all, -dev/--device/--main-gpu/-mg N. 1 when argv[*i] was one
- * (its value consumed), 0 when not, -1 on a bad value (message printed). */
+/* GPU flags (cli/gpu.c), llama.cpp's: -ngl N|all (-1 = all), -dev/--device LIST (CUDA ordinals
+ * or CUDA0,CUDA1...; none = -ngl 0), -mg/--main-gpu N (an index into the -dev list),
+ * -sm/--split-mode none|layer|row, -ts/--tensor-split A,B or A/B (shares >= 0). 1 when argv[*i]
+ * was one (its value consumed), 0 when not, -1 on a bad value (message printed). */
 int cli_gpu_flag(int argc, char **argv, int *i, engine_params *ep);
+/* The -dev and -ts value parsers (bench sweeps -ts itself and uses them per item): 0, or -1 with
+ * one line naming flag printed. */
+int cli_parse_devices(const char *flag, const char *v, engine_split *sp);
+int cli_parse_tensor_split(const char *flag, const char *v, engine_split *sp);
+/* The usage lines of the GPU flags, for every model-running subcommand's --help. */
+#define CLI_GPU_USAGE \
+    "  -ngl, --n-gpu-layers N     layers on the GPUs: 0 = the CPU runs all; N < layers = the last N\n" \
+    "                             (the rest on the CPU); all or -1 = every layer (default: all when\n" \
+    "                             a GPU is present)\n" \
+    "  -dev, --device LIST        CUDA devices to use: 0,1 or CUDA0,CUDA1; none = the CPU (default:\n" \
+    "                             every visible device; mgi devices lists them)\n" \
+    "  -sm,  --split-mode MODE    none: all on the main GPU; layer: layer ranges per device; row:\n" \
+    "                             every layer split by KV heads and FFN columns (default layer)\n" \
+    "  -ts,  --tensor-split A,B   shares of the devices, e.g. 3,1 or 3/1; 0 leaves one out\n" \
+    "                             (default: proportional to free memory)\n" \
+    "  -mg,  --main-gpu N         index into the -dev list of the GPU for -sm none and for the\n" \
+    "                             output head of -sm row (default 0)\n"
 /* Passes the CUDA backend (used when a device exists and -ngl is not 0) and, with log, a progress
  * line on stderr for uploads over 1 GiB. */
 void cli_gpu_setup(engine_params *ep, int log);

@@ -1,5 +1,6 @@
 /* mgi devices (also --list-devices on any subcommand): the CUDA devices mgi can use, with
- * memory and peer access. No device is a message on stderr and exit 0, not an error. */
+ * memory and peer access, and with several devices the matrix of links between them. No device
+ * is a message on stderr and exit 0, not an error. */
 #include <stdio.h>
 #include <string.h>
 
@@ -12,7 +13,9 @@ int cli_devices(int argc, char **argv) {
             fputs("usage: mgi devices\n"
                   "  Lists the CUDA devices (CUDA_VISIBLE_DEVICES applies): index, name, compute\n"
                   "  capability, total and free MiB, and which other devices each can reach\n"
-                  "  directly (peer access).\n", stdout);
+                  "  directly (peer access). With several devices, a matrix of the links: P<r> peer\n"
+                  "  access with the runtime's performance rank r (0 fastest), 'a' when atomics cross\n"
+                  "  the link (NVLink; PCIe peers usually lack them), '-' no peer access.\n", stdout);
             return 0;
         }
         if (strcmp(argv[i], "--list-devices")) {
@@ -45,6 +48,24 @@ int cli_devices(int argc, char **argv) {
             any = 1;
         }
         printf("%s\n", any ? "" : " none");
+    }
+    if (n > 1) {
+        /* Rows reach columns; indented so that no line starts with a device index. */
+        printf("\nlinks (P<rank>: peer access, 0 fastest; a: atomics, as NVLink has; -: none)\n  %-4s", "");
+        for (int j = 0; j < n; j++) printf(" %5d", j);
+        printf("\n");
+        for (int i = 0; i < n; i++) {
+            printf("  %-4d", i);
+            for (int j = 0; j < n; j++) {
+                engine_device_link l;
+                char cell[16] = "-";
+                if (i == j) snprintf(cell, sizeof cell, "self");
+                else if (!engine_device_link_query(i, j, &l) && l.access)
+                    snprintf(cell, sizeof cell, "P%d%s", l.rank, l.native_atomics ? "a" : "");
+                printf(" %5s", cell);
+            }
+            printf("\n");
+        }
     }
     return 0;
 }

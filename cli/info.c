@@ -1,28 +1,39 @@
-/* mgi info: what a GGUF file holds (architecture, hyperparameters, tokenizer, bytes by type),
- * its tensor table, or the values of one tensor dequantised to f32 for scripts. */
+/* mgi info: what a GGUF file holds (architecture, hyperparameters, tokenizer, bytes by type) and
+ * where it would run (the plan over the CUDA devices for the GPU flags, nothing loaded), its
+ * tensor table, or the values of one tensor dequantised to f32 for scripts. */
 #include <inttypes.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "cli/cli.h"
+#include "engine/devices.h"
+#include "engine/plan.h"
 #include "gguf/gguf.h"
+#include "models/llama.h"
 #include "quant/quant.h"
 
 static const char info_usage[] =
     "usage: mgi info MODEL [flags]\n"
-    "  -m, --model FILE     the GGUF file (or give it as the first argument)\n"
-    "  --tensors            list every tensor: name, type, shape, bytes\n"
-    "  --tensor NAME        one tensor; with --values, print its values\n"
-    "  --values N|all       first N values of --tensor, dequantised, one per line (%.9g)\n"
-    "  --no-mmap            read the file instead of mapping it\n"
-    "  -h, --help           this text\n";
+    "  -m,   --model FILE         the GGUF file (or give it as the first argument)\n"
+    "        --tensors            list every tensor: name, type, shape, bytes\n"
+    "        --tensor NAME        one tensor; with --values, print its values\n"
+    "        --values N|all       first N values of --tensor, dequantised, one per line (%.9g)\n"
+    "        --no-mmap            read the file instead of mapping it\n"
+    "The plan, after the summary: which device would hold which layers or heads and the memory\n"
+    "each needs against what it has free (nothing is loaded), for the flags of mgi run:\n"
+    "  -c,   --ctx-size N         KV cells of all sequences; 0 = training context x -np (default 0)\n"
+    "  -np,  --parallel N         sequences held at once (default 1)\n"
+    "  -b,   --batch-size N       tokens per forward pass (default 2048)\n"
+    CLI_GPU_USAGE
+    "  -h,   --help               this text\n"
+    "Exit 2 when the plan does not fit a device (the table on stdout, the reason on stderr).\n";
 
-static void print_size(FILE *f, uint64_t bytes) {
-    if (bytes >= (1ull << 30)) fprintf(f, "%.2f GiB", bytes / 1073741824.0);
-    else if (bytes >= (1ull << 20)) fprintf(f, "%.2f MiB", bytes / 1048576.0);
-    else if (bytes >= 1024) fprintf(f, "%.2f KiB", bytes / 1024.0);
-    else fprintf(f, "%" PRIu64 " B", bytes);
+static void size_text(uint64_t bytes, char *buf, size_t size) {
+    if (bytes >= (1ull << 30)) snprintf(buf, size, "%.2f GiB", bytes / 1073741824.0);
+    else if (bytes >= (1ull << 20)) snprintf(buf, size, "%.2f MiB", bytes / 1048576.0);
+    else if (bytes >= 1024) snprintf(buf, size, "%.2f KiB", bytes / 1024.0);
+    else snprintf(buf, size, "%" PRIu64 " B", bytes);
 }
 
 static void print_shape(const gguf_tensor *t) {
@@ -51,7 +62,7 @@ static void print_summary(const gguf_ctx *g) {
     gguf_get_str(g, "general.architecture", &arch);
     gguf_get_str(g, "general.name", &name);
     printf("file:           %s (GGUF v%u, ", gguf_path(g), gguf_version(g));
-    print_size(stdout, gguf_file_size(g));
+    { char b[32]; size_text(gguf_file_size(g), b, sizeof b); fputs(b, stdout); }
     printf(")\n");
     printf("architecture:   %s\n", arch ? arch : "(none: no general.architecture)");
     if (name) printf("name:           %s\n", name);
@@ -103,14 +114,92 @@ static void print_summary(const gguf_ctx *g) {
     }
     printf("metadata keys:  %" PRId64 "\n", gguf_n_kv(g));
     printf("tensors:        %" PRId64 ", %.2f M parameters, ", nt, params / 1e6);
-    print_size(stdout, total);
+    char b[32];
+    size_text(total, b, sizeof b);
+    fputs(b, stdout);
     printf("\n");
     for (uint32_t ty = 0; ty < QUANT_TYPE_COUNT; ty++) {
         if (!by_type_count[ty]) continue;
         printf("  %-8s %5" PRId64 " tensors  ", quant_type_name(ty), by_type_count[ty]);
-        print_size(stdout, by_type_bytes[ty]);
+        char b[32];
+        size_text(by_type_bytes[ty], b, sizeof b);
+        fputs(b, stdout);
         printf("%s\n", quant_is_supported(ty) ? "" : "  (not supported by mgi)");
     }
+}
+
+/* The plan section as text: where the model would run with these flags, nothing loaded. 0 with
+ * *text set (free it), or an exit status with the message printed (bad flags 1, a model that
+ * cannot run 2, a device query failure 3) and nothing for stdout; a plan that does not fit is 2
+ * with the table in *text and the reason printed. explicit_flags: the user gave -c, -b, -np or a
+ * GPU flag, so a file that is not a runnable model is an error rather than a note. */
+static int plan_text(const gguf_ctx *g, const engine_params *ep, int explicit_flags, char **text) {
+    enum { CAP = 8192 };
+    char err[1024];
+    llama_model m;
+    *text = malloc(CAP);
+    if (!*text) { cli_error("info: out of memory"); return EXIT_RUNTIME; }
+    (*text)[0] = 0;
+    if (llama_model_load(&m, g, err, sizeof err)) {
+        if (explicit_flags) { cli_error("%s", err); return EXIT_BADINPUT; }
+        snprintf(*text, CAP, "plan:           none (not a model mgi runs: %s)\n", err);
+        return 0;
+    }
+    const llama_hparams *hp = &m.hp;
+    int rc = 0;
+    int64_t limit = (int64_t)hp->n_ctx_train * ep->n_seq_max;
+    int64_t n_ctx = ep->n_ctx ? ep->n_ctx : limit;
+    if (n_ctx < ep->n_seq_max || n_ctx > limit || n_ctx > (1 << 30)) {
+        cli_error("-c %lld: %d sequence%s of the model's %d positions (llama.context_length) need -c %d..%lld",
+                  (long long)n_ctx, ep->n_seq_max, ep->n_seq_max == 1 ? "" : "s", hp->n_ctx_train, ep->n_seq_max,
+                  (long long)limit);
+        llama_model_free(&m);
+        return EXIT_USAGE;
+    }
+    int32_t n_cells = (int32_t)engine_plan_cells(n_ctx, ep->n_seq_max);
+    int32_t n_batch = ep->n_batch < n_ctx ? ep->n_batch : (int32_t)n_ctx;
+    char why[512] = "";
+    int n_dev = ep->split.n_gpu_layers != 0 ? engine_device_count(why, sizeof why) : 0;
+    if (n_dev == 0) {
+        char w[32], kv[32];
+        size_text(gguf_file_size(g), w, sizeof w);
+        size_text(llama_kv_bytes(hp, n_cells, sizeof(float)), kv, sizeof kv);
+        if (ep->split.n_gpu_layers != 0 && strlen(why) > 200) why[200] = 0;
+        snprintf(*text, CAP, "plan: CPU (%s%s)\n  cpu    all %d layers, weights %s, KV %s (f32, %d cells), batch %d\n",
+                 ep->split.n_gpu_layers == 0 ? "-ngl 0" : "no CUDA device: ",
+                 ep->split.n_gpu_layers == 0 ? "" : why, hp->n_layer, w, kv, n_cells, n_batch);
+        llama_model_free(&m);
+        return 0;
+    }
+    engine_device_info *devs = calloc((size_t)n_dev, sizeof *devs);
+    engine_plan *p = malloc(sizeof *p);
+    if (!devs || !p) {
+        cli_error("info: out of memory");
+        rc = EXIT_RUNTIME;
+        goto out;
+    }
+    for (int i = 0; i < n_dev; i++)
+        if (engine_device_query(i, &devs[i], err, sizeof err)) {
+            cli_error("%s", err);
+            rc = EXIT_RUNTIME;
+            goto out;
+        }
+    int pr = engine_plan_make(p, &m, &ep->split, devs, n_dev, n_cells, n_batch, err, sizeof err);
+    if (pr == -1) {
+        cli_error("%s", err);
+        rc = EXIT_USAGE;
+        goto out;
+    }
+    engine_plan_describe(p, n_cells, n_batch, *text, CAP);
+    if (pr == -2) {
+        cli_error("%s", err);
+        rc = EXIT_BADINPUT;
+    }
+out:
+    free(p);
+    free(devs);
+    llama_model_free(&m);
+    return rc;
 }
 
 static void print_tensors(const gguf_ctx *g) {
@@ -155,15 +244,24 @@ static int print_values(const gguf_tensor *t, int64_t n) {
 
 int cli_info(int argc, char **argv) {
     const char *path = NULL, *tensor = NULL, *values = NULL;
-    int list = 0, use_mmap = 1;
+    int list = 0, explicit_flags = 0;
+    engine_params ep = engine_default_params();
     for (int i = 1; i < argc; i++) {
         const char *a = argv[i];
+        int e;
         if (!strcmp(a, "-h") || !strcmp(a, "--help")) { fputs(info_usage, stdout); return 0; }
         else if (!strcmp(a, "-m") || !strcmp(a, "--model")) { if (!(path = cli_value(argc, argv, &i))) return EXIT_USAGE; }
         else if (!strcmp(a, "--tensors")) list = 1;
         else if (!strcmp(a, "--tensor")) { if (!(tensor = cli_value(argc, argv, &i))) return EXIT_USAGE; }
         else if (!strcmp(a, "--values")) { if (!(values = cli_value(argc, argv, &i))) return EXIT_USAGE; }
-        else if (!strcmp(a, "--no-mmap")) use_mmap = 0;
+        else if (cli_is_flag(a, "-np", "--parallel")) {
+            const char *v = cli_value(argc, argv, &i);
+            if (!v || cli_parse_int(a, v, 1, 1 << 16, &ep.n_seq_max)) return EXIT_USAGE;
+            explicit_flags = 1;
+        } else if ((e = cli_engine_flag(argc, argv, &i, &ep))) {
+            if (e < 0) return EXIT_USAGE;
+            if (strcmp(a, "--no-mmap") && !cli_is_flag(a, "-t", "--threads")) explicit_flags = 1;
+        }
         else if (a[0] == '-' && a[1]) { cli_error("info: unknown flag '%s' (see mgi info --help)", a); return EXIT_USAGE; }
         else if (!path) path = a;
         else { cli_error("info: unexpected argument '%s' (one model at a time)", a); return EXIT_USAGE; }
@@ -177,7 +275,7 @@ int cli_info(int argc, char **argv) {
     }
 
     char err[1024];
-    gguf_ctx *g = gguf_open(path, use_mmap, err, sizeof err);
+    gguf_ctx *g = gguf_open(path, ep.use_mmap, err, sizeof err);
     if (!g) { cli_error("%s", err); return EXIT_BADINPUT; }
     int rc = 0;
     if (tensor) {
@@ -193,8 +291,18 @@ int cli_info(int argc, char **argv) {
             printf(" %" PRIu64 " bytes at data offset %" PRIu64 "\n", t->size, t->offset);
         }
     } else {
-        print_summary(g);
-        if (list) print_tensors(g);
+        /* The plan first, so that bad flags leave stdout empty; a plan that does not fit still
+         * prints the summary and its table. */
+        char *plan = NULL;
+        rc = plan_text(g, &ep, explicit_flags, &plan);
+        if (!rc || rc == EXIT_BADINPUT) {
+            if (plan && (!rc || *plan)) {
+                print_summary(g);
+                fputs(plan, stdout);
+            }
+            if (list && !rc) print_tensors(g);
+        }
+        free(plan);
     }
     gguf_close(g);
     if (fflush(stdout) != 0 && !rc) { cli_error("info: writing to stdout failed"); rc = EXIT_RUNTIME; }

@@ -19,9 +19,7 @@ static const char ppl_usage[] =
     "  -c,   --ctx-size N         tokens per chunk; 0 = the model's context, at most 512 (default 0)\n"
     "  -b,   --batch-size N       tokens per forward batch (default 2048)\n"
     "  -t,   --threads N          CPU threads (default min(CPUs, 8))\n"
-    "  -ngl, --n-gpu-layers N     layers on the GPU: 0 = the CPU runs all; otherwise all layers\n"
-    "                             (partial offload comes later) (default: all when a GPU is present)\n"
-    "  -dev, --device N           the CUDA device to run on; also --main-gpu N (default 0)\n"
+    CLI_GPU_USAGE
     "        --no-mmap            read the model into memory instead of mapping it (default mmap)\n"
     "        --log-disable        no progress lines on stderr (default off)\n"
     "  -h,   --help               this text\n";

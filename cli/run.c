@@ -35,9 +35,7 @@ static const char run_usage[] =
     "                             state after this prompt there (a bad or foreign file is ignored)\n"
     "        --prompt-cache-ro    use --prompt-cache FILE but never write it (default off)\n"
     "  -t,   --threads N          CPU threads (default min(CPUs, 8))\n"
-    "  -ngl, --n-gpu-layers N     layers on the GPU: 0 = the CPU runs all; otherwise all layers\n"
-    "                             (partial offload comes later) (default: all when a GPU is present)\n"
-    "  -dev, --device N           the CUDA device to run on; also --main-gpu N (default 0)\n"
+    CLI_GPU_USAGE
     "        --no-mmap            read the model into memory instead of mapping it (default mmap)\n"
     "        --echo               print the prompt before the generated text (default off)\n"
     "        --log-disable        no load, seed and timing lines on stderr (default off)\n"

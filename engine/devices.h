@@ -24,4 +24,13 @@ int engine_device_query(int i, engine_device_info *info, char *err, size_t err_s
 /* 1 when device a can read and write device b's memory directly (P2P over NVLink or PCIe). */
 int engine_device_can_peer(int a, int b);
 
+/* How device a reaches device b, as the runtime reports it (cudaDeviceGetP2PAttribute). */
+typedef struct {
+    int access;          /* 1: peer access supported */
+    int rank;            /* relative performance of the link, 0 fastest (meaningful with access) */
+    int native_atomics;  /* 1: atomics over the link (NVLink has them; PCIe peers usually do not) */
+} engine_device_link;
+/* Fills link for a -> b (a != b); 0, or -1 when the runtime cannot say (link zeroed). */
+int engine_device_link_query(int a, int b, engine_device_link *link);
+
 #endif

@@ -60,3 +60,18 @@ int engine_device_can_peer(int a, int b) {
     }
     return ok;
 }
+
+int engine_device_link_query(int a, int b, engine_device_link *link) {
+    memset(link, 0, sizeof *link);
+    int v = 0;
+    if (cudaDeviceGetP2PAttribute(&v, cudaDevP2PAttrAccessSupported, a, b) != cudaSuccess) {
+        cudaGetLastError();
+        return -1;
+    }
+    link->access = v != 0;
+    if (cudaDeviceGetP2PAttribute(&v, cudaDevP2PAttrPerformanceRank, a, b) == cudaSuccess) link->rank = v;
+    if (cudaDeviceGetP2PAttribute(&v, cudaDevP2PAttrNativeAtomicSupported, a, b) == cudaSuccess)
+        link->native_atomics = v != 0;
+    cudaGetLastError();
+    return 0;
+}

@@ -37,15 +37,20 @@ typedef struct {
  * row mode: every device holds layers [cpu_layers, n_layer), restricted to KV heads
  *   [kvh0[i], kvh1[i]) (with their n_head / n_head_kv query heads each) and FFN columns
  *   [ff0[i], ff1[i]); ranges consecutive, covering all heads and columns, each non-empty; the
- *   FFN boundaries are multiples of 256 so every quantised block stays whole; embeddings,
- *   output head and sampling on device `main`.
+ *   FFN boundaries are multiples of 256 so every quantised block stays whole; token_embd on
+ *   every device (each looks the hidden state up itself), output head and sampling on device
+ *   `main` (-mg; it must have a -ts share above 0). The attn_output cuts (KV head boundary x
+ *   n_head / n_head_kv x head_dim) fall on whole blocks of its type, or the plan is refused.
  * none: n_dev == 1, the main GPU holds everything (layer0 = cpu_layers, layer1 = n_layer).
- * Layers [0, cpu_layers) and, when cpu_layers > 0, the embedding lookup run on the CPU. */
+ * Layers [0, cpu_layers) and, when cpu_layers > 0, the embedding lookup run on the CPU; else
+ * token_embd is on the first device (layer, none) or on every device (row).
+ * Devices with a -ts share of 0, and (layer) devices whose rounded share is no layer, are left
+ * out of dev[]. */
 typedef struct {
     int split_mode;
     int n_dev;
     int dev[ENGINE_MAX_DEVICES];
-    int main;                      /* index into dev[] */
+    int main;                      /* index into dev[]: the -mg device (row, none); layer: the head */
     int head;                      /* index into dev[] of the device computing the output head */
     int32_t n_layer, cpu_layers;
     int32_t layer0[ENGINE_MAX_DEVICES], layer1[ENGINE_MAX_DEVICES];
@@ -59,16 +64,34 @@ typedef struct {
     char name[ENGINE_MAX_DEVICES][64];
     /* The CPU's part (cpu_layers > 0): weights and f32 KV bytes. */
     uint64_t cpu_weight_bytes, cpu_kv_bytes;
+    /* Set when the plan does not fit (-2): the most GPU layers (-ngl) that fit with this split and
+     * the most KV cells (whole pages) that fit with this -ngl; 0 when none does. */
+    int32_t fit_ngl, fit_cells;
 } engine_plan;
 
-/* Plans model m for n_cells KV cells and passes of n_batch tokens on the n_visible devices
- * described by devs[] (devs[k].index == k). 0, or ENGINE_EPARAM-like -1 with one line naming the
- * flag or device and the numbers (-ts with more values than devices or all zeros, -mg out of
- * range, a missing device, -sm row with heads that cannot be split as asked, a device whose part
- * does not fit: by how much and what would fit). */
+/* Plans model m for n_cells KV cells (what the backends will allocate, whole pages) and passes of
+ * n_batch tokens on the n_visible devices described by devs[] (devs[k].index == k). Returns
+ *   0: the plan fits every device's free memory (the scratch is an estimate: the backend checks
+ *      its exact layout at load);
+ *  -1: the flags do not suit the model or the devices (-ts with more values than devices or all
+ *      zeros, -mg out of range, a -dev ordinal not visible or listed twice, -ngl 0, -sm row with
+ *      heads or FFN columns that cannot be cut as asked); err names the flag and the numbers; the
+ *      plan's content is undefined;
+ *  -2: the plan is complete but a device's part exceeds its free memory; err is one line: the
+ *      device, needed (weights, KV, scratch) against free GiB, and the -ngl and/or -c that would
+ *      fit (also in fit_ngl, fit_cells). */
 int engine_plan_make(engine_plan *out, const llama_model *m, const engine_split *req,
                      const engine_device_info *devs, int n_visible, int32_t n_cells, int32_t n_batch,
                      char *err, size_t err_size);
+
+/* KV cells the engine allocates for a context of n_ctx cells shared by n_seq sequences: whole
+ * pages, plus one page per sequence so that no sharing of the pages runs out. */
+int64_t engine_plan_cells(int64_t n_ctx, int32_t n_seq);
+
+/* The plan as a table for people (mgi info), lines ending in '\n': a title line, one line per
+ * device (index, name, layers or KV heads and FFN columns, weight/KV/scratch/free/free-after GiB),
+ * the CPU's part when it has layers. Truncated to size (always NUL-terminated). */
+void engine_plan_describe(const engine_plan *p, int32_t n_cells, int32_t n_batch, char *buf, size_t size);
 
 /* The name of a split mode ("none", "layer", "row") and back (-1: unknown). */
 const char *engine_split_name(int mode);
