@@ -536,10 +536,12 @@ int cli_batch(int argc, char **argv) {
         sc = sched_new(e, &spar, err, sizeof err);
         free(sys_ids);
         if (!sc) { cli_error("%s", err); goto out; }
-        if (o.log)
+        if (o.log) {
+            cli_log_memory(e);
             fprintf(stderr, "batch: %lld requests, %d parallel sequences of %d positions, backend %s%s\n",
                     (long long)n_run, engine_n_seq_max(e), engine_n_ctx(e), engine_backend(e),
                     n_sys ? ", system prompt shared" : "");
+        }
         for (int64_t k = 0; k < n_items; k++) {
             item *it = &items[k];
             if (it->skip || it->req.error) continue;

@@ -80,5 +80,7 @@ int cli_parse_tensor_split(const char *flag, const char *v, engine_split *sp);
 /* Passes the CUDA backend (used when a device exists and -ngl is not 0) and, with log, a progress
  * line on stderr for uploads over 1 GiB. */
 void cli_gpu_setup(engine_params *ep, int log);
+/* The per-device memory report of a loaded engine on stderr ("memory: CUDA0 ..."), nothing on the CPU. */
+void cli_log_memory(const engine *e);
 
 #endif

@@ -114,3 +114,9 @@ void cli_gpu_setup(engine_params *ep, int log) {
     ep->gpu = &forward_cuda_gpu;
     ep->progress = log ? progress : NULL;
 }
+
+void cli_log_memory(const engine *e) {
+    char buf[4096];
+    engine_describe(e, buf, sizeof buf);
+    for (char *line = strtok(buf, "\n"); line; line = strtok(NULL, "\n")) fprintf(stderr, "memory: %s\n", line);
+}

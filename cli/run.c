@@ -224,6 +224,7 @@ int cli_run(int argc, char **argv) {
     rc = EXIT_RUNTIME;
     if (!(smp = sampler_new(&o.sp, n_vocab, err, sizeof err))) { cli_error("%s", err); goto out; }
     if (o.log) {
+        cli_log_memory(e);
         fprintf(stderr, "seed: %llu\n", (unsigned long long)seed);
         fprintf(stderr, "prompt: %lld tokens, context %d, backend %s\n", (long long)n_prompt, n_ctx,
                 engine_backend(e));

@@ -8,6 +8,7 @@
 #include <unistd.h>
 
 #include "engine/engine.h"
+#include "engine/chain.h"
 #include "engine/forward_cpu.h"
 #include "engine/kvcache.h"
 #include "gguf/gguf.h"
@@ -22,6 +23,9 @@ struct engine {
     int32_t n_batch;       /* tokens per backend pass */
     kvcache kv;
     uint64_t hash;
+    engine_plan plan;            /* the GPU plan, when e->gpu is set */
+    const engine_gpu_backend *gpu;
+    void *gpu_be;                /* the GPU backend's state (inside the chain when -ngl is partial) */
     /* Scratch of engine_decode: one backend pass ([n_batch] each) and per sequence. */
     int32_t *b_token, *b_pos, *b_seq, *b_cell, *b_out;
     engine_token *eval_toks;  /* [n_batch] engine_eval's batches */
@@ -94,6 +98,54 @@ static uint64_t model_hash(const gguf_ctx *g) {
 
 /* --- load ---------------------------------------------------------------------------------------- */
 
+/* The GPU part of engine_load: the plan from the flags and the devices, then the CUDA backend for
+ * the plan's layers, chained after a CPU stage for the first layers when -ngl leaves some there.
+ * 0, or -1 with *rc and the message set. */
+static int load_gpu(engine *e, const engine_params *p, int n_dev, int32_t n_cells, int *rc, char *err,
+                    size_t err_size) {
+    const llama_hparams *hp = &e->model.hp;
+    engine_device_info devs[ENGINE_MAX_DEVICES];
+    if (n_dev > ENGINE_MAX_DEVICES) n_dev = ENGINE_MAX_DEVICES;
+    *rc = ENGINE_ERUNTIME;
+    for (int i = 0; i < n_dev; i++)
+        if (p->gpu->query(i, &devs[i], err, err_size)) return -1;
+    int pr = engine_plan_make(&e->plan, &e->model, &p->split, devs, n_dev, n_cells, e->n_batch, err, err_size);
+    if (pr) {
+        *rc = ENGINE_EPARAM;  /* bad flags, or a plan that does not fit: the flags can fix both */
+        return -1;
+    }
+    e->gpu = p->gpu;
+    void *gpu = p->gpu->create(&e->model, &e->plan, n_cells, e->n_batch, e->n_ctx_seq, p->progress,
+                               p->progress_ctx, err, err_size);
+    if (!gpu) return -1;
+    e->gpu_be = gpu;
+    if (e->plan.cpu_layers == 0) {
+        e->ops = p->gpu->ops;
+        e->be = gpu;
+        return 0;
+    }
+    /* -ngl below the layer count: layers [0, cpu_layers) on the CPU, the rest on the GPUs. */
+    int32_t k = e->plan.cpu_layers;
+    llama_hparams cpu_hp = *hp;
+    cpu_hp.n_layer = k;  /* host f32 KV only for the CPU's layers */
+    chain_stage st[2] = {{&forward_cpu_ops, NULL, 0, k}, {p->gpu->ops, gpu, k, hp->n_layer}};
+    if (llama_kv_check(&cpu_hp, n_cells, sizeof(float), 0, err, err_size) ||
+        !(st[0].self = forward_cpu_new(&e->model, 0, k, n_cells, e->n_batch, e->n_ctx_seq, p->n_threads, err,
+                                       err_size))) {
+        p->gpu->ops->free(gpu);
+        e->gpu_be = NULL;
+        return -1;
+    }
+    chain *c = chain_new(&e->model, st, 2, e->n_batch, err, err_size);  /* frees both stages on failure */
+    if (!c) {
+        e->gpu_be = NULL;
+        return -1;
+    }
+    e->ops = chain_ops(c);
+    e->be = c;
+    return 0;
+}
+
 int engine_load(engine **out, const char *path, const engine_params *p, char *err, size_t err_size) {
     *out = NULL;
     engine *e = calloc(1, sizeof *e);
@@ -164,29 +216,15 @@ int engine_load(engine **out, const char *path, const engine_params *p, char *er
     /* The GPU backend when one is passed, has a device and -ngl allows it; else the CPU. */
     char why[256] = "";
     int n_dev = p->gpu && p->split.n_gpu_layers != 0 ? p->gpu->n_devices(why, sizeof why) : 0;
+    int32_t n_cells = (int32_t)n_pages * ENGINE_KV_PAGE;
     if (n_dev > 0) {
-        rc = ENGINE_EPARAM;
-        if (p->split.n_gpu_layers > 0 && p->split.n_gpu_layers < hp->n_layer) {
-            snprintf(err, err_size, "-ngl %d < %d layers: partial offload is not supported yet; use -ngl 0 or "
-                     "-ngl 99", p->split.n_gpu_layers, hp->n_layer);
-            goto fail;
-        }
-        if (p->split.main_gpu < 0 || p->split.main_gpu >= n_dev) {
-            snprintf(err, err_size, "-dev/--main-gpu %d: no such device (%d found, 0..%d)", p->split.main_gpu, n_dev,
-                     n_dev - 1);
-            goto fail;
-        }
-        rc = ENGINE_ERUNTIME;
-        e->ops = p->gpu->ops;
-        if (!(e->be = p->gpu->create(&e->model, p->split.main_gpu, (int32_t)n_pages * ENGINE_KV_PAGE, e->n_batch,
-                                     e->n_ctx_seq, p->progress, p->progress_ctx, err, err_size)))
-            goto fail;
+        if (load_gpu(e, p, n_dev, n_cells, &rc, err, err_size)) goto fail;
     } else {
         e->ops = &forward_cpu_ops;
         /* The f32 cache lives in host memory: refuse, with the -c that fits, before allocating. */
         if (llama_kv_check(hp, n_pages * ENGINE_KV_PAGE, sizeof(float), 0, err, err_size)) goto fail;
-        if (!(e->be = forward_cpu_new(&e->model, 0, hp->n_layer, (int32_t)n_pages * ENGINE_KV_PAGE, e->n_batch,
-                                      e->n_ctx_seq, p->n_threads, err, err_size)))
+        if (!(e->be = forward_cpu_new(&e->model, 0, hp->n_layer, n_cells, e->n_batch, e->n_ctx_seq, p->n_threads,
+                                      err, err_size)))
             goto fail;
     }
     *out = e;
@@ -222,6 +260,17 @@ int32_t engine_n_ctx(const engine *e) { return e->n_ctx_seq; }
 int32_t engine_n_seq_max(const engine *e) { return e->kv.n_seq; }
 int32_t engine_n_vocab(const engine *e) { return e->model.hp.n_vocab; }
 const char *engine_backend(const engine *e) { return e->ops->name; }
+
+void engine_describe(const engine *e, char *buf, size_t size) {
+    if (size) buf[0] = 0;
+    if (!e->gpu || !e->gpu->describe || !size) return;
+    size_t o = 0;
+    if (e->plan.cpu_layers > 0) {
+        int w = snprintf(buf, size, "CPU: layers 0-%d\n", e->plan.cpu_layers - 1);
+        o = w > 0 && (size_t)w < size ? (size_t)w : 0;
+    }
+    e->gpu->describe(e->gpu_be, buf + o, size - o);
+}
 int engine_kv_elem_bytes(const engine *e) { return e->ops->kv_elem_bytes; }
 uint64_t engine_model_hash(const engine *e) { return e->hash; }
 int32_t engine_kv_dim(const engine *e) { return e->model.hp.n_head_kv * e->model.hp.head_dim; }

@@ -23,10 +23,15 @@ typedef struct {
     const engine_backend_ops *ops;
     /* Usable devices; 0 with the reason in why when there is none (not an error). */
     int (*n_devices)(char *why, size_t why_size);
-    /* The backend's state on device `device` for n_cells KV cells, passes of up to n_batch tokens
-     * and sequences of up to max_pos positions (weights uploaded); NULL with a message. */
-    void *(*create)(const llama_model *m, int device, int32_t n_cells, int32_t n_batch, int32_t max_pos,
-                    engine_progress_fn progress, void *progress_ctx, char *err, size_t err_size);
+    /* Device i's name and memory, for the planner; 0, or -1 with a message. */
+    int (*query)(int i, engine_device_info *info, char *err, size_t err_size);
+    /* The backend's state for layers [plan->cpu_layers, n_layer) on the plan's devices, with
+     * n_cells KV cells, passes of up to n_batch tokens and sequences of up to max_pos positions
+     * (weights uploaded); NULL with a message. */
+    void *(*create)(const llama_model *m, const engine_plan *plan, int32_t n_cells, int32_t n_batch,
+                    int32_t max_pos, engine_progress_fn progress, void *progress_ctx, char *err, size_t err_size);
+    /* What each device holds and its memory, one line each, into buf (for the load log). */
+    int (*describe)(void *self, char *buf, size_t size);
 } engine_gpu_backend;
 
 typedef struct {
@@ -71,6 +76,9 @@ int32_t engine_n_seq_max(const engine *e);
 int32_t engine_n_vocab(const engine *e);
 /* What computes the logits, for logs: "CPU" or "CUDA". */
 const char *engine_backend(const engine *e);
+/* What holds the model, one line per device (and the CPU's layers when -ngl is partial) with
+ * weights, KV cache and memory, for the load log; "" on the CPU backend. */
+void engine_describe(const engine *e, char *buf, size_t size);
 /* Bytes of one K or V value in the backend's cache (4 on the CPU, 2 for the f16 CUDA cache). */
 int engine_kv_elem_bytes(const engine *e);
 

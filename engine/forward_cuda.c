@@ -1,26 +1,43 @@
-/* The CUDA backend of engine/batch.h (engine/forward_cuda.h). One device memory block holds
- * every weight (repacked for kernels.h's matvec), the KV cache and all scratch, sized at
- * creation, so a forward pass allocates nothing. Weights travel through pinned staging buffers
- * filled by reader threads from the mapped file while earlier buffers are copied.
+/* The CUDA backend of engine/batch.h over one or several devices, as an engine_plan says
+ * (engine/plan.h). Each device ("part") has one memory block holding its weights (repacked for
+ * kernels.h's matvec), its KV cache and all scratch, sized at creation, so a forward pass
+ * allocates nothing. Weights travel through pinned staging buffers filled by reader threads from
+ * the mapped file while earlier buffers are copied; the parts load at once, one thread each.
  *
- * KV layout: per layer, K and V f16 [n_cells][n_head_kv * head_dim] (a cell's row contiguous,
- * the CPU backend's layout in f16), cell c = page * ENGINE_KV_PAGE + offset.
+ * Splits:
+ *   layer: part i runs layers [l0, l1); the hidden state of each token goes to the next part by
+ *     NCCL send/recv. A pass of many tokens is cut into micro-batches that flow through the parts
+ *     one after the other, so all devices work at once (a pipeline); decode steps go through
+ *     the parts in turn.
+ *   row: every part runs every layer over its share of KV heads (with their query heads) and of
+ *     FFN columns: Q/K/V and gate/up by rows, the attention output and down matrices by columns,
+ *     so each part's wo and down products are partial sums that one NCCL all-reduce adds up
+ *     (two per layer). Every part keeps the whole residual stream; the head runs on the main part.
+ *   none / one device: one part.
  *
- * A layer is ten launches: Q/K/V as one stacked matvec (when the three share a type), RoPE with
- * the K/V store, paged attention (split and merge), the output matvec, residual add + FFN norm,
- * gate/up stacked, SwiGLU, down, residual add + the next layer's attention norm.
+ * KV layout per part: per layer held, K and V f16 [n_cells][kv_dim] with kv_dim the part's KV
+ * heads x head_dim (a cell's row contiguous), cell c = page * ENGINE_KV_PAGE + offset.
+ *
+ * A decode layer is nine launches: Q/K/V as one stacked matvec (when the three share a type),
+ * RoPE with the K/V store, paged attention (split and merge), the output matvec, residual add +
+ * FFN norm, gate/up stacked, SwiGLU inside the down matvec, residual add + the next layer's
+ * attention norm (prompt passes run SwiGLU apart, before the GEMM).
  *
  * Per pass, everything that changes (token ids, positions, sequence indices, cells, the rows
- * that want logits, the page tables) goes to the device in one copy of one int32 buffer laid out
+ * that want logits, the page tables) goes to each part in one copy of one int32 buffer laid out
  * [token n][pos n][seq n][cell n][out n][pages n_seqs x max_pages], so for a given n the device
- * addresses are fixed and a decode step captured as a graph replays with new contents. */
+ * addresses are fixed and a decode step captured as graphs replays with new contents. A decode
+ * step is captured per part and per segment (the stretch between two NCCL calls); the NCCL
+ * calls themselves are issued between graph launches. */
 #include <math.h>
 #include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 
 #include <cuda_runtime_api.h>
+#include <nccl.h>
 
 #include "engine/devices.h"
 #include "engine/forward_cuda.h"
@@ -30,26 +47,35 @@
 #include "quant/quant.h"
 
 enum {
-    GRAPH_MAX_TOK = 64,  /* decode steps of up to this many sequences run from a captured graph */
+    GRAPH_MAX_TOK = 64,  /* decode steps of up to this many sequences run from captured graphs */
     ATT_CHUNK = 64,      /* tokens per attention launch (scratch is sized for this many) */
     PREFILL_MIN = 64,    /* a pass of at least this many consecutive tokens of one sequence takes the
                             tensor-core prompt attention (fewer: too few blocks to fill the GPU) */
     OUT_CHUNK = 64,      /* logits rows computed and copied back at once */
     N_SPLIT_MAX = 32,    /* attention splits per token (blocks per kv head; a decode step's graph
                             launches them all, most exiting at once at short contexts) */
-    STAGE_SLOTS = 8,     /* pinned staging buffers for the upload */
+    STAGE_SLOTS = 8,     /* pinned staging buffers per part for the upload */
     STAGE_BYTES = 16 << 20,
-    N_READERS = 4,       /* threads copying the mapped file into staging buffers */
+    N_READERS = 4,       /* threads per part copying the mapped file into staging buffers */
+    PIPE_MIN = 64,       /* a layer-split pass of at least 2 x this many tokens is pipelined in
+                            micro-batches of at least this many (fewer: the GEMMs get too thin) */
+    NCCL_TIMEOUT_S = 120, /* a pass that has not finished by then is a dead peer: abort, never hang */
 };
 
-/* One matvec's weight on the device: one matrix of the file, or several read by the same input
- * stacked by rows (Q, K, V; gate, up) so one launch does them all. */
+/* A part of one matrix of the file: rows [r0, r1) and columns [c0, c1) (c0, c1 on block bounds). */
+typedef struct {
+    const llama_weight *w;
+    int64_t r0, r1, c0, c1;
+} wslice;
+
+/* One matvec's weight on the device: one (part of a) matrix of the file, or several read by the
+ * same input stacked by rows (Q, K, V; gate, up) so one launch does them all. */
 typedef struct {
     void *w;            /* repacked for matvec, or GGUF layout when plain */
     uint32_t type;
-    int64_t rows, k;    /* rows of all the stacked matrices */
+    int64_t rows, k;    /* rows of all the stacked matrices, columns of the slice */
     int plain;          /* F32/F16 with k not a multiple of 32: paged_matvec_plain */
-    const llama_weight *src[3];
+    wslice src[3];
     int n_src;
 } dweight;
 
@@ -69,38 +95,73 @@ typedef struct {
     float *attn_norm, *ffn_norm;
 } dlayer;
 
+typedef struct forward_cuda forward_cuda;
+
+/* One device's share of the model. */
 typedef struct {
-    const llama_model *m;
+    forward_cuda *f;
+    int idx;            /* index in f->p[] (the NCCL rank) */
     int dev;
     char dev_name[256];
     cudaStream_t st;
-    int32_t n_cells, n_batch, max_pos, max_pages, n_split;
-    int32_t max_seqs;   /* page tables per pass: sequences of max_pos positions fitting n_cells */
-    int32_t pf_pos0;    /* the pass is one sequence's positions pf_pos0.. (prompt attention); -1: not */
-    int64_t kv_dim;
+    ncclComm_t comm;
+    int32_t l0, l1;     /* layers held */
+    int32_t qh0, qh1, kvh0, kvh1, ff0, ff1;  /* query heads, KV heads, FFN columns held */
+    int32_t n_head, n_head_kv, n_ff;         /* counts of the above */
+    int64_t kv_dim, nq;
+    int embeds;         /* embeds the tokens of a pass that starts at layer 0 */
+    int head;           /* computes the output head */
     uint8_t *block;     /* the one device allocation */
     void *tok_embd;     /* GGUF layout, for embed */
-    dlayer *layers;
+    dlayer *layers;     /* [l1 - l0] */
     dweight output;
     dweight **ws;       /* every matvec weight, in upload order */
     int n_w;
     float *output_norm;
-    uint16_t *kv_k, *kv_v;  /* [n_layer][n_cells][kv_dim] f16 */
+    uint16_t *kv_k, *kv_v;  /* [l1 - l0][n_cells][kv_dim] f16 */
     float *x, *xn;      /* residual stream, normed input (or a matvec's output before the add) */
     float *qkv, *q;     /* Q/K/V outputs (group_view), Q after RoPE */
     float *att, *gu, *ff, *logits;
     uint16_t *xh;       /* a matvec input in f16 for gemm_f16 (prompt passes) */
     void *att_scratch;
-    int32_t *d_meta, *h_meta;  /* h_meta pinned */
-    float *h_logits;           /* pinned [OUT_CHUNK][n_vocab] */
-    int32_t *d_ids, *h_ids;    /* [OUT_CHUNK] argmax of each logits row (forward_greedy); h_ids pinned */
-    uint16_t *h_kv;            /* pinned [2][ATT_CHUNK][kv_dim] for kv_get / kv_set */
-    /* decode steps by [greedy][sequences]: shapes run once eagerly before capture */
+    int32_t *d_meta;
+    int32_t *d_ids;     /* [OUT_CHUNK] argmax of each logits row (forward_greedy) */
+    uint16_t *h_kv;     /* pinned [2][ATT_CHUNK][kv_dim] for kv_get / kv_set */
+    size_t w_bytes, kv_bytes, scratch_bytes, free_before;
+    /* decode-step graphs by [greedy][sequences], each an array of one graph per segment */
+    cudaGraphExec_t *graphs[2][GRAPH_MAX_TOK + 1];
+    char err[512];      /* setup's failure, when parts load in threads */
+} part;
+
+/* Shared progress of the parts' uploads. */
+typedef struct {
+    pthread_mutex_t mu;
+    uint64_t done, total, reported;
+    engine_progress_fn fn;
+    void *ctx;
+} progress_sum;
+
+struct forward_cuda {
+    const llama_model *m;
+    engine_plan plan;
+    int n_part, split;
+    part p[ENGINE_MAX_DEVICES];
+    int main;           /* index of the part computing the head */
+    int32_t l0, l1;     /* layers of the whole backend */
+    int32_t n_cells, n_batch, max_pos, max_pages, n_split;
+    int32_t max_seqs;   /* page tables per pass: sequences of max_pos positions fitting n_cells */
+    int32_t pf_pos0;    /* the pass is one sequence's positions pf_pos0.. (prompt attention); -1: not */
+    int32_t *h_meta;    /* pinned */
+    float *h_logits;    /* pinned [OUT_CHUNK][n_vocab] */
+    int32_t *h_ids;     /* pinned [OUT_CHUNK] */
     int graph_seen[2][GRAPH_MAX_TOK + 1];
-    cudaGraphExec_t graphs[2][GRAPH_MAX_TOK + 1];
-} forward_cuda;
+    int have_comms;
+    int broken;         /* an NCCL failure or timeout: the communicators are gone */
+    char name[32];
+};
 
 #define DEV_TRY(call) CUDA_TRY(call, err, err_size)
+#define NC_TRY(call) NCCL_TRY(call, err, err_size)
 
 /* --- device memory layout: one pass sizes the block, a second assigns pointers ----------------- */
 
@@ -115,21 +176,31 @@ static void *take(arena *a, size_t bytes) {
     return a->base ? a->base + o : NULL;
 }
 
-static size_t raw_bytes(const llama_weight *w) { return (size_t)w->n_rows * w->row_bytes; }
+static size_t slice_row_bytes(const wslice *s) { return quant_row_bytes(s->w->type, s->c1 - s->c0); }
+static size_t slice_bytes(const wslice *s) { return (size_t)(s->r1 - s->r0) * slice_row_bytes(s); }
+static wslice whole(const llama_weight *w) { return (wslice){w, 0, w->n_rows, 0, w->n_cols}; }
 
 static size_t dweight_raw(const dweight *d) {
     size_t b = 0;
-    for (int i = 0; i < d->n_src; i++) b += raw_bytes(d->src[i]);
+    for (int i = 0; i < d->n_src; i++) b += slice_bytes(&d->src[i]);
     return b;
 }
 
-/* How the matrices src[0..n) (same type and row length) are kept on the device as one; 0, or -1
+/* How the slices src[0..n) (same type and row length) are kept on the device as one; 0, or -1
  * when no kernel takes them. */
-static int weight_plan(dweight *d, const llama_weight *const *src, int n, char *err, size_t err_size) {
-    *d = (dweight){.type = src[0]->type, .k = src[0]->n_cols, .n_src = n};
+static int weight_plan(dweight *d, const wslice *src, int n, char *err, size_t err_size) {
+    const llama_weight *w0 = src[0].w;
+    *d = (dweight){.type = w0->type, .k = src[0].c1 - src[0].c0, .n_src = n};
+    const quant_traits *t = quant_traits_of(w0->type);
     for (int i = 0; i < n; i++) {
         d->src[i] = src[i];
-        d->rows += src[i]->n_rows;
+        d->rows += src[i].r1 - src[i].r0;
+        if (!t || src[i].c0 % t->block_elems || src[i].c1 % t->block_elems) {
+            snprintf(err, err_size, "%s: columns %lld..%lld do not fall on %s block bounds; choose another -ts "
+                     "or -sm layer", src[i].w->name, (long long)src[i].c0, (long long)src[i].c1,
+                     quant_type_name(w0->type));
+            return -1;
+        }
     }
     if (matvec_repacked_bytes(d->type, d->rows, d->k)) return 0;
     if (d->type == QUANT_F32 || d->type == QUANT_F16) {
@@ -137,16 +208,16 @@ static int weight_plan(dweight *d, const llama_weight *const *src, int n, char *
         return 0;
     }
     snprintf(err, err_size, "%s: type %s with rows of %lld is not supported by the CUDA backend; use -ngl 0",
-             src[0]->name, quant_type_name(d->type), (long long)d->k);
+             w0->name, quant_type_name(d->type), (long long)d->k);
     return -1;
 }
 
-static int group_plan(wgroup *g, const llama_weight *const *src, int n, char *err, size_t err_size) {
+static int group_plan(wgroup *g, const wslice *src, int n, char *err, size_t err_size) {
     g->n_parts = n;
     int same = 1;
     for (int i = 0; i < n; i++) {
-        g->part_rows[i] = src[i]->n_rows;
-        same &= src[i]->type == src[0]->type && src[i]->n_cols == src[0]->n_cols;
+        g->part_rows[i] = src[i].r1 - src[i].r0;
+        same &= src[i].w->type == src[0].w->type && src[i].c1 - src[i].c0 == src[0].c1 - src[0].c0;
     }
     g->n_m = same ? 1 : n;
     if (same) return weight_plan(&g->m[0], src, n, err, err_size);
@@ -156,23 +227,23 @@ static int group_plan(wgroup *g, const llama_weight *const *src, int n, char *er
 }
 
 /* Where part i of a group's output lives in buf (sized for n_batch tokens) and its token stride. */
-static void group_view(const wgroup *g, float *buf, int32_t n_batch, int part, float **p, int64_t *stride) {
+static void group_view(const wgroup *g, float *buf, int32_t n_batch, int part_i, float **p, int64_t *stride) {
     int64_t off = 0;
-    for (int j = 0; j < part; j++) off += g->n_m == 1 ? g->part_rows[j] : (int64_t)n_batch * g->part_rows[j];
+    for (int j = 0; j < part_i; j++) off += g->n_m == 1 ? g->part_rows[j] : (int64_t)n_batch * g->part_rows[j];
     *p = buf + off;
-    *stride = g->n_m == 1 ? g->m[0].rows : g->part_rows[part];
+    *stride = g->n_m == 1 ? g->m[0].rows : g->part_rows[part_i];
 }
 
 static size_t weight_dev_bytes(const dweight *d) {
     return d->plain ? dweight_raw(d) : matvec_repacked_bytes(d->type, d->rows, d->k);
 }
 
-/* Every device weight in upload order. */
-static int all_weights(forward_cuda *f, dweight **out) {
+/* Every device weight of a part in upload order. */
+static int all_weights(part *p, dweight **out) {
     int k = 0;
-    out[k++] = &f->output;
-    for (int32_t l = 0; l < f->m->hp.n_layer; l++) {
-        dlayer *L = &f->layers[l];
+    if (p->head) out[k++] = &p->output;
+    for (int32_t l = 0; l < p->l1 - p->l0; l++) {
+        dlayer *L = &p->layers[l];
         for (int i = 0; i < L->qkv.n_m; i++) out[k++] = &L->qkv.m[i];
         out[k++] = &L->wo;
         for (int i = 0; i < L->gu.n_m; i++) out[k++] = &L->gu.m[i];
@@ -181,49 +252,54 @@ static int all_weights(forward_cuda *f, dweight **out) {
     return k;
 }
 
-static void layout_weights(forward_cuda *f, arena *a, dweight **ws, int n_w) {
-    const llama_model *m = f->m;
+static size_t raw_bytes(const llama_weight *w) { return (size_t)w->n_rows * w->row_bytes; }
+
+static void layout_weights(part *p, arena *a) {
+    const llama_model *m = p->f->m;
     const llama_hparams *hp = &m->hp;
-    f->tok_embd = take(a, raw_bytes(&m->tok_embd));
-    f->output_norm = take(a, (size_t)hp->n_embd * sizeof(float));
-    for (int32_t l = 0; l < hp->n_layer; l++) {
-        f->layers[l].attn_norm = take(a, (size_t)hp->n_embd * sizeof(float));
-        f->layers[l].ffn_norm = take(a, (size_t)hp->n_embd * sizeof(float));
+    p->tok_embd = p->embeds ? take(a, raw_bytes(&m->tok_embd)) : NULL;
+    p->output_norm = p->head ? take(a, (size_t)hp->n_embd * sizeof(float)) : NULL;
+    for (int32_t l = 0; l < p->l1 - p->l0; l++) {
+        p->layers[l].attn_norm = take(a, (size_t)hp->n_embd * sizeof(float));
+        p->layers[l].ffn_norm = take(a, (size_t)hp->n_embd * sizeof(float));
     }
-    for (int i = 0; i < n_w; i++) ws[i]->w = take(a, weight_dev_bytes(ws[i]));
+    for (int i = 0; i < p->n_w; i++) p->ws[i]->w = take(a, weight_dev_bytes(p->ws[i]));
 }
 
-static void layout_kv(forward_cuda *f, arena *a) {
-    size_t n = (size_t)f->m->hp.n_layer * (size_t)f->n_cells * (size_t)f->kv_dim;
-    f->kv_k = take(a, n * sizeof(uint16_t));
-    f->kv_v = take(a, n * sizeof(uint16_t));
+static void layout_kv(part *p, arena *a) {
+    size_t n = (size_t)(p->l1 - p->l0) * (size_t)p->f->n_cells * (size_t)p->kv_dim;
+    p->kv_k = take(a, n * sizeof(uint16_t));
+    p->kv_v = take(a, n * sizeof(uint16_t));
 }
 
-static void layout_scratch(forward_cuda *f, arena *a) {
+static void layout_scratch(part *p, arena *a) {
+    const forward_cuda *f = p->f;
     const llama_hparams *hp = &f->m->hp;
-    size_t B = (size_t)f->n_batch, E = (size_t)hp->n_embd, F = (size_t)hp->n_ff;
-    size_t nq = (size_t)hp->n_head * (size_t)hp->head_dim, nkv = (size_t)f->kv_dim;
-    f->x = take(a, B * E * sizeof(float));
-    f->xn = take(a, B * E * sizeof(float));
-    f->qkv = take(a, B * (nq + 2 * nkv) * sizeof(float));
-    f->q = take(a, B * nq * sizeof(float));
-    f->att = take(a, B * nq * sizeof(float));
-    f->gu = take(a, B * 2 * F * sizeof(float));
-    f->ff = take(a, B * F * sizeof(float));
+    size_t B = (size_t)f->n_batch, E = (size_t)hp->n_embd, F = (size_t)p->n_ff;
+    size_t nq = (size_t)p->nq, nkv = (size_t)p->kv_dim;
+    p->x = take(a, B * E * sizeof(float));
+    p->xn = take(a, B * E * sizeof(float));
+    p->qkv = take(a, B * (nq + 2 * nkv) * sizeof(float));
+    p->q = take(a, B * nq * sizeof(float));
+    p->att = take(a, B * nq * sizeof(float));
+    p->gu = take(a, B * 2 * F * sizeof(float));
+    p->ff = take(a, B * F * sizeof(float));
     size_t widest = E > F ? E : F;
-    f->xh = take(a, B * (widest > nq ? widest : nq) * sizeof(uint16_t));
-    f->logits = take(a, (size_t)OUT_CHUNK * (size_t)hp->n_vocab * sizeof(float));
-    f->d_ids = take(a, (size_t)OUT_CHUNK * sizeof(int32_t));
+    p->xh = take(a, B * (widest > nq ? widest : nq) * sizeof(uint16_t));
+    p->logits = p->head ? take(a, (size_t)OUT_CHUNK * (size_t)hp->n_vocab * sizeof(float)) : NULL;
+    p->d_ids = p->head ? take(a, (size_t)OUT_CHUNK * sizeof(int32_t)) : NULL;
     int at = f->n_batch < ATT_CHUNK ? f->n_batch : ATT_CHUNK;
-    f->att_scratch = take(a, paged_attention_scratch_bytes(at, hp->n_head, hp->head_dim, f->n_split));
-    f->d_meta = take(a, (5 * B + (size_t)f->max_seqs * (size_t)f->max_pages) * sizeof(int32_t));
+    p->att_scratch = take(a, paged_attention_scratch_bytes(at, p->n_head, hp->head_dim, f->n_split));
+    p->d_meta = take(a, (5 * B + (size_t)f->max_seqs * (size_t)f->max_pages) * sizeof(int32_t));
 }
 
-/* --- weight upload: readers fill pinned slots from the mapped file, the main thread copies ------ */
+/* --- weight upload: readers fill pinned slots from the mapped file, the part's thread copies ---- */
 
+/* rows x width bytes read at src with a row pitch (a column slice), landing contiguous at dst. */
 typedef struct {
     const uint8_t *src;
-    size_t bytes;
+    size_t pitch, width;
+    int64_t rows;
     uint8_t *dst;
     const dweight *repack;  /* set on a weight's last chunk when it must be repacked from tmp */
 } up_chunk;
@@ -244,14 +320,18 @@ typedef struct {
     pthread_cond_t cv;
 } uploader;
 
+static void reader_fail(uploader *u, const char *what) {
+    pthread_mutex_lock(&u->mu);
+    snprintf(u->err, sizeof u->err, "reader thread: %s on device %d", what, u->dev);
+    u->stop = 1;
+    pthread_cond_broadcast(&u->cv);
+    pthread_mutex_unlock(&u->mu);
+}
+
 static void *reader_main(void *arg) {
     uploader *u = arg;
     if (cudaSetDevice(u->dev) != cudaSuccess) {
-        pthread_mutex_lock(&u->mu);
-        snprintf(u->err, sizeof u->err, "reader thread: cudaSetDevice(%d) failed", u->dev);
-        u->stop = 1;
-        pthread_cond_broadcast(&u->cv);
-        pthread_mutex_unlock(&u->mu);
+        reader_fail(u, "cudaSetDevice failed");
         return NULL;
     }
     for (;;) {
@@ -263,14 +343,13 @@ static void *reader_main(void *arg) {
         if (stop) return NULL;
         /* The slot's previous copy was issued; wait until the device has read it. */
         if (j >= STAGE_SLOTS && cudaEventSynchronize(u->ev[s]) != cudaSuccess) {
-            pthread_mutex_lock(&u->mu);
-            snprintf(u->err, sizeof u->err, "reader thread: cudaEventSynchronize failed on device %d", u->dev);
-            u->stop = 1;
-            pthread_cond_broadcast(&u->cv);
-            pthread_mutex_unlock(&u->mu);
+            reader_fail(u, "cudaEventSynchronize failed");
             return NULL;
         }
-        memcpy(u->slot[s], u->c[j].src, u->c[j].bytes);
+        const up_chunk *c = &u->c[j];
+        if (c->pitch == c->width) memcpy(u->slot[s], c->src, c->width * (size_t)c->rows);
+        else
+            for (int64_t r = 0; r < c->rows; r++) memcpy(u->slot[s] + r * c->width, c->src + r * c->pitch, c->width);
         pthread_mutex_lock(&u->mu);
         u->filled[s] = j;
         pthread_cond_broadcast(&u->cv);
@@ -278,10 +357,19 @@ static void *reader_main(void *arg) {
     }
 }
 
-/* The main thread's side: copies chunks in order as they are filled, repacks finished weights. */
-static int upload_issue(forward_cuda *f, uploader *u, engine_progress_fn progress, void *pctx, uint64_t total,
-                        char *err, size_t err_size) {
-    uint64_t done = 0, reported = 0;
+static void progress_add(progress_sum *ps, uint64_t bytes) {
+    if (!ps->fn) return;
+    pthread_mutex_lock(&ps->mu);
+    ps->done += bytes;
+    if (ps->done - ps->reported >= ps->total / 50 || ps->done == ps->total) {
+        ps->fn(ps->ctx, ps->done, ps->total);
+        ps->reported = ps->done;
+    }
+    pthread_mutex_unlock(&ps->mu);
+}
+
+/* The part's thread: copies chunks in order as they are filled, repacks finished weights. */
+static int upload_issue(part *p, uploader *u, progress_sum *ps, char *err, size_t err_size) {
     for (int j = 0; j < u->n; j++) {
         int s = j % STAGE_SLOTS;
         pthread_mutex_lock(&u->mu);
@@ -293,62 +381,74 @@ static int upload_issue(forward_cuda *f, uploader *u, engine_progress_fn progres
             return -1;
         }
         const up_chunk *c = &u->c[j];
-        DEV_TRY(cudaMemcpyAsync(c->dst, u->slot[s], c->bytes, cudaMemcpyHostToDevice, f->st));
-        DEV_TRY(cudaEventRecord(u->ev[s], f->st));
+        size_t bytes = c->width * (size_t)c->rows;
+        DEV_TRY(cudaMemcpyAsync(c->dst, u->slot[s], bytes, cudaMemcpyHostToDevice, p->st));
+        DEV_TRY(cudaEventRecord(u->ev[s], p->st));
         if (c->repack) {
             const dweight *d = c->repack;
-            DEV_TRY(matvec_repack(d->w, u->tmp, d->type, d->rows, d->k, f->st));
+            DEV_TRY(matvec_repack(d->w, u->tmp, d->type, d->rows, d->k, p->st));
         }
         pthread_mutex_lock(&u->mu);
         u->issued[s] = j;
         pthread_cond_broadcast(&u->cv);
         pthread_mutex_unlock(&u->mu);
-        done += c->bytes;
-        if (progress && done - reported >= total / 50) {
-            progress(pctx, done, total);
-            reported = done;
-        }
+        progress_add(ps, bytes);
     }
-    DEV_TRY(cudaStreamSynchronize(f->st));
-    if (progress) progress(pctx, total, total);
+    DEV_TRY(cudaStreamSynchronize(p->st));
     return 0;
 }
 
-/* Appends the chunks of one weight: straight to its place, or through tmp for a repack. */
-static void add_chunks(up_chunk *c, int *n, const uint8_t *src, size_t bytes, uint8_t *dst, const dweight *repack) {
-    for (size_t o = 0; o < bytes; o += STAGE_BYTES) {
-        size_t b = bytes - o < STAGE_BYTES ? bytes - o : STAGE_BYTES;
-        c[(*n)++] = (up_chunk){src + o, b, dst + o, o + b == bytes ? repack : NULL};
+/* Appends the chunks of one slice: straight to its place, or through tmp for a repack. */
+static void add_chunks(up_chunk *c, int *n, const wslice *s, uint8_t *dst, const dweight *repack) {
+    size_t width = slice_row_bytes(s), pitch = s->w->row_bytes;
+    const uint8_t *src = s->w->data + (size_t)s->r0 * pitch + quant_row_bytes(s->w->type, s->c0);
+    int64_t rows = s->r1 - s->r0;
+    if (width == pitch) {  /* whole rows: one contiguous range, cut into slot-sized chunks */
+        size_t bytes = width * (size_t)rows;
+        for (size_t o = 0; o < bytes; o += STAGE_BYTES) {
+            size_t b = bytes - o < STAGE_BYTES ? bytes - o : STAGE_BYTES;
+            c[(*n)++] = (up_chunk){src + o, b, b, 1, dst + o, o + b == bytes ? repack : NULL};
+        }
+        return;
+    }
+    int64_t per = (int64_t)(STAGE_BYTES / width);
+    if (per < 1) per = 1;
+    for (int64_t r = 0; r < rows; r += per) {
+        int64_t nr = rows - r < per ? rows - r : per;
+        c[(*n)++] = (up_chunk){src + (size_t)r * pitch, pitch, width, nr, dst + (size_t)r * width,
+                               r + nr == rows ? repack : NULL};
     }
 }
 
-static int upload_weights(forward_cuda *f, uint8_t *tmp, dweight **ws, int n_w, engine_progress_fn progress,
-                          void *pctx, char *err, size_t err_size) {
-    const llama_model *m = f->m;
-    size_t n_chunks = raw_bytes(&m->tok_embd) / STAGE_BYTES + 1;
-    uint64_t total = raw_bytes(&m->tok_embd);
-    for (int i = 0; i < n_w; i++)
-        for (int p = 0; p < ws[i]->n_src; p++) {
-            n_chunks += raw_bytes(ws[i]->src[p]) / STAGE_BYTES + 1;
-            total += raw_bytes(ws[i]->src[p]);
-        }
-    uploader u = {.dev = f->dev, .tmp = tmp};
-    u.c = malloc(n_chunks * sizeof *u.c);
+static size_t n_chunks_of(const wslice *s) {
+    size_t width = slice_row_bytes(s);
+    if (width == s->w->row_bytes) return slice_bytes(s) / STAGE_BYTES + 1;
+    size_t per = STAGE_BYTES / width ? STAGE_BYTES / width : 1;
+    return (size_t)(s->r1 - s->r0) / per + 1;
+}
+
+static int upload_weights(part *p, uint8_t *tmp, progress_sum *ps, char *err, size_t err_size) {
+    const llama_model *m = p->f->m;
+    wslice emb = whole(&m->tok_embd);
+    size_t n_chunks = p->embeds ? n_chunks_of(&emb) : 0;
+    for (int i = 0; i < p->n_w; i++)
+        for (int s = 0; s < p->ws[i]->n_src; s++) n_chunks += n_chunks_of(&p->ws[i]->src[s]);
+    uploader u = {.dev = p->dev, .tmp = tmp};
+    u.c = malloc((n_chunks + 1) * sizeof *u.c);
     if (!u.c) {
         snprintf(err, err_size, "out of memory");
         return -1;
     }
-    add_chunks(u.c, &u.n, m->tok_embd.data, raw_bytes(&m->tok_embd), f->tok_embd, NULL);
-    for (int i = 0; i < n_w; i++) {
-        const dweight *d = ws[i];
+    if (p->embeds) add_chunks(u.c, &u.n, &emb, p->tok_embd, NULL);
+    for (int i = 0; i < p->n_w; i++) {
+        const dweight *d = p->ws[i];
         /* Stacked matrices land one after the other. A repacked weight goes through tmp; its
          * repack and the next weight's copy into tmp are ordered on the one stream. */
         size_t off = 0;
-        for (int p = 0; p < d->n_src; p++) {
-            const llama_weight *w = d->src[p];
-            const dweight *last = !d->plain && p == d->n_src - 1 ? d : NULL;
-            add_chunks(u.c, &u.n, w->data, raw_bytes(w), (d->plain ? (uint8_t *)d->w : tmp) + off, last);
-            off += raw_bytes(w);
+        for (int s = 0; s < d->n_src; s++) {
+            const dweight *last = !d->plain && s == d->n_src - 1 ? d : NULL;
+            add_chunks(u.c, &u.n, &d->src[s], (d->plain ? (uint8_t *)d->w : tmp) + off, last);
+            off += slice_bytes(&d->src[s]);
         }
     }
     pthread_mutex_init(&u.mu, NULL);
@@ -361,12 +461,12 @@ static int upload_weights(forward_cuda *f, uint8_t *tmp, dweight **ws, int n_w, 
     pthread_t th[N_READERS];
     for (; n_slots < STAGE_SLOTS; n_slots++)
         if (cudaHostAlloc((void **)&u.slot[n_slots], STAGE_BYTES, cudaHostAllocDefault) != cudaSuccess) {
-            snprintf(err, err_size, "device %d: cudaHostAlloc of %d MiB staging failed", f->dev, STAGE_BYTES >> 20);
+            snprintf(err, err_size, "device %d: cudaHostAlloc of %d MiB staging failed", p->dev, STAGE_BYTES >> 20);
             goto done;
         }
     for (; n_ev < STAGE_SLOTS; n_ev++)
         if (cudaEventCreateWithFlags(&u.ev[n_ev], cudaEventDisableTiming) != cudaSuccess) {
-            snprintf(err, err_size, "device %d: cudaEventCreate failed", f->dev);
+            snprintf(err, err_size, "device %d: cudaEventCreate failed", p->dev);
             goto done;
         }
     for (; n_th < N_READERS; n_th++)
@@ -375,14 +475,14 @@ static int upload_weights(forward_cuda *f, uint8_t *tmp, dweight **ws, int n_w, 
         snprintf(err, err_size, "cannot start a reader thread");
         goto done;
     }
-    rc = upload_issue(f, &u, total > (1ull << 30) ? progress : NULL, pctx, total, err, err_size);
+    rc = upload_issue(p, &u, ps, err, err_size);
 done:
     pthread_mutex_lock(&u.mu);
     u.stop = 1;
     pthread_cond_broadcast(&u.cv);
     pthread_mutex_unlock(&u.mu);
     for (int t = 0; t < n_th; t++) pthread_join(th[t], NULL);
-    if (rc) cudaStreamSynchronize(f->st);  /* no copy may still read a slot about to be freed */
+    if (rc) cudaStreamSynchronize(p->st);  /* no copy may still read a slot about to be freed */
     for (int s = 0; s < n_ev; s++) cudaEventDestroy(u.ev[s]);
     for (int s = 0; s < n_slots; s++) cudaFreeHost(u.slot[s]);
     pthread_cond_destroy(&u.cv);
@@ -396,111 +496,193 @@ done:
 /* y[n][rows] = W . x[n][k]: more tokens than a matvec takes go through the tensor-core GEMM
  * (x rounded to f16) where it handles the weight type, else through matvecs of up to
  * MATVEC_MAX_N tokens. */
-static int mm(forward_cuda *f, const dweight *w, const float *x, float *y, int n, char *err, size_t err_size) {
+static int mm(part *p, const dweight *w, const float *x, float *y, int n, char *err, size_t err_size) {
     if (n > MATVEC_MAX_N && !w->plain && gemm_supported(w->type)) {
-        DEV_TRY(paged_to_f16(f->xh, x, (int64_t)n * w->k, f->st));
-        DEV_TRY(gemm_f16(y, w->w, w->type, f->xh, w->rows, w->k, n, f->st));
+        DEV_TRY(paged_to_f16(p->xh, x, (int64_t)n * w->k, p->st));
+        DEV_TRY(gemm_f16(y, w->w, w->type, p->xh, w->rows, w->k, n, p->st));
         return 0;
     }
     for (int c = 0; c < n; c += MATVEC_MAX_N) {
         int nc = n - c < MATVEC_MAX_N ? n - c : MATVEC_MAX_N;
         const float *xc = x + (int64_t)c * w->k;
         float *yc = y + (int64_t)c * w->rows;
-        if (w->plain) DEV_TRY(paged_matvec_plain(yc, w->w, w->type, xc, w->rows, w->k, nc, f->st));
-        else DEV_TRY(matvec_f32(yc, w->w, w->type, xc, w->rows, w->k, nc, f->st));
+        if (w->plain) DEV_TRY(paged_matvec_plain(yc, w->w, w->type, xc, w->rows, w->k, nc, p->st));
+        else DEV_TRY(matvec_f32(yc, w->w, w->type, xc, w->rows, w->k, nc, p->st));
     }
     return 0;
 }
 
-static int group_mm(forward_cuda *f, const wgroup *g, const float *x, float *buf, int n, char *err,
+/* The group's products for tokens [t0, t0 + nt) of the pass. */
+static int group_mm(part *p, const wgroup *g, const float *x, float *buf, int t0, int nt, char *err,
                     size_t err_size) {
     for (int i = 0; i < g->n_m; i++) {
         float *y;
         int64_t stride;
-        group_view(g, buf, f->n_batch, i, &y, &stride);
-        if (mm(f, &g->m[i], x, y, n, err, err_size)) return -1;
+        group_view(g, buf, p->f->n_batch, i, &y, &stride);
+        if (mm(p, &g->m[i], x, y + (int64_t)t0 * stride, nt, err, err_size)) return -1;
     }
     return 0;
 }
 
-/* Embedding and every layer for the n tokens whose metadata is in d_meta; x ends as the
- * residual stream after the last layer. Per layer: QKV matvec, RoPE + K/V store, attention,
- * output matvec, add + norm, gate/up matvec, SwiGLU, down matvec, add + the next layer's norm. */
-static int run_layers(forward_cuda *f, int n, char *err, size_t err_size) {
-    const llama_model *m = f->m;
-    const llama_hparams *hp = &m->hp;
-    const int32_t *d_tok = f->d_meta, *d_pos = d_tok + n, *d_seq = d_pos + n, *d_cell = d_seq + n;
-    const int32_t *d_pages = d_cell + 2 * n;
-    int E = hp->n_embd, F = hp->n_ff, hd = hp->head_dim, nq = hp->n_head * hd;
+/* Tokens [t0, t0 + nt) of an n-token pass whose metadata is in the part's d_meta. */
+typedef struct {
+    int n, t0, nt;
+} span;
+
+/* Attention half of layer l: xn (normed) -> QKV, RoPE + K/V store, attention, output matvec
+ * into xn (a partial sum in row mode). */
+static int attn_half(part *p, int32_t l, span s, char *err, size_t err_size) {
+    forward_cuda *f = p->f;
+    const llama_hparams *hp = &f->m->hp;
+    const dlayer *L = &p->layers[l - p->l0];
+    int E = hp->n_embd, hd = hp->head_dim, t0 = s.t0, nt = s.nt;
+    const int32_t *d_pos = p->d_meta + s.n, *d_seq = d_pos + s.n, *d_cell = d_seq + s.n;
+    const int32_t *d_pages = d_cell + 2 * s.n;
+    size_t kv_off = (size_t)(l - p->l0) * (size_t)f->n_cells * (size_t)p->kv_dim;
     float scale = 1.0f / sqrtf((float)hd);
-    DEV_TRY(embed(f->x, f->tok_embd, m->tok_embd.type, d_tok, n, m->tok_embd.n_rows, E, f->st));
-    DEV_TRY(rmsnorm(f->xn, f->x, f->layers[0].attn_norm, n, E, hp->rms_eps, f->st));
-    for (int32_t l = 0; l < hp->n_layer; l++) {
-        const dlayer *L = &f->layers[l];
-        size_t kv_off = (size_t)l * (size_t)f->n_cells * (size_t)f->kv_dim;
-        float *pq, *pk, *pv, *pg, *pu;
-        int64_t sq, sk, sv, sg, su;
-        if (group_mm(f, &L->qkv, f->xn, f->qkv, n, err, err_size)) return -1;
-        group_view(&L->qkv, f->qkv, f->n_batch, 0, &pq, &sq);
-        group_view(&L->qkv, f->qkv, f->n_batch, 1, &pk, &sk);
-        group_view(&L->qkv, f->qkv, f->n_batch, 2, &pv, &sv);
-        DEV_TRY(paged_rope_store(f->q, f->kv_k + kv_off, f->kv_v + kv_off, pq, sq, pk, sk, pv, sv, d_pos, d_cell, n,
-                                 hp->n_head, hp->n_head_kv, hd, hp->n_rot, hp->rope_base, f->st));
-        if (f->pf_pos0 >= 0) {
-            DEV_TRY(paged_attention_prefill(f->att, f->q, f->kv_k + kv_off, f->kv_v + kv_off, d_pages, f->pf_pos0, n,
-                                            hp->n_head, hp->n_head_kv, hd, scale, f->st));
-        } else {
-            for (int t0 = 0; t0 < n; t0 += ATT_CHUNK) {
-                int nt = n - t0 < ATT_CHUNK ? n - t0 : ATT_CHUNK;
-                DEV_TRY(paged_attention(f->att + (size_t)t0 * nq, f->q + (size_t)t0 * nq, f->kv_k + kv_off,
-                                        f->kv_v + kv_off, d_pos + t0, d_seq + t0, d_pages, f->max_pages,
-                                        f->att_scratch, nt, hp->n_head, hp->n_head_kv, hd, f->n_split, scale, f->st));
-            }
+    float *pq, *pk, *pv;
+    int64_t sq, sk, sv;
+    if (group_mm(p, &L->qkv, p->xn + (int64_t)t0 * E, p->qkv, t0, nt, err, err_size)) return -1;
+    group_view(&L->qkv, p->qkv, f->n_batch, 0, &pq, &sq);
+    group_view(&L->qkv, p->qkv, f->n_batch, 1, &pk, &sk);
+    group_view(&L->qkv, p->qkv, f->n_batch, 2, &pv, &sv);
+    float *q = p->q + (int64_t)t0 * p->nq, *att = p->att + (int64_t)t0 * p->nq;
+    DEV_TRY(paged_rope_store(q, p->kv_k + kv_off, p->kv_v + kv_off, pq + t0 * sq, sq, pk + t0 * sk, sk,
+                             pv + t0 * sv, sv, d_pos + t0, d_cell + t0, nt, p->n_head, p->n_head_kv, hd, hp->n_rot,
+                             hp->rope_base, p->st));
+    if (f->pf_pos0 >= 0) {
+        DEV_TRY(paged_attention_prefill(att, q, p->kv_k + kv_off, p->kv_v + kv_off, d_pages, f->pf_pos0 + t0, nt,
+                                        p->n_head, p->n_head_kv, hd, scale, p->st));
+    } else {
+        for (int c = 0; c < nt; c += ATT_CHUNK) {
+            int nc = nt - c < ATT_CHUNK ? nt - c : ATT_CHUNK;
+            DEV_TRY(paged_attention(att + (size_t)c * p->nq, q + (size_t)c * p->nq, p->kv_k + kv_off,
+                                    p->kv_v + kv_off, d_pos + t0 + c, d_seq + t0 + c, d_pages, f->max_pages,
+                                    p->att_scratch, nc, p->n_head, p->n_head_kv, hd, f->n_split, scale, p->st));
         }
-        if (mm(f, &L->wo, f->att, f->xn, n, err, err_size)) return -1;
-        DEV_TRY(paged_add_rmsnorm(f->x, f->xn, f->xn, L->ffn_norm, n, E, hp->rms_eps, f->st));
-        if (group_mm(f, &L->gu, f->xn, f->gu, n, err, err_size)) return -1;
-        group_view(&L->gu, f->gu, f->n_batch, 0, &pg, &sg);
-        group_view(&L->gu, f->gu, f->n_batch, 1, &pu, &su);
-        DEV_TRY(paged_swiglu(f->ff, pg, sg, pu, su, n, F, f->st));
-        if (mm(f, &L->down, f->ff, f->xn, n, err, err_size)) return -1;
-        if (l + 1 < hp->n_layer)
-            DEV_TRY(paged_add_rmsnorm(f->x, f->xn, f->xn, f->layers[l + 1].attn_norm, n, E, hp->rms_eps, f->st));
-        else
-            DEV_TRY(add(f->x, f->x, f->xn, (int64_t)n * E, f->st));
     }
+    return mm(p, &L->wo, att, p->xn + (int64_t)t0 * E, nt, err, err_size);
+}
+
+/* FFN half of layer l: xn (normed) -> gate/up, SwiGLU, down into xn (a partial sum in row mode). */
+static int ffn_half(part *p, int32_t l, span s, char *err, size_t err_size) {
+    forward_cuda *f = p->f;
+    const dlayer *L = &p->layers[l - p->l0];
+    int E = f->m->hp.n_embd, t0 = s.t0, nt = s.nt;
+    float *pg, *pu;
+    int64_t sg, su;
+    if (group_mm(p, &L->gu, p->xn + (int64_t)t0 * E, p->gu, t0, nt, err, err_size)) return -1;
+    group_view(&L->gu, p->gu, f->n_batch, 0, &pg, &sg);
+    group_view(&L->gu, p->gu, f->n_batch, 1, &pu, &su);
+    float *ff = p->ff + (int64_t)t0 * p->n_ff, *y = p->xn + (int64_t)t0 * E;
+    if (nt <= MATVEC_MAX_N && !L->down.plain) {  /* decode: SwiGLU while the matvec stages its input */
+        DEV_TRY(matvec_f32_swiglu(y, L->down.w, L->down.type, pg + t0 * sg, sg, pu + t0 * su, su, L->down.rows,
+                                  L->down.k, nt, p->st));
+        return 0;
+    }
+    DEV_TRY(paged_swiglu(ff, pg + t0 * sg, sg, pu + t0 * su, su, nt, p->n_ff, p->st));
+    return mm(p, &L->down, ff, y, nt, err, err_size);
+}
+
+/* The start of the part's first layer: embed (when the pass starts at layer 0 and the part holds
+ * the table) and the attention norm; x already holds the hidden state otherwise. */
+static int part_enter(part *p, span s, char *err, size_t err_size) {
+    const llama_model *m = p->f->m;
+    const llama_hparams *hp = &m->hp;
+    int E = hp->n_embd;
+    float *x = p->x + (int64_t)s.t0 * E, *xn = p->xn + (int64_t)s.t0 * E;
+    if (p->embeds)
+        DEV_TRY(embed(x, p->tok_embd, m->tok_embd.type, p->d_meta + s.t0, s.nt, m->tok_embd.n_rows, E, p->st));
+    DEV_TRY(rmsnorm(xn, x, p->layers[0].attn_norm, s.nt, E, hp->rms_eps, p->st));
+    return 0;
+}
+
+/* Residual add of xn into x, then the norm `w` of the next block into xn (w NULL: add only). */
+static int part_add(part *p, span s, const float *w, char *err, size_t err_size) {
+    const llama_hparams *hp = &p->f->m->hp;
+    int E = hp->n_embd;
+    float *x = p->x + (int64_t)s.t0 * E, *xn = p->xn + (int64_t)s.t0 * E;
+    if (w) DEV_TRY(paged_add_rmsnorm(x, xn, xn, w, s.nt, E, hp->rms_eps, p->st));
+    else DEV_TRY(add(x, x, xn, (int64_t)s.nt * E, p->st));
     return 0;
 }
 
 /* Logits rows r0..r0+nr of the pass (tokens listed at d_meta's out section) into h_logits, or
- * when greedy only each row's argmax into h_ids. */
-static int run_head(forward_cuda *f, int n, int r0, int nr, int greedy, char *err, size_t err_size) {
+ * when greedy only each row's argmax into h_ids (the head part). */
+static int run_head(part *p, int n, int r0, int nr, int greedy, char *err, size_t err_size) {
+    forward_cuda *f = p->f;
     const llama_hparams *hp = &f->m->hp;
-    const int32_t *d_out = f->d_meta + 4 * n;
-    DEV_TRY(paged_gather_rows(f->xn, f->x, d_out + r0, nr, hp->n_embd, f->st));
-    DEV_TRY(rmsnorm(f->xn, f->xn, f->output_norm, nr, hp->n_embd, hp->rms_eps, f->st));
-    if (mm(f, &f->output, f->xn, f->logits, nr, err, err_size)) return -1;
+    const int32_t *d_out = p->d_meta + 4 * n;
+    DEV_TRY(paged_gather_rows(p->xn, p->x, d_out + r0, nr, hp->n_embd, p->st));
+    DEV_TRY(rmsnorm(p->xn, p->xn, p->output_norm, nr, hp->n_embd, hp->rms_eps, p->st));
+    if (mm(p, &p->output, p->xn, p->logits, nr, err, err_size)) return -1;
     if (greedy) {
-        DEV_TRY(argmax(f->d_ids, f->logits, nr, hp->n_vocab, f->st));
-        DEV_TRY(cudaMemcpyAsync(f->h_ids, f->d_ids, (size_t)nr * sizeof(int32_t), cudaMemcpyDeviceToHost, f->st));
+        DEV_TRY(argmax(p->d_ids, p->logits, nr, hp->n_vocab, p->st));
+        DEV_TRY(cudaMemcpyAsync(f->h_ids, p->d_ids, (size_t)nr * sizeof(int32_t), cudaMemcpyDeviceToHost, p->st));
         return 0;
     }
-    DEV_TRY(cudaMemcpyAsync(f->h_logits, f->logits, (size_t)nr * (size_t)hp->n_vocab * sizeof(float),
-                            cudaMemcpyDeviceToHost, f->st));
+    DEV_TRY(cudaMemcpyAsync(f->h_logits, p->logits, (size_t)nr * (size_t)hp->n_vocab * sizeof(float),
+                            cudaMemcpyDeviceToHost, p->st));
     return 0;
 }
 
-/* The decode step of n sequences as a graph: captured on its second use (the first runs eagerly,
- * so lazy kernel setup happens outside capture). */
-static int decode_graph(forward_cuda *f, int n, int greedy, int *ran, char *err, size_t err_size) {
-    *ran = 0;
-    cudaGraphExec_t *ge = &f->graphs[greedy][n];
+/* Segments. Layer split (and one part): one segment per part, all its layers. Row split: 2 per
+ * layer plus one, cut where an all-reduce of xn adds up the parts' partial sums:
+ *   0: enter + attention half of the first layer; 2i+1: add + FFN norm, FFN half of layer i;
+ *   2i+2: add + attention norm and half of layer i+1, or for the last layer the final add.
+ * With head >= 0 (0 logits, 1 greedy) the head part's last segment ends with the head of an
+ * identity decode step (every token one output row). */
+static int n_segments(const forward_cuda *f) {
+    return f->split == ENGINE_SPLIT_ROW ? 2 * (f->l1 - f->l0) + 1 : 1;
+}
+
+static int run_segment(part *p, int seg, span s, int head, char *err, size_t err_size) {
+    forward_cuda *f = p->f;
+    int last = seg == n_segments(f) - 1;
+    if (f->split != ENGINE_SPLIT_ROW) {
+        if (part_enter(p, s, err, err_size)) return -1;
+        for (int32_t l = p->l0; l < p->l1; l++) {
+            if (attn_half(p, l, s, err, err_size) ||
+                part_add(p, s, p->layers[l - p->l0].ffn_norm, err, err_size) ||
+                ffn_half(p, l, s, err, err_size) ||
+                part_add(p, s, l + 1 < p->l1 ? p->layers[l + 1 - p->l0].attn_norm : NULL, err, err_size))
+                return -1;
+        }
+    } else if (seg == 0) {
+        if (part_enter(p, s, err, err_size) || attn_half(p, f->l0, s, err, err_size)) return -1;
+    } else {
+        int32_t l = f->l0 + (seg - 1) / 2;
+        if (seg % 2) {
+            if (part_add(p, s, p->layers[l - p->l0].ffn_norm, err, err_size) || ffn_half(p, l, s, err, err_size))
+                return -1;
+        } else if (l + 1 < f->l1) {
+            if (part_add(p, s, p->layers[l + 1 - p->l0].attn_norm, err, err_size) ||
+                attn_half(p, l + 1, s, err, err_size))
+                return -1;
+        } else if (part_add(p, s, NULL, err, err_size)) {
+            return -1;
+        }
+    }
+    if (last && head >= 0 && p->head) return run_head(p, s.n, 0, s.n, head, err, err_size);
+    return 0;
+}
+
+/* A segment of a decode step from its graph: captured on the shape's second use (the first runs
+ * eagerly, so lazy kernel setup happens outside capture). */
+static int segment_graph(part *p, int seg, span s, int greedy, int capture, char *err, size_t err_size) {
+    forward_cuda *f = p->f;
+    cudaGraphExec_t **gs = &p->graphs[greedy][s.n];
+    if (!*gs && !(*gs = calloc((size_t)n_segments(f), sizeof **gs))) {
+        snprintf(err, err_size, "out of memory for decode graphs");
+        return -1;
+    }
+    cudaGraphExec_t *ge = &(*gs)[seg];
     if (!*ge) {
-        if (!f->graph_seen[greedy][n]++) return 0;
+        if (!capture) return run_segment(p, seg, s, greedy, err, err_size);
         cudaGraph_t g = NULL;
-        DEV_TRY(cudaStreamBeginCapture(f->st, cudaStreamCaptureModeThreadLocal));
-        int bad = run_layers(f, n, err, err_size) || run_head(f, n, 0, n, greedy, err, err_size);
-        cudaError_t ec = cudaStreamEndCapture(f->st, &g);
+        DEV_TRY(cudaStreamBeginCapture(p->st, cudaStreamCaptureModeThreadLocal));
+        int bad = run_segment(p, seg, s, greedy, err, err_size);
+        cudaError_t ec = cudaStreamEndCapture(p->st, &g);
         if (bad) {
             if (g) cudaGraphDestroy(g);
             return -1;
@@ -510,8 +692,137 @@ static int decode_graph(forward_cuda *f, int n, int greedy, int *ran, char *err,
         cudaGraphDestroy(g);
         DEV_TRY(ei);
     }
-    DEV_TRY(cudaGraphLaunch(*ge, f->st));
-    *ran = 1;
+    DEV_TRY(cudaGraphLaunch(*ge, p->st));
+    return 0;
+}
+
+/* Every part's xn summed over the parts, in place (row split). */
+static int allreduce_xn(forward_cuda *f, int n, char *err, size_t err_size) {
+    size_t count = (size_t)n * (size_t)f->m->hp.n_embd;
+    NC_TRY(ncclGroupStart());
+    for (int i = 0; i < f->n_part; i++) {
+        part *p = &f->p[i];
+        ncclResult_t r = ncclAllReduce(p->xn, p->xn, count, ncclFloat, ncclSum, p->comm, p->st);
+        if (r != ncclSuccess) {
+            ncclGroupEnd();
+            snprintf(err, err_size, "NCCL all-reduce on device %d (%s): %s", p->dev, p->dev_name,
+                     ncclGetErrorString(r));
+            return -1;
+        }
+    }
+    NC_TRY(ncclGroupEnd());
+    return 0;
+}
+
+/* x rows of span s from part i - 1 to part i (layer split). */
+static int send_x(forward_cuda *f, int i, span s, char *err, size_t err_size) {
+    size_t E = (size_t)f->m->hp.n_embd, off = (size_t)s.t0 * E, count = (size_t)s.nt * E;
+    part *a = &f->p[i - 1], *b = &f->p[i];
+    NC_TRY(ncclGroupStart());
+    ncclResult_t r1 = ncclSend(a->x + off, count, ncclFloat, i, a->comm, a->st);
+    ncclResult_t r2 = ncclRecv(b->x + off, count, ncclFloat, i - 1, b->comm, b->st);
+    ncclResult_t r3 = ncclGroupEnd();
+    if (r1 != ncclSuccess || r2 != ncclSuccess || r3 != ncclSuccess) {
+        ncclResult_t r = r1 != ncclSuccess ? r1 : r2 != ncclSuccess ? r2 : r3;
+        snprintf(err, err_size, "NCCL send from device %d to device %d: %s", a->dev, b->dev, ncclGetErrorString(r));
+        return -1;
+    }
+    return 0;
+}
+
+/* The layers of a pass on every part. head >= 0: an identity decode step whose head is part of
+ * the last segment (and which replays from graphs when graphs is set: 1 replay/capture, 0 the
+ * first eager run of the shape). */
+static int run_pass(forward_cuda *f, int n, int head, int graphs, int capture, char *err, size_t err_size) {
+    int n_seg = n_segments(f);
+    span all = {n, 0, n};
+    if (f->split == ENGINE_SPLIT_ROW) {
+        for (int seg = 0; seg < n_seg; seg++) {
+            for (int i = 0; i < f->n_part; i++) {
+                part *p = &f->p[i];
+                DEV_TRY(cudaSetDevice(p->dev));
+                int rc = graphs ? segment_graph(p, seg, all, head, capture, err, err_size)
+                                : run_segment(p, seg, all, head, err, err_size);
+                if (rc) return -1;
+            }
+            if (seg + 1 < n_seg && allreduce_xn(f, n, err, err_size)) return -1;
+        }
+        return 0;
+    }
+    /* Layer split: micro-batches through the parts in turn; a part starts the next micro-batch
+     * while the next part works on this one (their streams only meet at the send). */
+    int ub = n;
+    if (f->n_part > 1 && !graphs && n >= 2 * PIPE_MIN) {
+        ub = (n + 3 * f->n_part - 1) / (3 * f->n_part);
+        ub = (ub + 31) / 32 * 32;
+        if (ub < PIPE_MIN) ub = PIPE_MIN;
+    }
+    for (int t0 = 0; t0 < n; t0 += ub) {
+        span s = {n, t0, n - t0 < ub ? n - t0 : ub};
+        for (int i = 0; i < f->n_part; i++) {
+            part *p = &f->p[i];
+            if (i > 0 && send_x(f, i, s, err, err_size)) return -1;
+            DEV_TRY(cudaSetDevice(p->dev));
+            int rc = graphs ? segment_graph(p, 0, s, head, capture, err, err_size)
+                            : run_segment(p, 0, s, head, err, err_size);
+            if (rc) return -1;
+        }
+    }
+    return 0;
+}
+
+static void abort_comms(forward_cuda *f) {
+    if (!f->have_comms) return;
+    for (int i = 0; i < f->n_part; i++) ncclCommAbort(f->p[i].comm);
+    f->have_comms = 0;
+    f->broken = 1;
+}
+
+static double now_s(void) {
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
+}
+
+/* Waits for every part's stream. With several parts, polls so that an NCCL error reported
+ * asynchronously, or a peer that never answers (NCCL_TIMEOUT_S), ends the wait with a message
+ * instead of a hang; the communicators are then aborted and the backend refuses further work. */
+static int wait_all(forward_cuda *f, char *err, size_t err_size) {
+    if (f->n_part == 1) {
+        DEV_TRY(cudaSetDevice(f->p[0].dev));
+        DEV_TRY(cudaStreamSynchronize(f->p[0].st));
+        return 0;
+    }
+    double t_end = now_s() + NCCL_TIMEOUT_S;
+    for (int i = 0; i < f->n_part; i++) {
+        part *p = &f->p[i];
+        DEV_TRY(cudaSetDevice(p->dev));
+        for (unsigned spin = 0;; spin++) {
+            cudaError_t q = cudaStreamQuery(p->st);
+            if (q == cudaSuccess) break;
+            if (q != cudaErrorNotReady) {
+                snprintf(err, err_size, "device %d (%s): %s", p->dev, p->dev_name, cudaGetErrorString(q));
+                abort_comms(f);
+                return -1;
+            }
+            if (spin % 1024) continue;
+            for (int j = 0; j < f->n_part; j++) {
+                ncclResult_t ae = ncclSuccess;
+                if (ncclCommGetAsyncError(f->p[j].comm, &ae) != ncclSuccess || ae != ncclSuccess) {
+                    snprintf(err, err_size, "NCCL failed on device %d (%s): %s", f->p[j].dev, f->p[j].dev_name,
+                             ncclGetErrorString(ae));
+                    abort_comms(f);
+                    return -1;
+                }
+            }
+            if (now_s() > t_end) {
+                snprintf(err, err_size, "device %d (%s): no progress for %d s (a peer device stopped answering)",
+                         p->dev, p->dev_name, NCCL_TIMEOUT_S);
+                abort_comms(f);
+                return -1;
+            }
+        }
+    }
     return 0;
 }
 
@@ -521,19 +832,27 @@ static int fwd_out(void *self, const engine_fwd_batch *b, float *logits, int32_t
     forward_cuda *f = self;
     const llama_hparams *hp = &f->m->hp;
     int n = b->n_tokens, n_vocab = hp->n_vocab;
+    if (f->broken) {
+        snprintf(err, err_size, "CUDA backend: an earlier device failure ended the multi-GPU run");
+        return -1;
+    }
     if (n < 1 || n > f->n_batch || b->max_pos > f->max_pos || b->n_seqs < 1 || b->n_seqs > n ||
         b->n_seqs > f->max_seqs || b->n_out > n) {
         snprintf(err, err_size, "CUDA forward: %d tokens (at most %d) of %d sequences (at most %d) reaching "
                  "position %d (at most %d)", n, f->n_batch, b->n_seqs, f->max_seqs, b->max_pos, f->max_pos);
         return -1;
     }
-    DEV_TRY(cudaSetDevice(f->dev));
+    if ((f->l0 > 0) != (b->x_in != NULL) || (f->l1 < hp->n_layer) != (b->x_out != NULL)) {
+        snprintf(err, err_size, "CUDA forward: layers %d..%d of %d need x_in %s and x_out %s", f->l0, f->l1 - 1,
+                 hp->n_layer, f->l0 > 0 ? "set" : "NULL", f->l1 < hp->n_layer ? "set" : "NULL");
+        return -1;
+    }
     int32_t *h = f->h_meta;
-    int n_out = 0, identity = b->n_out == n && b->n_seqs == n;
+    int n_out = 0, identity = b->n_out == n && b->n_seqs == n && !b->x_out;
     /* One sequence's run of positions (a prompt pass): the tensor-core attention; never in a
      * graph (identity passes have one token per sequence, below PREFILL_MIN). */
     f->pf_pos0 = b->n_seqs == 1 && n >= PREFILL_MIN &&
-                 paged_attention_prefill_supported(hp->n_head, hp->n_head_kv, hp->head_dim) ? b->pos[0] : -1;
+                 paged_attention_prefill_supported(f->p[0].n_head, f->p[0].n_head_kv, hp->head_dim) ? b->pos[0] : -1;
     for (int i = 0; i < n; i++) {
         h[i] = b->token[i];
         h[n + i] = b->pos[i];
@@ -573,26 +892,41 @@ static int fwd_out(void *self, const engine_fwd_batch *b, float *logits, int32_t
         }
     }
     size_t words = 5 * (size_t)n + (size_t)b->n_seqs * (size_t)f->max_pages;
-    DEV_TRY(cudaMemcpyAsync(f->d_meta, h, words * sizeof(int32_t), cudaMemcpyHostToDevice, f->st));
+    size_t xb = (size_t)n * (size_t)hp->n_embd * sizeof(float);
+    for (int i = 0; i < f->n_part; i++) {
+        part *p = &f->p[i];
+        DEV_TRY(cudaSetDevice(p->dev));
+        DEV_TRY(cudaMemcpyAsync(p->d_meta, h, words * sizeof(int32_t), cudaMemcpyHostToDevice, p->st));
+        /* The hidden state from an earlier stage (the CPU's layers) enters the first part, or
+         * every part in row mode. */
+        if (b->x_in && (i == 0 || f->split == ENGINE_SPLIT_ROW))
+            DEV_TRY(cudaMemcpyAsync(p->x, b->x_in, xb, cudaMemcpyHostToDevice, p->st));
+    }
 
-    int ran = 0;
     int greedy = ids != NULL;
-    if (identity && n <= GRAPH_MAX_TOK && decode_graph(f, n, greedy, &ran, err, err_size)) return -1;
-    if (ran) {
-        DEV_TRY(cudaStreamSynchronize(f->st));
+    part *hpart = &f->p[f->main];
+    if (identity && n <= GRAPH_MAX_TOK) {
+        int seen = f->graph_seen[greedy][n]++;
+        if (run_pass(f, n, greedy, 1, seen > 0, err, err_size) || wait_all(f, err, err_size)) return -1;
         if (greedy) memcpy(ids, f->h_ids, (size_t)n * sizeof(int32_t));
         else memcpy(logits, f->h_logits, (size_t)n * (size_t)n_vocab * sizeof(float));
         return 0;
     }
-    if (run_layers(f, n, err, err_size)) return -1;
+    if (run_pass(f, n, -1, 0, 0, err, err_size)) return -1;
+    if (b->x_out) {
+        part *last = f->split == ENGINE_SPLIT_ROW ? hpart : &f->p[f->n_part - 1];
+        DEV_TRY(cudaSetDevice(last->dev));
+        DEV_TRY(cudaMemcpyAsync(b->x_out, last->x, xb, cudaMemcpyDeviceToHost, last->st));
+        return wait_all(f, err, err_size);
+    }
+    DEV_TRY(cudaSetDevice(hpart->dev));
     for (int r0 = 0; r0 < n_out; r0 += OUT_CHUNK) {
         int nr = n_out - r0 < OUT_CHUNK ? n_out - r0 : OUT_CHUNK;
-        if (run_head(f, n, r0, nr, greedy, err, err_size)) return -1;
-        DEV_TRY(cudaStreamSynchronize(f->st));
+        if (run_head(hpart, n, r0, nr, greedy, err, err_size) || wait_all(f, err, err_size)) return -1;
         if (greedy) memcpy(ids + r0, f->h_ids, (size_t)nr * sizeof(int32_t));
         else memcpy(logits + (size_t)r0 * n_vocab, f->h_logits, (size_t)nr * (size_t)n_vocab * sizeof(float));
     }
-    if (!n_out) DEV_TRY(cudaStreamSynchronize(f->st));
+    if (!n_out) return wait_all(f, err, err_size);
     return 0;
 }
 
@@ -607,9 +941,9 @@ static int fwd_greedy(void *self, const engine_fwd_batch *b, int32_t *ids, char 
 /* --- KV cells --------------------------------------------------------------------------------- */
 
 static int kv_bad(const forward_cuda *f, int32_t layer, int32_t cell, int32_t n, char *err, size_t err_size) {
-    if (layer < 0 || layer >= f->m->hp.n_layer || cell < 0 || n < 0 || cell > f->n_cells - n) {
-        snprintf(err, err_size, "CUDA KV: layer %d, cells %d..+%d outside %d layers x %d cells", layer, cell, n,
-                 f->m->hp.n_layer, f->n_cells);
+    if (layer < f->l0 || layer >= f->l1 || cell < 0 || n < 0 || cell > f->n_cells - n) {
+        snprintf(err, err_size, "CUDA KV: layer %d, cells %d..+%d outside layers %d..%d x %d cells", layer, cell, n,
+                 f->l0, f->l1 - 1, f->n_cells);
         return 1;
     }
     return 0;
@@ -617,57 +951,71 @@ static int kv_bad(const forward_cuda *f, int32_t layer, int32_t cell, int32_t n,
 
 static int kv_copy(void *self, int32_t dst, int32_t src, int32_t n, char *err, size_t err_size) {
     forward_cuda *f = self;
-    if (kv_bad(f, 0, dst, n, err, err_size) || kv_bad(f, 0, src, n, err, err_size)) return -1;
+    if (kv_bad(f, f->l0, dst, n, err, err_size) || kv_bad(f, f->l0, src, n, err, err_size)) return -1;
     if (n == 0) return 0;
-    DEV_TRY(cudaSetDevice(f->dev));
-    size_t row = (size_t)f->kv_dim * sizeof(uint16_t), pitch = (size_t)f->n_cells * row;
-    DEV_TRY(cudaMemcpy2DAsync(f->kv_k + (size_t)dst * f->kv_dim, pitch, f->kv_k + (size_t)src * f->kv_dim, pitch,
-                              (size_t)n * row, (size_t)f->m->hp.n_layer, cudaMemcpyDeviceToDevice, f->st));
-    DEV_TRY(cudaMemcpy2DAsync(f->kv_v + (size_t)dst * f->kv_dim, pitch, f->kv_v + (size_t)src * f->kv_dim, pitch,
-                              (size_t)n * row, (size_t)f->m->hp.n_layer, cudaMemcpyDeviceToDevice, f->st));
+    for (int i = 0; i < f->n_part; i++) {
+        part *p = &f->p[i];
+        DEV_TRY(cudaSetDevice(p->dev));
+        size_t row = (size_t)p->kv_dim * sizeof(uint16_t), pitch = (size_t)f->n_cells * row;
+        size_t height = (size_t)(p->l1 - p->l0);
+        DEV_TRY(cudaMemcpy2DAsync(p->kv_k + (size_t)dst * p->kv_dim, pitch, p->kv_k + (size_t)src * p->kv_dim, pitch,
+                                  (size_t)n * row, height, cudaMemcpyDeviceToDevice, p->st));
+        DEV_TRY(cudaMemcpy2DAsync(p->kv_v + (size_t)dst * p->kv_dim, pitch, p->kv_v + (size_t)src * p->kv_dim, pitch,
+                                  (size_t)n * row, height, cudaMemcpyDeviceToDevice, p->st));
+    }
     return 0;
 }
 
-/* Moves rows of the listed cells between layer `layer` of the cache and h_kv ([2][c][kv_dim]: K
- * then V), a block of up to ATT_CHUNK cells, one copy per run of consecutive cells. */
-static int kv_move(forward_cuda *f, int32_t layer, const int32_t *cells, int32_t c, int to_host, char *err,
+/* Moves the part's rows of the listed cells between layer `layer` of its cache and h_kv
+ * ([2][c][kv_dim]: K then V), a block of up to ATT_CHUNK cells, one copy per run of consecutive
+ * cells. */
+static int kv_move(part *p, int32_t layer, const int32_t *cells, int32_t c, int to_host, char *err,
                    size_t err_size) {
-    size_t row = (size_t)f->kv_dim, base = (size_t)layer * (size_t)f->n_cells * row;
+    size_t row = (size_t)p->kv_dim, base = (size_t)(layer - p->l0) * (size_t)p->f->n_cells * row;
     enum cudaMemcpyKind kind = to_host ? cudaMemcpyDeviceToHost : cudaMemcpyHostToDevice;
     for (int32_t i = 0; i < c;) {
         int32_t j = i + 1;
         while (j < c && cells[j] == cells[j - 1] + 1) j++;
         size_t bytes = (size_t)(j - i) * row * sizeof(uint16_t);
-        uint16_t *hk = f->h_kv + (size_t)i * row, *hv = f->h_kv + ((size_t)ATT_CHUNK + i) * row;
-        uint16_t *dk = f->kv_k + base + (size_t)cells[i] * row, *dv = f->kv_v + base + (size_t)cells[i] * row;
-        DEV_TRY(cudaMemcpyAsync(to_host ? (void *)hk : dk, to_host ? (void *)dk : hk, bytes, kind, f->st));
-        DEV_TRY(cudaMemcpyAsync(to_host ? (void *)hv : dv, to_host ? (void *)dv : hv, bytes, kind, f->st));
+        uint16_t *hk = p->h_kv + (size_t)i * row, *hv = p->h_kv + ((size_t)ATT_CHUNK + i) * row;
+        uint16_t *dk = p->kv_k + base + (size_t)cells[i] * row, *dv = p->kv_v + base + (size_t)cells[i] * row;
+        DEV_TRY(cudaMemcpyAsync(to_host ? (void *)hk : dk, to_host ? (void *)dk : hk, bytes, kind, p->st));
+        DEV_TRY(cudaMemcpyAsync(to_host ? (void *)hv : dv, to_host ? (void *)dv : hv, bytes, kind, p->st));
         i = j;
     }
-    DEV_TRY(cudaStreamSynchronize(f->st));
+    DEV_TRY(cudaStreamSynchronize(p->st));
     return 0;
 }
 
+/* Reads (k, v set) or writes (ck, cv set) whole rows of kv_dim values; each part holding the
+ * layer moves its columns [kvh0 * head_dim, kvh1 * head_dim). */
 static int kv_io(forward_cuda *f, int32_t layer, const int32_t *cells, int32_t n, float *k, float *v,
                  const float *ck, const float *cv, char *err, size_t err_size) {
     for (int32_t i = 0; i < n; i++)
         if (kv_bad(f, layer, cells[i], 1, err, err_size)) return -1;
-    DEV_TRY(cudaSetDevice(f->dev));
-    size_t row = (size_t)f->kv_dim;
-    for (int32_t i0 = 0; i0 < n; i0 += ATT_CHUNK) {
-        int32_t c = n - i0 < ATT_CHUNK ? n - i0 : ATT_CHUNK;
-        uint16_t *hk = f->h_kv, *hv = f->h_kv + (size_t)ATT_CHUNK * row;
-        if (ck) {
-            for (size_t e = 0; e < (size_t)c * row; e++) {
-                hk[e] = quant_f32_to_f16(ck[i0 * row + e]);
-                hv[e] = quant_f32_to_f16(cv[i0 * row + e]);
-            }
-            if (kv_move(f, layer, cells + i0, c, 0, err, err_size)) return -1;
-        } else {
-            if (kv_move(f, layer, cells + i0, c, 1, err, err_size)) return -1;
-            for (size_t e = 0; e < (size_t)c * row; e++) {
-                k[i0 * row + e] = quant_f16_to_f32(hk[e]);
-                v[i0 * row + e] = quant_f16_to_f32(hv[e]);
+    size_t full = (size_t)f->m->hp.n_head_kv * (size_t)f->m->hp.head_dim;
+    for (int pi = 0; pi < f->n_part; pi++) {
+        part *p = &f->p[pi];
+        if (layer < p->l0 || layer >= p->l1) continue;
+        DEV_TRY(cudaSetDevice(p->dev));
+        size_t row = (size_t)p->kv_dim, col = (size_t)p->kvh0 * (size_t)f->m->hp.head_dim;
+        for (int32_t i0 = 0; i0 < n; i0 += ATT_CHUNK) {
+            int32_t c = n - i0 < ATT_CHUNK ? n - i0 : ATT_CHUNK;
+            uint16_t *hk = p->h_kv, *hv = p->h_kv + (size_t)ATT_CHUNK * row;
+            if (ck) {
+                for (int32_t t = 0; t < c; t++)
+                    for (size_t e = 0; e < row; e++) {
+                        hk[t * row + e] = quant_f32_to_f16(ck[(i0 + t) * full + col + e]);
+                        hv[t * row + e] = quant_f32_to_f16(cv[(i0 + t) * full + col + e]);
+                    }
+                if (kv_move(p, layer, cells + i0, c, 0, err, err_size)) return -1;
+            } else {
+                if (kv_move(p, layer, cells + i0, c, 1, err, err_size)) return -1;
+                for (int32_t t = 0; t < c; t++)
+                    for (size_t e = 0; e < row; e++) {
+                        k[(i0 + t) * full + col + e] = quant_f16_to_f32(hk[t * row + e]);
+                        v[(i0 + t) * full + col + e] = quant_f16_to_f32(hv[t * row + e]);
+                    }
             }
         }
     }
@@ -686,114 +1034,178 @@ static int kv_set(void *self, int32_t layer, const int32_t *cells, int32_t n, co
 
 /* --- creation ------------------------------------------------------------------------------------ */
 
+static void part_free(part *p) {
+    if (!p->f) return;
+    cudaSetDevice(p->dev);
+    if (p->st) cudaStreamSynchronize(p->st);
+    for (int g = 0; g < 2; g++)
+        for (int i = 0; i <= GRAPH_MAX_TOK; i++) {
+            if (!p->graphs[g][i]) continue;
+            for (int s = 0; s < n_segments(p->f); s++)
+                if (p->graphs[g][i][s]) cudaGraphExecDestroy(p->graphs[g][i][s]);
+            free(p->graphs[g][i]);
+        }
+    cudaFree(p->block);
+    cudaFreeHost(p->h_kv);
+    if (p->st) cudaStreamDestroy(p->st);
+    free(p->layers);
+    free(p->ws);
+}
+
 static void cuda_free(void *self) {
     forward_cuda *f = self;
     if (!f) return;
-    cudaSetDevice(f->dev);
-    if (f->st) cudaStreamSynchronize(f->st);
-    for (int g = 0; g < 2; g++)
-        for (int i = 0; i <= GRAPH_MAX_TOK; i++)
-            if (f->graphs[g][i]) cudaGraphExecDestroy(f->graphs[g][i]);
-    cudaFree(f->block);
+    for (int i = 0; i < f->n_part; i++) {
+        part *p = &f->p[i];
+        if (p->f && p->st) {
+            cudaSetDevice(p->dev);
+            cudaStreamSynchronize(p->st);
+        }
+    }
+    if (f->have_comms)
+        for (int i = 0; i < f->n_part; i++) ncclCommDestroy(f->p[i].comm);
+    for (int i = 0; i < f->n_part; i++) part_free(&f->p[i]);
     cudaFreeHost(f->h_meta);
     cudaFreeHost(f->h_logits);
     cudaFreeHost(f->h_ids);
-    cudaFreeHost(f->h_kv);
-    if (f->st) cudaStreamDestroy(f->st);
-    free(f->layers);
-    free(f->ws);
     free(f);
 }
 
 static double gib(size_t b) { return (double)b / (double)(1ull << 30); }
 
-static int setup(forward_cuda *f, engine_progress_fn progress, void *pctx, char *err, size_t err_size) {
+/* What part p holds, from the plan: its weights' slices. */
+static int part_plan(part *p, char *err, size_t err_size) {
+    forward_cuda *f = p->f;
     const llama_model *m = f->m;
     const llama_hparams *hp = &m->hp;
-    DEV_TRY(cudaSetDevice(f->dev));
-    struct cudaDeviceProp prop;
-    DEV_TRY(cudaGetDeviceProperties(&prop, f->dev));
-    snprintf(f->dev_name, sizeof f->dev_name, "%s", prop.name);
-    DEV_TRY(cudaStreamCreateWithFlags(&f->st, cudaStreamNonBlocking));
-
-    if (!matvec_supported(m->tok_embd.type) || m->tok_embd.n_cols % 32 ||
-        ((m->tok_embd.type == QUANT_Q4_K || m->tok_embd.type == QUANT_Q6_K) && m->tok_embd.n_cols % 256)) {
-        snprintf(err, err_size, "%s: type %s is not supported by the CUDA embedding kernel; use -ngl 0",
-                 m->tok_embd.name, quant_type_name(m->tok_embd.type));
-        return -1;
+    int64_t hd = hp->head_dim, E = hp->n_embd;
+    if (p->head) {
+        wslice out = whole(&m->output);
+        if (weight_plan(&p->output, &out, 1, err, err_size)) return -1;
     }
-    const llama_weight *out_w = &m->output;
-    if (weight_plan(&f->output, &out_w, 1, err, err_size)) return -1;
-    for (int32_t l = 0; l < hp->n_layer; l++) {
+    for (int32_t l = p->l0; l < p->l1; l++) {
         const llama_layer *S = &m->layers[l];
-        dlayer *L = &f->layers[l];
-        const llama_weight *qkv[] = {&S->wq, &S->wk, &S->wv}, *gu[] = {&S->w_gate, &S->w_up};
-        const llama_weight *wo = &S->wo, *down = &S->w_down;
+        dlayer *L = &p->layers[l - p->l0];
+        wslice qkv[3] = {{&S->wq, p->qh0 * hd, p->qh1 * hd, 0, E}, {&S->wk, p->kvh0 * hd, p->kvh1 * hd, 0, E},
+                         {&S->wv, p->kvh0 * hd, p->kvh1 * hd, 0, E}};
+        wslice gu[2] = {{&S->w_gate, p->ff0, p->ff1, 0, E}, {&S->w_up, p->ff0, p->ff1, 0, E}};
+        wslice wo = {&S->wo, 0, E, p->qh0 * hd, p->qh1 * hd}, down = {&S->w_down, 0, E, p->ff0, p->ff1};
         if (group_plan(&L->qkv, qkv, 3, err, err_size) || weight_plan(&L->wo, &wo, 1, err, err_size) ||
             group_plan(&L->gu, gu, 2, err, err_size) || weight_plan(&L->down, &down, 1, err, err_size))
             return -1;
     }
-    f->n_w = all_weights(f, f->ws);
-    size_t tmp_bytes = 0;
-    for (int i = 0; i < f->n_w; i++)
-        if (dweight_raw(f->ws[i]) > tmp_bytes) tmp_bytes = dweight_raw(f->ws[i]);
-    /* Sizes first, then one check against free memory with a message that says what to change. */
-    arena a = {0};
-    layout_weights(f, &a, f->ws, f->n_w);
-    size_t w_bytes = a.off;
-    layout_kv(f, &a);
-    size_t kv_bytes = a.off - w_bytes;
-    layout_scratch(f, &a);
-    size_t total = a.off, scratch = total - w_bytes - kv_bytes;
-    size_t free_b = 0, total_b = 0;
-    DEV_TRY(cudaMemGetInfo(&free_b, &total_b));
-    if (total + tmp_bytes + (64u << 20) > free_b) {
-        snprintf(err, err_size, "device %d (%s): out of memory loading the model: need %.1f GiB (weights %.1f, "
-                 "KV cache %.1f, scratch %.1f), %.1f GiB free; try a smaller -c or -b, or -ngl 0 to run on the CPU",
-                 f->dev, f->dev_name, gib(total + tmp_bytes), gib(w_bytes), gib(kv_bytes), gib(scratch + tmp_bytes),
-                 gib(free_b));
-        return -1;
-    }
-    uint8_t *tmp = NULL;
-    cudaError_t e1 = cudaMalloc((void **)&f->block, total), e2 = cudaMalloc((void **)&tmp, tmp_bytes);
-    if (e1 != cudaSuccess || e2 != cudaSuccess) {
-        cudaFree(tmp);
-        snprintf(err, err_size, "device %d (%s): cudaMalloc of %.1f GiB failed (%s); try a smaller -c or -b, or "
-                 "-ngl 0", f->dev, f->dev_name, gib(total + tmp_bytes),
-                 cudaGetErrorString(e1 != cudaSuccess ? e1 : e2));
-        return -1;
-    }
-    a = (arena){.base = f->block};
-    layout_weights(f, &a, f->ws, f->n_w);
-    layout_kv(f, &a);
-    layout_scratch(f, &a);
-    size_t meta_words = 5 * (size_t)f->n_batch + (size_t)f->max_seqs * (size_t)f->max_pages;
-    DEV_TRY(cudaHostAlloc((void **)&f->h_meta, meta_words * sizeof(int32_t), cudaHostAllocDefault));
-    DEV_TRY(cudaHostAlloc((void **)&f->h_logits, (size_t)OUT_CHUNK * (size_t)hp->n_vocab * sizeof(float),
-                          cudaHostAllocDefault));
-    DEV_TRY(cudaHostAlloc((void **)&f->h_ids, (size_t)OUT_CHUNK * sizeof(int32_t), cudaHostAllocDefault));
-    DEV_TRY(cudaHostAlloc((void **)&f->h_kv, 2 * (size_t)ATT_CHUNK * (size_t)f->kv_dim * sizeof(uint16_t),
-                          cudaHostAllocDefault));
-
-    size_t nb = (size_t)hp->n_embd * sizeof(float);
-    DEV_TRY(cudaMemcpy(f->output_norm, m->output_norm, nb, cudaMemcpyHostToDevice));
-    for (int32_t l = 0; l < hp->n_layer; l++) {
-        DEV_TRY(cudaMemcpy(f->layers[l].attn_norm, m->layers[l].attn_norm, nb, cudaMemcpyHostToDevice));
-        DEV_TRY(cudaMemcpy(f->layers[l].ffn_norm, m->layers[l].ffn_norm, nb, cudaMemcpyHostToDevice));
-    }
-    int rc = upload_weights(f, tmp, f->ws, f->n_w, progress, pctx, err, err_size);
-    cudaFree(tmp);
-    if (rc) return -1;
-    /* Cells never written read as zeros, not NaN, should a caller look at them. */
-    size_t kv_each = (size_t)hp->n_layer * (size_t)f->n_cells * (size_t)f->kv_dim * sizeof(uint16_t);
-    DEV_TRY(cudaMemsetAsync(f->kv_k, 0, kv_each, f->st));
-    DEV_TRY(cudaMemsetAsync(f->kv_v, 0, kv_each, f->st));
-    DEV_TRY(cudaStreamSynchronize(f->st));
+    p->n_w = all_weights(p, p->ws);
     return 0;
 }
 
-static void *cuda_create(const llama_model *m, int device, int32_t n_cells, int32_t n_batch, int32_t max_pos,
-                         engine_progress_fn progress, void *pctx, char *err, size_t err_size) {
+static int part_setup(part *p, progress_sum *ps, char *err, size_t err_size) {
+    forward_cuda *f = p->f;
+    const llama_model *m = f->m;
+    const llama_hparams *hp = &m->hp;
+    DEV_TRY(cudaSetDevice(p->dev));
+    struct cudaDeviceProp prop;
+    DEV_TRY(cudaGetDeviceProperties(&prop, p->dev));
+    snprintf(p->dev_name, sizeof p->dev_name, "%s", prop.name);
+    DEV_TRY(cudaStreamCreateWithFlags(&p->st, cudaStreamNonBlocking));
+    size_t tmp_bytes = 0;
+    for (int i = 0; i < p->n_w; i++)
+        if (dweight_raw(p->ws[i]) > tmp_bytes) tmp_bytes = dweight_raw(p->ws[i]);
+    /* Sizes first, then one check against free memory with a message that says what to change. */
+    arena a = {0};
+    layout_weights(p, &a);
+    p->w_bytes = a.off;
+    layout_kv(p, &a);
+    p->kv_bytes = a.off - p->w_bytes;
+    layout_scratch(p, &a);
+    size_t total = a.off;
+    p->scratch_bytes = total - p->w_bytes - p->kv_bytes + tmp_bytes;
+    size_t free_b = 0, total_b = 0;
+    DEV_TRY(cudaMemGetInfo(&free_b, &total_b));
+    p->free_before = free_b;
+    if (total + tmp_bytes + (64u << 20) > free_b) {
+        snprintf(err, err_size, "device %d (%s): out of memory loading the model: need %.1f GiB (weights %.1f, "
+                 "KV cache %.1f, scratch %.1f), %.1f GiB free; try -ts to move layers to other GPUs, -ngl to keep "
+                 "some on the CPU, or a smaller -c or -b", p->dev, p->dev_name, gib(total + tmp_bytes),
+                 gib(p->w_bytes), gib(p->kv_bytes), gib(p->scratch_bytes), gib(free_b));
+        return -1;
+    }
+    uint8_t *tmp = NULL;
+    cudaError_t e1 = cudaMalloc((void **)&p->block, total), e2 = cudaMalloc((void **)&tmp, tmp_bytes ? tmp_bytes : 1);
+    if (e1 != cudaSuccess || e2 != cudaSuccess) {
+        cudaFree(tmp);
+        snprintf(err, err_size, "device %d (%s): cudaMalloc of %.1f GiB failed (%s); try -ts, -ngl, or a smaller "
+                 "-c or -b", p->dev, p->dev_name, gib(total + tmp_bytes),
+                 cudaGetErrorString(e1 != cudaSuccess ? e1 : e2));
+        return -1;
+    }
+    a = (arena){.base = p->block};
+    layout_weights(p, &a);
+    layout_kv(p, &a);
+    layout_scratch(p, &a);
+    DEV_TRY(cudaHostAlloc((void **)&p->h_kv, 2 * (size_t)ATT_CHUNK * (size_t)p->kv_dim * sizeof(uint16_t),
+                          cudaHostAllocDefault));
+    size_t nb = (size_t)hp->n_embd * sizeof(float);
+    if (p->head) DEV_TRY(cudaMemcpy(p->output_norm, m->output_norm, nb, cudaMemcpyHostToDevice));
+    for (int32_t l = p->l0; l < p->l1; l++) {
+        DEV_TRY(cudaMemcpy(p->layers[l - p->l0].attn_norm, m->layers[l].attn_norm, nb, cudaMemcpyHostToDevice));
+        DEV_TRY(cudaMemcpy(p->layers[l - p->l0].ffn_norm, m->layers[l].ffn_norm, nb, cudaMemcpyHostToDevice));
+    }
+    int rc = upload_weights(p, tmp, ps, err, err_size);
+    cudaFree(tmp);
+    if (rc) return -1;
+    /* Cells never written read as zeros, not NaN, should a caller look at them. */
+    size_t kv_each = (size_t)(p->l1 - p->l0) * (size_t)f->n_cells * (size_t)p->kv_dim * sizeof(uint16_t);
+    DEV_TRY(cudaMemsetAsync(p->kv_k, 0, kv_each, p->st));
+    DEV_TRY(cudaMemsetAsync(p->kv_v, 0, kv_each, p->st));
+    DEV_TRY(cudaStreamSynchronize(p->st));
+    return 0;
+}
+
+typedef struct {
+    part *p;
+    progress_sum *ps;
+    int rc;
+} setup_job;
+
+static void *setup_main(void *arg) {
+    setup_job *j = arg;
+    j->rc = part_setup(j->p, j->ps, j->p->err, sizeof j->p->err);
+    return NULL;
+}
+
+/* Loads every part at once (one thread each, each with its own readers), so the devices are fed
+ * together; the first failure is the message. */
+static int setup_parts(forward_cuda *f, engine_progress_fn progress, void *pctx, char *err, size_t err_size) {
+    progress_sum ps = {.fn = progress, .ctx = pctx};
+    pthread_mutex_init(&ps.mu, NULL);
+    for (int i = 0; i < f->n_part; i++) {
+        part *p = &f->p[i];
+        if (p->embeds) ps.total += raw_bytes(&f->m->tok_embd);
+        for (int w = 0; w < p->n_w; w++) ps.total += dweight_raw(p->ws[w]);
+    }
+    if (ps.total <= (1ull << 30)) ps.fn = NULL;
+    setup_job jobs[ENGINE_MAX_DEVICES];
+    pthread_t th[ENGINE_MAX_DEVICES];
+    int started[ENGINE_MAX_DEVICES] = {0};
+    for (int i = 0; i < f->n_part; i++) {
+        jobs[i] = (setup_job){&f->p[i], &ps, 0};
+        if (f->n_part > 1 && !pthread_create(&th[i], NULL, setup_main, &jobs[i])) started[i] = 1;
+        else setup_main(&jobs[i]);
+    }
+    int rc = 0;
+    for (int i = 0; i < f->n_part; i++) {
+        if (started[i]) pthread_join(th[i], NULL);
+        if (jobs[i].rc && !rc) {
+            snprintf(err, err_size, "%s", f->p[i].err);
+            rc = -1;
+        }
+    }
+    pthread_mutex_destroy(&ps.mu);
+    return rc;
+}
+
+static void *cuda_create(const llama_model *m, const engine_plan *plan, int32_t n_cells, int32_t n_batch,
+                         int32_t max_pos, engine_progress_fn progress, void *pctx, char *err, size_t err_size) {
     const llama_hparams *hp = &m->hp;
     if (n_cells < ENGINE_KV_PAGE || n_cells % ENGINE_KV_PAGE || n_batch < 1 || max_pos < 1) {
         snprintf(err, err_size, "CUDA backend: bad sizes: %d KV cells, batch %d, %d positions", n_cells, n_batch,
@@ -810,22 +1222,24 @@ static void *cuda_create(const llama_model *m, int device, int32_t n_cells, int3
                  "8 heads per KV head, head_dim <= 256); use -ngl 0", hp->n_head, hp->n_head_kv, hp->head_dim);
         return NULL;
     }
-    forward_cuda *f = calloc(1, sizeof *f);
-    if (f) {
-        f->layers = calloc((size_t)hp->n_layer, sizeof *f->layers);
-        f->ws = calloc(1 + 7 * (size_t)hp->n_layer, sizeof *f->ws);
+    if (plan->n_dev < 1 || plan->n_dev > ENGINE_MAX_DEVICES || plan->cpu_layers < 0 ||
+        plan->cpu_layers >= hp->n_layer) {
+        snprintf(err, err_size, "CUDA backend: a plan of %d devices from layer %d of %d", plan->n_dev,
+                 plan->cpu_layers, hp->n_layer);
+        return NULL;
     }
-    if (!f || !f->layers || !f->ws) {
-        if (f) {
-            free(f->layers);
-            free(f->ws);
-        }
-        free(f);
+    forward_cuda *f = calloc(1, sizeof *f);
+    if (!f) {
         snprintf(err, err_size, "out of memory");
         return NULL;
     }
     f->m = m;
-    f->dev = device;
+    f->plan = *plan;
+    f->n_part = plan->n_dev;
+    f->split = plan->n_dev == 1 ? ENGINE_SPLIT_NONE : plan->split_mode;
+    f->l0 = plan->cpu_layers;
+    f->l1 = hp->n_layer;
+    f->main = plan->head;
     f->n_cells = n_cells;
     f->n_batch = n_batch < n_cells ? n_batch : n_cells;
     f->max_pos = max_pos;
@@ -835,16 +1249,107 @@ static void *cuda_create(const llama_model *m, int device, int32_t n_cells, int3
      * pass has more sequences than n_cells / max_pos (nor more than tokens). */
     f->max_seqs = n_cells / max_pos < f->n_batch ? n_cells / max_pos : f->n_batch;
     if (f->max_seqs < 1) f->max_seqs = 1;
-    f->kv_dim = (int64_t)hp->n_head_kv * hp->head_dim;
-    if (setup(f, progress, pctx, err, err_size)) {
-        cuda_free(f);
-        return NULL;
+    int group = hp->n_head / hp->n_head_kv;
+    for (int i = 0; i < f->n_part; i++) {
+        part *p = &f->p[i];
+        p->f = f;
+        p->idx = i;
+        p->dev = plan->dev[i];
+        int row = f->split == ENGINE_SPLIT_ROW;
+        p->l0 = row || f->n_part == 1 ? f->l0 : plan->layer0[i];
+        p->l1 = row || f->n_part == 1 ? f->l1 : plan->layer1[i];
+        p->kvh0 = row ? plan->kvh0[i] : 0;
+        p->kvh1 = row ? plan->kvh1[i] : hp->n_head_kv;
+        p->ff0 = row ? plan->ff0[i] : 0;
+        p->ff1 = row ? plan->ff1[i] : hp->n_ff;
+        if (p->l0 < f->l0 || p->l1 > f->l1 || p->l0 >= p->l1 || p->kvh0 < 0 || p->kvh1 > hp->n_head_kv ||
+            p->kvh0 >= p->kvh1 || p->ff0 < 0 || p->ff1 > hp->n_ff || p->ff0 >= p->ff1) {
+            snprintf(err, err_size, "CUDA backend: device %d: layers %d..%d, KV heads %d..%d, FFN %d..%d: not a "
+                     "valid part of this model", p->dev, p->l0, p->l1, p->kvh0, p->kvh1, p->ff0, p->ff1);
+            goto fail;
+        }
+        p->qh0 = p->kvh0 * group;
+        p->qh1 = p->kvh1 * group;
+        p->n_head = p->qh1 - p->qh0;
+        p->n_head_kv = p->kvh1 - p->kvh0;
+        p->n_ff = p->ff1 - p->ff0;
+        p->nq = (int64_t)p->n_head * hp->head_dim;
+        p->kv_dim = (int64_t)p->n_head_kv * hp->head_dim;
+        p->embeds = f->l0 == 0 && (row || i == 0);
+        p->head = i == f->main;
+        p->layers = calloc((size_t)(p->l1 - p->l0), sizeof *p->layers);
+        p->ws = calloc(1 + 7 * (size_t)(p->l1 - p->l0), sizeof *p->ws);
+        if (!p->layers || !p->ws) {
+            snprintf(err, err_size, "out of memory");
+            goto fail;
+        }
+        if (part_plan(p, err, err_size)) goto fail;
     }
+    if (f->split == ENGINE_SPLIT_LAYER && f->main != f->n_part - 1) {
+        snprintf(err, err_size, "CUDA backend: layer split with the head on device %d, not the last", f->main);
+        goto fail;
+    }
+    if (!matvec_supported(m->tok_embd.type) || m->tok_embd.n_cols % 32 ||
+        ((m->tok_embd.type == QUANT_Q4_K || m->tok_embd.type == QUANT_Q6_K) && m->tok_embd.n_cols % 256)) {
+        snprintf(err, err_size, "%s: type %s is not supported by the CUDA embedding kernel; use -ngl 0",
+                 m->tok_embd.name, quant_type_name(m->tok_embd.type));
+        goto fail;
+    }
+    if (setup_parts(f, progress, pctx, err, err_size)) goto fail;
+    {
+        part *hpart = &f->p[f->main];
+        size_t meta_words = 5 * (size_t)f->n_batch + (size_t)f->max_seqs * (size_t)f->max_pages;
+        cudaSetDevice(hpart->dev);
+        if (cudaHostAlloc((void **)&f->h_meta, meta_words * sizeof(int32_t), cudaHostAllocPortable) != cudaSuccess ||
+            cudaHostAlloc((void **)&f->h_logits, (size_t)OUT_CHUNK * (size_t)hp->n_vocab * sizeof(float),
+                          cudaHostAllocPortable) != cudaSuccess ||
+            cudaHostAlloc((void **)&f->h_ids, (size_t)OUT_CHUNK * sizeof(int32_t), cudaHostAllocPortable) !=
+                cudaSuccess) {
+            snprintf(err, err_size, "cudaHostAlloc of the pass buffers failed");
+            goto fail;
+        }
+    }
+    if (f->n_part > 1) {
+        ncclComm_t comms[ENGINE_MAX_DEVICES];
+        ncclResult_t r = ncclCommInitAll(comms, f->n_part, plan->dev);
+        if (r != ncclSuccess) {
+            snprintf(err, err_size, "NCCL: initialising %d devices failed: %s", f->n_part, ncclGetErrorString(r));
+            goto fail;
+        }
+        for (int i = 0; i < f->n_part; i++) f->p[i].comm = comms[i];
+        f->have_comms = 1;
+    }
+    snprintf(f->name, sizeof f->name, "CUDA");
     return f;
+fail:
+    cuda_free(f);
+    return NULL;
+}
+
+/* One line per device: what it holds and its memory, for the load log. */
+static int cuda_describe(void *self, char *buf, size_t size) {
+    forward_cuda *f = self;
+    size_t o = 0;
+    for (int i = 0; i < f->n_part && o < size; i++) {
+        part *p = &f->p[i];
+        int w = snprintf(buf + o, size - o,
+                         "CUDA%d (%s): layers %d-%d, KV heads %d-%d, FFN %d-%d%s: weights %.2f GiB, KV %.2f GiB, "
+                         "scratch %.2f GiB, %.2f of %.2f GiB free before load\n",
+                         p->dev, p->dev_name, p->l0, p->l1 - 1, p->kvh0, p->kvh1 - 1, p->ff0, p->ff1 - 1,
+                         p->head ? ", output head" : "", gib(p->w_bytes), gib(p->kv_bytes), gib(p->scratch_bytes),
+                         gib(p->free_before), gib(f->plan.total_bytes[i]));
+        if (w < 0) break;
+        o += (size_t)w;
+    }
+    return 0;
 }
 
 static const engine_backend_ops cuda_ops = {
-    .name = "CUDA", .kv_elem_bytes = sizeof(uint16_t), .forward = fwd, .forward_greedy = fwd_greedy, .kv_copy = kv_copy, .kv_get = kv_get, .kv_set = kv_set, .free = cuda_free,
+    .name = "CUDA", .kv_elem_bytes = sizeof(uint16_t), .forward = fwd, .forward_greedy = fwd_greedy,
+    .kv_copy = kv_copy, .kv_get = kv_get, .kv_set = kv_set, .free = cuda_free,
 };
 
-const engine_gpu_backend forward_cuda_gpu = {.ops = &cuda_ops, .n_devices = engine_device_count, .create = cuda_create};
+const engine_gpu_backend forward_cuda_gpu = {
+    .ops = &cuda_ops, .n_devices = engine_device_count, .query = engine_device_query, .create = cuda_create,
+    .describe = cuda_describe,
+};

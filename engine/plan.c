@@ -10,8 +10,8 @@
 #include "engine/plan.h"
 #include "quant/quant.h"
 
-/* FFN columns move between devices in whole 256-column blocks so that every K-quant block of
- * ffn_down (256 weights along a row) stays on one device. */
+/* FFN columns move between devices in whole 256-column blocks when n_ff allows, so that every
+ * K-quant block of ffn_down (256 weights along a row) stays on one device. */
 #define PLAN_FF_BLOCK 256
 
 /* Mirrors of engine/forward_cuda.c's chunk sizes (tokens per attention launch, logits rows per
@@ -70,6 +70,16 @@ static part_bytes layer_bytes(const llama_model *m, int32_t l, int32_t n_kvh, in
     add_part(&p, rows_bytes(&L->w_up, n_ffc));
     add_part(&p, cols_bytes(&L->w_down, n_ffc));
     return p;
+}
+
+static int64_t lcm64(int64_t a, int64_t b) {
+    int64_t x = a, y = b;
+    while (y) {
+        int64_t t = x % y;
+        x = y;
+        y = t;
+    }
+    return a / x * b;
 }
 
 /* Boundaries of n items (in units) over k shares: b[0] = 0, b[k] = n, b[i] the rounded
@@ -203,11 +213,25 @@ static int build(engine_plan *p, const llama_model *m, const engine_split *req, 
     int32_t n_gpu = hp->n_layer - p->cpu_layers;
     if (req->split_mode == ENGINE_SPLIT_ROW) {
         int64_t n_kv = hp->n_head_kv, group = hp->n_head / hp->n_head_kv;
-        int64_t n_blk = hp->n_ff / PLAN_FF_BLOCK;
-        if (hp->n_ff % PLAN_FF_BLOCK || n_kv < k || n_blk < k) {
-            snprintf(err, err_size, "-sm row: %d devices need at least %d KV heads and %d FFN blocks of %d columns; "
-                     "the model has %d KV heads and n_ff %d%s; use -sm layer", k, k, k, PLAN_FF_BLOCK, hp->n_head_kv,
-                     hp->n_ff, hp->n_ff % PLAN_FF_BLOCK ? " (not a multiple of 256)" : "");
+        /* Cut units: KV heads in groups whose attn_output columns (group x head_dim each) fill
+         * whole blocks of every layer's attn_output type; FFN columns in 256s (every K-quant
+         * block of ffn_down whole) when n_ff allows, else in whole blocks of ffn_down's types. */
+        int64_t kvu = 1, ffu = 1;
+        for (int32_t l = p->cpu_layers; l < hp->n_layer; l++) {
+            const quant_traits *to = quant_traits_of(m->layers[l].wo.type);
+            const quant_traits *td = quant_traits_of(m->layers[l].w_down.type);
+            int64_t bo = to ? to->block_elems : 1, bd = td ? td->block_elems : 1;
+            int64_t g = 1;
+            while ((g * group * hp->head_dim) % bo) g++;
+            kvu = lcm64(kvu, g);
+            ffu = lcm64(ffu, bd);
+        }
+        if (hp->n_ff % PLAN_FF_BLOCK == 0) ffu = lcm64(ffu, PLAN_FF_BLOCK);
+        int64_t n_kvu = n_kv / kvu, n_blk = hp->n_ff / ffu;
+        if (n_kvu < k || n_blk < k || hp->n_ff % ffu) {
+            snprintf(err, err_size, "-sm row: %d devices need at least %d groups of %lld KV heads and %d FFN blocks "
+                     "of %lld columns; the model has %d KV heads and n_ff %d; use -sm layer or fewer devices", k, k,
+                     (long long)kvu, k, (long long)ffu, hp->n_head_kv, hp->n_ff);
             return -1;
         }
         int main_idx = -1;
@@ -220,16 +244,22 @@ static int build(engine_plan *p, const llama_model *m, const engine_split *req, 
             return -1;
         }
         int64_t kb[ENGINE_MAX_DEVICES + 1], fb[ENGINE_MAX_DEVICES + 1];
-        cut(cshare, k, n_kv, 1, kb);
+        cut(cshare, k, n_kvu, 1, kb);
         cut(cshare, k, n_blk, 1, fb);
+        for (int i = 0; i < k; i++) {
+            kb[i] *= kvu;
+            fb[i] *= ffu;
+        }
+        kb[k] = n_kv;
+        fb[k] = hp->n_ff;
         for (int i = 0; i < k; i++) {
             p->dev[i] = cand[i];
             p->layer0[i] = p->cpu_layers;
             p->layer1[i] = hp->n_layer;
             p->kvh0[i] = (int32_t)kb[i];
             p->kvh1[i] = (int32_t)kb[i + 1];
-            p->ff0[i] = (int32_t)(fb[i] * PLAN_FF_BLOCK);
-            p->ff1[i] = (int32_t)(fb[i + 1] * PLAN_FF_BLOCK);
+            p->ff0[i] = (int32_t)fb[i];
+            p->ff1[i] = (int32_t)fb[i + 1];
         }
         /* attn_output's columns follow the heads: each cut must fall on a block of its type. */
         for (int32_t l = p->cpu_layers; l < hp->n_layer; l++) {
@@ -244,9 +274,9 @@ static int build(engine_plan *p, const llama_model *m, const engine_split *req, 
                              quant_type_name(wo->type), bo, (long long)col, (long long)kb[i]);
                     return -1;
                 }
-                if ((fb[i] * PLAN_FF_BLOCK) % bd) {
+                if (fb[i] % bd) {
                     snprintf(err, err_size, "-sm row: %s (%s, blocks of %d) cannot be cut at column %lld; use -sm layer",
-                             wd->name, quant_type_name(wd->type), bd, (long long)(fb[i] * PLAN_FF_BLOCK));
+                             wd->name, quant_type_name(wd->type), bd, (long long)fb[i]);
                     return -1;
                 }
             }

@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # mgi on the CUDA backend from the command line: the default runs on the GPU and greedy text
-# equals the CPU's (-ngl 0) on aidreams260K f32; partial offload and a missing device are usage
-# errors naming the flag. Without a CUDA device: SKIP.
+# equals the CPU's (-ngl 0) and partial offload's (-ngl 2) on aidreams260K f32; a missing device is a
+# usage error naming the flag. Without a CUDA device: SKIP.
 . tests/e2e/lib.sh
 F32="$SHARED/models/aidreams260K-f32.gguf"
 if "$MGI" devices 2>&1 | grep -q "no CUDA device"; then echo "SKIP gpu cli: no CUDA device"; exit 0; fi
@@ -17,6 +17,7 @@ if cmp -s "$TMP/gpu.txt" "$TMP/cpu.txt" && grep -q "backend CPU" "$TMP/cpu.err";
 else fail "gpu cli: greedy text equals -ngl 0 (CPU)" "gpu '$(head -c 80 "$TMP/gpu.txt")' cpu '$(head -c 80 "$TMP/cpu.txt")'"; fi
 "$MGI" -m "$F32" -p "Once upon a time" -n 24 --temp 0 -dev 0 -ngl 99 >"$TMP/dev.txt" 2>/dev/null
 check "gpu cli: -dev 0 -ngl 99 gives the same text" cmp -s "$TMP/gpu.txt" "$TMP/dev.txt"
-expect_error "gpu cli: -ngl 2 (partial offload) is refused" 1 "$MGI" -m "$F32" -p hi -n 2 -ngl 2
+"$MGI" -m "$F32" -p "Once upon a time" -n 24 --temp 0 -ngl 2 >"$TMP/ngl2.txt" 2>"$TMP/ngl2.err"
+check "gpu cli: -ngl 2 (2 of 4 layers on the GPU) gives the same text" cmp -s "$TMP/gpu.txt" "$TMP/ngl2.txt"
 expect_error "gpu cli: -dev 99 is refused" 1 "$MGI" -m "$F32" -p hi -n 2 -dev 99
 e2e_done

@@ -318,23 +318,34 @@ static void test_errors(const llama_model *m8) {
           err);
     llama_model odd = make_model(4, 4096, 32, 8, 11008 + 128, QUANT_Q4_K);
     rc = plan(&p, &odd, &s, 2, 1024);
-    CHECK(rc == -1 && strstr(err, "-sm row") && strstr(err, "multiple of 256"), "plan_err_row_ff", "rc %d: %s", rc,
-          err);
+    CHECK(rc == -1 && strstr(err, "-sm row") && strstr(err, "n_ff 11136") && strstr(err, "256 columns"),
+          "plan_err_row_ff", "rc %d: %s", rc, err);
     llama_model small_ff = make_model(4, 4096, 32, 8, 512, QUANT_Q4_K);
     rc = plan(&p, &small_ff, &s, 4, 1024);
     CHECK(rc == -1 && strstr(err, "-sm row") && strstr(err, "n_ff 512"), "plan_err_row_ff_blocks", "rc %d: %s", rc, err);
-    /* head_dim 64, one query head per KV head: 3 devices cut attn_output at 3 * 64 columns,
-     * inside a Q4_K block of 256. */
+    /* head_dim 64, one query head per KV head: attn_output (Q4_K, blocks of 256) is cut in
+     * groups of 4 KV heads, so 8 KV heads go to 2 devices at most, cut at head 4. */
     llama_model narrow = make_model(4, 512, 8, 8, 1024, QUANT_Q4_K);
     rc = plan(&p, &narrow, &s, 3, 1024);
-    CHECK(rc == -1 && strstr(err, "attn_output") && strstr(err, "Q4_K"), "plan_err_row_wo_block", "rc %d: %s", rc,
-          err);
+    CHECK(rc == -1 && strstr(err, "-sm row") && strstr(err, "groups of 4 KV heads"), "plan_err_row_wo_block",
+          "rc %d: %s", rc, err);
+    s.n_tensor_split = 2;
+    s.tensor_split[0] = 3;
+    s.tensor_split[1] = 1;
     rc = plan(&p, &narrow, &s, 2, 1024);
-    CHECK(rc == 0, "plan_row_wo_block_ok", "rc %d: %s", rc, err);
+    CHECK(rc == 0 && p.n_dev == 2 && p.kvh1[0] == 4 && p.kvh0[1] == 4, "plan_row_wo_block_rounds_heads",
+          "rc %d: %s; cut at %d", rc, err, p.kvh1[0]);
+    s = split(ENGINE_SPLIT_ROW);
+    /* F32 weights (blocks of 1) and an n_ff that is no multiple of 256 (aidreams260K: 172): any cut. */
+    llama_model tiny = make_model(4, 64, 4, 4, 172, QUANT_F32);
+    rc = plan(&p, &tiny, &s, 2, 1024);
+    CHECK(rc == 0 && p.n_dev == 2 && p.ff1[0] == 86 && p.ff1[1] == 172 && p.kvh1[0] == 2, "plan_row_f32_any_cut",
+          "rc %d: %s; ff %d..%d", rc, err, p.ff0[1], p.ff1[1]);
     llama_model_free(&few);
     llama_model_free(&odd);
     llama_model_free(&small_ff);
     llama_model_free(&narrow);
+    llama_model_free(&tiny);
 }
 
 static void test_fit(const llama_model *m8, const llama_model *m70) {
