@@ -5,35 +5,36 @@
 # one GPU. Logs under $OUT (at most 8 files), a short summary last.
 # Usage: SHARED=dir [MODELS="8b:q4_k_m 70b:q4_k_m"] [NO_TESTS=1] [NO_BATCH=1] scripts/gpu_split.sh
 set -u
+B=${BUILD:-build}
 export NCCL_NVLS_ENABLE=0
 OUT=${OUT:-/tmp/gpu_split}
 SHARED=${SHARED:-../shared}
 export OUT SHARED
 mkdir -p "$OUT"
 [ -d prebuilt-lib ] && export LD_LIBRARY_PATH="$PWD/prebuilt-lib:${LD_LIBRARY_PATH:-}"
-if ! [ -x build/mgi ] || ldd build/mgi 2>&1 | grep -q "not found"; then
+if ! [ -x $B/mgi ] || ldd $B/mgi 2>&1 | grep -q "not found"; then
     make -j32 CUDA_ARCH=90 all >"$OUT/build.log" 2>&1 || { tail -20 "$OUT/build.log"; exit 1; }
 fi
-{ nvidia-smi topo -m; build/mgi devices; } >"$OUT/topo.txt" 2>&1
+{ nvidia-smi topo -m; $B/mgi devices; } >"$OUT/topo.txt" 2>&1
 if [ -z "${NO_TESTS:-}" ]; then
-    BUILD=build timeout "${TEST_TIMEOUT:-300}" bash tests/run.sh gpu >"$OUT/test-gpu.log" 2>&1
+    BUILD=$B timeout "${TEST_TIMEOUT:-300}" bash tests/run.sh gpu >"$OUT/test-gpu.log" 2>&1
 fi
 : >"$OUT/bench.txt"
 for mq in ${MODELS:-8b:q4_k_m}; do
     shape=${mq%%:*} q=${mq#*:} m=/tmp/$shape-$q.gguf
-    [ -f "$m" ] || timeout 300 build/scripts/mkmodel --shape "$shape" --quant "$q" -o "$m" \
+    [ -f "$m" ] || timeout 300 $B/scripts/mkmodel --shape "$shape" --quant "$q" -o "$m" \
         --vocab "$SHARED/vocab/ggml-vocab-llama-spm.gguf" >/dev/null 2>>"$OUT/runs.log" || continue
     for sm in ${SPLITS:-none layer row}; do
         # whole process from the page cache to the first generated token
         t0=$(date +%s.%N)
-        timeout 120 build/mgi -m "$m" -sm "$sm" -p hello -n 1 --temp 0 >/dev/null 2>>"$OUT/runs.log"
+        timeout 120 $B/mgi -m "$m" -sm "$sm" -p hello -n 1 --temp 0 >/dev/null 2>>"$OUT/runs.log"
         echo "== $shape $q -sm $sm: exit $?, whole process $(echo "$(date +%s.%N) - $t0" | bc) s" >>"$OUT/runs.log"
-        timeout 240 build/mgi bench -m "$m" -sm "$sm" -p 512 -n 128 -r "${REPS:-3}" --bw 4278 \
+        timeout 240 $B/mgi bench -m "$m" -sm "$sm" -p 512 -n 128 -r "${REPS:-3}" --bw 4278 \
             >>"$OUT/bench.txt" 2>>"$OUT/runs.log"
     done
 done
 if [ -z "${NO_BATCH:-}" ] && [ -f /tmp/8b-q4_k_m.gguf ]; then
-    MGI=build/mgi BATCH_FLAGS="-sm none" timeout 400 bash scripts/gpu_batch.sh /tmp/8b-q4_k_m.gguf >"$OUT/batch.txt" 2>&1
+    MGI=$B/mgi BATCH_FLAGS="-sm none" timeout 400 bash scripts/gpu_batch.sh /tmp/8b-q4_k_m.gguf >"$OUT/batch.txt" 2>&1
 fi
 cat "$OUT/topo.txt" | head -12
 grep -E "^(FAIL|SKIP)" "$OUT/test-gpu.log" 2>/dev/null | head -30

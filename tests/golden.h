@@ -116,7 +116,7 @@ static int load_case(const char *path, golden_case *c) {
     return bad ? -1 : 0;
 }
 
-static int32_t argmax(const float *v, int32_t n) {
+static inline int32_t argmax(const float *v, int32_t n) {
     int32_t b = 0;
     for (int32_t i = 1; i < n; i++)
         if (v[i] > v[b]) b = i;
@@ -244,7 +244,7 @@ static int by_name(const void *a, const void *b) { return strcmp(*(char *const *
 
 /* Every case of ../shared/golden/llama (in name order) with these engine parameters; `backend`
  * is the engine_backend() name the cases must run on. */
-static void golden_run_all(const engine_params *ep, const char *label, const char *backend) {
+static inline void golden_run_all(const engine_params *ep, const char *label, const char *backend) {
     const char *dir = test_shared("golden/llama");
     DIR *d = opendir(dir);
     if (!d) {
