@@ -914,11 +914,25 @@ int cli_bench(int argc, char **argv) {
         time_t now = time(NULL);
         strftime(r.test_time, sizeof r.test_time, "%Y-%m-%dT%H:%M:%SZ", gmtime(&now));
         format_split(&o.ts[t->ts], r.ts, sizeof r.ts);
+        /* A split run reports each device's share of the time computing and in NCCL. */
+        int n_dev = engine_split_stats(br.e, 1, NULL, 0);
+        if (n_dev == 1) engine_split_stats(br.e, 0, NULL, 0);
+        /* A row split reads every device's share of the weights at once: its roofline is the
+         * sum of the devices' bandwidths (a layer split reads them one device after another). */
+        if (n_dev > 1 && t->split_mode == SM_ROW) r.bw = bw * n_dev;
         for (int k = 0; k < o.reps; k++) {
             double ns = run_once(&br, t, false, err, sizeof err);
             if (ns < 0) { cli_error("%s", err); goto out; }
             r.ns[k] = ns > 1 ? ns : 1;
             r.tps[k] = 1e9 * (double)(t->n_prompt + t->n_gen) / r.ns[k];
+        }
+        if (n_dev > 1) {
+            engine_dev_share sh[ENGINE_MAX_DEVICES];
+            int n = engine_split_stats(br.e, 0, sh, ENGINE_MAX_DEVICES);
+            fprintf(stderr, "time share %s %s:", models[t->model].type, name);
+            for (int d = 0; d < n && d < ENGINE_MAX_DEVICES; d++)
+                fprintf(stderr, " CUDA%d busy %.1f%% NCCL %.1f%%;", sh[d].device, 100 * sh[d].busy, 100 * sh[d].nccl);
+            fprintf(stderr, "\n");
         }
         r.avg_ns = mean(r.ns, o.reps);
         r.stddev_ns = stdev(r.ns, o.reps);

@@ -261,6 +261,11 @@ int32_t engine_n_seq_max(const engine *e) { return e->kv.n_seq; }
 int32_t engine_n_vocab(const engine *e) { return e->model.hp.n_vocab; }
 const char *engine_backend(const engine *e) { return e->ops->name; }
 
+int engine_split_stats(engine *e, int start, engine_dev_share *out, int max) {
+    if (!e->gpu || !e->gpu->stats) return 0;
+    return e->gpu->stats(e->gpu_be, start, out, max);
+}
+
 void engine_describe(const engine *e, char *buf, size_t size) {
     if (size) buf[0] = 0;
     if (!e->gpu || !e->gpu->describe || !size) return;

@@ -14,6 +14,13 @@
 #include "engine/tokenizer.h"
 #include "models/llama.h"
 
+/* One device's share of the wall time of the passes measured (engine_split_stats). */
+typedef struct {
+    int device;     /* CUDA ordinal */
+    double busy;    /* computing (kernels of its layers or shards) */
+    double nccl;    /* inside NCCL calls (all-reduce, or sending the hidden state on) */
+} engine_dev_share;
+
 /* Progress of a long load (weights to a GPU): done of total bytes. */
 typedef void (*engine_progress_fn)(void *ctx, uint64_t done, uint64_t total);
 
@@ -32,6 +39,9 @@ typedef struct {
                     int32_t max_pos, engine_progress_fn progress, void *progress_ctx, char *err, size_t err_size);
     /* What each device holds and its memory, one line each, into buf (for the load log). */
     int (*describe)(void *self, char *buf, size_t size);
+    /* Split statistics: start != 0 resets and starts them; 0 stops them and fills out[0..max)
+     * with each device's shares. The number of devices, or -1. */
+    int (*stats)(void *self, int start, engine_dev_share *out, int max);
 } engine_gpu_backend;
 
 typedef struct {
@@ -79,6 +89,9 @@ const char *engine_backend(const engine *e);
 /* What holds the model, one line per device (and the CPU's layers when -ngl is partial) with
  * weights, KV cache and memory, for the load log; "" on the CPU backend. */
 void engine_describe(const engine *e, char *buf, size_t size);
+/* Per-device time shares of the passes between a call with start != 0 and one with start == 0
+ * (which fills out[0..max)); the number of devices, 0 on the CPU backend. */
+int engine_split_stats(engine *e, int start, engine_dev_share *out, int max);
 /* Bytes of one K or V value in the backend's cache (4 on the CPU, 2 for the f16 CUDA cache). */
 int engine_kv_elem_bytes(const engine *e);
 

@@ -18,10 +18,11 @@
  * KV layout per part: per layer held, K and V f16 [n_cells][kv_dim] with kv_dim the part's KV
  * heads x head_dim (a cell's row contiguous), cell c = page * ENGINE_KV_PAGE + offset.
  *
- * A decode layer is nine launches: Q/K/V as one stacked matvec (when the three share a type),
- * RoPE with the K/V store, paged attention (split and merge), the output matvec, residual add +
- * FFN norm, gate/up stacked, SwiGLU inside the down matvec, residual add + the next layer's
- * attention norm (prompt passes run SwiGLU apart, before the GEMM).
+ * A layer is ten launches: Q/K/V as one stacked matvec (when the three share a type), RoPE with
+ * the K/V store, paged attention (split and merge), the output matvec, residual add + FFN norm,
+ * gate/up stacked, SwiGLU, down, residual add + the next layer's attention norm. The kernels of
+ * a decode step overlap their launch and first weight loads with the previous kernel's tail
+ * (programmatic dependent launch, kernels/pdl.cuh).
  *
  * Per pass, everything that changes (token ids, positions, sequence indices, cells, the rows
  * that want logits, the page tables) goes to each part in one copy of one int32 buffer laid out
@@ -104,7 +105,18 @@ typedef struct {
     int dev;
     char dev_name[256];
     cudaStream_t st;
+    /* Layer split: the hidden state from the previous part arrives on st_rx, so the sender never
+     * waits for this part's compute (the compute stream waits on ev_rx instead): the parts
+     * pipeline micro-batches. */
+    cudaStream_t st_rx;
+    cudaEvent_t ev_rx;
     ncclComm_t comm;
+    /* Split statistics (forward_cuda_gpu.stats): event pairs around segments and NCCL calls of
+     * the current pass, and the sums so far. */
+    cudaEvent_t *ev;
+    char *ev_nccl;      /* [ev_cap / 2] the pair is an NCCL call */
+    int n_ev, ev_cap;
+    double busy_ms, nccl_ms;
     int32_t l0, l1;     /* layers held */
     int32_t qh0, qh1, kvh0, kvh1, ff0, ff1;  /* query heads, KV heads, FFN columns held */
     int32_t n_head, n_head_kv, n_ff;         /* counts of the above */
@@ -157,6 +169,8 @@ struct forward_cuda {
     int graph_seen[2][GRAPH_MAX_TOK + 1];
     int have_comms;
     int broken;         /* an NCCL failure or timeout: the communicators are gone */
+    int prof;           /* collecting split statistics */
+    double prof_wall_ms;
     char name[32];
 };
 
@@ -574,14 +588,11 @@ static int ffn_half(part *p, int32_t l, span s, char *err, size_t err_size) {
     if (group_mm(p, &L->gu, p->xn + (int64_t)t0 * E, p->gu, t0, nt, err, err_size)) return -1;
     group_view(&L->gu, p->gu, f->n_batch, 0, &pg, &sg);
     group_view(&L->gu, p->gu, f->n_batch, 1, &pu, &su);
-    float *ff = p->ff + (int64_t)t0 * p->n_ff, *y = p->xn + (int64_t)t0 * E;
-    if (nt <= MATVEC_MAX_N && !L->down.plain) {  /* decode: SwiGLU while the matvec stages its input */
-        DEV_TRY(matvec_f32_swiglu(y, L->down.w, L->down.type, pg + t0 * sg, sg, pu + t0 * su, su, L->down.rows,
-                                  L->down.k, nt, p->st));
-        return 0;
-    }
+    /* SwiGLU apart: folding it into the down matvec's input staging (matvec_f32_swiglu) measured
+     * slower in the decode step (kernel lab, PERF-LOG run 8). */
+    float *ff = p->ff + (int64_t)t0 * p->n_ff;
     DEV_TRY(paged_swiglu(ff, pg + t0 * sg, sg, pu + t0 * su, su, nt, p->n_ff, p->st));
-    return mm(p, &L->down, ff, y, nt, err, err_size);
+    return mm(p, &L->down, ff, p->xn + (int64_t)t0 * E, nt, err, err_size);
 }
 
 /* The start of the part's first layer: embed (when the pass starts at layer 0 and the part holds
@@ -696,9 +707,32 @@ static int segment_graph(part *p, int seg, span s, int greedy, int capture, char
     return 0;
 }
 
+/* With statistics on, an event on the part's stream: the start (even count) or end of a span. */
+static void mark(part *p, int nccl) {
+    if (!p->f->prof || p->n_ev >= p->ev_cap) return;
+    if (!(p->n_ev & 1)) p->ev_nccl[p->n_ev / 2] = (char)nccl;
+    cudaEventRecord(p->ev[p->n_ev++], p->st);
+}
+
+/* After a pass with statistics: adds each part's span times to its sums. */
+static void tally(forward_cuda *f) {
+    for (int i = 0; i < f->n_part; i++) {
+        part *p = &f->p[i];
+        cudaSetDevice(p->dev);
+        for (int e = 0; e + 1 < p->n_ev; e += 2) {
+            float ms = 0;
+            if (cudaEventElapsedTime(&ms, p->ev[e], p->ev[e + 1]) != cudaSuccess) continue;
+            if (p->ev_nccl[e / 2]) p->nccl_ms += ms;
+            else p->busy_ms += ms;
+        }
+        p->n_ev = 0;
+    }
+}
+
 /* Every part's xn summed over the parts, in place (row split). */
 static int allreduce_xn(forward_cuda *f, int n, char *err, size_t err_size) {
     size_t count = (size_t)n * (size_t)f->m->hp.n_embd;
+    for (int i = 0; i < f->n_part; i++) mark(&f->p[i], 1);
     NC_TRY(ncclGroupStart());
     for (int i = 0; i < f->n_part; i++) {
         part *p = &f->p[i];
@@ -711,6 +745,7 @@ static int allreduce_xn(forward_cuda *f, int n, char *err, size_t err_size) {
         }
     }
     NC_TRY(ncclGroupEnd());
+    for (int i = 0; i < f->n_part; i++) mark(&f->p[i], 1);
     return 0;
 }
 
@@ -718,15 +753,20 @@ static int allreduce_xn(forward_cuda *f, int n, char *err, size_t err_size) {
 static int send_x(forward_cuda *f, int i, span s, char *err, size_t err_size) {
     size_t E = (size_t)f->m->hp.n_embd, off = (size_t)s.t0 * E, count = (size_t)s.nt * E;
     part *a = &f->p[i - 1], *b = &f->p[i];
+    mark(a, 1);
     NC_TRY(ncclGroupStart());
     ncclResult_t r1 = ncclSend(a->x + off, count, ncclFloat, i, a->comm, a->st);
-    ncclResult_t r2 = ncclRecv(b->x + off, count, ncclFloat, i - 1, b->comm, b->st);
+    ncclResult_t r2 = ncclRecv(b->x + off, count, ncclFloat, i - 1, b->comm, b->st_rx);
     ncclResult_t r3 = ncclGroupEnd();
     if (r1 != ncclSuccess || r2 != ncclSuccess || r3 != ncclSuccess) {
         ncclResult_t r = r1 != ncclSuccess ? r1 : r2 != ncclSuccess ? r2 : r3;
         snprintf(err, err_size, "NCCL send from device %d to device %d: %s", a->dev, b->dev, ncclGetErrorString(r));
         return -1;
     }
+    mark(a, 1);
+    DEV_TRY(cudaSetDevice(b->dev));
+    DEV_TRY(cudaEventRecord(b->ev_rx, b->st_rx));
+    DEV_TRY(cudaStreamWaitEvent(b->st, b->ev_rx, 0));
     return 0;
 }
 
@@ -741,9 +781,11 @@ static int run_pass(forward_cuda *f, int n, int head, int graphs, int capture, c
             for (int i = 0; i < f->n_part; i++) {
                 part *p = &f->p[i];
                 DEV_TRY(cudaSetDevice(p->dev));
+                mark(p, 0);
                 int rc = graphs ? segment_graph(p, seg, all, head, capture, err, err_size)
                                 : run_segment(p, seg, all, head, err, err_size);
                 if (rc) return -1;
+                mark(p, 0);
             }
             if (seg + 1 < n_seg && allreduce_xn(f, n, err, err_size)) return -1;
         }
@@ -763,9 +805,11 @@ static int run_pass(forward_cuda *f, int n, int head, int graphs, int capture, c
             part *p = &f->p[i];
             if (i > 0 && send_x(f, i, s, err, err_size)) return -1;
             DEV_TRY(cudaSetDevice(p->dev));
+            mark(p, 0);
             int rc = graphs ? segment_graph(p, 0, s, head, capture, err, err_size)
                             : run_segment(p, 0, s, head, err, err_size);
             if (rc) return -1;
+            mark(p, 0);
         }
     }
     return 0;
@@ -827,7 +871,7 @@ static int wait_all(forward_cuda *f, char *err, size_t err_size) {
 }
 
 /* forward (logits) or forward_greedy (ids set): the pass, then the output rows in chunks. */
-static int fwd_out(void *self, const engine_fwd_batch *b, float *logits, int32_t *ids, char *err,
+static int fwd_pass(void *self, const engine_fwd_batch *b, float *logits, int32_t *ids, char *err,
                    size_t err_size) {
     forward_cuda *f = self;
     const llama_hparams *hp = &f->m->hp;
@@ -928,6 +972,18 @@ static int fwd_out(void *self, const engine_fwd_batch *b, float *logits, int32_t
     }
     if (!n_out) return wait_all(f, err, err_size);
     return 0;
+}
+
+static int fwd_out(void *self, const engine_fwd_batch *b, float *logits, int32_t *ids, char *err,
+                   size_t err_size) {
+    forward_cuda *f = self;
+    double t0 = f->prof ? now_s() : 0;
+    int rc = fwd_pass(self, b, logits, ids, err, err_size);
+    if (f->prof) {
+        if (!rc) f->prof_wall_ms += 1e3 * (now_s() - t0);
+        tally(f);
+    }
+    return rc;
 }
 
 static int fwd(void *self, const engine_fwd_batch *b, float *logits, char *err, size_t err_size) {
@@ -1047,6 +1103,12 @@ static void part_free(part *p) {
         }
     cudaFree(p->block);
     cudaFreeHost(p->h_kv);
+    for (int e = 0; p->ev && e < p->ev_cap; e++)
+        if (p->ev[e]) cudaEventDestroy(p->ev[e]);
+    free(p->ev);
+    free(p->ev_nccl);
+    if (p->ev_rx) cudaEventDestroy(p->ev_rx);
+    if (p->st_rx) cudaStreamDestroy(p->st_rx);
     if (p->st) cudaStreamDestroy(p->st);
     free(p->layers);
     free(p->ws);
@@ -1107,6 +1169,8 @@ static int part_setup(part *p, progress_sum *ps, char *err, size_t err_size) {
     DEV_TRY(cudaGetDeviceProperties(&prop, p->dev));
     snprintf(p->dev_name, sizeof p->dev_name, "%s", prop.name);
     DEV_TRY(cudaStreamCreateWithFlags(&p->st, cudaStreamNonBlocking));
+    DEV_TRY(cudaStreamCreateWithFlags(&p->st_rx, cudaStreamNonBlocking));
+    DEV_TRY(cudaEventCreateWithFlags(&p->ev_rx, cudaEventDisableTiming));
     size_t tmp_bytes = 0;
     for (int i = 0; i < p->n_w; i++)
         if (dweight_raw(p->ws[i]) > tmp_bytes) tmp_bytes = dweight_raw(p->ws[i]);
@@ -1326,6 +1390,38 @@ fail:
     return NULL;
 }
 
+/* Split statistics: start resets and turns them on (events around every segment and NCCL call,
+ * a little host time per pass); otherwise they stop and out[i] gets device i's share of the
+ * passes' wall time computing and inside NCCL calls. Returns the number of devices. */
+static int cuda_stats(void *self, int start, engine_dev_share *out, int max) {
+    forward_cuda *f = self;
+    if (start) {
+        for (int i = 0; i < f->n_part; i++) {
+            part *p = &f->p[i];
+            if (!p->ev) {
+                int cap = 4 * n_segments(f) + 4 * (f->n_batch / PIPE_MIN + 2);
+                cudaSetDevice(p->dev);
+                p->ev = calloc((size_t)cap, sizeof *p->ev);
+                p->ev_nccl = calloc((size_t)cap / 2 + 1, 1);
+                if (!p->ev || !p->ev_nccl) return -1;
+                for (p->ev_cap = 0; p->ev_cap < cap; p->ev_cap++)
+                    if (cudaEventCreate(&p->ev[p->ev_cap]) != cudaSuccess) break;
+                p->ev_cap &= ~1;
+            }
+            p->busy_ms = p->nccl_ms = 0;
+            p->n_ev = 0;
+        }
+        f->prof_wall_ms = 0;
+        f->prof = 1;
+        return f->n_part;
+    }
+    f->prof = 0;
+    double w = f->prof_wall_ms > 0 ? f->prof_wall_ms : 1;
+    for (int i = 0; i < f->n_part && i < max; i++)
+        out[i] = (engine_dev_share){f->p[i].dev, f->p[i].busy_ms / w, f->p[i].nccl_ms / w};
+    return f->n_part;
+}
+
 /* One line per device: what it holds and its memory, for the load log. */
 static int cuda_describe(void *self, char *buf, size_t size) {
     forward_cuda *f = self;
@@ -1351,5 +1447,5 @@ static const engine_backend_ops cuda_ops = {
 
 const engine_gpu_backend forward_cuda_gpu = {
     .ops = &cuda_ops, .n_devices = engine_device_count, .query = engine_device_query, .create = cuda_create,
-    .describe = cuda_describe,
+    .describe = cuda_describe, .stats = cuda_stats,
 };

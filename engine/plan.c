@@ -392,7 +392,7 @@ int engine_plan_make(engine_plan *out, const llama_model *m, const engine_split 
     else
         snprintf(fit, sizeof fit, "no -ngl or -c fits with this split (-ngl 0 runs on the CPU)");
     int i = bad;
-    snprintf(err, err_size, "device %d (%s): needs %.2f GiB (weights %.2f, KV %.2f, scratch %.2f), %.2f GiB free; "
+    snprintf(err, err_size, "device %d (%s): out of memory: needs %.2f GiB (weights %.2f, KV %.2f, scratch %.2f), %.2f GiB free; "
              "%s; try -ts, -ngl or a smaller -c", out->dev[i], out->name[i],
              gib(out->weight_bytes[i] + out->kv_bytes[i] + out->scratch_bytes[i]), gib(out->weight_bytes[i]),
              gib(out->kv_bytes[i]), gib(out->scratch_bytes[i]), gib(out->free_bytes[i]), fit);

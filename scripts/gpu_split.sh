@@ -26,9 +26,9 @@ for mq in ${MODELS:-8b:q4_k_m}; do
         --vocab "$SHARED/vocab/ggml-vocab-llama-spm.gguf" >/dev/null 2>>"$OUT/runs.log" || continue
     for sm in ${SPLITS:-none layer row}; do
         # whole process from the page cache to the first generated token
-        t0=$(date +%s.%N)
+        t0=$(date +%s%N)
         timeout 120 $B/mgi -m "$m" -sm "$sm" -p hello -n 1 --temp 0 >/dev/null 2>>"$OUT/runs.log"
-        echo "== $shape $q -sm $sm: exit $?, whole process $(echo "$(date +%s.%N) - $t0" | bc) s" >>"$OUT/runs.log"
+        echo "== $shape $q -sm $sm: exit $?, whole process $((($(date +%s%N) - t0) / 1000000)) ms" >>"$OUT/runs.log"
         timeout 240 $B/mgi bench -m "$m" -sm "$sm" -p 512 -n 128 -r "${REPS:-3}" --bw 4278 \
             >>"$OUT/bench.txt" 2>>"$OUT/runs.log"
     done
