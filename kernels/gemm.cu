@@ -26,10 +26,9 @@ static int gemm_slices(int64_t rows, int64_t k, int64_t n, int max_slices, int *
     const int64_t C = mv2_chunks(k), groups = (C + 3) / 4;
     const int64_t tiles = ((rows + GEMM_ROWS - 1) / GEMM_ROWS) * ((n + GEMM_TOKS - 1) / GEMM_TOKS);
     *cps = (int)C;
-    int dev = 0, sms = 0;
-    if (cudaGetDevice(&dev) != cudaSuccess ||
-        cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, dev) != cudaSuccess || sms <= 0) {
-        cudaGetLastError(); /* no device: no split, and no sticky error left for the caller */
+    int sms = 0, smem_max = 0;
+    if (!mv6_device(&sms, &smem_max) || sms <= 0) { /* cached per device: safe inside a capture */
+        cudaGetLastError(); /* no device: no split, and no error left behind for the caller */
         return 1;
     }
     const int64_t target = (int64_t)GEMM_SPLIT_WAVES * sms;

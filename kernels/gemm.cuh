@@ -145,7 +145,8 @@ __global__ void __launch_bounds__(256) gemm_v1(float *y, const uint8_t *w, const
     for (int i = 0; i < 2; i++)
 #pragma unroll
         for (int j = 0; j < 4; j++) acc[i][j][0] = acc[i][j][1] = acc[i][j][2] = acc[i][j][3] = 0;
-    /* X staging: thread -> (token, 16 halves) of the chunk, two 16-byte pieces */
+    /* X staging: thread -> (token, 16 halves) of the chunk, two 16-byte pieces. X may be written
+     * by the previous kernel: plain loads after pdl_wait, never __ldg (matvec.cuh: mv_x). */
     const int st_tok = threadIdx.x >> 2, st_k = 16 * (threadIdx.x & 3);
     auto load_x = [&](int64_t c, uint4 v[2]) {
         const int tok = tok0 + st_tok;
@@ -153,7 +154,7 @@ __global__ void __launch_bounds__(256) gemm_v1(float *y, const uint8_t *w, const
         for (int h = 0; h < 2; h++) {
             const int64_t kk = 64 * c + st_k + 8 * h;
             v[h] = make_uint4(0, 0, 0, 0);
-            if (tok < n && kk < k) v[h] = __ldg((const uint4 *)(x + (int64_t)tok * k + kk));
+            if (tok < n && kk < k) v[h] = *(const uint4 *)(x + (int64_t)tok * k + kk);
         }
     };
     gemm_w<T> wc[2], wn[2];

@@ -338,6 +338,7 @@ static void test_gemm_split(gen_rng *r, uint32_t t, int64_t rows, int64_t k) {
     for (int i = 0; i < nn; i++) if (gemm_f16_scratch_bytes(rows, k, ns[i]) > sb) sb = gemm_f16_scratch_bytes(rows, k, ns[i]);
     void *scr = sb ? dev_alloc(sb) : NULL;
     uint16_t *xh = malloc(sizeof(uint16_t) * (size_t)(nmax * k));
+    float *xf = malloc(sizeof(float) * (size_t)(nmax * k));
     double *ref = malloc(sizeof(double) * (size_t)(nmax * ns_rows)), *mag = malloc(sizeof(double) * (size_t)(nmax * ns_rows));
     float *y = malloc(sizeof(float) * (size_t)(nmax * rows)), *y1 = malloc(sizeof(float) * (size_t)(nmax * rows));
     void *dx = dev_alloc(sizeof(uint16_t) * (size_t)(nmax * k));
@@ -345,13 +346,16 @@ static void test_gemm_split(gen_rng *r, uint32_t t, int64_t rows, int64_t k) {
     for (int ni = 0; ni < nn; ni++) {
         const int n = ns[ni];
         const size_t full = gemm_f16_scratch_bytes(rows, k, n), plane = (size_t)n * (size_t)rows * sizeof(float);
-        for (int64_t i = 0; i < n * k; i++) xh[i] = quant_f32_to_f16((float)gen_uniform(r, -1, 1));
+        for (int64_t i = 0; i < n * k; i++) {
+            xh[i] = quant_f32_to_f16((float)gen_uniform(r, -1, 1));
+            xf[i] = quant_f16_to_f32(xh[i]);
+        }
         CUDA_CHECK(cudaMemcpy(dx, xh, sizeof(uint16_t) * (size_t)(n * k), cudaMemcpyHostToDevice));
         for (int64_t s = 0; s < ns_rows; s++)
             for (int c = 0; c < n; c++) {
                 double acc = 0, abs_acc = 0;
                 for (int64_t j = 0; j < k; j++) {
-                    double p = (double)dq[s * k + j] * quant_f16_to_f32(xh[c * k + j]);
+                    double p = (double)dq[s * k + j] * xf[c * k + j];
                     acc += p;
                     abs_acc += fabs(p);
                 }
@@ -392,7 +396,7 @@ static void test_gemm_split(gen_rng *r, uint32_t t, int64_t rows, int64_t k) {
     }
     CUDA_CHECK(cudaFree(dr)); CUDA_CHECK(cudaFree(dx)); CUDA_CHECK(cudaFree(dy));
     if (scr) CUDA_CHECK(cudaFree(scr));
-    free(w); free(rs); free(dq); free(xh); free(ref); free(mag); free(y); free(y1);
+    free(w); free(rs); free(dq); free(xh); free(xf); free(ref); free(mag); free(y); free(y1);
 }
 
 /* Two split GEMMs sharing one scratch in a CUDA graph on a PDL stream (X copied in from staging,
