@@ -13,7 +13,7 @@
 extern "C" {
 #endif
 
-/* Every decode-step kernel (matvec, the small ops, embed, argmax, paged.h's decode kernels) is
+/* Every decode-step kernel (matvec, gemm, the small ops, embed, argmax, paged.h's decode kernels) is
  * launched with programmatic dependent launch (sm_90): it may start while the previous kernel
  * of the stream finishes, and waits for it on the device before touching its data
  * (kernels/pdl.cuh has the rules). Matvec weights are read before that wait, so a matvec must
