@@ -1,25 +1,89 @@
-/* Prefill GEMM launcher (kernels.h: gemm_f16); kernels in gemm.cuh. */
+/* Prefill GEMM launchers (kernels.h: gemm_f16, gemm_f16_split) and the split-K heuristic;
+ * kernels in gemm.cuh. */
 #include "kernels/kernels.h"
 #include "kernels/gemm.cuh"
+
+/* The split aims at GEMM_SPLIT_WAVES blocks per SM (two resident blocks of 256 threads each fit
+ * an SM, so this fills it about twice over); slices are whole super-blocks of 4 chunks (256
+ * weights: a Q4_K / Q6_K scale group), at most GEMM_SPLIT_MAX of them, since each slice adds an
+ * [n][rows] f32 plane written and read back. */
+#define GEMM_SPLIT_WAVES 2
+#define GEMM_SPLIT_MAX 16
 
 extern "C" int gemm_supported(uint32_t wtype) {
     return wtype == QUANT_Q4_0 || wtype == QUANT_Q4_K || wtype == QUANT_Q6_K || wtype == QUANT_Q8_0;
 }
 
+static int gemm_args_ok(uint32_t wtype, int64_t rows, int64_t k, int64_t n) {
+    return gemm_supported(wtype) && matvec_repacked_bytes(wtype, rows, k) != 0 && n > 0 && n <= INT32_MAX &&
+           k % 8 == 0 && (n + GEMM_TOKS - 1) / GEMM_TOKS <= 65535;
+}
+
+/* Slices of the K loop for this shape on the current device (1: no split) and the chunks each
+ * slice takes (*cps); with max_slices the count is cut to fit a smaller scratch buffer. Every
+ * slice holds at least one chunk. */
+static int gemm_slices(int64_t rows, int64_t k, int64_t n, int max_slices, int *cps) {
+    const int64_t C = mv2_chunks(k), groups = (C + 3) / 4;
+    const int64_t tiles = ((rows + GEMM_ROWS - 1) / GEMM_ROWS) * ((n + GEMM_TOKS - 1) / GEMM_TOKS);
+    *cps = (int)C;
+    int sms = 0, smem_max = 0;
+    if (!mv6_device(&sms, &smem_max) || sms <= 0) { /* cached per device: safe inside a capture */
+        cudaGetLastError(); /* no device: no split, and no error left behind for the caller */
+        return 1;
+    }
+    const int64_t target = (int64_t)GEMM_SPLIT_WAVES * sms;
+    if (tiles >= target) return 1;
+    int64_t s = (target + tiles - 1) / tiles;
+    if (s > GEMM_SPLIT_MAX) s = GEMM_SPLIT_MAX;
+    if (s > max_slices) s = max_slices;
+    if (s > groups) s = groups;
+    if (s < 2) return 1;
+    const int64_t per = (groups + s - 1) / s; /* super-blocks per slice */
+    *cps = (int)(4 * per);
+    return (int)((C + *cps - 1) / *cps);
+}
+
+static cudaError_t gemm_launch(float *y, const uint8_t *w, uint32_t wtype, const __half *x, int rows, int k, int n,
+                               int slices, int cps, cudaStream_t stream) {
+    const dim3 grid((unsigned)((rows + GEMM_ROWS - 1) / GEMM_ROWS), (unsigned)((n + GEMM_TOKS - 1) / GEMM_TOKS),
+                    (unsigned)slices);
+    switch (wtype) {
+    case QUANT_Q4_0: return pdl_launch(gemm_v1<QUANT_Q4_0>, grid, dim3(256), 0, stream, y, w, x, rows, k, n, cps);
+    case QUANT_Q4_K: return pdl_launch(gemm_v1<QUANT_Q4_K>, grid, dim3(256), 0, stream, y, w, x, rows, k, n, cps);
+    case QUANT_Q6_K: return pdl_launch(gemm_v1<QUANT_Q6_K>, grid, dim3(256), 0, stream, y, w, x, rows, k, n, cps);
+    default: return pdl_launch(gemm_v1<QUANT_Q8_0>, grid, dim3(256), 0, stream, y, w, x, rows, k, n, cps);
+    }
+}
+
 extern "C" cudaError_t gemm_f16(float *y, const void *w, uint32_t wtype, const uint16_t *x, int64_t rows, int64_t k,
                                 int64_t n, cudaStream_t stream) {
-    if (!gemm_supported(wtype) || matvec_repacked_bytes(wtype, rows, k) == 0 || n <= 0 || n > INT32_MAX ||
-        k % 8 != 0)
-        return cudaErrorInvalidValue;
-    dim3 grid((unsigned)((rows + GEMM_ROWS - 1) / GEMM_ROWS), (unsigned)((n + GEMM_TOKS - 1) / GEMM_TOKS));
-    if (grid.y > 65535) return cudaErrorInvalidValue;
+    if (!gemm_args_ok(wtype, rows, k, n)) return cudaErrorInvalidValue;
+    return gemm_launch(y, (const uint8_t *)w, wtype, (const __half *)x, (int)rows, (int)k, (int)n, 1,
+                       (int)mv2_chunks(k), stream);
+}
+
+extern "C" size_t gemm_f16_scratch_bytes(int64_t rows, int64_t k, int n) {
+    if (rows <= 0 || k <= 0 || n <= 0 || rows > INT32_MAX || k > INT32_MAX) return 0;
+    int cps;
+    const int s = gemm_slices(rows, k, n, GEMM_SPLIT_MAX, &cps);
+    return s > 1 ? (size_t)s * (size_t)n * (size_t)rows * sizeof(float) : 0;
+}
+
+extern "C" cudaError_t gemm_f16_split(float *y, const void *w, uint32_t wtype, const uint16_t *x, int64_t rows,
+                                      int64_t k, int n, void *scratch, size_t scratch_bytes, cudaStream_t stream) {
+    if (!gemm_args_ok(wtype, rows, k, n)) return cudaErrorInvalidValue;
+    const size_t plane = (size_t)n * (size_t)rows * sizeof(float);
+    const size_t fit = scratch ? scratch_bytes / plane : 0;
+    int cps;
+    const int s = gemm_slices(rows, k, n, fit < GEMM_SPLIT_MAX ? (int)fit : GEMM_SPLIT_MAX, &cps);
     const uint8_t *wb = (const uint8_t *)w;
     const __half *xh = (const __half *)x;
-    switch (wtype) {
-    case QUANT_Q4_0: gemm_v1<QUANT_Q4_0><<<grid, 256, 0, stream>>>(y, wb, xh, (int)rows, (int)k, (int)n); break;
-    case QUANT_Q4_K: gemm_v1<QUANT_Q4_K><<<grid, 256, 0, stream>>>(y, wb, xh, (int)rows, (int)k, (int)n); break;
-    case QUANT_Q6_K: gemm_v1<QUANT_Q6_K><<<grid, 256, 0, stream>>>(y, wb, xh, (int)rows, (int)k, (int)n); break;
-    default: gemm_v1<QUANT_Q8_0><<<grid, 256, 0, stream>>>(y, wb, xh, (int)rows, (int)k, (int)n); break;
-    }
-    return cudaGetLastError();
+    if (s == 1) return gemm_launch(y, wb, wtype, xh, (int)rows, (int)k, n, 1, cps, stream);
+    float *part = (float *)scratch;
+    cudaError_t e = gemm_launch(part, wb, wtype, xh, (int)rows, (int)k, n, s, cps, stream);
+    if (e != cudaSuccess) return e;
+    const int64_t total = (int64_t)n * rows;
+    int64_t blocks = (total + 255) / 256;
+    if (blocks > 4096) blocks = 4096;
+    return pdl_launch(gemm_sum, dim3((unsigned)blocks), dim3(256), 0, stream, y, (const float *)part, s, total);
 }

@@ -7,11 +7,16 @@
  * 4 mma each; X goes through shared memory.
  *   v1  block = 128 rows x 64 tokens, 8 warps of 32 rows x 32 tokens (2 x 4 mma tiles), X in
  *       64-weight chunks of [64 tokens][72] halves (padded: conflict-free B loads), the next
- *       chunk's X and weights loaded into registers while the current one is multiplied. */
+ *       chunk's X and weights loaded into registers while the current one is multiplied.
+ *   split-K (small n, where rows/128 x n/64 blocks leave most SMs idle): blockIdx.z takes a
+ *       slice of cps chunks and writes its partial tile to its own [n][rows] plane; gemm_sum adds
+ *       the planes in slice order, so the result is the same on every run.
+ * PDL (pdl.cuh): the first chunk's weights are loaded before pdl_wait, X and the output after. */
 #ifndef MGI_KERNELS_GEMM_CUH
 #define MGI_KERNELS_GEMM_CUH
 
 #include "kernels/matvec.cuh"
+#include "kernels/pdl.cuh"
 
 #define GEMM_ROWS 128
 #define GEMM_TOKS 64
@@ -126,9 +131,12 @@ template <> struct gemm_w<QUANT_Q6_K> {
 };
 
 template <int T>
-__global__ void __launch_bounds__(256) gemm_v1(float *y, const uint8_t *w, const __half *x, int rows, int k, int n) {
+__global__ void __launch_bounds__(256) gemm_v1(float *y, const uint8_t *w, const __half *x, int rows, int k, int n, int cps) {
     __shared__ __align__(16) __half xs[GEMM_TOKS * GEMM_XS];
-    const int64_t C = mv2_chunks(k), R16 = (rows + 15) / 16;
+    /* this block's chunks [c0, c1) and output plane; the launcher keeps every slice non-empty */
+    const int64_t C = mv2_chunks(k), R16 = (rows + 15) / 16, c0 = (int64_t)blockIdx.z * cps;
+    const int64_t c1 = c0 + cps < C ? c0 + cps : C;
+    y += (int64_t)blockIdx.z * n * rows;
     const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31, g = lane >> 2, t = lane & 3;
     const int64_t tile0 = (int64_t)blockIdx.x * (GEMM_ROWS / 16) + 2 * (warp & 3);
     const int tok0 = blockIdx.y * GEMM_TOKS, wt = 32 * (warp >> 2);
@@ -137,7 +145,8 @@ __global__ void __launch_bounds__(256) gemm_v1(float *y, const uint8_t *w, const
     for (int i = 0; i < 2; i++)
 #pragma unroll
         for (int j = 0; j < 4; j++) acc[i][j][0] = acc[i][j][1] = acc[i][j][2] = acc[i][j][3] = 0;
-    /* X staging: thread -> (token, 16 halves) of the chunk, two 16-byte pieces */
+    /* X staging: thread -> (token, 16 halves) of the chunk, two 16-byte pieces. X may be written
+     * by the previous kernel: plain loads after pdl_wait, never __ldg (matvec.cuh: mv_x). */
     const int st_tok = threadIdx.x >> 2, st_k = 16 * (threadIdx.x & 3);
     auto load_x = [&](int64_t c, uint4 v[2]) {
         const int tok = tok0 + st_tok;
@@ -145,20 +154,22 @@ __global__ void __launch_bounds__(256) gemm_v1(float *y, const uint8_t *w, const
         for (int h = 0; h < 2; h++) {
             const int64_t kk = 64 * c + st_k + 8 * h;
             v[h] = make_uint4(0, 0, 0, 0);
-            if (tok < n && kk < k) v[h] = __ldg((const uint4 *)(x + (int64_t)tok * k + kk));
+            if (tok < n && kk < k) v[h] = *(const uint4 *)(x + (int64_t)tok * k + kk);
         }
     };
     gemm_w<T> wc[2], wn[2];
     uint4 xc[2], xn[2];
-    load_x(0, xc);
 #pragma unroll
-    for (int i = 0; i < 2; i++) if (tile0 + i < R16) wc[i].load(w, R16, C, tile0 + i, 0, lane, g);
-    for (int64_t c = 0; c < C; c++) {
+    for (int i = 0; i < 2; i++) if (tile0 + i < R16) wc[i].load(w, R16, C, tile0 + i, c0, lane, g);
+    pdl_wait();
+    pdl_trigger();
+    load_x(c0, xc);
+    for (int64_t c = c0; c < c1; c++) {
         __syncthreads();
         *(uint4 *)&xs[st_tok * GEMM_XS + st_k] = xc[0];
         *(uint4 *)&xs[st_tok * GEMM_XS + st_k + 8] = xc[1];
         __syncthreads();
-        if (c + 1 < C) {
+        if (c + 1 < c1) {
             load_x(c + 1, xn);
 #pragma unroll
             for (int i = 0; i < 2; i++) if (tile0 + i < R16) wn[i].load(w, R16, C, tile0 + i, c + 1, lane, g);
@@ -195,6 +206,17 @@ __global__ void __launch_bounds__(256) gemm_v1(float *y, const uint8_t *w, const
                 const int tok = tok0 + wt + 8 * j + 2 * t + (e & 1);
                 if (row < rows && tok < n) y[(int64_t)tok * rows + row] = acc[i][j][e];
             }
+}
+
+/* y[i] = sum over s = 0..S-1 of part[s][i], i < total, always in that order. */
+__global__ void __launch_bounds__(256) gemm_sum(float *y, const float *part, int slices, int64_t total) {
+    pdl_wait();
+    pdl_trigger();
+    for (int64_t i = (int64_t)blockIdx.x * blockDim.x + threadIdx.x; i < total; i += (int64_t)gridDim.x * blockDim.x) {
+        float acc = part[i];
+        for (int s = 1; s < slices; s++) acc += part[(int64_t)s * total + i];
+        y[i] = acc;
+    }
 }
 
 #endif

@@ -5,7 +5,8 @@
  * embed 1e-6 (exact), rmsnorm, swiglu,
  * add 1e-5, rope 5e-4 (f32 angles at positions up to 4000), attention 1e-4, paged prompt
  * attention 3e-3 (Q and P in f16), the swiglu-fused matvec 1e-4 (as matvec), the PDL chain
- * (add_rmsnorm > matvec > swiglu matvec > add, shared scratch) 2e-4 of the residual. */
+ * (add_rmsnorm > matvec > swiglu matvec > add, shared scratch) 2e-4 of the residual; the split-K
+ * gemm as gemm, bit-identical on a rerun and in a graph replay. */
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -311,6 +312,163 @@ static void test_gemm(gen_rng *r, uint32_t t, int64_t rows, int64_t k, int64_t n
     free(w); free(xh); free(ref); free(mag); free(row); free(y);
 }
 
+/* gemm_f16_split on one matrix for several n, fresh X each, with the full scratch, with room for
+ * 2 slices only and with none (the one-pass fallback). The reference covers ~48 sampled rows
+ * (every residue mod 128 differs: stride odd) plus the last one, budget as test_gemm; every
+ * output must be written (no NaN poison left), and a second run with the full scratch must be
+ * bit-identical to the first. */
+static void test_gemm_split(gen_rng *r, uint32_t t, int64_t rows, int64_t k) {
+    static const int ns[] = {9, 16, 33, 64, 96, 128, 200};
+    const int nn = (int)(sizeof ns / sizeof ns[0]), nmax = 200;
+    char name[160], err[256];
+    size_t wb = quant_row_bytes(t, k) * (size_t)rows;
+    void *w = malloc(wb);
+    gen_weights(r, t, rows, k, w);
+    void *dw = dev_upload(w, wb), *dr = dev_alloc(matvec_repacked_bytes(t, rows, k));
+    CUDA_CHECK(matvec_repack(dr, dw, t, rows, k, 0));
+    CUDA_CHECK(cudaDeviceSynchronize());
+    CUDA_CHECK(cudaFree(dw));
+    int64_t stride = rows > 48 ? (rows / 48) | 1 : 1, ns_rows = 0, *rs = malloc(sizeof(int64_t) * (size_t)(rows / stride + 2));
+    for (int64_t i = 0; i < rows; i += stride) rs[ns_rows++] = i;
+    if (rs[ns_rows - 1] != rows - 1) rs[ns_rows++] = rows - 1;
+    float *dq = malloc(sizeof(float) * (size_t)(ns_rows * k));
+    for (int64_t s = 0; s < ns_rows; s++)
+        quant_dequant_row(t, (const uint8_t *)w + rs[s] * quant_row_bytes(t, k), dq + s * k, k, err, sizeof err);
+    size_t sb = 0;
+    for (int i = 0; i < nn; i++) if (gemm_f16_scratch_bytes(rows, k, ns[i]) > sb) sb = gemm_f16_scratch_bytes(rows, k, ns[i]);
+    void *scr = sb ? dev_alloc(sb) : NULL;
+    uint16_t *xh = malloc(sizeof(uint16_t) * (size_t)(nmax * k));
+    float *xf = malloc(sizeof(float) * (size_t)(nmax * k));
+    double *ref = malloc(sizeof(double) * (size_t)(nmax * ns_rows)), *mag = malloc(sizeof(double) * (size_t)(nmax * ns_rows));
+    float *y = malloc(sizeof(float) * (size_t)(nmax * rows)), *y1 = malloc(sizeof(float) * (size_t)(nmax * rows));
+    void *dx = dev_alloc(sizeof(uint16_t) * (size_t)(nmax * k));
+    float *dy = dev_poisoned(nmax * rows);
+    for (int ni = 0; ni < nn; ni++) {
+        const int n = ns[ni];
+        const size_t full = gemm_f16_scratch_bytes(rows, k, n), plane = (size_t)n * (size_t)rows * sizeof(float);
+        for (int64_t i = 0; i < n * k; i++) {
+            xh[i] = quant_f32_to_f16((float)gen_uniform(r, -1, 1));
+            xf[i] = quant_f16_to_f32(xh[i]);
+        }
+        CUDA_CHECK(cudaMemcpy(dx, xh, sizeof(uint16_t) * (size_t)(n * k), cudaMemcpyHostToDevice));
+        for (int64_t s = 0; s < ns_rows; s++)
+            for (int c = 0; c < n; c++) {
+                double acc = 0, abs_acc = 0;
+                for (int64_t j = 0; j < k; j++) {
+                    double p = (double)dq[s * k + j] * xf[c * k + j];
+                    acc += p;
+                    abs_acc += fabs(p);
+                }
+                ref[c * ns_rows + s] = acc;
+                mag[c * ns_rows + s] = abs_acc;
+            }
+        for (int v = 0; v < 3; v++) { /* full scratch, 2 planes, none */
+            const size_t bytes = v == 0 ? full : v == 1 ? 2 * plane : 0;
+            if (v == 1 && full <= 2 * plane) continue; /* the same as v == 0 */
+            snprintf(name, sizeof name, "gemm_split %s %lldx%lld n=%d %s (%zu planes)", quant_type_name(t),
+                     (long long)rows, (long long)k, n, v == 0 ? "full scratch" : v == 1 ? "2-plane scratch" : "no scratch",
+                     bytes / plane);
+            CUDA_CHECK(cudaMemset(dy, 0xff, (size_t)(nmax * rows + GUARD) * sizeof(float)));
+            cudaError_t e = gemm_f16_split(dy, dr, t, dx, rows, k, n, bytes ? scr : NULL, bytes, 0);
+            int guard = e == cudaSuccess && dev_download(y, dy, n * rows);
+            int64_t unwritten = 0;
+            for (int64_t i = 0; i < n * rows; i++) unwritten += y[i] != y[i];
+            double rel = 0;
+            for (int c = 0; c < n; c++)
+                for (int64_t s = 0; s < ns_rows; s++) {
+                    const int64_t o = c * ns_rows + s;
+                    double d = fabs((double)y[c * rows + rs[s]] - ref[o]) / (mag[o] > 0 ? mag[o] : 1e-30);
+                    if (!(d <= rel)) rel = isnan(d) ? INFINITY : d;
+                }
+            int same = 1;
+            if (v == 0 && e == cudaSuccess) { /* determinism: run again, compare bits */
+                memcpy(y1, y, sizeof(float) * (size_t)(n * rows));
+                CUDA_CHECK(cudaMemset(dy, 0xff, (size_t)n * rows * sizeof(float)));
+                e = gemm_f16_split(dy, dr, t, dx, rows, k, n, scr, bytes, 0);
+                guard = guard && e == cudaSuccess && dev_download(y, dy, n * rows);
+                same = memcmp(y, y1, sizeof(float) * (size_t)(n * rows)) == 0;
+            }
+            CHECK(e == cudaSuccess && guard && unwritten == 0 && same && rel < 2e-3, name,
+                  "%s, guard %s, %lld outputs unwritten, rerun %s, max err %.3g of sum |w x| (budget 2e-3)",
+                  cudaGetErrorString(e), guard ? "ok" : "overwritten", (long long)unwritten,
+                  same ? "bit-identical" : "DIFFERS", rel);
+        }
+    }
+    CUDA_CHECK(cudaFree(dr)); CUDA_CHECK(cudaFree(dx)); CUDA_CHECK(cudaFree(dy));
+    if (scr) CUDA_CHECK(cudaFree(scr));
+    free(w); free(rs); free(dq); free(xh); free(xf); free(ref); free(mag); free(y); free(y1);
+}
+
+/* Two split GEMMs sharing one scratch in a CUDA graph on a PDL stream (X copied in from staging,
+ * then A . xa and B . xb): each replay on fresh X must give exactly the bits of the same calls
+ * made eagerly on the legacy stream (same slices, same order), which test_gemm_split checks
+ * against the CPU. Shared scratch catches a second GEMM writing partials the first one's sum is
+ * still reading. */
+static void test_gemm_split_graph(gen_rng *r, uint32_t t) {
+    char name[64];
+    snprintf(name, sizeof name, "gemm_split graph replay %s", quant_type_name(t));
+    const int64_t ra = 4096, ka = 4096, rb = 1024, kb = 14336;
+    const int n = 64;
+    void *w = malloc(quant_row_bytes(t, kb) * (size_t)rb);
+    void *wa = dev_alloc(matvec_repacked_bytes(t, ra, ka)), *wbr = dev_alloc(matvec_repacked_bytes(t, rb, kb));
+    gen_weights(r, t, ra, ka, w);
+    void *dw = dev_upload(w, quant_row_bytes(t, ka) * (size_t)ra);
+    CUDA_CHECK(matvec_repack(wa, dw, t, ra, ka, 0));
+    CUDA_CHECK(cudaDeviceSynchronize());
+    CUDA_CHECK(cudaFree(dw));
+    gen_weights(r, t, rb, kb, w);
+    dw = dev_upload(w, quant_row_bytes(t, kb) * (size_t)rb);
+    CUDA_CHECK(matvec_repack(wbr, dw, t, rb, kb, 0));
+    CUDA_CHECK(cudaDeviceSynchronize());
+    CUDA_CHECK(cudaFree(dw));
+    size_t sb = gemm_f16_scratch_bytes(ra, ka, n);
+    if (gemm_f16_scratch_bytes(rb, kb, n) > sb) sb = gemm_f16_scratch_bytes(rb, kb, n);
+    void *scr = dev_alloc(sb ? sb : 4);
+    const size_t xab = sizeof(uint16_t) * (size_t)(n * ka), xbb = sizeof(uint16_t) * (size_t)(n * kb);
+    uint16_t *xa = malloc(xab), *xb = malloc(xbb);
+    void *sxa = dev_alloc(xab), *sxb = dev_alloc(xbb), *dxa = dev_alloc(xab), *dxb = dev_alloc(xbb);
+    float *ya = dev_poisoned(n * ra), *yb = dev_poisoned(n * rb), *ea = dev_poisoned(n * ra), *eb = dev_poisoned(n * rb);
+    float *ga = malloc(sizeof(float) * (size_t)(n * ra)), *gb = malloc(sizeof(float) * (size_t)(n * rb));
+    float *ha = malloc(sizeof(float) * (size_t)(n * ra)), *hb = malloc(sizeof(float) * (size_t)(n * rb));
+    cudaStream_t st;
+    CUDA_CHECK(cudaStreamCreateWithFlags(&st, cudaStreamNonBlocking));
+    cudaGraph_t graph = NULL;
+    cudaGraphExec_t exec = NULL;
+    cudaError_t e1 = cudaSuccess, e2 = cudaSuccess;
+    CUDA_CHECK(cudaStreamBeginCapture(st, cudaStreamCaptureModeGlobal));
+    CUDA_CHECK(cudaMemcpyAsync(dxa, sxa, xab, cudaMemcpyDeviceToDevice, st));
+    CUDA_CHECK(cudaMemcpyAsync(dxb, sxb, xbb, cudaMemcpyDeviceToDevice, st));
+    e1 = gemm_f16_split(ya, wa, t, dxa, ra, ka, n, scr, sb, st);
+    e2 = gemm_f16_split(yb, wbr, t, dxb, rb, kb, n, scr, sb, st);
+    CUDA_CHECK(cudaStreamEndCapture(st, &graph));
+    cudaError_t e = e1 != cudaSuccess ? e1 : e2;
+    if (e == cudaSuccess) e = cudaGraphInstantiate(&exec, graph, 0);
+    int ok = e == cudaSuccess, guard = 1, replays = 0;
+    for (int rep = 0; rep < 3 && ok; rep++, replays++) {
+        for (int64_t i = 0; i < n * ka; i++) xa[i] = quant_f32_to_f16((float)gen_uniform(r, -1, 1));
+        for (int64_t i = 0; i < n * kb; i++) xb[i] = quant_f32_to_f16((float)gen_uniform(r, -1, 1));
+        CUDA_CHECK(cudaMemcpy(sxa, xa, xab, cudaMemcpyHostToDevice));
+        CUDA_CHECK(cudaMemcpy(sxb, xb, xbb, cudaMemcpyHostToDevice));
+        CUDA_CHECK(cudaGraphLaunch(exec, st));
+        CUDA_CHECK(cudaStreamSynchronize(st));
+        CUDA_CHECK(gemm_f16_split(ea, wa, t, sxa, ra, ka, n, scr, sb, 0));
+        CUDA_CHECK(gemm_f16_split(eb, wbr, t, sxb, rb, kb, n, scr, sb, 0));
+        guard = guard && dev_download(ga, ya, n * ra) && dev_download(gb, yb, n * rb) &&
+                dev_download(ha, ea, n * ra) && dev_download(hb, eb, n * rb);
+        ok = guard && memcmp(ga, ha, sizeof(float) * (size_t)(n * ra)) == 0 &&
+             memcmp(gb, hb, sizeof(float) * (size_t)(n * rb)) == 0 && ga[0] == ga[0] && gb[n * rb - 1] == gb[n * rb - 1];
+    }
+    CHECK(ok, name, "%s, guard %s, replay %d differs from the eager calls (or NaN)", cudaGetErrorString(e),
+          guard ? "ok" : "overwritten", replays);
+    if (exec) CUDA_CHECK(cudaGraphExecDestroy(exec));
+    if (graph) CUDA_CHECK(cudaGraphDestroy(graph));
+    CUDA_CHECK(cudaStreamDestroy(st));
+    CUDA_CHECK(cudaFree(wa)); CUDA_CHECK(cudaFree(wbr)); CUDA_CHECK(cudaFree(scr)); CUDA_CHECK(cudaFree(sxa));
+    CUDA_CHECK(cudaFree(sxb)); CUDA_CHECK(cudaFree(dxa)); CUDA_CHECK(cudaFree(dxb)); CUDA_CHECK(cudaFree(ya));
+    CUDA_CHECK(cudaFree(yb)); CUDA_CHECK(cudaFree(ea)); CUDA_CHECK(cudaFree(eb));
+    free(w); free(xa); free(xb); free(ga); free(gb); free(ha); free(hb);
+}
+
 static void test_embed(gen_rng *r, uint32_t t) {
     char name[64], err[256];
     snprintf(name, sizeof name, "embed %s", quant_type_name(t));
@@ -584,6 +742,13 @@ int main(void) {
         test_gemm(&r, t, 300, 2816, 5);
         test_gemm(&r, t, 130, 4096, 64);
         test_gemm(&r, t, 1, 256, 1);
+        test_gemm_split(&r, t, 4096, 4096);
+        test_gemm_split(&r, t, 14336, 4096);
+        test_gemm_split(&r, t, 4096, 14336);
+        test_gemm_split(&r, t, 1024, 4096);
+        /* odd: a partial last tile of rows, and for the 32-weight types a half last chunk */
+        test_gemm_split(&r, t, 37, t == QUANT_Q4_0 || t == QUANT_Q8_0 ? 2848 : 2816);
+        test_gemm_split_graph(&r, t);
     }
     test_rmsnorm(&r);
     test_rope(&r);
