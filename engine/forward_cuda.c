@@ -136,6 +136,9 @@ typedef struct {
     float *att, *gu, *ff, *logits;
     uint16_t *xh;       /* a matvec input in f16 for gemm_f16 (prompt passes) */
     void *att_scratch;
+    void *gemm_scratch; /* split-K partial sums of a GEMM over few tokens */
+    size_t gemm_scratch_bytes;
+    int n_sm;
     int32_t *d_meta;
     int32_t *d_ids;     /* [OUT_CHUNK] argmax of each logits row (forward_greedy) */
     uint16_t *h_kv;     /* pinned [2][ATT_CHUNK][kv_dim] for kv_get / kv_set */
@@ -304,6 +307,9 @@ static void layout_scratch(part *p, arena *a) {
     p->d_ids = p->head ? take(a, (size_t)OUT_CHUNK * sizeof(int32_t)) : NULL;
     int at = f->n_batch < ATT_CHUNK ? f->n_batch : ATT_CHUNK;
     p->att_scratch = take(a, paged_attention_scratch_bytes(at, p->n_head, hp->head_dim, f->n_split));
+    /* gemm_f16_split's bound for any shape: SMs x 128 KiB (kernels.h). */
+    p->gemm_scratch_bytes = (size_t)p->n_sm * (128u << 10);
+    p->gemm_scratch = take(a, p->gemm_scratch_bytes);
     p->d_meta = take(a, (5 * B + (size_t)f->max_seqs * (size_t)f->max_pages) * sizeof(int32_t));
 }
 
@@ -508,12 +514,14 @@ done:
 /* --- forward pass -------------------------------------------------------------------------------- */
 
 /* y[n][rows] = W . x[n][k]: more tokens than a matvec takes go through the tensor-core GEMM
- * (x rounded to f16) where it handles the weight type, else through matvecs of up to
+ * (x rounded to f16) where it handles the weight type, split along k when the tokens are too few
+ * to fill the GPU (batched decode, pipeline micro-batches), else through matvecs of up to
  * MATVEC_MAX_N tokens. */
 static int mm(part *p, const dweight *w, const float *x, float *y, int n, char *err, size_t err_size) {
     if (n > MATVEC_MAX_N && !w->plain && gemm_supported(w->type)) {
         DEV_TRY(paged_to_f16(p->xh, x, (int64_t)n * w->k, p->st));
-        DEV_TRY(gemm_f16(y, w->w, w->type, p->xh, w->rows, w->k, n, p->st));
+        DEV_TRY(gemm_f16_split(y, w->w, w->type, p->xh, w->rows, w->k, n, p->gemm_scratch, p->gemm_scratch_bytes,
+                               p->st));
         return 0;
     }
     for (int c = 0; c < n; c += MATVEC_MAX_N) {
@@ -1168,6 +1176,7 @@ static int part_setup(part *p, progress_sum *ps, char *err, size_t err_size) {
     struct cudaDeviceProp prop;
     DEV_TRY(cudaGetDeviceProperties(&prop, p->dev));
     snprintf(p->dev_name, sizeof p->dev_name, "%s", prop.name);
+    p->n_sm = prop.multiProcessorCount;
     DEV_TRY(cudaStreamCreateWithFlags(&p->st, cudaStreamNonBlocking));
     DEV_TRY(cudaStreamCreateWithFlags(&p->st_rx, cudaStreamNonBlocking));
     DEV_TRY(cudaEventCreateWithFlags(&p->ev_rx, cudaEventDisableTiming));
