@@ -803,9 +803,10 @@ static int run_pass(forward_cuda *f, int n, int head, int graphs, int capture, c
      * while the next part works on this one (their streams only meet at the send). */
     int ub = n;
     if (f->n_part > 1 && !graphs && n >= 2 * PIPE_MIN) {
-        ub = (n + 3 * f->n_part - 1) / (3 * f->n_part);
-        ub = (ub + 31) / 32 * 32;
-        if (ub < PIPE_MIN) ub = PIPE_MIN;
+        /* 2 micro-batches per part, in whole 64-token GEMM tiles (a 96-token GEMM costs as much
+         * as a 128-token one: kernel lab, PERF-LOG run 8) */
+        ub = (n + 2 * f->n_part - 1) / (2 * f->n_part);
+        ub = (ub + PIPE_MIN - 1) / PIPE_MIN * PIPE_MIN;
     }
     for (int t0 = 0; t0 < n; t0 += ub) {
         span s = {n, t0, n - t0 < ub ? n - t0 : ub};
@@ -1277,6 +1278,20 @@ static int setup_parts(forward_cuda *f, engine_progress_fn progress, void *pctx,
     return rc;
 }
 
+/* NCCL's communicators, set up in a thread while the weights load (it takes a few hundred ms). */
+typedef struct {
+    int n;
+    const int *devs;
+    ncclComm_t comms[ENGINE_MAX_DEVICES];
+    ncclResult_t rc;
+} nccl_job;
+
+static void *nccl_main(void *arg) {
+    nccl_job *j = arg;
+    j->rc = ncclCommInitAll(j->comms, j->n, j->devs);
+    return NULL;
+}
+
 static void *cuda_create(const llama_model *m, const engine_plan *plan, int32_t n_cells, int32_t n_batch,
                          int32_t max_pos, engine_progress_fn progress, void *pctx, char *err, size_t err_size) {
     const llama_hparams *hp = &m->hp;
@@ -1368,7 +1383,22 @@ static void *cuda_create(const llama_model *m, const engine_plan *plan, int32_t 
                  m->tok_embd.name, quant_type_name(m->tok_embd.type));
         goto fail;
     }
-    if (setup_parts(f, progress, pctx, err, err_size)) goto fail;
+    nccl_job nj = {.n = f->n_part, .devs = plan->dev};
+    pthread_t nth;
+    int nccl_started = f->n_part > 1 && !pthread_create(&nth, NULL, nccl_main, &nj);
+    if (f->n_part > 1 && !nccl_started) nccl_main(&nj);
+    int setup_rc = setup_parts(f, progress, pctx, err, err_size);
+    if (nccl_started) pthread_join(nth, NULL);
+    if (f->n_part > 1) {
+        if (nj.rc == ncclSuccess) {
+            for (int i = 0; i < f->n_part; i++) f->p[i].comm = nj.comms[i];
+            f->have_comms = 1;
+        } else if (!setup_rc) {
+            snprintf(err, err_size, "NCCL: initialising %d devices failed: %s", f->n_part, ncclGetErrorString(nj.rc));
+            goto fail;
+        }
+    }
+    if (setup_rc) goto fail;
     {
         part *hpart = &f->p[f->main];
         size_t meta_words = 5 * (size_t)f->n_batch + (size_t)f->max_seqs * (size_t)f->max_pages;
@@ -1381,16 +1411,6 @@ static void *cuda_create(const llama_model *m, const engine_plan *plan, int32_t 
             snprintf(err, err_size, "cudaHostAlloc of the pass buffers failed");
             goto fail;
         }
-    }
-    if (f->n_part > 1) {
-        ncclComm_t comms[ENGINE_MAX_DEVICES];
-        ncclResult_t r = ncclCommInitAll(comms, f->n_part, plan->dev);
-        if (r != ncclSuccess) {
-            snprintf(err, err_size, "NCCL: initialising %d devices failed: %s", f->n_part, ncclGetErrorString(r));
-            goto fail;
-        }
-        for (int i = 0; i < f->n_part; i++) f->p[i].comm = comms[i];
-        f->have_comms = 1;
     }
     snprintf(f->name, sizeof f->name, "CUDA");
     return f;

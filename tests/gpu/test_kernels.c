@@ -409,7 +409,8 @@ static void test_gemm_split_graph(gen_rng *r, uint32_t t) {
     snprintf(name, sizeof name, "gemm_split graph replay %s", quant_type_name(t));
     const int64_t ra = 4096, ka = 4096, rb = 1024, kb = 14336;
     const int n = 64;
-    void *w = malloc(quant_row_bytes(t, kb) * (size_t)rb);
+    size_t wa_b = quant_row_bytes(t, ka) * (size_t)ra, wb_b = quant_row_bytes(t, kb) * (size_t)rb;
+    void *w = malloc(wa_b > wb_b ? wa_b : wb_b);  /* either matrix in GGUF layout */
     void *wa = dev_alloc(matvec_repacked_bytes(t, ra, ka)), *wbr = dev_alloc(matvec_repacked_bytes(t, rb, kb));
     gen_weights(r, t, ra, ka, w);
     void *dw = dev_upload(w, quant_row_bytes(t, ka) * (size_t)ra);
