@@ -587,6 +587,11 @@ int cli_batch(int argc, char **argv) {
                 (long long)os.n_done, (long long)os.n_err, cli_signal() ? ", interrupted" : "",
                 (long long)st.n_prompt_eval, (long long)st.n_prompt_reused, (long long)st.n_gen, t_all / 1e3,
                 t_all > 0 ? 1e3 * (double)st.n_gen / t_all : 0.0, (long long)st.n_steps);
+        if (st.n_decode_steps)
+            fprintf(stderr, "batch: decode-only steps: %lld tokens in %lld steps, %.2f s (%.2f t/s, %.2f ms per step)\n",
+                    (long long)st.n_decode_tokens, (long long)st.n_decode_steps, st.decode_ms / 1e3,
+                    st.decode_ms > 0 ? 1e3 * (double)st.n_decode_tokens / st.decode_ms : 0.0,
+                    st.decode_ms / (double)st.n_decode_steps);
     } else if (o.log && n_items) {
         fprintf(stderr, "batch: %lld requests done (%lld errors), no model needed\n", (long long)os.n_done,
                 (long long)os.n_err);

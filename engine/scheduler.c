@@ -279,9 +279,16 @@ int sched_step(sched *s, char *err, size_t err_size) {
     /* When every row samples greedily the backend picks (on a GPU only ids come back). */
     bool greedy = true;
     for (int32_t r = 0; r < rows; r++) greedy &= sampler_is_greedy(s->slots[s->row_slot[r]].smp) != 0;
+    double t0 = now_ms();
     int rc = greedy ? engine_decode_greedy(s->e, s->batch, n, s->ids, err, err_size)
                     : engine_decode(s->e, s->batch, n, s->logits, err, err_size);
     s->st.n_steps++;
+    if (!rc && rows == n) { /* every token wants its row: a decode step (or, rarely, one whose
+                               prompt chunks are single last tokens) */
+        s->st.n_decode_steps++;
+        s->st.n_decode_tokens += n;
+        s->st.decode_ms += now_ms() - t0;
+    }
     if (rc) {
         for (int32_t k = 0; k < s->n_slots; k++)
             if (s->slots[k].job) {

@@ -50,6 +50,10 @@ typedef struct {
     int64_t n_prompt_reused;  /* prompt tokens shared from a cached prefix */
     int64_t n_gen;            /* tokens generated */
     int64_t n_steps;          /* forward passes */
+    /* Steps that only decoded (no prompt tokens), the generation speed of a batch as llama.cpp's
+     * batched-bench reports it apart from prompt processing: steps, tokens, milliseconds. */
+    int64_t n_decode_steps, n_decode_tokens;
+    double decode_ms;
 } sched_stats;
 
 typedef struct sched sched;

@@ -30,8 +30,8 @@ ptok=$(head -1 "$tmp/prompts.jsonl" | python3 -c 'import json,sys; print(json.lo
        "$MGI" tokenize -m "$model" --ids --stdin 2>/dev/null | tr -cd ',' | wc -c)
 stok=$("$MGI" tokenize -m "$model" --ids -f "$tmp/system.txt" 2>/dev/null | tr -cd ',' | wc -c)
 echo "prompt ~$((ptok + 1)) tokens, system prompt ~$((stok + 1)) tokens"
-echo "| np | system prompt | requests | generated | wall s | aggregate t/s | prompt evaluated / reused |"
-echo "|---|---|---|---|---|---|---|"
+echo "| np | system prompt | requests | generated | wall s | aggregate t/s | prompt evaluated / reused | decode-only t/s (ms/step) |"
+echo "|---|---|---|---|---|---|---|---|"
 for sys in none 512; do
     for np in $nps; do
         n=$((2 * np)); [ $n -lt 8 ] && n=8
@@ -46,7 +46,8 @@ for sys in none 512; do
         if [ $rc -ne 0 ] || [ -z "$line" ]; then
             echo "| $np | $sys | $n | exit $rc: $(grep -m1 'mgi:' "$tmp/err.txt") | | | |"
         else
-            echo "$line" | sed -E "s/.*prompt tokens: ([0-9]+) evaluated, ([0-9]+) reused; ([0-9]+) tokens generated in ([0-9.]+) s \(([0-9.]+) t\/s.*/| $np | $sys | $n | \3 | \4 | \5 | \1 \/ \2 |/"
+            dec=$(grep "decode-only steps" "$tmp/err.txt" | sed -E 's/.*\(([0-9.]+) t\/s, ([0-9.]+) ms per step\).*/\1 (\2)/')
+            echo "$line" | sed -E "s/.*prompt tokens: ([0-9]+) evaluated, ([0-9]+) reused; ([0-9]+) tokens generated in ([0-9.]+) s \(([0-9.]+) t\/s.*/| $np | $sys | $n | \3 | \4 | \5 | \1 \/ \2 | ${dec:-} |/"
         fi
         rm -f "$tmp/out.jsonl"
     done
