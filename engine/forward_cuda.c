@@ -513,12 +513,16 @@ done:
 
 /* --- forward pass -------------------------------------------------------------------------------- */
 
-/* y[n][rows] = W . x[n][k]: more tokens than a matvec takes go through the tensor-core GEMM
- * (x rounded to f16) where it handles the weight type, split along k when the tokens are too few
+/* y[n][rows] = W . x[n][k]: more than MM_MATVEC_N tokens go through the tensor-core GEMM (x
+ * rounded to f16) where it handles the weight type, split along k when the tokens are too few
  * to fill the GPU (batched decode, pipeline micro-batches), else through matvecs of up to
- * MATVEC_MAX_N tokens. */
+ * MATVEC_MAX_N tokens. The matvec does its FMAs on the CUDA cores: at 14336x4096 Q4_0 it takes
+ * ~17 us for one token, ~60 for 4 and ~98 for 8, while the split GEMM takes ~60 for any count up
+ * to 64 (kernel lab, PERF-LOG runs 2 and 8). */
+enum { MM_MATVEC_N = 4 };
+
 static int mm(part *p, const dweight *w, const float *x, float *y, int n, char *err, size_t err_size) {
-    if (n > MATVEC_MAX_N && !w->plain && gemm_supported(w->type)) {
+    if (n > MM_MATVEC_N && !w->plain && gemm_supported(w->type)) {
         DEV_TRY(paged_to_f16(p->xh, x, (int64_t)n * w->k, p->st));
         DEV_TRY(gemm_f16_split(y, w->w, w->type, p->xh, w->rows, w->k, n, p->gemm_scratch, p->gemm_scratch_bytes,
                                p->st));
