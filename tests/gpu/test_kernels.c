@@ -445,6 +445,7 @@ static void test_gemm_split_graph(gen_rng *r, uint32_t t) {
     cudaError_t e = e1 != cudaSuccess ? e1 : e2;
     if (e == cudaSuccess) e = cudaGraphInstantiate(&exec, graph, 0);
     int ok = e == cudaSuccess, guard = 1, replays = 0;
+    int64_t n_diff = 0, n_nan = 0;
     for (int rep = 0; rep < 3 && ok; rep++, replays++) {
         for (int64_t i = 0; i < n * ka; i++) xa[i] = quant_f32_to_f16((float)gen_uniform(r, -1, 1));
         for (int64_t i = 0; i < n * kb; i++) xb[i] = quant_f32_to_f16((float)gen_uniform(r, -1, 1));
@@ -456,11 +457,19 @@ static void test_gemm_split_graph(gen_rng *r, uint32_t t) {
         CUDA_CHECK(gemm_f16_split(eb, wbr, t, sxb, rb, kb, n, scr, sb, 0));
         guard = guard && dev_download(ga, ya, n * ra) && dev_download(gb, yb, n * rb) &&
                 dev_download(ha, ea, n * ra) && dev_download(hb, eb, n * rb);
-        ok = guard && memcmp(ga, ha, sizeof(float) * (size_t)(n * ra)) == 0 &&
-             memcmp(gb, hb, sizeof(float) * (size_t)(n * rb)) == 0 && ga[0] == ga[0] && gb[n * rb - 1] == gb[n * rb - 1];
+        n_diff = n_nan = 0;
+        for (int64_t i = 0; i < n * ra; i++) {
+            n_diff += memcmp(&ga[i], &ha[i], sizeof(float)) != 0;
+            n_nan += ga[i] != ga[i];
+        }
+        for (int64_t i = 0; i < n * rb; i++) {
+            n_diff += memcmp(&gb[i], &hb[i], sizeof(float)) != 0;
+            n_nan += gb[i] != gb[i];
+        }
+        ok = guard && n_diff == 0 && n_nan == 0;
     }
-    CHECK(ok, name, "%s, guard %s, replay %d differs from the eager calls (or NaN)", cudaGetErrorString(e),
-          guard ? "ok" : "overwritten", replays);
+    CHECK(ok, name, "%s, guard %s, replay %d: %lld values differ from the eager calls, %lld NaN",
+          cudaGetErrorString(e), guard ? "ok" : "overwritten", replays, (long long)n_diff, (long long)n_nan);
     if (exec) CUDA_CHECK(cudaGraphExecDestroy(exec));
     if (graph) CUDA_CHECK(cudaGraphDestroy(graph));
     CUDA_CHECK(cudaStreamDestroy(st));
