@@ -547,7 +547,8 @@ static void md_row(const bench_result *r, const bool *show) {
     snprintf(cell[COL_MEDIAN], sizeof cell[0], "%.2f", r->median_ts);
     if (r->gbps >= 0) {
         snprintf(cell[COL_GBPS], sizeof cell[0], "%.2f", r->gbps);
-        snprintf(cell[COL_ROOF], sizeof cell[0], "%.1f%%", r->roofline_pct);
+        if (r->roofline_pct >= 0) snprintf(cell[COL_ROOF], sizeof cell[0], "%.1f%%", r->roofline_pct);
+        else cell[COL_ROOF][0] = 0;
     } else {
         cell[COL_GBPS][0] = cell[COL_ROOF][0] = 0;
     }
@@ -610,7 +611,7 @@ static int record_fields(const bench_result *r, const char *commit, bench_field 
     F("gbps", r->gbps);
     f[k - 1].null = r->gbps < 0;
     F("roofline_pct", r->roofline_pct);
-    f[k - 1].null = r->gbps < 0;
+    f[k - 1].null = r->gbps < 0 || r->roofline_pct < 0;
     F("bw_ceiling_gbps", r->bw);
 #undef S
 #undef I
@@ -775,6 +776,10 @@ static int measure_ceiling(const bench_opts *o, const char *backend, int device,
         fprintf(stderr, "bandwidth ceiling = %.2f GB/s (device %d copy of %zu MiB, read + written; median of %d, "
                 "range %.2f-%.2f)\n", r.gbps, device, r.bytes >> 20, r.reps, r.gbps_min, r.gbps_max);
         *bw = r.gbps;
+        return 0;
+    }
+    if (strchr(backend, '+')) {  /* partial offload: no single memory to measure; no roofline */
+        *bw = 0;
         return 0;
     }
     if (strcmp(backend, "CPU")) {
@@ -947,7 +952,7 @@ int cli_bench(int argc, char **argv) {
             double bytes = (double)m->weight_bytes +
                            (double)kv_bytes_per_pos(&m->hp, engine_kv_elem_bytes(br.e)) * ((double)t->depth + (double)(t->n_gen + 1) / 2);
             r.gbps = bytes * r.avg_ts / 1e9;
-            r.roofline_pct = 100.0 * r.gbps / bw;
+            r.roofline_pct = r.bw > 0 ? 100.0 * r.gbps / r.bw : -1;
         }
         print_record(&r, commit, o.output, i == 0, show_md);
     }

@@ -20,4 +20,17 @@ check "gpu cli: -dev 0 -ngl 99 gives the same text" cmp -s "$TMP/gpu.txt" "$TMP/
 "$MGI" -m "$F32" -p "Once upon a time" -n 24 --temp 0 -ngl 2 >"$TMP/ngl2.txt" 2>"$TMP/ngl2.err"
 check "gpu cli: -ngl 2 (2 of 4 layers on the GPU) gives the same text" cmp -s "$TMP/gpu.txt" "$TMP/ngl2.txt"
 expect_error "gpu cli: -dev 99 is refused" 1 "$MGI" -m "$F32" -p hi -n 2 -dev 99
+"$MGI" bench -m "$F32" -p 16 -n 8 -r 1 -ngl 2 >"$TMP/bench-ngl.txt" 2>&1
+check "gpu cli: bench with partial offload (-ngl 2) runs on CPU+CUDA" grep -q "CPU+CUDA" "$TMP/bench-ngl.txt"
+if [ "$("$MGI" devices 2>/dev/null | grep -cE '^[0-9]+ ')" -ge 2 ]; then
+    "$MGI" info "$F32" -sm row -c 128 >"$TMP/plan.txt" 2>&1
+    check "gpu cli: mgi info -sm row plans both devices" grep -q "plan: -sm row on 2 devices" "$TMP/plan.txt"
+    "$MGI" bench -m "$F32" -p 16 -n 8 -r 1 -sm layer,row >"$TMP/bench-sm.txt" 2>"$TMP/bench-sm.err"
+    check "gpu cli: bench -sm layer,row reports each device's time share" \
+        test "$(grep -c 'time share' "$TMP/bench-sm.err")" -ge 2
+    "$MGI" -m "$F32" -p "Once upon a time" -n 24 --temp 0 -sm row -ts 1,1 >"$TMP/row.txt" 2>/dev/null
+    check "gpu cli: -sm row -ts 1,1 gives the same text" cmp -s "$TMP/gpu.txt" "$TMP/row.txt"
+else
+    echo "SKIP gpu cli: split flags: fewer than 2 CUDA devices"
+fi
 e2e_done
