@@ -48,10 +48,10 @@ static cudaError_t gemm_launch(float *y, const uint8_t *w, uint32_t wtype, const
     const dim3 grid((unsigned)((rows + GEMM_ROWS - 1) / GEMM_ROWS), (unsigned)((n + GEMM_TOKS - 1) / GEMM_TOKS),
                     (unsigned)slices);
     switch (wtype) {
-    case QUANT_Q4_0: return pdl_launch_as(0, gemm_v1<QUANT_Q4_0>, grid, dim3(256), 0, stream, y, w, x, rows, k, n, cps);
-    case QUANT_Q4_K: return pdl_launch_as(0, gemm_v1<QUANT_Q4_K>, grid, dim3(256), 0, stream, y, w, x, rows, k, n, cps);
-    case QUANT_Q6_K: return pdl_launch_as(0, gemm_v1<QUANT_Q6_K>, grid, dim3(256), 0, stream, y, w, x, rows, k, n, cps);
-    default: return pdl_launch_as(0, gemm_v1<QUANT_Q8_0>, grid, dim3(256), 0, stream, y, w, x, rows, k, n, cps);
+    case QUANT_Q4_0: return pdl_launch(gemm_v1<QUANT_Q4_0>, grid, dim3(256), 0, stream, y, w, x, rows, k, n, cps);
+    case QUANT_Q4_K: return pdl_launch(gemm_v1<QUANT_Q4_K>, grid, dim3(256), 0, stream, y, w, x, rows, k, n, cps);
+    case QUANT_Q6_K: return pdl_launch(gemm_v1<QUANT_Q6_K>, grid, dim3(256), 0, stream, y, w, x, rows, k, n, cps);
+    default: return pdl_launch(gemm_v1<QUANT_Q8_0>, grid, dim3(256), 0, stream, y, w, x, rows, k, n, cps);
     }
 }
 
@@ -85,5 +85,5 @@ extern "C" cudaError_t gemm_f16_split(float *y, const void *w, uint32_t wtype, c
     const int64_t total = (int64_t)n * rows;
     int64_t blocks = (total + 255) / 256;
     if (blocks > 4096) blocks = 4096;
-    return pdl_launch_as(0, gemm_sum, dim3((unsigned)blocks), dim3(256), 0, stream, y, (const float *)part, s, total);
+    return pdl_launch(gemm_sum, dim3((unsigned)blocks), dim3(256), 0, stream, y, (const float *)part, s, total);
 }

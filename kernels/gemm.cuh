@@ -11,10 +11,7 @@
  *   split-K (small n, where rows/128 x n/64 blocks leave most SMs idle): blockIdx.z takes a
  *       slice of cps chunks and writes its partial tile to its own [n][rows] plane; gemm_sum adds
  *       the planes in slice order, so the result is the same on every run.
- * PDL (pdl.cuh): the kernels are written for it (the first chunk's weights loaded before
- *       pdl_wait, X and the output after) but gemm.cu launches them without the attribute, fully
- *       ordered: with it, a graph of two split GEMMs sharing one scratch once replayed to bits
- *       other than the eager calls' (test_kernels, PERF-LOG run 9); not explained yet. */
+ * PDL (pdl.cuh): the first chunk's weights are loaded before pdl_wait, X and the output after. */
 #ifndef MGI_KERNELS_GEMM_CUH
 #define MGI_KERNELS_GEMM_CUH
 

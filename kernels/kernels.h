@@ -13,7 +13,7 @@
 extern "C" {
 #endif
 
-/* Every decode-step kernel (matvec, the small ops, embed, argmax, paged.h's decode kernels) is
+/* Every decode-step kernel (matvec, gemm, the small ops, embed, argmax, paged.h's decode kernels) is
  * launched with programmatic dependent launch (sm_90): it may start while the previous kernel
  * of the stream finishes, and waits for it on the device before touching its data
  * (kernels/pdl.cuh has the rules). Matvec weights are read before that wait, so a matvec must
@@ -67,8 +67,8 @@ cudaError_t gemm_f16(float *y, const void *w, uint32_t wtype, const uint16_t *x,
  * gemm_f16_scratch_bytes is the scratch for the full split on the current device, 0 when the
  * shape needs none; it is not monotonic in rows or k, so size the buffer as the largest value
  * over the matrices it will serve (always below SMs x 128 KB, 17.3 MB on 132 SMs). With less scratch the split uses the slices that fit, with no
- * room for 2 (or scratch NULL) it runs gemm_f16. The GEMM kernels launch without PDL, fully
- * ordered after the previous kernel (gemm.cuh says why). */
+ * room for 2 (or scratch NULL) it runs gemm_f16. Both kernels launch with PDL (kernels_use_pdl),
+ * as does gemm_f16: weights are read before waiting on the previous kernel. */
 size_t gemm_f16_scratch_bytes(int64_t rows, int64_t k, int n);
 cudaError_t gemm_f16_split(float *y, const void *w, uint32_t wtype, const uint16_t *x, int64_t rows, int64_t k,
                            int n, void *scratch, size_t scratch_bytes, cudaStream_t stream);

@@ -225,6 +225,7 @@ static void test_chain(gen_rng *r, uint32_t tgu, uint32_t tdn) {
         chain_fill(r, x0, d, (int64_t)per * CHAIN_ROUNDS);
         CUDA_CHECK(cudaMemcpy(dx, x0, sizeof(float) * per * CHAIN_ROUNDS, cudaMemcpyHostToDevice));
         CUDA_CHECK(cudaMemcpy(dd, d, sizeof(float) * per * CHAIN_ROUNDS, cudaMemcpyHostToDevice));
+        CUDA_CHECK(cudaDeviceSynchronize());  /* pageable copies may return before they land */
         cudaError_t e = cudaSuccess;
         if (pass == 1) CUDA_CHECK(cudaStreamBeginCapture(st, cudaStreamCaptureModeThreadLocal));
         if (pass < 2) {
@@ -451,6 +452,9 @@ static void test_gemm_split_graph(gen_rng *r, uint32_t t) {
         for (int64_t i = 0; i < n * kb; i++) xb[i] = quant_f32_to_f16((float)gen_uniform(r, -1, 1));
         CUDA_CHECK(cudaMemcpy(sxa, xa, xab, cudaMemcpyHostToDevice));
         CUDA_CHECK(cudaMemcpy(sxb, xb, xbb, cudaMemcpyHostToDevice));
+        /* a copy from pageable memory may return before its DMA lands, and the graph's stream
+         * does not wait for the legacy stream's work */
+        CUDA_CHECK(cudaDeviceSynchronize());
         CUDA_CHECK(cudaGraphLaunch(exec, st));
         CUDA_CHECK(cudaStreamSynchronize(st));
         CUDA_CHECK(gemm_f16_split(ea, wa, t, sxa, ra, ka, n, scr, sb, 0));
