@@ -242,6 +242,20 @@ done:
 
 static int by_name(const void *a, const void *b) { return strcmp(*(char *const *)a, *(char *const *)b); }
 
+/* Teacher-forced logits of tokens[0..n) (every row) on a fresh engine; NULL with err. */
+static inline float *golden_eval_all(const char *model, engine_params ep, const int32_t *tokens, int n, char *err,
+                                     size_t es) {
+    engine *e = NULL;
+    if (engine_load(&e, model, &ep, err, es)) return NULL;
+    float *out = malloc((size_t)n * (size_t)engine_n_vocab(e) * sizeof *out);
+    if (out && engine_eval(e, tokens, n, 0, out, 1, err, es)) {
+        free(out);
+        out = NULL;
+    }
+    engine_free(e);
+    return out;
+}
+
 /* Every case of ../shared/golden/llama (in name order) with these engine parameters; `backend`
  * is the engine_backend() name the cases must run on. */
 static inline void golden_run_all(const engine_params *ep, const char *label, const char *backend) {

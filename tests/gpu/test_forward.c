@@ -56,19 +56,6 @@ static void test_oom(void) {
     unlink(model);
 }
 
-/* Teacher-forced logits of tokens[0..n) (every row) on a fresh engine. */
-static float *eval_all(const char *model, engine_params ep, const int32_t *tokens, int n, char *err, size_t es) {
-    engine *e = NULL;
-    if (engine_load(&e, model, &ep, err, es)) return NULL;
-    float *out = malloc((size_t)n * (size_t)engine_n_vocab(e) * sizeof *out);
-    if (out && engine_eval(e, tokens, n, 0, out, 1, err, es)) {
-        free(out);
-        out = NULL;
-    }
-    engine_free(e);
-    return out;
-}
-
 static void test_vs_cpu(const char *shape, const char *quant) {
     const char *model = make_model(shape, quant);
     if (!model) return;
@@ -83,10 +70,10 @@ static void test_vs_cpu(const char *shape, const char *quant) {
     }
     engine_params cpu = engine_default_params();
     cpu.n_threads = 16;
-    float *ref = eval_all(model, cpu, tokens, N, err, sizeof err);
+    float *ref = golden_eval_all(model, cpu, tokens, N, err, sizeof err);
     snprintf(name, sizeof name, "gpu vs cpu %s %s: CPU eval", shape, quant);
     if (!CHECK(ref != NULL, name, "%s", err)) goto out;
-    float *got = eval_all(model, gpu_params(), tokens, N, err, sizeof err);
+    float *got = golden_eval_all(model, gpu_params(), tokens, N, err, sizeof err);
     snprintf(name, sizeof name, "gpu vs cpu %s %s: GPU eval", shape, quant);
     if (CHECK(got != NULL, name, "%s", err)) {
         int32_t n_vocab = 32000;

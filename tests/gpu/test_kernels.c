@@ -55,6 +55,32 @@ static int dev_download(float *h, const float *d, int64_t n) {
     return ok;
 }
 
+/* The f64 reference of Y[n][rows] = W . X[n][k] (W in GGUF layout), or NULL with err. */
+static double *matvec_ref(uint32_t t, const void *w, const float *x, int64_t rows, int64_t k, int n, char *err,
+                          size_t es) {
+    double *ref = malloc(sizeof(double) * (size_t)(n * rows));
+    float *row = malloc(sizeof(float) * (size_t)k);
+    for (int64_t i = 0; ref && row && i < rows; i++) {
+        if (quant_dequant_row(t, (const uint8_t *)w + i * quant_row_bytes(t, k), row, k, err, es)) {
+            free(ref);
+            ref = NULL;
+            break;
+        }
+        for (int c = 0; c < n; c++) {
+            double s = 0;
+            for (int64_t j = 0; j < k; j++) s += (double)row[j] * x[c * k + j];
+            ref[c * rows + i] = s;
+        }
+    }
+    if (!row && ref) {
+        snprintf(err, es, "out of memory");
+        free(ref);
+        ref = NULL;
+    }
+    free(row);
+    return ref;
+}
+
 static void test_matvec(gen_rng *r, uint32_t t, int64_t rows, int64_t k, int n, int xh) {
     char name[128], err[256];
     snprintf(name, sizeof name, "matvec %s %lldx%lld n=%d x=%s", quant_type_name(t), (long long)rows,
@@ -69,18 +95,10 @@ static void test_matvec(gen_rng *r, uint32_t t, int64_t rows, int64_t k, int n, 
         xh16[i] = quant_f32_to_f16(x[i]);
         if (xh) x[i] = quant_f16_to_f32(xh16[i]);
     }
-    double *ref = malloc(sizeof(double) * (size_t)(n * rows));
-    float *row = malloc(sizeof(float) * (size_t)k);
-    for (int64_t i = 0; i < rows; i++) {
-        if (quant_dequant_row(t, (const uint8_t *)w + i * quant_row_bytes(t, k), row, k, err, sizeof err)) {
-            CHECK(0, name, "reference: %s", err);
-            return;
-        }
-        for (int c = 0; c < n; c++) {
-            double s = 0;
-            for (int64_t j = 0; j < k; j++) s += (double)row[j] * x[c * k + j];
-            ref[c * rows + i] = s;
-        }
+    double *ref = matvec_ref(t, w, x, rows, k, n, err, sizeof err);
+    if (!ref) {
+        CHECK(0, name, "reference: %s", err);
+        return;
     }
     size_t rb = matvec_repacked_bytes(t, rows, k);
     void *dw = dev_upload(w, wb), *dr = dev_alloc(rb);
@@ -94,7 +112,7 @@ static void test_matvec(gen_rng *r, uint32_t t, int64_t rows, int64_t k, int n, 
     CHECK(e == cudaSuccess && guard && rel < 1e-4, name, "%s, guard %s, rel err %.3g (budget 1e-4)",
           cudaGetErrorString(e), guard ? "ok" : "overwritten", rel);
     CUDA_CHECK(cudaFree(dw)); CUDA_CHECK(cudaFree(dr)); CUDA_CHECK(cudaFree(dx)); CUDA_CHECK(cudaFree(dy));
-    free(w); free(x); free(xh16); free(ref); free(row); free(y);
+    free(w); free(x); free(xh16); free(ref); free(y);
 }
 
 /* matvec_f32_swiglu: X = silu(g) * u from strided rows (as a stacked gate/up matvec leaves them),
@@ -115,18 +133,10 @@ static void test_matvec_swiglu(gen_rng *r, uint32_t t, int64_t rows, int64_t k, 
             float a = gu[g0 + c * stride + j];
             x[c * k + j] = a / (1.0f + expf(-a)) * gu[u0 + c * stride + j];
         }
-    double *ref = malloc(sizeof(double) * (size_t)(n * rows));
-    float *row = malloc(sizeof(float) * (size_t)k);
-    for (int64_t i = 0; i < rows; i++) {
-        if (quant_dequant_row(t, (const uint8_t *)w + i * quant_row_bytes(t, k), row, k, err, sizeof err)) {
-            CHECK(0, name, "reference: %s", err);
-            return;
-        }
-        for (int c = 0; c < n; c++) {
-            double s = 0;
-            for (int64_t j = 0; j < k; j++) s += (double)row[j] * x[c * k + j];
-            ref[c * rows + i] = s;
-        }
+    double *ref = matvec_ref(t, w, x, rows, k, n, err, sizeof err);
+    if (!ref) {
+        CHECK(0, name, "reference: %s", err);
+        return;
     }
     void *dw = dev_upload(w, wb), *dr = dev_alloc(matvec_repacked_bytes(t, rows, k));
     CUDA_CHECK(matvec_repack(dr, dw, t, rows, k, 0));
@@ -138,7 +148,7 @@ static void test_matvec_swiglu(gen_rng *r, uint32_t t, int64_t rows, int64_t k, 
     CHECK(e == cudaSuccess && guard && rel < 1e-4, name, "%s, guard %s, rel err %.3g (budget 1e-4)",
           cudaGetErrorString(e), guard ? "ok" : "overwritten", rel);
     CUDA_CHECK(cudaFree(dw)); CUDA_CHECK(cudaFree(dr)); CUDA_CHECK(cudaFree(dgu)); CUDA_CHECK(cudaFree(dy));
-    free(w); free(gu); free(x); free(ref); free(row); free(y);
+    free(w); free(gu); free(x); free(ref); free(y);
 }
 
 /* One FFN block per round, as the decode step chains it: x += d and xn = rmsnorm(x)

@@ -102,19 +102,6 @@ static void test_greedy(const char *model, const char *label) {
     }
 }
 
-/* Teacher-forced logits of every token on a fresh engine. */
-static float *eval_all(const char *model, engine_params ep, const int32_t *tokens, int n, char *err, size_t es) {
-    engine *e = NULL;
-    if (engine_load(&e, model, &ep, err, es)) return NULL;
-    float *out = malloc((size_t)n * (size_t)engine_n_vocab(e) * sizeof *out);
-    if (out && engine_eval(e, tokens, n, 0, out, 1, err, es)) {
-        free(out);
-        out = NULL;
-    }
-    engine_free(e);
-    return out;
-}
-
 static double mean_kld(const float *a, const float *b, int rows, int n_vocab) {
     double k = 0;
     for (int r = 0; r < rows; r++) k += kl_div(a + (size_t)r * n_vocab, b + (size_t)r * n_vocab, n_vocab);
@@ -165,7 +152,7 @@ static void test_logits(const char *shape, const char *quant) {
         s = s * 6364136223846793005ULL + 1442695040888963407ULL;
         tokens[i] = 3 + (int32_t)((s >> 33) % 31000);
     }
-    float *ref = eval_all(path, one_gpu(), tokens, N, err, sizeof err);
+    float *ref = golden_eval_all(path, one_gpu(), tokens, N, err, sizeof err);
     float *bref = batch_decode(path, one_gpu(), tokens, err, sizeof err);
     if (CHECK(ref && bref, "split: one GPU reference logits", "%s %s: %s", shape, quant, err)) {
         engine *e = NULL;
@@ -180,7 +167,7 @@ static void test_logits(const char *shape, const char *quant) {
                 continue;
             }
             engine_params ep = case_params(&cases[c], n_layer);
-            float *got = eval_all(path, ep, tokens, N, err, sizeof err);
+            float *got = golden_eval_all(path, ep, tokens, N, err, sizeof err);
             if (CHECK(got != NULL, name, "%s", err)) {
                 double k = mean_kld(ref, got, N, 32000);
                 snprintf(name, sizeof name, "split %s %s %s: %d tokens teacher-forced, mean KLD %.3g <= 5e-4 vs one "
