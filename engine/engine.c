@@ -2,6 +2,7 @@
  * keeps the paged KV bookkeeping of every sequence and runs forward passes over batches of
  * tokens on the backend that holds the weights (the CPU reference, or the GPU backend the caller
  * passes in engine_params). */
+#include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -98,6 +99,52 @@ static uint64_t model_hash(const gguf_ctx *g) {
 
 /* --- load ---------------------------------------------------------------------------------------- */
 
+/* A device's name and free memory: its free memory needs a context on it, a few hundred ms
+ * each, so the devices are asked at once, and only those the flags can use (-dev, or the main
+ * GPU of -sm none); the others keep a zero entry the planner never reads. */
+typedef struct {
+    const engine_gpu_backend *gpu;
+    int i, rc;
+    engine_device_info *info;
+    char err[256];
+} query_job;
+
+static void *query_main(void *arg) {
+    query_job *j = arg;
+    j->rc = j->gpu->query(j->i, j->info, j->err, sizeof j->err);
+    return NULL;
+}
+
+static int query_devices(const engine_params *p, int n_dev, engine_device_info *devs, char *err, size_t err_size) {
+    const engine_split *sp = &p->split;
+    query_job jobs[ENGINE_MAX_DEVICES];
+    pthread_t th[ENGINE_MAX_DEVICES];
+    int started[ENGINE_MAX_DEVICES] = {0}, wanted[ENGINE_MAX_DEVICES] = {0};
+    for (int k = 0; k < sp->n_devices && k < ENGINE_MAX_DEVICES; k++)
+        if (sp->devices[k] >= 0 && sp->devices[k] < n_dev) wanted[sp->devices[k]] = 1;
+    if (!sp->n_devices && sp->split_mode == ENGINE_SPLIT_NONE && sp->main_gpu >= 0 && sp->main_gpu < n_dev)
+        wanted[sp->main_gpu] = 1;
+    int any = 0;
+    for (int i = 0; i < n_dev; i++) any |= wanted[i];
+    for (int i = 0; i < n_dev; i++) {
+        memset(&devs[i], 0, sizeof devs[i]);
+        devs[i].index = i;
+        jobs[i] = (query_job){.gpu = p->gpu, .i = i, .info = &devs[i]};
+        if (any && !wanted[i]) continue;
+        if (!pthread_create(&th[i], NULL, query_main, &jobs[i])) started[i] = 1;
+        else query_main(&jobs[i]);
+    }
+    int rc = 0;
+    for (int i = 0; i < n_dev; i++) {
+        if (started[i]) pthread_join(th[i], NULL);
+        if (jobs[i].rc && !rc) {
+            snprintf(err, err_size, "%s", jobs[i].err);
+            rc = -1;
+        }
+    }
+    return rc;
+}
+
 /* The GPU part of engine_load: the plan from the flags and the devices, then the CUDA backend for
  * the plan's layers, chained after a CPU stage for the first layers when -ngl leaves some there.
  * 0, or -1 with *rc and the message set. */
@@ -107,8 +154,7 @@ static int load_gpu(engine *e, const engine_params *p, int n_dev, int32_t n_cell
     engine_device_info devs[ENGINE_MAX_DEVICES];
     if (n_dev > ENGINE_MAX_DEVICES) n_dev = ENGINE_MAX_DEVICES;
     *rc = ENGINE_ERUNTIME;
-    for (int i = 0; i < n_dev; i++)
-        if (p->gpu->query(i, &devs[i], err, err_size)) return -1;
+    if (query_devices(p, n_dev, devs, err, err_size)) return -1;
     int pr = engine_plan_make(&e->plan, &e->model, &p->split, devs, n_dev, n_cells, e->n_batch, err, err_size);
     if (pr) {
         *rc = ENGINE_EPARAM;  /* bad flags, or a plan that does not fit: the flags can fix both */
