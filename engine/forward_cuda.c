@@ -101,7 +101,6 @@ typedef struct forward_cuda forward_cuda;
 /* One device's share of the model. */
 typedef struct {
     forward_cuda *f;
-    int idx;            /* index in f->p[] (the NCCL rank) */
     int dev;
     char dev_name[256];
     cudaStream_t st;
@@ -174,7 +173,6 @@ struct forward_cuda {
     int broken;         /* an NCCL failure or timeout: the communicators are gone */
     int prof;           /* collecting split statistics */
     double prof_wall_ms;
-    char name[32];
 };
 
 #define DEV_TRY(call) CUDA_TRY(call, err, err_size)
@@ -1345,7 +1343,6 @@ static void *cuda_create(const llama_model *m, const engine_plan *plan, int32_t 
     for (int i = 0; i < f->n_part; i++) {
         part *p = &f->p[i];
         p->f = f;
-        p->idx = i;
         p->dev = plan->dev[i];
         int row = f->split == ENGINE_SPLIT_ROW;
         p->l0 = row || f->n_part == 1 ? f->l0 : plan->layer0[i];
@@ -1416,7 +1413,6 @@ static void *cuda_create(const llama_model *m, const engine_plan *plan, int32_t 
             goto fail;
         }
     }
-    snprintf(f->name, sizeof f->name, "CUDA");
     return f;
 fail:
     cuda_free(f);
