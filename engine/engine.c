@@ -238,8 +238,9 @@ int engine_load(engine **out, const char *path, const engine_params *p, char *er
         goto fail;
     }
     /* Each sequence holds at most ceil(n_ctx_seq / page) pages, so n_ctx / page plus one page per
-     * sequence never runs out, however the sequences share. */
-    int64_t n_pages = (n_ctx + ENGINE_KV_PAGE - 1) / ENGINE_KV_PAGE + n_seq;
+     * sequence never runs out, however the sequences share (engine_plan_cells, which `mgi info`
+     * plans with too). */
+    int64_t n_cells64 = engine_plan_cells(n_ctx, n_seq), n_pages = n_cells64 / ENGINE_KV_PAGE;
     e->n_batch = p->n_batch < n_ctx ? p->n_batch : (int32_t)n_ctx;
     rc = ENGINE_ERUNTIME;
     if (kvcache_init(&e->kv, (int32_t)n_pages, n_seq, e->n_ctx_seq, err, err_size)) goto fail;
@@ -262,13 +263,13 @@ int engine_load(engine **out, const char *path, const engine_params *p, char *er
     /* The GPU backend when one is passed, has a device and -ngl allows it; else the CPU. */
     char why[256] = "";
     int n_dev = p->gpu && p->split.n_gpu_layers != 0 ? p->gpu->n_devices(why, sizeof why) : 0;
-    int32_t n_cells = (int32_t)n_pages * ENGINE_KV_PAGE;
+    int32_t n_cells = (int32_t)n_cells64;
     if (n_dev > 0) {
         if (load_gpu(e, p, n_dev, n_cells, &rc, err, err_size)) goto fail;
     } else {
         e->ops = &forward_cpu_ops;
         /* The f32 cache lives in host memory: refuse, with the -c that fits, before allocating. */
-        if (llama_kv_check(hp, n_pages * ENGINE_KV_PAGE, sizeof(float), 0, err, err_size)) goto fail;
+        if (llama_kv_check(hp, n_cells, sizeof(float), 0, err, err_size)) goto fail;
         if (!(e->be = forward_cpu_new(&e->model, 0, hp->n_layer, n_cells, e->n_batch, e->n_ctx_seq, p->n_threads,
                                       err, err_size)))
             goto fail;
