@@ -921,7 +921,6 @@ int cli_bench(int argc, char **argv) {
         format_split(&o.ts[t->ts], r.ts, sizeof r.ts);
         /* A split run reports each device's share of the time computing and in NCCL. */
         int n_dev = engine_split_stats(br.e, 1, NULL, 0);
-        if (n_dev == 1) engine_split_stats(br.e, 0, NULL, 0);
         /* A row split reads every device's share of the weights at once: its roofline is the
          * sum of the devices' bandwidths (a layer split reads them one device after another). */
         if (n_dev > 1 && t->split_mode == SM_ROW) r.bw = bw * n_dev;

@@ -90,7 +90,8 @@ const char *engine_backend(const engine *e);
  * weights, KV cache and memory, for the load log; "" on the CPU backend. */
 void engine_describe(const engine *e, char *buf, size_t size);
 /* Per-device time shares of the passes between a call with start != 0 and one with start == 0
- * (which fills out[0..max)); the number of devices, 0 on the CPU backend. */
+ * (which fills out[0..max)); the number of devices, 0 on the CPU backend. With one device a
+ * start collects nothing and needs no stop. */
 int engine_split_stats(engine *e, int start, engine_dev_share *out, int max);
 /* Bytes of one K or V value in the backend's cache (4 on the CPU, 2 for the f16 CUDA cache). */
 int engine_kv_elem_bytes(const engine *e);

@@ -1419,11 +1419,12 @@ fail:
     return NULL;
 }
 
-/* Split statistics: start resets and turns them on (events around every segment and NCCL call,
- * a little host time per pass); otherwise they stop and out[i] gets device i's share of the
+/* Split statistics: start resets and turns them on for a split (events around every segment and
+ * NCCL call, a little host time per pass; one device collects nothing); otherwise they stop and out[i] gets device i's share of the
  * passes' wall time computing and inside NCCL calls. Returns the number of devices. */
 static int cuda_stats(void *self, int start, engine_dev_share *out, int max) {
     forward_cuda *f = self;
+    if (start && f->n_part == 1) return 1;  /* nothing to share out: no events, no cost */
     if (start) {
         for (int i = 0; i < f->n_part; i++) {
             part *p = &f->p[i];
