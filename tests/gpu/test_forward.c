@@ -14,6 +14,7 @@
 
 #include "engine/forward_cuda.h"
 #include "tests/golden.h"
+#include "tests/gpu/models.h"
 
 static engine_params gpu_params(void) {
     engine_params ep = engine_default_params();
@@ -22,27 +23,11 @@ static engine_params gpu_params(void) {
     return ep;
 }
 
-/* A synthetic model from mkmodel in $TMPDIR with a training context of ctx; the path, or NULL
- * (with a FAIL printed). */
-static const char *make_model_ctx(const char *shape, const char *quant, int ctx) {
-    static char path[8][512];
-    static int k;
-    char *p = path[k++ & 7], cmd[1400];
-    const char *tmp = getenv("TMPDIR");
-    const char *build = getenv("BUILD");
-    snprintf(p, sizeof path[0], "%s/mgi-test-%s-%s-%d.gguf", tmp && *tmp ? tmp : "/tmp", shape, quant, (int)getpid());
-    snprintf(cmd, sizeof cmd, "%s/scripts/mkmodel --shape %s --quant %s --ctx %d -o %s >/dev/null",
-             build && *build ? build : "build", shape, quant, ctx, p);
-    char name[128];
-    snprintf(name, sizeof name, "mkmodel %s %s", shape, quant);
-    return CHECK(system(cmd) == 0, name, "failed: %s", cmd) ? p : NULL;
-}
-
-static const char *make_model(const char *shape, const char *quant) { return make_model_ctx(shape, quant, 4096); }
+static const char *make_model(const char *shape, const char *quant) { return gpu_make_model(shape, quant, 4096); }
 
 /* A KV cache larger than the device: one message naming the device, the sizes and the flags. */
 static void test_oom(void) {
-    const char *model = make_model_ctx("mini", "q4_0", 1 << 24);
+    const char *model = gpu_make_model("mini", "q4_0", 1 << 24);
     if (!model) return;
     char err[512] = "";
     engine_params ep = gpu_params();
@@ -62,12 +47,7 @@ static void test_vs_cpu(const char *shape, const char *quant) {
     char name[256], err[512];
     enum { N = 64 };
     int32_t tokens[N];
-    uint64_t s = 0x9e3779b97f4a7c15ULL;
-    tokens[0] = 1;
-    for (int i = 1; i < N; i++) {
-        s = s * 6364136223846793005ULL + 1442695040888963407ULL;
-        tokens[i] = 3 + (int32_t)((s >> 33) % 31000);
-    }
+    gpu_random_tokens(tokens, N, 0x9e3779b97f4a7c15ULL);
     engine_params cpu = engine_default_params();
     cpu.n_threads = 16;
     float *ref = golden_eval_all(model, cpu, tokens, N, err, sizeof err);

@@ -11,6 +11,7 @@
 
 #include "engine/forward_cuda.h"
 #include "tests/golden.h"
+#include "tests/gpu/models.h"
 
 static int n_dev;
 
@@ -138,20 +139,12 @@ static float *batch_decode(const char *model, engine_params ep, const int32_t *t
 }
 
 static void test_logits(const char *shape, const char *quant) {
-    char path[512], cmd[1200], err[512], name[256];
-    const char *tmp = getenv("TMPDIR"), *build = getenv("BUILD");
-    snprintf(path, sizeof path, "%s/mgi-split-%s-%s-%d.gguf", tmp && *tmp ? tmp : "/tmp", shape, quant, (int)getpid());
-    snprintf(cmd, sizeof cmd, "%s/scripts/mkmodel --shape %s --quant %s --ctx 4096 -o %s >/dev/null",
-             build && *build ? build : "build", shape, quant, path);
-    if (!CHECK(system(cmd) == 0, "split: mkmodel", "%s", cmd)) return;
+    char err[512], name[256];
+    const char *path = gpu_make_model(shape, quant, 4096);
+    if (!path) return;
     enum { N = 64 };
     int32_t tokens[N];
-    uint64_t s = 0x243f6a8885a308d3ULL;
-    tokens[0] = 1;
-    for (int i = 1; i < N; i++) {
-        s = s * 6364136223846793005ULL + 1442695040888963407ULL;
-        tokens[i] = 3 + (int32_t)((s >> 33) % 31000);
-    }
+    gpu_random_tokens(tokens, N, 0x243f6a8885a308d3ULL);
     float *ref = golden_eval_all(path, one_gpu(), tokens, N, err, sizeof err);
     float *bref = batch_decode(path, one_gpu(), tokens, err, sizeof err);
     if (CHECK(ref && bref, "split: one GPU reference logits", "%s %s: %s", shape, quant, err)) {
