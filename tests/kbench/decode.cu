@@ -181,7 +181,10 @@ static void run_step(lab &L, gen_rng *r, const char *mix) {
     CUDA_CHECK(cudaMemcpy(normw, h.data(), DIM * sizeof(float), cudaMemcpyHostToDevice));
     const float scale = 1.0f / sqrtf((float)HD);
     int launches = 0;
-    auto record = [&](cudaStream_t st, bool fuse) {
+    /* skip: kernel families left out (SK_*), so that step-time differences price each family in
+     * the PDL chain (the results are wrong then; only the time is used) */
+    enum { SK_ROPE = 1, SK_ATTN = 2, SK_NORM = 4, SK_SWIGLU = 8 };
+    auto record = [&](cudaStream_t st, bool fuse, int skip) {
         launches = 0;
         auto go = [&](cudaError_t e) { CUDA_CHECK(e); launches++; };
         go(rmsnorm(xn, x, normw, 1, DIM, 1e-5f, st));
@@ -192,32 +195,35 @@ static void run_step(lab &L, gen_rng *r, const char *mix) {
             for (size_t i = 0; i < (sep_v ? 2u : 1u); i++)
                 go(matvec_f32(m[i].y, m[i].w, m[i].type, xn, m[i].rows, m[i].k, 1, st));
             const float *pv = sep_v ? m[1].y : qk.y + DIM + KV;
-            go(paged_rope_store(q, kc + kv_layer * l, vc + kv_layer * l, qk.y, qk.rows, qk.y + DIM, qk.rows, pv, KV,
+            if (!(skip & SK_ROPE)) go(paged_rope_store(q, kc + kv_layer * l, vc + kv_layer * l, qk.y, qk.rows, qk.y + DIM, qk.rows, pv, KV,
                                 meta, meta + 2, 1, HEADS, KV_HEADS, HD, HD, 500000.0f, st));
-            go(paged_attention(att, q, kc + kv_layer * l, vc + kv_layer * l, meta, meta + 1, meta + 3, n_pages, scratch,
+            if (!(skip & SK_ATTN)) go(paged_attention(att, q, kc + kv_layer * l, vc + kv_layer * l, meta, meta + 1, meta + 3, n_pages, scratch,
                                1, HEADS, KV_HEADS, HD, N_SPLIT, scale, st));
-            launches++; /* the merge pass */
+            if (!(skip & SK_ATTN)) launches++; /* the merge pass */
             go(matvec_f32(o.y, o.w, o.type, att, o.rows, o.k, 1, st));
-            go(paged_add_rmsnorm(x, xn, o.y, normw, 1, DIM, 1e-5f, st));
+            if (!(skip & SK_NORM)) go(paged_add_rmsnorm(x, xn, o.y, normw, 1, DIM, 1e-5f, st));
             go(matvec_f32(gu.y, gu.w, gu.type, xn, gu.rows, gu.k, 1, st));
             if (fuse) {
                 go(matvec_f32_swiglu(dn.y, dn.w, dn.type, gu.y, 2 * FF, gu.y + FF, 2 * FF, dn.rows, dn.k, 1, st));
             } else {
-                go(paged_swiglu(ff, gu.y, 2 * FF, gu.y + FF, 2 * FF, 1, FF, st));
+                if (!(skip & SK_SWIGLU)) go(paged_swiglu(ff, gu.y, 2 * FF, gu.y + FF, 2 * FF, 1, FF, st));
                 go(matvec_f32(dn.y, dn.w, dn.type, ff, dn.rows, dn.k, 1, st));
             }
-            go(paged_add_rmsnorm(x, xn, dn.y, normw, 1, DIM, 1e-5f, st));
+            if (!(skip & SK_NORM)) go(paged_add_rmsnorm(x, xn, dn.y, normw, 1, DIM, 1e-5f, st));
         }
         const mat &out = ls[LAYERS].m[0];
         go(rmsnorm(xn, x, normw, 1, DIM, 1e-5f, st));
         go(matvec_f32(logits, out.w, out.type, xn, out.rows, out.k, 1, st));
         go(argmax(ids, logits, 1, VOCAB, st));
     };
-    struct { const char *what; bool pdl, fuse; } modes[] = {
-        {"no PDL", false, false}, {"PDL", true, false}, {"PDL + SwiGLU in down matvec", true, true}};
+    struct { const char *what; bool pdl, fuse; int skip; } modes[] = {
+        {"no PDL", false, false, 0}, {"PDL", true, false, 0}, {"PDL + SwiGLU in down matvec", true, true, 0},
+        {"PDL, without RoPE/store", true, false, SK_ROPE}, {"PDL, without attention", true, false, SK_ATTN},
+        {"PDL, without add+norm", true, false, SK_NORM}, {"PDL, without SwiGLU", true, false, SK_SWIGLU},
+        {"PDL, matvecs + head only", true, false, SK_ROPE | SK_ATTN | SK_NORM | SK_SWIGLU}};
     for (auto &md : modes) {
         kernels_use_pdl(md.pdl);
-        double ms = time_graph(L, [&](cudaStream_t st) { record(st, md.fuse); });
+        double ms = time_graph(L, [&](cudaStream_t st) { record(st, md.fuse, md.skip); });
         char what[96];
         snprintf(what, sizeof what, "8b %s step, %s", mix, md.what);
         row(L, what, launches, bytes, ms);
