@@ -287,6 +287,11 @@ static void layout_kv(part *p, arena *a) {
     p->kv_v = take(a, n * sizeof(uint16_t));
 }
 
+/* Tokens per paged_attention launch, which its scratch is sized for. */
+static int att_tokens(const forward_cuda *f) {
+    return f->n_batch < ATT_CHUNK ? f->n_batch : ATT_CHUNK;
+}
+
 static void layout_scratch(part *p, arena *a) {
     const forward_cuda *f = p->f;
     const llama_hparams *hp = &f->m->hp;
@@ -303,8 +308,7 @@ static void layout_scratch(part *p, arena *a) {
     p->xh = take(a, B * (widest > nq ? widest : nq) * sizeof(uint16_t));
     p->logits = p->head ? take(a, (size_t)OUT_CHUNK * (size_t)hp->n_vocab * sizeof(float)) : NULL;
     p->d_ids = p->head ? take(a, (size_t)OUT_CHUNK * sizeof(int32_t)) : NULL;
-    int at = f->n_batch < ATT_CHUNK ? f->n_batch : ATT_CHUNK;
-    p->att_scratch = take(a, paged_attention_scratch_bytes(at, p->n_head, hp->head_dim, f->n_split));
+    p->att_scratch = take(a, paged_attention_scratch_bytes(att_tokens(f), p->n_head, hp->head_dim, f->n_split));
     /* gemm_f16_split's bound for any shape: SMs x 128 KiB (kernels.h). */
     p->gemm_scratch_bytes = (size_t)p->n_sm * (128u << 10);
     p->gemm_scratch = take(a, p->gemm_scratch_bytes);
@@ -1233,6 +1237,9 @@ static int part_setup(part *p, progress_sum *ps, char *err, size_t err_size) {
     size_t kv_each = (size_t)(p->l1 - p->l0) * (size_t)f->n_cells * (size_t)p->kv_dim * sizeof(uint16_t);
     DEV_TRY(cudaMemsetAsync(p->kv_k, 0, kv_each, p->st));
     DEV_TRY(cudaMemsetAsync(p->kv_v, 0, kv_each, p->st));
+    /* paged_attention's arrival counters live in its scratch and start at zero (paged.h). */
+    DEV_TRY(cudaMemsetAsync(p->att_scratch, 0, paged_attention_scratch_bytes(att_tokens(f), p->n_head,
+                                                                             hp->head_dim, f->n_split), p->st));
     DEV_TRY(cudaStreamSynchronize(p->st));
     return 0;
 }

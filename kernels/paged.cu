@@ -1,10 +1,13 @@
 /* Kernels of the CUDA engine backend over the paged KV cache (kernels/paged.h). Attention is
  * split-KV (flash-decoding) for every token of a batch, prompt tokens included: block
  * (split, kv head, token) runs an online softmax over its range of the token's positions for the
- * query heads sharing that kv head (K and V read once per group), its 4 warps taking
- * interleaved positions; a second pass merges the splits. A prompt pass of one sequence takes
- * paged_attention_prefill instead: query tiles share each K/V tile, on the tensor cores. The
- * decode-step kernels are launched with programmatic dependent launch (kernels/pdl.cuh). */
+ * query heads sharing that kv head (K and V read once per group). For head_dim % 8 == 0 the range
+ * is walked in tiles of whole pages copied into shared memory with cp.async (double-buffered, so
+ * all of a tile's loads are in flight at once), and the last block of a (token, kv head) to finish
+ * merges the splits; otherwise warps walk positions through the cache and a second pass merges.
+ * A prompt pass of one sequence takes paged_attention_prefill instead: query tiles share each
+ * K/V tile, on the tensor cores. The decode-step kernels are launched with programmatic dependent
+ * launch (kernels/pdl.cuh). */
 #include <math.h>
 #include <cuda_fp16.h>
 #include "kernels/paged.h"
@@ -16,8 +19,16 @@
 #define PA_MAX_G 8    /* query heads per kv head */
 #define PA_MIN_SPLIT 64
 
+/* One record per token (pt_record): the tiled kernel's arrival counters, then the partials
+ * (m, l, o per head and split). A token's counters sit at the same place whatever the launch's
+ * token count, so launches of different sizes can share one scratch (the counters of tokens a
+ * launch does not use stay zero). The untiled kernel lays its partials out over the same bytes. */
+static __host__ __device__ int64_t pt_record(int n_head, int head_dim, int n_split) {
+    return (int64_t)n_head + (int64_t)n_head * n_split * (head_dim + 2);
+}
+
 extern "C" size_t paged_attention_scratch_bytes(int n_tok, int n_head, int head_dim, int n_split) {
-    return (size_t)n_tok * n_head * n_split * (size_t)(head_dim + 2) * sizeof(float);
+    return (size_t)n_tok * (size_t)pt_record(n_head, head_dim, n_split) * sizeof(float);
 }
 
 /* EPL values of a head per lane, contiguous (lane * EPL + i); vector loads when aligned. */
@@ -46,12 +57,10 @@ __device__ __forceinline__ void pa_load(float out[EPL], const uint16_t *row, int
     }
 }
 
-/* Partials per (token, head, split): m, l, then o[head_dim] (unnormalised). Two ways to walk the
- * positions: LP (head_dim % 8 == 0): each warp takes tiles of 32 positions, lane j scores position
- * j for every head of the group from its own K row (16-byte loads, no reductions), then the
- * tile's weights are broadcast by shuffles while lanes accumulate their values of V; otherwise
- * lanes split head_dim and every score is a warp reduction. */
-template <int EPL, bool LP>
+/* Partials per (token, head, split): m, l, then o[head_dim] (unnormalised), for head_dim % 8 != 0
+ * (paged_attn_tile_kernel takes the rest): lanes split head_dim and every score is a warp
+ * reduction. */
+template <int EPL>
 __global__ void __launch_bounds__(PA_WARPS * 32) paged_attn_split_kernel(float *scratch, const float *q,
         const uint16_t *kc, const uint16_t *vc, const int32_t *pos, const int32_t *seq, const int32_t *pages,
         int page_stride, int n_head, int n_kv_head, int head_dim, float scale) {
@@ -81,69 +90,7 @@ __global__ void __launch_bounds__(PA_WARPS * 32) paged_attn_split_kernel(float *
 #pragma unroll
         for (int i = 0; i < EPL; i++) o[h][i] = 0;
     }
-    if constexpr (LP) {
-        __shared__ __align__(16) float qs[PA_MAX_G][256];
-        for (int i = threadIdx.x; i < G * head_dim; i += blockDim.x)
-            qs[i / head_dim][i % head_dim] = q[((int64_t)t * n_head + kvh * G) * hd + i] * scale;
-        __syncthreads();
-        for (int t0 = p0 + 32 * warp; t0 < p1; t0 += 32 * PA_WARPS) {
-            const int p = t0 + lane;
-            const bool valid = p < p1;
-            const int64_t cell = valid ? (int64_t)pt[p / PAGED_PAGE] * PAGED_PAGE + p % PAGED_PAGE : 0;
-            float s[PA_MAX_G];
-#pragma unroll
-            for (int h = 0; h < PA_MAX_G; h++) s[h] = 0;
-            if (valid) {
-                const uint4 *kr = (const uint4 *)(kb + cell * kv_dim);
-#pragma unroll 4
-                for (int c = 0; c < head_dim / 8; c++) {
-                    uint4 kv = __ldg(kr + c);
-                    const uint32_t w[4] = {kv.x, kv.y, kv.z, kv.w};
-                    float kf[8];
-#pragma unroll
-                    for (int i = 0; i < 4; i++) {
-                        float2 f = __half22float2(*(const __half2 *)&w[i]);
-                        kf[2 * i] = f.x;
-                        kf[2 * i + 1] = f.y;
-                    }
-#pragma unroll
-                    for (int h = 0; h < PA_MAX_G; h++) {
-                        if (h >= G) break;
-                        const float4 qa = *(const float4 *)&qs[h][8 * c], qb = *(const float4 *)&qs[h][8 * c + 4];
-                        s[h] = fmaf(qa.x, kf[0], s[h]); s[h] = fmaf(qa.y, kf[1], s[h]);
-                        s[h] = fmaf(qa.z, kf[2], s[h]); s[h] = fmaf(qa.w, kf[3], s[h]);
-                        s[h] = fmaf(qb.x, kf[4], s[h]); s[h] = fmaf(qb.y, kf[5], s[h]);
-                        s[h] = fmaf(qb.z, kf[6], s[h]); s[h] = fmaf(qb.w, kf[7], s[h]);
-                    }
-                }
-            }
-            float pw[PA_MAX_G];
-#pragma unroll
-            for (int h = 0; h < PA_MAX_G; h++) {
-                if (h >= G) break;
-                const float mn = fmaxf(m[h], warp_max(valid ? s[h] : -INFINITY)), corr = __expf(m[h] - mn);
-                pw[h] = valid ? __expf(s[h] - mn) : 0.0f;
-                l[h] = l[h] * corr + warp_sum(pw[h]);
-                m[h] = mn;
-#pragma unroll
-                for (int i = 0; i < EPL; i++) o[h][i] *= corr;
-            }
-            const int nj = min(32, p1 - t0);
-#pragma unroll 4
-            for (int j = 0; j < nj; j++) {
-                const long long cj = __shfl_sync(0xffffffffu, (long long)cell, j);
-                float vf[EPL];
-                pa_load<EPL>(vf, vb + cj * kv_dim, lane, head_dim, vec);
-#pragma unroll
-                for (int h = 0; h < PA_MAX_G; h++) {
-                    if (h >= G) break;
-                    const float pj = __shfl_sync(0xffffffffu, pw[h], j);
-#pragma unroll
-                    for (int i = 0; i < EPL; i++) o[h][i] = fmaf(pj, vf[i], o[h][i]);
-                }
-            }
-        }
-    } else {
+    {
         float qr[PA_MAX_G][EPL];
 #pragma unroll
         for (int h = 0; h < PA_MAX_G; h++)
@@ -235,6 +182,220 @@ __global__ void paged_attn_combine_kernel(float *out, const float *scratch, int 
     }
 }
 
+/* ---- tiled split-KV decode attention (head_dim % 8 == 0) --------------------------------------
+ * Block (split, kv head, token), PT_THREADS threads. The split's positions, a whole number of
+ * pages, are walked in tiles of TP positions (TP divides PAGED_PAGE, so a tile is consecutive
+ * cells of one page); each tile's K and V rows of this kv head are copied into shared memory with
+ * cp.async, the next tile's copy in flight while this one is used (the old kernel waited on one
+ * load after another and spent ~33 us per layer at position 1000). Per tile: scores (thread =
+ * position x group of heads, K rows padded by 8 halves so the 16-byte reads of 8 consecutive rows
+ * hit distinct banks), the online-softmax update (a warp per head), then P.V (thread = dimension,
+ * every head). The partials go to scratch; the last block of the (token, kv head) to arrive,
+ * counted with an atomic, merges the splits in split order (deterministic) and resets the count,
+ * so no second launch is needed. */
+#define PT_THREADS 128
+
+__device__ __forceinline__ void pt_cp16(void *smem, const void *g) {
+    asm volatile("cp.async.cg.shared.global [%0], [%1], 16;" ::"r"((unsigned)__cvta_generic_to_shared(smem)), "l"(g)
+                 : "memory");
+}
+__device__ __forceinline__ void pt_commit() { asm volatile("cp.async.commit_group;" ::: "memory"); }
+template <int N> __device__ __forceinline__ void pt_wait() { asm volatile("cp.async.wait_group %0;" ::"n"(N) : "memory"); }
+
+/* Shared memory of the tiled kernel: K and V tiles [2][TP][head_dim + 8] halves each, Q [G][head_dim]
+ * f32 (pre-scaled), scores / weights [TP][PA_MAX_G], and m, l, correction per head. */
+static size_t pt_smem_bytes(int tp, int head_dim, int G) {
+    return (size_t)4 * tp * (head_dim + 8) * sizeof(uint16_t) + ((size_t)G * head_dim + tp * PA_MAX_G + 3 * PA_MAX_G) * sizeof(float);
+}
+
+template <int TP>
+__global__ void __launch_bounds__(PT_THREADS) paged_attn_tile_kernel(float *out, float *scratch, const float *q,
+        const uint16_t *kc, const uint16_t *vc, const int32_t *pos, const int32_t *seq, const int32_t *pages,
+        int page_stride, int n_head, int n_kv_head, int head_dim, float scale) {
+    constexpr int NPG = PT_THREADS / TP;                      /* thread groups in the score phase */
+    constexpr int HPT = (PA_MAX_G + NPG - 1) / NPG;           /* heads per thread there, at most */
+    extern __shared__ __align__(16) unsigned char pt_smem[];
+    __shared__ int is_last;
+    pdl_trigger(); /* PDL (pdl.cuh): the next kernel may start; this one waits for the last */
+    pdl_wait();
+    const int split = blockIdx.x, kvh = blockIdx.y, t = blockIdx.z, n_split = gridDim.x;
+    const int G = n_head / n_kv_head, tid = threadIdx.x, warp = tid >> 5, lane = tid & 31;
+    const int hd = head_dim, RS = head_dim + 8, cpr = head_dim / 8;
+    const int L = pos[t] + 1;
+    const int chunk = ((L + n_split - 1) / n_split + PAGED_PAGE - 1) / PAGED_PAGE * PAGED_PAGE;
+    const int p0 = split * chunk, p1 = min(L, p0 + chunk);
+    const int64_t kv_dim = (int64_t)n_kv_head * head_dim, parts = (int64_t)n_head * n_split;
+    float *rec = scratch + (int64_t)t * pt_record(n_head, head_dim, n_split);
+    int *count = (int *)rec + kvh;
+    float *ms = rec + n_head, *ls = ms + parts, *os = ls + parts;
+    const int64_t part0 = (int64_t)kvh * G * n_split; /* head h of the group, split s: part0 + h * n_split + s */
+    uint16_t *kt = (uint16_t *)pt_smem, *vt = kt + 2 * TP * RS;
+    float *qs = (float *)(vt + 2 * TP * RS), *sc = qs + G * hd, *sm = sc + TP * PA_MAX_G, *sl = sm + PA_MAX_G,
+          *scorr = sl + PA_MAX_G;
+    if (p0 < p1) {
+        const int32_t *pt = pages + (int64_t)seq[t] * page_stride;
+        auto issue = [&](int tile, int buf) {
+            const int b = p0 + tile * TP, nrow = min(TP, p1 - b);
+            const int64_t cell0 = (int64_t)pt[b / PAGED_PAGE] * PAGED_PAGE + b % PAGED_PAGE;
+            for (int c = tid; c < nrow * cpr; c += PT_THREADS) {
+                const int j = c / cpr, e = (c - j * cpr) * 8;
+                const int64_t g = (cell0 + j) * kv_dim + (int64_t)kvh * hd + e;
+                pt_cp16(kt + (buf * TP + j) * RS + e, kc + g);
+                pt_cp16(vt + (buf * TP + j) * RS + e, vc + g);
+            }
+            pt_commit();
+        };
+        issue(0, 0);
+        for (int i = tid; i < G * hd; i += PT_THREADS) qs[i] = q[((int64_t)t * n_head + kvh * G) * hd + i] * scale;
+        if (tid < PA_MAX_G) { sm[tid] = -INFINITY; sl[tid] = 0; }
+        float o[2][PA_MAX_G]; /* dimensions tid and tid + PT_THREADS, every head */
+#pragma unroll
+        for (int h = 0; h < PA_MAX_G; h++) o[0][h] = o[1][h] = 0;
+        const int n_tiles = (p1 - p0 + TP - 1) / TP;
+        for (int tile = 0; tile < n_tiles; tile++) {
+            const int buf = tile & 1, nrow = min(TP, p1 - p0 - tile * TP);
+            if (tile + 1 < n_tiles) {
+                issue(tile + 1, buf ^ 1);
+                pt_wait<1>();
+            } else {
+                pt_wait<0>();
+            }
+            __syncthreads(); /* tile landed for every thread (and Q, m, l on the first pass) */
+            {
+                const int j = tid % TP, hg = tid / TP;
+                const uint16_t *kr = kt + (buf * TP + j) * RS;
+                float acc[HPT];
+#pragma unroll
+                for (int u = 0; u < HPT; u++) acc[u] = 0;
+                for (int e = 0; e < hd; e += 8) {
+                    const uint4 k4 = *(const uint4 *)(kr + e);
+                    const __half2 *k2 = (const __half2 *)&k4;
+                    float kf[8];
+#pragma unroll
+                    for (int i = 0; i < 4; i++) {
+                        const float2 f = __half22float2(k2[i]);
+                        kf[2 * i] = f.x;
+                        kf[2 * i + 1] = f.y;
+                    }
+#pragma unroll
+                    for (int u = 0; u < HPT; u++) {
+                        const int h = hg + NPG * u;
+                        if (h >= G) continue;
+                        const float4 qa = *(const float4 *)(qs + h * hd + e), qb = *(const float4 *)(qs + h * hd + e + 4);
+                        float a = acc[u];
+                        a = fmaf(qa.x, kf[0], a); a = fmaf(qa.y, kf[1], a); a = fmaf(qa.z, kf[2], a);
+                        a = fmaf(qa.w, kf[3], a); a = fmaf(qb.x, kf[4], a); a = fmaf(qb.y, kf[5], a);
+                        a = fmaf(qb.z, kf[6], a); a = fmaf(qb.w, kf[7], a);
+                        acc[u] = a;
+                    }
+                }
+#pragma unroll
+                for (int u = 0; u < HPT; u++) {
+                    const int h = hg + NPG * u;
+                    if (h < G) sc[j * PA_MAX_G + h] = j < nrow ? acc[u] : -INFINITY;
+                }
+            }
+            __syncthreads();
+            for (int h = warp; h < G; h += PT_THREADS / 32) {
+                float v[TP / 32], mx = -INFINITY;
+#pragma unroll
+                for (int u = 0; u < TP / 32; u++) {
+                    v[u] = sc[(lane + 32 * u) * PA_MAX_G + h];
+                    mx = fmaxf(mx, v[u]);
+                }
+                mx = warp_max(mx); /* finite: the tile's first position is in range */
+                const float mo = sm[h], mn = fmaxf(mo, mx), corr = __expf(mo - mn);
+                float sum = 0;
+#pragma unroll
+                for (int u = 0; u < TP / 32; u++) {
+                    const float e = __expf(v[u] - mn);
+                    sc[(lane + 32 * u) * PA_MAX_G + h] = e;
+                    sum += e;
+                }
+                sum = warp_sum(sum);
+                if (lane == 0) { sl[h] = sl[h] * corr + sum; sm[h] = mn; scorr[h] = corr; }
+            }
+            __syncthreads();
+#pragma unroll
+            for (int dd = 0; dd < 2; dd++) {
+                const int d = tid + dd * PT_THREADS;
+                if (d >= hd) break;
+#pragma unroll
+                for (int h = 0; h < PA_MAX_G; h++) if (h < G) o[dd][h] *= scorr[h];
+                const uint16_t *vcol = vt + buf * TP * RS + d;
+                for (int j = 0; j < nrow; j++) {
+                    const float v = __half2float(__ushort_as_half(vcol[j * RS]));
+                    const float4 pa = *(const float4 *)(sc + j * PA_MAX_G), pb = *(const float4 *)(sc + j * PA_MAX_G + 4);
+                    const float pw[PA_MAX_G] = {pa.x, pa.y, pa.z, pa.w, pb.x, pb.y, pb.z, pb.w};
+#pragma unroll
+                    for (int h = 0; h < PA_MAX_G; h++) if (h < G) o[dd][h] = fmaf(pw[h], v, o[dd][h]);
+                }
+            }
+            __syncthreads(); /* this tile's buffers and scores are free for the next copy */
+        }
+#pragma unroll
+        for (int dd = 0; dd < 2; dd++) {
+            const int d = tid + dd * PT_THREADS;
+            if (d >= hd) break;
+#pragma unroll
+            for (int h = 0; h < PA_MAX_G; h++) if (h < G) os[(part0 + h * n_split + split) * hd + d] = o[dd][h];
+        }
+        if (tid < G) { ms[part0 + tid * n_split + split] = sm[tid]; ls[part0 + tid * n_split + split] = sl[tid]; }
+    } else if (tid < G) {
+        ms[part0 + tid * n_split + split] = -INFINITY;
+        ls[part0 + tid * n_split + split] = 0;
+    }
+    /* Arrival: the classic threadfence reduction. Each thread's partials are made visible before
+     * the count moves; the last block sees every block's. */
+    __threadfence();
+    __syncthreads();
+    if (tid == 0) is_last = atomicAdd(count, 1) == n_split - 1;
+    __syncthreads();
+    if (!is_last) return;
+    __threadfence();
+    /* Splits past the context hold nothing; weights w[h][s] = exp(m_s - M) / sum_s l_s exp(m_s - M)
+     * go to the (now free) K tile area, then each output sums its splits in order. */
+    const int n_act = (L + chunk - 1) / chunk;
+    float *wgt = (float *)pt_smem; /* [G][n_act]: 4 * TP * RS halves hold >= 8 * 256 floats */
+    for (int h = warp; h < G; h += PT_THREADS / 32) {
+        float mx = -INFINITY;
+        for (int s0 = lane; s0 < n_act; s0 += 32) mx = fmaxf(mx, __ldcg(ms + part0 + h * n_split + s0));
+        mx = warp_max(mx);
+        float den = 0;
+        for (int s0 = lane; s0 < n_act; s0 += 32) {
+            const float f = __expf(__ldcg(ms + part0 + h * n_split + s0) - mx);
+            wgt[h * n_act + s0] = f;
+            den += f * __ldcg(ls + part0 + h * n_split + s0);
+        }
+        den = warp_sum(den);
+        __syncwarp();
+        for (int s0 = lane; s0 < n_act; s0 += 32) wgt[h * n_act + s0] /= den;
+    }
+    __syncthreads();
+    for (int idx = tid; idx < G * hd; idx += PT_THREADS) {
+        const int h = idx / hd, d = idx - h * hd;
+        const float *src = os + (part0 + h * n_split) * hd + d;
+        float acc = 0;
+#pragma unroll 4
+        for (int s0 = 0; s0 < n_act; s0++) acc = fmaf(wgt[h * n_act + s0], __ldcg(src + (int64_t)s0 * hd), acc);
+        out[((int64_t)t * n_head + kvh * G + h) * hd + d] = acc;
+    }
+    if (tid == 0) *count = 0;
+}
+
+template <int TP>
+static cudaError_t pt_launch(float *out, float *sc, const float *q, const uint16_t *k_cache, const uint16_t *v_cache,
+                             const int32_t *pos, const int32_t *seq, const int32_t *pages, int page_stride,
+                             dim3 grid, int n_head, int n_kv_head, int head_dim, float scale, cudaStream_t stream) {
+    const size_t smem = pt_smem_bytes(TP, head_dim, n_head / n_kv_head);
+    /* above the 48 KB default: opt in (once per process is enough; the call is cheap and not a
+     * stream operation, so it is safe during graph capture too) */
+    cudaError_t e = cudaFuncSetAttribute(paged_attn_tile_kernel<TP>, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)smem);
+    if (e != cudaSuccess) return e;
+    return pdl_launch(paged_attn_tile_kernel<TP>, grid, dim3(PT_THREADS), smem, stream, out, sc, q, k_cache, v_cache,
+                      pos, seq, pages, page_stride, n_head, n_kv_head, head_dim, scale);
+}
+
 extern "C" cudaError_t paged_attention(float *out, const float *q, const uint16_t *k_cache,
                                        const uint16_t *v_cache, const int32_t *pos, const int32_t *seq,
                                        const int32_t *pages, int page_stride, void *scratch, int n_tok,
@@ -245,12 +406,18 @@ extern "C" cudaError_t paged_attention(float *out, const float *q, const uint16_
         return cudaErrorInvalidValue;
     dim3 grid((unsigned)n_split, (unsigned)n_kv_head, (unsigned)n_tok);
     float *sc = (float *)scratch;
+    if (head_dim % 8 == 0) {
+        if (n_split > 256) return cudaErrorInvalidValue; /* the merge's weights must fit the tile area */
+        /* 64-position tiles up to head_dim 128 (~76 KB of shared memory), 32 above */
+        return head_dim <= 128 ? pt_launch<64>(out, sc, q, k_cache, v_cache, pos, seq, pages, page_stride, grid, n_head,
+                                               n_kv_head, head_dim, scale, stream)
+                               : pt_launch<32>(out, sc, q, k_cache, v_cache, pos, seq, pages, page_stride, grid, n_head,
+                                               n_kv_head, head_dim, scale, stream);
+    }
     int epl = (head_dim + 31) / 32;
-    const bool lp = head_dim % 8 == 0;
     cudaError_t e;
-#define PA_LAUNCH(E) (e = pdl_launch(lp ? paged_attn_split_kernel<E, true> : paged_attn_split_kernel<E, false>, grid, \
-                                     dim3(PA_WARPS * 32), 0, stream, sc, q, k_cache, v_cache, pos, seq, pages, \
-                                     page_stride, n_head, n_kv_head, head_dim, scale))
+#define PA_LAUNCH(E) (e = pdl_launch(paged_attn_split_kernel<E>, grid, dim3(PA_WARPS * 32), 0, stream, sc, q, k_cache, \
+                                     v_cache, pos, seq, pages, page_stride, n_head, n_kv_head, head_dim, scale))
     if (epl <= 1) PA_LAUNCH(1);
     else if (epl <= 2) PA_LAUNCH(2);
     else if (epl <= 4) PA_LAUNCH(4);

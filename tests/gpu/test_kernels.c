@@ -728,6 +728,96 @@ static void test_prefill_attention(gen_rng *r, int n_head, int n_kv, int hd, int
     free(pages); free(kc); free(vc); free(q); free(out); free(ref); free(sc);
 }
 
+/* paged_attention (decode, any batch of tokens): n_tok tokens of 3 sequences at the given
+ * positions, each sequence with its own shuffled page table into one f16 cache that holds other
+ * cells too, against f64 softmax attention, n_split splits. The scratch is sized for 64 tokens and
+ * shared, as in the engine, by a launch of all tokens, one of the last token alone and the full
+ * launch again: all must agree bit for bit (the merge order is fixed, and the arrival counters
+ * must be where every launch size expects them, left at zero). */
+static void test_paged_attention(gen_rng *r, int n_head, int n_kv, int hd, int n_split, int n_tok, const int32_t *pos) {
+    char name[160];
+    snprintf(name, sizeof name, "paged decode attention %d/%d heads, hd %d, %d splits, %d tokens (pos %d..)", n_head,
+             n_kv, hd, n_split, n_tok, pos[0]);
+    enum { SEQS = 3 };
+    int max_pos = 0;
+    for (int t = 0; t < n_tok; t++) if (pos[t] > max_pos) max_pos = pos[t];
+    const int per_seq = max_pos / PAGED_PAGE + 1, n_pages = SEQS * per_seq + 2, n_cells = n_pages * PAGED_PAGE;
+    const int kv_dim = n_kv * hd, nq = n_tok * n_head * hd;
+    /* page tables: a random permutation of pages 2.. shared out among the sequences */
+    int32_t *perm = malloc(sizeof(int32_t) * (size_t)(SEQS * per_seq)), *seq = malloc(sizeof(int32_t) * (size_t)n_tok);
+    for (int i = 0; i < SEQS * per_seq; i++) perm[i] = i + 2;
+    for (int i = SEQS * per_seq - 1; i > 0; i--) {
+        int j = (int)(gen_u64(r) % (uint64_t)(i + 1)), tmp = perm[i];
+        perm[i] = perm[j];
+        perm[j] = tmp;
+    }
+    for (int t = 0; t < n_tok; t++) seq[t] = t % SEQS;
+    size_t cn = (size_t)n_cells * kv_dim;
+    uint16_t *kc = malloc(cn * 2), *vc = malloc(cn * 2);
+    for (size_t i = 0; i < cn; i++) { kc[i] = quant_f32_to_f16((float)gen_normal(r)); vc[i] = quant_f32_to_f16((float)gen_normal(r)); }
+    float *q = malloc(sizeof(float) * (size_t)nq), *out = calloc((size_t)nq, sizeof(float)), *out2 = calloc((size_t)nq, sizeof(float));
+    double *ref = malloc(sizeof(double) * (size_t)nq), *sc = malloc(sizeof(double) * (size_t)(max_pos + 1));
+    for (int i = 0; i < nq; i++) q[i] = (float)(1.5 * gen_normal(r));
+    const float scale = 1.0f / sqrtf((float)hd);
+    for (int t = 0; t < n_tok; t++)
+        for (int h = 0; h < n_head; h++) {
+            const int kvh = h / (n_head / n_kv), L = pos[t] + 1;
+            const int32_t *pt = perm + seq[t] * per_seq;
+            const float *qh = q + ((size_t)t * n_head + h) * hd;
+            double m = -INFINITY, l = 0;
+            for (int p = 0; p < L; p++) {
+                size_t row = ((size_t)pt[p / PAGED_PAGE] * PAGED_PAGE + p % PAGED_PAGE) * kv_dim + (size_t)kvh * hd;
+                double d = 0;
+                for (int i = 0; i < hd; i++) d += (double)qh[i] * quant_f16_to_f32(kc[row + i]);
+                sc[p] = d * scale;
+                if (sc[p] > m) m = sc[p];
+            }
+            for (int p = 0; p < L; p++) { sc[p] = exp(sc[p] - m); l += sc[p]; }
+            for (int i = 0; i < hd; i++) {
+                double o = 0;
+                for (int p = 0; p < L; p++)
+                    o += sc[p] * quant_f16_to_f32(vc[((size_t)pt[p / PAGED_PAGE] * PAGED_PAGE + p % PAGED_PAGE) * kv_dim +
+                                                     (size_t)kvh * hd + i]);
+                ref[((size_t)t * n_head + h) * hd + i] = o / l;
+            }
+        }
+    size_t sb = paged_attention_scratch_bytes(n_tok > 64 ? n_tok : 64, n_head, hd, n_split);
+    uint16_t *dk = dev_upload(kc, cn * 2), *dv = dev_upload(vc, cn * 2);
+    float *dq = dev_upload(q, sizeof(float) * (size_t)nq), *dout = dev_poisoned(nq), *dout2 = dev_poisoned(nq);
+    int32_t *dpos = dev_upload(pos, sizeof(int32_t) * (size_t)n_tok), *dseq = dev_upload(seq, sizeof(int32_t) * (size_t)n_tok);
+    int32_t *dpt = dev_upload(perm, sizeof(int32_t) * (size_t)(SEQS * per_seq));
+    void *scratch = dev_alloc(sb);
+    CUDA_CHECK(cudaMemset(scratch, 0, sb));
+    cudaStream_t st;
+    CUDA_CHECK(cudaStreamCreateWithFlags(&st, cudaStreamNonBlocking));
+    cudaError_t e = paged_attention(dout, dq, dk, dv, dpos, dseq, dpt, per_seq, scratch, n_tok, n_head, n_kv, hd, n_split,
+                                    scale, st);
+    const int64_t last = (int64_t)(n_tok - 1) * n_head * hd; /* the last token's q and output */
+    if (e == cudaSuccess)
+        e = paged_attention(dout2 + last, dq + last, dk, dv, dpos + n_tok - 1, dseq + n_tok - 1, dpt, per_seq, scratch, 1,
+                            n_head, n_kv, hd, n_split, scale, st);
+    if (e == cudaSuccess) e = cudaStreamSynchronize(st);
+    int same_one = e == cudaSuccess && dev_download(out2, dout2, nq); /* guard intact; compared below */
+    float *one = malloc(sizeof(float) * (size_t)(n_head * hd));
+    if (same_one) memcpy(one, out2 + last, sizeof(float) * (size_t)(n_head * hd));
+    if (e == cudaSuccess)
+        e = paged_attention(dout2, dq, dk, dv, dpos, dseq, dpt, per_seq, scratch, n_tok, n_head, n_kv, hd, n_split, scale,
+                            st);
+    if (e == cudaSuccess) e = cudaStreamSynchronize(st);
+    int guard = e == cudaSuccess && dev_download(out, dout, nq) && dev_download(out2, dout2, nq);
+    double rel = gen_rel_err(out, ref, nq);
+    int same = same_one && memcmp(out, out2, sizeof(float) * (size_t)nq) == 0 &&
+               memcmp(one, out + last, sizeof(float) * (size_t)(n_head * hd)) == 0;
+    free(one);
+    CHECK(e == cudaSuccess && guard && rel < 1e-4 && same, name, "%s, guard %s, rel err %.3g (budget 1e-4), runs of 1 and all tokens %s",
+          cudaGetErrorString(e), guard ? "ok" : "overwritten", rel, same ? "identical" : "DIFFERENT");
+    CUDA_CHECK(cudaStreamDestroy(st));
+    CUDA_CHECK(cudaFree(dk)); CUDA_CHECK(cudaFree(dv)); CUDA_CHECK(cudaFree(dq)); CUDA_CHECK(cudaFree(dout));
+    CUDA_CHECK(cudaFree(dout2)); CUDA_CHECK(cudaFree(dpos)); CUDA_CHECK(cudaFree(dseq)); CUDA_CHECK(cudaFree(dpt));
+    CUDA_CHECK(cudaFree(scratch));
+    free(perm); free(seq); free(kc); free(vc); free(q); free(out); free(out2); free(ref); free(sc);
+}
+
 int main(void) {
     int ndev = 0;
     if (cudaGetDeviceCount(&ndev) != cudaSuccess || ndev == 0) {
@@ -783,6 +873,17 @@ int main(void) {
     test_attention(&r, 3, 32, 4, 64, 1024, l2);
     test_attention(&r, 1, 8, 8, 8, 16, l3);
     test_attention(&r, 2, 4, 2, 36, 300, l4); /* head_dim % 8 != 0: variant 1 */
+    const int32_t p1[1] = {1000}, p2[5] = {0, 63, 64, 200, 4095}, p3[4] = {5, 130, 129, 700}, p4[1] = {16383};
+    test_paged_attention(&r, 32, 8, 128, 32, 1, p1);
+    test_paged_attention(&r, 32, 8, 128, 32, 5, p2);
+    test_paged_attention(&r, 32, 8, 128, 1, 4, p3);
+    test_paged_attention(&r, 8, 1, 128, 7, 4, p3); /* 8 query heads per kv head */
+    test_paged_attention(&r, 4, 4, 64, 32, 5, p2);
+    test_paged_attention(&r, 16, 8, 256, 16, 4, p3); /* 32-position tiles */
+    test_paged_attention(&r, 6, 2, 40, 3, 4, p3);    /* head_dim not a power of two */
+    test_paged_attention(&r, 4, 4, 16, 3, 4, p3);    /* aidreams260K's shape */
+    test_paged_attention(&r, 6, 2, 36, 32, 4, p3);   /* head_dim % 8 != 0: the untiled kernel */
+    test_paged_attention(&r, 8, 2, 128, 32, 1, p4);
     test_prefill_attention(&r, 8, 2, 128, 150, 77);
     test_prefill_attention(&r, 32, 8, 128, 0, 64);
     test_prefill_attention(&r, 16, 2, 64, 0, 130);

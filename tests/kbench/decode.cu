@@ -168,6 +168,7 @@ static void run_step(lab &L, gen_rng *r, const char *mix) {
     CUDA_CHECK(cudaMemset(vc, 0, kv_layer * LAYERS * sizeof(uint16_t)));
     CUDA_CHECK(cudaMalloc(&ids, sizeof(int32_t)));
     CUDA_CHECK(cudaMalloc(&scratch, paged_attention_scratch_bytes(1, HEADS, HD, N_SPLIT)));
+    CUDA_CHECK(cudaMemset(scratch, 0, paged_attention_scratch_bytes(1, HEADS, HD, N_SPLIT)));
     /* meta: pos, seq, cell, then the page table (pages 0..CELLS/PAGED_PAGE-1 in order) */
     const int n_pages = CELLS / PAGED_PAGE;
     std::vector<int32_t> hm = {POS, 0, POS};
