@@ -4,7 +4,7 @@
 #include "kernels/gemm.cuh"
 
 /* The split aims at GEMM_SPLIT_WAVES blocks per SM (two resident blocks of 256 threads each fit
- * an SM, so this fills it about twice over); slices are whole super-blocks of 4 chunks (256
+ * an SM, v1 and v2 alike, so this fills it about twice over); slices are whole super-blocks of 4 chunks (256
  * weights: a Q4_K / Q6_K scale group), at most GEMM_SPLIT_MAX of them, since each slice adds an
  * [n][rows] f32 plane written and read back. */
 #define GEMM_SPLIT_WAVES 2

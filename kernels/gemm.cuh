@@ -4,10 +4,13 @@
  * fragment, so weights go from global memory to registers, are dequantised there to f16 with
  * their scales applied (d * (q - 8) for Q4_0, d*sc*q - dmin*m for Q4_K, (d*sc) * (q - 32) for
  * Q6_K, d * q for Q8_0: one f16 rounding per weight, far below the quantisation step), and feed
- * 4 mma each; X goes through shared memory.
+ * 4 (v1) or 8 (v2) mma each; X goes through shared memory.
  *   v1  block = 128 rows x 64 tokens, 8 warps of 32 rows x 32 tokens (2 x 4 mma tiles), X in
  *       64-weight chunks of [64 tokens][72] halves (padded: conflict-free B loads), the next
  *       chunk's X and weights loaded into registers while the current one is multiplied.
+ *   v2  (production; kernels.h's gemm_use_variant picks v1 for the lab) warps of 32 rows x 64
+ *       tokens (2 x 8 mma tiles) in blocks of 128 rows x 128 tokens (n > 64) or 256 rows x 64
+ *       tokens (n <= 64), X in a 3-stage cp.async ring read with ldmatrix: see the v2 section.
  *   split-K (small n, where rows/128 x n/64 blocks leave most SMs idle): blockIdx.z takes a
  *       slice of cps chunks and writes its partial tile to its own [n][rows] plane; gemm_sum adds
  *       the planes in slice order, so the result is the same on every run.
@@ -229,26 +232,57 @@ __global__ void __launch_bounds__(256) gemm_v1(float *y, const uint8_t *w, const
  * chunk ahead (two would not fit the 128 registers of 2 blocks per SM next to 64 accumulators). */
 #define GEMM2_STAGES 3
 
-/* A chunk's weights as v2 holds them while multiplying, made from the loaded gemm_w<T> when the
- * chunk starts (the loads have landed by then). Q4_K keeps only its two scale / min pairs per
- * row half instead of the 32 bytes of super-block scales (8 registers a tile instead of 12: with
- * the next chunk's loads in flight next to it, that is what keeps 2 tiles within 128 registers),
- * rounded to f16 exactly as gemm_w<QUANT_Q4_K>::frag does. The other types are used as loaded. */
+/* A chunk's weights for v2: gemm2_ld<T> as loaded (in flight while the chunk before is
+ * multiplied), gemm_wp<T> as held while multiplying, made from it when the chunk starts. Both
+ * are gemm_w<T> except for Q4_K, whose 32 bytes of super-block scales per lane (rows g and g + 8,
+ * 16 bytes each) are loaded as one 32-bit word per lane (word t of each row: the 4 lanes of a
+ * row group hold them together) and gathered with shuffles when the chunk starts, keeping only
+ * the chunk's two (d sc, dmin m) pairs per row, rounded to f16 exactly as gemm_w<QUANT_Q4_K>::frag
+ * does. That is 6 + 8 registers a tile instead of 12 + 12, what keeps 2 tiles, the next chunk's
+ * loads and 64 accumulators within 128 registers (2 blocks per SM) without spilling. */
+template <int T> struct gemm2_ld {
+    gemm_w<T> w;
+    __device__ __forceinline__ void load(const uint8_t *wp, int64_t R16, int64_t C, int64_t tile, int64_t c, int lane, int g) {
+        w.load(wp, R16, C, tile, c, lane, g);
+    }
+};
+
 template <int T> struct gemm_wp {
     gemm_w<T> w;
-    __device__ __forceinline__ void set(const gemm_w<T> &l, int64_t) { w = l; }
+    __device__ __forceinline__ void set(const gemm2_ld<T> &l, int64_t) { w = l.w; }
     __device__ __forceinline__ void frag(uint32_t a[4], int s, int64_t c) const { w.frag(a, s, c); }
+};
+
+template <> struct gemm2_ld<QUANT_Q4_K> {
+    uint4 q;
+    uint32_t s0, s1; /* word lane % 4 of the scales of rows g and g + 8 */
+    __device__ __forceinline__ void load(const uint8_t *w, int64_t R16, int64_t C, int64_t tile, int64_t c, int lane, int g) {
+        q = mv_ld_stream((const uint4 *)w + (tile * C + c) * 32 + lane);
+        const uint32_t *sr = (const uint32_t *)(w + R16 * C * 512 + (tile * C + (c & ~3)) * 64);
+        s0 = __ldg(sr + 4 * g + (lane & 3));
+        s1 = __ldg(sr + 4 * (g + 8) + (lane & 3));
+    }
 };
 
 template <> struct gemm_wp<QUANT_Q4_K> {
     uint4 q;
     uint32_t m[2], o[2]; /* half k of the chunk jh: f16 (d sc, -dmin m) of rows g (lo) and g + 8 (hi) */
-    __device__ __forceinline__ void set(const gemm_w<QUANT_Q4_K> &l, int64_t c) {
+    __device__ __forceinline__ void set(const gemm2_ld<QUANT_Q4_K> &l, int64_t c) {
         q = l.q;
+        const int src = threadIdx.x & 28; /* lane of word 0 in this row group */
+        uint4 r0, r1;
+        r0.x = __shfl_sync(0xffffffffu, l.s0, src);
+        r0.y = __shfl_sync(0xffffffffu, l.s0, src + 1);
+        r0.z = __shfl_sync(0xffffffffu, l.s0, src + 2);
+        r0.w = __shfl_sync(0xffffffffu, l.s0, src + 3);
+        r1.x = __shfl_sync(0xffffffffu, l.s1, src);
+        r1.y = __shfl_sync(0xffffffffu, l.s1, src + 1);
+        r1.z = __shfl_sync(0xffffffffu, l.s1, src + 2);
+        r1.w = __shfl_sync(0xffffffffu, l.s1, src + 3);
         float2 s0[2], s1[2];
         switch ((int)(c & 3)) { /* compile-time byte offsets in mv_k4_scale */
-#define GEMM2_J(C) case C: s0[0] = mv_k4_scale(l.r0, 2 * C); s1[0] = mv_k4_scale(l.r1, 2 * C); \
-                   s0[1] = mv_k4_scale(l.r0, 2 * C + 1); s1[1] = mv_k4_scale(l.r1, 2 * C + 1); break;
+#define GEMM2_J(C) case C: s0[0] = mv_k4_scale(r0, 2 * C); s1[0] = mv_k4_scale(r1, 2 * C); \
+                   s0[1] = mv_k4_scale(r0, 2 * C + 1); s1[1] = mv_k4_scale(r1, 2 * C + 1); break;
         GEMM2_J(0) GEMM2_J(1) GEMM2_J(2) default: GEMM2_J(3)
 #undef GEMM2_J
         }
@@ -323,7 +357,7 @@ __global__ void __launch_bounds__(256, 2) gemm_v2(float *y, const uint8_t *w, co
      * its row lane % 8 is token wt + 8 (2jj + m / 2) + lane % 8 (so token & 7 = lane & 7). */
     const int lm = lane >> 3, lr = lane & 7;
     const uint32_t lbase = xs0 + 2 * ((wt + 8 * (lm >> 1) + lr) * 64);
-    gemm_w<T> wn[2];
+    gemm2_ld<T> wn[2];
     gemm_wp<T> wc[2];
 #pragma unroll
     for (int i = 0; i < 2; i++) if (tile0 + i < R16) wn[i].load(w, R16, C, tile0 + i, c0, lane, g);

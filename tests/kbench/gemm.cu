@@ -1,5 +1,6 @@
 /* Kernel lab: prefill / batched-decode GEMM (gemm.cuh) on repacked weights, X f16, gemm v1 against
- * v2 (gemm_use_variant) through gemm_f16_split with full scratch, the engine's path. Each run is
+ * v2 (gemm_use_variant) through gemm_f16_split with full scratch, the engine's path, and v2 in one
+ * pass (gemm_f16) where the split cuts K, to tune the split heuristic. Each run is
  * checked on ~64 sampled rows against quant_dequant_row + f64 and timed (median of 10 after an
  * L2 flush) as TFLOP/s = 2 rows k n / time and as weight GB/s (repacked bytes / time, the bound
  * at small n); at n >= 128 next to cuBLAS (GemmEx, f16 in, f32 out and compute) on the same
@@ -67,16 +68,18 @@ static void bench(lab &L, cublasHandle_t cb, gen_rng *r, uint32_t t, int64_t row
                                       CUBLAS_GEMM_DEFAULT));
         };
         double v1_ms = 0;
-        for (int v = 1; v <= 3; v++) { /* gemm v1, gemm v2, cuBLAS */
-            if (v == 3 && n < 128) break;
-            if (v < 3) gemm_use_variant(v);
+        for (int v = 1; v <= 4; v++) { /* gemm v1, gemm v2 (split), gemm v2 one pass, cuBLAS */
+            if (v < 4) gemm_use_variant(v == 1 ? 1 : 2);
             const size_t need = v < 3 ? gemm_f16_scratch_bytes(rows, k, n) : 0;
             const int slices = need ? (int)(need / ((size_t)n * rows * 4)) : 1;
+            if (v == 3 && gemm_f16_scratch_bytes(rows, k, n) == 0) continue; /* the same as v == 2 */
+            if (v == 4 && n < 128) break;
             auto ours = [&] {
-                CUDA_CHECK(gemm_f16_split(dy, dr, t, (const uint16_t *)dx, rows, k, n, scr, sb, 0));
+                if (v == 3) CUDA_CHECK(gemm_f16(dy, dr, t, (const uint16_t *)dx, rows, k, n, 0));
+                else CUDA_CHECK(gemm_f16_split(dy, dr, t, (const uint16_t *)dx, rows, k, n, scr, sb, 0));
             };
             CUDA_CHECK(cudaMemset(dy, 0xff, (size_t)n * rows * 4));
-            if (v < 3) ours(); else theirs();
+            if (v < 4) ours(); else theirs();
             CUDA_CHECK(cudaDeviceSynchronize());
             std::vector<float> y((size_t)n * rows), got(rs.size() * n);
             CUDA_CHECK(cudaMemcpy(y.data(), dy, y.size() * 4, cudaMemcpyDeviceToHost));
@@ -84,14 +87,14 @@ static void bench(lab &L, cublasHandle_t cb, gen_rng *r, uint32_t t, int64_t row
                 for (int c = 0; c < n; c++) got[s * n + c] = y[(size_t)c * rows + rs[s]];
             const double rel = gen_rel_err(got.data(), ref.data(), (int64_t)got.size());
             const bool ok = rel < 2e-3;
-            if (!ok && v < 3) g_fail++;
-            const double ms = v < 3 ? L.time_ms(ours, 10) : L.time_ms(theirs, 10);
+            if (!ok && v < 4) g_fail++;
+            const double ms = v < 4 ? L.time_ms(ours, 10) : L.time_ms(theirs, 10);
             if (v == 1) v1_ms = ms;
             char speed[32] = "";
-            if (v == 2) snprintf(speed, sizeof speed, "%.2fx", v1_ms / ms);
+            if (v == 2 || v == 3) snprintf(speed, sizeof speed, "%.2fx", v1_ms / ms);
+            static const char *const names[] = {"", "gemm v1", "gemm v2", "v2 1-pass", "cuBLAS f16"};
             printf("| %-4s | %5lldx%-5lld | %3d | %-10s | %2d | %8.1f | %6.0f | %6.1f | %5s | %.1e %s |\n",
-                   quant_type_name(t), (long long)rows, (long long)k, n,
-                   v == 1 ? "gemm v1" : v == 2 ? "gemm v2" : "cuBLAS f16", v < 3 ? slices : 1, ms * 1e3,
+                   quant_type_name(t), (long long)rows, (long long)k, n, names[v], slices, ms * 1e3,
                    rb / (ms * 1e-3) / 1e9, flop / (ms * 1e-3) / 1e12, speed, rel, ok ? "ok" : "FAIL");
             fflush(stdout);
         }
