@@ -220,9 +220,10 @@ __global__ void __launch_bounds__(256) gemm_v1(float *y, const uint8_t *w, const
  * the X reads per mma and make ldmatrix, not the tensor cores, the limit; 64 rows would need 128
  * accumulator registers. Two block shapes of 8 such warps (WR warps along rows):
  *   WR = 4: 4 x 2 warps, block 128 rows x 128 tokens (n > 64): each weight is dequantised once
- *           per 128 tokens (v1: per 64, and twice per block).
+ *           per 64 tokens (v1: per 32, by each of the two warps over its rows), X staged once
+ *           per 128 rows x 128 tokens.
  *   WR = 8: 8 x 1 warps, block 256 rows x 64 tokens (n <= 64, batched decode): every weight is
- *           dequantised exactly once; split-K gives the SMs enough blocks.
+ *           dequantised exactly once per call; split-K gives the SMs enough blocks.
  * n-tiles beyond n are skipped (warp-uniform), so n = 16 runs 2 of the 8 n-tiles' mma.
  * X: cp.async (16 bytes, .cg: L2 only) into a GEMM2_STAGES ring of chunks, [toks][64] halves per
  * stage with 16-byte piece p of token r at p ^ (r & 7) (XOR swizzle: the 8 rows of an ldmatrix
