@@ -4,10 +4,13 @@
  * fragment, so weights go from global memory to registers, are dequantised there to f16 with
  * their scales applied (d * (q - 8) for Q4_0, d*sc*q - dmin*m for Q4_K, (d*sc) * (q - 32) for
  * Q6_K, d * q for Q8_0: one f16 rounding per weight, far below the quantisation step), and feed
- * 4 mma each; X goes through shared memory.
+ * 4 (v1) or 8 (v2) mma each; X goes through shared memory.
  *   v1  block = 128 rows x 64 tokens, 8 warps of 32 rows x 32 tokens (2 x 4 mma tiles), X in
  *       64-weight chunks of [64 tokens][72] halves (padded: conflict-free B loads), the next
  *       chunk's X and weights loaded into registers while the current one is multiplied.
+ *   v2  (production; kernels.h's gemm_use_variant picks v1 for the lab) warps of 32 rows x 64
+ *       tokens (2 x 8 mma tiles) in blocks of 128 rows x 128 tokens (n > 64) or 256 rows x 64
+ *       tokens (n <= 64), X in a 3-stage cp.async ring read with ldmatrix: see the v2 section.
  *   split-K (small n, where rows/128 x n/64 blocks leave most SMs idle): blockIdx.z takes a
  *       slice of cps chunks and writes its partial tile to its own [n][rows] plane; gemm_sum adds
  *       the planes in slice order, so the result is the same on every run.
@@ -200,6 +203,213 @@ __global__ void __launch_bounds__(256) gemm_v1(float *y, const uint8_t *w, const
     for (int i = 0; i < 2; i++)
 #pragma unroll
         for (int j = 0; j < 4; j++)
+#pragma unroll
+            for (int e = 0; e < 4; e++) {
+                const int64_t row = (tile0 + i) * 16 + g + 8 * (e >> 1);
+                const int tok = tok0 + wt + 8 * j + 2 * t + (e & 1);
+                if (row < rows && tok < n) y[(int64_t)tok * rows + row] = acc[i][j][e];
+            }
+}
+
+/* ---------------------------------------------------------------- v2 ------------------------ */
+/* Warp tile 32 rows (2 tiles) x 64 tokens (8 n-tiles): each dequantised A fragment feeds 8 mma,
+ * and each B fragment read from shared memory feeds 2. The row count per warp is what sets the
+ * shared-memory traffic per mma: a warp reads all 64 tokens x 64 weights of X (8 KB) per chunk
+ * for 2 x 8 x 4 = 64 mma, i.e. 128 B per mma, the SM's shared-memory bandwidth per clock against
+ * about one m16n8k16 per clock: balanced. 16 rows per warp (the narrower choice) would double
+ * the X reads per mma and make ldmatrix, not the tensor cores, the limit; 64 rows would need 128
+ * accumulator registers. Two block shapes of 8 such warps (WR warps along rows):
+ *   WR = 4: 4 x 2 warps, block 128 rows x 128 tokens (n > 64): each weight is dequantised once
+ *           per 64 tokens (v1: per 32, by each of the two warps over its rows), X staged once
+ *           per 128 rows x 128 tokens.
+ *   WR = 8: 8 x 1 warps, block 256 rows x 64 tokens (n <= 64, batched decode): every weight is
+ *           dequantised exactly once per call; split-K gives the SMs enough blocks.
+ * n-tiles beyond n are skipped (warp-uniform), so n = 16 runs 2 of the 8 n-tiles' mma.
+ * X: cp.async (16 bytes, .cg: L2 only) into a GEMM2_STAGES ring of chunks, [toks][64] halves per
+ * stage with 16-byte piece p of token r at p ^ (r & 7) (XOR swizzle: the 8 rows of an ldmatrix
+ * 8x8 matrix hit 8 distinct 16-byte bank groups), one __syncthreads per chunk; B fragments by
+ * ldmatrix.x4 (no .trans: rows of the 8x8 matrices are tokens, lane l gets token l/4's k pair
+ * 2(l%4), exactly the m16n8k16 "col" B fragment). Weights: global -> registers as in v1, one
+ * chunk ahead (two would not fit the 128 registers of 2 blocks per SM next to 64 accumulators). */
+#define GEMM2_STAGES 3
+
+/* A chunk's weights for v2: gemm2_ld<T> as loaded (in flight while the chunk before is
+ * multiplied), gemm_wp<T> as held while multiplying, made from it when the chunk starts. Both
+ * are gemm_w<T> except for Q4_K, whose 32 bytes of super-block scales per lane (rows g and g + 8,
+ * 16 bytes each) are loaded as one 32-bit word per lane (word t of each row: the 4 lanes of a
+ * row group hold them together) and gathered with shuffles when the chunk starts, keeping only
+ * the chunk's two (d sc, dmin m) pairs per row, rounded to f16 exactly as gemm_w<QUANT_Q4_K>::frag
+ * does. That is 6 + 8 registers a tile instead of 12 + 12, what keeps 2 tiles, the next chunk's
+ * loads and 64 accumulators within 128 registers (2 blocks per SM) without spilling. */
+template <int T> struct gemm2_ld {
+    gemm_w<T> w;
+    __device__ __forceinline__ void load(const uint8_t *wp, int64_t R16, int64_t C, int64_t tile, int64_t c, int lane, int g) {
+        w.load(wp, R16, C, tile, c, lane, g);
+    }
+};
+
+template <int T> struct gemm_wp {
+    gemm_w<T> w;
+    __device__ __forceinline__ void set(const gemm2_ld<T> &l, int64_t) { w = l.w; }
+    __device__ __forceinline__ void frag(uint32_t a[4], int s, int64_t c) const { w.frag(a, s, c); }
+};
+
+template <> struct gemm2_ld<QUANT_Q4_K> {
+    uint4 q;
+    uint32_t s0, s1; /* word lane % 4 of the scales of rows g and g + 8 */
+    __device__ __forceinline__ void load(const uint8_t *w, int64_t R16, int64_t C, int64_t tile, int64_t c, int lane, int g) {
+        q = mv_ld_stream((const uint4 *)w + (tile * C + c) * 32 + lane);
+        const uint32_t *sr = (const uint32_t *)(w + R16 * C * 512 + (tile * C + (c & ~3)) * 64);
+        s0 = __ldg(sr + 4 * g + (lane & 3));
+        s1 = __ldg(sr + 4 * (g + 8) + (lane & 3));
+    }
+};
+
+template <> struct gemm_wp<QUANT_Q4_K> {
+    uint4 q;
+    uint32_t m[2], o[2]; /* half k of the chunk jh: f16 (d sc, -dmin m) of rows g (lo) and g + 8 (hi) */
+    __device__ __forceinline__ void set(const gemm2_ld<QUANT_Q4_K> &l, int64_t c) {
+        q = l.q;
+        const int src = threadIdx.x & 28; /* lane of word 0 in this row group */
+        uint4 r0, r1;
+        r0.x = __shfl_sync(0xffffffffu, l.s0, src);
+        r0.y = __shfl_sync(0xffffffffu, l.s0, src + 1);
+        r0.z = __shfl_sync(0xffffffffu, l.s0, src + 2);
+        r0.w = __shfl_sync(0xffffffffu, l.s0, src + 3);
+        r1.x = __shfl_sync(0xffffffffu, l.s1, src);
+        r1.y = __shfl_sync(0xffffffffu, l.s1, src + 1);
+        r1.z = __shfl_sync(0xffffffffu, l.s1, src + 2);
+        r1.w = __shfl_sync(0xffffffffu, l.s1, src + 3);
+        float2 s0[2], s1[2];
+        switch ((int)(c & 3)) { /* compile-time byte offsets in mv_k4_scale */
+#define GEMM2_J(C) case C: s0[0] = mv_k4_scale(r0, 2 * C); s1[0] = mv_k4_scale(r1, 2 * C); \
+                   s0[1] = mv_k4_scale(r0, 2 * C + 1); s1[1] = mv_k4_scale(r1, 2 * C + 1); break;
+        GEMM2_J(0) GEMM2_J(1) GEMM2_J(2) default: GEMM2_J(3)
+#undef GEMM2_J
+        }
+#pragma unroll
+        for (int h = 0; h < 2; h++) {
+            const __half2 mh = __floats2half2_rn(s0[h].x, s1[h].x), oh = __floats2half2_rn(-s0[h].y, -s1[h].y);
+            m[h] = *(const uint32_t *)&mh;
+            o[h] = *(const uint32_t *)&oh;
+        }
+    }
+    __device__ __forceinline__ void frag(uint32_t a[4], int s, int64_t) const {
+        const uint32_t words[4] = {q.x, q.y, q.z, q.w};
+        mv_codes<1>(a, words[s], 0x64006400u);
+        const uint32_t mw = m[s >> 1], ow = o[s >> 1];
+        const uint32_t m0 = __byte_perm(mw, 0, 0x1010), m1 = __byte_perm(mw, 0, 0x3232);
+        const uint32_t o0 = __byte_perm(ow, 0, 0x1010), o1 = __byte_perm(ow, 0, 0x3232);
+#pragma unroll
+        for (int p = 0; p < 4; p++) {
+            __half2 v = __hfma2(*(__half2 *)&a[p], *(const __half2 *)((p & 1) ? &m1 : &m0),
+                                *(const __half2 *)((p & 1) ? &o1 : &o0));
+            a[p] = *(uint32_t *)&v;
+        }
+    }
+};
+
+__host__ __device__ constexpr int gemm2_rows(int wr) { return 32 * wr; }
+__host__ __device__ constexpr int gemm2_toks(int wr) { return 64 * (8 / wr); }
+
+__device__ __forceinline__ void gemm2_cp16(uint32_t dst, const void *src, bool valid) {
+    /* src-size 0 fills the 16 bytes with zeros (tokens past n, weights past k) */
+    asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;" ::"r"(dst), "l"(src), "r"(valid ? 16 : 0) : "memory");
+}
+__device__ __forceinline__ void gemm2_cp_commit() { asm volatile("cp.async.commit_group;" ::: "memory"); }
+template <int N> __device__ __forceinline__ void gemm2_cp_wait() {
+    asm volatile("cp.async.wait_group %0;" ::"n"(N) : "memory");
+}
+__device__ __forceinline__ void gemm2_ldsm4(uint32_t r[4], uint32_t addr) {
+    asm volatile("ldmatrix.sync.aligned.m8n8.x4.shared.b16 {%0,%1,%2,%3}, [%4];"
+                 : "=r"(r[0]), "=r"(r[1]), "=r"(r[2]), "=r"(r[3]) : "r"(addr));
+}
+
+template <int T, int WR>
+__global__ void __launch_bounds__(256, 2) gemm_v2(float *y, const uint8_t *w, const __half *x, int rows, int k, int n, int cps) {
+    constexpr int TOKS = gemm2_toks(WR), STAGE = TOKS * 64; /* halves per stage */
+    constexpr int PIECES = TOKS * 8 / 256;                  /* 16-byte X pieces per thread per chunk */
+    __shared__ __align__(128) __half xs[GEMM2_STAGES * STAGE];
+    const int C = (int)mv2_chunks(k), R16 = (rows + 15) / 16, c0 = (int)blockIdx.z * cps;
+    const int c1 = c0 + cps < C ? c0 + cps : C;
+    const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31, g = lane >> 2, t = lane & 3;
+    const int64_t tile0 = (int64_t)blockIdx.x * (gemm2_rows(WR) / 16) + 2 * (warp % WR);
+    const int tok0 = blockIdx.y * TOKS, wt = 64 * (warp / WR);
+    const int nt = min(8, (n - tok0 - wt + 7) / 8); /* this warp's n-tiles holding tokens < n */
+    float acc[2][8][4];
+#pragma unroll
+    for (int i = 0; i < 2; i++)
+#pragma unroll
+        for (int j = 0; j < 8; j++) acc[i][j][0] = acc[i][j][1] = acc[i][j][2] = acc[i][j][3] = 0;
+    const uint32_t xs0 = (uint32_t)__cvta_generic_to_shared(xs);
+    /* X of chunk c into stage st: thread -> pieces (token, p) = (e / 8, e % 8), e = tid + 256 i.
+     * X may be written by the previous kernel: read after pdl_wait only (cp.async is a plain,
+     * coherent load). */
+    auto load_x = [&](int c, int st) {
+#pragma unroll
+        for (int i = 0; i < PIECES; i++) {
+            const int e = threadIdx.x + 256 * i, r = e >> 3, p = e & 7, tok = tok0 + r;
+            const int64_t kk = 64 * c + 8 * p;
+            const bool ok = tok < n && kk < k;
+            gemm2_cp16(xs0 + 2 * (st * STAGE + r * 64 + 8 * (p ^ (r & 7))), ok ? x + (int64_t)tok * k + kk : x, ok);
+        }
+    };
+    /* ldmatrix.x4 lane address: matrix m = lane / 8 is n-tile 2jj + m / 2, k half m % 2 of step s;
+     * its row lane % 8 is token wt + 8 (2jj + m / 2) + lane % 8 (so token & 7 = lane & 7). */
+    const int lm = lane >> 3, lr = lane & 7;
+    const uint32_t lbase = xs0 + 2 * ((wt + 8 * (lm >> 1) + lr) * 64);
+    gemm2_ld<T> wn[2];
+    gemm_wp<T> wc[2];
+#pragma unroll
+    for (int i = 0; i < 2; i++) if (tile0 + i < R16) wn[i].load(w, R16, C, tile0 + i, c0, lane, g);
+    pdl_wait();
+    pdl_trigger();
+#pragma unroll
+    for (int s = 0; s < GEMM2_STAGES - 1; s++) {
+        if (c0 + s < c1) load_x(c0 + s, s);
+        gemm2_cp_commit(); /* empty groups keep the wait count uniform */
+    }
+    int st = 0;
+    for (int c = c0; c < c1; c++) {
+        gemm2_cp_wait<GEMM2_STAGES - 2>(); /* this thread's pieces of chunk c have landed */
+        __syncthreads();                  /* everyone's have, and stage c - 1 is free again */
+#pragma unroll
+        for (int i = 0; i < 2; i++) wc[i].set(wn[i], c);
+        {
+            const int cn = c + GEMM2_STAGES - 1;
+            if (cn < c1) load_x(cn, st == 0 ? GEMM2_STAGES - 1 : st - 1);
+            gemm2_cp_commit();
+        }
+        if (c + 1 < c1) {
+#pragma unroll
+            for (int i = 0; i < 2; i++) if (tile0 + i < R16) wn[i].load(w, R16, C, tile0 + i, c + 1, lane, g);
+        }
+        const uint32_t sb = lbase + 2 * st * STAGE;
+#pragma unroll
+        for (int s = 0; s < 4; s++) {
+            uint32_t a[2][4];
+#pragma unroll
+            for (int i = 0; i < 2; i++) wc[i].frag(a[i], s, c);
+#pragma unroll
+            for (int jj = 0; jj < 4; jj++) {
+                if (2 * jj >= nt) break;
+                uint32_t b[4]; /* n-tiles 2jj, 2jj + 1: {lo, hi, lo, hi} k halves of step s */
+                gemm2_ldsm4(b, sb + 2 * (16 * jj * 64 + 8 * ((2 * s + (lm & 1)) ^ lr)));
+#pragma unroll
+                for (int i = 0; i < 2; i++) {
+                    mv_mma(acc[i][2 * jj], a[i], b[0], b[1]);
+                    if (2 * jj + 1 < nt) mv_mma(acc[i][2 * jj + 1], a[i], b[2], b[3]);
+                }
+            }
+        }
+        st = st == GEMM2_STAGES - 1 ? 0 : st + 1;
+    }
+    gemm2_cp_wait<0>(); /* no copy may still target shared memory when the block exits */
+    y += (int64_t)blockIdx.z * n * rows;
+#pragma unroll
+    for (int i = 0; i < 2; i++)
+#pragma unroll
+        for (int j = 0; j < 8; j++)
 #pragma unroll
             for (int e = 0; e < 4; e++) {
                 const int64_t row = (tile0 + i) * 16 + g + 8 * (e >> 1);

@@ -59,19 +59,23 @@ cudaError_t matvec_f32_swiglu(float *y, const void *w, uint32_t wtype, const flo
 int gemm_supported(uint32_t wtype); /* Q4_0, Q4_K, Q6_K, Q8_0 */
 cudaError_t gemm_f16(float *y, const void *w, uint32_t wtype, const uint16_t *x, int64_t rows, int64_t k,
                      int64_t n, cudaStream_t stream);
-/* Split-K for small n (batched decode, prefill micro-batches), where gemm_f16's rows/128 x n/64
- * blocks leave most SMs idle: the K loop is cut into S slices of whole 256-weight groups (S sized
- * for about 2 blocks per SM, at most 16), each slice writes an f32 [n][rows] plane of scratch,
- * and a second kernel adds the S planes in slice order: the same inputs and scratch_bytes give
- * bit-identical Y on every run (a different S, from a smaller scratch, rounds differently).
- * gemm_f16_scratch_bytes is the scratch for the full split on the current device, 0 when the
- * shape needs none; it is not monotonic in rows or k, so size the buffer as the largest value
- * over the matrices it will serve (always below SMs x 128 KB, 17.3 MB on 132 SMs). With less scratch the split uses the slices that fit, with no
- * room for 2 (or scratch NULL) it runs gemm_f16. Both kernels launch with PDL (kernels_use_pdl),
- * as does gemm_f16: weights are read before waiting on the previous kernel. */
+/* Split-K for small n (batched decode, prefill micro-batches), where gemm_f16's blocks (128 rows
+ * x 128 tokens, 256 x 64 for n <= 64; gemm.cuh) leave most SMs idle: the K loop is cut into S
+ * slices of whole 256-weight groups (S sized for about 2 blocks per SM, at most 16), each slice
+ * writes an f32 [n][rows] plane of scratch, and a second kernel adds the S planes in slice order:
+ * the same inputs and scratch_bytes give bit-identical Y on every run (a different S, from a
+ * smaller scratch, rounds differently). gemm_f16_scratch_bytes is the scratch for the full split
+ * on the current device, 0 when the shape needs none; it is not monotonic in rows or k, so size
+ * the buffer as the largest value over the matrices it will serve (never above SMs x 128 KB,
+ * 17.3 MB on 132 SMs). With less scratch the split uses the slices that fit, with no room for 2
+ * (or scratch NULL) it runs gemm_f16. Both kernels launch with PDL (kernels_use_pdl), as does
+ * gemm_f16: weights are read before waiting on the previous kernel. */
 size_t gemm_f16_scratch_bytes(int64_t rows, int64_t k, int n);
 cudaError_t gemm_f16_split(float *y, const void *w, uint32_t wtype, const uint16_t *x, int64_t rows, int64_t k,
                            int n, void *scratch, size_t scratch_bytes, cudaStream_t stream);
+/* Kernel lab: the GEMM kernel every later gemm_f16 / gemm_f16_split / gemm_f16_scratch_bytes call
+ * uses, process-wide: 1 (gemm.cuh's v1) or 2 (v2, the default). Size scratch after choosing. */
+void gemm_use_variant(int v);
 
 /* ---- small ops ------------------------------------------------------------------------------ */
 /* out[r][:] = in[r][:] / sqrt(mean(in[r]^2) + eps) * weight[:], rows of dim f32 (norm.cu). */

@@ -282,9 +282,12 @@ static void test_chain(gen_rng *r, uint32_t tgu, uint32_t tdn) {
  * sum of |w x| of its row, whatever the cancellation in the sum itself: the budget is 2e-3 (~4u)
  * of that sum, element by element. A norm-relative budget fails by chance on short rows whose
  * dot products cancel (seen: 1x256). */
+static int g_gemm_variant = 2; /* the gemm_use_variant in force, for the check names */
+
 static void test_gemm(gen_rng *r, uint32_t t, int64_t rows, int64_t k, int64_t n) {
     char name[128], err[256];
-    snprintf(name, sizeof name, "gemm %s %lldx%lld n=%lld", quant_type_name(t), (long long)rows, (long long)k, (long long)n);
+    snprintf(name, sizeof name, "gemm v%d %s %lldx%lld n=%lld", g_gemm_variant, quant_type_name(t), (long long)rows,
+             (long long)k, (long long)n);
     size_t wb = quant_row_bytes(t, k) * (size_t)rows;
     void *w = malloc(wb);
     gen_weights(r, t, rows, k, w);
@@ -323,14 +326,16 @@ static void test_gemm(gen_rng *r, uint32_t t, int64_t rows, int64_t k, int64_t n
     free(w); free(xh); free(ref); free(mag); free(row); free(y);
 }
 
-/* gemm_f16_split on one matrix for several n, fresh X each, with the full scratch, with room for
- * 2 slices only and with none (the one-pass fallback). The reference covers ~48 sampled rows
- * (every residue mod 128 differs: stride odd) plus the last one, budget as test_gemm; every
- * output must be written (no NaN poison left), and a second run with the full scratch must be
- * bit-identical to the first. */
-static void test_gemm_split(gen_rng *r, uint32_t t, int64_t rows, int64_t k) {
-    static const int ns[] = {9, 16, 33, 64, 96, 128, 200};
-    const int nn = (int)(sizeof ns / sizeof ns[0]), nmax = 200;
+/* gemm_f16_split on one matrix for each of the nn token counts ns (largest last), fresh X each,
+ * with the full scratch, with room for 2 slices only and with none (the one-pass fallback). The
+ * reference covers ~48 sampled rows (every residue mod 128 differs: stride odd) plus the last
+ * one, budget as test_gemm; every output must be written (no NaN poison left), and a second run
+ * with the full scratch must be bit-identical to the first. */
+static const int gemm_split_ns[] = {9, 16, 33, 64, 96, 128, 200};
+#define GEMM_SPLIT_NS gemm_split_ns, (int)(sizeof gemm_split_ns / sizeof gemm_split_ns[0])
+
+static void test_gemm_split(gen_rng *r, uint32_t t, int64_t rows, int64_t k, const int *ns, int nn) {
+    const int nmax = ns[nn - 1];
     char name[160], err[256];
     size_t wb = quant_row_bytes(t, k) * (size_t)rows;
     void *w = malloc(wb);
@@ -376,7 +381,7 @@ static void test_gemm_split(gen_rng *r, uint32_t t, int64_t rows, int64_t k) {
         for (int v = 0; v < 3; v++) { /* full scratch, 2 planes, none */
             const size_t bytes = v == 0 ? full : v == 1 ? 2 * plane : 0;
             if (v == 1 && full <= 2 * plane) continue; /* the same as v == 0 */
-            snprintf(name, sizeof name, "gemm_split %s %lldx%lld n=%d %s (%zu planes)", quant_type_name(t),
+            snprintf(name, sizeof name, "gemm_split v%d %s %lldx%lld n=%d %s (%zu planes)", g_gemm_variant, quant_type_name(t),
                      (long long)rows, (long long)k, n, v == 0 ? "full scratch" : v == 1 ? "2-plane scratch" : "no scratch",
                      bytes / plane);
             CUDA_CHECK(cudaMemset(dy, 0xff, (size_t)(nmax * rows + GUARD) * sizeof(float)));
@@ -417,7 +422,7 @@ static void test_gemm_split(gen_rng *r, uint32_t t, int64_t rows, int64_t k) {
  * still reading. */
 static void test_gemm_split_graph(gen_rng *r, uint32_t t) {
     char name[64];
-    snprintf(name, sizeof name, "gemm_split graph replay %s", quant_type_name(t));
+    snprintf(name, sizeof name, "gemm_split graph replay v%d %s", g_gemm_variant, quant_type_name(t));
     const int64_t ra = 4096, ka = 4096, rb = 1024, kb = 14336;
     const int n = 64;
     size_t wa_b = quant_row_bytes(t, ka) * (size_t)ra, wb_b = quant_row_bytes(t, kb) * (size_t)rb;
@@ -849,21 +854,36 @@ int main(void) {
     }
     test_chain(&r, QUANT_Q4_0, QUANT_Q4_0);
     test_chain(&r, QUANT_Q4_K, QUANT_Q6_K);
+    /* every GEMM check for both kernels: v2 (the default) and v1 (kernel lab); v2's edges are
+     * its tiles, 128 or 256 rows x 128 or 64 tokens, switching at n = 64, and its 3-stage X ring */
     const uint32_t gemm_types[] = {QUANT_Q4_0, QUANT_Q4_K, QUANT_Q6_K, QUANT_Q8_0};
-    for (int i = 0; i < 4; i++) {
-        uint32_t t = gemm_types[i];
-        test_gemm(&r, t, 37, 512, 100);
-        test_gemm(&r, t, 300, 2816, 5);
-        test_gemm(&r, t, 130, 4096, 64);
-        test_gemm(&r, t, 1, 256, 1);
-        test_gemm_split(&r, t, 4096, 4096);
-        test_gemm_split(&r, t, 14336, 4096);
-        test_gemm_split(&r, t, 4096, 14336);
-        test_gemm_split(&r, t, 1024, 4096);
-        /* odd: a partial last tile of rows, and for the 32-weight types a half last chunk */
-        test_gemm_split(&r, t, 37, t == QUANT_Q4_0 || t == QUANT_Q8_0 ? 2848 : 2816);
-        test_gemm_split_graph(&r, t);
+    static const int edge_ns[] = {1, 17, 63, 65, 127, 129, 511}, split_edge_ns[] = {17, 63, 65, 129};
+    for (int v = 2; v >= 1; v--) {
+        g_gemm_variant = v;
+        gemm_use_variant(v);
+        for (int i = 0; i < 4; i++) {
+            uint32_t t = gemm_types[i];
+            const int64_t odd_k = t == QUANT_Q4_0 || t == QUANT_Q8_0 ? 2848 : 2816; /* 32-weight types: a half chunk */
+            test_gemm(&r, t, 37, 512, 100);
+            test_gemm(&r, t, 300, 2816, 5);
+            test_gemm(&r, t, 130, 4096, 64);
+            test_gemm(&r, t, 1, 256, 1);
+            for (size_t j = 0; j < sizeof edge_ns / sizeof edge_ns[0]; j++) test_gemm(&r, t, 37, 256, edge_ns[j]);
+            test_gemm(&r, t, 200, odd_k, 129);
+            test_gemm(&r, t, 200, 14336, 17);
+            test_gemm(&r, t, 200, 14336, 65);
+            test_gemm_split(&r, t, 4096, 4096, GEMM_SPLIT_NS);
+            test_gemm_split(&r, t, 14336, 4096, GEMM_SPLIT_NS);
+            test_gemm_split(&r, t, 4096, 14336, GEMM_SPLIT_NS);
+            test_gemm_split(&r, t, 1024, 4096, GEMM_SPLIT_NS);
+            /* odd: a partial last tile of rows, and for the 32-weight types a half last chunk */
+            test_gemm_split(&r, t, 37, odd_k, GEMM_SPLIT_NS);
+            test_gemm_split(&r, t, 200, 14336, split_edge_ns, (int)(sizeof split_edge_ns / sizeof split_edge_ns[0]));
+            test_gemm_split(&r, t, 200, 256, split_edge_ns, (int)(sizeof split_edge_ns / sizeof split_edge_ns[0]));
+            test_gemm_split_graph(&r, t);
+        }
     }
+    gemm_use_variant(2);
     test_rmsnorm(&r);
     test_rope(&r);
     test_elementwise(&r);
