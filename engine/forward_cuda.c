@@ -49,12 +49,13 @@
 
 enum {
     GRAPH_MAX_TOK = 64,  /* decode steps of up to this many sequences run from captured graphs */
-    ATT_CHUNK = 64,      /* tokens per attention launch (scratch is sized for this many) */
+    ATT_CHUNK = PAGED_ATT_TOKENS, /* tokens per attention launch (scratch is sized for this many) */
     PREFILL_MIN = 64,    /* a pass of at least this many consecutive tokens of one sequence takes the
                             tensor-core prompt attention (fewer: too few blocks to fill the GPU) */
     OUT_CHUNK = 64,      /* logits rows computed and copied back at once */
     N_SPLIT_MAX = 32,    /* attention splits per token (blocks per kv head; a decode step's graph
                             launches them all, most exiting at once at short contexts) */
+    ATT_BLOCKS_PER_SM = 4, /* attention launches aim at this many blocks per SM (att_splits) */
     STAGE_SLOTS = 8,     /* pinned staging buffers per part for the upload */
     STAGE_BYTES = 16 << 20,
     N_READERS = 4,       /* threads per part copying the mapped file into staging buffers */
@@ -557,6 +558,16 @@ typedef struct {
     int n, t0, nt;
 } span;
 
+/* Splits per token of an n_tok-token attention launch: one token takes up to f->n_split (its
+ * context is cut into that many ranges), a batch of tokens fewer, so that the launch still has
+ * about ATT_BLOCKS_PER_SM blocks per SM but each block walks several tiles and fewer partials
+ * are merged (kernel lab, decode attention: 64 tokens at position 200 take 61 us with 4 splits,
+ * 110 with 32). It depends on n_tok only, so a captured decode graph stays valid. */
+static int att_splits(const forward_cuda *f, const part *p, int n_tok) {
+    int pairs = n_tok * p->n_head_kv, want = (ATT_BLOCKS_PER_SM * p->n_sm + pairs - 1) / pairs;
+    return want < 1 ? 1 : want > f->n_split ? f->n_split : want;
+}
+
 /* Attention half of layer l: xn (normed) -> QKV, RoPE + K/V store, attention, output matvec
  * into xn (a partial sum in row mode). */
 static int attn_half(part *p, int32_t l, span s, char *err, size_t err_size) {
@@ -586,7 +597,8 @@ static int attn_half(part *p, int32_t l, span s, char *err, size_t err_size) {
             int nc = nt - c < ATT_CHUNK ? nt - c : ATT_CHUNK;
             DEV_TRY(paged_attention(att + (size_t)c * p->nq, q + (size_t)c * p->nq, p->kv_k + kv_off,
                                     p->kv_v + kv_off, d_pos + t0 + c, d_seq + t0 + c, d_pages, f->max_pages,
-                                    p->att_scratch, nc, p->n_head, p->n_head_kv, hd, f->n_split, scale, p->st));
+                                    p->att_scratch, nc, p->n_head, p->n_head_kv, hd, att_splits(f, p, nc), scale,
+                                    p->st));
         }
     }
     return mm(p, &L->wo, att, p->xn + (int64_t)t0 * E, nt, err, err_size);

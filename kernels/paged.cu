@@ -19,16 +19,14 @@
 #define PA_MAX_G 8    /* query heads per kv head */
 #define PA_MIN_SPLIT 64
 
-/* One record per token (pt_record): the tiled kernel's arrival counters, then the partials
- * (m, l, o per head and split). A token's counters sit at the same place whatever the launch's
- * token count, so launches of different sizes can share one scratch (the counters of tokens a
- * launch does not use stay zero). The untiled kernel lays its partials out over the same bytes. */
-static __host__ __device__ int64_t pt_record(int n_head, int head_dim, int n_split) {
-    return (int64_t)n_head + (int64_t)n_head * n_split * (head_dim + 2);
-}
+/* Scratch: PAGED_ATT_TOKENS x n_head arrival counters for the tiled kernel's merge (token t, kv
+ * head h at t * n_head + h: the same place whatever the launch's token and split counts, so
+ * launches of different shapes can share one scratch and the counters of tokens a launch does not
+ * use stay zero), then the partials (m, l, o per token, head and split). */
+static __host__ __device__ int64_t pt_counters(int n_head) { return (int64_t)PAGED_ATT_TOKENS * n_head; }
 
 extern "C" size_t paged_attention_scratch_bytes(int n_tok, int n_head, int head_dim, int n_split) {
-    return (size_t)n_tok * (size_t)pt_record(n_head, head_dim, n_split) * sizeof(float);
+    return ((size_t)pt_counters(n_head) + (size_t)n_tok * n_head * n_split * (size_t)(head_dim + 2)) * sizeof(float);
 }
 
 /* EPL values of a head per lane, contiguous (lane * EPL + i); vector loads when aligned. */
@@ -190,9 +188,10 @@ __global__ void paged_attn_combine_kernel(float *out, const float *scratch, int 
  * load after another and spent ~33 us per layer at position 1000). Per tile: scores (thread =
  * position x group of heads, K rows padded by 8 halves so the 16-byte reads of 8 consecutive rows
  * hit distinct banks), the online-softmax update (a warp per head), then P.V (thread = dimension,
- * every head). The partials go to scratch; the last block of the (token, kv head) to arrive,
- * counted with an atomic, merges the splits in split order (deterministic) and resets the count,
- * so no second launch is needed. */
+ * every head). When one split holds the whole context it writes the output; otherwise the
+ * partials go to scratch and the last block of the (token, kv head) to arrive, counted with an
+ * atomic, merges the splits in split order (deterministic) and resets the count, so no second
+ * launch is needed. */
 #define PT_THREADS 128
 
 __device__ __forceinline__ void pt_cp16(void *smem, const void *g) {
@@ -223,12 +222,14 @@ __global__ void __launch_bounds__(PT_THREADS) paged_attn_tile_kernel(float *out,
     const int hd = head_dim, RS = head_dim + 8, cpr = head_dim / 8;
     const int L = pos[t] + 1;
     const int chunk = ((L + n_split - 1) / n_split + PAGED_PAGE - 1) / PAGED_PAGE * PAGED_PAGE;
-    const int p0 = split * chunk, p1 = min(L, p0 + chunk);
-    const int64_t kv_dim = (int64_t)n_kv_head * head_dim, parts = (int64_t)n_head * n_split;
-    float *rec = scratch + (int64_t)t * pt_record(n_head, head_dim, n_split);
-    int *count = (int *)rec + kvh;
-    float *ms = rec + n_head, *ls = ms + parts, *os = ls + parts;
-    const int64_t part0 = (int64_t)kvh * G * n_split; /* head h of the group, split s: part0 + h * n_split + s */
+    const int p0 = split * chunk, p1 = min(L, p0 + chunk), n_act = (L + chunk - 1) / chunk;
+    /* one split holds the whole context: it writes the output itself, the empty ones leave */
+    if (n_act == 1 && split > 0) return;
+    const int64_t kv_dim = (int64_t)n_kv_head * head_dim, parts = (int64_t)gridDim.z * n_head * n_split;
+    int *count = (int *)scratch + (int64_t)t * n_head + kvh;
+    float *ms = scratch + pt_counters(n_head), *ls = ms + parts, *os = ls + parts;
+    /* head h of the group, split s: part0 + h * n_split + s */
+    const int64_t part0 = ((int64_t)t * n_head + kvh * G) * n_split;
     uint16_t *kt = (uint16_t *)pt_smem, *vt = kt + 2 * TP * RS;
     float *qs = (float *)(vt + 2 * TP * RS), *sc = qs + G * hd, *sm = sc + TP * PA_MAX_G, *sl = sm + PA_MAX_G,
           *scorr = sl + PA_MAX_G;
@@ -267,6 +268,7 @@ __global__ void __launch_bounds__(PT_THREADS) paged_attn_tile_kernel(float *out,
                 float acc[HPT];
 #pragma unroll
                 for (int u = 0; u < HPT; u++) acc[u] = 0;
+#pragma unroll 4
                 for (int e = 0; e < hd; e += 8) {
                     const uint4 k4 = *(const uint4 *)(kr + e);
                     const __half2 *k2 = (const __half2 *)&k4;
@@ -323,6 +325,7 @@ __global__ void __launch_bounds__(PT_THREADS) paged_attn_tile_kernel(float *out,
 #pragma unroll
                 for (int h = 0; h < PA_MAX_G; h++) if (h < G) o[dd][h] *= scorr[h];
                 const uint16_t *vcol = vt + buf * TP * RS + d;
+#pragma unroll 8
                 for (int j = 0; j < nrow; j++) {
                     const float v = __half2float(__ushort_as_half(vcol[j * RS]));
                     const float4 pa = *(const float4 *)(sc + j * PA_MAX_G), pb = *(const float4 *)(sc + j * PA_MAX_G + 4);
@@ -332,6 +335,17 @@ __global__ void __launch_bounds__(PT_THREADS) paged_attn_tile_kernel(float *out,
                 }
             }
             __syncthreads(); /* this tile's buffers and scores are free for the next copy */
+        }
+        if (n_act == 1) {
+#pragma unroll
+            for (int dd = 0; dd < 2; dd++) {
+                const int d = tid + dd * PT_THREADS;
+                if (d >= hd) break;
+#pragma unroll
+                for (int h = 0; h < PA_MAX_G; h++)
+                    if (h < G) out[((int64_t)t * n_head + kvh * G + h) * hd + d] = o[dd][h] / sl[h];
+            }
+            return;
         }
 #pragma unroll
         for (int dd = 0; dd < 2; dd++) {
@@ -355,7 +369,6 @@ __global__ void __launch_bounds__(PT_THREADS) paged_attn_tile_kernel(float *out,
     __threadfence();
     /* Splits past the context hold nothing; weights w[h][s] = exp(m_s - M) / sum_s l_s exp(m_s - M)
      * go to the (now free) K tile area, then each output sums its splits in order. */
-    const int n_act = (L + chunk - 1) / chunk;
     float *wgt = (float *)pt_smem; /* [G][n_act]: 4 * TP * RS halves hold >= 8 * 256 floats */
     for (int h = warp; h < G; h += PT_THREADS / 32) {
         float mx = -INFINITY;
@@ -401,7 +414,7 @@ extern "C" cudaError_t paged_attention(float *out, const float *q, const uint16_
                                        const int32_t *pages, int page_stride, void *scratch, int n_tok,
                                        int n_head, int n_kv_head, int head_dim, int n_split, float scale,
                                        cudaStream_t stream) {
-    if (n_tok <= 0 || n_tok > 65535 || n_head <= 0 || n_kv_head <= 0 || n_head % n_kv_head ||
+    if (n_tok <= 0 || n_tok > PAGED_ATT_TOKENS || n_head <= 0 || n_kv_head <= 0 || n_head % n_kv_head ||
         n_head / n_kv_head > PA_MAX_G || head_dim <= 0 || head_dim > 256 || n_split <= 0 || page_stride <= 0)
         return cudaErrorInvalidValue;
     dim3 grid((unsigned)n_split, (unsigned)n_kv_head, (unsigned)n_tok);
@@ -416,6 +429,7 @@ extern "C" cudaError_t paged_attention(float *out, const float *q, const uint16_
     }
     int epl = (head_dim + 31) / 32;
     cudaError_t e;
+    sc += pt_counters(n_head); /* the untiled kernels use no counters */
 #define PA_LAUNCH(E) (e = pdl_launch(paged_attn_split_kernel<E>, grid, dim3(PA_WARPS * 32), 0, stream, sc, q, k_cache, \
                                      v_cache, pos, seq, pages, page_stride, n_head, n_kv_head, head_dim, scale))
     if (epl <= 1) PA_LAUNCH(1);

@@ -7,8 +7,10 @@
  *    paged attention split + merge at position 1000, add + RMSNorm, SwiGLU, the head's RMSNorm,
  *    output matvec and argmax), without programmatic dependent launch, with it, and with it
  *    and SwiGLU folded into the down matvec (matvec_f32_swiglu): what PDL and the fusion win.
- * t/s = 1 / step time, GB/s = weight bytes / step time. Usage: decode */
+ * t/s = 1 / step time, GB/s = weight bytes / step time. Usage: decode, or decode attention (the
+ * attention kernel alone at several positions and split counts). */
 #include <cstdio>
+#include <cstring>
 #include <vector>
 #include <algorithm>
 #include "tests/gpu/gen.h"
@@ -236,7 +238,57 @@ static void run_step(lab &L, gen_rng *r, const char *mix) {
         CUDA_CHECK(cudaFree(p));
 }
 
-int main() {
+/* Attention alone: a graph of LAYERS paged_attention launches (each layer its own K/V), per
+ * launch in us and the K/V bytes it reads per us, for one token at several positions and for
+ * SEQS sequences of one token each (a batched decode step), at several split counts. */
+static void run_attention(lab &L) {
+    enum { ACELLS = 16384, SEQS = 64, SEQ_POS = 200 };
+    const size_t kv_layer = (size_t)ACELLS * KV;
+    uint16_t *kc, *vc;
+    float *q, *att;
+    CUDA_CHECK(cudaMalloc(&kc, kv_layer * LAYERS * sizeof(uint16_t)));
+    CUDA_CHECK(cudaMalloc(&vc, kv_layer * LAYERS * sizeof(uint16_t)));
+    CUDA_CHECK(cudaMemset(kc, 0x11, kv_layer * LAYERS * sizeof(uint16_t))); /* finite f16 values */
+    CUDA_CHECK(cudaMemset(vc, 0x22, kv_layer * LAYERS * sizeof(uint16_t)));
+    CUDA_CHECK(cudaMalloc(&q, (size_t)SEQS * DIM * sizeof(float)));
+    CUDA_CHECK(cudaMalloc(&att, (size_t)SEQS * DIM * sizeof(float)));
+    CUDA_CHECK(cudaMemset(q, 0, (size_t)SEQS * DIM * sizeof(float)));
+    const int n_pages = ACELLS / PAGED_PAGE, per_seq = n_pages / SEQS;
+    printf("# attention alone, %d launches (one per layer), 32/8 heads, hd %d\n", LAYERS, HD);
+    printf("| tokens | position | splits | us per launch | K/V GB/s |\n|---|---|---|---|---|\n");
+    const std::pair<int, int> cases[] = {{1, 63}, {1, 127}, {1, 511}, {1, 1000}, {1, 4095}, {1, 16383}, {SEQS, SEQ_POS}};
+    for (const auto &c : cases) {
+        const int ns = c.first, p = c.second;
+        /* meta: pos[ns], seq[ns], then the page table: one sequence over all pages, or SEQS of per_seq */
+        std::vector<int32_t> hm;
+        for (int t = 0; t < ns; t++) hm.push_back(p);
+        for (int t = 0; t < ns; t++) hm.push_back(t);
+        for (int i = 0; i < n_pages; i++) hm.push_back(i);
+        int32_t *dm;
+        CUDA_CHECK(cudaMalloc(&dm, hm.size() * sizeof(int32_t)));
+        CUDA_CHECK(cudaMemcpy(dm, hm.data(), hm.size() * sizeof(int32_t), cudaMemcpyHostToDevice));
+        const int stride = ns > 1 ? per_seq : n_pages;
+        for (int split : {1, 2, 4, 8, 16, 32, 64}) {
+            size_t sb = paged_attention_scratch_bytes(ns, HEADS, HD, split);
+            void *scratch;
+            CUDA_CHECK(cudaMalloc(&scratch, sb));
+            CUDA_CHECK(cudaMemset(scratch, 0, sb));
+            double ms = time_graph(L, [&](cudaStream_t st) {
+                for (int l = 0; l < LAYERS; l++)
+                    CUDA_CHECK(paged_attention(att, q, kc + kv_layer * l, vc + kv_layer * l, dm, dm + ns, dm + 2 * ns,
+                                               stride, scratch, ns, HEADS, KV_HEADS, HD, split, 0.088f, st));
+            });
+            const double us = ms * 1e3 / LAYERS, bytes = 2.0 * ns * (p + 1) * KV * sizeof(uint16_t);
+            printf("| %d | %d | %d | %.2f | %.0f |\n", ns, p, split, us, bytes / (us * 1e3));
+            fflush(stdout);
+            CUDA_CHECK(cudaFree(scratch));
+        }
+        CUDA_CHECK(cudaFree(dm));
+    }
+    for (void *x : {(void *)kc, (void *)vc, (void *)q, (void *)att}) CUDA_CHECK(cudaFree(x));
+}
+
+int main(int argc, char **argv) {
     int ndev = 0;
     if (cudaGetDeviceCount(&ndev) != cudaSuccess || ndev == 0) {
         printf("SKIP kbench decode: no CUDA device\n");
@@ -245,6 +297,11 @@ int main() {
     lab L;
     L.measure_copy();
     printf("# copy bandwidth (4 GiB d2d, read+write, median of 10): %.0f GB/s\n", L.copy_gbs);
+    if (argc > 1 && strcmp(argv[1], "attention") == 0) {
+        run_attention(L);
+        printf("PASS kbench decode attention\n");
+        return 0;
+    }
     gen_rng r = {0x5151ull ^ (uint64_t)time(NULL)};
     printf("# matvecs only (PDL on)\n");
     printf("| model | matvecs | weight GB | step ms | t/s | GB/s | %% copy | roofline t/s |\n|---|---|---|---|---|---|---|---|\n");
