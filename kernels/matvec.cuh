@@ -1110,8 +1110,7 @@ __global__ void matvec_v2_repack(uint8_t *out, const uint8_t *w, int rows, int k
  * sum of the lane's 8 X codes of the block); Q4_K the 4 X words. */
 template <int T> __host__ __device__ constexpr int mv10_rec() { return T == QUANT_Q4_0 ? 8 : 4; }
 
-/* Shared memory: X records [C][4 t][rec words], d of X per 32 [2C], (Q4_K) f32 sums of X per 32
- * [2C], partial sums [tiles][warps][16 rows]. */
+/* Shared memory: X records [C][4 t][rec words], d of X per 32 [2C], (Q4_K) sums of X per 32 [2C], partial sums [tiles][warps][16 rows]. */
 template <int T>
 __host__ __device__ __forceinline__ size_t mv10_smem(int64_t k, int64_t tiles) {
     const int64_t C = mv2_chunks(k);
@@ -1124,8 +1123,9 @@ __device__ __forceinline__ int mv10_dp4a_us(uint32_t a, uint32_t b, int c) { /* 
     return d;
 }
 
-/* Stages X (n = 1, C chunks, zeros past k) as int8 records, xd (d per 32) and for Q4_K xs (f32 sum
- * per 32). Each thread takes 4 consecutive values; the 8 threads of a 32-value block share max|x|
+/* Stages X (n = 1, C chunks, zeros past k) as int8 records, xd (d per 32) and for Q4_K xs (sum of
+ * the rounded X per 32, d * sum q: the min term then sees the X the products see, so the error of
+ * a row is sum_i w_i (rounded x_i - x_i) with w_i's zero-mean weights, as mvq.h budgets). Each thread takes 4 consecutive values; the 8 threads of a 32-value block share max|x|
  * (and the sum) by shuffles. Q4_0's -8 S words follow once the codes are in place. */
 template <int T, bool XH, typename XS>
 __device__ __forceinline__ void mv10_stage(uint32_t *xr, float *xd, float *xs, const XS &xv, int k, int C) {
@@ -1157,25 +1157,28 @@ __device__ __forceinline__ void mv10_stage(uint32_t *xr, float *xd, float *xs, c
             m = fmaxf(m, __shfl_xor_sync(0xffffffffu, m, 1));
             m = fmaxf(m, __shfl_xor_sync(0xffffffffu, m, 2));
             m = fmaxf(m, __shfl_xor_sync(0xffffffffu, m, 4));
-            float sum = 0.0f;
+            const float inv = m > 0.0f ? 127.0f / m : 0.0f;
+            const int q0 = __float2int_rn(v.x * inv), q1 = __float2int_rn(v.y * inv);
+            const int q2 = __float2int_rn(v.z * inv), q3 = __float2int_rn(v.w * inv);
+            int sum = 0;
             if constexpr (T == QUANT_Q4_K) {
-                sum = (v.x + v.y) + (v.z + v.w);
+                sum = (q0 + q1) + (q2 + q3);
                 sum += __shfl_xor_sync(0xffffffffu, sum, 1);
                 sum += __shfl_xor_sync(0xffffffffu, sum, 2);
                 sum += __shfl_xor_sync(0xffffffffu, sum, 4);
             }
             if (f >= total) continue;
-            const float inv = m > 0.0f ? 127.0f / m : 0.0f;
             const int kk = 4 * f, c = kk >> 6, s = (kk >> 4) & 3, e4 = kk & 15, t = (e4 & 7) >> 1, h = (e4 >> 3) & 1;
             /* columns e4, e4 + 1 are lane t's bytes h, h + 2 of word s; e4 + 2, e4 + 3 lane t + 1's */
             uint8_t *p0 = xb + ((c * 4 + t) * RW + s) * 4 + h, *p1 = p0 + RW * 4;
-            p0[0] = (uint8_t)__float2int_rn(v.x * inv);
-            p0[2] = (uint8_t)__float2int_rn(v.y * inv);
-            p1[0] = (uint8_t)__float2int_rn(v.z * inv);
-            p1[2] = (uint8_t)__float2int_rn(v.w * inv);
+            p0[0] = (uint8_t)q0;
+            p0[2] = (uint8_t)q1;
+            p1[0] = (uint8_t)q2;
+            p1[2] = (uint8_t)q3;
             if ((f & 7) == 0) {
-                xd[f >> 3] = m * (1.0f / 127.0f);
-                if constexpr (T == QUANT_Q4_K) xs[f >> 3] = sum;
+                const float d = m * (1.0f / 127.0f);
+                xd[f >> 3] = d;
+                if constexpr (T == QUANT_Q4_K) xs[f >> 3] = d * (float)sum;
             }
         }
     }
@@ -1214,7 +1217,7 @@ template <int T> struct mv10_group {
 
 /* One group times X: acc[0] row g, acc[1] row g + 8 (Q4_0: 16 times too large, the flush scales
  * it). xr: lane t's X record of the group's first chunk; xd: d of X of its first block; xs (Q4_K):
- * f32 sums of X of the super-block's sub-blocks. */
+ * sums of the rounded X of the super-block's sub-blocks. */
 template <int T>
 __device__ __forceinline__ void mv10_compute(float acc[2], const mv10_group<T> &gq, const uint32_t *xr,
                                              const float *xd, const float *xs, int t) {
@@ -1265,7 +1268,7 @@ __device__ __forceinline__ void mv10_compute(float acc[2], const mv10_group<T> &
             ga1 = fmaf(dx.x, (float)(h0 * s10), ga1);
             ga1 = fmaf(dx.y, (float)(h1 * s11), ga1);
         }
-        /* the min term, sum_j m_j * (sum of X of sub-block j), with X's f32 sums: lane t takes
+        /* the min term, sum_j m_j * (sum of X of sub-block j), rounded X's sums: lane t takes
          * sub-blocks t and t + 4 (the 4 lanes of a row add up in the flush) */
         const float x0 = xs[t], x1 = xs[t + 4];
         const float gm0 = fmaf((float)__byte_perm(m0a, 0, 0x4440 | t), x0, (float)__byte_perm(m0b, 0, 0x4440 | t) * x1);
