@@ -39,6 +39,11 @@ size_t matvec_repacked_bytes(uint32_t wtype, int64_t rows, int64_t k);
  * weight, at load; the source may be freed afterwards. */
 cudaError_t matvec_repack(void *out, const void *w, uint32_t wtype, int64_t rows, int64_t k,
                           cudaStream_t stream);
+/* The variant matvec_f32 / matvec_f16 / matvec_f32_swiglu run for one token (n = 1): 6 (default,
+ * tensor cores, f32 X exact) or 10 (Q4_0 and Q4_K: X rounded to int8 per 32 values, dp4a; relative
+ * error ~1e-3 instead of ~1e-7; other types stay on 6). Same repacked layout for both.
+ * Process-wide; set it before launching (not while other threads launch). */
+void matvec_use_variant(int v);
 /* X in f32 [n][k] or in f16 bits [n][k]; Y f32 [n][rows]. */
 cudaError_t matvec_f32(float *y, const void *w, uint32_t wtype, const float *x, int64_t rows,
                        int64_t k, int n, cudaStream_t stream);

@@ -1088,4 +1088,297 @@ __global__ void matvec_v2_repack(uint8_t *out, const uint8_t *w, int rows, int k
     mv2_repack_word<T>(out, w, rows, k, blockIdx.x * (int64_t)blockDim.x + threadIdx.x);
 }
 
+/* ---------------------------------------------------------------- v10: int8 X, dp4a, n = 1 -- */
+/* v10 (n = 1; Q4_0, Q4_K) reads the v2 repacked layout with integer arithmetic: every block
+ * quantises all of X to int8 while staging it (per 32 values d = max|x| / 127, q = round(x / d),
+ * as GGUF's Q8_1), and a lane's 16-byte record of a chunk (rows g and g + 8, 4 k16 steps) is
+ * multiplied with no conversion of the codes to f16:
+ *   - in word s, row g's codes are the low nibbles (w & 0x0F0F0F0F) and row g + 8's the high
+ *     ones (w & 0xF0F0F0F0 = 16 q, taken in place as unsigned bytes: dp4a.u32.s32), in the byte
+ *     order (2t, 2t + 8, 2t + 1, 2t + 9) of the step's columns; X is staged in that order, so
+ *     one X word serves both rows and one 16-byte record of X serves the whole chunk;
+ *   - two dp4a per (row, 32-weight block) give an exact int32 dot product of the lane's 8
+ *     weights with X (Q4_0's offset 8 enters as the dp4a accumulator's start, -8 * sum of the 8
+ *     X codes, staged per lane and block), then one I2F and the float scales.
+ * The grid is v6's (persistent: one block per SM, X staged once per SM, warps splitting the
+ * block's (tile, group) units, 2 groups of loads in flight per warp, partial sums per tile in
+ * shared memory, added in warp order). Relative error of a row: the int8 rounding of X, at most
+ * d / 2 per value, so |y - y_exact| <= sum_i |w_i| d_i / 2 <= sum |w_i| max|x of i's block| / 254. */
+#define MV10_WARPS 16
+
+/* X record words per (chunk, t): Q4_0 the 4 X words then -8 S and -128 S of blocks 2c, 2c + 1 (S:
+ * sum of the lane's 8 X codes of the block); Q4_K the 4 X words. */
+template <int T> __host__ __device__ constexpr int mv10_rec() { return T == QUANT_Q4_0 ? 8 : 4; }
+
+/* Shared memory: X records [C][4 t][rec words], d of X per 32 [2C], (Q4_K) sums of X per 32 [2C], partial sums [tiles][warps][16 rows]. */
+template <int T>
+__host__ __device__ __forceinline__ size_t mv10_smem(int64_t k, int64_t tiles) {
+    const int64_t C = mv2_chunks(k);
+    return (size_t)(C * 16 * mv10_rec<T>() + C * 8 * (T == QUANT_Q4_K ? 2 : 1) + tiles * MV10_WARPS * 16 * 4);
+}
+
+__device__ __forceinline__ int mv10_dp4a_us(uint32_t a, uint32_t b, int c) { /* unsigned a, signed b bytes */
+    int d;
+    asm("dp4a.u32.s32 %0, %1, %2, %3;" : "=r"(d) : "r"(a), "r"(b), "r"(c));
+    return d;
+}
+
+/* Stages X (n = 1, C chunks, zeros past k) as int8 records, xd (d per 32) and for Q4_K xs (sum of
+ * the rounded X per 32, d * sum q: the min term then sees the X the products see, so the error of
+ * a row is sum_i w_i (rounded x_i - x_i) with w_i's zero-mean weights, as mvq.h budgets). Each thread takes 4 consecutive values; the 8 threads of a 32-value block share max|x|
+ * (and the sum) by shuffles. Q4_0's -8 S words follow once the codes are in place. */
+template <int T, bool XH, typename XS>
+__device__ __forceinline__ void mv10_stage(uint32_t *xr, float *xd, float *xs, const XS &xv, int k, int C) {
+    constexpr int RW = mv10_rec<T>();
+    uint8_t *xb = (uint8_t *)xr;
+    const int total = C * 16; /* float4s; a multiple of 8, and blockDim.x is too: whole blocks per warp */
+    for (int base = 0; base < total; base += 4 * blockDim.x) {
+        float4 raw[4];
+#pragma unroll
+        for (int u = 0; u < 4; u++) { /* 4 loads in flight before the first is used */
+            const int f = base + u * blockDim.x + threadIdx.x, kk = 4 * f;
+            raw[u] = make_float4(0, 0, 0, 0);
+            if (f < total && kk < k) {
+                if constexpr (XH) {
+                    uint2 r = *(const uint2 *)((const unsigned short *)xv.p + kk);
+                    float2 a = __half22float2(*(__half2 *)&r.x), b = __half22float2(*(__half2 *)&r.y);
+                    raw[u] = make_float4(a.x, a.y, b.x, b.y);
+                } else {
+                    raw[u] = mv_x_f32(xv, 0, kk, k);
+                }
+            }
+        }
+#pragma unroll
+        for (int u = 0; u < 4; u++) {
+            if (base + u * blockDim.x >= total) break; /* uniform over the block */
+            const int f = base + u * blockDim.x + threadIdx.x;
+            const float4 v = raw[u];
+            float m = fmaxf(fmaxf(fabsf(v.x), fabsf(v.y)), fmaxf(fabsf(v.z), fabsf(v.w)));
+            m = fmaxf(m, __shfl_xor_sync(0xffffffffu, m, 1));
+            m = fmaxf(m, __shfl_xor_sync(0xffffffffu, m, 2));
+            m = fmaxf(m, __shfl_xor_sync(0xffffffffu, m, 4));
+            const float inv = m > 0.0f ? 127.0f / m : 0.0f;
+            const int q0 = __float2int_rn(v.x * inv), q1 = __float2int_rn(v.y * inv);
+            const int q2 = __float2int_rn(v.z * inv), q3 = __float2int_rn(v.w * inv);
+            int sum = 0;
+            if constexpr (T == QUANT_Q4_K) {
+                sum = (q0 + q1) + (q2 + q3);
+                sum += __shfl_xor_sync(0xffffffffu, sum, 1);
+                sum += __shfl_xor_sync(0xffffffffu, sum, 2);
+                sum += __shfl_xor_sync(0xffffffffu, sum, 4);
+            }
+            if (f >= total) continue;
+            const int kk = 4 * f, c = kk >> 6, s = (kk >> 4) & 3, e4 = kk & 15, t = (e4 & 7) >> 1, h = (e4 >> 3) & 1;
+            /* columns e4, e4 + 1 are lane t's bytes h, h + 2 of word s; e4 + 2, e4 + 3 lane t + 1's */
+            uint8_t *p0 = xb + ((c * 4 + t) * RW + s) * 4 + h, *p1 = p0 + RW * 4;
+            p0[0] = (uint8_t)q0;
+            p0[2] = (uint8_t)q1;
+            p1[0] = (uint8_t)q2;
+            p1[2] = (uint8_t)q3;
+            if ((f & 7) == 0) {
+                const float d = m * (1.0f / 127.0f);
+                xd[f >> 3] = d;
+                if constexpr (T == QUANT_Q4_K) xs[f >> 3] = d * (float)sum;
+            }
+        }
+    }
+    if constexpr (T == QUANT_Q4_0) {
+        __syncthreads();
+        for (int i = threadIdx.x; i < C * 8; i += blockDim.x) { /* (chunk, t, block) */
+            uint32_t *r = xr + (i >> 1) * RW;
+            const int blk = i & 1;
+            const int S = __dp4a((int)r[2 * blk], 0x01010101, __dp4a((int)r[2 * blk + 1], 0x01010101, 0));
+            r[4 + blk] = (uint32_t)(-8 * S);
+            r[6 + blk] = (uint32_t)(-128 * S);
+        }
+    }
+}
+
+/* One warp's group of 4 chunks (2 KB of quants) in registers. In the v2 layout a block's units
+ * (tile, group) lie at equal strides in order (C = 4 groups per tile), so unit u's quants start
+ * 2048 u bytes and its scales 256 u bytes after the block's first: one address per unit. */
+template <int T> struct mv10_group {
+    uint4 q[4];
+    uint2 sc[4];      /* Q4_0: d of (g, 2c), (g, 2c + 1) | (g + 8, 2c), (g + 8, 2c + 1) per chunk */
+    uint4 r0, r1;     /* Q4_K: the super-block's d, dmin, scales[12] of rows g and g + 8 */
+    /* qp: the unit's quants + 16 lane; sp: its scales + 8 g (Q4_0) or 16 g (Q4_K) */
+    __device__ __forceinline__ void load(const uint8_t *qp, const uint8_t *sp) {
+#pragma unroll
+        for (int i = 0; i < 4; i++) q[i] = mv_ld_stream((const uint4 *)(qp + 512 * i));
+        if constexpr (T == QUANT_Q4_0) {
+#pragma unroll
+            for (int i = 0; i < 4; i++) sc[i] = __ldg((const uint2 *)(sp + 64 * i));
+        } else {
+            r0 = __ldg((const uint4 *)sp);
+            r1 = __ldg((const uint4 *)(sp + 128));
+        }
+    }
+};
+
+/* One group times X: acc[0] row g, acc[1] row g + 8 (Q4_0: 16 times too large, the flush scales
+ * it). xr: lane t's X record of the group's first chunk; xd: d of X of its first block; xs (Q4_K):
+ * sums of the rounded X of the super-block's sub-blocks. */
+template <int T>
+__device__ __forceinline__ void mv10_compute(float acc[2], const mv10_group<T> &gq, const uint32_t *xr,
+                                             const float *xd, const float *xs, int t) {
+    constexpr uint32_t LO = 0x0F0F0F0Fu, HI = 0xF0F0F0F0u;
+    if constexpr (T == QUANT_Q4_0) {
+#pragma unroll
+        for (int i = 0; i < 4; i++) {
+            const uint4 x = *(const uint4 *)(xr + 32 * i);
+            const uint4 o = *(const uint4 *)(xr + 32 * i + 4);
+            const float2 dx = *(const float2 *)(xd + 2 * i);
+            const uint4 q = gq.q[i];
+            const int g0 = __dp4a((int)(q.y & LO), (int)x.y, __dp4a((int)(q.x & LO), (int)x.x, (int)o.x));
+            const int g1 = __dp4a((int)(q.w & LO), (int)x.w, __dp4a((int)(q.z & LO), (int)x.z, (int)o.y));
+            const int h0 = mv10_dp4a_us(q.y & HI, x.y, mv10_dp4a_us(q.x & HI, x.x, (int)o.z));
+            const int h1 = mv10_dp4a_us(q.w & HI, x.w, mv10_dp4a_us(q.z & HI, x.z, (int)o.w));
+            const uint2 sc = gq.sc[i];
+            acc[0] = fmaf(mv_half_lo(sc.x) * dx.x, (float)g0, acc[0]);
+            acc[0] = fmaf(mv_half_hi(sc.x) * dx.y, (float)g1, acc[0]);
+            acc[1] = fmaf(mv_half_lo(sc.y) * dx.x, (float)h0, acc[1]);
+            acc[1] = fmaf(mv_half_hi(sc.y) * dx.y, (float)h1, acc[1]);
+        }
+    } else {
+        /* 6-bit scales and mins of sub-blocks 0-3 (a) and 4-7 (b), one byte each (as mv2_group) */
+        const uint4 r0 = gq.r0, r1 = gq.r1;
+        const uint32_t sc0a = r0.y & 0x3f3f3f3fu, m0a = r0.z & 0x3f3f3f3fu;
+        const uint32_t sc0b = (r0.w & 0x0f0f0f0fu) | ((r0.y >> 2) & 0x30303030u);
+        const uint32_t m0b = ((r0.w >> 4) & 0x0f0f0f0fu) | ((r0.z >> 2) & 0x30303030u);
+        const uint32_t sc1a = r1.y & 0x3f3f3f3fu, m1a = r1.z & 0x3f3f3f3fu;
+        const uint32_t sc1b = (r1.w & 0x0f0f0f0fu) | ((r1.y >> 2) & 0x30303030u);
+        const uint32_t m1b = ((r1.w >> 4) & 0x0f0f0f0fu) | ((r1.z >> 2) & 0x30303030u);
+        float ga0 = 0.0f, ga1 = 0.0f;
+#pragma unroll
+        for (int i = 0; i < 4; i++) {
+            const uint4 x = *(const uint4 *)(xr + 16 * i);
+            const float2 dx = *(const float2 *)(xd + 2 * i);
+            const uint4 q = gq.q[i];
+            const int g0 = __dp4a((int)(q.y & LO), (int)x.y, __dp4a((int)(q.x & LO), (int)x.x, 0));
+            const int g1 = __dp4a((int)(q.w & LO), (int)x.w, __dp4a((int)(q.z & LO), (int)x.z, 0));
+            const int h0 = mv10_dp4a_us(q.y & HI, x.y, mv10_dp4a_us(q.x & HI, x.x, 0));
+            const int h1 = mv10_dp4a_us(q.w & HI, x.w, mv10_dp4a_us(q.z & HI, x.z, 0));
+            /* sub-blocks 2i, 2i + 1 of the super-block: integer scale times the integer dot */
+            const int j0 = 2 * i, j1 = 2 * i + 1;
+            const uint32_t sa = j0 < 4 ? sc0a : sc0b, sb = j0 < 4 ? sc1a : sc1b;
+            const int s00 = (int)((sa >> (8 * (j0 & 3))) & 255), s01 = (int)((sa >> (8 * (j1 & 3))) & 255);
+            const int s10 = (int)((sb >> (8 * (j0 & 3))) & 255), s11 = (int)((sb >> (8 * (j1 & 3))) & 255);
+            ga0 = fmaf(dx.x, (float)(g0 * s00), ga0);
+            ga0 = fmaf(dx.y, (float)(g1 * s01), ga0);
+            ga1 = fmaf(dx.x, (float)(h0 * s10), ga1);
+            ga1 = fmaf(dx.y, (float)(h1 * s11), ga1);
+        }
+        /* the min term, sum_j m_j * (sum of X of sub-block j), rounded X's sums: lane t takes
+         * sub-blocks t and t + 4 (the 4 lanes of a row add up in the flush) */
+        const float x0 = xs[t], x1 = xs[t + 4];
+        const float gm0 = fmaf((float)__byte_perm(m0a, 0, 0x4440 | t), x0, (float)__byte_perm(m0b, 0, 0x4440 | t) * x1);
+        const float gm1 = fmaf((float)__byte_perm(m1a, 0, 0x4440 | t), x0, (float)__byte_perm(m1b, 0, 0x4440 | t) * x1);
+        acc[0] = fmaf(mv_half_lo(r0.x), ga0, fmaf(-mv_half_hi(r0.x), gm0, acc[0]));
+        acc[1] = fmaf(mv_half_lo(r1.x) * 0.0625f, ga1, fmaf(-mv_half_hi(r1.x), gm1, acc[1]));
+    }
+}
+
+template <int T, bool XH, typename XS = mv_x>
+__global__ void __launch_bounds__(MV10_WARPS * 32, 1) matvec_v10(float *y, const uint8_t *w, XS xv, int rows, int k) {
+    static_assert(T == QUANT_Q4_0 || T == QUANT_Q4_K, "v10: Q4_0, Q4_K");
+    constexpr int GC = 4, W = MV10_WARPS, NB = 2;
+    extern __shared__ __align__(16) uint8_t mv10_smem_buf[];
+    const int64_t C = mv2_chunks(k), R16 = (rows + 15) / 16;
+    const int64_t t0 = blockIdx.x * R16 / gridDim.x, t1 = (blockIdx.x + 1) * R16 / gridDim.x;
+    const int nt = (int)(t1 - t0), ng = (int)(C / GC), units = nt * ng;
+    const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31, g = lane >> 2, t = lane & 3;
+    const int u0 = warp * units / W, u1 = (warp + 1) * units / W;
+    uint32_t *xr = (uint32_t *)mv10_smem_buf;
+    float *xd = (float *)(xr + C * 4 * mv10_rec<T>()), *xs = xd + 2 * C;
+    float *red = xs + (T == QUANT_Q4_K ? 2 * C : 0);
+
+    /* the first NB groups of loads go out before X is staged (weights only: pdl.cuh) */
+    mv10_group<T> gq[NB];
+    const uint8_t *qp = w + (t0 * C + 4 * (int64_t)u0) * 512 + 16 * lane;
+    const uint8_t *sp = w + R16 * C * 512 + (t0 * C + 4 * (int64_t)u0) * 64 + (T == QUANT_Q4_0 ? 8 : 16) * g;
+#pragma unroll
+    for (int j = 0; j < NB; j++)
+        if (u0 + j < u1) gq[j].load(qp + 2048 * j, sp + 256 * j);
+    pdl_wait();
+    for (int i = threadIdx.x; i < nt * W * 16; i += blockDim.x) red[i] = 0.0f;
+    mv10_stage<T, XH>(xr, xd, xs, xv, k, (int)C);
+    __syncthreads();
+
+    float acc[2] = {0.0f, 0.0f};
+    int ct = u0 / ng, cg = u0 % ng; /* compute cursor: tile (in the block) and group */
+    constexpr int RW = mv10_rec<T>();
+    const uint32_t *xr0 = xr + t * RW;
+    auto flush = [&]() { /* the 4 lanes of a row add up their parts; Q4_0's row g + 8 is 16 x */
+        float a0 = acc[0], a1 = acc[1];
+        a0 += __shfl_xor_sync(0xffffffffu, a0, 1);
+        a0 += __shfl_xor_sync(0xffffffffu, a0, 2);
+        a1 += __shfl_xor_sync(0xffffffffu, a1, 1);
+        a1 += __shfl_xor_sync(0xffffffffu, a1, 2);
+        if (t == 0) {
+            float *p = red + (ct * W + warp) * 16 + g;
+            p[0] = a0;
+            p[8] = T == QUANT_Q4_0 ? a1 * 0.0625f : a1;
+        }
+        acc[0] = acc[1] = 0.0f;
+    };
+    for (int u = u0; u < u1; u += NB) {
+#pragma unroll
+        for (int j = 0; j < NB; j++) {
+            if (u + j < u1) {
+                mv10_compute<T>(acc, gq[j], xr0 + cg * 16 * RW, xd + 8 * cg, xs + 8 * cg, t);
+                if (u + j + NB < u1) gq[j].load(qp + 2048 * (u + j + NB - u0), sp + 256 * (u + j + NB - u0));
+                if (++cg == ng) { flush(); cg = 0; ct++; }
+            }
+        }
+    }
+    if (u0 < u1 && cg != 0) flush();
+    pdl_trigger();
+    __syncthreads();
+    for (int i = threadIdx.x; i < nt * 16; i += blockDim.x) {
+        const int tl = i >> 4, r = i & 15;
+        const int64_t row = (t0 + tl) * 16 + r;
+        float s = 0.0f;
+#pragma unroll 4
+        for (int wp = 0; wp < W; wp++) s += red[(tl * W + wp) * 16 + r];
+        if (row < rows) y[row] = s;
+    }
+}
+
+/* Lets v10 use all the shared memory a block may opt into (matvec_repack calls it at load). */
+template <int T, bool XH, typename XS = mv_x>
+static inline bool mv10_prepare() {
+    static bool done[64];
+    int dev = 0, sms, smem_max;
+    if (!mv6_device(&sms, &smem_max) || cudaGetDevice(&dev) != cudaSuccess) return false;
+    if (!done[dev]) {
+        if (cudaFuncSetAttribute(matvec_v10<T, XH, XS>, cudaFuncAttributeMaxDynamicSharedMemorySize, smem_max) !=
+            cudaSuccess)
+            return false;
+        done[dev] = true;
+    }
+    return true;
+}
+
+/* Launches v10 with the PDL attribute when pdl; false (nothing launched) where it does not
+ * apply: another type, n > 1, k not a multiple of 256, or shared memory too small. *e is the
+ * launch status. */
+template <int T, bool XH, typename XS = mv_x>
+static inline bool matvec_v10_launch(float *y, const void *w, XS x, int rows, int k, int n, cudaStream_t s, int pdl,
+                                     cudaError_t *e) {
+    int sms, smem_max;
+    if constexpr (T != QUANT_Q4_0 && T != QUANT_Q4_K) {
+        return false;
+    } else {
+        if (n != 1 || k % 256 != 0 || !mv6_device(&sms, &smem_max)) return false;
+        const int64_t R16 = (rows + 15) / 16;
+        int64_t grid = R16 < sms ? R16 : sms;
+        if ((R16 + grid - 1) / grid > MV6_TILES) grid = (R16 + MV6_TILES - 1) / MV6_TILES;
+        const size_t smem = mv10_smem<T>(k, (R16 + grid - 1) / grid);
+        if (smem > (size_t)smem_max || (smem > 48 * 1024 && !mv10_prepare<T, XH, XS>())) return false;
+        *e = pdl_launch_as(pdl, matvec_v10<T, XH, XS>, dim3((unsigned)grid), dim3(MV10_WARPS * 32), smem, s, y,
+                           (const uint8_t *)w, x, rows, k);
+        return true;
+    }
+}
+
 #endif

@@ -1,14 +1,17 @@
 /* Kernel lab: decode matvec. CPU reference (quant_dequant_row + f64 dot) on sampled rows of
- * fresh random matrices, then each variant (matvec.cuh: v1 generic, v2-v9 tensor cores) timed two
- * ways: one launch after an L2 flush ("1x"), and a chain of launches over enough copies of the
+ * fresh random matrices, then each variant (matvec.cuh: v1 generic, v2-v9 tensor cores, v10 int8
+ * X and dp4a) timed two ways: one launch after an L2 flush ("1x"), and a chain of launches over enough copies of the
  * matrix to exceed L2 ("chain", as in a decode step). GB/s = (weights + x + y bytes) / time,
- * against the measured copy bandwidth. Usage: matvec [filter] (a substring of the type name), or
+ * against the measured copy bandwidth. v1-v9 must be within 1e-4 (||err|| / ||ref||); v10, which
+ * rounds X to int8, within mvq.h's budget (every row within the worst case of the rounding, rms
+ * within twice its expected one), a check the lab first tries on CPU emulations. Usage: matvec [filter] (a substring of the type name), or
  * matvec profile TYPE ROWS K VARIANT (one checked launch of one variant, for ncu). */
 #include <cstdio>
 #include <cstring>
 #include <cstdlib>
 #include <vector>
 #include "tests/gpu/gen.h"
+#include "tests/gpu/mvq.h"
 #include "tests/kbench/lab.h"
 #include "kernels/kernels.h"
 #include "kernels/matvec.cuh"
@@ -43,7 +46,59 @@ static bool run_variant(int v, uint32_t t, float *y, const void *w, const void *
     if (v == 8 && n == 1) switch (t) { V23(QUANT_Q4_0, 8) V23(QUANT_Q4_K, 8) V23(QUANT_Q8_0, 8) V23(QUANT_Q6_K, 8) }
     if (v == 9 && n == 1) switch (t) { V23(QUANT_Q4_0, 9) V23(QUANT_Q4_K, 9) }
 #undef V23
+    cudaError_t e = cudaSuccess;
+#define V10(TT) case TT: return xh ? matvec_v10_launch<TT, true>(y, w, mv_x{x}, rows, k, n, 0, pdl_enabled(), &e) \
+                                   : matvec_v10_launch<TT, false>(y, w, mv_x{x}, rows, k, n, 0, pdl_enabled(), &e);
+    if (v == 10) switch (t) { V10(QUANT_Q4_0) V10(QUANT_Q4_K) }
+#undef V10
     return false;
+}
+
+/* The v10 check on CPU emulations of a 300 x 4096 Q4_0 product: X rounded as v10 does must pass;
+ * X with columns 2t and 2t + 1 swapped (a staging-order bug) or each block's scale taken from the
+ * next block must fail. Returns the number of wrong verdicts. */
+static int selftest_v10(gen_rng *r) {
+    const int64_t rows = 300, k = 4096;
+    std::vector<uint8_t> w(quant_row_bytes(QUANT_Q4_0, k) * rows);
+    gen_weights(r, QUANT_Q4_0, rows, k, w.data());
+    std::vector<float> x(k), xq(k), xs(k), xn(k), row(k), got[3];
+    for (int64_t i = 0; i < k; i++) x[i] = (float)gen_uniform(r, -1, 1) * (i % 96 < 32 ? 40.0f : i % 96 < 64 ? 1e-3f : 1.0f);
+    mvq_round_x(xq.data(), x.data(), k);
+    for (int64_t i = 0; i < k; i++) {
+        xs[i] = xq[i ^ 1];
+        const int64_t b = i / 32, nb = (b + 1) % (k / 32);
+        float m = 0, mn = 0;
+        for (int j = 0; j < 32; j++) { m = fmaxf(m, fabsf(x[32 * b + j])); mn = fmaxf(mn, fabsf(x[32 * nb + j])); }
+        xn[i] = m > 0 ? xq[i] / m * mn : 0.0f;
+    }
+    std::vector<double> ref(rows);
+    std::vector<mvq_budget> bud(rows);
+    for (int c = 0; c < 3; c++) got[c].resize(rows);
+    char err[256];
+    for (int64_t j = 0; j < rows; j++) {
+        if (quant_dequant_row(QUANT_Q4_0, w.data() + j * quant_row_bytes(QUANT_Q4_0, k), row.data(), k, err, sizeof err))
+            return 1;
+        double a = 0, b0 = 0, b1 = 0, b2 = 0;
+        for (int64_t i = 0; i < k; i++) {
+            a += (double)row[i] * x[i];
+            b0 += (double)row[i] * xq[i];
+            b1 += (double)row[i] * xs[i];
+            b2 += (double)row[i] * xn[i];
+        }
+        ref[j] = a;
+        got[0][j] = (float)b0; got[1][j] = (float)b1; got[2][j] = (float)b2;
+        bud[j] = mvq_row_budget(row.data(), x.data(), k);
+    }
+    const char *what[3] = {"v10's rounding", "columns swapped", "scales of the next block"};
+    int wrong = 0;
+    for (int c = 0; c < 3; c++) {
+        const int ok = mvq_check(got[c].data(), ref.data(), bud.data(), rows, err, sizeof err);
+        const bool right = ok == (c == 0);
+        wrong += !right;
+        printf("%s kbench matvec v10 check on emulated %s: %s (%s)\n", right ? "PASS" : "FAIL", what[c],
+               ok ? "accepted" : "rejected", err);
+    }
+    return wrong;
 }
 
 static void bench(lab &L, gen_rng *r, uint32_t t, shape s, int n, bool xh) {
@@ -64,6 +119,7 @@ static void bench(lab &L, gen_rng *r, uint32_t t, shape s, int n, bool xh) {
     for (int64_t i = 0; i < rows; i += rows > 257 ? rows / 256 : 1) rs.push_back(i);
     if (rs.back() != rows - 1) rs.push_back(rows - 1);
     std::vector<double> ref(rs.size() * n);
+    std::vector<mvq_budget> bud(rs.size()); /* v10's budget, n = 1 */
     std::vector<float> row(k);
     for (size_t j = 0; j < rs.size(); j++) {
         if (quant_dequant_row(t, w.data() + rs[j] * quant_row_bytes(t, k), row.data(), k, err, sizeof err)) {
@@ -75,6 +131,7 @@ static void bench(lab &L, gen_rng *r, uint32_t t, shape s, int n, bool xh) {
             for (int64_t i = 0; i < k; i++) acc += (double)row[i] * x[c * k + i];
             ref[j * n + c] = acc;
         }
+        bud[j] = mvq_row_budget(row.data(), x.data(), k);
     }
     /* enough copies to exceed L2 several times (>= 256 MB), at most 64 */
     size_t copies = std::max<size_t>(1, std::min<size_t>(64, ((size_t)256 << 20) / std::max(wb, rb) + 1));
@@ -94,7 +151,7 @@ static void bench(lab &L, gen_rng *r, uint32_t t, shape s, int n, bool xh) {
     float *dy;
     CUDA_CHECK(cudaMalloc(&dy, sizeof(float) * n * rows));
     std::vector<float> y(n * rows);
-    for (int v = 1; v <= 9; v++) {
+    for (int v = 1; v <= 10; v++) {
         if (g_profile && v != g_profile) continue;
         const std::vector<void *> &wv = v == 1 ? raw : rep;
         CUDA_CHECK(cudaMemset(dy, 0xff, sizeof(float) * n * rows));
@@ -105,8 +162,11 @@ static void bench(lab &L, gen_rng *r, uint32_t t, shape s, int n, bool xh) {
         for (size_t j = 0; j < rs.size(); j++)
             for (int c = 0; c < n; c++) got[j * n + c] = y[c * rows + rs[j]];
         double rel = gen_rel_err(got.data(), ref.data(), (int64_t)got.size());
-        bool ok = rel < 1e-4;
+        char why[160] = "";
+        bool ok = v == 10 ? mvq_check(got.data(), ref.data(), bud.data(), (int64_t)got.size(), why, sizeof why)
+                          : rel < 1e-4;
         if (!ok) g_fail++;
+        if (!ok && v == 10) printf("FAIL v10 %s %lldx%lld: %s\n", quant_type_name(t), (long long)rows, (long long)k, why);
         if (g_profile) { /* the second launch of the variant, after an L2 flush, is the one to profile */
             L.flush();
             run_variant(v, t, dy, wv[0], dx, xh, (int)rows, (int)k, n);
@@ -131,6 +191,8 @@ static void bench(lab &L, gen_rng *r, uint32_t t, shape s, int n, bool xh) {
 
 int main(int argc, char **argv) {
     const char *filter = argc > 1 ? argv[1] : "";
+    gen_rng r0 = {7};
+    if (selftest_v10(&r0)) return 1;
     if (argc == 6 && strcmp(argv[1], "profile") == 0) { /* profile TYPE ROWS K VARIANT: one launch for ncu */
         g_profile = atoi(argv[5]);
         gen_rng r = {42};
@@ -161,6 +223,7 @@ int main(int argc, char **argv) {
         if (!strstr(quant_type_name(t), filter)) continue;
         for (shape s : shapes) bench(L, &r, t, s, 1, false);
         if (t == QUANT_Q4_0 || t == QUANT_Q4_K) {
+            bench(L, &r, t, {28672, 4096}, 1, false);
             bench(L, &r, t, {14336, 4096}, 1, true);
             bench(L, &r, t, {14336, 4096}, 4, true);
             bench(L, &r, t, {14336, 4096}, 8, true);
