@@ -313,6 +313,13 @@ int main(int argc, char **argv) {
     printf("| step | launches | weight GB | step ms | t/s | GB/s | %% copy | roofline t/s |\n|---|---|---|---|---|---|---|---|\n");
     run_step(L, &r, "q4_0");
     run_step(L, &r, "q4_k_m");
+    printf("# the same with matvec variant 10 (int8 X, dp4a) for one token of Q4_0 / Q4_K\n");
+    matvec_use_variant(10);
+    run_matvecs(L, &r, "q4_0", true);
+    run_matvecs(L, &r, "q4_k_m", true);
+    run_step(L, &r, "q4_0");
+    run_step(L, &r, "q4_k_m");
+    matvec_use_variant(6);
     printf("PASS kbench decode\n");
     return 0;
 }
