@@ -27,7 +27,8 @@ void kernels_use_pdl(int on);
  * n. W is a weight matrix of GGUF type wtype (F32, F16, Q4_0, Q5_0, Q8_0, Q4_K, Q6_K), after a
  * one-time matvec_repack into the layout the kernel reads; k is the row length (a multiple of the
  * type's block size). Accumulation is in f32. X in f32 is split exactly into two f16 halves for
- * the tensor-core paths, so |x| must stay below 65504. */
+ * the tensor-core paths, so |x| must stay below 65504; one token of Q4_0 or Q4_K rounds X to int8
+ * per 32 values instead (matvec_use_variant). */
 #define MATVEC_MAX_N 8
 
 /* 1 when matvec handles this weight type. */
@@ -39,9 +40,10 @@ size_t matvec_repacked_bytes(uint32_t wtype, int64_t rows, int64_t k);
  * weight, at load; the source may be freed afterwards. */
 cudaError_t matvec_repack(void *out, const void *w, uint32_t wtype, int64_t rows, int64_t k,
                           cudaStream_t stream);
-/* The variant matvec_f32 / matvec_f16 / matvec_f32_swiglu run for one token (n = 1): 6 (default,
- * tensor cores, f32 X exact) or 10 (Q4_0 and Q4_K: X rounded to int8 per 32 values, dp4a; relative
- * error ~1e-3 instead of ~1e-7; other types stay on 6). Same repacked layout for both.
+/* The variant matvec_f32 / matvec_f16 / matvec_f32_swiglu run for one token (n = 1): 10 (default;
+ * Q4_0 and Q4_K: X rounded to int8 per 32 values as llama.cpp's GPU path does, dp4a; relative
+ * error ~1e-3 instead of ~1e-7; other types stay on 6) or 6 (tensor cores, f32 X exact). Same
+ * repacked layout for both.
  * Process-wide; set it before launching (not while other threads launch). */
 void matvec_use_variant(int v);
 /* X in f32 [n][k] or in f16 bits [n][k]; Y f32 [n][rows]. */

@@ -1,8 +1,8 @@
 /* Launchers of the decode matvec (kernels.h): repacking at load, then the production variant per
- * weight type (v6 for one token and v3 for several, tensor cores, for Q4_0, Q4_K, Q8_0, Q6_K,
- * or v10, int8 X, for one token of Q4_0 and Q4_K after matvec_use_variant(10); v1 for F32, F16,
- * Q5_0), all with programmatic dependent launch, X plain or SwiGLU'd while staged. Variants live
- * in matvec.cuh, where the kernel lab times them. */
+ * weight type (v10, int8 X and dp4a, for one token of Q4_0 and Q4_K; v6 for one token and v3 for
+ * several, tensor cores, for Q4_0, Q4_K, Q8_0, Q6_K; v1 for F32, F16, Q5_0), all with
+ * programmatic dependent launch, X plain or SwiGLU'd while staged. Variants live in matvec.cuh,
+ * where the kernel lab times them. */
 #include "kernels/kernels.h"
 #include "kernels/matvec.cuh"
 
@@ -11,9 +11,10 @@
 #define MATVEC_V 6
 #define MATVEC_NB (MATVEC_V == 7 ? 3 : 2)
 
-/* matvec_use_variant: 10 sends n = 1 of Q4_0 and Q4_K to v10 (int8 X, dp4a; same repacked layout),
- * 6 (the default) keeps v6. */
-static int matvec_variant = 6;
+/* matvec_use_variant: 10 (the default) sends n = 1 of Q4_0 and Q4_K to v10 (int8 X, dp4a; same
+ * repacked layout): 10-20% faster than v6 at every 8b shape (kernel lab, PERF-LOG run 14); 6
+ * keeps v6 (f32 X exact). */
+static int matvec_variant = 10;
 
 extern "C" void matvec_use_variant(int v) { matvec_variant = v == 10 ? 10 : 6; }
 

@@ -913,6 +913,8 @@ int main(void) {
     printf("# seed-time %lld\n", (long long)r.s);
     const uint32_t types[] = {QUANT_F32, QUANT_F16, QUANT_Q4_0, QUANT_Q5_0, QUANT_Q8_0, QUANT_Q4_K, QUANT_Q6_K};
     const int64_t shapes[][2] = {{1, 256}, {37, 512}, {131, 2816}, {1000, 4096}, {17, 14336}};
+    /* the exact-X checks below are for v6 (f32 X split into f16 halves); v10 has its own */
+    matvec_use_variant(6);
     for (size_t ti = 0; ti < sizeof types / sizeof types[0]; ti++) {
         uint32_t t = types[ti];
         for (size_t si = 0; si < sizeof shapes / sizeof shapes[0]; si++) {
