@@ -63,7 +63,9 @@ static int gemm_slices(const gemm_shape &sh, int64_t rows, int64_t k, int64_t n,
 }
 
 /* v3's dynamic shared memory (gemm3_smem: 64-100 KB, two blocks per SM) needs the opt-in above
- * 48 KB, once per kernel and device; not a stream operation, so also fine during a capture. */
+ * 48 KB, once per kernel and device; not a stream operation, so also fine during a capture. The
+ * carveout asks for all of L1 as shared memory: the kernel reads nothing through L1 (cp.async.cg
+ * goes to L2), and two blocks need ~2 x 100 KB. */
 template <int T, int WR, int WC>
 static cudaError_t gemm3_launch(dim3 grid, float *y, const uint8_t *w, const __half *x, int rows, int k, int n, int cps,
                                 cudaStream_t stream) {
@@ -74,6 +76,9 @@ static cudaError_t gemm3_launch(dim3 grid, float *y, const uint8_t *w, const __h
     if (e != cudaSuccess) return e;
     if (dev < 0 || dev >= 64 || !ready[dev]) {
         e = cudaFuncSetAttribute(gemm_v3<T, WR, WC>, cudaFuncAttributeMaxDynamicSharedMemorySize, smem);
+        if (e == cudaSuccess)
+            e = cudaFuncSetAttribute(gemm_v3<T, WR, WC>, cudaFuncAttributePreferredSharedMemoryCarveout,
+                                     (int)cudaSharedmemCarveoutMaxShared);
         if (e != cudaSuccess) return e;
         if (dev >= 0 && dev < 64) ready[dev] = true;
     }
