@@ -4,7 +4,7 @@
 #include "kernels/gemm.cuh"
 
 /* The split aims at GEMM_SPLIT_WAVES blocks per SM (two resident blocks of 256 threads each fit
- * an SM, v1 and v2 alike, so this fills it about twice over); slices are whole super-blocks of 4 chunks (256
+ * an SM, v1, v2 and v3 alike, so this fills it about twice over); slices are whole super-blocks of 4 chunks (256
  * weights: a Q4_K / Q6_K scale group), at most GEMM_SPLIT_MAX of them, since each slice adds an
  * [n][rows] f32 plane written and read back. */
 #define GEMM_SPLIT_WAVES 2
@@ -14,13 +14,13 @@ extern "C" int gemm_supported(uint32_t wtype) {
     return wtype == QUANT_Q4_0 || wtype == QUANT_Q4_K || wtype == QUANT_Q6_K || wtype == QUANT_Q8_0;
 }
 
-/* gemm_use_variant: 1 or 2 (default), read by every launch. */
+/* gemm_use_variant: 1, 2 (default) or 3, read by every launch. */
 static int g_variant = 2;
 
-extern "C" void gemm_use_variant(int v) { g_variant = v == 1 ? 1 : 2; }
+extern "C" void gemm_use_variant(int v) { g_variant = v == 1 || v == 3 ? v : 2; }
 
-/* The block tile (rows x tokens) a launch uses: v1 128 x 64; v2 (gemm.cuh) 128 x 128 for n > 64,
- * 256 x 64 for n <= 64 (every weight dequantised once per block and once per call). */
+/* The block tile (rows x tokens) a launch uses: v1 128 x 64; v2 and v3 (gemm.cuh) 128 x 128 for
+ * n > 64, 256 x 64 for n <= 64 (every weight dequantised once per block and once per call). */
 struct gemm_shape {
     int variant, wr, brows, btoks;
 };
@@ -28,7 +28,7 @@ struct gemm_shape {
 static gemm_shape gemm_shape_for(int64_t n) {
     if (g_variant == 1) return {1, 0, GEMM_ROWS, GEMM_TOKS};
     const int wr = n > 64 ? 4 : 8;
-    return {2, wr, gemm2_rows(wr), gemm2_toks(wr)};
+    return {g_variant, wr, gemm2_rows(wr), gemm2_toks(wr)};
 }
 
 static int gemm_args_ok(uint32_t wtype, int64_t rows, int64_t k, int64_t n) {
@@ -62,10 +62,37 @@ static int gemm_slices(const gemm_shape &sh, int64_t rows, int64_t k, int64_t n,
     return (int)((C + *cps - 1) / *cps);
 }
 
+/* v3's dynamic shared memory (gemm3_smem: 64-100 KB, two blocks per SM) needs the opt-in above
+ * 48 KB, once per kernel and device; not a stream operation, so also fine during a capture. The
+ * carveout asks for all of L1 as shared memory: the kernel reads nothing through L1 (cp.async.cg
+ * goes to L2), and two blocks need ~2 x 100 KB. */
+template <int T, int WR, int WC>
+static cudaError_t gemm3_launch(dim3 grid, float *y, const uint8_t *w, const __half *x, int rows, int k, int n, int cps,
+                                cudaStream_t stream) {
+    static bool ready[64];
+    constexpr int smem = gemm3_smem<T, WR, WC>();
+    int dev = 0;
+    cudaError_t e = cudaGetDevice(&dev);
+    if (e != cudaSuccess) return e;
+    if (dev < 0 || dev >= 64 || !ready[dev]) {
+        e = cudaFuncSetAttribute(gemm_v3<T, WR, WC>, cudaFuncAttributeMaxDynamicSharedMemorySize, smem);
+        if (e == cudaSuccess)
+            e = cudaFuncSetAttribute(gemm_v3<T, WR, WC>, cudaFuncAttributePreferredSharedMemoryCarveout,
+                                     (int)cudaSharedmemCarveoutMaxShared);
+        if (e != cudaSuccess) return e;
+        if (dev >= 0 && dev < 64) ready[dev] = true;
+    }
+    return pdl_launch(gemm_v3<T, WR, WC>, grid, dim3(32 * WR * WC), smem, stream, y, w, x, rows, k, n, cps);
+}
+
 template <int T>
 static cudaError_t gemm_launch_t(const gemm_shape &sh, dim3 grid, float *y, const uint8_t *w, const __half *x, int rows,
                                  int k, int n, int cps, cudaStream_t stream) {
     if (sh.variant == 1) return pdl_launch(gemm_v1<T>, grid, dim3(256), 0, stream, y, w, x, rows, k, n, cps);
+    if (sh.variant == 3) {
+        if (sh.wr == 4) return gemm3_launch<T, 4, 2>(grid, y, w, x, rows, k, n, cps, stream);
+        return gemm3_launch<T, 8, 1>(grid, y, w, x, rows, k, n, cps, stream);
+    }
     if (sh.wr == 4) return pdl_launch(gemm_v2<T, 4>, grid, dim3(256), 0, stream, y, w, x, rows, k, n, cps);
     return pdl_launch(gemm_v2<T, 8>, grid, dim3(256), 0, stream, y, w, x, rows, k, n, cps);
 }

@@ -11,10 +11,14 @@
  *   v2  (production; kernels.h's gemm_use_variant picks v1 for the lab) warps of 32 rows x 64
  *       tokens (2 x 8 mma tiles) in blocks of 128 rows x 128 tokens (n > 64) or 256 rows x 64
  *       tokens (n <= 64), X in a 3-stage cp.async ring read with ldmatrix: see the v2 section.
+ *   v3  (lab: gemm_use_variant(3)) v2's warps and blocks with the weights through shared memory
+ *       too: a GEMM3_STAGES ring of (X chunk, weight chunk) stages filled by cp.async, so three
+ *       chunks of weights are in flight per block instead of one in registers: see the v3 section.
  *   split-K (small n, where rows/128 x n/64 blocks leave most SMs idle): blockIdx.z takes a
  *       slice of cps chunks and writes its partial tile to its own [n][rows] plane; gemm_sum adds
  *       the planes in slice order, so the result is the same on every run.
- * PDL (pdl.cuh): the first chunk's weights are loaded before pdl_wait, X and the output after. */
+ * PDL (pdl.cuh): the first chunk's weights (v3: first stages') are loaded before pdl_wait, X and
+ * the output after. */
 #ifndef MGI_KERNELS_GEMM_CUH
 #define MGI_KERNELS_GEMM_CUH
 
@@ -280,8 +284,12 @@ template <> struct gemm_wp<QUANT_Q4_K> {
         r1.y = __shfl_sync(0xffffffffu, l.s1, src + 1);
         r1.z = __shfl_sync(0xffffffffu, l.s1, src + 2);
         r1.w = __shfl_sync(0xffffffffu, l.s1, src + 3);
+        records(r0, r1, (int)(c & 3));
+    }
+    /* From the super-block records of rows g (r0) and g + 8 (r1): chunk cc's (0..3) two halves. */
+    __device__ __forceinline__ void records(uint4 r0, uint4 r1, int cc) {
         float2 s0[2], s1[2];
-        switch ((int)(c & 3)) { /* compile-time byte offsets in mv_k4_scale */
+        switch (cc) { /* compile-time byte offsets in mv_k4_scale (v3: cc is a constant already) */
 #define GEMM2_J(C) case C: s0[0] = mv_k4_scale(r0, 2 * C); s1[0] = mv_k4_scale(r1, 2 * C); \
                    s0[1] = mv_k4_scale(r0, 2 * C + 1); s1[1] = mv_k4_scale(r1, 2 * C + 1); break;
         GEMM2_J(0) GEMM2_J(1) GEMM2_J(2) default: GEMM2_J(3)
@@ -406,6 +414,239 @@ __global__ void __launch_bounds__(256, 2) gemm_v2(float *y, const uint8_t *w, co
     }
     gemm2_cp_wait<0>(); /* no copy may still target shared memory when the block exits */
     y += (int64_t)blockIdx.z * n * rows;
+#pragma unroll
+    for (int i = 0; i < 2; i++)
+#pragma unroll
+        for (int j = 0; j < 8; j++)
+#pragma unroll
+            for (int e = 0; e < 4; e++) {
+                const int64_t row = (tile0 + i) * 16 + g + 8 * (e >> 1);
+                const int tok = tok0 + wt + 8 * j + 2 * t + (e & 1);
+                if (row < rows && tok < n) y[(int64_t)tok * rows + row] = acc[i][j][e];
+            }
+}
+
+/* ---------------------------------------------------------------- v3 ------------------------ */
+/* v2's warps and blocks (gemm_v3<T, WR, WC>: WR x WC warps of 32 rows x 64 tokens, the launcher
+ * uses v2's two shapes, WR = 8 x WC = 1 and 4 x 2) with the weights through shared memory as well:
+ * each of the GEMM3_STAGES ring stages holds one chunk's X ([TOKS][64] halves, v2's swizzle) and
+ * the same chunk's weights for the block's NT = 2 WR tiles, filled by cp.async from all threads
+ * (in the repacked layout a tile's chunk is a contiguous run of 16-byte pieces: 512 bytes of
+ * quants, copied 1:1), one commit group per chunk, one __syncthreads per chunk as in v2. Every
+ * warp reads its two tiles' A-fragment words with one LDS.128 per tile (lane l: bytes 16l..16l+15
+ * of the run: conflict-free) plus its scales, and dequantises in registers as v2 does. So the
+ * weights of GEMM3_STAGES - 1 chunks are in flight per block (e.g. 3 x 9 KB for Q4 at 256 rows)
+ * instead of one chunk in registers, and the registers that held them are free.
+ * Super-block data (Q4_K's 16-byte d, dmin, scales records, Q6_K's d; per 4 chunks) goes to a
+ * 2-slot area beside the ring, slot b & 1 for super-block b, copied with the stage of chunk 4b
+ * (slices start on super-blocks, so every block's first chunk brings its record): the copy for
+ * b is issued at iteration 4b - (S - 1), after the barrier that ends iteration 4b - S, and the
+ * last reader of that slot (super-block b - 2) is iteration 4b - 5, hence S <= 5.
+ * PDL: the weights of the first S - 1 chunks are issued before pdl_wait, X after it. */
+#define GEMM3_STAGES 4
+
+/* Copies one region of the NT tiles' records of a chunk (or super-block): PPT 16-byte pieces per
+ * tile from src (the first tile's record; tiles tstride bytes apart) into dst [NT][16 PPT], piece
+ * p at 16 p, or with SWAP at (p & 1) 8 PPT + 16 (p >> 1) (Q8_0: a lane's two 16-byte words, one
+ * in each half, so each half is read conflict-free); tiles from `live` on (past R16) are skipped. */
+template <int NT, int NTH, int PPT, bool SWAP = false>
+__device__ __forceinline__ void gemm3_copy(uint32_t dst, const uint8_t *src, int64_t tstride, int live) {
+    constexpr int TOTAL = NT * PPT;
+#pragma unroll
+    for (int i = 0; i < (TOTAL + NTH - 1) / NTH; i++) {
+        const int e = (int)threadIdx.x + NTH * i, lt = e / PPT, p = e % PPT;
+        if ((TOTAL % NTH == 0 || e < TOTAL) && lt < live) {
+            const int off = SWAP ? (p & 1) * 8 * PPT + 16 * (p >> 1) : 16 * p;
+            gemm2_cp16(dst + lt * 16 * PPT + off, src + lt * tstride + 16 * p, true);
+        }
+    }
+}
+
+/* Per type: CB bytes per tile per chunk in a stage, SBB per tile per super-block (0: none), the
+ * copies (load: chunk c of tiles tb.., load_sb: super-block b), and one tile's registers for a
+ * chunk (read from the stage sw and the super-block slot sb; frag as gemm_w / gemm_wp). */
+template <int T> struct gemm3_w;
+
+template <> struct gemm3_w<QUANT_Q4_0> {
+    static constexpr int CB = 576, SBB = 0; /* [NT][512] quants, [NT][64] scales */
+    gemm_w<QUANT_Q4_0> f;
+    template <int NT, int NTH>
+    __device__ static void load(uint32_t dst, const uint8_t *w, int64_t R16, int64_t C, int64_t tb, int c, int live) {
+        gemm3_copy<NT, NTH, 32>(dst, w + (tb * C + c) * 512, C * 512, live);
+        gemm3_copy<NT, NTH, 4>(dst + NT * 512, w + R16 * C * 512 + (tb * C + c) * 64, C * 64, live);
+    }
+    template <int NT, int NTH> __device__ static void load_sb(uint32_t, const uint8_t *, int64_t, int64_t, int64_t, int, int) {}
+    template <int NT> __device__ void read(const uint8_t *sw, const uint8_t *, int lt, int lane, int g, int) {
+        f.q = *(const uint4 *)(sw + lt * 512 + 16 * lane);
+        f.sc = *(const uint2 *)(sw + NT * 512 + lt * 64 + 8 * g);
+    }
+    __device__ __forceinline__ void frag(uint32_t a[4], int s) const { f.frag(a, s, 0); }
+};
+
+template <> struct gemm3_w<QUANT_Q4_K> {
+    static constexpr int CB = 512, SBB = 256; /* [NT][512] quants; slot: [NT][16 rows][16] records */
+    gemm_wp<QUANT_Q4_K> f;
+    template <int NT, int NTH>
+    __device__ static void load(uint32_t dst, const uint8_t *w, int64_t, int64_t C, int64_t tb, int c, int live) {
+        gemm3_copy<NT, NTH, 32>(dst, w + (tb * C + c) * 512, C * 512, live);
+    }
+    template <int NT, int NTH>
+    __device__ static void load_sb(uint32_t dst, const uint8_t *w, int64_t R16, int64_t C, int64_t tb, int b, int live) {
+        gemm3_copy<NT, NTH, 16>(dst, w + R16 * C * 512 + tb * C * 64 + (int64_t)b * 256, C * 64, live);
+    }
+    template <int NT> __device__ void read(const uint8_t *sw, const uint8_t *sb, int lt, int lane, int g, int cc) {
+        f.q = *(const uint4 *)(sw + lt * 512 + 16 * lane);
+        f.records(*(const uint4 *)(sb + lt * 256 + 16 * g), *(const uint4 *)(sb + lt * 256 + 128 + 16 * g), cc);
+    }
+    __device__ __forceinline__ void frag(uint32_t a[4], int s) const { f.frag(a, s, 0); }
+};
+
+template <> struct gemm3_w<QUANT_Q8_0> {
+    static constexpr int CB = 1088, SBB = 0; /* [NT][2 halves][32 lanes][16] quants, [NT][64] scales */
+    gemm_w<QUANT_Q8_0> f;
+    template <int NT, int NTH>
+    __device__ static void load(uint32_t dst, const uint8_t *w, int64_t R16, int64_t C, int64_t tb, int c, int live) {
+        gemm3_copy<NT, NTH, 64, true>(dst, w + (tb * C + c) * 1024, C * 1024, live);
+        gemm3_copy<NT, NTH, 4>(dst + NT * 1024, w + R16 * C * 1024 + (tb * C + c) * 64, C * 64, live);
+    }
+    template <int NT, int NTH> __device__ static void load_sb(uint32_t, const uint8_t *, int64_t, int64_t, int64_t, int, int) {}
+    template <int NT> __device__ void read(const uint8_t *sw, const uint8_t *, int lt, int lane, int g, int) {
+        f.q0 = *(const uint4 *)(sw + lt * 1024 + 16 * lane);
+        f.q1 = *(const uint4 *)(sw + lt * 1024 + 512 + 16 * lane);
+        f.sc = *(const uint2 *)(sw + NT * 1024 + lt * 64 + 8 * g);
+    }
+    __device__ __forceinline__ void frag(uint32_t a[4], int s) const { f.frag(a, s, 0); }
+};
+
+template <> struct gemm3_w<QUANT_Q6_K> {
+    static constexpr int CB = 832, SBB = 32; /* [NT][512] low, [NT][256] high, [NT][64] int8 scales; slot: [NT][16] d */
+    gemm_w<QUANT_Q6_K> f;
+    template <int NT, int NTH>
+    __device__ static void load(uint32_t dst, const uint8_t *w, int64_t R16, int64_t C, int64_t tb, int c, int live) {
+        gemm3_copy<NT, NTH, 32>(dst, w + (tb * C + c) * 512, C * 512, live);
+        gemm3_copy<NT, NTH, 16>(dst + NT * 512, w + R16 * C * 512 + (tb * C + c) * 256, C * 256, live);
+        gemm3_copy<NT, NTH, 4>(dst + NT * 768, w + R16 * C * 768 + (tb * C + c) * 64, C * 64, live);
+    }
+    template <int NT, int NTH>
+    __device__ static void load_sb(uint32_t dst, const uint8_t *w, int64_t R16, int64_t C, int64_t tb, int b, int live) {
+        gemm3_copy<NT, NTH, 2>(dst, w + R16 * C * 832 + (tb * (C / 4) + b) * 32, (C / 4) * 32, live);
+    }
+    template <int NT> __device__ void read(const uint8_t *sw, const uint8_t *sb, int lt, int lane, int g, int) {
+        f.lo = *(const uint4 *)(sw + lt * 512 + 16 * lane);
+        f.hi = *(const uint2 *)(sw + NT * 512 + lt * 256 + 8 * lane);
+        f.sg = *(const uint32_t *)(sw + NT * 768 + lt * 64 + 4 * g);
+        f.sg8 = *(const uint32_t *)(sw + NT * 768 + lt * 64 + 32 + 4 * g);
+        f.dd = (uint32_t)*(const uint16_t *)(sb + lt * 32 + 2 * g) | (uint32_t)*(const uint16_t *)(sb + lt * 32 + 16 + 2 * g) << 16;
+    }
+    __device__ __forceinline__ void frag(uint32_t a[4], int s) const { f.frag(a, s, 0); }
+};
+
+/* Bytes of one ring stage and of the whole dynamic shared memory of gemm_v3<T, WR, WC>. */
+template <int T, int WR, int WC> __host__ __device__ constexpr int gemm3_stage() {
+    return 64 * WC * 128 + 2 * WR * gemm3_w<T>::CB;
+}
+template <int T, int WR, int WC> __host__ __device__ constexpr int gemm3_smem() {
+    return GEMM3_STAGES * gemm3_stage<T, WR, WC>() + 2 * 2 * WR * gemm3_w<T>::SBB;
+}
+
+template <int T, int WR, int WC>
+__global__ void __launch_bounds__(32 * WR * WC, 2) gemm_v3(float *y, const uint8_t *w, const __half *x, int rows, int k, int n, int cps) {
+    using W = gemm3_w<T>;
+    constexpr int NTH = 32 * WR * WC, NT = 2 * WR, TOKS = 64 * WC, S = GEMM3_STAGES;
+    constexpr int XB = TOKS * 128, STAGE = gemm3_stage<T, WR, WC>(), XPIECES = TOKS * 8 / NTH;
+    static_assert(S >= 2 && S <= 5, "the super-block slots need S <= 5 (see above)");
+    static_assert(TOKS * 8 % NTH == 0, "X pieces per thread");
+    extern __shared__ __align__(128) uint8_t g3s[];
+    const int C = (int)mv2_chunks(k), R16 = (rows + 15) / 16, c0 = (int)blockIdx.z * cps;
+    const int c1 = c0 + cps < C ? c0 + cps : C;
+    const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31, g = lane >> 2, t = lane & 3;
+    const int64_t tb = (int64_t)blockIdx.x * NT;
+    const int lt0 = 2 * (warp % WR), live = R16 - tb < NT ? (int)(R16 - tb) : NT;
+    const int tok0 = blockIdx.y * TOKS, wt = 64 * (warp / WR);
+    const int nt = min(8, (n - tok0 - wt + 7) / 8); /* this warp's n-tiles holding tokens < n */
+    const int xrows = min(TOKS, (n - tok0 + 7) & ~7); /* X rows any warp multiplies */
+    float acc[2][8][4];
+#pragma unroll
+    for (int i = 0; i < 2; i++)
+#pragma unroll
+        for (int j = 0; j < 8; j++) acc[i][j][0] = acc[i][j][1] = acc[i][j][2] = acc[i][j][3] = 0;
+    const uint32_t sm0 = (uint32_t)__cvta_generic_to_shared(g3s), sbs = sm0 + S * STAGE;
+    /* X of chunk c into stage st as v2 (after pdl_wait only); rows past xrows are not copied */
+    auto load_x = [&](int c, int st) {
+#pragma unroll
+        for (int i = 0; i < XPIECES; i++) {
+            const int e = threadIdx.x + NTH * i, r = e >> 3, p = e & 7, tok = tok0 + r;
+            const int64_t kk = 64 * c + 8 * p;
+            const bool ok = tok < n && kk < k;
+            if (r < xrows) gemm2_cp16(sm0 + st * STAGE + 2 * (r * 64 + 8 * (p ^ (r & 7))), ok ? x + (int64_t)tok * k + kk : x, ok);
+        }
+    };
+    auto load_w = [&](int c, int st) {
+        W::template load<NT, NTH>(sm0 + st * STAGE + XB, w, R16, C, tb, c, live);
+        if (W::SBB > 0 && (c & 3) == 0)
+            W::template load_sb<NT, NTH>(sbs + ((c >> 2) & 1) * NT * W::SBB, w, R16, C, tb, c >> 2, live);
+    };
+#pragma unroll
+    for (int s = 0; s < S - 1; s++) if (c0 + s < c1) load_w(c0 + s, s);
+    pdl_wait();
+    pdl_trigger();
+#pragma unroll
+    for (int s = 0; s < S - 1; s++) {
+        if (c0 + s < c1) load_x(c0 + s, s);
+        gemm2_cp_commit(); /* group 0 also holds the weights of stages 1..S-2: harmless */
+    }
+    const int lm = lane >> 3, lr = lane & 7;
+    const uint32_t lbase = sm0 + 2 * ((wt + 8 * (lm >> 1) + lr) * 64);
+    const bool busy = lt0 < live && nt > 0; /* warp-uniform: anything of this warp's to compute */
+    int st = 0;
+    /* super-blocks of 4 chunks, unrolled so that a chunk's place in its super-block (Q4_K's
+     * scale index) is a constant; the last one may be partial (32-weight types) */
+    constexpr int UNROLL = T == QUANT_Q4_K ? 4 : 1;
+    for (int cb = c0; cb < c1; cb += 4) {
+#pragma unroll UNROLL
+        for (int cc = 0; cc < 4; cc++) {
+            const int c = cb + cc;
+            if (c >= c1) break;
+            gemm2_cp_wait<S - 2>(); /* this thread's pieces of chunk c have landed */
+            __syncthreads();       /* everyone's have, and stage c - 1 is free again */
+            {
+                const int cn = c + S - 1, sn = st == 0 ? S - 1 : st - 1;
+                if (cn < c1) {
+                    load_w(cn, sn);
+                    load_x(cn, sn);
+                }
+                gemm2_cp_commit();
+            }
+            if (busy) {
+                const uint8_t *sw = g3s + st * STAGE + XB, *sb = g3s + S * STAGE + ((c >> 2) & 1) * NT * W::SBB;
+                W f[2];
+#pragma unroll
+                for (int i = 0; i < 2; i++) f[i].template read<NT>(sw, sb, lt0 + i, lane, g, cc);
+                const uint32_t xb = lbase + st * STAGE;
+#pragma unroll
+                for (int s = 0; s < 4; s++) {
+                    uint32_t a[2][4];
+#pragma unroll
+                    for (int i = 0; i < 2; i++) f[i].frag(a[i], s);
+#pragma unroll
+                    for (int jj = 0; jj < 4; jj++) {
+                        if (2 * jj >= nt) break;
+                        uint32_t b[4]; /* n-tiles 2jj, 2jj + 1: {lo, hi, lo, hi} k halves of step s */
+                        gemm2_ldsm4(b, xb + 2 * (16 * jj * 64 + 8 * ((2 * s + (lm & 1)) ^ lr)));
+#pragma unroll
+                        for (int i = 0; i < 2; i++) {
+                            mv_mma(acc[i][2 * jj], a[i], b[0], b[1]);
+                            if (2 * jj + 1 < nt) mv_mma(acc[i][2 * jj + 1], a[i], b[2], b[3]);
+                        }
+                    }
+                }
+            }
+            st = st == S - 1 ? 0 : st + 1;
+        }
+    }
+    gemm2_cp_wait<0>(); /* no copy may still target shared memory when the block exits */
+    y += (int64_t)blockIdx.z * n * rows;
+    const int64_t tile0 = tb + lt0;
 #pragma unroll
     for (int i = 0; i < 2; i++)
 #pragma unroll

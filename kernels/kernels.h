@@ -81,7 +81,8 @@ size_t gemm_f16_scratch_bytes(int64_t rows, int64_t k, int n);
 cudaError_t gemm_f16_split(float *y, const void *w, uint32_t wtype, const uint16_t *x, int64_t rows, int64_t k,
                            int n, void *scratch, size_t scratch_bytes, cudaStream_t stream);
 /* Kernel lab: the GEMM kernel every later gemm_f16 / gemm_f16_split / gemm_f16_scratch_bytes call
- * uses, process-wide: 1 (gemm.cuh's v1) or 2 (v2, the default). Size scratch after choosing. */
+ * uses, process-wide: 1 (gemm.cuh's v1), 2 (v2, the default) or 3 (v3: weights through shared
+ * memory as well). Size scratch after choosing. */
 void gemm_use_variant(int v);
 
 /* ---- small ops ------------------------------------------------------------------------------ */

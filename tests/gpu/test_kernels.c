@@ -947,11 +947,15 @@ int main(void) {
     }
     test_chain(&r, QUANT_Q4_0, QUANT_Q4_0);
     test_chain(&r, QUANT_Q4_K, QUANT_Q6_K);
-    /* every GEMM check for both kernels: v2 (the default) and v1 (kernel lab); v2's edges are
-     * its tiles, 128 or 256 rows x 128 or 64 tokens, switching at n = 64, and its 3-stage X ring */
+    /* every GEMM check for every kernel: v2 (the default), v3 and v1 (kernel lab); v2's and v3's
+     * edges are their tiles, 128 or 256 rows x 128 or 64 tokens, switching at n = 64, v2's 3-stage
+     * X ring, v3's 4-stage (X, weights) ring and its super-block slots (k of 1 to 56 super-blocks,
+     * slices of several) */
+    static const int gemm_variants[] = {2, 3, 1};
     const uint32_t gemm_types[] = {QUANT_Q4_0, QUANT_Q4_K, QUANT_Q6_K, QUANT_Q8_0};
     static const int edge_ns[] = {1, 17, 63, 65, 127, 129, 511}, split_edge_ns[] = {17, 63, 65, 129};
-    for (int v = 2; v >= 1; v--) {
+    for (int vi = 0; vi < 3; vi++) {
+        const int v = gemm_variants[vi];
         g_gemm_variant = v;
         gemm_use_variant(v);
         for (int i = 0; i < 4; i++) {

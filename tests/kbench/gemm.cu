@@ -1,6 +1,6 @@
-/* Kernel lab: prefill / batched-decode GEMM (gemm.cuh) on repacked weights, X f16, gemm v1 against
- * v2 (gemm_use_variant) through gemm_f16_split with full scratch, the engine's path, and v2 in one
- * pass (gemm_f16) where the split cuts K, to tune the split heuristic. Each run is
+/* Kernel lab: prefill / batched-decode GEMM (gemm.cuh) on repacked weights, X f16, gemm v1, v2 and
+ * v3 side by side (gemm_use_variant) through gemm_f16_split with full scratch, the engine's path,
+ * and v3 in one pass (gemm_f16) where the split cuts K, to tune the split heuristic. Each run is
  * checked on ~64 sampled rows against quant_dequant_row + f64 and timed (median of 10 after an
  * L2 flush) as TFLOP/s = 2 rows k n / time and as weight GB/s (repacked bytes / time, the bound
  * at small n); at n >= 128 next to cuBLAS (GemmEx, f16 in, f32 out and compute) on the same
@@ -45,7 +45,7 @@ static void bench(lab &L, cublasHandle_t cb, gen_rng *r, uint32_t t, int64_t row
     CUDA_CHECK(cudaMalloc(&dx, x.size() * 2));
     CUDA_CHECK(cudaMalloc(&dy, (size_t)nmax * rows * 4));
     size_t sb = 0;
-    for (int v = 1; v <= 2; v++) {
+    for (int v = 1; v <= 3; v++) {
         gemm_use_variant(v);
         for (int n : ns) sb = std::max(sb, gemm_f16_scratch_bytes(rows, k, n));
     }
@@ -67,19 +67,20 @@ static void bench(lab &L, cublasHandle_t cb, gen_rng *r, uint32_t t, int64_t row
                                       dx, CUDA_R_16F, (int)k, &zero, dy, CUDA_R_32F, (int)rows, CUBLAS_COMPUTE_32F,
                                       CUBLAS_GEMM_DEFAULT));
         };
-        double v1_ms = 0;
-        for (int v = 1; v <= 4; v++) { /* gemm v1, gemm v2 (split), gemm v2 one pass, cuBLAS */
-            if (v < 4) gemm_use_variant(v == 1 ? 1 : 2);
-            const size_t need = v < 3 ? gemm_f16_scratch_bytes(rows, k, n) : 0;
+        double v2_ms = 0;
+        /* v: gemm v1, v2, v3 (split as the launcher picks), 4: v3 in one pass, 5: cuBLAS */
+        for (int v = 1; v <= 5; v++) {
+            if (v < 5) gemm_use_variant(v == 4 ? 3 : v);
+            const size_t need = v < 4 ? gemm_f16_scratch_bytes(rows, k, n) : 0;
             const int slices = need ? (int)(need / ((size_t)n * rows * 4)) : 1;
-            if (v == 3 && gemm_f16_scratch_bytes(rows, k, n) == 0) continue; /* the same as v == 2 */
-            if (v == 4 && n < 128) break;
+            if (v == 4 && gemm_f16_scratch_bytes(rows, k, n) == 0) continue; /* the same as v == 3 */
+            if (v == 5 && n < 128) break;
             auto ours = [&] {
-                if (v == 3) CUDA_CHECK(gemm_f16(dy, dr, t, (const uint16_t *)dx, rows, k, n, 0));
+                if (v == 4) CUDA_CHECK(gemm_f16(dy, dr, t, (const uint16_t *)dx, rows, k, n, 0));
                 else CUDA_CHECK(gemm_f16_split(dy, dr, t, (const uint16_t *)dx, rows, k, n, scr, sb, 0));
             };
             CUDA_CHECK(cudaMemset(dy, 0xff, (size_t)n * rows * 4));
-            if (v < 4) ours(); else theirs();
+            if (v < 5) ours(); else theirs();
             CUDA_CHECK(cudaDeviceSynchronize());
             std::vector<float> y((size_t)n * rows), got(rs.size() * n);
             CUDA_CHECK(cudaMemcpy(y.data(), dy, y.size() * 4, cudaMemcpyDeviceToHost));
@@ -87,12 +88,12 @@ static void bench(lab &L, cublasHandle_t cb, gen_rng *r, uint32_t t, int64_t row
                 for (int c = 0; c < n; c++) got[s * n + c] = y[(size_t)c * rows + rs[s]];
             const double rel = gen_rel_err(got.data(), ref.data(), (int64_t)got.size());
             const bool ok = rel < 2e-3;
-            if (!ok && v < 4) g_fail++;
-            const double ms = v < 4 ? L.time_ms(ours, 10) : L.time_ms(theirs, 10);
-            if (v == 1) v1_ms = ms;
+            if (!ok && v < 5) g_fail++;
+            const double ms = v < 5 ? L.time_ms(ours, 10) : L.time_ms(theirs, 10);
+            if (v == 2) v2_ms = ms;
             char speed[32] = "";
-            if (v == 2 || v == 3) snprintf(speed, sizeof speed, "%.2fx", v1_ms / ms);
-            static const char *const names[] = {"", "gemm v1", "gemm v2", "v2 1-pass", "cuBLAS f16"};
+            if (v > 2) snprintf(speed, sizeof speed, "%.2fx", v2_ms / ms);
+            static const char *const names[] = {"", "gemm v1", "gemm v2", "gemm v3", "v3 1-pass", "cuBLAS f16"};
             printf("| %-4s | %5lldx%-5lld | %3d | %-10s | %2d | %8.1f | %6.0f | %6.1f | %5s | %.1e %s |\n",
                    quant_type_name(t), (long long)rows, (long long)k, n, names[v], slices, ms * 1e3,
                    rb / (ms * 1e-3) / 1e9, flop / (ms * 1e-3) / 1e12, speed, rel, ok ? "ok" : "FAIL");
@@ -113,7 +114,7 @@ int main() {
     lab L;
     cublasHandle_t cb;
     CUBLAS_CHECK(cublasCreate(&cb));
-    printf("| type | rows x k | n | kernel | slices | us | weight GB/s | TFLOP/s | v2/v1 | rel err |\n"
+    printf("| type | rows x k | n | kernel | slices | us | weight GB/s | TFLOP/s | vs v2 | rel err |\n"
            "|---|---|---|---|---|---|---|---|---|---|\n");
     gen_rng r = {0x777ull ^ (uint64_t)time(NULL)};
     static const int64_t shapes[][2] = {{4096, 4096}, {6144, 4096}, {28672, 4096}, {4096, 14336}, {32000, 4096}};
