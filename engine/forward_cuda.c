@@ -61,7 +61,8 @@ enum {
     N_READERS = 4,       /* threads per part copying the mapped file into staging buffers */
     PIPE_MIN = 64,       /* a layer-split pass of at least 2 x this many tokens is pipelined in
                             micro-batches of at least this many (fewer: the GEMMs get too thin) */
-    NCCL_TIMEOUT_S = 120, /* a pass that has not finished by then is a dead peer: abort, never hang */
+    NCCL_TIMEOUT_S = 120, /* a pass that has not finished by then is a dead peer: abort, never hang
+                             (MGI_NCCL_TIMEOUT overrides it: nccl_timeout_s) */
 };
 
 /* A part of one matrix of the file: rows [r0, r1) and columns [c0, c1) (c0, c1 on block bounds). */
@@ -756,11 +757,28 @@ static void tally(forward_cuda *f) {
 }
 
 /* Every part's xn summed over the parts, in place (row split). */
+/* Seconds a multi-device pass may go without finishing: NCCL_TIMEOUT_S, or MGI_NCCL_TIMEOUT
+ * (1-3600) for users whose steps are legitimately slower and for the fault test. */
+static int nccl_timeout_s(void) {
+    const char *e = getenv("MGI_NCCL_TIMEOUT");
+    long v = e ? strtol(e, NULL, 10) : 0;
+    return v >= 1 && v <= 3600 ? (int)v : NCCL_TIMEOUT_S;
+}
+
+/* MGI_FAULT=nccl-peer-stall (tests/gpu/cli.sh): the last device never joins the all-reduces and
+ * the first sends of the hidden state are never made, as if that peer had died, so the timeout
+ * path of wait_all is exercised for real. */
+static int fault_peer_stall(void) {
+    const char *e = getenv("MGI_FAULT");
+    return e && !strcmp(e, "nccl-peer-stall");
+}
+
 static int allreduce_xn(forward_cuda *f, int n, char *err, size_t err_size) {
     size_t count = (size_t)n * (size_t)f->m->hp.n_embd;
     for (int i = 0; i < f->n_part; i++) mark(&f->p[i], 1);
+    const int stall = fault_peer_stall();
     NC_TRY(ncclGroupStart());
-    for (int i = 0; i < f->n_part; i++) {
+    for (int i = 0; i < f->n_part - stall; i++) {
         part *p = &f->p[i];
         ncclResult_t r = ncclAllReduce(p->xn, p->xn, count, ncclFloat, ncclSum, p->comm, p->st);
         if (r != ncclSuccess) {
@@ -781,7 +799,7 @@ static int send_x(forward_cuda *f, int i, span s, char *err, size_t err_size) {
     part *a = &f->p[i - 1], *b = &f->p[i];
     mark(a, 1);
     NC_TRY(ncclGroupStart());
-    ncclResult_t r1 = ncclSend(a->x + off, count, ncclFloat, i, a->comm, a->st);
+    ncclResult_t r1 = fault_peer_stall() ? ncclSuccess : ncclSend(a->x + off, count, ncclFloat, i, a->comm, a->st);
     ncclResult_t r2 = ncclRecv(b->x + off, count, ncclFloat, i - 1, b->comm, b->st_rx);
     ncclResult_t r3 = ncclGroupEnd();
     if (r1 != ncclSuccess || r2 != ncclSuccess || r3 != ncclSuccess) {
@@ -864,7 +882,8 @@ static int wait_all(forward_cuda *f, char *err, size_t err_size) {
         DEV_TRY(cudaStreamSynchronize(f->p[0].st));
         return 0;
     }
-    double t_end = now_s() + NCCL_TIMEOUT_S;
+    const int timeout = nccl_timeout_s();
+    double t_end = now_s() + timeout;
     for (int i = 0; i < f->n_part; i++) {
         part *p = &f->p[i];
         DEV_TRY(cudaSetDevice(p->dev));
@@ -888,7 +907,7 @@ static int wait_all(forward_cuda *f, char *err, size_t err_size) {
             }
             if (now_s() > t_end) {
                 snprintf(err, err_size, "device %d (%s): no progress for %d s (a peer device stopped answering)",
-                         p->dev, p->dev_name, NCCL_TIMEOUT_S);
+                         p->dev, p->dev_name, timeout);
                 abort_comms(f);
                 return -1;
             }

@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # mgi on the CUDA backend from the command line: the default runs on the GPU and greedy text
 # equals the CPU's (-ngl 0) and partial offload's (-ngl 2) on aidreams260K f32; a missing device is a
-# usage error naming the flag. Without a CUDA device: SKIP.
+# usage error naming the flag; on two devices the split flags, and a stalled peer ends in one error
+# line and exit 3 within the (shortened) NCCL timeout. Without a CUDA device: SKIP.
 . tests/e2e/lib.sh
 F32="$SHARED/models/aidreams260K-f32.gguf"
 if "$MGI" devices 2>&1 | grep -q "no CUDA device"; then echo "SKIP gpu cli: no CUDA device"; exit 0; fi
@@ -30,6 +31,20 @@ if [ "$("$MGI" devices 2>/dev/null | grep -cE '^[0-9]+ ')" -ge 2 ]; then
         test "$(grep -c 'time share' "$TMP/bench-sm.err")" -ge 2
     "$MGI" -m "$F32" -p "Once upon a time" -n 24 --temp 0 -sm row -ts 1,1 >"$TMP/row.txt" 2>/dev/null
     check "gpu cli: -sm row -ts 1,1 gives the same text" cmp -s "$TMP/gpu.txt" "$TMP/row.txt"
+    # A peer that stops answering (engine/forward_cuda.c: MGI_FAULT=nccl-peer-stall keeps the last
+    # device out of the all-reduces and the first device's sends): one error line, exit 3, no hang.
+    for sm in row layer; do
+        t0=$(date +%s)
+        MGI_FAULT=nccl-peer-stall MGI_NCCL_TIMEOUT=3 timeout 90 "$MGI" -m "$F32" -p "Once upon a time" -n 8 \
+            --temp 0 -sm $sm >"$TMP/fault.txt" 2>"$TMP/fault.err"
+        rc=$? el=$(($(date +%s) - t0))
+        if [ $rc -eq 3 ] && [ "$(grep -c '^mgi: ' "$TMP/fault.err")" -eq 1 ] &&
+            grep -q '^mgi: .*device [0-9]' "$TMP/fault.err" && [ $el -lt 45 ]; then
+            pass "gpu cli: -sm $sm with a stalled peer fails in ${el}s with exit 3 and one line naming the device"
+        else
+            fail "gpu cli: -sm $sm with a stalled peer" "exit $rc after ${el}s: $(grep -m1 'mgi: ' "$TMP/fault.err")"
+        fi
+    done
 else
     echo "SKIP gpu cli: split flags: fewer than 2 CUDA devices"
 fi
