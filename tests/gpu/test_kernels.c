@@ -932,10 +932,12 @@ int main(void) {
         test_matvec_swiglu(&r, t, 131, 2816 - 2816 % quant_traits_of(t)->block_elems, 1, 1);
         test_matvec_swiglu(&r, t, 17, 14336, 2, 0);
     }
-    const uint32_t v10_types[] = {QUANT_Q4_0, QUANT_Q4_K};
+    const uint32_t v10_types[] = {QUANT_Q4_0, QUANT_Q4_K, QUANT_Q8_0, QUANT_Q6_K};
     const int64_t v10_shapes[][2] = {{1, 256}, {37, 256}, {1000, 256}, {37, 4096}, {1000, 4096}, {4096, 4096},
                                      {37, 14336}, {1000, 14336}};
-    for (int i = 0; i < 2; i++) {
+    test_matvec_v10(&r, QUANT_Q8_0, 37, 384, 0); /* Q8_0's groups are 128 weights */
+    test_matvec_v10(&r, QUANT_Q8_0, 1000, 2944, 1);
+    for (size_t i = 0; i < sizeof v10_types / sizeof v10_types[0]; i++) {
         for (size_t si = 0; si < sizeof v10_shapes / sizeof v10_shapes[0]; si++)
             test_matvec_v10(&r, v10_types[i], v10_shapes[si][0], v10_shapes[si][1], 0);
         test_matvec_v10(&r, v10_types[i], 1000, 4096, 1);
