@@ -41,7 +41,8 @@ cudaError_t matvec_repack(void *out, const void *w, uint32_t wtype, int64_t rows
                           cudaStream_t stream);
 /* The variant matvec_f32 / matvec_f16 / matvec_f32_swiglu run for one token (n = 1): 6 (default,
  * tensor cores, f32 X exact) or 10 (Q4_0, Q4_K, Q8_0, Q6_K: X rounded to int8 per 32 values, dp4a;
- * relative error ~1e-3 instead of ~1e-7; other types stay on 6). Same repacked layout for both.
+ * relative error ~1e-3 instead of ~1e-7; other types stay on 6; v10 also takes n = 2 to 4, Q6_K
+ * n = 2, which otherwise run the tensor cores' v3). Same repacked layout for both.
  * Process-wide; set it before launching (not while other threads launch). */
 void matvec_use_variant(int v);
 /* X in f32 [n][k] or in f16 bits [n][k]; Y f32 [n][rows]. */

@@ -1,6 +1,6 @@
 /* Launchers of the decode matvec (kernels.h): repacking at load, then the production variant per
  * weight type (v6 for one token and v3 for several, tensor cores, for Q4_0, Q4_K, Q8_0, Q6_K,
- * or v10, int8 X, for one token of the four after matvec_use_variant(10); v1 for F32, F16,
+ * or v10, int8 X, for 1 to 4 tokens of the four after matvec_use_variant(10); v1 for F32, F16,
  * Q5_0), all with programmatic dependent launch, X plain or SwiGLU'd while staged. Variants live
  * in matvec.cuh, where the kernel lab times them. */
 #include "kernels/kernels.h"
@@ -11,8 +11,8 @@
 #define MATVEC_V 6
 #define MATVEC_NB (MATVEC_V == 7 ? 3 : 2)
 
-/* matvec_use_variant: 10 sends n = 1 of Q4_0, Q4_K, Q8_0, Q6_K to v10 (int8 X, dp4a; same repacked layout),
- * 6 (the default) keeps v6. */
+/* matvec_use_variant: 10 sends n = 1 to 4 (Q6_K: 2) of Q4_0, Q4_K, Q8_0, Q6_K to v10 (int8 X, dp4a;
+ * same repacked layout), 6 (the default) keeps v6 and v3. */
 static int matvec_variant = 6;
 
 extern "C" void matvec_use_variant(int v) { matvec_variant = v == 10 ? 10 : 6; }
@@ -38,9 +38,9 @@ static void mv6_prepare_all() {
     mv6_prepare<T, false, MATVEC_NB>();
     mv6_prepare<T, true, MATVEC_NB>();
     mv6_prepare<T, false, MATVEC_NB, false, mv_x_swiglu>();
-    mv10_prepare<T, false>();
-    mv10_prepare<T, true>();
-    mv10_prepare<T, false, mv_x_swiglu>();
+    mv10_prepare_all<T, false>();
+    mv10_prepare_all<T, true>();
+    mv10_prepare_all<T, false, mv_x_swiglu>();
 }
 
 extern "C" int matvec_supported(uint32_t wtype) { return matvec_block_elems(wtype) != 0; }

@@ -1088,8 +1088,8 @@ __global__ void matvec_v2_repack(uint8_t *out, const uint8_t *w, int rows, int k
     mv2_repack_word<T>(out, w, rows, k, blockIdx.x * (int64_t)blockDim.x + threadIdx.x);
 }
 
-/* ---------------------------------------------------------------- v10: int8 X, dp4a, n = 1 -- */
-/* v10 (n = 1; Q4_0, Q4_K, Q8_0, Q6_K) reads the v2 repacked layout with integer arithmetic: every
+/* ---------------------------------------------------------------- v10: int8 X, dp4a ------- */
+/* v10 (Q4_0, Q4_K, Q8_0, Q6_K; n = 1, and in production also n = 2 to 4, Q6_K 2) reads the v2 repacked layout with integer arithmetic: every
  * block quantises all of X to int8 while staging it (per 32 values d = max|x| / 127, q = round(x /
  * d), as GGUF's Q8_1), and a lane's record of a chunk (rows g and g + 8, 4 k16 steps) is
  * multiplied with no conversion of the codes to f16:
@@ -1111,7 +1111,9 @@ __global__ void matvec_v2_repack(uint8_t *out, const uint8_t *w, int rows, int k
  *     f32.
  * The grid is v6's (persistent: one block per SM, X staged once per SM, warps splitting the
  * block's (tile, group) units, 2 groups of loads in flight per warp, partial sums per tile in
- * shared memory, added in warp order); mv10_opt lists the lab's other shapes of it. Error of a
+ * shared memory, added in warp order); mv10_opt lists the lab's other shapes of it. NT tokens
+ * (a template constant) stage NT records of X and share each group's decoded codes: per token
+ * only the dp4a and the float scaling repeat. Error of a
  * row: the int8 rounding of X, at most d / 2 per value, so |y - y_exact| <= sum_i |w_i| d_i / 2
  * <= sum |w_i| max|x of i's block| / 254 (tests/gpu/mvq.h). */
 
@@ -1145,11 +1147,12 @@ template <int T> __host__ __device__ constexpr int mv10_rec() { return T == QUAN
 /* Chunks per group (one unit of a warp's work, 2 KB of quants). */
 template <int T> __host__ __device__ constexpr int mv10_gc() { return T == QUANT_Q8_0 ? 2 : 4; }
 
-/* Shared memory: X records [C][4 t][rec words], d of X per 32 [2C], (Q4_K) sums of X per 32 [2C], partial sums [tiles][warps][16 rows]. */
+/* Shared memory, for nt tokens: X records [nt][C][4 t][rec words], d of X per 32 [nt][2C], (Q4_K)
+ * sums of X per 32 [nt][2C], partial sums [tiles][warps][nt][16 rows]. */
 template <int T>
-__host__ __device__ __forceinline__ size_t mv10_smem(int64_t k, int64_t tiles, int warps) {
+__host__ __device__ __forceinline__ size_t mv10_smem(int64_t k, int64_t tiles, int warps, int nt) {
     const int64_t C = mv2_chunks(k);
-    return (size_t)(C * 16 * mv10_rec<T>() + C * 8 * (T == QUANT_Q4_K ? 2 : 1) + tiles * warps * 16 * 4);
+    return (size_t)nt * (size_t)(C * 16 * mv10_rec<T>() + C * 8 * (T == QUANT_Q4_K ? 2 : 1) + tiles * warps * 16 * 4);
 }
 
 __device__ __forceinline__ int mv10_dp4a_us(uint32_t a, uint32_t b, int c) { /* unsigned a, signed b bytes */
@@ -1166,12 +1169,12 @@ __device__ __forceinline__ int mv10_sbyte(uint32_t w, int i) {
     return (int)r;
 }
 
-/* Stages X (n = 1, C chunks, zeros past k) as int8 records, xd (d per 32) and for Q4_K xs (sum of
+/* Stages token tok of X (C chunks, zeros past k) as int8 records, xd (d per 32) and for Q4_K xs (sum of
  * the rounded X per 32, d * sum q: the min term then sees the X the products see, so the error of
  * a row is sum_i w_i (rounded x_i - x_i) with w_i's zero-mean weights, as mvq.h budgets). Each thread takes 4 consecutive values; the 8 threads of a 32-value block share max|x|
  * (and the sum) by shuffles. The offset words (-8 S ...) follow once the codes are in place. */
 template <int T, bool XH, int U, typename XS>
-__device__ __forceinline__ void mv10_stage(uint32_t *xr, float *xd, float *xs, const XS &xv, int k, int C) {
+__device__ __forceinline__ void mv10_stage(uint32_t *xr, float *xd, float *xs, const XS &xv, int tok, int k, int C) {
     constexpr int RW = mv10_rec<T>();
     uint8_t *xb = (uint8_t *)xr;
     const int total = C * 16; /* float4s; a multiple of 8, and blockDim.x is too: whole blocks per warp */
@@ -1183,11 +1186,11 @@ __device__ __forceinline__ void mv10_stage(uint32_t *xr, float *xd, float *xs, c
             raw[u] = make_float4(0, 0, 0, 0);
             if (f < total && kk < k) {
                 if constexpr (XH) {
-                    uint2 r = *(const uint2 *)((const unsigned short *)xv.p + kk);
+                    uint2 r = *(const uint2 *)((const unsigned short *)xv.p + (int64_t)tok * k + kk);
                     float2 a = __half22float2(*(__half2 *)&r.x), b = __half22float2(*(__half2 *)&r.y);
                     raw[u] = make_float4(a.x, a.y, b.x, b.y);
                 } else {
-                    raw[u] = mv_x_f32(xv, 0, kk, k);
+                    raw[u] = mv_x_f32(xv, tok, kk, k);
                 }
             }
         }
@@ -1283,22 +1286,29 @@ template <> struct mv10_group<QUANT_Q4_0> {
 #pragma unroll
         for (int i = 0; i < 4; i++) sc[i] = __ldg((const uint2 *)(sp + 64 * i));
     }
-    __device__ __forceinline__ void compute(float acc[2], const uint32_t *xr, const float *xd, const float *, int) const {
+    template <int NT>
+    __device__ __forceinline__ void compute(float (&acc)[NT][2], const uint32_t *xr, const float *xd, const float *, int,
+                                            int xst, int dst) const {
         constexpr uint32_t LO = 0x0F0F0F0Fu, HI = 0xF0F0F0F0u;
 #pragma unroll
         for (int i = 0; i < 4; i++) {
-            const uint4 x = *(const uint4 *)(xr + 32 * i);
-            const uint4 o = *(const uint4 *)(xr + 32 * i + 4);
-            const float2 dx = *(const float2 *)(xd + 2 * i);
             const uint4 w = q[i];
-            const int g0 = __dp4a((int)(w.y & LO), (int)x.y, __dp4a((int)(w.x & LO), (int)x.x, (int)o.x));
-            const int g1 = __dp4a((int)(w.w & LO), (int)x.w, __dp4a((int)(w.z & LO), (int)x.z, (int)o.y));
-            const int h0 = mv10_dp4a_us(w.y & HI, x.y, mv10_dp4a_us(w.x & HI, x.x, (int)o.z));
-            const int h1 = mv10_dp4a_us(w.w & HI, x.w, mv10_dp4a_us(w.z & HI, x.z, (int)o.w));
-            acc[0] = fmaf(mv_half_lo(sc[i].x) * dx.x, (float)g0, acc[0]);
-            acc[0] = fmaf(mv_half_hi(sc[i].x) * dx.y, (float)g1, acc[0]);
-            acc[1] = fmaf(mv_half_lo(sc[i].y) * dx.x, (float)h0, acc[1]);
-            acc[1] = fmaf(mv_half_hi(sc[i].y) * dx.y, (float)h1, acc[1]);
+            const uint32_t l0 = w.x & LO, l1 = w.y & LO, l2 = w.z & LO, l3 = w.w & LO;
+            const uint32_t u0 = w.x & HI, u1 = w.y & HI, u2 = w.z & HI, u3 = w.w & HI;
+#pragma unroll
+            for (int c = 0; c < NT; c++) {
+                const uint4 x = *(const uint4 *)(xr + c * xst + 32 * i);
+                const uint4 o = *(const uint4 *)(xr + c * xst + 32 * i + 4);
+                const float2 dx = *(const float2 *)(xd + c * dst + 2 * i);
+                const int g0 = __dp4a((int)l1, (int)x.y, __dp4a((int)l0, (int)x.x, (int)o.x));
+                const int g1 = __dp4a((int)l3, (int)x.w, __dp4a((int)l2, (int)x.z, (int)o.y));
+                const int h0 = mv10_dp4a_us(u1, x.y, mv10_dp4a_us(u0, x.x, (int)o.z));
+                const int h1 = mv10_dp4a_us(u3, x.w, mv10_dp4a_us(u2, x.z, (int)o.w));
+                acc[c][0] = fmaf(mv_half_lo(sc[i].x) * dx.x, (float)g0, acc[c][0]);
+                acc[c][0] = fmaf(mv_half_hi(sc[i].x) * dx.y, (float)g1, acc[c][0]);
+                acc[c][1] = fmaf(mv_half_lo(sc[i].y) * dx.x, (float)h0, acc[c][1]);
+                acc[c][1] = fmaf(mv_half_hi(sc[i].y) * dx.y, (float)h1, acc[c][1]);
+            }
         }
     }
 };
@@ -1313,7 +1323,9 @@ template <> struct mv10_group<QUANT_Q4_K> {
         r0 = __ldg((const uint4 *)sp);
         r1 = __ldg((const uint4 *)(sp + 128));
     }
-    __device__ __forceinline__ void compute(float acc[2], const uint32_t *xr, const float *xd, const float *xs, int t) const {
+    template <int NT>
+    __device__ __forceinline__ void compute(float (&acc)[NT][2], const uint32_t *xr, const float *xd, const float *xs,
+                                            int t, int xst, int dst) const {
         constexpr uint32_t LO = 0x0F0F0F0Fu, HI = 0xF0F0F0F0u;
         /* 6-bit scales and mins of sub-blocks 0-3 (a) and 4-7 (b), one byte each (as mv2_group) */
         const uint32_t sc0a = r0.y & 0x3f3f3f3fu, m0a = r0.z & 0x3f3f3f3fu;
@@ -1325,33 +1337,45 @@ template <> struct mv10_group<QUANT_Q4_K> {
         /* the min term first (fewer registers live), sum_j m_j * (sum of X of sub-block j),
          * rounded X's sums: lane t takes sub-blocks t and t + 4 (the 4 lanes of a row add up in
          * the flush) */
-        const float x0 = xs[t], x1 = xs[t + 4];
-        const float gm0 = fmaf((float)__byte_perm(m0a, 0, 0x4440 | t), x0, (float)__byte_perm(m0b, 0, 0x4440 | t) * x1);
-        const float gm1 = fmaf((float)__byte_perm(m1a, 0, 0x4440 | t), x0, (float)__byte_perm(m1b, 0, 0x4440 | t) * x1);
-        acc[0] = fmaf(-mv_half_hi(r0.x), gm0, acc[0]);
-        acc[1] = fmaf(-mv_half_hi(r1.x), gm1, acc[1]);
-        float ga0 = 0.0f, ga1 = 0.0f;
+        const float ms0a = (float)__byte_perm(m0a, 0, 0x4440 | t), ms0b = (float)__byte_perm(m0b, 0, 0x4440 | t);
+        const float ms1a = (float)__byte_perm(m1a, 0, 0x4440 | t), ms1b = (float)__byte_perm(m1b, 0, 0x4440 | t);
+        float ga[NT][2];
+#pragma unroll
+        for (int c = 0; c < NT; c++) {
+            const float x0 = xs[c * dst + t], x1 = xs[c * dst + t + 4];
+            acc[c][0] = fmaf(-mv_half_hi(r0.x), fmaf(ms0a, x0, ms0b * x1), acc[c][0]);
+            acc[c][1] = fmaf(-mv_half_hi(r1.x), fmaf(ms1a, x0, ms1b * x1), acc[c][1]);
+            ga[c][0] = ga[c][1] = 0.0f;
+        }
 #pragma unroll
         for (int i = 0; i < 4; i++) {
-            const uint4 x = *(const uint4 *)(xr + 16 * i);
-            const float2 dx = *(const float2 *)(xd + 2 * i);
             const uint4 w = q[i];
-            const int g0 = __dp4a((int)(w.y & LO), (int)x.y, __dp4a((int)(w.x & LO), (int)x.x, 0));
-            const int g1 = __dp4a((int)(w.w & LO), (int)x.w, __dp4a((int)(w.z & LO), (int)x.z, 0));
-            const int h0 = mv10_dp4a_us(w.y & HI, x.y, mv10_dp4a_us(w.x & HI, x.x, 0));
-            const int h1 = mv10_dp4a_us(w.w & HI, x.w, mv10_dp4a_us(w.z & HI, x.z, 0));
+            const uint32_t l0 = w.x & LO, l1 = w.y & LO, l2 = w.z & LO, l3 = w.w & LO;
+            const uint32_t u0 = w.x & HI, u1 = w.y & HI, u2 = w.z & HI, u3 = w.w & HI;
             /* sub-blocks 2i, 2i + 1 of the super-block: integer scale times the integer dot */
             const int j0 = 2 * i, j1 = 2 * i + 1;
             const uint32_t sa = j0 < 4 ? sc0a : sc0b, sb = j0 < 4 ? sc1a : sc1b;
             const int s00 = (int)((sa >> (8 * (j0 & 3))) & 255), s01 = (int)((sa >> (8 * (j1 & 3))) & 255);
             const int s10 = (int)((sb >> (8 * (j0 & 3))) & 255), s11 = (int)((sb >> (8 * (j1 & 3))) & 255);
-            ga0 = fmaf(dx.x, (float)(g0 * s00), ga0);
-            ga0 = fmaf(dx.y, (float)(g1 * s01), ga0);
-            ga1 = fmaf(dx.x, (float)(h0 * s10), ga1);
-            ga1 = fmaf(dx.y, (float)(h1 * s11), ga1);
+#pragma unroll
+            for (int c = 0; c < NT; c++) {
+                const uint4 x = *(const uint4 *)(xr + c * xst + 16 * i);
+                const float2 dx = *(const float2 *)(xd + c * dst + 2 * i);
+                const int g0 = __dp4a((int)l1, (int)x.y, __dp4a((int)l0, (int)x.x, 0));
+                const int g1 = __dp4a((int)l3, (int)x.w, __dp4a((int)l2, (int)x.z, 0));
+                const int h0 = mv10_dp4a_us(u1, x.y, mv10_dp4a_us(u0, x.x, 0));
+                const int h1 = mv10_dp4a_us(u3, x.w, mv10_dp4a_us(u2, x.z, 0));
+                ga[c][0] = fmaf(dx.x, (float)(g0 * s00), ga[c][0]);
+                ga[c][0] = fmaf(dx.y, (float)(g1 * s01), ga[c][0]);
+                ga[c][1] = fmaf(dx.x, (float)(h0 * s10), ga[c][1]);
+                ga[c][1] = fmaf(dx.y, (float)(h1 * s11), ga[c][1]);
+            }
         }
-        acc[0] = fmaf(mv_half_lo(r0.x), ga0, acc[0]);
-        acc[1] = fmaf(mv_half_lo(r1.x) * 0.0625f, ga1, acc[1]);
+#pragma unroll
+        for (int c = 0; c < NT; c++) {
+            acc[c][0] = fmaf(mv_half_lo(r0.x), ga[c][0], acc[c][0]);
+            acc[c][1] = fmaf(mv_half_lo(r1.x) * 0.0625f, ga[c][1], acc[c][1]);
+        }
     }
 };
 
@@ -1367,26 +1391,31 @@ template <> struct mv10_group<QUANT_Q8_0> {
 #pragma unroll
         for (int i = 0; i < 2; i++) sc[i] = __ldg((const uint2 *)(sp + 64 * i));
     }
-    __device__ __forceinline__ void compute(float acc[2], const uint32_t *xr, const float *xd, const float *, int) const {
+    template <int NT>
+    __device__ __forceinline__ void compute(float (&acc)[NT][2], const uint32_t *xr, const float *xd, const float *, int,
+                                            int xst, int dst) const {
 #pragma unroll
         for (int i = 0; i < 2; i++) {
-            const uint4 x = *(const uint4 *)(xr + 32 * i);
-            const uint4 o = *(const uint4 *)(xr + 32 * i + 4);
-            const float2 dx = *(const float2 *)(xd + 2 * i);
             const uint4 a = q[2 * i], b = q[2 * i + 1];
             /* row g: (w0.0, w1.0, w0.1, w1.1) = columns 2t, 2t + 8, 2t + 1, 2t + 9; row g + 8 bytes 2, 3 */
-            const int g0 = mv10_dp4a_us(__byte_perm(a.z, a.w, 0x5140), x.y,
-                                        mv10_dp4a_us(__byte_perm(a.x, a.y, 0x5140), x.x, (int)o.z));
-            const int g1 = mv10_dp4a_us(__byte_perm(b.z, b.w, 0x5140), x.w,
-                                        mv10_dp4a_us(__byte_perm(b.x, b.y, 0x5140), x.z, (int)o.w));
-            const int h0 = mv10_dp4a_us(__byte_perm(a.z, a.w, 0x7362), x.y,
-                                        mv10_dp4a_us(__byte_perm(a.x, a.y, 0x7362), x.x, (int)o.z));
-            const int h1 = mv10_dp4a_us(__byte_perm(b.z, b.w, 0x7362), x.w,
-                                        mv10_dp4a_us(__byte_perm(b.x, b.y, 0x7362), x.z, (int)o.w));
-            acc[0] = fmaf(mv_half_lo(sc[i].x) * dx.x, (float)g0, acc[0]);
-            acc[0] = fmaf(mv_half_hi(sc[i].x) * dx.y, (float)g1, acc[0]);
-            acc[1] = fmaf(mv_half_lo(sc[i].y) * dx.x, (float)h0, acc[1]);
-            acc[1] = fmaf(mv_half_hi(sc[i].y) * dx.y, (float)h1, acc[1]);
+            const uint32_t r0 = __byte_perm(a.x, a.y, 0x5140), r1 = __byte_perm(a.z, a.w, 0x5140);
+            const uint32_t r2 = __byte_perm(b.x, b.y, 0x5140), r3 = __byte_perm(b.z, b.w, 0x5140);
+            const uint32_t e0 = __byte_perm(a.x, a.y, 0x7362), e1 = __byte_perm(a.z, a.w, 0x7362);
+            const uint32_t e2 = __byte_perm(b.x, b.y, 0x7362), e3 = __byte_perm(b.z, b.w, 0x7362);
+#pragma unroll
+            for (int c = 0; c < NT; c++) {
+                const uint4 x = *(const uint4 *)(xr + c * xst + 32 * i);
+                const uint4 o = *(const uint4 *)(xr + c * xst + 32 * i + 4);
+                const float2 dx = *(const float2 *)(xd + c * dst + 2 * i);
+                const int g0 = mv10_dp4a_us(r1, x.y, mv10_dp4a_us(r0, x.x, (int)o.z));
+                const int g1 = mv10_dp4a_us(r3, x.w, mv10_dp4a_us(r2, x.z, (int)o.w));
+                const int h0 = mv10_dp4a_us(e1, x.y, mv10_dp4a_us(e0, x.x, (int)o.z));
+                const int h1 = mv10_dp4a_us(e3, x.w, mv10_dp4a_us(e2, x.z, (int)o.w));
+                acc[c][0] = fmaf(mv_half_lo(sc[i].x) * dx.x, (float)g0, acc[c][0]);
+                acc[c][0] = fmaf(mv_half_hi(sc[i].x) * dx.y, (float)g1, acc[c][0]);
+                acc[c][1] = fmaf(mv_half_lo(sc[i].y) * dx.x, (float)h0, acc[c][1]);
+                acc[c][1] = fmaf(mv_half_hi(sc[i].y) * dx.y, (float)h1, acc[c][1]);
+            }
         }
     }
 };
@@ -1411,17 +1440,24 @@ template <> struct mv10_group<QUANT_Q6_K> {
         }
         dd = (uint32_t)__ldg((const uint16_t *)dp) | (uint32_t)__ldg((const uint16_t *)(dp + 16)) << 16;
     }
-    __device__ __forceinline__ void compute(float acc[2], const uint32_t *xr, const float *xd, const float *, int) const {
+    template <int NT>
+    __device__ __forceinline__ void compute(float (&acc)[NT][2], const uint32_t *xr, const float *xd, const float *, int,
+                                            int xst, int dst) const {
         constexpr uint32_t LO = 0x0F0F0F0Fu;
-        float ga0 = 0.0f, ga1 = 0.0f;
+        float ga[NT][2];
+        int ig[NT][2];
+#pragma unroll
+        for (int c = 0; c < NT; c++) ga[c][0] = ga[c][1] = 0.0f;
 #pragma unroll
         for (int i = 0; i < 4; i++) {
-            const uint4 x4 = *(const uint4 *)(xr + 32 * i);
-            const uint4 o4 = *(const uint4 *)(xr + 32 * i + 4);
-            const float2 dx = *(const float2 *)(xd + 2 * i);
-            const uint32_t lw[4] = {lo[i].x, lo[i].y, lo[i].z, lo[i].w}, xw[4] = {x4.x, x4.y, x4.z, x4.w};
-            const uint32_t ow[4] = {o4.x, o4.y, o4.z, o4.w};
-            int ig = 0, i8 = 0;
+            const uint32_t lw[4] = {lo[i].x, lo[i].y, lo[i].z, lo[i].w};
+            uint4 xq[NT], oq[NT];
+#pragma unroll
+            for (int c = 0; c < NT; c++) {
+                ig[c][0] = ig[c][1] = 0;
+                xq[c] = *(const uint4 *)(xr + c * xst + 32 * i);
+                oq[c] = *(const uint4 *)(xr + c * xst + 32 * i + 4);
+            }
 #pragma unroll
             for (int s = 0; s < 4; s++) {
                 const uint32_t h = s < 2 ? hi[i].x : hi[i].y;
@@ -1437,22 +1473,31 @@ template <> struct mv10_group<QUANT_Q6_K> {
                     p8 = (h & 0x00CC00CCu) * 0x44u;  /* bits 2, 6, 18, 22: (t << 2) + (t << 6) */
                 }
                 const uint32_t cg = (lw[s] & LO) | (pg & ~LO), c8 = ((lw[s] >> 4) & LO) | (p8 & ~LO);
-                ig += mv10_sbyte(sg[i], s) * __dp4a((int)cg, (int)xw[s], (int)ow[s]);
-                i8 += mv10_sbyte(sg8[i], s) * __dp4a((int)c8, (int)xw[s], (int)ow[s]);
-                if (s & 1) { /* a 32-value block of X done */
-                    const float d = s == 1 ? dx.x : dx.y;
-                    ga0 = fmaf(d, (float)ig, ga0);
-                    ga1 = fmaf(d, (float)i8, ga1);
-                    ig = i8 = 0;
+                const int sc0 = mv10_sbyte(sg[i], s), sc1 = mv10_sbyte(sg8[i], s);
+#pragma unroll
+                for (int c = 0; c < NT; c++) {
+                    const uint32_t x = s == 0 ? xq[c].x : s == 1 ? xq[c].y : s == 2 ? xq[c].z : xq[c].w;
+                    const int o = (int)(s == 0 ? oq[c].x : s == 1 ? oq[c].y : s == 2 ? oq[c].z : oq[c].w);
+                    ig[c][0] += sc0 * __dp4a((int)cg, (int)x, o);
+                    ig[c][1] += sc1 * __dp4a((int)c8, (int)x, o);
+                    if (s & 1) { /* a 32-value block of X done */
+                        const float d = xd[c * dst + 2 * i + (s >> 1)];
+                        ga[c][0] = fmaf(d, (float)ig[c][0], ga[c][0]);
+                        ga[c][1] = fmaf(d, (float)ig[c][1], ga[c][1]);
+                        ig[c][0] = ig[c][1] = 0;
+                    }
                 }
             }
         }
-        acc[0] = fmaf(mv_half_lo(dd), ga0, acc[0]);
-        acc[1] = fmaf(mv_half_hi(dd), ga1, acc[1]);
+#pragma unroll
+        for (int c = 0; c < NT; c++) {
+            acc[c][0] = fmaf(mv_half_lo(dd), ga[c][0], acc[c][0]);
+            acc[c][1] = fmaf(mv_half_hi(dd), ga[c][1], acc[c][1]);
+        }
     }
 };
 
-template <int T, bool XH, typename XS = mv_x, int O = 0>
+template <int T, bool XH, typename XS = mv_x, int O = 0, int NT = 1>
 __global__ void __launch_bounds__(mv10_opt<O>::W * 32, mv10_opt<O>::BPS)
 matvec_v10(float *y, const uint8_t *w, XS xv, int rows, int k) {
     static_assert(T == QUANT_Q4_0 || T == QUANT_Q4_K || T == QUANT_Q8_0 || T == QUANT_Q6_K, "v10: Q4_0 Q4_K Q8_0 Q6_K");
@@ -1464,9 +1509,10 @@ matvec_v10(float *y, const uint8_t *w, XS xv, int rows, int k) {
     const int nt = (int)(t1 - t0), ng = (int)(C / GC), units = nt * ng;
     const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31, g = lane >> 2, t = lane & 3;
     const int u0 = warp * units / W, u1 = (warp + 1) * units / W;
+    const int xst = (int)C * 4 * RW, dst = 2 * (int)C; /* per token: record words, d (and sums) */
     uint32_t *xr = (uint32_t *)mv10_smem_buf;
-    float *xd = (float *)(xr + C * 4 * RW), *xs = xd + 2 * C;
-    float *red = xs + (T == QUANT_Q4_K ? 2 * C : 0);
+    float *xd = (float *)(xr + NT * xst), *xs = xd + NT * dst;
+    float *red = xs + (T == QUANT_Q4_K ? NT * dst : 0);
 
     /* the first NB groups of loads go out before X is staged (weights only: pdl.cuh) */
     mv10_group<T> gq[NB];
@@ -1476,31 +1522,38 @@ matvec_v10(float *y, const uint8_t *w, XS xv, int rows, int k) {
         if (u0 + j < u1) gq[j].load(src, j);
     pdl_wait();
     if constexpr (P::EARLY) pdl_trigger();
-    for (int i = threadIdx.x; i < nt * W * 16; i += blockDim.x) red[i] = 0.0f;
-    mv10_stage<T, XH, (P::W * P::BPS > 16 ? 2 : 4)>(xr, xd, xs, xv, k, (int)C);
+    for (int i = threadIdx.x; i < nt * W * NT * 16; i += blockDim.x) red[i] = 0.0f;
+#pragma unroll 1
+    for (int c = 0; c < NT; c++)
+        mv10_stage<T, XH, (P::W * P::BPS > 16 || NT > 2 ? 2 : 4)>(xr + c * xst, xd + c * dst, xs + c * dst, xv, c, k, (int)C);
     __syncthreads();
 
-    float acc[2] = {0.0f, 0.0f};
+    float acc[NT][2];
+#pragma unroll
+    for (int c = 0; c < NT; c++) acc[c][0] = acc[c][1] = 0.0f;
     int ct = u0 / ng, cg = u0 % ng; /* compute cursor: tile (in the block) and group */
     const uint32_t *xr0 = xr + t * RW;
     auto flush = [&]() { /* the 4 lanes of a row add up their parts; Q4_0's row g + 8 is 16 x */
-        float a0 = acc[0], a1 = acc[1];
-        a0 += __shfl_xor_sync(0xffffffffu, a0, 1);
-        a0 += __shfl_xor_sync(0xffffffffu, a0, 2);
-        a1 += __shfl_xor_sync(0xffffffffu, a1, 1);
-        a1 += __shfl_xor_sync(0xffffffffu, a1, 2);
-        if (t == 0) {
-            float *p = red + (ct * W + warp) * 16 + g;
-            p[0] = a0;
-            p[8] = T == QUANT_Q4_0 ? a1 * 0.0625f : a1;
+#pragma unroll
+        for (int c = 0; c < NT; c++) {
+            float a0 = acc[c][0], a1 = acc[c][1];
+            a0 += __shfl_xor_sync(0xffffffffu, a0, 1);
+            a0 += __shfl_xor_sync(0xffffffffu, a0, 2);
+            a1 += __shfl_xor_sync(0xffffffffu, a1, 1);
+            a1 += __shfl_xor_sync(0xffffffffu, a1, 2);
+            if (t == 0) {
+                float *p = red + ((ct * W + warp) * NT + c) * 16 + g;
+                p[0] = a0;
+                p[8] = T == QUANT_Q4_0 ? a1 * 0.0625f : a1;
+            }
+            acc[c][0] = acc[c][1] = 0.0f;
         }
-        acc[0] = acc[1] = 0.0f;
     };
     for (int u = u0; u < u1; u += NB) {
 #pragma unroll
         for (int j = 0; j < NB; j++) {
             if (u + j < u1) {
-                gq[j].compute(acc, xr0 + cg * GC * 4 * RW, xd + 2 * GC * cg, xs + 2 * GC * cg, t);
+                gq[j].template compute<NT>(acc, xr0 + cg * GC * 4 * RW, xd + 2 * GC * cg, xs + 2 * GC * cg, t, xst, dst);
                 if (u + j + NB < u1) gq[j].load(src, u + j + NB - u0);
                 if (++cg == ng) { flush(); cg = 0; ct++; }
             }
@@ -1509,24 +1562,24 @@ matvec_v10(float *y, const uint8_t *w, XS xv, int rows, int k) {
     if (u0 < u1 && cg != 0) flush();
     if constexpr (!P::EARLY) pdl_trigger();
     __syncthreads();
-    for (int i = threadIdx.x; i < nt * 16; i += blockDim.x) {
-        const int tl = i >> 4, r = i & 15;
+    for (int i = threadIdx.x; i < nt * NT * 16; i += blockDim.x) {
+        const int tl = i / (NT * 16), c = (i >> 4) % NT, r = i & 15;
         const int64_t row = (t0 + tl) * 16 + r;
         float s = 0.0f;
 #pragma unroll 4
-        for (int wp = 0; wp < W; wp++) s += red[(tl * W + wp) * 16 + r];
-        if (row < rows) y[row] = s;
+        for (int wp = 0; wp < W; wp++) s += red[((tl * W + wp) * NT + c) * 16 + r];
+        if (row < rows) y[(int64_t)c * rows + row] = s;
     }
 }
 
 /* Lets v10 use all the shared memory a block may opt into (matvec_repack calls it at load). */
-template <int T, bool XH, typename XS = mv_x, int O = 0>
+template <int T, bool XH, typename XS = mv_x, int O = 0, int NT = 1>
 static inline bool mv10_prepare() {
     static bool done[64];
     int dev = 0, sms, smem_max;
     if (!mv6_device(&sms, &smem_max) || cudaGetDevice(&dev) != cudaSuccess) return false;
     if (!done[dev]) {
-        if (cudaFuncSetAttribute(matvec_v10<T, XH, XS, O>, cudaFuncAttributeMaxDynamicSharedMemorySize, smem_max) !=
+        if (cudaFuncSetAttribute(matvec_v10<T, XH, XS, O, NT>, cudaFuncAttributeMaxDynamicSharedMemorySize, smem_max) !=
             cudaSuccess)
             return false;
         done[dev] = true;
@@ -1534,9 +1587,37 @@ static inline bool mv10_prepare() {
     return true;
 }
 
+/* mv10_prepare of every token count production runs (1 to MV10_MAX_N). */
+#define MV10_MAX_N 4
+/* Q6_K stops at 2 tokens: 3 spill (its groups take 33 registers each; ptxas -v). */
+template <int T> __host__ __device__ constexpr int mv10_max_n() { return T == QUANT_Q6_K ? 2 : MV10_MAX_N; }
+template <int T, bool XH, typename XS = mv_x>
+static inline void mv10_prepare_all() {
+    mv10_prepare<T, XH, XS, 0, 1>();
+    mv10_prepare<T, XH, XS, 0, 2>();
+    if constexpr (mv10_max_n<T>() >= 4) {
+        mv10_prepare<T, XH, XS, 0, 3>();
+        mv10_prepare<T, XH, XS, 0, 4>();
+    }
+}
+
+template <int T, bool XH, typename XS, int O, int NT>
+static inline bool mv10_launch_nt(float *y, const void *w, XS x, int rows, int k, cudaStream_t s, int pdl,
+                                  cudaError_t *e, int sms, int smem_max) {
+    using P = mv10_opt<O>;
+    const int64_t R16 = (rows + 15) / 16;
+    int64_t grid = R16 < (int64_t)sms * P::BPS ? R16 : (int64_t)sms * P::BPS;
+    if ((R16 + grid - 1) / grid > MV6_TILES) grid = (R16 + MV6_TILES - 1) / MV6_TILES;
+    const size_t smem = mv10_smem<T>(k, (R16 + grid - 1) / grid, P::W, NT);
+    if (smem > (size_t)smem_max || (smem > 48 * 1024 && !mv10_prepare<T, XH, XS, O, NT>())) return false;
+    *e = pdl_launch_as(pdl, matvec_v10<T, XH, XS, O, NT>, dim3((unsigned)grid), dim3(P::W * 32), smem, s, y,
+                       (const uint8_t *)w, x, rows, k);
+    return true;
+}
+
 /* Launches v10 (option O) with the PDL attribute when pdl; false (nothing launched) where it does
- * not apply: another type, n > 1, k not a whole number of groups (Q8_0: 128, the others 256), or
- * shared memory too small. *e is the launch status. */
+ * not apply: another type, n over mv10_max_n (over 1 for the lab's options), k not a whole number
+ * of groups (Q8_0: 128, the others 256), or shared memory too small. *e is the launch status. */
 template <int T, bool XH, typename XS = mv_x, int O = 0>
 static inline bool matvec_v10_launch(float *y, const void *w, XS x, int rows, int k, int n, cudaStream_t s, int pdl,
                                      cudaError_t *e) {
@@ -1544,16 +1625,16 @@ static inline bool matvec_v10_launch(float *y, const void *w, XS x, int rows, in
     if constexpr ((T != QUANT_Q4_0 && T != QUANT_Q4_K && T != QUANT_Q8_0 && T != QUANT_Q6_K) || !mv10_fits<T, O>()) {
         return false;
     } else {
-        using P = mv10_opt<O>;
-        if (n != 1 || k % (64 * mv10_gc<T>()) != 0 || !mv6_device(&sms, &smem_max)) return false;
-        const int64_t R16 = (rows + 15) / 16;
-        int64_t grid = R16 < (int64_t)sms * P::BPS ? R16 : (int64_t)sms * P::BPS;
-        if ((R16 + grid - 1) / grid > MV6_TILES) grid = (R16 + MV6_TILES - 1) / MV6_TILES;
-        const size_t smem = mv10_smem<T>(k, (R16 + grid - 1) / grid, P::W);
-        if (smem > (size_t)smem_max || (smem > 48 * 1024 && !mv10_prepare<T, XH, XS, O>())) return false;
-        *e = pdl_launch_as(pdl, matvec_v10<T, XH, XS, O>, dim3((unsigned)grid), dim3(P::W * 32), smem, s, y,
-                           (const uint8_t *)w, x, rows, k);
-        return true;
+        if (n < 1 || n > (O == 0 ? mv10_max_n<T>() : 1) || k % (64 * mv10_gc<T>()) != 0 || !mv6_device(&sms, &smem_max))
+            return false;
+        if constexpr (O == 0) {
+            if (n == 2) return mv10_launch_nt<T, XH, XS, O, 2>(y, w, x, rows, k, s, pdl, e, sms, smem_max);
+            if constexpr (mv10_max_n<T>() >= 4) {
+                if (n == 3) return mv10_launch_nt<T, XH, XS, O, 3>(y, w, x, rows, k, s, pdl, e, sms, smem_max);
+                if (n == 4) return mv10_launch_nt<T, XH, XS, O, 4>(y, w, x, rows, k, s, pdl, e, sms, smem_max);
+            }
+        }
+        return mv10_launch_nt<T, XH, XS, O, 1>(y, w, x, rows, k, s, pdl, e, sms, smem_max);
     }
 }
 

@@ -149,7 +149,7 @@ static void bench(lab &L, gen_rng *r, uint32_t t, shape s, int n, bool xh) {
     for (int64_t i = 0; i < rows; i += rows > 257 ? rows / 256 : 1) rs.push_back(i);
     if (rs.back() != rows - 1) rs.push_back(rows - 1);
     std::vector<double> ref(rs.size() * n);
-    std::vector<mvq_budget> bud(rs.size()); /* v10's budget, n = 1 */
+    std::vector<mvq_budget> bud(rs.size() * n); /* v10's budget per row and token */
     std::vector<float> row(k);
     for (size_t j = 0; j < rs.size(); j++) {
         if (quant_dequant_row(t, w.data() + rs[j] * quant_row_bytes(t, k), row.data(), k, err, sizeof err)) {
@@ -160,8 +160,8 @@ static void bench(lab &L, gen_rng *r, uint32_t t, shape s, int n, bool xh) {
             double acc = 0;
             for (int64_t i = 0; i < k; i++) acc += (double)row[i] * x[c * k + i];
             ref[j * n + c] = acc;
+            bud[j * n + c] = mvq_row_budget(row.data(), x.data() + c * k, k);
         }
-        bud[j] = mvq_row_budget(row.data(), x.data(), k);
     }
     /* enough copies to exceed L2 several times (>= 256 MB), at most 64 */
     size_t copies = std::max<size_t>(1, std::min<size_t>(64, ((size_t)256 << 20) / std::max(wb, rb) + 1));
@@ -257,6 +257,8 @@ int main(int argc, char **argv) {
     for (uint32_t t : types) {
         if (!strstr(quant_type_name(t), filter)) continue;
         for (shape s : shapes) bench(L, &r, t, s, 1, false);
+        if (t == QUANT_Q4_0 || t == QUANT_Q4_K || t == QUANT_Q6_K || t == QUANT_Q8_0) /* v10 for a few tokens */
+            for (int n = 2; n <= 3; n++) bench(L, &r, t, {14336, 4096}, n, false);
         if (t == QUANT_Q4_0 || t == QUANT_Q4_K) {
             bench(L, &r, t, {28672, 4096}, 1, false);
             bench(L, &r, t, {14336, 4096}, 1, true);
