@@ -40,10 +40,10 @@ size_t matvec_repacked_bytes(uint32_t wtype, int64_t rows, int64_t k);
  * weight, at load; the source may be freed afterwards. */
 cudaError_t matvec_repack(void *out, const void *w, uint32_t wtype, int64_t rows, int64_t k,
                           cudaStream_t stream);
-/* The variant matvec_f32 / matvec_f16 / matvec_f32_swiglu run for one token (n = 1): 10 (default;
- * Q4_0 and Q4_K: X rounded to int8 per 32 values as llama.cpp's GPU path does, dp4a; relative
- * error ~1e-3 instead of ~1e-7; other types stay on 6) or 6 (tensor cores, f32 X exact). Same
- * repacked layout for both.
+/* The variant matvec_f32 / matvec_f16 / matvec_f32_swiglu run for 1 to 4 tokens: 10 (default; Q4_0,
+ * Q4_K, Q8_0, Q6_K: X rounded to int8 per 32 values as llama.cpp's GPU path does, dp4a; relative
+ * error ~1e-3 instead of ~1e-7; n up to 4, Q6_K up to 2; other types and counts stay on 6 and 3)
+ * or 6 (tensor cores, f32 X exact: v6 for one token, v3 for more). Same repacked layout for both.
  * Process-wide; set it before launching (not while other threads launch). */
 void matvec_use_variant(int v);
 /* X in f32 [n][k] or in f16 bits [n][k]; Y f32 [n][rows]. */

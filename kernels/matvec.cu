@@ -1,8 +1,8 @@
 /* Launchers of the decode matvec (kernels.h): repacking at load, then the production variant per
- * weight type (v10, int8 X and dp4a, for one token of Q4_0 and Q4_K; v6 for one token and v3 for
- * several, tensor cores, for Q4_0, Q4_K, Q8_0, Q6_K; v1 for F32, F16, Q5_0), all with
- * programmatic dependent launch, X plain or SwiGLU'd while staged. Variants live in matvec.cuh,
- * where the kernel lab times them. */
+ * weight type (v10, int8 X and dp4a, for 1 to 4 tokens (Q6_K: 2) of Q4_0, Q4_K, Q8_0, Q6_K; v6
+ * for one token and v3 for several, tensor cores, where v10 does not apply or after
+ * matvec_use_variant(6); v1 for F32, F16, Q5_0), all with programmatic dependent launch, X plain
+ * or SwiGLU'd while staged. Variants live in matvec.cuh, where the kernel lab times them. */
 #include "kernels/kernels.h"
 #include "kernels/matvec.cuh"
 
@@ -11,9 +11,9 @@
 #define MATVEC_V 6
 #define MATVEC_NB (MATVEC_V == 7 ? 3 : 2)
 
-/* matvec_use_variant: 10 (the default) sends n = 1 of Q4_0 and Q4_K to v10 (int8 X, dp4a; same
- * repacked layout): 10-20% faster than v6 at every 8b shape (kernel lab, PERF-LOG run 14); 6
- * keeps v6 (f32 X exact). */
+/* matvec_use_variant: 10 (the default) sends n = 1 to 4 (Q6_K: 2) of Q4_0, Q4_K, Q8_0, Q6_K to
+ * v10 (int8 X, dp4a; same repacked layout): for one token of Q4_0 / Q4_K 10-20% faster than v6
+ * at every 8b shape (PERF-LOG runs 17-19); 6 keeps v6 and v3 (f32 X exact). */
 static int matvec_variant = 10;
 
 extern "C" void matvec_use_variant(int v) { matvec_variant = v == 10 ? 10 : 6; }
@@ -39,11 +39,9 @@ static void mv6_prepare_all() {
     mv6_prepare<T, false, MATVEC_NB>();
     mv6_prepare<T, true, MATVEC_NB>();
     mv6_prepare<T, false, MATVEC_NB, false, mv_x_swiglu>();
-    if constexpr (T == QUANT_Q4_0 || T == QUANT_Q4_K) {
-        mv10_prepare<T, false>();
-        mv10_prepare<T, true>();
-        mv10_prepare<T, false, mv_x_swiglu>();
-    }
+    mv10_prepare_all<T, false>();
+    mv10_prepare_all<T, true>();
+    mv10_prepare_all<T, false, mv_x_swiglu>();
 }
 
 extern "C" int matvec_supported(uint32_t wtype) { return matvec_block_elems(wtype) != 0; }
@@ -93,6 +91,8 @@ static cudaError_t matvec_any(float *y, const void *w, uint32_t t, XS x, int64_t
     if (matvec_variant == 10) {
         if (t == QUANT_Q4_0 && matvec_v10_launch<QUANT_Q4_0, XH, XS>(y, w, x, r, kk, n, s, pdl_enabled(), &e)) return e;
         if (t == QUANT_Q4_K && matvec_v10_launch<QUANT_Q4_K, XH, XS>(y, w, x, r, kk, n, s, pdl_enabled(), &e)) return e;
+        if (t == QUANT_Q8_0 && matvec_v10_launch<QUANT_Q8_0, XH, XS>(y, w, x, r, kk, n, s, pdl_enabled(), &e)) return e;
+        if (t == QUANT_Q6_K && matvec_v10_launch<QUANT_Q6_K, XH, XS>(y, w, x, r, kk, n, s, pdl_enabled(), &e)) return e;
     }
     switch (t) {
     case QUANT_Q4_0: return matvec_v2_launch<QUANT_Q4_0, XH, MATVEC_V, XS>(y, w, x, r, kk, n, s);

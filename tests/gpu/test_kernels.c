@@ -117,29 +117,32 @@ static void test_matvec(gen_rng *r, uint32_t t, int64_t rows, int64_t k, int n, 
     free(w); free(x); free(xh16); free(ref); free(y);
 }
 
-/* Matvec v10 for one token, X through matvec_f32 (xmode 0), matvec_f16 (1) or matvec_f32_swiglu
+/* Matvec v10 for n tokens, X through matvec_f32 (xmode 0), matvec_f16 (1) or matvec_f32_swiglu
  * (2), X over a wide range per 32-value block (|x| up to ~50, ~1, ~1e-3, or a single outlier in
- * small values) so that the per-block scales matter; mvq.h's budget per row. */
-static void test_matvec_v10(gen_rng *r, uint32_t t, int64_t rows, int64_t k, int xmode) {
+ * small values) so that the per-block scales matter; mvq.h's budget per row and token. */
+static void test_matvec_v10(gen_rng *r, uint32_t t, int64_t rows, int64_t k, int n, int xmode) {
     static const char *xname[3] = {"f32", "f16", "swiglu"};
     char name[128], err[256];
-    snprintf(name, sizeof name, "matvec v10 %s %lldx%lld x=%s", quant_type_name(t), (long long)rows, (long long)k,
-             xname[xmode]);
+    snprintf(name, sizeof name, "matvec v10 %s %lldx%lld n=%d x=%s", quant_type_name(t), (long long)rows,
+             (long long)k, n, xname[xmode]);
     size_t wb = quant_row_bytes(t, k) * (size_t)rows;
+    const int64_t nk = n * k;
     void *w = malloc(wb);
     gen_weights(r, t, rows, k, w);
-    float *x = malloc(sizeof(float) * (size_t)k), *gu = malloc(sizeof(float) * (size_t)(2 * k));
-    uint16_t *xh16 = malloc(sizeof(uint16_t) * (size_t)k);
-    for (int64_t b = 0; b < k; b += 32) {
+    /* gu: per token its k gates then its k ups (strides 2k) */
+    float *x = malloc(sizeof(float) * (size_t)nk), *gu = malloc(sizeof(float) * (size_t)(2 * nk));
+    uint16_t *xh16 = malloc(sizeof(uint16_t) * (size_t)nk);
+    for (int64_t b = 0; b < nk; b += 32) {
         const int kind = (int)(gen_u64(r) % 4);
         const double mag = kind == 0 ? 50 : kind == 1 ? 1 : 1e-3;
         for (int64_t i = b; i < b + 32; i++) {
             double v = gen_uniform(r, -mag, mag);
             if (kind == 3 && i == b + 7) v = 30;
+            const int64_t c = i / k, gi = 2 * k * c + i % k;
             if (xmode == 2) { /* x = silu(g) * u with u = v and g ~ 2: silu(g) in (1.7, 2) */
-                gu[i] = (float)gen_uniform(r, 1.5, 2.5);
-                gu[k + i] = (float)v;
-                x[i] = gu[i] / (1.0f + expf(-gu[i])) * gu[k + i];
+                gu[gi] = (float)gen_uniform(r, 1.5, 2.5);
+                gu[gi + k] = (float)v;
+                x[i] = gu[gi] / (1.0f + expf(-gu[gi])) * gu[gi + k];
             } else {
                 x[i] = (float)v;
                 xh16[i] = quant_f32_to_f16(x[i]);
@@ -147,15 +150,15 @@ static void test_matvec_v10(gen_rng *r, uint32_t t, int64_t rows, int64_t k, int
             }
         }
     }
-    double *ref = matvec_ref(t, w, x, rows, k, 1, err, sizeof err);
-    mvq_budget *bud = malloc(sizeof(mvq_budget) * (size_t)rows);
+    double *ref = matvec_ref(t, w, x, rows, k, n, err, sizeof err);
+    mvq_budget *bud = malloc(sizeof(mvq_budget) * (size_t)(n * rows)); /* [n][rows], as ref and y */
     float *row = malloc(sizeof(float) * (size_t)k);
     for (int64_t j = 0; ref && j < rows; j++) {
         if (quant_dequant_row(t, (const uint8_t *)w + j * quant_row_bytes(t, k), row, k, err, sizeof err)) {
             free(ref);
             ref = NULL;
         } else {
-            bud[j] = mvq_row_budget(row, x, k);
+            for (int c = 0; c < n; c++) bud[c * rows + j] = mvq_row_budget(row, x + c * k, k);
         }
     }
     if (!ref) {
@@ -164,21 +167,21 @@ static void test_matvec_v10(gen_rng *r, uint32_t t, int64_t rows, int64_t k, int
     }
     void *dw = dev_upload(w, wb), *dr = dev_alloc(matvec_repacked_bytes(t, rows, k));
     CUDA_CHECK(matvec_repack(dr, dw, t, rows, k, 0));
-    void *dx = xmode == 0 ? dev_upload(x, sizeof(float) * (size_t)k)
-             : xmode == 1 ? dev_upload(xh16, sizeof(uint16_t) * (size_t)k)
-                          : dev_upload(gu, sizeof(float) * (size_t)(2 * k));
-    float *dy = dev_poisoned(rows);
+    void *dx = xmode == 0 ? dev_upload(x, sizeof(float) * (size_t)nk)
+             : xmode == 1 ? dev_upload(xh16, sizeof(uint16_t) * (size_t)nk)
+                          : dev_upload(gu, sizeof(float) * (size_t)(2 * nk));
+    float *dy = dev_poisoned(n * rows);
     matvec_use_variant(10);
-    cudaError_t e = xmode == 0 ? matvec_f32(dy, dr, t, dx, rows, k, 1, 0)
-                  : xmode == 1 ? matvec_f16(dy, dr, t, dx, rows, k, 1, 0)
-                               : matvec_f32_swiglu(dy, dr, t, dx, 0, (const float *)dx + k, 0, rows, k, 1, 0);
+    cudaError_t e = xmode == 0 ? matvec_f32(dy, dr, t, dx, rows, k, n, 0)
+                  : xmode == 1 ? matvec_f16(dy, dr, t, dx, rows, k, n, 0)
+                               : matvec_f32_swiglu(dy, dr, t, dx, 2 * k, (const float *)dx + k, 2 * k, rows, k, n, 0);
     matvec_use_variant(6);
-    float *y = calloc((size_t)rows, sizeof(float));
-    int guard = e == cudaSuccess && dev_download(y, dy, rows);
+    float *y = calloc((size_t)(n * rows), sizeof(float));
+    int guard = e == cudaSuccess && dev_download(y, dy, n * rows);
     char why[160] = "";
-    int ok = e == cudaSuccess && guard && mvq_check(y, ref, bud, rows, why, sizeof why);
+    int ok = e == cudaSuccess && guard && mvq_check(y, ref, bud, n * rows, why, sizeof why);
     CHECK(ok, name, "%s, guard %s, %s (rel err %.3g)", cudaGetErrorString(e), guard ? "ok" : "overwritten", why,
-          gen_rel_err(y, ref, rows));
+          gen_rel_err(y, ref, n * rows));
     CUDA_CHECK(cudaFree(dw)); CUDA_CHECK(cudaFree(dr)); CUDA_CHECK(cudaFree(dx)); CUDA_CHECK(cudaFree(dy));
     free(w); free(x); free(gu); free(xh16); free(ref); free(bud); free(row); free(y);
 }
@@ -934,16 +937,25 @@ int main(void) {
         test_matvec_swiglu(&r, t, 131, 2816 - 2816 % quant_traits_of(t)->block_elems, 1, 1);
         test_matvec_swiglu(&r, t, 17, 14336, 2, 0);
     }
-    const uint32_t v10_types[] = {QUANT_Q4_0, QUANT_Q4_K};
+    const uint32_t v10_types[] = {QUANT_Q4_0, QUANT_Q4_K, QUANT_Q8_0, QUANT_Q6_K};
     const int64_t v10_shapes[][2] = {{1, 256}, {37, 256}, {1000, 256}, {37, 4096}, {1000, 4096}, {4096, 4096},
                                      {37, 14336}, {1000, 14336}};
-    for (int i = 0; i < 2; i++) {
+    test_matvec_v10(&r, QUANT_Q8_0, 37, 384, 1, 0); /* Q8_0's groups are 128 weights */
+    test_matvec_v10(&r, QUANT_Q8_0, 1000, 2944, 1, 1);
+    for (size_t i = 0; i < sizeof v10_types / sizeof v10_types[0]; i++) {
+        const uint32_t t = v10_types[i];
         for (size_t si = 0; si < sizeof v10_shapes / sizeof v10_shapes[0]; si++)
-            test_matvec_v10(&r, v10_types[i], v10_shapes[si][0], v10_shapes[si][1], 0);
-        test_matvec_v10(&r, v10_types[i], 1000, 4096, 1);
-        test_matvec_v10(&r, v10_types[i], 37, 14336, 1);
-        test_matvec_v10(&r, v10_types[i], 1000, 4096, 2);
-        test_matvec_v10(&r, v10_types[i], 37, 2816, 2);
+            test_matvec_v10(&r, t, v10_shapes[si][0], v10_shapes[si][1], 1, 0);
+        test_matvec_v10(&r, t, 1000, 4096, 1, 1);
+        test_matvec_v10(&r, t, 37, 14336, 1, 1);
+        test_matvec_v10(&r, t, 1000, 4096, 1, 2);
+        test_matvec_v10(&r, t, 37, 2816, 1, 2);
+        /* several tokens (Q6_K: 2; more run v3, whose budget is tighter) */
+        for (int n = 2; n <= 4; n++) {
+            test_matvec_v10(&r, t, 37, 512, n, n - 2);
+            test_matvec_v10(&r, t, 1000, 4096, n, 0);
+        }
+        test_matvec_v10(&r, t, 300, 14336, 2, 2);
     }
     test_chain(&r, QUANT_Q4_0, QUANT_Q4_0);
     test_chain(&r, QUANT_Q4_K, QUANT_Q6_K);

@@ -1,11 +1,11 @@
 /* Kernel lab: decode matvec. CPU reference (quant_dequant_row + f64 dot) on sampled rows of
  * fresh random matrices, then each variant (matvec.cuh: v1 generic, v2-v9 tensor cores, v10 int8
- * X and dp4a) timed two ways: one launch after an L2 flush ("1x"), and a chain of launches over enough copies of the
+ * X and dp4a, and v10a, v10b, ... its compile-time options, mv10_opt) timed two ways: one launch after an L2 flush ("1x"), and a chain of launches over enough copies of the
  * matrix to exceed L2 ("chain", as in a decode step). GB/s = (weights + x + y bytes) / time,
  * against the measured copy bandwidth. v1-v9 must be within 1e-4 (||err|| / ||ref||); v10, which
  * rounds X to int8, within mvq.h's budget (every row within the worst case of the rounding, rms
  * within twice its expected one), a check the lab first tries on CPU emulations. Usage: matvec [filter] (a substring of the type name), or
- * matvec profile TYPE ROWS K VARIANT (one checked launch of one variant, for ncu). */
+ * matvec profile TYPE ROWS K VARIANT (one checked launch of one variant, 6 or v10b..., for ncu). */
 #include <cstdio>
 #include <cstring>
 #include <cstdlib>
@@ -26,7 +26,36 @@ static void launch_v1(float *y, const void *w, const XT *x, int rows, int k, int
     matvec_v1<T, XT><<<(rows + MV1_ROWS - 1) / MV1_ROWS, 256, MV1_SMEM>>>(y, (const uint8_t *)w, mv_x{x}, rows, k, n);
 }
 
-/* variant 1 on GGUF layout, variants 2 and 3 on the repacked layout; false if not applicable */
+/* v10 with option O (mv10_opt); false where it does not apply. */
+template <int T, int O>
+static bool launch_v10(float *y, const void *w, const void *x, bool xh, int rows, int k, int n) {
+    cudaError_t e = cudaSuccess;
+    return xh ? matvec_v10_launch<T, true, mv_x, O>(y, w, mv_x{x}, rows, k, n, 0, pdl_enabled(), &e)
+              : matvec_v10_launch<T, false, mv_x, O>(y, w, mv_x{x}, rows, k, n, 0, pdl_enabled(), &e);
+}
+
+template <int T>
+static bool run_v10(int o, float *y, const void *w, const void *x, bool xh, int rows, int k, int n) {
+    static_assert(MV10_OPTS == 6, "one case per option");
+    switch (o) {
+    case 0: return launch_v10<T, 0>(y, w, x, xh, rows, k, n);
+    case 1: return launch_v10<T, 1>(y, w, x, xh, rows, k, n);
+    case 2: return launch_v10<T, 2>(y, w, x, xh, rows, k, n);
+    case 3: return launch_v10<T, 3>(y, w, x, xh, rows, k, n);
+    case 4: return launch_v10<T, 4>(y, w, x, xh, rows, k, n);
+    case 5: return launch_v10<T, 5>(y, w, x, xh, rows, k, n);
+    default: return false;
+    }
+}
+
+/* The lab's name of variant v: 1..9, then v10 with option v - 10 (v10, v10a, v10b, ...). */
+static const char *variant_name(int v, char *buf, size_t size) {
+    if (v <= 10) snprintf(buf, size, "v%d", v);
+    else snprintf(buf, size, "v10%c", 'a' + (v - 11));
+    return buf;
+}
+
+/* variant 1 on GGUF layout, 2 and up on the repacked layout; false if not applicable */
 static bool run_variant(int v, uint32_t t, float *y, const void *w, const void *x, bool xh, int rows, int k, int n) {
     if (v == 1) {
 #define V1(TT) case TT: if (xh) launch_v1<TT, __half>(y, w, (const __half *)x, rows, k, n); \
@@ -46,11 +75,12 @@ static bool run_variant(int v, uint32_t t, float *y, const void *w, const void *
     if (v == 8 && n == 1) switch (t) { V23(QUANT_Q4_0, 8) V23(QUANT_Q4_K, 8) V23(QUANT_Q8_0, 8) V23(QUANT_Q6_K, 8) }
     if (v == 9 && n == 1) switch (t) { V23(QUANT_Q4_0, 9) V23(QUANT_Q4_K, 9) }
 #undef V23
-    cudaError_t e = cudaSuccess;
-#define V10(TT) case TT: return xh ? matvec_v10_launch<TT, true>(y, w, mv_x{x}, rows, k, n, 0, pdl_enabled(), &e) \
-                                   : matvec_v10_launch<TT, false>(y, w, mv_x{x}, rows, k, n, 0, pdl_enabled(), &e);
-    if (v == 10) switch (t) { V10(QUANT_Q4_0) V10(QUANT_Q4_K) }
-#undef V10
+    if (v >= 10) switch (t) {
+        case QUANT_Q4_0: return run_v10<QUANT_Q4_0>(v - 10, y, w, x, xh, rows, k, n);
+        case QUANT_Q4_K: return run_v10<QUANT_Q4_K>(v - 10, y, w, x, xh, rows, k, n);
+        case QUANT_Q8_0: return run_v10<QUANT_Q8_0>(v - 10, y, w, x, xh, rows, k, n);
+        case QUANT_Q6_K: return run_v10<QUANT_Q6_K>(v - 10, y, w, x, xh, rows, k, n);
+    }
     return false;
 }
 
@@ -119,7 +149,7 @@ static void bench(lab &L, gen_rng *r, uint32_t t, shape s, int n, bool xh) {
     for (int64_t i = 0; i < rows; i += rows > 257 ? rows / 256 : 1) rs.push_back(i);
     if (rs.back() != rows - 1) rs.push_back(rows - 1);
     std::vector<double> ref(rs.size() * n);
-    std::vector<mvq_budget> bud(rs.size()); /* v10's budget, n = 1 */
+    std::vector<mvq_budget> bud(rs.size() * n); /* v10's budget per row and token */
     std::vector<float> row(k);
     for (size_t j = 0; j < rs.size(); j++) {
         if (quant_dequant_row(t, w.data() + rs[j] * quant_row_bytes(t, k), row.data(), k, err, sizeof err)) {
@@ -130,8 +160,8 @@ static void bench(lab &L, gen_rng *r, uint32_t t, shape s, int n, bool xh) {
             double acc = 0;
             for (int64_t i = 0; i < k; i++) acc += (double)row[i] * x[c * k + i];
             ref[j * n + c] = acc;
+            bud[j * n + c] = mvq_row_budget(row.data(), x.data() + c * k, k);
         }
-        bud[j] = mvq_row_budget(row.data(), x.data(), k);
     }
     /* enough copies to exceed L2 several times (>= 256 MB), at most 64 */
     size_t copies = std::max<size_t>(1, std::min<size_t>(64, ((size_t)256 << 20) / std::max(wb, rb) + 1));
@@ -151,8 +181,10 @@ static void bench(lab &L, gen_rng *r, uint32_t t, shape s, int n, bool xh) {
     float *dy;
     CUDA_CHECK(cudaMalloc(&dy, sizeof(float) * n * rows));
     std::vector<float> y(n * rows);
-    for (int v = 1; v <= 10; v++) {
+    for (int v = 1; v < 10 + MV10_OPTS; v++) {
         if (g_profile && v != g_profile) continue;
+        char vname[8];
+        variant_name(v, vname, sizeof vname);
         const std::vector<void *> &wv = v == 1 ? raw : rep;
         CUDA_CHECK(cudaMemset(dy, 0xff, sizeof(float) * n * rows));
         if (!run_variant(v, t, dy, wv[0], dx, xh, (int)rows, (int)k, n)) continue;
@@ -163,15 +195,15 @@ static void bench(lab &L, gen_rng *r, uint32_t t, shape s, int n, bool xh) {
             for (int c = 0; c < n; c++) got[j * n + c] = y[c * rows + rs[j]];
         double rel = gen_rel_err(got.data(), ref.data(), (int64_t)got.size());
         char why[160] = "";
-        bool ok = v == 10 ? mvq_check(got.data(), ref.data(), bud.data(), (int64_t)got.size(), why, sizeof why)
+        bool ok = v >= 10 ? mvq_check(got.data(), ref.data(), bud.data(), (int64_t)got.size(), why, sizeof why)
                           : rel < 1e-4;
         if (!ok) g_fail++;
-        if (!ok && v == 10) printf("FAIL v10 %s %lldx%lld: %s\n", quant_type_name(t), (long long)rows, (long long)k, why);
+        if (!ok && v >= 10) printf("FAIL %s %s %lldx%lld: %s\n", vname, quant_type_name(t), (long long)rows, (long long)k, why);
         if (g_profile) { /* the second launch of the variant, after an L2 flush, is the one to profile */
             L.flush();
             run_variant(v, t, dy, wv[0], dx, xh, (int)rows, (int)k, n);
             CUDA_CHECK(cudaDeviceSynchronize());
-            printf("profiled v%d %s %lldx%lld: rel err %.1e\n", v, quant_type_name(t), (long long)rows, (long long)k, rel);
+            printf("profiled %s %s %lldx%lld: rel err %.1e\n", vname, quant_type_name(t), (long long)rows, (long long)k, rel);
             continue;
         }
         double ms1 = L.time_ms([&] { run_variant(v, t, dy, wv[0], dx, xh, (int)rows, (int)k, n); }, 20);
@@ -180,8 +212,8 @@ static void bench(lab &L, gen_rng *r, uint32_t t, shape s, int n, bool xh) {
         }, 10) / copies;
         double bytes = (double)(v == 1 ? wb : rb) + xbytes + 4.0 * n * rows;
         double g1 = bytes / (ms1 * 1e-3) / 1e9, gc = bytes / (msc * 1e-3) / 1e9;
-        printf("| %-4s | %5lldx%-5lld | v%d | %d | %s | %8.2f | %6.0f | %4.0f%% | %8.2f | %6.0f | %4.0f%% | %.1e %s |\n",
-               quant_type_name(t), (long long)rows, (long long)k, v, n, xh ? "f16" : "f32", ms1 * 1e3, g1,
+        printf("| %-4s | %5lldx%-5lld | %s | %d | %s | %8.2f | %6.0f | %4.0f%% | %8.2f | %6.0f | %4.0f%% | %.1e %s |\n",
+               quant_type_name(t), (long long)rows, (long long)k, vname, n, xh ? "f16" : "f32", ms1 * 1e3, g1,
                100 * g1 / L.copy_gbs, msc * 1e3, gc, 100 * gc / L.copy_gbs, rel, ok ? "ok" : "FAIL");
         fflush(stdout);
     }
@@ -194,7 +226,10 @@ int main(int argc, char **argv) {
     gen_rng r0 = {7};
     if (selftest_v10(&r0)) return 1;
     if (argc == 6 && strcmp(argv[1], "profile") == 0) { /* profile TYPE ROWS K VARIANT: one launch for ncu */
-        g_profile = atoi(argv[5]);
+        const char *vs = argv[5] + (argv[5][0] == 'v'); /* 6, v6, 10, v10b, ... */
+        g_profile = atoi(vs);
+        const char *sfx = vs + strspn(vs, "0123456789");
+        if (g_profile == 10 && *sfx >= 'a' && *sfx < 'a' + MV10_OPTS - 1) g_profile = 11 + (*sfx - 'a');
         gen_rng r = {42};
         for (uint32_t t = 0; t < QUANT_TYPE_COUNT; t++)
             if (quant_traits_of(t) && strcmp(quant_type_name(t), argv[2]) == 0) {
@@ -222,6 +257,8 @@ int main(int argc, char **argv) {
     for (uint32_t t : types) {
         if (!strstr(quant_type_name(t), filter)) continue;
         for (shape s : shapes) bench(L, &r, t, s, 1, false);
+        if (t == QUANT_Q4_0 || t == QUANT_Q4_K || t == QUANT_Q6_K || t == QUANT_Q8_0) /* v10 for a few tokens */
+            for (int n = 2; n <= 3; n++) bench(L, &r, t, {14336, 4096}, n, false);
         if (t == QUANT_Q4_0 || t == QUANT_Q4_K) {
             bench(L, &r, t, {28672, 4096}, 1, false);
             bench(L, &r, t, {14336, 4096}, 1, true);
