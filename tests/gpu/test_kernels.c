@@ -752,6 +752,30 @@ static void test_attention(gen_rng *r, int n_seq, int n_head, int n_kv, int hd, 
     free(kc); free(vc); free(q); free(kn); free(vn); free(out); free(ref); free(sc);
 }
 
+/* f64 softmax attention of one query head qh over positions 0..L-1 of kv head kvh, position p in
+ * cell pages[p / PAGED_PAGE] * PAGED_PAGE + p % PAGED_PAGE of an f16 cache [cells][kv_dim]; sc holds
+ * L doubles of scratch. */
+static void paged_attn_ref(double *out, const float *qh, const uint16_t *kc, const uint16_t *vc, const int32_t *pages,
+                           int L, int kv_dim, int kvh, int hd, float scale, double *sc) {
+    double m = -INFINITY, l = 0;
+    for (int p = 0; p < L; p++) {
+        size_t row = ((size_t)pages[p / PAGED_PAGE] * PAGED_PAGE + p % PAGED_PAGE) * kv_dim + (size_t)kvh * hd;
+        double d = 0;
+        for (int i = 0; i < hd; i++) d += (double)qh[i] * quant_f16_to_f32(kc[row + i]);
+        sc[p] = d * scale;
+        if (sc[p] > m) m = sc[p];
+    }
+    for (int p = 0; p < L; p++) { sc[p] = exp(sc[p] - m); l += sc[p]; }
+    for (int i = 0; i < hd; i++) {
+        double o = 0;
+        for (int p = 0; p < L; p++) {
+            size_t row = ((size_t)pages[p / PAGED_PAGE] * PAGED_PAGE + p % PAGED_PAGE) * kv_dim + (size_t)kvh * hd;
+            o += sc[p] * quant_f16_to_f32(vc[row + i]);
+        }
+        out[i] = o / l;
+    }
+}
+
 /* paged_attention_prefill: n_tok consecutive tokens from pos0 through a shuffled page table of an
  * f16 cache holding other cells too, against f64 causal attention. */
 static void test_prefill_attention(gen_rng *r, int n_head, int n_kv, int hd, int pos0, int n_tok) {
@@ -770,27 +794,9 @@ static void test_prefill_attention(gen_rng *r, int n_head, int n_kv, int hd, int
     for (int i = 0; i < nq; i++) q[i] = (float)gen_normal(r);
     const float scale = 1.0f / sqrtf((float)hd);
     for (int t = 0; t < n_tok; t++)
-        for (int h = 0; h < n_head; h++) {
-            const int kvh = h / (n_head / n_kv), L = pos0 + t + 1;
-            const float *qh = q + ((size_t)t * n_head + h) * hd;
-            double m = -INFINITY, l = 0;
-            for (int p = 0; p < L; p++) {
-                size_t row = ((size_t)pages[p / PAGED_PAGE] * PAGED_PAGE + p % PAGED_PAGE) * kv_dim + (size_t)kvh * hd;
-                double d = 0;
-                for (int i = 0; i < hd; i++) d += (double)qh[i] * quant_f16_to_f32(kc[row + i]);
-                sc[p] = d * scale;
-                if (sc[p] > m) m = sc[p];
-            }
-            for (int p = 0; p < L; p++) { sc[p] = exp(sc[p] - m); l += sc[p]; }
-            for (int i = 0; i < hd; i++) {
-                double o = 0;
-                for (int p = 0; p < L; p++) {
-                    size_t row = ((size_t)pages[p / PAGED_PAGE] * PAGED_PAGE + p % PAGED_PAGE) * kv_dim + (size_t)kvh * hd;
-                    o += sc[p] * quant_f16_to_f32(vc[row + i]);
-                }
-                ref[((size_t)t * n_head + h) * hd + i] = o / l;
-            }
-        }
+        for (int h = 0; h < n_head; h++)
+            paged_attn_ref(ref + ((size_t)t * n_head + h) * hd, q + ((size_t)t * n_head + h) * hd, kc, vc, pages,
+                           pos0 + t + 1, kv_dim, h / (n_head / n_kv), hd, scale, sc);
     uint16_t *dk = dev_upload(kc, cn * 2), *dv = dev_upload(vc, cn * 2);
     float *dq = dev_upload(q, sizeof(float) * (size_t)nq), *dout = dev_poisoned(nq);
     int32_t *dp = dev_upload(pages, sizeof(int32_t) * (size_t)n_pages);
@@ -836,27 +842,9 @@ static void test_paged_attention(gen_rng *r, int n_head, int n_kv, int hd, int n
     for (int i = 0; i < nq; i++) q[i] = (float)(1.5 * gen_normal(r));
     const float scale = 1.0f / sqrtf((float)hd);
     for (int t = 0; t < n_tok; t++)
-        for (int h = 0; h < n_head; h++) {
-            const int kvh = h / (n_head / n_kv), L = pos[t] + 1;
-            const int32_t *pt = perm + seq[t] * per_seq;
-            const float *qh = q + ((size_t)t * n_head + h) * hd;
-            double m = -INFINITY, l = 0;
-            for (int p = 0; p < L; p++) {
-                size_t row = ((size_t)pt[p / PAGED_PAGE] * PAGED_PAGE + p % PAGED_PAGE) * kv_dim + (size_t)kvh * hd;
-                double d = 0;
-                for (int i = 0; i < hd; i++) d += (double)qh[i] * quant_f16_to_f32(kc[row + i]);
-                sc[p] = d * scale;
-                if (sc[p] > m) m = sc[p];
-            }
-            for (int p = 0; p < L; p++) { sc[p] = exp(sc[p] - m); l += sc[p]; }
-            for (int i = 0; i < hd; i++) {
-                double o = 0;
-                for (int p = 0; p < L; p++)
-                    o += sc[p] * quant_f16_to_f32(vc[((size_t)pt[p / PAGED_PAGE] * PAGED_PAGE + p % PAGED_PAGE) * kv_dim +
-                                                     (size_t)kvh * hd + i]);
-                ref[((size_t)t * n_head + h) * hd + i] = o / l;
-            }
-        }
+        for (int h = 0; h < n_head; h++)
+            paged_attn_ref(ref + ((size_t)t * n_head + h) * hd, q + ((size_t)t * n_head + h) * hd, kc, vc,
+                           perm + seq[t] * per_seq, pos[t] + 1, kv_dim, h / (n_head / n_kv), hd, scale, sc);
     size_t sb = paged_attention_scratch_bytes(n_tok > 64 ? n_tok : 64, n_head, hd, n_split);
     uint16_t *dk = dev_upload(kc, cn * 2), *dv = dev_upload(vc, cn * 2);
     float *dq = dev_upload(q, sizeof(float) * (size_t)nq), *dout = dev_poisoned(nq), *dout2 = dev_poisoned(nq);
