@@ -137,6 +137,7 @@ typedef struct {
     float *att, *gu, *ff, *logits;
     uint16_t *xh;       /* a matvec input in f16 for gemm_f16 (prompt passes) */
     void *att_scratch;
+    size_t att_scratch_bytes;
     void *gemm_scratch; /* split-K partial sums of a GEMM over few tokens */
     size_t gemm_scratch_bytes;
     int n_sm;
@@ -173,6 +174,8 @@ struct forward_cuda {
     int graph_seen[2][GRAPH_MAX_TOK + 1];
     int have_comms;
     int broken;         /* an NCCL failure or timeout: the communicators are gone */
+    int timeout_s;      /* nccl_timeout_s(), read once at create */
+    int fault_stall;    /* fault_peer_stall(), read once at create */
     int prof;           /* collecting split statistics */
     double prof_wall_ms;
 };
@@ -289,11 +292,6 @@ static void layout_kv(part *p, arena *a) {
     p->kv_v = take(a, n * sizeof(uint16_t));
 }
 
-/* Tokens per paged_attention launch, which its scratch is sized for. */
-static int att_tokens(const forward_cuda *f) {
-    return f->n_batch < ATT_CHUNK ? f->n_batch : ATT_CHUNK;
-}
-
 static void layout_scratch(part *p, arena *a) {
     const forward_cuda *f = p->f;
     const llama_hparams *hp = &f->m->hp;
@@ -310,7 +308,9 @@ static void layout_scratch(part *p, arena *a) {
     p->xh = take(a, B * (widest > nq ? widest : nq) * sizeof(uint16_t));
     p->logits = p->head ? take(a, (size_t)OUT_CHUNK * (size_t)hp->n_vocab * sizeof(float)) : NULL;
     p->d_ids = p->head ? take(a, (size_t)OUT_CHUNK * sizeof(int32_t)) : NULL;
-    p->att_scratch = take(a, paged_attention_scratch_bytes(att_tokens(f), p->n_head, hp->head_dim, f->n_split));
+    int at = f->n_batch < ATT_CHUNK ? f->n_batch : ATT_CHUNK; /* tokens per attention launch */
+    p->att_scratch_bytes = paged_attention_scratch_bytes(at, p->n_head, hp->head_dim, f->n_split);
+    p->att_scratch = take(a, p->att_scratch_bytes);
     /* gemm_f16_split's bound for any shape: SMs x 128 KiB (kernels.h). */
     p->gemm_scratch_bytes = (size_t)p->n_sm * (128u << 10);
     p->gemm_scratch = take(a, p->gemm_scratch_bytes);
@@ -756,7 +756,6 @@ static void tally(forward_cuda *f) {
     }
 }
 
-/* Every part's xn summed over the parts, in place (row split). */
 /* Seconds a multi-device pass may go without finishing: NCCL_TIMEOUT_S, or MGI_NCCL_TIMEOUT
  * (1-3600) for users whose steps are legitimately slower and for the fault test. */
 static int nccl_timeout_s(void) {
@@ -773,12 +772,12 @@ static int fault_peer_stall(void) {
     return e && !strcmp(e, "nccl-peer-stall");
 }
 
+/* Every part's xn summed over the parts, in place (row split). */
 static int allreduce_xn(forward_cuda *f, int n, char *err, size_t err_size) {
     size_t count = (size_t)n * (size_t)f->m->hp.n_embd;
     for (int i = 0; i < f->n_part; i++) mark(&f->p[i], 1);
-    const int stall = fault_peer_stall();
     NC_TRY(ncclGroupStart());
-    for (int i = 0; i < f->n_part - stall; i++) {
+    for (int i = 0; i < f->n_part - f->fault_stall; i++) {
         part *p = &f->p[i];
         ncclResult_t r = ncclAllReduce(p->xn, p->xn, count, ncclFloat, ncclSum, p->comm, p->st);
         if (r != ncclSuccess) {
@@ -799,7 +798,7 @@ static int send_x(forward_cuda *f, int i, span s, char *err, size_t err_size) {
     part *a = &f->p[i - 1], *b = &f->p[i];
     mark(a, 1);
     NC_TRY(ncclGroupStart());
-    ncclResult_t r1 = fault_peer_stall() ? ncclSuccess : ncclSend(a->x + off, count, ncclFloat, i, a->comm, a->st);
+    ncclResult_t r1 = f->fault_stall ? ncclSuccess : ncclSend(a->x + off, count, ncclFloat, i, a->comm, a->st);
     ncclResult_t r2 = ncclRecv(b->x + off, count, ncclFloat, i - 1, b->comm, b->st_rx);
     ncclResult_t r3 = ncclGroupEnd();
     if (r1 != ncclSuccess || r2 != ncclSuccess || r3 != ncclSuccess) {
@@ -882,8 +881,7 @@ static int wait_all(forward_cuda *f, char *err, size_t err_size) {
         DEV_TRY(cudaStreamSynchronize(f->p[0].st));
         return 0;
     }
-    const int timeout = nccl_timeout_s();
-    double t_end = now_s() + timeout;
+    double t_end = now_s() + f->timeout_s;
     for (int i = 0; i < f->n_part; i++) {
         part *p = &f->p[i];
         DEV_TRY(cudaSetDevice(p->dev));
@@ -907,7 +905,7 @@ static int wait_all(forward_cuda *f, char *err, size_t err_size) {
             }
             if (now_s() > t_end) {
                 snprintf(err, err_size, "device %d (%s): no progress for %d s (a peer device stopped answering)",
-                         p->dev, p->dev_name, timeout);
+                         p->dev, p->dev_name, f->timeout_s);
                 abort_comms(f);
                 return -1;
             }
@@ -1269,8 +1267,7 @@ static int part_setup(part *p, progress_sum *ps, char *err, size_t err_size) {
     DEV_TRY(cudaMemsetAsync(p->kv_k, 0, kv_each, p->st));
     DEV_TRY(cudaMemsetAsync(p->kv_v, 0, kv_each, p->st));
     /* paged_attention's arrival counters live in its scratch and start at zero (paged.h). */
-    DEV_TRY(cudaMemsetAsync(p->att_scratch, 0, paged_attention_scratch_bytes(att_tokens(f), p->n_head,
-                                                                             hp->head_dim, f->n_split), p->st));
+    DEV_TRY(cudaMemsetAsync(p->att_scratch, 0, p->att_scratch_bytes, p->st));
     DEV_TRY(cudaStreamSynchronize(p->st));
     return 0;
 }
@@ -1373,6 +1370,8 @@ static void *cuda_create(const llama_model *m, const engine_plan *plan, int32_t 
     f->max_pos = max_pos;
     f->max_pages = (max_pos + ENGINE_KV_PAGE - 1) / ENGINE_KV_PAGE;
     f->n_split = f->max_pages < N_SPLIT_MAX ? f->max_pages : N_SPLIT_MAX;
+    f->timeout_s = nccl_timeout_s();
+    f->fault_stall = fault_peer_stall();
     /* The engine's pool holds at least one cell per position of each of its sequences, so no
      * pass has more sequences than n_cells / max_pos (nor more than tokens). */
     f->max_seqs = n_cells / max_pos < f->n_batch ? n_cells / max_pos : f->n_batch;
