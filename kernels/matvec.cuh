@@ -38,6 +38,7 @@
 #include <cuda_fp16.h>
 #include "kernels/dequant.cuh"
 #include "kernels/pdl.cuh"
+#include "kernels/optin.cuh"
 
 /* Where a kernel's X comes from (a template parameter of every variant): mv_x, a plain [n][k]
  * array in f32 or f16 (the kernel's XT / XH says which); mv_x_swiglu, silu(g) * u of two strided
@@ -885,16 +886,7 @@ static inline bool mv6_device(int *sms, int *smem_max) {
  * at load, before any graph capture). */
 template <int T, bool XH, int NB, bool RING = false, typename XS = mv_x>
 static inline bool mv6_prepare() {
-    static bool done[64];
-    int dev = 0, sms, smem_max;
-    if (!mv6_device(&sms, &smem_max) || cudaGetDevice(&dev) != cudaSuccess) return false;
-    if (!done[dev]) {
-        if (cudaFuncSetAttribute(matvec_v6<T, XH, NB, RING, XS>, cudaFuncAttributeMaxDynamicSharedMemorySize,
-                                 smem_max) != cudaSuccess)
-            return false;
-        done[dev] = true;
-    }
-    return true;
+    return smem_optin<matvec_v6<T, XH, NB, RING, XS>>() == cudaSuccess;
 }
 
 /* Launches v6 with NB groups in flight per warp, with the PDL attribute when pdl; false (nothing
@@ -1575,16 +1567,7 @@ matvec_v10(float *y, const uint8_t *w, XS xv, int rows, int k) {
 /* Lets v10 use all the shared memory a block may opt into (matvec_repack calls it at load). */
 template <int T, bool XH, typename XS = mv_x, int O = 0, int NT = 1>
 static inline bool mv10_prepare() {
-    static bool done[64];
-    int dev = 0, sms, smem_max;
-    if (!mv6_device(&sms, &smem_max) || cudaGetDevice(&dev) != cudaSuccess) return false;
-    if (!done[dev]) {
-        if (cudaFuncSetAttribute(matvec_v10<T, XH, XS, O, NT>, cudaFuncAttributeMaxDynamicSharedMemorySize, smem_max) !=
-            cudaSuccess)
-            return false;
-        done[dev] = true;
-    }
-    return true;
+    return smem_optin<matvec_v10<T, XH, XS, O, NT>>() == cudaSuccess;
 }
 
 /* mv10_prepare of every token count production runs (1 to MV10_MAX_N). */

@@ -13,6 +13,7 @@
 #include "kernels/paged.h"
 #include "kernels/reduce.cuh"
 #include "kernels/pdl.cuh"
+#include "kernels/optin.cuh"
 #include "quant/blocks.h"
 
 #define PA_WARPS 4
@@ -400,10 +401,8 @@ template <int TP>
 static cudaError_t pt_launch(float *out, float *sc, const float *q, const uint16_t *k_cache, const uint16_t *v_cache,
                              const int32_t *pos, const int32_t *seq, const int32_t *pages, int page_stride,
                              dim3 grid, int n_head, int n_kv_head, int head_dim, float scale, cudaStream_t stream) {
-    const size_t smem = pt_smem_bytes(TP, head_dim, n_head / n_kv_head);
-    /* above the 48 KB default: opt in (once per process is enough; the call is cheap and not a
-     * stream operation, so it is safe during graph capture too) */
-    cudaError_t e = cudaFuncSetAttribute(paged_attn_tile_kernel<TP>, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)smem);
+    const size_t smem = pt_smem_bytes(TP, head_dim, n_head / n_kv_head); /* above the 48 KB default */
+    cudaError_t e = smem_optin<paged_attn_tile_kernel<TP>>();
     if (e != cudaSuccess) return e;
     return pdl_launch(paged_attn_tile_kernel<TP>, grid, dim3(PT_THREADS), smem, stream, out, sc, q, k_cache, v_cache,
                       pos, seq, pages, page_stride, n_head, n_kv_head, head_dim, scale);

@@ -1,0 +1,23 @@
+/* Shared-memory opt-in: a kernel whose blocks use more than 48 KB of dynamic shared memory must be
+ * allowed to, per kernel and device. smem_optin<K>() grants kernel K the device's whole opt-in
+ * limit once per device (later calls only check a flag), so launchers can call it on every launch;
+ * it is not a stream operation, so it is also fine during a graph capture. */
+#ifndef MGI_KERNELS_OPTIN_CUH
+#define MGI_KERNELS_OPTIN_CUH
+
+#include <cuda_runtime.h>
+
+template <auto K>
+static inline cudaError_t smem_optin() {
+    static bool done[64]; /* per device; each device is set up by one thread at a time */
+    int dev = 0, max = 0;
+    cudaError_t e = cudaGetDevice(&dev);
+    if (e != cudaSuccess) return e;
+    if (dev >= 0 && dev < 64 && done[dev]) return cudaSuccess;
+    e = cudaDeviceGetAttribute(&max, cudaDevAttrMaxSharedMemoryPerBlockOptin, dev);
+    if (e == cudaSuccess) e = cudaFuncSetAttribute(K, cudaFuncAttributeMaxDynamicSharedMemorySize, max);
+    if (e == cudaSuccess && dev >= 0 && dev < 64) done[dev] = true;
+    return e;
+}
+
+#endif
