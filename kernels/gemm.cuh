@@ -137,6 +137,24 @@ template <> struct gemm_w<QUANT_Q6_K> {
     }
 };
 
+/* A warp's accumulators for 2 row tiles x NJ 8-token tiles (the m16n8k16 C layout: lane 4g + t
+ * holds rows g, g + 8 and tokens 2t, 2t + 1) into Y [n][rows] from row tile tile0 and token tok0;
+ * rows and tokens past the ends are left out. */
+template <int NJ>
+__device__ __forceinline__ void gemm_store(float *y, const float (&acc)[2][NJ][4], int64_t tile0, int tok0, int g,
+                                           int t, int rows, int n) {
+#pragma unroll
+    for (int i = 0; i < 2; i++)
+#pragma unroll
+        for (int j = 0; j < NJ; j++)
+#pragma unroll
+            for (int e = 0; e < 4; e++) {
+                const int64_t row = (tile0 + i) * 16 + g + 8 * (e >> 1);
+                const int tok = tok0 + 8 * j + 2 * t + (e & 1);
+                if (row < rows && tok < n) y[(int64_t)tok * rows + row] = acc[i][j][e];
+            }
+}
+
 template <int T>
 __global__ void __launch_bounds__(256) gemm_v1(float *y, const uint8_t *w, const __half *x, int rows, int k, int n, int cps) {
     __shared__ __align__(16) __half xs[GEMM_TOKS * GEMM_XS];
@@ -203,16 +221,7 @@ __global__ void __launch_bounds__(256) gemm_v1(float *y, const uint8_t *w, const
         xc[0] = xn[0];
         xc[1] = xn[1];
     }
-#pragma unroll
-    for (int i = 0; i < 2; i++)
-#pragma unroll
-        for (int j = 0; j < 4; j++)
-#pragma unroll
-            for (int e = 0; e < 4; e++) {
-                const int64_t row = (tile0 + i) * 16 + g + 8 * (e >> 1);
-                const int tok = tok0 + wt + 8 * j + 2 * t + (e & 1);
-                if (row < rows && tok < n) y[(int64_t)tok * rows + row] = acc[i][j][e];
-            }
+    gemm_store(y, acc, tile0, tok0 + wt, g, t, rows, n);
 }
 
 /* ---------------------------------------------------------------- v2 ------------------------ */
@@ -414,16 +423,7 @@ __global__ void __launch_bounds__(256, 2) gemm_v2(float *y, const uint8_t *w, co
     }
     gemm2_cp_wait<0>(); /* no copy may still target shared memory when the block exits */
     y += (int64_t)blockIdx.z * n * rows;
-#pragma unroll
-    for (int i = 0; i < 2; i++)
-#pragma unroll
-        for (int j = 0; j < 8; j++)
-#pragma unroll
-            for (int e = 0; e < 4; e++) {
-                const int64_t row = (tile0 + i) * 16 + g + 8 * (e >> 1);
-                const int tok = tok0 + wt + 8 * j + 2 * t + (e & 1);
-                if (row < rows && tok < n) y[(int64_t)tok * rows + row] = acc[i][j][e];
-            }
+    gemm_store(y, acc, tile0, tok0 + wt, g, t, rows, n);
 }
 
 /* ---------------------------------------------------------------- v3 ------------------------ */
@@ -647,16 +647,7 @@ __global__ void __launch_bounds__(32 * WR * WC, 2) gemm_v3(float *y, const uint8
     gemm2_cp_wait<0>(); /* no copy may still target shared memory when the block exits */
     y += (int64_t)blockIdx.z * n * rows;
     const int64_t tile0 = tb + lt0;
-#pragma unroll
-    for (int i = 0; i < 2; i++)
-#pragma unroll
-        for (int j = 0; j < 8; j++)
-#pragma unroll
-            for (int e = 0; e < 4; e++) {
-                const int64_t row = (tile0 + i) * 16 + g + 8 * (e >> 1);
-                const int tok = tok0 + wt + 8 * j + 2 * t + (e & 1);
-                if (row < rows && tok < n) y[(int64_t)tok * rows + row] = acc[i][j][e];
-            }
+    gemm_store(y, acc, tile0, tok0 + wt, g, t, rows, n);
 }
 
 /* y[i] = sum over s = 0..S-1 of part[s][i], i < total, always in that order. */
