@@ -89,42 +89,40 @@ __global__ void __launch_bounds__(PA_WARPS * 32) paged_attn_split_kernel(float *
 #pragma unroll
         for (int i = 0; i < EPL; i++) o[h][i] = 0;
     }
-    {
-        float qr[PA_MAX_G][EPL];
+    float qr[PA_MAX_G][EPL];
 #pragma unroll
-        for (int h = 0; h < PA_MAX_G; h++)
+    for (int h = 0; h < PA_MAX_G; h++)
 #pragma unroll
-            for (int i = 0; i < EPL; i++) {
-                int e = lane * EPL + i;
-                qr[h][i] = (h < G && e < head_dim) ? q[((int64_t)t * n_head + kvh * G + h) * hd + e] * scale : 0.0f;
+        for (int i = 0; i < EPL; i++) {
+            int e = lane * EPL + i;
+            qr[h][i] = (h < G && e < head_dim) ? q[((int64_t)t * n_head + kvh * G + h) * hd + e] * scale : 0.0f;
+        }
+    for (int p = p0 + warp; p < p1; p += PA_WARPS * 2) {
+        float kr[2][EPL], vr[2][EPL];
+#pragma unroll
+        for (int u = 0; u < 2; u++) {
+            int pp = p + u * PA_WARPS;
+            if (pp < p1) {
+                int64_t cell = (int64_t)pt[pp / PAGED_PAGE] * PAGED_PAGE + pp % PAGED_PAGE;
+                pa_load<EPL>(kr[u], kb + cell * kv_dim, lane, head_dim, vec);
+                pa_load<EPL>(vr[u], vb + cell * kv_dim, lane, head_dim, vec);
             }
-        for (int p = p0 + warp; p < p1; p += PA_WARPS * 2) {
-            float kr[2][EPL], vr[2][EPL];
+        }
 #pragma unroll
-            for (int u = 0; u < 2; u++) {
-                int pp = p + u * PA_WARPS;
-                if (pp < p1) {
-                    int64_t cell = (int64_t)pt[pp / PAGED_PAGE] * PAGED_PAGE + pp % PAGED_PAGE;
-                    pa_load<EPL>(kr[u], kb + cell * kv_dim, lane, head_dim, vec);
-                    pa_load<EPL>(vr[u], vb + cell * kv_dim, lane, head_dim, vec);
-                }
-            }
+        for (int u = 0; u < 2; u++) {
+            if (p + u * PA_WARPS >= p1) break;
 #pragma unroll
-            for (int u = 0; u < 2; u++) {
-                if (p + u * PA_WARPS >= p1) break;
+            for (int h = 0; h < PA_MAX_G; h++) {
+                if (h >= G) break;
+                float s = 0;
 #pragma unroll
-                for (int h = 0; h < PA_MAX_G; h++) {
-                    if (h >= G) break;
-                    float s = 0;
+                for (int i = 0; i < EPL; i++) s = fmaf(qr[h][i], kr[u][i], s);
+                s = warp_sum(s);
+                float mn = fmaxf(m[h], s), corr = __expf(m[h] - mn), pe = __expf(s - mn);
+                l[h] = l[h] * corr + pe;
 #pragma unroll
-                    for (int i = 0; i < EPL; i++) s = fmaf(qr[h][i], kr[u][i], s);
-                    s = warp_sum(s);
-                    float mn = fmaxf(m[h], s), corr = __expf(m[h] - mn), pe = __expf(s - mn);
-                    l[h] = l[h] * corr + pe;
-#pragma unroll
-                    for (int i = 0; i < EPL; i++) o[h][i] = fmaf(o[h][i], corr, pe * vr[u][i]);
-                    m[h] = mn;
-                }
+                for (int i = 0; i < EPL; i++) o[h][i] = fmaf(o[h][i], corr, pe * vr[u][i]);
+                m[h] = mn;
             }
         }
     }
