@@ -1,12 +1,15 @@
 /* Kernel lab: one decode step of an 8b Llama (32 layers, then the output head), production
  * launchers, captured once as a CUDA graph and replayed. Weights are random blocks of the mix's
- * types (mkmodel.py's recipes for q4_0 and q4_k_m). Two tables:
+ * types (mkmodel.py's recipes for q4_0 and q4_k_m). Two tables, first with matvec v6, then with
+ * the production v10:
  *  - matvecs only (q, k, v, o, gate, up, down, output; plain or stacked as the engine stacks
  *    them): the ceiling the matvec kernels set for tg128;
  *  - the whole step as the engine's run_layers chains it (stacked matvecs, RoPE + K/V store,
- *    paged attention split + merge at position 1000, add + RMSNorm, SwiGLU, the head's RMSNorm,
- *    output matvec and argmax), without programmatic dependent launch, with it, and with it
- *    and SwiGLU folded into the down matvec (matvec_f32_swiglu): what PDL and the fusion win.
+ *    paged attention at position 1000 (one launch: the tiled kernel merges its splits itself),
+ *    add + RMSNorm, SwiGLU, the head's RMSNorm, output matvec and argmax), without programmatic
+ *    dependent launch, with it, with it and SwiGLU folded into the down matvec
+ *    (matvec_f32_swiglu), and with each kernel family left out: what PDL, the fusion and each
+ *    family cost.
  * t/s = 1 / step time, GB/s = weight bytes / step time. Usage: decode, or decode attention (the
  * attention kernel alone at several positions and split counts). */
 #include <cstdio>
@@ -202,7 +205,6 @@ static void run_step(lab &L, gen_rng *r, const char *mix) {
                                 meta, meta + 2, 1, HEADS, KV_HEADS, HD, HD, 500000.0f, st));
             if (!(skip & SK_ATTN)) go(paged_attention(att, q, kc + kv_layer * l, vc + kv_layer * l, meta, meta + 1, meta + 3, n_pages, scratch,
                                1, HEADS, KV_HEADS, HD, N_SPLIT, scale, st));
-            if (!(skip & SK_ATTN)) launches++; /* the merge pass */
             go(matvec_f32(o.y, o.w, o.type, att, o.rows, o.k, 1, st));
             if (!(skip & SK_NORM)) go(paged_add_rmsnorm(x, xn, o.y, normw, 1, DIM, 1e-5f, st));
             go(matvec_f32(gu.y, gu.w, gu.type, xn, gu.rows, gu.k, 1, st));
