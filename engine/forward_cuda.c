@@ -28,10 +28,8 @@
  * that want logits, the page tables) goes to each part in one copy of one int32 buffer laid out
  * [token n][pos n][seq n][cell n][out n][pages n_seqs x max_pages], so for a given n the device
  * addresses are fixed and a decode step captured as graphs replays with new contents. A decode
- * step is captured per part and per segment (the stretch between two NCCL calls), the NCCL
- * calls issued between graph launches; in row mode the whole step, all-reduces included, is
- * one graph per part (row_step), since there the 2 x layers launches and group calls per token
- * left the GPUs waiting on the host. */
+ * step is captured per part and per segment (the stretch between two NCCL calls); the NCCL
+ * calls themselves are issued between graph launches. */
 #include <math.h>
 #include <pthread.h>
 #include <stdio.h>
@@ -149,10 +147,6 @@ typedef struct {
     size_t w_bytes, kv_bytes, scratch_bytes, free_before;
     /* decode-step graphs by [greedy][sequences], each an array of one graph per segment */
     cudaGraphExec_t *graphs[2][GRAPH_MAX_TOK + 1];
-    /* row mode: the whole decode step by [statistics on][greedy][sequences], and the span of
-     * ev[] its captured statistics events record into */
-    cudaGraphExec_t step[2][2][GRAPH_MAX_TOK + 1];
-    int16_t step_ev0[2][2][GRAPH_MAX_TOK + 1], step_ev1[2][2][GRAPH_MAX_TOK + 1];
     char err[512];      /* setup's failure, when parts load in threads */
 } part;
 
@@ -182,8 +176,6 @@ struct forward_cuda {
     int broken;         /* an NCCL failure or timeout: the communicators are gone */
     int timeout_s;      /* nccl_timeout_s(), read once at create */
     int fault_stall;    /* fault_peer_stall(), read once at create */
-    int row_step;       /* row mode captures whole decode steps (MGI_ROW_GRAPH=0: per segment) */
-    int capturing;      /* a whole-step capture is open on every part's stream */
     int prof;           /* collecting split statistics */
     double prof_wall_ms;
 };
@@ -746,8 +738,7 @@ static int segment_graph(part *p, int seg, span s, int greedy, int capture, char
 static void mark(part *p, int nccl) {
     if (!p->f->prof || p->n_ev >= p->ev_cap) return;
     if (!(p->n_ev & 1)) p->ev_nccl[p->n_ev / 2] = (char)nccl;
-    /* inside a whole-step capture the record becomes a graph node that records on every replay */
-    cudaEventRecordWithFlags(p->ev[p->n_ev++], p->st, p->f->capturing ? cudaEventRecordExternal : cudaEventRecordDefault);
+    cudaEventRecord(p->ev[p->n_ev++], p->st);
 }
 
 /* After a pass with statistics: adds each part's span times to its sums. */
@@ -822,82 +813,6 @@ static int send_x(forward_cuda *f, int i, span s, char *err, size_t err_size) {
     return 0;
 }
 
-/* Row mode's decode step of n tokens, every segment and all-reduce, as one graph per part:
- * replayed if captured, else captured from an eager run of the step (NCCL calls can be captured;
- * the parts' streams are captured together, from this thread, around the same group calls).
- * Statistics events captured with it record on every replay into the same ev[] span. */
-static int row_step(forward_cuda *f, int n, int head, char *err, size_t err_size) {
-    int pr = f->prof != 0, n_seg = n_segments(f);
-    span all = {n, 0, n};
-    if (!f->p[0].step[pr][head][n]) {
-        cudaGraph_t g[ENGINE_MAX_DEVICES] = {0};
-        int bad = 0, open = 0;
-        for (int i = 0; i < f->n_part && !bad; i++, open++) {
-            part *p = &f->p[i];
-            p->step_ev0[pr][head][n] = (int16_t)p->n_ev;
-            bad = cudaSetDevice(p->dev) != cudaSuccess ||
-                  cudaStreamBeginCapture(p->st, cudaStreamCaptureModeThreadLocal) != cudaSuccess;
-        }
-        if (bad) open--;
-        f->capturing = 1;
-        for (int seg = 0; seg < n_seg && !bad; seg++) {
-            for (int i = 0; i < f->n_part && !bad; i++) {
-                part *p = &f->p[i];
-                bad = cudaSetDevice(p->dev) != cudaSuccess;
-                mark(p, 0);
-                bad = bad || run_segment(p, seg, all, head, err, err_size);
-                mark(p, 0);
-            }
-            if (!bad && seg + 1 < n_seg) bad = allreduce_xn(f, n, err, err_size);
-        }
-        f->capturing = 0;
-        for (int i = 0; i < open; i++) {  /* every open capture is closed, also after a failure */
-            part *p = &f->p[i];
-            cudaSetDevice(p->dev);
-            cudaError_t e = cudaStreamEndCapture(p->st, &g[i]);
-            if (e != cudaSuccess && !bad) {
-                snprintf(err, err_size, "CUDA graph capture of a row-split decode step on device %d (%s): %s",
-                         p->dev, p->dev_name, cudaGetErrorString(e));
-                bad = 1;
-            }
-            p->step_ev1[pr][head][n] = (int16_t)p->n_ev;
-            p->n_ev = p->step_ev0[pr][head][n];  /* nothing ran yet: the replay below records */
-        }
-        for (int i = 0; i < f->n_part && !bad; i++) {
-            part *p = &f->p[i];
-            cudaSetDevice(p->dev);
-            cudaError_t e = cudaGraphInstantiate(&p->step[pr][head][n], g[i], 0);
-            if (e != cudaSuccess) {
-                snprintf(err, err_size, "CUDA graph of a row-split decode step on device %d (%s): %s", p->dev,
-                         p->dev_name, cudaGetErrorString(e));
-                bad = 1;
-            }
-        }
-        for (int i = 0; i < open; i++)
-            if (g[i]) cudaGraphDestroy(g[i]);
-        if (bad) {
-            if (!err[0]) snprintf(err, err_size, "CUDA graph capture of a row-split decode step failed");
-            for (int i = 0; i < f->n_part; i++)
-                if (f->p[i].step[pr][head][n]) {
-                    cudaGraphExecDestroy(f->p[i].step[pr][head][n]);
-                    f->p[i].step[pr][head][n] = NULL;
-                }
-            return -1;
-        }
-    }
-    for (int i = 0; i < f->n_part; i++) {
-        part *p = &f->p[i];
-        if (pr && p->n_ev != p->step_ev0[pr][head][n]) {  /* the events must land where they were captured */
-            snprintf(err, err_size, "row-split decode step: statistics events out of step on device %d", p->dev);
-            return -1;
-        }
-        DEV_TRY(cudaSetDevice(p->dev));
-        DEV_TRY(cudaGraphLaunch(p->step[pr][head][n], p->st));
-        if (pr) p->n_ev = p->step_ev1[pr][head][n];
-    }
-    return 0;
-}
-
 /* The layers of a pass on every part. head >= 0: an identity decode step whose head is part of
  * the last segment (and which replays from graphs when graphs is set: 1 replay/capture, 0 the
  * first eager run of the shape). */
@@ -905,7 +820,6 @@ static int run_pass(forward_cuda *f, int n, int head, int graphs, int capture, c
     int n_seg = n_segments(f);
     span all = {n, 0, n};
     if (f->split == ENGINE_SPLIT_ROW) {
-        if (graphs && capture && f->row_step) return row_step(f, n, head, err, err_size);
         for (int seg = 0; seg < n_seg; seg++) {
             for (int i = 0; i < f->n_part; i++) {
                 part *p = &f->p[i];
@@ -1231,10 +1145,6 @@ static void part_free(part *p) {
                 if (p->graphs[g][i][s]) cudaGraphExecDestroy(p->graphs[g][i][s]);
             free(p->graphs[g][i]);
         }
-    for (int a = 0; a < 2; a++)
-        for (int g = 0; g < 2; g++)
-            for (int i = 0; i <= GRAPH_MAX_TOK; i++)
-                if (p->step[a][g][i]) cudaGraphExecDestroy(p->step[a][g][i]);
     cudaFree(p->block);
     cudaFreeHost(p->h_kv);
     for (int e = 0; p->ev && e < p->ev_cap; e++)
@@ -1462,8 +1372,6 @@ static void *cuda_create(const llama_model *m, const engine_plan *plan, int32_t 
     f->n_split = f->max_pages < N_SPLIT_MAX ? f->max_pages : N_SPLIT_MAX;
     f->timeout_s = nccl_timeout_s();
     f->fault_stall = fault_peer_stall();
-    const char *rg = getenv("MGI_ROW_GRAPH");
-    f->row_step = !(rg && !strcmp(rg, "0"));
     /* The engine's pool holds at least one cell per position of each of its sequences, so no
      * pass has more sequences than n_cells / max_pos (nor more than tokens). */
     f->max_seqs = n_cells / max_pos < f->n_batch ? n_cells / max_pos : f->n_batch;
