@@ -1,0 +1,228 @@
+/* Prefill GEMM through an f16 panel (gemm_use_variant 4 and 5, n >= GP_MIN_N): the weights are
+ * dequantised once per call, panel by panel, into f16 rows in scratch (gp_dequant), and a plain
+ * f16 tensor-core GEMM multiplies each panel with X (v5: mma.sync; v4 runs v5 for now), adding
+ * into Y across the k panels in a fixed order. v2 (gemm.cuh) dequantises inside its main loop,
+ * once per 128-token tile and per warp, and is issue-bound at 150-240 TFLOP/s; here every weight
+ * is dequantised once and the product runs at the f16 GEMM's rate (cuBLAS f16: 600-740).
+ *
+ * Panel: rows [row0, row0 + Pr) x chunks [c0, c0 + pc) of the repacked matrix (matvec.cuh), Pr a
+ * multiple of 128 (rows past R16 tiles are zeros), stored as [Pr / 128][pc][128 rows][64] f16:
+ * one 16 KB block per (128 rows, 64 weights), row-major inside, so a ring stage's weights are one
+ * contiguous 16 KB run. The launcher (gemm.cu) sizes panels to stay within GEMM_PANEL_BYTES
+ * (near L2, so the GEMM reads the panel back from L2 rather than HBM).
+ *
+ * Both GEMMs compute D[token][row] = X[token][:] . W[row][:], tokens as the MMA's M (A operand,
+ * from X [n][k]) and weight rows as its N (B operand, from the panel), both K-major; D's lane
+ * pairs are then adjacent rows of Y [n][rows] (float2 stores). Block tile: 128 tokens x 128
+ * (v5, v4) or 256 (v4) rows, k step 64 (one chunk = one stage). Shared-memory stage: X [128][64]
+ * f16 then W [BN][64] f16, rows of 128 bytes, 16-byte piece p of row r stored at p ^ (r & 7):
+ * that is the XOR swizzle that makes ldmatrix conflict-free (v5) and exactly the 128-byte
+ * swizzle wgmma's descriptors describe (v4), given 1024-byte aligned stages. Tokens past n and
+ * weights past k are zero-filled by cp.async (src-size 0); rows past `rows` are zeros in the
+ * panel and never stored.
+ * Split-K (blockIdx.z, when the tiles of one panel are too few for the SMs): slice z takes cps
+ * chunks and writes plane z of scratch, gemm_sum (gemm.cuh) adds the planes in order. */
+#ifndef MGI_KERNELS_GEMM_PANEL_CUH
+#define MGI_KERNELS_GEMM_PANEL_CUH
+
+#include "kernels/gemm.cuh"
+
+#define GP_MIN_N 128     /* token counts from which variants 4 and 5 use the panel path */
+#define GP_BM 128        /* tokens per block */
+#define GP_XBYTES 16384  /* X bytes of a stage: 128 tokens x 64 f16 */
+#define GP_BLOCK 8192    /* f16 of one panel block: 128 rows x 64 */
+#define GP5_STAGES 3     /* v5: 3 x 32 KB, two blocks per SM */
+
+/* ---------------------------------------------------------------- dequantisation ------------ */
+/* One warp per 16-row tile and GP_DQ_CH chunks (their loads in flight together): gemm_w<T>
+ * (gemm.cuh, v1/v2's own loads and scaling, so the f16 values are bit-identical to what v2
+ * multiplies) yields the m16n8k16 A fragments of the chunk's 4 k16 steps; lane 4g + t holds, for
+ * step s and register p, rows g + 8 (p & 1), columns 16 s + 2 t + 8 (p >> 1) and + 1 (PTX ISA
+ * 9.7.14.5.8, matrix A of mma.m16n8k16). They go to a per-warp staging tile [16][72 halves]
+ * (36 words a row: the 32 lanes of each store hit 32 distinct banks, 36 g + t + const), then
+ * out as 16-byte pieces, a row's 8 pieces from 8 consecutive lanes: each warp writes its 2 KB
+ * of the panel block contiguously. Weights are loaded before pdl_wait (never written by a
+ * kernel), the panel is written after it (the previous GEMM may still read the panel). */
+#define GP_DQ_CH 2
+
+template <int T>
+__global__ void __launch_bounds__(256) gp_dequant(__half *panel, const uint8_t *w, int R16, int C, int tb0, int c0,
+                                                  int pc) {
+    __shared__ __align__(16) uint32_t stage[8][16 * 36];
+    const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31, g = lane >> 2, t = lane & 3;
+    const int lt = blockIdx.y * 8 + warp;      /* 16-row tile within the panel */
+    const int cl0 = blockIdx.x * GP_DQ_CH;     /* first chunk within the panel */
+    const int64_t tile = (int64_t)tb0 + lt;
+    const bool live = tile < R16;              /* tiles past the matrix are written as zeros */
+    gemm_w<T> wv[GP_DQ_CH];
+#pragma unroll
+    for (int u = 0; u < GP_DQ_CH; u++)
+        if (live && cl0 + u < pc) wv[u].load(w, R16, C, tile, c0 + cl0 + u, lane, g);
+    pdl_wait();
+    pdl_trigger();
+    uint32_t *s = stage[warp];
+#pragma unroll
+    for (int u = 0; u < GP_DQ_CH; u++) {
+        const int c = cl0 + u;
+        if (c >= pc) break;
+#pragma unroll
+        for (int st = 0; st < 4; st++) {
+            uint32_t a[4] = {0, 0, 0, 0};
+            if (live) wv[u].frag(a, st, (int64_t)c0 + c);
+#pragma unroll
+            for (int p = 0; p < 4; p++) s[(g + 8 * (p & 1)) * 36 + 8 * st + t + 4 * (p >> 1)] = a[p];
+        }
+        __syncwarp();
+        /* this tile's 16 rows of block (lt / 8, c): 1024 f16 from row 16 (lt % 8) */
+        __half *dst = panel + ((int64_t)(lt >> 3) * pc + c) * GP_BLOCK + (lt & 7) * 1024;
+#pragma unroll
+        for (int i = 0; i < 4; i++) {
+            const int q = lane + 32 * i, r = q >> 3, pp = q & 7;
+            *(uint4 *)(dst + r * 64 + 8 * pp) = *(const uint4 *)&s[r * 36 + 4 * pp];
+        }
+        __syncwarp(); /* the staging tile is rewritten by the next chunk */
+    }
+}
+
+/* ---------------------------------------------------------------- shared by v4 and v5 ------- */
+/* A launch's view of one panel. Y [n][rows] (plane z at y + z * plane when split); X [n][k]. */
+struct gp_args {
+    float *y;
+    const __half *panel, *x;
+    int rows, k, n;
+    int row0;       /* first weight row of the panel */
+    int nrb;        /* 128-row blocks in the panel */
+    int c0, pc;     /* the panel's chunks: [c0, c0 + pc) of k */
+    int cps;        /* chunks per blockIdx.z slice */
+    int accumulate; /* y += the product (k panels after the first) instead of y = */
+    int vec;        /* rows even and y 8-byte aligned: float2 stores */
+    int64_t plane;  /* floats between the slices' output planes */
+};
+
+__device__ __forceinline__ uint32_t gp_align1024(uint32_t a) { return (a + 1023u) & ~1023u; }
+
+/* Copies chunk gc's X tile (128 tokens from tok0) to the stage at sx: thread tid takes 16-byte
+ * pieces e = tid + 256 i, i < 4, i.e. token row tid / 8 + 32 i and piece tid % 8 (k 8p..8p+7),
+ * stored at p ^ (row & 7). X is the previous kernel's output: cp.async reads it coherently,
+ * after pdl_wait. */
+__device__ __forceinline__ void gp_load_x(uint32_t sx, const gp_args &a, int tok0, int gc) {
+    const int tid = threadIdx.x, cr = tid >> 3, cp = tid & 7;
+    const uint32_t dst = sx + cr * 128 + ((cp ^ (cr & 7)) << 4);
+    const int kk = 64 * gc + 8 * cp;
+#pragma unroll
+    for (int i = 0; i < 4; i++) {
+        const int tok = tok0 + cr + 32 * i;
+        const bool ok = tok < a.n && kk < a.k;
+        gemm2_cp16(dst + 4096 * i, ok ? a.x + (int64_t)tok * a.k + kk : a.x, ok);
+    }
+}
+
+/* Copies panel chunk c of NB consecutive 128-row blocks from rb0 (those at or past nrb are
+ * zero-filled) to the stage at sw: piece e = tid + 256 i of the [NB * 128][64] tile, row e / 8,
+ * piece e % 8, source contiguous within each block. */
+template <int NB>
+__device__ __forceinline__ void gp_load_w(uint32_t sw, const gp_args &a, int rb0, int c) {
+    const int tid = threadIdx.x, cr = tid >> 3, cp = tid & 7;
+    const uint32_t dst = sw + cr * 128 + ((cp ^ (cr & 7)) << 4);
+#pragma unroll
+    for (int i = 0; i < 4 * NB; i++) {
+        const int rb = rb0 + (i >> 2);
+        const bool ok = rb < a.nrb;
+        const __half *src = a.panel + ((int64_t)rb * a.pc + c) * GP_BLOCK + (tid + 256 * (i & 3)) * 8;
+        gemm2_cp16(dst + 4096 * i, ok ? src : a.panel, ok);
+    }
+}
+
+/* The accumulator pair (rows row, row + 1 of token tok) into Y: plain or added, float2 when the
+ * launcher allows it, rows and tokens past the ends left out. */
+__device__ __forceinline__ void gp_store2(const gp_args &a, float *y, int tok, int row, float v0, float v1) {
+    if (tok >= a.n || row >= a.rows) return;
+    float *p = y + (int64_t)tok * a.rows + row;
+    if (a.vec) { /* rows even: row + 1 < rows too */
+        float2 v = make_float2(v0, v1);
+        if (a.accumulate) {
+            const float2 o = *(const float2 *)p;
+            v.x += o.x;
+            v.y += o.y;
+        }
+        *(float2 *)p = v;
+        return;
+    }
+    p[0] = a.accumulate ? p[0] + v0 : v0;
+    if (row + 1 < a.rows) p[1] = a.accumulate ? p[1] + v1 : v1;
+}
+
+/* ---------------------------------------------------------------- v5: mma.sync --------------- */
+/* 8 warps as 2 (tokens) x 4 (rows), warp tile 64 tokens x 32 rows = 4 x 4 m16n8k16 tiles, 64
+ * f32 accumulators. Per k16 step a warp loads 4 A fragments (ldmatrix.x4 each: matrices (rows
+ * 0-7, k 0-7), (8-15, 0-7), (0-7, 8-15), (8-15, 8-15) = registers a0a1, a2a3, a4a5, a6a7 of PTX
+ * ISA 9.7.14.5.8) and 2 B pairs (ldmatrix.x4: n-tiles 2jj and 2jj + 1, k halves lo and hi: rows
+ * of the 8x8 matrices are weight rows, so lane 4g + t receives row g's k pair 2t, 2t + 1 = b0b1
+ * of the "col" B fragment), then 16 mma: 192 bytes of shared memory per mma. GP5_STAGES-stage
+ * cp.async ring, one __syncthreads per chunk (as gemm_v2); two blocks per SM (<= 128 registers). */
+__global__ void __launch_bounds__(256, 2) gemm_v5(gp_args a) {
+    constexpr int S = GP5_STAGES, STAGE = GP_XBYTES + GP_BLOCK * 2;
+    extern __shared__ uint8_t gp_smem[];
+    const uint32_t sbase = gp_align1024((uint32_t)__cvta_generic_to_shared(gp_smem));
+    const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31, g = lane >> 2, t = lane & 3;
+    const int wm = warp >> 2, wn = warp & 3, lm = lane >> 3, lr = lane & 7;
+    const int tok0 = blockIdx.x * GP_BM, rb = blockIdx.y;
+    const int cb = blockIdx.z * a.cps, ce = min(a.pc, cb + a.cps), nc = ce - cb;
+    float acc[4][4][4];
+#pragma unroll
+    for (int i = 0; i < 4; i++)
+#pragma unroll
+        for (int j = 0; j < 4; j++) acc[i][j][0] = acc[i][j][1] = acc[i][j][2] = acc[i][j][3] = 0;
+    /* ldmatrix lane rows: A matrix lm = rows 8 (lm & 1), k half lm >> 1; B matrix lm = n-tile
+     * offset lm >> 1, k half lm & 1; every 8-row group starts at a multiple of 8, so row & 7 = lr */
+    const uint32_t a_row = (64 * wm + 8 * (lm & 1) + lr) * 128, b_row = GP_XBYTES + (32 * wn + 8 * (lm >> 1) + lr) * 128;
+    const int ah = lm >> 1, bh = lm & 1;
+    pdl_wait();
+    pdl_trigger();
+    auto load = [&](int i, int st) {
+        const uint32_t sx = sbase + st * STAGE;
+        gp_load_x(sx, a, tok0, a.c0 + cb + i);
+        gp_load_w<1>(sx + GP_XBYTES, a, rb, cb + i);
+    };
+#pragma unroll
+    for (int s = 0; s < S - 1; s++) {
+        if (s < nc) load(s, s);
+        gemm2_cp_commit(); /* empty groups keep the wait count uniform */
+    }
+    int st = 0;
+    for (int i = 0; i < nc; i++) {
+        gemm2_cp_wait<S - 2>(); /* this thread's pieces of chunk i have landed */
+        __syncthreads();        /* everyone's have, and stage i - 1 is free again */
+        if (i + S - 1 < nc) load(i + S - 1, st == 0 ? S - 1 : st - 1);
+        gemm2_cp_commit();
+        const uint32_t sx = sbase + st * STAGE;
+#pragma unroll
+        for (int s = 0; s < 4; s++) {
+            uint32_t af[4][4], bf[2][4];
+            const uint32_t ao = sx + a_row + (((2 * s + ah) ^ lr) << 4), bo = sx + b_row + (((2 * s + bh) ^ lr) << 4);
+#pragma unroll
+            for (int mt = 0; mt < 4; mt++) gemm2_ldsm4(af[mt], ao + 2048 * mt); /* 16 rows x 128 B apart */
+#pragma unroll
+            for (int jj = 0; jj < 2; jj++) gemm2_ldsm4(bf[jj], bo + 2048 * jj);
+#pragma unroll
+            for (int mt = 0; mt < 4; mt++)
+#pragma unroll
+                for (int nt = 0; nt < 4; nt++) mv_mma(acc[mt][nt], af[mt], bf[nt >> 1][2 * (nt & 1)], bf[nt >> 1][2 * (nt & 1) + 1]);
+        }
+        st = st == S - 1 ? 0 : st + 1;
+    }
+    gemm2_cp_wait<0>(); /* no copy may still target shared memory when the block exits */
+    /* m16n8k16 C fragment: c0, c1 = (row g, columns 2t, 2t + 1), c2, c3 = row g + 8 (PTX ISA
+     * 9.7.14.5.8): rows are tokens, columns weight rows */
+    float *y = a.y + blockIdx.z * a.plane;
+    const int row_b = a.row0 + rb * 128 + 32 * wn + 2 * t, tok_b = tok0 + 64 * wm + g;
+#pragma unroll
+    for (int mt = 0; mt < 4; mt++)
+#pragma unroll
+        for (int nt = 0; nt < 4; nt++)
+#pragma unroll
+            for (int h = 0; h < 2; h++)
+                gp_store2(a, y, tok_b + 16 * mt + 8 * h, row_b + 8 * nt, acc[mt][nt][2 * h], acc[mt][nt][2 * h + 1]);
+}
+
+#endif
