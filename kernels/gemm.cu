@@ -167,6 +167,20 @@ static bool gp_geometry(int64_t rows, int64_t k, size_t limit, gp_geom *g) {
     return true;
 }
 
+/* wgmma runs on compute capability 9.0 only (the sm_90a cubin); v4 falls back to v5 elsewhere. */
+static bool gp_wgmma_ok() {
+    static int cache[64]; /* 0 unknown, 1 yes, 2 no */
+    int dev = 0, major = 0, minor = 0;
+    if (cudaGetDevice(&dev) != cudaSuccess || dev < 0 || dev >= 64) return false;
+    if (!cache[dev]) {
+        if (cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, dev) != cudaSuccess ||
+            cudaDeviceGetAttribute(&minor, cudaDevAttrComputeCapabilityMinor, dev) != cudaSuccess)
+            return false;
+        cache[dev] = major == 9 && minor == 0 ? 1 : 2;
+    }
+    return cache[dev] == 1;
+}
+
 /* Dynamic shared memory above 48 KB and the max-shared carveout (two v5 blocks need 2 x 97 KB),
  * once per kernel and device; not a stream operation, so fine during a capture. */
 template <auto K>
@@ -195,13 +209,21 @@ static cudaError_t gp_dequant_launch(__half *panel, const uint8_t *w, uint32_t w
     }
 }
 
-/* The GEMM kernel of one panel (v5). */
-static cudaError_t gp_gemm_launch(int, int bn, const gp_args &a, int slices, cudaStream_t s) {
+/* The GEMM kernel of one panel: v5, or v4 with 128 or 256 rows per block (bn). */
+static cudaError_t gp_gemm_launch(int variant, int bn, const gp_args &a, int slices, cudaStream_t s) {
     const dim3 grid((unsigned)((a.n + GP_BM - 1) / GP_BM), (unsigned)((a.nrb * 128 + bn - 1) / bn), (unsigned)slices);
-    constexpr int smem = GP5_STAGES * (GP_XBYTES + GP_BLOCK * 2) + 1024;
-    cudaError_t e = gp_prepare<gemm_v5>(smem);
-    if (e != cudaSuccess) return e;
-    return pdl_launch(gemm_v5, grid, dim3(256), smem, s, a);
+    cudaError_t e;
+    if (variant == 5) {
+        constexpr int smem = GP5_STAGES * (GP_XBYTES + GP_BLOCK * 2) + 1024;
+        if ((e = gp_prepare<gemm_v5>(smem)) != cudaSuccess) return e;
+        return pdl_launch(gemm_v5, grid, dim3(256), smem, s, a);
+    }
+    if (bn == 256) {
+        if ((e = gp_prepare<gemm_v4<256>>(gp4_smem<256>())) != cudaSuccess) return e;
+        return pdl_launch(gemm_v4<256>, grid, dim3(256), gp4_smem<256>(), s, a);
+    }
+    if ((e = gp_prepare<gemm_v4<128>>(gp4_smem<128>())) != cudaSuccess) return e;
+    return pdl_launch(gemm_v4<128>, grid, dim3(256), gp4_smem<128>(), s, a);
 }
 
 /* Y = W . X through f16 panels in scratch (variant 4 or 5), or with products false only the
@@ -224,7 +246,7 @@ static cudaError_t gp_run(int variant, float *y, const uint8_t *w, uint32_t wtyp
         cudaGetLastError();
         return cudaSuccess;
     }
-    variant = 5; /* v4 (wgmma) is not written yet */
+    if (variant == 4 && !gp_wgmma_ok()) variant = 5;
     __half *panel = (__half *)p1;
     const int C = (int)mv2_chunks(k), rfull = (rows + 127) / 128 * 128, ttiles = (n + GP_BM - 1) / GP_BM;
     /* v4: 256 rows per block when that still gives a block per SM, else 128 */

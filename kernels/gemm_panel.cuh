@@ -1,6 +1,6 @@
 /* Prefill GEMM through an f16 panel (gemm_use_variant 4 and 5, n >= GP_MIN_N): the weights are
  * dequantised once per call, panel by panel, into f16 rows in scratch (gp_dequant), and a plain
- * f16 tensor-core GEMM multiplies each panel with X (v5: mma.sync; v4 runs v5 for now), adding
+ * f16 tensor-core GEMM multiplies each panel with X (v5: mma.sync; v4: wgmma, sm_90a), adding
  * into Y across the k panels in a fixed order. v2 (gemm.cuh) dequantises inside its main loop,
  * once per 128-token tile and per warp, and is issue-bound at 150-240 TFLOP/s; here every weight
  * is dequantised once and the product runs at the f16 GEMM's rate (cuBLAS f16: 600-740).
@@ -223,6 +223,158 @@ __global__ void __launch_bounds__(256, 2) gemm_v5(gp_args a) {
 #pragma unroll
             for (int h = 0; h < 2; h++)
                 gp_store2(a, y, tok_b + 16 * mt + 8 * h, row_b + 8 * nt, acc[mt][nt][2 * h], acc[mt][nt][2 * h + 1]);
+}
+
+/* ---------------------------------------------------------------- v4: wgmma (sm_90a) --------- */
+/* Two warpgroups, each 64 tokens (warpgroup w: tokens 64w..64w+63) x BN rows, one
+ * wgmma.mma_async.m64nBNk16.f32.f16.f16 per k16 step with both operands in shared memory (PTX
+ * ISA 9.7.15.5), BN / 2 f32 accumulators per thread. Every thread also copies: a GP4 ring of S
+ * stages filled by cp.async, S - 2 chunks ahead, one barrier per chunk.
+ *
+ * Shared-memory matrix descriptors (PTX ISA 9.7.15.5.1.2.2, "Matrix Descriptor Format"):
+ *   bits 0-13  (start address & 0x3FFFF) >> 4
+ *   bits 16-29 leading-dimension byte offset >> 4: unused for K-major layouts with a swizzle
+ *              whose atom spans the whole K extent of the instruction (here 16 f16 = 32 bytes
+ *              inside a 128-byte swizzle row); set to 1 as CUTLASS's make_gmma_desc does
+ *   bits 32-45 stride-dimension byte offset >> 4: 1024 bytes between consecutive 8-row core
+ *              matrix groups along M (A) or N (B): our rows are 128 bytes apart, 8 rows = 1024
+ *   bits 49-51 base offset: 0, since every stage (the pattern start) is 1024-byte aligned
+ *   bits 62-63 swizzle mode 1 = 128-byte swizzle
+ * The 128-byte swizzle (PTX ISA 9.7.15.5.1.2, "Shared Memory Matrix Layout", K-major, atom 8 rows
+ * x 128 bytes, 1024-byte aligned) permutes the 16-byte chunk index (address bits 4-6) by XOR
+ * with the row within the atom (bits 7-9): exactly our p ^ (r & 7). K step kk (16 f16, 32 bytes)
+ * of the 64-wide stage starts 32 kk bytes into the row; the hardware applies the XOR to the final
+ * address, so advancing the start address by 32 kk (2 kk in the encoded field) selects k
+ * columns 16kk..16kk+15 of every row (CUTLASS's DescriptorIterator does the same).
+ * Ordering (PTX ISA 9.7.15.6, wgmma.fence / commit_group / wait_group, and the async proxy):
+ *   cp.async writes shared memory through the generic proxy and wgmma reads it through the async
+ *   proxy, so each thread's writes are made visible with fence.proxy.async after its
+ *   cp.async.wait_group, before the barrier that publishes them to the other warps;
+ *   wgmma.fence before the first wgmma of each chunk (accumulator registers were last touched by
+ *   wgmma of the same shape or the zero fill); commit_group after the 4 wgmma; wait_group 1 lets
+ *   chunk i's wgmma run while chunk i + 1 is set up, and guarantees chunk i - 1's reads are done.
+ *   So at the barrier of chunk i every warpgroup has retired chunk i - 2, whose stage
+ *   (i + S - 2) mod S is the one refilled right after that barrier.
+ * Accumulator fragment (PTX ISA 9.7.15.5.1.1.1, wgmma .m64nNk16, accumulator D, f32): thread
+ * 4g + t of warp w4 (0-3) in the warpgroup holds d[i] at row 16 w4 + g + 8 ((i >> 1) & 1), column
+ * 8 (i >> 2) + 2 t + (i & 1): rows are tokens, columns weight rows.
+ * Guarded by __CUDA_ARCH_FEAT_SM90_ALL: only the sm_90a build has wgmma; the launcher runs v4
+ * only on compute capability 9.0 and v5 elsewhere. */
+template <int BN> __host__ __device__ constexpr int gp4_stages() { return BN == 128 ? 5 : 4; }
+template <int BN> __host__ __device__ constexpr int gp4_stage_bytes() { return GP_XBYTES + BN * 128; }
+template <int BN> __host__ __device__ constexpr int gp4_smem() { return gp4_stages<BN>() * gp4_stage_bytes<BN>() + 1024; }
+
+#if defined(__CUDA_ARCH_FEAT_SM90_ALL)
+#define GP4_DESC_BASE ((1ull << 62) | (64ull << 32) | (1ull << 16)) /* 128B swizzle, SBO 1024, LBO 16 (unused) */
+
+__device__ __forceinline__ uint64_t gp4_desc(uint32_t saddr) {
+    return GP4_DESC_BASE | (uint64_t)((saddr & 0x3FFFF) >> 4);
+}
+__device__ __forceinline__ void gp4_fence_proxy() { asm volatile("fence.proxy.async.shared::cta;" ::: "memory"); }
+__device__ __forceinline__ void gp4_wgmma_fence() { asm volatile("wgmma.fence.sync.aligned;" ::: "memory"); }
+__device__ __forceinline__ void gp4_commit() { asm volatile("wgmma.commit_group.sync.aligned;" ::: "memory"); }
+template <int N> __device__ __forceinline__ void gp4_wait() {
+    asm volatile("wgmma.wait_group.sync.aligned %0;" ::"n"(N) : "memory");
+}
+/* Keeps the compiler from moving accumulator reads or writes across the asynchronous wgmma
+ * window (CUTLASS's warpgroup_fence_operand). */
+template <int NA> __device__ __forceinline__ void gp4_fence_acc(float (&d)[NA]) {
+#pragma unroll
+    for (int i = 0; i < NA; i++) asm volatile("" : "+f"(d[i])::"memory");
+}
+
+#define GP4_F8(i) "+f"(d[i]), "+f"(d[i + 1]), "+f"(d[i + 2]), "+f"(d[i + 3]), "+f"(d[i + 4]), "+f"(d[i + 5]), \
+                  "+f"(d[i + 6]), "+f"(d[i + 7])
+#define GP4_F64(i) GP4_F8(i), GP4_F8(i + 8), GP4_F8(i + 16), GP4_F8(i + 24), GP4_F8(i + 32), GP4_F8(i + 40), \
+                   GP4_F8(i + 48), GP4_F8(i + 56)
+
+/* D += A B for one k16 step: scale-d 1 (accumulate), no negation, no transposition (both K-major). */
+__device__ __forceinline__ void gp4_mma(float (&d)[64], uint64_t da, uint64_t db) {
+    asm volatile("{\n.reg .pred p;\nsetp.ne.b32 p, 1, 0;\n"
+                 "wgmma.mma_async.sync.aligned.m64n128k16.f32.f16.f16 "
+                 "{%0, %1, %2, %3, %4, %5, %6, %7, %8, %9, %10, %11, %12, %13, %14, %15, "
+                 "%16, %17, %18, %19, %20, %21, %22, %23, %24, %25, %26, %27, %28, %29, %30, %31, "
+                 "%32, %33, %34, %35, %36, %37, %38, %39, %40, %41, %42, %43, %44, %45, %46, %47, "
+                 "%48, %49, %50, %51, %52, %53, %54, %55, %56, %57, %58, %59, %60, %61, %62, %63}, "
+                 "%64, %65, p, 1, 1, 0, 0;\n}\n"
+                 : GP4_F64(0)
+                 : "l"(da), "l"(db)
+                 : "memory");
+}
+__device__ __forceinline__ void gp4_mma(float (&d)[128], uint64_t da, uint64_t db) {
+    asm volatile("{\n.reg .pred p;\nsetp.ne.b32 p, 1, 0;\n"
+                 "wgmma.mma_async.sync.aligned.m64n256k16.f32.f16.f16 "
+                 "{%0, %1, %2, %3, %4, %5, %6, %7, %8, %9, %10, %11, %12, %13, %14, %15, "
+                 "%16, %17, %18, %19, %20, %21, %22, %23, %24, %25, %26, %27, %28, %29, %30, %31, "
+                 "%32, %33, %34, %35, %36, %37, %38, %39, %40, %41, %42, %43, %44, %45, %46, %47, "
+                 "%48, %49, %50, %51, %52, %53, %54, %55, %56, %57, %58, %59, %60, %61, %62, %63, "
+                 "%64, %65, %66, %67, %68, %69, %70, %71, %72, %73, %74, %75, %76, %77, %78, %79, "
+                 "%80, %81, %82, %83, %84, %85, %86, %87, %88, %89, %90, %91, %92, %93, %94, %95, "
+                 "%96, %97, %98, %99, %100, %101, %102, %103, %104, %105, %106, %107, %108, %109, %110, %111, "
+                 "%112, %113, %114, %115, %116, %117, %118, %119, %120, %121, %122, %123, %124, %125, %126, %127}, "
+                 "%128, %129, p, 1, 1, 0, 0;\n}\n"
+                 : GP4_F64(0), GP4_F64(64)
+                 : "l"(da), "l"(db)
+                 : "memory");
+}
+#endif
+
+template <int BN>
+__global__ void __launch_bounds__(256, 1) gemm_v4(gp_args a) {
+#if defined(__CUDA_ARCH_FEAT_SM90_ALL)
+    constexpr int S = gp4_stages<BN>(), STAGE = gp4_stage_bytes<BN>(), NA = BN / 2;
+    static_assert(S >= 3, "wait_group 1 needs two stages besides the one being filled");
+    extern __shared__ uint8_t gp_smem[];
+    const uint32_t sbase = gp_align1024((uint32_t)__cvta_generic_to_shared(gp_smem));
+    const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31, g = lane >> 2, t = lane & 3;
+    const int wg = warp >> 2, w4 = warp & 3;
+    const int tok0 = blockIdx.x * GP_BM, rb0 = blockIdx.y * (BN / 128);
+    const int cb = blockIdx.z * a.cps, ce = min(a.pc, cb + a.cps), nc = ce - cb;
+    float acc[NA];
+#pragma unroll
+    for (int i = 0; i < NA; i++) acc[i] = 0;
+    pdl_wait();
+    pdl_trigger();
+    auto load = [&](int i, int st) {
+        const uint32_t sx = sbase + st * STAGE;
+        gp_load_x(sx, a, tok0, a.c0 + cb + i);
+        gp_load_w<BN / 128>(sx + GP_XBYTES, a, rb0, cb + i);
+    };
+#pragma unroll
+    for (int s = 0; s < S - 2; s++) {
+        if (s < nc) load(s, s);
+        gemm2_cp_commit();
+    }
+    int st = 0;
+    for (int i = 0; i < nc; i++) {
+        gemm2_cp_wait<S - 3>(); /* groups committed: S - 2 + i; chunk i's is the (i + 1)-th */
+        gp4_fence_proxy();      /* this thread's copies, visible to wgmma's async-proxy reads */
+        __syncthreads();        /* everyone's; every warpgroup has retired chunk i - 2 */
+        {
+            const int sn = st + S - 2 < S ? st + S - 2 : st - 2; /* (i + S - 2) mod S */
+            if (i + S - 2 < nc) load(i + S - 2, sn);
+            gemm2_cp_commit();
+        }
+        const uint32_t sx = sbase + st * STAGE, sw = sx + GP_XBYTES;
+        gp4_fence_acc(acc);
+        gp4_wgmma_fence();
+#pragma unroll
+        for (int kk = 0; kk < 4; kk++) gp4_mma(acc, gp4_desc(sx + wg * 8192 + 32 * kk), gp4_desc(sw + 32 * kk));
+        gp4_commit();
+        gp4_wait<1>();
+        gp4_fence_acc(acc);
+        st = st == S - 1 ? 0 : st + 1;
+    }
+    gp4_wait<0>();
+    gp4_fence_acc(acc);
+    gemm2_cp_wait<0>();
+    float *y = a.y + blockIdx.z * a.plane;
+    const int tok_b = tok0 + 64 * wg + 16 * w4 + g, row_b = a.row0 + rb0 * 128 + 2 * t;
+#pragma unroll
+    for (int i = 0; i < NA; i += 2) gp_store2(a, y, tok_b + 8 * ((i >> 1) & 1), row_b + 8 * (i >> 2), acc[i], acc[i + 1]);
+#else
+    __trap(); /* the launcher never runs v4 without sm_90a code */
+#endif
 }
 
 #endif
