@@ -773,11 +773,12 @@ static int nccl_timeout_s(void) {
     return v >= 1 && v <= 3600 ? (int)v : NCCL_TIMEOUT_S;
 }
 
-/* MGI_GEMM=4 or 5: the prefill GEMM through f16 panels (kernels.h's gemm_use_variant: 4 wgmma, 5
- * mma.sync) instead of v2, for A/B runs; 2 or unset keeps v2. Process-wide, set at create. */
+/* MGI_GEMM=4, 5 or 6: the prefill GEMM through f16 panels (kernels.h's gemm_use_variant: 4 wgmma, 5
+ * mma.sync, 6 wgmma without the proxy fence) instead of v2, for A/B runs; 2 or unset keeps v2.
+ * Process-wide, set at create. */
 static void gemm_variant_from_env(void) {
     const char *e = getenv("MGI_GEMM");
-    if (e && (!strcmp(e, "2") || !strcmp(e, "4") || !strcmp(e, "5"))) gemm_use_variant(e[0] - '0');
+    if (e && e[0] && !e[1] && strchr("2456", e[0])) gemm_use_variant(e[0] - '0');
 }
 
 /* MGI_FAULT=nccl-peer-stall (tests/gpu/cli.sh): the last device never joins the all-reduces and

@@ -15,10 +15,13 @@ extern "C" int gemm_supported(uint32_t wtype) {
     return wtype == QUANT_Q4_0 || wtype == QUANT_Q4_K || wtype == QUANT_Q6_K || wtype == QUANT_Q8_0;
 }
 
-/* gemm_use_variant: 1 to 5 (2 the default), read by every launch. */
+/* gemm_use_variant: 1 to 6 (2 the default), read by every launch. */
 static int g_variant = 2;
 
-extern "C" void gemm_use_variant(int v) { g_variant = v >= 1 && v <= 5 ? v : 2; }
+extern "C" void gemm_use_variant(int v) { g_variant = v >= 1 && v <= 6 ? v : 2; }
+
+/* Variants of the f16-panel path: 4 (wgmma), 5 (mma.sync), 6 (4 without the proxy fence). */
+static bool gp_variant(int v) { return v >= 4 && v <= 6; }
 
 /* The block tile (rows x tokens) a launch uses: v1 128 x 64; v2 and v3 (gemm.cuh) 128 x 128 for
  * n > 64, 256 x 64 for n <= 64 (every weight dequantised once per block and once per call). */
@@ -209,7 +212,18 @@ static cudaError_t gp_dequant_launch(__half *panel, const uint8_t *w, uint32_t w
     }
 }
 
-/* The GEMM kernel of one panel: v5, or v4 with 128 or 256 rows per block (bn). */
+template <bool FENCE>
+static cudaError_t gp4_launch(int bn, dim3 grid, const gp_args &a, cudaStream_t s) {
+    cudaError_t e;
+    if (bn == 256) {
+        if ((e = gp_prepare<gemm_v4<256, FENCE>>(gp4_smem<256>())) != cudaSuccess) return e;
+        return pdl_launch(gemm_v4<256, FENCE>, grid, dim3(256), gp4_smem<256>(), s, a);
+    }
+    if ((e = gp_prepare<gemm_v4<128, FENCE>>(gp4_smem<128>())) != cudaSuccess) return e;
+    return pdl_launch(gemm_v4<128, FENCE>, grid, dim3(256), gp4_smem<128>(), s, a);
+}
+
+/* The GEMM kernel of one panel: v5, or v4 (v6: no proxy fence) with 128 or 256 rows per block (bn). */
 static cudaError_t gp_gemm_launch(int variant, int bn, const gp_args &a, int slices, cudaStream_t s) {
     const dim3 grid((unsigned)((a.n + GP_BM - 1) / GP_BM), (unsigned)((a.nrb * 128 + bn - 1) / bn), (unsigned)slices);
     cudaError_t e;
@@ -218,12 +232,8 @@ static cudaError_t gp_gemm_launch(int variant, int bn, const gp_args &a, int sli
         if ((e = gp_prepare<gemm_v5>(smem)) != cudaSuccess) return e;
         return pdl_launch(gemm_v5, grid, dim3(256), smem, s, a);
     }
-    if (bn == 256) {
-        if ((e = gp_prepare<gemm_v4<256>>(gp4_smem<256>())) != cudaSuccess) return e;
-        return pdl_launch(gemm_v4<256>, grid, dim3(256), gp4_smem<256>(), s, a);
-    }
-    if ((e = gp_prepare<gemm_v4<128>>(gp4_smem<128>())) != cudaSuccess) return e;
-    return pdl_launch(gemm_v4<128>, grid, dim3(256), gp4_smem<128>(), s, a);
+    if (variant == 6) return gp4_launch<false>(bn, grid, a, s);
+    return gp4_launch<true>(bn, grid, a, s);
 }
 
 /* Y = W . X through f16 panels in scratch (variant 4 or 5), or with products false only the
@@ -246,11 +256,11 @@ static cudaError_t gp_run(int variant, float *y, const uint8_t *w, uint32_t wtyp
         cudaGetLastError();
         return cudaSuccess;
     }
-    if (variant == 4 && !gp_wgmma_ok()) variant = 5;
+    if (variant != 5 && !gp_wgmma_ok()) variant = 5;
     __half *panel = (__half *)p1;
     const int C = (int)mv2_chunks(k), rfull = (rows + 127) / 128 * 128, ttiles = (n + GP_BM - 1) / GP_BM;
     /* v4: 256 rows per block when that still gives a block per SM, else 128 */
-    const int bn = variant == 4 && (int64_t)ttiles * ((gm.prows + 255) / 256) >= sms ? 256 : 128;
+    const int bn = variant != 5 && (int64_t)ttiles * ((gm.prows + 255) / 256) >= sms ? 256 : 128;
     int slices = 1, cps = gm.pcs;
     float *out = y;
     if (products && gm.nrp == 1 && gm.nkp == 1) {
@@ -309,7 +319,7 @@ extern "C" size_t gemm_variant_scratch_bytes(int variant, int64_t rows, int64_t 
     size_t need = s > 1 ? (size_t)s * (size_t)n * (size_t)rows * sizeof(float) : 0;
     gp_geom gm;
     int sms = 0, smem_max = 0;
-    if ((variant == 4 || variant == 5) && n >= GP_MIN_N && gp_geometry(rows, k, gp_limit(), &gm)) {
+    if (gp_variant(variant) && n >= GP_MIN_N && gp_geometry(rows, k, gp_limit(), &gm)) {
         /* alignment, the panel, and room for split-K planes (a one-panel matrix, few tiles) */
         size_t p = 1024 + gm.bytes;
         if (gm.nrp == 1 && gm.nkp == 1) {
@@ -339,7 +349,7 @@ extern "C" cudaError_t gemm_f16_split(float *y, const void *w, uint32_t wtype, c
     if (!gemm_args_ok(wtype, rows, k, n)) return cudaErrorInvalidValue;
     const uint8_t *wb = (const uint8_t *)w;
     const __half *xh = (const __half *)x;
-    if ((g_variant == 4 || g_variant == 5) && n >= GP_MIN_N) {
+    if (gp_variant(g_variant) && n >= GP_MIN_N) {
         bool ran = false;
         cudaError_t e = gp_run(g_variant, y, wb, wtype, xh, (int)rows, (int)k, n, scratch, scratch_bytes, stream, true, &ran);
         if (e != cudaSuccess || ran) return e;

@@ -258,6 +258,10 @@ __global__ void __launch_bounds__(256, 2) gemm_v5(gp_args a) {
  * Accumulator fragment (PTX ISA 9.7.15.5.1.1.1, wgmma .m64nNk16, accumulator D, f32): thread
  * 4g + t of warp w4 (0-3) in the warpgroup holds d[i] at row 16 w4 + g + 8 ((i >> 1) & 1), column
  * 8 (i >> 2) + 2 t + (i & 1): rows are tokens, columns weight rows.
+ * FENCE = false is variant 6 (lab): v4 without the per-chunk fence.proxy.async, which ptxas
+ * lowers to MEMBAR.ALL.CTA + FENCE.VIEW.ASYNC.S; should that MEMBAR wait for the copies still in
+ * flight for later stages it would cost the ring its depth. CUTLASS's cp.async GMMA mainloops
+ * (sm90_mma_multistage_gmma_ss*) issue no such fence, but the PTX ISA asks for one, so v4 keeps it.
  * Guarded by __CUDA_ARCH_FEAT_SM90_ALL: only the sm_90a build has wgmma; the launcher runs v4
  * only on compute capability 9.0 and v5 elsewhere. */
 template <int BN> __host__ __device__ constexpr int gp4_stages() { return BN == 128 ? 5 : 4; }
@@ -319,7 +323,7 @@ __device__ __forceinline__ void gp4_mma(float (&d)[128], uint64_t da, uint64_t d
 }
 #endif
 
-template <int BN>
+template <int BN, bool FENCE>
 __global__ void __launch_bounds__(256, 1) gemm_v4(gp_args a) {
 #if defined(__CUDA_ARCH_FEAT_SM90_ALL)
     constexpr int S = gp4_stages<BN>(), STAGE = gp4_stage_bytes<BN>(), NA = BN / 2;
@@ -348,7 +352,7 @@ __global__ void __launch_bounds__(256, 1) gemm_v4(gp_args a) {
     int st = 0;
     for (int i = 0; i < nc; i++) {
         gemm2_cp_wait<S - 3>(); /* groups committed: S - 2 + i; chunk i's is the (i + 1)-th */
-        gp4_fence_proxy();      /* this thread's copies, visible to wgmma's async-proxy reads */
+        if (FENCE) gp4_fence_proxy(); /* this thread's copies, visible to wgmma's async-proxy reads */
         __syncthreads();        /* everyone's; every warpgroup has retired chunk i - 2 */
         {
             const int sn = st + S - 2 < S ? st + S - 2 : st - 2; /* (i + S - 2) mod S */

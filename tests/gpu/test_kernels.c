@@ -569,12 +569,13 @@ static void test_gemm_split_graph(gen_rng *r, uint32_t t, int n) {
     free(w); free(xa); free(xb); free(ga); free(gb); free(ha); free(hb);
 }
 
-/* The f16-panel GEMMs (gemm_use_variant 5 then 4, gemm_f16_split with gemm_f16_scratch_bytes of
- * scratch under the panel limit in force: gemm_panel_limit) against the full f64 reference,
- * test_gemm's budget; a rerun must be bit-identical, and v4 must agree with v5 within 1e-4 of
- * sum |w x| element by element (both multiply the same f16 values; only the order and rounding
- * of the f32 sums differ), which tells a wgmma fault from a panel or dequantisation fault. */
-static void test_gemm_panel(gen_rng *r, uint32_t t, int64_t rows, int64_t k, int n, size_t limit) {
+/* The f16-panel GEMMs (gemm_use_variant 5, 4 and 6, gemm_f16_split with gemm_f16_scratch_bytes of
+ * scratch under the panel limit `limit`: gemm_panel_limit) against the full f64 reference,
+ * test_gemm's budget; a rerun must be bit-identical, and v4 and v6 must agree with v5 within 1e-4
+ * of sum |w x| element by element (all multiply the same f16 values; only the order and rounding
+ * of the f32 sums differ), which tells a wgmma fault from a panel or dequantisation fault. nv: the
+ * first 1 (v5 only) or 3 variants. */
+static void test_gemm_panel(gen_rng *r, uint32_t t, int64_t rows, int64_t k, int n, size_t limit, int nv) {
     char name[192], err[256];
     size_t wb = quant_row_bytes(t, k) * (size_t)rows;
     void *w = malloc(wb);
@@ -604,12 +605,14 @@ static void test_gemm_panel(gen_rng *r, uint32_t t, int64_t rows, int64_t k, int
     void *dx = dev_upload(xh, sizeof(uint16_t) * (size_t)n * (size_t)k);
     const int64_t total = (int64_t)n * rows;
     float *dy = dev_poisoned(total);
-    float *y[2] = {malloc(sizeof(float) * (size_t)total), malloc(sizeof(float) * (size_t)total)};
+    static const int vs[3] = {5, 4, 6};
+    float *y[3] = {malloc(sizeof(float) * (size_t)total), malloc(sizeof(float) * (size_t)total),
+                   malloc(sizeof(float) * (size_t)total)};
     float *y1 = malloc(sizeof(float) * (size_t)total);
-    int ran[2] = {0, 0};
+    int ran[3] = {0, 0, 0};
     gemm_panel_limit(limit);
-    for (int vi = 0; vi < 2; vi++) {
-        const int v = vi == 0 ? 5 : 4;
+    for (int vi = 0; vi < nv; vi++) {
+        const int v = vs[vi];
         gemm_use_variant(v);
         snprintf(name, sizeof name, "gemm panel v%d %s %lldx%lld n=%d, panel limit %zu KiB", v, quant_type_name(t),
                  (long long)rows, (long long)k, n, limit >> 10);
@@ -639,23 +642,25 @@ static void test_gemm_panel(gen_rng *r, uint32_t t, int64_t rows, int64_t k, int
               same ? "bit-identical" : "DIFFERS", rel);
         CUDA_CHECK(cudaFree(scr));
     }
-    snprintf(name, sizeof name, "gemm panel v4 == v5 %s %lldx%lld n=%d, panel limit %zu KiB", quant_type_name(t),
-             (long long)rows, (long long)k, n, limit >> 10);
-    double worst = 0;
-    int64_t at = 0;
-    for (int64_t i = 0; i < total && ran[0] && ran[1]; i++) {
-        double d = fabs((double)y[0][i] - (double)y[1][i]) / (mag[i] > 0 ? mag[i] : 1e-30);
-        if (!(d <= worst)) {
-            worst = isnan(d) ? INFINITY : d;
-            at = i;
+    for (int vi = 1; vi < nv; vi++) {
+        snprintf(name, sizeof name, "gemm panel v%d == v5 %s %lldx%lld n=%d, panel limit %zu KiB", vs[vi],
+                 quant_type_name(t), (long long)rows, (long long)k, n, limit >> 10);
+        double worst = 0;
+        int64_t at = 0;
+        for (int64_t i = 0; i < total && ran[0] && ran[vi]; i++) {
+            double d = fabs((double)y[0][i] - (double)y[vi][i]) / (mag[i] > 0 ? mag[i] : 1e-30);
+            if (!(d <= worst)) {
+                worst = isnan(d) ? INFINITY : d;
+                at = i;
+            }
         }
+        CHECK(ran[0] && ran[vi] && worst < 1e-4, name, "worst |v%d - v5| %.3g of sum |w x| at token %lld row %lld "
+              "(budget 1e-4)", vs[vi], worst, (long long)(at / rows), (long long)(at % rows));
     }
-    CHECK(ran[0] && ran[1] && worst < 1e-4, name, "worst |v4 - v5| %.3g of sum |w x| at token %lld row %lld (budget 1e-4)",
-          worst, (long long)(at / rows), (long long)(at % rows));
     gemm_panel_limit(0);
     gemm_use_variant(2);
     CUDA_CHECK(cudaFree(dr)); CUDA_CHECK(cudaFree(dx)); CUDA_CHECK(cudaFree(dy));
-    free(w); free(xh); free(ref); free(mag); free(row); free(xf); free(y[0]); free(y[1]); free(y1);
+    free(w); free(xh); free(ref); free(mag); free(row); free(xf); free(y[0]); free(y[1]); free(y[2]); free(y1);
 }
 
 /* gemm_f16_dequant's f16 panel of a one-panel matrix against quant_dequant_row: the layout
@@ -704,6 +709,60 @@ static void test_gemm_dequant(gen_rng *r, uint32_t t, int64_t rows, int64_t k) {
           "column %lld (budget 2^-8)", cudaGetErrorString(e), worst, (long long)bad_r, (long long)bad_j);
     CUDA_CHECK(cudaFree(dr)); CUDA_CHECK(cudaFree(scr));
     free(w); free(panel); free(row);
+}
+
+/* The f16-panel path (variants 5, 4 and 6, n >= 128), v5 first throughout so that a fault in the
+ * wgmma variants (a sticky CUDA error) leaves v5's results standing: the dequantised panel, v5 on
+ * the 8b shapes through test_gemm_split (its 2-plane scratch gives smaller panels, its empty one
+ * v2) and a graph replay at n = 256, v5 against the full reference with one panel and with small
+ * panel limits that force several row and k panels (partial last ones; 64 KiB: 128 rows x 256
+ * weights), then the same with v4 and v6 compared with v5, then v4 and v6 on the 8b shapes. */
+static void test_gemm_panels(gen_rng *r) {
+    static const uint32_t types[] = {QUANT_Q4_0, QUANT_Q4_K, QUANT_Q6_K, QUANT_Q8_0};
+    static const int ns[] = {128, 129, 200, 512};
+    for (int i = 0; i < 4; i++) {
+        const int64_t odd_k = types[i] == QUANT_Q4_0 || types[i] == QUANT_Q8_0 ? 2848 : 2816;
+        test_gemm_dequant(r, types[i], 300, odd_k);
+        test_gemm_dequant(r, types[i], 128, 256);
+    }
+    for (int pass = 0; pass < 2; pass++) {
+        const int nv = pass == 0 ? 1 : 3;
+        for (int i = 0; i < 4; i++) {
+            const uint32_t t = types[i];
+            const int64_t odd_k = t == QUANT_Q4_0 || t == QUANT_Q8_0 ? 2848 : 2816;
+            if (pass == 0) {
+                g_gemm_variant = 5;
+                gemm_use_variant(5);
+                test_gemm_split(r, t, 4096, 4096, ns, 4);
+                test_gemm_split(r, t, 14336, 4096, ns, 4);
+                test_gemm_split(r, t, 4096, 14336, ns, 4);
+                test_gemm_split(r, t, 1024, 4096, ns, 4);
+                test_gemm_split(r, t, 37, 2816, ns, 4);
+                test_gemm_split_graph(r, t, 256);
+            }
+            test_gemm_panel(r, t, 37, 512, 128, 0, nv);
+            test_gemm_panel(r, t, 1, 256, 130, 0, nv);
+            test_gemm_panel(r, t, 300, odd_k, 129, 0, nv);
+            test_gemm_panel(r, t, 130, 4096, 600, 0, nv);
+            test_gemm_panel(r, t, 256, 1024, 256, 0, nv); /* split-K: 2 x 2 tiles */
+            test_gemm_panel(r, t, 300, 2816, 129, 64 << 10, nv);
+            test_gemm_panel(r, t, 1000, odd_k, 300, 256 << 10, nv);
+            test_gemm_panel(r, t, 700, 14336, 140, 1 << 20, nv);
+        }
+    }
+    for (int v = 4; v <= 6; v += 2) {
+        g_gemm_variant = v;
+        gemm_use_variant(v);
+        for (int i = 0; i < 4; i++) {
+            test_gemm_split(r, types[i], 4096, 4096, ns, 4);
+            test_gemm_split(r, types[i], 14336, 4096, ns, 4);
+            test_gemm_split(r, types[i], 4096, 14336, ns, 4);
+            test_gemm_split(r, types[i], 1024, 4096, ns, 4);
+            test_gemm_split_graph(r, types[i], 256);
+        }
+    }
+    g_gemm_variant = 2;
+    gemm_use_variant(2);
 }
 
 static void test_embed(gen_rng *r, uint32_t t) {
@@ -1118,42 +1177,6 @@ int main(void) {
         }
     }
     gemm_use_variant(2);
-    /* the f16-panel path (variants 5 and 4, n >= 128): the panel itself, then each GEMM against the
-     * full reference with one panel and with small panel limits that force several row and k
-     * panels (partial last ones; 64 KiB: 128 rows x 256 weights), v4 against v5; then the 8b
-     * shapes through test_gemm_split (its 2-plane scratch gives smaller panels, its empty one v2)
-     * and the graph replay at n = 256 */
-    static const int panel_ns[] = {128, 129, 200, 512};
-    for (int i = 0; i < 4; i++) {
-        const uint32_t t = gemm_types[i];
-        const int64_t odd_k = t == QUANT_Q4_0 || t == QUANT_Q8_0 ? 2848 : 2816;
-        test_gemm_dequant(&r, t, 300, odd_k);
-        test_gemm_dequant(&r, t, 128, 256);
-        test_gemm_panel(&r, t, 37, 512, 128, 0);
-        test_gemm_panel(&r, t, 1, 256, 130, 0);
-        test_gemm_panel(&r, t, 300, odd_k, 129, 0);
-        test_gemm_panel(&r, t, 130, 4096, 600, 0);
-        test_gemm_panel(&r, t, 256, 1024, 256, 0); /* split-K: 2 x 2 tiles */
-        test_gemm_panel(&r, t, 300, 2816, 129, 64 << 10);
-        test_gemm_panel(&r, t, 1000, odd_k, 300, 256 << 10);
-        test_gemm_panel(&r, t, 700, 14336, 140, 1 << 20);
-    }
-    for (int vi = 0; vi < 2; vi++) {
-        const int v = vi == 0 ? 5 : 4;
-        g_gemm_variant = v;
-        gemm_use_variant(v);
-        for (int i = 0; i < 4; i++) {
-            const uint32_t t = gemm_types[i];
-            test_gemm_split(&r, t, 4096, 4096, panel_ns, 4);
-            test_gemm_split(&r, t, 14336, 4096, panel_ns, 4);
-            test_gemm_split(&r, t, 4096, 14336, panel_ns, 4);
-            test_gemm_split(&r, t, 1024, 4096, panel_ns, 4);
-            test_gemm_split(&r, t, 37, 2816, panel_ns, 4);
-            test_gemm_split_graph(&r, t, 256);
-        }
-    }
-    g_gemm_variant = 2;
-    gemm_use_variant(2);
     test_rmsnorm(&r);
     test_rope(&r);
     test_elementwise(&r);
@@ -1178,5 +1201,6 @@ int main(void) {
     test_prefill_attention(&r, 32, 8, 128, 0, 64);
     test_prefill_attention(&r, 16, 2, 64, 0, 130);
     test_prefill_attention(&r, 4, 4, 64, 1000, 33);
+    test_gemm_panels(&r); /* last: a fault in the new wgmma kernels cannot take other checks with it */
     return test_done();
 }

@@ -1,14 +1,15 @@
 /* Kernel lab: prefill / batched-decode GEMM (gemm.cuh, gemm_panel.cuh) on repacked weights, X f16.
- * First table ("gemm" or "gemm panel [MiB]"): the f16-panel path at n = 512 on the 8b shapes,
- * v2 (the default) against v5 (mma.sync) and v4 (wgmma), both through gemm_f16_split with their
- * full scratch, the dequantisation phase alone (gemm_f16_dequant: GB/s of repacked bytes read
+ * First table: the f16-panel path at n = 512 on the 8b shapes, v2 (the default) against v5
+ * (mma.sync), v4 (wgmma) and v6 (v4 without its proxy fence), through gemm_f16_split with full
+ * scratch, the dequantisation phase alone (gemm_f16_dequant: GB/s of repacked bytes read
  * plus f16 written) and cuBLAS; MiB sets gemm_panel_limit (default 32). Second table (plain
  * "gemm" only): gemm v1, v2 and v3 side by side (gemm_use_variant) through gemm_f16_split with
  * full scratch, the engine's path, and v3 in one pass (gemm_f16) where the split cuts K, to tune
  * the split heuristic. Each run is checked on ~64 sampled rows against quant_dequant_row + f64
  * and timed (median of 10 after an L2 flush) as TFLOP/s = 2 rows k n / time and as weight GB/s
  * (repacked bytes / time, the bound at small n); at n >= 128 next to cuBLAS (GemmEx, f16 in, f32
- * out and compute) on the same weights dequantised to f16, the yardstick. Usage: gemm [panel [MiB]] */
+ * out and compute) on the same weights dequantised to f16, the yardstick. Usage: gemm [panel] [MiB]
+ * [nowgmma] (panel: the first table only; nowgmma: without v4 and v6, should they fault). */
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
@@ -19,6 +20,7 @@
 #include "kernels/kernels.h"
 
 static int g_fail = 0;
+static bool g_no_wgmma = false; /* "nowgmma": leave v4 and v6 out */
 
 static void bench(lab &L, cublasHandle_t cb, gen_rng *r, uint32_t t, int64_t rows, int64_t k) {
     static const int ns[] = {16, 64, 128, 512};
@@ -144,7 +146,7 @@ static void bench_panel(lab &L, cublasHandle_t cb, gen_rng *r, uint32_t t, int64
     CUDA_CHECK(cudaMemcpy(dx, x.data(), x.size() * 2, cudaMemcpyHostToDevice));
     CUDA_CHECK(cudaMalloc(&dy, (size_t)n * rows * 4));
     size_t sb = 0;
-    for (int v : {2, 4, 5}) sb = std::max(sb, gemm_variant_scratch_bytes(v, rows, k, n));
+    for (int v : {2, 4, 5, 6}) sb = std::max(sb, gemm_variant_scratch_bytes(v, rows, k, n));
     CUDA_CHECK(cudaMalloc(&scr, sb));
     std::vector<double> ref(rs.size() * n);
     for (size_t s = 0; s < rs.size(); s++)
@@ -156,13 +158,17 @@ static void bench_panel(lab &L, cublasHandle_t cb, gen_rng *r, uint32_t t, int64
     const double flop = 2.0 * rows * k * n;
     const float one = 1, zero = 0;
     double v2_ms = 0;
-    /* 0: v2, 1: v5, 2: v4, 3: dequantisation alone, 4: cuBLAS */
-    for (int m = 0; m < 5; m++) {
-        static const char *const names[] = {"gemm v2", "gemm v5", "gemm v4", "dequant", "cuBLAS f16"};
-        if (m < 3) gemm_use_variant(m == 0 ? 2 : m == 1 ? 5 : 4);
+    /* m: variant v of gemm_f16_split (v4 and v6 last: a wgmma fault ends the run), 0 the
+     * dequantisation alone, -1 cuBLAS */
+    static const int modes[] = {2, 5, 0, -1, 4, 6};
+    for (int m : modes) {
+        if (m >= 4 && m != 5 && g_no_wgmma) continue;
+        const char *name = m == 2 ? "gemm v2" : m == 5 ? "gemm v5" : m == 4 ? "gemm v4" : m == 6 ? "gemm v6" :
+                           m == 0 ? "dequant" : "cuBLAS f16";
+        if (m > 0) gemm_use_variant(m);
         auto run = [&] {
-            if (m < 3) CUDA_CHECK(gemm_f16_split(dy, dr, t, (const uint16_t *)dx, rows, k, n, scr, sb, 0));
-            else if (m == 3) CUDA_CHECK(gemm_f16_dequant(scr, sb, dr, t, rows, k, 0));
+            if (m > 0) CUDA_CHECK(gemm_f16_split(dy, dr, t, (const uint16_t *)dx, rows, k, n, scr, sb, 0));
+            else if (m == 0) CUDA_CHECK(gemm_f16_dequant(scr, sb, dr, t, rows, k, 0));
             else
                 CUBLAS_CHECK(cublasGemmEx(cb, CUBLAS_OP_T, CUBLAS_OP_N, (int)rows, n, (int)k, &one, dw16, CUDA_R_16F,
                                           (int)k, dx, CUDA_R_16F, (int)k, &zero, dy, CUDA_R_32F, (int)rows,
@@ -170,7 +176,7 @@ static void bench_panel(lab &L, cublasHandle_t cb, gen_rng *r, uint32_t t, int64
         };
         double rel = 0;
         bool ok = true;
-        if (m != 3) {
+        if (m != 0) {
             CUDA_CHECK(cudaMemset(dy, 0xff, (size_t)n * rows * 4));
             run();
             CUDA_CHECK(cudaDeviceSynchronize());
@@ -180,17 +186,17 @@ static void bench_panel(lab &L, cublasHandle_t cb, gen_rng *r, uint32_t t, int64
                 for (int c = 0; c < n; c++) got[s * n + c] = y[(size_t)c * rows + rs[s]];
             rel = gen_rel_err(got.data(), ref.data(), (int64_t)got.size());
             ok = rel < 2e-3;
-            if (!ok && m < 3) g_fail++;
+            if (!ok && m > 0) g_fail++;
         }
         const double ms = L.time_ms(run, 10);
-        if (m == 0) v2_ms = ms;
+        if (m == 2) v2_ms = ms;
         char speed[32] = "", perf[32];
-        if (m > 0) snprintf(speed, sizeof speed, "%.2fx", v2_ms / ms);
-        if (m == 3) /* repacked bytes read + f16 bytes written, per second */
+        if (m != 2) snprintf(speed, sizeof speed, "%.2fx", v2_ms / ms);
+        if (m == 0) /* repacked bytes read + f16 bytes written, per second */
             snprintf(perf, sizeof perf, "%.0f GB/s", (rb + 2.0 * rows * k) / (ms * 1e-3) / 1e9);
         else snprintf(perf, sizeof perf, "%.1f", flop / (ms * 1e-3) / 1e12);
         printf("| %-4s | %5lldx%-5lld | %3d | %-10s | %8.1f | %10s | %5s | %s |\n", quant_type_name(t), (long long)rows,
-               (long long)k, n, names[m], ms * 1e3, perf, speed, m == 3 ? "-" : ok ? "ok" : "FAIL");
+               (long long)k, n, name, ms * 1e3, perf, speed, m == 0 ? "-" : ok ? "ok" : "FAIL");
         fflush(stdout);
     }
     gemm_use_variant(2);
@@ -204,8 +210,16 @@ int main(int argc, char **argv) {
         printf("SKIP kbench gemm: no CUDA device\n");
         return 0;
     }
-    const bool panel_only = argc > 1 && !strcmp(argv[1], "panel");
-    if (panel_only && argc > 2) gemm_panel_limit((size_t)atoi(argv[2]) << 20);
+    bool panel_only = false;
+    for (int i = 1; i < argc; i++) {
+        if (!strcmp(argv[i], "panel")) panel_only = true;
+        else if (!strcmp(argv[i], "nowgmma")) g_no_wgmma = true;
+        else if (atoi(argv[i]) > 0) gemm_panel_limit((size_t)atoi(argv[i]) << 20);
+        else {
+            fprintf(stderr, "usage: gemm [panel] [MiB] [nowgmma]\n");
+            return 1;
+        }
+    }
     lab L;
     cublasHandle_t cb;
     CUBLAS_CHECK(cublasCreate(&cb));
