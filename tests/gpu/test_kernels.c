@@ -716,10 +716,11 @@ static void test_gemm_dequant(gen_rng *r, uint32_t t, int64_t rows, int64_t k) {
  * the 8b shapes through test_gemm_split (its 2-plane scratch gives smaller panels, its empty one
  * v2) and a graph replay at n = 256, v5 against the full reference with one panel and with small
  * panel limits that force several row and k panels (partial last ones; 64 KiB: 128 rows x 256
- * weights), then the same with v4 and v6 compared with v5, then v4 and v6 on the 8b shapes. */
+ * weights), then the same with v4 and v6 compared with v5, then v4 and v6 on the 8b shapes and
+ * on one that takes v4's 256-row blocks (on 132 SMs). */
 static void test_gemm_panels(gen_rng *r) {
     static const uint32_t types[] = {QUANT_Q4_0, QUANT_Q4_K, QUANT_Q6_K, QUANT_Q8_0};
-    static const int ns[] = {128, 129, 200, 512};
+    static const int ns[] = {128, 129, 200, 512}, n600[] = {600};
     for (int i = 0; i < 4; i++) {
         const int64_t odd_k = types[i] == QUANT_Q4_0 || types[i] == QUANT_Q8_0 ? 2848 : 2816;
         test_gemm_dequant(r, types[i], 300, odd_k);
@@ -758,6 +759,9 @@ static void test_gemm_panels(gen_rng *r) {
             test_gemm_split(r, types[i], 14336, 4096, ns, 4);
             test_gemm_split(r, types[i], 4096, 14336, ns, 4);
             test_gemm_split(r, types[i], 1024, 4096, ns, 4);
+            /* one panel of 63 row blocks whose 5 x 32 tiles of 256 rows fill 132 SMs: v4's 256-row
+             * blocks (m64n256k16), the last one half past the panel (zero-filled) */
+            test_gemm_split(r, types[i], 8000, 512, n600, 1);
             test_gemm_split_graph(r, types[i], 256);
         }
     }
