@@ -312,7 +312,8 @@ static void layout_scratch(part *p, arena *a) {
     p->att_scratch_bytes = paged_attention_scratch_bytes(at, p->n_head, hp->head_dim, f->n_split);
     p->att_scratch = take(a, p->att_scratch_bytes);
     /* gemm_f16_split's bound for any shape under variants 1-3: SMs x 128 KiB (kernels.h); the f16
-     * panels of variants 4 and 5 (MGI_GEMM) need more, so the buffer is sized for every variant. */
+     * panels of variants 4-6 (MGI_GEMM; 6 needs what 4 does) need more, so the buffer is sized for
+     * every variant. */
     p->gemm_scratch_bytes = (size_t)p->n_sm * (128u << 10);
     for (int i = 0; i < p->n_w; i++) {
         const dweight *w = p->ws[i];
