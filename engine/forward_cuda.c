@@ -311,8 +311,18 @@ static void layout_scratch(part *p, arena *a) {
     int at = f->n_batch < ATT_CHUNK ? f->n_batch : ATT_CHUNK; /* tokens per attention launch */
     p->att_scratch_bytes = paged_attention_scratch_bytes(at, p->n_head, hp->head_dim, f->n_split);
     p->att_scratch = take(a, p->att_scratch_bytes);
-    /* gemm_f16_split's bound for any shape: SMs x 128 KiB (kernels.h). */
+    /* gemm_f16_split's bound for any shape under variants 1-3: SMs x 128 KiB (kernels.h); the f16
+     * panels of variants 4-6 (MGI_GEMM; 6 needs what 4 does) need more, so the buffer is sized for
+     * every variant. */
     p->gemm_scratch_bytes = (size_t)p->n_sm * (128u << 10);
+    for (int i = 0; i < p->n_w; i++) {
+        const dweight *w = p->ws[i];
+        if (w->plain || !gemm_supported(w->type)) continue;
+        for (int v = 4; v <= 5; v++) {
+            size_t b = gemm_variant_scratch_bytes(v, w->rows, w->k, f->n_batch);
+            if (b > p->gemm_scratch_bytes) p->gemm_scratch_bytes = b;
+        }
+    }
     p->gemm_scratch = take(a, p->gemm_scratch_bytes);
     p->d_meta = take(a, (5 * B + (size_t)f->max_seqs * (size_t)f->max_pages) * sizeof(int32_t));
 }
@@ -762,6 +772,14 @@ static int nccl_timeout_s(void) {
     const char *e = getenv("MGI_NCCL_TIMEOUT");
     long v = e ? strtol(e, NULL, 10) : 0;
     return v >= 1 && v <= 3600 ? (int)v : NCCL_TIMEOUT_S;
+}
+
+/* MGI_GEMM=4, 5 or 6: the prefill GEMM through f16 panels (kernels.h's gemm_use_variant: 4 wgmma, 5
+ * mma.sync, 6 wgmma without the proxy fence) instead of v2, for A/B runs; 2 or unset keeps v2.
+ * Process-wide, set at create. */
+static void gemm_variant_from_env(void) {
+    const char *e = getenv("MGI_GEMM");
+    if (e && e[0] && !e[1] && strchr("2456", e[0])) gemm_use_variant(e[0] - '0');
 }
 
 /* MGI_FAULT=nccl-peer-stall (tests/gpu/cli.sh): the last device never joins the all-reduces and
@@ -1371,6 +1389,7 @@ static void *cuda_create(const llama_model *m, const engine_plan *plan, int32_t 
     f->max_pages = (max_pos + ENGINE_KV_PAGE - 1) / ENGINE_KV_PAGE;
     f->n_split = f->max_pages < N_SPLIT_MAX ? f->max_pages : N_SPLIT_MAX;
     f->timeout_s = nccl_timeout_s();
+    gemm_variant_from_env();
     f->fault_stall = fault_peer_stall();
     /* The engine's pool holds at least one cell per position of each of its sequences, so no
      * pass has more sequences than n_cells / max_pos (nor more than tokens). */

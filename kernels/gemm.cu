@@ -1,7 +1,8 @@
 /* Prefill GEMM launchers (kernels.h: gemm_f16, gemm_f16_split) and the split-K heuristic;
- * kernels in gemm.cuh. */
+ * kernels in gemm.cuh (v1-v3) and gemm_panel.cuh (the f16-panel path of variants 4 and 5). */
 #include "kernels/kernels.h"
 #include "kernels/gemm.cuh"
+#include "kernels/gemm_panel.cuh"
 
 /* The split aims at GEMM_SPLIT_WAVES blocks per SM (two resident blocks of 256 threads each fit
  * an SM, v1, v2 and v3 alike, so this fills it about twice over); slices are whole super-blocks of 4 chunks (256
@@ -14,10 +15,13 @@ extern "C" int gemm_supported(uint32_t wtype) {
     return wtype == QUANT_Q4_0 || wtype == QUANT_Q4_K || wtype == QUANT_Q6_K || wtype == QUANT_Q8_0;
 }
 
-/* gemm_use_variant: 1, 2 (default) or 3, read by every launch. */
+/* gemm_use_variant: 1 to 6 (2 the default), read by every launch. */
 static int g_variant = 2;
 
-extern "C" void gemm_use_variant(int v) { g_variant = v == 1 || v == 3 ? v : 2; }
+extern "C" void gemm_use_variant(int v) { g_variant = v >= 1 && v <= 6 ? v : 2; }
+
+/* Variants of the f16-panel path: 4 (wgmma), 5 (mma.sync), 6 (4 without the proxy fence). */
+static bool gp_variant(int v) { return v >= 4 && v <= 6; }
 
 /* The block tile (rows x tokens) a launch uses: v1 128 x 64; v2 and v3 (gemm.cuh) 128 x 128 for
  * n > 64, 256 x 64 for n <= 64 (every weight dequantised once per block and once per call). */
@@ -25,11 +29,14 @@ struct gemm_shape {
     int variant, wr, brows, btoks;
 };
 
-static gemm_shape gemm_shape_for(int64_t n) {
-    if (g_variant == 1) return {1, 0, GEMM_ROWS, GEMM_TOKS};
+/* Variants 4 and 5 run v2 where the panel path does not apply (n < GP_MIN_N, no scratch). */
+static gemm_shape gemm_shape_of(int variant, int64_t n) {
+    if (variant == 1) return {1, 0, GEMM_ROWS, GEMM_TOKS};
     const int wr = n > 64 ? 4 : 8;
-    return {g_variant, wr, gemm2_rows(wr), gemm2_toks(wr)};
+    return {variant == 3 ? 3 : 2, wr, gemm2_rows(wr), gemm2_toks(wr)};
 }
+
+static gemm_shape gemm_shape_for(int64_t n) { return gemm_shape_of(g_variant, n); }
 
 static int gemm_args_ok(uint32_t wtype, int64_t rows, int64_t k, int64_t n) {
     return gemm_supported(wtype) && matvec_repacked_bytes(wtype, rows, k) != 0 && n > 0 && n <= INT32_MAX &&
@@ -116,23 +123,242 @@ extern "C" cudaError_t gemm_f16(float *y, const void *w, uint32_t wtype, const u
                        (int)mv2_chunks(k), stream);
 }
 
-extern "C" size_t gemm_f16_scratch_bytes(int64_t rows, int64_t k, int n) {
+/* ---------------------------------------------------------------- f16-panel path (4, 5) ----- */
+/* Panels of at most GEMM_PANEL_BYTES of f16 (gemm_panel_limit may lower it): about half of the
+ * H200's L2, so a panel written by gp_dequant is still there when the GEMM reads it. */
+#define GEMM_PANEL_BYTES ((size_t)32 << 20)
+#define GEMM_PANEL_MIN ((size_t)128 * 256 * 2) /* 128 rows x 256 weights */
+
+static size_t g_panel_limit = 0;
+
+extern "C" void gemm_panel_limit(size_t bytes) { g_panel_limit = bytes; }
+
+static size_t gp_limit() { return g_panel_limit && g_panel_limit < GEMM_PANEL_BYTES ? g_panel_limit : GEMM_PANEL_BYTES; }
+
+/* How a [rows, k] matrix is cut into panels of at most `limit` bytes: prows rows (a multiple of
+ * 128) by pcs chunks (a multiple of 4, i.e. whole 256-weight super-blocks, or all C); nrp x nkp
+ * panels. The whole matrix when it fits; otherwise panels of up to 4096 weights of k and as many
+ * rows as fit, so that one panel's GEMM still has enough 128-row tiles for the SMs and few k
+ * panels add into Y (each is a read and a write of the Y tile). False below GEMM_PANEL_MIN. */
+struct gp_geom {
+    int64_t prows;
+    int pcs, nrp, nkp;
+    size_t bytes;
+};
+
+static bool gp_geometry(int64_t rows, int64_t k, size_t limit, gp_geom *g) {
+    const int64_t C = mv2_chunks(k), rfull = (rows + 127) / 128 * 128;
+    if (limit < GEMM_PANEL_MIN) return false;
+    int64_t pr, pcs;
+    if ((uint64_t)rfull * (uint64_t)C * 128 <= limit) { /* 128 bytes per row and chunk */
+        pr = rfull;
+        pcs = C;
+    } else {
+        const int64_t k0 = C < 64 ? C : 64;
+        pr = (int64_t)(limit / (size_t)(k0 * 128)) / 128 * 128;
+        if (pr > rfull) pr = rfull;
+        if (pr < 128) pr = 128;
+        pcs = (int64_t)(limit / (size_t)(pr * 128)) / 4 * 4;
+        if (pcs > C) pcs = C;
+        if (pcs < 4) pcs = C < 4 ? C : 4; /* fits: pr <= limit / (k0 * 128) with k0 >= min(C, 4) */
+    }
+    g->prows = pr;
+    g->pcs = (int)pcs;
+    g->nrp = (int)((rfull + pr - 1) / pr);
+    g->nkp = (int)((C + pcs - 1) / pcs);
+    g->bytes = (size_t)pr * (size_t)pcs * 128;
+    return true;
+}
+
+/* wgmma runs on compute capability 9.0 only (the sm_90a cubin); v4 falls back to v5 elsewhere. */
+static bool gp_wgmma_ok() {
+    static int cache[64]; /* 0 unknown, 1 yes, 2 no */
+    int dev = 0, major = 0, minor = 0;
+    if (cudaGetDevice(&dev) != cudaSuccess || dev < 0 || dev >= 64) return false;
+    if (!cache[dev]) {
+        if (cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, dev) != cudaSuccess ||
+            cudaDeviceGetAttribute(&minor, cudaDevAttrComputeCapabilityMinor, dev) != cudaSuccess)
+            return false;
+        cache[dev] = major == 9 && minor == 0 ? 1 : 2;
+    }
+    return cache[dev] == 1;
+}
+
+/* Dynamic shared memory above 48 KB and the max-shared carveout (two v5 blocks need 2 x 97 KB),
+ * once per kernel and device; not a stream operation, so fine during a capture. */
+template <auto K>
+static cudaError_t gp_prepare(int smem) {
+    static bool ready[64];
+    int dev = 0;
+    cudaError_t e = cudaGetDevice(&dev);
+    if (e != cudaSuccess) return e;
+    if (dev >= 0 && dev < 64 && ready[dev]) return cudaSuccess;
+    e = cudaFuncSetAttribute(K, cudaFuncAttributeMaxDynamicSharedMemorySize, smem);
+    if (e == cudaSuccess)
+        e = cudaFuncSetAttribute(K, cudaFuncAttributePreferredSharedMemoryCarveout, (int)cudaSharedmemCarveoutMaxShared);
+    if (e == cudaSuccess && dev >= 0 && dev < 64) ready[dev] = true;
+    return e;
+}
+
+static cudaError_t gp_dequant_launch(__half *panel, const uint8_t *w, uint32_t wtype, int rows, int k, int row0,
+                                     int nrb, int c0, int pc, cudaStream_t s) {
+    const int R16 = (rows + 15) / 16, C = (int)mv2_chunks(k), tb0 = row0 / 16;
+    const dim3 grid((unsigned)((pc + GP_DQ_CH - 1) / GP_DQ_CH), (unsigned)nrb);
+    switch (wtype) {
+    case QUANT_Q4_0: return pdl_launch(gp_dequant<QUANT_Q4_0>, grid, dim3(256), 0, s, panel, w, R16, C, tb0, c0, pc);
+    case QUANT_Q4_K: return pdl_launch(gp_dequant<QUANT_Q4_K>, grid, dim3(256), 0, s, panel, w, R16, C, tb0, c0, pc);
+    case QUANT_Q6_K: return pdl_launch(gp_dequant<QUANT_Q6_K>, grid, dim3(256), 0, s, panel, w, R16, C, tb0, c0, pc);
+    default: return pdl_launch(gp_dequant<QUANT_Q8_0>, grid, dim3(256), 0, s, panel, w, R16, C, tb0, c0, pc);
+    }
+}
+
+template <bool FENCE>
+static cudaError_t gp4_launch(int bn, dim3 grid, const gp_args &a, cudaStream_t s) {
+    cudaError_t e;
+    if (bn == 256) {
+        if ((e = gp_prepare<gemm_v4<256, FENCE>>(gp4_smem<256>())) != cudaSuccess) return e;
+        return pdl_launch(gemm_v4<256, FENCE>, grid, dim3(256), gp4_smem<256>(), s, a);
+    }
+    if ((e = gp_prepare<gemm_v4<128, FENCE>>(gp4_smem<128>())) != cudaSuccess) return e;
+    return pdl_launch(gemm_v4<128, FENCE>, grid, dim3(256), gp4_smem<128>(), s, a);
+}
+
+/* The GEMM kernel of one panel: v5, or v4 (v6: no proxy fence) with 128 or 256 rows per block (bn). */
+static cudaError_t gp_gemm_launch(int variant, int bn, const gp_args &a, int slices, cudaStream_t s) {
+    const dim3 grid((unsigned)((a.n + GP_BM - 1) / GP_BM), (unsigned)((a.nrb * 128 + bn - 1) / bn), (unsigned)slices);
+    cudaError_t e;
+    if (variant == 5) {
+        constexpr int smem = GP5_STAGES * (GP_XBYTES + GP_BLOCK * 2) + 1024;
+        if ((e = gp_prepare<gemm_v5>(smem)) != cudaSuccess) return e;
+        return pdl_launch(gemm_v5, grid, dim3(256), smem, s, a);
+    }
+    if (variant == 6) return gp4_launch<false>(bn, grid, a, s);
+    return gp4_launch<true>(bn, grid, a, s);
+}
+
+/* Y = W . X through f16 panels in scratch (variant 4 or 5), or with products false only the
+ * dequantisation of every panel (the last one left at the start of the aligned scratch). *ran
+ * is false, and nothing is launched, when the scratch cannot hold the smallest panel (the
+ * caller then runs v2). Panels run row panel by row panel, k panels in order within each: the
+ * first k panel writes its rows of Y, the others add to them, so Y is the same on every run.
+ * A matrix that is one panel may also split k across blockIdx.z into planes after the panel
+ * (when its tiles fill less than half the SMs), summed in order by gemm_sum. */
+static cudaError_t gp_run(int variant, float *y, const uint8_t *w, uint32_t wtype, const __half *x, int rows, int k,
+                          int n, void *scratch, size_t bytes, cudaStream_t s, bool products, bool *ran) {
+    *ran = false;
+    const uintptr_t p0 = (uintptr_t)scratch, p1 = (p0 + 1023) & ~(uintptr_t)1023;
+    if (!scratch || bytes < p1 - p0) return cudaSuccess;
+    const size_t avail = bytes - (p1 - p0);
+    gp_geom gm;
+    int sms = 0, smem_max = 0;
+    if (!gp_geometry(rows, k, avail < gp_limit() ? avail : gp_limit(), &gm)) return cudaSuccess;
+    if (!mv6_device(&sms, &smem_max) || sms <= 0) {
+        cudaGetLastError();
+        return cudaSuccess;
+    }
+    if (variant != 5 && !gp_wgmma_ok()) variant = 5;
+    __half *panel = (__half *)p1;
+    const int C = (int)mv2_chunks(k), rfull = (rows + 127) / 128 * 128, ttiles = (n + GP_BM - 1) / GP_BM;
+    /* v4: 256 rows per block when that still gives a block per SM, else 128 */
+    const int bn = variant != 5 && (int64_t)ttiles * ((gm.prows + 255) / 256) >= sms ? 256 : 128;
+    int slices = 1, cps = gm.pcs;
+    float *out = y;
+    if (products && gm.nrp == 1 && gm.nkp == 1) {
+        const int64_t tiles = (int64_t)ttiles * ((rfull + bn - 1) / bn);
+        const size_t plane = (size_t)n * (size_t)rows * sizeof(float), room = avail - gm.bytes;
+        int64_t sl = 2 * tiles <= sms ? sms / tiles : 1; /* at most one block per SM in all */
+        if (sl > GEMM_SPLIT_MAX) sl = GEMM_SPLIT_MAX;
+        if ((size_t)sl > room / plane) sl = (int64_t)(room / plane);
+        if (sl > C / 4) sl = C / 4; /* slices of at least 4 chunks */
+        if (sl >= 2) {
+            cps = (C + (int)sl - 1) / (int)sl;
+            slices = (C + cps - 1) / cps;
+            out = (float *)(p1 + gm.bytes);
+        }
+    }
+    *ran = true;
+    cudaError_t e = cudaSuccess;
+    for (int rp = 0; rp < gm.nrp && e == cudaSuccess; rp++) {
+        const int row0 = (int)(rp * gm.prows);
+        const int nrb = (int)((rfull - row0 < gm.prows ? rfull - row0 : gm.prows) / 128);
+        for (int kp = 0; kp < gm.nkp && e == cudaSuccess; kp++) {
+            const int c0 = kp * gm.pcs, pc = C - c0 < gm.pcs ? C - c0 : gm.pcs;
+            e = gp_dequant_launch(panel, w, wtype, rows, k, row0, nrb, c0, pc, s);
+            if (e != cudaSuccess || !products) continue;
+            gp_args a;
+            a.y = out;
+            a.panel = panel;
+            a.x = x;
+            a.rows = rows;
+            a.k = k;
+            a.n = n;
+            a.row0 = row0;
+            a.nrb = nrb;
+            a.c0 = c0;
+            a.pc = pc;
+            a.cps = slices > 1 ? cps : pc;
+            a.accumulate = kp > 0;
+            a.vec = rows % 2 == 0 && ((uintptr_t)out & 7) == 0;
+            a.plane = (int64_t)n * rows;
+            e = gp_gemm_launch(variant, bn, a, slices, s);
+        }
+    }
+    if (e == cudaSuccess && slices > 1) {
+        const int64_t total = (int64_t)n * rows;
+        int64_t blocks = (total + 255) / 256;
+        if (blocks > 4096) blocks = 4096;
+        e = pdl_launch(gemm_sum, dim3((unsigned)blocks), dim3(256), 0, s, y, (const float *)out, slices, total);
+    }
+    return e;
+}
+
+extern "C" size_t gemm_variant_scratch_bytes(int variant, int64_t rows, int64_t k, int n) {
     if (rows <= 0 || k <= 0 || n <= 0 || rows > INT32_MAX || k > INT32_MAX) return 0;
     int cps;
-    const int s = gemm_slices(gemm_shape_for(n), rows, k, n, GEMM_SPLIT_MAX, &cps);
-    return s > 1 ? (size_t)s * (size_t)n * (size_t)rows * sizeof(float) : 0;
+    const int s = gemm_slices(gemm_shape_of(variant, n), rows, k, n, GEMM_SPLIT_MAX, &cps);
+    size_t need = s > 1 ? (size_t)s * (size_t)n * (size_t)rows * sizeof(float) : 0;
+    gp_geom gm;
+    int sms = 0, smem_max = 0;
+    if (gp_variant(variant) && n >= GP_MIN_N && gp_geometry(rows, k, gp_limit(), &gm)) {
+        /* alignment, the panel, and room for split-K planes (a one-panel matrix, few tiles) */
+        size_t p = 1024 + gm.bytes;
+        if (gm.nrp == 1 && gm.nkp == 1) {
+            if (mv6_device(&sms, &smem_max) && sms > 0) p += (size_t)sms * (128u << 10);
+            else cudaGetLastError(); /* no device: no split, and no error left behind */
+        }
+        if (p > need) need = p;
+    }
+    return need;
+}
+
+extern "C" size_t gemm_f16_scratch_bytes(int64_t rows, int64_t k, int n) {
+    return gemm_variant_scratch_bytes(g_variant, rows, k, n);
+}
+
+extern "C" cudaError_t gemm_f16_dequant(void *scratch, size_t scratch_bytes, const void *w, uint32_t wtype, int64_t rows,
+                                        int64_t k, cudaStream_t stream) {
+    if (!gemm_args_ok(wtype, rows, k, 1)) return cudaErrorInvalidValue;
+    bool ran = false;
+    cudaError_t e = gp_run(5, NULL, (const uint8_t *)w, wtype, NULL, (int)rows, (int)k, 1, scratch, scratch_bytes, stream,
+                           false, &ran);
+    return e != cudaSuccess ? e : ran ? cudaSuccess : cudaErrorInvalidValue;
 }
 
 extern "C" cudaError_t gemm_f16_split(float *y, const void *w, uint32_t wtype, const uint16_t *x, int64_t rows,
                                       int64_t k, int n, void *scratch, size_t scratch_bytes, cudaStream_t stream) {
     if (!gemm_args_ok(wtype, rows, k, n)) return cudaErrorInvalidValue;
+    const uint8_t *wb = (const uint8_t *)w;
+    const __half *xh = (const __half *)x;
+    if (gp_variant(g_variant) && n >= GP_MIN_N) {
+        bool ran = false;
+        cudaError_t e = gp_run(g_variant, y, wb, wtype, xh, (int)rows, (int)k, n, scratch, scratch_bytes, stream, true, &ran);
+        if (e != cudaSuccess || ran) return e;
+    }
     const size_t plane = (size_t)n * (size_t)rows * sizeof(float);
     const size_t fit = scratch ? scratch_bytes / plane : 0;
     int cps;
     const gemm_shape sh = gemm_shape_for(n);
     const int s = gemm_slices(sh, rows, k, n, fit < GEMM_SPLIT_MAX ? (int)fit : GEMM_SPLIT_MAX, &cps);
-    const uint8_t *wb = (const uint8_t *)w;
-    const __half *xh = (const __half *)x;
     if (s == 1) return gemm_launch(sh, y, wb, wtype, xh, (int)rows, (int)k, n, 1, cps, stream);
     float *part = (float *)scratch;
     cudaError_t e = gemm_launch(sh, part, wb, wtype, xh, (int)rows, (int)k, n, s, cps, stream);

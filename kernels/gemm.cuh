@@ -14,6 +14,8 @@
  *   v3  (lab: gemm_use_variant(3)) v2's warps and blocks with the weights through shared memory
  *       too: a GEMM3_STAGES ring of (X chunk, weight chunk) stages filled by cp.async, so three
  *       chunks of weights are in flight per block instead of one in registers: see the v3 section.
+ *   v4, v5, v6  (lab / MGI_GEMM; n >= 128 with scratch) the weights dequantised once per call into
+ *       f16 panels by this file's gemm_w, then a plain f16 GEMM per panel: see gemm_panel.cuh.
  *   split-K (small n, where rows/128 x n/64 blocks leave most SMs idle): blockIdx.z takes a
  *       slice of cps chunks and writes its partial tile to its own [n][rows] plane; gemm_sum adds
  *       the planes in slice order, so the result is the same on every run.

@@ -81,9 +81,33 @@ size_t gemm_f16_scratch_bytes(int64_t rows, int64_t k, int n);
 cudaError_t gemm_f16_split(float *y, const void *w, uint32_t wtype, const uint16_t *x, int64_t rows, int64_t k,
                            int n, void *scratch, size_t scratch_bytes, cudaStream_t stream);
 /* Kernel lab: the GEMM kernel every later gemm_f16 / gemm_f16_split / gemm_f16_scratch_bytes call
- * uses, process-wide: 1 (gemm.cuh's v1), 2 (v2, the default) or 3 (v3: weights through shared
- * memory as well). Size scratch after choosing. */
+ * uses, process-wide: 1 (gemm.cuh's v1), 2 (v2, the default), 3 (v3: weights through shared
+ * memory as well), or for n >= 128 in gemm_f16_split the f16-panel path (gemm_panel.cuh): the
+ * weights dequantised once per call into f16 panels of up to 32 MiB in the scratch, then an f16
+ * tensor-core GEMM per panel, 4 (wgmma, sm_90a; v5 on other devices) or 5 (mma.sync); 6 is 4
+ * without its per-chunk proxy fence (lab: gemm_panel.cuh says why). Variants 4 to 6 run v2 for n < 128, in gemm_f16 (no scratch) and when the scratch cannot hold a panel
+ * of 128 rows x 256 weights; less scratch than gemm_f16_scratch_bytes gives smaller panels, the
+ * same results to rounding (each panel's k range adds into Y in order: bit-identical reruns).
+ * Size scratch after choosing. */
 void gemm_use_variant(int v);
+/* The scratch gemm_f16_split needs under variant v (gemm_f16_scratch_bytes is this for the
+ * variant in force): for 4 to 6 at n >= 128 the f16 panel (the whole matrix's f16 size up to
+ * 32 MiB) plus 1 KiB, plus SMs x 128 KiB of split-K room where the matrix is one panel; the same
+ * for every n >= 128. An engine that may switch variants sizes its buffer as the largest value
+ * over its matrices and the variants. */
+size_t gemm_variant_scratch_bytes(int v, int64_t rows, int64_t k, int n);
+/* Kernel lab and tests: caps the f16 panel of variants 4 to 6 at bytes (0: the default 32 MiB;
+ * never above it), to time other panel sizes or force several row and k panels on small
+ * matrices. Process-wide; call gemm_f16_scratch_bytes after it. */
+void gemm_panel_limit(size_t bytes);
+/* Kernel lab and tests: only the dequantisation launches a variant 4-6 gemm_f16_split would make
+ * for this matrix and scratch, no products. The last panel stays at the start of the scratch
+ * (rounded up to 1024 bytes) as [P / 128][pc][128 rows][64] f16, P the panel's rows (a multiple
+ * of 128; rows past the matrix are zeros) and pc its 64-weight chunks: for a matrix that is one
+ * panel, weight (r, j) at ((r / 128) * C + j / 64) * 8192 + (r % 128) * 64 + j % 64, C = k / 64
+ * rounded up. cudaErrorInvalidValue when the scratch cannot hold a panel. */
+cudaError_t gemm_f16_dequant(void *scratch, size_t scratch_bytes, const void *w, uint32_t wtype, int64_t rows,
+                             int64_t k, cudaStream_t stream);
 
 /* ---- small ops ------------------------------------------------------------------------------ */
 /* out[r][:] = in[r][:] / sqrt(mean(in[r]^2) + eps) * weight[:], rows of dim f32 (norm.cu). */

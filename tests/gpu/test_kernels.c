@@ -6,7 +6,8 @@
  * add 1e-5, rope 5e-4 (f32 angles at positions up to 4000), attention 1e-4, paged prompt
  * attention 3e-3 (Q and P in f16), the swiglu-fused matvec 1e-4 (as matvec), the PDL chain
  * (add_rmsnorm > matvec > swiglu matvec > add, shared scratch) 2e-4 of the residual; the split-K
- * gemm as gemm, bit-identical on a rerun and in a graph replay. Matvec v10 (matvec_use_variant(10):
+ * gemm as gemm, bit-identical on a rerun and in a graph replay; the f16-panel GEMMs (variants 5
+ * and 4) as gemm, v4 against v5 1e-4, their dequantised panel 2^-8 of each row's largest |w|. Matvec v10 (matvec_use_variant(10):
  * X rounded to int8 per 32 values) within tests/gpu/mvq.h's budget of that rounding. */
 #include <math.h>
 #include <stdio.h>
@@ -491,11 +492,10 @@ static void test_gemm_split(gen_rng *r, uint32_t t, int64_t rows, int64_t k, con
  * made eagerly on the legacy stream (same slices, same order), which test_gemm_split checks
  * against the CPU. Shared scratch catches a second GEMM writing partials the first one's sum is
  * still reading. */
-static void test_gemm_split_graph(gen_rng *r, uint32_t t) {
+static void test_gemm_split_graph(gen_rng *r, uint32_t t, int n) {
     char name[64];
-    snprintf(name, sizeof name, "gemm_split graph replay v%d %s", g_gemm_variant, quant_type_name(t));
+    snprintf(name, sizeof name, "gemm_split graph replay v%d %s n=%d", g_gemm_variant, quant_type_name(t), n);
     const int64_t ra = 4096, ka = 4096, rb = 1024, kb = 14336;
-    const int n = 64;
     size_t wa_b = quant_row_bytes(t, ka) * (size_t)ra, wb_b = quant_row_bytes(t, kb) * (size_t)rb;
     void *w = malloc(wa_b > wb_b ? wa_b : wb_b);  /* either matrix in GGUF layout */
     void *wa = dev_alloc(matvec_repacked_bytes(t, ra, ka)), *wbr = dev_alloc(matvec_repacked_bytes(t, rb, kb));
@@ -567,6 +567,206 @@ static void test_gemm_split_graph(gen_rng *r, uint32_t t) {
     CUDA_CHECK(cudaFree(sxb)); CUDA_CHECK(cudaFree(dxa)); CUDA_CHECK(cudaFree(dxb)); CUDA_CHECK(cudaFree(ya));
     CUDA_CHECK(cudaFree(yb)); CUDA_CHECK(cudaFree(ea)); CUDA_CHECK(cudaFree(eb));
     free(w); free(xa); free(xb); free(ga); free(gb); free(ha); free(hb);
+}
+
+/* The f16-panel GEMMs (gemm_use_variant 5, 4 and 6, gemm_f16_split with gemm_f16_scratch_bytes of
+ * scratch under the panel limit `limit`: gemm_panel_limit) against the full f64 reference,
+ * test_gemm's budget; a rerun must be bit-identical, and v4 and v6 must agree with v5 within 1e-4
+ * of sum |w x| element by element (all multiply the same f16 values; only the order and rounding
+ * of the f32 sums differ), which tells a wgmma fault from a panel or dequantisation fault. nv: the
+ * first 1 (v5 only) or 3 variants. */
+static void test_gemm_panel(gen_rng *r, uint32_t t, int64_t rows, int64_t k, int n, size_t limit, int nv) {
+    char name[192], err[256];
+    size_t wb = quant_row_bytes(t, k) * (size_t)rows;
+    void *w = malloc(wb);
+    gen_weights(r, t, rows, k, w);
+    uint16_t *xh = malloc(sizeof(uint16_t) * (size_t)n * (size_t)k);
+    for (int64_t i = 0; i < (int64_t)n * k; i++) xh[i] = quant_f32_to_f16((float)gen_uniform(r, -1, 1));
+    double *ref = malloc(sizeof(double) * (size_t)n * (size_t)rows), *mag = malloc(sizeof(double) * (size_t)n * (size_t)rows);
+    float *row = malloc(sizeof(float) * (size_t)k), *xf = malloc(sizeof(float) * (size_t)n * (size_t)k);
+    for (int64_t i = 0; i < (int64_t)n * k; i++) xf[i] = quant_f16_to_f32(xh[i]);
+    for (int64_t i = 0; i < rows; i++) {
+        quant_dequant_row(t, (const uint8_t *)w + i * quant_row_bytes(t, k), row, k, err, sizeof err);
+        for (int c = 0; c < n; c++) {
+            double acc = 0, abs_acc = 0;
+            for (int64_t j = 0; j < k; j++) {
+                double p = (double)row[j] * xf[(int64_t)c * k + j];
+                acc += p;
+                abs_acc += fabs(p);
+            }
+            ref[(int64_t)c * rows + i] = acc;
+            mag[(int64_t)c * rows + i] = abs_acc;
+        }
+    }
+    void *dw = dev_upload(w, wb), *dr = dev_alloc(matvec_repacked_bytes(t, rows, k));
+    CUDA_CHECK(matvec_repack(dr, dw, t, rows, k, 0));
+    CUDA_CHECK(cudaDeviceSynchronize());
+    CUDA_CHECK(cudaFree(dw));
+    void *dx = dev_upload(xh, sizeof(uint16_t) * (size_t)n * (size_t)k);
+    const int64_t total = (int64_t)n * rows;
+    float *dy = dev_poisoned(total);
+    static const int vs[3] = {5, 4, 6};
+    float *y[3] = {malloc(sizeof(float) * (size_t)total), malloc(sizeof(float) * (size_t)total),
+                   malloc(sizeof(float) * (size_t)total)};
+    float *y1 = malloc(sizeof(float) * (size_t)total);
+    int ran[3] = {0, 0, 0};
+    gemm_panel_limit(limit);
+    for (int vi = 0; vi < nv; vi++) {
+        const int v = vs[vi];
+        gemm_use_variant(v);
+        snprintf(name, sizeof name, "gemm panel v%d %s %lldx%lld n=%d, panel limit %zu KiB", v, quant_type_name(t),
+                 (long long)rows, (long long)k, n, limit >> 10);
+        const size_t sb = gemm_f16_scratch_bytes(rows, k, n);
+        void *scr = dev_alloc(sb ? sb : 4);
+        CUDA_CHECK(cudaMemset(dy, 0xff, (size_t)(total + GUARD) * sizeof(float)));
+        cudaError_t e = gemm_f16_split(dy, dr, t, dx, rows, k, n, scr, sb, 0);
+        int guard = e == cudaSuccess && dev_download(y[vi], dy, total);
+        double rel = 0;
+        int64_t unwritten = 0;
+        for (int64_t i = 0; i < total; i++) {
+            unwritten += y[vi][i] != y[vi][i];
+            double d = fabs((double)y[vi][i] - ref[i]) / (mag[i] > 0 ? mag[i] : 1e-30);
+            if (!(d <= rel)) rel = isnan(d) ? INFINITY : d;
+        }
+        int same = 0;
+        if (e == cudaSuccess) {
+            CUDA_CHECK(cudaMemset(dy, 0xff, (size_t)total * sizeof(float)));
+            e = gemm_f16_split(dy, dr, t, dx, rows, k, n, scr, sb, 0);
+            guard = guard && e == cudaSuccess && dev_download(y1, dy, total);
+            same = memcmp(y1, y[vi], sizeof(float) * (size_t)total) == 0;
+        }
+        ran[vi] = e == cudaSuccess && guard;
+        CHECK(e == cudaSuccess && guard && unwritten == 0 && same && rel < 2e-3, name,
+              "%s, guard %s, %lld outputs unwritten, rerun %s, max err %.3g of sum |w x| (budget 2e-3)",
+              cudaGetErrorString(e), guard ? "ok" : "overwritten", (long long)unwritten,
+              same ? "bit-identical" : "DIFFERS", rel);
+        CUDA_CHECK(cudaFree(scr));
+    }
+    for (int vi = 1; vi < nv; vi++) {
+        snprintf(name, sizeof name, "gemm panel v%d == v5 %s %lldx%lld n=%d, panel limit %zu KiB", vs[vi],
+                 quant_type_name(t), (long long)rows, (long long)k, n, limit >> 10);
+        double worst = 0;
+        int64_t at = 0;
+        for (int64_t i = 0; i < total && ran[0] && ran[vi]; i++) {
+            double d = fabs((double)y[0][i] - (double)y[vi][i]) / (mag[i] > 0 ? mag[i] : 1e-30);
+            if (!(d <= worst)) {
+                worst = isnan(d) ? INFINITY : d;
+                at = i;
+            }
+        }
+        CHECK(ran[0] && ran[vi] && worst < 1e-4, name, "worst |v%d - v5| %.3g of sum |w x| at token %lld row %lld "
+              "(budget 1e-4)", vs[vi], worst, (long long)(at / rows), (long long)(at % rows));
+    }
+    gemm_panel_limit(0);
+    gemm_use_variant(2);
+    CUDA_CHECK(cudaFree(dr)); CUDA_CHECK(cudaFree(dx)); CUDA_CHECK(cudaFree(dy));
+    free(w); free(xh); free(ref); free(mag); free(row); free(xf); free(y[0]); free(y[1]); free(y[2]); free(y1);
+}
+
+/* gemm_f16_dequant's f16 panel of a one-panel matrix against quant_dequant_row: the layout
+ * (kernels.h), zero rows past the matrix, and each value within 2^-8 of its row's largest |w|
+ * (one f16 rounding of the scaled code and of the scales; Q4_K's d sc q - dmin m can cancel, so
+ * the bound is on the row, not the value). A wrong layout moves values by about that largest
+ * |w|, so it fails here before any GEMM check does. */
+static void test_gemm_dequant(gen_rng *r, uint32_t t, int64_t rows, int64_t k) {
+    char name[128], err[256];
+    snprintf(name, sizeof name, "gemm panel dequant %s %lldx%lld", quant_type_name(t), (long long)rows, (long long)k);
+    size_t wb = quant_row_bytes(t, k) * (size_t)rows;
+    void *w = malloc(wb);
+    gen_weights(r, t, rows, k, w);
+    void *dw = dev_upload(w, wb), *dr = dev_alloc(matvec_repacked_bytes(t, rows, k));
+    CUDA_CHECK(matvec_repack(dr, dw, t, rows, k, 0));
+    CUDA_CHECK(cudaDeviceSynchronize());
+    CUDA_CHECK(cudaFree(dw));
+    const int64_t C = (k + 63) / 64, R = (rows + 127) / 128 * 128;
+    const size_t pbytes = (size_t)R * (size_t)C * 128, sb = pbytes + 1024;
+    uint8_t *scr = dev_alloc(sb);
+    CUDA_CHECK(cudaMemset(scr, 0xff, sb)); /* NaN halves wherever nothing is written */
+    cudaError_t e = gemm_f16_dequant(scr, sb, dr, t, rows, k, 0);
+    uint16_t *panel = malloc(pbytes);
+    const size_t off = (size_t)((((uintptr_t)scr + 1023) & ~(uintptr_t)1023) - (uintptr_t)scr);
+    CUDA_CHECK(cudaDeviceSynchronize());
+    CUDA_CHECK(cudaMemcpy(panel, scr + off, pbytes, cudaMemcpyDeviceToHost));
+    float *row = malloc(sizeof(float) * (size_t)(C * 64));
+    double worst = 0;
+    int64_t bad_r = -1, bad_j = -1;
+    for (int64_t i = 0; i < R; i++) {
+        double rmax = 0;
+        for (int64_t j = 0; j < C * 64; j++) row[j] = 0;
+        if (i < rows) quant_dequant_row(t, (const uint8_t *)w + i * quant_row_bytes(t, k), row, k, err, sizeof err);
+        for (int64_t j = 0; j < k; j++) if (fabs(row[j]) > rmax) rmax = fabs(row[j]);
+        for (int64_t j = 0; j < C * 64; j++) {
+            const float g = quant_f16_to_f32(panel[((i / 128) * C + j / 64) * 8192 + (i % 128) * 64 + j % 64]);
+            double d = fabs((double)g - row[j]) / (rmax > 0 ? rmax : 1);
+            if (!(d <= worst)) {
+                worst = isnan(d) ? INFINITY : d;
+                bad_r = i;
+                bad_j = j;
+            }
+        }
+    }
+    CHECK(e == cudaSuccess && worst <= 0x1p-8, name, "%s, worst |panel - w| %.3g of the row's max |w| at row %lld "
+          "column %lld (budget 2^-8)", cudaGetErrorString(e), worst, (long long)bad_r, (long long)bad_j);
+    CUDA_CHECK(cudaFree(dr)); CUDA_CHECK(cudaFree(scr));
+    free(w); free(panel); free(row);
+}
+
+/* The f16-panel path (variants 5, 4 and 6, n >= 128), v5 first throughout so that a fault in the
+ * wgmma variants (a sticky CUDA error) leaves v5's results standing: the dequantised panel, v5 on
+ * the 8b shapes through test_gemm_split (its 2-plane scratch gives smaller panels, its empty one
+ * v2) and a graph replay at n = 256, v5 against the full reference with one panel and with small
+ * panel limits that force several row and k panels (partial last ones; 64 KiB: 128 rows x 256
+ * weights), then the same with v4 and v6 compared with v5, then v4 and v6 on the 8b shapes and
+ * on one that takes v4's 256-row blocks (on 132 SMs). */
+static void test_gemm_panels(gen_rng *r) {
+    static const uint32_t types[] = {QUANT_Q4_0, QUANT_Q4_K, QUANT_Q6_K, QUANT_Q8_0};
+    static const int ns[] = {128, 129, 200, 512}, n600[] = {600};
+    for (int i = 0; i < 4; i++) {
+        const int64_t odd_k = types[i] == QUANT_Q4_0 || types[i] == QUANT_Q8_0 ? 2848 : 2816;
+        test_gemm_dequant(r, types[i], 300, odd_k);
+        test_gemm_dequant(r, types[i], 128, 256);
+    }
+    for (int pass = 0; pass < 2; pass++) {
+        const int nv = pass == 0 ? 1 : 3;
+        for (int i = 0; i < 4; i++) {
+            const uint32_t t = types[i];
+            const int64_t odd_k = t == QUANT_Q4_0 || t == QUANT_Q8_0 ? 2848 : 2816;
+            if (pass == 0) {
+                g_gemm_variant = 5;
+                gemm_use_variant(5);
+                test_gemm_split(r, t, 4096, 4096, ns, 4);
+                test_gemm_split(r, t, 14336, 4096, ns, 4);
+                test_gemm_split(r, t, 4096, 14336, ns, 4);
+                test_gemm_split(r, t, 1024, 4096, ns, 4);
+                test_gemm_split(r, t, 37, 2816, ns, 4);
+                test_gemm_split_graph(r, t, 256);
+            }
+            test_gemm_panel(r, t, 37, 512, 128, 0, nv);
+            test_gemm_panel(r, t, 1, 256, 130, 0, nv);
+            test_gemm_panel(r, t, 300, odd_k, 129, 0, nv);
+            test_gemm_panel(r, t, 130, 4096, 600, 0, nv);
+            test_gemm_panel(r, t, 256, 1024, 256, 0, nv); /* split-K: 2 x 2 tiles */
+            test_gemm_panel(r, t, 300, 2816, 129, 64 << 10, nv);
+            test_gemm_panel(r, t, 1000, odd_k, 300, 256 << 10, nv);
+            test_gemm_panel(r, t, 700, 14336, 140, 1 << 20, nv);
+        }
+    }
+    for (int v = 4; v <= 6; v += 2) {
+        g_gemm_variant = v;
+        gemm_use_variant(v);
+        for (int i = 0; i < 4; i++) {
+            test_gemm_split(r, types[i], 4096, 4096, ns, 4);
+            test_gemm_split(r, types[i], 14336, 4096, ns, 4);
+            test_gemm_split(r, types[i], 4096, 14336, ns, 4);
+            test_gemm_split(r, types[i], 1024, 4096, ns, 4);
+            /* one panel of 63 row blocks whose 5 x 32 tiles of 256 rows fill 132 SMs: v4's 256-row
+             * blocks (m64n256k16), the last one half past the panel (zero-filled) */
+            test_gemm_split(r, types[i], 8000, 512, n600, 1);
+            test_gemm_split_graph(r, types[i], 256);
+        }
+    }
+    g_gemm_variant = 2;
+    gemm_use_variant(2);
 }
 
 static void test_embed(gen_rng *r, uint32_t t) {
@@ -977,7 +1177,7 @@ int main(void) {
             test_gemm_split(&r, t, 37, odd_k, GEMM_SPLIT_NS);
             test_gemm_split(&r, t, 200, 14336, split_edge_ns, (int)(sizeof split_edge_ns / sizeof split_edge_ns[0]));
             test_gemm_split(&r, t, 200, 256, split_edge_ns, (int)(sizeof split_edge_ns / sizeof split_edge_ns[0]));
-            test_gemm_split_graph(&r, t);
+            test_gemm_split_graph(&r, t, 64);
         }
     }
     gemm_use_variant(2);
@@ -1005,5 +1205,6 @@ int main(void) {
     test_prefill_attention(&r, 32, 8, 128, 0, 64);
     test_prefill_attention(&r, 16, 2, 64, 0, 130);
     test_prefill_attention(&r, 4, 4, 64, 1000, 33);
+    test_gemm_panels(&r); /* last: a fault in the new wgmma kernels cannot take other checks with it */
     return test_done();
 }

@@ -1,11 +1,18 @@
-/* Kernel lab: prefill / batched-decode GEMM (gemm.cuh) on repacked weights, X f16, gemm v1, v2 and
- * v3 side by side (gemm_use_variant) through gemm_f16_split with full scratch, the engine's path,
- * and v3 in one pass (gemm_f16) where the split cuts K, to tune the split heuristic. Each run is
- * checked on ~64 sampled rows against quant_dequant_row + f64 and timed (median of 10 after an
- * L2 flush) as TFLOP/s = 2 rows k n / time and as weight GB/s (repacked bytes / time, the bound
- * at small n); at n >= 128 next to cuBLAS (GemmEx, f16 in, f32 out and compute) on the same
- * weights dequantised to f16, the yardstick. Usage: gemm */
+/* Kernel lab: prefill / batched-decode GEMM (gemm.cuh, gemm_panel.cuh) on repacked weights, X f16.
+ * First table: the f16-panel path at n = 512 on the 8b shapes, v2 (the default) against v5
+ * (mma.sync), v4 (wgmma) and v6 (v4 without its proxy fence), through gemm_f16_split with full
+ * scratch, the dequantisation phase alone (gemm_f16_dequant: GB/s of repacked bytes read
+ * plus f16 written) and cuBLAS; MiB sets gemm_panel_limit (default 32). Second table (plain
+ * "gemm" only): gemm v1, v2 and v3 side by side (gemm_use_variant) through gemm_f16_split with
+ * full scratch, the engine's path, and v3 in one pass (gemm_f16) where the split cuts K, to tune
+ * the split heuristic. Each run is checked on ~64 sampled rows against quant_dequant_row + f64
+ * and timed (median of 10 after an L2 flush) as TFLOP/s = 2 rows k n / time and as weight GB/s
+ * (repacked bytes / time, the bound at small n); at n >= 128 next to cuBLAS (GemmEx, f16 in, f32
+ * out and compute) on the same weights dequantised to f16, the yardstick. Usage: gemm [panel] [MiB]
+ * [nowgmma] (panel: the first table only; nowgmma: without v4 and v6, should they fault). */
 #include <cstdio>
+#include <cstdlib>
+#include <cstring>
 #include <ctime>
 #include <vector>
 #include "tests/gpu/gen.h"
@@ -13,6 +20,7 @@
 #include "kernels/kernels.h"
 
 static int g_fail = 0;
+static bool g_no_wgmma = false; /* "nowgmma": leave v4 and v6 out */
 
 static void bench(lab &L, cublasHandle_t cb, gen_rng *r, uint32_t t, int64_t rows, int64_t k) {
     static const int ns[] = {16, 64, 128, 512};
@@ -105,21 +113,128 @@ static void bench(lab &L, cublasHandle_t cb, gen_rng *r, uint32_t t, int64_t row
     CUDA_CHECK(cudaFree(dr)); CUDA_CHECK(cudaFree(dx)); CUDA_CHECK(cudaFree(dw16)); CUDA_CHECK(cudaFree(dy));
 }
 
-int main() {
+/* One matrix of the panel table: sampled reference, then v2, v5, v4, the dequantisation alone and
+ * cuBLAS at n tokens. */
+static void bench_panel(lab &L, cublasHandle_t cb, gen_rng *r, uint32_t t, int64_t rows, int64_t k, int n) {
+    char err[256];
+    const size_t wb = quant_row_bytes(t, k) * rows, rb = matvec_repacked_bytes(t, rows, k);
+    std::vector<uint8_t> w(wb);
+    gen_weights(r, t, rows, k, w.data());
+    std::vector<int64_t> rs;
+    for (int64_t i = 0; i < rows; i += (rows / 64) | 1) rs.push_back(i);
+    if (rs.back() != rows - 1) rs.push_back(rows - 1);
+    std::vector<float> dq(rs.size() * k), row(k);
+    for (size_t s = 0; s < rs.size(); s++)
+        quant_dequant_row(t, w.data() + rs[s] * quant_row_bytes(t, k), dq.data() + s * k, k, err, sizeof err);
+    std::vector<uint16_t> w16(rows * k), x((size_t)n * k);
+    for (int64_t i = 0; i < rows; i++) {
+        quant_dequant_row(t, w.data() + i * quant_row_bytes(t, k), row.data(), k, err, sizeof err);
+        for (int64_t j = 0; j < k; j++) w16[i * k + j] = quant_f32_to_f16(row[j]);
+    }
+    for (auto &v : x) v = quant_f32_to_f16((float)gen_uniform(r, -1, 1));
+    void *dw, *dr, *dx, *dw16, *scr = nullptr;
+    float *dy;
+    CUDA_CHECK(cudaMalloc(&dw, wb));
+    CUDA_CHECK(cudaMemcpy(dw, w.data(), wb, cudaMemcpyHostToDevice));
+    CUDA_CHECK(cudaMalloc(&dr, rb));
+    CUDA_CHECK(matvec_repack(dr, dw, t, rows, k, 0));
+    CUDA_CHECK(cudaDeviceSynchronize());
+    CUDA_CHECK(cudaFree(dw));
+    CUDA_CHECK(cudaMalloc(&dw16, w16.size() * 2));
+    CUDA_CHECK(cudaMemcpy(dw16, w16.data(), w16.size() * 2, cudaMemcpyHostToDevice));
+    CUDA_CHECK(cudaMalloc(&dx, x.size() * 2));
+    CUDA_CHECK(cudaMemcpy(dx, x.data(), x.size() * 2, cudaMemcpyHostToDevice));
+    CUDA_CHECK(cudaMalloc(&dy, (size_t)n * rows * 4));
+    size_t sb = 0;
+    for (int v : {2, 4, 5, 6}) sb = std::max(sb, gemm_variant_scratch_bytes(v, rows, k, n));
+    CUDA_CHECK(cudaMalloc(&scr, sb));
+    std::vector<double> ref(rs.size() * n);
+    for (size_t s = 0; s < rs.size(); s++)
+        for (int c = 0; c < n; c++) {
+            double acc = 0;
+            for (int64_t j = 0; j < k; j++) acc += (double)dq[s * k + j] * quant_f16_to_f32(x[(size_t)c * k + j]);
+            ref[s * n + c] = acc;
+        }
+    const double flop = 2.0 * rows * k * n;
+    const float one = 1, zero = 0;
+    double v2_ms = 0;
+    /* m: variant v of gemm_f16_split (v4 and v6 last: a wgmma fault ends the run), 0 the
+     * dequantisation alone, -1 cuBLAS */
+    static const int modes[] = {2, 5, 0, -1, 4, 6};
+    for (int m : modes) {
+        if (m >= 4 && m != 5 && g_no_wgmma) continue;
+        const char *name = m == 2 ? "gemm v2" : m == 5 ? "gemm v5" : m == 4 ? "gemm v4" : m == 6 ? "gemm v6" :
+                           m == 0 ? "dequant" : "cuBLAS f16";
+        if (m > 0) gemm_use_variant(m);
+        auto run = [&] {
+            if (m > 0) CUDA_CHECK(gemm_f16_split(dy, dr, t, (const uint16_t *)dx, rows, k, n, scr, sb, 0));
+            else if (m == 0) CUDA_CHECK(gemm_f16_dequant(scr, sb, dr, t, rows, k, 0));
+            else
+                CUBLAS_CHECK(cublasGemmEx(cb, CUBLAS_OP_T, CUBLAS_OP_N, (int)rows, n, (int)k, &one, dw16, CUDA_R_16F,
+                                          (int)k, dx, CUDA_R_16F, (int)k, &zero, dy, CUDA_R_32F, (int)rows,
+                                          CUBLAS_COMPUTE_32F, CUBLAS_GEMM_DEFAULT));
+        };
+        double rel = 0;
+        bool ok = true;
+        if (m != 0) {
+            CUDA_CHECK(cudaMemset(dy, 0xff, (size_t)n * rows * 4));
+            run();
+            CUDA_CHECK(cudaDeviceSynchronize());
+            std::vector<float> y((size_t)n * rows), got(rs.size() * n);
+            CUDA_CHECK(cudaMemcpy(y.data(), dy, y.size() * 4, cudaMemcpyDeviceToHost));
+            for (size_t s = 0; s < rs.size(); s++)
+                for (int c = 0; c < n; c++) got[s * n + c] = y[(size_t)c * rows + rs[s]];
+            rel = gen_rel_err(got.data(), ref.data(), (int64_t)got.size());
+            ok = rel < 2e-3;
+            if (!ok && m > 0) g_fail++;
+        }
+        const double ms = L.time_ms(run, 10);
+        if (m == 2) v2_ms = ms;
+        char speed[32] = "", perf[32];
+        if (m != 2) snprintf(speed, sizeof speed, "%.2fx", v2_ms / ms);
+        if (m == 0) /* repacked bytes read + f16 bytes written, per second */
+            snprintf(perf, sizeof perf, "%.0f GB/s", (rb + 2.0 * rows * k) / (ms * 1e-3) / 1e9);
+        else snprintf(perf, sizeof perf, "%.1f", flop / (ms * 1e-3) / 1e12);
+        printf("| %-4s | %5lldx%-5lld | %3d | %-10s | %8.1f | %10s | %5s | %s |\n", quant_type_name(t), (long long)rows,
+               (long long)k, n, name, ms * 1e3, perf, speed, m == 0 ? "-" : ok ? "ok" : "FAIL");
+        fflush(stdout);
+    }
+    gemm_use_variant(2);
+    CUDA_CHECK(cudaFree(scr));
+    CUDA_CHECK(cudaFree(dr)); CUDA_CHECK(cudaFree(dx)); CUDA_CHECK(cudaFree(dw16)); CUDA_CHECK(cudaFree(dy));
+}
+
+int main(int argc, char **argv) {
     int ndev = 0;
     if (cudaGetDeviceCount(&ndev) != cudaSuccess || ndev == 0) {
         printf("SKIP kbench gemm: no CUDA device\n");
         return 0;
     }
+    bool panel_only = false;
+    for (int i = 1; i < argc; i++) {
+        if (!strcmp(argv[i], "panel")) panel_only = true;
+        else if (!strcmp(argv[i], "nowgmma")) g_no_wgmma = true;
+        else if (atoi(argv[i]) > 0) gemm_panel_limit((size_t)atoi(argv[i]) << 20);
+        else {
+            fprintf(stderr, "usage: gemm [panel] [MiB] [nowgmma]\n");
+            return 1;
+        }
+    }
     lab L;
     cublasHandle_t cb;
     CUBLAS_CHECK(cublasCreate(&cb));
-    printf("| type | rows x k | n | kernel | slices | us | weight GB/s | TFLOP/s | vs v2 | rel err |\n"
-           "|---|---|---|---|---|---|---|---|---|---|\n");
     gen_rng r = {0x777ull ^ (uint64_t)time(NULL)};
-    static const int64_t shapes[][2] = {{4096, 4096}, {6144, 4096}, {28672, 4096}, {4096, 14336}, {32000, 4096}};
-    for (uint32_t t : {QUANT_Q4_0, QUANT_Q4_K, QUANT_Q6_K})
-        for (const auto &s : shapes) bench(L, cb, &r, t, s[0], s[1]);
+    printf("| type | rows x k | n | kernel | us | TFLOP/s | vs v2 | check |\n|---|---|---|---|---|---|---|---|\n");
+    static const int64_t panel_shapes[][2] = {{4096, 4096}, {14336, 4096}, {4096, 14336}, {1024, 4096}};
+    for (uint32_t t : {QUANT_Q4_0, QUANT_Q4_K, QUANT_Q6_K, QUANT_Q8_0})
+        for (const auto &s : panel_shapes) bench_panel(L, cb, &r, t, s[0], s[1], 512);
+    if (!panel_only) {
+        printf("\n| type | rows x k | n | kernel | slices | us | weight GB/s | TFLOP/s | vs v2 | rel err |\n"
+               "|---|---|---|---|---|---|---|---|---|---|\n");
+        static const int64_t shapes[][2] = {{4096, 4096}, {6144, 4096}, {28672, 4096}, {4096, 14336}, {32000, 4096}};
+        for (uint32_t t : {QUANT_Q4_0, QUANT_Q4_K, QUANT_Q6_K})
+            for (const auto &s : shapes) bench(L, cb, &r, t, s[0], s[1]);
+    }
     CUBLAS_CHECK(cublasDestroy(cb));
     printf("%s kbench gemm: %d check failures\n", g_fail ? "FAIL" : "PASS", g_fail);
     return g_fail ? 1 : 0;
