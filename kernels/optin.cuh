@@ -1,7 +1,8 @@
 /* Shared-memory opt-in: a kernel whose blocks use more than 48 KB of dynamic shared memory must be
  * allowed to, per kernel and device. smem_optin<K>() grants kernel K the device's whole opt-in
- * limit once per device (later calls only check a flag), so launchers can call it on every launch;
- * it is not a stream operation, so it is also fine during a graph capture. */
+ * limit (less its static shared memory) once per device (later calls only check a flag), so
+ * launchers can call it on every launch; it is not a stream operation, so it is also fine during
+ * a graph capture. */
 #ifndef MGI_KERNELS_OPTIN_CUH
 #define MGI_KERNELS_OPTIN_CUH
 
@@ -15,7 +16,12 @@ static inline cudaError_t smem_optin() {
     if (e != cudaSuccess) return e;
     if (dev >= 0 && dev < 64 && done[dev]) return cudaSuccess;
     e = cudaDeviceGetAttribute(&max, cudaDevAttrMaxSharedMemoryPerBlockOptin, dev);
-    if (e == cudaSuccess) e = cudaFuncSetAttribute(K, cudaFuncAttributeMaxDynamicSharedMemorySize, max);
+    /* the limit covers static and dynamic shared memory together: asking for the whole of it
+     * for a kernel with static __shared__ arrays is an invalid argument */
+    cudaFuncAttributes fa;
+    if (e == cudaSuccess) e = cudaFuncGetAttributes(&fa, K);
+    if (e == cudaSuccess)
+        e = cudaFuncSetAttribute(K, cudaFuncAttributeMaxDynamicSharedMemorySize, max - (int)fa.sharedSizeBytes);
     if (e == cudaSuccess && dev >= 0 && dev < 64) done[dev] = true;
     return e;
 }

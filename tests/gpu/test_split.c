@@ -18,7 +18,7 @@ static int n_dev;
 typedef struct {
     const char *name;
     int mode, ngl, mg, need;  /* need: devices the case needs; ngl 0: all layers */
-    float ts[2];
+    float ts[4];              /* -ts shares, as many as need; all 0: no -ts */
 } split_case;
 
 static const split_case cases[] = {
@@ -30,6 +30,10 @@ static const split_case cases[] = {
     {"-sm row -ts 3,1", ENGINE_SPLIT_ROW, 0, 0, 2, {3, 1}},
     {"-sm layer + -ngl partial", ENGINE_SPLIT_LAYER, -2, 0, 2, {0, 0}},
     {"-sm row + -ngl partial", ENGINE_SPLIT_ROW, -2, 0, 2, {0, 0}},
+    /* Four devices (the scaling machine): uneven shares, the main GPU last. */
+    {"-sm layer -ts 1,2,3,2", ENGINE_SPLIT_LAYER, 0, 0, 4, {1, 2, 3, 2}},
+    {"-sm row -ts 1,1,1,1 -mg 3", ENGINE_SPLIT_ROW, 0, 3, 4, {1, 1, 1, 1}},
+    {"-sm row -ts 2,1,1,0 (3 of 4 devices)", ENGINE_SPLIT_ROW, 0, 0, 4, {2, 1, 1, 0}},
 };
 enum { N_CASES = sizeof cases / sizeof cases[0] };
 
@@ -47,10 +51,15 @@ static engine_params case_params(const split_case *c, int32_t n_layer) {
     ep.split.split_mode = c->mode;
     ep.split.main_gpu = c->mg;
     ep.split.n_gpu_layers = c->ngl == -2 ? n_layer / 2 : -1;
+    /* A case runs on exactly the devices it needs (0..need-1), so the two-device cases test the
+     * same split on a machine with more. */
+    if (c->need > 1) {
+        ep.split.n_devices = c->need;
+        for (int i = 0; i < c->need; i++) ep.split.devices[i] = i;
+    }
     if (c->ts[0] > 0) {
-        ep.split.n_tensor_split = 2;
-        ep.split.tensor_split[0] = c->ts[0];
-        ep.split.tensor_split[1] = c->ts[1];
+        ep.split.n_tensor_split = c->need;
+        for (int i = 0; i < c->need; i++) ep.split.tensor_split[i] = c->ts[i];
     }
     return ep;
 }
@@ -90,7 +99,15 @@ static void test_greedy(const char *model, const char *label) {
             continue;
         }
         engine_params ep = case_params(&cases[c], n_layer);
-        if (!CHECK(!greedy_run(model, ep, prompt, 8, N, got, be, err, sizeof err), name, "%s", err)) continue;
+        if (greedy_run(model, ep, prompt, 8, N, got, be, err, sizeof err)) {
+            /* A model whose KV heads cannot be cut into this many whole-block groups is refused by
+             * the plan with its reason: that is the documented behaviour, not a failure. */
+            if (cases[c].mode == ENGINE_SPLIT_ROW && !strncmp(err, "-sm row: ", 9) && strstr(err, "groups of"))
+                SKIP(name, err);
+            else
+                CHECK(0, name, "%s", err);
+            continue;
+        }
         int same = 0;
         while (same < N && got[same] == ref[same]) same++;
         printf("# %s: backend %s\n", name, be);
