@@ -18,11 +18,15 @@
  * KV layout per part: per layer held, K and V f16 [n_cells][kv_dim] with kv_dim the part's KV
  * heads x head_dim (a cell's row contiguous), cell c = page * ENGINE_KV_PAGE + offset.
  *
- * A layer is ten launches: Q/K/V as one stacked matvec (when the three share a type), RoPE with
- * the K/V store, paged attention (split and merge), the output matvec, residual add + FFN norm,
- * gate/up stacked, SwiGLU, down, residual add + the next layer's attention norm. The kernels of
- * a decode step overlap their launch and first weight loads with the previous kernel's tail
- * (programmatic dependent launch, kernels/pdl.cuh).
+ * A layer is nine launches: Q/K/V as one stacked matvec (when the three share a type), RoPE with
+ * the K/V store, paged attention, the output matvec, residual add + FFN norm, gate/up stacked,
+ * SwiGLU, down, residual add + the next layer's attention norm. Passes of up to FUSE_MAX_N tokens
+ * on one device or a layer split take six where the matvecs allow (MGI_FUSE, fuse_mode; the plan
+ * per layer and token count: plan_fusions): each RMSNorm inside the matvec that reads it, the
+ * residual adds as the wo and down matvecs' `y +=`, SwiGLU while the down matvec stages its input;
+ * after a fused layer x holds the whole residual and xn is only scratch. The kernels of a decode
+ * step overlap their launch and first weight loads with the previous kernel's tail (programmatic
+ * dependent launch, kernels/pdl.cuh).
  *
  * Per pass, everything that changes (token ids, positions, sequence indices, cells, the rows
  * that want logits, the page tables) goes to each part in one copy of one int32 buffer laid out
@@ -63,7 +67,15 @@ enum {
                             micro-batches of at least this many (fewer: the GEMMs get too thin) */
     NCCL_TIMEOUT_S = 120, /* a pass that has not finished by then is a dead peer: abort, never hang
                              (MGI_NCCL_TIMEOUT overrides it: nccl_timeout_s) */
+    FUSE_MAX_N = 4,      /* passes of up to this many tokens take the fused layer (kernels.h's
+                            matvec_f32_norm etc.: v10's range) */
 };
+
+/* MGI_FUSE values (fuse_mode). */
+enum { FUSE_OFF = 0, FUSE_ALL = 1, FUSE_NO_SWIGLU = 2 };
+/* A layer's fusion plan for one token count (plan_fusions): which products take the fused
+ * matvecs (QKV and gate/up: every matrix of the group), and whether the layer runs fused. */
+enum { FZ_QKV = 1, FZ_WO = 2, FZ_GU = 4, FZ_DOWN = 8, FZ_LAYER = 16 };
 
 /* A part of one matrix of the file: rows [r0, r1) and columns [c0, c1) (c0, c1 on block bounds). */
 typedef struct {
@@ -96,6 +108,7 @@ typedef struct {
     wgroup qkv, gu;
     dweight wo, down;
     float *attn_norm, *ffn_norm;
+    uint8_t fz[FUSE_MAX_N + 1]; /* FZ_* by token count */
 } dlayer;
 
 typedef struct forward_cuda forward_cuda;
@@ -128,6 +141,7 @@ typedef struct {
     void *tok_embd;     /* GGUF layout, for embed */
     dlayer *layers;     /* [l1 - l0] */
     dweight output;
+    uint8_t head_fz[FUSE_MAX_N + 1]; /* by token count: the head's matvec takes the output norm */
     dweight **ws;       /* every matvec weight, in upload order */
     int n_w;
     float *output_norm;
@@ -176,6 +190,7 @@ struct forward_cuda {
     int broken;         /* an NCCL failure or timeout: the communicators are gone */
     int timeout_s;      /* nccl_timeout_s(), read once at create */
     int fault_stall;    /* fault_peer_stall(), read once at create */
+    int fuse;           /* fuse_mode(), read once at create */
     int prof;           /* collecting split statistics */
     double prof_wall_ms;
 };
@@ -564,6 +579,55 @@ static int group_mm(part *p, const wgroup *g, const float *x, float *buf, int t0
     return 0;
 }
 
+/* Whether a pass of n tokens may take fused layers: one device or a layer split (a row split's
+ * wo and down products are partial sums, added by the all-reduce before the norm), at most
+ * FUSE_MAX_N tokens. */
+static int fuse_on(const forward_cuda *f, int n) {
+    return f->fuse != FUSE_OFF && f->split != ENGINE_SPLIT_ROW && n <= FUSE_MAX_N;
+}
+
+/* The FZ_* plan of layer l for a pass of n tokens (0: the unfused layer). */
+static int layer_fz(const part *p, int32_t l, int n) {
+    return fuse_on(p->f, n) && (p->layers[l - p->l0].fz[n] & FZ_LAYER) ? p->layers[l - p->l0].fz[n] : 0;
+}
+
+/* The group's products of rmsnorm(x) * nw for tokens [t0, t0 + nt) (x at token t0): the norm
+ * inside each matvec when all of them take it (fused), else one rmsnorm into xn and the plain
+ * products. */
+static int group_mm_norm(part *p, const wgroup *g, const float *x, const float *nw, float *buf, int t0, int nt,
+                         int fused, char *err, size_t err_size) {
+    const llama_hparams *hp = &p->f->m->hp;
+    int E = hp->n_embd;
+    if (!fused) {
+        float *xn = p->xn + (int64_t)t0 * E;
+        DEV_TRY(rmsnorm(xn, x, nw, nt, E, hp->rms_eps, p->st));
+        return group_mm(p, g, xn, buf, t0, nt, err, err_size);
+    }
+    for (int i = 0; i < g->n_m; i++) {
+        const dweight *w = &g->m[i];
+        float *y;
+        int64_t stride;
+        group_view(g, buf, p->f->n_batch, i, &y, &stride);
+        DEV_TRY(matvec_f32_norm(y + (int64_t)t0 * stride, w->w, w->type, x, nw, hp->rms_eps, w->rows, w->k, nt,
+                                p->st));
+    }
+    return 0;
+}
+
+/* y += W . x for n tokens (y: the residual at token t0): fused into the matvec, or the product
+ * into xn and an add. */
+static int mm_acc(part *p, const dweight *w, const float *x, float *y, int t0, int n, int fused, char *err,
+                  size_t err_size) {
+    if (fused) {
+        DEV_TRY(matvec_f32_acc(y, w->w, w->type, x, w->rows, w->k, n, p->st));
+        return 0;
+    }
+    float *xn = p->xn + (int64_t)t0 * p->f->m->hp.n_embd;
+    if (mm(p, w, x, xn, n, err, err_size)) return -1;
+    DEV_TRY(add(y, y, xn, (int64_t)n * w->rows, p->st));
+    return 0;
+}
+
 /* Tokens [t0, t0 + nt) of an n-token pass whose metadata is in the part's d_meta. */
 typedef struct {
     int n, t0, nt;
@@ -580,8 +644,9 @@ static int att_splits(const forward_cuda *f, const part *p, int n_tok) {
 }
 
 /* Attention half of layer l: xn (normed) -> QKV, RoPE + K/V store, attention, output matvec
- * into xn (a partial sum in row mode). */
-static int attn_half(part *p, int32_t l, span s, char *err, size_t err_size) {
+ * into xn (a partial sum in row mode). With fz (a fused layer's plan): x -> QKV with the attention
+ * norm inside (or before it), and the output matvec added to x. */
+static int attn_half(part *p, int32_t l, span s, int fz, char *err, size_t err_size) {
     forward_cuda *f = p->f;
     const llama_hparams *hp = &f->m->hp;
     const dlayer *L = &p->layers[l - p->l0];
@@ -592,7 +657,10 @@ static int attn_half(part *p, int32_t l, span s, char *err, size_t err_size) {
     float scale = 1.0f / sqrtf((float)hd);
     float *pq, *pk, *pv;
     int64_t sq, sk, sv;
-    if (group_mm(p, &L->qkv, p->xn + (int64_t)t0 * E, p->qkv, t0, nt, err, err_size)) return -1;
+    float *x = p->x + (int64_t)t0 * E, *xn = p->xn + (int64_t)t0 * E;
+    if (fz ? group_mm_norm(p, &L->qkv, x, L->attn_norm, p->qkv, t0, nt, fz & FZ_QKV, err, err_size)
+           : group_mm(p, &L->qkv, xn, p->qkv, t0, nt, err, err_size))
+        return -1;
     group_view(&L->qkv, p->qkv, f->n_batch, 0, &pq, &sq);
     group_view(&L->qkv, p->qkv, f->n_batch, 1, &pk, &sk);
     group_view(&L->qkv, p->qkv, f->n_batch, 2, &pv, &sv);
@@ -612,36 +680,49 @@ static int attn_half(part *p, int32_t l, span s, char *err, size_t err_size) {
                                     p->st));
         }
     }
-    return mm(p, &L->wo, att, p->xn + (int64_t)t0 * E, nt, err, err_size);
+    return fz ? mm_acc(p, &L->wo, att, x, t0, nt, fz & FZ_WO, err, err_size) : mm(p, &L->wo, att, xn, nt, err, err_size);
 }
 
-/* FFN half of layer l: xn (normed) -> gate/up, SwiGLU, down into xn (a partial sum in row mode). */
-static int ffn_half(part *p, int32_t l, span s, char *err, size_t err_size) {
+/* FFN half of layer l: xn (normed) -> gate/up, SwiGLU, down into xn (a partial sum in row mode).
+ * With fz: x -> gate/up with the FFN norm inside (or before it), and down added to x, SwiGLU
+ * inside it (MGI_FUSE=1) or apart. */
+static int ffn_half(part *p, int32_t l, span s, int fz, char *err, size_t err_size) {
     forward_cuda *f = p->f;
     const dlayer *L = &p->layers[l - p->l0];
     int E = f->m->hp.n_embd, t0 = s.t0, nt = s.nt;
     float *pg, *pu;
     int64_t sg, su;
-    if (group_mm(p, &L->gu, p->xn + (int64_t)t0 * E, p->gu, t0, nt, err, err_size)) return -1;
+    float *x = p->x + (int64_t)t0 * E, *xn = p->xn + (int64_t)t0 * E;
+    if (fz ? group_mm_norm(p, &L->gu, x, L->ffn_norm, p->gu, t0, nt, fz & FZ_GU, err, err_size)
+           : group_mm(p, &L->gu, xn, p->gu, t0, nt, err, err_size))
+        return -1;
     group_view(&L->gu, p->gu, f->n_batch, 0, &pg, &sg);
     group_view(&L->gu, p->gu, f->n_batch, 1, &pu, &su);
-    /* SwiGLU apart: folding it into the down matvec's input staging (matvec_f32_swiglu) measured
-     * slower in the decode step (kernel lab, PERF-LOG run 8). */
+    /* Unfused, SwiGLU stays apart: folding it into v6's input staging (matvec_f32_swiglu) measured
+     * slower in the decode step (kernel lab, PERF-LOG run 8); v10's fused layer folds it unless
+     * MGI_FUSE=2. */
+    const dweight *dn = &L->down;
+    if ((fz & FZ_DOWN) && f->fuse == FUSE_ALL) {
+        DEV_TRY(matvec_f32_swiglu_acc(x, dn->w, dn->type, pg + t0 * sg, sg, pu + t0 * su, su, dn->rows, dn->k, nt,
+                                      p->st));
+        return 0;
+    }
     float *ff = p->ff + (int64_t)t0 * p->n_ff;
     DEV_TRY(paged_swiglu(ff, pg + t0 * sg, sg, pu + t0 * su, su, nt, p->n_ff, p->st));
-    return mm(p, &L->down, ff, p->xn + (int64_t)t0 * E, nt, err, err_size);
+    return fz ? mm_acc(p, dn, ff, x, t0, nt, fz & FZ_DOWN, err, err_size) : mm(p, dn, ff, xn, nt, err, err_size);
 }
 
 /* The start of the part's first layer: embed (when the pass starts at layer 0 and the part holds
- * the table) and the attention norm; x already holds the hidden state otherwise. */
-static int part_enter(part *p, span s, char *err, size_t err_size) {
+ * the table) and, with norm (the first layer is not fused), the attention norm; x already holds
+ * the hidden state otherwise. */
+static int part_enter(part *p, span s, int norm, char *err, size_t err_size) {
     const llama_model *m = p->f->m;
     const llama_hparams *hp = &m->hp;
     int E = hp->n_embd;
     float *x = p->x + (int64_t)s.t0 * E, *xn = p->xn + (int64_t)s.t0 * E;
     if (p->embeds)
         DEV_TRY(embed(x, p->tok_embd, m->tok_embd.type, p->d_meta + s.t0, s.nt, m->tok_embd.n_rows, E, p->st));
-    DEV_TRY(rmsnorm(xn, x, p->layers[0].attn_norm, s.nt, E, hp->rms_eps, p->st));
+    if (norm) DEV_TRY(rmsnorm(xn, x, p->layers[0].attn_norm, s.nt, E, hp->rms_eps, p->st));
     return 0;
 }
 
@@ -656,14 +737,25 @@ static int part_add(part *p, span s, const float *w, char *err, size_t err_size)
 }
 
 /* Logits rows r0..r0+nr of the pass (tokens listed at d_meta's out section) into h_logits, or
- * when greedy only each row's argmax into h_ids (the head part). */
-static int run_head(part *p, int n, int r0, int nr, int greedy, char *err, size_t err_size) {
+ * when greedy only each row's argmax into h_ids (the head part). identity: every token is an
+ * output row, in order (a decode step), so a fused head reads x in place. */
+static int run_head(part *p, int n, int r0, int nr, int greedy, int identity, char *err, size_t err_size) {
     forward_cuda *f = p->f;
     const llama_hparams *hp = &f->m->hp;
     const int32_t *d_out = p->d_meta + 4 * n;
-    DEV_TRY(paged_gather_rows(p->xn, p->x, d_out + r0, nr, hp->n_embd, p->st));
-    DEV_TRY(rmsnorm(p->xn, p->xn, p->output_norm, nr, hp->n_embd, hp->rms_eps, p->st));
-    if (mm(p, &p->output, p->xn, p->logits, nr, err, err_size)) return -1;
+    const dweight *o = &p->output;
+    if (fuse_on(f, nr) && p->head_fz[nr]) { /* the output norm inside the head's matvec */
+        const float *x = p->x;
+        if (!identity || r0 != 0 || nr != n) {
+            DEV_TRY(paged_gather_rows(p->xn, p->x, d_out + r0, nr, hp->n_embd, p->st));
+            x = p->xn;
+        }
+        DEV_TRY(matvec_f32_norm(p->logits, o->w, o->type, x, p->output_norm, hp->rms_eps, o->rows, o->k, nr, p->st));
+    } else {
+        DEV_TRY(paged_gather_rows(p->xn, p->x, d_out + r0, nr, hp->n_embd, p->st));
+        DEV_TRY(rmsnorm(p->xn, p->xn, p->output_norm, nr, hp->n_embd, hp->rms_eps, p->st));
+        if (mm(p, o, p->xn, p->logits, nr, err, err_size)) return -1;
+    }
     if (greedy) {
         DEV_TRY(argmax(p->d_ids, p->logits, nr, hp->n_vocab, p->st));
         DEV_TRY(cudaMemcpyAsync(f->h_ids, p->d_ids, (size_t)nr * sizeof(int32_t), cudaMemcpyDeviceToHost, p->st));
@@ -688,30 +780,41 @@ static int run_segment(part *p, int seg, span s, int head, char *err, size_t err
     forward_cuda *f = p->f;
     int last = seg == n_segments(f) - 1;
     if (f->split != ENGINE_SPLIT_ROW) {
-        if (part_enter(p, s, err, err_size)) return -1;
+        /* An unfused layer starts from xn = its attention norm of x, which its predecessor's
+         * last add computes unless that one is fused (it leaves x whole and xn as scratch). */
+        if (part_enter(p, s, !layer_fz(p, p->l0, s.nt), err, err_size)) return -1;
         for (int32_t l = p->l0; l < p->l1; l++) {
-            if (attn_half(p, l, s, err, err_size) ||
+            const int fz = layer_fz(p, l, s.nt);
+            if (fz) {
+                if (attn_half(p, l, s, fz, err, err_size) || ffn_half(p, l, s, fz, err, err_size)) return -1;
+                continue;
+            }
+            if (l > p->l0 && layer_fz(p, l - 1, s.nt))
+                DEV_TRY(rmsnorm(p->xn + (int64_t)s.t0 * f->m->hp.n_embd, p->x + (int64_t)s.t0 * f->m->hp.n_embd,
+                                p->layers[l - p->l0].attn_norm, s.nt, f->m->hp.n_embd, f->m->hp.rms_eps, p->st));
+            const int norm_next = l + 1 < p->l1 && !layer_fz(p, l + 1, s.nt);
+            if (attn_half(p, l, s, 0, err, err_size) ||
                 part_add(p, s, p->layers[l - p->l0].ffn_norm, err, err_size) ||
-                ffn_half(p, l, s, err, err_size) ||
-                part_add(p, s, l + 1 < p->l1 ? p->layers[l + 1 - p->l0].attn_norm : NULL, err, err_size))
+                ffn_half(p, l, s, 0, err, err_size) ||
+                part_add(p, s, norm_next ? p->layers[l + 1 - p->l0].attn_norm : NULL, err, err_size))
                 return -1;
         }
     } else if (seg == 0) {
-        if (part_enter(p, s, err, err_size) || attn_half(p, f->l0, s, err, err_size)) return -1;
+        if (part_enter(p, s, 1, err, err_size) || attn_half(p, f->l0, s, 0, err, err_size)) return -1;
     } else {
         int32_t l = f->l0 + (seg - 1) / 2;
         if (seg % 2) {
-            if (part_add(p, s, p->layers[l - p->l0].ffn_norm, err, err_size) || ffn_half(p, l, s, err, err_size))
+            if (part_add(p, s, p->layers[l - p->l0].ffn_norm, err, err_size) || ffn_half(p, l, s, 0, err, err_size))
                 return -1;
         } else if (l + 1 < f->l1) {
             if (part_add(p, s, p->layers[l + 1 - p->l0].attn_norm, err, err_size) ||
-                attn_half(p, l + 1, s, err, err_size))
+                attn_half(p, l + 1, s, 0, err, err_size))
                 return -1;
         } else if (part_add(p, s, NULL, err, err_size)) {
             return -1;
         }
     }
-    if (last && head >= 0 && p->head) return run_head(p, s.n, 0, s.n, head, err, err_size);
+    if (last && head >= 0 && p->head) return run_head(p, s.n, 0, s.n, head, 1, err, err_size);
     return 0;
 }
 
@@ -788,6 +891,16 @@ static void gemm_variant_from_env(void) {
 static int fault_peer_stall(void) {
     const char *e = getenv("MGI_FAULT");
     return e && !strcmp(e, "nccl-peer-stall");
+}
+
+/* MGI_FUSE: 0 the unfused nine-launch layer everywhere, 2 the fused layer with SwiGLU as its own
+ * kernel (the down matvec then adds plain X), anything else (1, the default) the whole fused layer;
+ * for A/B runs on the device. */
+static int fuse_mode(void) {
+    const char *e = getenv("MGI_FUSE");
+    if (e && !strcmp(e, "0")) return FUSE_OFF;
+    if (e && !strcmp(e, "2")) return FUSE_NO_SWIGLU;
+    return FUSE_ALL;
 }
 
 /* Every part's xn summed over the parts, in place (row split). */
@@ -1028,7 +1141,7 @@ static int fwd_pass(void *self, const engine_fwd_batch *b, float *logits, int32_
     DEV_TRY(cudaSetDevice(hpart->dev));
     for (int r0 = 0; r0 < n_out; r0 += OUT_CHUNK) {
         int nr = n_out - r0 < OUT_CHUNK ? n_out - r0 : OUT_CHUNK;
-        if (run_head(hpart, n, r0, nr, greedy, err, err_size) || wait_all(f, err, err_size)) return -1;
+        if (run_head(hpart, n, r0, nr, greedy, 0, err, err_size) || wait_all(f, err, err_size)) return -1;
         if (greedy) memcpy(ids + r0, f->h_ids, (size_t)nr * sizeof(int32_t));
         else memcpy(logits + (size_t)r0 * n_vocab, f->h_logits, (size_t)nr * (size_t)n_vocab * sizeof(float));
     }
@@ -1148,6 +1261,35 @@ static int kv_get(void *self, int32_t layer, const int32_t *cells, int32_t n, fl
 static int kv_set(void *self, int32_t layer, const int32_t *cells, int32_t n, const float *k, const float *v,
                   char *err, size_t err_size) {
     return kv_io(self, layer, cells, n, NULL, NULL, k, v, err, err_size);
+}
+
+/* Whether the fused matvecs take w for n tokens (kernels.h: matvec_fused_supported). */
+static int fused_ok(const dweight *w, int n) {
+    return !w->plain && matvec_fused_supported(w->type, w->rows, w->k, n);
+}
+
+/* The fusion plan of a part, on its device after load (the fused matvecs depend on its shared
+ * memory): per layer and token count which products take a fused matvec, and whether the layer
+ * runs fused. All fused, a layer is 3 launches fewer than unfused (with SwiGLU apart, 2 fewer);
+ * each product that falls back costs one back (the norm or the add on its own; down with SwiGLU
+ * folded two), so the layer runs fused while that leaves it no longer than the unfused one (as
+ * long: no norm launch between it and fused neighbours). A model no fused matvec takes keeps the
+ * unfused layers. */
+static void plan_fusions(part *p) {
+    forward_cuda *f = p->f;
+    for (int n = 1; n <= FUSE_MAX_N; n++) {
+        p->head_fz[n] = f->fuse != FUSE_OFF && p->head && fused_ok(&p->output, n);
+        for (int32_t l = 0; l < p->l1 - p->l0; l++) {
+            dlayer *L = &p->layers[l];
+            int qkv = 1, gu = 1;
+            for (int i = 0; i < L->qkv.n_m; i++) qkv &= fused_ok(&L->qkv.m[i], n);
+            for (int i = 0; i < L->gu.n_m; i++) gu &= fused_ok(&L->gu.m[i], n);
+            int wo = fused_ok(&L->wo, n), down = fused_ok(&L->down, n);
+            int all = f->fuse == FUSE_ALL, extra = !qkv + !wo + !gu + (all ? 2 : 1) * !down;
+            L->fz[n] = (uint8_t)((qkv ? FZ_QKV : 0) | (wo ? FZ_WO : 0) | (gu ? FZ_GU : 0) | (down ? FZ_DOWN : 0) |
+                                 (f->fuse != FUSE_OFF && extra <= (all ? 3 : 2) ? FZ_LAYER : 0));
+        }
+    }
 }
 
 /* --- creation ------------------------------------------------------------------------------------ */
@@ -1391,6 +1533,7 @@ static void *cuda_create(const llama_model *m, const engine_plan *plan, int32_t 
     f->timeout_s = nccl_timeout_s();
     gemm_variant_from_env();
     f->fault_stall = fault_peer_stall();
+    f->fuse = fuse_mode();
     /* The engine's pool holds at least one cell per position of each of its sequences, so no
      * pass has more sequences than n_cells / max_pos (nor more than tokens). */
     f->max_seqs = n_cells / max_pos < f->n_batch ? n_cells / max_pos : f->n_batch;
@@ -1456,6 +1599,10 @@ static void *cuda_create(const llama_model *m, const engine_plan *plan, int32_t 
         }
     }
     if (setup_rc) goto fail;
+    for (int i = 0; i < f->n_part; i++) {
+        cudaSetDevice(f->p[i].dev);
+        plan_fusions(&f->p[i]);
+    }
     {
         part *hpart = &f->p[f->main];
         size_t meta_words = 5 * (size_t)f->n_batch + (size_t)f->max_seqs * (size_t)f->max_pages;

@@ -58,6 +58,24 @@ cudaError_t matvec_f16(float *y, const void *w, uint32_t wtype, const uint16_t *
 cudaError_t matvec_f32_swiglu(float *y, const void *w, uint32_t wtype, const float *g, int64_t sg,
                               const float *u, int64_t su, int64_t rows, int64_t k, int n,
                               cudaStream_t stream);
+/* Decode fusions, one launch each where the decode step had two or three (v10 only, so X is
+ * rounded to int8 per 32 values as v10 rounds it; same budget):
+ *   matvec_f32_norm: Y = W . rmsnorm(X) with rmsnorm as kernels.h's (X[t] / sqrt(mean(X[t]^2) +
+ *     eps) * g, g [k]); every block sums X^2 itself while staging X * g and scales its outputs by
+ *     1 / rms, so no normed copy of X is written. x and g 16-byte aligned.
+ *   matvec_f32_acc: Y += W . X (the residual add of kernels.h's add, fused).
+ *   matvec_f32_swiglu_acc: Y += W . (silu(g) * u), matvec_f32_swiglu's X (same strides).
+ * Y must not overlap X (or g, u). matvec_fused_supported says whether they take a case: the
+ * variant is 10, wtype Q4_0, Q4_K, Q8_0 or Q6_K, n 1 to 4 (Q6_K: 2), k a multiple of 256 (Q8_0:
+ * 128) and the shared memory fits the current device; otherwise they launch nothing and return
+ * cudaErrorNotSupported (the caller runs the unfused kernels). */
+int matvec_fused_supported(uint32_t wtype, int64_t rows, int64_t k, int n);
+cudaError_t matvec_f32_norm(float *y, const void *w, uint32_t wtype, const float *x, const float *g, float eps,
+                            int64_t rows, int64_t k, int n, cudaStream_t stream);
+cudaError_t matvec_f32_acc(float *y, const void *w, uint32_t wtype, const float *x, int64_t rows, int64_t k, int n,
+                           cudaStream_t stream);
+cudaError_t matvec_f32_swiglu_acc(float *y, const void *w, uint32_t wtype, const float *g, int64_t sg,
+                                  const float *u, int64_t su, int64_t rows, int64_t k, int n, cudaStream_t stream);
 
 /* ---- prefill matrix products (gemm.cu) --------------------------------------------------------
  * Y[n][rows] = W[rows][k] . X[n][k] for many tokens on the tensor cores, X in f16 bits, Y f32,

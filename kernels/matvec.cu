@@ -2,7 +2,8 @@
  * weight type (v10, int8 X and dp4a, for 1 to 4 tokens (Q6_K: 2) of Q4_0, Q4_K, Q8_0, Q6_K; v6
  * for one token and v3 for several, tensor cores, where v10 does not apply or after
  * matvec_use_variant(6); v1 for F32, F16, Q5_0), all with programmatic dependent launch, X plain
- * or SwiGLU'd while staged. Variants live in matvec.cuh, where the kernel lab times them. */
+ * or SwiGLU'd while staged; and the decode fusions (RMSNorm of X, Y +=), v10 only. Variants live
+ * in matvec.cuh, where the kernel lab times them. */
 #include "kernels/kernels.h"
 #include "kernels/matvec.cuh"
 
@@ -33,7 +34,7 @@ static int64_t matvec_block_elems(uint32_t t) {
     }
 }
 
-/* Every production v6 instantiation: f32 X, f16 X, SwiGLU X. */
+/* Every production v6 and v10 instantiation: f32 X, f16 X, SwiGLU X; v10's fused sources. */
 template <int T>
 static void mv6_prepare_all() {
     mv6_prepare<T, false, MATVEC_NB>();
@@ -42,6 +43,9 @@ static void mv6_prepare_all() {
     mv10_prepare_all<T, false>();
     mv10_prepare_all<T, true>();
     mv10_prepare_all<T, false, mv_x_swiglu>();
+    mv10_prepare_all<T, false, mv_x_norm>();
+    mv10_prepare_all<T, false, mv_x_acc>();
+    mv10_prepare_all<T, false, mv_x_swiglu_acc>();
 }
 
 extern "C" int matvec_supported(uint32_t wtype) { return matvec_block_elems(wtype) != 0; }
@@ -122,4 +126,55 @@ extern "C" cudaError_t matvec_f32_swiglu(float *y, const void *w, uint32_t wtype
     if (!g || !u) return cudaErrorInvalidValue;
     const bool vec = (uintptr_t)g % 16 == 0 && (uintptr_t)u % 16 == 0 && sg % 4 == 0 && su % 4 == 0;
     return matvec_any<float>(y, w, wtype, mv_x_swiglu{g, u, sg, su, vec}, rows, k, n, stream);
+}
+
+/* ---- decode fusions: v10 only ------------------------------------------------------------------ */
+
+extern "C" int matvec_fused_supported(uint32_t wtype, int64_t rows, int64_t k, int n) {
+    int sms, smem_max;
+    if (matvec_variant != 10 || matvec_repacked_bytes(wtype, rows, k) == 0) return 0;
+    /* the NORM source's shared memory is the largest of the three: it covers the others */
+    switch (wtype) {
+    case QUANT_Q4_0: return mv10_takes<QUANT_Q4_0>(rows, k, n, true, &sms, &smem_max);
+    case QUANT_Q4_K: return mv10_takes<QUANT_Q4_K>(rows, k, n, true, &sms, &smem_max);
+    case QUANT_Q8_0: return mv10_takes<QUANT_Q8_0>(rows, k, n, true, &sms, &smem_max);
+    case QUANT_Q6_K: return mv10_takes<QUANT_Q6_K>(rows, k, n, true, &sms, &smem_max);
+    default: return 0;
+    }
+}
+
+/* v10 with a fused source, or cudaErrorNotSupported with nothing launched. */
+template <typename XS>
+static cudaError_t matvec_fused(float *y, const void *w, uint32_t t, XS x, int64_t rows, int64_t k, int n,
+                                cudaStream_t s) {
+    if (!matvec_fused_supported(t, rows, k, n)) return cudaErrorNotSupported;
+    const int r = (int)rows, kk = (int)k, pdl = pdl_enabled();
+    cudaError_t e = cudaErrorNotSupported;
+    switch (t) {
+    case QUANT_Q4_0: matvec_v10_launch<QUANT_Q4_0, false, XS>(y, w, x, r, kk, n, s, pdl, &e); break;
+    case QUANT_Q4_K: matvec_v10_launch<QUANT_Q4_K, false, XS>(y, w, x, r, kk, n, s, pdl, &e); break;
+    case QUANT_Q8_0: matvec_v10_launch<QUANT_Q8_0, false, XS>(y, w, x, r, kk, n, s, pdl, &e); break;
+    default: matvec_v10_launch<QUANT_Q6_K, false, XS>(y, w, x, r, kk, n, s, pdl, &e); break;
+    }
+    return e;
+}
+
+extern "C" cudaError_t matvec_f32_norm(float *y, const void *w, uint32_t wtype, const float *x, const float *g,
+                                       float eps, int64_t rows, int64_t k, int n, cudaStream_t stream) {
+    if (!x || !g || (uintptr_t)x % 16 || (uintptr_t)g % 16) return cudaErrorInvalidValue;
+    return matvec_fused(y, w, wtype, mv_x_norm{x, g, eps}, rows, k, n, stream);
+}
+
+extern "C" cudaError_t matvec_f32_acc(float *y, const void *w, uint32_t wtype, const float *x, int64_t rows,
+                                      int64_t k, int n, cudaStream_t stream) {
+    if (!x) return cudaErrorInvalidValue;
+    return matvec_fused(y, w, wtype, mv_x_acc{{x}}, rows, k, n, stream);
+}
+
+extern "C" cudaError_t matvec_f32_swiglu_acc(float *y, const void *w, uint32_t wtype, const float *g, int64_t sg,
+                                             const float *u, int64_t su, int64_t rows, int64_t k, int n,
+                                             cudaStream_t stream) {
+    if (!g || !u) return cudaErrorInvalidValue;
+    const bool vec = (uintptr_t)g % 16 == 0 && (uintptr_t)u % 16 == 0 && sg % 4 == 0 && su % 4 == 0;
+    return matvec_fused(y, w, wtype, mv_x_swiglu_acc{{g, u, sg, su, vec}}, rows, k, n, stream);
 }

@@ -44,9 +44,24 @@
  * array in f32 or f16 (the kernel's XT / XH says which); mv_x_swiglu, silu(g) * u of two strided
  * f32 arrays, computed while X is staged (matvec_f32_swiglu). X is written by the previous
  * kernel, so it is read with plain loads after pdl_wait() (pdl.cuh), never with __ldg, which the
- * compiler may treat as invariant and move. */
-struct mv_x { const void *p; };
-struct mv_x_swiglu { const float *g, *u; int64_t sg, su; bool vec; /* vec: float4 loads */ };
+ * compiler may treat as invariant and move.
+ * The decode fusions (v10 only; the other variants static_assert they get none) are flags of the
+ * source: NORM, X is rmsnorm(x) * g of a plain f32 [n][k] x (mv_x_norm: every block sums x^2
+ * itself while staging x * g, and scales its outputs by 1 / rms); ACC, Y += W . X instead of
+ * Y = W . X (mv_x_acc, mv_x_swiglu_acc: the residual add of the attention output and FFN down
+ * products). */
+struct mv_x { const void *p; static constexpr bool NORM = false, ACC = false; };
+struct mv_x_swiglu {
+    const float *g, *u;
+    int64_t sg, su;
+    bool vec; /* vec: float4 loads */
+    static constexpr bool NORM = false, ACC = false;
+};
+struct mv_x_acc : mv_x { static constexpr bool ACC = true; };
+struct mv_x_swiglu_acc : mv_x_swiglu { static constexpr bool ACC = true; };
+/* x [n][k] f32 (rows 16-byte aligned), g [k] the norm's weight, eps the norm's epsilon. */
+struct mv_x_norm { const float *x, *g; float eps; static constexpr bool NORM = true, ACC = false; };
+template <typename XS> __host__ __device__ constexpr bool mv_fused() { return XS::NORM || XS::ACC; }
 
 __device__ __forceinline__ float4 mv_x_f32(const mv_x &s, int tok, int kk, int k) {
     return *(const float4 *)((const float *)s.p + (int64_t)tok * k + kk);
@@ -68,6 +83,21 @@ __device__ __forceinline__ float4 mv_x_f32(const mv_x_swiglu &s, int tok, int kk
     return make_float4(mv_silu_mul(a.x, b.x), mv_silu_mul(a.y, b.y), mv_silu_mul(a.z, b.z), mv_silu_mul(a.w, b.w));
 }
 
+/* Four f32 values of X at (tok, kk) for staging; for a NORM source x * g, with x^2 of the raw
+ * values added to ss (the 1 / rms factor comes after the product: the int8 rounding per 32 values
+ * is the same, up to f32 rounding, whether or not X is scaled first). */
+template <typename XS>
+__device__ __forceinline__ float4 mv_x_stage(const XS &s, int tok, int kk, int k, float &ss) {
+    if constexpr (XS::NORM) {
+        const float4 v = *(const float4 *)(s.x + (int64_t)tok * k + kk);
+        const float4 g = __ldg((const float4 *)(s.g + kk)); /* a weight: nothing in the step writes it */
+        ss = fmaf(v.x, v.x, fmaf(v.y, v.y, fmaf(v.z, v.z, fmaf(v.w, v.w, ss))));
+        return make_float4(v.x * g.x, v.y * g.y, v.z * g.z, v.w * g.w);
+    } else {
+        return mv_x_f32(s, tok, kk, k);
+    }
+}
+
 /* ---------------------------------------------------------------- v1: generic, GGUF layout -- */
 #define MV1_ROWS 32 /* rows per block: 8 warps x 4 rows, so X is staged once per 32 rows */
 #define MV1_SMEM 36864
@@ -77,6 +107,7 @@ __host__ __device__ __forceinline__ int mv1_pass(int n) { return (8192 / n) & ~2
 
 template <int T, typename XT, typename XS = mv_x>
 __global__ void __launch_bounds__(256) matvec_v1(float *y, const uint8_t *w, XS x, int rows, int k, int n) {
+    static_assert(!mv_fused<XS>(), "v1: no fused norm or accumulation (v10 only)");
     extern __shared__ __align__(16) float mv1_x[]; /* [n][kp / 32][36] */
     pdl_wait(); /* X and y belong to the previous kernels (no weights are read early here) */
     pdl_trigger();
@@ -616,6 +647,7 @@ template <int T, bool XH, int NG, int V, int NC = 0, typename XS = mv_x>
 __global__ void __launch_bounds__(256, V == 4 ? 3 : 2) matvec_v2(float *y, const uint8_t *w, XS xv,
                                                  int rows, int k, int n) {
     static_assert(T == QUANT_Q4_0 || T == QUANT_Q4_K || T == QUANT_Q8_0 || T == QUANT_Q6_K, "v2: Q4_0 Q4_K Q8_0 Q6_K");
+    static_assert(!mv_fused<XS>(), "v2-v5: no fused norm or accumulation (v10 only)");
     constexpr int GC = mv2_group<T>::GC;
     extern __shared__ __align__(16) uint8_t mv2_smem[];
     const int ncols = NC ? NC : XH ? n : 2 * n; /* v5: a compile-time constant */
@@ -751,6 +783,7 @@ __device__ __forceinline__ void mv9_fill(mv2_group<T> &gr, const uint8_t *slot, 
 template <int T, bool XH, int NB, bool RING = false, typename XS = mv_x>
 __global__ void __launch_bounds__(MV6_WARPS * 32, 1) matvec_v6(float *y, const uint8_t *w, XS xv,
                                                                int rows, int k) {
+    static_assert(!mv_fused<XS>(), "v6-v9: no fused norm or accumulation (v10 only)");
     constexpr int NC = XH ? 1 : 2, GC = mv2_group<T>::GC, W = MV6_WARPS;
     extern __shared__ __align__(16) uint8_t mv6_smem_buf[];
     const int64_t C = mv2_chunks(k), R16 = (rows + 15) / 16;
@@ -1164,11 +1197,15 @@ __device__ __forceinline__ int mv10_sbyte(uint32_t w, int i) {
 /* Stages token tok of X (C chunks, zeros past k) as int8 records, xd (d per 32) and for Q4_K xs (sum of
  * the rounded X per 32, d * sum q: the min term then sees the X the products see, so the error of
  * a row is sum_i w_i (rounded x_i - x_i) with w_i's zero-mean weights, as mvq.h budgets). Each thread takes 4 consecutive values; the 8 threads of a 32-value block share max|x|
- * (and the sum) by shuffles. The offset words (-8 S ...) follow once the codes are in place. */
+ * (and the sum) by shuffles. The offset words (-8 S ...) follow once the codes are in place.
+ * A NORM source stages x * g and leaves each warp's sum of x^2 in ssw[warp]. */
 template <int T, bool XH, int U, typename XS>
-__device__ __forceinline__ void mv10_stage(uint32_t *xr, float *xd, float *xs, const XS &xv, int tok, int k, int C) {
+__device__ __forceinline__ void mv10_stage(uint32_t *xr, float *xd, float *xs, float *ssw, const XS &xv, int tok,
+                                           int k, int C) {
+    static_assert(!(XH && mv_fused<XS>()), "v10: the fused sources are f32");
     constexpr int RW = mv10_rec<T>();
     uint8_t *xb = (uint8_t *)xr;
+    float ss = 0.0f; /* NORM: this thread's sum of x^2 */
     const int total = C * 16; /* float4s; a multiple of 8, and blockDim.x is too: whole blocks per warp */
     for (int base = 0; base < total; base += U * blockDim.x) {
         float4 raw[U];
@@ -1182,7 +1219,7 @@ __device__ __forceinline__ void mv10_stage(uint32_t *xr, float *xd, float *xs, c
                     float2 a = __half22float2(*(__half2 *)&r.x), b = __half22float2(*(__half2 *)&r.y);
                     raw[u] = make_float4(a.x, a.y, b.x, b.y);
                 } else {
-                    raw[u] = mv_x_f32(xv, tok, kk, k);
+                    raw[u] = mv_x_stage(xv, tok, kk, k, ss);
                 }
             }
         }
@@ -1219,6 +1256,11 @@ __device__ __forceinline__ void mv10_stage(uint32_t *xr, float *xd, float *xs, c
                 if constexpr (T == QUANT_Q4_K) xs[f >> 3] = d * (float)sum;
             }
         }
+    }
+    if constexpr (XS::NORM) { /* every thread is here: the loops above are uniform over the block */
+#pragma unroll
+        for (int o = 16; o > 0; o >>= 1) ss += __shfl_xor_sync(0xffffffffu, ss, o);
+        if ((threadIdx.x & 31) == 0) ssw[threadIdx.x >> 5] = ss;
     }
     if constexpr (T == QUANT_Q6_K) {
         __syncthreads();
@@ -1505,6 +1547,9 @@ matvec_v10(float *y, const uint8_t *w, XS xv, int rows, int k) {
     uint32_t *xr = (uint32_t *)mv10_smem_buf;
     float *xd = (float *)(xr + NT * xst), *xs = xd + NT * dst;
     float *red = xs + (T == QUANT_Q4_K ? NT * dst : 0);
+    /* NORM sources: per-warp sums of x^2 [NT][W], then 1 / rms per token [NT] (mv10_shape counts
+     * them) */
+    float *ssw = red + nt * W * NT * 16, *rinv = ssw + NT * W;
 
     /* the first NB groups of loads go out before X is staged (weights only: pdl.cuh) */
     mv10_group<T> gq[NB];
@@ -1517,7 +1562,8 @@ matvec_v10(float *y, const uint8_t *w, XS xv, int rows, int k) {
     for (int i = threadIdx.x; i < nt * W * NT * 16; i += blockDim.x) red[i] = 0.0f;
 #pragma unroll 1
     for (int c = 0; c < NT; c++)
-        mv10_stage<T, XH, (P::W * P::BPS > 16 || NT > 2 ? 2 : 4)>(xr + c * xst, xd + c * dst, xs + c * dst, xv, c, k, (int)C);
+        mv10_stage<T, XH, (P::W * P::BPS > 16 || NT > 2 ? 2 : 4)>(xr + c * xst, xd + c * dst, xs + c * dst, ssw + c * W,
+                                                                  xv, c, k, (int)C);
     __syncthreads();
 
     float acc[NT][2];
@@ -1553,6 +1599,13 @@ matvec_v10(float *y, const uint8_t *w, XS xv, int rows, int k) {
     }
     if (u0 < u1 && cg != 0) flush();
     if constexpr (!P::EARLY) pdl_trigger();
+    if constexpr (XS::NORM) { /* kernels/norm.cu's factor, the warps' sums added in warp order */
+        if (threadIdx.x < NT) {
+            float ss = 0.0f;
+            for (int wp = 0; wp < W; wp++) ss += ssw[threadIdx.x * W + wp];
+            rinv[threadIdx.x] = rsqrtf(ss / (float)k + xv.eps);
+        }
+    }
     __syncthreads();
     for (int i = threadIdx.x; i < nt * NT * 16; i += blockDim.x) {
         const int tl = i / (NT * 16), c = (i >> 4) % NT, r = i & 15;
@@ -1560,7 +1613,12 @@ matvec_v10(float *y, const uint8_t *w, XS xv, int rows, int k) {
         float s = 0.0f;
 #pragma unroll 4
         for (int wp = 0; wp < W; wp++) s += red[((tl * W + wp) * NT + c) * 16 + r];
-        if (row < rows) y[(int64_t)c * rows + row] = s;
+        if (row < rows) {
+            float *yp = y + (int64_t)c * rows + row; /* one thread of one block owns it */
+            if constexpr (XS::NORM) s *= rinv[c];
+            if constexpr (XS::ACC) s += *yp; /* as kernels.h's add: y + (W . X) */
+            *yp = s;
+        }
     }
 }
 
@@ -1584,23 +1642,48 @@ static inline void mv10_prepare_all() {
     }
 }
 
+/* v10's persistent grid (*grid) for rows on sms SMs, and the dynamic shared memory of its blocks
+ * for nt tokens (with norm, a NORM source's sums of x^2 and 1 / rms per token too). */
+template <int T, int O>
+static inline size_t mv10_shape(int64_t rows, int64_t k, int nt, bool norm, int sms, int64_t *grid) {
+    using P = mv10_opt<O>;
+    const int64_t R16 = (rows + 15) / 16;
+    int64_t g = R16 < (int64_t)sms * P::BPS ? R16 : (int64_t)sms * P::BPS;
+    if ((R16 + g - 1) / g > MV6_TILES) g = (R16 + MV6_TILES - 1) / MV6_TILES;
+    *grid = g;
+    return mv10_smem<T>(k, (R16 + g - 1) / g, P::W, nt) + (norm ? (size_t)nt * (P::W + 1) * sizeof(float) : 0);
+}
+
 template <int T, bool XH, typename XS, int O, int NT>
 static inline bool mv10_launch_nt(float *y, const void *w, XS x, int rows, int k, cudaStream_t s, int pdl,
                                   cudaError_t *e, int sms, int smem_max) {
     using P = mv10_opt<O>;
-    const int64_t R16 = (rows + 15) / 16;
-    int64_t grid = R16 < (int64_t)sms * P::BPS ? R16 : (int64_t)sms * P::BPS;
-    if ((R16 + grid - 1) / grid > MV6_TILES) grid = (R16 + MV6_TILES - 1) / MV6_TILES;
-    const size_t smem = mv10_smem<T>(k, (R16 + grid - 1) / grid, P::W, NT);
+    int64_t grid;
+    const size_t smem = mv10_shape<T, O>(rows, k, NT, XS::NORM, sms, &grid);
     if (smem > (size_t)smem_max || (smem > 48 * 1024 && !mv10_prepare<T, XH, XS, O, NT>())) return false;
     *e = pdl_launch_as(pdl, matvec_v10<T, XH, XS, O, NT>, dim3((unsigned)grid), dim3(P::W * 32), smem, s, y,
                        (const uint8_t *)w, x, rows, k);
     return true;
 }
 
+/* Whether v10 (option O) takes type T, n tokens and rows x k on the current device with a source
+ * of NORM norm (sms, smem_max: the device's); matvec_v10_launch launches exactly these (unless
+ * the shared-memory opt-in itself fails). Not: another type, n over mv10_max_n (over 1 for the
+ * lab's options), k not a whole number of groups (Q8_0: 128, the others 256), or shared memory
+ * too small. */
+template <int T, int O = 0>
+static inline bool mv10_takes(int64_t rows, int64_t k, int n, bool norm, int *sms, int *smem_max) {
+    if constexpr ((T != QUANT_Q4_0 && T != QUANT_Q4_K && T != QUANT_Q8_0 && T != QUANT_Q6_K) || !mv10_fits<T, O>()) {
+        return false;
+    } else {
+        int64_t grid;
+        return n >= 1 && n <= (O == 0 ? mv10_max_n<T>() : 1) && rows >= 1 && k >= 1 && k % (64 * mv10_gc<T>()) == 0 &&
+               mv6_device(sms, smem_max) && mv10_shape<T, O>(rows, k, n, norm, *sms, &grid) <= (size_t)*smem_max;
+    }
+}
+
 /* Launches v10 (option O) with the PDL attribute when pdl; false (nothing launched) where it does
- * not apply: another type, n over mv10_max_n (over 1 for the lab's options), k not a whole number
- * of groups (Q8_0: 128, the others 256), or shared memory too small. *e is the launch status. */
+ * not apply (mv10_takes). *e is the launch status. */
 template <int T, bool XH, typename XS = mv_x, int O = 0>
 static inline bool matvec_v10_launch(float *y, const void *w, XS x, int rows, int k, int n, cudaStream_t s, int pdl,
                                      cudaError_t *e) {
@@ -1608,8 +1691,7 @@ static inline bool matvec_v10_launch(float *y, const void *w, XS x, int rows, in
     if constexpr ((T != QUANT_Q4_0 && T != QUANT_Q4_K && T != QUANT_Q8_0 && T != QUANT_Q6_K) || !mv10_fits<T, O>()) {
         return false;
     } else {
-        if (n < 1 || n > (O == 0 ? mv10_max_n<T>() : 1) || k % (64 * mv10_gc<T>()) != 0 || !mv6_device(&sms, &smem_max))
-            return false;
+        if (!mv10_takes<T, O>(rows, k, n, XS::NORM, &sms, &smem_max)) return false;
         if constexpr (O == 0) {
             if (n == 2) return mv10_launch_nt<T, XH, XS, O, 2>(y, w, x, rows, k, s, pdl, e, sms, smem_max);
             if constexpr (mv10_max_n<T>() >= 4) {

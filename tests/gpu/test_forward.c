@@ -1,7 +1,9 @@
 /* The whole forward pass on the CUDA backend: the llama.cpp golden runs on aidreams260K (f32 and
  * mixq, the CPU path's budgets, tests/golden.h); GPU against CPU logits, teacher-forced, on
  * synthetic models written by mkmodel (mean KLD <= 5e-4; prompts pass through the GEMM, decode
- * steps through matvecs); the same prompt twice gives the same tokens; sequences decoded
+ * steps through matvecs); the same tokens after an 8-token prompt in decode passes of 1 to 4
+ * tokens (the fused layers, and the unfused ones with MGI_FUSE=0 and 2) against the same CPU
+ * logits; the same prompt twice gives the same tokens; sequences decoded
  * together (graph replays included) match the same sequences run alone (the same budget); KV
  * cells read back and written into another sequence, and copy-on-write after a shared prefix,
  * give the same logits; -ngl 0 is the CPU; a KV cache larger than the device is one
@@ -41,6 +43,51 @@ static void test_oom(void) {
     unlink(model);
 }
 
+/* Mean KLD and top-1 matches of rows [r0, n) of got against ref. */
+static double mean_kld(const float *ref, const float *got, int r0, int n, int32_t n_vocab, int *top1) {
+    double kld = 0;
+    *top1 = 0;
+    for (int r = r0; r < n; r++) {
+        const float *a = ref + (size_t)r * n_vocab, *b = got + (size_t)r * n_vocab;
+        kld += kl_div(a, b, n_vocab);
+        *top1 += argmax(a, n_vocab) == argmax(b, n_vocab);
+    }
+    return kld / (n - r0);
+}
+
+/* The tokens after a P-token prompt (the GEMM path) in decode passes of 1, 2, 3, 4, 1, ... tokens
+ * of one sequence, logits of every token, with MGI_FUSE=fuse (NULL: unset, the default) at load:
+ * the fused layers (and their fallbacks: Q6_K over 2 tokens) or the unfused ones. One-token passes
+ * replay a captured graph from the second on. Returns the logits [n][n_vocab] (rows < P from the
+ * prompt pass) or NULL with err. */
+static float *eval_decode(const char *model, const int32_t *tokens, int n, int P, const char *fuse, char *err,
+                          size_t es) {
+    char *old = getenv("MGI_FUSE") ? strdup(getenv("MGI_FUSE")) : NULL;
+    if (fuse) setenv("MGI_FUSE", fuse, 1);
+    else unsetenv("MGI_FUSE");
+    engine_params ep = gpu_params();
+    engine *e = NULL;
+    float *out = NULL;
+    int rc = engine_load(&e, model, &ep, err, es);
+    if (old) setenv("MGI_FUSE", old, 1);
+    else unsetenv("MGI_FUSE");
+    free(old);
+    if (rc) return NULL;
+    int32_t V = engine_n_vocab(e);
+    out = malloc((size_t)n * (size_t)V * sizeof *out);
+    int ok = out && !engine_eval(e, tokens, P, 0, out, 1, err, es);
+    for (int pos = P, k = 1; ok && pos < n; pos += k, k = k % 4 + 1) {
+        int c = n - pos < k ? n - pos : k;
+        ok = !engine_eval(e, tokens + pos, c, pos, out + (size_t)pos * V, 1, err, es);
+    }
+    engine_free(e);
+    if (!ok) {
+        free(out);
+        return NULL;
+    }
+    return out;
+}
+
 static void test_vs_cpu(const char *shape, const char *quant) {
     const char *model = make_model(shape, quant);
     if (!model) return;
@@ -74,6 +121,27 @@ static void test_vs_cpu(const char *shape, const char *quant) {
         CHECK(kld <= 5e-4, name, "out of budget");
     }
     free(got);
+    enum { P = 8 };
+    static const char *fuse_modes[3] = {NULL, "0", "2"};
+    float *dec[3] = {NULL, NULL, NULL};
+    for (int i = 0; i < 3; i++) {
+        dec[i] = eval_decode(model, tokens, N, P, fuse_modes[i], err, sizeof err);
+        snprintf(name, sizeof name, "gpu vs cpu %s %s: decode passes of 1-4 tokens, MGI_FUSE=%s", shape, quant,
+                 fuse_modes[i] ? fuse_modes[i] : "(default 1)");
+        if (!CHECK(dec[i] != NULL, name, "%s", err)) continue;
+        int top1 = 0;
+        double kld = mean_kld(ref, dec[i], P, N, 32000, &top1);
+        CHECK(kld <= 5e-4, name, "mean KLD %.3g over 5e-4 (top-1 %d/%d)", kld, top1, N - P);
+        printf("# %s: mean KLD %.3g, top-1 %d/%d\n", name, kld, top1, N - P);
+    }
+    if (dec[0] && dec[1]) { /* fused against unfused: both round X to int8 the same way */
+        int top1 = 0;
+        double kld = mean_kld(dec[1], dec[0], P, N, 32000, &top1);
+        snprintf(name, sizeof name, "gpu %s %s: decode fused = unfused (mean KLD %.3g <= 1e-4, top-1 %d/%d)", shape,
+                 quant, kld, top1, N - P);
+        CHECK(kld <= 1e-4, name, "differ");
+    }
+    for (int i = 0; i < 3; i++) free(dec[i]);
 out:
     free(ref);
     unlink(model);

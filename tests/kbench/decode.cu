@@ -9,7 +9,9 @@
  *    add + RMSNorm, SwiGLU, the head's RMSNorm, output matvec and argmax), without programmatic
  *    dependent launch, with it, with it and SwiGLU folded into the down matvec
  *    (matvec_f32_swiglu), and with each kernel family left out: what PDL, the fusion and each
- *    family cost.
+ *    family cost; with v10 also the engine's fused layer (MGI_FUSE=1: RMSNorm inside the QKV,
+ *    gate/up and head matvecs, the residual adds as the wo and down matvecs' y +=, SwiGLU inside
+ *    down; 6 launches a layer instead of 9) and MGI_FUSE=2's (SwiGLU apart, 7).
  * t/s = 1 / step time, GB/s = weight bytes / step time. Usage: decode, or decode attention (the
  * attention kernel alone at several positions and split counts). */
 #include <cstdio>
@@ -151,8 +153,8 @@ static void run_matvecs(lab &L, gen_rng *r, const char *mix, bool stacked) {
     CUDA_CHECK(cudaFree(x));
 }
 
-/* The whole step, stacked matrices, one token at position POS. */
-static void run_step(lab &L, gen_rng *r, const char *mix) {
+/* The whole step, stacked matrices, one token at position POS; fused: the fused layers too (v10). */
+static void run_step(lab &L, gen_rng *r, const char *mix, bool fused) {
     std::vector<layer> ls = build(mix, true);
     double bytes = upload(r, ls);
     const size_t kv_layer = (size_t)CELLS * KV;
@@ -190,6 +192,34 @@ static void run_step(lab &L, gen_rng *r, const char *mix) {
     /* skip: kernel families left out (SK_*), so that step-time differences price each family in
      * the PDL chain (the results are wrong then; only the time is used) */
     enum { SK_ROPE = 1, SK_ATTN = 2, SK_NORM = 4, SK_SWIGLU = 8 };
+    /* the engine's fused layer (engine/forward_cuda.c, MGI_FUSE=1; 2: SwiGLU apart) */
+    auto record_fused = [&](cudaStream_t st, bool swiglu_apart) {
+        launches = 0;
+        auto go = [&](cudaError_t e) { CUDA_CHECK(e); launches++; };
+        for (int l = 0; l < LAYERS; l++) {
+            const std::vector<mat> &m = ls[l].m;
+            const bool sep_v = m.size() == 5;
+            const mat &qk = m[0], &o = m[sep_v ? 2 : 1], &gu = m[sep_v ? 3 : 2], &dn = m[sep_v ? 4 : 3];
+            for (size_t i = 0; i < (sep_v ? 2u : 1u); i++)
+                go(matvec_f32_norm(m[i].y, m[i].w, m[i].type, x, normw, 1e-5f, m[i].rows, m[i].k, 1, st));
+            const float *pv = sep_v ? m[1].y : qk.y + DIM + KV;
+            go(paged_rope_store(q, kc + kv_layer * l, vc + kv_layer * l, qk.y, qk.rows, qk.y + DIM, qk.rows, pv, KV,
+                                meta, meta + 2, 1, HEADS, KV_HEADS, HD, HD, 500000.0f, st));
+            go(paged_attention(att, q, kc + kv_layer * l, vc + kv_layer * l, meta, meta + 1, meta + 3, n_pages, scratch,
+                               1, HEADS, KV_HEADS, HD, N_SPLIT, scale, st));
+            go(matvec_f32_acc(x, o.w, o.type, att, o.rows, o.k, 1, st));
+            go(matvec_f32_norm(gu.y, gu.w, gu.type, x, normw, 1e-5f, gu.rows, gu.k, 1, st));
+            if (swiglu_apart) {
+                go(paged_swiglu(ff, gu.y, 2 * FF, gu.y + FF, 2 * FF, 1, FF, st));
+                go(matvec_f32_acc(x, dn.w, dn.type, ff, dn.rows, dn.k, 1, st));
+            } else {
+                go(matvec_f32_swiglu_acc(x, dn.w, dn.type, gu.y, 2 * FF, gu.y + FF, 2 * FF, dn.rows, dn.k, 1, st));
+            }
+        }
+        const mat &out = ls[LAYERS].m[0];
+        go(matvec_f32_norm(logits, out.w, out.type, x, normw, 1e-5f, out.rows, out.k, 1, st));
+        go(argmax(ids, logits, 1, VOCAB, st));
+    };
     auto record = [&](cudaStream_t st, bool fuse, int skip) {
         launches = 0;
         auto go = [&](cudaError_t e) { CUDA_CHECK(e); launches++; };
@@ -234,6 +264,12 @@ static void run_step(lab &L, gen_rng *r, const char *mix) {
         row(L, what, launches, bytes, ms);
     }
     kernels_use_pdl(1);
+    for (int apart = 0; fused && apart < 2; apart++) {
+        double ms = time_graph(L, [&](cudaStream_t st) { record_fused(st, apart); });
+        char what[96];
+        snprintf(what, sizeof what, "8b %s step, PDL, fused layer (MGI_FUSE=%d)", mix, apart ? 2 : 1);
+        row(L, what, launches, bytes, ms);
+    }
     release(ls);
     for (void *p : {(void *)x, (void *)xn, (void *)q, (void *)att, (void *)ff, (void *)normw, (void *)logits,
                     (void *)kc, (void *)vc, (void *)meta, (void *)ids, scratch})
@@ -314,14 +350,14 @@ int main(int argc, char **argv) {
     }
     printf("# whole decode step at position %d (stacked matrices, %d attention splits, matvec v6)\n", POS, N_SPLIT);
     printf("| step | launches | weight GB | step ms | t/s | GB/s | %% copy | roofline t/s |\n|---|---|---|---|---|---|---|---|\n");
-    run_step(L, &r, "q4_0");
-    run_step(L, &r, "q4_k_m");
+    run_step(L, &r, "q4_0", false);
+    run_step(L, &r, "q4_k_m", false);
     printf("# the same with matvec variant 10 (int8 X, dp4a, production) for one token of Q4_0 / Q4_K\n");
     matvec_use_variant(10);
     run_matvecs(L, &r, "q4_0", true);
     run_matvecs(L, &r, "q4_k_m", true);
-    run_step(L, &r, "q4_0");
-    run_step(L, &r, "q4_k_m");
+    run_step(L, &r, "q4_0", true);
+    run_step(L, &r, "q4_k_m", true);
     printf("PASS kbench decode\n");
     return 0;
 }
