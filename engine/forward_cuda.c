@@ -21,10 +21,11 @@
  * A layer is nine launches: Q/K/V as one stacked matvec (when the three share a type), RoPE with
  * the K/V store, paged attention, the output matvec, residual add + FFN norm, gate/up stacked,
  * SwiGLU, down, residual add + the next layer's attention norm. Passes of up to FUSE_MAX_N tokens
- * on one device or a layer split take six where the matvecs allow (MGI_FUSE, fuse_mode; the plan
- * per layer and token count: plan_fusions): each RMSNorm inside the matvec that reads it, the
- * residual adds as the wo and down matvecs' `y +=`, SwiGLU while the down matvec stages its input;
- * after a fused layer x holds the whole residual and xn is only scratch. The kernels of a decode
+ * on one device or a layer split take seven where the matvecs allow (MGI_FUSE, fuse_mode; the
+ * plan per layer and token count: plan_fusions): each RMSNorm inside the matvec that reads it, the
+ * residual adds as the wo and down matvecs' `y +=` (and with MGI_FUSE=1, six: SwiGLU while the
+ * down matvec stages its input); after a fused layer x holds the whole residual and xn is only
+ * scratch. The kernels of a decode
  * step overlap their launch and first weight loads with the previous kernel's tail (programmatic
  * dependent launch, kernels/pdl.cuh).
  *
@@ -36,10 +37,12 @@
  * calls themselves are issued between graph launches. */
 #include <math.h>
 #include <pthread.h>
+#include <sched.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
+#include <unistd.h>
 
 #include <cuda_runtime_api.h>
 #include <nccl.h>
@@ -877,12 +880,14 @@ static int nccl_timeout_s(void) {
     return v >= 1 && v <= 3600 ? (int)v : NCCL_TIMEOUT_S;
 }
 
-/* MGI_GEMM=4, 5 or 6: the prefill GEMM through f16 panels (kernels.h's gemm_use_variant: 4 wgmma, 5
- * mma.sync, 6 wgmma without the proxy fence) instead of v2, for A/B runs; 2 or unset keeps v2.
+/* The prefill GEMM (kernels.h's gemm_use_variant): 4, the default, dequantises f16 weight panels
+ * and multiplies them with wgmma (on compute capability 9.0; elsewhere, and below 128 tokens, v2
+ * runs); MGI_GEMM=2 (in-register dequantisation, mma.sync), 5 (panels, mma.sync) or 6 (4 without
+ * the proxy fence) for A/B runs. PERF-LOG run 26: 8b q4_0 pp512 20160 with 4, 14050 with 2.
  * Process-wide, set at create. */
 static void gemm_variant_from_env(void) {
     const char *e = getenv("MGI_GEMM");
-    if (e && e[0] && !e[1] && strchr("2456", e[0])) gemm_use_variant(e[0] - '0');
+    gemm_use_variant(e && e[0] && !e[1] && strchr("2456", e[0]) ? e[0] - '0' : 4);
 }
 
 /* MGI_FAULT=nccl-peer-stall (tests/gpu/cli.sh): the last device never joins the all-reduces and
@@ -893,15 +898,18 @@ static int fault_peer_stall(void) {
     return e && !strcmp(e, "nccl-peer-stall");
 }
 
-/* MGI_FUSE: 0 the unfused nine-launch layer everywhere, 2 the fused layer with SwiGLU as its own
- * kernel (the down matvec then adds plain X), anything else (1, the default) the whole fused layer;
- * for A/B runs on the device. */
+/* MGI_FUSE: 0 the unfused nine-launch layer everywhere, 1 the whole fused layer (SwiGLU too, while
+ * the down matvec stages X), anything else (2, the default) the fused layer with SwiGLU as its own
+ * kernel: on an H200 that was the fastest (PERF-LOG run 26: 8b q4_0 tg128 518 vs 510 with 1 and
+ * 504 unfused). For A/B runs on the device. */
 static int fuse_mode(void) {
     const char *e = getenv("MGI_FUSE");
     if (e && !strcmp(e, "0")) return FUSE_OFF;
-    if (e && !strcmp(e, "2")) return FUSE_NO_SWIGLU;
-    return FUSE_ALL;
+    if (e && !strcmp(e, "1")) return FUSE_ALL;
+    return FUSE_NO_SWIGLU;
 }
+
+static int nccl_settle(forward_cuda *f, ncclResult_t r, const char *what, char *err, size_t err_size);
 
 /* Every part's xn summed over the parts, in place (row split). */
 static int allreduce_xn(forward_cuda *f, int n, char *err, size_t err_size) {
@@ -911,14 +919,14 @@ static int allreduce_xn(forward_cuda *f, int n, char *err, size_t err_size) {
     for (int i = 0; i < f->n_part - f->fault_stall; i++) {
         part *p = &f->p[i];
         ncclResult_t r = ncclAllReduce(p->xn, p->xn, count, ncclFloat, ncclSum, p->comm, p->st);
-        if (r != ncclSuccess) {
+        if (r != ncclSuccess && r != ncclInProgress) {
             ncclGroupEnd();
             snprintf(err, err_size, "NCCL all-reduce on device %d (%s): %s", p->dev, p->dev_name,
                      ncclGetErrorString(r));
             return -1;
         }
     }
-    NC_TRY(ncclGroupEnd());
+    if (nccl_settle(f, ncclGroupEnd(), "all-reduce", err, err_size)) return -1;
     for (int i = 0; i < f->n_part; i++) mark(&f->p[i], 1);
     return 0;
 }
@@ -932,11 +940,12 @@ static int send_x(forward_cuda *f, int i, span s, char *err, size_t err_size) {
     ncclResult_t r1 = f->fault_stall ? ncclSuccess : ncclSend(a->x + off, count, ncclFloat, i, a->comm, a->st);
     ncclResult_t r2 = ncclRecv(b->x + off, count, ncclFloat, i - 1, b->comm, b->st_rx);
     ncclResult_t r3 = ncclGroupEnd();
-    if (r1 != ncclSuccess || r2 != ncclSuccess || r3 != ncclSuccess) {
-        ncclResult_t r = r1 != ncclSuccess ? r1 : r2 != ncclSuccess ? r2 : r3;
+    if ((r1 != ncclSuccess && r1 != ncclInProgress) || (r2 != ncclSuccess && r2 != ncclInProgress)) {
+        ncclResult_t r = r1 != ncclSuccess && r1 != ncclInProgress ? r1 : r2;
         snprintf(err, err_size, "NCCL send from device %d to device %d: %s", a->dev, b->dev, ncclGetErrorString(r));
         return -1;
     }
+    if (nccl_settle(f, r3, "send", err, err_size)) return -1;
     mark(a, 1);
     DEV_TRY(cudaSetDevice(b->dev));
     DEV_TRY(cudaEventRecord(b->ev_rx, b->st_rx));
@@ -990,17 +999,95 @@ static int run_pass(forward_cuda *f, int n, int head, int graphs, int capture, c
     return 0;
 }
 
-static void abort_comms(forward_cuda *f) {
+/* The last resort against a hang: if aborting the communicators has not returned within
+ * ABORT_WAIT_S, the error line is written and the process exits 3 (the CLI's runtime-failure
+ * code), as a stuck peer must never leave mgi hanging. */
+enum { ABORT_WAIT_S = 10 };
+static struct {
+    pthread_mutex_t mu;
+    pthread_cond_t cv;
+    int done;
+    char msg[600];
+} g_abort = {PTHREAD_MUTEX_INITIALIZER, PTHREAD_COND_INITIALIZER, 0, ""};
+
+static void *abort_watchdog(void *arg) {
+    (void)arg;
+    struct timespec t;
+    clock_gettime(CLOCK_REALTIME, &t);
+    t.tv_sec += ABORT_WAIT_S;
+    pthread_mutex_lock(&g_abort.mu);
+    while (!g_abort.done)
+        if (pthread_cond_timedwait(&g_abort.cv, &g_abort.mu, &t)) break;
+    int done = g_abort.done;
+    pthread_mutex_unlock(&g_abort.mu);
+    if (!done) {
+        fprintf(stderr, "mgi: %s (aborting NCCL did not return within %d s)\n", g_abort.msg, ABORT_WAIT_S);
+        fflush(stderr);
+        _exit(3);
+    }
+    return NULL;
+}
+
+/* After a failure: the communicators aborted (NCCL stops its kernels and threads), the backend
+ * marked broken so it refuses further work and its teardown skips waiting on the devices. */
+static void abort_comms(forward_cuda *f, const char *why) {
+    f->broken = 1;
     if (!f->have_comms) return;
+    pthread_t wd;
+    snprintf(g_abort.msg, sizeof g_abort.msg, "%s", why);
+    g_abort.done = 0;
+    int armed = !pthread_create(&wd, NULL, abort_watchdog, NULL);
     for (int i = 0; i < f->n_part; i++) ncclCommAbort(f->p[i].comm);
     f->have_comms = 0;
-    f->broken = 1;
+    if (armed) {
+        pthread_mutex_lock(&g_abort.mu);
+        g_abort.done = 1;
+        pthread_cond_signal(&g_abort.cv);
+        pthread_mutex_unlock(&g_abort.mu);
+        pthread_join(wd, NULL);
+    }
 }
 
 static double now_s(void) {
     struct timespec ts;
     clock_gettime(CLOCK_MONOTONIC, &ts);
     return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
+}
+
+/* After a group of NCCL calls: the communicators are non-blocking (cuda_create), so a call whose
+ * connections are still being made returns ncclInProgress and the host polls, for at most the
+ * timeout, instead of blocking inside NCCL (where a peer that never joins would hang it for
+ * good); nothing else is queued on the streams until every communicator is ready. */
+static int nccl_settle(forward_cuda *f, ncclResult_t r, const char *what, char *err, size_t err_size) {
+    if (r != ncclSuccess && r != ncclInProgress) {
+        snprintf(err, err_size, "NCCL %s on %d devices: %s", what, f->n_part, ncclGetErrorString(r));
+        abort_comms(f, err);
+        return -1;
+    }
+    if (r == ncclSuccess) return 0;
+    double t_end = now_s() + f->timeout_s;
+    for (int i = 0; i < f->n_part; i++) {
+        part *p = &f->p[i];
+        for (;;) {
+            ncclResult_t ae = ncclSuccess;
+            ncclResult_t q = ncclCommGetAsyncError(p->comm, &ae);
+            if (q == ncclSuccess && ae == ncclSuccess) break;
+            if (q != ncclSuccess || ae != ncclInProgress) {
+                snprintf(err, err_size, "NCCL %s failed on device %d (%s): %s", what, p->dev, p->dev_name,
+                         ncclGetErrorString(q != ncclSuccess ? q : ae));
+                abort_comms(f, err);
+                return -1;
+            }
+            if (now_s() > t_end) {
+                snprintf(err, err_size, "device %d (%s): NCCL %s made no progress for %d s (a peer device stopped "
+                         "answering)", p->dev, p->dev_name, what, f->timeout_s);
+                abort_comms(f, err);
+                return -1;
+            }
+            sched_yield();
+        }
+    }
+    return 0;
 }
 
 /* Waits for every part's stream. With several parts, polls so that an NCCL error reported
@@ -1021,23 +1108,24 @@ static int wait_all(forward_cuda *f, char *err, size_t err_size) {
             if (q == cudaSuccess) break;
             if (q != cudaErrorNotReady) {
                 snprintf(err, err_size, "device %d (%s): %s", p->dev, p->dev_name, cudaGetErrorString(q));
-                abort_comms(f);
+                abort_comms(f, err);
                 return -1;
             }
             if (spin % 1024) continue;
             for (int j = 0; j < f->n_part; j++) {
                 ncclResult_t ae = ncclSuccess;
-                if (ncclCommGetAsyncError(f->p[j].comm, &ae) != ncclSuccess || ae != ncclSuccess) {
+                if (ncclCommGetAsyncError(f->p[j].comm, &ae) != ncclSuccess ||
+                    (ae != ncclSuccess && ae != ncclInProgress)) {
                     snprintf(err, err_size, "NCCL failed on device %d (%s): %s", f->p[j].dev, f->p[j].dev_name,
                              ncclGetErrorString(ae));
-                    abort_comms(f);
+                    abort_comms(f, err);
                     return -1;
                 }
             }
             if (now_s() > t_end) {
                 snprintf(err, err_size, "device %d (%s): no progress for %d s (a peer device stopped answering)",
                          p->dev, p->dev_name, f->timeout_s);
-                abort_comms(f);
+                abort_comms(f, err);
                 return -1;
             }
         }
@@ -1321,6 +1409,12 @@ static void part_free(part *p) {
 static void cuda_free(void *self) {
     forward_cuda *f = self;
     if (!f) return;
+    /* After a device or peer failure, work may never finish: the memory is left to the process's
+     * end rather than waited for. */
+    if (f->broken) {
+        free(f);
+        return;
+    }
     for (int i = 0; i < f->n_part; i++) {
         part *p = &f->p[i];
         if (p->f && p->st) {
@@ -1477,15 +1571,41 @@ static int setup_parts(forward_cuda *f, engine_progress_fn progress, void *pctx,
 
 /* NCCL's communicators, set up in a thread while the weights load (it takes a few hundred ms). */
 typedef struct {
-    int n;
+    int n, timeout_s;
     const int *devs;
     ncclComm_t comms[ENGINE_MAX_DEVICES];
     ncclResult_t rc;
 } nccl_job;
 
+/* Non-blocking communicators (NCCL >= 2.14): their calls return ncclInProgress instead of
+ * blocking the host while connections are made, so a peer that never joins ends in a timeout
+ * (nccl_settle) rather than a hang. Initialisation is waited for here, as long as a pass may take. */
 static void *nccl_main(void *arg) {
     nccl_job *j = arg;
-    j->rc = ncclCommInitAll(j->comms, j->n, j->devs);
+    ncclUniqueId id;
+    ncclConfig_t cfg = NCCL_CONFIG_INITIALIZER;
+    cfg.blocking = 0;
+    if ((j->rc = ncclGetUniqueId(&id)) != ncclSuccess) return NULL;
+    j->rc = ncclGroupStart();
+    for (int i = 0; i < j->n && j->rc == ncclSuccess; i++) {
+        if (cudaSetDevice(j->devs[i]) != cudaSuccess) {
+            j->rc = ncclUnhandledCudaError;
+            break;
+        }
+        j->rc = ncclCommInitRankConfig(&j->comms[i], j->n, id, i, &cfg);
+        if (j->rc == ncclInProgress) j->rc = ncclSuccess;
+    }
+    ncclResult_t ge = ncclGroupEnd();
+    if (j->rc == ncclSuccess && ge != ncclInProgress) j->rc = ge;
+    double t_end = now_s() + j->timeout_s;
+    for (int i = 0; i < j->n && j->rc == ncclSuccess; i++)
+        for (;;) {
+            ncclResult_t ae = ncclSuccess, q = ncclCommGetAsyncError(j->comms[i], &ae);
+            if (q != ncclSuccess) { j->rc = q; break; }
+            if (ae != ncclInProgress) { j->rc = ae; break; }
+            if (now_s() > t_end) { j->rc = ncclInProgress; break; }  /* reported as a timeout */
+            sched_yield();
+        }
     return NULL;
 }
 
@@ -1583,7 +1703,7 @@ static void *cuda_create(const llama_model *m, const engine_plan *plan, int32_t 
                  m->tok_embd.name, quant_type_name(m->tok_embd.type));
         goto fail;
     }
-    nccl_job nj = {.n = f->n_part, .devs = plan->dev};
+    nccl_job nj = {.n = f->n_part, .timeout_s = f->timeout_s, .devs = plan->dev};
     pthread_t nth;
     int nccl_started = f->n_part > 1 && !pthread_create(&nth, NULL, nccl_main, &nj);
     if (f->n_part > 1 && !nccl_started) nccl_main(&nj);

@@ -2,8 +2,8 @@
  * mixq, the CPU path's budgets, tests/golden.h); GPU against CPU logits, teacher-forced, on
  * synthetic models written by mkmodel (mean KLD <= 5e-4; prompts pass through the GEMM, decode
  * steps through matvecs); the same tokens after an 8-token prompt in decode passes of 1 to 4
- * tokens (the fused layers, and the unfused ones with MGI_FUSE=0 and 2) against the same CPU
- * logits; the same prompt twice gives the same tokens; sequences decoded
+ * tokens (the default fused layers, the unfused ones with MGI_FUSE=0, and MGI_FUSE=1's) against
+ * the same CPU logits; the same prompt twice gives the same tokens; sequences decoded
  * together (graph replays included) match the same sequences run alone (the same budget); KV
  * cells read back and written into another sequence, and copy-on-write after a shared prefix,
  * give the same logits; -ngl 0 is the CPU; a KV cache larger than the device is one
@@ -122,24 +122,26 @@ static void test_vs_cpu(const char *shape, const char *quant) {
     }
     free(got);
     enum { P = 8 };
-    static const char *fuse_modes[3] = {NULL, "0", "2"};
+    static const char *fuse_modes[3] = {NULL, "0", "1"};
     float *dec[3] = {NULL, NULL, NULL};
     for (int i = 0; i < 3; i++) {
         dec[i] = eval_decode(model, tokens, N, P, fuse_modes[i], err, sizeof err);
         snprintf(name, sizeof name, "gpu vs cpu %s %s: decode passes of 1-4 tokens, MGI_FUSE=%s", shape, quant,
-                 fuse_modes[i] ? fuse_modes[i] : "(default 1)");
+                 fuse_modes[i] ? fuse_modes[i] : "(default 2)");
         if (!CHECK(dec[i] != NULL, name, "%s", err)) continue;
         int top1 = 0;
         double kld = mean_kld(ref, dec[i], P, N, 32000, &top1);
         CHECK(kld <= 5e-4, name, "mean KLD %.3g over 5e-4 (top-1 %d/%d)", kld, top1, N - P);
         printf("# %s: mean KLD %.3g, top-1 %d/%d\n", name, kld, top1, N - P);
     }
-    if (dec[0] && dec[1]) { /* fused against unfused: both round X to int8 the same way */
+    if (dec[0] && dec[1]) { /* fused against unfused: each rounds X to int8, the fused one x * g
+                             * before the 1/rms scale, so they differ by rounding (1.2-1.5e-4 on an
+                             * H200); the budget is the GPU-vs-CPU one */
         int top1 = 0;
         double kld = mean_kld(dec[1], dec[0], P, N, 32000, &top1);
-        snprintf(name, sizeof name, "gpu %s %s: decode fused = unfused (mean KLD %.3g <= 1e-4, top-1 %d/%d)", shape,
+        snprintf(name, sizeof name, "gpu %s %s: decode fused = unfused (mean KLD %.3g <= 5e-4, top-1 %d/%d)", shape,
                  quant, kld, top1, N - P);
-        CHECK(kld <= 1e-4, name, "differ");
+        CHECK(kld <= 5e-4, name, "differ");
     }
     for (int i = 0; i < 3; i++) free(dec[i]);
 out:
