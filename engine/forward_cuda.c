@@ -37,7 +37,6 @@
  * calls themselves are issued between graph launches. */
 #include <math.h>
 #include <pthread.h>
-#include <sched.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -63,6 +62,9 @@ enum {
     N_SPLIT_MAX = 32,    /* attention splits per token (blocks per kv head; a decode step's graph
                             launches them all, most exiting at once at short contexts) */
     ATT_BLOCKS_PER_SM = 4, /* attention launches aim at this many blocks per SM (att_splits) */
+    GEMM_PANEL_MIN_TOKENS = 256, /* prompt GEMMs of fewer tokens run v2 (gemm_panel_min_tokens): PERF-LOG
+                            run 27, the layer split's 128-token micro-batches at half speed */
+    PANEL_PIPE_MIN = 512, /* layer-split micro-batches with the panel GEMM (run_pass) */
     STAGE_SLOTS = 8,     /* pinned staging buffers per part for the upload */
     STAGE_BYTES = 16 << 20,
     N_READERS = 4,       /* threads per part copying the mapped file into staging buffers */
@@ -885,10 +887,65 @@ static int nccl_timeout_s(void) {
  * runs); MGI_GEMM=2 (in-register dequantisation, mma.sync), 5 (panels, mma.sync) or 6 (4 without
  * the proxy fence) for A/B runs. PERF-LOG run 26: 8b q4_0 pp512 20160 with 4, 14050 with 2.
  * Process-wide, set at create. */
+static int g_gemm_variant = 4;
 static void gemm_variant_from_env(void) {
     const char *e = getenv("MGI_GEMM");
-    gemm_use_variant(e && e[0] && !e[1] && strchr("2456", e[0]) ? e[0] - '0' : 4);
+    g_gemm_variant = e && e[0] && !e[1] && strchr("2456", e[0]) ? e[0] - '0' : 4;
+    gemm_use_variant(g_gemm_variant);
+    gemm_panel_min_tokens(GEMM_PANEL_MIN_TOKENS);
 }
+
+/* A host thread blocked inside NCCL cannot be timed out by polling: NCCL makes its connections
+ * on a pair of devices' first call, inside ncclGroupEnd, and waits there for a peer that may never
+ * come (seen on an H200 pair: accept() under the first all-reduce). So every NCCL call is
+ * bracketed by nccl_enter / nccl_leave, and a watchdog thread (one per process, started with the
+ * first multi-device backend) ends the process with the error line and exit 3 (the CLI's runtime
+ * failure) when one has not returned within the timeout. Calls come from one thread at a time. */
+static struct {
+    int64_t since_ns;   /* 0: no NCCL call in progress */
+    int timeout_s, dev;
+    const char *what;
+    char dev_name[128];
+} g_nccl;
+
+static int64_t mono_ns(void) {
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (int64_t)ts.tv_sec * 1000000000 + ts.tv_nsec;
+}
+
+static void nccl_enter(forward_cuda *f, int part_i, const char *what) {
+    part *p = &f->p[part_i];
+    g_nccl.timeout_s = f->timeout_s;
+    g_nccl.dev = p->dev;
+    g_nccl.what = what;
+    snprintf(g_nccl.dev_name, sizeof g_nccl.dev_name, "%s", p->dev_name);
+    __atomic_store_n(&g_nccl.since_ns, mono_ns(), __ATOMIC_RELEASE);
+}
+
+static void nccl_leave(void) { __atomic_store_n(&g_nccl.since_ns, 0, __ATOMIC_RELEASE); }
+
+static void *nccl_watchdog(void *arg) {
+    (void)arg;
+    for (;;) {
+        usleep(100000);
+        int64_t t = __atomic_load_n(&g_nccl.since_ns, __ATOMIC_ACQUIRE);
+        if (t && mono_ns() - t > (int64_t)g_nccl.timeout_s * 1000000000) {
+            fprintf(stderr, "mgi: device %d (%s): NCCL %s made no progress for %d s (a peer device stopped "
+                    "answering)\n", g_nccl.dev, g_nccl.dev_name, g_nccl.what, g_nccl.timeout_s);
+            fflush(stderr);
+            _exit(3);
+        }
+    }
+    return NULL;
+}
+
+static pthread_once_t g_nccl_once = PTHREAD_ONCE_INIT;
+static void nccl_watchdog_spawn(void) {
+    pthread_t t;
+    if (!pthread_create(&t, NULL, nccl_watchdog, NULL)) pthread_detach(t);
+}
+static void nccl_watchdog_start(void) { pthread_once(&g_nccl_once, nccl_watchdog_spawn); }
 
 /* MGI_FAULT=nccl-peer-stall (tests/gpu/cli.sh): the last device never joins the all-reduces and
  * the first sends of the hidden state are never made, as if that peer had died, so the timeout
@@ -909,8 +966,6 @@ static int fuse_mode(void) {
     return FUSE_NO_SWIGLU;
 }
 
-static int nccl_settle(forward_cuda *f, ncclResult_t r, const char *what, char *err, size_t err_size);
-
 /* Every part's xn summed over the parts, in place (row split). */
 static int allreduce_xn(forward_cuda *f, int n, char *err, size_t err_size) {
     size_t count = (size_t)n * (size_t)f->m->hp.n_embd;
@@ -919,14 +974,20 @@ static int allreduce_xn(forward_cuda *f, int n, char *err, size_t err_size) {
     for (int i = 0; i < f->n_part - f->fault_stall; i++) {
         part *p = &f->p[i];
         ncclResult_t r = ncclAllReduce(p->xn, p->xn, count, ncclFloat, ncclSum, p->comm, p->st);
-        if (r != ncclSuccess && r != ncclInProgress) {
+        if (r != ncclSuccess) {
             ncclGroupEnd();
             snprintf(err, err_size, "NCCL all-reduce on device %d (%s): %s", p->dev, p->dev_name,
                      ncclGetErrorString(r));
             return -1;
         }
     }
-    if (nccl_settle(f, ncclGroupEnd(), "all-reduce", err, err_size)) return -1;
+    nccl_enter(f, 0, "all-reduce");
+    ncclResult_t ge = ncclGroupEnd();
+    nccl_leave();
+    if (ge != ncclSuccess) {
+        snprintf(err, err_size, "NCCL all-reduce on %d devices: %s", f->n_part, ncclGetErrorString(ge));
+        return -1;
+    }
     for (int i = 0; i < f->n_part; i++) mark(&f->p[i], 1);
     return 0;
 }
@@ -939,13 +1000,14 @@ static int send_x(forward_cuda *f, int i, span s, char *err, size_t err_size) {
     NC_TRY(ncclGroupStart());
     ncclResult_t r1 = f->fault_stall ? ncclSuccess : ncclSend(a->x + off, count, ncclFloat, i, a->comm, a->st);
     ncclResult_t r2 = ncclRecv(b->x + off, count, ncclFloat, i - 1, b->comm, b->st_rx);
+    nccl_enter(f, i, "receive");
     ncclResult_t r3 = ncclGroupEnd();
-    if ((r1 != ncclSuccess && r1 != ncclInProgress) || (r2 != ncclSuccess && r2 != ncclInProgress)) {
-        ncclResult_t r = r1 != ncclSuccess && r1 != ncclInProgress ? r1 : r2;
+    nccl_leave();
+    if (r1 != ncclSuccess || r2 != ncclSuccess || r3 != ncclSuccess) {
+        ncclResult_t r = r1 != ncclSuccess ? r1 : r2 != ncclSuccess ? r2 : r3;
         snprintf(err, err_size, "NCCL send from device %d to device %d: %s", a->dev, b->dev, ncclGetErrorString(r));
         return -1;
     }
-    if (nccl_settle(f, r3, "send", err, err_size)) return -1;
     mark(a, 1);
     DEV_TRY(cudaSetDevice(b->dev));
     DEV_TRY(cudaEventRecord(b->ev_rx, b->st_rx));
@@ -982,6 +1044,11 @@ static int run_pass(forward_cuda *f, int n, int head, int graphs, int capture, c
          * as a 128-token one: kernel lab, PERF-LOG run 8) */
         ub = (n + 2 * f->n_part - 1) / (2 * f->n_part);
         ub = (ub + PIPE_MIN - 1) / PIPE_MIN * PIPE_MIN;
+        /* The panel GEMM dequantises its weights once per call, so a micro-batch costs that much
+         * more than its share of the tokens: at 8b, two 256-token micro-batches on two devices ran
+         * at 0.77x of one device, one 512-token pass per device in turn at about 1.0x (PERF-LOG
+         * run 27). Micro-batches of PANEL_PIPE_MIN tokens, or none below two of them. */
+        if (g_gemm_variant != 2 && ub < PANEL_PIPE_MIN) ub = n >= 2 * PANEL_PIPE_MIN ? PANEL_PIPE_MIN : n;
     }
     for (int t0 = 0; t0 < n; t0 += ub) {
         span s = {n, t0, n - t0 < ub ? n - t0 : ub};
@@ -999,95 +1066,21 @@ static int run_pass(forward_cuda *f, int n, int head, int graphs, int capture, c
     return 0;
 }
 
-/* The last resort against a hang: if aborting the communicators has not returned within
- * ABORT_WAIT_S, the error line is written and the process exits 3 (the CLI's runtime-failure
- * code), as a stuck peer must never leave mgi hanging. */
-enum { ABORT_WAIT_S = 10 };
-static struct {
-    pthread_mutex_t mu;
-    pthread_cond_t cv;
-    int done;
-    char msg[600];
-} g_abort = {PTHREAD_MUTEX_INITIALIZER, PTHREAD_COND_INITIALIZER, 0, ""};
-
-static void *abort_watchdog(void *arg) {
-    (void)arg;
-    struct timespec t;
-    clock_gettime(CLOCK_REALTIME, &t);
-    t.tv_sec += ABORT_WAIT_S;
-    pthread_mutex_lock(&g_abort.mu);
-    while (!g_abort.done)
-        if (pthread_cond_timedwait(&g_abort.cv, &g_abort.mu, &t)) break;
-    int done = g_abort.done;
-    pthread_mutex_unlock(&g_abort.mu);
-    if (!done) {
-        fprintf(stderr, "mgi: %s (aborting NCCL did not return within %d s)\n", g_abort.msg, ABORT_WAIT_S);
-        fflush(stderr);
-        _exit(3);
-    }
-    return NULL;
-}
-
 /* After a failure: the communicators aborted (NCCL stops its kernels and threads), the backend
  * marked broken so it refuses further work and its teardown skips waiting on the devices. */
-static void abort_comms(forward_cuda *f, const char *why) {
+static void abort_comms(forward_cuda *f) {
     f->broken = 1;
     if (!f->have_comms) return;
-    pthread_t wd;
-    snprintf(g_abort.msg, sizeof g_abort.msg, "%s", why);
-    g_abort.done = 0;
-    int armed = !pthread_create(&wd, NULL, abort_watchdog, NULL);
+    nccl_enter(f, f->n_part - 1, "abort");
     for (int i = 0; i < f->n_part; i++) ncclCommAbort(f->p[i].comm);
+    nccl_leave();
     f->have_comms = 0;
-    if (armed) {
-        pthread_mutex_lock(&g_abort.mu);
-        g_abort.done = 1;
-        pthread_cond_signal(&g_abort.cv);
-        pthread_mutex_unlock(&g_abort.mu);
-        pthread_join(wd, NULL);
-    }
 }
 
 static double now_s(void) {
     struct timespec ts;
     clock_gettime(CLOCK_MONOTONIC, &ts);
     return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
-}
-
-/* After a group of NCCL calls: the communicators are non-blocking (cuda_create), so a call whose
- * connections are still being made returns ncclInProgress and the host polls, for at most the
- * timeout, instead of blocking inside NCCL (where a peer that never joins would hang it for
- * good); nothing else is queued on the streams until every communicator is ready. */
-static int nccl_settle(forward_cuda *f, ncclResult_t r, const char *what, char *err, size_t err_size) {
-    if (r != ncclSuccess && r != ncclInProgress) {
-        snprintf(err, err_size, "NCCL %s on %d devices: %s", what, f->n_part, ncclGetErrorString(r));
-        abort_comms(f, err);
-        return -1;
-    }
-    if (r == ncclSuccess) return 0;
-    double t_end = now_s() + f->timeout_s;
-    for (int i = 0; i < f->n_part; i++) {
-        part *p = &f->p[i];
-        for (;;) {
-            ncclResult_t ae = ncclSuccess;
-            ncclResult_t q = ncclCommGetAsyncError(p->comm, &ae);
-            if (q == ncclSuccess && ae == ncclSuccess) break;
-            if (q != ncclSuccess || ae != ncclInProgress) {
-                snprintf(err, err_size, "NCCL %s failed on device %d (%s): %s", what, p->dev, p->dev_name,
-                         ncclGetErrorString(q != ncclSuccess ? q : ae));
-                abort_comms(f, err);
-                return -1;
-            }
-            if (now_s() > t_end) {
-                snprintf(err, err_size, "device %d (%s): NCCL %s made no progress for %d s (a peer device stopped "
-                         "answering)", p->dev, p->dev_name, what, f->timeout_s);
-                abort_comms(f, err);
-                return -1;
-            }
-            sched_yield();
-        }
-    }
-    return 0;
 }
 
 /* Waits for every part's stream. With several parts, polls so that an NCCL error reported
@@ -1108,24 +1101,23 @@ static int wait_all(forward_cuda *f, char *err, size_t err_size) {
             if (q == cudaSuccess) break;
             if (q != cudaErrorNotReady) {
                 snprintf(err, err_size, "device %d (%s): %s", p->dev, p->dev_name, cudaGetErrorString(q));
-                abort_comms(f, err);
+                abort_comms(f);
                 return -1;
             }
             if (spin % 1024) continue;
             for (int j = 0; j < f->n_part; j++) {
                 ncclResult_t ae = ncclSuccess;
-                if (ncclCommGetAsyncError(f->p[j].comm, &ae) != ncclSuccess ||
-                    (ae != ncclSuccess && ae != ncclInProgress)) {
+                if (ncclCommGetAsyncError(f->p[j].comm, &ae) != ncclSuccess || ae != ncclSuccess) {
                     snprintf(err, err_size, "NCCL failed on device %d (%s): %s", f->p[j].dev, f->p[j].dev_name,
                              ncclGetErrorString(ae));
-                    abort_comms(f, err);
+                    abort_comms(f);
                     return -1;
                 }
             }
             if (now_s() > t_end) {
                 snprintf(err, err_size, "device %d (%s): no progress for %d s (a peer device stopped answering)",
                          p->dev, p->dev_name, f->timeout_s);
-                abort_comms(f, err);
+                abort_comms(f);
                 return -1;
             }
         }
@@ -1571,41 +1563,15 @@ static int setup_parts(forward_cuda *f, engine_progress_fn progress, void *pctx,
 
 /* NCCL's communicators, set up in a thread while the weights load (it takes a few hundred ms). */
 typedef struct {
-    int n, timeout_s;
+    int n;
     const int *devs;
     ncclComm_t comms[ENGINE_MAX_DEVICES];
     ncclResult_t rc;
 } nccl_job;
 
-/* Non-blocking communicators (NCCL >= 2.14): their calls return ncclInProgress instead of
- * blocking the host while connections are made, so a peer that never joins ends in a timeout
- * (nccl_settle) rather than a hang. Initialisation is waited for here, as long as a pass may take. */
 static void *nccl_main(void *arg) {
     nccl_job *j = arg;
-    ncclUniqueId id;
-    ncclConfig_t cfg = NCCL_CONFIG_INITIALIZER;
-    cfg.blocking = 0;
-    if ((j->rc = ncclGetUniqueId(&id)) != ncclSuccess) return NULL;
-    j->rc = ncclGroupStart();
-    for (int i = 0; i < j->n && j->rc == ncclSuccess; i++) {
-        if (cudaSetDevice(j->devs[i]) != cudaSuccess) {
-            j->rc = ncclUnhandledCudaError;
-            break;
-        }
-        j->rc = ncclCommInitRankConfig(&j->comms[i], j->n, id, i, &cfg);
-        if (j->rc == ncclInProgress) j->rc = ncclSuccess;
-    }
-    ncclResult_t ge = ncclGroupEnd();
-    if (j->rc == ncclSuccess && ge != ncclInProgress) j->rc = ge;
-    double t_end = now_s() + j->timeout_s;
-    for (int i = 0; i < j->n && j->rc == ncclSuccess; i++)
-        for (;;) {
-            ncclResult_t ae = ncclSuccess, q = ncclCommGetAsyncError(j->comms[i], &ae);
-            if (q != ncclSuccess) { j->rc = q; break; }
-            if (ae != ncclInProgress) { j->rc = ae; break; }
-            if (now_s() > t_end) { j->rc = ncclInProgress; break; }  /* reported as a timeout */
-            sched_yield();
-        }
+    j->rc = ncclCommInitAll(j->comms, j->n, j->devs);
     return NULL;
 }
 
@@ -1703,7 +1669,8 @@ static void *cuda_create(const llama_model *m, const engine_plan *plan, int32_t 
                  m->tok_embd.name, quant_type_name(m->tok_embd.type));
         goto fail;
     }
-    nccl_job nj = {.n = f->n_part, .timeout_s = f->timeout_s, .devs = plan->dev};
+    nccl_job nj = {.n = f->n_part, .devs = plan->dev};
+    if (f->n_part > 1) nccl_watchdog_start();
     pthread_t nth;
     int nccl_started = f->n_part > 1 && !pthread_create(&nth, NULL, nccl_main, &nj);
     if (f->n_part > 1 && !nccl_started) nccl_main(&nj);

@@ -133,6 +133,11 @@ static size_t g_panel_limit = 0;
 
 extern "C" void gemm_panel_limit(size_t bytes) { g_panel_limit = bytes; }
 
+/* Token counts from which variants 4-6 take the panel path (gemm_panel_min_tokens; at least
+ * GP_MIN_N): below it v2 runs. */
+static int g_panel_min_n = GP_MIN_N;
+extern "C" void gemm_panel_min_tokens(int n) { g_panel_min_n = n > GP_MIN_N ? n : GP_MIN_N; }
+
 static size_t gp_limit() { return g_panel_limit && g_panel_limit < GEMM_PANEL_BYTES ? g_panel_limit : GEMM_PANEL_BYTES; }
 
 /* How a [rows, k] matrix is cut into panels of at most `limit` bytes: prows rows (a multiple of
@@ -320,7 +325,7 @@ extern "C" size_t gemm_variant_scratch_bytes(int variant, int64_t rows, int64_t 
     size_t need = s > 1 ? (size_t)s * (size_t)n * (size_t)rows * sizeof(float) : 0;
     gp_geom gm;
     int sms = 0, smem_max = 0;
-    if (gp_variant(variant) && n >= GP_MIN_N && gp_geometry(rows, k, gp_limit(), &gm)) {
+    if (gp_variant(variant) && n >= g_panel_min_n && gp_geometry(rows, k, gp_limit(), &gm)) {
         /* alignment, the panel, and room for split-K planes (a one-panel matrix, few tiles) */
         size_t p = 1024 + gm.bytes;
         if (gm.nrp == 1 && gm.nkp == 1) {
@@ -350,7 +355,7 @@ extern "C" cudaError_t gemm_f16_split(float *y, const void *w, uint32_t wtype, c
     if (!gemm_args_ok(wtype, rows, k, n)) return cudaErrorInvalidValue;
     const uint8_t *wb = (const uint8_t *)w;
     const __half *xh = (const __half *)x;
-    if (gp_variant(g_variant) && n >= GP_MIN_N) {
+    if (gp_variant(g_variant) && n >= g_panel_min_n) {
         bool ran = false;
         cudaError_t e = gp_run(g_variant, y, wb, wtype, xh, (int)rows, (int)k, n, scratch, scratch_bytes, stream, true, &ran);
         if (e != cudaSuccess || ran) return e;

@@ -118,6 +118,10 @@ size_t gemm_variant_scratch_bytes(int v, int64_t rows, int64_t k, int n);
  * never above it), to time other panel sizes or force several row and k panels on small
  * matrices. Process-wide; call gemm_f16_scratch_bytes after it. */
 void gemm_panel_limit(size_t bytes);
+/* Token counts below n (never below 128) run v2 even when variant 4-6 is chosen: a panel is
+ * dequantised once per call, which fewer tokens do not repay (the layer split's 128-token
+ * micro-batches ran at half v2's speed). Process-wide; the engine sets 256. */
+void gemm_panel_min_tokens(int n);
 /* Kernel lab and tests: only the dequantisation launches a variant 4-6 gemm_f16_split would make
  * for this matrix and scratch, no products. The last panel stays at the start of the scratch
  * (rounded up to 1024 bytes) as [P / 128][pc][128 rows][64] f16, P the panel's rows (a multiple
