@@ -98,15 +98,17 @@ cudaError_t gemm_f16(float *y, const void *w, uint32_t wtype, const uint16_t *x,
 size_t gemm_f16_scratch_bytes(int64_t rows, int64_t k, int n);
 cudaError_t gemm_f16_split(float *y, const void *w, uint32_t wtype, const uint16_t *x, int64_t rows, int64_t k,
                            int n, void *scratch, size_t scratch_bytes, cudaStream_t stream);
-/* Kernel lab: the GEMM kernel every later gemm_f16 / gemm_f16_split / gemm_f16_scratch_bytes call
- * uses, process-wide: 1 (gemm.cuh's v1), 2 (v2, the default), 3 (v3: weights through shared
- * memory as well), or for n >= 128 in gemm_f16_split the f16-panel path (gemm_panel.cuh): the
- * weights dequantised once per call into f16 panels of up to 32 MiB in the scratch, then an f16
- * tensor-core GEMM per panel, 4 (wgmma, sm_90a; v5 on other devices) or 5 (mma.sync); 6 is 4
- * without its per-chunk proxy fence (lab: gemm_panel.cuh says why). Variants 4 to 6 run v2 for n < 128, in gemm_f16 (no scratch) and when the scratch cannot hold a panel
- * of 128 rows x 256 weights; less scratch than gemm_f16_scratch_bytes gives smaller panels, the
- * same results to rounding (each panel's k range adds into Y in order: bit-identical reruns).
- * Size scratch after choosing. */
+/* The GEMM kernel every later gemm_f16 / gemm_f16_split / gemm_f16_scratch_bytes call uses,
+ * process-wide (the engine sets 4, or MGI_GEMM's; the library's own default is 2): 1 (gemm.cuh's
+ * v1), 2 (v2), 3 (v3: weights through shared memory as well), or for n >= 128 (or
+ * gemm_panel_min_tokens) in gemm_f16_split the f16-panel path (gemm_panel.cuh): the weights
+ * dequantised once per call into f16 panels of up to 32 MiB in the scratch, then an f16
+ * tensor-core GEMM per panel, 4 (wgmma, compute capability 9.0 only; v2 elsewhere) or 5
+ * (mma.sync); 6 is 4 without its per-chunk proxy fence (lab: gemm_panel.cuh says why). Variants
+ * 4 to 6 run v2 below that token count, in gemm_f16 (no scratch) and when the scratch cannot
+ * hold a panel of 128 rows x 256 weights; less scratch than gemm_f16_scratch_bytes gives smaller
+ * panels, the same results to rounding (each panel's k range adds into Y in order: bit-identical
+ * reruns). Size scratch after choosing. */
 void gemm_use_variant(int v);
 /* The scratch gemm_f16_split needs under variant v (gemm_f16_scratch_bytes is this for the
  * variant in force): for 4 to 6 at n >= 128 the f16 panel (the whole matrix's f16 size up to
