@@ -38,6 +38,16 @@ static void *dev_upload(const void *h, size_t bytes) {
     return p;
 }
 
+/* Quantised rows (host, bytes long) in matvec's repacked layout on the device, as the engine
+ * holds them. */
+static void *dev_repacked(const void *w, size_t bytes, uint32_t t, int64_t rows, int64_t k) {
+    void *dw = dev_upload(w, bytes), *dr = dev_alloc(matvec_repacked_bytes(t, rows, k));
+    CUDA_CHECK(matvec_repack(dr, dw, t, rows, k, 0));
+    CUDA_CHECK(cudaDeviceSynchronize());
+    CUDA_CHECK(cudaFree(dw));
+    return dr;
+}
+
 /* Output buffer of n floats + GUARD, every byte 0xff (a NaN). */
 static float *dev_poisoned(int64_t n) {
     float *p = dev_alloc((size_t)(n + GUARD) * sizeof(float));
@@ -121,6 +131,51 @@ static void test_matvec(gen_rng *r, uint32_t t, int64_t rows, int64_t k, int n, 
     free(w); free(x); free(xh16); free(ref); free(y);
 }
 
+/* nk values of X ([n][k]) for v10, in 32-value groups as it rounds them to int8 (one scale per
+ * group): magnitude drawn per group (50, 1 or 1e-3), and in a quarter of the groups one outlier
+ * of 30 that sets the scale for the rest. With gu, X is silu(g) * u with u those values and g in
+ * (1.5, 2.5) (silu(g) in (1.7, 2)), gu laid out per token as k gates then k ups (stride 2k). */
+static void v10_fill(gen_rng *r, int64_t nk, int64_t k, float *gu, float *x) {
+    for (int64_t b = 0; b < nk; b += 32) {
+        const int kind = (int)(gen_u64(r) % 4);
+        const double mag = kind == 0 ? 50 : kind == 1 ? 1 : 1e-3;
+        for (int64_t i = b; i < b + 32; i++) {
+            const double v = kind == 3 && i == b + 7 ? 30 : gen_uniform(r, -mag, mag);
+            if (!gu) {
+                x[i] = (float)v;
+                continue;
+            }
+            const int64_t gi = 2 * k * (i / k) + i % k;
+            gu[gi] = (float)gen_uniform(r, 1.5, 2.5);
+            gu[gi + k] = (float)v;
+            x[i] = gu[gi] / (1.0f + expf(-gu[gi])) * gu[gi + k];
+        }
+    }
+}
+
+/* The f64 reference of W . X ([n][rows], as y) and each value's matvec v10 budget (mvq.h) in
+ * *bud; NULL with err (and *bud NULL) on failure. */
+static double *v10_ref(uint32_t t, const void *w, const float *x, int64_t rows, int64_t k, int n, mvq_budget **bud,
+                       char *err, size_t err_size) {
+    double *ref = matvec_ref(t, w, x, rows, k, n, err, err_size);
+    *bud = malloc(sizeof(mvq_budget) * (size_t)(n * rows));
+    float *row = malloc(sizeof(float) * (size_t)k);
+    for (int64_t j = 0; ref && j < rows; j++) {
+        if (quant_dequant_row(t, (const uint8_t *)w + j * quant_row_bytes(t, k), row, k, err, err_size)) {
+            free(ref);
+            ref = NULL;
+        } else {
+            for (int c = 0; c < n; c++) (*bud)[c * rows + j] = mvq_row_budget(row, x + c * k, k);
+        }
+    }
+    free(row);
+    if (!ref) {
+        free(*bud);
+        *bud = NULL;
+    }
+    return ref;
+}
+
 /* Matvec v10 for n tokens, X through matvec_f32 (xmode 0), matvec_f16 (1) or matvec_f32_swiglu
  * (2), X over a wide range per 32-value block (|x| up to ~50, ~1, ~1e-3, or a single outlier in
  * small values) so that the per-block scales matter; mvq.h's budget per row and token. */
@@ -136,35 +191,13 @@ static void test_matvec_v10(gen_rng *r, uint32_t t, int64_t rows, int64_t k, int
     /* gu: per token its k gates then its k ups (strides 2k) */
     float *x = malloc(sizeof(float) * (size_t)nk), *gu = malloc(sizeof(float) * (size_t)(2 * nk));
     uint16_t *xh16 = malloc(sizeof(uint16_t) * (size_t)nk);
-    for (int64_t b = 0; b < nk; b += 32) {
-        const int kind = (int)(gen_u64(r) % 4);
-        const double mag = kind == 0 ? 50 : kind == 1 ? 1 : 1e-3;
-        for (int64_t i = b; i < b + 32; i++) {
-            double v = gen_uniform(r, -mag, mag);
-            if (kind == 3 && i == b + 7) v = 30;
-            const int64_t c = i / k, gi = 2 * k * c + i % k;
-            if (xmode == 2) { /* x = silu(g) * u with u = v and g ~ 2: silu(g) in (1.7, 2) */
-                gu[gi] = (float)gen_uniform(r, 1.5, 2.5);
-                gu[gi + k] = (float)v;
-                x[i] = gu[gi] / (1.0f + expf(-gu[gi])) * gu[gi + k];
-            } else {
-                x[i] = (float)v;
-                xh16[i] = quant_f32_to_f16(x[i]);
-                if (xmode == 1) x[i] = quant_f16_to_f32(xh16[i]);
-            }
-        }
+    v10_fill(r, nk, k, xmode == 2 ? gu : NULL, x);
+    for (int64_t i = 0; xmode != 2 && i < nk; i++) {
+        xh16[i] = quant_f32_to_f16(x[i]);
+        if (xmode == 1) x[i] = quant_f16_to_f32(xh16[i]);
     }
-    double *ref = matvec_ref(t, w, x, rows, k, n, err, sizeof err);
-    mvq_budget *bud = malloc(sizeof(mvq_budget) * (size_t)(n * rows)); /* [n][rows], as ref and y */
-    float *row = malloc(sizeof(float) * (size_t)k);
-    for (int64_t j = 0; ref && j < rows; j++) {
-        if (quant_dequant_row(t, (const uint8_t *)w + j * quant_row_bytes(t, k), row, k, err, sizeof err)) {
-            free(ref);
-            ref = NULL;
-        } else {
-            for (int c = 0; c < n; c++) bud[c * rows + j] = mvq_row_budget(row, x + c * k, k);
-        }
-    }
+    mvq_budget *bud;
+    double *ref = v10_ref(t, w, x, rows, k, n, &bud, err, sizeof err);
     if (!ref) {
         CHECK(0, name, "reference: %s", err);
         return;
@@ -187,7 +220,7 @@ static void test_matvec_v10(gen_rng *r, uint32_t t, int64_t rows, int64_t k, int
     CHECK(ok, name, "%s, guard %s, %s (rel err %.3g)", cudaGetErrorString(e), guard ? "ok" : "overwritten", why,
           gen_rel_err(y, ref, n * rows));
     CUDA_CHECK(cudaFree(dw)); CUDA_CHECK(cudaFree(dr)); CUDA_CHECK(cudaFree(dx)); CUDA_CHECK(cudaFree(dy));
-    free(w); free(x); free(gu); free(xh16); free(ref); free(bud); free(row); free(y);
+    free(w); free(x); free(gu); free(xh16); free(ref); free(bud); free(y);
 }
 
 /* matvec_f32_swiglu: X = silu(g) * u from strided rows (as a stacked gate/up matvec leaves them),
@@ -245,22 +278,8 @@ static void test_matvec_fused(gen_rng *r, uint32_t t, int64_t rows, int64_t k, i
     float *raw = malloc(sizeof(float) * (size_t)(2 * nk)), *x = malloc(sizeof(float) * (size_t)nk);
     float *g = malloc(sizeof(float) * (size_t)k), *y0 = malloc(sizeof(float) * (size_t)(n * rows));
     for (int64_t i = 0; i < k; i++) g[i] = (float)gen_uniform(r, -1.5, 1.5);
-    for (int64_t b = 0; b < nk; b += 32) {
-        const int kind = (int)(gen_u64(r) % 4);
-        const double mag = kind == 0 ? 50 : kind == 1 ? 1 : 1e-3;
-        for (int64_t i = b; i < b + 32; i++) {
-            double v = gen_uniform(r, -mag, mag);
-            if (kind == 3 && i == b + 7) v = 30;
-            const int64_t c = i / k, gi = 2 * k * c + i % k;
-            if (mode == 2) { /* silu(g) in (1.7, 2), as test_matvec_v10 */
-                raw[gi] = (float)gen_uniform(r, 1.5, 2.5);
-                raw[gi + k] = (float)v;
-                x[i] = raw[gi] / (1.0f + expf(-raw[gi])) * raw[gi + k];
-            } else {
-                raw[i] = x[i] = (float)v;
-            }
-        }
-    }
+    v10_fill(r, nk, k, mode == 2 ? raw : NULL, x);
+    if (mode != 2) memcpy(raw, x, sizeof(float) * (size_t)nk);
     if (mode == 0) /* engine/forward_cpu.c's rmsnorm */
         for (int c = 0; c < n; c++) {
             double ss = 0;
@@ -269,20 +288,11 @@ static void test_matvec_fused(gen_rng *r, uint32_t t, int64_t rows, int64_t k, i
             for (int64_t i = 0; i < k; i++) x[c * k + i] = raw[c * k + i] * scale * g[i];
         }
     for (int64_t i = 0; i < n * rows; i++) y0[i] = mode ? (float)gen_uniform(r, -4, 4) : 0.0f;
-    double *ref = matvec_ref(t, w, x, rows, k, n, err, sizeof err);
-    mvq_budget *bud = malloc(sizeof(mvq_budget) * (size_t)(n * rows)); /* [n][rows], as ref and y */
-    float *row = malloc(sizeof(float) * (size_t)k);
-    for (int64_t j = 0; ref && j < rows; j++) {
-        if (quant_dequant_row(t, (const uint8_t *)w + j * quant_row_bytes(t, k), row, k, err, sizeof err)) {
-            free(ref);
-            ref = NULL;
-        } else {
-            for (int c = 0; c < n; c++) {
-                bud[c * rows + j] = mvq_row_budget(row, x + c * k, k);
-                bud[c * rows + j].worst += 1e-6 * fabs(y0[c * rows + j]);
-                ref[c * rows + j] += y0[c * rows + j];
-            }
-        }
+    mvq_budget *bud;
+    double *ref = v10_ref(t, w, x, rows, k, n, &bud, err, sizeof err);
+    for (int64_t i = 0; ref && i < n * rows; i++) { /* y += W . X: the old y adds in, with its f32 rounding */
+        bud[i].worst += 1e-6 * fabs(y0[i]);
+        ref[i] += y0[i];
     }
     if (!ref) {
         CHECK(0, name, "reference: %s", err);
@@ -307,7 +317,7 @@ static void test_matvec_fused(gen_rng *r, uint32_t t, int64_t rows, int64_t k, i
           guard ? "ok" : "overwritten", why, gen_rel_err(y, ref, n * rows));
     CUDA_CHECK(cudaFree(dw)); CUDA_CHECK(cudaFree(dr)); CUDA_CHECK(cudaFree(dx)); CUDA_CHECK(cudaFree(dg));
     CUDA_CHECK(cudaFree(dy));
-    free(w); free(raw); free(x); free(g); free(y0); free(ref); free(bud); free(row); free(y);
+    free(w); free(raw); free(x); free(g); free(y0); free(ref); free(bud); free(y);
 }
 
 /* Cases the fused matvecs do not take: matvec_fused_supported says 0, each entry returns
@@ -360,34 +370,53 @@ static void test_matvec_fused_cover(void) {
  * that read its input before the previous kernel finished, or wrote before the next-but-one
  * had read, gives a wrong x. Run eagerly, then captured as a graph and replayed on fresh data. */
 #define CHAIN_ROUNDS 16
+/* The end of a chain test's pass: pass 0 ran eagerly; pass 1 captured, so the capture is ended
+ * and instantiated; passes 1 and 2 launch the graph (2: replayed on fresh data); then the wait. */
+static cudaError_t chain_pass_end(int pass, cudaError_t e, cudaStream_t st, cudaGraph_t *graph,
+                                  cudaGraphExec_t *exec) {
+    if (pass == 1) {
+        cudaError_t ec = cudaStreamEndCapture(st, graph);
+        if (e == cudaSuccess) e = ec;
+        if (e == cudaSuccess) e = cudaGraphInstantiate(exec, *graph, 0);
+    }
+    if (pass >= 1 && e == cudaSuccess) e = cudaGraphLaunch(*exec, st);
+    if (e == cudaSuccess) e = cudaStreamSynchronize(st);
+    return e;
+}
+
 static void chain_fill(gen_rng *r, float *x0, float *d, int64_t n) {
     for (int64_t i = 0; i < n; i++) { x0[i] = (float)gen_normal(r); d[i] = (float)gen_normal(r); }
+}
+
+/* One token's FFN block in f64, in place on its residual x: xn = rmsnorm(x) * nw, then
+ * x += Wdown . (silu(Wgate . xn) * (Wup . xn)) (gate and up stacked in wgu); xn and h scratch. */
+static void ffn_ref(double *x, const float *nw, const float *wgu, const float *wdn, int dim, int ff, double *xn,
+                    double *h) {
+    double ss = 0;
+    for (int j = 0; j < dim; j++) ss += x[j] * x[j];
+    double s = 1.0 / sqrt(ss / dim + 1e-5);
+    for (int j = 0; j < dim; j++) xn[j] = x[j] * s * nw[j];
+    for (int i = 0; i < ff; i++) {
+        double g = 0, u = 0;
+        for (int j = 0; j < dim; j++) {
+            g += (double)wgu[(size_t)i * dim + j] * xn[j];
+            u += (double)wgu[(size_t)(ff + i) * dim + j] * xn[j];
+        }
+        h[i] = g / (1.0 + exp(-g)) * u;
+    }
+    for (int i = 0; i < dim; i++) {
+        double o = 0;
+        for (int j = 0; j < ff; j++) o += (double)wdn[(size_t)i * ff + j] * h[j];
+        x[i] += o;
+    }
 }
 
 static void chain_ref(double *out, const float *x0, const float *d, const float *nw, const float *wgu,
                       const float *wdn, int n, int dim, int ff) {
     double *xn = malloc(sizeof(double) * dim), *h = malloc(sizeof(double) * ff);
     for (int c = 0; c < n; c++) {
-        double ss = 0;
-        for (int j = 0; j < dim; j++) {
-            out[c * dim + j] = (double)x0[c * dim + j] + d[c * dim + j];
-            ss += out[c * dim + j] * out[c * dim + j];
-        }
-        double s = 1.0 / sqrt(ss / dim + 1e-5);
-        for (int j = 0; j < dim; j++) xn[j] = out[c * dim + j] * s * nw[j];
-        for (int i = 0; i < ff; i++) {
-            double g = 0, u = 0;
-            for (int j = 0; j < dim; j++) {
-                g += (double)wgu[(size_t)i * dim + j] * xn[j];
-                u += (double)wgu[(size_t)(ff + i) * dim + j] * xn[j];
-            }
-            h[i] = g / (1.0 + exp(-g)) * u;
-        }
-        for (int i = 0; i < dim; i++) {
-            double o = 0;
-            for (int j = 0; j < ff; j++) o += (double)wdn[(size_t)i * ff + j] * h[j];
-            out[c * dim + i] += o;
-        }
+        for (int j = 0; j < dim; j++) out[c * dim + j] = (double)x0[c * dim + j] + d[c * dim + j];
+        ffn_ref(out + (size_t)c * dim, nw, wgu, wdn, dim, ff, xn, h);
     }
     free(xn); free(h);
 }
@@ -451,13 +480,7 @@ static void test_chain(gen_rng *r, uint32_t tgu, uint32_t tdn) {
                 if (e == cudaSuccess) e = add(xi, xi, dout, (int64_t)n * dim, st);
             }
         }
-        if (pass == 1) {
-            cudaError_t ec = cudaStreamEndCapture(st, &graph);
-            if (e == cudaSuccess) e = ec;
-            if (e == cudaSuccess) e = cudaGraphInstantiate(&exec, graph, 0);
-        }
-        if (pass >= 1 && e == cudaSuccess) e = cudaGraphLaunch(exec, st);
-        if (e == cudaSuccess) e = cudaStreamSynchronize(st);
+        e = chain_pass_end(pass, e, st, &graph, &exec);
         CUDA_CHECK(cudaMemcpy(got, dx, sizeof(float) * per * CHAIN_ROUNDS, cudaMemcpyDeviceToHost));
         double worst = 0;
         for (int i = 0; i < CHAIN_ROUNDS; i++) {
@@ -494,28 +517,13 @@ static void fused_chain_ref(double *out, const float *x0, const float *d, const 
                             const float *wgu, const float *wdn, int n, int dim, int ff) {
     double *xn = malloc(sizeof(double) * dim), *h = malloc(sizeof(double) * ff);
     for (int c = 0; c < n; c++) {
-        double *x = out + (size_t)c * dim, ss = 0;
+        double *x = out + (size_t)c * dim;
         for (int i = 0; i < dim; i++) {
             double o = 0;
             for (int j = 0; j < dim; j++) o += (double)wo[(size_t)i * dim + j] * d[c * dim + j];
             x[i] = x0[c * dim + i] + o;
-            ss += x[i] * x[i];
         }
-        double s = 1.0 / sqrt(ss / dim + 1e-5);
-        for (int j = 0; j < dim; j++) xn[j] = x[j] * s * nw[j];
-        for (int i = 0; i < ff; i++) {
-            double g = 0, u = 0;
-            for (int j = 0; j < dim; j++) {
-                g += (double)wgu[(size_t)i * dim + j] * xn[j];
-                u += (double)wgu[(size_t)(ff + i) * dim + j] * xn[j];
-            }
-            h[i] = g / (1.0 + exp(-g)) * u;
-        }
-        for (int i = 0; i < dim; i++) {
-            double o = 0;
-            for (int j = 0; j < ff; j++) o += (double)wdn[(size_t)i * ff + j] * h[j];
-            x[i] += o;
-        }
+        ffn_ref(x, nw, wgu, wdn, dim, ff, xn, h);
     }
     free(xn); free(h);
 }
@@ -611,13 +619,7 @@ static void test_fused_chain(gen_rng *r, uint32_t tw, uint32_t tdn, int swiglu_a
                 }
             }
         }
-        if (pass == 1) {
-            cudaError_t ec = cudaStreamEndCapture(st, &graph);
-            if (e == cudaSuccess) e = ec;
-            if (e == cudaSuccess) e = cudaGraphInstantiate(&exec, graph, 0);
-        }
-        if (pass >= 1 && e == cudaSuccess) e = cudaGraphLaunch(exec, st);
-        if (e == cudaSuccess) e = cudaStreamSynchronize(st);
+        e = chain_pass_end(pass, e, st, &graph, &exec);
         CUDA_CHECK(cudaMemcpy(got, dx, sizeof(float) * all, cudaMemcpyDeviceToHost));
         CUDA_CHECK(cudaMemcpy(unf, dxu, sizeof(float) * all, cudaMemcpyDeviceToHost));
         double worst_u = 0, worst_r = 0;
@@ -709,10 +711,7 @@ static void test_gemm_split(gen_rng *r, uint32_t t, int64_t rows, int64_t k, con
     size_t wb = quant_row_bytes(t, k) * (size_t)rows;
     void *w = malloc(wb);
     gen_weights(r, t, rows, k, w);
-    void *dw = dev_upload(w, wb), *dr = dev_alloc(matvec_repacked_bytes(t, rows, k));
-    CUDA_CHECK(matvec_repack(dr, dw, t, rows, k, 0));
-    CUDA_CHECK(cudaDeviceSynchronize());
-    CUDA_CHECK(cudaFree(dw));
+    void *dr = dev_repacked(w, wb, t, rows, k);
     int64_t stride = rows > 48 ? (rows / 48) | 1 : 1, ns_rows = 0, *rs = malloc(sizeof(int64_t) * (size_t)(rows / stride + 2));
     for (int64_t i = 0; i < rows; i += stride) rs[ns_rows++] = i;
     if (rs[ns_rows - 1] != rows - 1) rs[ns_rows++] = rows - 1;
@@ -895,10 +894,7 @@ static void test_gemm_panel(gen_rng *r, uint32_t t, int64_t rows, int64_t k, int
             mag[(int64_t)c * rows + i] = abs_acc;
         }
     }
-    void *dw = dev_upload(w, wb), *dr = dev_alloc(matvec_repacked_bytes(t, rows, k));
-    CUDA_CHECK(matvec_repack(dr, dw, t, rows, k, 0));
-    CUDA_CHECK(cudaDeviceSynchronize());
-    CUDA_CHECK(cudaFree(dw));
+    void *dr = dev_repacked(w, wb, t, rows, k);
     void *dx = dev_upload(xh, sizeof(uint16_t) * (size_t)n * (size_t)k);
     const int64_t total = (int64_t)n * rows;
     float *dy = dev_poisoned(total);
@@ -971,10 +967,7 @@ static void test_gemm_dequant(gen_rng *r, uint32_t t, int64_t rows, int64_t k) {
     size_t wb = quant_row_bytes(t, k) * (size_t)rows;
     void *w = malloc(wb);
     gen_weights(r, t, rows, k, w);
-    void *dw = dev_upload(w, wb), *dr = dev_alloc(matvec_repacked_bytes(t, rows, k));
-    CUDA_CHECK(matvec_repack(dr, dw, t, rows, k, 0));
-    CUDA_CHECK(cudaDeviceSynchronize());
-    CUDA_CHECK(cudaFree(dw));
+    void *dr = dev_repacked(w, wb, t, rows, k);
     const int64_t C = (k + 63) / 64, R = (rows + 127) / 128 * 128;
     const size_t pbytes = (size_t)R * (size_t)C * 128, sb = pbytes + 1024;
     uint8_t *scr = dev_alloc(sb);

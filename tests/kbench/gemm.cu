@@ -22,34 +22,80 @@
 static int g_fail = 0;
 static bool g_no_wgmma = false; /* "nowgmma": leave v4 and v6 out */
 
-static void bench(lab &L, cublasHandle_t cb, gen_rng *r, uint32_t t, int64_t rows, int64_t k) {
-    static const int ns[] = {16, 64, 128, 512};
-    const int nmax = 512;
+/* One quantised matrix of fresh random weights for a table row: the repacked weights (dr) and
+ * their f16 dequantisation (dw16, cuBLAS's input) on the device, and ~64 sampled rows (rs)
+ * dequantised on the host (dq) for the f64 reference. */
+struct lab_matrix {
+    std::vector<int64_t> rs;
+    std::vector<float> dq;
+    void *dr = nullptr, *dw16 = nullptr;
+    size_t rb = 0;
+};
+
+static void lab_matrix_make(lab_matrix &m, gen_rng *r, uint32_t t, int64_t rows, int64_t k) {
     char err[256];
-    const size_t wb = quant_row_bytes(t, k) * rows, rb = matvec_repacked_bytes(t, rows, k);
+    const size_t wb = quant_row_bytes(t, k) * rows;
+    m.rb = matvec_repacked_bytes(t, rows, k);
     std::vector<uint8_t> w(wb);
     gen_weights(r, t, rows, k, w.data());
-    std::vector<int64_t> rs;
-    for (int64_t i = 0; i < rows; i += (rows / 64) | 1) rs.push_back(i);
-    if (rs.back() != rows - 1) rs.push_back(rows - 1);
-    std::vector<float> dq(rs.size() * k), row(k);
-    for (size_t s = 0; s < rs.size(); s++)
-        quant_dequant_row(t, w.data() + rs[s] * quant_row_bytes(t, k), dq.data() + s * k, k, err, sizeof err);
-    std::vector<uint16_t> w16(rows * k), x(nmax * k);
+    for (int64_t i = 0; i < rows; i += (rows / 64) | 1) m.rs.push_back(i);
+    if (m.rs.back() != rows - 1) m.rs.push_back(rows - 1);
+    m.dq.resize(m.rs.size() * k);
+    for (size_t s = 0; s < m.rs.size(); s++)
+        quant_dequant_row(t, w.data() + m.rs[s] * quant_row_bytes(t, k), m.dq.data() + s * k, k, err, sizeof err);
+    std::vector<uint16_t> w16(rows * k);
+    std::vector<float> row(k);
     for (int64_t i = 0; i < rows; i++) {
         quant_dequant_row(t, w.data() + i * quant_row_bytes(t, k), row.data(), k, err, sizeof err);
         for (int64_t j = 0; j < k; j++) w16[i * k + j] = quant_f32_to_f16(row[j]);
     }
-    void *dw, *dr, *dx, *dw16, *scr = nullptr;
-    float *dy;
+    void *dw;
     CUDA_CHECK(cudaMalloc(&dw, wb));
     CUDA_CHECK(cudaMemcpy(dw, w.data(), wb, cudaMemcpyHostToDevice));
-    CUDA_CHECK(cudaMalloc(&dr, rb));
-    CUDA_CHECK(matvec_repack(dr, dw, t, rows, k, 0));
+    CUDA_CHECK(cudaMalloc(&m.dr, m.rb));
+    CUDA_CHECK(matvec_repack(m.dr, dw, t, rows, k, 0));
     CUDA_CHECK(cudaDeviceSynchronize());
     CUDA_CHECK(cudaFree(dw));
-    CUDA_CHECK(cudaMalloc(&dw16, w16.size() * 2));
-    CUDA_CHECK(cudaMemcpy(dw16, w16.data(), w16.size() * 2, cudaMemcpyHostToDevice));
+    CUDA_CHECK(cudaMalloc(&m.dw16, w16.size() * 2));
+    CUDA_CHECK(cudaMemcpy(m.dw16, w16.data(), w16.size() * 2, cudaMemcpyHostToDevice));
+}
+
+static void lab_matrix_free(lab_matrix &m) {
+    CUDA_CHECK(cudaFree(m.dr));
+    CUDA_CHECK(cudaFree(m.dw16));
+}
+
+/* The f64 products of the sampled rows with n tokens of x ([n][k] f16): ref[s * n + c]. */
+static std::vector<double> lab_ref(const lab_matrix &m, const std::vector<uint16_t> &x, int n, int64_t k) {
+    std::vector<double> ref(m.rs.size() * n);
+    for (size_t s = 0; s < m.rs.size(); s++)
+        for (int c = 0; c < n; c++) {
+            double acc = 0;
+            for (int64_t j = 0; j < k; j++) acc += (double)m.dq[s * k + j] * quant_f16_to_f32(x[(size_t)c * k + j]);
+            ref[s * n + c] = acc;
+        }
+    return ref;
+}
+
+/* dy ([n][rows] f32 on the device) at the sampled rows against ref: the relative error. */
+static double lab_check(const lab_matrix &m, const float *dy, const std::vector<double> &ref, int n, int64_t rows) {
+    std::vector<float> y((size_t)n * rows), got(m.rs.size() * n);
+    CUDA_CHECK(cudaMemcpy(y.data(), dy, y.size() * 4, cudaMemcpyDeviceToHost));
+    for (size_t s = 0; s < m.rs.size(); s++)
+        for (int c = 0; c < n; c++) got[s * n + c] = y[(size_t)c * rows + m.rs[s]];
+    return gen_rel_err(got.data(), ref.data(), (int64_t)got.size());
+}
+
+static void bench(lab &L, cublasHandle_t cb, gen_rng *r, uint32_t t, int64_t rows, int64_t k) {
+    static const int ns[] = {16, 64, 128, 512};
+    const int nmax = 512;
+    lab_matrix mat;
+    lab_matrix_make(mat, r, t, rows, k);
+    void *const dr = mat.dr, *const dw16 = mat.dw16;
+    const size_t rb = mat.rb;
+    std::vector<uint16_t> x(nmax * k);
+    void *dx, *scr = nullptr;
+    float *dy;
     CUDA_CHECK(cudaMalloc(&dx, x.size() * 2));
     CUDA_CHECK(cudaMalloc(&dy, (size_t)nmax * rows * 4));
     size_t sb = 0;
@@ -61,13 +107,7 @@ static void bench(lab &L, cublasHandle_t cb, gen_rng *r, uint32_t t, int64_t row
     for (int n : ns) {
         for (auto &v : x) v = quant_f32_to_f16((float)gen_uniform(r, -1, 1));
         CUDA_CHECK(cudaMemcpy(dx, x.data(), (size_t)n * k * 2, cudaMemcpyHostToDevice));
-        std::vector<double> ref(rs.size() * n);
-        for (size_t s = 0; s < rs.size(); s++)
-            for (int c = 0; c < n; c++) {
-                double acc = 0;
-                for (int64_t j = 0; j < k; j++) acc += (double)dq[s * k + j] * quant_f16_to_f32(x[c * k + j]);
-                ref[s * n + c] = acc;
-            }
+        const std::vector<double> ref = lab_ref(mat, x, n, k);
         const double flop = 2.0 * rows * k * n;
         const float one = 1, zero = 0;
         auto theirs = [&] {
@@ -90,11 +130,7 @@ static void bench(lab &L, cublasHandle_t cb, gen_rng *r, uint32_t t, int64_t row
             CUDA_CHECK(cudaMemset(dy, 0xff, (size_t)n * rows * 4));
             if (v < 5) ours(); else theirs();
             CUDA_CHECK(cudaDeviceSynchronize());
-            std::vector<float> y((size_t)n * rows), got(rs.size() * n);
-            CUDA_CHECK(cudaMemcpy(y.data(), dy, y.size() * 4, cudaMemcpyDeviceToHost));
-            for (size_t s = 0; s < rs.size(); s++)
-                for (int c = 0; c < n; c++) got[s * n + c] = y[(size_t)c * rows + rs[s]];
-            const double rel = gen_rel_err(got.data(), ref.data(), (int64_t)got.size());
+            const double rel = lab_check(mat, dy, ref, n, rows);
             const bool ok = rel < 2e-3;
             if (!ok && v < 5) g_fail++;
             const double ms = v < 5 ? L.time_ms(ours, 10) : L.time_ms(theirs, 10);
@@ -110,51 +146,28 @@ static void bench(lab &L, cublasHandle_t cb, gen_rng *r, uint32_t t, int64_t row
     }
     gemm_use_variant(2);
     if (scr) CUDA_CHECK(cudaFree(scr));
-    CUDA_CHECK(cudaFree(dr)); CUDA_CHECK(cudaFree(dx)); CUDA_CHECK(cudaFree(dw16)); CUDA_CHECK(cudaFree(dy));
+    CUDA_CHECK(cudaFree(dx)); CUDA_CHECK(cudaFree(dy));
+    lab_matrix_free(mat);
 }
 
 /* One matrix of the panel table: sampled reference, then v2, v5, v4, the dequantisation alone and
  * cuBLAS at n tokens. */
 static void bench_panel(lab &L, cublasHandle_t cb, gen_rng *r, uint32_t t, int64_t rows, int64_t k, int n) {
-    char err[256];
-    const size_t wb = quant_row_bytes(t, k) * rows, rb = matvec_repacked_bytes(t, rows, k);
-    std::vector<uint8_t> w(wb);
-    gen_weights(r, t, rows, k, w.data());
-    std::vector<int64_t> rs;
-    for (int64_t i = 0; i < rows; i += (rows / 64) | 1) rs.push_back(i);
-    if (rs.back() != rows - 1) rs.push_back(rows - 1);
-    std::vector<float> dq(rs.size() * k), row(k);
-    for (size_t s = 0; s < rs.size(); s++)
-        quant_dequant_row(t, w.data() + rs[s] * quant_row_bytes(t, k), dq.data() + s * k, k, err, sizeof err);
-    std::vector<uint16_t> w16(rows * k), x((size_t)n * k);
-    for (int64_t i = 0; i < rows; i++) {
-        quant_dequant_row(t, w.data() + i * quant_row_bytes(t, k), row.data(), k, err, sizeof err);
-        for (int64_t j = 0; j < k; j++) w16[i * k + j] = quant_f32_to_f16(row[j]);
-    }
+    lab_matrix mat;
+    lab_matrix_make(mat, r, t, rows, k);
+    void *const dr = mat.dr, *const dw16 = mat.dw16;
+    const size_t rb = mat.rb;
+    std::vector<uint16_t> x((size_t)n * k);
     for (auto &v : x) v = quant_f32_to_f16((float)gen_uniform(r, -1, 1));
-    void *dw, *dr, *dx, *dw16, *scr = nullptr;
+    void *dx, *scr = nullptr;
     float *dy;
-    CUDA_CHECK(cudaMalloc(&dw, wb));
-    CUDA_CHECK(cudaMemcpy(dw, w.data(), wb, cudaMemcpyHostToDevice));
-    CUDA_CHECK(cudaMalloc(&dr, rb));
-    CUDA_CHECK(matvec_repack(dr, dw, t, rows, k, 0));
-    CUDA_CHECK(cudaDeviceSynchronize());
-    CUDA_CHECK(cudaFree(dw));
-    CUDA_CHECK(cudaMalloc(&dw16, w16.size() * 2));
-    CUDA_CHECK(cudaMemcpy(dw16, w16.data(), w16.size() * 2, cudaMemcpyHostToDevice));
     CUDA_CHECK(cudaMalloc(&dx, x.size() * 2));
     CUDA_CHECK(cudaMemcpy(dx, x.data(), x.size() * 2, cudaMemcpyHostToDevice));
     CUDA_CHECK(cudaMalloc(&dy, (size_t)n * rows * 4));
     size_t sb = 0;
     for (int v : {2, 4, 5, 6}) sb = std::max(sb, gemm_variant_scratch_bytes(v, rows, k, n));
     CUDA_CHECK(cudaMalloc(&scr, sb));
-    std::vector<double> ref(rs.size() * n);
-    for (size_t s = 0; s < rs.size(); s++)
-        for (int c = 0; c < n; c++) {
-            double acc = 0;
-            for (int64_t j = 0; j < k; j++) acc += (double)dq[s * k + j] * quant_f16_to_f32(x[(size_t)c * k + j]);
-            ref[s * n + c] = acc;
-        }
+    const std::vector<double> ref = lab_ref(mat, x, n, k);
     const double flop = 2.0 * rows * k * n;
     const float one = 1, zero = 0;
     double v2_ms = 0;
@@ -180,11 +193,7 @@ static void bench_panel(lab &L, cublasHandle_t cb, gen_rng *r, uint32_t t, int64
             CUDA_CHECK(cudaMemset(dy, 0xff, (size_t)n * rows * 4));
             run();
             CUDA_CHECK(cudaDeviceSynchronize());
-            std::vector<float> y((size_t)n * rows), got(rs.size() * n);
-            CUDA_CHECK(cudaMemcpy(y.data(), dy, y.size() * 4, cudaMemcpyDeviceToHost));
-            for (size_t s = 0; s < rs.size(); s++)
-                for (int c = 0; c < n; c++) got[s * n + c] = y[(size_t)c * rows + rs[s]];
-            rel = gen_rel_err(got.data(), ref.data(), (int64_t)got.size());
+            rel = lab_check(mat, dy, ref, n, rows);
             ok = rel < 2e-3;
             if (!ok && m > 0) g_fail++;
         }
@@ -201,7 +210,8 @@ static void bench_panel(lab &L, cublasHandle_t cb, gen_rng *r, uint32_t t, int64
     }
     gemm_use_variant(2);
     CUDA_CHECK(cudaFree(scr));
-    CUDA_CHECK(cudaFree(dr)); CUDA_CHECK(cudaFree(dx)); CUDA_CHECK(cudaFree(dw16)); CUDA_CHECK(cudaFree(dy));
+    CUDA_CHECK(cudaFree(dx)); CUDA_CHECK(cudaFree(dy));
+    lab_matrix_free(mat);
 }
 
 int main(int argc, char **argv) {
