@@ -331,9 +331,13 @@ static int build(engine_plan *p, const llama_model *m, const engine_split *req, 
         int64_t kv_w = (int64_t)n_kvh * hp->head_dim, group = hp->n_head / hp->n_head_kv;
         p->weight_bytes[i] = w;
         p->kv_bytes[i] = (uint64_t)n_cells * (uint64_t)kv_w * 2 * 2 * (uint64_t)(p->layer1[i] - p->layer0[i]);
+        /* The prompt GEMM's scratch (forward_cuda.c's layout_scratch): an f16 weight panel of
+         * up to 32 MiB plus split-K room of 128 KiB per SM. */
+        int n_sm = d->n_sm > 0 ? d->n_sm : 132;
+        uint64_t gemm = (32ull << 20) + 1024 + (uint64_t)n_sm * (128u << 10);
         p->scratch_bytes[i] = scratch_estimate(hp, n_batch, n_cells, n_kvh * group * hp->head_dim, kv_w, n_ffc,
                                                n_kvh * group, i == p->head) +
-                              largest + (64ull << 20);
+                              gemm + largest + (64ull << 20);
     }
     /* The CPU's part: its layers, the embedding lookup, an f32 cache for its layers. */
     if (p->cpu_layers > 0) {

@@ -17,7 +17,7 @@ if ! [ -x build/mgi ] || ldd build/mgi build/tests/gpu/test_forward 2>&1 | grep 
         { tail -20 "$OUT/build.log"; exit 1; }
 fi
 nvidia-smi --query-gpu=name,memory.used,memory.total,clocks.sm,clocks.mem --format=csv,noheader >"$OUT/smi.txt" 2>&1
-BUILD=build timeout "${TEST_TIMEOUT:-330}" bash tests/run.sh gpu >"$OUT/test-gpu.log" 2>&1
+BUILD=build timeout "${TEST_TIMEOUT:-560}" bash tests/run.sh gpu >"$OUT/test-gpu.log" 2>&1
 : >"$OUT/summary.txt"
 for q in "${@:-q4_0 q4_k_m}"; do
     for qq in $q; do

@@ -3,7 +3,9 @@
 # topology, and benches synthetic models made here with -sm none,layer,row (one GPU vs two), the
 # load of each split from the page cache (whole process to first token), and the batch table on
 # one GPU. Logs under $OUT (at most 8 files), a short summary last.
-# Usage: SHARED=dir [MODELS="8b:q4_k_m 70b:q4_k_m"] [NO_TESTS=1] [NO_BATCH=1] scripts/gpu_split.sh
+# Usage: SHARED=dir [MODELS="8b:q4_k_m 70b:q4_k_m"] [NO_TESTS=1] [NO_BATCH=1] [TEST_TIMEOUT=560] scripts/gpu_split.sh
+# The GPU suite alone takes most of a 10-minute device call (test_kernels ~5 min): make the
+# models and benches in a second call (NO_TESTS=1).
 set -u
 B=${BUILD:-build}
 export NCCL_NVLS_ENABLE=0
@@ -17,7 +19,7 @@ if ! [ -x $B/mgi ] || ldd $B/mgi 2>&1 | grep -q "not found"; then
 fi
 { nvidia-smi topo -m; $B/mgi devices; } >"$OUT/topo.txt" 2>&1
 if [ -z "${NO_TESTS:-}" ]; then
-    BUILD=$B timeout "${TEST_TIMEOUT:-300}" bash tests/run.sh gpu >"$OUT/test-gpu.log" 2>&1
+    BUILD=$B timeout "${TEST_TIMEOUT:-560}" bash tests/run.sh gpu >"$OUT/test-gpu.log" 2>&1
 fi
 : >"$OUT/bench.txt"
 for mq in ${MODELS:-8b:q4_k_m}; do
