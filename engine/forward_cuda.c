@@ -25,9 +25,8 @@
  * plan per layer and token count: plan_fusions): each RMSNorm inside the matvec that reads it, the
  * residual adds as the wo and down matvecs' `y +=` (and with MGI_FUSE=1, six: SwiGLU while the
  * down matvec stages its input); after a fused layer x holds the whole residual and xn is only
- * scratch. The kernels of a decode
- * step overlap their launch and first weight loads with the previous kernel's tail (programmatic
- * dependent launch, kernels/pdl.cuh).
+ * scratch. The kernels of a decode step overlap their launch and first weight loads with the
+ * previous kernel's tail (programmatic dependent launch, kernels/pdl.cuh).
  *
  * Per pass, everything that changes (token ids, positions, sequence indices, cells, the rows
  * that want logits, the page tables) goes to each part in one copy of one int32 buffer laid out
