@@ -882,8 +882,8 @@ static int nccl_timeout_s(void) {
 }
 
 /* The prefill GEMM (kernels.h's gemm_use_variant): 4, the default, dequantises f16 weight panels
- * and multiplies them with wgmma (on compute capability 9.0; elsewhere, and below 128 tokens, v2
- * runs); MGI_GEMM=2 (in-register dequantisation, mma.sync), 5 (panels, mma.sync) or 6 (4 without
+ * and multiplies them with wgmma (on compute capability 9.0; elsewhere, and below
+ * GEMM_PANEL_MIN_TOKENS tokens, v2 runs); MGI_GEMM=2 (in-register dequantisation, mma.sync), 5 (panels, mma.sync) or 6 (4 without
  * the proxy fence) for A/B runs. PERF-LOG run 26: 8b q4_0 pp512 20160 with 4, 14050 with 2.
  * Process-wide, set at create. */
 static int g_gemm_variant = 4;
