@@ -892,6 +892,10 @@ static void gemm_variant_from_env(void) {
     g_gemm_variant = e && e[0] && !e[1] && strchr("2456", e[0]) ? e[0] - '0' : 4;
     gemm_use_variant(g_gemm_variant);
     gemm_panel_min_tokens(GEMM_PANEL_MIN_TOKENS);
+    /* MGI_ATT=1: decode attention on the tiled CUDA-core kernel instead of the tensor-core one
+     * (paged.h's paged_attention_use_variant), for A/B runs */
+    const char *a = getenv("MGI_ATT");
+    paged_attention_use_variant(a && !strcmp(a, "1") ? 1 : 2);
 }
 
 /* A host thread blocked inside NCCL cannot be timed out by polling: NCCL makes its connections

@@ -406,6 +406,284 @@ static cudaError_t pt_launch(float *out, float *sc, const float *q, const uint16
                       pos, seq, pages, page_stride, n_head, n_kv_head, head_dim, scale);
 }
 
+/* ---- split-KV decode attention on the tensor cores (head_dim 64 or 128, <= 8 heads per kv head) ---
+ * The tiled kernel above does its dot products on the CUDA cores in three barrier-separated phases
+ * per 64-position tile: ~8 us per layer even with one tile, ~75 us at 16k positions (~900 GB/s of
+ * K/V), while the bytes alone would take ~20 us. Here each warp is on its own: block (split, kv
+ * head, token) of PM_WARPS warps walks its split in 16-position sub-tiles, warp w taking sub-tiles
+ * w, w + PM_WARPS, ..., each sub-tile's K and V rows copied by the warp itself (cp.async) into its
+ * own ring of PM_STAGES slots, so a warp waits only on its own copies and only __syncwarp orders
+ * them. Per sub-tile: S = Q K^T and O += P V as mma.m16n8k16 (f32 accumulation) with the group's
+ * query heads as rows 0..G-1 of the A operand (rows 8..15 zero); K fragments by ldmatrix, V by
+ * ldmatrix.trans. Q and P enter as an f16 pair hi + lo (two mma each), so scores and weights keep
+ * ~f32 precision like the CUDA-core kernels and the CPU reference (the tensor cores have ~30x the
+ * throughput this needs). Softmax in base 2 (Q pre-scaled by log2 e). The warps' partial
+ * (m, l, O) are merged in shared memory; then, as in the tiled kernel, one split writes the output,
+ * or the last block of the (token, kv head) to arrive merges the splits in split order. */
+#define PM_WARPS 4
+#define PM_SUB 16
+#define PM_STAGES 3
+/* Splits hold at least this many positions: merging splits costs ~2.5 us (the partials' fence,
+ * the arrival atomic, the last block's reads), more than a 4-warp block needs for 256 positions
+ * (H200, kbench decode attention: 127 positions 4.8 us in one split, 7.3 in two; 1000 positions
+ * 9.9 us in 256-position splits, 11.1 in 64-position ones). */
+#define PM_MIN_CHUNK 256
+
+static size_t pm_smem_bytes(int head_dim) {
+    const size_t ring = (size_t)PM_WARPS * PM_STAGES * 2 * PM_SUB * (head_dim + 8) * sizeof(uint16_t);
+    const size_t merge = ((size_t)PM_WARPS * PA_MAX_G * (head_dim + 2)) * sizeof(float);
+    const size_t weights = (size_t)PA_MAX_G * 256 * sizeof(float); /* the split merge's, n_split <= 256 */
+    return ring > merge ? (ring > weights ? ring : weights) : (merge > weights ? merge : weights);
+}
+
+__device__ __forceinline__ uint32_t pm_pack(float lo, float hi) {
+    __half2 h = __floats2half2_rn(lo, hi);
+    return *(uint32_t *)&h;
+}
+
+/* x as hi + lo f16 pairs: hi = f16(x), lo = f16(x - hi) */
+__device__ __forceinline__ void pm_split(float a, float b, uint32_t &hi, uint32_t &lo) {
+    const __half2 h = __floats2half2_rn(a, b);
+    const float2 hf = __half22float2(h);
+    hi = *(const uint32_t *)&h;
+    lo = pm_pack(a - hf.x, b - hf.y);
+}
+
+/* D[16x8] += A[16x16] B[16x8] with A's rows 8..15 zero (a1 = a3 = 0) */
+__device__ __forceinline__ void pm_mma(float d[4], uint32_t a0, uint32_t a2, uint32_t b0, uint32_t b1) {
+    asm volatile("mma.sync.aligned.m16n8k16.row.col.f32.f16.f16.f32 "
+                 "{%0,%1,%2,%3}, {%4,%5,%6,%7}, {%8,%9}, {%0,%1,%2,%3};"
+                 : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3])
+                 : "r"(a0), "r"(0u), "r"(a2), "r"(0u), "r"(b0), "r"(b1));
+}
+
+__device__ __forceinline__ void pm_ldsm4(uint32_t r[4], const void *smem) {
+    asm volatile("ldmatrix.sync.aligned.m8n8.x4.shared.b16 {%0,%1,%2,%3}, [%4];"
+                 : "=r"(r[0]), "=r"(r[1]), "=r"(r[2]), "=r"(r[3])
+                 : "r"((unsigned)__cvta_generic_to_shared(smem)));
+}
+
+__device__ __forceinline__ void pm_ldsm4t(uint32_t r[4], const void *smem) {
+    asm volatile("ldmatrix.sync.aligned.m8n8.x4.trans.shared.b16 {%0,%1,%2,%3}, [%4];"
+                 : "=r"(r[0]), "=r"(r[1]), "=r"(r[2]), "=r"(r[3])
+                 : "r"((unsigned)__cvta_generic_to_shared(smem)));
+}
+
+/* 16 bytes, or zeros when !valid (cp.async's src-size 0: nothing is read from g) */
+__device__ __forceinline__ void pm_cp16(void *smem, const void *g, bool valid) {
+    asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;" ::"r"((unsigned)__cvta_generic_to_shared(smem)),
+                 "l"(g), "r"(valid ? 16 : 0)
+                 : "memory");
+}
+
+template <int D>
+__global__ void __launch_bounds__(PM_WARPS * 32, 2) paged_attn_mma_kernel(float *out, float *scratch, const float *q,
+        const uint16_t *kc, const uint16_t *vc, const int32_t *pos, const int32_t *seq, const int32_t *pages,
+        int page_stride, int n_head, int n_kv_head, float scale_log2) {
+    constexpr int RS = D + 8;                 /* halves per K/V row in shared memory (16 bytes of pad) */
+    constexpr int SLOT = 2 * PM_SUB * RS;     /* halves per ring slot: K rows, then V rows */
+    constexpr int CPR = D / 8;                /* 16-byte chunks per row */
+    extern __shared__ __align__(16) unsigned char pm_smem[];
+    __shared__ int is_last;
+    pdl_trigger(); /* PDL (pdl.cuh): the next kernel may start; this one waits for the last */
+    pdl_wait();
+    const int split = blockIdx.x, kvh = blockIdx.y, t = blockIdx.z, n_split = gridDim.x;
+    const int G = n_head / n_kv_head, tid = threadIdx.x, warp = tid >> 5, lane = tid & 31;
+    const int g = lane >> 2, tq = lane & 3;
+    const int L = pos[t] + 1;
+    const int chunk = (max(PM_MIN_CHUNK, (L + n_split - 1) / n_split) + PAGED_PAGE - 1) / PAGED_PAGE * PAGED_PAGE;
+    const int p0 = split * chunk, p1 = min(L, p0 + chunk), n_act = (L + chunk - 1) / chunk;
+    if (n_act == 1 && split > 0) return; /* one split holds the whole context: it writes the output */
+    const int64_t kv_dim = (int64_t)n_kv_head * D, parts = (int64_t)gridDim.z * n_head * n_split;
+    int *count = (int *)scratch + (int64_t)t * n_head + kvh;
+    float *ms = scratch + pt_counters(n_head), *ls = ms + parts, *os = ls + parts;
+    const int64_t part0 = ((int64_t)t * n_head + kvh * G) * n_split; /* head h, split s: part0 + h * n_split + s */
+    float *wm = (float *)pm_smem, *wl = wm + PM_WARPS * PA_MAX_G, *wo = wl + PM_WARPS * PA_MAX_G;
+    if (p0 < p1) {
+        uint16_t *ring = (uint16_t *)pm_smem + (size_t)warp * PM_STAGES * SLOT;
+        const int32_t *pt = pages + (int64_t)seq[t] * page_stride;
+        const int n_sub = (p1 - p0 + PM_SUB - 1) / PM_SUB;
+        const int mine = n_sub > warp ? (n_sub - warp + PM_WARPS - 1) / PM_WARPS : 0;
+        /* sub-tile i (the warp's i-th) into slot i % PM_STAGES; a sub-tile lies in one page */
+        auto issue = [&](int i) {
+            if (i < mine) {
+                const int b = p0 + (warp + i * PM_WARPS) * PM_SUB;
+                const int64_t cell0 = (int64_t)pt[b / PAGED_PAGE] * PAGED_PAGE + b % PAGED_PAGE;
+                uint16_t *ks = ring + (i % PM_STAGES) * SLOT, *vs = ks + PM_SUB * RS;
+#pragma unroll
+                for (int c = lane; c < PM_SUB * CPR; c += 32) {
+                    const int j = c / CPR, e = (c - j * CPR) * 8;
+                    const bool ok = b + j < p1; /* past the context: zeros (the cells may hold anything) */
+                    const int64_t gi = (cell0 + (ok ? j : 0)) * kv_dim + (int64_t)kvh * D + e;
+                    pm_cp16(ks + j * RS + e, kc + gi, ok);
+                    pm_cp16(vs + j * RS + e, vc + gi, ok);
+                }
+            }
+            pt_commit(); /* empty groups keep the count uniform */
+        };
+#pragma unroll
+        for (int i = 0; i < PM_STAGES - 1; i++) issue(i);
+        /* Q row g (head g of the group; rows >= G zero) as A fragments, hi and lo */
+        uint32_t qh[D / 16][2], ql[D / 16][2];
+        {
+            const float *qr = q + ((int64_t)t * n_head + kvh * G + g) * D;
+#pragma unroll
+            for (int s = 0; s < D / 16; s++) {
+                float2 a = make_float2(0.f, 0.f), b = a;
+                if (g < G) {
+                    a = *(const float2 *)(qr + 16 * s + 2 * tq);
+                    b = *(const float2 *)(qr + 16 * s + 2 * tq + 8);
+                }
+                pm_split(a.x * scale_log2, a.y * scale_log2, qh[s][0], ql[s][0]);
+                pm_split(b.x * scale_log2, b.y * scale_log2, qh[s][1], ql[s][1]);
+            }
+        }
+        float o[D / 8][4];
+#pragma unroll
+        for (int j = 0; j < D / 8; j++) o[j][0] = o[j][1] = o[j][2] = o[j][3] = 0.f;
+        float m = -INFINITY, l = 0.f;
+        for (int i = 0; i < mine; i++) {
+            issue(i + PM_STAGES - 1);
+            pt_wait<PM_STAGES - 1>();
+            __syncwarp(); /* every lane's copies of sub-tile i landed */
+            const uint16_t *ks = ring + (i % PM_STAGES) * SLOT, *vs = ks + PM_SUB * RS;
+            const int b = p0 + (warp + i * PM_WARPS) * PM_SUB;
+            float s[2][4];
+#pragma unroll
+            for (int n = 0; n < 2; n++) {
+                s[n][0] = s[n][1] = s[n][2] = s[n][3] = 0.f;
+#pragma unroll
+                for (int kk = 0; kk < D / 32; kk++) {
+                    uint32_t kb[4]; /* dims 32kk + 0/8/16/24 of positions 8n..8n+7 */
+                    pm_ldsm4(kb, ks + (8 * n + (lane & 7)) * RS + 32 * kk + 8 * (lane >> 3));
+                    pm_mma(s[n], qh[2 * kk][0], qh[2 * kk][1], kb[0], kb[1]);
+                    pm_mma(s[n], ql[2 * kk][0], ql[2 * kk][1], kb[0], kb[1]);
+                    pm_mma(s[n], qh[2 * kk + 1][0], qh[2 * kk + 1][1], kb[2], kb[3]);
+                    pm_mma(s[n], ql[2 * kk + 1][0], ql[2 * kk + 1][1], kb[2], kb[3]);
+                }
+            }
+            /* row g's scores: positions 8n + 2tq (+1) of the sub-tile */
+            float mx = m;
+#pragma unroll
+            for (int n = 0; n < 2; n++) {
+                const int p = b + 8 * n + 2 * tq;
+                if (p >= p1) s[n][0] = -INFINITY;
+                if (p + 1 >= p1) s[n][1] = -INFINITY;
+                mx = fmaxf(mx, fmaxf(s[n][0], s[n][1]));
+            }
+            mx = fmaxf(mx, __shfl_xor_sync(0xffffffffu, mx, 1));
+            mx = fmaxf(mx, __shfl_xor_sync(0xffffffffu, mx, 2)); /* finite: position b is in range */
+            const float corr = exp2f(m - mx);
+            m = mx;
+            float pw[2][2];
+#pragma unroll
+            for (int n = 0; n < 2; n++) {
+                pw[n][0] = exp2f(s[n][0] - mx);
+                pw[n][1] = exp2f(s[n][1] - mx);
+            }
+            l = l * corr + (pw[0][0] + pw[0][1]) + (pw[1][0] + pw[1][1]);
+            uint32_t ph0, pl0, ph1, pl1; /* P row g: positions 2tq.. (a0) and 8 + 2tq.. (a2) */
+            pm_split(pw[0][0], pw[0][1], ph0, pl0);
+            pm_split(pw[1][0], pw[1][1], ph1, pl1);
+#pragma unroll
+            for (int j2 = 0; j2 < D / 16; j2++) {
+                uint32_t vb[4]; /* dims 16j2 (positions 0-7, 8-15), then 16j2 + 8 */
+                pm_ldsm4t(vb, vs + ((lane & 7) + 8 * ((lane >> 3) & 1)) * RS + 16 * j2 + 8 * (lane >> 4));
+#pragma unroll
+                for (int h = 0; h < 2; h++) {
+                    float *oj = o[2 * j2 + h];
+                    oj[0] *= corr;
+                    oj[1] *= corr;
+                    pm_mma(oj, ph0, ph1, vb[2 * h], vb[2 * h + 1]);
+                    pm_mma(oj, pl0, pl1, vb[2 * h], vb[2 * h + 1]);
+                }
+            }
+            __syncwarp(); /* slot i % PM_STAGES is read by every lane before the next issue refills it */
+        }
+        pt_wait<0>();
+        l += __shfl_xor_sync(0xffffffffu, l, 1);
+        l += __shfl_xor_sync(0xffffffffu, l, 2);
+        __syncthreads(); /* every warp is done with the ring: it becomes the merge area */
+        if (g < G) {
+            if (tq == 0) { wm[warp * PA_MAX_G + g] = m; wl[warp * PA_MAX_G + g] = l; }
+            float *w = wo + (warp * PA_MAX_G + g) * D + 2 * tq;
+#pragma unroll
+            for (int j = 0; j < D / 8; j++) *(float2 *)(w + 8 * j) = make_float2(o[j][0], o[j][1]);
+        }
+        __syncthreads();
+        /* a warp with no sub-tile left m = -inf, l = 0, O = 0: weight exp2(-inf) = 0 */
+        for (int idx = tid; idx < G * D; idx += PM_WARPS * 32) {
+            const int h = idx / D, d = idx - h * D;
+            float M = -INFINITY;
+#pragma unroll
+            for (int w = 0; w < PM_WARPS; w++) M = fmaxf(M, wm[w * PA_MAX_G + h]);
+            float Ls = 0.f, Os = 0.f;
+#pragma unroll
+            for (int w = 0; w < PM_WARPS; w++) {
+                const float f = exp2f(wm[w * PA_MAX_G + h] - M);
+                Ls = fmaf(wl[w * PA_MAX_G + h], f, Ls);
+                Os = fmaf(wo[(w * PA_MAX_G + h) * D + d], f, Os);
+            }
+            if (n_act == 1) {
+                out[((int64_t)t * n_head + kvh * G + h) * D + d] = Os / Ls;
+            } else {
+                os[(part0 + h * n_split + split) * D + d] = Os;
+                if (d == 0) { ms[part0 + h * n_split + split] = M; ls[part0 + h * n_split + split] = Ls; }
+            }
+        }
+        if (n_act == 1) return;
+    } else if (tid < G) {
+        ms[part0 + tid * n_split + split] = -INFINITY;
+        ls[part0 + tid * n_split + split] = 0;
+    }
+    /* Arrival, as in the tiled kernel: partials visible before the count moves. */
+    __threadfence();
+    __syncthreads();
+    if (tid == 0) is_last = atomicAdd(count, 1) == n_split - 1;
+    __syncthreads();
+    if (!is_last) return;
+    __threadfence();
+    float *wgt = (float *)pm_smem; /* [G][n_act] */
+    for (int h = warp; h < G; h += PM_WARPS) {
+        float mx = -INFINITY;
+        for (int s0 = lane; s0 < n_act; s0 += 32) mx = fmaxf(mx, __ldcg(ms + part0 + h * n_split + s0));
+        mx = warp_max(mx);
+        float den = 0;
+        for (int s0 = lane; s0 < n_act; s0 += 32) {
+            const float f = exp2f(__ldcg(ms + part0 + h * n_split + s0) - mx);
+            wgt[h * n_act + s0] = f;
+            den += f * __ldcg(ls + part0 + h * n_split + s0);
+        }
+        den = warp_sum(den);
+        __syncwarp();
+        for (int s0 = lane; s0 < n_act; s0 += 32) wgt[h * n_act + s0] /= den;
+    }
+    __syncthreads();
+    for (int idx = tid; idx < G * D; idx += PM_WARPS * 32) {
+        const int h = idx / D, d = idx - h * D;
+        const float *src = os + (part0 + h * n_split) * D + d;
+        float acc = 0;
+#pragma unroll 4
+        for (int s0 = 0; s0 < n_act; s0++) acc = fmaf(wgt[h * n_act + s0], __ldcg(src + (int64_t)s0 * D), acc);
+        out[((int64_t)t * n_head + kvh * G + h) * D + d] = acc;
+    }
+    if (tid == 0) *count = 0;
+}
+
+template <int D>
+static cudaError_t pm_launch(float *out, float *sc, const float *q, const uint16_t *k_cache, const uint16_t *v_cache,
+                             const int32_t *pos, const int32_t *seq, const int32_t *pages, int page_stride,
+                             dim3 grid, int n_head, int n_kv_head, float scale, cudaStream_t stream) {
+    cudaError_t e = smem_optin<paged_attn_mma_kernel<D>>();
+    if (e != cudaSuccess) return e;
+    return pdl_launch(paged_attn_mma_kernel<D>, grid, dim3(PM_WARPS * 32), pm_smem_bytes(D), stream, out, sc, q,
+                      k_cache, v_cache, pos, seq, pages, page_stride, n_head, n_kv_head, scale * 1.4426950408889634f);
+}
+
+/* 2 (default): the tensor-core kernel where it applies; 1: the tiled CUDA-core kernel (A/B runs). */
+static int g_att_variant = 2;
+extern "C" void paged_attention_use_variant(int v) { g_att_variant = v == 1 ? 1 : 2; }
+
 extern "C" cudaError_t paged_attention(float *out, const float *q, const uint16_t *k_cache,
                                        const uint16_t *v_cache, const int32_t *pos, const int32_t *seq,
                                        const int32_t *pages, int page_stride, void *scratch, int n_tok,
@@ -418,6 +696,11 @@ extern "C" cudaError_t paged_attention(float *out, const float *q, const uint16_
     float *sc = (float *)scratch;
     if (head_dim % 8 == 0) {
         if (n_split > 256) return cudaErrorInvalidValue; /* the merge's weights must fit the tile area */
+        if (g_att_variant == 2 && (head_dim == 64 || head_dim == 128)) /* n_head / n_kv_head <= 8: checked above */
+            return head_dim == 64 ? pm_launch<64>(out, sc, q, k_cache, v_cache, pos, seq, pages, page_stride, grid,
+                                                  n_head, n_kv_head, scale, stream)
+                                  : pm_launch<128>(out, sc, q, k_cache, v_cache, pos, seq, pages, page_stride, grid,
+                                                   n_head, n_kv_head, scale, stream);
         /* 64-position tiles up to head_dim 128 (~76 KB of shared memory), 32 above */
         return head_dim <= 128 ? pt_launch<64>(out, sc, q, k_cache, v_cache, pos, seq, pages, page_stride, grid, n_head,
                                                n_kv_head, head_dim, scale, stream)

@@ -24,13 +24,17 @@ extern "C" {
  * cache f16 [n_cells][kv_dim] (as paged_rope_store wrote it, kv_dim = n_kv_head * head_dim).
  * GQA: head h reads kv head h / (n_head / n_kv_head), at most 8 query heads per kv head;
  * head_dim <= 256. Each token's positions are split into n_split ranges of
- * ceil((pos+1) / n_split) positions rounded up to whole pages (at least one), merged in split
+ * ceil((pos+1) / n_split) positions (the tensor-core kernel: at least 256) rounded up to whole
+ * pages (at least one), merged in split
  * order (the grid depends on n_tok and n_split only, so a captured graph replays at any
  * position); a token's result depends on nothing else in the batch. n_tok <= PAGED_ATT_TOKENS,
  * n_split <= 256. scratch holds paged_attention_scratch_bytes(n_tok, ...), and launches of fewer
  * tokens or splits may share it; it must be zero-filled once after it is allocated: its arrival
  * counters are left at zero by every launch that completes. */
 #define PAGED_ATT_TOKENS 64
+/* Which kernel paged_attention runs, process-wide: 2 (default) the tensor-core one for head_dim 64
+ * and 128, the tiled CUDA-core one otherwise; 1 always the tiled one (A/B runs, MGI_ATT=1). */
+void paged_attention_use_variant(int v);
 size_t paged_attention_scratch_bytes(int n_tok, int n_head, int head_dim, int n_split);
 cudaError_t paged_attention(float *out, const float *q, const uint16_t *k_cache, const uint16_t *v_cache,
                             const int32_t *pos, const int32_t *seq, const int32_t *pages, int page_stride,

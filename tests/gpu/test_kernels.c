@@ -1306,10 +1306,11 @@ static void test_prefill_attention(gen_rng *r, int n_head, int n_kv, int hd, int
  * shared, as in the engine, by a launch of all tokens, one of the last token alone and the full
  * launch again: all must agree bit for bit (the merge order is fixed, and the arrival counters
  * must be where every launch size expects them, left at zero). */
+static int g_att_v = 2; /* the variant paged_attention_use_variant was last given (for the names) */
 static void test_paged_attention(gen_rng *r, int n_head, int n_kv, int hd, int n_split, int n_tok, const int32_t *pos) {
     char name[160];
-    snprintf(name, sizeof name, "paged decode attention %d/%d heads, hd %d, %d splits, %d tokens (pos %d..)", n_head,
-             n_kv, hd, n_split, n_tok, pos[0]);
+    snprintf(name, sizeof name, "paged decode attention (variant %d) %d/%d heads, hd %d, %d splits, %d tokens (pos %d..)",
+             g_att_v, n_head, n_kv, hd, n_split, n_tok, pos[0]);
     enum { SEQS = 3 };
     int max_pos = 0;
     for (int t = 0; t < n_tok; t++) if (pos[t] > max_pos) max_pos = pos[t];
@@ -1522,16 +1523,30 @@ int main(void) {
         test_attention(&r, 1, 8, 8, 8, 16, l3);
         test_attention(&r, 2, 4, 2, 36, 300, l4); /* head_dim % 8 != 0: variant 1 */
         const int32_t p1[1] = {1000}, p2[5] = {0, 63, 64, 200, 4095}, p3[4] = {5, 130, 129, 700}, p4[1] = {16383};
-        test_paged_attention(&r, 32, 8, 128, 32, 1, p1);
-        test_paged_attention(&r, 32, 8, 128, 32, 5, p2);
-        test_paged_attention(&r, 32, 8, 128, 1, 4, p3);
-        test_paged_attention(&r, 8, 1, 128, 7, 4, p3); /* 8 query heads per kv head */
-        test_paged_attention(&r, 4, 4, 64, 32, 5, p2);
-        test_paged_attention(&r, 16, 8, 256, 16, 4, p3); /* 32-position tiles */
-        test_paged_attention(&r, 6, 2, 40, 3, 4, p3);    /* head_dim not a power of two */
-        test_paged_attention(&r, 4, 4, 16, 3, 4, p3);    /* aidreams260K's shape */
-        test_paged_attention(&r, 6, 2, 36, 32, 4, p3);   /* head_dim % 8 != 0: the untiled kernel */
-        test_paged_attention(&r, 8, 2, 128, 32, 1, p4);
+        /* positions around the tensor-core kernel's 16-position sub-tiles and 4-warp rounds */
+        const int32_t p5[8] = {14, 15, 16, 17, 47, 48, 79, 320};
+        int32_t p6[64];
+        for (int i = 0; i < 64; i++) p6[i] = (int32_t)(gen_u64(&r) % 3000);
+        /* variant 2 (default): the tensor-core kernel for head_dim 64 and 128; 1: the tiled one */
+        for (int v = 2; v >= 1; v--) {
+            paged_attention_use_variant(v);
+            g_att_v = v;
+            test_paged_attention(&r, 32, 8, 128, 32, 1, p1);
+            test_paged_attention(&r, 32, 8, 128, 32, 5, p2);
+            test_paged_attention(&r, 32, 8, 128, 1, 4, p3);
+            test_paged_attention(&r, 8, 1, 128, 7, 4, p3); /* 8 query heads per kv head */
+            test_paged_attention(&r, 4, 4, 64, 32, 5, p2);
+            test_paged_attention(&r, 64, 8, 64, 5, 8, p5); /* 8 per kv head, hd 64 */
+            test_paged_attention(&r, 32, 16, 128, 3, 8, p5); /* 2 per kv head */
+            test_paged_attention(&r, 32, 8, 128, 4, 64, p6); /* a 64-sequence batch step */
+            test_paged_attention(&r, 16, 8, 256, 16, 4, p3); /* 32-position tiles */
+            test_paged_attention(&r, 6, 2, 40, 3, 4, p3);    /* head_dim not a power of two */
+            test_paged_attention(&r, 4, 4, 16, 3, 4, p3);    /* aidreams260K's shape */
+            test_paged_attention(&r, 6, 2, 36, 32, 4, p3);   /* head_dim % 8 != 0: the untiled kernel */
+            test_paged_attention(&r, 8, 2, 128, 32, 1, p4);
+            test_paged_attention(&r, 8, 2, 128, 256, 1, p4); /* the most splits: the merge's weights */
+        }
+        paged_attention_use_variant(2);
         test_prefill_attention(&r, 8, 2, 128, 150, 77);
         test_prefill_attention(&r, 32, 8, 128, 0, 64);
         test_prefill_attention(&r, 16, 2, 64, 0, 130);

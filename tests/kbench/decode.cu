@@ -278,7 +278,8 @@ static void run_step(lab &L, gen_rng *r, const char *mix, bool fused) {
 
 /* Attention alone: a graph of LAYERS paged_attention launches (each layer its own K/V), per
  * launch in us and the K/V bytes it reads per us, for one token at several positions and for
- * SEQS sequences of one token each (a batched decode step), at several split counts. */
+ * SEQS sequences of one token each (a batched decode step), at several split counts, for both
+ * kernels (paged_attention_use_variant). */
 static void run_attention(lab &L) {
     enum { ACELLS = 16384, SEQS = 64, SEQ_POS = 200 };
     const size_t kv_layer = (size_t)ACELLS * KV;
@@ -293,8 +294,8 @@ static void run_attention(lab &L) {
     CUDA_CHECK(cudaMemset(q, 0, (size_t)SEQS * DIM * sizeof(float)));
     const int n_pages = ACELLS / PAGED_PAGE, per_seq = n_pages / SEQS;
     printf("# attention alone, %d launches (one per layer), 32/8 heads, hd %d\n", LAYERS, HD);
-    printf("| tokens | position | splits | us per launch | K/V GB/s |\n|---|---|---|---|---|\n");
-    const std::pair<int, int> cases[] = {{1, 63}, {1, 127}, {1, 511}, {1, 1000}, {1, 4095}, {1, 16383}, {SEQS, SEQ_POS}};
+    printf("| kernel | tokens | position | splits | us per launch | K/V GB/s |\n|---|---|---|---|---|---|\n");
+    const std::pair<int, int> cases[] = {{1, 63}, {1, 127}, {1, 255}, {1, 511}, {1, 1000}, {1, 2047}, {1, 4095}, {1, 16383}, {SEQS, SEQ_POS}};
     for (const auto &c : cases) {
         const int ns = c.first, p = c.second;
         /* meta: pos[ns], seq[ns], then the page table: one sequence over all pages, or SEQS of per_seq */
@@ -306,7 +307,10 @@ static void run_attention(lab &L) {
         CUDA_CHECK(cudaMalloc(&dm, hm.size() * sizeof(int32_t)));
         CUDA_CHECK(cudaMemcpy(dm, hm.data(), hm.size() * sizeof(int32_t), cudaMemcpyHostToDevice));
         const int stride = ns > 1 ? per_seq : n_pages;
-        for (int split : {1, 2, 4, 8, 16, 32, 64}) {
+        /* paged_attention_use_variant: 1 the tiled CUDA-core kernel, 2 the tensor-core one */
+        for (int v : {1, 2})
+        for (int split : {1, 4, 16, 32, 64, 128}) {
+            paged_attention_use_variant(v);
             size_t sb = paged_attention_scratch_bytes(ns, HEADS, HD, split);
             void *scratch;
             CUDA_CHECK(cudaMalloc(&scratch, sb));
@@ -317,12 +321,14 @@ static void run_attention(lab &L) {
                                                stride, scratch, ns, HEADS, KV_HEADS, HD, split, 0.088f, st));
             });
             const double us = ms * 1e3 / LAYERS, bytes = 2.0 * ns * (p + 1) * KV * sizeof(uint16_t);
-            printf("| %d | %d | %d | %.2f | %.0f |\n", ns, p, split, us, bytes / (us * 1e3));
+            printf("| %s | %d | %d | %d | %.2f | %.0f |\n", v == 1 ? "tiled" : "mma", ns, p, split, us,
+                   bytes / (us * 1e3));
             fflush(stdout);
             CUDA_CHECK(cudaFree(scratch));
         }
         CUDA_CHECK(cudaFree(dm));
     }
+    paged_attention_use_variant(2);
     for (void *x : {(void *)kc, (void *)vc, (void *)q, (void *)att}) CUDA_CHECK(cudaFree(x));
 }
 
