@@ -647,8 +647,6 @@ static int att_splits(const forward_cuda *f, const part *p, int n_tok) {
     return want < 1 ? 1 : want > f->n_split ? f->n_split : want;
 }
 
-static int g_att_rope = 1; /* one-token passes fold RoPE + K/V store into the attention (MGI_ATT) */
-
 /* Attention half of layer l: xn (normed) -> QKV, RoPE + K/V store, attention, output matvec
  * into xn (a partial sum in row mode). With fz (a fused layer's plan): x -> QKV with the attention
  * norm inside (or before it), and the output matvec added to x. */
@@ -671,16 +669,6 @@ static int attn_half(part *p, int32_t l, span s, int fz, char *err, size_t err_s
     group_view(&L->qkv, p->qkv, f->n_batch, 1, &pk, &sk);
     group_view(&L->qkv, p->qkv, f->n_batch, 2, &pv, &sv);
     float *q = p->q + (int64_t)t0 * p->nq, *att = p->att + (int64_t)t0 * p->nq;
-    /* one token (a decode step of one sequence): RoPE and the K/V store inside the attention, one
-     * launch less per layer; bit-identical (test_kernels) */
-    if (nt == 1 && f->pf_pos0 < 0 && g_att_rope && paged_attention_rope_supported(p->n_head, p->n_head_kv, hd)) {
-        DEV_TRY(paged_attention_rope(att, pq + t0 * sq, sq, pk + t0 * sk, sk, pv + t0 * sv, sv, p->kv_k + kv_off,
-                                     p->kv_v + kv_off, d_pos + t0, d_seq + t0, d_cell + t0, d_pages, f->max_pages,
-                                     p->att_scratch, 1, p->n_head, p->n_head_kv, hd, hp->n_rot, hp->rope_base,
-                                     att_splits(f, p, 1), scale, p->st));
-        return fz ? mm_acc(p, &L->wo, att, x, t0, nt, fz & FZ_WO, err, err_size)
-                  : mm(p, &L->wo, att, xn, nt, err, err_size);
-    }
     DEV_TRY(paged_rope_store(q, p->kv_k + kv_off, p->kv_v + kv_off, pq + t0 * sq, sq, pk + t0 * sk, sk,
                              pv + t0 * sv, sv, d_pos + t0, d_cell + t0, nt, p->n_head, p->n_head_kv, hd, hp->n_rot,
                              hp->rope_base, p->st));
@@ -905,11 +893,9 @@ static void gemm_variant_from_env(void) {
     gemm_use_variant(g_gemm_variant);
     gemm_panel_min_tokens(GEMM_PANEL_MIN_TOKENS);
     /* MGI_ATT=1: decode attention on the tiled CUDA-core kernel instead of the tensor-core one
-     * (paged.h's paged_attention_use_variant); 2: the tensor-core one without the RoPE + K/V store
-     * folded in (paged_attention_rope); for A/B runs */
+     * (paged.h's paged_attention_use_variant), for A/B runs */
     const char *a = getenv("MGI_ATT");
     paged_attention_use_variant(a && !strcmp(a, "1") ? 1 : 2);
-    g_att_rope = !(a && (!strcmp(a, "1") || !strcmp(a, "2")));
 }
 
 /* A host thread blocked inside NCCL cannot be timed out by polling: NCCL makes its connections

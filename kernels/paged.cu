@@ -476,37 +476,10 @@ __device__ __forceinline__ void pm_cp16(void *smem, const void *g, bool valid) {
                  : "memory");
 }
 
-/* The RoPE + K/V store folded into the attention (paged_attention_rope): the unrotated Q, K, V rows
- * of each token (strides sq, sk, sv as paged_rope_store takes them), the cells the new K and V go
- * to, and RoPE's parameters. */
-struct pm_rope {
-    const float *q, *k, *v;
-    int64_t sq, sk, sv;
-    uint16_t *kc, *vc;
-    const int32_t *cell;
-    int n_rot;
-    float theta;
-};
-
-/* RoPE of the adjacent pair (x0, x1) at values e, e + 1 of a head, as paged_rope_store_kernel
- * computes it (same expressions, so the same bits) */
-__device__ __forceinline__ float2 pm_rope_pair(float x0, float x1, int e, int p, int n_rot, float theta) {
-    if (e < n_rot) {
-        float sn, c;
-        sincosf((float)p * powf(theta, -(float)e / (float)n_rot), &sn, &c);
-        return make_float2(x0 * c - x1 * sn, x0 * sn + x1 * c);
-    }
-    return make_float2(x0, x1);
-}
-
-/* ROPE: Q, K and V come unrotated in rp (q is unused) and the block whose split holds the token's
- * own position rotates that K, stores K and V to the cache and places them in its sub-tile itself
- * (the cells of that position are not read): only valid when no other token of the launch is of
- * the same sequence (it would read the cell before it is written). */
-template <int D, bool ROPE>
+template <int D>
 __global__ void __launch_bounds__(PM_WARPS * 32, 2) paged_attn_mma_kernel(float *out, float *scratch, const float *q,
         const uint16_t *kc, const uint16_t *vc, const int32_t *pos, const int32_t *seq, const int32_t *pages,
-        int page_stride, int n_head, int n_kv_head, float scale_log2, pm_rope rp) {
+        int page_stride, int n_head, int n_kv_head, float scale_log2) {
     constexpr int RS = D + 8;                 /* halves per K/V row in shared memory (16 bytes of pad) */
     constexpr int SLOT = 2 * PM_SUB * RS;     /* halves per ring slot: K rows, then V rows */
     constexpr int CPR = D / 8;                /* 16-byte chunks per row */
@@ -540,9 +513,7 @@ __global__ void __launch_bounds__(PM_WARPS * 32, 2) paged_attn_mma_kernel(float 
 #pragma unroll
                 for (int c = lane; c < PM_SUB * CPR; c += 32) {
                     const int j = c / CPR, e = (c - j * CPR) * 8;
-                    /* past the context: zeros (the cells may hold anything); with ROPE the token's own
-                     * position too, filled in below */
-                    const bool ok = b + j < (ROPE ? min(p1, L - 1) : p1);
+                    const bool ok = b + j < p1; /* past the context: zeros (the cells may hold anything) */
                     const int64_t gi = (cell0 + (ok ? j : 0)) * kv_dim + (int64_t)kvh * D + e;
                     pm_cp16(ks + j * RS + e, kc + gi, ok);
                     pm_cp16(vs + j * RS + e, vc + gi, ok);
@@ -555,17 +526,13 @@ __global__ void __launch_bounds__(PM_WARPS * 32, 2) paged_attn_mma_kernel(float 
         /* Q row g (head g of the group; rows >= G zero) as A fragments, hi and lo */
         uint32_t qh[D / 16][2], ql[D / 16][2];
         {
-            const float *qr = ROPE ? rp.q + t * rp.sq + (int64_t)(kvh * G + g) * D : q + ((int64_t)t * n_head + kvh * G + g) * D;
+            const float *qr = q + ((int64_t)t * n_head + kvh * G + g) * D;
 #pragma unroll
             for (int s = 0; s < D / 16; s++) {
                 float2 a = make_float2(0.f, 0.f), b = a;
                 if (g < G) {
                     a = *(const float2 *)(qr + 16 * s + 2 * tq);
                     b = *(const float2 *)(qr + 16 * s + 2 * tq + 8);
-                    if (ROPE) {
-                        a = pm_rope_pair(a.x, a.y, 16 * s + 2 * tq, L - 1, rp.n_rot, rp.theta);
-                        b = pm_rope_pair(b.x, b.y, 16 * s + 2 * tq + 8, L - 1, rp.n_rot, rp.theta);
-                    }
                 }
                 pm_split(a.x * scale_log2, a.y * scale_log2, qh[s][0], ql[s][0]);
                 pm_split(b.x * scale_log2, b.y * scale_log2, qh[s][1], ql[s][1]);
@@ -581,21 +548,6 @@ __global__ void __launch_bounds__(PM_WARPS * 32, 2) paged_attn_mma_kernel(float 
             __syncwarp(); /* every lane's copies of sub-tile i landed */
             const uint16_t *ks = ring + (i % PM_STAGES) * SLOT, *vs = ks + PM_SUB * RS;
             const int b = p0 + (warp + i * PM_WARPS) * PM_SUB;
-            if (ROPE && L - 1 < b + PM_SUB) { /* the token's own position: rotate, store, place */
-                uint16_t *kw = (uint16_t *)ks + (L - 1 - b) * RS, *vw = kw + PM_SUB * RS;
-                const float *kr = rp.k + t * rp.sk + (int64_t)kvh * D, *vr = rp.v + t * rp.sv + (int64_t)kvh * D;
-                const int64_t at = (int64_t)rp.cell[t] * kv_dim + (int64_t)kvh * D;
-#pragma unroll
-                for (int e = 2 * lane; e < D; e += 64) {
-                    const float2 kx = pm_rope_pair(kr[e], kr[e + 1], e, L - 1, rp.n_rot, rp.theta);
-                    const __half2 kh = __floats2half2_rn(kx.x, kx.y), vh = __floats2half2_rn(vr[e], vr[e + 1]);
-                    *(__half2 *)(kw + e) = kh;
-                    *(__half2 *)(vw + e) = vh;
-                    *(__half2 *)(rp.kc + at + e) = kh;
-                    *(__half2 *)(rp.vc + at + e) = vh;
-                }
-                __syncwarp();
-            }
             float s[2][4];
 #pragma unroll
             for (int n = 0; n < 2; n++) {
@@ -718,42 +670,19 @@ __global__ void __launch_bounds__(PM_WARPS * 32, 2) paged_attn_mma_kernel(float 
     if (tid == 0) *count = 0;
 }
 
-template <int D, bool ROPE = false>
+template <int D>
 static cudaError_t pm_launch(float *out, float *sc, const float *q, const uint16_t *k_cache, const uint16_t *v_cache,
                              const int32_t *pos, const int32_t *seq, const int32_t *pages, int page_stride,
-                             dim3 grid, int n_head, int n_kv_head, float scale, cudaStream_t stream, pm_rope rp = {}) {
-    cudaError_t e = smem_optin<paged_attn_mma_kernel<D, ROPE>>();
+                             dim3 grid, int n_head, int n_kv_head, float scale, cudaStream_t stream) {
+    cudaError_t e = smem_optin<paged_attn_mma_kernel<D>>();
     if (e != cudaSuccess) return e;
-    return pdl_launch(paged_attn_mma_kernel<D, ROPE>, grid, dim3(PM_WARPS * 32), pm_smem_bytes(D), stream, out, sc,
-                      q, k_cache, v_cache, pos, seq, pages, page_stride, n_head, n_kv_head,
-                      scale * 1.4426950408889634f, rp);
+    return pdl_launch(paged_attn_mma_kernel<D>, grid, dim3(PM_WARPS * 32), pm_smem_bytes(D), stream, out, sc, q,
+                      k_cache, v_cache, pos, seq, pages, page_stride, n_head, n_kv_head, scale * 1.4426950408889634f);
 }
 
 /* 2 (default): the tensor-core kernel where it applies; 1: the tiled CUDA-core kernel (A/B runs). */
 static int g_att_variant = 2;
 extern "C" void paged_attention_use_variant(int v) { g_att_variant = v == 1 ? 1 : 2; }
-
-extern "C" int paged_attention_rope_supported(int n_head, int n_kv_head, int head_dim) {
-    return g_att_variant == 2 && (head_dim == 64 || head_dim == 128) && n_head > 0 && n_kv_head > 0 &&
-           n_head % n_kv_head == 0 && n_head / n_kv_head <= PA_MAX_G;
-}
-
-extern "C" cudaError_t paged_attention_rope(float *out, const float *q, int64_t sq, const float *k, int64_t sk,
-                                            const float *v, int64_t sv, uint16_t *k_cache, uint16_t *v_cache,
-                                            const int32_t *pos, const int32_t *seq, const int32_t *cell,
-                                            const int32_t *pages, int page_stride, void *scratch, int n_tok,
-                                            int n_head, int n_kv_head, int head_dim, int n_rot, float theta,
-                                            int n_split, float scale, cudaStream_t stream) {
-    if (!paged_attention_rope_supported(n_head, n_kv_head, head_dim) || n_tok <= 0 || n_tok > PAGED_ATT_TOKENS ||
-        n_split <= 0 || n_split > 256 || page_stride <= 0 || n_rot % 2 || n_rot < 0 || n_rot > head_dim)
-        return cudaErrorInvalidValue;
-    const dim3 grid((unsigned)n_split, (unsigned)n_kv_head, (unsigned)n_tok);
-    const pm_rope rp = {q, k, v, sq, sk, sv, k_cache, v_cache, cell, n_rot, theta};
-    return head_dim == 64 ? pm_launch<64, true>(out, (float *)scratch, nullptr, k_cache, v_cache, pos, seq, pages,
-                                                page_stride, grid, n_head, n_kv_head, scale, stream, rp)
-                          : pm_launch<128, true>(out, (float *)scratch, nullptr, k_cache, v_cache, pos, seq, pages,
-                                                 page_stride, grid, n_head, n_kv_head, scale, stream, rp);
-}
 
 extern "C" cudaError_t paged_attention(float *out, const float *q, const uint16_t *k_cache,
                                        const uint16_t *v_cache, const int32_t *pos, const int32_t *seq,

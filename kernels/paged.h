@@ -41,19 +41,6 @@ cudaError_t paged_attention(float *out, const float *q, const uint16_t *k_cache,
                             void *scratch, int n_tok, int n_head, int n_kv_head, int head_dim, int n_split,
                             float scale, cudaStream_t stream);
 
-/* paged_rope_store and paged_attention in one launch (the tensor-core kernel: supported for head_dim
- * 64 and 128, at most 8 query heads per kv head, decode attention variant 2): q, k, v as
- * paged_rope_store takes them (unrotated, strided), the new K and V stored to cell[t] and used
- * directly. Only for launches in which every token is the only one of its sequence (a token must
- * not attend to a cell another token of the launch writes); results are bit-identical to the two
- * launches. */
-int paged_attention_rope_supported(int n_head, int n_kv_head, int head_dim);
-cudaError_t paged_attention_rope(float *out, const float *q, int64_t sq, const float *k, int64_t sk, const float *v,
-                                 int64_t sv, uint16_t *k_cache, uint16_t *v_cache, const int32_t *pos,
-                                 const int32_t *seq, const int32_t *cell, const int32_t *pages, int page_stride,
-                                 void *scratch, int n_tok, int n_head, int n_kv_head, int head_dim, int n_rot,
-                                 float theta, int n_split, float scale, cudaStream_t stream);
-
 /* The same attention for n_tok consecutive tokens of one sequence at positions pos0..pos0+n_tok-1
  * (a prompt pass), on the tensor cores: pages is that sequence's page table. Q and P are rounded
  * to f16 (f32 accumulation). For head_dim 64 or 128 and 1, 2, 4, 8 or 16 query heads per kv

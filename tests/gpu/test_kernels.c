@@ -1385,80 +1385,6 @@ static void test_paged_attention(gen_rng *r, int n_head, int n_kv, int hd, int n
     free(perm); free(seq); free(kc); free(vc); free(q); free(out); free(out2); free(ref); free(sc);
 }
 
-/* paged_attention_rope (RoPE + K/V store folded into the tensor-core attention) against the two
- * launches it replaces, paged_rope_store then paged_attention: n_tok tokens, each of its own
- * sequence, Q, K and V rows packed as one fused QKV matvec writes them (n_rot < head_dim when
- * partial), the old cell contents random (so a cell read before it is written shows). Output and
- * both caches must be bit-identical. */
-static void test_paged_attention_rope(gen_rng *r, int n_head, int n_kv, int hd, int n_rot, int n_split, int n_tok,
-                                      const int32_t *pos) {
-    char name[160];
-    snprintf(name, sizeof name, "paged attention + RoPE %d/%d heads, hd %d, n_rot %d, %d splits, %d tokens (pos %d..)",
-             n_head, n_kv, hd, n_rot, n_split, n_tok, pos[0]);
-    int max_pos = 0;
-    for (int t = 0; t < n_tok; t++) if (pos[t] > max_pos) max_pos = pos[t];
-    const int per_seq = max_pos / PAGED_PAGE + 1, n_pages = n_tok * per_seq + 1, n_cells = n_pages * PAGED_PAGE;
-    const int kv_dim = n_kv * hd, nq = n_tok * n_head * hd, row = (n_head + 2 * n_kv) * hd;
-    int32_t *perm = malloc(sizeof(int32_t) * (size_t)(n_tok * per_seq)), *seq = malloc(sizeof(int32_t) * (size_t)n_tok);
-    int32_t *cell = malloc(sizeof(int32_t) * (size_t)n_tok);
-    for (int i = 0; i < n_tok * per_seq; i++) perm[i] = i + 1;
-    for (int i = n_tok * per_seq - 1; i > 0; i--) {
-        int j = (int)(gen_u64(r) % (uint64_t)(i + 1)), tmp = perm[i];
-        perm[i] = perm[j];
-        perm[j] = tmp;
-    }
-    for (int t = 0; t < n_tok; t++) {
-        seq[t] = t;
-        cell[t] = perm[t * per_seq + pos[t] / PAGED_PAGE] * PAGED_PAGE + pos[t] % PAGED_PAGE;
-    }
-    size_t cn = (size_t)n_cells * kv_dim;
-    uint16_t *kc = malloc(cn * 2), *vc = malloc(cn * 2), *kc2 = malloc(cn * 2), *vc2 = malloc(cn * 2);
-    for (size_t i = 0; i < cn; i++) { kc[i] = quant_f32_to_f16((float)gen_normal(r)); vc[i] = quant_f32_to_f16((float)gen_normal(r)); }
-    float *qkv = malloc(sizeof(float) * (size_t)n_tok * row), *out = malloc(sizeof(float) * (size_t)nq),
-          *out2 = malloc(sizeof(float) * (size_t)nq);
-    for (int i = 0; i < n_tok * row; i++) qkv[i] = (float)(1.5 * gen_normal(r));
-    const float scale = 1.0f / sqrtf((float)hd), theta = 10000.0f;
-    size_t sb = paged_attention_scratch_bytes(64, n_head, hd, n_split);
-    uint16_t *dk = dev_upload(kc, cn * 2), *dv = dev_upload(vc, cn * 2), *dk2 = dev_upload(kc, cn * 2),
-             *dv2 = dev_upload(vc, cn * 2);
-    float *dqkv = dev_upload(qkv, sizeof(float) * (size_t)n_tok * row), *dq = dev_alloc(sizeof(float) * (size_t)nq);
-    float *dout = dev_poisoned(nq), *dout2 = dev_poisoned(nq);
-    int32_t *dpos = dev_upload(pos, sizeof(int32_t) * (size_t)n_tok), *dseq = dev_upload(seq, sizeof(int32_t) * (size_t)n_tok);
-    int32_t *dcell = dev_upload(cell, sizeof(int32_t) * (size_t)n_tok);
-    int32_t *dpt = dev_upload(perm, sizeof(int32_t) * (size_t)(n_tok * per_seq));
-    void *scratch = dev_alloc(sb), *scratch2 = dev_alloc(sb);
-    CUDA_CHECK(cudaMemset(scratch, 0, sb));
-    CUDA_CHECK(cudaMemset(scratch2, 0, sb));
-    const float *q0 = dqkv, *k0 = dqkv + n_head * hd, *v0 = k0 + kv_dim;
-    cudaError_t e = paged_rope_store(dq, dk, dv, q0, row, k0, row, v0, row, dpos, dcell, n_tok, n_head, n_kv, hd, n_rot,
-                                     theta, 0);
-    if (e == cudaSuccess)
-        e = paged_attention(dout, dq, dk, dv, dpos, dseq, dpt, per_seq, scratch, n_tok, n_head, n_kv, hd, n_split,
-                            scale, 0);
-    if (e == cudaSuccess)
-        e = paged_attention_rope(dout2, q0, row, k0, row, v0, row, dk2, dv2, dpos, dseq, dcell, dpt, per_seq, scratch2,
-                                 n_tok, n_head, n_kv, hd, n_rot, theta, n_split, scale, 0);
-    if (e == cudaSuccess) e = cudaDeviceSynchronize();
-    int guard = e == cudaSuccess && dev_download(out, dout, nq) && dev_download(out2, dout2, nq);
-    int same_cache = 0;
-    if (e == cudaSuccess) {
-        CUDA_CHECK(cudaMemcpy(kc, dk, cn * 2, cudaMemcpyDeviceToHost));
-        CUDA_CHECK(cudaMemcpy(vc, dv, cn * 2, cudaMemcpyDeviceToHost));
-        CUDA_CHECK(cudaMemcpy(kc2, dk2, cn * 2, cudaMemcpyDeviceToHost));
-        CUDA_CHECK(cudaMemcpy(vc2, dv2, cn * 2, cudaMemcpyDeviceToHost));
-        same_cache = !memcmp(kc, kc2, cn * 2) && !memcmp(vc, vc2, cn * 2);
-    }
-    int same = guard && !memcmp(out, out2, sizeof(float) * (size_t)nq);
-    int finite = 1;
-    for (int i = 0; i < nq; i++) if (!isfinite(out2[i])) finite = 0;
-    CHECK(e == cudaSuccess && guard && same && same_cache && finite, name, "%s, guard %s, output %s, caches %s%s",
-          cudaGetErrorString(e), guard ? "ok" : "overwritten", same ? "identical" : "DIFFERENT",
-          same_cache ? "identical" : "DIFFERENT", finite ? "" : ", not finite");
-    void *dev[] = {dk, dv, dk2, dv2, dqkv, dq, dout, dout2, dpos, dseq, dcell, dpt, scratch, scratch2};
-    for (size_t i = 0; i < sizeof dev / sizeof dev[0]; i++) CUDA_CHECK(cudaFree(dev[i]));
-    free(perm); free(seq); free(cell); free(kc); free(vc); free(kc2); free(vc2); free(qkv); free(out); free(out2);
-}
-
 /* MGI_KTEST=matvec,v10,fused,gemm,small,attention,panel runs only those sections (a short device
  * slot checking one kernel family); unset or empty: all. */
 static int want(const char *section) {
@@ -1620,13 +1546,6 @@ int main(void) {
             test_paged_attention(&r, 8, 2, 128, 32, 1, p4);
             test_paged_attention(&r, 8, 2, 128, 256, 1, p4); /* the most splits: the merge's weights */
         }
-        const int32_t r1[1] = {0}, r2[1] = {63}, r3[1] = {700}, r4[3] = {16, 4095, 300}, r5[1] = {16383};
-        test_paged_attention_rope(&r, 32, 8, 128, 128, 32, 1, r1);
-        test_paged_attention_rope(&r, 32, 8, 128, 128, 32, 1, r2);
-        test_paged_attention_rope(&r, 32, 8, 128, 128, 32, 1, r3);
-        test_paged_attention_rope(&r, 32, 8, 128, 64, 16, 3, r4); /* partial rotation, 3 sequences */
-        test_paged_attention_rope(&r, 32, 4, 64, 64, 32, 1, r3);  /* 1b's shape */
-        test_paged_attention_rope(&r, 64, 8, 128, 128, 32, 1, r5); /* 70b's shape, deep */
         paged_attention_use_variant(2);
         test_prefill_attention(&r, 8, 2, 128, 150, 77);
         test_prefill_attention(&r, 32, 8, 128, 0, 64);
