@@ -895,10 +895,11 @@ static void gemm_variant_from_env(void) {
 }
 
 /* The prompt attention kernel (paged.h's paged_prefill_use_variant): 2, the default, or
- * MGI_PREFILL_ATT=1 (the first tensor-core kernel) for A/B runs. Process-wide, set at create. */
+ * MGI_PREFILL_ATT=1 (the first tensor-core kernel) or 3 (wgmma, experimental) for A/B runs.
+ * Process-wide, set at create. */
 static void prefill_variant_from_env(void) {
     const char *e = getenv("MGI_PREFILL_ATT");
-    paged_prefill_use_variant(e && !strcmp(e, "1") ? 1 : 2);
+    paged_prefill_use_variant(e && (!strcmp(e, "1") || !strcmp(e, "3")) ? e[0] - '0' : 2);
 }
 
 /* A host thread blocked inside NCCL cannot be timed out by polling: NCCL makes its connections

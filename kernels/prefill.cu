@@ -1,13 +1,16 @@
 /* Prompt attention (kernels/paged.h: paged_attention_prefill) on the tensor cores: n_tok
  * consecutive tokens of one sequence against its paged f16 K/V cache, flash-attention style.
  * Rows are (token, query head of the kv head's group) pairs, row = token * G + h, so the G query
- * heads of a kv head share every K/V tile a block reads. S = Q K^T and O += P V are
- * mma.m16n8k16 with f16 operands (Q and P rounded) and f32 accumulation; the softmax is online
- * per row. Two kernels, chosen by paged_prefill_use_variant:
- *   v1: 4 warps x 16 rows, K/V tiles loaded synchronously (load, barrier, math, barrier), V
- *       fragments built from 16-bit shared loads; ~60 TFLOP/s on an H200 at depth 16384.
- *   v2 (default): 128 rows a block in two warp groups that split the key tiles between them,
- *       cp.async double buffering, ldmatrix fragments, exp2 softmax (below). */
+ * heads of a kv head share every K/V tile a block reads. S = Q K^T and O += P V run with f16
+ * operands (Q and P rounded) and f32 accumulation; the softmax is online per row. Three kernels,
+ * chosen by paged_prefill_use_variant:
+ *   v1: mma.sync, 4 warps x 16 rows, K/V tiles loaded synchronously (load, barrier, math,
+ *       barrier), V fragments built from 16-bit shared loads; ~60 TFLOP/s on an H200 at depth
+ *       16384.
+ *   v2 (default): mma.sync, 128 rows a block in two warp groups that split the key tiles
+ *       between them, cp.async double buffering, ldmatrix fragments, exp2 softmax.
+ *   v3 (experimental, sm_90a): wgmma, 128 rows a block in two warpgroups sharing a 4-stage
+ *       cp.async ring, P V of one tile overlapping the softmax of the next. */
 #include <math.h>
 #include <cuda_fp16.h>
 #include "kernels/paged.h"
@@ -499,10 +502,345 @@ static cudaError_t pf2_launch(float *out, const float *q, const uint16_t *kc, co
     return cudaGetLastError();
 }
 
-/* paged_prefill_use_variant: 1 or 2 (the default), read by every launch. */
+/* ---- v3 (experimental, sm_90a) ---------------------------------------------------------------
+ * The same attention with wgmma (FlashAttention-3 style, without its producer warps): block =
+ * F3_ROWS (128) rows of one kv head, two warpgroups of 64 rows that share every K/V tile. Per
+ * tile and warpgroup, S = Q K^T is one wgmma.m64n64k16 per 16 dimensions (Q and K from shared
+ * memory), O += P V one wgmma.m64n{D}k16 per 16 keys (P from registers: the S accumulators of a
+ * warp's 16 rows, rounded to f16, are exactly the A fragment it needs; V from shared memory,
+ * transposed). Pipelined inside each warpgroup: P V of tile j and Q K^T of tile j + 1 are issued
+ * together, so the softmax of tile j + 1 (exp2, on the CUDA cores) runs while the tensor cores do
+ * P V of tile j; O is rescaled after that product retires. K and V tiles go through a ring of
+ * F3_STAGES stages filled by cp.async, two tiles ahead, one barrier per tile (as gemm_v4).
+ *
+ * Shared memory: every matrix is kept in 64-dimension panels of 128-byte rows with the 128-byte
+ * swizzle (16-byte piece p of row r at p ^ (r & 7), panels 1024-byte aligned): Q [D / 64][128
+ * rows], K and V [D / 64][64 keys] per stage. Descriptors (PTX ISA 9.7.15.5.1.2.2; gemm_panel.cuh
+ * has the field layout): Q and K are K-major (the reduction runs along the row): SBO 1024 (8-row
+ * groups), LBO unused; a k16 step is 32 bytes further along the row, in panel kk / 4. V is read
+ * MN-major (the reduction runs over keys, down the rows; CUTLASS's canonical SW128 MN-major
+ * layout ((8,8,m),(8,k)):((1,8,LBO),(64,SBO)) in f16 units): SBO 1024 (8-key groups), LBO 8192
+ * (the next 64-dimension panel); a k16 step is 16 rows = 2048 bytes further.
+ * Fragments (PTX ISA 9.7.15.5.1.1): accumulator d[i] of thread 4g + t of warp w4 in the
+ * warpgroup is row 16 w4 + g + 8 ((i >> 1) & 1), column 8 (i >> 2) + 2 t + (i & 1), the same
+ * places as m16n8k16's C fragments of n8 tile i >> 2, so the softmax is v2's; the A fragment in
+ * registers is m16n8k16's A layout for the warp's 16 rows.
+ * Ordering: cp.async writes (generic proxy) are published to wgmma (async proxy) by each thread's
+ * fence.proxy.async after its cp.async.wait_group, before the barrier; registers read or written
+ * by a wgmma in flight (P, O, S) are pinned with empty volatile asm after the wgmma.wait_group
+ * that retires it, so the compiler neither reuses nor touches them early. A stage is refilled
+ * right after the barrier of tile j, with tile j + 3 into tile j - 1's stage: every warpgroup
+ * retired that tile's P V before reaching the barrier. */
+#define F3_ROWS 128
+#define F3_THREADS 256
+#define F3_STAGES 4
+
+template <int D> struct f3_layout {
+    static constexpr int PANELS = D / 64;            /* 64-dimension column panels */
+    static constexpr int QP = F3_ROWS * 128;         /* bytes of a Q panel */
+    static constexpr int KVP = FA_KT * 128;          /* bytes of a K or V panel */
+    static constexpr int Q = PANELS * QP;
+    static constexpr int STAGE = 2 * PANELS * KVP;   /* K panels, then V panels */
+    static constexpr size_t BYTES = (size_t)Q + F3_STAGES * STAGE + 1024; /* + the 1024-byte alignment */
+};
+
+#if defined(__CUDA_ARCH_FEAT_SM90_ALL)
+/* Matrix descriptor: start address, LBO, SBO 1024, 128-byte swizzle, base offset 0. */
+__device__ __forceinline__ uint64_t f3_desc(uint32_t saddr, uint32_t lbo) {
+    return (1ull << 62) | (64ull << 32) | ((uint64_t)(lbo >> 4) << 16) | (uint64_t)((saddr & 0x3FFFF) >> 4);
+}
+__device__ __forceinline__ void f3_fence_proxy() { asm volatile("fence.proxy.async.shared::cta;" ::: "memory"); }
+__device__ __forceinline__ void f3_wgmma_fence() { asm volatile("wgmma.fence.sync.aligned;" ::: "memory"); }
+__device__ __forceinline__ void f3_commit() { asm volatile("wgmma.commit_group.sync.aligned;" ::: "memory"); }
+template <int N> __device__ __forceinline__ void f3_wait() {
+    asm volatile("wgmma.wait_group.sync.aligned %0;" ::"n"(N) : "memory");
+}
+template <int N> __device__ __forceinline__ void f3_cp_wait() {
+    asm volatile("cp.async.wait_group %0;" ::"n"(N) : "memory");
+}
+template <int N> __device__ __forceinline__ void f3_pin(float (&d)[N]) {
+#pragma unroll
+    for (int i = 0; i < N; i++) asm volatile("" : "+f"(d[i])::"memory");
+}
+__device__ __forceinline__ void f3_pin(uint32_t (&p)[4][4]) {
+#pragma unroll
+    for (int i = 0; i < 4; i++)
+#pragma unroll
+        for (int j = 0; j < 4; j++) asm volatile("" : "+r"(p[i][j])::"memory");
+}
+
+#define F3_F8(i) "+f"(d[i]), "+f"(d[i + 1]), "+f"(d[i + 2]), "+f"(d[i + 3]), "+f"(d[i + 4]), "+f"(d[i + 5]), \
+                 "+f"(d[i + 6]), "+f"(d[i + 7])
+#define F3_F32(i) F3_F8(i), F3_F8(i + 8), F3_F8(i + 16), F3_F8(i + 24)
+
+/* S (+)= Q K^T for one k16 step, m64n64k16, A and B from shared memory (K-major, 128-byte
+ * swizzle); ACC 0 overwrites S (scale-d false), 1 accumulates. */
+template <int ACC>
+__device__ __forceinline__ void f3_mma_qk(float (&d)[32], uint64_t da, uint64_t db) {
+    asm volatile("{\n.reg .pred p;\nsetp.ne.b32 p, %34, 0;\n"
+                 "wgmma.mma_async.sync.aligned.m64n64k16.f32.f16.f16 {"
+                 "%0, %1, %2, %3, %4, %5, %6, %7, %8, %9, %10, %11, %12, %13, %14, %15, "
+                 "%16, %17, %18, %19, %20, %21, %22, %23, %24, %25, %26, %27, %28, %29, %30, %31"
+                 "}, %32, %33, p, 1, 1, 0, 0;\n}\n"
+                 : F3_F32(0)
+                 : "l"(da), "l"(db), "n"(ACC)
+                 : "memory");
+}
+
+/* O += P V for one k16 step (16 keys), m64n64k16: P from registers (each warp's 16 rows as
+ * the m16n8k16 A fragment), V from shared memory, MN-major (imm-trans-b 1). */
+__device__ __forceinline__ void f3_mma_pv(float (&d)[32], const uint32_t (&a)[4], uint64_t db) {
+    asm volatile("{\n.reg .pred p;\nsetp.ne.b32 p, 1, 0;\n"
+                 "wgmma.mma_async.sync.aligned.m64n64k16.f32.f16.f16 {"
+                 "%0, %1, %2, %3, %4, %5, %6, %7, %8, %9, %10, %11, %12, %13, %14, %15, "
+                 "%16, %17, %18, %19, %20, %21, %22, %23, %24, %25, %26, %27, %28, %29, %30, %31"
+                 "}, {%32, %33, %34, %35}, %36, p, 1, 1, 1;\n}\n"
+                 : F3_F32(0)
+                 : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "l"(db)
+                 : "memory");
+}
+
+/* O += P V for one k16 step (16 keys), m64n128k16: P from registers (each warp's 16 rows as
+ * the m16n8k16 A fragment), V from shared memory, MN-major (imm-trans-b 1). */
+__device__ __forceinline__ void f3_mma_pv(float (&d)[64], const uint32_t (&a)[4], uint64_t db) {
+    asm volatile("{\n.reg .pred p;\nsetp.ne.b32 p, 1, 0;\n"
+                 "wgmma.mma_async.sync.aligned.m64n128k16.f32.f16.f16 {"
+                 "%0, %1, %2, %3, %4, %5, %6, %7, %8, %9, %10, %11, %12, %13, %14, %15, "
+                 "%16, %17, %18, %19, %20, %21, %22, %23, %24, %25, %26, %27, %28, %29, %30, %31, "
+                 "%32, %33, %34, %35, %36, %37, %38, %39, %40, %41, %42, %43, %44, %45, %46, %47, "
+                 "%48, %49, %50, %51, %52, %53, %54, %55, %56, %57, %58, %59, %60, %61, %62, %63"
+                 "}, {%64, %65, %66, %67}, %68, p, 1, 1, 1;\n}\n"
+                 : F3_F32(0), F3_F32(32)
+                 : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "l"(db)
+                 : "memory");
+}
+#endif
+
+template <int D>
+__global__ void __launch_bounds__(F3_THREADS, 1) paged_attn_prefill3_kernel(float *out, const float *q,
+        const uint16_t *kc, const uint16_t *vc, const int32_t *pages, int pos0, int n_tok, int n_head,
+        int n_kv_head, float qscale) {
+#if defined(__CUDA_ARCH_FEAT_SM90_ALL)
+    using lay = f3_layout<D>;
+    constexpr int NO = D / 2, KS = D / 16; /* O accumulators a thread; k16 steps of Q K^T */
+    extern __shared__ uint8_t f3_smem[];
+    const uint32_t raw = (uint32_t)__cvta_generic_to_shared(f3_smem), sq = (raw + 1023u) & ~1023u;
+    uint8_t *q_smem = f3_smem + (sq - raw);
+    const uint32_t sring = sq + lay::Q;
+    const int tid = threadIdx.x, wg = tid >> 7, w4 = (tid >> 5) & 3, lane = tid & 31, g = lane >> 2, t = lane & 3;
+    const int kvh = blockIdx.y, G = n_head / n_kv_head, rows = n_tok * G;
+    const int row0 = (int)(gridDim.x - 1 - blockIdx.x) * F3_ROWS; /* the longest rows first, as v2 */
+    const int kv_end = pos0 + (min(rows, row0 + F3_ROWS) - 1) / G + 1;
+    const int n_tiles = (kv_end + FA_KT - 1) / FA_KT;
+    const int64_t kv_dim = (int64_t)n_kv_head * D;
+
+    /* Copy of tile i (page i) into stage i % F3_STAGES, or an empty group past the last tile (the
+     * wait counts stay uniform): thread tid copies 16-byte piece cc of rows cr + u * RPI of K and
+     * V (RPI a multiple of 8, so every row it writes has the swizzle of row cr); positions from
+     * kv_end on are zeros, as in v2. */
+    constexpr int CPR = D / 8, RPI = F3_THREADS / CPR;
+    const int cr = tid / CPR, cc = tid % CPR;
+    const char *kg = (const char *)(kc + (int64_t)kvh * D + (int64_t)cr * kv_dim + cc * 8);
+    const char *vg = (const char *)(vc + (int64_t)kvh * D + (int64_t)cr * kv_dim + cc * 8);
+    const int64_t page_bytes = (int64_t)PAGED_PAGE * kv_dim * 2, row_bytes = (int64_t)RPI * kv_dim * 2;
+    const uint32_t doff = (uint32_t)((cc >> 3) * lay::KVP + cr * 128 + (((cc & 7) ^ (cr & 7)) << 4));
+    auto issue = [&](int i) {
+        if (i < n_tiles) {
+            const int64_t at = pages[i] * page_bytes;
+            const int left = kv_end - i * FA_KT - cr;
+            const uint32_t dk = sring + (uint32_t)(i % F3_STAGES) * lay::STAGE + doff, dv = dk + lay::PANELS * lay::KVP;
+#pragma unroll
+            for (int u = 0; u < FA_KT / RPI; u++) {
+                const bool in = u * RPI < left;
+                fa_cp16(dk + u * RPI * 128, kg + at + u * row_bytes, in);
+                fa_cp16(dv + u * RPI * 128, vg + at + u * row_bytes, in);
+            }
+        }
+        fa_commit();
+    };
+    issue(0);
+    issue(1);
+    issue(2);
+
+    /* Q of the block's rows, scaled, f16, swizzled: (row r, dimension e) in panel e / 64, row r,
+     * piece ((e % 64) / 8) ^ (r & 7) */
+    for (int c = tid; c < F3_ROWS * (D / 2); c += F3_THREADS) {
+        const int r = c / (D / 2), e = (c % (D / 2)) * 2, row = row0 + r;
+        float2 v = make_float2(0.0f, 0.0f);
+        if (row < rows) v = *(const float2 *)(q + ((int64_t)(row / G) * n_head + kvh * G + row % G) * D + e);
+        const int off = (e >> 6) * lay::QP + r * 128 + ((((e & 63) >> 3) ^ (r & 7)) << 4) + (e & 7) * 2;
+        *(uint32_t *)(q_smem + off) = pf_pack(v.x * qscale, v.y * qscale);
+    }
+
+    /* The thread's rows: wrow + 16 w4 + g + 8 h; keys up to lim (rows past the last: as the last). */
+    const int wrow = row0 + 64 * wg;
+    const int lim_lo = pos0 + min(wrow, rows - 1) / G; /* every row of the warpgroup sees 0..lim_lo */
+    const uint32_t qa = sq + wg * 64 * 128;            /* the warpgroup's 64 rows of each Q panel */
+    float o[NO], s[32], m[2] = {-INFINITY, -INFINITY}, l[2] = {0.0f, 0.0f};
+#pragma unroll
+    for (int i = 0; i < NO; i++) o[i] = 0.0f;
+#pragma unroll
+    for (int i = 0; i < 32; i++) s[i] = 0.0f;
+    auto qk = [&](int i) { /* S = Q K_i^T, issued */
+        const uint32_t kb = sring + (uint32_t)(i % F3_STAGES) * lay::STAGE;
+        f3_mma_qk<0>(s, f3_desc(qa, 16), f3_desc(kb, 16));
+#pragma unroll
+        for (int kk = 1; kk < KS; kk++)
+            f3_mma_qk<1>(s, f3_desc(qa + (kk >> 2) * lay::QP + 32 * (kk & 3), 16),
+                         f3_desc(kb + (kk >> 2) * lay::KVP + 32 * (kk & 3), 16));
+    };
+    auto pv = [&](int i, const uint32_t (&p)[4][4]) { /* O += P V_i, issued */
+        const uint32_t vb = sring + (uint32_t)(i % F3_STAGES) * lay::STAGE + lay::PANELS * lay::KVP;
+#pragma unroll
+        for (int kk = 0; kk < FA_KT / 16; kk++) f3_mma_pv(o, p[kk], f3_desc(vb + kk * 16 * 128, lay::KVP));
+    };
+    /* Softmax of tile i: P into p, and corr, the factor O must take for each of the two rows. S
+     * is only read: ptxas serialises every wgmma of a pipeline stage in which other instructions
+     * write a wgmma accumulator, and P V is still in flight here. */
+    auto softmax = [&](int i, uint32_t (&p)[4][4], float corr[2]) {
+        const int p0 = i * FA_KT;
+        float x[32];
+#pragma unroll
+        for (int k = 0; k < 32; k++) x[k] = s[k];
+        if (p0 + FA_KT - 1 > lim_lo) {
+#pragma unroll
+            for (int h = 0; h < 2; h++) {
+                const int lim = pos0 + min(wrow + 16 * w4 + 8 * h + g, rows - 1) / G - p0 - 2 * t;
+#pragma unroll
+                for (int n = 0; n < FA_KT / 8; n++) {
+                    if (8 * n > lim) x[4 * n + 2 * h] = -INFINITY;
+                    if (8 * n + 1 > lim) x[4 * n + 2 * h + 1] = -INFINITY;
+                }
+            }
+        }
+#pragma unroll
+        for (int h = 0; h < 2; h++) {
+            float mx = m[h];
+#pragma unroll
+            for (int n = 0; n < FA_KT / 8; n++) mx = fmaxf(mx, fmaxf(x[4 * n + 2 * h], x[4 * n + 2 * h + 1]));
+            mx = fmaxf(mx, __shfl_xor_sync(0xffffffffu, mx, 1));
+            mx = fmaxf(mx, __shfl_xor_sync(0xffffffffu, mx, 2));
+            const float sub = mx == -INFINITY ? 0.0f : mx;
+            corr[h] = mx == m[h] ? 1.0f : fa_exp2(m[h] - sub);
+            m[h] = mx;
+            float rs = 0.0f;
+#pragma unroll
+            for (int n = 0; n < FA_KT / 8; n++) {
+                x[4 * n + 2 * h] = fa_exp2(x[4 * n + 2 * h] - sub);
+                x[4 * n + 2 * h + 1] = fa_exp2(x[4 * n + 2 * h + 1] - sub);
+                rs += x[4 * n + 2 * h] + x[4 * n + 2 * h + 1];
+            }
+            l[h] = l[h] * corr[h] + rs;
+        }
+#pragma unroll
+        for (int kk = 0; kk < FA_KT / 16; kk++)
+#pragma unroll
+            for (int r = 0; r < 4; r++) p[kk][r] = pf_pack(x[8 * kk + 2 * r], x[8 * kk + 2 * r + 1]);
+    };
+    /* Tile j: P V of tile j (P in pc) and Q K^T of tile j + 1 issued together, then the softmax of
+     * tile j + 1 into pn while P V runs, then O rescaled once P V has retired. */
+    auto step = [&](int j, uint32_t (&pc)[4][4], uint32_t (&pn)[4][4]) {
+        const bool more = j + 1 < n_tiles;
+        f3_cp_wait<1>(); /* this thread's copies of tile j + 1 */
+        f3_fence_proxy();
+        __syncthreads(); /* everyone's; every warpgroup has retired tile j - 1's P V */
+        issue(j + 3);    /* into tile j - 1's stage */
+        f3_pin(o);
+        f3_pin(pc);
+        f3_pin(s);
+        /* after the last tile S of the last tile again, unused: a branch around the wgmma would
+         * cost a warpgroup.arrive that ptxas adds at the join */
+        f3_wgmma_fence();
+        qk(more ? j + 1 : j);
+        f3_commit();
+        pv(j, pc);
+        f3_commit();
+        f3_wait<1>(); /* S of tile j + 1 is done, P V of tile j may still run */
+        f3_pin(s);
+        float corr[2] = {1.0f, 1.0f};
+        if (more) softmax(j + 1, pn, corr);
+        f3_wait<0>();
+        f3_pin(o);
+        f3_pin(pc);
+        if (!__all_sync(0xffffffffu, corr[0] == 1.0f && corr[1] == 1.0f)) {
+#pragma unroll
+            for (int n = 0; n < D / 8; n++) {
+                o[4 * n] *= corr[0];
+                o[4 * n + 1] *= corr[0];
+                o[4 * n + 2] *= corr[1];
+                o[4 * n + 3] *= corr[1];
+            }
+        }
+    };
+
+    /* tile 0: S and its softmax (O is zero, nothing to rescale); then the tiles two at a time, so
+     * that the two P buffers swap roles without copies */
+    uint32_t pa[4][4], pb[4][4];
+    f3_cp_wait<2>();
+    f3_fence_proxy(); /* this thread's tile-0 copies and Q stores, visible to wgmma */
+    __syncthreads();
+    {
+        f3_wgmma_fence();
+        qk(0);
+        f3_commit();
+        f3_wait<0>();
+        f3_pin(s);
+        float corr[2];
+        softmax(0, pa, corr);
+    }
+    for (int j = 0; j < n_tiles; j += 2) {
+        step(j, pa, pb);
+        if (j + 1 < n_tiles) step(j + 1, pb, pa);
+    }
+    f3_cp_wait<0>(); /* only empty groups can be left; none may target shared memory at exit */
+#pragma unroll
+    for (int h = 0; h < 2; h++) {
+        l[h] += __shfl_xor_sync(0xffffffffu, l[h], 1);
+        l[h] += __shfl_xor_sync(0xffffffffu, l[h], 2);
+        const int r = wrow + 16 * w4 + 8 * h + g;
+        if (r >= rows) continue;
+        const float inv = l[h] > 0.0f ? 1.0f / l[h] : 0.0f;
+        float *dst = out + ((int64_t)(r / G) * n_head + kvh * G + r % G) * D + 2 * t;
+#pragma unroll
+        for (int n = 0; n < D / 8; n++) *(float2 *)(dst + 8 * n) = make_float2(o[4 * n + 2 * h] * inv, o[4 * n + 2 * h + 1] * inv);
+    }
+#else
+    __trap(); /* the launcher runs v3 only where the sm_90a code is */
+#endif
+}
+
+/* wgmma runs on compute capability 9.0 only (the sm_90a cubin); elsewhere v3 falls back to v2. */
+static bool f3_ok() {
+    static int cache[64]; /* 0 unknown, 1 yes, 2 no */
+    int dev = 0, major = 0, minor = 0;
+    if (cudaGetDevice(&dev) != cudaSuccess || dev < 0 || dev >= 64) return false;
+    if (!cache[dev]) {
+        if (cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, dev) != cudaSuccess ||
+            cudaDeviceGetAttribute(&minor, cudaDevAttrComputeCapabilityMinor, dev) != cudaSuccess)
+            return false;
+        cache[dev] = major == 9 && minor == 0 ? 1 : 2;
+    }
+    return cache[dev] == 1;
+}
+
+template <int D>
+static cudaError_t pf3_launch(float *out, const float *q, const uint16_t *kc, const uint16_t *vc,
+                              const int32_t *pages, int pos0, int n_tok, int n_head, int n_kv_head, float scale,
+                              cudaStream_t stream) {
+    if (!f3_ok()) return pf2_launch<D>(out, q, kc, vc, pages, pos0, n_tok, n_head, n_kv_head, scale, stream);
+    cudaError_t e = smem_optin<paged_attn_prefill3_kernel<D>>();
+    if (e != cudaSuccess) return e;
+    const int rows = n_tok * (n_head / n_kv_head);
+    dim3 grid((unsigned)((rows + F3_ROWS - 1) / F3_ROWS), (unsigned)n_kv_head);
+    paged_attn_prefill3_kernel<D><<<grid, F3_THREADS, f3_layout<D>::BYTES, stream>>>(
+        out, q, kc, vc, pages, pos0, n_tok, n_head, n_kv_head, scale * 1.4426950408889634f);
+    return cudaGetLastError();
+}
+
+/* paged_prefill_use_variant: 1, 2 (the default) or 3, read by every launch. */
 static int g_variant = 2;
 
-extern "C" void paged_prefill_use_variant(int v) { g_variant = v == 1 ? 1 : 2; }
+extern "C" void paged_prefill_use_variant(int v) { g_variant = v == 1 || v == 3 ? v : 2; }
 
 extern "C" int paged_attention_prefill_supported(int n_head, int n_kv_head, int head_dim) {
     if (n_head <= 0 || n_kv_head <= 0 || n_head % n_kv_head) return 0;
@@ -518,7 +856,8 @@ extern "C" cudaError_t paged_attention_prefill(float *out, const float *q, const
         n_kv_head > 65535 || (int64_t)n_tok * (n_head / n_kv_head) > INT32_MAX - FA_ROWS ||
         (int64_t)pos0 + n_tok > INT32_MAX - FA_KT)
         return cudaErrorInvalidValue;
-    auto launch = g_variant == 1 ? (head_dim == 128 ? pf1_launch<128> : pf1_launch<64>)
-                                 : (head_dim == 128 ? pf2_launch<128> : pf2_launch<64>);
+    auto launch = g_variant == 1   ? (head_dim == 128 ? pf1_launch<128> : pf1_launch<64>)
+                  : g_variant == 3 ? (head_dim == 128 ? pf3_launch<128> : pf3_launch<64>)
+                                   : (head_dim == 128 ? pf2_launch<128> : pf2_launch<64>);
     return launch(out, q, k_cache, v_cache, pages, pos0, n_tok, n_head, n_kv_head, scale, stream);
 }

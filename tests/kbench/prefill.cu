@@ -1,12 +1,15 @@
-/* Kernel lab: prompt attention (kernels/prefill.cu, paged_attention_prefill), v1 against v2, for
- * one pass of n_tok tokens of one sequence at several depths (pos0). Per launch (one layer): us,
- * TFLOP/s counting 4 * n_head * head_dim * n_tok * the mean keys a row sees (pos0 + (n_tok + 1) / 2,
- * causal), the same time x 32 layers, and each kernel's error against an f64 CPU reference on
- * sampled tokens (first, middle, last; every head), budget 3e-3 as in test_kernels; v2 also
- * against v1 over every row. Each timed launch follows an L2 flush: at depth 16384 one layer's K/V
- * (64 MB for 8 kv heads of 128) is more than the L2 anyway. Usage: prefill */
+/* Kernel lab: prompt attention (kernels/prefill.cu, paged_attention_prefill), its variants side
+ * by side, for one pass of n_tok tokens of one sequence at several depths (pos0). Per launch (one
+ * layer): us, TFLOP/s counting 4 * n_head * head_dim * n_tok * the mean keys a row sees
+ * (pos0 + (n_tok + 1) / 2, causal), the same time x 32 layers, and each kernel's error against an
+ * f64 CPU reference on sampled tokens (first, middle, last; every head), budget 3e-3 as in
+ * test_kernels; every variant after the first also against the first over every row. Each timed
+ * launch follows an L2 flush: at depth 16384 one layer's K/V (64 MB for 8 kv heads of 128) is
+ * more than the L2 anyway. Usage: prefill [variant ...] (default: 1 2 3; v3 is the experimental
+ * wgmma kernel, so `prefill 1 2` leaves it out). */
 #include <cmath>
 #include <cstdio>
+#include <cstdlib>
 #include <vector>
 #include "tests/gpu/gen.h"
 #include "tests/kbench/lab.h"
@@ -39,7 +42,7 @@ static void ref_row(double *o, const cfg &c, const std::vector<float> &q, const 
     for (int i = 0; i < c.hd; i++) o[i] /= l;
 }
 
-static void bench(lab &L, gen_rng *r, const cfg &c) {
+static void bench(lab &L, gen_rng *r, const cfg &c, const std::vector<int> &vars) {
     const int n_pages = (c.pos0 + c.n_tok + PAGED_PAGE - 1) / PAGED_PAGE, n_cells = n_pages * PAGED_PAGE;
     const int kv_dim = c.n_kv * c.hd;
     const size_t cn = (size_t)n_cells * kv_dim, nq = (size_t)c.n_tok * c.n_head * c.hd;
@@ -75,7 +78,8 @@ static void bench(lab &L, gen_rng *r, const cfg &c) {
         CUDA_CHECK(paged_attention_prefill(dout, dq, dk, dv, dp, c.pos0, c.n_tok, c.n_head, c.n_kv, c.hd, scale, 0));
     };
     const double keys = c.pos0 + (c.n_tok + 1) / 2.0, flop = 4.0 * c.n_head * c.hd * c.n_tok * keys;
-    for (int v = 1; v <= 2; v++) {
+    for (size_t vi = 0; vi < vars.size(); vi++) {
+        const int v = vars[vi];
         paged_prefill_use_variant(v);
         CUDA_CHECK(cudaMemset(dout, 0xff, nq * 4));
         run();
@@ -87,13 +91,13 @@ static void bench(lab &L, gen_rng *r, const cfg &c) {
         const double rel = gen_rel_err(got.data(), ref.data(), (int64_t)ref.size());
         bool ok = rel < 3e-3;
         char vs1[48] = "";
-        if (v == 1) {
+        if (vi == 0) {
             out1 = out;
         } else {
             std::vector<double> o1(out1.begin(), out1.end());
             const double d = gen_rel_err(out.data(), o1.data(), (int64_t)nq);
             ok = ok && d < 3e-3;
-            snprintf(vs1, sizeof vs1, ", v1 %.1e", d);
+            snprintf(vs1, sizeof vs1, ", v%d %.1e", vars[0], d);
         }
         if (!ok) g_fail++;
         const double ms = L.time_ms(run, 10);
@@ -106,12 +110,22 @@ static void bench(lab &L, gen_rng *r, const cfg &c) {
     for (void *p : {(void *)dk, (void *)dv, (void *)dq, (void *)dout, (void *)dp}) CUDA_CHECK(cudaFree(p));
 }
 
-int main() {
+int main(int argc, char **argv) {
     int ndev = 0;
     if (cudaGetDeviceCount(&ndev) != cudaSuccess || ndev == 0) {
         printf("SKIP kbench prefill: no CUDA device\n");
         return 0;
     }
+    std::vector<int> vars;
+    for (int i = 1; i < argc; i++) {
+        const int v = atoi(argv[i]);
+        if (v < 1 || v > 3) {
+            fprintf(stderr, "kbench prefill: variant %s: not 1, 2 or 3\n", argv[i]);
+            return 2;
+        }
+        vars.push_back(v);
+    }
+    if (vars.empty()) vars = {1, 2, 3};
     lab L;
     printf("# prompt attention, one launch = one layer; TFLOP/s of the causal work\n");
     printf("| var | model | heads | hd | tokens | pos0 | keys/row | us | TFLOP/s | ms x 32 layers | rel err |\n"
@@ -119,7 +133,7 @@ int main() {
     gen_rng r = {0x9e3779b97f4a7c15ull ^ (uint64_t)time(NULL)};
     const cfg cs[] = {{"8b", 32, 8, 128, 512, 0},     {"8b", 32, 8, 128, 512, 4096}, {"8b", 32, 8, 128, 512, 16384},
                       {"8b", 32, 8, 128, 256, 16384}, {"70b", 64, 8, 128, 512, 16384}, {"1b", 32, 8, 64, 512, 16384}};
-    for (const cfg &c : cs) bench(L, &r, c);
+    for (const cfg &c : cs) bench(L, &r, c, vars);
     printf("%s kbench prefill: %d check failures\n", g_fail ? "FAIL" : "PASS", g_fail);
     return g_fail ? 1 : 0;
 }
