@@ -199,6 +199,7 @@ static cudaError_t pf1_launch(float *out, const float *q, const uint16_t *kc, co
 #define FA_ROWS (FA_WG_THREADS / 32 * FA_WARP_ROWS) /* rows a block */
 #define FA_KT PAGED_PAGE                            /* keys a tile: tile i is page i of the table */
 #define FA_THREADS (FA_WG * FA_WG_THREADS)
+static_assert(FA_KT == 64, "v2 and v3 are written for 64-key tiles (v3: wgmma n64, four k16 blocks of P)");
 
 /* Shared-memory layout in halves: Q [FA_ROWS][DS], then per group a ring of two stages of K
  * [FA_KT][DS] and V [FA_KT][DS]. After the key loop the rings hold the merge exchange: XCH floats
