@@ -898,6 +898,14 @@ static void gemm_variant_from_env(void) {
     paged_attention_use_variant(a && !strcmp(a, "1") ? 1 : 2);
 }
 
+/* The prompt attention kernel (paged.h's paged_prefill_use_variant): 2, the default, or
+ * MGI_PREFILL_ATT=1 (the first tensor-core kernel) or 3 (wgmma, experimental) for A/B runs.
+ * Process-wide, set at create. */
+static void prefill_variant_from_env(void) {
+    const char *e = getenv("MGI_PREFILL_ATT");
+    paged_prefill_use_variant(e && (!strcmp(e, "1") || !strcmp(e, "3")) ? e[0] - '0' : 2);
+}
+
 /* A host thread blocked inside NCCL cannot be timed out by polling: NCCL makes its connections
  * on a pair of devices' first call, inside ncclGroupEnd, and waits there for a peer that may never
  * come (seen on an H200 pair: accept() under the first all-reduce). So every NCCL call is
@@ -1621,6 +1629,7 @@ static void *cuda_create(const llama_model *m, const engine_plan *plan, int32_t 
     f->n_split = f->max_pages < N_SPLIT_MAX ? f->max_pages : N_SPLIT_MAX;
     f->timeout_s = nccl_timeout_s();
     gemm_variant_from_env();
+    prefill_variant_from_env();
     f->fault_stall = fault_peer_stall();
     f->fuse = fuse_mode();
     /* The engine's pool holds at least one cell per position of each of its sequences, so no

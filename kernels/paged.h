@@ -42,14 +42,20 @@ cudaError_t paged_attention(float *out, const float *q, const uint16_t *k_cache,
                             float scale, cudaStream_t stream);
 
 /* The same attention for n_tok consecutive tokens of one sequence at positions pos0..pos0+n_tok-1
- * (a prompt pass), on the tensor cores: pages is that sequence's page table. Q and P are rounded
- * to f16 (f32 accumulation). For head_dim 64 or 128 and 1, 2, 4, 8 or 16 query heads per kv
- * head (paged_attention_prefill_supported); pos0 is a launch argument, so it is not for graphs
- * replayed at other positions. */
+ * (a prompt pass), on the tensor cores (prefill.cu): pages is that sequence's page table. Q and P
+ * are rounded to f16 (f32 accumulation). For head_dim 64 or 128 and 1, 2, 4, 8 or 16 query heads
+ * per kv head (paged_attention_prefill_supported); pos0 is a launch argument, so it is not for
+ * graphs replayed at other positions. A rerun gives the same bits. */
 int paged_attention_prefill_supported(int n_head, int n_kv_head, int head_dim);
 cudaError_t paged_attention_prefill(float *out, const float *q, const uint16_t *k_cache, const uint16_t *v_cache,
                                     const int32_t *pages, int pos0, int n_tok, int n_head, int n_kv_head,
                                     int head_dim, float scale, cudaStream_t stream);
+/* The kernel paged_attention_prefill runs: 2 (the default; mma.sync, 128 rows a block, two warp
+ * groups splitting the keys, cp.async double buffering, ldmatrix), 1 (the first, 64 rows a block,
+ * synchronous tile loads) or 3 (wgmma, experimental; v2 where the device is not compute
+ * capability 9.0), for A/B runs (the engine's MGI_PREFILL_ATT, the kernel lab, tests).
+ * Process-wide, not for use while other threads launch. */
+void paged_prefill_use_variant(int v);
 
 /* RoPE of one pass's Q and K and the K/V store, in one launch: for token t, q_out[t] (f32
  * [n_tok][n_head][head_dim], contiguous) = rope(q + t * sq), and rope(k + t * sk) and v + t * sv

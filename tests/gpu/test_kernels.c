@@ -4,7 +4,7 @@
  * exactly into two f16 halves on the tensor-core path), gemm 2e-3 (weights and X in f16),
  * embed 1e-6 (exact), rmsnorm, swiglu,
  * add 1e-5, rope 5e-4 (f32 angles at positions up to 4000), attention 1e-4, paged prompt
- * attention 3e-3 (Q and P in f16), the swiglu-fused matvec 1e-4 (as matvec), the PDL chain
+ * attention 3e-3 (Q and P in f16; kernels v1-v3, v2 and v3 bit-identical on a rerun), the swiglu-fused matvec 1e-4 (as matvec), the PDL chain
  * (add_rmsnorm > matvec > swiglu matvec > add, shared scratch) 2e-4 of the residual; the split-K
  * gemm as gemm, bit-identical on a rerun and in a graph replay; the f16-panel GEMMs (variants 5
  * and 4) as gemm, v4 against v5 1e-4, their dequantised panel 2^-8 of each row's largest |w|.
@@ -1267,19 +1267,33 @@ static void paged_attn_ref(double *out, const float *qh, const uint16_t *kc, con
 }
 
 /* paged_attention_prefill: n_tok consecutive tokens from pos0 through a shuffled page table of an
- * f16 cache holding other cells too, against f64 causal attention. */
-static void test_prefill_attention(gen_rng *r, int n_head, int n_kv, int hd, int pos0, int n_tok) {
-    char name[128];
-    snprintf(name, sizeof name, "paged prompt attention %d/%d heads, hd %d, positions %d..%d", n_head, n_kv, hd,
-             pos0, pos0 + n_tok - 1);
+ * f16 cache holding other cells too (the cells of the last page past the last position hold
+ * NaN, as cells not yet written may), against f64 causal attention; the kernels in the bit mask
+ * variants (bit v - 1: paged_prefill_use_variant(v)), v2 and v3 run twice must give the same
+ * bits. */
+static void test_prefill_attention(gen_rng *r, unsigned variants, int n_head, int n_kv, int hd, int pos0,
+                                   int n_tok) {
     const int n_pages = (pos0 + n_tok + PAGED_PAGE - 1) / PAGED_PAGE, n_cells = (n_pages + 2) * PAGED_PAGE;
     const int kv_dim = n_kv * hd, nq = n_tok * n_head * hd;
+    /* page i of the sequence: a random permutation of pages 2.. (cells 0..127 are never read) */
     int32_t *pages = malloc(sizeof(int32_t) * (size_t)n_pages);
-    for (int i = 0; i < n_pages; i++) pages[i] = n_pages + 1 - i; /* distinct, backwards, cells 0..127 unused */
+    for (int i = 0; i < n_pages; i++) pages[i] = i + 2;
+    for (int i = n_pages - 1; i > 0; i--) {
+        int j = (int)(gen_u64(r) % (uint64_t)(i + 1)), tmp = pages[i];
+        pages[i] = pages[j];
+        pages[j] = tmp;
+    }
     size_t cn = (size_t)n_cells * kv_dim;
     uint16_t *kc = malloc(cn * 2), *vc = malloc(cn * 2);
     for (size_t i = 0; i < cn; i++) { kc[i] = quant_f32_to_f16((float)gen_normal(r)); vc[i] = quant_f32_to_f16((float)gen_normal(r)); }
+    const int last = pos0 + n_tok - 1;
+    for (int p = last + 1; p < n_pages * PAGED_PAGE; p++)
+        for (int i = 0; i < kv_dim; i++) {
+            size_t at = ((size_t)pages[p / PAGED_PAGE] * PAGED_PAGE + p % PAGED_PAGE) * kv_dim + i;
+            kc[at] = vc[at] = 0x7e00; /* f16 NaN */
+        }
     float *q = malloc(sizeof(float) * (size_t)nq), *out = calloc((size_t)nq, sizeof(float));
+    float *out2 = calloc((size_t)nq, sizeof(float));
     double *ref = malloc(sizeof(double) * (size_t)nq), *sc = malloc(sizeof(double) * (size_t)(pos0 + n_tok));
     for (int i = 0; i < nq; i++) q[i] = (float)gen_normal(r);
     const float scale = 1.0f / sqrtf((float)hd);
@@ -1288,16 +1302,32 @@ static void test_prefill_attention(gen_rng *r, int n_head, int n_kv, int hd, int
             paged_attn_ref(ref + ((size_t)t * n_head + h) * hd, q + ((size_t)t * n_head + h) * hd, kc, vc, pages,
                            pos0 + t + 1, kv_dim, h / (n_head / n_kv), hd, scale, sc);
     uint16_t *dk = dev_upload(kc, cn * 2), *dv = dev_upload(vc, cn * 2);
-    float *dq = dev_upload(q, sizeof(float) * (size_t)nq), *dout = dev_poisoned(nq);
+    float *dq = dev_upload(q, sizeof(float) * (size_t)nq);
     int32_t *dp = dev_upload(pages, sizeof(int32_t) * (size_t)n_pages);
-    cudaError_t e = paged_attention_prefill(dout, dq, dk, dv, dp, pos0, n_tok, n_head, n_kv, hd, scale, 0);
-    int guard = e == cudaSuccess && dev_download(out, dout, nq);
-    double rel = gen_rel_err(out, ref, nq);
-    CHECK(e == cudaSuccess && guard && rel < 3e-3, name, "%s, guard %s, rel err %.3g (budget 3e-3)",
-          cudaGetErrorString(e), guard ? "ok" : "overwritten", rel);
-    CUDA_CHECK(cudaFree(dk)); CUDA_CHECK(cudaFree(dv)); CUDA_CHECK(cudaFree(dq)); CUDA_CHECK(cudaFree(dout));
-    CUDA_CHECK(cudaFree(dp));
-    free(pages); free(kc); free(vc); free(q); free(out); free(ref); free(sc);
+    for (int v = 1; v <= 3; v++) {
+        if (!(variants >> (v - 1) & 1)) continue;
+        char name[160];
+        snprintf(name, sizeof name, "paged prompt attention v%d %d/%d heads, hd %d, positions %d..%d", v, n_head, n_kv,
+                 hd, pos0, last);
+        paged_prefill_use_variant(v);
+        float *dout = dev_poisoned(nq), *dout2 = dev_poisoned(nq);
+        cudaError_t e = paged_attention_prefill(dout, dq, dk, dv, dp, pos0, n_tok, n_head, n_kv, hd, scale, 0);
+        int guard = e == cudaSuccess && dev_download(out, dout, nq);
+        double rel = gen_rel_err(out, ref, nq);
+        int same = 1;
+        if (v >= 2 && e == cudaSuccess) {
+            e = paged_attention_prefill(dout2, dq, dk, dv, dp, pos0, n_tok, n_head, n_kv, hd, scale, 0);
+            guard = guard && e == cudaSuccess && dev_download(out2, dout2, nq);
+            same = memcmp(out, out2, sizeof(float) * (size_t)nq) == 0;
+        }
+        CHECK(e == cudaSuccess && guard && rel < 3e-3 && same, name,
+              "%s, guard %s, rel err %.3g (budget 3e-3), rerun %s", cudaGetErrorString(e),
+              guard ? "ok" : "overwritten", rel, v >= 2 ? (same ? "identical" : "DIFFERENT") : "not checked");
+        CUDA_CHECK(cudaFree(dout)); CUDA_CHECK(cudaFree(dout2));
+    }
+    paged_prefill_use_variant(2);
+    CUDA_CHECK(cudaFree(dk)); CUDA_CHECK(cudaFree(dv)); CUDA_CHECK(cudaFree(dq)); CUDA_CHECK(cudaFree(dp));
+    free(pages); free(kc); free(vc); free(q); free(out); free(out2); free(ref); free(sc);
 }
 
 /* paged_attention (decode, any batch of tokens): n_tok tokens of 3 sequences at the given
@@ -1385,8 +1415,33 @@ static void test_paged_attention(gen_rng *r, int n_head, int n_kv, int hd, int n
     free(perm); free(seq); free(kc); free(vc); free(q); free(out); free(out2); free(ref); free(sc);
 }
 
-/* MGI_KTEST=matvec,v10,fused,gemm,small,attention,panel runs only those sections (a short device
- * slot checking one kernel family); unset or empty: all. */
+/* Prompt attention shapes: head_dim 64 and 128, 1 to 16 query heads per kv head, token counts
+ * that are not a multiple of a block's rows (v2, v3: 128 / G tokens) or of a 64-key tile, a
+ * first position of 0, mid-page and deep (v2's two warp groups take alternate tiles). */
+static const struct { int n_head, n_kv, hd, pos0, n_tok; } prefill_cases[] = {
+    {8, 2, 128, 150, 77}, {32, 8, 128, 0, 64}, {16, 2, 64, 0, 130}, {4, 4, 64, 1000, 33},
+    {4, 2, 128, 0, 1},      /* one token */
+    {8, 4, 128, 3000, 1},   /* one token, deep */
+    {8, 8, 128, 0, 17},     /* G = 1 */
+    {8, 8, 64, 0, 200},     /* G = 1: v2's rows with no key in group 1's first tile */
+    {4, 4, 128, 0, 333},
+    {16, 1, 64, 3000, 17},  /* G = 16 */
+    {16, 1, 128, 70, 100},
+    {8, 2, 128, 3000, 100},
+    {4, 2, 128, 3001, 333}, /* G = 2, deep, mid-page */
+    {16, 2, 64, 0, 333},    /* G = 8 */
+    {8, 1, 128, 64, 333},   /* G = 8, head_dim 128 */
+    {32, 8, 128, 0, 512},   /* an 8b pass */
+};
+
+static void test_prefill_cases(gen_rng *r, unsigned variants) {
+    for (size_t i = 0; i < sizeof prefill_cases / sizeof prefill_cases[0]; i++)
+        test_prefill_attention(r, variants, prefill_cases[i].n_head, prefill_cases[i].n_kv, prefill_cases[i].hd,
+                               prefill_cases[i].pos0, prefill_cases[i].n_tok);
+}
+
+/* MGI_KTEST=matvec,v10,fused,gemm,small,attention,panel,prefill3 runs only those sections (a
+ * short device slot checking one kernel family); unset or empty: all. */
 static int want(const char *section) {
     const char *e = getenv("MGI_KTEST");
     if (!e || !*e) return 1;
@@ -1547,11 +1602,9 @@ int main(void) {
             test_paged_attention(&r, 8, 2, 128, 256, 1, p4); /* the most splits: the merge's weights */
         }
         paged_attention_use_variant(2);
-        test_prefill_attention(&r, 8, 2, 128, 150, 77);
-        test_prefill_attention(&r, 32, 8, 128, 0, 64);
-        test_prefill_attention(&r, 16, 2, 64, 0, 130);
-        test_prefill_attention(&r, 4, 4, 64, 1000, 33);
+        test_prefill_cases(&r, 3); /* prompt attention v1 and v2 */
     }
     if (want("panel")) test_gemm_panels(&r); /* last: a fault in the new wgmma kernels cannot take other checks with it */
+    if (want("prefill3")) test_prefill_cases(&r, 4); /* prompt attention v3 (wgmma, never run yet): after everything */
     return test_done();
 }
