@@ -894,6 +894,15 @@ static void gemm_variant_from_env(void) {
     gemm_panel_min_tokens(GEMM_PANEL_MIN_TOKENS);
 }
 
+/* The decode matvec (kernels.h's matvec_use_variant) for 1 to 4 tokens: 10, the default (int8 X,
+ * dp4a); MGI_MATVEC=11 (v10 with the weights streamed through a shared-memory ring by cp.async,
+ * v10 where the ring does not fit; not yet measured on a GPU) or 6 (tensor cores, f32 X exact) for
+ * A/B runs. The decode fusions (MGI_FUSE) go with 10 and 11. Process-wide, set at create. */
+static void matvec_variant_from_env(void) {
+    const char *e = getenv("MGI_MATVEC");
+    matvec_use_variant(e && (!strcmp(e, "6") || !strcmp(e, "11")) ? atoi(e) : 10);
+}
+
 /* A host thread blocked inside NCCL cannot be timed out by polling: NCCL makes its connections
  * on a pair of devices' first call, inside ncclGroupEnd, and waits there for a peer that may never
  * come (seen on an H200 pair: accept() under the first all-reduce). So every NCCL call is
@@ -1617,6 +1626,7 @@ static void *cuda_create(const llama_model *m, const engine_plan *plan, int32_t 
     f->n_split = f->max_pages < N_SPLIT_MAX ? f->max_pages : N_SPLIT_MAX;
     f->timeout_s = nccl_timeout_s();
     gemm_variant_from_env();
+    matvec_variant_from_env();
     f->fault_stall = fault_peer_stall();
     f->fuse = fuse_mode();
     /* The engine's pool holds at least one cell per position of each of its sequences, so no
