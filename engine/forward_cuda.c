@@ -896,11 +896,19 @@ static void gemm_variant_from_env(void) {
 
 /* The decode matvec (kernels.h's matvec_use_variant) for 1 to 4 tokens: 10, the default (int8 X,
  * dp4a); MGI_MATVEC=11 (v10 with the weights streamed through a shared-memory ring by cp.async,
- * v10 where the ring does not fit; not yet measured on a GPU) or 6 (tensor cores, f32 X exact) for
- * A/B runs. The decode fusions (MGI_FUSE) go with 10 and 11. Process-wide, set at create. */
+ * at most 4 stages deep, v10 where 2 do not fit; not yet measured on a GPU), 11:S (a ring of at
+ * most S stages, 2-6: matvec_ring_depth) or 6 (tensor cores, f32 X exact) for A/B runs. The
+ * decode fusions (MGI_FUSE) go with 10 and 11. Process-wide, set at create. */
 static void matvec_variant_from_env(void) {
     const char *e = getenv("MGI_MATVEC");
-    matvec_use_variant(e && (!strcmp(e, "6") || !strcmp(e, "11")) ? atoi(e) : 10);
+    int v = 10, depth = 0;
+    if (e && !strcmp(e, "6")) v = 6;
+    if (e && !strncmp(e, "11", 2) && (!e[2] || (e[2] == ':' && e[3] >= '2' && e[3] <= '6' && !e[4]))) {
+        v = 11;
+        depth = e[2] ? e[3] - '0' : 0;
+    }
+    matvec_use_variant(v);
+    matvec_ring_depth(depth); /* 0: the default */
 }
 
 /* A host thread blocked inside NCCL cannot be timed out by polling: NCCL makes its connections

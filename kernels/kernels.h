@@ -52,6 +52,10 @@ void matvec_use_variant(int v);
  * (norm: matvec_f32_norm's, whose shared memory is the largest); 0 when it runs v10 instead or the
  * case is no v10 case. Whatever the variant in force. */
 int matvec_ring_stages(uint32_t wtype, int64_t rows, int64_t k, int n, int norm);
+/* Variant 11's deepest ring, 2 to 6 stages (default 4; outside that range, the default): each
+ * case takes as many as fit beside X in shared memory. Process-wide, for A/B runs, as
+ * matvec_use_variant. */
+void matvec_ring_depth(int max_stages);
 /* X in f32 [n][k] or in f16 bits [n][k]; Y f32 [n][rows]. */
 cudaError_t matvec_f32(float *y, const void *w, uint32_t wtype, const float *x, int64_t rows,
                        int64_t k, int n, cudaStream_t stream);
@@ -72,9 +76,9 @@ cudaError_t matvec_f32_swiglu(float *y, const void *w, uint32_t wtype, const flo
  *   matvec_f32_acc: Y += W . X (the residual add of kernels.h's add, fused).
  *   matvec_f32_swiglu_acc: Y += W . (silu(g) * u), matvec_f32_swiglu's X (same strides).
  * Y must not overlap X (or g, u). matvec_fused_supported says whether they take a case: the
- * variant is 10 or 11, wtype Q4_0, Q4_K, Q8_0 or Q6_K, n 1 to 4 (Q6_K: 2), k a multiple of 256 (Q8_0:
- * 128) and the shared memory fits the current device; otherwise they launch nothing and return
- * cudaErrorNotSupported (the caller runs the unfused kernels). */
+ * variant is 10 or 11, wtype Q4_0, Q4_K, Q8_0 or Q6_K, n 1 to 4 (Q6_K: 2), k a multiple of 256
+ * (Q8_0: 128) and the shared memory fits the current device; otherwise they launch nothing and
+ * return cudaErrorNotSupported (the caller runs the unfused kernels). */
 int matvec_fused_supported(uint32_t wtype, int64_t rows, int64_t k, int n);
 cudaError_t matvec_f32_norm(float *y, const void *w, uint32_t wtype, const float *x, const float *g, float eps,
                             int64_t rows, int64_t k, int n, cudaStream_t stream);

@@ -17,11 +17,16 @@
  * v10 (int8 X, dp4a; same repacked layout): for one token of Q4_0 / Q4_K 10-20% faster than v6
  * at every 8b shape (PERF-LOG runs 17-19); 11 sends the same cases to v11 (v10's arithmetic and
  * results, the weights through a per-warp cp.async ring in shared memory, MV11_STAGES deep at
- * most; v10 where no ring of 2 stages fits beside X), not yet measured; 6 keeps v6 and v3 (f32 X
- * exact). */
+ * most (matvec_ring_depth); v10 where no ring of 2 stages fits beside X), not yet measured; 6
+ * keeps v6 and v3 (f32 X exact). */
 static int matvec_variant = 10;
+static int matvec_ring_cap = MV11_STAGES; /* v11's deepest ring (matvec_ring_depth) */
 
 extern "C" void matvec_use_variant(int v) { matvec_variant = v == 10 || v == 11 ? v : 6; }
+
+extern "C" void matvec_ring_depth(int max_stages) {
+    matvec_ring_cap = max_stages >= 2 && max_stages <= MV11_STAGES_MAX ? max_stages : MV11_STAGES;
+}
 
 /* The tensor-core variants read the repacked layout of matvec.cuh; other types keep their GGUF
  * rows for v1. */
@@ -63,12 +68,12 @@ static void mv6_prepare_all() {
 template <bool XH, typename XS, int O>
 static bool matvec_v10_any(float *y, const void *w, uint32_t t, XS x, int r, int k, int n, cudaStream_t s,
                            cudaError_t *e) {
-    const int pdl = pdl_enabled();
+    const int pdl = pdl_enabled(), cap = matvec_ring_cap;
     switch (t) {
-    case QUANT_Q4_0: return matvec_v10_launch<QUANT_Q4_0, XH, XS, O>(y, w, x, r, k, n, s, pdl, e);
-    case QUANT_Q4_K: return matvec_v10_launch<QUANT_Q4_K, XH, XS, O>(y, w, x, r, k, n, s, pdl, e);
-    case QUANT_Q8_0: return matvec_v10_launch<QUANT_Q8_0, XH, XS, O>(y, w, x, r, k, n, s, pdl, e);
-    case QUANT_Q6_K: return matvec_v10_launch<QUANT_Q6_K, XH, XS, O>(y, w, x, r, k, n, s, pdl, e);
+    case QUANT_Q4_0: return matvec_v10_launch<QUANT_Q4_0, XH, XS, O>(y, w, x, r, k, n, s, pdl, e, cap);
+    case QUANT_Q4_K: return matvec_v10_launch<QUANT_Q4_K, XH, XS, O>(y, w, x, r, k, n, s, pdl, e, cap);
+    case QUANT_Q8_0: return matvec_v10_launch<QUANT_Q8_0, XH, XS, O>(y, w, x, r, k, n, s, pdl, e, cap);
+    case QUANT_Q6_K: return matvec_v10_launch<QUANT_Q6_K, XH, XS, O>(y, w, x, r, k, n, s, pdl, e, cap);
     default: return false;
     }
 }
@@ -84,12 +89,14 @@ static bool matvec_v10_family(float *y, const void *w, uint32_t t, XS x, int r, 
 
 extern "C" int matvec_ring_stages(uint32_t wtype, int64_t rows, int64_t k, int n, int norm) {
     int sms, smem_max, st = 0;
+    const int cap = matvec_ring_cap;
+    const bool nm = norm != 0;
     if (matvec_repacked_bytes(wtype, rows, k) == 0) return 0;
     switch (wtype) {
-    case QUANT_Q4_0: mv10_takes<QUANT_Q4_0, MV11_OPT>(rows, k, n, norm != 0, &sms, &smem_max, MV11_STAGES, &st); break;
-    case QUANT_Q4_K: mv10_takes<QUANT_Q4_K, MV11_OPT>(rows, k, n, norm != 0, &sms, &smem_max, MV11_STAGES, &st); break;
-    case QUANT_Q8_0: mv10_takes<QUANT_Q8_0, MV11_OPT>(rows, k, n, norm != 0, &sms, &smem_max, MV11_STAGES, &st); break;
-    case QUANT_Q6_K: mv10_takes<QUANT_Q6_K, MV11_OPT>(rows, k, n, norm != 0, &sms, &smem_max, MV11_STAGES, &st); break;
+    case QUANT_Q4_0: mv10_takes<QUANT_Q4_0, MV11_OPT>(rows, k, n, nm, &sms, &smem_max, cap, &st); break;
+    case QUANT_Q4_K: mv10_takes<QUANT_Q4_K, MV11_OPT>(rows, k, n, nm, &sms, &smem_max, cap, &st); break;
+    case QUANT_Q8_0: mv10_takes<QUANT_Q8_0, MV11_OPT>(rows, k, n, nm, &sms, &smem_max, cap, &st); break;
+    case QUANT_Q6_K: mv10_takes<QUANT_Q6_K, MV11_OPT>(rows, k, n, nm, &sms, &smem_max, cap, &st); break;
     default: break;
     }
     return st;
@@ -170,7 +177,7 @@ extern "C" cudaError_t matvec_f32_swiglu(float *y, const void *w, uint32_t wtype
     return matvec_any<float>(y, w, wtype, mv_x_swiglu{g, u, sg, su, vec}, rows, k, n, stream);
 }
 
-/* ---- decode fusions: v10 and v11 only ------------------------------------------------------------ */
+/* ---- decode fusions: v10 and v11 only -------------------------------------------------------- */
 
 extern "C" int matvec_fused_supported(uint32_t wtype, int64_t rows, int64_t k, int n) {
     int sms, smem_max;

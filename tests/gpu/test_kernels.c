@@ -1509,6 +1509,19 @@ int main(void) {
         test_matvec_v10(&r, variant, QUANT_Q4_0, 37, 18432, 4, 0);
     }
     if (want("v10")) test_matvec_ring_cover();
+    /* other ring depths (matvec_ring_depth: the lab's range, MGI_MATVEC=11:S) on a few cases each */
+    for (int depth = 2; depth <= 6 && want("v10"); depth++) {
+        if (depth == 4) continue; /* the default, above */
+        matvec_ring_depth(depth);
+        for (size_t i = 0; i < sizeof v10_types / sizeof v10_types[0]; i++) {
+            const uint32_t t = v10_types[i];
+            test_matvec_v10(&r, 11, t, 14336, 4096, 1, 0);
+            test_matvec_v10(&r, 11, t, 1000, 14336, 1, depth & 1);
+            test_matvec_v10(&r, 11, t, 37, 2816, 2, 2);
+            test_matvec_fused(&r, 11, t, 4096, 4096, 1, depth % 3);
+        }
+        matvec_ring_depth(0);
+    }
     /* the decode fusions: every v10 type, n = 1 to its maximum, odd shapes (Q8_0's 128-weight
      * groups: 384), the production shapes of wo, down, QKV and gate/up; under v10 and v11 */
     if (want("fused")) test_matvec_fused_cover();
