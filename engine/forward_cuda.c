@@ -906,6 +906,23 @@ static void prefill_variant_from_env(void) {
     paged_prefill_use_variant(e && (!strcmp(e, "1") || !strcmp(e, "3")) ? e[0] - '0' : 2);
 }
 
+/* The decode matvec (kernels.h's matvec_use_variant) for 1 to 4 tokens: 10, the default (int8 X,
+ * dp4a); MGI_MATVEC=11 (v10 with the weights streamed through a shared-memory ring by cp.async,
+ * at most 4 stages deep, v10 where 2 do not fit; not yet measured on a GPU), 11:S (a ring of at
+ * most S stages, 2-6: matvec_ring_depth) or 6 (tensor cores, f32 X exact) for A/B runs. The
+ * decode fusions (MGI_FUSE) go with 10 and 11. Process-wide, set at create. */
+static void matvec_variant_from_env(void) {
+    const char *e = getenv("MGI_MATVEC");
+    int v = 10, depth = 0;
+    if (e && !strcmp(e, "6")) v = 6;
+    if (e && !strncmp(e, "11", 2) && (!e[2] || (e[2] == ':' && e[3] >= '2' && e[3] <= '6' && !e[4]))) {
+        v = 11;
+        depth = e[2] ? e[3] - '0' : 0;
+    }
+    matvec_use_variant(v);
+    matvec_ring_depth(depth); /* 0: the default */
+}
+
 /* A host thread blocked inside NCCL cannot be timed out by polling: NCCL makes its connections
  * on a pair of devices' first call, inside ncclGroupEnd, and waits there for a peer that may never
  * come (seen on an H200 pair: accept() under the first all-reduce). So every NCCL call is
@@ -1630,6 +1647,7 @@ static void *cuda_create(const llama_model *m, const engine_plan *plan, int32_t 
     f->timeout_s = nccl_timeout_s();
     gemm_variant_from_env();
     prefill_variant_from_env();
+    matvec_variant_from_env();
     f->fault_stall = fault_peer_stall();
     f->fuse = fuse_mode();
     /* The engine's pool holds at least one cell per position of each of its sequences, so no

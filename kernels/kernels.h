@@ -42,10 +42,20 @@ cudaError_t matvec_repack(void *out, const void *w, uint32_t wtype, int64_t rows
                           cudaStream_t stream);
 /* The variant matvec_f32 / matvec_f16 / matvec_f32_swiglu run for 1 to 4 tokens: 10 (default; Q4_0,
  * Q4_K, Q8_0, Q6_K: X rounded to int8 per 32 values as llama.cpp's GPU path does, dp4a; relative
- * error ~1e-3 instead of ~1e-7; n up to 4, Q6_K up to 2; other types and counts stay on 6 and 3)
- * or 6 (tensor cores, f32 X exact: v6 for one token, v3 for more). Same repacked layout for both.
- * Process-wide; set it before launching (not while other threads launch). */
+ * error ~1e-3 instead of ~1e-7; n up to 4, Q6_K up to 2; other types and counts stay on 6 and 3),
+ * 11 (v10's cases and results, the weights streamed through a shared-memory ring per warp by
+ * cp.async; v10 where the ring does not fit: matvec_ring_stages) or 6 (tensor cores, f32 X exact:
+ * v6 for one token, v3 for more). Same repacked layout for all. Process-wide; set it before
+ * launching (not while other threads launch). */
 void matvec_use_variant(int v);
+/* The ring depth (stages of one unit per warp) variant 11 runs a case with on the current device
+ * (norm: matvec_f32_norm's, whose shared memory is the largest); 0 when it runs v10 instead or the
+ * case is no v10 case. Whatever the variant in force. */
+int matvec_ring_stages(uint32_t wtype, int64_t rows, int64_t k, int n, int norm);
+/* Variant 11's deepest ring, 2 to 6 stages (default 4; outside that range, the default): each
+ * case takes as many as fit beside X in shared memory. Process-wide, for A/B runs, as
+ * matvec_use_variant. */
+void matvec_ring_depth(int max_stages);
 /* X in f32 [n][k] or in f16 bits [n][k]; Y f32 [n][rows]. */
 cudaError_t matvec_f32(float *y, const void *w, uint32_t wtype, const float *x, int64_t rows,
                        int64_t k, int n, cudaStream_t stream);
@@ -58,17 +68,17 @@ cudaError_t matvec_f16(float *y, const void *w, uint32_t wtype, const uint16_t *
 cudaError_t matvec_f32_swiglu(float *y, const void *w, uint32_t wtype, const float *g, int64_t sg,
                               const float *u, int64_t su, int64_t rows, int64_t k, int n,
                               cudaStream_t stream);
-/* Decode fusions, one launch each where the decode step had two or three (v10 only, so X is
- * rounded to int8 per 32 values as v10 rounds it; same budget):
+/* Decode fusions, one launch each where the decode step had two or three (v10 and v11 only, so X
+ * is rounded to int8 per 32 values as v10 rounds it; same budget):
  *   matvec_f32_norm: Y = W . rmsnorm(X) with rmsnorm as kernels.h's (X[t] / sqrt(mean(X[t]^2) +
  *     eps) * g, g [k]); every block sums X^2 itself while staging X * g and scales its outputs by
  *     1 / rms, so no normed copy of X is written. x and g 16-byte aligned.
  *   matvec_f32_acc: Y += W . X (the residual add of kernels.h's add, fused).
  *   matvec_f32_swiglu_acc: Y += W . (silu(g) * u), matvec_f32_swiglu's X (same strides).
  * Y must not overlap X (or g, u). matvec_fused_supported says whether they take a case: the
- * variant is 10, wtype Q4_0, Q4_K, Q8_0 or Q6_K, n 1 to 4 (Q6_K: 2), k a multiple of 256 (Q8_0:
- * 128) and the shared memory fits the current device; otherwise they launch nothing and return
- * cudaErrorNotSupported (the caller runs the unfused kernels). */
+ * variant is 10 or 11, wtype Q4_0, Q4_K, Q8_0 or Q6_K, n 1 to 4 (Q6_K: 2), k a multiple of 256
+ * (Q8_0: 128) and the shared memory fits the current device; otherwise they launch nothing and
+ * return cudaErrorNotSupported (the caller runs the unfused kernels). */
 int matvec_fused_supported(uint32_t wtype, int64_t rows, int64_t k, int n);
 cudaError_t matvec_f32_norm(float *y, const void *w, uint32_t wtype, const float *x, const float *g, float eps,
                             int64_t rows, int64_t k, int n, cudaStream_t stream);

@@ -1,9 +1,10 @@
 /* Launchers of the decode matvec (kernels.h): repacking at load, then the production variant per
- * weight type (v10, int8 X and dp4a, for 1 to 4 tokens (Q6_K: 2) of Q4_0, Q4_K, Q8_0, Q6_K; v6
+ * weight type (v10, int8 X and dp4a, for 1 to 4 tokens (Q6_K: 2) of Q4_0, Q4_K, Q8_0, Q6_K, or
+ * v11, v10 with the weights through a shared-memory ring, after matvec_use_variant(11); v6
  * for one token and v3 for several, tensor cores, where v10 does not apply or after
  * matvec_use_variant(6); v1 for F32, F16, Q5_0), all with programmatic dependent launch, X plain
- * or SwiGLU'd while staged; and the decode fusions (RMSNorm of X, Y +=), v10 only. Variants live
- * in matvec.cuh, where the kernel lab times them. */
+ * or SwiGLU'd while staged; and the decode fusions (RMSNorm of X, Y +=), v10 / v11 only. Variants
+ * live in matvec.cuh, where the kernel lab times them. */
 #include "kernels/kernels.h"
 #include "kernels/matvec.cuh"
 
@@ -14,10 +15,18 @@
 
 /* matvec_use_variant: 10 (the default) sends n = 1 to 4 (Q6_K: 2) of Q4_0, Q4_K, Q8_0, Q6_K to
  * v10 (int8 X, dp4a; same repacked layout): for one token of Q4_0 / Q4_K 10-20% faster than v6
- * at every 8b shape (PERF-LOG runs 17-19); 6 keeps v6 and v3 (f32 X exact). */
+ * at every 8b shape (PERF-LOG runs 17-19); 11 sends the same cases to v11 (v10's arithmetic and
+ * results, the weights through a per-warp cp.async ring in shared memory, MV11_STAGES deep at
+ * most (matvec_ring_depth); v10 where no ring of 2 stages fits beside X), not yet measured; 6
+ * keeps v6 and v3 (f32 X exact). */
 static int matvec_variant = 10;
+static int matvec_ring_cap = MV11_STAGES; /* v11's deepest ring (matvec_ring_depth) */
 
-extern "C" void matvec_use_variant(int v) { matvec_variant = v == 10 ? 10 : 6; }
+extern "C" void matvec_use_variant(int v) { matvec_variant = v == 10 || v == 11 ? v : 6; }
+
+extern "C" void matvec_ring_depth(int max_stages) {
+    matvec_ring_cap = max_stages >= 2 && max_stages <= MV11_STAGES_MAX ? max_stages : MV11_STAGES;
+}
 
 /* The tensor-core variants read the repacked layout of matvec.cuh; other types keep their GGUF
  * rows for v1. */
@@ -46,6 +55,51 @@ static void mv6_prepare_all() {
     mv10_prepare_all<T, false, mv_x_norm>();
     mv10_prepare_all<T, false, mv_x_acc>();
     mv10_prepare_all<T, false, mv_x_swiglu_acc>();
+    mv10_prepare_all<T, false, mv_x, MV11_OPT>();
+    mv10_prepare_all<T, true, mv_x, MV11_OPT>();
+    mv10_prepare_all<T, false, mv_x_swiglu, MV11_OPT>();
+    mv10_prepare_all<T, false, mv_x_norm, MV11_OPT>();
+    mv10_prepare_all<T, false, mv_x_acc, MV11_OPT>();
+    mv10_prepare_all<T, false, mv_x_swiglu_acc, MV11_OPT>();
+}
+
+/* v10 (O = 0) or v11 (MV11_OPT) for weight type t; false with nothing launched where it does not
+ * apply (another type, n, k or shared memory: mv10_takes). */
+template <bool XH, typename XS, int O>
+static bool matvec_v10_any(float *y, const void *w, uint32_t t, XS x, int r, int k, int n, cudaStream_t s,
+                           cudaError_t *e) {
+    const int pdl = pdl_enabled(), cap = matvec_ring_cap;
+    switch (t) {
+    case QUANT_Q4_0: return matvec_v10_launch<QUANT_Q4_0, XH, XS, O>(y, w, x, r, k, n, s, pdl, e, cap);
+    case QUANT_Q4_K: return matvec_v10_launch<QUANT_Q4_K, XH, XS, O>(y, w, x, r, k, n, s, pdl, e, cap);
+    case QUANT_Q8_0: return matvec_v10_launch<QUANT_Q8_0, XH, XS, O>(y, w, x, r, k, n, s, pdl, e, cap);
+    case QUANT_Q6_K: return matvec_v10_launch<QUANT_Q6_K, XH, XS, O>(y, w, x, r, k, n, s, pdl, e, cap);
+    default: return false;
+    }
+}
+
+/* The variant's v10-family launch (v11, falling back to v10, or v10); false where neither applies
+ * or the variant is 6. */
+template <bool XH, typename XS>
+static bool matvec_v10_family(float *y, const void *w, uint32_t t, XS x, int r, int k, int n, cudaStream_t s,
+                              cudaError_t *e) {
+    if (matvec_variant == 11 && matvec_v10_any<XH, XS, MV11_OPT>(y, w, t, x, r, k, n, s, e)) return true;
+    return matvec_variant >= 10 && matvec_v10_any<XH, XS, 0>(y, w, t, x, r, k, n, s, e);
+}
+
+extern "C" int matvec_ring_stages(uint32_t wtype, int64_t rows, int64_t k, int n, int norm) {
+    int sms, smem_max, st = 0;
+    const int cap = matvec_ring_cap;
+    const bool nm = norm != 0;
+    if (matvec_repacked_bytes(wtype, rows, k) == 0) return 0;
+    switch (wtype) {
+    case QUANT_Q4_0: mv10_takes<QUANT_Q4_0, MV11_OPT>(rows, k, n, nm, &sms, &smem_max, cap, &st); break;
+    case QUANT_Q4_K: mv10_takes<QUANT_Q4_K, MV11_OPT>(rows, k, n, nm, &sms, &smem_max, cap, &st); break;
+    case QUANT_Q8_0: mv10_takes<QUANT_Q8_0, MV11_OPT>(rows, k, n, nm, &sms, &smem_max, cap, &st); break;
+    case QUANT_Q6_K: mv10_takes<QUANT_Q6_K, MV11_OPT>(rows, k, n, nm, &sms, &smem_max, cap, &st); break;
+    default: break;
+    }
+    return st;
 }
 
 extern "C" int matvec_supported(uint32_t wtype) { return matvec_block_elems(wtype) != 0; }
@@ -92,12 +146,7 @@ static cudaError_t matvec_any(float *y, const void *w, uint32_t t, XS x, int64_t
     dim3 grid1((unsigned)((rows + MV1_ROWS - 1) / MV1_ROWS));
     int r = (int)rows, kk = (int)k;
     cudaError_t e = cudaSuccess;
-    if (matvec_variant == 10) {
-        if (t == QUANT_Q4_0 && matvec_v10_launch<QUANT_Q4_0, XH, XS>(y, w, x, r, kk, n, s, pdl_enabled(), &e)) return e;
-        if (t == QUANT_Q4_K && matvec_v10_launch<QUANT_Q4_K, XH, XS>(y, w, x, r, kk, n, s, pdl_enabled(), &e)) return e;
-        if (t == QUANT_Q8_0 && matvec_v10_launch<QUANT_Q8_0, XH, XS>(y, w, x, r, kk, n, s, pdl_enabled(), &e)) return e;
-        if (t == QUANT_Q6_K && matvec_v10_launch<QUANT_Q6_K, XH, XS>(y, w, x, r, kk, n, s, pdl_enabled(), &e)) return e;
-    }
+    if (matvec_v10_family<XH, XS>(y, w, t, x, r, kk, n, s, &e)) return e;
     switch (t) {
     case QUANT_Q4_0: return matvec_v2_launch<QUANT_Q4_0, XH, MATVEC_V, XS>(y, w, x, r, kk, n, s);
     case QUANT_Q4_K: return matvec_v2_launch<QUANT_Q4_K, XH, MATVEC_V, XS>(y, w, x, r, kk, n, s);
@@ -128,12 +177,13 @@ extern "C" cudaError_t matvec_f32_swiglu(float *y, const void *w, uint32_t wtype
     return matvec_any<float>(y, w, wtype, mv_x_swiglu{g, u, sg, su, vec}, rows, k, n, stream);
 }
 
-/* ---- decode fusions: v10 only ------------------------------------------------------------------ */
+/* ---- decode fusions: v10 and v11 only -------------------------------------------------------- */
 
 extern "C" int matvec_fused_supported(uint32_t wtype, int64_t rows, int64_t k, int n) {
     int sms, smem_max;
-    if (matvec_variant != 10 || matvec_repacked_bytes(wtype, rows, k) == 0) return 0;
-    /* the NORM source's shared memory is the largest of the three: it covers the others */
+    if (matvec_variant < 10 || matvec_repacked_bytes(wtype, rows, k) == 0) return 0;
+    /* the NORM source's shared memory is the largest of the three: it covers the others; v10's
+     * (v11 runs v10 where no ring fits) */
     switch (wtype) {
     case QUANT_Q4_0: return mv10_takes<QUANT_Q4_0>(rows, k, n, true, &sms, &smem_max);
     case QUANT_Q4_K: return mv10_takes<QUANT_Q4_K>(rows, k, n, true, &sms, &smem_max);
@@ -143,19 +193,13 @@ extern "C" int matvec_fused_supported(uint32_t wtype, int64_t rows, int64_t k, i
     }
 }
 
-/* v10 with a fused source, or cudaErrorNotSupported with nothing launched. */
+/* v10 or v11 (the variant's) with a fused source, or cudaErrorNotSupported with nothing launched. */
 template <typename XS>
 static cudaError_t matvec_fused(float *y, const void *w, uint32_t t, XS x, int64_t rows, int64_t k, int n,
                                 cudaStream_t s) {
     if (!matvec_fused_supported(t, rows, k, n)) return cudaErrorNotSupported;
-    const int r = (int)rows, kk = (int)k, pdl = pdl_enabled();
     cudaError_t e = cudaErrorNotSupported;
-    switch (t) {
-    case QUANT_Q4_0: matvec_v10_launch<QUANT_Q4_0, false, XS>(y, w, x, r, kk, n, s, pdl, &e); break;
-    case QUANT_Q4_K: matvec_v10_launch<QUANT_Q4_K, false, XS>(y, w, x, r, kk, n, s, pdl, &e); break;
-    case QUANT_Q8_0: matvec_v10_launch<QUANT_Q8_0, false, XS>(y, w, x, r, kk, n, s, pdl, &e); break;
-    default: matvec_v10_launch<QUANT_Q6_K, false, XS>(y, w, x, r, kk, n, s, pdl, &e); break;
-    }
+    matvec_v10_family<false, XS>(y, w, t, x, (int)rows, (int)k, n, s, &e);
     return e;
 }
 

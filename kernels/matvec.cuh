@@ -17,6 +17,9 @@
  *       per SM walking a run of tiles with 2 (v6) or 3 (v7) groups of loads in flight per warp:
  *       see the v6 section. v8 (lab): v6 launched without programmatic dependent launch;
  *       v9 (lab): v6 with Q4_0 / Q4_K weights through a shared-memory ring (cp.async.bulk).
+ *   v10 (production): int8 X and dp4a on the same layout, 1 to 4 tokens, with the decode
+ *       fusions; v11 (matvec_use_variant(11)): v10 with the weights streamed through a
+ *       per-warp shared-memory ring by cp.async (see the v10 and v11 sections).
  *   Every variant is launched with PDL (pdl.cuh): the first groups of weights are loaded
  *   before pdl_wait(), X staged and y written after it.
  *
@@ -35,6 +38,7 @@
 #define MGI_KERNELS_MATVEC_CUH
 
 #include <stdint.h>
+#include <type_traits>
 #include <cuda_fp16.h>
 #include "kernels/dequant.cuh"
 #include "kernels/pdl.cuh"
@@ -1146,16 +1150,19 @@ __global__ void matvec_v2_repack(uint8_t *out, const uint8_t *w, int rows, int k
  *   NB   groups of loads in flight per warp (2 KB of quants each),
  *   W    warps per block, BPS blocks per SM (the persistent grid has BPS blocks per SM, and
  *        __launch_bounds__ caps registers at 64K / (32 W BPS): 128 for 16 warps, 80 for 24),
- *   EARLY  pdl_trigger right after pdl_wait (as v6) instead of after the main loop.
+ *   EARLY  pdl_trigger right after pdl_wait (as v6) instead of after the main loop,
+ *   RING   the weights through a per-warp shared-memory ring (v11, option MV11_OPT; NB unused).
  * a: 3 groups in flight; b: 2 blocks of 8 warps; c: 3 blocks of 8 warps (<= 80 registers);
  * d: the early trigger; e: a and b together. */
+#define MV11_OPT 6
 template <int O> struct mv10_opt {
     static constexpr int NB = O == 1 || O == 5 ? 3 : 2;
     static constexpr int W = O == 2 || O == 3 || O == 5 ? 8 : 16;
     static constexpr int BPS = O == 2 || O == 5 ? 2 : O == 3 ? 3 : 1;
     static constexpr bool EARLY = O == 4;
+    static constexpr bool RING = O == MV11_OPT;
 };
-#define MV10_OPTS 6
+#define MV10_OPTS 7
 
 /* Whether option O builds without spills for type T (ptxas -v): Q6_K's groups take 33 registers
  * each, too many for 3 in flight within 128 or 2 within 80; Q4_K spills at 80. The launcher
@@ -1284,8 +1291,10 @@ __device__ __forceinline__ void mv10_stage(uint32_t *xr, float *xd, float *xs, f
 /* A lane's addresses at its warp's first unit (tile, group). In the v2 layout a block's units lie
  * at equal strides in order in every stream (quants 2048 bytes a unit for every type), so unit j
  * after the first is one multiply-add away: q quants (+ the lane's 16 or 32 bytes), s scales
- * (+ row g's), h Q6_K's high bits (+ the lane's 8 bytes), d Q6_K's d (+ row g's). */
-struct mv10_src { const uint8_t *q, *s, *h, *d; };
+ * (+ row g's), h Q6_K's high bits (+ the lane's 8 bytes), d Q6_K's d (+ row g's). The same
+ * with A = uint32_t: shared-memory addresses in a v11 ring slot (mv11_slot). */
+template <typename A> struct mv10_at { A q, s, h, d; };
+using mv10_src = mv10_at<const uint8_t *>;
 
 template <int T>
 __device__ __forceinline__ mv10_src mv10_source(const uint8_t *w, int64_t R16, int64_t C, int64_t unit, int lane, int g) {
@@ -1304,21 +1313,52 @@ __device__ __forceinline__ mv10_src mv10_source(const uint8_t *w, int64_t R16, i
     return p;
 }
 
-/* One warp's group in registers: load(p, j) fetches unit j after p's; compute multiplies it
- * with X into acc[0] (row g) and acc[1] (row g + 8; Q4_0: 16 times too large, the flush scales
- * it). xr: lane t's X record of the group's first chunk; xd: d of X of its first block; xs
- * (Q4_K): sums of the rounded X of the super-block's sub-blocks. */
+/* A group's loads: from global memory (v10: quants streamed past L1, the rest through the
+ * read-only path) or, at a 32-bit shared address, from the warp's ring slot (v11). The shared
+ * loads are volatile asm with a memory clobber, so they stay between the ring's wait and
+ * __syncwarp (mv11) in program order. */
+__device__ __forceinline__ uint4 mv10_ldq(const uint8_t *p) { return mv_ld_stream((const uint4 *)p); }
+__device__ __forceinline__ uint4 mv10_ldq(uint32_t a) {
+    uint4 v;
+    asm volatile("ld.shared.v4.u32 {%0,%1,%2,%3}, [%4];" : "=r"(v.x), "=r"(v.y), "=r"(v.z), "=r"(v.w) : "r"(a) : "memory");
+    return v;
+}
+template <typename V> __device__ __forceinline__ V mv10_ld(const uint8_t *p) { return __ldg((const V *)p); }
+template <typename V> __device__ __forceinline__ V mv10_ld(uint32_t a);
+template <> __device__ __forceinline__ uint4 mv10_ld<uint4>(uint32_t a) { return mv10_ldq(a); }
+template <> __device__ __forceinline__ uint2 mv10_ld<uint2>(uint32_t a) {
+    uint2 v;
+    asm volatile("ld.shared.v2.u32 {%0,%1}, [%2];" : "=r"(v.x), "=r"(v.y) : "r"(a) : "memory");
+    return v;
+}
+template <> __device__ __forceinline__ uint32_t mv10_ld<uint32_t>(uint32_t a) {
+    uint32_t v;
+    asm volatile("ld.shared.u32 %0, [%1];" : "=r"(v) : "r"(a) : "memory");
+    return v;
+}
+template <> __device__ __forceinline__ uint16_t mv10_ld<uint16_t>(uint32_t a) {
+    unsigned short v;
+    asm volatile("ld.shared.u16 %0, [%1];" : "=h"(v) : "r"(a) : "memory");
+    return v;
+}
+
+/* One warp's group in registers: load(p, j) fetches unit j after p's (from a v11 ring slot: p
+ * its mv11_slot addresses and j 0); compute multiplies it with X into acc[0] (row g) and acc[1]
+ * (row g + 8; Q4_0: 16 times too large, the flush scales it). xr: lane t's X record of the
+ * group's first chunk; xd: d of X of its first block; xs (Q4_K): sums of the rounded X of the
+ * super-block's sub-blocks. */
 template <int T> struct mv10_group;
 
 template <> struct mv10_group<QUANT_Q4_0> {
     uint4 q[4];
     uint2 sc[4]; /* d of (g, 2c), (g, 2c + 1) | (g + 8, 2c), (g + 8, 2c + 1) per chunk */
-    __device__ __forceinline__ void load(const mv10_src &p, int j) {
-        const uint8_t *qp = p.q + 2048 * j, *sp = p.s + 256 * j;
+    template <typename A>
+    __device__ __forceinline__ void load(const mv10_at<A> &p, int j) {
+        const A qp = p.q + 2048 * j, sp = p.s + 256 * j;
 #pragma unroll
-        for (int i = 0; i < 4; i++) q[i] = mv_ld_stream((const uint4 *)(qp + 512 * i));
+        for (int i = 0; i < 4; i++) q[i] = mv10_ldq(qp + 512 * i);
 #pragma unroll
-        for (int i = 0; i < 4; i++) sc[i] = __ldg((const uint2 *)(sp + 64 * i));
+        for (int i = 0; i < 4; i++) sc[i] = mv10_ld<uint2>(sp + 64 * i);
     }
     template <int NT>
     __device__ __forceinline__ void compute(float (&acc)[NT][2], const uint32_t *xr, const float *xd, const float *, int,
@@ -1350,12 +1390,13 @@ template <> struct mv10_group<QUANT_Q4_0> {
 template <> struct mv10_group<QUANT_Q4_K> {
     uint4 q[4];
     uint4 r0, r1; /* the super-block's d, dmin, scales[12] of rows g and g + 8 */
-    __device__ __forceinline__ void load(const mv10_src &p, int j) {
-        const uint8_t *qp = p.q + 2048 * j, *sp = p.s + 256 * j;
+    template <typename A>
+    __device__ __forceinline__ void load(const mv10_at<A> &p, int j) {
+        const A qp = p.q + 2048 * j, sp = p.s + 256 * j;
 #pragma unroll
-        for (int i = 0; i < 4; i++) q[i] = mv_ld_stream((const uint4 *)(qp + 512 * i));
-        r0 = __ldg((const uint4 *)sp);
-        r1 = __ldg((const uint4 *)(sp + 128));
+        for (int i = 0; i < 4; i++) q[i] = mv10_ldq(qp + 512 * i);
+        r0 = mv10_ld<uint4>(sp);
+        r1 = mv10_ld<uint4>(sp + 128);
     }
     template <int NT>
     __device__ __forceinline__ void compute(float (&acc)[NT][2], const uint32_t *xr, const float *xd, const float *xs,
@@ -1418,12 +1459,16 @@ template <> struct mv10_group<QUANT_Q4_K> {
 template <> struct mv10_group<QUANT_Q8_0> {
     uint4 q[4];
     uint2 sc[2]; /* as Q4_0's */
-    __device__ __forceinline__ void load(const mv10_src &p, int j) {
-        const uint8_t *qp = p.q + 2048 * j, *sp = p.s + 128 * j;
+    template <typename A>
+    __device__ __forceinline__ void load(const mv10_at<A> &p, int j) {
+        const A qp = p.q + 2048 * j, sp = p.s + 128 * j;
+        /* a lane's 32 bytes of a chunk: in global memory side by side; in a ring slot 512 bytes
+         * apart (mv11_issue places them so, for loads free of bank conflicts) */
+        constexpr int half = std::is_same<A, uint32_t>::value ? 512 : 16;
 #pragma unroll
-        for (int i = 0; i < 4; i++) q[i] = mv_ld_stream((const uint4 *)(qp + 1024 * (i >> 1) + 16 * (i & 1)));
+        for (int i = 0; i < 4; i++) q[i] = mv10_ldq(qp + 1024 * (i >> 1) + half * (i & 1));
 #pragma unroll
-        for (int i = 0; i < 2; i++) sc[i] = __ldg((const uint2 *)(sp + 64 * i));
+        for (int i = 0; i < 2; i++) sc[i] = mv10_ld<uint2>(sp + 64 * i);
     }
     template <int NT>
     __device__ __forceinline__ void compute(float (&acc)[NT][2], const uint32_t *xr, const float *xd, const float *, int,
@@ -1461,18 +1506,19 @@ template <> struct mv10_group<QUANT_Q6_K> {
     uint4 lo[4];
     uint2 hi[4];
     uint32_t sg[4], sg8[4], dd; /* int8 scales of the 4 steps of rows g, g + 8 per chunk; d of both rows (f16) */
-    __device__ __forceinline__ void load(const mv10_src &p, int j) {
-        const uint8_t *qp = p.q + 2048 * j, *hp = p.h + 1024 * j, *sp = p.s + 256 * j, *dp = p.d + 32 * j;
+    template <typename A>
+    __device__ __forceinline__ void load(const mv10_at<A> &p, int j) {
+        const A qp = p.q + 2048 * j, hp = p.h + 1024 * j, sp = p.s + 256 * j, dp = p.d + 32 * j;
 #pragma unroll
-        for (int i = 0; i < 4; i++) lo[i] = mv_ld_stream((const uint4 *)(qp + 512 * i));
+        for (int i = 0; i < 4; i++) lo[i] = mv10_ldq(qp + 512 * i);
 #pragma unroll
-        for (int i = 0; i < 4; i++) hi[i] = __ldg((const uint2 *)(hp + 256 * i));
+        for (int i = 0; i < 4; i++) hi[i] = mv10_ld<uint2>(hp + 256 * i);
 #pragma unroll
         for (int i = 0; i < 4; i++) {
-            sg[i] = __ldg((const uint32_t *)(sp + 64 * i));
-            sg8[i] = __ldg((const uint32_t *)(sp + 64 * i + 32));
+            sg[i] = mv10_ld<uint32_t>(sp + 64 * i);
+            sg8[i] = mv10_ld<uint32_t>(sp + 64 * i + 32);
         }
-        dd = (uint32_t)__ldg((const uint16_t *)dp) | (uint32_t)__ldg((const uint16_t *)(dp + 16)) << 16;
+        dd = (uint32_t)mv10_ld<uint16_t>(dp) | (uint32_t)mv10_ld<uint16_t>(dp + 16) << 16;
     }
     template <int NT>
     __device__ __forceinline__ void compute(float (&acc)[NT][2], const uint32_t *xr, const float *xd, const float *, int,
@@ -1531,32 +1577,164 @@ template <> struct mv10_group<QUANT_Q6_K> {
     }
 };
 
+/* ---------------------------------------------------------------- v11: v10 through a ring ---- */
+/* v11 = v10 (option MV11_OPT: same grid, X staging, group arithmetic, fused prologue and
+ * epilogue) with each warp's units streamed through a ring of S slots in shared memory. v10 holds
+ * its bytes in flight in registers (at most 2 groups per warp, 16 x 2 x 2304 = 74 KB per SM, one
+ * fewer between a group's use and its reload), and ncu found its warps (v6's, same scheme) waiting
+ * on global loads; v11's lanes copy the warp's next units with cp.async.cg (16 bytes a lane, L2
+ * only, no registers held), so S units per warp are in flight while one is computed: 16 x S x
+ * 2304 bytes per SM for Q4 (S = 4: 147 KB, about half of an SM's share of a 14336x4096 Q4_0
+ * matrix, issued before X is staged). A unit is read out of its slot (LDS.128, as the global
+ * loads were) just before its arithmetic, and the slot is refilled with the unit S ahead. Per
+ * unit that costs ~35 more instructions than v10's loads (SASS, Q4_0, one token: ~220 against
+ * ~185), which should not matter: by the same count v10 issues on about a fifth of its cycles
+ * (14336x4096 at 55% of copy: 109 units per SM in ~14 us on 4 schedulers; an estimate, not ncu).
+ *   Slot of a unit: its bytes of each stream of the v2 layout back to back, quants (2048) then
+ *   Q4: scales 256; Q8_0: scales 128; Q6_K: high bits 1024, scales 256, d 32. Every stream's unit
+ *   is a whole number of 16-byte pieces at a 16-byte aligned offset, so lane l copies pieces l,
+ *   l + 32, ... of each; Q8_0's quants are placed so that a lane's two 16-byte records of a chunk
+ *   land 512 bytes apart (mv10_group<Q8_0>::load), which makes the reads conflict-free.
+ *   Order per unit: cp.async.wait_group S - 1 (this lane's copies of the unit are done), a
+ *   __syncwarp (the other lanes' too: scales are read by lanes that did not copy them), the
+ *   loads into registers, a __syncwarp (every lane has read the slot), the refill of that slot
+ *   and its commit (an empty group past the warp's last unit, so the count stays S - 1), then the
+ *   arithmetic. The ring sits before X in shared memory; S is chosen at launch from what the rest
+ *   leaves (mv11_stages, at most the cap, 2 or more, else v10 runs). */
+#define MV11_STAGES 4     /* the production cap on the ring depth */
+#define MV11_STAGES_MAX 6 /* mv11_wait's largest count + 1 */
+
+template <int T> __host__ __device__ constexpr int mv11_slot_bytes() {
+    return T == QUANT_Q6_K ? 3360 : T == QUANT_Q8_0 ? 2176 : 2304;
+}
+
+/* The lane's view of the slot at shared address slot as mv10_group::load reads it (mv10_source's
+ * offsets within a unit). */
+template <int T>
+__device__ __forceinline__ mv10_at<uint32_t> mv11_slot(uint32_t slot, int lane, int g) {
+    mv10_at<uint32_t> p;
+    p.q = slot + 16 * lane;
+    p.h = p.d = 0;
+    if constexpr (T == QUANT_Q6_K) {
+        p.h = slot + 2048 + 8 * lane;
+        p.s = slot + 3072 + 4 * g;
+        p.d = slot + 3328 + 2 * g;
+    } else {
+        p.s = slot + 2048 + (T == QUANT_Q4_K ? 16 : 8) * g;
+    }
+    return p;
+}
+
+/* The lane's copy sources in every stream for the next unit to copy (its piece `lane` of each),
+ * moved on a unit by mv11_next, and its quants' place in a slot (qd bytes past the slot). */
+struct mv11_cp { const uint8_t *q, *s, *h, *d; uint32_t qd; };
+template <int T> __host__ __device__ constexpr int mv11_scale_bytes() { return T == QUANT_Q8_0 ? 128 : 256; }
+
+template <int T>
+__device__ __forceinline__ mv11_cp mv11_copier(const uint8_t *w, int64_t R16, int64_t C, int64_t unit, int lane) {
+    mv11_cp c;
+    const int64_t RC = R16 * C;
+    c.q = w + unit * 2048 + 16 * lane;
+    c.h = c.d = nullptr;
+    /* Q8_0: piece p of a chunk (lane l holds pieces 2l, 2l + 1) to 32 (p & 1) + (p >> 1) */
+    c.qd = T == QUANT_Q8_0 ? 512 * (lane & 1) + 16 * (lane >> 1) : 16 * lane;
+    if constexpr (T == QUANT_Q6_K) {
+        c.h = w + RC * 512 + unit * 1024 + 16 * lane;
+        c.s = w + RC * 768 + unit * 256 + 16 * lane;
+        c.d = w + RC * 832 + unit * 32 + 16 * lane;
+    } else {
+        c.s = w + RC * (T == QUANT_Q8_0 ? 1024 : 512) + unit * mv11_scale_bytes<T>() + 16 * lane;
+    }
+    return c;
+}
+
+template <int T>
+__device__ __forceinline__ void mv11_next(mv11_cp &c) {
+    c.q += 2048;
+    c.s += mv11_scale_bytes<T>();
+    if constexpr (T == QUANT_Q6_K) {
+        c.h += 1024;
+        c.d += 32;
+    }
+}
+
+__device__ __forceinline__ void mv11_cp16(uint32_t dst, const uint8_t *src) {
+    asm volatile("cp.async.cg.shared.global [%0], [%1], 16;" ::"r"(dst), "l"(src) : "memory");
+}
+__device__ __forceinline__ void mv11_commit() { asm volatile("cp.async.commit_group;" ::: "memory"); }
+
+/* cp.async.wait_group n for a run-time n (the instruction takes an immediate): every group of this
+ * thread but the n most recent is complete. n is 1 to MV11_STAGES_MAX - 1 (uniform over the warp);
+ * one predicated wait per count (SASS: the compares hoisted out of the loop, uniform branches
+ * around the DEPBARs, ~6 instructions; a switch became a jump table through the constant bank). */
+__device__ __forceinline__ void mv11_wait(int n) {
+    static_assert(MV11_STAGES_MAX == 6, "one wait per count");
+    asm volatile("{\n\t.reg .pred p;\n\t"
+                 "setp.eq.s32 p, %0, 1;\n\t@p cp.async.wait_group 1;\n\t"
+                 "setp.eq.s32 p, %0, 2;\n\t@p cp.async.wait_group 2;\n\t"
+                 "setp.eq.s32 p, %0, 3;\n\t@p cp.async.wait_group 3;\n\t"
+                 "setp.eq.s32 p, %0, 4;\n\t@p cp.async.wait_group 4;\n\t"
+                 "setp.eq.s32 p, %0, 5;\n\t@p cp.async.wait_group 5;\n\t}" ::"r"(n) : "memory");
+}
+
+/* This lane's share of the copies of c's unit into a slot (not committed): wq = the slot + c.qd,
+ * wl = the slot + 16 lane (the other streams' pieces sit in the slot's order). */
+template <int T>
+__device__ __forceinline__ void mv11_issue(uint32_t wq, uint32_t wl, const mv11_cp &c, int lane) {
+#pragma unroll
+    for (int m = 0; m < 4; m++) /* quants: 128 pieces */
+        mv11_cp16(wq + (T == QUANT_Q8_0 ? 1024 * (m >> 1) + 256 * (m & 1) : 512 * m), c.q + 512 * m);
+    if constexpr (T == QUANT_Q6_K) {
+        mv11_cp16(wl + 2048, c.h); /* high bits: 64 pieces */
+        mv11_cp16(wl + 2560, c.h + 512);
+        if (lane < 16) mv11_cp16(wl + 3072, c.s); /* scales: 16 */
+        if (lane < 2) mv11_cp16(wl + 3328, c.d);  /* d: 2 */
+    } else {
+        if (lane < mv11_scale_bytes<T>() / 16) mv11_cp16(wl + 2048, c.s);
+    }
+}
+
 template <int T, bool XH, typename XS = mv_x, int O = 0, int NT = 1>
 __global__ void __launch_bounds__(mv10_opt<O>::W * 32, mv10_opt<O>::BPS)
-matvec_v10(float *y, const uint8_t *w, XS xv, int rows, int k) {
+matvec_v10(float *y, const uint8_t *w, XS xv, int rows, int k, int stages) {
     static_assert(T == QUANT_Q4_0 || T == QUANT_Q4_K || T == QUANT_Q8_0 || T == QUANT_Q6_K, "v10: Q4_0 Q4_K Q8_0 Q6_K");
     using P = mv10_opt<O>;
-    constexpr int GC = mv10_gc<T>(), W = P::W, NB = P::NB, RW = mv10_rec<T>();
+    constexpr int GC = mv10_gc<T>(), W = P::W, NB = P::NB, RW = mv10_rec<T>(), SLOT = mv11_slot_bytes<T>();
+    /* RING (v11): the warps' rings of `stages` slots [W][stages][SLOT], then what v10 has */
     extern __shared__ __align__(16) uint8_t mv10_smem_buf[];
+    const int S = P::RING ? stages : 0;
     const int64_t C = mv2_chunks(k), R16 = (rows + 15) / 16;
     const int64_t t0 = blockIdx.x * R16 / gridDim.x, t1 = (blockIdx.x + 1) * R16 / gridDim.x;
     const int nt = (int)(t1 - t0), ng = (int)(C / GC), units = nt * ng;
     const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31, g = lane >> 2, t = lane & 3;
     const int u0 = warp * units / W, u1 = (warp + 1) * units / W;
     const int xst = (int)C * 4 * RW, dst = 2 * (int)C; /* per token: record words, d (and sums) */
-    uint32_t *xr = (uint32_t *)mv10_smem_buf;
+    uint32_t *xr = (uint32_t *)(mv10_smem_buf + W * S * SLOT);
     float *xd = (float *)(xr + NT * xst), *xs = xd + NT * dst;
     float *red = xs + (T == QUANT_Q4_K ? NT * dst : 0);
     /* NORM sources: per-warp sums of x^2 [NT][W], then 1 / rms per token [NT] (mv10_shape counts
      * them) */
     float *ssw = red + nt * W * NT * 16, *rinv = ssw + NT * W;
 
-    /* the first NB groups of loads go out before X is staged (weights only: pdl.cuh) */
-    mv10_group<T> gq[NB];
+    /* the first NB groups of loads (RING: the first S units' copies) go out before X is staged
+     * (weights only: pdl.cuh) */
+    mv10_group<T> gq[P::RING ? 1 : NB];
     const mv10_src src = mv10_source<T>(w, R16, C, t0 * ng + u0, lane, g);
+    mv11_cp cp = mv11_copier<T>(w, R16, C, t0 * ng + u0, lane); /* the next unit to copy */
+    const uint32_t ring_s = (uint32_t)__cvta_generic_to_shared(mv10_smem_buf) + warp * S * SLOT; /* this warp's */
+    if constexpr (P::RING) {
+        for (int j = 0; j < S; j++) {
+            if (u0 + j < u1) {
+                mv11_issue<T>(ring_s + j * SLOT + cp.qd, ring_s + j * SLOT + 16 * lane, cp, lane);
+                mv11_next<T>(cp);
+            }
+            mv11_commit(); /* one group per slot, empty past the warp's last unit */
+        }
+    } else {
 #pragma unroll
-    for (int j = 0; j < NB; j++)
-        if (u0 + j < u1) gq[j].load(src, j);
+        for (int j = 0; j < NB; j++)
+            if (u0 + j < u1) gq[j].load(src, j);
+    }
     pdl_wait();
     if constexpr (P::EARLY) pdl_trigger();
     for (int i = threadIdx.x; i < nt * W * NT * 16; i += blockDim.x) red[i] = 0.0f;
@@ -1587,13 +1765,39 @@ matvec_v10(float *y, const uint8_t *w, XS xv, int rows, int k) {
             acc[c][0] = acc[c][1] = 0.0f;
         }
     };
-    for (int u = u0; u < u1; u += NB) {
+    if constexpr (P::RING) {
+        /* unit u's slot: this lane's read addresses in it (rd), where its copies go (wq, wl);
+         * carried from unit to unit (the compiler would otherwise rebuild them every unit) */
+        mv10_at<uint32_t> rd = mv11_slot<T>(ring_s, lane, g);
+        uint32_t wq = ring_s + cp.qd, wl = ring_s + 16 * lane;
+        int left = S; /* slots until the ring wraps */
+        for (int u = u0; u < u1; u++) {
+            mv11_wait(S - 1); /* groups u0..u of this lane done, S - 1 later ones may be pending */
+            __syncwarp();     /* ... and every lane's (a unit's scales are copied by other lanes) */
+            gq[0].load(rd, 0);
+            __syncwarp(); /* the slot is read: its refill may overwrite it */
+            if (u + S < u1) {
+                mv11_issue<T>(wq, wl, cp, lane);
+                mv11_next<T>(cp);
+            }
+            mv11_commit();
+            gq[0].template compute<NT>(acc, xr0 + cg * GC * 4 * RW, xd + 2 * GC * cg, xs + 2 * GC * cg, t, xst, dst);
+            if (++cg == ng) { flush(); cg = 0; ct++; }
+            const uint32_t step = --left ? SLOT : SLOT - S * SLOT; /* the next slot, or back to the first */
+            if (!left) left = S;
+            rd.q += step; rd.s += step; rd.h += step; rd.d += step;
+            wq += step; wl += step;
+        }
+        asm volatile("cp.async.wait_all;" ::: "memory"); /* only empty groups remain; none outlives the block */
+    } else {
+        for (int u = u0; u < u1; u += NB) {
 #pragma unroll
-        for (int j = 0; j < NB; j++) {
-            if (u + j < u1) {
-                gq[j].template compute<NT>(acc, xr0 + cg * GC * 4 * RW, xd + 2 * GC * cg, xs + 2 * GC * cg, t, xst, dst);
-                if (u + j + NB < u1) gq[j].load(src, u + j + NB - u0);
-                if (++cg == ng) { flush(); cg = 0; ct++; }
+            for (int j = 0; j < NB; j++) {
+                if (u + j < u1) {
+                    gq[j].template compute<NT>(acc, xr0 + cg * GC * 4 * RW, xd + 2 * GC * cg, xs + 2 * GC * cg, t, xst, dst);
+                    if (u + j + NB < u1) gq[j].load(src, u + j + NB - u0);
+                    if (++cg == ng) { flush(); cg = 0; ct++; }
+                }
             }
         }
     }
@@ -1628,78 +1832,109 @@ static inline bool mv10_prepare() {
     return smem_optin<matvec_v10<T, XH, XS, O, NT>>() == cudaSuccess;
 }
 
-/* mv10_prepare of every token count production runs (1 to MV10_MAX_N). */
+/* mv10_prepare of every token count production runs (1 to MV10_MAX_N) of v10 (O = 0) or v11
+ * (MV11_OPT); the lab's other options run one token. */
 #define MV10_MAX_N 4
 /* Q6_K stops at 2 tokens: 3 spill (its groups take 33 registers each; ptxas -v). */
 template <int T> __host__ __device__ constexpr int mv10_max_n() { return T == QUANT_Q6_K ? 2 : MV10_MAX_N; }
-template <int T, bool XH, typename XS = mv_x>
+template <int O> __host__ __device__ constexpr bool mv10_multi_token() { return O == 0 || mv10_opt<O>::RING; }
+template <int T, bool XH, typename XS = mv_x, int O = 0>
 static inline void mv10_prepare_all() {
-    mv10_prepare<T, XH, XS, 0, 1>();
-    mv10_prepare<T, XH, XS, 0, 2>();
+    mv10_prepare<T, XH, XS, O, 1>();
+    mv10_prepare<T, XH, XS, O, 2>();
     if constexpr (mv10_max_n<T>() >= 4) {
-        mv10_prepare<T, XH, XS, 0, 3>();
-        mv10_prepare<T, XH, XS, 0, 4>();
+        mv10_prepare<T, XH, XS, O, 3>();
+        mv10_prepare<T, XH, XS, O, 4>();
     }
 }
 
-/* v10's persistent grid (*grid) for rows on sms SMs, and the dynamic shared memory of its blocks
- * for nt tokens (with norm, a NORM source's sums of x^2 and 1 / rms per token too). */
+/* v11's ring depth beside base bytes of everything else: the most stages of W slots that fit in
+ * smem_max, at most cap (and MV11_STAGES_MAX); 0 when fewer than 2 fit (v10 runs instead). */
 template <int T, int O>
-static inline size_t mv10_shape(int64_t rows, int64_t k, int nt, bool norm, int sms, int64_t *grid) {
+static inline int mv11_stages(size_t base, int smem_max, int cap) {
+    const size_t stage = (size_t)mv10_opt<O>::W * mv11_slot_bytes<T>();
+    if (!mv10_opt<O>::RING || smem_max <= 0 || base >= (size_t)smem_max) return 0;
+    size_t st = ((size_t)smem_max - base) / stage;
+    const size_t top = (size_t)(cap < MV11_STAGES_MAX ? cap : MV11_STAGES_MAX);
+    if (st > top) st = top;
+    return st >= 2 ? (int)st : 0;
+}
+
+/* v10's persistent grid (*grid) for rows on sms SMs, and the dynamic shared memory of its blocks
+ * for nt tokens (with norm, a NORM source's sums of x^2 and 1 / rms per token too); for v11 also
+ * its ring, *stages deep (mv11_stages with smem_max and cap; SIZE_MAX when no ring fits; 0
+ * stages for the other options). */
+template <int T, int O>
+static inline size_t mv10_shape(int64_t rows, int64_t k, int nt, bool norm, int sms, int smem_max, int cap,
+                                int64_t *grid, int *stages) {
     using P = mv10_opt<O>;
     const int64_t R16 = (rows + 15) / 16;
     int64_t g = R16 < (int64_t)sms * P::BPS ? R16 : (int64_t)sms * P::BPS;
     if ((R16 + g - 1) / g > MV6_TILES) g = (R16 + MV6_TILES - 1) / MV6_TILES;
     *grid = g;
-    return mv10_smem<T>(k, (R16 + g - 1) / g, P::W, nt) + (norm ? (size_t)nt * (P::W + 1) * sizeof(float) : 0);
+    *stages = 0;
+    const size_t base = mv10_smem<T>(k, (R16 + g - 1) / g, P::W, nt) + (norm ? (size_t)nt * (P::W + 1) * sizeof(float) : 0);
+    if constexpr (!P::RING) {
+        return base;
+    } else {
+        *stages = mv11_stages<T, O>(base, smem_max, cap);
+        return *stages ? base + (size_t)*stages * P::W * mv11_slot_bytes<T>() : SIZE_MAX;
+    }
 }
 
 template <int T, bool XH, typename XS, int O, int NT>
 static inline bool mv10_launch_nt(float *y, const void *w, XS x, int rows, int k, cudaStream_t s, int pdl,
-                                  cudaError_t *e, int sms, int smem_max) {
+                                  cudaError_t *e, int sms, int smem_max, int cap) {
     using P = mv10_opt<O>;
     int64_t grid;
-    const size_t smem = mv10_shape<T, O>(rows, k, NT, XS::NORM, sms, &grid);
+    int stages;
+    const size_t smem = mv10_shape<T, O>(rows, k, NT, XS::NORM, sms, smem_max, cap, &grid, &stages);
     if (smem > (size_t)smem_max || (smem > 48 * 1024 && !mv10_prepare<T, XH, XS, O, NT>())) return false;
     *e = pdl_launch_as(pdl, matvec_v10<T, XH, XS, O, NT>, dim3((unsigned)grid), dim3(P::W * 32), smem, s, y,
-                       (const uint8_t *)w, x, rows, k);
+                       (const uint8_t *)w, x, rows, k, stages);
     return true;
 }
 
 /* Whether v10 (option O) takes type T, n tokens and rows x k on the current device with a source
- * of NORM norm (sms, smem_max: the device's); matvec_v10_launch launches exactly these (unless
- * the shared-memory opt-in itself fails). Not: another type, n over mv10_max_n (over 1 for the
- * lab's options), k not a whole number of groups (Q8_0: 128, the others 256), or shared memory
- * too small. */
+ * of NORM norm (sms, smem_max: the device's; v11: *stages, if asked, its ring depth under cap);
+ * matvec_v10_launch launches exactly these (unless the shared-memory opt-in itself fails). Not:
+ * another type, n over mv10_max_n (over 1 for the lab's options other than v11), k not a whole
+ * number of groups (Q8_0: 128, the others 256), or shared memory too small (v11: for a ring of
+ * 2 stages or more beside the rest). */
 template <int T, int O = 0>
-static inline bool mv10_takes(int64_t rows, int64_t k, int n, bool norm, int *sms, int *smem_max) {
+static inline bool mv10_takes(int64_t rows, int64_t k, int n, bool norm, int *sms, int *smem_max,
+                              int cap = MV11_STAGES, int *stages = nullptr) {
     if constexpr ((T != QUANT_Q4_0 && T != QUANT_Q4_K && T != QUANT_Q8_0 && T != QUANT_Q6_K) || !mv10_fits<T, O>()) {
         return false;
     } else {
         int64_t grid;
-        return n >= 1 && n <= (O == 0 ? mv10_max_n<T>() : 1) && rows >= 1 && k >= 1 && k % (64 * mv10_gc<T>()) == 0 &&
-               mv6_device(sms, smem_max) && mv10_shape<T, O>(rows, k, n, norm, *sms, &grid) <= (size_t)*smem_max;
+        int st = 0;
+        const bool ok = n >= 1 && n <= (mv10_multi_token<O>() ? mv10_max_n<T>() : 1) && rows >= 1 && k >= 1 &&
+                        k % (64 * mv10_gc<T>()) == 0 && mv6_device(sms, smem_max) &&
+                        mv10_shape<T, O>(rows, k, n, norm, *sms, *smem_max, cap, &grid, &st) <= (size_t)*smem_max;
+        if (stages) *stages = ok ? st : 0;
+        return ok;
     }
 }
 
-/* Launches v10 (option O) with the PDL attribute when pdl; false (nothing launched) where it does
- * not apply (mv10_takes). *e is the launch status. */
+/* Launches v10 (option O; v11: a ring at most cap stages deep) with the PDL attribute when pdl;
+ * false (nothing launched) where it does not apply (mv10_takes). *e is the launch status. */
 template <int T, bool XH, typename XS = mv_x, int O = 0>
 static inline bool matvec_v10_launch(float *y, const void *w, XS x, int rows, int k, int n, cudaStream_t s, int pdl,
-                                     cudaError_t *e) {
+                                     cudaError_t *e, int cap = MV11_STAGES) {
     int sms, smem_max;
     if constexpr ((T != QUANT_Q4_0 && T != QUANT_Q4_K && T != QUANT_Q8_0 && T != QUANT_Q6_K) || !mv10_fits<T, O>()) {
         return false;
     } else {
-        if (!mv10_takes<T, O>(rows, k, n, XS::NORM, &sms, &smem_max)) return false;
-        if constexpr (O == 0) {
-            if (n == 2) return mv10_launch_nt<T, XH, XS, O, 2>(y, w, x, rows, k, s, pdl, e, sms, smem_max);
+        if (!mv10_takes<T, O>(rows, k, n, XS::NORM, &sms, &smem_max, cap)) return false;
+        if constexpr (mv10_multi_token<O>()) {
+            if (n == 2) return mv10_launch_nt<T, XH, XS, O, 2>(y, w, x, rows, k, s, pdl, e, sms, smem_max, cap);
             if constexpr (mv10_max_n<T>() >= 4) {
-                if (n == 3) return mv10_launch_nt<T, XH, XS, O, 3>(y, w, x, rows, k, s, pdl, e, sms, smem_max);
-                if (n == 4) return mv10_launch_nt<T, XH, XS, O, 4>(y, w, x, rows, k, s, pdl, e, sms, smem_max);
+                if (n == 3) return mv10_launch_nt<T, XH, XS, O, 3>(y, w, x, rows, k, s, pdl, e, sms, smem_max, cap);
+                if (n == 4) return mv10_launch_nt<T, XH, XS, O, 4>(y, w, x, rows, k, s, pdl, e, sms, smem_max, cap);
             }
         }
-        return mv10_launch_nt<T, XH, XS, O, 1>(y, w, x, rows, k, s, pdl, e, sms, smem_max);
+        return mv10_launch_nt<T, XH, XS, O, 1>(y, w, x, rows, k, s, pdl, e, sms, smem_max, cap);
     }
 }
 

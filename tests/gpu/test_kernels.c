@@ -11,7 +11,9 @@
  * Matvec v10 (matvec_use_variant(10): X rounded to int8 per 32 values) and the decode fusions
  * built on it (matvec_f32_norm, _acc, _swiglu_acc) within tests/gpu/mvq.h's budget of that
  * rounding; their PDL chain against the same chain unfused (1e-2 of the update of x) and in f64
- * (5e-2). */
+ * (5e-2). Every one of those checks runs for v11 too (matvec_use_variant(11): v10's arithmetic,
+ * the weights through a shared-memory ring; its depth, matvec_ring_stages, is in the check's
+ * name, "no ring" where none fits and v10 runs). */
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -176,14 +178,27 @@ static double *v10_ref(uint32_t t, const void *w, const float *x, int64_t rows, 
     return ref;
 }
 
-/* Matvec v10 for n tokens, X through matvec_f32 (xmode 0), matvec_f16 (1) or matvec_f32_swiglu
- * (2), X over a wide range per 32-value block (|x| up to ~50, ~1, ~1e-3, or a single outlier in
- * small values) so that the per-block scales matter; mvq.h's budget per row and token. */
-static void test_matvec_v10(gen_rng *r, uint32_t t, int64_t rows, int64_t k, int n, int xmode) {
+/* The variant a v10-family check runs under (10 or 11) and, for 11, the part of its name that says
+ * what ran: " ring S" (v11 with a ring S stages deep) or " no ring" (v10 runs, or where v10 does
+ * not apply, v6 / v3). */
+static const char *ring_name(int variant, uint32_t t, int64_t rows, int64_t k, int n, int norm, char *buf,
+                             size_t size) {
+    const int st = variant == 11 ? matvec_ring_stages(t, rows, k, n, norm) : 0;
+    if (variant != 11) snprintf(buf, size, "%s", "");
+    else if (st) snprintf(buf, size, " ring %d", st);
+    else snprintf(buf, size, "%s", " no ring");
+    return buf;
+}
+
+/* Matvec v10 (variant 10) or v11 (11) for n tokens, X through matvec_f32 (xmode 0), matvec_f16 (1)
+ * or matvec_f32_swiglu (2), X over a wide range per 32-value block (|x| up to ~50, ~1, ~1e-3, or a
+ * single outlier in small values) so that the per-block scales matter; mvq.h's budget per row and
+ * token. */
+static void test_matvec_v10(gen_rng *r, int variant, uint32_t t, int64_t rows, int64_t k, int n, int xmode) {
     static const char *xname[3] = {"f32", "f16", "swiglu"};
-    char name[128], err[256];
-    snprintf(name, sizeof name, "matvec v10 %s %lldx%lld n=%d x=%s", quant_type_name(t), (long long)rows,
-             (long long)k, n, xname[xmode]);
+    char name[160], err[256], ring[32];
+    snprintf(name, sizeof name, "matvec v%d %s %lldx%lld n=%d x=%s%s", variant, quant_type_name(t), (long long)rows,
+             (long long)k, n, xname[xmode], ring_name(variant, t, rows, k, n, 0, ring, sizeof ring));
     size_t wb = quant_row_bytes(t, k) * (size_t)rows;
     const int64_t nk = n * k;
     void *w = malloc(wb);
@@ -208,7 +223,7 @@ static void test_matvec_v10(gen_rng *r, uint32_t t, int64_t rows, int64_t k, int
              : xmode == 1 ? dev_upload(xh16, sizeof(uint16_t) * (size_t)nk)
                           : dev_upload(gu, sizeof(float) * (size_t)(2 * nk));
     float *dy = dev_poisoned(n * rows);
-    matvec_use_variant(10);
+    matvec_use_variant(variant);
     cudaError_t e = xmode == 0 ? matvec_f32(dy, dr, t, dx, rows, k, n, 0)
                   : xmode == 1 ? matvec_f16(dy, dr, t, dx, rows, k, n, 0)
                                : matvec_f32_swiglu(dy, dr, t, dx, 2 * k, (const float *)dx + k, 2 * k, rows, k, n, 0);
@@ -259,16 +274,17 @@ static void test_matvec_swiglu(gen_rng *r, uint32_t t, int64_t rows, int64_t k, 
     free(w); free(gu); free(x); free(ref); free(y);
 }
 
-/* The decode fusions (v10): matvec_f32_norm (mode 0: X = rmsnorm(x) * g, the reference X as the
- * CPU path computes it: f64 sum of squares, f32 scale), matvec_f32_acc (1) and
+/* The decode fusions (under variant 10 or 11): matvec_f32_norm (mode 0: X = rmsnorm(x) * g, the
+ * reference X as the CPU path computes it: f64 sum of squares, f32 scale), matvec_f32_acc (1) and
  * matvec_f32_swiglu_acc (2: X = silu(g) * u from gate/up rows of stride 2k), the last two adding
  * onto a Y of random values; x per 32-value block over a wide range as in test_matvec_v10, norm
  * weights of both signs. mvq.h's budget per row and token, plus 1e-6 |y0| for the f32 add. */
-static void test_matvec_fused(gen_rng *r, uint32_t t, int64_t rows, int64_t k, int n, int mode) {
+static void test_matvec_fused(gen_rng *r, int variant, uint32_t t, int64_t rows, int64_t k, int n, int mode) {
     static const char *mname[3] = {"norm", "acc", "swiglu acc"};
-    char name[128], err[256];
-    snprintf(name, sizeof name, "matvec fused %s %s %lldx%lld n=%d", mname[mode], quant_type_name(t), (long long)rows,
-             (long long)k, n);
+    char name[160], err[256], ring[32];
+    snprintf(name, sizeof name, "matvec fused%s %s %s %lldx%lld n=%d%s", variant == 11 ? " v11" : "", mname[mode],
+             quant_type_name(t), (long long)rows, (long long)k, n,
+             ring_name(variant, t, rows, k, n, mode == 0, ring, sizeof ring));
     const int64_t nk = n * k;
     const float eps = 1e-5f;
     size_t wb = quant_row_bytes(t, k) * (size_t)rows;
@@ -303,7 +319,7 @@ static void test_matvec_fused(gen_rng *r, uint32_t t, int64_t rows, int64_t k, i
     float *dx = dev_upload(raw, sizeof(float) * (size_t)(mode == 2 ? 2 * nk : nk));
     float *dg = dev_upload(g, sizeof(float) * (size_t)k), *dy = dev_poisoned(n * rows);
     if (mode) CUDA_CHECK(cudaMemcpy(dy, y0, sizeof(float) * (size_t)(n * rows), cudaMemcpyHostToDevice));
-    matvec_use_variant(10);
+    matvec_use_variant(variant);
     const int sup = matvec_fused_supported(t, rows, k, n);
     cudaError_t e = mode == 0 ? matvec_f32_norm(dy, dr, t, dx, dg, eps, rows, k, n, 0)
                   : mode == 1 ? matvec_f32_acc(dy, dr, t, dx, rows, k, n, 0)
@@ -336,31 +352,65 @@ static void test_matvec_fused_cover(void) {
         {QUANT_Q5_0, 64, 256, 1, 0, "Q5_0"},
         {QUANT_F16, 64, 256, 1, 0, "F16"},
     };
-    matvec_use_variant(10);
     float *dy = dev_poisoned(8), *dx = dev_alloc(sizeof(float) * 4 * 14336 * 2);
     void *dw = dev_alloc(64);
-    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
-        char name[128];
-        snprintf(name, sizeof name, "matvec fused coverage: %s %s", cases[i].why, cases[i].want ? "taken" : "declined");
-        int sup = matvec_fused_supported(cases[i].t, cases[i].rows, cases[i].k, cases[i].n);
-        if (cases[i].want) {
-            CHECK(sup == 1, name, "matvec_fused_supported %d", sup);
-            continue;
+    for (int variant = 10; variant <= 11; variant++) {
+        matvec_use_variant(variant);
+        for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+            char name[128];
+            snprintf(name, sizeof name, "matvec fused coverage v%d: %s %s", variant, cases[i].why,
+                     cases[i].want ? "taken" : "declined");
+            int sup = matvec_fused_supported(cases[i].t, cases[i].rows, cases[i].k, cases[i].n);
+            if (cases[i].want) {
+                CHECK(sup == 1, name, "matvec_fused_supported %d", sup);
+                continue;
+            }
+            cudaError_t e1 = matvec_f32_norm(dy, dw, cases[i].t, dx, dx, 1e-5f, cases[i].rows, cases[i].k, cases[i].n, 0);
+            cudaError_t e2 = matvec_f32_acc(dy, dw, cases[i].t, dx, cases[i].rows, cases[i].k, cases[i].n, 0);
+            cudaError_t e3 = matvec_f32_swiglu_acc(dy, dw, cases[i].t, dx, cases[i].k, dx, cases[i].k, cases[i].rows,
+                                                   cases[i].k, cases[i].n, 0);
+            float y[8];
+            int untouched = dev_download(y, dy, 0);
+            CHECK(sup == 0 && e1 == cudaErrorNotSupported && e2 == cudaErrorNotSupported &&
+                  e3 == cudaErrorNotSupported && untouched, name, "supported %d, %s / %s / %s, output %s", sup,
+                  cudaGetErrorString(e1), cudaGetErrorString(e2), cudaGetErrorString(e3),
+                  untouched ? "untouched" : "written");
         }
-        cudaError_t e1 = matvec_f32_norm(dy, dw, cases[i].t, dx, dx, 1e-5f, cases[i].rows, cases[i].k, cases[i].n, 0);
-        cudaError_t e2 = matvec_f32_acc(dy, dw, cases[i].t, dx, cases[i].rows, cases[i].k, cases[i].n, 0);
-        cudaError_t e3 = matvec_f32_swiglu_acc(dy, dw, cases[i].t, dx, cases[i].k, dx, cases[i].k, cases[i].rows,
-                                               cases[i].k, cases[i].n, 0);
-        float y[8];
-        int untouched = dev_download(y, dy, 0);
-        CHECK(sup == 0 && e1 == cudaErrorNotSupported && e2 == cudaErrorNotSupported && e3 == cudaErrorNotSupported &&
-              untouched, name, "supported %d, %s / %s / %s, output %s", sup, cudaGetErrorString(e1),
-              cudaGetErrorString(e2), cudaGetErrorString(e3), untouched ? "untouched" : "written");
     }
     matvec_use_variant(6);
     CHECK(!matvec_fused_supported(QUANT_Q4_0, 4096, 4096, 1), "matvec fused coverage: none with variant 6",
           "supported");
     CUDA_CHECK(cudaFree(dy)); CUDA_CHECK(cudaFree(dx)); CUDA_CHECK(cudaFree(dw));
+}
+
+/* Where v11 runs its ring (matvec_ring_stages >= 2): every 8b decode shape (QKV stacked, wo,
+ * gate/up stacked, down, a 32000-token output head), 1 to 4 tokens (Q6_K 2), plain and with the
+ * norm's shared memory; so its checks above test the ring, not a silent fallback to v10. With
+ * 227 KB of shared memory per block (H100, H200), 4 tokens of Q4_0 at k = 18432 leave no room for
+ * 2 stages beside X: declined there (v10 runs; test_matvec_v10 checks that case's result). */
+static void test_matvec_ring_cover(void) {
+    static const uint32_t types[] = {QUANT_Q4_0, QUANT_Q4_K, QUANT_Q8_0, QUANT_Q6_K};
+    static const int64_t shapes[][2] = {{6144, 4096}, {4096, 4096}, {28672, 4096}, {4096, 14336}, {32000, 4096}};
+    char name[128];
+    for (size_t i = 0; i < sizeof types / sizeof types[0]; i++)
+        for (size_t j = 0; j < sizeof shapes / sizeof shapes[0]; j++)
+            for (int n = 1; n <= (types[i] == QUANT_Q6_K ? 2 : 4); n++)
+                for (int norm = 0; norm < 2; norm++) {
+                    const int st = matvec_ring_stages(types[i], shapes[j][0], shapes[j][1], n, norm);
+                    snprintf(name, sizeof name, "matvec v11 ring coverage: %s %lldx%lld n=%d%s", quant_type_name(types[i]),
+                             (long long)shapes[j][0], (long long)shapes[j][1], n, norm ? " norm" : "");
+                    CHECK(st >= 2, name, "ring of %d stages", st);
+                }
+    int dev = 0, optin = 0;
+    CUDA_CHECK(cudaGetDevice(&dev));
+    CUDA_CHECK(cudaDeviceGetAttribute(&optin, cudaDevAttrMaxSharedMemoryPerBlockOptin, dev));
+    if (optin == 227 * 1024) {
+        const int st = matvec_ring_stages(QUANT_Q4_0, 37, 18432, 4, 0);
+        CHECK(st == 0, "matvec v11 ring coverage: Q4_0 37x18432 n=4 declined", "ring of %d stages", st);
+    }
+    CHECK(matvec_ring_stages(QUANT_Q5_0, 64, 256, 1, 0) == 0 && matvec_ring_stages(QUANT_Q4_0, 64, 288, 1, 0) == 0 &&
+          matvec_ring_stages(QUANT_Q4_0, 4096, 4096, 5, 0) == 0 && matvec_ring_stages(QUANT_Q6_K, 4096, 4096, 3, 0) == 0,
+          "matvec v11 ring coverage: no ring outside v10's cases", "a ring");
 }
 
 /* One FFN block per round, as the decode step chains it: x += d and xn = rmsnorm(x)
@@ -540,12 +590,13 @@ static double update_err(const float *a, const double *b, const float *bf, const
     return den > 0 ? sqrt(num / den) : sqrt(num);
 }
 
-static void test_fused_chain(gen_rng *r, uint32_t tw, uint32_t tdn, int swiglu_apart) {
+static void test_fused_chain(gen_rng *r, int variant, uint32_t tw, uint32_t tdn, int swiglu_apart) {
     const int dim = 1024, ff = 2816, MAXN = tw == QUANT_Q6_K || tdn == QUANT_Q6_K ? 2 : 4;
     const float eps = 1e-5f;
     char name[160];
-    snprintf(name, sizeof name, "PDL chain fused: acc %s > norm %s > %s %s, %d rounds", quant_type_name(tw),
-             quant_type_name(tw), swiglu_apart ? "swiglu, acc" : "swiglu acc", quant_type_name(tdn), CHAIN_ROUNDS);
+    snprintf(name, sizeof name, "PDL chain fused v%d: acc %s > norm %s > %s %s, %d rounds", variant,
+             quant_type_name(tw), quant_type_name(tw), swiglu_apart ? "swiglu, acc" : "swiglu acc",
+             quant_type_name(tdn), CHAIN_ROUNDS);
     size_t bo = quant_row_bytes(tw, dim) * dim, bgu = quant_row_bytes(tw, dim) * 2 * ff,
            bdn = quant_row_bytes(tdn, ff) * dim;
     void *wo = malloc(bo), *wgu = malloc(bgu), *wdn = malloc(bdn);
@@ -583,7 +634,7 @@ static void test_fused_chain(gen_rng *r, uint32_t tw, uint32_t tdn, int swiglu_a
     CUDA_CHECK(cudaStreamCreateWithFlags(&st, cudaStreamNonBlocking));
     cudaGraph_t graph = NULL;
     cudaGraphExec_t exec = NULL;
-    matvec_use_variant(10);
+    matvec_use_variant(variant);
     for (int pass = 0; pass < 3; pass++) { /* eager, graph, graph replayed on new data */
         chain_fill(r, x0, d, (int64_t)all);
         CUDA_CHECK(cudaMemcpy(dx, x0, sizeof(float) * all, cudaMemcpyHostToDevice));
@@ -1485,51 +1536,77 @@ int main(void) {
     const uint32_t v10_types[] = {QUANT_Q4_0, QUANT_Q4_K, QUANT_Q8_0, QUANT_Q6_K};
     const int64_t v10_shapes[][2] = {{1, 256}, {37, 256}, {1000, 256}, {37, 4096}, {1000, 4096}, {4096, 4096},
                                      {37, 14336}, {1000, 14336}};
-    if (want("v10")) {
-        test_matvec_v10(&r, QUANT_Q8_0, 37, 384, 1, 0); /* Q8_0's groups are 128 weights */
-        test_matvec_v10(&r, QUANT_Q8_0, 1000, 2944, 1, 1);
-    }
-    for (size_t i = 0; i < sizeof v10_types / sizeof v10_types[0] && want("v10"); i++) {
-        const uint32_t t = v10_types[i];
-        for (size_t si = 0; si < sizeof v10_shapes / sizeof v10_shapes[0]; si++)
-            test_matvec_v10(&r, t, v10_shapes[si][0], v10_shapes[si][1], 1, 0);
-        test_matvec_v10(&r, t, 1000, 4096, 1, 1);
-        test_matvec_v10(&r, t, 37, 14336, 1, 1);
-        test_matvec_v10(&r, t, 1000, 4096, 1, 2);
-        test_matvec_v10(&r, t, 37, 2816, 1, 2);
-        /* several tokens (Q6_K: 2; more run v3, whose budget is tighter) */
-        for (int n = 2; n <= 4; n++) {
-            test_matvec_v10(&r, t, 37, 512, n, n - 2);
-            test_matvec_v10(&r, t, 1000, 4096, n, 0);
+    /* v10 and v11: every case under both variants */
+    for (int variant = 10; variant <= 11 && want("v10"); variant++) {
+        test_matvec_v10(&r, variant, QUANT_Q8_0, 37, 384, 1, 0); /* Q8_0's groups are 128 weights */
+        test_matvec_v10(&r, variant, QUANT_Q8_0, 1000, 2944, 1, 1);
+        for (size_t i = 0; i < sizeof v10_types / sizeof v10_types[0]; i++) {
+            const uint32_t t = v10_types[i];
+            for (size_t si = 0; si < sizeof v10_shapes / sizeof v10_shapes[0]; si++)
+                test_matvec_v10(&r, variant, t, v10_shapes[si][0], v10_shapes[si][1], 1, 0);
+            test_matvec_v10(&r, variant, t, 1000, 4096, 1, 1);
+            test_matvec_v10(&r, variant, t, 37, 14336, 1, 1);
+            test_matvec_v10(&r, variant, t, 1000, 4096, 1, 2);
+            test_matvec_v10(&r, variant, t, 37, 2816, 1, 2);
+            /* several tokens (Q6_K: 2; more run v3, whose budget is tighter) */
+            for (int n = 2; n <= 4; n++) {
+                test_matvec_v10(&r, variant, t, 37, 512, n, n - 2);
+                test_matvec_v10(&r, variant, t, 1000, 4096, n, 0);
+            }
+            test_matvec_v10(&r, variant, t, 300, 14336, 2, 2);
+            /* many units per warp (v11: the ring wraps several times; 14336 rows: 6-7 units a
+             * warp, 32000: 15-16), and the ring at its shallowest (4 tokens at k = 14336: 2 stages
+             * for Q4_0 and Q8_0, 3 for Q6_K at 2 tokens) */
+            test_matvec_v10(&r, variant, t, 14336, 4096, 1, 0);
+            test_matvec_v10(&r, variant, t, 32000, 4096, 1, 0);
+            test_matvec_v10(&r, variant, t, 4096, 14336, t == QUANT_Q6_K ? 2 : 4, 0);
         }
-        test_matvec_v10(&r, t, 300, 14336, 2, 2);
+        /* no ring fits beside 4 tokens of X at k = 18432: v11 runs v10 */
+        test_matvec_v10(&r, variant, QUANT_Q4_0, 37, 18432, 4, 0);
+    }
+    if (want("v10")) test_matvec_ring_cover();
+    /* other ring depths (matvec_ring_depth: the lab's range, MGI_MATVEC=11:S) on a few cases each */
+    for (int depth = 2; depth <= 6 && want("v10"); depth++) {
+        if (depth == 4) continue; /* the default, above */
+        matvec_ring_depth(depth);
+        for (size_t i = 0; i < sizeof v10_types / sizeof v10_types[0]; i++) {
+            const uint32_t t = v10_types[i];
+            test_matvec_v10(&r, 11, t, 14336, 4096, 1, 0);
+            test_matvec_v10(&r, 11, t, 1000, 14336, 1, depth & 1);
+            test_matvec_v10(&r, 11, t, 37, 2816, 2, 2);
+            test_matvec_fused(&r, 11, t, 4096, 4096, 1, depth % 3);
+        }
+        matvec_ring_depth(0);
     }
     /* the decode fusions: every v10 type, n = 1 to its maximum, odd shapes (Q8_0's 128-weight
-     * groups: 384), the production shapes of wo, down, QKV and gate/up */
+     * groups: 384), the production shapes of wo, down, QKV and gate/up; under v10 and v11 */
     if (want("fused")) test_matvec_fused_cover();
-    for (size_t i = 0; i < sizeof v10_types / sizeof v10_types[0] && want("fused"); i++) {
-        const uint32_t t = v10_types[i];
-        const int maxn = t == QUANT_Q6_K ? 2 : 4;
-        for (int mode = 0; mode < 3; mode++) {
-            /* one partial tile, with several values: mvq_check's rms test of a single value fails
-             * ~2% of correct runs (CPU emulation) */
-            test_matvec_fused(&r, t, 3, 256, maxn, mode);
-            for (int n = 1; n <= maxn; n++) test_matvec_fused(&r, t, 37, 2816, n, mode);
-            test_matvec_fused(&r, t, 1000, 4096, maxn, mode);
+    for (int variant = 10; variant <= 11 && want("fused"); variant++) {
+        for (size_t i = 0; i < sizeof v10_types / sizeof v10_types[0]; i++) {
+            const uint32_t t = v10_types[i];
+            const int maxn = t == QUANT_Q6_K ? 2 : 4;
+            for (int mode = 0; mode < 3; mode++) {
+                /* one partial tile, with several values: mvq_check's rms test of a single value
+                 * fails ~2% of correct runs (CPU emulation) */
+                test_matvec_fused(&r, variant, t, 3, 256, maxn, mode);
+                for (int n = 1; n <= maxn; n++) test_matvec_fused(&r, variant, t, 37, 2816, n, mode);
+                test_matvec_fused(&r, variant, t, 1000, 4096, maxn, mode);
+            }
+            for (int n = 1; n <= maxn; n++) test_matvec_fused(&r, variant, t, 4096, 4096, n, n % 3);
+            test_matvec_fused(&r, variant, t, 6144, 4096, 1, 0);    /* 8b QKV stacked */
+            test_matvec_fused(&r, variant, t, 4096, 14336, maxn, 2); /* 8b down */
+            test_matvec_fused(&r, variant, t, 131, 14336, 1, 1);
+            test_matvec_fused(&r, variant, t, 28672, 4096, maxn, 0); /* 8b gate/up stacked */
         }
-        for (int n = 1; n <= maxn; n++) test_matvec_fused(&r, t, 4096, 4096, n, n % 3);
-        test_matvec_fused(&r, t, 6144, 4096, 1, 0);   /* 8b QKV stacked */
-        test_matvec_fused(&r, t, 4096, 14336, maxn, 2); /* 8b down */
-        test_matvec_fused(&r, t, 131, 14336, 1, 1);
+        test_matvec_fused(&r, variant, QUANT_Q8_0, 37, 384, 3, 0);
+        test_matvec_fused(&r, variant, QUANT_Q8_0, 37, 384, 1, 2);
+        test_fused_chain(&r, variant, QUANT_Q4_0, QUANT_Q4_0, 0);
+        test_fused_chain(&r, variant, QUANT_Q4_K, QUANT_Q6_K, 0);
+        test_fused_chain(&r, variant, QUANT_Q8_0, QUANT_Q4_0, 1);
     }
     if (want("fused")) {
-        test_matvec_fused(&r, QUANT_Q8_0, 37, 384, 3, 0);
-        test_matvec_fused(&r, QUANT_Q8_0, 37, 384, 1, 2);
         test_chain(&r, QUANT_Q4_0, QUANT_Q4_0);
         test_chain(&r, QUANT_Q4_K, QUANT_Q6_K);
-        test_fused_chain(&r, QUANT_Q4_0, QUANT_Q4_0, 0);
-        test_fused_chain(&r, QUANT_Q4_K, QUANT_Q6_K, 0);
-        test_fused_chain(&r, QUANT_Q8_0, QUANT_Q4_0, 1);
     }
     /* every GEMM check for every kernel: v2 (the default), v3 and v1 (kernel lab); v2's and v3's
      * edges are their tiles, 128 or 256 rows x 128 or 64 tokens, switching at n = 64, v2's 3-stage

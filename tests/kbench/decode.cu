@@ -12,8 +12,10 @@
  *    family cost; with v10 also the engine's fused layer (MGI_FUSE=1: RMSNorm inside the QKV,
  *    gate/up and head matvecs, the residual adds as the wo and down matvecs' y +=, SwiGLU inside
  *    down; 6 launches a layer instead of 9) and MGI_FUSE=2's (SwiGLU apart, 7).
- * t/s = 1 / step time, GB/s = weight bytes / step time. Usage: decode, or decode attention (the
- * attention kernel alone at several positions and split counts). */
+ * Then the v10 tables again with matvec v11 (v10 with the weights through a shared-memory ring).
+ * t/s = 1 / step time, GB/s = weight bytes / step time. Usage: decode, decode v11 (only the v10
+ * and v11 tables: the ring's A/B), or decode attention (the attention kernel alone at several
+ * positions and split counts). */
 #include <cstdio>
 #include <cstring>
 #include <vector>
@@ -347,23 +349,36 @@ int main(int argc, char **argv) {
         return 0;
     }
     gen_rng r = {0x5151ull ^ (uint64_t)time(NULL)};
-    matvec_use_variant(6); /* first v6 everywhere, then the production v10 below */
-    printf("# matvecs only (PDL on, matvec v6)\n");
-    printf("| model | matvecs | weight GB | step ms | t/s | GB/s | %% copy | roofline t/s |\n|---|---|---|---|---|---|---|---|\n");
-    for (bool stacked : {false, true}) {
-        run_matvecs(L, &r, "q4_0", stacked);
-        run_matvecs(L, &r, "q4_k_m", stacked);
+    const bool ring_only = argc > 1 && strcmp(argv[1], "v11") == 0;
+    if (!ring_only) {
+        matvec_use_variant(6); /* first v6 everywhere, then the production v10 below */
+        printf("# matvecs only (PDL on, matvec v6)\n");
+        printf("| model | matvecs | weight GB | step ms | t/s | GB/s | %% copy | roofline t/s |\n|---|---|---|---|---|---|---|---|\n");
+        for (bool stacked : {false, true}) {
+            run_matvecs(L, &r, "q4_0", stacked);
+            run_matvecs(L, &r, "q4_k_m", stacked);
+        }
+        printf("# whole decode step at position %d (stacked matrices, %d attention splits, matvec v6)\n", POS, N_SPLIT);
+        printf("| step | launches | weight GB | step ms | t/s | GB/s | %% copy | roofline t/s |\n|---|---|---|---|---|---|---|---|\n");
+        run_step(L, &r, "q4_0", false);
+        run_step(L, &r, "q4_k_m", false);
     }
-    printf("# whole decode step at position %d (stacked matrices, %d attention splits, matvec v6)\n", POS, N_SPLIT);
-    printf("| step | launches | weight GB | step ms | t/s | GB/s | %% copy | roofline t/s |\n|---|---|---|---|---|---|---|---|\n");
-    run_step(L, &r, "q4_0", false);
-    run_step(L, &r, "q4_k_m", false);
-    printf("# the same with matvec variant 10 (int8 X, dp4a, production) for one token of Q4_0 / Q4_K\n");
+    /* v10 (production), then v11: the same repacked weights, the same arithmetic */
+    for (int v : {10, 11}) {
+        if (v == 10)
+            printf("# the same with matvec variant 10 (int8 X, dp4a, production) for one token of Q4_0 / Q4_K\n");
+        else
+            printf("# the same with matvec variant 11 (v10 with the weights through a shared-memory ring)\n");
+        if (ring_only)
+            printf("| model / step | matvecs or launches | weight GB | step ms | t/s | GB/s | %% copy | roofline t/s |\n"
+                   "|---|---|---|---|---|---|---|---|\n");
+        matvec_use_variant(v);
+        run_matvecs(L, &r, "q4_0", true);
+        run_matvecs(L, &r, "q4_k_m", true);
+        run_step(L, &r, "q4_0", true);
+        run_step(L, &r, "q4_k_m", true);
+    }
     matvec_use_variant(10);
-    run_matvecs(L, &r, "q4_0", true);
-    run_matvecs(L, &r, "q4_k_m", true);
-    run_step(L, &r, "q4_0", true);
-    run_step(L, &r, "q4_k_m", true);
     printf("PASS kbench decode\n");
     return 0;
 }

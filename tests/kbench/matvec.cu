@@ -1,11 +1,17 @@
 /* Kernel lab: decode matvec. CPU reference (quant_dequant_row + f64 dot) on sampled rows of
  * fresh random matrices, then each variant (matvec.cuh: v1 generic, v2-v9 tensor cores, v10 int8
- * X and dp4a, and v10a, v10b, ... its compile-time options, mv10_opt) timed two ways: one launch after an L2 flush ("1x"), and a chain of launches over enough copies of the
- * matrix to exceed L2 ("chain", as in a decode step). GB/s = (weights + x + y bytes) / time,
- * against the measured copy bandwidth. v1-v9 must be within 1e-4 (||err|| / ||ref||); v10, which
- * rounds X to int8, within mvq.h's budget (every row within the worst case of the rounding, rms
- * within twice its expected one), a check the lab first tries on CPU emulations. Usage: matvec [filter] (a substring of the type name), or
- * matvec profile TYPE ROWS K VARIANT (one checked launch of one variant, 6 or v10b..., for ncu). */
+ * X and dp4a, v10a, v10b, ... its compile-time options, mv10_opt, and v11:S, v10 with the weights
+ * through a shared-memory ring S stages deep, for every depth that fits) timed two ways: one
+ * launch after an L2 flush ("1x"), and a chain of launches over enough copies of the matrix to
+ * exceed L2 ("chain", as in a decode step). GB/s = (weights + x + y bytes) / time, against the
+ * measured copy bandwidth. v1-v9 must be within 1e-4 (||err|| / ||ref||); v10 and v11, which
+ * round X to int8, within mvq.h's budget (every row within the worst case of the rounding, rms
+ * within twice its expected one), a check the lab first tries on CPU emulations. Usage:
+ *   matvec [filter]       every variant at the default shapes (filter: a substring of the type name)
+ *   matvec ring [filter]  v10 against v11 at every ring depth, Q4_0 Q4_K Q6_K Q8_0, the 8b and
+ *                         its output head's shapes, 1 to 4 tokens (Q6_K 2) at 14336x4096
+ *   matvec profile TYPE ROWS K VARIANT  one checked launch of one variant (6, v10b, v11 (the
+ *                         production depth), v11:5, ...) for ncu. */
 #include <cstdio>
 #include <cstring>
 #include <cstdlib>
@@ -20,37 +26,61 @@ struct shape { int64_t rows, k; };
 
 static int g_fail = 0;
 static int g_profile = 0; /* profile mode: the one variant to run */
+static bool g_ring = false; /* ring mode: v10 and v11 only */
+
+/* Lab variant numbers: 1-9 v1-v9; 10 + o v10's option o (v10, v10a, ...; o = MV11_OPT is v11);
+ * V11_BASE + c v11 with a ring of at most c stages (c = 2 to MV11_STAGES_MAX). */
+#define V11_BASE 20
+#define N_VARIANTS (V11_BASE + MV11_STAGES_MAX + 1)
+static bool is_v10(int v) { return v >= 10 && v < 10 + MV10_OPTS && v != 10 + MV11_OPT; }
+static bool is_v11(int v) { return v >= V11_BASE + 2 && v < N_VARIANTS; }
 
 template <int T, typename XT>
 static void launch_v1(float *y, const void *w, const XT *x, int rows, int k, int n) {
     matvec_v1<T, XT><<<(rows + MV1_ROWS - 1) / MV1_ROWS, 256, MV1_SMEM>>>(y, (const uint8_t *)w, mv_x{x}, rows, k, n);
 }
 
-/* v10 with option O (mv10_opt); false where it does not apply. */
+/* v10 with option O (mv10_opt; v11: a ring of at most cap stages); false where it does not apply. */
 template <int T, int O>
-static bool launch_v10(float *y, const void *w, const void *x, bool xh, int rows, int k, int n) {
+static bool launch_v10(float *y, const void *w, const void *x, bool xh, int rows, int k, int n, int cap) {
     cudaError_t e = cudaSuccess;
-    return xh ? matvec_v10_launch<T, true, mv_x, O>(y, w, mv_x{x}, rows, k, n, 0, pdl_enabled(), &e)
-              : matvec_v10_launch<T, false, mv_x, O>(y, w, mv_x{x}, rows, k, n, 0, pdl_enabled(), &e);
+    return xh ? matvec_v10_launch<T, true, mv_x, O>(y, w, mv_x{x}, rows, k, n, 0, pdl_enabled(), &e, cap)
+              : matvec_v10_launch<T, false, mv_x, O>(y, w, mv_x{x}, rows, k, n, 0, pdl_enabled(), &e, cap);
 }
 
 template <int T>
-static bool run_v10(int o, float *y, const void *w, const void *x, bool xh, int rows, int k, int n) {
-    static_assert(MV10_OPTS == 6, "one case per option");
+static bool run_v10(int o, float *y, const void *w, const void *x, bool xh, int rows, int k, int n, int cap) {
+    static_assert(MV10_OPTS == 7 && MV11_OPT == 6, "one case per option");
     switch (o) {
-    case 0: return launch_v10<T, 0>(y, w, x, xh, rows, k, n);
-    case 1: return launch_v10<T, 1>(y, w, x, xh, rows, k, n);
-    case 2: return launch_v10<T, 2>(y, w, x, xh, rows, k, n);
-    case 3: return launch_v10<T, 3>(y, w, x, xh, rows, k, n);
-    case 4: return launch_v10<T, 4>(y, w, x, xh, rows, k, n);
-    case 5: return launch_v10<T, 5>(y, w, x, xh, rows, k, n);
+    case 0: return launch_v10<T, 0>(y, w, x, xh, rows, k, n, cap);
+    case 1: return launch_v10<T, 1>(y, w, x, xh, rows, k, n, cap);
+    case 2: return launch_v10<T, 2>(y, w, x, xh, rows, k, n, cap);
+    case 3: return launch_v10<T, 3>(y, w, x, xh, rows, k, n, cap);
+    case 4: return launch_v10<T, 4>(y, w, x, xh, rows, k, n, cap);
+    case 5: return launch_v10<T, 5>(y, w, x, xh, rows, k, n, cap);
+    case 6: return launch_v10<T, 6>(y, w, x, xh, rows, k, n, cap);
     default: return false;
     }
 }
 
-/* The lab's name of variant v: 1..9, then v10 with option v - 10 (v10, v10a, v10b, ...). */
-static const char *variant_name(int v, char *buf, size_t size) {
-    if (v <= 10) snprintf(buf, size, "v%d", v);
+/* The ring depth v11 takes for type t, rows x k and n tokens under cap (0: it declines). */
+static int v11_stages(uint32_t t, int64_t rows, int64_t k, int n, int cap) {
+    int sms, smem_max, st = 0;
+    switch (t) {
+    case QUANT_Q4_0: mv10_takes<QUANT_Q4_0, MV11_OPT>(rows, k, n, false, &sms, &smem_max, cap, &st); break;
+    case QUANT_Q4_K: mv10_takes<QUANT_Q4_K, MV11_OPT>(rows, k, n, false, &sms, &smem_max, cap, &st); break;
+    case QUANT_Q8_0: mv10_takes<QUANT_Q8_0, MV11_OPT>(rows, k, n, false, &sms, &smem_max, cap, &st); break;
+    case QUANT_Q6_K: mv10_takes<QUANT_Q6_K, MV11_OPT>(rows, k, n, false, &sms, &smem_max, cap, &st); break;
+    default: break;
+    }
+    return st;
+}
+
+/* The lab's name of variant v: v1..v9, v10 with option v - 10 (v10, v10a, v10b, ...), v11:S with
+ * S the ring depth it runs (stages, from v11_stages). */
+static const char *variant_name(int v, int stages, char *buf, size_t size) {
+    if (is_v11(v)) snprintf(buf, size, "v11:%d", stages);
+    else if (v <= 10) snprintf(buf, size, "v%d", v);
     else snprintf(buf, size, "v10%c", 'a' + (v - 11));
     return buf;
 }
@@ -75,11 +105,14 @@ static bool run_variant(int v, uint32_t t, float *y, const void *w, const void *
     if (v == 8 && n == 1) switch (t) { V23(QUANT_Q4_0, 8) V23(QUANT_Q4_K, 8) V23(QUANT_Q8_0, 8) V23(QUANT_Q6_K, 8) }
     if (v == 9 && n == 1) switch (t) { V23(QUANT_Q4_0, 9) V23(QUANT_Q4_K, 9) }
 #undef V23
-    if (v >= 10) switch (t) {
-        case QUANT_Q4_0: return run_v10<QUANT_Q4_0>(v - 10, y, w, x, xh, rows, k, n);
-        case QUANT_Q4_K: return run_v10<QUANT_Q4_K>(v - 10, y, w, x, xh, rows, k, n);
-        case QUANT_Q8_0: return run_v10<QUANT_Q8_0>(v - 10, y, w, x, xh, rows, k, n);
-        case QUANT_Q6_K: return run_v10<QUANT_Q6_K>(v - 10, y, w, x, xh, rows, k, n);
+    if (is_v10(v) || is_v11(v)) {
+        const int o = is_v11(v) ? MV11_OPT : v - 10, cap = is_v11(v) ? v - V11_BASE : MV11_STAGES;
+        switch (t) {
+        case QUANT_Q4_0: return run_v10<QUANT_Q4_0>(o, y, w, x, xh, rows, k, n, cap);
+        case QUANT_Q4_K: return run_v10<QUANT_Q4_K>(o, y, w, x, xh, rows, k, n, cap);
+        case QUANT_Q8_0: return run_v10<QUANT_Q8_0>(o, y, w, x, xh, rows, k, n, cap);
+        case QUANT_Q6_K: return run_v10<QUANT_Q6_K>(o, y, w, x, xh, rows, k, n, cap);
+        }
     }
     return false;
 }
@@ -181,10 +214,16 @@ static void bench(lab &L, gen_rng *r, uint32_t t, shape s, int n, bool xh) {
     float *dy;
     CUDA_CHECK(cudaMalloc(&dy, sizeof(float) * n * rows));
     std::vector<float> y(n * rows);
-    for (int v = 1; v < 10 + MV10_OPTS; v++) {
+    int last_stages = -1; /* v11: a cap that gives the depth of the one before is skipped */
+    for (int v = 1; v < N_VARIANTS; v++) {
         if (g_profile && v != g_profile) continue;
-        char vname[8];
-        variant_name(v, vname, sizeof vname);
+        if (!g_profile && g_ring && v != 10 && !is_v11(v)) continue;
+        if (!is_v10(v) && !is_v11(v) && v >= 10) continue;
+        const int stages = is_v11(v) ? v11_stages(t, rows, k, n, v - V11_BASE) : 0;
+        if (is_v11(v) && !g_profile && (stages == 0 || stages == last_stages)) continue;
+        if (is_v11(v)) last_stages = stages;
+        char vname[16];
+        variant_name(v, stages, vname, sizeof vname);
         const std::vector<void *> &wv = v == 1 ? raw : rep;
         CUDA_CHECK(cudaMemset(dy, 0xff, sizeof(float) * n * rows));
         if (!run_variant(v, t, dy, wv[0], dx, xh, (int)rows, (int)k, n)) continue;
@@ -212,7 +251,7 @@ static void bench(lab &L, gen_rng *r, uint32_t t, shape s, int n, bool xh) {
         }, 10) / copies;
         double bytes = (double)(v == 1 ? wb : rb) + xbytes + 4.0 * n * rows;
         double g1 = bytes / (ms1 * 1e-3) / 1e9, gc = bytes / (msc * 1e-3) / 1e9;
-        printf("| %-4s | %5lldx%-5lld | %s | %d | %s | %8.2f | %6.0f | %4.0f%% | %8.2f | %6.0f | %4.0f%% | %.1e %s |\n",
+        printf("| %-4s | %6lldx%-5lld | %s | %d | %s | %8.2f | %6.0f | %4.0f%% | %8.2f | %6.0f | %4.0f%% | %.1e %s |\n",
                quant_type_name(t), (long long)rows, (long long)k, vname, n, xh ? "f16" : "f32", ms1 * 1e3, g1,
                100 * g1 / L.copy_gbs, msc * 1e3, gc, 100 * gc / L.copy_gbs, rel, ok ? "ok" : "FAIL");
         fflush(stdout);
@@ -226,10 +265,16 @@ int main(int argc, char **argv) {
     gen_rng r0 = {7};
     if (selftest_v10(&r0)) return 1;
     if (argc == 6 && strcmp(argv[1], "profile") == 0) { /* profile TYPE ROWS K VARIANT: one launch for ncu */
-        const char *vs = argv[5] + (argv[5][0] == 'v'); /* 6, v6, 10, v10b, ... */
-        g_profile = atoi(vs);
+        const char *vs = argv[5] + (argv[5][0] == 'v'); /* 6, v6, 10, v10b, v11, v11:5, ... */
+        const int num = atoi(vs);
         const char *sfx = vs + strspn(vs, "0123456789");
-        if (g_profile == 10 && *sfx >= 'a' && *sfx < 'a' + MV10_OPTS - 1) g_profile = 11 + (*sfx - 'a');
+        g_profile = num;
+        if (num == 10 && *sfx >= 'a' && *sfx < 'a' + MV10_OPTS - 2) g_profile = 11 + (*sfx - 'a');
+        if (num == 11) g_profile = V11_BASE + (*sfx == ':' ? atoi(sfx + 1) : MV11_STAGES);
+        if (g_profile < 1 || (!is_v10(g_profile) && !is_v11(g_profile) && g_profile >= 10)) {
+            fprintf(stderr, "matvec profile: unknown variant %s\n", argv[5]);
+            return 2;
+        }
         gen_rng r = {42};
         for (uint32_t t = 0; t < QUANT_TYPE_COUNT; t++)
             if (quant_traits_of(t) && strcmp(quant_type_name(t), argv[2]) == 0) {
@@ -252,6 +297,20 @@ int main(int argc, char **argv) {
     printf("| type | rows x k | var | n | x | 1x us | GB/s | %%copy | chain us | GB/s | %%copy | rel err |\n");
     printf("|---|---|---|---|---|---|---|---|---|---|---|---|\n");
     gen_rng r = {0x9E3779B97F4A7C15ull ^ (uint64_t)time(NULL)};
+    if (argc > 1 && strcmp(argv[1], "ring") == 0) { /* v10 against v11 at each ring depth */
+        g_ring = true;
+        filter = argc > 2 ? argv[2] : "";
+        const uint32_t rtypes[] = {QUANT_Q4_0, QUANT_Q4_K, QUANT_Q6_K, QUANT_Q8_0};
+        const shape rshapes[] = {{4096, 4096}, {14336, 4096}, {4096, 14336}, {28672, 4096}, {32000, 4096},
+                                 {128256, 4096}};
+        for (uint32_t t : rtypes) {
+            if (!strstr(quant_type_name(t), filter)) continue;
+            for (shape s : rshapes) bench(L, &r, t, s, 1, false);
+            for (int n = 2; n <= (t == QUANT_Q6_K ? 2 : 4); n++) bench(L, &r, t, {14336, 4096}, n, false);
+        }
+        printf("%s kbench matvec ring: %d check failures\n", g_fail ? "FAIL" : "PASS", g_fail);
+        return g_fail ? 1 : 0;
+    }
     const uint32_t types[] = {QUANT_Q4_0, QUANT_Q4_K, QUANT_Q6_K, QUANT_Q8_0, QUANT_Q5_0, QUANT_F16, QUANT_F32};
     const shape shapes[] = {{4096, 4096}, {14336, 4096}, {4096, 14336}, {32000, 4096}, {1, 256}, {37, 512}};
     for (uint32_t t : types) {
