@@ -898,23 +898,26 @@ static void gemm_variant_from_env(void) {
     paged_attention_use_variant(a && !strcmp(a, "1") ? 1 : 2);
 }
 
-/* The prompt attention kernel (paged.h's paged_prefill_use_variant): 2, the default, or
- * MGI_PREFILL_ATT=1 (the first tensor-core kernel) or 3 (wgmma, experimental) for A/B runs.
- * Process-wide, set at create. */
+/* The prompt attention kernel (paged.h's paged_prefill_use_variant): 3, the default (wgmma on
+ * compute capability 9.0, v2 elsewhere; PERF-LOG run 31: 8b q4_k_m pp512 @ d16384 14029 t/s, 12826
+ * with v2, 6233 with v1), or MGI_PREFILL_ATT=1 (the first tensor-core kernel) or 2 (mma.sync, 128
+ * rows a block) for A/B runs. Process-wide, set at create. */
 static void prefill_variant_from_env(void) {
     const char *e = getenv("MGI_PREFILL_ATT");
-    paged_prefill_use_variant(e && (!strcmp(e, "1") || !strcmp(e, "3")) ? e[0] - '0' : 2);
+    paged_prefill_use_variant(e && (!strcmp(e, "1") || !strcmp(e, "2")) ? e[0] - '0' : 3);
 }
 
-/* The decode matvec (kernels.h's matvec_use_variant) for 1 to 4 tokens: 10, the default (int8 X,
- * dp4a); MGI_MATVEC=11 (v10 with the weights streamed through a shared-memory ring by cp.async,
- * at most 4 stages deep, v10 where 2 do not fit; not yet measured on a GPU), 11:S (a ring of at
- * most S stages, 2-6: matvec_ring_depth) or 6 (tensor cores, f32 X exact) for A/B runs. The
- * decode fusions (MGI_FUSE) go with 10 and 11. Process-wide, set at create. */
+/* The decode matvec (kernels.h's matvec_use_variant) for 1 to 4 tokens: 11, the default (v10 with
+ * the weights streamed through a shared-memory ring by cp.async, at most 4 stages deep, v10 where
+ * 2 do not fit; PERF-LOG run 31: 8b q4_0 tg128 608.8 t/s, 566.4 with v10); MGI_MATVEC=10 (int8 X,
+ * dp4a, weights through registers), 11:S (a ring of at most S stages, 2-6: matvec_ring_depth) or 6
+ * (tensor cores, f32 X exact) for A/B runs. The decode fusions (MGI_FUSE) go with 10 and 11.
+ * Process-wide, set at create. */
 static void matvec_variant_from_env(void) {
     const char *e = getenv("MGI_MATVEC");
-    int v = 10, depth = 0;
+    int v = 11, depth = 0;
     if (e && !strcmp(e, "6")) v = 6;
+    if (e && !strcmp(e, "10")) v = 10;
     if (e && !strncmp(e, "11", 2) && (!e[2] || (e[2] == ':' && e[3] >= '2' && e[3] <= '6' && !e[4]))) {
         v = 11;
         depth = e[2] ? e[3] - '0' : 0;

@@ -50,10 +50,10 @@ int paged_attention_prefill_supported(int n_head, int n_kv_head, int head_dim);
 cudaError_t paged_attention_prefill(float *out, const float *q, const uint16_t *k_cache, const uint16_t *v_cache,
                                     const int32_t *pages, int pos0, int n_tok, int n_head, int n_kv_head,
                                     int head_dim, float scale, cudaStream_t stream);
-/* The kernel paged_attention_prefill runs: 2 (the default; mma.sync, 128 rows a block, two warp
- * groups splitting the keys, cp.async double buffering, ldmatrix), 1 (the first, 64 rows a block,
- * synchronous tile loads) or 3 (wgmma, experimental; v2 where the device is not compute
- * capability 9.0), for A/B runs (the engine's MGI_PREFILL_ATT, the kernel lab, tests).
+/* The kernel paged_attention_prefill runs: 3 (the default; wgmma; v2 where the device is not
+ * compute capability 9.0), 2 (mma.sync, 128 rows a block, two warp groups splitting the keys,
+ * cp.async double buffering, ldmatrix) or 1 (the first, 64 rows a block, synchronous tile loads),
+ * for A/B runs (the engine's MGI_PREFILL_ATT, the kernel lab, tests).
  * Process-wide, not for use while other threads launch. */
 void paged_prefill_use_variant(int v);
 
