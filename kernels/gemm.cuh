@@ -43,9 +43,9 @@ template <> struct gemm_w<QUANT_Q4_0> {
         sc = __ldg((const uint2 *)(w + R16 * C * 512 + (tile * C + c) * 64) + g);
     }
     /* A fragment of step s with the scales applied. */
-    __device__ __forceinline__ void frag(uint32_t a[4], int s, int64_t) const {
+    template <int MODE = 1> __device__ __forceinline__ void frag(uint32_t a[4], int s, int64_t) const {
         const uint32_t words[4] = {q.x, q.y, q.z, q.w};
-        mv_codes<1>(a, words[s], 0x64086408u);
+        mv_codes<MODE>(a, words[s], 0x64086408u);
         const uint32_t dg = s < 2 ? sc.x & 0xffff : sc.x >> 16, dg8 = s < 2 ? sc.y & 0xffff : sc.y >> 16;
         const __half2 d0 = __half2half2(__ushort_as_half((unsigned short)dg));
         const __half2 d1 = __half2half2(__ushort_as_half((unsigned short)dg8));
@@ -140,14 +140,14 @@ template <> struct gemm_w<QUANT_Q6_K> {
     }
 };
 
-/* A warp's accumulators for 2 row tiles x NJ 8-token tiles (the m16n8k16 C layout: lane 4g + t
- * holds rows g, g + 8 and tokens 2t, 2t + 1) into Y [n][rows] from row tile tile0 and token tok0;
- * rows and tokens past the ends are left out. */
-template <int NJ>
-__device__ __forceinline__ void gemm_store(float *y, const float (&acc)[2][NJ][4], int64_t tile0, int tok0, int g,
+/* A warp's accumulators for NI (v1-v3: 2) row tiles x NJ 8-token tiles (the m16n8k16 C layout,
+ * also wgmma's per warp: lane 4g + t holds rows g, g + 8 and tokens 2t, 2t + 1) into Y [n][rows]
+ * from row tile tile0 and token tok0; rows and tokens past the ends are left out. */
+template <int NI, int NJ>
+__device__ __forceinline__ void gemm_store(float *y, const float (&acc)[NI][NJ][4], int64_t tile0, int tok0, int g,
                                            int t, int rows, int n) {
 #pragma unroll
-    for (int i = 0; i < 2; i++)
+    for (int i = 0; i < NI; i++)
 #pragma unroll
         for (int j = 0; j < NJ; j++)
 #pragma unroll
@@ -314,9 +314,9 @@ template <> struct gemm_wp<QUANT_Q4_K> {
             o[h] = *(const uint32_t *)&oh;
         }
     }
-    __device__ __forceinline__ void frag(uint32_t a[4], int s, int64_t) const {
+    template <int MODE = 1> __device__ __forceinline__ void frag(uint32_t a[4], int s, int64_t) const {
         const uint32_t words[4] = {q.x, q.y, q.z, q.w};
-        mv_codes<1>(a, words[s], 0x64006400u);
+        mv_codes<MODE>(a, words[s], 0x64006400u);
         const uint32_t mw = m[s >> 1], ow = o[s >> 1];
         const uint32_t m0 = __byte_perm(mw, 0, 0x1010), m1 = __byte_perm(mw, 0, 0x3232);
         const uint32_t o0 = __byte_perm(ow, 0, 0x1010), o1 = __byte_perm(ow, 0, 0x3232);
@@ -483,7 +483,7 @@ template <> struct gemm3_w<QUANT_Q4_0> {
         f.q = *(const uint4 *)(sw + lt * 512 + 16 * lane);
         f.sc = *(const uint2 *)(sw + NT * 512 + lt * 64 + 8 * g);
     }
-    __device__ __forceinline__ void frag(uint32_t a[4], int s) const { f.frag(a, s, 0); }
+    template <int MODE = 1> __device__ __forceinline__ void frag(uint32_t a[4], int s) const { f.template frag<MODE>(a, s, 0); }
 };
 
 template <> struct gemm3_w<QUANT_Q4_K> {
@@ -501,7 +501,7 @@ template <> struct gemm3_w<QUANT_Q4_K> {
         f.q = *(const uint4 *)(sw + lt * 512 + 16 * lane);
         f.records(*(const uint4 *)(sb + lt * 256 + 16 * g), *(const uint4 *)(sb + lt * 256 + 128 + 16 * g), cc);
     }
-    __device__ __forceinline__ void frag(uint32_t a[4], int s) const { f.frag(a, s, 0); }
+    template <int MODE = 1> __device__ __forceinline__ void frag(uint32_t a[4], int s) const { f.template frag<MODE>(a, s, 0); }
 };
 
 template <> struct gemm3_w<QUANT_Q8_0> {
@@ -518,7 +518,7 @@ template <> struct gemm3_w<QUANT_Q8_0> {
         f.q1 = *(const uint4 *)(sw + lt * 1024 + 512 + 16 * lane);
         f.sc = *(const uint2 *)(sw + NT * 1024 + lt * 64 + 8 * g);
     }
-    __device__ __forceinline__ void frag(uint32_t a[4], int s) const { f.frag(a, s, 0); }
+    template <int = 1> __device__ __forceinline__ void frag(uint32_t a[4], int s) const { f.frag(a, s, 0); }
 };
 
 template <> struct gemm3_w<QUANT_Q6_K> {
@@ -541,7 +541,7 @@ template <> struct gemm3_w<QUANT_Q6_K> {
         f.sg8 = *(const uint32_t *)(sw + NT * 768 + lt * 64 + 32 + 4 * g);
         f.dd = (uint32_t)*(const uint16_t *)(sb + lt * 32 + 2 * g) | (uint32_t)*(const uint16_t *)(sb + lt * 32 + 16 + 2 * g) << 16;
     }
-    __device__ __forceinline__ void frag(uint32_t a[4], int s) const { f.frag(a, s, 0); }
+    template <int = 1> __device__ __forceinline__ void frag(uint32_t a[4], int s) const { f.frag(a, s, 0); }
 };
 
 /* Bytes of one ring stage and of the whole dynamic shared memory of gemm_v3<T, WR, WC>. */
