@@ -135,7 +135,8 @@ extern "C" cudaError_t gemm_f16(float *y, const void *w, uint32_t wtype, const u
                                 int64_t n, cudaStream_t stream) {
     if (!gemm_args_ok(wtype, rows, k, n)) return cudaErrorInvalidValue;
     cudaError_t e;
-    if (g_variant == 7 && g7_one_pass(y, (const uint8_t *)w, wtype, (const __half *)x, (int)rows, (int)k, (int)n, stream, &e))
+    if (g_variant == 7 &&
+        g7_one_pass(y, (const uint8_t *)w, wtype, (const __half *)x, (int)rows, (int)k, (int)n, stream, &e))
         return e;
     return gemm_launch(gemm_shape_for(n), y, (const uint8_t *)w, wtype, (const __half *)x, (int)rows, (int)k, (int)n, 1,
                        (int)mv2_chunks(k), stream);
@@ -484,7 +485,8 @@ extern "C" int gemm_split_slices(uint32_t wtype, int64_t rows, int64_t k, int n,
     const size_t fit = scratch_bytes / ((size_t)n * (size_t)rows * sizeof(float));
     const int max_slices = fit < GEMM_SPLIT_MAX ? (int)fit : GEMM_SPLIT_MAX;
     int cps;
-    if (g_variant == 7 && g7_applies(wtype, rows, k)) return g7_slices(g7_shape_for(n), wtype, rows, k, n, max_slices, &cps);
+    if (g_variant == 7 && g7_applies(wtype, rows, k))
+        return g7_slices(g7_shape_for(n), wtype, rows, k, n, max_slices, &cps);
     return gemm_slices(gemm_shape_for(n), rows, k, n, max_slices, &cps);
 }
 

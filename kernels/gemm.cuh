@@ -483,7 +483,9 @@ template <> struct gemm3_w<QUANT_Q4_0> {
         f.q = *(const uint4 *)(sw + lt * 512 + 16 * lane);
         f.sc = *(const uint2 *)(sw + NT * 512 + lt * 64 + 8 * g);
     }
-    template <int MODE = 1> __device__ __forceinline__ void frag(uint32_t a[4], int s) const { f.template frag<MODE>(a, s, 0); }
+    template <int MODE = 1> __device__ __forceinline__ void frag(uint32_t a[4], int s) const {
+        f.template frag<MODE>(a, s, 0);
+    }
 };
 
 template <> struct gemm3_w<QUANT_Q4_K> {
@@ -501,7 +503,9 @@ template <> struct gemm3_w<QUANT_Q4_K> {
         f.q = *(const uint4 *)(sw + lt * 512 + 16 * lane);
         f.records(*(const uint4 *)(sb + lt * 256 + 16 * g), *(const uint4 *)(sb + lt * 256 + 128 + 16 * g), cc);
     }
-    template <int MODE = 1> __device__ __forceinline__ void frag(uint32_t a[4], int s) const { f.template frag<MODE>(a, s, 0); }
+    template <int MODE = 1> __device__ __forceinline__ void frag(uint32_t a[4], int s) const {
+        f.template frag<MODE>(a, s, 0);
+    }
 };
 
 template <> struct gemm3_w<QUANT_Q8_0> {

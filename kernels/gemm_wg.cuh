@@ -36,8 +36,9 @@
  *   are generic-proxy writes that wgmma reads through the async proxy), __syncthreads (all
  *   threads' copies; every warpgroup has executed wait_group 1 after committing chunk i - 1, so
  *   chunk i - 2's wgmma have retired), then the copies of chunk i + S - 2 into chunk i - 2's
- *   stage; each warp reads its tile's words (LDS), dequantises the chunk's 4 A fragments
- *   (16 registers), wgmma.fence, 4 wgmma, commit_group, wait_group 1 (chunk i - 1 retired, so its
+ *   stage; each warp reads its tile's words (LDS; Q4_K's scales decoded once per super-block:
+ *   g7_k4_decode), dequantises the chunk's 4 A fragments (16 registers; mv_codes MODE 2, the same
+ *   values as v2's MODE 1), wgmma.fence, 4 wgmma, commit_group, wait_group 1 (chunk i - 1 retired, so its
  *   A registers may be rewritten by chunk i + 1; ptxas keeps a register an in-flight wgmma
  *   reads alive until the wait that retires it, and serialises the wgmma with a warning where it
  *   cannot).
@@ -50,6 +51,10 @@
  * last token tile of at most 64) multiplies zeros (X rows past n are zero-filled), a tile past
  * the last row whatever its stage holds, into rows that are never stored (a row of D depends
  * only on its own row of A).
+ * Issue (SASS per warp and chunk, ptxas of CUDA 13.0): Q4_0 ~130 instructions, Q4_K ~160, Q8_0
+ * ~145, Q6_K ~230, i.e. 16 x that / 4 schedulers = 520-920 issue cycles per chunk of 256 rows per
+ * SM, against ~550 (Q4) to ~1040 (Q8_0) cycles to stream the chunk's weights at 4 TB/s over 132
+ * SMs and 512 for its wgmma at n = 64: about balanced, Q4_K and Q6_K slightly issue-bound.
  * Split-K (blockIdx.z) as v2: slice z writes plane z of the scratch, gemm_sum adds the planes in
  * order, so Y is the same on every run. PDL: the first stages' weights are copied before
  * pdl_wait, X after it. Guarded by __CUDA_ARCH_FEAT_SM90_ALL (the sm_90a build); the launcher
@@ -69,8 +74,39 @@
 template <int T, int WR, int WC, int NW> __host__ __device__ constexpr int g7_stage() {
     return (NW * WC * 128 + WR * gemm3_w<T>::CB + 1023) / 1024 * 1024;
 }
+/* Q4_K: each warp's decoded scales of its tile's current super-block (g7_k4_decode). */
+#define G7_K4_DEC 512
 template <int T, int WR, int WC, int NW> __host__ __device__ constexpr int g7_smem() {
-    return G7_STAGES * g7_stage<T, WR, WC, NW>() + G7_NSB * WR * gemm3_w<T>::SBB + 1024;
+    return G7_STAGES * g7_stage<T, WR, WC, NW>() + G7_NSB * WR * gemm3_w<T>::SBB +
+           (T == QUANT_Q4_K ? (G7_THREADS / 32) * G7_K4_DEC : 0) + 1024;
+}
+
+/* Q4_K's scales, decoded once per super-block. v2 and v3 decode a chunk's (d sc, dmin m) pairs
+ * from the super-block record in every lane for every chunk (8 values per lane, the same ones
+ * as the 3 other lanes of its row group: about 45 instructions per warp and chunk, a quarter of
+ * v7's loop). Here the warp decodes its tile's 16 records once per super-block (4 chunks): lane
+ * l takes row r = l / 2 and byte pair jp = 2 (l % 2) + q, q = 0, 1 of the 12 scale bytes, which
+ * give sub-blocks jp and jp + 4 (GGUF's packing: sc = a & 63, m = b & 63 for j < 4, sc =
+ * (c & 15) | (a >> 6) << 4, m = (c >> 4) | (b >> 6) << 4 for j >= 4, with a, b, c the scale
+ * bytes jp, jp + 4, jp + 8), and writes f16 d sc and -(dmin m), each rounded from its f32 product
+ * exactly as gemm_wp<Q4_K>::records rounds it, into the warp's 512-byte area laid out as
+ * [chunk cc][g][m0, m1, o0, o1], each word the f16 pair (row g, row g + 8) of sub-block
+ * 2 cc + h: gemm_wp<Q4_K>'s m[h], o[h], which a lane then reads with one LDS.128 per chunk. */
+__device__ __forceinline__ void g7_k4_decode(const uint8_t *rec, uint8_t *dec, int lane) {
+    const int r = lane >> 1, sel = lane & 1;
+    const uint4 R = *(const uint4 *)(rec + 16 * r);
+    const float d = mv_half_lo(R.x), dmin = mv_half_hi(R.x);
+    __half *out = (__half *)(dec + (sel * 8 + (r & 7)) * 16) + (r >> 3); /* chunk sel, row group r % 8 */
+#pragma unroll
+    for (int q = 0; q < 2; q++) {
+        const int sh = 16 * sel + 8 * q; /* byte jp of the words holding scale bytes 0-3, 4-7, 8-11 */
+        const uint32_t a = (R.y >> sh) & 255, b = (R.z >> sh) & 255, c = (R.w >> sh) & 255;
+        const uint32_t sc_lo = a & 63, m_lo = b & 63, sc_hi = (c & 15) | (a >> 6) << 4, m_hi = (c >> 4) | (b >> 6) << 4;
+        out[2 * q] = __float2half_rn(d * (float)sc_lo);              /* sub-block jp: chunk sel, m[q] */
+        out[2 * (2 + q)] = __float2half_rn(-(dmin * (float)m_lo));   /* o[q] */
+        out[128 + 2 * q] = __float2half_rn(d * (float)sc_hi);        /* sub-block jp + 4: chunk sel + 2 */
+        out[128 + 2 * (2 + q)] = __float2half_rn(-(dmin * (float)m_hi));
+    }
 }
 
 /* The weight copies, planned once per thread. v3's gemm3_w<T>::load works out every piece's
@@ -83,8 +119,8 @@ template <int T, int WR, int WC, int NW> __host__ __device__ constexpr int g7_sm
  * and load_sb's places exactly (gemm3_w<T>::read reads them there). */
 /* cp.async of 16 bytes (src-size `bytes`: 0 zero-fills) issued under a predicate, not a branch. */
 __device__ __forceinline__ void g7_cp16(uint32_t dst, const void *src, uint32_t bytes, bool issue) {
-    asm volatile("{\n.reg .pred p;\nsetp.ne.b32 p, %3, 0;\n@p cp.async.cg.shared.global [%0], [%1], 16, %2;\n}\n" ::"r"(dst),
-                 "l"(src), "r"(bytes), "r"((int)issue)
+    asm volatile("{\n.reg .pred p;\nsetp.ne.b32 p, %3, 0;\n"
+                 "@p cp.async.cg.shared.global [%0], [%1], 16, %2;\n}\n" ::"r"(dst), "l"(src), "r"(bytes), "r"((int)issue)
                  : "memory");
 }
 
@@ -245,7 +281,8 @@ __global__ void __launch_bounds__(G7_THREADS, 1) gemm_v7(float *y, const uint8_t
     constexpr int NTH = 32 * WR * WC, NT = WR, TOKS = NW * WC, S = G7_STAGES;
     constexpr int XB = TOKS * 128, STAGE = g7_stage<T, WR, WC, NW>(), XPIECES = (TOKS * 8 + NTH - 1) / NTH;
     static_assert(NTH == G7_THREADS && WR % 4 == 0, "16 warps, warpgroups of 4 warps along rows");
-    static_assert(S >= 3 && S <= 4 * G7_NSB - 2 && (G7_NSB & (G7_NSB - 1)) == 0, "the super-block slots need S <= 4 NSB - 2 (see above)");
+    static_assert(S >= 3 && S <= 4 * G7_NSB - 2 && (G7_NSB & (G7_NSB - 1)) == 0,
+                  "the super-block slots need S <= 4 NSB - 2 (see above), NSB a power of two");
     static_assert(NW == 8 || NW == 16 || NW == 32 || NW == 64, "wgmma wrappers exist for these N");
     extern __shared__ uint8_t g7s[];
     const uint32_t raw = (uint32_t)__cvta_generic_to_shared(g7s), sm0 = gp_align1024(raw), sbs = sm0 + S * STAGE;
@@ -314,11 +351,28 @@ __global__ void __launch_bounds__(G7_THREADS, 1) gemm_v7(float *y, const uint8_t
             gemm2_cp_commit();
         }
         const uint8_t *sw = gs + st * STAGE + XB, *sb = gs + S * STAGE + ((c >> 2) & (G7_NSB - 1)) * NT * W::SBB;
-        W f;
-        f.template read<NT>(sw, sb, lt, lane, g, CC);
         uint32_t a[4][4];
+        if constexpr (T == QUANT_Q4_K) { /* scales from the warp's decoded area (g7_k4_decode) */
+            uint8_t *dec = gs + S * STAGE + G7_NSB * NT * W::SBB + warp * G7_K4_DEC;
+            if constexpr (CC == 0) { /* a new super-block; the barrier above follows every read of the last one */
+                g7_k4_decode(sb + lt * 256, dec, lane);
+                __syncwarp();
+            }
+            gemm_wp<QUANT_Q4_K> f;
+            f.q = *(const uint4 *)(sw + lt * 512 + 16 * lane);
+            const uint4 mo = *(const uint4 *)(dec + (CC * 8 + g) * 16);
+            f.m[0] = mo.x;
+            f.m[1] = mo.y;
+            f.o[0] = mo.z;
+            f.o[1] = mo.w;
 #pragma unroll
-        for (int s = 0; s < 4; s++) f.template frag<2>(a[s], s);
+            for (int s = 0; s < 4; s++) f.template frag<2>(a[s], s, 0);
+        } else {
+            W f;
+            f.template read<NT>(sw, sb, lt, lane, g, CC);
+#pragma unroll
+            for (int s = 0; s < 4; s++) f.template frag<2>(a[s], s);
+        }
         g7_fence_a(a);
         /* B: X rows wt.. of the stage, a multiple of 1024 bytes in (wt is 0 or 64); step s starts
          * 32 s bytes in, 2 s in the descriptor's address field (below 2^14: no carry) */

@@ -122,8 +122,8 @@ int gemm_split_slices(uint32_t wtype, int64_t rows, int64_t k, int n, size_t scr
 /* The scratch gemm_f16_split needs under variant v (gemm_f16_scratch_bytes is this for the
  * variant in force): for 4 to 7 at n >= 128 the f16 panel (the whole matrix's f16 size up to
  * 32 MiB) plus 1 KiB, plus SMs x 128 KiB of split-K room where the matrix is one panel; the same
- * for every n >= 128. Split-K planes never need more than SMs x 128 KiB. An engine that may switch variants sizes its buffer as the largest value
- * over its matrices and the variants. */
+ * for every n >= 128 (split-K planes alone never need more than SMs x 128 KiB). An engine that
+ * may switch variants sizes its buffer as the largest value over its matrices and the variants. */
 size_t gemm_variant_scratch_bytes(int v, int64_t rows, int64_t k, int n);
 /* Kernel lab and tests: caps the f16 panel of variants 4 to 7 at bytes (0: the default 32 MiB;
  * never above it), to time other panel sizes or force several row and k panels on small

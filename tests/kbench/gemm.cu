@@ -257,8 +257,9 @@ int main(int argc, char **argv) {
     CUBLAS_CHECK(cublasCreate(&cb));
     gen_rng r = {0x777ull ^ (uint64_t)time(NULL)};
     gemm_panel_min_tokens(256); /* as the engine (GEMM_PANEL_MIN_TOKENS): variant 7 runs v7 below it */
-    const char *const small_head = "| type | rows x k | n | kernel | slices | us | weight GB/s | TFLOP/s | vs v2 | rel err |\n"
-                                   "|---|---|---|---|---|---|---|---|---|---|\n";
+    const char *const small_head =
+        "| type | rows x k | n | kernel | slices | us | weight GB/s | TFLOP/s | vs v2 | rel err |\n"
+        "|---|---|---|---|---|---|---|---|---|---|\n";
     /* the 8b decode shapes: q/k/v stacked, wo, gate/up stacked, down */
     static const int64_t dec_shapes[][2] = {{4096, 4096}, {6144, 4096}, {28672, 4096}, {4096, 14336}};
     if (what == ALL || what == PANEL) {
