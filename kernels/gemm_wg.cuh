@@ -51,8 +51,8 @@
  * last token tile of at most 64) multiplies zeros (X rows past n are zero-filled), a tile past
  * the last row whatever its stage holds, into rows that are never stored (a row of D depends
  * only on its own row of A).
- * Issue (SASS per warp and chunk, ptxas of CUDA 13.0): Q4_0 ~130 instructions, Q4_K ~160, Q8_0
- * ~145, Q6_K ~230, i.e. 16 x that / 4 schedulers = 520-920 issue cycles per chunk of 256 rows per
+ * Issue (SASS per warp and chunk, ptxas of CUDA 13.0): Q4_0 ~140 instructions, Q4_K ~160, Q8_0
+ * ~150, Q6_K ~210, i.e. 16 x that / 4 schedulers = 560-840 issue cycles per chunk of 256 rows per
  * SM, against ~550 (Q4) to ~1040 (Q8_0) cycles to stream the chunk's weights at 4 TB/s over 132
  * SMs and 512 for its wgmma at n = 64: about balanced, Q4_K and Q6_K slightly issue-bound.
  * Split-K (blockIdx.z) as v2: slice z writes plane z of the scratch, gemm_sum adds the planes in
