@@ -330,9 +330,9 @@ static void layout_scratch(part *p, arena *a) {
     int at = f->n_batch < ATT_CHUNK ? f->n_batch : ATT_CHUNK; /* tokens per attention launch */
     p->att_scratch_bytes = paged_attention_scratch_bytes(at, p->n_head, hp->head_dim, f->n_split);
     p->att_scratch = take(a, p->att_scratch_bytes);
-    /* gemm_f16_split's bound for any shape under variants 1-3: SMs x 128 KiB (kernels.h); the f16
-     * panels of variants 4-6 (MGI_GEMM; 6 needs what 4 does) need more, so the buffer is sized for
-     * every variant. */
+    /* gemm_f16_split's bound for any shape's split-K planes (every variant, v7's too): SMs x
+     * 128 KiB (kernels.h); the f16 panels of variants 4-7 (MGI_GEMM; 6 and 7 need what 4 does)
+     * need more, so the buffer is sized for every variant. */
     p->gemm_scratch_bytes = (size_t)p->n_sm * (128u << 10);
     for (int i = 0; i < p->n_w; i++) {
         const dweight *w = p->ws[i];
@@ -883,13 +883,15 @@ static int nccl_timeout_s(void) {
 
 /* The prefill GEMM (kernels.h's gemm_use_variant): 4, the default, dequantises f16 weight panels
  * and multiplies them with wgmma (on compute capability 9.0; elsewhere, and below
- * GEMM_PANEL_MIN_TOKENS tokens, v2 runs); MGI_GEMM=2 (in-register dequantisation, mma.sync), 5 (panels, mma.sync) or 6 (4 without
- * the proxy fence) for A/B runs. PERF-LOG run 26: 8b q4_0 pp512 20160 with 4, 14050 with 2.
- * Process-wide, set at create. */
+ * GEMM_PANEL_MIN_TOKENS tokens, v2 runs); MGI_GEMM=2 (in-register dequantisation, mma.sync), 5
+ * (panels, mma.sync), 6 (4 without the proxy fence) or 7 (4, with v7 instead of v2 below
+ * GEMM_PANEL_MIN_TOKENS: wgmma on weights dequantised in registers, for batched decode steps)
+ * for A/B runs. PERF-LOG run 26: 8b q4_0 pp512 20160 with 4, 14050 with 2. Process-wide, set at
+ * create. */
 static int g_gemm_variant = 4;
 static void gemm_variant_from_env(void) {
     const char *e = getenv("MGI_GEMM");
-    g_gemm_variant = e && e[0] && !e[1] && strchr("2456", e[0]) ? e[0] - '0' : 4;
+    g_gemm_variant = e && e[0] && !e[1] && strchr("24567", e[0]) ? e[0] - '0' : 4;
     gemm_use_variant(g_gemm_variant);
     gemm_panel_min_tokens(GEMM_PANEL_MIN_TOKENS);
     /* MGI_ATT=1: decode attention on the tiled CUDA-core kernel instead of the tensor-core one

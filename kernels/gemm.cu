@@ -1,8 +1,10 @@
-/* Prefill GEMM launchers (kernels.h: gemm_f16, gemm_f16_split) and the split-K heuristic;
- * kernels in gemm.cuh (v1-v3) and gemm_panel.cuh (the f16-panel path of variants 4 and 5). */
+/* Prefill GEMM launchers (kernels.h: gemm_f16, gemm_f16_split) and the split-K heuristics;
+ * kernels in gemm.cuh (v1-v3), gemm_panel.cuh (the f16-panel path of variants 4 and 5) and
+ * gemm_wg.cuh (v7: wgmma on weights dequantised in registers, for small n). */
 #include "kernels/kernels.h"
 #include "kernels/gemm.cuh"
 #include "kernels/gemm_panel.cuh"
+#include "kernels/gemm_wg.cuh"
 
 /* The split aims at GEMM_SPLIT_WAVES blocks per SM (two resident blocks of 256 threads each fit
  * an SM, v1, v2 and v3 alike, so this fills it about twice over); slices are whole super-blocks of 4 chunks (256
@@ -15,13 +17,19 @@ extern "C" int gemm_supported(uint32_t wtype) {
     return wtype == QUANT_Q4_0 || wtype == QUANT_Q4_K || wtype == QUANT_Q6_K || wtype == QUANT_Q8_0;
 }
 
-/* gemm_use_variant: 1 to 6 (2 the default), read by every launch. */
+/* gemm_use_variant: 1 to 7 (2 the default), read by every launch. */
 static int g_variant = 2;
 
-extern "C" void gemm_use_variant(int v) { g_variant = v >= 1 && v <= 6 ? v : 2; }
+extern "C" void gemm_use_variant(int v) { g_variant = v >= 1 && v <= 7 ? v : 2; }
 
-/* Variants of the f16-panel path: 4 (wgmma), 5 (mma.sync), 6 (4 without the proxy fence). */
-static bool gp_variant(int v) { return v >= 4 && v <= 6; }
+/* Variants of the f16-panel path (from gemm_panel_min_tokens on): 4 (wgmma), 5 (mma.sync), 6 (4
+ * without the proxy fence), 7 (4's panels; v7 below the threshold). */
+static bool gp_variant(int v) { return v >= 4 && v <= 7; }
+
+/* v7 (gemm_wg.cuh) in one pass, or false where it does not run (not compute capability 9.0): the
+ * gemm_f16 path of variant 7. Defined with the rest of v7 below. */
+static bool g7_one_pass(float *y, const uint8_t *w, uint32_t wtype, const __half *x, int rows, int k, int n,
+                        cudaStream_t stream, cudaError_t *e);
 
 /* The block tile (rows x tokens) a launch uses: v1 128 x 64; v2 and v3 (gemm.cuh) 128 x 128 for
  * n > 64, 256 x 64 for n <= 64 (every weight dequantised once per block and once per call). */
@@ -67,6 +75,13 @@ static int gemm_slices(const gemm_shape &sh, int64_t rows, int64_t k, int64_t n,
     const int64_t per = (groups + s - 1) / s; /* super-blocks per slice */
     *cps = (int)(4 * per);
     return (int)((C + *cps - 1) / *cps);
+}
+
+/* y = the sum of the slices' planes in part, in slice order (gemm_sum). */
+static cudaError_t gemm_sum_launch(float *y, const float *part, int slices, int64_t total, cudaStream_t s) {
+    int64_t blocks = (total + 255) / 256;
+    if (blocks > 4096) blocks = 4096;
+    return pdl_launch(gemm_sum, dim3((unsigned)blocks), dim3(256), 0, s, y, part, slices, total);
 }
 
 /* v3's dynamic shared memory (gemm3_smem: 64-100 KB, two blocks per SM) needs the opt-in above
@@ -119,6 +134,10 @@ static cudaError_t gemm_launch(const gemm_shape &sh, float *y, const uint8_t *w,
 extern "C" cudaError_t gemm_f16(float *y, const void *w, uint32_t wtype, const uint16_t *x, int64_t rows, int64_t k,
                                 int64_t n, cudaStream_t stream) {
     if (!gemm_args_ok(wtype, rows, k, n)) return cudaErrorInvalidValue;
+    cudaError_t e;
+    if (g_variant == 7 &&
+        g7_one_pass(y, (const uint8_t *)w, wtype, (const __half *)x, (int)rows, (int)k, (int)n, stream, &e))
+        return e;
     return gemm_launch(gemm_shape_for(n), y, (const uint8_t *)w, wtype, (const __half *)x, (int)rows, (int)k, (int)n, 1,
                        (int)mv2_chunks(k), stream);
 }
@@ -133,8 +152,8 @@ static size_t g_panel_limit = 0;
 
 extern "C" void gemm_panel_limit(size_t bytes) { g_panel_limit = bytes; }
 
-/* Token counts from which variants 4-6 take the panel path (gemm_panel_min_tokens; at least
- * GP_MIN_N): below it v2 runs. */
+/* Token counts from which variants 4-7 take the panel path (gemm_panel_min_tokens; at least
+ * GP_MIN_N): below it v2 runs (variant 7: v7). */
 static int g_panel_min_n = GP_MIN_N;
 extern "C" void gemm_panel_min_tokens(int n) { g_panel_min_n = n > GP_MIN_N ? n : GP_MIN_N; }
 
@@ -309,19 +328,130 @@ static cudaError_t gp_run(int variant, float *y, const uint8_t *w, uint32_t wtyp
             e = gp_gemm_launch(variant, bn, a, slices, s);
         }
     }
-    if (e == cudaSuccess && slices > 1) {
-        const int64_t total = (int64_t)n * rows;
-        int64_t blocks = (total + 255) / 256;
-        if (blocks > 4096) blocks = 4096;
-        e = pdl_launch(gemm_sum, dim3((unsigned)blocks), dim3(256), 0, s, y, (const float *)out, slices, total);
-    }
+    if (e == cudaSuccess && slices > 1) e = gemm_sum_launch(y, out, slices, (int64_t)n * rows, s);
     return e;
+}
+
+/* ---------------------------------------------------------------- v7: wgmma, small n -------- */
+/* v7's block for n tokens (gemm_wg.cuh): WR warps along rows x WC along tokens, NW tokens per
+ * warpgroup, brows x btoks per block. */
+struct g7_shape {
+    int wr, wc, nw, brows, btoks;
+};
+
+static g7_shape g7_shape_for(int64_t n) {
+    if (n > 64) return {8, 2, 64, 128, 128};
+    const int nw = n <= 8 ? 8 : n <= 16 ? 16 : n <= 32 ? 32 : 64;
+    return {16, 1, nw, 256, nw};
+}
+
+/* Kernel lab: v7's slice count forced (gemm_force_slices; 0: the model of g7_slices). */
+static int g_force_slices = 0;
+extern "C" void gemm_force_slices(int s) { g_force_slices = s > 0 ? s : 0; }
+
+/* v7's split-K. A v7 block fills an SM (512 threads, 60-200 KB of shared memory), so blocks run
+ * in waves of SMs, and every block pays a start-up (launch, the ring's first loads: about G7_FILL
+ * chunk times) before it streams. Of the slice counts S allowed as in gemm_slices (whole
+ * super-blocks per slice, at most GEMM_SPLIT_MAX and max_slices, planes within SMs x 128 KB),
+ * the one with the least
+ *   waves x (chunks per slice + G7_FILL) + (2 S + 1) planes' traffic + 1 (gemm_sum's launch)
+ * in chunk times, counting traffic at the rate all SMs stream weights (SMs x one block's chunk
+ * of weights per chunk time). A model, to be checked against forced splits on the GPU
+ * (gemm_force_slices; kbench gemm v7split). */
+#define G7_FILL 4
+
+static int g7_slices(const g7_shape &sh, uint32_t wtype, int64_t rows, int64_t k, int64_t n, int max_slices, int *cps) {
+    const int64_t C = mv2_chunks(k), groups = (C + 3) / 4;
+    const int64_t tiles = ((rows + sh.brows - 1) / sh.brows) * ((n + sh.btoks - 1) / sh.btoks);
+    *cps = (int)C;
+    int sms = 0, smem_max = 0;
+    if (!mv6_device(&sms, &smem_max) || sms <= 0) { /* cached per device: safe inside a capture */
+        cudaGetLastError(); /* no device: no split, and no error left behind for the caller */
+        return 1;
+    }
+    int64_t smax = (int64_t)sms * (128 << 10) / (n * rows * (int64_t)sizeof(float));
+    if (smax > GEMM_SPLIT_MAX) smax = GEMM_SPLIT_MAX;
+    if (smax > max_slices) smax = max_slices;
+    if (smax > groups) smax = groups;
+    if (smax < 2) return 1;
+    const double chunk = (double)(sh.brows / 16) * (double)mv2_bytes((int)wtype, 16, 64);
+    const double plane = (double)n * (double)rows * sizeof(float);
+    int64_t best_cs = C, lo = 1, hi = smax;
+    if (g_force_slices) lo = hi = g_force_slices < smax ? g_force_slices : smax;
+    double best = -1;
+    for (int64_t s = lo; s <= hi; s++) {
+        const int64_t cs = 4 * ((groups + s - 1) / s), sl = (C + cs - 1) / cs; /* chunks per slice, slices */
+        const int64_t waves = (tiles * sl + sms - 1) / sms;
+        double cost = (double)waves * (double)((cs < C ? cs : C) + G7_FILL);
+        if (sl > 1) cost += (double)(2 * sl + 1) * plane / ((double)sms * chunk) + 1;
+        if (best < 0 || cost < best) {
+            best = cost;
+            best_cs = cs;
+        }
+    }
+    if (best_cs >= C) return 1;
+    *cps = (int)best_cs;
+    return (int)((C + best_cs - 1) / best_cs);
+}
+
+template <int T, int WR, int WC, int NW>
+static cudaError_t g7_launch_k(dim3 grid, float *y, const uint8_t *w, const __half *x, int rows, int k, int n, int cps,
+                               cudaStream_t s) {
+    constexpr int smem = g7_smem<T, WR, WC, NW>();
+    static_assert(smem <= 227 * 1024, "v7's ring must fit compute capability 9.0's opt-in shared memory");
+    cudaError_t e = gp_prepare<gemm_v7<T, WR, WC, NW>>(smem);
+    if (e != cudaSuccess) return e;
+    return pdl_launch(gemm_v7<T, WR, WC, NW>, grid, dim3(G7_THREADS), smem, s, y, w, x, rows, k, n, cps);
+}
+
+template <int T>
+static cudaError_t g7_launch_t(const g7_shape &sh, dim3 grid, float *y, const uint8_t *w, const __half *x, int rows,
+                               int k, int n, int cps, cudaStream_t s) {
+    if (sh.wc == 2) return g7_launch_k<T, 8, 2, 64>(grid, y, w, x, rows, k, n, cps, s);
+    switch (sh.nw) {
+    case 8: return g7_launch_k<T, 16, 1, 8>(grid, y, w, x, rows, k, n, cps, s);
+    case 16: return g7_launch_k<T, 16, 1, 16>(grid, y, w, x, rows, k, n, cps, s);
+    case 32: return g7_launch_k<T, 16, 1, 32>(grid, y, w, x, rows, k, n, cps, s);
+    default: return g7_launch_k<T, 16, 1, 64>(grid, y, w, x, rows, k, n, cps, s);
+    }
+}
+
+/* Token tiles along x (the blocks of one row block run side by side, so a second token tile
+ * finds the weights in L2), row blocks along y, slices along z. */
+static cudaError_t g7_launch(const g7_shape &sh, float *y, const uint8_t *w, uint32_t wtype, const __half *x, int rows,
+                             int k, int n, int slices, int cps, cudaStream_t s) {
+    const dim3 grid((unsigned)((n + sh.btoks - 1) / sh.btoks), (unsigned)((rows + sh.brows - 1) / sh.brows),
+                    (unsigned)slices);
+    switch (wtype) {
+    case QUANT_Q4_0: return g7_launch_t<QUANT_Q4_0>(sh, grid, y, w, x, rows, k, n, cps, s);
+    case QUANT_Q4_K: return g7_launch_t<QUANT_Q4_K>(sh, grid, y, w, x, rows, k, n, cps, s);
+    case QUANT_Q6_K: return g7_launch_t<QUANT_Q6_K>(sh, grid, y, w, x, rows, k, n, cps, s);
+    default: return g7_launch_t<QUANT_Q8_0>(sh, grid, y, w, x, rows, k, n, cps, s);
+    }
+}
+
+/* v7 runs on compute capability 9.0 (wgmma, the sm_90a cubin), with at most 65535 row blocks
+ * and chunk offsets within 32 bits (the copy plan's steps: c times at most 1088 bytes). */
+static bool g7_applies(uint32_t, int64_t rows, int64_t k) {
+    return (rows + 127) / 128 <= 65535 && mv2_chunks(k) < (1 << 20) && gp_wgmma_ok();
+}
+
+static bool g7_one_pass(float *y, const uint8_t *w, uint32_t wtype, const __half *x, int rows, int k, int n,
+                        cudaStream_t stream, cudaError_t *e) {
+    if (!g7_applies(wtype, rows, k)) return false;
+    *e = g7_launch(g7_shape_for(n), y, w, wtype, x, rows, k, n, 1, (int)mv2_chunks(k), stream);
+    return true;
 }
 
 extern "C" size_t gemm_variant_scratch_bytes(int variant, int64_t rows, int64_t k, int n) {
     if (rows <= 0 || k <= 0 || n <= 0 || rows > INT32_MAX || k > INT32_MAX) return 0;
     int cps;
-    const int s = gemm_slices(gemm_shape_of(variant, n), rows, k, n, GEMM_SPLIT_MAX, &cps);
+    int s = gemm_slices(gemm_shape_of(variant, n), rows, k, n, GEMM_SPLIT_MAX, &cps);
+    if (variant == 7) /* v7's split below the panel threshold (the types' splits differ), or v2's off sm_90 */
+        for (uint32_t t : {QUANT_Q4_0, QUANT_Q4_K, QUANT_Q6_K, QUANT_Q8_0}) {
+            const int s7 = g7_slices(g7_shape_for(n), t, rows, k, n, GEMM_SPLIT_MAX, &cps);
+            if (s7 > s) s = s7;
+        }
     size_t need = s > 1 ? (size_t)s * (size_t)n * (size_t)rows * sizeof(float) : 0;
     gp_geom gm;
     int sms = 0, smem_max = 0;
@@ -350,6 +480,16 @@ extern "C" cudaError_t gemm_f16_dequant(void *scratch, size_t scratch_bytes, con
     return e != cudaSuccess ? e : ran ? cudaSuccess : cudaErrorInvalidValue;
 }
 
+extern "C" int gemm_split_slices(uint32_t wtype, int64_t rows, int64_t k, int n, size_t scratch_bytes) {
+    if (!gemm_args_ok(wtype, rows, k, n)) return 1;
+    const size_t fit = scratch_bytes / ((size_t)n * (size_t)rows * sizeof(float));
+    const int max_slices = fit < GEMM_SPLIT_MAX ? (int)fit : GEMM_SPLIT_MAX;
+    int cps;
+    if (g_variant == 7 && g7_applies(wtype, rows, k))
+        return g7_slices(g7_shape_for(n), wtype, rows, k, n, max_slices, &cps);
+    return gemm_slices(gemm_shape_for(n), rows, k, n, max_slices, &cps);
+}
+
 extern "C" cudaError_t gemm_f16_split(float *y, const void *w, uint32_t wtype, const uint16_t *x, int64_t rows,
                                       int64_t k, int n, void *scratch, size_t scratch_bytes, cudaStream_t stream) {
     if (!gemm_args_ok(wtype, rows, k, n)) return cudaErrorInvalidValue;
@@ -362,15 +502,20 @@ extern "C" cudaError_t gemm_f16_split(float *y, const void *w, uint32_t wtype, c
     }
     const size_t plane = (size_t)n * (size_t)rows * sizeof(float);
     const size_t fit = scratch ? scratch_bytes / plane : 0;
-    int cps;
-    const gemm_shape sh = gemm_shape_for(n);
-    const int s = gemm_slices(sh, rows, k, n, fit < GEMM_SPLIT_MAX ? (int)fit : GEMM_SPLIT_MAX, &cps);
-    if (s == 1) return gemm_launch(sh, y, wb, wtype, xh, (int)rows, (int)k, n, 1, cps, stream);
+    const int max_slices = fit < GEMM_SPLIT_MAX ? (int)fit : GEMM_SPLIT_MAX;
     float *part = (float *)scratch;
-    cudaError_t e = gemm_launch(sh, part, wb, wtype, xh, (int)rows, (int)k, n, s, cps, stream);
-    if (e != cudaSuccess) return e;
-    const int64_t total = (int64_t)n * rows;
-    int64_t blocks = (total + 255) / 256;
-    if (blocks > 4096) blocks = 4096;
-    return pdl_launch(gemm_sum, dim3((unsigned)blocks), dim3(256), 0, stream, y, (const float *)part, s, total);
+    int cps;
+    cudaError_t e;
+    if (g_variant == 7 && g7_applies(wtype, rows, k)) {
+        const g7_shape sh = g7_shape_for(n);
+        const int s = g7_slices(sh, wtype, rows, k, n, max_slices, &cps);
+        if (s == 1) return g7_launch(sh, y, wb, wtype, xh, (int)rows, (int)k, n, 1, cps, stream);
+        if ((e = g7_launch(sh, part, wb, wtype, xh, (int)rows, (int)k, n, s, cps, stream)) != cudaSuccess) return e;
+        return gemm_sum_launch(y, part, s, (int64_t)n * rows, stream);
+    }
+    const gemm_shape sh = gemm_shape_for(n);
+    const int s = gemm_slices(sh, rows, k, n, max_slices, &cps);
+    if (s == 1) return gemm_launch(sh, y, wb, wtype, xh, (int)rows, (int)k, n, 1, cps, stream);
+    if ((e = gemm_launch(sh, part, wb, wtype, xh, (int)rows, (int)k, n, s, cps, stream)) != cudaSuccess) return e;
+    return gemm_sum_launch(y, part, s, (int64_t)n * rows, stream);
 }

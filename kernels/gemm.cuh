@@ -43,9 +43,9 @@ template <> struct gemm_w<QUANT_Q4_0> {
         sc = __ldg((const uint2 *)(w + R16 * C * 512 + (tile * C + c) * 64) + g);
     }
     /* A fragment of step s with the scales applied. */
-    __device__ __forceinline__ void frag(uint32_t a[4], int s, int64_t) const {
+    template <int MODE = 1> __device__ __forceinline__ void frag(uint32_t a[4], int s, int64_t) const {
         const uint32_t words[4] = {q.x, q.y, q.z, q.w};
-        mv_codes<1>(a, words[s], 0x64086408u);
+        mv_codes<MODE>(a, words[s], 0x64086408u);
         const uint32_t dg = s < 2 ? sc.x & 0xffff : sc.x >> 16, dg8 = s < 2 ? sc.y & 0xffff : sc.y >> 16;
         const __half2 d0 = __half2half2(__ushort_as_half((unsigned short)dg));
         const __half2 d1 = __half2half2(__ushort_as_half((unsigned short)dg8));
@@ -125,29 +125,51 @@ template <> struct gemm_w<QUANT_Q6_K> {
         const uint16_t *dt = (const uint16_t *)(w + R16 * C * 832) + tile * (C / 4) * 16 + (c / 4) * 16;
         dd = (uint32_t)__ldg(dt + g) | (uint32_t)__ldg(dt + g + 8) << 16;
     }
-    __device__ __forceinline__ void frag(uint32_t a[4], int s, int64_t) const {
+    /* MODE 2 (v7; s a constant): the same values with fewer instructions, as mv_codes' MODE 2.
+     * Register p's low nibbles sit at bits 4p of the word, its high bits at 8 (s & 1) + 2p of hw
+     * (and 16 up). Even p: nibble at bits 0-3 (word or word >> 8), high bits moved to 4-5, giving
+     * f16 1024 + q; odd p: nibble in place at bits 4-7, high bits moved to 8-9, giving 1024 + 16 q,
+     * scaled by 1/16 in the HFMA2 that subtracts the offset (both exact: q - 32 in f16), each
+     * register assembled by two LOP3s (mv_lop3_and_or). */
+    template <int MODE = 1> __device__ __forceinline__ void frag(uint32_t a[4], int s, int64_t) const {
         const uint32_t lw[4] = {lo.x, lo.y, lo.z, lo.w}, hw = (s >> 1) ? hi.y : hi.x;
         const uint32_t off = 0x64206420u; /* 1056 = 1024 + 32 */
         const __half2 d0 = __float2half2_rn(mv_half_lo(dd) * (float)(int8_t)(sg >> (8 * s)));
         const __half2 d1 = __float2half2_rn(mv_half_hi(dd) * (float)(int8_t)(sg8 >> (8 * s)));
+        if constexpr (MODE == 2) {
+            const uint32_t w0 = lw[s], w8 = lw[s] >> 8;
+            const __half2 sixteenth = __floats2half2_rn(0.0625f, 0.0625f), m96 = __floats2half2_rn(-96.0f, -96.0f);
 #pragma unroll
-        for (int p = 0; p < 4; p++) {
-            uint32_t h = ((lw[s] >> (4 * p)) & 0x000F000Fu) | (((hw >> (8 * (s & 1) + 2 * p)) & 0x00030003u) << 4) |
-                         0x64006400u;
-            __half2 v = __hmul2(__hsub2(*(__half2 *)&h, *(const __half2 *)&off), (p & 1) ? d1 : d0);
-            a[p] = *(uint32_t *)&v;
+            for (int p = 0; p < 4; p++) {
+                const int hs = 8 * (s & 1) + 2 * p, to = (p & 1) ? 8 : 4; /* high bits: from, to */
+                const uint32_t hb = hs >= to ? hw >> (hs - to) : hw << (to - hs);
+                const uint32_t low = mv_lop3_and_or(p < 2 ? w0 : w8, (p & 1) ? 0x00F000F0u : 0x000F000Fu, 0x64006400u);
+                const uint32_t h = mv_lop3_and_or(hb, (p & 1) ? 0x03000300u : 0x00300030u, low);
+                const __half2 q = (p & 1) ? __hfma2(*(const __half2 *)&h, sixteenth, m96)
+                                          : __hsub2(*(const __half2 *)&h, *(const __half2 *)&off);
+                __half2 v = __hmul2(q, (p & 1) ? d1 : d0);
+                a[p] = *(uint32_t *)&v;
+            }
+        } else {
+#pragma unroll
+            for (int p = 0; p < 4; p++) {
+                uint32_t h = ((lw[s] >> (4 * p)) & 0x000F000Fu) | (((hw >> (8 * (s & 1) + 2 * p)) & 0x00030003u) << 4) |
+                             0x64006400u;
+                __half2 v = __hmul2(__hsub2(*(__half2 *)&h, *(const __half2 *)&off), (p & 1) ? d1 : d0);
+                a[p] = *(uint32_t *)&v;
+            }
         }
     }
 };
 
-/* A warp's accumulators for 2 row tiles x NJ 8-token tiles (the m16n8k16 C layout: lane 4g + t
- * holds rows g, g + 8 and tokens 2t, 2t + 1) into Y [n][rows] from row tile tile0 and token tok0;
- * rows and tokens past the ends are left out. */
-template <int NJ>
-__device__ __forceinline__ void gemm_store(float *y, const float (&acc)[2][NJ][4], int64_t tile0, int tok0, int g,
+/* A warp's accumulators for NI (v1-v3: 2) row tiles x NJ 8-token tiles (the m16n8k16 C layout,
+ * also wgmma's per warp: lane 4g + t holds rows g, g + 8 and tokens 2t, 2t + 1) into Y [n][rows]
+ * from row tile tile0 and token tok0; rows and tokens past the ends are left out. */
+template <int NI, int NJ>
+__device__ __forceinline__ void gemm_store(float *y, const float (&acc)[NI][NJ][4], int64_t tile0, int tok0, int g,
                                            int t, int rows, int n) {
 #pragma unroll
-    for (int i = 0; i < 2; i++)
+    for (int i = 0; i < NI; i++)
 #pragma unroll
         for (int j = 0; j < NJ; j++)
 #pragma unroll
@@ -314,9 +336,9 @@ template <> struct gemm_wp<QUANT_Q4_K> {
             o[h] = *(const uint32_t *)&oh;
         }
     }
-    __device__ __forceinline__ void frag(uint32_t a[4], int s, int64_t) const {
+    template <int MODE = 1> __device__ __forceinline__ void frag(uint32_t a[4], int s, int64_t) const {
         const uint32_t words[4] = {q.x, q.y, q.z, q.w};
-        mv_codes<1>(a, words[s], 0x64006400u);
+        mv_codes<MODE>(a, words[s], 0x64006400u);
         const uint32_t mw = m[s >> 1], ow = o[s >> 1];
         const uint32_t m0 = __byte_perm(mw, 0, 0x1010), m1 = __byte_perm(mw, 0, 0x3232);
         const uint32_t o0 = __byte_perm(ow, 0, 0x1010), o1 = __byte_perm(ow, 0, 0x3232);
@@ -483,7 +505,9 @@ template <> struct gemm3_w<QUANT_Q4_0> {
         f.q = *(const uint4 *)(sw + lt * 512 + 16 * lane);
         f.sc = *(const uint2 *)(sw + NT * 512 + lt * 64 + 8 * g);
     }
-    __device__ __forceinline__ void frag(uint32_t a[4], int s) const { f.frag(a, s, 0); }
+    template <int MODE = 1> __device__ __forceinline__ void frag(uint32_t a[4], int s) const {
+        f.template frag<MODE>(a, s, 0);
+    }
 };
 
 template <> struct gemm3_w<QUANT_Q4_K> {
@@ -501,7 +525,9 @@ template <> struct gemm3_w<QUANT_Q4_K> {
         f.q = *(const uint4 *)(sw + lt * 512 + 16 * lane);
         f.records(*(const uint4 *)(sb + lt * 256 + 16 * g), *(const uint4 *)(sb + lt * 256 + 128 + 16 * g), cc);
     }
-    __device__ __forceinline__ void frag(uint32_t a[4], int s) const { f.frag(a, s, 0); }
+    template <int MODE = 1> __device__ __forceinline__ void frag(uint32_t a[4], int s) const {
+        f.template frag<MODE>(a, s, 0);
+    }
 };
 
 template <> struct gemm3_w<QUANT_Q8_0> {
@@ -518,7 +544,7 @@ template <> struct gemm3_w<QUANT_Q8_0> {
         f.q1 = *(const uint4 *)(sw + lt * 1024 + 512 + 16 * lane);
         f.sc = *(const uint2 *)(sw + NT * 1024 + lt * 64 + 8 * g);
     }
-    __device__ __forceinline__ void frag(uint32_t a[4], int s) const { f.frag(a, s, 0); }
+    template <int = 1> __device__ __forceinline__ void frag(uint32_t a[4], int s) const { f.frag(a, s, 0); }
 };
 
 template <> struct gemm3_w<QUANT_Q6_K> {
@@ -541,7 +567,9 @@ template <> struct gemm3_w<QUANT_Q6_K> {
         f.sg8 = *(const uint32_t *)(sw + NT * 768 + lt * 64 + 32 + 4 * g);
         f.dd = (uint32_t)*(const uint16_t *)(sb + lt * 32 + 2 * g) | (uint32_t)*(const uint16_t *)(sb + lt * 32 + 16 + 2 * g) << 16;
     }
-    __device__ __forceinline__ void frag(uint32_t a[4], int s) const { f.frag(a, s, 0); }
+    template <int MODE = 1> __device__ __forceinline__ void frag(uint32_t a[4], int s) const {
+        f.template frag<MODE>(a, s, 0);
+    }
 };
 
 /* Bytes of one ring stage and of the whole dynamic shared memory of gemm_v3<T, WR, WC>. */

@@ -7,7 +7,8 @@
  * attention 3e-3 (Q and P in f16; kernels v1-v3, v2 and v3 bit-identical on a rerun), the swiglu-fused matvec 1e-4 (as matvec), the PDL chain
  * (add_rmsnorm > matvec > swiglu matvec > add, shared scratch) 2e-4 of the residual; the split-K
  * gemm as gemm, bit-identical on a rerun and in a graph replay; the f16-panel GEMMs (variants 5
- * and 4) as gemm, v4 against v5 1e-4, their dequantised panel 2^-8 of each row's largest |w|.
+ * and 4) as gemm, v4 against v5 1e-4, their dequantised panel 2^-8 of each row's largest |w|;
+ * gemm v7 (variant 7 below the panel threshold) as the split-K gemm.
  * Matvec v10 (matvec_use_variant(10): X rounded to int8 per 32 values) and the decode fusions
  * built on it (matvec_f32_norm, _acc, _swiglu_acc) within tests/gpu/mvq.h's budget of that
  * rounding; their PDL chain against the same chain unfused (1e-2 of the update of x) and in f64
@@ -1110,6 +1111,51 @@ static void test_gemm_panels(gen_rng *r) {
     gemm_use_variant(2);
 }
 
+/* v7 (gemm_wg.cuh: wgmma on weights dequantised in registers; gemm_use_variant(7) runs it below
+ * the panel threshold, raised here past every n so that each call takes it; v2 off compute
+ * capability 9.0) against the CPU with test_gemm's budget, for every type: n = 1 and 5 (its
+ * 8-token wgmma), 8, 17 (32), 64, 100 and 128 (two 64-token warpgroups per block), 200 (two
+ * token tiles); rows not a multiple of 16, 64 or the block's 256 (1, 37, 300, 1000, 4097); k of 1
+ * to 56 super-blocks, for the 32-weight types with a half last chunk and a last super-block of
+ * fewer chunks (2848); through gemm_f16 (one pass) and gemm_f16_split (its slice model with full
+ * scratch, with 2 planes and none, a bit-identical rerun), forced slice counts that leave a short
+ * last slice, and a graph replay. Last in the suite: a fault in new wgmma code is sticky. */
+static void test_gemm_v7(gen_rng *r) {
+    static const uint32_t types[] = {QUANT_Q4_0, QUANT_Q4_K, QUANT_Q6_K, QUANT_Q8_0};
+    static const int ns[] = {1, 5, 8, 17, 64, 100, 128}, nbig[] = {5, 16, 33, 64, 100, 128, 200};
+    g_gemm_variant = 7;
+    gemm_use_variant(7);
+    gemm_panel_min_tokens(1 << 30);
+    for (int i = 0; i < 4; i++) {
+        const uint32_t t = types[i];
+        const int64_t odd_k = t == QUANT_Q4_0 || t == QUANT_Q8_0 ? 2848 : 2816;
+        for (size_t j = 0; j < sizeof ns / sizeof ns[0]; j++) test_gemm(r, t, 37, 512, ns[j]);
+        test_gemm(r, t, 1, 256, 5);
+        test_gemm(r, t, 300, odd_k, 64);
+        test_gemm(r, t, 1000, 256, 17);
+        test_gemm(r, t, 130, 4096, 100);
+        test_gemm(r, t, 200, 14336, 8);
+        test_gemm(r, t, 4097, 256, 200);
+        test_gemm_split(r, t, 4096, 4096, nbig, 7);
+        test_gemm_split(r, t, 6144, 4096, ns, 7);
+        test_gemm_split(r, t, 14336, 4096, ns, 7);
+        test_gemm_split(r, t, 4096, 14336, ns, 7);
+        test_gemm_split(r, t, 1000, odd_k, nbig, 7);
+        test_gemm_split(r, t, 37, odd_k, ns, 7);
+        for (int s = 3; s <= 5; s += 2) { /* 14336 = 56 super-blocks: slices of 76 (3) or 48 (5) chunks */
+            gemm_force_slices(s);
+            test_gemm_split(r, t, 300, 14336, ns, 7);
+            test_gemm_split(r, t, 1000, odd_k, ns, 7);
+        }
+        gemm_force_slices(0);
+        test_gemm_split_graph(r, t, 64);
+        test_gemm_split_graph(r, t, 17);
+    }
+    gemm_panel_min_tokens(0);
+    g_gemm_variant = 2;
+    gemm_use_variant(2);
+}
+
 static void test_embed(gen_rng *r, uint32_t t) {
     char name[64], err[256];
     snprintf(name, sizeof name, "embed %s", quant_type_name(t));
@@ -1491,7 +1537,7 @@ static void test_prefill_cases(gen_rng *r, unsigned variants) {
                                prefill_cases[i].pos0, prefill_cases[i].n_tok);
 }
 
-/* MGI_KTEST=matvec,v10,fused,gemm,small,attention,panel,prefill3 runs only those sections (a
+/* MGI_KTEST=matvec,v10,fused,gemm,small,attention,panel,prefill3,v7 runs only those sections (a
  * short device slot checking one kernel family); unset or empty: all. */
 static int want(const char *section) {
     const char *e = getenv("MGI_KTEST");
@@ -1681,7 +1727,8 @@ int main(void) {
         paged_attention_use_variant(2);
         test_prefill_cases(&r, 3); /* prompt attention v1 and v2 */
     }
-    if (want("panel")) test_gemm_panels(&r); /* last: a fault in the new wgmma kernels cannot take other checks with it */
-    if (want("prefill3")) test_prefill_cases(&r, 4); /* prompt attention v3 (wgmma, never run yet): after everything */
+    if (want("panel")) test_gemm_panels(&r); /* late: a fault in the wgmma kernels cannot take other checks with it */
+    if (want("prefill3")) test_prefill_cases(&r, 4); /* prompt attention v3 (wgmma) */
+    if (want("v7")) test_gemm_v7(&r);        /* last: the newest wgmma kernel */
     return test_done();
 }

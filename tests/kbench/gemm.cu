@@ -1,15 +1,18 @@
-/* Kernel lab: prefill / batched-decode GEMM (gemm.cuh, gemm_panel.cuh) on repacked weights, X f16.
- * First table: the f16-panel path at n = 512 on the 8b shapes, v2 (the default) against v5
- * (mma.sync), v4 (wgmma) and v6 (v4 without its proxy fence), through gemm_f16_split with full
- * scratch, the dequantisation phase alone (gemm_f16_dequant: GB/s of repacked bytes read
- * plus f16 written) and cuBLAS; MiB sets gemm_panel_limit (default 32). Second table (plain
- * "gemm" only): gemm v1, v2 and v3 side by side (gemm_use_variant) through gemm_f16_split with
- * full scratch, the engine's path, and v3 in one pass (gemm_f16) where the split cuts K, to tune
- * the split heuristic. Each run is checked on ~64 sampled rows against quant_dequant_row + f64
- * and timed (median of 10 after an L2 flush) as TFLOP/s = 2 rows k n / time and as weight GB/s
- * (repacked bytes / time, the bound at small n); at n >= 128 next to cuBLAS (GemmEx, f16 in, f32
- * out and compute) on the same weights dequantised to f16, the yardstick. Usage: gemm [panel] [MiB]
- * [nowgmma] (panel: the first table only; nowgmma: without v4 and v6, should they fault). */
+/* Kernel lab: prefill / batched-decode GEMM (gemm.cuh, gemm_panel.cuh, gemm_wg.cuh) on repacked
+ * weights, X f16. First table: the f16-panel path at n = 512 on the 8b shapes, v2 (the default)
+ * against v5 (mma.sync), v4 (wgmma) and v6 (v4 without its proxy fence), through gemm_f16_split
+ * with full scratch, the dequantisation phase alone (gemm_f16_dequant: GB/s of repacked bytes
+ * read plus f16 written) and cuBLAS; MiB sets gemm_panel_limit (default 32). Second table (plain
+ * "gemm" only): gemm v2, v1, v3 and v7 (wgmma on weights dequantised in registers) side by side
+ * (gemm_use_variant) through gemm_f16_split with full scratch, the engine's path, and v3 in one
+ * pass (gemm_f16) where the split cuts K. "gemm v7": v2 against v7 at n = 16, 32, 64, 128 on the
+ * 8b decode shapes (q/k/v and gate/up stacked); "gemm v7split": v7 with its slice model against
+ * forced slice counts (gemm_force_slices), to tune the model. Each run is checked on ~64 sampled
+ * rows against quant_dequant_row + f64 and timed (median of 10 after an L2 flush) as TFLOP/s =
+ * 2 rows k n / time and as weight GB/s (repacked bytes / time, the bound at small n); at n >= 128
+ * next to cuBLAS (GemmEx, f16 in, f32 out and compute) on the same weights dequantised to f16, the
+ * yardstick. Usage: gemm [panel | v7 | v7split] [MiB] [nowgmma] (nowgmma: without v4, v6 and v7,
+ * should they fault). */
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
@@ -20,7 +23,7 @@
 #include "kernels/kernels.h"
 
 static int g_fail = 0;
-static bool g_no_wgmma = false; /* "nowgmma": leave v4 and v6 out */
+static bool g_no_wgmma = false; /* "nowgmma": leave v4, v6 and v7 out */
 
 /* One quantised matrix of fresh random weights for a table row: the repacked weights (dr) and
  * their f16 dequantisation (dw16, cuBLAS's input) on the device, and ~64 sampled rows (rs)
@@ -86,23 +89,36 @@ static double lab_check(const lab_matrix &m, const float *dy, const std::vector<
     return gen_rel_err(got.data(), ref.data(), (int64_t)got.size());
 }
 
-static void bench(lab &L, cublasHandle_t cb, gen_rng *r, uint32_t t, int64_t rows, int64_t k) {
-    static const int ns[] = {16, 64, 128, 512};
-    const int nmax = 512;
+/* Kernels of the small-n tables: gemm_f16_split under variant 1, 2, 3 or 7 (split as the
+ * launcher picks, or for 7 with forced > 0 that many slices: gemm_force_slices), v3 in one pass
+ * (gemm_f16), cuBLAS f16 (n >= 128 only). */
+enum { M_V3_ONE_PASS = 30, M_CUBLAS = 0 };
+struct lab_mode {
+    int v, forced;
+};
+
+/* One matrix: for each n, sampled reference, then every mode timed and checked, TFLOP/s, weight
+ * GB/s and the speed against v2 (the first mode, when it is v2). */
+static void bench(lab &L, cublasHandle_t cb, gen_rng *r, uint32_t t, int64_t rows, int64_t k, const std::vector<int> &ns,
+                  const std::vector<lab_mode> &modes) {
+    const int nmax = *std::max_element(ns.begin(), ns.end());
     lab_matrix mat;
     lab_matrix_make(mat, r, t, rows, k);
     void *const dr = mat.dr, *const dw16 = mat.dw16;
     const size_t rb = mat.rb;
-    std::vector<uint16_t> x(nmax * k);
+    std::vector<uint16_t> x((size_t)nmax * k);
     void *dx, *scr = nullptr;
     float *dy;
     CUDA_CHECK(cudaMalloc(&dx, x.size() * 2));
     CUDA_CHECK(cudaMalloc(&dy, (size_t)nmax * rows * 4));
     size_t sb = 0;
-    for (int v = 1; v <= 3; v++) {
-        gemm_use_variant(v);
+    for (const lab_mode &m : modes) {
+        if (m.v == M_V3_ONE_PASS || m.v == M_CUBLAS) continue;
+        gemm_use_variant(m.v);
+        gemm_force_slices(m.forced);
         for (int n : ns) sb = std::max(sb, gemm_f16_scratch_bytes(rows, k, n));
     }
+    gemm_force_slices(0);
     if (sb) CUDA_CHECK(cudaMalloc(&scr, sb));
     for (int n : ns) {
         for (auto &v : x) v = quant_f32_to_f16((float)gen_uniform(r, -1, 1));
@@ -110,40 +126,44 @@ static void bench(lab &L, cublasHandle_t cb, gen_rng *r, uint32_t t, int64_t row
         const std::vector<double> ref = lab_ref(mat, x, n, k);
         const double flop = 2.0 * rows * k * n;
         const float one = 1, zero = 0;
-        auto theirs = [&] {
-            CUBLAS_CHECK(cublasGemmEx(cb, CUBLAS_OP_T, CUBLAS_OP_N, (int)rows, n, (int)k, &one, dw16, CUDA_R_16F, (int)k,
-                                      dx, CUDA_R_16F, (int)k, &zero, dy, CUDA_R_32F, (int)rows, CUBLAS_COMPUTE_32F,
-                                      CUBLAS_GEMM_DEFAULT));
-        };
         double v2_ms = 0;
-        /* v: gemm v1, v2, v3 (split as the launcher picks), 4: v3 in one pass, 5: cuBLAS */
-        for (int v = 1; v <= 5; v++) {
-            if (v < 5) gemm_use_variant(v == 4 ? 3 : v);
-            const size_t need = v < 4 ? gemm_f16_scratch_bytes(rows, k, n) : 0;
-            const int slices = need ? (int)(need / ((size_t)n * rows * 4)) : 1;
-            if (v == 4 && gemm_f16_scratch_bytes(rows, k, n) == 0) continue; /* the same as v == 3 */
-            if (v == 5 && n < 128) break;
-            auto ours = [&] {
-                if (v == 4) CUDA_CHECK(gemm_f16(dy, dr, t, (const uint16_t *)dx, rows, k, n, 0));
+        for (const lab_mode &m : modes) {
+            if (m.v == M_CUBLAS && n < 128) continue;
+            if (m.v == 7 && (g_no_wgmma || n >= 256)) continue; /* from 256 tokens variant 7 is v4 */
+            gemm_use_variant(m.v == M_V3_ONE_PASS ? 3 : m.v == M_CUBLAS ? 2 : m.v);
+            gemm_force_slices(m.forced);
+            int slices = 1;
+            if (m.v != M_CUBLAS && m.v != M_V3_ONE_PASS) slices = gemm_split_slices(t, rows, k, n, sb);
+            if (m.v == M_V3_ONE_PASS && gemm_f16_scratch_bytes(rows, k, n) == 0) continue; /* the same as v3 */
+            if (m.forced && slices != m.forced) continue; /* the shape or the scratch does not allow it */
+            auto run = [&] {
+                if (m.v == M_CUBLAS)
+                    CUBLAS_CHECK(cublasGemmEx(cb, CUBLAS_OP_T, CUBLAS_OP_N, (int)rows, n, (int)k, &one, dw16, CUDA_R_16F,
+                                              (int)k, dx, CUDA_R_16F, (int)k, &zero, dy, CUDA_R_32F, (int)rows,
+                                              CUBLAS_COMPUTE_32F, CUBLAS_GEMM_DEFAULT));
+                else if (m.v == M_V3_ONE_PASS) CUDA_CHECK(gemm_f16(dy, dr, t, (const uint16_t *)dx, rows, k, n, 0));
                 else CUDA_CHECK(gemm_f16_split(dy, dr, t, (const uint16_t *)dx, rows, k, n, scr, sb, 0));
             };
             CUDA_CHECK(cudaMemset(dy, 0xff, (size_t)n * rows * 4));
-            if (v < 5) ours(); else theirs();
+            run();
             CUDA_CHECK(cudaDeviceSynchronize());
             const double rel = lab_check(mat, dy, ref, n, rows);
             const bool ok = rel < 2e-3;
-            if (!ok && v < 5) g_fail++;
-            const double ms = v < 5 ? L.time_ms(ours, 10) : L.time_ms(theirs, 10);
-            if (v == 2) v2_ms = ms;
-            char speed[32] = "";
-            if (v > 2) snprintf(speed, sizeof speed, "%.2fx", v2_ms / ms);
-            static const char *const names[] = {"", "gemm v1", "gemm v2", "gemm v3", "v3 1-pass", "cuBLAS f16"};
-            printf("| %-4s | %5lldx%-5lld | %3d | %-10s | %2d | %8.1f | %6.0f | %6.1f | %5s | %.1e %s |\n",
-                   quant_type_name(t), (long long)rows, (long long)k, n, names[v], slices, ms * 1e3,
+            if (!ok && m.v != M_CUBLAS) g_fail++;
+            const double ms = L.time_ms(run, 10);
+            if (m.v == 2 && !m.forced) v2_ms = ms;
+            char speed[32] = "", name[32];
+            if (v2_ms > 0 && !(m.v == 2 && !m.forced)) snprintf(speed, sizeof speed, "%.2fx", v2_ms / ms);
+            if (m.v == M_CUBLAS) snprintf(name, sizeof name, "cuBLAS f16");
+            else if (m.v == M_V3_ONE_PASS) snprintf(name, sizeof name, "v3 1-pass");
+            else snprintf(name, sizeof name, "gemm v%d%s", m.v, m.forced ? " forced" : "");
+            printf("| %-4s | %5lldx%-5lld | %3d | %-13s | %2d | %8.1f | %6.0f | %6.1f | %5s | %.1e %s |\n",
+                   quant_type_name(t), (long long)rows, (long long)k, n, name, slices, ms * 1e3,
                    rb / (ms * 1e-3) / 1e9, flop / (ms * 1e-3) / 1e12, speed, rel, ok ? "ok" : "FAIL");
             fflush(stdout);
         }
     }
+    gemm_force_slices(0);
     gemm_use_variant(2);
     if (scr) CUDA_CHECK(cudaFree(scr));
     CUDA_CHECK(cudaFree(dx)); CUDA_CHECK(cudaFree(dy));
@@ -220,13 +240,15 @@ int main(int argc, char **argv) {
         printf("SKIP kbench gemm: no CUDA device\n");
         return 0;
     }
-    bool panel_only = false;
+    enum { ALL, PANEL, V7, V7SPLIT } what = ALL;
     for (int i = 1; i < argc; i++) {
-        if (!strcmp(argv[i], "panel")) panel_only = true;
+        if (!strcmp(argv[i], "panel")) what = PANEL;
+        else if (!strcmp(argv[i], "v7")) what = V7;
+        else if (!strcmp(argv[i], "v7split")) what = V7SPLIT;
         else if (!strcmp(argv[i], "nowgmma")) g_no_wgmma = true;
         else if (atoi(argv[i]) > 0) gemm_panel_limit((size_t)atoi(argv[i]) << 20);
         else {
-            fprintf(stderr, "usage: gemm [panel] [MiB] [nowgmma]\n");
+            fprintf(stderr, "usage: gemm [panel | v7 | v7split] [MiB] [nowgmma]\n");
             return 1;
         }
     }
@@ -234,16 +256,36 @@ int main(int argc, char **argv) {
     cublasHandle_t cb;
     CUBLAS_CHECK(cublasCreate(&cb));
     gen_rng r = {0x777ull ^ (uint64_t)time(NULL)};
-    printf("| type | rows x k | n | kernel | us | TFLOP/s | vs v2 | check |\n|---|---|---|---|---|---|---|---|\n");
-    static const int64_t panel_shapes[][2] = {{4096, 4096}, {14336, 4096}, {4096, 14336}, {1024, 4096}};
-    for (uint32_t t : {QUANT_Q4_0, QUANT_Q4_K, QUANT_Q6_K, QUANT_Q8_0})
-        for (const auto &s : panel_shapes) bench_panel(L, cb, &r, t, s[0], s[1], 512);
-    if (!panel_only) {
-        printf("\n| type | rows x k | n | kernel | slices | us | weight GB/s | TFLOP/s | vs v2 | rel err |\n"
-               "|---|---|---|---|---|---|---|---|---|---|\n");
+    gemm_panel_min_tokens(256); /* as the engine (GEMM_PANEL_MIN_TOKENS): variant 7 runs v7 below it */
+    const char *const small_head =
+        "| type | rows x k | n | kernel | slices | us | weight GB/s | TFLOP/s | vs v2 | rel err |\n"
+        "|---|---|---|---|---|---|---|---|---|---|\n";
+    /* the 8b decode shapes: q/k/v stacked, wo, gate/up stacked, down */
+    static const int64_t dec_shapes[][2] = {{4096, 4096}, {6144, 4096}, {28672, 4096}, {4096, 14336}};
+    if (what == ALL || what == PANEL) {
+        printf("| type | rows x k | n | kernel | us | TFLOP/s | vs v2 | check |\n|---|---|---|---|---|---|---|---|\n");
+        static const int64_t panel_shapes[][2] = {{4096, 4096}, {14336, 4096}, {4096, 14336}, {1024, 4096}};
+        for (uint32_t t : {QUANT_Q4_0, QUANT_Q4_K, QUANT_Q6_K, QUANT_Q8_0})
+            for (const auto &s : panel_shapes) bench_panel(L, cb, &r, t, s[0], s[1], 512);
+    }
+    if (what == ALL) {
+        printf("\n%s", small_head);
         static const int64_t shapes[][2] = {{4096, 4096}, {6144, 4096}, {28672, 4096}, {4096, 14336}, {32000, 4096}};
+        const std::vector<lab_mode> modes = {{2, 0}, {1, 0}, {3, 0}, {M_V3_ONE_PASS, 0}, {7, 0}, {M_CUBLAS, 0}};
         for (uint32_t t : {QUANT_Q4_0, QUANT_Q4_K, QUANT_Q6_K})
-            for (const auto &s : shapes) bench(L, cb, &r, t, s[0], s[1]);
+            for (const auto &s : shapes) bench(L, cb, &r, t, s[0], s[1], {16, 32, 64, 128, 512}, modes);
+    }
+    if (what == V7) { /* v7 next to v2 at batched-decode token counts */
+        printf("%s", small_head);
+        for (uint32_t t : {QUANT_Q4_K, QUANT_Q6_K, QUANT_Q4_0, QUANT_Q8_0})
+            for (const auto &s : dec_shapes) bench(L, cb, &r, t, s[0], s[1], {16, 32, 64, 128}, {{2, 0}, {7, 0}});
+    }
+    if (what == V7SPLIT) { /* v7's slice model (first v7 row) against forced slice counts */
+        printf("%s", small_head);
+        std::vector<lab_mode> modes = {{2, 0}, {7, 0}};
+        for (int s : {1, 2, 3, 4, 6, 8, 12, 16}) modes.push_back({7, s});
+        for (uint32_t t : {QUANT_Q4_K, QUANT_Q6_K})
+            for (const auto &s : dec_shapes) bench(L, cb, &r, t, s[0], s[1], {16, 64, 128}, modes);
     }
     CUBLAS_CHECK(cublasDestroy(cb));
     printf("%s kbench gemm: %d check failures\n", g_fail ? "FAIL" : "PASS", g_fail);
