@@ -881,17 +881,18 @@ static int nccl_timeout_s(void) {
     return v >= 1 && v <= 3600 ? (int)v : NCCL_TIMEOUT_S;
 }
 
-/* The prefill GEMM (kernels.h's gemm_use_variant): 4, the default, dequantises f16 weight panels
- * and multiplies them with wgmma (on compute capability 9.0; elsewhere, and below
- * GEMM_PANEL_MIN_TOKENS tokens, v2 runs); MGI_GEMM=2 (in-register dequantisation, mma.sync), 5
- * (panels, mma.sync), 6 (4 without the proxy fence) or 7 (4, with v7 instead of v2 below
- * GEMM_PANEL_MIN_TOKENS: wgmma on weights dequantised in registers, for batched decode steps)
- * for A/B runs. PERF-LOG run 26: 8b q4_0 pp512 20160 with 4, 14050 with 2. Process-wide, set at
- * create. */
-static int g_gemm_variant = 4;
+/* The GEMM of passes of more than 4 tokens (kernels.h's gemm_use_variant): 7, the default,
+ * dequantises f16 weight panels and multiplies them with wgmma from GEMM_PANEL_MIN_TOKENS tokens,
+ * and below that runs v7, wgmma on weights dequantised in registers (batched decode steps, short
+ * prompts); both on compute capability 9.0, v2 elsewhere. MGI_GEMM=4 (panels, v2 below
+ * GEMM_PANEL_MIN_TOKENS), 2 (in-register dequantisation, mma.sync), 5 (panels, mma.sync) or 6 (4
+ * without the proxy fence) for A/B runs. PERF-LOG run 26: 8b q4_0 pp512 20160 with panels, 14050
+ * with 2; run 32: a 64-sequence 8b q4_k_m decode step 5.08 ms with 7, 7.83 with 4. Process-wide,
+ * set at create. */
+static int g_gemm_variant = 7;
 static void gemm_variant_from_env(void) {
     const char *e = getenv("MGI_GEMM");
-    g_gemm_variant = e && e[0] && !e[1] && strchr("24567", e[0]) ? e[0] - '0' : 4;
+    g_gemm_variant = e && e[0] && !e[1] && strchr("24567", e[0]) ? e[0] - '0' : 7;
     gemm_use_variant(g_gemm_variant);
     gemm_panel_min_tokens(GEMM_PANEL_MIN_TOKENS);
     /* MGI_ATT=1: decode attention on the tiled CUDA-core kernel instead of the tensor-core one
