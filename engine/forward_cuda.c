@@ -895,10 +895,10 @@ static void gemm_variant_from_env(void) {
     g_gemm_variant = e && e[0] && !e[1] && strchr("24567", e[0]) ? e[0] - '0' : 7;
     gemm_use_variant(g_gemm_variant);
     gemm_panel_min_tokens(GEMM_PANEL_MIN_TOKENS);
-    /* MGI_ATT=1: decode attention on the tiled CUDA-core kernel instead of the tensor-core one
-     * (paged.h's paged_attention_use_variant), for A/B runs */
+    /* MGI_ATT=1: decode attention on the tiled CUDA-core kernel instead of the tensor-core one,
+     * MGI_ATT=3: the tensor-core kernel's V3 (paged.h's paged_attention_use_variant), for A/B runs */
     const char *a = getenv("MGI_ATT");
-    paged_attention_use_variant(a && !strcmp(a, "1") ? 1 : 2);
+    paged_attention_use_variant(a && !strcmp(a, "1") ? 1 : a && !strcmp(a, "3") ? 3 : 2);
 }
 
 /* The prompt attention kernel (paged.h's paged_prefill_use_variant): 3, the default (wgmma on

@@ -418,7 +418,21 @@ static cudaError_t pt_launch(float *out, float *sc, const float *q, const uint16
  * ~f32 precision like the CUDA-core kernels and the CPU reference (the tensor cores have ~30x the
  * throughput this needs). Softmax in base 2 (Q pre-scaled by log2 e). The warps' partial
  * (m, l, O) are merged in shared memory; then, as in the tiled kernel, one split writes the output,
- * or the last block of the (token, kv head) to arrive merges the splits in split order. */
+ * or the last block of the (token, kv head) to arrive merges the splits in split order.
+ * V3 (paged_attention_use_variant(3)) is the same walk with less fixed cost per launch:
+ *  - Q and P go in as hi in A rows 0..7 and lo in rows 8..15 (rows the group never fills), so
+ *    one mma does what two did (16 + 16 per sub-tile, not 32 + 32) and hi and lo land in separate
+ *    accumulator rows, added at the end; S in two chains per 8 positions (4 deep, not 16).
+ *  - pos, seq and the split's first 32 page-table entries (one per lane: round i of the warps
+ *    is page p0 / PAGED_PAGE + i) are read before pdl_wait: the engine writes them by a copy
+ *    before the step, no kernel does (pdl.cuh rule 1), so the pos -> pages -> K/V chain of
+ *    dependent loads starts while the previous kernel finishes.
+ *  - the split merge: one thread arrives (barrier, fence, atomic: cooperative groups' grid-sync
+ *    pattern) and only active splits count; the last block gives each warp a head, lane s loads
+ *    split s's m and l at once, and every lane keeps 8 splits' O loads (4 dims each) in flight,
+ *    the next 8 issued before the current 8 are summed. The old merge's O loop had 4 loads in
+ *    flight per thread and 4 outputs per thread one after another: 32 dependent L2 round trips
+ *    at 32 splits. Same summation order (split 0 first, one fmaf per split) as V2. */
 #define PM_WARPS 4
 #define PM_SUB 16
 #define PM_STAGES 3
@@ -427,6 +441,8 @@ static cudaError_t pt_launch(float *out, float *sc, const float *q, const uint16
  * (H200, kbench decode attention: 127 positions 4.8 us in one split, 7.3 in two; 1000 positions
  * 9.9 us in 256-position splits, 11.1 in 64-position ones). */
 #define PM_MIN_CHUNK 256
+static_assert(PM_WARPS * PM_SUB == PAGED_PAGE, "V3: round i of the warps' sub-tiles is page i of the split");
+#define PM_MB 8 /* V3 merge: splits whose O loads a lane keeps in flight */
 
 static size_t pm_smem_bytes(int head_dim) {
     const size_t ring = (size_t)PM_WARPS * PM_STAGES * 2 * PM_SUB * (head_dim + 8) * sizeof(uint16_t);
@@ -446,6 +462,15 @@ __device__ __forceinline__ void pm_split(float a, float b, uint32_t &hi, uint32_
     const float2 hf = __half22float2(h);
     hi = *(const uint32_t *)&h;
     lo = pm_pack(a - hf.x, b - hf.y);
+}
+
+/* D[16x8] += A[16x16] B[16x8], the full A (V3: rows 8..15 hold the lo halves) */
+__device__ __forceinline__ void pm_mma4(float d[4], uint32_t a0, uint32_t a1, uint32_t a2, uint32_t a3, uint32_t b0,
+                                        uint32_t b1) {
+    asm volatile("mma.sync.aligned.m16n8k16.row.col.f32.f16.f16.f32 "
+                 "{%0,%1,%2,%3}, {%4,%5,%6,%7}, {%8,%9}, {%0,%1,%2,%3};"
+                 : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3])
+                 : "r"(a0), "r"(a1), "r"(a2), "r"(a3), "r"(b0), "r"(b1));
 }
 
 /* D[16x8] += A[16x16] B[16x8] with A's rows 8..15 zero (a1 = a3 = 0) */
@@ -475,7 +500,66 @@ __device__ __forceinline__ void pm_cp16(void *smem, const void *g, bool valid) {
                  : "memory");
 }
 
+/* V3's split merge, in the last block: warp w merges heads w, w + PM_WARPS, ... of the group
+ * (m, l, o: head h, split s at h * n_split + s; o rows of D). Lane s holds split s's m and l (the
+ * next 32 splits in a loop), the weights go to the warp's wgt[n_act] (n_act <= 256), and lane
+ * owns dims lane + 32e: its O loads are coalesced, 8 splits of them in flight. */
 template <int D>
+__device__ __forceinline__ void pm_merge_v3(float *out, const float *m, const float *l, const float *o, float *wgt,
+                                            int G, int n_split, int n_act, int warp, int lane) {
+    constexpr int DPL = D / 32;
+    for (int h = warp; h < G; h += PM_WARPS) {
+        const float *src = o + (int64_t)h * n_split * D + lane;
+        float cur[PM_MB][DPL];
+#pragma unroll
+        for (int k = 0; k < PM_MB; k++)
+#pragma unroll
+            for (int e = 0; e < DPL; e++) cur[k][e] = k < n_act ? __ldcg(src + (int64_t)k * D + 32 * e) : 0.f;
+        const float m0 = lane < n_act ? __ldcg(m + h * n_split + lane) : -INFINITY;
+        const float l0 = lane < n_act ? __ldcg(l + h * n_split + lane) : 0.f;
+        float mx = m0;
+        for (int s = lane + 32; s < n_act; s += 32) mx = fmaxf(mx, __ldcg(m + h * n_split + s));
+        mx = warp_max(mx); /* finite: split 0 holds position 0 */
+        float f = exp2f(m0 - mx), den = f * l0;
+        if (lane < n_act) wgt[lane] = f;
+        for (int s = lane + 32; s < n_act; s += 32) {
+            f = exp2f(__ldcg(m + h * n_split + s) - mx);
+            wgt[s] = f;
+            den += f * __ldcg(l + h * n_split + s);
+        }
+        den = warp_sum(den);
+        __syncwarp();
+        for (int s = lane; s < n_act; s += 32) wgt[s] /= den;
+        __syncwarp();
+        float acc[DPL];
+#pragma unroll
+        for (int e = 0; e < DPL; e++) acc[e] = 0.f;
+        for (int s0 = 0; s0 < n_act; s0 += PM_MB) {
+            float nxt[PM_MB][DPL]; /* the next PM_MB splits' loads go out before these are summed */
+#pragma unroll
+            for (int k = 0; k < PM_MB; k++)
+#pragma unroll
+                for (int e = 0; e < DPL; e++)
+                    nxt[k][e] = s0 + PM_MB + k < n_act ? __ldcg(src + (int64_t)(s0 + PM_MB + k) * D + 32 * e) : 0.f;
+#pragma unroll
+            for (int k = 0; k < PM_MB; k++)
+                if (s0 + k < n_act) {
+                    const float w = wgt[s0 + k];
+#pragma unroll
+                    for (int e = 0; e < DPL; e++) acc[e] = fmaf(w, cur[k][e], acc[e]);
+                }
+#pragma unroll
+            for (int k = 0; k < PM_MB; k++)
+#pragma unroll
+                for (int e = 0; e < DPL; e++) cur[k][e] = nxt[k][e];
+        }
+#pragma unroll
+        for (int e = 0; e < DPL; e++) out[h * D + lane + 32 * e] = acc[e];
+        __syncwarp(); /* wgt is read by every lane before the next head overwrites it */
+    }
+}
+
+template <int D, bool V3>
 __global__ void __launch_bounds__(PM_WARPS * 32, 2) paged_attn_mma_kernel(float *out, float *scratch, const float *q,
         const uint16_t *kc, const uint16_t *vc, const int32_t *pos, const int32_t *seq, const int32_t *pages,
         int page_stride, int n_head, int n_kv_head, float scale_log2) {
@@ -485,13 +569,20 @@ __global__ void __launch_bounds__(PM_WARPS * 32, 2) paged_attn_mma_kernel(float 
     extern __shared__ __align__(16) unsigned char pm_smem[];
     __shared__ int is_last;
     pdl_trigger(); /* PDL (pdl.cuh): the next kernel may start; this one waits for the last */
-    pdl_wait();
+    if constexpr (!V3) pdl_wait();
     const int split = blockIdx.x, kvh = blockIdx.y, t = blockIdx.z, n_split = gridDim.x;
     const int G = n_head / n_kv_head, tid = threadIdx.x, warp = tid >> 5, lane = tid & 31;
     const int g = lane >> 2, tq = lane & 3;
     const int L = pos[t] + 1;
     const int chunk = (max(PM_MIN_CHUNK, (L + n_split - 1) / n_split) + PAGED_PAGE - 1) / PAGED_PAGE * PAGED_PAGE;
     const int p0 = split * chunk, p1 = min(L, p0 + chunk), n_act = (L + chunk - 1) / chunk;
+    const int32_t *pt = pages + (int64_t)seq[t] * page_stride;
+    int lane_page = 0; /* V3: the page of round `lane` of this split (chunk is whole pages) */
+    if constexpr (V3) {
+        if (p0 + lane * PAGED_PAGE < p1) lane_page = pt[p0 / PAGED_PAGE + lane];
+        pdl_wait();
+        if (p0 >= p1) return; /* past the context (V3 counts only active splits) */
+    }
     if (n_act == 1 && split > 0) return; /* one split holds the whole context: it writes the output */
     const int64_t kv_dim = (int64_t)n_kv_head * D, parts = (int64_t)gridDim.z * n_head * n_split;
     int *count = (int *)scratch + (int64_t)t * n_head + kvh;
@@ -500,14 +591,18 @@ __global__ void __launch_bounds__(PM_WARPS * 32, 2) paged_attn_mma_kernel(float 
     float *wm = (float *)pm_smem, *wl = wm + PM_WARPS * PA_MAX_G, *wo = wl + PM_WARPS * PA_MAX_G;
     if (p0 < p1) {
         uint16_t *ring = (uint16_t *)pm_smem + (size_t)warp * PM_STAGES * SLOT;
-        const int32_t *pt = pages + (int64_t)seq[t] * page_stride;
         const int n_sub = (p1 - p0 + PM_SUB - 1) / PM_SUB;
         const int mine = n_sub > warp ? (n_sub - warp + PM_WARPS - 1) / PM_WARPS : 0;
         /* sub-tile i (the warp's i-th) into slot i % PM_STAGES; a sub-tile lies in one page */
         auto issue = [&](int i) {
             if (i < mine) {
                 const int b = p0 + (warp + i * PM_WARPS) * PM_SUB;
-                const int64_t cell0 = (int64_t)pt[b / PAGED_PAGE] * PAGED_PAGE + b % PAGED_PAGE;
+                int page;
+                if constexpr (V3) /* i is warp-uniform: every lane is here */
+                    page = i < 32 ? __shfl_sync(0xffffffffu, lane_page, i) : pt[p0 / PAGED_PAGE + i];
+                else
+                    page = pt[b / PAGED_PAGE];
+                const int64_t cell0 = (int64_t)page * PAGED_PAGE + b % PAGED_PAGE;
                 uint16_t *ks = ring + (i % PM_STAGES) * SLOT, *vs = ks + PM_SUB * RS;
 #pragma unroll
                 for (int c = lane; c < PM_SUB * CPR; c += 32) {
@@ -548,17 +643,37 @@ __global__ void __launch_bounds__(PM_WARPS * 32, 2) paged_attn_mma_kernel(float 
             const uint16_t *ks = ring + (i % PM_STAGES) * SLOT, *vs = ks + PM_SUB * RS;
             const int b = p0 + (warp + i * PM_WARPS) * PM_SUB;
             float s[2][4];
+            if constexpr (V3) {
+                float s2[2][4]; /* dims 32kk + 16..31: a second chain */
 #pragma unroll
-            for (int n = 0; n < 2; n++) {
-                s[n][0] = s[n][1] = s[n][2] = s[n][3] = 0.f;
+                for (int n = 0; n < 2; n++) {
+                    s[n][0] = s[n][1] = s[n][2] = s[n][3] = 0.f;
+                    s2[n][0] = s2[n][1] = s2[n][2] = s2[n][3] = 0.f;
 #pragma unroll
-                for (int kk = 0; kk < D / 32; kk++) {
-                    uint32_t kb[4]; /* dims 32kk + 0/8/16/24 of positions 8n..8n+7 */
-                    pm_ldsm4(kb, ks + (8 * n + (lane & 7)) * RS + 32 * kk + 8 * (lane >> 3));
-                    pm_mma(s[n], qh[2 * kk][0], qh[2 * kk][1], kb[0], kb[1]);
-                    pm_mma(s[n], ql[2 * kk][0], ql[2 * kk][1], kb[0], kb[1]);
-                    pm_mma(s[n], qh[2 * kk + 1][0], qh[2 * kk + 1][1], kb[2], kb[3]);
-                    pm_mma(s[n], ql[2 * kk + 1][0], ql[2 * kk + 1][1], kb[2], kb[3]);
+                    for (int kk = 0; kk < D / 32; kk++) {
+                        uint32_t kb[4]; /* dims 32kk + 0/8/16/24 of positions 8n..8n+7 */
+                        pm_ldsm4(kb, ks + (8 * n + (lane & 7)) * RS + 32 * kk + 8 * (lane >> 3));
+                        pm_mma4(s[n], qh[2 * kk][0], ql[2 * kk][0], qh[2 * kk][1], ql[2 * kk][1], kb[0], kb[1]);
+                        pm_mma4(s2[n], qh[2 * kk + 1][0], ql[2 * kk + 1][0], qh[2 * kk + 1][1], ql[2 * kk + 1][1],
+                                kb[2], kb[3]);
+                    }
+                    /* row g: the hi products (c0, c1), row g + 8: the lo ones (c2, c3) */
+                    s[n][0] = (s[n][0] + s[n][2]) + (s2[n][0] + s2[n][2]);
+                    s[n][1] = (s[n][1] + s[n][3]) + (s2[n][1] + s2[n][3]);
+                }
+            } else {
+#pragma unroll
+                for (int n = 0; n < 2; n++) {
+                    s[n][0] = s[n][1] = s[n][2] = s[n][3] = 0.f;
+#pragma unroll
+                    for (int kk = 0; kk < D / 32; kk++) {
+                        uint32_t kb[4]; /* dims 32kk + 0/8/16/24 of positions 8n..8n+7 */
+                        pm_ldsm4(kb, ks + (8 * n + (lane & 7)) * RS + 32 * kk + 8 * (lane >> 3));
+                        pm_mma(s[n], qh[2 * kk][0], qh[2 * kk][1], kb[0], kb[1]);
+                        pm_mma(s[n], ql[2 * kk][0], ql[2 * kk][1], kb[0], kb[1]);
+                        pm_mma(s[n], qh[2 * kk + 1][0], qh[2 * kk + 1][1], kb[2], kb[3]);
+                        pm_mma(s[n], ql[2 * kk + 1][0], ql[2 * kk + 1][1], kb[2], kb[3]);
+                    }
                 }
             }
             /* row g's scores: positions 8n + 2tq (+1) of the sub-tile */
@@ -593,8 +708,14 @@ __global__ void __launch_bounds__(PM_WARPS * 32, 2) paged_attn_mma_kernel(float 
                     float *oj = o[2 * j2 + h];
                     oj[0] *= corr;
                     oj[1] *= corr;
-                    pm_mma(oj, ph0, ph1, vb[2 * h], vb[2 * h + 1]);
-                    pm_mma(oj, pl0, pl1, vb[2 * h], vb[2 * h + 1]);
+                    if constexpr (V3) { /* rows g + 8 accumulate the lo halves' products */
+                        oj[2] *= corr;
+                        oj[3] *= corr;
+                        pm_mma4(oj, ph0, pl0, ph1, pl1, vb[2 * h], vb[2 * h + 1]);
+                    } else {
+                        pm_mma(oj, ph0, ph1, vb[2 * h], vb[2 * h + 1]);
+                        pm_mma(oj, pl0, pl1, vb[2 * h], vb[2 * h + 1]);
+                    }
                 }
             }
             __syncwarp(); /* slot i % PM_STAGES is read by every lane before the next issue refills it */
@@ -607,7 +728,9 @@ __global__ void __launch_bounds__(PM_WARPS * 32, 2) paged_attn_mma_kernel(float 
             if (tq == 0) { wm[warp * PA_MAX_G + g] = m; wl[warp * PA_MAX_G + g] = l; }
             float *w = wo + (warp * PA_MAX_G + g) * D + 2 * tq;
 #pragma unroll
-            for (int j = 0; j < D / 8; j++) *(float2 *)(w + 8 * j) = make_float2(o[j][0], o[j][1]);
+            for (int j = 0; j < D / 8; j++)
+                *(float2 *)(w + 8 * j) = V3 ? make_float2(o[j][0] + o[j][2], o[j][1] + o[j][3])
+                                            : make_float2(o[j][0], o[j][1]);
         }
         __syncthreads();
         /* a warp with no sub-tile left m = -inf, l = 0, O = 0: weight exp2(-inf) = 0 */
@@ -631,9 +754,26 @@ __global__ void __launch_bounds__(PM_WARPS * 32, 2) paged_attn_mma_kernel(float 
             }
         }
         if (n_act == 1) return;
-    } else if (tid < G) {
+    } else if (tid < G) { /* V2 only: V3's empty splits left at the start */
         ms[part0 + tid * n_split + split] = -INFINITY;
         ls[part0 + tid * n_split + split] = 0;
+    }
+    if constexpr (V3) {
+        /* the barrier orders every thread's partials before thread 0's fence, which makes them
+         * visible before the count moves (cooperative groups' grid sync does the same) */
+        __syncthreads();
+        if (tid == 0) {
+            __threadfence();
+            const bool last = atomicAdd(count, 1) == n_act - 1;
+            if (last) __threadfence();
+            is_last = last;
+        }
+        __syncthreads();
+        if (!is_last) return;
+        pm_merge_v3<D>(out + ((int64_t)t * n_head + kvh * G) * D, ms + part0, ls + part0, os + part0 * D,
+                       (float *)pm_smem + warp * 256, G, n_split, n_act, warp, lane);
+        if (tid == 0) *count = 0;
+        return;
     }
     /* Arrival, as in the tiled kernel: partials visible before the count moves. */
     __threadfence();
@@ -669,19 +809,20 @@ __global__ void __launch_bounds__(PM_WARPS * 32, 2) paged_attn_mma_kernel(float 
     if (tid == 0) *count = 0;
 }
 
-template <int D>
+template <int D, bool V3>
 static cudaError_t pm_launch(float *out, float *sc, const float *q, const uint16_t *k_cache, const uint16_t *v_cache,
                              const int32_t *pos, const int32_t *seq, const int32_t *pages, int page_stride,
                              dim3 grid, int n_head, int n_kv_head, float scale, cudaStream_t stream) {
-    cudaError_t e = smem_optin<paged_attn_mma_kernel<D>>();
+    cudaError_t e = smem_optin<paged_attn_mma_kernel<D, V3>>();
     if (e != cudaSuccess) return e;
-    return pdl_launch(paged_attn_mma_kernel<D>, grid, dim3(PM_WARPS * 32), pm_smem_bytes(D), stream, out, sc, q,
+    return pdl_launch(paged_attn_mma_kernel<D, V3>, grid, dim3(PM_WARPS * 32), pm_smem_bytes(D), stream, out, sc, q,
                       k_cache, v_cache, pos, seq, pages, page_stride, n_head, n_kv_head, scale * 1.4426950408889634f);
 }
 
-/* 2 (default): the tensor-core kernel where it applies; 1: the tiled CUDA-core kernel (A/B runs). */
+/* 2 (default): the tensor-core kernel where it applies; 3: its V3 (less fixed cost); 1: the tiled
+ * CUDA-core kernel (A/B runs). */
 static int g_att_variant = 2;
-extern "C" void paged_attention_use_variant(int v) { g_att_variant = v == 1 ? 1 : 2; }
+extern "C" void paged_attention_use_variant(int v) { g_att_variant = v == 1 || v == 3 ? v : 2; }
 
 extern "C" cudaError_t paged_attention(float *out, const float *q, const uint16_t *k_cache,
                                        const uint16_t *v_cache, const int32_t *pos, const int32_t *seq,
@@ -695,11 +836,13 @@ extern "C" cudaError_t paged_attention(float *out, const float *q, const uint16_
     float *sc = (float *)scratch;
     if (head_dim % 8 == 0) {
         if (n_split > 256) return cudaErrorInvalidValue; /* the merge's weights must fit the tile area */
-        if (g_att_variant == 2 && (head_dim == 64 || head_dim == 128)) /* n_head / n_kv_head <= 8: checked above */
-            return head_dim == 64 ? pm_launch<64>(out, sc, q, k_cache, v_cache, pos, seq, pages, page_stride, grid,
-                                                  n_head, n_kv_head, scale, stream)
-                                  : pm_launch<128>(out, sc, q, k_cache, v_cache, pos, seq, pages, page_stride, grid,
-                                                   n_head, n_kv_head, scale, stream);
+        if (g_att_variant >= 2 && (head_dim == 64 || head_dim == 128)) { /* n_head / n_kv_head <= 8: checked above */
+#define PM_LAUNCH(D, V3) pm_launch<D, V3>(out, sc, q, k_cache, v_cache, pos, seq, pages, page_stride, grid, n_head, \
+                                          n_kv_head, scale, stream)
+            if (g_att_variant == 3) return head_dim == 64 ? PM_LAUNCH(64, true) : PM_LAUNCH(128, true);
+            return head_dim == 64 ? PM_LAUNCH(64, false) : PM_LAUNCH(128, false);
+#undef PM_LAUNCH
+        }
         /* 64-position tiles up to head_dim 128 (~76 KB of shared memory), 32 above */
         return head_dim <= 128 ? pt_launch<64>(out, sc, q, k_cache, v_cache, pos, seq, pages, page_stride, grid, n_head,
                                                n_kv_head, head_dim, scale, stream)

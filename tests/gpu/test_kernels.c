@@ -1701,12 +1701,13 @@ int main(void) {
         test_attention(&r, 1, 8, 8, 8, 16, l3);
         test_attention(&r, 2, 4, 2, 36, 300, l4); /* head_dim % 8 != 0: variant 1 */
         const int32_t p1[1] = {1000}, p2[5] = {0, 63, 64, 200, 4095}, p3[4] = {5, 130, 129, 700}, p4[1] = {16383};
+        const int32_t p7[1] = {9400}; /* 37 active 256-position splits: V3's merge past 32 and 8 */
         /* positions around the tensor-core kernel's 16-position sub-tiles and 4-warp rounds */
         const int32_t p5[8] = {14, 15, 16, 17, 47, 48, 79, 320};
         int32_t p6[64];
         for (int i = 0; i < 64; i++) p6[i] = (int32_t)(gen_u64(&r) % 3000);
-        /* variant 2 (default): the tensor-core kernel for head_dim 64 and 128; 1: the tiled one */
-        for (int v = 2; v >= 1; v--) {
+        /* variant 2 (default): the tensor-core kernel for head_dim 64 and 128; 3: its V3; 1: the tiled one */
+        for (int v = 3; v >= 1; v--) {
             paged_attention_use_variant(v);
             g_att_v = v;
             test_paged_attention(&r, 32, 8, 128, 32, 1, p1);
@@ -1723,6 +1724,7 @@ int main(void) {
             test_paged_attention(&r, 6, 2, 36, 32, 4, p3);   /* head_dim % 8 != 0: the untiled kernel */
             test_paged_attention(&r, 8, 2, 128, 32, 1, p4);
             test_paged_attention(&r, 8, 2, 128, 256, 1, p4); /* the most splits: the merge's weights */
+            test_paged_attention(&r, 64, 8, 64, 256, 1, p7); /* 8 heads a kv head, hd 64, 37 splits */
         }
         paged_attention_use_variant(2);
         test_prefill_cases(&r, 3); /* prompt attention v1 and v2 */

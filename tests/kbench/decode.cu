@@ -309,8 +309,8 @@ static void run_attention(lab &L) {
         CUDA_CHECK(cudaMalloc(&dm, hm.size() * sizeof(int32_t)));
         CUDA_CHECK(cudaMemcpy(dm, hm.data(), hm.size() * sizeof(int32_t), cudaMemcpyHostToDevice));
         const int stride = ns > 1 ? per_seq : n_pages;
-        /* paged_attention_use_variant: 1 the tiled CUDA-core kernel, 2 the tensor-core one */
-        for (int v : {1, 2})
+        /* paged_attention_use_variant: 1 the tiled CUDA-core kernel, 2 the tensor-core one, 3 its V3 */
+        for (int v : {1, 2, 3})
         for (int split : {1, 4, 16, 32, 64, 128}) {
             paged_attention_use_variant(v);
             size_t sb = paged_attention_scratch_bytes(ns, HEADS, HD, split);
@@ -323,7 +323,7 @@ static void run_attention(lab &L) {
                                                stride, scratch, ns, HEADS, KV_HEADS, HD, split, 0.088f, st));
             });
             const double us = ms * 1e3 / LAYERS, bytes = 2.0 * ns * (p + 1) * KV * sizeof(uint16_t);
-            printf("| %s | %d | %d | %d | %.2f | %.0f |\n", v == 1 ? "tiled" : "mma", ns, p, split, us,
+            printf("| %s | %d | %d | %d | %.2f | %.0f |\n", v == 1 ? "tiled" : v == 2 ? "mma" : "mma3", ns, p, split, us,
                    bytes / (us * 1e3));
             fflush(stdout);
             CUDA_CHECK(cudaFree(scratch));
