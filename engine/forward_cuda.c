@@ -895,10 +895,11 @@ static void gemm_variant_from_env(void) {
     g_gemm_variant = e && e[0] && !e[1] && strchr("24567", e[0]) ? e[0] - '0' : 7;
     gemm_use_variant(g_gemm_variant);
     gemm_panel_min_tokens(GEMM_PANEL_MIN_TOKENS);
-    /* MGI_ATT=1: decode attention on the tiled CUDA-core kernel instead of the tensor-core one,
-     * MGI_ATT=3: the tensor-core kernel's V3 (paged.h's paged_attention_use_variant), for A/B runs */
+    /* Decode attention (paged.h's paged_attention_use_variant): 3, the default, the tensor-core
+     * kernel's V3 (PERF-LOG run 34: 8b q4_k_m tg32 @ d16384 402.4 t/s, 361.1 with 2); MGI_ATT=2
+     * its first form, 1 the tiled CUDA-core kernel, for A/B runs */
     const char *a = getenv("MGI_ATT");
-    paged_attention_use_variant(a && !strcmp(a, "1") ? 1 : a && !strcmp(a, "3") ? 3 : 2);
+    paged_attention_use_variant(a && !strcmp(a, "1") ? 1 : a && !strcmp(a, "2") ? 2 : 3);
 }
 
 /* The prompt attention kernel (paged.h's paged_prefill_use_variant): 3, the default (wgmma on

@@ -819,10 +819,10 @@ static cudaError_t pm_launch(float *out, float *sc, const float *q, const uint16
                       k_cache, v_cache, pos, seq, pages, page_stride, n_head, n_kv_head, scale * 1.4426950408889634f);
 }
 
-/* 2 (default): the tensor-core kernel where it applies; 3: its V3 (less fixed cost); 1: the tiled
- * CUDA-core kernel (A/B runs). */
-static int g_att_variant = 2;
-extern "C" void paged_attention_use_variant(int v) { g_att_variant = v == 1 || v == 3 ? v : 2; }
+/* 3 (default): the tensor-core kernel's V3 where it applies (less fixed cost; PERF-LOG run 34); 2:
+ * its first form; 1: the tiled CUDA-core kernel (A/B runs). */
+static int g_att_variant = 3;
+extern "C" void paged_attention_use_variant(int v) { g_att_variant = v == 1 || v == 2 ? v : 3; }
 
 extern "C" cudaError_t paged_attention(float *out, const float *q, const uint16_t *k_cache,
                                        const uint16_t *v_cache, const int32_t *pos, const int32_t *seq,

@@ -32,11 +32,11 @@ extern "C" {
  * tokens or splits may share it; it must be zero-filled once after it is allocated: its arrival
  * counters are left at zero by every launch that completes. */
 #define PAGED_ATT_TOKENS 64
-/* Which kernel paged_attention runs, process-wide: 2 (default) the tensor-core one for head_dim 64
- * and 128, the tiled CUDA-core one otherwise; 3 the tensor-core one's V3 (half the mma, a merge of
- * splits with its loads in flight; MGI_ATT=3), which reads pos, seq and pages before its PDL wait:
- * under V3 they must not be written by a kernel of the PDL chain (the engine copies them in
- * before the step); 1 always the tiled one (A/B runs, MGI_ATT=1). */
+/* Which kernel paged_attention runs, process-wide: 3 (default) the tensor-core one's V3 for
+ * head_dim 64 and 128 (half the mma of 2, a merge of splits with its loads in flight), the tiled
+ * CUDA-core one otherwise; V3 reads pos, seq and pages before its PDL wait, so they must not be
+ * written by a kernel of the PDL chain (the engine copies them in before the step); 2 the
+ * tensor-core one's first form (MGI_ATT=2); 1 always the tiled one (MGI_ATT=1); for A/B runs. */
 void paged_attention_use_variant(int v);
 size_t paged_attention_scratch_bytes(int n_tok, int n_head, int head_dim, int n_split);
 cudaError_t paged_attention(float *out, const float *q, const uint16_t *k_cache, const uint16_t *v_cache,

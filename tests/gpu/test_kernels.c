@@ -1433,7 +1433,7 @@ static void test_prefill_attention(gen_rng *r, unsigned variants, int n_head, in
  * shared, as in the engine, by a launch of all tokens, one of the last token alone and the full
  * launch again: all must agree bit for bit (the merge order is fixed, and the arrival counters
  * must be where every launch size expects them, left at zero). */
-static int g_att_v = 2; /* the variant paged_attention_use_variant was last given (for the names) */
+static int g_att_v = 3; /* the variant paged_attention_use_variant was last given (for the names) */
 static void test_paged_attention(gen_rng *r, int n_head, int n_kv, int hd, int n_split, int n_tok, const int32_t *pos) {
     char name[160];
     snprintf(name, sizeof name, "paged decode attention (variant %d) %d/%d heads, hd %d, %d splits, %d tokens (pos %d..)",
@@ -1726,7 +1726,7 @@ int main(void) {
             test_paged_attention(&r, 8, 2, 128, 256, 1, p4); /* the most splits: the merge's weights */
             test_paged_attention(&r, 64, 8, 64, 256, 1, p7); /* 8 heads a kv head, hd 64, 37 splits */
         }
-        paged_attention_use_variant(2);
+        paged_attention_use_variant(3); /* the default again */
         test_prefill_cases(&r, 3); /* prompt attention v1 and v2 */
     }
     if (want("panel")) test_gemm_panels(&r); /* late: a fault in the wgmma kernels cannot take other checks with it */

@@ -330,7 +330,7 @@ static void run_attention(lab &L) {
         }
         CUDA_CHECK(cudaFree(dm));
     }
-    paged_attention_use_variant(2);
+    paged_attention_use_variant(3); /* the default again */
     for (void *x : {(void *)kc, (void *)vc, (void *)q, (void *)att}) CUDA_CHECK(cudaFree(x));
 }
 
