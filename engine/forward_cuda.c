@@ -50,6 +50,7 @@
 #include "kernels/check.h"
 #include "kernels/kernels.h"
 #include "kernels/paged.h"
+#include "kernels/p2p.h"
 #include "quant/quant.h"
 
 enum {
@@ -161,6 +162,7 @@ typedef struct {
     int n_sm;
     int32_t *d_meta;
     int32_t *d_ids;     /* [OUT_CHUNK] argmax of each logits row (forward_greedy) */
+    void *p2p_mem;      /* this device's p2p_rank (row split with peer access) */
     uint16_t *h_kv;     /* pinned [2][ATT_CHUNK][kv_dim] for kv_get / kv_set */
     size_t w_bytes, kv_bytes, scratch_bytes, free_before;
     /* decode-step graphs by [greedy][sequences], each an array of one graph per segment */
@@ -195,6 +197,12 @@ struct forward_cuda {
     int timeout_s;      /* nccl_timeout_s(), read once at create */
     int fault_stall;    /* fault_peer_stall(), read once at create */
     int fuse;           /* fuse_mode(), read once at create */
+    /* Row split: the all-reduces of passes of up to p2p_max_tok tokens run kernels/p2p.h's
+     * all-reduce over peer access instead of NCCL, and a decode step is one graph per device
+     * (p2p_applies); 0 without peer access between every pair, or with MGI_P2P=0. */
+    int p2p, p2p_max_tok;
+    p2p_group p2pg;
+    volatile int *p2p_timed_out; /* pinned, mapped: [n_part], the ranks' p2p_rank.timed_out */
     int prof;           /* collecting split statistics */
     double prof_wall_ms;
 };
@@ -822,8 +830,32 @@ static int run_segment(part *p, int seg, span s, int head, char *err, size_t err
     return 0;
 }
 
+/* A pass of n tokens whose all-reduces run over peer access (see forward_cuda.p2p). */
+static int p2p_applies(const forward_cuda *f, int n) { return f->p2p && n <= f->p2p_max_tok; }
+
+/* Part i's share of an all-reduce of xn over peer access (MGI_FAULT=nccl-peer-stall: the last
+ * part never joins, so its peers time out as with NCCL). */
+static int p2p_xn(part *p, int i, int n, char *err, size_t err_size) {
+    forward_cuda *f = p->f;
+    if (f->fault_stall && i == f->n_part - 1) return 0;
+    DEV_TRY(p2p_allreduce(p->xn, (int64_t)n * f->m->hp.n_embd, &f->p2pg, i, f->timeout_s, p->st));
+    return 0;
+}
+
+/* Row split over peer access: the whole step of part p, its segments joined by its shares of the
+ * all-reduces (every part's kernels wait for the others on the devices, not on the host). */
+static int run_step_p2p(part *p, span s, int head, char *err, size_t err_size) {
+    const int n_seg = n_segments(p->f), i = (int)(p - p->f->p);
+    for (int seg = 0; seg < n_seg; seg++) {
+        if (run_segment(p, seg, s, head, err, err_size)) return -1;
+        if (seg + 1 < n_seg && p2p_xn(p, i, s.n, err, err_size)) return -1;
+    }
+    return 0;
+}
+
 /* A segment of a decode step from its graph: captured on the shape's second use (the first runs
- * eagerly, so lazy kernel setup happens outside capture). */
+ * eagerly, so lazy kernel setup happens outside capture). seg -1: run_step_p2p's whole step, in
+ * slot 0. */
 static int segment_graph(part *p, int seg, span s, int greedy, int capture, char *err, size_t err_size) {
     forward_cuda *f = p->f;
     cudaGraphExec_t **gs = &p->graphs[greedy][s.n];
@@ -831,12 +863,13 @@ static int segment_graph(part *p, int seg, span s, int greedy, int capture, char
         snprintf(err, err_size, "out of memory for decode graphs");
         return -1;
     }
-    cudaGraphExec_t *ge = &(*gs)[seg];
+    cudaGraphExec_t *ge = &(*gs)[seg < 0 ? 0 : seg];
     if (!*ge) {
-        if (!capture) return run_segment(p, seg, s, greedy, err, err_size);
+        if (!capture)
+            return seg < 0 ? run_step_p2p(p, s, greedy, err, err_size) : run_segment(p, seg, s, greedy, err, err_size);
         cudaGraph_t g = NULL;
         DEV_TRY(cudaStreamBeginCapture(p->st, cudaStreamCaptureModeThreadLocal));
-        int bad = run_segment(p, seg, s, greedy, err, err_size);
+        int bad = seg < 0 ? run_step_p2p(p, s, greedy, err, err_size) : run_segment(p, seg, s, greedy, err, err_size);
         cudaError_t ec = cudaStreamEndCapture(p->st, &g);
         if (bad) {
             if (g) cudaGraphDestroy(g);
@@ -1005,6 +1038,14 @@ static int fuse_mode(void) {
 static int allreduce_xn(forward_cuda *f, int n, char *err, size_t err_size) {
     size_t count = (size_t)n * (size_t)f->m->hp.n_embd;
     for (int i = 0; i < f->n_part; i++) mark(&f->p[i], 1);
+    if (p2p_applies(f, n)) {
+        for (int i = 0; i < f->n_part; i++) {
+            DEV_TRY(cudaSetDevice(f->p[i].dev));
+            if (p2p_xn(&f->p[i], i, n, err, err_size)) return -1;
+            mark(&f->p[i], 1);
+        }
+        return 0;
+    }
     NC_TRY(ncclGroupStart());
     for (int i = 0; i < f->n_part - f->fault_stall; i++) {
         part *p = &f->p[i];
@@ -1056,6 +1097,17 @@ static int send_x(forward_cuda *f, int i, span s, char *err, size_t err_size) {
 static int run_pass(forward_cuda *f, int n, int head, int graphs, int capture, char *err, size_t err_size) {
     int n_seg = n_segments(f);
     span all = {n, 0, n};
+    if (f->split == ENGINE_SPLIT_ROW && graphs && p2p_applies(f, n)) {
+        /* one graph per device for the whole step (its all-reduces inside) */
+        for (int i = 0; i < f->n_part; i++) {
+            part *p = &f->p[i];
+            DEV_TRY(cudaSetDevice(p->dev));
+            mark(p, 0);
+            if (segment_graph(p, -1, all, head, capture, err, err_size)) return -1;
+            mark(p, 0);
+        }
+        return 0;
+    }
     if (f->split == ENGINE_SPLIT_ROW) {
         for (int seg = 0; seg < n_seg; seg++) {
             for (int i = 0; i < f->n_part; i++) {
@@ -1157,6 +1209,14 @@ static int wait_all(forward_cuda *f, char *err, size_t err_size) {
             }
         }
     }
+    /* a peer-access all-reduce that gave up on its peers (its kernel ended; the sums are wrong) */
+    for (int i = 0; f->p2p && i < f->n_part; i++)
+        if (f->p2p_timed_out[i]) {
+            snprintf(err, err_size, "device %d (%s): no progress for %d s in an all-reduce (a peer device stopped "
+                     "answering)", f->p[i].dev, f->p[i].dev_name, f->timeout_s);
+            abort_comms(f);
+            return -1;
+        }
     return 0;
 }
 
@@ -1421,6 +1481,7 @@ static void part_free(part *p) {
             free(p->graphs[g][i]);
         }
     cudaFree(p->block);
+    cudaFree(p->p2p_mem);
     cudaFreeHost(p->h_kv);
     for (int e = 0; p->ev && e < p->ev_cap; e++)
         if (p->ev[e]) cudaEventDestroy(p->ev[e]);
@@ -1453,6 +1514,7 @@ static void cuda_free(void *self) {
         for (int i = 0; i < f->n_part; i++) ncclCommDestroy(f->p[i].comm);
     for (int i = 0; i < f->n_part; i++) part_free(&f->p[i]);
     cudaFreeHost(f->h_meta);
+    cudaFreeHost((void *)f->p2p_timed_out);
     cudaFreeHost(f->h_logits);
     cudaFreeHost(f->h_ids);
     free(f);
@@ -1596,6 +1658,42 @@ static int setup_parts(forward_cuda *f, engine_progress_fn progress, void *pctx,
     return rc;
 }
 
+/* The row split's all-reduce over peer access (forward_cuda.p2p), unless MGI_P2P=0 or a pair of
+ * devices has no peer access (then NCCL does every all-reduce, as before). */
+static int setup_p2p(forward_cuda *f, char *err, size_t err_size) {
+    const char *e = getenv("MGI_P2P");
+    if (e && !strcmp(e, "0")) return 0;
+    int devs[ENGINE_MAX_DEVICES];
+    for (int i = 0; i < f->n_part; i++) devs[i] = f->p[i].dev;
+    if (f->n_part > P2P_MAX_RANKS || p2p_enable(devs, f->n_part) != cudaSuccess) {
+        (void)cudaGetLastError();
+        return 0;
+    }
+    for (int i = 0; i < f->n_part; i++) {
+        part *p = &f->p[i];
+        DEV_TRY(cudaSetDevice(p->dev));
+        DEV_TRY(cudaMalloc(&p->p2p_mem, p2p_rank_bytes()));
+        DEV_TRY(cudaMemset(p->p2p_mem, 0, p2p_rank_bytes()));
+        p2p_rank_init(&f->p2pg.r[i], p->p2p_mem);
+    }
+    for (int i = 0; i < f->n_part; i++) {
+        DEV_TRY(cudaSetDevice(f->p[i].dev));
+        DEV_TRY(cudaDeviceSynchronize()); /* the zeroed counters in place before any call */
+    }
+    /* a rank that gave up waiting says so in host memory, read after every wait (wait_all) */
+    DEV_TRY(cudaHostAlloc((void **)&f->p2p_timed_out, sizeof(int) * (size_t)f->n_part,
+                          cudaHostAllocPortable | cudaHostAllocMapped));
+    for (int i = 0; i < f->n_part; i++) {
+        f->p2p_timed_out[i] = 0;
+        f->p2pg.r[i].timed_out = (int *)(f->p2p_timed_out + i); /* the same address on the devices (UVA) */
+    }
+    f->p2pg.n_ranks = f->n_part;
+    int max_tok = (int)(P2P_MAX_FLOATS / f->m->hp.n_embd);
+    f->p2p_max_tok = max_tok < GRAPH_MAX_TOK ? max_tok : GRAPH_MAX_TOK;
+    f->p2p = f->p2p_max_tok >= 1;
+    return 0;
+}
+
 /* NCCL's communicators, set up in a thread while the weights load (it takes a few hundred ms). */
 typedef struct {
     int n;
@@ -1727,6 +1825,7 @@ static void *cuda_create(const llama_model *m, const engine_plan *plan, int32_t 
         cudaSetDevice(f->p[i].dev);
         plan_fusions(&f->p[i]);
     }
+    if (f->split == ENGINE_SPLIT_ROW && setup_p2p(f, err, err_size)) goto fail;
     {
         part *hpart = &f->p[f->main];
         size_t meta_words = 5 * (size_t)f->n_batch + (size_t)f->max_seqs * (size_t)f->max_pages;
