@@ -202,7 +202,7 @@ struct forward_cuda {
      * (p2p_applies); 0 without peer access between every pair, or with MGI_P2P=0. */
     int p2p, p2p_max_tok;
     p2p_group p2pg;
-    volatile int *p2p_timed_out; /* pinned, mapped: [n_part], the ranks' p2p_rank.timed_out */
+    volatile int *p2p_report; /* pinned, mapped: [n_part], the ranks' p2p_rank.report */
     int prof;           /* collecting split statistics */
     double prof_wall_ms;
 };
@@ -1211,7 +1211,7 @@ static int wait_all(forward_cuda *f, char *err, size_t err_size) {
     }
     /* a peer-access all-reduce that gave up on its peers (its kernel ended; the sums are wrong) */
     for (int i = 0; f->p2p && i < f->n_part; i++)
-        if (f->p2p_timed_out[i]) {
+        if (f->p2p_report[i]) {
             snprintf(err, err_size, "device %d (%s): no progress for %d s in an all-reduce (a peer device stopped "
                      "answering)", f->p[i].dev, f->p[i].dev_name, f->timeout_s);
             abort_comms(f);
@@ -1514,7 +1514,7 @@ static void cuda_free(void *self) {
         for (int i = 0; i < f->n_part; i++) ncclCommDestroy(f->p[i].comm);
     for (int i = 0; i < f->n_part; i++) part_free(&f->p[i]);
     cudaFreeHost(f->h_meta);
-    cudaFreeHost((void *)f->p2p_timed_out);
+    cudaFreeHost((void *)f->p2p_report);
     cudaFreeHost(f->h_logits);
     cudaFreeHost(f->h_ids);
     free(f);
@@ -1681,11 +1681,11 @@ static int setup_p2p(forward_cuda *f, char *err, size_t err_size) {
         DEV_TRY(cudaDeviceSynchronize()); /* the zeroed counters in place before any call */
     }
     /* a rank that gave up waiting says so in host memory, read after every wait (wait_all) */
-    DEV_TRY(cudaHostAlloc((void **)&f->p2p_timed_out, sizeof(int) * (size_t)f->n_part,
+    DEV_TRY(cudaHostAlloc((void **)&f->p2p_report, sizeof(int) * (size_t)f->n_part,
                           cudaHostAllocPortable | cudaHostAllocMapped));
     for (int i = 0; i < f->n_part; i++) {
-        f->p2p_timed_out[i] = 0;
-        f->p2pg.r[i].timed_out = (int *)(f->p2p_timed_out + i); /* the same address on the devices (UVA) */
+        f->p2p_report[i] = 0;
+        f->p2pg.r[i].report = (int *)(f->p2p_report + i); /* the same address on the devices (UVA) */
     }
     f->p2pg.n_ranks = f->n_part;
     int max_tok = (int)(P2P_MAX_FLOATS / f->m->hp.n_embd);

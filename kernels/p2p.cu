@@ -49,7 +49,9 @@ __global__ void __launch_bounds__(P2P_THREADS) p2p_allreduce_kernel(float *x, in
         /* signed difference: counters wrap after 2^32 calls */
         while ((int32_t)(ld_acquire_sys(f) - c) < 0) {
             if (global_ns() - t0 > timeout_ns) {
-                atomicExch(me.timed_out, 1);
+                *(volatile int *)me.timed_out = 1;
+                if (me.report) *(volatile int *)me.report = 1; /* plain stores: host memory over PCIe */
+                __threadfence_system();
                 break;
             }
         }
@@ -77,6 +79,7 @@ extern "C" void p2p_rank_init(p2p_rank *r, void *mem) {
     r->count = (uint32_t *)p;
     p += (size_t)P2P_MAX_BLOCKS * sizeof(uint32_t);
     r->timed_out = (int *)p;
+    r->report = NULL;
 }
 
 extern "C" cudaError_t p2p_enable(const int *devs, int n) {

@@ -28,7 +28,9 @@ typedef struct {
     float *pub;        /* [2][P2P_MAX_FLOATS] */
     uint32_t *flags;   /* [P2P_MAX_BLOCKS][P2P_MAX_RANKS]: flags[b][r] = rank r's last call of block b */
     uint32_t *count;   /* [P2P_MAX_BLOCKS]: this rank's calls per block */
-    int *timed_out;    /* set when a call gave up waiting for a peer */
+    int *timed_out;    /* set when a call gave up waiting for a peer (device memory: every call
+                          reads it first, so it must be near) */
+    int *report;       /* NULL, or a host-mapped int also set then (the host reads it for free) */
 } p2p_rank;
 
 /* Every rank's memory, as each rank's kernels see it (device pointers, peers' through peer access). */
@@ -38,7 +40,8 @@ typedef struct {
 } p2p_group;
 
 size_t p2p_rank_bytes(void);
-/* Carves mem (p2p_rank_bytes() bytes on the rank's device, zero-filled by the caller before use) */
+/* Carves mem (p2p_rank_bytes() bytes on the rank's device, zero-filled by the caller before use);
+ * report NULL. */
 void p2p_rank_init(p2p_rank *r, void *mem);
 
 /* Peer access from device a to every other device of devs (cudaDeviceEnablePeerAccess; already
