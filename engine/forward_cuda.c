@@ -199,7 +199,7 @@ struct forward_cuda {
     int fuse;           /* fuse_mode(), read once at create */
     /* Row split: the all-reduces of passes of up to p2p_max_tok tokens run kernels/p2p.h's
      * all-reduce over peer access instead of NCCL, and a decode step is one graph per device
-     * (p2p_applies); 0 without peer access between every pair, or with MGI_P2P=0. */
+     * (p2p_applies); only with MGI_P2P=1 (setup_p2p) and peer access between every pair. */
     int p2p, p2p_max_tok;
     p2p_group p2pg;
     volatile int *p2p_report; /* pinned, mapped: [n_part], the ranks' p2p_rank.report */
@@ -1658,11 +1658,13 @@ static int setup_parts(forward_cuda *f, engine_progress_fn progress, void *pctx,
     return rc;
 }
 
-/* The row split's all-reduce over peer access (forward_cuda.p2p), unless MGI_P2P=0 or a pair of
- * devices has no peer access (then NCCL does every all-reduce, as before). */
+/* The row split's all-reduce over peer access (forward_cuda.p2p), with MGI_P2P=1 and peer access
+ * between every pair of devices; otherwise NCCL does every all-reduce. Opt-in until it has run on
+ * two GPUs (written in session 5, when no two-GPU machine was lent: tests/gpu/test_p2p.c and
+ * test_split with MGI_P2P=1 are its first checks). */
 static int setup_p2p(forward_cuda *f, char *err, size_t err_size) {
     const char *e = getenv("MGI_P2P");
-    if (e && !strcmp(e, "0")) return 0;
+    if (!e || strcmp(e, "1")) return 0;
     int devs[ENGINE_MAX_DEVICES];
     for (int i = 0; i < f->n_part; i++) devs[i] = f->p[i].dev;
     if (f->n_part > P2P_MAX_RANKS || p2p_enable(devs, f->n_part) != cudaSuccess) {
