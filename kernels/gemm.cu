@@ -5,6 +5,7 @@
 #include "kernels/gemm.cuh"
 #include "kernels/gemm_panel.cuh"
 #include "kernels/gemm_wg.cuh"
+#include "kernels/optin.cuh"
 
 /* The split aims at GEMM_SPLIT_WAVES blocks per SM (two resident blocks of 256 threads each fit
  * an SM, v1, v2 and v3 alike, so this fills it about twice over); slices are whole super-blocks of 4 chunks (256
@@ -194,20 +195,9 @@ static bool gp_geometry(int64_t rows, int64_t k, size_t limit, gp_geom *g) {
     return true;
 }
 
-/* wgmma runs on compute capability 9.0 only (the sm_90a cubin); elsewhere v4 and v6 leave the
- * GEMM to v2 (v5 is slower than v2 in the whole model: PERF-LOG run 26). */
-static bool gp_wgmma_ok() {
-    static int cache[64]; /* 0 unknown, 1 yes, 2 no */
-    int dev = 0, major = 0, minor = 0;
-    if (cudaGetDevice(&dev) != cudaSuccess || dev < 0 || dev >= 64) return false;
-    if (!cache[dev]) {
-        if (cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, dev) != cudaSuccess ||
-            cudaDeviceGetAttribute(&minor, cudaDevAttrComputeCapabilityMinor, dev) != cudaSuccess)
-            return false;
-        cache[dev] = major == 9 && minor == 0 ? 1 : 2;
-    }
-    return cache[dev] == 1;
-}
+/* wgmma runs on compute capability 9.0 only (optin.cuh's wgmma_device); elsewhere v4 and v6 leave
+ * the GEMM to v2 (v5 is slower than v2 in the whole model: PERF-LOG run 26). */
+static bool gp_wgmma_ok() { return wgmma_device(); }
 
 /* Dynamic shared memory above 48 KB and the max-shared carveout (two v5 blocks need 2 x 97 KB),
  * once per kernel and device; not a stream operation, so fine during a capture. */

@@ -811,25 +811,13 @@ __global__ void __launch_bounds__(F3_THREADS, 1) paged_attn_prefill3_kernel(floa
 #endif
 }
 
-/* wgmma runs on compute capability 9.0 only (the sm_90a cubin); elsewhere v3 falls back to v2. */
-static bool f3_ok() {
-    static int cache[64]; /* 0 unknown, 1 yes, 2 no */
-    int dev = 0, major = 0, minor = 0;
-    if (cudaGetDevice(&dev) != cudaSuccess || dev < 0 || dev >= 64) return false;
-    if (!cache[dev]) {
-        if (cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, dev) != cudaSuccess ||
-            cudaDeviceGetAttribute(&minor, cudaDevAttrComputeCapabilityMinor, dev) != cudaSuccess)
-            return false;
-        cache[dev] = major == 9 && minor == 0 ? 1 : 2;
-    }
-    return cache[dev] == 1;
-}
-
+/* wgmma runs on compute capability 9.0 only (optin.cuh's wgmma_device); elsewhere v3 falls back
+ * to v2. */
 template <int D>
 static cudaError_t pf3_launch(float *out, const float *q, const uint16_t *kc, const uint16_t *vc,
                               const int32_t *pages, int pos0, int n_tok, int n_head, int n_kv_head, float scale,
                               cudaStream_t stream) {
-    if (!f3_ok()) return pf2_launch<D>(out, q, kc, vc, pages, pos0, n_tok, n_head, n_kv_head, scale, stream);
+    if (!wgmma_device()) return pf2_launch<D>(out, q, kc, vc, pages, pos0, n_tok, n_head, n_kv_head, scale, stream);
     cudaError_t e = smem_optin<paged_attn_prefill3_kernel<D>>();
     if (e != cudaSuccess) return e;
     const int rows = n_tok * (n_head / n_kv_head);
