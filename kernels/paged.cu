@@ -192,6 +192,41 @@ __global__ void paged_attn_combine_kernel(float *out, const float *scratch, int 
  * launch is needed. */
 #define PT_THREADS 128
 
+/* The last block of a (token, kv head) to arrive merges its splits: m, l and o point at head 0
+ * split 0 of its partials (head h, split s at h * n_split + s; o rows of hd), out at head 0 of its
+ * output. Splits past the context hold nothing; weights w[h][s] = e^(m_s - M) / sum_s l_s
+ * e^(m_s - M) (base 2 when EXP2: the tensor-core kernel's m is in log2 units) go to wgt ([G][n_act]
+ * floats of shared memory), then each output sums its splits in order (deterministic). */
+template <bool EXP2, int THREADS>
+__device__ __forceinline__ void pt_merge_splits(float *out, const float *m, const float *l, const float *o,
+                                                float *wgt, int G, int hd, int n_split, int n_act) {
+    const int tid = threadIdx.x, warp = tid >> 5, lane = tid & 31;
+    for (int h = warp; h < G; h += THREADS / 32) {
+        float mx = -INFINITY;
+        for (int s0 = lane; s0 < n_act; s0 += 32) mx = fmaxf(mx, __ldcg(m + h * n_split + s0));
+        mx = warp_max(mx);
+        float den = 0;
+        for (int s0 = lane; s0 < n_act; s0 += 32) {
+            const float x = __ldcg(m + h * n_split + s0) - mx, f = EXP2 ? exp2f(x) : __expf(x);
+            wgt[h * n_act + s0] = f;
+            den += f * __ldcg(l + h * n_split + s0);
+        }
+        den = warp_sum(den);
+        __syncwarp();
+        for (int s0 = lane; s0 < n_act; s0 += 32) wgt[h * n_act + s0] /= den;
+    }
+    __syncthreads();
+    for (int idx = tid; idx < G * hd; idx += THREADS) {
+        const int h = idx / hd, d = idx - h * hd;
+        const float *src = o + (int64_t)h * n_split * hd + d;
+        float acc = 0;
+#pragma unroll 4
+        for (int s0 = 0; s0 < n_act; s0++) acc = fmaf(wgt[h * n_act + s0], __ldcg(src + (int64_t)s0 * hd), acc);
+        out[(int64_t)h * hd + d] = acc;
+    }
+}
+
+
 __device__ __forceinline__ void pt_cp16(void *smem, const void *g) {
     asm volatile("cp.async.cg.shared.global [%0], [%1], 16;" ::"r"((unsigned)__cvta_generic_to_shared(smem)), "l"(g)
                  : "memory");
@@ -365,32 +400,9 @@ __global__ void __launch_bounds__(PT_THREADS) paged_attn_tile_kernel(float *out,
     __syncthreads();
     if (!is_last) return;
     __threadfence();
-    /* Splits past the context hold nothing; weights w[h][s] = exp(m_s - M) / sum_s l_s exp(m_s - M)
-     * go to the (now free) K tile area, then each output sums its splits in order. */
-    float *wgt = (float *)pt_smem; /* [G][n_act]: 4 * TP * RS halves hold >= 8 * 256 floats */
-    for (int h = warp; h < G; h += PT_THREADS / 32) {
-        float mx = -INFINITY;
-        for (int s0 = lane; s0 < n_act; s0 += 32) mx = fmaxf(mx, __ldcg(ms + part0 + h * n_split + s0));
-        mx = warp_max(mx);
-        float den = 0;
-        for (int s0 = lane; s0 < n_act; s0 += 32) {
-            const float f = __expf(__ldcg(ms + part0 + h * n_split + s0) - mx);
-            wgt[h * n_act + s0] = f;
-            den += f * __ldcg(ls + part0 + h * n_split + s0);
-        }
-        den = warp_sum(den);
-        __syncwarp();
-        for (int s0 = lane; s0 < n_act; s0 += 32) wgt[h * n_act + s0] /= den;
-    }
-    __syncthreads();
-    for (int idx = tid; idx < G * hd; idx += PT_THREADS) {
-        const int h = idx / hd, d = idx - h * hd;
-        const float *src = os + (part0 + h * n_split) * hd + d;
-        float acc = 0;
-#pragma unroll 4
-        for (int s0 = 0; s0 < n_act; s0++) acc = fmaf(wgt[h * n_act + s0], __ldcg(src + (int64_t)s0 * hd), acc);
-        out[((int64_t)t * n_head + kvh * G + h) * hd + d] = acc;
-    }
+    /* the weights go to the (now free) K tile area: 4 * TP * RS halves hold >= 8 * 256 floats */
+    pt_merge_splits<false, PT_THREADS>(out + ((int64_t)t * n_head + kvh * G) * hd, ms + part0, ls + part0,
+                                       os + part0 * hd, (float *)pt_smem, G, hd, n_split, n_act);
     if (tid == 0) *count = 0;
 }
 
@@ -782,30 +794,8 @@ __global__ void __launch_bounds__(PM_WARPS * 32, 2) paged_attn_mma_kernel(float 
     __syncthreads();
     if (!is_last) return;
     __threadfence();
-    float *wgt = (float *)pm_smem; /* [G][n_act] */
-    for (int h = warp; h < G; h += PM_WARPS) {
-        float mx = -INFINITY;
-        for (int s0 = lane; s0 < n_act; s0 += 32) mx = fmaxf(mx, __ldcg(ms + part0 + h * n_split + s0));
-        mx = warp_max(mx);
-        float den = 0;
-        for (int s0 = lane; s0 < n_act; s0 += 32) {
-            const float f = exp2f(__ldcg(ms + part0 + h * n_split + s0) - mx);
-            wgt[h * n_act + s0] = f;
-            den += f * __ldcg(ls + part0 + h * n_split + s0);
-        }
-        den = warp_sum(den);
-        __syncwarp();
-        for (int s0 = lane; s0 < n_act; s0 += 32) wgt[h * n_act + s0] /= den;
-    }
-    __syncthreads();
-    for (int idx = tid; idx < G * D; idx += PM_WARPS * 32) {
-        const int h = idx / D, d = idx - h * D;
-        const float *src = os + (part0 + h * n_split) * D + d;
-        float acc = 0;
-#pragma unroll 4
-        for (int s0 = 0; s0 < n_act; s0++) acc = fmaf(wgt[h * n_act + s0], __ldcg(src + (int64_t)s0 * D), acc);
-        out[((int64_t)t * n_head + kvh * G + h) * D + d] = acc;
-    }
+    pt_merge_splits<true, PM_WARPS * 32>(out + ((int64_t)t * n_head + kvh * G) * D, ms + part0, ls + part0,
+                                         os + part0 * D, (float *)pm_smem, G, D, n_split, n_act);
     if (tid == 0) *count = 0;
 }
 
