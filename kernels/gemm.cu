@@ -52,6 +52,15 @@ static int gemm_args_ok(uint32_t wtype, int64_t rows, int64_t k, int64_t n) {
            k % 8 == 0 && (n + GEMM_TOKS - 1) / GEMM_TOKS <= 65535;
 }
 
+/* The current device's SMs for the split-K models and the panel GEMM (mv6_device: cached per
+ * device, so safe inside a capture), or 0 with no device, leaving no error behind for the caller. */
+static int split_sms() {
+    int sms = 0, smem_max = 0;
+    if (mv6_device(&sms, &smem_max) && sms > 0) return sms;
+    cudaGetLastError();
+    return 0;
+}
+
 /* Slices of the K loop for this shape on the current device (1: no split) and the chunks each
  * slice takes (*cps); with max_slices the count is cut to fit a smaller scratch buffer. Every
  * slice holds at least one chunk, and the planes never pass SMs x 128 KB (kernels.h's bound). */
@@ -59,11 +68,8 @@ static int gemm_slices(const gemm_shape &sh, int64_t rows, int64_t k, int64_t n,
     const int64_t C = mv2_chunks(k), groups = (C + 3) / 4;
     const int64_t tiles = ((rows + sh.brows - 1) / sh.brows) * ((n + sh.btoks - 1) / sh.btoks);
     *cps = (int)C;
-    int sms = 0, smem_max = 0;
-    if (!mv6_device(&sms, &smem_max) || sms <= 0) { /* cached per device: safe inside a capture */
-        cudaGetLastError(); /* no device: no split, and no error left behind for the caller */
-        return 1;
-    }
+    const int sms = split_sms();
+    if (!sms) return 1; /* no device: no split */
     const int64_t target = (int64_t)GEMM_SPLIT_WAVES * sms;
     if (tiles >= target) return 1;
     int64_t s = (target + tiles - 1) / tiles;
@@ -195,9 +201,6 @@ static bool gp_geometry(int64_t rows, int64_t k, size_t limit, gp_geom *g) {
     return true;
 }
 
-/* wgmma runs on compute capability 9.0 only (optin.cuh's wgmma_device); elsewhere v4 and v6 leave
- * the GEMM to v2 (v5 is slower than v2 in the whole model: PERF-LOG run 26). */
-static bool gp_wgmma_ok() { return wgmma_device(); }
 
 /* Dynamic shared memory above 48 KB and the max-shared carveout (two v5 blocks need 2 x 97 KB),
  * once per kernel and device; not a stream operation, so fine during a capture. */
@@ -265,13 +268,12 @@ static cudaError_t gp_run(int variant, float *y, const uint8_t *w, uint32_t wtyp
     if (!scratch || bytes < p1 - p0) return cudaSuccess;
     const size_t avail = bytes - (p1 - p0);
     gp_geom gm;
-    int sms = 0, smem_max = 0;
     if (!gp_geometry(rows, k, avail < gp_limit() ? avail : gp_limit(), &gm)) return cudaSuccess;
-    if (!mv6_device(&sms, &smem_max) || sms <= 0) {
-        cudaGetLastError();
-        return cudaSuccess;
-    }
-    if (variant != 5 && !gp_wgmma_ok()) return cudaSuccess; /* *ran false: the caller runs v2 */
+    const int sms = split_sms();
+    if (!sms) return cudaSuccess;
+    /* v4 and v6 need wgmma (compute capability 9.0 only); elsewhere *ran stays false and the
+     * caller runs v2 */
+    if (variant != 5 && !wgmma_device()) return cudaSuccess;
     __half *panel = (__half *)p1;
     const int C = (int)mv2_chunks(k), rfull = (rows + 127) / 128 * 128, ttiles = (n + GP_BM - 1) / GP_BM;
     /* v4: 256 rows per block when that still gives a block per SM, else 128 */
@@ -354,11 +356,8 @@ static int g7_slices(const g7_shape &sh, uint32_t wtype, int64_t rows, int64_t k
     const int64_t C = mv2_chunks(k), groups = (C + 3) / 4;
     const int64_t tiles = ((rows + sh.brows - 1) / sh.brows) * ((n + sh.btoks - 1) / sh.btoks);
     *cps = (int)C;
-    int sms = 0, smem_max = 0;
-    if (!mv6_device(&sms, &smem_max) || sms <= 0) { /* cached per device: safe inside a capture */
-        cudaGetLastError(); /* no device: no split, and no error left behind for the caller */
-        return 1;
-    }
+    const int sms = split_sms();
+    if (!sms) return 1; /* no device: no split */
     int64_t smax = (int64_t)sms * (128 << 10) / (n * rows * (int64_t)sizeof(float));
     if (smax > GEMM_SPLIT_MAX) smax = GEMM_SPLIT_MAX;
     if (smax > max_slices) smax = max_slices;
@@ -423,7 +422,7 @@ static cudaError_t g7_launch(const g7_shape &sh, float *y, const uint8_t *w, uin
 /* v7 runs on compute capability 9.0 (wgmma, the sm_90a cubin), with at most 65535 row blocks
  * and chunk offsets within 32 bits (the copy plan's steps: c times at most 1088 bytes). */
 static bool g7_applies(uint32_t, int64_t rows, int64_t k) {
-    return (rows + 127) / 128 <= 65535 && mv2_chunks(k) < (1 << 20) && gp_wgmma_ok();
+    return (rows + 127) / 128 <= 65535 && mv2_chunks(k) < (1 << 20) && wgmma_device();
 }
 
 static bool g7_one_pass(float *y, const uint8_t *w, uint32_t wtype, const __half *x, int rows, int k, int n,
@@ -444,14 +443,11 @@ extern "C" size_t gemm_variant_scratch_bytes(int variant, int64_t rows, int64_t 
         }
     size_t need = s > 1 ? (size_t)s * (size_t)n * (size_t)rows * sizeof(float) : 0;
     gp_geom gm;
-    int sms = 0, smem_max = 0;
     if (gp_variant(variant) && n >= g_panel_min_n && gp_geometry(rows, k, gp_limit(), &gm)) {
-        /* alignment, the panel, and room for split-K planes (a one-panel matrix, few tiles) */
+        /* alignment, the panel, and room for split-K planes (a one-panel matrix, few tiles; no
+         * device: no split) */
         size_t p = 1024 + gm.bytes;
-        if (gm.nrp == 1 && gm.nkp == 1) {
-            if (mv6_device(&sms, &smem_max) && sms > 0) p += (size_t)sms * (128u << 10);
-            else cudaGetLastError(); /* no device: no split, and no error left behind */
-        }
+        if (gm.nrp == 1 && gm.nkp == 1) p += (size_t)split_sms() * (128u << 10);
         if (p > need) need = p;
     }
     return need;
