@@ -597,6 +597,10 @@ int cli_batch(int argc, char **argv) {
                     (long long)st.n_decode_tokens, (long long)st.n_decode_steps, st.decode_ms / 1e3,
                     st.decode_ms > 0 ? 1e3 * (double)st.n_decode_tokens / st.decode_ms : 0.0,
                     st.decode_ms / (double)st.n_decode_steps);
+        if (st.n_prompt_steps)
+            fprintf(stderr, "batch: prompt-only steps: %lld tokens in %lld steps, %.2f s (%.2f t/s)\n",
+                    (long long)st.n_prompt_step_tokens, (long long)st.n_prompt_steps, st.prompt_ms / 1e3,
+                    st.prompt_ms > 0 ? 1e3 * (double)st.n_prompt_step_tokens / st.prompt_ms : 0.0);
     } else if (o.log && n_items) {
         fprintf(stderr, "batch: %lld requests done (%lld errors), no model needed\n", (long long)os.n_done,
                 (long long)os.n_err);

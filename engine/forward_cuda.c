@@ -99,14 +99,17 @@ typedef struct {
     int n_src;
 } dweight;
 
-/* Matrices that read the same input: one stacked matvec when their types agree, else one each.
- * The outputs of a pass (buffer of n_batch tokens) are part i of token t at
+/* Matrices that read the same input: each run of consecutive parts whose types and row lengths
+ * agree is one stacked matvec (Q4_K_M's q and k, with v in Q6_K, are two launches, not three).
+ * The outputs of a pass (buffer of n_batch tokens, matrix after matrix) are part i of token t at
  * buf[off_i + t * stride_i] (group_view). */
 typedef struct {
     dweight m[3];
-    int n_m;            /* 1 when stacked */
+    int n_m;            /* 1 when all are stacked */
     int n_parts;
     int64_t part_rows[3];
+    int part_m[3];      /* the matrix holding part i */
+    int64_t part_off[3]; /* its first row in that matrix */
 } wgroup;
 
 typedef struct {
@@ -197,6 +200,7 @@ struct forward_cuda {
     int timeout_s;      /* nccl_timeout_s(), read once at create */
     int fault_stall;    /* fault_peer_stall(), read once at create */
     int fuse;           /* fuse_mode(), read once at create */
+    int rope_fold;      /* rope_fold_mode(), read once at create */
     /* Row split: the all-reduces of passes of up to p2p_max_tok tokens run kernels/p2p.h's
      * all-reduce over peer access instead of NCCL, and a decode step is one graph per device
      * (p2p_applies); only with MGI_P2P=1 (setup_p2p) and peer access between every pair. */
@@ -261,24 +265,37 @@ static int weight_plan(dweight *d, const wslice *src, int n, char *err, size_t e
 
 static int group_plan(wgroup *g, const wslice *src, int n, char *err, size_t err_size) {
     g->n_parts = n;
-    int same = 1;
-    for (int i = 0; i < n; i++) {
-        g->part_rows[i] = src[i].r1 - src[i].r0;
-        same &= src[i].w->type == src[0].w->type && src[i].c1 - src[i].c0 == src[0].c1 - src[0].c0;
+    g->n_m = 0;
+    for (int i = 0; i < n;) {
+        int j = i + 1; /* parts i..j-1 stack */
+        while (j < n && src[j].w->type == src[i].w->type && src[j].c1 - src[j].c0 == src[i].c1 - src[i].c0) j++;
+        int64_t off = 0;
+        for (int q = i; q < j; q++) {
+            g->part_rows[q] = src[q].r1 - src[q].r0;
+            g->part_m[q] = g->n_m;
+            g->part_off[q] = off;
+            off += g->part_rows[q];
+        }
+        if (weight_plan(&g->m[g->n_m++], &src[i], j - i, err, err_size)) return -1;
+        i = j;
     }
-    g->n_m = same ? 1 : n;
-    if (same) return weight_plan(&g->m[0], src, n, err, err_size);
-    for (int i = 0; i < n; i++)
-        if (weight_plan(&g->m[i], &src[i], 1, err, err_size)) return -1;
     return 0;
 }
 
-/* Where part i of a group's output lives in buf (sized for n_batch tokens) and its token stride. */
+/* Where part i of a group's output lives in buf (sized for n_batch tokens) and its token stride:
+ * matrix m's outputs take n_batch x its rows, after the matrices before it. */
 static void group_view(const wgroup *g, float *buf, int32_t n_batch, int part_i, float **p, int64_t *stride) {
-    int64_t off = 0;
-    for (int j = 0; j < part_i; j++) off += g->n_m == 1 ? g->part_rows[j] : (int64_t)n_batch * g->part_rows[j];
+    const int mi = g->part_m[part_i];
+    int64_t off = g->part_off[part_i];
+    for (int j = 0; j < mi; j++) off += (int64_t)n_batch * g->m[j].rows;
     *p = buf + off;
-    *stride = g->n_m == 1 ? g->m[0].rows : g->part_rows[part_i];
+    *stride = g->m[mi].rows;
+}
+
+/* Where matrix mi of a group writes its outputs in buf (its token stride is its rows). */
+static float *matrix_out(const wgroup *g, float *buf, int32_t n_batch, int mi) {
+    for (int j = 0; j < mi; j++) buf += (int64_t)n_batch * g->m[j].rows;
+    return buf;
 }
 
 static size_t weight_dev_bytes(const dweight *d) {
@@ -583,10 +600,8 @@ static int mm(part *p, const dweight *w, const float *x, float *y, int n, char *
 static int group_mm(part *p, const wgroup *g, const float *x, float *buf, int t0, int nt, char *err,
                     size_t err_size) {
     for (int i = 0; i < g->n_m; i++) {
-        float *y;
-        int64_t stride;
-        group_view(g, buf, p->f->n_batch, i, &y, &stride);
-        if (mm(p, &g->m[i], x, y + (int64_t)t0 * stride, nt, err, err_size)) return -1;
+        float *y = matrix_out(g, buf, p->f->n_batch, i);
+        if (mm(p, &g->m[i], x, y + (int64_t)t0 * g->m[i].rows, nt, err, err_size)) return -1;
     }
     return 0;
 }
@@ -617,10 +632,8 @@ static int group_mm_norm(part *p, const wgroup *g, const float *x, const float *
     }
     for (int i = 0; i < g->n_m; i++) {
         const dweight *w = &g->m[i];
-        float *y;
-        int64_t stride;
-        group_view(g, buf, p->f->n_batch, i, &y, &stride);
-        DEV_TRY(matvec_f32_norm(y + (int64_t)t0 * stride, w->w, w->type, x, nw, hp->rms_eps, w->rows, w->k, nt,
+        float *y = matrix_out(g, buf, p->f->n_batch, i);
+        DEV_TRY(matvec_f32_norm(y + (int64_t)t0 * w->rows, w->w, w->type, x, nw, hp->rms_eps, w->rows, w->k, nt,
                                 p->st));
     }
     return 0;
@@ -670,16 +683,27 @@ static int attn_half(part *p, int32_t l, span s, int fz, char *err, size_t err_s
     float *pq, *pk, *pv;
     int64_t sq, sk, sv;
     float *x = p->x + (int64_t)t0 * E, *xn = p->xn + (int64_t)t0 * E;
-    if (fz ? group_mm_norm(p, &L->qkv, x, L->attn_norm, p->qkv, t0, nt, fz & FZ_QKV, err, err_size)
-           : group_mm(p, &L->qkv, xn, p->qkv, t0, nt, err, err_size))
-        return -1;
-    group_view(&L->qkv, p->qkv, f->n_batch, 0, &pq, &sq);
-    group_view(&L->qkv, p->qkv, f->n_batch, 1, &pk, &sk);
-    group_view(&L->qkv, p->qkv, f->n_batch, 2, &pv, &sv);
     float *q = p->q + (int64_t)t0 * p->nq, *att = p->att + (int64_t)t0 * p->nq;
-    DEV_TRY(paged_rope_store(q, p->kv_k + kv_off, p->kv_v + kv_off, pq + t0 * sq, sq, pk + t0 * sk, sk,
-                             pv + t0 * sv, sv, d_pos + t0, d_cell + t0, nt, p->n_head, p->n_head_kv, hd, hp->n_rot,
-                             hp->rope_base, p->st));
+    if (fz && (fz & FZ_QKV) && f->rope_fold) { /* Q, K, V straight to q and the caches */
+        for (int i = 0; i < L->qkv.n_m; i++) {
+            const dweight *w = &L->qkv.m[i];
+            int64_t r[3];
+            for (int j = 0; j < 3; j++) r[j] = L->qkv.part_m[j] == i ? L->qkv.part_rows[j] : 0;
+            DEV_TRY(matvec_f32_norm_rope(w->w, w->type, x, L->attn_norm, hp->rms_eps, w->rows, w->k, nt, q,
+                                         p->kv_k + kv_off, p->kv_v + kv_off, d_pos + t0, d_cell + t0, r[0], r[1],
+                                         p->kv_dim, hd, hp->n_rot, hp->rope_base, p->st));
+        }
+    } else {
+        if (fz ? group_mm_norm(p, &L->qkv, x, L->attn_norm, p->qkv, t0, nt, fz & FZ_QKV, err, err_size)
+               : group_mm(p, &L->qkv, xn, p->qkv, t0, nt, err, err_size))
+            return -1;
+        group_view(&L->qkv, p->qkv, f->n_batch, 0, &pq, &sq);
+        group_view(&L->qkv, p->qkv, f->n_batch, 1, &pk, &sk);
+        group_view(&L->qkv, p->qkv, f->n_batch, 2, &pv, &sv);
+        DEV_TRY(paged_rope_store(q, p->kv_k + kv_off, p->kv_v + kv_off, pq + t0 * sq, sq, pk + t0 * sk, sk,
+                                 pv + t0 * sv, sv, d_pos + t0, d_cell + t0, nt, p->n_head, p->n_head_kv, hd,
+                                 hp->n_rot, hp->rope_base, p->st));
+    }
     if (f->pf_pos0 >= 0) {
         DEV_TRY(paged_attention_prefill(att, q, p->kv_k + kv_off, p->kv_v + kv_off, d_pages, f->pf_pos0 + t0, nt,
                                         p->n_head, p->n_head_kv, hd, scale, p->st));
@@ -955,8 +979,9 @@ static void matvec_variant_from_env(void) {
     int v = 11, depth = 0;
     if (e && !strcmp(e, "6")) v = 6;
     if (e && !strcmp(e, "10")) v = 10;
-    if (e && !strncmp(e, "11", 2) && (!e[2] || (e[2] == ':' && e[3] >= '2' && e[3] <= '6' && !e[4]))) {
-        v = 11;
+    if (e && (!strncmp(e, "11", 2) || !strncmp(e, "12", 2)) &&
+        (!e[2] || (e[2] == ':' && e[3] >= '2' && e[3] <= '6' && !e[4]))) {
+        v = e[1] - '0' + 10;
         depth = e[2] ? e[3] - '0' : 0;
     }
     matvec_use_variant(v);
@@ -1032,6 +1057,14 @@ static int fuse_mode(void) {
     if (e && !strcmp(e, "0")) return FUSE_OFF;
     if (e && !strcmp(e, "1")) return FUSE_ALL;
     return FUSE_NO_SWIGLU;
+}
+
+/* A fused layer's QKV matvecs rotate Q and K and store K and V themselves (matvec_f32_norm_rope),
+ * one launch fewer per decode layer: the default (PERF-LOG run 38, tg128 on an H200: 8b q4_0
+ * 611.5 -> 616.2, q4_k_m 563.5 -> 565.6); MGI_ROPE_FOLD=0 keeps the separate paged_rope_store. */
+static int rope_fold_mode(void) {
+    const char *e = getenv("MGI_ROPE_FOLD");
+    return !(e && !strcmp(e, "0"));
 }
 
 /* Every part's xn summed over the parts, in place (row split). */
@@ -1757,6 +1790,7 @@ static void *cuda_create(const llama_model *m, const engine_plan *plan, int32_t 
     matvec_variant_from_env();
     f->fault_stall = fault_peer_stall();
     f->fuse = fuse_mode();
+    f->rope_fold = rope_fold_mode();
     /* The engine's pool holds at least one cell per position of each of its sequences, so no
      * pass has more sequences than n_cells / max_pos (nor more than tokens). */
     f->max_seqs = n_cells / max_pos < f->n_batch ? n_cells / max_pos : f->n_batch;

@@ -252,7 +252,7 @@ int sched_step(sched *s, char *err, size_t err_size) {
             if (!s->slots[i].job) start(s, i, fifo_pop(&s->queue));
 
     /* Decode tokens first (one per generating slot), then prefill chunks, from slot rr on. */
-    int32_t n = 0, rows = 0;
+    int32_t n = 0, rows = 0, n_dec = 0;
     for (int pass = 0; pass < 2; pass++)
         for (int32_t r = 0; r < s->n_slots && n < s->p.n_batch; r++) {
             int32_t k = (s->rr + r) % s->n_slots;
@@ -262,6 +262,7 @@ int sched_step(sched *s, char *err, size_t err_size) {
             if (pass == 0 && sl->pending >= 0) {
                 s->row_slot[rows++] = k;
                 s->batch[n++] = (engine_token){sl->pending, pos, k, 1};
+                n_dec++;
             } else if (pass == 1 && sl->pending < 0 && sl->n_fed < sl->job->n_prompt) {
                 int32_t left = sl->job->n_prompt - sl->n_fed, room = s->p.n_batch - n;
                 int32_t c = left < room ? left : room;
@@ -288,6 +289,10 @@ int sched_step(sched *s, char *err, size_t err_size) {
         s->st.n_decode_steps++;
         s->st.n_decode_tokens += n;
         s->st.decode_ms += now_ms() - t0;
+    } else if (!rc && n_dec == 0) { /* prompt tokens only */
+        s->st.n_prompt_steps++;
+        s->st.n_prompt_step_tokens += n;
+        s->st.prompt_ms += now_ms() - t0;
     }
     if (rc) {
         for (int32_t k = 0; k < s->n_slots; k++)

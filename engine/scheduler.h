@@ -54,6 +54,10 @@ typedef struct {
      * batched-bench reports it apart from prompt processing: steps, tokens, milliseconds. */
     int64_t n_decode_steps, n_decode_tokens;
     double decode_ms;
+    /* Steps that only evaluated prompt tokens (no sequence was generating), batched-bench's
+     * prompt processing speed: steps, tokens, milliseconds. */
+    int64_t n_prompt_steps, n_prompt_step_tokens;
+    double prompt_ms;
 } sched_stats;
 
 typedef struct sched sched;

@@ -86,6 +86,18 @@ cudaError_t matvec_f32_acc(float *y, const void *w, uint32_t wtype, const float 
                            cudaStream_t stream);
 cudaError_t matvec_f32_swiglu_acc(float *y, const void *w, uint32_t wtype, const float *g, int64_t sg,
                                   const float *u, int64_t su, int64_t rows, int64_t k, int n, cudaStream_t stream);
+/* matvec_f32_norm for a layer's Q, K and V rows with paged_rope_store (paged.h) in its epilogue,
+ * so a decode layer needs no RoPE + K/V-store launch: the first nq rows of W are Q rows (heads of
+ * head_dim, rotated into q_out [n][nq]), the next nk K rows (0 or kv_dim: rotated, stored as f16 at
+ * k_cache + cell[t] * kv_dim), the rest V rows (0 or kv_dim: stored at v_cache + cell[t] * kv_dim);
+ * pos[t] the token's position, n_rot and theta as paged_rope_store's. Nothing is written to a Y.
+ * Results equal to matvec_f32_norm then paged_rope_store, bit for bit. Same cases as
+ * matvec_f32_norm (matvec_fused_supported), plus nq a multiple of head_dim, head_dim and n_rot even,
+ * n_rot <= head_dim; else cudaErrorInvalidValue or cudaErrorNotSupported, nothing launched. */
+cudaError_t matvec_f32_norm_rope(const void *w, uint32_t wtype, const float *x, const float *g, float eps,
+                                 int64_t rows, int64_t k, int n, float *q_out, uint16_t *k_cache,
+                                 uint16_t *v_cache, const int32_t *pos, const int32_t *cell, int64_t nq, int64_t nk,
+                                 int64_t kv_dim, int head_dim, int n_rot, float theta, cudaStream_t stream);
 
 /* ---- prefill matrix products (gemm.cu) --------------------------------------------------------
  * Y[n][rows] = W[rows][k] . X[n][k] for many tokens on the tensor cores, X in f16 bits, Y f32,

@@ -22,7 +22,7 @@
 static int matvec_variant = 10;
 static int matvec_ring_cap = MV11_STAGES; /* v11's deepest ring (matvec_ring_depth) */
 
-extern "C" void matvec_use_variant(int v) { matvec_variant = v == 10 || v == 11 ? v : 6; }
+extern "C" void matvec_use_variant(int v) { matvec_variant = v == 10 || v == 11 || v == 12 ? v : 6; }
 
 extern "C" void matvec_ring_depth(int max_stages) {
     matvec_ring_cap = max_stages >= 2 && max_stages <= MV11_STAGES_MAX ? max_stages : MV11_STAGES;
@@ -53,14 +53,23 @@ static void mv6_prepare_all() {
     mv10_prepare_all<T, true>();
     mv10_prepare_all<T, false, mv_x_swiglu>();
     mv10_prepare_all<T, false, mv_x_norm>();
+    mv10_prepare_all<T, false, mv_x_norm_rope>();
     mv10_prepare_all<T, false, mv_x_acc>();
     mv10_prepare_all<T, false, mv_x_swiglu_acc>();
     mv10_prepare_all<T, false, mv_x, MV11_OPT>();
     mv10_prepare_all<T, true, mv_x, MV11_OPT>();
     mv10_prepare_all<T, false, mv_x_swiglu, MV11_OPT>();
     mv10_prepare_all<T, false, mv_x_norm, MV11_OPT>();
+    mv10_prepare_all<T, false, mv_x_norm_rope, MV11_OPT>();
     mv10_prepare_all<T, false, mv_x_acc, MV11_OPT>();
     mv10_prepare_all<T, false, mv_x_swiglu_acc, MV11_OPT>();
+    mv10_prepare_all<T, false, mv_x, MV12_OPT>();
+    mv10_prepare_all<T, true, mv_x, MV12_OPT>();
+    mv10_prepare_all<T, false, mv_x_swiglu, MV12_OPT>();
+    mv10_prepare_all<T, false, mv_x_norm, MV12_OPT>();
+    mv10_prepare_all<T, false, mv_x_norm_rope, MV12_OPT>();
+    mv10_prepare_all<T, false, mv_x_acc, MV12_OPT>();
+    mv10_prepare_all<T, false, mv_x_swiglu_acc, MV12_OPT>();
 }
 
 /* v10 (O = 0) or v11 (MV11_OPT) for weight type t; false with nothing launched where it does not
@@ -83,7 +92,8 @@ static bool matvec_v10_any(float *y, const void *w, uint32_t t, XS x, int r, int
 template <bool XH, typename XS>
 static bool matvec_v10_family(float *y, const void *w, uint32_t t, XS x, int r, int k, int n, cudaStream_t s,
                               cudaError_t *e) {
-    if (matvec_variant == 11 && matvec_v10_any<XH, XS, MV11_OPT>(y, w, t, x, r, k, n, s, e)) return true;
+    if (matvec_variant == 12 && matvec_v10_any<XH, XS, MV12_OPT>(y, w, t, x, r, k, n, s, e)) return true;
+    if (matvec_variant >= 11 && matvec_v10_any<XH, XS, MV11_OPT>(y, w, t, x, r, k, n, s, e)) return true;
     return matvec_variant >= 10 && matvec_v10_any<XH, XS, 0>(y, w, t, x, r, k, n, s, e);
 }
 
@@ -92,6 +102,16 @@ extern "C" int matvec_ring_stages(uint32_t wtype, int64_t rows, int64_t k, int n
     const int cap = matvec_ring_cap;
     const bool nm = norm != 0;
     if (matvec_repacked_bytes(wtype, rows, k) == 0) return 0;
+    if (matvec_variant == 12) { /* v12's ring where it applies, else v11's (its fallback) */
+        switch (wtype) {
+        case QUANT_Q4_0: mv10_takes<QUANT_Q4_0, MV12_OPT>(rows, k, n, nm, &sms, &smem_max, cap, &st); break;
+        case QUANT_Q4_K: mv10_takes<QUANT_Q4_K, MV12_OPT>(rows, k, n, nm, &sms, &smem_max, cap, &st); break;
+        case QUANT_Q8_0: mv10_takes<QUANT_Q8_0, MV12_OPT>(rows, k, n, nm, &sms, &smem_max, cap, &st); break;
+        case QUANT_Q6_K: mv10_takes<QUANT_Q6_K, MV12_OPT>(rows, k, n, nm, &sms, &smem_max, cap, &st); break;
+        default: break;
+        }
+        if (st) return st;
+    }
     switch (wtype) {
     case QUANT_Q4_0: mv10_takes<QUANT_Q4_0, MV11_OPT>(rows, k, n, nm, &sms, &smem_max, cap, &st); break;
     case QUANT_Q4_K: mv10_takes<QUANT_Q4_K, MV11_OPT>(rows, k, n, nm, &sms, &smem_max, cap, &st); break;
@@ -207,6 +227,35 @@ extern "C" cudaError_t matvec_f32_norm(float *y, const void *w, uint32_t wtype, 
                                        float eps, int64_t rows, int64_t k, int n, cudaStream_t stream) {
     if (!x || !g || (uintptr_t)x % 16 || (uintptr_t)g % 16) return cudaErrorInvalidValue;
     return matvec_fused(y, w, wtype, mv_x_norm{x, g, eps}, rows, k, n, stream);
+}
+
+extern "C" cudaError_t matvec_f32_norm_rope(const void *w, uint32_t wtype, const float *x, const float *g, float eps,
+                                            int64_t rows, int64_t k, int n, float *q_out, uint16_t *k_cache,
+                                            uint16_t *v_cache, const int32_t *pos, const int32_t *cell, int64_t nq,
+                                            int64_t nk, int64_t kv_dim, int head_dim, int n_rot, float theta,
+                                            cudaStream_t stream) {
+    const int64_t nv = rows - nq - nk;
+    if (!x || !g || (uintptr_t)x % 16 || (uintptr_t)g % 16 || !pos || !cell || head_dim <= 0 || head_dim % 2 ||
+        n_rot < 0 || n_rot % 2 || n_rot > head_dim || nq < 0 || nq % head_dim || (nq && !q_out) ||
+        (nk != 0 && nk != kv_dim) || (nk && !k_cache) || (nv != 0 && nv != kv_dim) || (nv && !v_cache) ||
+        kv_dim <= 0 || kv_dim % head_dim || rows % 2 || nq > INT32_MAX || kv_dim > INT32_MAX)
+        return cudaErrorInvalidValue;
+    mv_x_norm_rope src;
+    src.x = x;
+    src.g = g;
+    src.eps = eps;
+    src.q_out = q_out;
+    src.kc = k_cache;
+    src.vc = v_cache;
+    src.pos = pos;
+    src.cell = cell;
+    src.nq = (int)nq;
+    src.nk = (int)nk;
+    src.kv_dim = (int)kv_dim;
+    src.head_dim = head_dim;
+    src.n_rot = n_rot;
+    src.theta = theta;
+    return matvec_fused((float *)nullptr, w, wtype, src, rows, k, n, stream);
 }
 
 extern "C" cudaError_t matvec_f32_acc(float *y, const void *w, uint32_t wtype, const float *x, int64_t rows,

@@ -54,18 +54,55 @@
  * itself while staging x * g, and scales its outputs by 1 / rms); ACC, Y += W . X instead of
  * Y = W . X (mv_x_acc, mv_x_swiglu_acc: the residual add of the attention output and FFN down
  * products). */
-struct mv_x { const void *p; static constexpr bool NORM = false, ACC = false; };
+struct mv_x { const void *p; static constexpr bool NORM = false, ACC = false, ROPE = false; };
 struct mv_x_swiglu {
     const float *g, *u;
     int64_t sg, su;
     bool vec; /* vec: float4 loads */
-    static constexpr bool NORM = false, ACC = false;
+    static constexpr bool NORM = false, ACC = false, ROPE = false;
 };
 struct mv_x_acc : mv_x { static constexpr bool ACC = true; };
 struct mv_x_swiglu_acc : mv_x_swiglu { static constexpr bool ACC = true; };
 /* x [n][k] f32 (rows 16-byte aligned), g [k] the norm's weight, eps the norm's epsilon. */
-struct mv_x_norm { const float *x, *g; float eps; static constexpr bool NORM = true, ACC = false; };
+struct mv_x_norm { const float *x, *g; float eps; static constexpr bool NORM = true, ACC = false, ROPE = false; };
+/* ROPE: a NORM source whose products are a layer's Q, K and V rows (in that order; this matrix's
+ * first nq rows are Q, the next nk K, the rest V), which the epilogue does not write to Y but
+ * hands on as paged_rope_store does (kernels/paged.cu, the same formula): Q rotated into q_out
+ * [n][nq], K rotated and V into the f16 caches at row cell[t] of kv_dim values; pos[t], cell[t] per
+ * token. A rotated pair is rows 2j, 2j + 1 of one 16-row tile, so the block that sums one sums the
+ * other, and a lane gets its partner's value by one shuffle. Saves the RoPE + K/V-store launch of
+ * every decode layer. */
+struct mv_x_norm_rope : mv_x_norm {
+    float *q_out;
+    uint16_t *kc, *vc;
+    const int32_t *pos, *cell;
+    int nq, nk, kv_dim, head_dim, n_rot;
+    float theta;
+    static constexpr bool ROPE = true;
+};
 template <typename XS> __host__ __device__ constexpr bool mv_fused() { return XS::NORM || XS::ACC; }
+
+/* Where a ROPE source's row `row` (value v, its pair partner's value pv) of token t goes. */
+__device__ __forceinline__ void mv_rope_store(const mv_x_norm_rope &x, int64_t row, int t, float v, float pv) {
+    const int64_t cell = x.cell[t];
+    if (row >= x.nq + x.nk) { /* V */
+        x.vc[cell * x.kv_dim + (row - x.nq - x.nk)] = __half_as_ushort(__float2half_rn(v));
+        return;
+    }
+    const bool is_k = row >= x.nq;
+    const int64_t e = is_k ? row - x.nq : row;
+    const int j2 = (int)(e % x.head_dim) & ~1; /* 2 j: the pair's first element in its head */
+    float out = v;
+    if (j2 < x.n_rot) {
+        const bool odd = e & 1;
+        const float x0 = odd ? pv : v, x1 = odd ? v : pv;
+        float sn, c;
+        sincosf((float)x.pos[t] * powf(x.theta, -(float)j2 / (float)x.n_rot), &sn, &c);
+        out = odd ? x0 * sn + x1 * c : x0 * c - x1 * sn;
+    }
+    if (is_k) x.kc[cell * x.kv_dim + e] = __half_as_ushort(__float2half_rn(out));
+    else x.q_out[(int64_t)t * x.nq + e] = out;
+}
 
 __device__ __forceinline__ float4 mv_x_f32(const mv_x &s, int tok, int kk, int k) {
     return *(const float4 *)((const float *)s.p + (int64_t)tok * k + kk);
@@ -1155,14 +1192,18 @@ __global__ void matvec_v2_repack(uint8_t *out, const uint8_t *w, int rows, int k
  * a: 3 groups in flight; b: 2 blocks of 8 warps; c: 3 blocks of 8 warps (<= 80 registers);
  * d: the early trigger; e: a and b together. */
 #define MV11_OPT 6
+#define MV12_OPT 7
 template <int O> struct mv10_opt {
     static constexpr int NB = O == 1 || O == 5 ? 3 : 2;
-    static constexpr int W = O == 2 || O == 3 || O == 5 ? 8 : 16;
-    static constexpr int BPS = O == 2 || O == 5 ? 2 : O == 3 ? 3 : 1;
-    static constexpr bool EARLY = O == 4;
-    static constexpr bool RING = O == MV11_OPT;
+    static constexpr int W = O == 2 || O == 3 || O == 5 || O == MV12_OPT ? 8 : 16;
+    static constexpr int BPS = O == 2 || O == 5 || O == MV12_OPT ? 2 : O == 3 ? 3 : 1;
+    static constexpr bool EARLY = O == 4 || O == MV12_OPT;
+    static constexpr bool RING = O == MV11_OPT || O == MV12_OPT;
+    /* HALF (v12): a block takes at most half of an SM (registers and shared memory; 2 per SM) */
+    static constexpr bool HALF = O == MV12_OPT;
+    static constexpr int MINB = HALF ? 2 : BPS;
 };
-#define MV10_OPTS 7
+#define MV10_OPTS 8
 
 /* Whether option O builds without spills for type T (ptxas -v): Q6_K's groups take 33 registers
  * each, too many for 3 in flight within 128 or 2 within 80; Q4_K spills at 80. The launcher
@@ -1601,6 +1642,17 @@ template <> struct mv10_group<QUANT_Q6_K> {
  *   and its commit (an empty group past the warp's last unit, so the count stays S - 1), then the
  *   arithmetic. The ring sits before X in shared memory; S is chosen at launch from what the rest
  *   leaves (mv11_stages, at most the cap, 2 or more, else v10 runs). */
+/* v12 = v11 in half-SM blocks (option MV12_OPT): 2 blocks of 8 warps per SM, each at most half
+ * of the SM's registers and shared memory, and the PDL trigger right after pdl_wait. A decode
+ * step is a chain of kernels each of which must wait for the whole previous one (PDL, pdl.cuh);
+ * v11's block fills an SM (16 warps x 128 registers, 150-230 KB), so the next kernel's blocks can
+ * start only where one of its blocks has exited, and each kernel's start-up (launch, the ring's
+ * first copies from DRAM) follows the previous kernel's tail. With half-SM blocks a half whose
+ * block is done takes a block of the next kernel at once, which copies its first S units of
+ * weights into its ring and waits at pdl_wait beside the other half's running block. Two blocks
+ * per SM, not one: with one, an SM whose block finished early could take two blocks of the next
+ * kernel and leave another SM none (seen on an H200: the PDL chain slower than without PDL).
+ * The arithmetic and results are v11's. */
 #define MV11_STAGES 4     /* the production cap on the ring depth */
 #define MV11_STAGES_MAX 6 /* mv11_wait's largest count + 1 */
 
@@ -1695,7 +1747,7 @@ __device__ __forceinline__ void mv11_issue(uint32_t wq, uint32_t wl, const mv11_
 }
 
 template <int T, bool XH, typename XS = mv_x, int O = 0, int NT = 1>
-__global__ void __launch_bounds__(mv10_opt<O>::W * 32, mv10_opt<O>::BPS)
+__global__ void __launch_bounds__(mv10_opt<O>::W * 32, mv10_opt<O>::MINB)
 matvec_v10(float *y, const uint8_t *w, XS xv, int rows, int k, int stages) {
     static_assert(T == QUANT_Q4_0 || T == QUANT_Q4_K || T == QUANT_Q8_0 || T == QUANT_Q6_K, "v10: Q4_0 Q4_K Q8_0 Q6_K");
     using P = mv10_opt<O>;
@@ -1811,6 +1863,21 @@ matvec_v10(float *y, const uint8_t *w, XS xv, int rows, int k, int stages) {
         }
     }
     __syncthreads();
+    if constexpr (XS::ROPE) { /* every lane runs every round (the bound is the block's): the shuffle */
+        for (int i0 = 0; i0 < nt * NT * 16; i0 += blockDim.x) {
+            const int i = i0 + threadIdx.x, tl = i / (NT * 16), c = (i >> 4) % NT, r = i & 15;
+            const int64_t row = (t0 + tl) * 16 + r;
+            const bool live = i < nt * NT * 16;
+            float s = 0.0f;
+            if (live) {
+#pragma unroll 4
+                for (int wp = 0; wp < W; wp++) s += red[((tl * W + wp) * NT + c) * 16 + r];
+                s *= rinv[c];
+            }
+            const float ps = __shfl_xor_sync(0xffffffffu, s, 1); /* row ^ 1: same tile and token */
+            if (live && row < rows) mv_rope_store(xv, row, c, s, ps);
+        }
+    } else {
     for (int i = threadIdx.x; i < nt * NT * 16; i += blockDim.x) {
         const int tl = i / (NT * 16), c = (i >> 4) % NT, r = i & 15;
         const int64_t row = (t0 + tl) * 16 + r;
@@ -1824,12 +1891,15 @@ matvec_v10(float *y, const uint8_t *w, XS xv, int rows, int k, int stages) {
             *yp = s;
         }
     }
+    }
 }
 
-/* Lets v10 use all the shared memory a block may opt into (matvec_repack calls it at load). */
+/* Lets v10 use all the shared memory a block may opt into (matvec_repack calls it at load); v12
+ * also asks for the largest shared-memory carveout, so that two of its blocks fit on an SM. */
 template <int T, bool XH, typename XS = mv_x, int O = 0, int NT = 1>
 static inline bool mv10_prepare() {
-    return smem_optin<matvec_v10<T, XH, XS, O, NT>>() == cudaSuccess;
+    if (smem_optin<matvec_v10<T, XH, XS, O, NT>>() != cudaSuccess) return false;
+    return !mv10_opt<O>::HALF || smem_carveout_max<matvec_v10<T, XH, XS, O, NT>>() == cudaSuccess;
 }
 
 /* mv10_prepare of every token count production runs (1 to MV10_MAX_N) of v10 (O = 0) or v11
@@ -1889,10 +1959,27 @@ static inline bool mv10_launch_nt(float *y, const void *w, XS x, int rows, int k
     int64_t grid;
     int stages;
     const size_t smem = mv10_shape<T, O>(rows, k, NT, XS::NORM, sms, smem_max, cap, &grid, &stages);
-    if (smem > (size_t)smem_max || (smem > 48 * 1024 && !mv10_prepare<T, XH, XS, O, NT>())) return false;
+    if (smem > (size_t)smem_max || ((smem > 48 * 1024 || P::HALF) && !mv10_prepare<T, XH, XS, O, NT>())) return false;
     *e = pdl_launch_as(pdl, matvec_v10<T, XH, XS, O, NT>, dim3((unsigned)grid), dim3(P::W * 32), smem, s, y,
                        (const uint8_t *)w, x, rows, k, stages);
     return true;
+}
+
+/* The most dynamic shared memory a block may take for two blocks to fit on one SM of the current
+ * device (v12: mv10_opt::HALF): half of the SM's shared memory less the per-block reservation
+ * (H100 / H200: 228 KB and 1 KB, so 113 KB); 0 without a device. */
+static inline int mv12_half_smem() {
+    static int cache[64];
+    int dev = 0;
+    if (cudaGetDevice(&dev) != cudaSuccess || dev < 0 || dev >= 64) return 0;
+    if (cache[dev] == 0) {
+        int per_sm = 0, reserved = 0;
+        if (cudaDeviceGetAttribute(&per_sm, cudaDevAttrMaxSharedMemoryPerMultiprocessor, dev) != cudaSuccess ||
+            cudaDeviceGetAttribute(&reserved, cudaDevAttrReservedSharedMemoryPerBlock, dev) != cudaSuccess)
+            return 0;
+        cache[dev] = per_sm / 2 - reserved;
+    }
+    return cache[dev];
 }
 
 /* Whether v10 (option O) takes type T, n tokens and rows x k on the current device with a source
@@ -1909,8 +1996,14 @@ static inline bool mv10_takes(int64_t rows, int64_t k, int n, bool norm, int *sm
     } else {
         int64_t grid;
         int st = 0;
+        *sms = *smem_max = 0;
+        bool dev = mv6_device(sms, smem_max);
+        if (dev && mv10_opt<O>::HALF) { /* v12: half an SM's shared memory at most */
+            const int half = mv12_half_smem();
+            if (half < *smem_max) *smem_max = half;
+        }
         const bool ok = n >= 1 && n <= (mv10_multi_token<O>() ? mv10_max_n<T>() : 1) && rows >= 1 && k >= 1 &&
-                        k % (64 * mv10_gc<T>()) == 0 && mv6_device(sms, smem_max) &&
+                        k % (64 * mv10_gc<T>()) == 0 && dev &&
                         mv10_shape<T, O>(rows, k, n, norm, *sms, *smem_max, cap, &grid, &st) <= (size_t)*smem_max;
         if (stages) *stages = ok ? st : 0;
         return ok;

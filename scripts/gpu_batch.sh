@@ -4,7 +4,10 @@
 # each (greedy, --ignore-eos), with no system prompt and with a shared ~512-token one. Prints one
 # markdown row per run: np, system prompt, requests, generated tokens, wall seconds, aggregate
 # generated t/s (the model load included), the same after the load, prompt tokens evaluated /
-# reused. Extra mgi flags come from $BATCH_FLAGS.
+# reused, and the speeds of the steps that only decode and of those that only evaluate prompts
+# (llama.cpp's batched-bench reports these two apart). REQ_MULT (default 2) requests per slot;
+# 1 is batched-bench's workload (every sequence starts at once). Extra mgi flags come from
+# $BATCH_FLAGS.
 # Usage: MGI=build/mgi scripts/gpu_batch.sh MODEL [np...]
 set -u
 MGI=${MGI:-build/mgi}
@@ -31,11 +34,11 @@ ptok=$(head -1 "$tmp/prompts.jsonl" | python3 -c 'import json,sys; print(json.lo
        "$MGI" tokenize -m "$model" --ids --stdin 2>/dev/null | tr -cd ',' | wc -c)
 stok=$("$MGI" tokenize -m "$model" --ids -f "$tmp/system.txt" 2>/dev/null | tr -cd ',' | wc -c)
 echo "prompt ~$((ptok + 1)) tokens, system prompt ~$((stok + 1)) tokens"
-echo "| np | system prompt | requests | generated | wall s | aggregate t/s | after load t/s | prompt evaluated / reused | decode-only t/s (ms/step) |"
-echo "|---|---|---|---|---|---|---|---|---|"
+echo "| np | system prompt | requests | generated | wall s | aggregate t/s | after load t/s | prompt evaluated / reused | decode-only t/s (ms/step) | prompt-only t/s |"
+echo "|---|---|---|---|---|---|---|---|---|---|"
 for sys in none 512; do
     for np in $nps; do
-        n=$((2 * np)); [ $n -lt 8 ] && n=8
+        n=$((${REQ_MULT:-2} * np)); [ $n -lt 8 ] && [ "${REQ_MULT:-2}" != 1 ] && n=8
         head -$n "$tmp/prompts.jsonl" >"$tmp/req.jsonl"
         extra=()
         [ $sys = 512 ] && extra=(--system-prompt-file "$tmp/system.txt")
@@ -48,7 +51,8 @@ for sys in none 512; do
             echo "| $np | $sys | $n | exit $rc: $(grep -m1 'mgi:' "$tmp/err.txt") | | | |"
         else
             dec=$(grep "decode-only steps" "$tmp/err.txt" | sed -E 's/.*\(([0-9.]+) t\/s, ([0-9.]+) ms per step\).*/\1 (\2)/')
-            echo "$line" | sed -E "s/.*prompt tokens: ([0-9]+) evaluated, ([0-9]+) reused; ([0-9]+) tokens generated in ([0-9.]+) s \(([0-9.]+) t\/s aggregate.*; ([0-9.]+) t\/s in the .*/| $np | $sys | $n | \3 | \4 | \5 | \6 | \1 \/ \2 | ${dec:-} |/"
+            pp=$(grep "prompt-only steps" "$tmp/err.txt" | sed -E 's/.*\(([0-9.]+) t\/s\).*/\1/')
+            echo "$line" | sed -E "s/.*prompt tokens: ([0-9]+) evaluated, ([0-9]+) reused; ([0-9]+) tokens generated in ([0-9.]+) s \(([0-9.]+) t\/s aggregate.*; ([0-9.]+) t\/s in the .*/| $np | $sys | $n | \3 | \4 | \5 | \6 | \1 \/ \2 | ${dec:-} | ${pp:-} |/"
         fi
         rm -f "$tmp/out.jsonl"
     done

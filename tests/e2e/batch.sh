@@ -46,6 +46,14 @@ for np in 1 4 8; do
 done
 check "batch -np 1, 4 and 8 give identical results per id" cmp -s "$TMP/sum1" "$TMP/sum4"
 check "batch -np 8 equals -np 1" cmp -s "$TMP/sum1" "$TMP/sum8"
+# The summary's speed lines: the first step of -np 8 holds 8 prompts and no generating sequence
+# (a prompt-only step), and at least the last steps only decode; a prompt-only step's tokens are
+# prompt tokens, so no more than were evaluated.
+ev=$(sed -n 's/.*prompt tokens: \([0-9]*\) evaluated.*/\1/p' "$TMP/err8")
+po=$(sed -n 's/.*prompt-only steps: \([0-9]*\) tokens in.*/\1/p' "$TMP/err8")
+if [ -n "$po" ] && [ -n "$ev" ] && [ "$po" -gt 0 ] && [ "$po" -le "$ev" ] && grep -q "decode-only steps: " "$TMP/err8"
+then pass "batch summary: prompt-only ($po of $ev prompt tokens) and decode-only step speeds"
+else fail "batch summary: prompt-only and decode-only step speeds" "$(grep 'batch:' "$TMP/err8" | tr '\n' ' ')"; fi
 # Small steps and passes (prefill chunks mixed with decode tokens), no continuous batching, no
 # prefix sharing: still the same results.
 "$MGI" batch -m "$F32" -f "$TMP/req.jsonl" -np 5 -b 7 -ub 3 -n 24 --temp 0 >"$TMP/outb" 2>/dev/null

@@ -14,7 +14,8 @@
  * rounding; their PDL chain against the same chain unfused (1e-2 of the update of x) and in f64
  * (5e-2). Every one of those checks runs for v11 too (matvec_use_variant(11): v10's arithmetic,
  * the weights through a shared-memory ring; its depth, matvec_ring_stages, is in the check's
- * name, "no ring" where none fits and v10 runs). */
+ * name, "no ring" where none fits and v10 runs), and for v12 (v11 in half an SM, the next kernel's
+ * blocks beside it: matvec_use_variant(12); its ring depth in the name as v11's). */
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -184,8 +185,8 @@ static double *v10_ref(uint32_t t, const void *w, const float *x, int64_t rows, 
  * not apply, v6 / v3). */
 static const char *ring_name(int variant, uint32_t t, int64_t rows, int64_t k, int n, int norm, char *buf,
                              size_t size) {
-    const int st = variant == 11 ? matvec_ring_stages(t, rows, k, n, norm) : 0;
-    if (variant != 11) snprintf(buf, size, "%s", "");
+    const int st = variant >= 11 ? matvec_ring_stages(t, rows, k, n, norm) : 0;
+    if (variant < 11) snprintf(buf, size, "%s", "");
     else if (st) snprintf(buf, size, " ring %d", st);
     else snprintf(buf, size, "%s", " no ring");
     return buf;
@@ -283,7 +284,7 @@ static void test_matvec_swiglu(gen_rng *r, uint32_t t, int64_t rows, int64_t k, 
 static void test_matvec_fused(gen_rng *r, int variant, uint32_t t, int64_t rows, int64_t k, int n, int mode) {
     static const char *mname[3] = {"norm", "acc", "swiglu acc"};
     char name[160], err[256], ring[32];
-    snprintf(name, sizeof name, "matvec fused%s %s %s %lldx%lld n=%d%s", variant == 11 ? " v11" : "", mname[mode],
+    snprintf(name, sizeof name, "matvec fused%s %s %s %lldx%lld n=%d%s", variant == 11 ? " v11" : variant == 12 ? " v12" : "", mname[mode],
              quant_type_name(t), (long long)rows, (long long)k, n,
              ring_name(variant, t, rows, k, n, mode == 0, ring, sizeof ring));
     const int64_t nk = n * k;
@@ -335,6 +336,112 @@ static void test_matvec_fused(gen_rng *r, int variant, uint32_t t, int64_t rows,
     CUDA_CHECK(cudaFree(dw)); CUDA_CHECK(cudaFree(dr)); CUDA_CHECK(cudaFree(dx)); CUDA_CHECK(cudaFree(dg));
     CUDA_CHECK(cudaFree(dy));
     free(w); free(raw); free(x); free(g); free(y0); free(ref); free(bud); free(y);
+}
+
+/* matvec_f32_norm_rope against matvec_f32_norm then paged_rope_store, which it folds together:
+ * Q and both caches bit for bit (the same sums, the same rotation formula), including the cells
+ * and values it must not touch (both sets of caches start from the same random bits). Q, K and V
+ * in one matrix (tqk == tv: Q4_0 layers) or Q and K in one and V in another (Q4_K_M's Q6_K V);
+ * n tokens at random positions up to 4000 in distinct random cells; n_rot below head_dim too. */
+static void test_matvec_norm_rope(gen_rng *r, int variant, uint32_t tqk, uint32_t tv, int n_head, int n_kv,
+                                  int hd, int n_rot, int64_t k, int n) {
+    const int64_t nq = (int64_t)n_head * hd, kvd = (int64_t)n_kv * hd, cells = 64;
+    const float eps = 1e-5f, theta = 500000.0f;
+    char name[200], ring[32];
+    const int one = tqk == tv;
+    snprintf(name, sizeof name, "matvec norm rope v%d %s%s%s heads %d/%d hd %d rot %d k %lld n=%d%s", variant,
+             quant_type_name(tqk), one ? "" : " + ", one ? "" : quant_type_name(tv), n_head, n_kv, hd, n_rot,
+             (long long)k, n, ring_name(variant, tqk, nq + kvd * (one ? 2 : 1), k, n, 1, ring, sizeof ring));
+    /* matrices: [0] Q K (and V when one), [1] V */
+    int64_t rows[2] = {nq + kvd * (one ? 2 : 1), one ? 0 : kvd};
+    uint32_t types[2] = {tqk, tv};
+    void *dr[2] = {NULL, NULL};
+    for (int m = 0; m < 2; m++) {
+        if (!rows[m]) continue;
+        size_t wb = quant_row_bytes(types[m], k) * (size_t)rows[m];
+        void *w = malloc(wb);
+        gen_weights(r, types[m], rows[m], k, w);
+        void *dw = dev_upload(w, wb);
+        dr[m] = dev_alloc(matvec_repacked_bytes(types[m], rows[m], k));
+        CUDA_CHECK(matvec_repack(dr[m], dw, types[m], rows[m], k, 0));
+        CUDA_CHECK(cudaDeviceSynchronize());
+        CUDA_CHECK(cudaFree(dw));
+        free(w);
+    }
+    float *x = malloc(sizeof(float) * (size_t)(n * k)), *g = malloc(sizeof(float) * (size_t)k);
+    v10_fill(r, n * k, k, NULL, x);
+    for (int64_t i = 0; i < k; i++) g[i] = (float)gen_uniform(r, -1.5, 1.5);
+    int32_t meta[8];
+    for (int t = 0; t < n; t++) {
+        meta[t] = (int32_t)gen_uniform(r, 0, 4000);
+        int c, dup;
+        do { /* distinct cells */
+            c = (int)gen_uniform(r, 0, (double)cells);
+            dup = c >= cells;
+            for (int u = 0; u < t; u++) dup |= meta[4 + u] == c;
+        } while (dup);
+        meta[4 + t] = c;
+    }
+    const size_t cache_b = sizeof(uint16_t) * (size_t)(cells * kvd);
+    uint16_t *cinit = malloc(2 * cache_b);
+    for (int64_t i = 0; i < 2 * cells * kvd; i++) cinit[i] = (uint16_t)gen_uniform(r, 0, 65535); /* any bits */
+    float *dx = dev_upload(x, sizeof(float) * (size_t)(n * k)), *dg = dev_upload(g, sizeof(float) * (size_t)k);
+    int32_t *dmeta = dev_upload(meta, sizeof meta);
+    uint16_t *kc[2], *vc[2];
+    float *q[2];
+    for (int v = 0; v < 2; v++) {
+        kc[v] = dev_upload(cinit, cache_b);
+        vc[v] = dev_upload(cinit + cells * kvd, cache_b);
+        q[v] = dev_poisoned(n * nq);
+    }
+    float *y = dev_poisoned(n * (nq + 2 * kvd));
+    matvec_use_variant(variant);
+    const int sup = matvec_fused_supported(tqk, rows[0], k, n) && (!rows[1] || matvec_fused_supported(tv, rows[1], k, n));
+    /* reference: the products into y (Q K V side by side per token), then RoPE and the store */
+    cudaError_t e = matvec_f32_norm(y, dr[0], tqk, dx, dg, eps, rows[0], k, n, 0);
+    if (e == cudaSuccess && rows[1]) e = matvec_f32_norm(y + (int64_t)n * rows[0], dr[1], tv, dx, dg, eps, rows[1], k, n, 0);
+    const int64_t st0 = rows[0], stv = one ? rows[0] : kvd;
+    const float *yv = one ? y + nq + kvd : y + (int64_t)n * rows[0];
+    if (e == cudaSuccess)
+        e = paged_rope_store(q[0], kc[0], vc[0], y, st0, y + nq, st0, yv, stv, dmeta, dmeta + 4, n, n_head, n_kv, hd,
+                             n_rot, theta, 0);
+    /* the fold */
+    cudaError_t e2 = matvec_f32_norm_rope(dr[0], tqk, dx, dg, eps, rows[0], k, n, q[1], kc[1], vc[1], dmeta,
+                                          dmeta + 4, nq, kvd, kvd, hd, n_rot, theta, 0);
+    if (e2 == cudaSuccess && rows[1])
+        e2 = matvec_f32_norm_rope(dr[1], tv, dx, dg, eps, rows[1], k, n, NULL, NULL, vc[1], dmeta, dmeta + 4, 0, 0,
+                                  kvd, hd, n_rot, theta, 0);
+    matvec_use_variant(6);
+    CUDA_CHECK(cudaDeviceSynchronize());
+    float *hq[2];
+    uint16_t *hc[2];
+    int guard = 1;
+    for (int v = 0; v < 2; v++) {
+        hq[v] = calloc((size_t)(n * nq), sizeof(float));
+        hc[v] = malloc(2 * cache_b);
+        guard &= dev_download(hq[v], q[v], n * nq);
+        CUDA_CHECK(cudaMemcpy(hc[v], kc[v], cache_b, cudaMemcpyDeviceToHost));
+        CUDA_CHECK(cudaMemcpy(hc[v] + cells * kvd, vc[v], cache_b, cudaMemcpyDeviceToHost));
+    }
+    int64_t dq = 0, dcache = 0, changed = 0;
+    for (int64_t i = 0; i < n * nq; i++) dq += memcmp(&hq[0][i], &hq[1][i], sizeof(float)) != 0;
+    for (int64_t i = 0; i < 2 * cells * kvd; i++) {
+        dcache += hc[0][i] != hc[1][i];
+        changed += hc[0][i] != cinit[i];
+    }
+    /* the reference itself stored n tokens' K and V (a stored f16 equal to the random one is rare) */
+    const int stored = changed > n * kvd;
+    CHECK(sup && e == cudaSuccess && e2 == cudaSuccess && guard && dq == 0 && dcache == 0 && stored, name,
+          "%s%s / %s, guard %s, %lld of %lld Q values and %lld cache values differ, %lld cache values stored",
+          sup ? "" : "not supported?! ", cudaGetErrorString(e), cudaGetErrorString(e2), guard ? "ok" : "overwritten",
+          (long long)dq, (long long)(n * nq), (long long)dcache, (long long)changed);
+    for (int v = 0; v < 2; v++) {
+        CUDA_CHECK(cudaFree(kc[v])); CUDA_CHECK(cudaFree(vc[v])); CUDA_CHECK(cudaFree(q[v]));
+        free(hq[v]); free(hc[v]);
+    }
+    for (int m = 0; m < 2; m++) if (dr[m]) CUDA_CHECK(cudaFree(dr[m]));
+    CUDA_CHECK(cudaFree(dx)); CUDA_CHECK(cudaFree(dg)); CUDA_CHECK(cudaFree(dmeta)); CUDA_CHECK(cudaFree(y));
+    free(x); free(g); free(cinit);
 }
 
 /* Cases the fused matvecs do not take: matvec_fused_supported says 0, each entry returns
@@ -1582,8 +1689,8 @@ int main(void) {
     const uint32_t v10_types[] = {QUANT_Q4_0, QUANT_Q4_K, QUANT_Q8_0, QUANT_Q6_K};
     const int64_t v10_shapes[][2] = {{1, 256}, {37, 256}, {1000, 256}, {37, 4096}, {1000, 4096}, {4096, 4096},
                                      {37, 14336}, {1000, 14336}};
-    /* v10 and v11: every case under both variants */
-    for (int variant = 10; variant <= 11 && want("v10"); variant++) {
+    /* v10, v11 and v12: every case under each variant */
+    for (int variant = 10; variant <= 12 && want("v10"); variant++) {
         test_matvec_v10(&r, variant, QUANT_Q8_0, 37, 384, 1, 0); /* Q8_0's groups are 128 weights */
         test_matvec_v10(&r, variant, QUANT_Q8_0, 1000, 2944, 1, 1);
         for (size_t i = 0; i < sizeof v10_types / sizeof v10_types[0]; i++) {
@@ -1627,7 +1734,7 @@ int main(void) {
     /* the decode fusions: every v10 type, n = 1 to its maximum, odd shapes (Q8_0's 128-weight
      * groups: 384), the production shapes of wo, down, QKV and gate/up; under v10 and v11 */
     if (want("fused")) test_matvec_fused_cover();
-    for (int variant = 10; variant <= 11 && want("fused"); variant++) {
+    for (int variant = 10; variant <= 12 && want("fused"); variant++) {
         for (size_t i = 0; i < sizeof v10_types / sizeof v10_types[0]; i++) {
             const uint32_t t = v10_types[i];
             const int maxn = t == QUANT_Q6_K ? 2 : 4;
@@ -1646,6 +1753,13 @@ int main(void) {
         }
         test_matvec_fused(&r, variant, QUANT_Q8_0, 37, 384, 3, 0);
         test_matvec_fused(&r, variant, QUANT_Q8_0, 37, 384, 1, 2);
+        /* the RoPE + K/V-store fold: 8b's heads (32 / 8 x 128), 1b's (x 64), partial rotation */
+        for (int n = 1; n <= 4; n++) test_matvec_norm_rope(&r, variant, QUANT_Q4_0, QUANT_Q4_0, 32, 8, 128, 128, 4096, n);
+        test_matvec_norm_rope(&r, variant, QUANT_Q4_K, QUANT_Q6_K, 32, 8, 128, 128, 4096, 1);
+        test_matvec_norm_rope(&r, variant, QUANT_Q4_K, QUANT_Q6_K, 32, 8, 128, 128, 4096, 2);
+        test_matvec_norm_rope(&r, variant, QUANT_Q8_0, QUANT_Q8_0, 32, 8, 64, 64, 2048, 3);
+        test_matvec_norm_rope(&r, variant, QUANT_Q4_K, QUANT_Q4_K, 6, 2, 64, 32, 512, 4);
+        test_matvec_norm_rope(&r, variant, QUANT_Q6_K, QUANT_Q6_K, 4, 4, 128, 96, 1024, 2);
         test_fused_chain(&r, variant, QUANT_Q4_0, QUANT_Q4_0, 0);
         test_fused_chain(&r, variant, QUANT_Q4_K, QUANT_Q6_K, 0);
         test_fused_chain(&r, variant, QUANT_Q8_0, QUANT_Q4_0, 1);
