@@ -971,8 +971,9 @@ static void prefill_variant_from_env(void) {
 /* The decode matvec (kernels.h's matvec_use_variant) for 1 to 4 tokens: 11, the default (v10 with
  * the weights streamed through a shared-memory ring by cp.async, at most 4 stages deep, v10 where
  * 2 do not fit; PERF-LOG run 31: 8b q4_0 tg128 608.8 t/s, 566.4 with v10); MGI_MATVEC=10 (int8 X,
- * dp4a, weights through registers), 11:S (a ring of at most S stages, 2-6: matvec_ring_depth) or 6
- * (tensor cores, f32 X exact) for A/B runs. The decode fusions (MGI_FUSE) go with 10 and 11.
+ * dp4a, weights through registers), 11:S (a ring of at most S stages, 2-6: matvec_ring_depth), 12
+ * or 12:S (v11 in half-SM blocks, two per SM: no faster end to end, PERF-LOG run 39) or 6 (tensor
+ * cores, f32 X exact) for A/B runs. The decode fusions (MGI_FUSE) go with 10, 11 and 12.
  * Process-wide, set at create. */
 static void matvec_variant_from_env(void) {
     const char *e = getenv("MGI_MATVEC");
@@ -1791,6 +1792,10 @@ static void *cuda_create(const llama_model *m, const engine_plan *plan, int32_t 
     f->fault_stall = fault_peer_stall();
     f->fuse = fuse_mode();
     f->rope_fold = rope_fold_mode();
+    {   /* MGI_CARVEOUT=1: one shared-memory carveout for every decode kernel (kernels.h) */
+        const char *e = getenv("MGI_CARVEOUT");
+        kernels_use_carveout(e && !strcmp(e, "1"));
+    }
     /* The engine's pool holds at least one cell per position of each of its sequences, so no
      * pass has more sequences than n_cells / max_pos (nor more than tokens). */
     f->max_seqs = n_cells / max_pos < f->n_batch ? n_cells / max_pos : f->n_batch;

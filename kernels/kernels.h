@@ -21,6 +21,11 @@ extern "C" {
  * after loading). kernels_use_pdl(0) launches without the attribute (kernel lab comparisons;
  * process-wide, not for use while other threads launch). */
 void kernels_use_pdl(int on);
+/* kernels_use_carveout(1): every PDL launch first asks (once per kernel and device) for the
+ * largest shared-memory carveout, so that all decode kernels share one L1 / shared-memory split
+ * and a kernel's blocks can start on an SM beside the previous kernel's (an SM runs blocks of
+ * one split at a time). Off by default; for A/B runs (MGI_CARVEOUT=1). */
+void kernels_use_carveout(int on);
 
 /* ---- decode matrix-vector products (matvec.cu) -----------------------------------------------
  * Y[n][rows] = W[rows][k] . X[n][k] for n = 1..MATVEC_MAX_N tokens, weights read once for all
@@ -44,7 +49,8 @@ cudaError_t matvec_repack(void *out, const void *w, uint32_t wtype, int64_t rows
  * Q4_K, Q8_0, Q6_K: X rounded to int8 per 32 values as llama.cpp's GPU path does, dp4a; relative
  * error ~1e-3 instead of ~1e-7; n up to 4, Q6_K up to 2; other types and counts stay on 6 and 3),
  * 11 (v10's cases and results, the weights streamed through a shared-memory ring per warp by
- * cp.async; v10 where the ring does not fit: matvec_ring_stages) or 6 (tensor cores, f32 X exact:
+ * cp.async; v10 where the ring does not fit: matvec_ring_stages), 12 (v11 in half-SM blocks, two per
+ * SM, so the next kernel's blocks start beside the running ones; v11 where it does not fit) or 6 (tensor cores, f32 X exact:
  * v6 for one token, v3 for more). Same repacked layout for all. Process-wide; set it before
  * launching (not while other threads launch). */
 void matvec_use_variant(int v);
