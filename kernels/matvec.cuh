@@ -1746,9 +1746,12 @@ __device__ __forceinline__ void mv11_issue(uint32_t wq, uint32_t wl, const mv11_
     }
 }
 
-template <int T, bool XH, typename XS = mv_x, int O = 0, int NT = 1>
-__global__ void __launch_bounds__(mv10_opt<O>::W * 32, mv10_opt<O>::MINB)
-matvec_v10(float *y, const uint8_t *w, XS xv, int rows, int k, int stages) {
+/* The body of v10, v11 and v12 (one block's share of rows, by blockIdx.x of gridDim.x); wait()
+ * stands where the kernel waits for the previous kernels' outputs: pdl_wait in matvec_v10, a
+ * grid-wide barrier in the second half of matvec_v10_pair. */
+template <int T, bool XH, typename XS, int O, int NT, typename WAIT>
+__device__ __forceinline__ void mv10_body(float *y, const uint8_t *w, XS xv, int rows, int k, int stages,
+                                          const WAIT &wait) {
     static_assert(T == QUANT_Q4_0 || T == QUANT_Q4_K || T == QUANT_Q8_0 || T == QUANT_Q6_K, "v10: Q4_0 Q4_K Q8_0 Q6_K");
     using P = mv10_opt<O>;
     constexpr int GC = mv10_gc<T>(), W = P::W, NB = P::NB, RW = mv10_rec<T>(), SLOT = mv11_slot_bytes<T>();
@@ -1787,7 +1790,7 @@ matvec_v10(float *y, const uint8_t *w, XS xv, int rows, int k, int stages) {
         for (int j = 0; j < NB; j++)
             if (u0 + j < u1) gq[j].load(src, j);
     }
-    pdl_wait();
+    wait();
     if constexpr (P::EARLY) pdl_trigger();
     for (int i = threadIdx.x; i < nt * W * NT * 16; i += blockDim.x) red[i] = 0.0f;
 #pragma unroll 1
@@ -1892,6 +1895,65 @@ matvec_v10(float *y, const uint8_t *w, XS xv, int rows, int k, int stages) {
         }
     }
     }
+}
+
+struct mv_pdl_wait {
+    __device__ __forceinline__ void operator()() const { pdl_wait(); }
+};
+
+template <int T, bool XH, typename XS = mv_x, int O = 0, int NT = 1>
+__global__ void __launch_bounds__(mv10_opt<O>::W * 32, mv10_opt<O>::MINB)
+matvec_v10(float *y, const uint8_t *w, XS xv, int rows, int k, int stages) {
+    mv10_body<T, XH, XS, O, NT>(y, w, xv, rows, k, stages, mv_pdl_wait{});
+}
+
+/* ---------------------------------------------------------------- two products in one kernel -- */
+/* matvec_v10_pair: product 1 (y1 = W1 . X1), then product 2, whose X is product 1's output or
+ * what its epilogue updated (the FFN's gate/up then down; the attention output's wo += then the
+ * next gate/up with its norm), in one launch with a grid-wide barrier between them instead of a
+ * kernel boundary. Between two kernels of the decode chain a block of the second starts only
+ * where a block of the first has exited (v11 fills an SM), then copies its first weights and
+ * waits for DRAM; here each block copies product 2's first weights into its ring as soon as its
+ * own part of product 1 is done, and only X waits for the barrier (PERF-LOG run 41 has what that
+ * saves). The barrier needs every block resident at once: the grid is one v11 block per SM at
+ * most (matvec_pair_launch checks it), and the kernels before and after in the stream cannot
+ * hold an SM for long (PDL: the one after starts only when every block of this one has
+ * triggered). It counts arrivals in a 64-bit counter that only grows (cnt), so no reset is needed
+ * between launches or graph replays; a block that waits more than ~2 s (another process holding
+ * SMs: MPS) traps instead of hanging, which the engine reports as a failed CUDA call. */
+struct mv_grid_wait {
+    unsigned long long *cnt;
+    unsigned long long target;
+    __device__ __forceinline__ void operator()() const {
+        if (threadIdx.x == 0) {
+            const long long t0 = clock64();
+            unsigned long long v;
+            for (;;) {
+                asm volatile("ld.acquire.gpu.global.u64 %0, [%1];" : "=l"(v) : "l"(cnt) : "memory");
+                if (v >= target) break;
+                if (clock64() - t0 > 4000000000ll) __trap(); /* ~2 s at 2 GHz */
+                __nanosleep(64);
+            }
+            __threadfence();
+        }
+        __syncthreads();
+    }
+};
+
+template <int T1, typename XS1, int T2, typename XS2, int O>
+__global__ void __launch_bounds__(mv10_opt<O>::W * 32, mv10_opt<O>::MINB)
+matvec_v10_pair(float *y1, const uint8_t *w1, XS1 x1, int rows1, int k1, int st1, float *y2, const uint8_t *w2,
+                XS2 x2, int rows2, int k2, int st2, unsigned long long *cnt) {
+    mv10_body<T1, false, XS1, O, 1>(y1, w1, x1, rows1, k1, st1, mv_pdl_wait{});
+    __syncthreads(); /* this block's outputs of product 1 are written, its shared memory read */
+    __shared__ unsigned long long target;
+    if (threadIdx.x == 0) {
+        __threadfence(); /* the outputs before the arrival */
+        const unsigned long long n = gridDim.x, old = atomicAdd(cnt, 1ull);
+        target = (old / n + 1) * n; /* every arrival of this launch comes before any of the next */
+    }
+    __syncthreads();
+    mv10_body<T2, false, XS2, O, 1>(y2, w2, x2, rows2, k2, st2, mv_grid_wait{cnt, target});
 }
 
 /* Lets v10 use all the shared memory a block may opt into (matvec_repack calls it at load); v12

@@ -349,6 +349,7 @@ int main(int argc, char **argv) {
         return 0;
     }
     gen_rng r = {0x5151ull ^ (uint64_t)time(NULL)};
+    if (getenv("MGI_CARVEOUT") && !strcmp(getenv("MGI_CARVEOUT"), "1")) kernels_use_carveout(1); /* as the engine */
     const bool v12 = argc > 1 && strcmp(argv[1], "v12") == 0;
     const bool ring_only = v12 || (argc > 1 && strcmp(argv[1], "v11") == 0);
     if (!ring_only) {
