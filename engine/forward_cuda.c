@@ -165,7 +165,6 @@ typedef struct {
     int n_sm;
     int32_t *d_meta;
     int32_t *d_ids;     /* [OUT_CHUNK] argmax of each logits row (forward_greedy) */
-    unsigned long long *pair_cnt; /* matvec_f32_pair's barrier counter */
     void *p2p_mem;      /* this device's p2p_rank (row split with peer access) */
     uint16_t *h_kv;     /* pinned [2][ATT_CHUNK][kv_dim] for kv_get / kv_set */
     size_t w_bytes, kv_bytes, scratch_bytes, free_before;
@@ -202,7 +201,6 @@ struct forward_cuda {
     int fault_stall;    /* fault_peer_stall(), read once at create */
     int fuse;           /* fuse_mode(), read once at create */
     int rope_fold;      /* rope_fold_mode(), read once at create */
-    int pair;           /* pair_mode(), read once at create */
     /* Row split: the all-reduces of passes of up to p2p_max_tok tokens run kernels/p2p.h's
      * all-reduce over peer access instead of NCCL, and a decode step is one graph per device
      * (p2p_applies); only with MGI_P2P=1 (setup_p2p) and peer access between every pair. */
@@ -371,7 +369,6 @@ static void layout_scratch(part *p, arena *a) {
     }
     p->gemm_scratch = take(a, p->gemm_scratch_bytes);
     p->d_meta = take(a, (5 * B + (size_t)f->max_seqs * (size_t)f->max_pages) * sizeof(int32_t));
-    p->pair_cnt = take(a, sizeof(unsigned long long));
 }
 
 /* --- weight upload: readers fill pinned slots from the mapped file, the part's thread copies ---- */
@@ -671,22 +668,6 @@ static int att_splits(const forward_cuda *f, const part *p, int n_tok) {
     return want < 1 ? 1 : want > f->n_split ? f->n_split : want;
 }
 
-/* The products of layer l that MGI_PAIR=2 runs in one launch, wo (att added into x) then gate/up
- * (ffn norm of x into gu), for tokens at t0; 0 when the pair does not apply. */
-static int wo_gu_pair(part *p, int32_t l, span s, int fz, matvec_pair_op *a, matvec_pair_op *b) {
-    const forward_cuda *f = p->f;
-    const dlayer *L = &p->layers[l - p->l0];
-    if (f->pair != 2 || s.nt != 1 || !(fz & FZ_WO) || !(fz & FZ_GU) || L->gu.n_m != 1) return 0;
-    const int E = f->m->hp.n_embd;
-    float *x = p->x + (int64_t)s.t0 * E;
-    *a = (matvec_pair_op){.w = L->wo.w, .wtype = L->wo.type, .rows = L->wo.rows, .k = L->wo.k, .y = x,
-                          .x = p->att + (int64_t)s.t0 * p->nq};
-    *b = (matvec_pair_op){.w = L->gu.m[0].w, .wtype = L->gu.m[0].type, .rows = L->gu.m[0].rows, .k = L->gu.m[0].k,
-                          .y = matrix_out(&L->gu, p->gu, f->n_batch, 0) + (int64_t)s.t0 * L->gu.m[0].rows, .x = x,
-                          .g = L->ffn_norm, .eps = f->m->hp.rms_eps};
-    return matvec_pair_supported(MATVEC_PAIR_WO_GU, a, b);
-}
-
 /* Attention half of layer l: xn (normed) -> QKV, RoPE + K/V store, attention, output matvec
  * into xn (a partial sum in row mode). With fz (a fused layer's plan): x -> QKV with the attention
  * norm inside (or before it), and the output matvec added to x. */
@@ -735,8 +716,6 @@ static int attn_half(part *p, int32_t l, span s, int fz, char *err, size_t err_s
                                     p->st));
         }
     }
-    matvec_pair_op pa, pb;
-    if (fz && wo_gu_pair(p, l, s, fz, &pa, &pb)) return 0; /* ffn_half runs wo with gate/up */
     return fz ? mm_acc(p, &L->wo, att, x, t0, nt, fz & FZ_WO, err, err_size) : mm(p, &L->wo, att, xn, nt, err, err_size);
 }
 
@@ -751,26 +730,11 @@ static int ffn_half(part *p, int32_t l, span s, int fz, char *err, size_t err_si
     int64_t sg, su;
     float *x = p->x + (int64_t)t0 * E, *xn = p->xn + (int64_t)t0 * E;
     const dweight *dn = &L->down;
-    matvec_pair_op pa, pb;
+    if (fz ? group_mm_norm(p, &L->gu, x, L->ffn_norm, p->gu, t0, nt, fz & FZ_GU, err, err_size)
+           : group_mm(p, &L->gu, xn, p->gu, t0, nt, err, err_size))
+        return -1;
     group_view(&L->gu, p->gu, f->n_batch, 0, &pg, &sg);
     group_view(&L->gu, p->gu, f->n_batch, 1, &pu, &su);
-    if (fz && wo_gu_pair(p, l, s, fz, &pa, &pb)) { /* wo (skipped by attn_half) and gate/up in one launch */
-        DEV_TRY(matvec_f32_pair(MATVEC_PAIR_WO_GU, &pa, &pb, p->pair_cnt, p->st));
-    } else if (fz && f->pair == 1 && nt == 1 && (fz & FZ_GU) && (fz & FZ_DOWN) && L->gu.n_m == 1) {
-        pa = (matvec_pair_op){.w = L->gu.m[0].w, .wtype = L->gu.m[0].type, .rows = L->gu.m[0].rows,
-                              .k = L->gu.m[0].k, .y = pg + t0 * sg, .x = x, .g = L->ffn_norm,
-                              .eps = f->m->hp.rms_eps};
-        pb = (matvec_pair_op){.w = dn->w, .wtype = dn->type, .rows = dn->rows, .k = dn->k, .y = x,
-                              .g = pg + t0 * sg, .u = pu + t0 * su, .sg = sg, .su = su};
-        if (matvec_pair_supported(MATVEC_PAIR_FFN, &pa, &pb)) {
-            DEV_TRY(matvec_f32_pair(MATVEC_PAIR_FFN, &pa, &pb, p->pair_cnt, p->st));
-            return 0;
-        }
-        if (group_mm_norm(p, &L->gu, x, L->ffn_norm, p->gu, t0, nt, fz & FZ_GU, err, err_size)) return -1;
-    } else if (fz ? group_mm_norm(p, &L->gu, x, L->ffn_norm, p->gu, t0, nt, fz & FZ_GU, err, err_size)
-                  : group_mm(p, &L->gu, xn, p->gu, t0, nt, err, err_size)) {
-        return -1;
-    }
     /* Unfused, SwiGLU stays apart: folding it into v6's input staging (matvec_f32_swiglu) measured
      * slower in the decode step (kernel lab, PERF-LOG run 8); v10's fused layer folds it unless
      * MGI_FUSE=2. */
@@ -1007,18 +971,16 @@ static void prefill_variant_from_env(void) {
 /* The decode matvec (kernels.h's matvec_use_variant) for 1 to 4 tokens: 11, the default (v10 with
  * the weights streamed through a shared-memory ring by cp.async, at most 4 stages deep, v10 where
  * 2 do not fit; PERF-LOG run 31: 8b q4_0 tg128 608.8 t/s, 566.4 with v10); MGI_MATVEC=10 (int8 X,
- * dp4a, weights through registers), 11:S (a ring of at most S stages, 2-6: matvec_ring_depth), 12
- * or 12:S (v11 in half-SM blocks, two per SM: no faster end to end, PERF-LOG run 39) or 6 (tensor
- * cores, f32 X exact) for A/B runs. The decode fusions (MGI_FUSE) go with 10, 11 and 12.
+ * dp4a, weights through registers), 11:S (a ring of at most S stages, 2-6: matvec_ring_depth) or 6
+ * (tensor cores, f32 X exact) for A/B runs. The decode fusions (MGI_FUSE) go with 10 and 11.
  * Process-wide, set at create. */
 static void matvec_variant_from_env(void) {
     const char *e = getenv("MGI_MATVEC");
     int v = 11, depth = 0;
     if (e && !strcmp(e, "6")) v = 6;
     if (e && !strcmp(e, "10")) v = 10;
-    if (e && (!strncmp(e, "11", 2) || !strncmp(e, "12", 2)) &&
-        (!e[2] || (e[2] == ':' && e[3] >= '2' && e[3] <= '6' && !e[4]))) {
-        v = e[1] - '0' + 10;
+    if (e && !strncmp(e, "11", 2) && (!e[2] || (e[2] == ':' && e[3] >= '2' && e[3] <= '6' && !e[4]))) {
+        v = 11;
         depth = e[2] ? e[3] - '0' : 0;
     }
     matvec_use_variant(v);
@@ -1102,14 +1064,6 @@ static int fuse_mode(void) {
 static int rope_fold_mode(void) {
     const char *e = getenv("MGI_ROPE_FOLD");
     return !(e && !strcmp(e, "0"));
-}
-
-/* MGI_PAIR: fused one-token layers run two of their products in one launch (kernels.h:
- * matvec_f32_pair): 1 gate/up then down (MATVEC_PAIR_FFN, SwiGLU in down's staging), 2 wo then
- * gate/up (MATVEC_PAIR_WO_GU); 0 (the default until measured) neither. */
-static int pair_mode(void) {
-    const char *e = getenv("MGI_PAIR");
-    return e && (!strcmp(e, "1") || !strcmp(e, "2")) ? e[0] - '0' : 0;
 }
 
 /* Every part's xn summed over the parts, in place (row split). */
@@ -1689,7 +1643,6 @@ static int part_setup(part *p, progress_sum *ps, char *err, size_t err_size) {
     DEV_TRY(cudaMemsetAsync(p->kv_v, 0, kv_each, p->st));
     /* paged_attention's arrival counters live in its scratch and start at zero (paged.h). */
     DEV_TRY(cudaMemsetAsync(p->att_scratch, 0, p->att_scratch_bytes, p->st));
-    DEV_TRY(cudaMemsetAsync(p->pair_cnt, 0, sizeof(unsigned long long), p->st)); /* matvec_f32_pair */
     DEV_TRY(cudaStreamSynchronize(p->st));
     return 0;
 }
@@ -1837,7 +1790,6 @@ static void *cuda_create(const llama_model *m, const engine_plan *plan, int32_t 
     f->fault_stall = fault_peer_stall();
     f->fuse = fuse_mode();
     f->rope_fold = rope_fold_mode();
-    f->pair = pair_mode();
     {   /* MGI_CARVEOUT=1: one shared-memory carveout for every decode kernel (kernels.h) */
         const char *e = getenv("MGI_CARVEOUT");
         kernels_use_carveout(e && !strcmp(e, "1"));

@@ -49,8 +49,7 @@ cudaError_t matvec_repack(void *out, const void *w, uint32_t wtype, int64_t rows
  * Q4_K, Q8_0, Q6_K: X rounded to int8 per 32 values as llama.cpp's GPU path does, dp4a; relative
  * error ~1e-3 instead of ~1e-7; n up to 4, Q6_K up to 2; other types and counts stay on 6 and 3),
  * 11 (v10's cases and results, the weights streamed through a shared-memory ring per warp by
- * cp.async; v10 where the ring does not fit: matvec_ring_stages), 12 (v11 in half-SM blocks, two per
- * SM, so the next kernel's blocks start beside the running ones; v11 where it does not fit) or 6 (tensor cores, f32 X exact:
+ * cp.async; v10 where the ring does not fit: matvec_ring_stages) or 6 (tensor cores, f32 X exact:
  * v6 for one token, v3 for more). Same repacked layout for all. Process-wide; set it before
  * launching (not while other threads launch). */
 void matvec_use_variant(int v);
@@ -104,34 +103,6 @@ cudaError_t matvec_f32_norm_rope(const void *w, uint32_t wtype, const float *x, 
                                  int64_t rows, int64_t k, int n, float *q_out, uint16_t *k_cache,
                                  uint16_t *v_cache, const int32_t *pos, const int32_t *cell, int64_t nq, int64_t nk,
                                  int64_t kv_dim, int head_dim, int n_rot, float theta, cudaStream_t stream);
-
-/* Two decode products of one token in one launch, a grid-wide barrier between them instead of
- * a kernel boundary (matvec.cuh: matvec_v10_pair): product a, then product b, whose X is a's
- * output or what a's epilogue added to. Kinds:
- *   MATVEC_PAIR_FFN:   a = matvec_f32_norm (y = W . rmsnorm(x) * g: gate and up stacked), then
- *                      b = matvec_f32_swiglu_acc (y += W . (silu(g) * u), g and u in a's y);
- *   MATVEC_PAIR_WO_GU: a = matvec_f32_acc (y += W . x: the attention output into the residual),
- *                      then b = matvec_f32_norm of that residual (b.x = a.y).
- * Results equal to the two launches apart, bit for bit. Variant 11 only (matvec_use_variant),
- * one token, weight types as the fused matvecs, each product's blocks no more than the SMs
- * (matvec_pair_supported); otherwise cudaErrorNotSupported with nothing launched. counter: a
- * device uint64 that is 0 before the first pair on its device and is then only used by pairs of
- * one stream (their barrier's arrival count). */
-enum { MATVEC_PAIR_FFN = 1, MATVEC_PAIR_WO_GU = 2 };
-typedef struct {
-    const void *w;
-    uint32_t wtype;
-    int64_t rows, k;
-    float *y;
-    const float *x;          /* norm, acc: X [k] */
-    const float *g;          /* norm: the norm's weight [k]; swiglu acc: the gates */
-    const float *u;          /* swiglu acc: the ups */
-    int64_t sg, su;          /* swiglu acc: their token strides */
-    float eps;               /* norm */
-} matvec_pair_op;
-int matvec_pair_supported(int kind, const matvec_pair_op *a, const matvec_pair_op *b);
-cudaError_t matvec_f32_pair(int kind, const matvec_pair_op *a, const matvec_pair_op *b, unsigned long long *counter,
-                            cudaStream_t stream);
 
 /* ---- prefill matrix products (gemm.cu) --------------------------------------------------------
  * Y[n][rows] = W[rows][k] . X[n][k] for many tokens on the tensor cores, X in f16 bits, Y f32,

@@ -22,7 +22,7 @@
 static int matvec_variant = 10;
 static int matvec_ring_cap = MV11_STAGES; /* v11's deepest ring (matvec_ring_depth) */
 
-extern "C" void matvec_use_variant(int v) { matvec_variant = v == 10 || v == 11 || v == 12 ? v : 6; }
+extern "C" void matvec_use_variant(int v) { matvec_variant = v == 10 || v == 11 ? v : 6; }
 
 extern "C" void matvec_ring_depth(int max_stages) {
     matvec_ring_cap = max_stages >= 2 && max_stages <= MV11_STAGES_MAX ? max_stages : MV11_STAGES;
@@ -63,13 +63,6 @@ static void mv6_prepare_all() {
     mv10_prepare_all<T, false, mv_x_norm_rope, MV11_OPT>();
     mv10_prepare_all<T, false, mv_x_acc, MV11_OPT>();
     mv10_prepare_all<T, false, mv_x_swiglu_acc, MV11_OPT>();
-    mv10_prepare_all<T, false, mv_x, MV12_OPT>();
-    mv10_prepare_all<T, true, mv_x, MV12_OPT>();
-    mv10_prepare_all<T, false, mv_x_swiglu, MV12_OPT>();
-    mv10_prepare_all<T, false, mv_x_norm, MV12_OPT>();
-    mv10_prepare_all<T, false, mv_x_norm_rope, MV12_OPT>();
-    mv10_prepare_all<T, false, mv_x_acc, MV12_OPT>();
-    mv10_prepare_all<T, false, mv_x_swiglu_acc, MV12_OPT>();
 }
 
 /* v10 (O = 0) or v11 (MV11_OPT) for weight type t; false with nothing launched where it does not
@@ -92,8 +85,7 @@ static bool matvec_v10_any(float *y, const void *w, uint32_t t, XS x, int r, int
 template <bool XH, typename XS>
 static bool matvec_v10_family(float *y, const void *w, uint32_t t, XS x, int r, int k, int n, cudaStream_t s,
                               cudaError_t *e) {
-    if (matvec_variant == 12 && matvec_v10_any<XH, XS, MV12_OPT>(y, w, t, x, r, k, n, s, e)) return true;
-    if (matvec_variant >= 11 && matvec_v10_any<XH, XS, MV11_OPT>(y, w, t, x, r, k, n, s, e)) return true;
+    if (matvec_variant == 11 && matvec_v10_any<XH, XS, MV11_OPT>(y, w, t, x, r, k, n, s, e)) return true;
     return matvec_variant >= 10 && matvec_v10_any<XH, XS, 0>(y, w, t, x, r, k, n, s, e);
 }
 
@@ -102,16 +94,6 @@ extern "C" int matvec_ring_stages(uint32_t wtype, int64_t rows, int64_t k, int n
     const int cap = matvec_ring_cap;
     const bool nm = norm != 0;
     if (matvec_repacked_bytes(wtype, rows, k) == 0) return 0;
-    if (matvec_variant == 12) { /* v12's ring where it applies, else v11's (its fallback) */
-        switch (wtype) {
-        case QUANT_Q4_0: mv10_takes<QUANT_Q4_0, MV12_OPT>(rows, k, n, nm, &sms, &smem_max, cap, &st); break;
-        case QUANT_Q4_K: mv10_takes<QUANT_Q4_K, MV12_OPT>(rows, k, n, nm, &sms, &smem_max, cap, &st); break;
-        case QUANT_Q8_0: mv10_takes<QUANT_Q8_0, MV12_OPT>(rows, k, n, nm, &sms, &smem_max, cap, &st); break;
-        case QUANT_Q6_K: mv10_takes<QUANT_Q6_K, MV12_OPT>(rows, k, n, nm, &sms, &smem_max, cap, &st); break;
-        default: break;
-        }
-        if (st) return st;
-    }
     switch (wtype) {
     case QUANT_Q4_0: mv10_takes<QUANT_Q4_0, MV11_OPT>(rows, k, n, nm, &sms, &smem_max, cap, &st); break;
     case QUANT_Q4_K: mv10_takes<QUANT_Q4_K, MV11_OPT>(rows, k, n, nm, &sms, &smem_max, cap, &st); break;
@@ -256,118 +238,6 @@ extern "C" cudaError_t matvec_f32_norm_rope(const void *w, uint32_t wtype, const
     src.n_rot = n_rot;
     src.theta = theta;
     return matvec_fused((float *)nullptr, w, wtype, src, rows, k, n, stream);
-}
-
-/* ---- two products in one launch (matvec_v10_pair) ------------------------------------------ */
-
-template <int K> struct pair_src;
-template <> struct pair_src<0> { /* norm */
-    using XS = mv_x_norm;
-    static XS of(const matvec_pair_op *o) { return mv_x_norm{o->x, o->g, o->eps}; }
-    static bool ok(const matvec_pair_op *o) {
-        return o->x && o->g && (uintptr_t)o->x % 16 == 0 && (uintptr_t)o->g % 16 == 0;
-    }
-};
-template <> struct pair_src<1> { /* acc */
-    using XS = mv_x_acc;
-    static XS of(const matvec_pair_op *o) { return mv_x_acc{{o->x}}; }
-    static bool ok(const matvec_pair_op *o) { return o->x != nullptr; }
-};
-template <> struct pair_src<2> { /* swiglu acc */
-    using XS = mv_x_swiglu_acc;
-    static XS of(const matvec_pair_op *o) {
-        const bool vec = (uintptr_t)o->g % 16 == 0 && (uintptr_t)o->u % 16 == 0 && o->sg % 4 == 0 && o->su % 4 == 0;
-        return mv_x_swiglu_acc{{o->g, o->u, o->sg, o->su, vec}};
-    }
-    static bool ok(const matvec_pair_op *o) { return o->g && o->u; }
-};
-
-/* The grid (one block per SM: sms) and shared memory of a pair, and each product's ring depth;
- * false where it does not apply: a product v11 does not take with a ring, or one that would want
- * more blocks than SMs (more than MV6_TILES tiles a block). */
-template <int T1, int T2, bool N1, bool N2>
-static bool pair_shape(const matvec_pair_op *a, const matvec_pair_op *b, int *grid, size_t *smem, int *st1, int *st2) {
-    constexpr int O = MV11_OPT;
-    int sms, smem_max, s1 = 0, s2 = 0;
-    const int cap = matvec_ring_cap;
-    if (!mv10_takes<T1, O>(a->rows, a->k, 1, N1, &sms, &smem_max, cap, &s1) || !s1 ||
-        !mv10_takes<T2, O>(b->rows, b->k, 1, N2, &sms, &smem_max, cap, &s2) || !s2)
-        return false;
-    int64_t g1, g2;
-    const size_t m1 = mv10_shape<T1, O>(a->rows, a->k, 1, N1, sms, smem_max, cap, &g1, st1);
-    const size_t m2 = mv10_shape<T2, O>(b->rows, b->k, 1, N2, sms, smem_max, cap, &g2, st2);
-    if (g1 > sms || g2 > sms || m1 > (size_t)smem_max || m2 > (size_t)smem_max) return false;
-    /* with sms blocks a product of fewer tiles leaves blocks idle (no rows): the same shared
-     * memory as its own grid (one tile a block) */
-    *grid = sms;
-    *smem = m1 > m2 ? m1 : m2;
-    return true;
-}
-
-template <int T1, int K1, int T2, int K2>
-static bool pair_t(const matvec_pair_op *a, const matvec_pair_op *b, unsigned long long *cnt, cudaStream_t s,
-                   cudaError_t *e) {
-    using S1 = pair_src<K1>;
-    using S2 = pair_src<K2>;
-    constexpr int O = MV11_OPT;
-    int grid, st1, st2;
-    size_t smem;
-    if (!pair_shape<T1, T2, S1::XS::NORM, S2::XS::NORM>(a, b, &grid, &smem, &st1, &st2)) return false;
-    if (!e) return true; /* only asked whether it applies */
-    auto kern = matvec_v10_pair<T1, typename S1::XS, T2, typename S2::XS, O>;
-    cudaError_t r = smem_optin<matvec_v10_pair<T1, typename S1::XS, T2, typename S2::XS, O>>();
-    if (r == cudaSuccess)
-        r = pdl_launch(kern, dim3((unsigned)grid), dim3(mv10_opt<O>::W * 32), smem, s, a->y, (const uint8_t *)a->w,
-                       S1::of(a), (int)a->rows, (int)a->k, st1, b->y, (const uint8_t *)b->w, S2::of(b), (int)b->rows,
-                       (int)b->k, st2, cnt);
-    *e = r;
-    return true;
-}
-
-template <int K1, int K2, int T1>
-static bool pair_t2(const matvec_pair_op *a, const matvec_pair_op *b, unsigned long long *cnt, cudaStream_t s,
-                    cudaError_t *e) {
-    switch (b->wtype) {
-    case QUANT_Q4_0: return pair_t<T1, K1, QUANT_Q4_0, K2>(a, b, cnt, s, e);
-    case QUANT_Q4_K: return pair_t<T1, K1, QUANT_Q4_K, K2>(a, b, cnt, s, e);
-    case QUANT_Q8_0: return pair_t<T1, K1, QUANT_Q8_0, K2>(a, b, cnt, s, e);
-    case QUANT_Q6_K: return pair_t<T1, K1, QUANT_Q6_K, K2>(a, b, cnt, s, e);
-    default: return false;
-    }
-}
-
-template <int K1, int K2>
-static bool pair_any(const matvec_pair_op *a, const matvec_pair_op *b, unsigned long long *cnt, cudaStream_t s,
-                     cudaError_t *e) {
-    if (!pair_src<K1>::ok(a) || !pair_src<K2>::ok(b) || !a->y || !b->y || !a->w || !b->w ||
-        matvec_repacked_bytes(a->wtype, a->rows, a->k) == 0 || matvec_repacked_bytes(b->wtype, b->rows, b->k) == 0)
-        return false;
-    switch (a->wtype) {
-    case QUANT_Q4_0: return pair_t2<K1, K2, QUANT_Q4_0>(a, b, cnt, s, e);
-    case QUANT_Q4_K: return pair_t2<K1, K2, QUANT_Q4_K>(a, b, cnt, s, e);
-    case QUANT_Q8_0: return pair_t2<K1, K2, QUANT_Q8_0>(a, b, cnt, s, e);
-    case QUANT_Q6_K: return pair_t2<K1, K2, QUANT_Q6_K>(a, b, cnt, s, e);
-    default: return false;
-    }
-}
-
-static bool pair_dispatch(int kind, const matvec_pair_op *a, const matvec_pair_op *b, unsigned long long *cnt,
-                          cudaStream_t s, cudaError_t *e) {
-    if (!a || !b || matvec_variant != 11) return false;
-    if (kind == MATVEC_PAIR_FFN) return pair_any<0, 2>(a, b, cnt, s, e);
-    if (kind == MATVEC_PAIR_WO_GU) return pair_any<1, 0>(a, b, cnt, s, e);
-    return false;
-}
-
-extern "C" int matvec_pair_supported(int kind, const matvec_pair_op *a, const matvec_pair_op *b) {
-    return pair_dispatch(kind, a, b, nullptr, 0, nullptr);
-}
-
-extern "C" cudaError_t matvec_f32_pair(int kind, const matvec_pair_op *a, const matvec_pair_op *b,
-                                       unsigned long long *counter, cudaStream_t stream) {
-    cudaError_t e = cudaErrorNotSupported;
-    if (!counter || !pair_dispatch(kind, a, b, counter, stream, &e)) return cudaErrorNotSupported;
-    return e;
 }
 
 extern "C" cudaError_t matvec_f32_acc(float *y, const void *w, uint32_t wtype, const float *x, int64_t rows,

@@ -1192,18 +1192,14 @@ __global__ void matvec_v2_repack(uint8_t *out, const uint8_t *w, int rows, int k
  * a: 3 groups in flight; b: 2 blocks of 8 warps; c: 3 blocks of 8 warps (<= 80 registers);
  * d: the early trigger; e: a and b together. */
 #define MV11_OPT 6
-#define MV12_OPT 7
 template <int O> struct mv10_opt {
     static constexpr int NB = O == 1 || O == 5 ? 3 : 2;
-    static constexpr int W = O == 2 || O == 3 || O == 5 || O == MV12_OPT ? 8 : 16;
-    static constexpr int BPS = O == 2 || O == 5 || O == MV12_OPT ? 2 : O == 3 ? 3 : 1;
-    static constexpr bool EARLY = O == 4 || O == MV12_OPT;
-    static constexpr bool RING = O == MV11_OPT || O == MV12_OPT;
-    /* HALF (v12): a block takes at most half of an SM (registers and shared memory; 2 per SM) */
-    static constexpr bool HALF = O == MV12_OPT;
-    static constexpr int MINB = HALF ? 2 : BPS;
+    static constexpr int W = O == 2 || O == 3 || O == 5 ? 8 : 16;
+    static constexpr int BPS = O == 2 || O == 5 ? 2 : O == 3 ? 3 : 1;
+    static constexpr bool EARLY = O == 4;
+    static constexpr bool RING = O == MV11_OPT;
 };
-#define MV10_OPTS 8
+#define MV10_OPTS 7
 
 /* Whether option O builds without spills for type T (ptxas -v): Q6_K's groups take 33 registers
  * each, too many for 3 in flight within 128 or 2 within 80; Q4_K spills at 80. The launcher
@@ -1642,17 +1638,9 @@ template <> struct mv10_group<QUANT_Q6_K> {
  *   and its commit (an empty group past the warp's last unit, so the count stays S - 1), then the
  *   arithmetic. The ring sits before X in shared memory; S is chosen at launch from what the rest
  *   leaves (mv11_stages, at most the cap, 2 or more, else v10 runs). */
-/* v12 = v11 in half-SM blocks (option MV12_OPT): 2 blocks of 8 warps per SM, each at most half
- * of the SM's registers and shared memory, and the PDL trigger right after pdl_wait. A decode
- * step is a chain of kernels each of which must wait for the whole previous one (PDL, pdl.cuh);
- * v11's block fills an SM (16 warps x 128 registers, 150-230 KB), so the next kernel's blocks can
- * start only where one of its blocks has exited, and each kernel's start-up (launch, the ring's
- * first copies from DRAM) follows the previous kernel's tail. With half-SM blocks a half whose
- * block is done takes a block of the next kernel at once, which copies its first S units of
- * weights into its ring and waits at pdl_wait beside the other half's running block. Two blocks
- * per SM, not one: with one, an SM whose block finished early could take two blocks of the next
- * kernel and leave another SM none (seen on an H200: the PDL chain slower than without PDL).
- * The arithmetic and results are v11's. */
+/* v12 (PERF-LOG runs 38-39: v11 in half-SM blocks, two per SM, the PDL trigger right after the
+ * wait, so the next kernel's blocks copy their first weights beside the running ones) gained 3% on
+ * a chain of matvecs and nothing on the decode step; removed. */
 #define MV11_STAGES 4     /* the production cap on the ring depth */
 #define MV11_STAGES_MAX 6 /* mv11_wait's largest count + 1 */
 
@@ -1746,9 +1734,9 @@ __device__ __forceinline__ void mv11_issue(uint32_t wq, uint32_t wl, const mv11_
     }
 }
 
-/* The body of v10, v11 and v12 (one block's share of rows, by blockIdx.x of gridDim.x); wait()
- * stands where the kernel waits for the previous kernels' outputs: pdl_wait in matvec_v10, a
- * grid-wide barrier in the second half of matvec_v10_pair. */
+/* The body of v10 and v11 (one block's share of rows, by blockIdx.x of gridDim.x); wait() stands
+ * where the kernel waits for the previous kernels' outputs (pdl_wait in matvec_v10; PERF-LOG run
+ * 41 tried a grid-wide barrier there, two products in one kernel: slower). */
 template <int T, bool XH, typename XS, int O, int NT, typename WAIT>
 __device__ __forceinline__ void mv10_body(float *y, const uint8_t *w, XS xv, int rows, int k, int stages,
                                           const WAIT &wait) {
@@ -1902,66 +1890,15 @@ struct mv_pdl_wait {
 };
 
 template <int T, bool XH, typename XS = mv_x, int O = 0, int NT = 1>
-__global__ void __launch_bounds__(mv10_opt<O>::W * 32, mv10_opt<O>::MINB)
+__global__ void __launch_bounds__(mv10_opt<O>::W * 32, mv10_opt<O>::BPS)
 matvec_v10(float *y, const uint8_t *w, XS xv, int rows, int k, int stages) {
     mv10_body<T, XH, XS, O, NT>(y, w, xv, rows, k, stages, mv_pdl_wait{});
 }
 
-/* ---------------------------------------------------------------- two products in one kernel -- */
-/* matvec_v10_pair: product 1 (y1 = W1 . X1), then product 2, whose X is product 1's output or
- * what its epilogue updated (the FFN's gate/up then down; the attention output's wo += then the
- * next gate/up with its norm), in one launch with a grid-wide barrier between them instead of a
- * kernel boundary. Between two kernels of the decode chain a block of the second starts only
- * where a block of the first has exited (v11 fills an SM), then copies its first weights and
- * waits for DRAM; here each block copies product 2's first weights into its ring as soon as its
- * own part of product 1 is done, and only X waits for the barrier (PERF-LOG run 41 has what that
- * saves). The barrier needs every block resident at once: the grid is one v11 block per SM at
- * most (matvec_pair_launch checks it), and the kernels before and after in the stream cannot
- * hold an SM for long (PDL: the one after starts only when every block of this one has
- * triggered). It counts arrivals in a 64-bit counter that only grows (cnt), so no reset is needed
- * between launches or graph replays; a block that waits more than ~2 s (another process holding
- * SMs: MPS) traps instead of hanging, which the engine reports as a failed CUDA call. */
-struct mv_grid_wait {
-    unsigned long long *cnt;
-    unsigned long long target;
-    __device__ __forceinline__ void operator()() const {
-        if (threadIdx.x == 0) {
-            const long long t0 = clock64();
-            unsigned long long v;
-            for (;;) {
-                asm volatile("ld.acquire.gpu.global.u64 %0, [%1];" : "=l"(v) : "l"(cnt) : "memory");
-                if (v >= target) break;
-                if (clock64() - t0 > 4000000000ll) __trap(); /* ~2 s at 2 GHz */
-                __nanosleep(64);
-            }
-            __threadfence();
-        }
-        __syncthreads();
-    }
-};
-
-template <int T1, typename XS1, int T2, typename XS2, int O>
-__global__ void __launch_bounds__(mv10_opt<O>::W * 32, mv10_opt<O>::MINB)
-matvec_v10_pair(float *y1, const uint8_t *w1, XS1 x1, int rows1, int k1, int st1, float *y2, const uint8_t *w2,
-                XS2 x2, int rows2, int k2, int st2, unsigned long long *cnt) {
-    mv10_body<T1, false, XS1, O, 1>(y1, w1, x1, rows1, k1, st1, mv_pdl_wait{});
-    __syncthreads(); /* this block's outputs of product 1 are written, its shared memory read */
-    __shared__ unsigned long long target;
-    if (threadIdx.x == 0) {
-        __threadfence(); /* the outputs before the arrival */
-        const unsigned long long n = gridDim.x, old = atomicAdd(cnt, 1ull);
-        target = (old / n + 1) * n; /* every arrival of this launch comes before any of the next */
-    }
-    __syncthreads();
-    mv10_body<T2, false, XS2, O, 1>(y2, w2, x2, rows2, k2, st2, mv_grid_wait{cnt, target});
-}
-
-/* Lets v10 use all the shared memory a block may opt into (matvec_repack calls it at load); v12
- * also asks for the largest shared-memory carveout, so that two of its blocks fit on an SM. */
+/* Lets v10 use all the shared memory a block may opt into (matvec_repack calls it at load). */
 template <int T, bool XH, typename XS = mv_x, int O = 0, int NT = 1>
 static inline bool mv10_prepare() {
-    if (smem_optin<matvec_v10<T, XH, XS, O, NT>>() != cudaSuccess) return false;
-    return !mv10_opt<O>::HALF || smem_carveout_max<matvec_v10<T, XH, XS, O, NT>>() == cudaSuccess;
+    return smem_optin<matvec_v10<T, XH, XS, O, NT>>() == cudaSuccess;
 }
 
 /* mv10_prepare of every token count production runs (1 to MV10_MAX_N) of v10 (O = 0) or v11
@@ -2021,27 +1958,10 @@ static inline bool mv10_launch_nt(float *y, const void *w, XS x, int rows, int k
     int64_t grid;
     int stages;
     const size_t smem = mv10_shape<T, O>(rows, k, NT, XS::NORM, sms, smem_max, cap, &grid, &stages);
-    if (smem > (size_t)smem_max || ((smem > 48 * 1024 || P::HALF) && !mv10_prepare<T, XH, XS, O, NT>())) return false;
+    if (smem > (size_t)smem_max || (smem > 48 * 1024 && !mv10_prepare<T, XH, XS, O, NT>())) return false;
     *e = pdl_launch_as(pdl, matvec_v10<T, XH, XS, O, NT>, dim3((unsigned)grid), dim3(P::W * 32), smem, s, y,
                        (const uint8_t *)w, x, rows, k, stages);
     return true;
-}
-
-/* The most dynamic shared memory a block may take for two blocks to fit on one SM of the current
- * device (v12: mv10_opt::HALF): half of the SM's shared memory less the per-block reservation
- * (H100 / H200: 228 KB and 1 KB, so 113 KB); 0 without a device. */
-static inline int mv12_half_smem() {
-    static int cache[64];
-    int dev = 0;
-    if (cudaGetDevice(&dev) != cudaSuccess || dev < 0 || dev >= 64) return 0;
-    if (cache[dev] == 0) {
-        int per_sm = 0, reserved = 0;
-        if (cudaDeviceGetAttribute(&per_sm, cudaDevAttrMaxSharedMemoryPerMultiprocessor, dev) != cudaSuccess ||
-            cudaDeviceGetAttribute(&reserved, cudaDevAttrReservedSharedMemoryPerBlock, dev) != cudaSuccess)
-            return 0;
-        cache[dev] = per_sm / 2 - reserved;
-    }
-    return cache[dev];
 }
 
 /* Whether v10 (option O) takes type T, n tokens and rows x k on the current device with a source
@@ -2059,11 +1979,7 @@ static inline bool mv10_takes(int64_t rows, int64_t k, int n, bool norm, int *sm
         int64_t grid;
         int st = 0;
         *sms = *smem_max = 0;
-        bool dev = mv6_device(sms, smem_max);
-        if (dev && mv10_opt<O>::HALF) { /* v12: half an SM's shared memory at most */
-            const int half = mv12_half_smem();
-            if (half < *smem_max) *smem_max = half;
-        }
+        const bool dev = mv6_device(sms, smem_max);
         const bool ok = n >= 1 && n <= (mv10_multi_token<O>() ? mv10_max_n<T>() : 1) && rows >= 1 && k >= 1 &&
                         k % (64 * mv10_gc<T>()) == 0 && dev &&
                         mv10_shape<T, O>(rows, k, n, norm, *sms, *smem_max, cap, &grid, &st) <= (size_t)*smem_max;

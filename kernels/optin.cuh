@@ -26,21 +26,6 @@ static inline cudaError_t smem_optin() {
     return e;
 }
 
-/* Kernel K's preferred shared-memory carveout set to the largest, once per device: the driver
- * otherwise may configure an SM's L1 / shared memory split for fewer blocks of K than its
- * resources allow. Not a stream operation either. */
-template <auto K>
-static inline cudaError_t smem_carveout_max() {
-    static bool done[64];
-    int dev = 0;
-    cudaError_t e = cudaGetDevice(&dev);
-    if (e != cudaSuccess) return e;
-    if (dev >= 0 && dev < 64 && done[dev]) return cudaSuccess;
-    e = cudaFuncSetAttribute(K, cudaFuncAttributePreferredSharedMemoryCarveout, (int)cudaSharedmemCarveoutMaxShared);
-    if (e == cudaSuccess && dev >= 0 && dev < 64) done[dev] = true;
-    return e;
-}
-
 /* Whether the current device runs the sm_90a code (wgmma): compute capability 9.0 exactly; the
  * build's other targets have no wgmma, so callers fall back to an mma.sync kernel elsewhere.
  * Cached per device (each translation unit keeps its own cache). */

@@ -14,8 +14,7 @@
  * rounding; their PDL chain against the same chain unfused (1e-2 of the update of x) and in f64
  * (5e-2). Every one of those checks runs for v11 too (matvec_use_variant(11): v10's arithmetic,
  * the weights through a shared-memory ring; its depth, matvec_ring_stages, is in the check's
- * name, "no ring" where none fits and v10 runs), and for v12 (v11 in half an SM, the next kernel's
- * blocks beside it: matvec_use_variant(12); its ring depth in the name as v11's). */
+ * name, "no ring" where none fits and v10 runs). */
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -284,7 +283,7 @@ static void test_matvec_swiglu(gen_rng *r, uint32_t t, int64_t rows, int64_t k, 
 static void test_matvec_fused(gen_rng *r, int variant, uint32_t t, int64_t rows, int64_t k, int n, int mode) {
     static const char *mname[3] = {"norm", "acc", "swiglu acc"};
     char name[160], err[256], ring[32];
-    snprintf(name, sizeof name, "matvec fused%s %s %s %lldx%lld n=%d%s", variant == 11 ? " v11" : variant == 12 ? " v12" : "", mname[mode],
+    snprintf(name, sizeof name, "matvec fused%s %s %s %lldx%lld n=%d%s", variant == 11 ? " v11" : "", mname[mode],
              quant_type_name(t), (long long)rows, (long long)k, n,
              ring_name(variant, t, rows, k, n, mode == 0, ring, sizeof ring));
     const int64_t nk = n * k;
@@ -442,97 +441,6 @@ static void test_matvec_norm_rope(gen_rng *r, int variant, uint32_t tqk, uint32_
     for (int m = 0; m < 2; m++) if (dr[m]) CUDA_CHECK(cudaFree(dr[m]));
     CUDA_CHECK(cudaFree(dx)); CUDA_CHECK(cudaFree(dg)); CUDA_CHECK(cudaFree(dmeta)); CUDA_CHECK(cudaFree(y));
     free(x); free(g); free(cinit);
-}
-
-/* Repacked device copy of a fresh random rows x k matrix of type t. */
-static void *dev_random_matrix(gen_rng *r, uint32_t t, int64_t rows, int64_t k) {
-    size_t wb = quant_row_bytes(t, k) * (size_t)rows;
-    void *w = malloc(wb);
-    gen_weights(r, t, rows, k, w);
-    void *dw = dev_upload(w, wb), *dr = dev_alloc(matvec_repacked_bytes(t, rows, k));
-    CUDA_CHECK(matvec_repack(dr, dw, t, rows, k, 0));
-    CUDA_CHECK(cudaDeviceSynchronize());
-    CUDA_CHECK(cudaFree(dw));
-    free(w);
-    return dr;
-}
-
-/* matvec_f32_pair against its two products launched apart (variant 11), bit for bit: FFN (gate/up
- * with the norm, then down with SwiGLU and +=) and WO_GU (wo +=, then gate/up with the norm of the
- * result) on an E x F layer; three pairs back to back on one counter (its barrier across
- * launches), each from the same inputs. */
-static void test_matvec_pair(gen_rng *r, int kind, uint32_t t1, uint32_t t2, int64_t E, int64_t F) {
-    char name[160];
-    snprintf(name, sizeof name, "matvec pair %s %s > %s E %lld F %lld", kind == MATVEC_PAIR_FFN ? "ffn" : "wo+gu",
-             quant_type_name(t1), quant_type_name(t2), (long long)E, (long long)F);
-    const float eps = 1e-5f;
-    /* FFN: a = gate/up (2F x E, t1), b = down (E x F, t2); WO_GU: a = wo (E x E, t1), b = gate/up (2F x E, t2) */
-    const int ffn = kind == MATVEC_PAIR_FFN;
-    void *wa = ffn ? dev_random_matrix(r, t1, 2 * F, E) : dev_random_matrix(r, t1, E, E);
-    void *wb = ffn ? dev_random_matrix(r, t2, E, F) : dev_random_matrix(r, t2, 2 * F, E);
-    float *h = malloc(sizeof(float) * (size_t)E), *g = malloc(sizeof(float) * (size_t)E);
-    float *att = malloc(sizeof(float) * (size_t)E);
-    v10_fill(r, E, E, NULL, h);
-    v10_fill(r, E, E, NULL, att);
-    for (int64_t i = 0; i < E; i++) g[i] = (float)gen_uniform(r, -1.5, 1.5);
-    float *dg = dev_upload(g, sizeof(float) * (size_t)E), *datt = dev_upload(att, sizeof(float) * (size_t)E);
-    float *x[2], *gu[2];
-    unsigned long long *cnt = dev_alloc(sizeof(unsigned long long));
-    CUDA_CHECK(cudaMemset(cnt, 0, sizeof(unsigned long long)));
-    for (int v = 0; v < 2; v++) {
-        x[v] = dev_poisoned(E);
-        gu[v] = dev_poisoned(2 * F);
-    }
-    matvec_use_variant(11);
-    cudaError_t e = cudaSuccess, e2 = cudaSuccess;
-    int sup = 0;
-    for (int round = 0; round < 3; round++) {
-        for (int v = 0; v < 2; v++) CUDA_CHECK(cudaMemcpy(x[v], h, sizeof(float) * (size_t)E, cudaMemcpyHostToDevice));
-        /* apart */
-        if (ffn) {
-            if (e == cudaSuccess) e = matvec_f32_norm(gu[0], wa, t1, x[0], dg, eps, 2 * F, E, 1, 0);
-            if (e == cudaSuccess) e = matvec_f32_swiglu_acc(x[0], wb, t2, gu[0], 2 * F, gu[0] + F, 2 * F, E, F, 1, 0);
-        } else {
-            if (e == cudaSuccess) e = matvec_f32_acc(x[0], wa, t1, datt, E, E, 1, 0);
-            if (e == cudaSuccess) e = matvec_f32_norm(gu[0], wb, t2, x[0], dg, eps, 2 * F, E, 1, 0);
-        }
-        /* paired */
-        matvec_pair_op a, b;
-        if (ffn) {
-            a = (matvec_pair_op){.w = wa, .wtype = t1, .rows = 2 * F, .k = E, .y = gu[1], .x = x[1], .g = dg, .eps = eps};
-            b = (matvec_pair_op){.w = wb, .wtype = t2, .rows = E, .k = F, .y = x[1], .g = gu[1], .u = gu[1] + F,
-                                 .sg = 2 * F, .su = 2 * F};
-        } else {
-            a = (matvec_pair_op){.w = wa, .wtype = t1, .rows = E, .k = E, .y = x[1], .x = datt};
-            b = (matvec_pair_op){.w = wb, .wtype = t2, .rows = 2 * F, .k = E, .y = gu[1], .x = x[1], .g = dg, .eps = eps};
-        }
-        sup = matvec_pair_supported(kind, &a, &b);
-        if (e2 == cudaSuccess) e2 = matvec_f32_pair(kind, &a, &b, cnt, 0);
-    }
-    matvec_use_variant(6);
-    float *hx[2], *hgu[2];
-    int guard = 1;
-    for (int v = 0; v < 2; v++) {
-        hx[v] = malloc(sizeof(float) * (size_t)E);
-        hgu[v] = malloc(sizeof(float) * (size_t)(2 * F));
-        guard &= dev_download(hx[v], x[v], E) & dev_download(hgu[v], gu[v], 2 * F);
-    }
-    unsigned long long hc = 0;
-    CUDA_CHECK(cudaMemcpy(&hc, cnt, sizeof hc, cudaMemcpyDeviceToHost));
-    const int same = !memcmp(hx[0], hx[1], sizeof(float) * (size_t)E) &&
-                     !memcmp(hgu[0], hgu[1], sizeof(float) * (size_t)(2 * F));
-    int sms = 0;
-    CUDA_CHECK(cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, 0));
-    CHECK(sup && e == cudaSuccess && e2 == cudaSuccess && guard && same && hc == 3ull * (unsigned long long)sms, name,
-          "%s%s / %s, guard %s, %s, counter %llu (3 x %d SMs)", sup ? "" : "not supported?! ", cudaGetErrorString(e),
-          cudaGetErrorString(e2), guard ? "ok" : "overwritten", same ? "identical" : "DIFFERENT", hc, sms);
-    for (int v = 0; v < 2; v++) {
-        CUDA_CHECK(cudaFree(x[v])); CUDA_CHECK(cudaFree(gu[v]));
-        free(hx[v]); free(hgu[v]);
-    }
-    CUDA_CHECK(cudaFree(wa)); CUDA_CHECK(cudaFree(wb)); CUDA_CHECK(cudaFree(dg)); CUDA_CHECK(cudaFree(datt));
-    CUDA_CHECK(cudaFree(cnt));
-    free(h); free(g); free(att);
 }
 
 /* Cases the fused matvecs do not take: matvec_fused_supported says 0, each entry returns
@@ -1780,8 +1688,8 @@ int main(void) {
     const uint32_t v10_types[] = {QUANT_Q4_0, QUANT_Q4_K, QUANT_Q8_0, QUANT_Q6_K};
     const int64_t v10_shapes[][2] = {{1, 256}, {37, 256}, {1000, 256}, {37, 4096}, {1000, 4096}, {4096, 4096},
                                      {37, 14336}, {1000, 14336}};
-    /* v10, v11 and v12: every case under each variant */
-    for (int variant = 10; variant <= 12 && want("v10"); variant++) {
+    /* v10 and v11: every case under both variants */
+    for (int variant = 10; variant <= 11 && want("v10"); variant++) {
         test_matvec_v10(&r, variant, QUANT_Q8_0, 37, 384, 1, 0); /* Q8_0's groups are 128 weights */
         test_matvec_v10(&r, variant, QUANT_Q8_0, 1000, 2944, 1, 1);
         for (size_t i = 0; i < sizeof v10_types / sizeof v10_types[0]; i++) {
@@ -1825,7 +1733,7 @@ int main(void) {
     /* the decode fusions: every v10 type, n = 1 to its maximum, odd shapes (Q8_0's 128-weight
      * groups: 384), the production shapes of wo, down, QKV and gate/up; under v10 and v11 */
     if (want("fused")) test_matvec_fused_cover();
-    for (int variant = 10; variant <= 12 && want("fused"); variant++) {
+    for (int variant = 10; variant <= 11 && want("fused"); variant++) {
         for (size_t i = 0; i < sizeof v10_types / sizeof v10_types[0]; i++) {
             const uint32_t t = v10_types[i];
             const int maxn = t == QUANT_Q6_K ? 2 : 4;
@@ -1851,16 +1759,6 @@ int main(void) {
         test_matvec_norm_rope(&r, variant, QUANT_Q8_0, QUANT_Q8_0, 32, 8, 64, 64, 2048, 3);
         test_matvec_norm_rope(&r, variant, QUANT_Q4_K, QUANT_Q4_K, 6, 2, 64, 32, 512, 4);
         test_matvec_norm_rope(&r, variant, QUANT_Q6_K, QUANT_Q6_K, 4, 4, 128, 96, 1024, 2);
-        if (variant == 11) { /* the pairs (variant 11 only) */
-            for (int kind = MATVEC_PAIR_FFN; kind <= MATVEC_PAIR_WO_GU; kind++) {
-                test_matvec_pair(&r, kind, QUANT_Q4_0, QUANT_Q4_0, 4096, 14336);
-                test_matvec_pair(&r, kind, QUANT_Q4_K, QUANT_Q6_K, 4096, 14336);
-                test_matvec_pair(&r, kind, QUANT_Q6_K, QUANT_Q4_K, 2048, 8192);
-                test_matvec_pair(&r, kind, QUANT_Q8_0, QUANT_Q4_0, 1024, 2816);
-            }
-            matvec_pair_op a = {0}, b = {0};
-            CHECK(!matvec_pair_supported(MATVEC_PAIR_FFN, &a, &b), "matvec pair: empty ops not supported", "supported");
-        }
         test_fused_chain(&r, variant, QUANT_Q4_0, QUANT_Q4_0, 0);
         test_fused_chain(&r, variant, QUANT_Q4_K, QUANT_Q6_K, 0);
         test_fused_chain(&r, variant, QUANT_Q8_0, QUANT_Q4_0, 1);

@@ -14,7 +14,7 @@
  *    down; 6 launches a layer instead of 9) and MGI_FUSE=2's (SwiGLU apart, 7).
  * Then the v10 tables again with matvec v11 (v10 with the weights through a shared-memory ring).
  * t/s = 1 / step time, GB/s = weight bytes / step time. Usage: decode, decode v11 (only the v10
- * and v11 tables: the ring's A/B), decode v12 (the v11 and v12 tables), or decode attention (the attention kernel alone at several
+ * and v11 tables: the ring's A/B), or decode attention (the attention kernel alone at several
  * positions and split counts). */
 #include <cstdio>
 #include <cstring>
@@ -350,8 +350,7 @@ int main(int argc, char **argv) {
     }
     gen_rng r = {0x5151ull ^ (uint64_t)time(NULL)};
     if (getenv("MGI_CARVEOUT") && !strcmp(getenv("MGI_CARVEOUT"), "1")) kernels_use_carveout(1); /* as the engine */
-    const bool v12 = argc > 1 && strcmp(argv[1], "v12") == 0;
-    const bool ring_only = v12 || (argc > 1 && strcmp(argv[1], "v11") == 0);
+    const bool ring_only = argc > 1 && strcmp(argv[1], "v11") == 0;
     if (!ring_only) {
         matvec_use_variant(6); /* first v6 everywhere, then the production v10 below */
         printf("# matvecs only (PDL on, matvec v6)\n");
@@ -366,13 +365,11 @@ int main(int argc, char **argv) {
         run_step(L, &r, "q4_k_m", false);
     }
     /* v10 (production), then v11: the same repacked weights, the same arithmetic */
-    for (int v : {v12 ? 11 : 10, v12 ? 12 : 11}) {
+    for (int v : {10, 11}) {
         if (v == 10)
             printf("# the same with matvec variant 10 (int8 X, dp4a, production) for one token of Q4_0 / Q4_K\n");
-        else if (v == 11)
-            printf("# the same with matvec variant 11 (v10 with the weights through a shared-memory ring)\n");
         else
-            printf("# the same with matvec variant 12 (v11 in half an SM: the next kernel's blocks start beside it)\n");
+            printf("# the same with matvec variant 11 (v10 with the weights through a shared-memory ring)\n");
         if (ring_only)
             printf("| model / step | matvecs or launches | weight GB | step ms | t/s | GB/s | %% copy | roofline t/s |\n"
                    "|---|---|---|---|---|---|---|---|\n");

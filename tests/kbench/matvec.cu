@@ -8,8 +8,7 @@
  * round X to int8, within mvq.h's budget (every row within the worst case of the rounding, rms
  * within twice its expected one), a check the lab first tries on CPU emulations. Usage:
  *   matvec [filter]       every variant at the default shapes (filter: a substring of the type name)
- *   matvec ring [filter]  v10 against v11 at every ring depth and v12 (v11 in half an SM: the chain
- *                         here has no PDL, so it shows only what 8 warps cost), Q4_0 Q4_K Q6_K Q8_0, the 8b and
+ *   matvec ring [filter]  v10 against v11 at every ring depth, Q4_0 Q4_K Q6_K Q8_0, the 8b and
  *                         its output head's shapes, 1 to 4 tokens (Q6_K 2) at 14336x4096
  *   matvec profile TYPE ROWS K VARIANT  one checked launch of one variant (6, v10b, v11 (the
  *                         production depth), v11:5, ...) for ncu. */
@@ -51,7 +50,7 @@ static bool launch_v10(float *y, const void *w, const void *x, bool xh, int rows
 
 template <int T>
 static bool run_v10(int o, float *y, const void *w, const void *x, bool xh, int rows, int k, int n, int cap) {
-    static_assert(MV10_OPTS == 8 && MV11_OPT == 6 && MV12_OPT == 7, "one case per option");
+    static_assert(MV10_OPTS == 7 && MV11_OPT == 6, "one case per option");
     switch (o) {
     case 0: return launch_v10<T, 0>(y, w, x, xh, rows, k, n, cap);
     case 1: return launch_v10<T, 1>(y, w, x, xh, rows, k, n, cap);
@@ -60,7 +59,6 @@ static bool run_v10(int o, float *y, const void *w, const void *x, bool xh, int 
     case 4: return launch_v10<T, 4>(y, w, x, xh, rows, k, n, cap);
     case 5: return launch_v10<T, 5>(y, w, x, xh, rows, k, n, cap);
     case 6: return launch_v10<T, 6>(y, w, x, xh, rows, k, n, cap);
-    case 7: return launch_v10<T, 7>(y, w, x, xh, rows, k, n, cap);
     default: return false;
     }
 }
@@ -82,7 +80,6 @@ static int v11_stages(uint32_t t, int64_t rows, int64_t k, int n, int cap) {
  * S the ring depth it runs (stages, from v11_stages). */
 static const char *variant_name(int v, int stages, char *buf, size_t size) {
     if (is_v11(v)) snprintf(buf, size, "v11:%d", stages);
-    else if (v == 10 + MV12_OPT) snprintf(buf, size, "v12");
     else if (v <= 10) snprintf(buf, size, "v%d", v);
     else snprintf(buf, size, "v10%c", 'a' + (v - 11));
     return buf;
@@ -220,7 +217,7 @@ static void bench(lab &L, gen_rng *r, uint32_t t, shape s, int n, bool xh) {
     int last_stages = -1; /* v11: a cap that gives the depth of the one before is skipped */
     for (int v = 1; v < N_VARIANTS; v++) {
         if (g_profile && v != g_profile) continue;
-        if (!g_profile && g_ring && v != 10 && v != 10 + MV12_OPT && !is_v11(v)) continue;
+        if (!g_profile && g_ring && v != 10 && !is_v11(v)) continue;
         if (!is_v10(v) && !is_v11(v) && v >= 10) continue;
         const int stages = is_v11(v) ? v11_stages(t, rows, k, n, v - V11_BASE) : 0;
         if (is_v11(v) && !g_profile && (stages == 0 || stages == last_stages)) continue;
@@ -272,8 +269,7 @@ int main(int argc, char **argv) {
         const int num = atoi(vs);
         const char *sfx = vs + strspn(vs, "0123456789");
         g_profile = num;
-        if (num == 10 && *sfx >= 'a' && *sfx < 'a' + MV10_OPTS - 3) g_profile = 11 + (*sfx - 'a');
-        if (num == 12) g_profile = 10 + MV12_OPT;
+        if (num == 10 && *sfx >= 'a' && *sfx < 'a' + MV10_OPTS - 2) g_profile = 11 + (*sfx - 'a');
         if (num == 11) g_profile = V11_BASE + (*sfx == ':' ? atoi(sfx + 1) : MV11_STAGES);
         if (g_profile < 1 || (!is_v10(g_profile) && !is_v11(g_profile) && g_profile >= 10)) {
             fprintf(stderr, "matvec profile: unknown variant %s\n", argv[5]);
