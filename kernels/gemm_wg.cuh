@@ -87,8 +87,9 @@ template <int T, int WR, int WC, int NW> __host__ __device__ constexpr int g7_sm
 
 /* v8 (gemm_use_variant 8): v7 without its lockstep. In v7 all 16 warps pass one __syncthreads per
  * chunk, then dequantise, then issue their wgmma, then wait, all at the same moments, so the
- * schedulers idle together (issue alone is ~640 cycles a chunk, tensor time 512 at n = 64, yet a
- * chunk of Q4_K 28672x4096 takes ~1400). Two ways out, each a form of v8 (gemm_v8_form):
+ * schedulers idle together (Q4_K: issue alone is ~530 cycles a chunk of 256 rows, 132 SASS per
+ * warp, and the tensor time 512 at n = 64, yet a chunk of 28672x4096 takes ~1400). Two ways out,
+ * each a form of v8 (gemm_v8_form), and both together:
  *  a  (G8_FORM_A): blocks of 8 warps (2 warpgroups, 128 rows) that run two to an SM (<= 113 KB of
  *     shared memory each, __launch_bounds__(256, 2): the same 128 registers a thread), still
  *     with v7's __syncthreads: the two blocks drift out of phase. Costs X staged per 128 rows,
@@ -105,17 +106,18 @@ template <int T, int WR, int WC, int NW> __host__ __device__ constexpr int g7_sm
  *     a copy holds it back, and a consumer never waits on another warp's progress except
  *     through the copies it needs. Deadlock-free: the slowest warp's own waits need only
  *     copies issued P chunks back and releases G8_SLACK chunks back. Records slot b % NSB is
- *     refilled with chunk 4 (b + NSB), after every warp released chunk 4 (b + NSB) - S, past
- *     their last read of it (chunk 4 b + 3): S <= 4 NSB - 3. Q4_K's decoded scales are per
- *     warp: a __syncwarp before each decode replaces v7's barrier. Up to G8_STAGES_MB stages in
- *     227 KB (P of 9 for Q4_K at n = 64 against v7's 6).
+ *     refilled with chunk 4 (b + NSB), after every warp released chunk 4 (b + NSB) - S, which
+ *     it does after reading chunk 4 (b + NSB) - S + 1's records, so past the slot's last read
+ *     (chunk 4 b + 3) for S <= 4 NSB - 2, v7's bound. Q4_K's decoded scales are per warp: a
+ *     __syncwarp before each decode replaces v7's barrier. Up to G8_STAGES_MB stages in 227 KB
+ *     (P of 9 for Q4_K at n = 64 against v7's 6).
  *  ab (G8_FORM_AB): both: 8-warp blocks, two to an SM, with the barriers of b.
  *  bn (G8_FORM_BN, lab): b without the per-chunk proxy fence. ptxas lowers fence.proxy.async to
  *     MEMBAR.ALL.CTA + FENCE.VIEW.ASYNC.S; should that MEMBAR wait for the thread's copies still
  *     in flight for later stages, every chunk would pay a DRAM round trip (~0.7 us: about what a
  *     v7 chunk of Q4_K 28672x4096 takes). CUTLASS's cp.async wgmma mainloops issue no such fence
  *     and v6 (v4 without it) matched v4, but the PTX ISA asks for one between the copies'
- *     generic-proxy writes and wgmma's async-proxy reads, so only the lab runs it.
+ *     generic-proxy writes and wgmma's async-proxy reads: a lab form, never a default.
  * The arithmetic is v7's (same A fragments, same wgmma, same k order), so with the same slices a
  * v8 form's Y equals v7's bit for bit; forms a and ab count two blocks per SM in the split-K
  * model and may pick other slices. */
@@ -124,7 +126,7 @@ template <int T, int WR, int WC, int NW> __host__ __device__ constexpr int g7_sm
 #define G8_FORM_AB 3
 #define G8_FORM_BN 4
 #define G8_SLACK 2       /* chunks a warp may run ahead of the slowest (forms b, ab) */
-#define G8_STAGES_MB 12  /* most stages with barriers (S <= 4 G7_NSB - 3) */
+#define G8_STAGES_MB 12  /* most stages with barriers (S <= 4 G7_NSB - 2) */
 #define G8_SMEM_1 (227 * 1024)  /* dynamic shared memory of one block per SM */
 #define G8_SMEM_2 (113 * 1024)  /* of each of two: 2 x (113 + 1 reserved) KB <= 228 KB */
 
@@ -368,8 +370,8 @@ __device__ __forceinline__ void g7_body(float *y, const uint8_t *w, const __half
     constexpr int NTH = 32 * WR * WC, NT = WR, TOKS = NW * WC, P = MB ? S - 1 - G8_SLACK : S - 2;
     constexpr int XB = TOKS * 128, STAGE = g7_stage<T, WR, WC, NW>(), XPIECES = (TOKS * 8 + NTH - 1) / NTH;
     static_assert((NTH == 512 || NTH == 256) && WR % 4 == 0, "16 or 8 warps, warpgroups of 4 warps along rows");
-    static_assert(P >= 1 && S <= 4 * G7_NSB - (MB ? 3 : 2) && (G7_NSB & (G7_NSB - 1)) == 0,
-                  "the super-block slots need S <= 4 NSB - 2 (v8: - 3; see above), NSB a power of two");
+    static_assert(P >= 1 && S <= 4 * G7_NSB - 2 && (G7_NSB & (G7_NSB - 1)) == 0,
+                  "the super-block slots need S <= 4 NSB - 2 (see above), NSB a power of two");
     static_assert(NW == 8 || NW == 16 || NW == 32 || NW == 64, "wgmma wrappers exist for these N");
     extern __shared__ uint8_t g7s[];
     const uint32_t raw = (uint32_t)__cvta_generic_to_shared(g7s), sm0 = gp_align1024(raw), sbs = sm0 + S * STAGE;
