@@ -28,7 +28,7 @@ extern "C" void gemm_use_variant(int v) { g_variant = v >= 1 && v <= 8 ? v : 2; 
  * without the proxy fence), 7 and 8 (4's panels; v7 or v8 below the threshold). */
 static bool gp_variant(int v) { return v >= 4 && v <= 8; }
 
-/* v8's form (gemm_v8_form; gemm_wg.cuh: G8_FORM_A, _B, _AB), read by every launch. */
+/* v8's form (gemm_v8_form; gemm_wg.cuh: G8_FORM_A, _B, _AB, _BN), read by every launch. */
 static int g_g8_form = G8_FORM_B;
 extern "C" void gemm_v8_form(int f) { g_g8_form = f >= G8_FORM_A && f <= G8_FORM_BN ? f : G8_FORM_B; }
 
@@ -500,7 +500,7 @@ extern "C" size_t gemm_variant_scratch_bytes(int variant, int64_t rows, int64_t 
     if (rows <= 0 || k <= 0 || n <= 0 || rows > INT32_MAX || k > INT32_MAX) return 0;
     int cps;
     int s = gemm_slices(gemm_shape_of(variant, n), rows, k, n, GEMM_SPLIT_MAX, &cps);
-    if (g7_kind(variant) >= 0) /* v7's or v8's split below the panel threshold (the types' splits differ), or v2's off sm_90 */
+    if (g7_kind(variant) >= 0) /* v7's or v8's split below the panel threshold (the types' splits differ), or v2's */
         for (uint32_t t : {QUANT_Q4_0, QUANT_Q4_K, QUANT_Q6_K, QUANT_Q8_0}) {
             const int s7 = g7_slices(g7_shape_of(g7_kind(variant), n), t, rows, k, n, GEMM_SPLIT_MAX, &cps);
             if (s7 > s) s = s7;
@@ -561,7 +561,8 @@ extern "C" cudaError_t gemm_f16_split(float *y, const void *w, uint32_t wtype, c
         const g7_shape sh = g7_shape_of(kind, n);
         const int s = g7_slices(sh, wtype, rows, k, n, max_slices, &cps);
         if (s == 1) return g7_launch(kind, sh, y, wb, wtype, xh, (int)rows, (int)k, n, 1, cps, stream);
-        if ((e = g7_launch(kind, sh, part, wb, wtype, xh, (int)rows, (int)k, n, s, cps, stream)) != cudaSuccess) return e;
+        if ((e = g7_launch(kind, sh, part, wb, wtype, xh, (int)rows, (int)k, n, s, cps, stream)) != cudaSuccess)
+            return e;
         return gemm_sum_launch(y, part, s, (int64_t)n * rows, stream);
     }
     const gemm_shape sh = gemm_shape_for(n);

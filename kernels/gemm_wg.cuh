@@ -135,7 +135,8 @@ template <int T, int WR, int WC, int NW> __host__ __device__ constexpr int g7_sm
 template <int T, int WR, int WC, int NW, bool MB> __host__ __device__ constexpr int g8_stages() {
     const int budget = 32 * WR * WC == 256 ? G8_SMEM_2 : G8_SMEM_1;
     int s = MB ? G8_STAGES_MB : G7_STAGES;
-    while (s > 3 && g7_smem_ring<T, WR, WC, NW, 0, MB>() + s * (g7_stage<T, WR, WC, NW>() + (MB ? 16 : 0)) > budget) s--;
+    const int fixed = g7_smem_ring<T, WR, WC, NW, 0, MB>(), per_stage = g7_stage<T, WR, WC, NW>() + (MB ? 16 : 0);
+    while (s > 3 && fixed + s * per_stage > budget) s--;
     return s;
 }
 
@@ -341,7 +342,8 @@ __device__ __forceinline__ void g8_bar_init(uint32_t bar, uint32_t count) {
 __device__ __forceinline__ void g8_bar_wait(uint32_t bar, uint32_t parity) {
     uint32_t done;
     do {
-        asm volatile("{\n.reg .pred p;\nmbarrier.try_wait.parity.shared::cta.b64 p, [%1], %2;\nselp.u32 %0, 1, 0, p;\n}\n"
+        asm volatile("{\n.reg .pred p;\n"
+                     "mbarrier.try_wait.parity.shared::cta.b64 p, [%1], %2;\nselp.u32 %0, 1, 0, p;\n}\n"
                      : "=r"(done)
                      : "r"(bar), "r"(parity)
                      : "memory");
@@ -349,8 +351,8 @@ __device__ __forceinline__ void g8_bar_wait(uint32_t bar, uint32_t parity) {
 }
 /* One arrival (release) on bar, under a predicate rather than a branch. */
 __device__ __forceinline__ void g8_bar_arrive(uint32_t bar, bool issue) {
-    asm volatile("{\n.reg .pred p;\nsetp.ne.b32 p, %1, 0;\n@p mbarrier.arrive.shared::cta.b64 _, [%0];\n}\n" ::"r"(bar),
-                 "r"((int)issue)
+    asm volatile("{\n.reg .pred p;\nsetp.ne.b32 p, %1, 0;\n@p mbarrier.arrive.shared::cta.b64 _, [%0];\n}\n"
+                 ::"r"(bar), "r"((int)issue)
                  : "memory");
 }
 /* An arrival on bar made by the copy engine once every cp.async this thread issued before it has

@@ -711,8 +711,8 @@ static const char *g_gemm_form = ""; /* and variant 8's form (gemm_v8_form) */
 
 static void test_gemm(gen_rng *r, uint32_t t, int64_t rows, int64_t k, int64_t n) {
     char name[128], err[256];
-    snprintf(name, sizeof name, "gemm v%d%s %s %lldx%lld n=%lld", g_gemm_variant, g_gemm_form, quant_type_name(t), (long long)rows,
-             (long long)k, (long long)n);
+    snprintf(name, sizeof name, "gemm v%d%s %s %lldx%lld n=%lld", g_gemm_variant, g_gemm_form, quant_type_name(t),
+             (long long)rows, (long long)k, (long long)n);
     size_t wb = quant_row_bytes(t, k) * (size_t)rows;
     void *w = malloc(wb);
     gen_weights(r, t, rows, k, w);
@@ -803,9 +803,9 @@ static void test_gemm_split(gen_rng *r, uint32_t t, int64_t rows, int64_t k, con
         for (int v = 0; v < 3; v++) { /* full scratch, 2 planes, none */
             const size_t bytes = v == 0 ? full : v == 1 ? 2 * plane : 0;
             if (v == 1 && full <= 2 * plane) continue; /* the same as v == 0 */
-            snprintf(name, sizeof name, "gemm_split v%d%s %s %lldx%lld n=%d %s (%zu planes)", g_gemm_variant, g_gemm_form, quant_type_name(t),
-                     (long long)rows, (long long)k, n, v == 0 ? "full scratch" : v == 1 ? "2-plane scratch" : "no scratch",
-                     bytes / plane);
+            snprintf(name, sizeof name, "gemm_split v%d%s %s %lldx%lld n=%d %s (%zu planes)", g_gemm_variant,
+                     g_gemm_form, quant_type_name(t), (long long)rows, (long long)k, n,
+                     v == 0 ? "full scratch" : v == 1 ? "2-plane scratch" : "no scratch", bytes / plane);
             CUDA_CHECK(cudaMemset(dy, 0xff, (size_t)(nmax * rows + GUARD) * sizeof(float)));
             cudaError_t e = gemm_f16_split(dy, dr, t, dx, rows, k, n, bytes ? scr : NULL, bytes, 0);
             int guard = e == cudaSuccess && dev_download(y, dy, n * rows);
@@ -844,7 +844,8 @@ static void test_gemm_split(gen_rng *r, uint32_t t, int64_t rows, int64_t k, con
  * still reading. */
 static void test_gemm_split_graph(gen_rng *r, uint32_t t, int n) {
     char name[64];
-    snprintf(name, sizeof name, "gemm_split graph replay v%d%s %s n=%d", g_gemm_variant, g_gemm_form, quant_type_name(t), n);
+    snprintf(name, sizeof name, "gemm_split graph replay v%d%s %s n=%d", g_gemm_variant, g_gemm_form,
+             quant_type_name(t), n);
     const int64_t ra = 4096, ka = 4096, rb = 1024, kb = 14336;
     size_t wa_b = quant_row_bytes(t, ka) * (size_t)ra, wb_b = quant_row_bytes(t, kb) * (size_t)rb;
     void *w = malloc(wa_b > wb_b ? wa_b : wb_b);  /* either matrix in GGUF layout */
@@ -1214,14 +1215,14 @@ static void test_gemm_v8_same(gen_rng *r, uint32_t t, int64_t rows, int64_t k, i
 
 /* v8 (gemm_wg.cuh: v7 without its per-chunk lockstep; gemm_use_variant(8), panel threshold raised
  * past every n as for v7), each form (b: per-stage mbarriers; a: two 8-warp blocks per SM; ab:
- * both; bn: b without its proxy fence, the lab's), every type: against the CPU with test_gemm's budget at n = 1, 5, 8, 13, 16, 31, 32, 33,
- * 64 (every wgmma width, partial token tiles), 100 and 200 (several token tiles; form b: two
- * 64-token warpgroups per block); rows 1, 37, 300, 1000, 4097 (partial tiles and blocks); k of 1
- * to 56 super-blocks, half last chunks for the 32-weight types (2848), and long k, whose rings
- * wrap many times (the barriers' phases); through gemm_f16 and gemm_f16_split (its slice model,
- * 2 planes, none, a bit-identical rerun), forced slices with a short last slice, a graph replay;
- * then v8 = v7 bit for bit at equal slices. Last in the suite: a fault in new wgmma code is
- * sticky. */
+ * both; bn: b without its proxy fence, the lab's), every type: against the CPU with test_gemm's
+ * budget at n = 1, 5, 8, 13, 16, 31, 32, 33, 64 (every wgmma width, partial token tiles), 100
+ * and 200 (several token tiles; form b: two 64-token warpgroups per block); rows 1, 37, 300,
+ * 1000, 4097 (partial tiles and blocks); k of 1 to 56 super-blocks, half last chunks for the
+ * 32-weight types (2848), and long k, whose rings wrap many times (the barriers' phases); through
+ * gemm_f16 and gemm_f16_split (its slice model, 2 planes, none, a bit-identical rerun), forced
+ * slices with a short last slice, a graph replay; then v8 = v7 bit for bit at equal slices.
+ * Last in the suite: a fault in new wgmma code is sticky. */
 static void test_gemm_v8(gen_rng *r) {
     static const uint32_t types[] = {QUANT_Q4_0, QUANT_Q4_K, QUANT_Q6_K, QUANT_Q8_0};
     static const int ns[] = {1, 5, 8, 13, 16, 31, 32, 33, 64, 100, 200};
@@ -1249,7 +1250,8 @@ static void test_gemm_v8(gen_rng *r) {
             test_gemm_split(r, t, 4096, 4096, ns, nn);
             test_gemm_split(r, t, 6144, 4096, nsplit, nsp);
             test_gemm_split(r, t, 14336, 4096, nsplit, nsp);
-            if (t == QUANT_Q4_K) test_gemm_split(r, t, 28672, 4096, nsplit, nsp); /* 8b gate/up stacked: 112 blocks of 256 rows */
+            if (t == QUANT_Q4_K) /* 8b gate/up stacked: 112 blocks of 256 rows */
+                test_gemm_split(r, t, 28672, 4096, nsplit, nsp);
             test_gemm_split(r, t, 4096, 14336, nsplit, nsp);
             test_gemm_split(r, t, 1024, 4096, nsplit, nsp);
             test_gemm_split(r, t, 1000, odd_k, ns, nn);

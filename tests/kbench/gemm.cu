@@ -163,7 +163,9 @@ static void bench(lab &L, cublasHandle_t cb, gen_rng *r, uint32_t t, int64_t row
             static const char *const forms[] = {"", "a", "b", "ab", "bn"};
             if (m.v == M_CUBLAS) snprintf(name, sizeof name, "cuBLAS f16");
             else if (m.v == M_V3_ONE_PASS) snprintf(name, sizeof name, "v3 1-pass");
-            else snprintf(name, sizeof name, "gemm v%d%s%s", m.v, m.v == 8 && m.form >= 1 && m.form <= 4 ? forms[m.form] : "", m.forced ? " forced" : "");
+            else
+                snprintf(name, sizeof name, "gemm v%d%s%s", m.v,
+                         m.v == 8 && m.form >= 1 && m.form <= 4 ? forms[m.form] : "", m.forced ? " forced" : "");
             if (g_copy_gbs > 0) snprintf(pct, sizeof pct, " %5.1f |", 100 * rb / (ms * 1e-3) / 1e9 / g_copy_gbs);
             printf("| %-4s | %5lldx%-5lld | %3d | %-13s | %2d | %8.1f | %6.0f |%s %6.1f | %5s | %.1e %s |\n",
                    quant_type_name(t), (long long)rows, (long long)k, n, name, slices, ms * 1e3,
@@ -281,7 +283,8 @@ int main(int argc, char **argv) {
     if (what == ALL) {
         printf("\n%s", small_head);
         static const int64_t shapes[][2] = {{4096, 4096}, {6144, 4096}, {28672, 4096}, {4096, 14336}, {32000, 4096}};
-        const std::vector<lab_mode> modes = {{2, 0, 0}, {1, 0, 0}, {3, 0, 0}, {M_V3_ONE_PASS, 0, 0}, {7, 0, 0}, {M_CUBLAS, 0, 0}};
+        const std::vector<lab_mode> modes = {{2, 0, 0},           {1, 0, 0}, {3, 0, 0},
+                                             {M_V3_ONE_PASS, 0, 0}, {7, 0, 0}, {M_CUBLAS, 0, 0}};
         for (uint32_t t : {QUANT_Q4_0, QUANT_Q4_K, QUANT_Q6_K})
             for (const auto &s : shapes) bench(L, cb, &r, t, s[0], s[1], {16, 32, 64, 128, 512}, modes);
     }
@@ -299,8 +302,9 @@ int main(int argc, char **argv) {
     }
     if (what == V8) { /* v8's forms next to v7 at batched-decode token counts, % of copy bandwidth */
         g_copy_gbs = L.measure_copy();
-        printf("copy %.0f GB/s\n\n| type | rows x k | n | kernel | slices | us | weight GB/s | %% copy | TFLOP/s | vs v7 "
-               "| rel err |\n|---|---|---|---|---|---|---|---|---|---|---|\n", g_copy_gbs);
+        printf("copy %.0f GB/s\n\n| type | rows x k | n | kernel | slices | us | weight GB/s | %% copy | TFLOP/s "
+               "| vs v7 | rel err |\n|---|---|---|---|---|---|---|---|---|---|---|\n",
+               g_copy_gbs);
         struct { uint32_t t; int64_t rows, k; } v8_shapes[] = {
             {QUANT_Q4_K, 6144, 4096},  {QUANT_Q4_K, 4096, 4096},  {QUANT_Q4_K, 28672, 4096}, {QUANT_Q4_K, 4096, 14336},
             {QUANT_Q6_K, 4096, 14336}, {QUANT_Q6_K, 1024, 4096},  {QUANT_Q4_0, 28672, 4096}};
