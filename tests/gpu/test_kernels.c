@@ -1214,19 +1214,21 @@ static void test_gemm_v8_same(gen_rng *r, uint32_t t, int64_t rows, int64_t k, i
 }
 
 /* v8 (gemm_wg.cuh: v7 without its per-chunk lockstep; gemm_use_variant(8), panel threshold raised
- * past every n as for v7), each form (b: per-stage mbarriers; a: two 8-warp blocks per SM; ab:
- * both; bn: b without its proxy fence, the lab's), every type: against the CPU with test_gemm's
- * budget at n = 1, 5, 8, 13, 16, 31, 32, 33, 64 (every wgmma width, partial token tiles), 100
- * and 200 (several token tiles; form b: two 64-token warpgroups per block); rows 1, 37, 300,
- * 1000, 4097 (partial tiles and blocks); k of 1 to 56 super-blocks, half last chunks for the
- * 32-weight types (2848), and long k, whose rings wrap many times (the barriers' phases); through
- * gemm_f16 and gemm_f16_split (its slice model, 2 planes, none, a bit-identical rerun), forced
- * slices with a short last slice, a graph replay; then v8 = v7 bit for bit at equal slices.
- * Last in the suite: a fault in new wgmma code is sticky. */
+ * past every n as for v7), every type, against the CPU with test_gemm's budget. Each form (b:
+ * per-stage mbarriers; a: two 8-warp blocks per SM; ab: both; bn: b without its proxy fence):
+ * n = 1, 5, 8, 13, 16, 31, 32, 33, 64 (every wgmma width, partial token tiles), 100 and 200
+ * (several token tiles; b: two 64-token warpgroups per block); rows 1, 37, 300, 1000, 4097
+ * (partial tiles and blocks); k of 1 to 56 super-blocks, half last chunks for the 32-weight
+ * types (2848), long k whose rings wrap many times (the barriers' phases); gemm_f16 and
+ * gemm_f16_split (its slice model, 2 planes, none, a bit-identical rerun) and forced slices with
+ * a short last slice; v8 = v7 bit for bit at equal slices. Form b, the default, also as v7's
+ * section: the 8b shapes through the split (28672x4096 for Q4_K), forced 3 slices, graph
+ * replays. Last in the suite: a fault in new wgmma code is sticky. */
 static void test_gemm_v8(gen_rng *r) {
     static const uint32_t types[] = {QUANT_Q4_0, QUANT_Q4_K, QUANT_Q6_K, QUANT_Q8_0};
     static const int ns[] = {1, 5, 8, 13, 16, 31, 32, 33, 64, 100, 200};
     static const int nsplit[] = {5, 8, 16, 32, 33, 64, 100};
+    static const int same_n[] = {1, 8, 33, 64, 200};
     static const struct { int form; const char *name; } forms[] = {{2, "b"}, {1, "a"}, {3, "ab"}, {4, "bn"}};
     const int nn = (int)(sizeof ns / sizeof ns[0]), nsp = (int)(sizeof nsplit / sizeof nsplit[0]);
     g_gemm_variant = 8;
@@ -1242,35 +1244,34 @@ static void test_gemm_v8(gen_rng *r) {
             test_gemm(r, t, 1, 256, 5);
             test_gemm(r, t, 300, odd_k, 64);
             test_gemm(r, t, 1000, 256, 13);
-            test_gemm(r, t, 130, 4096, 100);
-            test_gemm(r, t, 200, 14336, 8);
             test_gemm(r, t, 333, 14336, 33);
             test_gemm(r, t, 4097, 256, 200);
-            test_gemm(r, t, 1000, odd_k, 31);
-            test_gemm_split(r, t, 4096, 4096, ns, nn);
+            test_gemm_split(r, t, 1000, odd_k, ns, nn);
+            test_gemm_split(r, t, 4096, 4096, nsplit, nsp);
+            gemm_force_slices(5); /* 14336 = 56 super-blocks: slices of 48 chunks, the last 32 */
+            test_gemm_split(r, t, 300, 14336, nsplit, nsp);
+            gemm_force_slices(0);
+            for (size_t j = 0; j < sizeof same_n / sizeof same_n[0]; j++) {
+                test_gemm_v8_same(r, t, 1000, odd_k, same_n[j], 1);
+                test_gemm_v8_same(r, t, 300, 14336, same_n[j], 5);
+            }
+            test_gemm_v8_same(r, t, 4096, 4096, 32, 8);
+            if (forms[f].form != 2) continue;
+            test_gemm(r, t, 130, 4096, 100);
+            test_gemm(r, t, 200, 14336, 8);
             test_gemm_split(r, t, 6144, 4096, nsplit, nsp);
             test_gemm_split(r, t, 14336, 4096, nsplit, nsp);
             if (t == QUANT_Q4_K) /* 8b gate/up stacked: 112 blocks of 256 rows */
                 test_gemm_split(r, t, 28672, 4096, nsplit, nsp);
             test_gemm_split(r, t, 4096, 14336, nsplit, nsp);
             test_gemm_split(r, t, 1024, 4096, nsplit, nsp);
-            test_gemm_split(r, t, 1000, odd_k, ns, nn);
             test_gemm_split(r, t, 37, odd_k, nsplit, nsp);
-            for (int s = 3; s <= 5; s += 2) { /* 14336 = 56 super-blocks: slices of 76 (3) or 48 (5) chunks */
-                gemm_force_slices(s);
-                test_gemm_split(r, t, 300, 14336, nsplit, nsp);
-                test_gemm_split(r, t, 1000, odd_k, nsplit, nsp);
-            }
+            gemm_force_slices(3); /* slices of 76 chunks, the last 72 */
+            test_gemm_split(r, t, 300, 14336, nsplit, nsp);
+            test_gemm_split(r, t, 1000, odd_k, nsplit, nsp);
             gemm_force_slices(0);
             test_gemm_split_graph(r, t, 64);
             test_gemm_split_graph(r, t, 13);
-            static const int same_n[] = {1, 8, 16, 32, 33, 64, 100, 200};
-            for (size_t j = 0; j < sizeof same_n / sizeof same_n[0]; j++) {
-                test_gemm_v8_same(r, t, 1000, odd_k, same_n[j], 1);
-                test_gemm_v8_same(r, t, 300, 14336, same_n[j], 5);
-            }
-            test_gemm_v8_same(r, t, 6144, 4096, 64, 1);
-            test_gemm_v8_same(r, t, 4096, 4096, 32, 8);
         }
     }
     gemm_panel_min_tokens(0);
