@@ -942,22 +942,14 @@ static int nccl_timeout_s(void) {
  * dequantises f16 weight panels and multiplies them with wgmma from GEMM_PANEL_MIN_TOKENS tokens,
  * and below that runs v7, wgmma on weights dequantised in registers (batched decode steps, short
  * prompts); both on compute capability 9.0, v2 elsewhere. MGI_GEMM=4 (panels, v2 below
- * GEMM_PANEL_MIN_TOKENS), 2 (in-register dequantisation, mma.sync), 5 (panels, mma.sync), 6 (4
- * without the proxy fence) or 8 (7 with v8, v7 without its lockstep; 8a, 8b, 8ab, 8bn pick its
- * form, kernels.h's gemm_v8_form, 8 is 8b) for A/B runs. PERF-LOG run 26: 8b q4_0 pp512 20160 with
- * panels, 14050 with 2; run 32: a 64-sequence 8b q4_k_m decode step 5.08 ms with 7, 7.83 with 4.
- * Process-wide, set at create. */
+ * GEMM_PANEL_MIN_TOKENS), 2 (in-register dequantisation, mma.sync), 5 (panels, mma.sync) or 6 (4
+ * without the proxy fence) for A/B runs. PERF-LOG run 26: 8b q4_0 pp512 20160 with panels, 14050
+ * with 2; run 32: a 64-sequence 8b q4_k_m decode step 5.08 ms with 7, 7.83 with 4. Process-wide,
+ * set at create. */
 static int g_gemm_variant = 7;
 static void gemm_variant_from_env(void) {
     const char *e = getenv("MGI_GEMM");
-    g_gemm_variant = e && e[0] && !e[1] && strchr("245678", e[0]) ? e[0] - '0' : 7;
-    static const char *const forms[] = {"a", "b", "ab", "bn"}; /* gemm_v8_form 1-4 */
-    if (g_gemm_variant == 8) gemm_v8_form(2);
-    for (int i = 0; e && e[0] == '8' && i < 4; i++)
-        if (!strcmp(e + 1, forms[i])) {
-            g_gemm_variant = 8;
-            gemm_v8_form(i + 1);
-        }
+    g_gemm_variant = e && e[0] && !e[1] && strchr("24567", e[0]) ? e[0] - '0' : 7;
     gemm_use_variant(g_gemm_variant);
     gemm_panel_min_tokens(GEMM_PANEL_MIN_TOKENS);
     /* Decode attention (paged.h's paged_attention_use_variant): 3, the default, the tensor-core

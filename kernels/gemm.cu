@@ -1,7 +1,6 @@
 /* Prefill GEMM launchers (kernels.h: gemm_f16, gemm_f16_split) and the split-K heuristics;
  * kernels in gemm.cuh (v1-v3), gemm_panel.cuh (the f16-panel path of variants 4 and 5) and
- * gemm_wg.cuh (v7: wgmma on weights dequantised in registers, for small n; v8: v7 without its
- * per-chunk lockstep). */
+ * gemm_wg.cuh (v7: wgmma on weights dequantised in registers, for small n). */
 #include "kernels/kernels.h"
 #include "kernels/gemm.cuh"
 #include "kernels/gemm_panel.cuh"
@@ -19,26 +18,18 @@ extern "C" int gemm_supported(uint32_t wtype) {
     return wtype == QUANT_Q4_0 || wtype == QUANT_Q4_K || wtype == QUANT_Q6_K || wtype == QUANT_Q8_0;
 }
 
-/* gemm_use_variant: 1 to 8 (2 the default), read by every launch. */
+/* gemm_use_variant: 1 to 7 (2 the default), read by every launch. */
 static int g_variant = 2;
 
-extern "C" void gemm_use_variant(int v) { g_variant = v >= 1 && v <= 8 ? v : 2; }
+extern "C" void gemm_use_variant(int v) { g_variant = v >= 1 && v <= 7 ? v : 2; }
 
 /* Variants of the f16-panel path (from gemm_panel_min_tokens on): 4 (wgmma), 5 (mma.sync), 6 (4
- * without the proxy fence), 7 and 8 (4's panels; v7 or v8 below the threshold). */
-static bool gp_variant(int v) { return v >= 4 && v <= 8; }
+ * without the proxy fence), 7 (4's panels; v7 below the threshold). */
+static bool gp_variant(int v) { return v >= 4 && v <= 7; }
 
-/* v8's form (gemm_v8_form; gemm_wg.cuh: G8_FORM_A, _B, _AB, _BN), read by every launch. */
-static int g_g8_form = G8_FORM_B;
-extern "C" void gemm_v8_form(int f) { g_g8_form = f >= G8_FORM_A && f <= G8_FORM_BN ? f : G8_FORM_B; }
-
-/* The in-register wgmma kernel a variant runs below the panel threshold: 0 for v7, v8's form for
- * 8, -1 for the others. */
-static int g7_kind(int variant) { return variant == 7 ? 0 : variant == 8 ? g_g8_form : -1; }
-
-/* v7 or v8 (kind, gemm_wg.cuh) in one pass, or false where it does not run (not compute
- * capability 9.0): the gemm_f16 path of variants 7 and 8. Defined with the rest of v7 below. */
-static bool g7_one_pass(int kind, float *y, const uint8_t *w, uint32_t wtype, const __half *x, int rows, int k, int n,
+/* v7 (gemm_wg.cuh) in one pass, or false where it does not run (not compute capability 9.0): the
+ * gemm_f16 path of variant 7. Defined with the rest of v7 below. */
+static bool g7_one_pass(float *y, const uint8_t *w, uint32_t wtype, const __half *x, int rows, int k, int n,
                         cudaStream_t stream, cudaError_t *e);
 
 /* The block tile (rows x tokens) a launch uses: v1 128 x 64; v2 and v3 (gemm.cuh) 128 x 128 for
@@ -151,8 +142,8 @@ extern "C" cudaError_t gemm_f16(float *y, const void *w, uint32_t wtype, const u
                                 int64_t n, cudaStream_t stream) {
     if (!gemm_args_ok(wtype, rows, k, n)) return cudaErrorInvalidValue;
     cudaError_t e;
-    if (g7_kind(g_variant) >= 0 && g7_one_pass(g7_kind(g_variant), y, (const uint8_t *)w, wtype, (const __half *)x,
-                                               (int)rows, (int)k, (int)n, stream, &e))
+    if (g_variant == 7 &&
+        g7_one_pass(y, (const uint8_t *)w, wtype, (const __half *)x, (int)rows, (int)k, (int)n, stream, &e))
         return e;
     return gemm_launch(gemm_shape_for(n), y, (const uint8_t *)w, wtype, (const __half *)x, (int)rows, (int)k, (int)n, 1,
                        (int)mv2_chunks(k), stream);
@@ -334,38 +325,29 @@ static cudaError_t gp_run(int variant, float *y, const uint8_t *w, uint32_t wtyp
 }
 
 /* ---------------------------------------------------------------- v7: wgmma, small n -------- */
-/* v7's or v8's block for n tokens (gemm_wg.cuh): WR warps along rows x WC along tokens, NW tokens
- * per warpgroup, brows x btoks per block, per_sm blocks resident on an SM. */
+/* v7's block for n tokens (gemm_wg.cuh): WR warps along rows x WC along tokens, NW tokens per
+ * warpgroup, brows x btoks per block. */
 struct g7_shape {
-    int wr, wc, nw, brows, btoks, per_sm;
+    int wr, wc, nw, brows, btoks;
 };
 
 static g7_shape g7_shape_for(int64_t n) {
-    if (n > 64) return {8, 2, 64, 128, 128, 1};
+    if (n > 64) return {8, 2, 64, 128, 128};
     const int nw = n <= 8 ? 8 : n <= 16 ? 16 : n <= 32 ? 32 : 64;
-    return {16, 1, nw, 256, nw, 1};
-}
-
-/* v8: forms b and bn have v7's blocks; a and ab 8 warps of 128 rows x NW tokens, 64-token tiles
- * side by side above 64 tokens, two blocks to an SM. */
-static g7_shape g7_shape_of(int kind, int64_t n) {
-    if (kind == 0 || kind == G8_FORM_B || kind == G8_FORM_BN) return g7_shape_for(n);
-    const int nw = n <= 8 ? 8 : n <= 16 ? 16 : n <= 32 ? 32 : 64;
-    return {8, 1, nw, 128, nw, 2};
+    return {16, 1, nw, 256, nw};
 }
 
 /* Kernel lab: v7's slice count forced (gemm_force_slices; 0: the model of g7_slices). */
 static int g_force_slices = 0;
 extern "C" void gemm_force_slices(int s) { g_force_slices = s > 0 ? s : 0; }
 
-/* v7's (and v8's) split-K. A v7 block fills an SM (512 threads, 60-200 KB of shared memory), so
- * blocks run in waves of SMs (v8's 8-warp forms: of 2 x SMs slots, each block at half an SM's
- * pace), and every block pays a start-up (launch, the ring's first loads: about G7_FILL chunk
- * times) before it streams. Of the slice counts S allowed as in gemm_slices (whole super-blocks
- * per slice, at most GEMM_SPLIT_MAX and max_slices, planes within SMs x 128 KB), the one with
- * the least
+/* v7's split-K. A v7 block fills an SM (512 threads, 60-200 KB of shared memory), so blocks run
+ * in waves of SMs, and every block pays a start-up (launch, the ring's first loads: about G7_FILL
+ * chunk times) before it streams. Of the slice counts S allowed as in gemm_slices (whole
+ * super-blocks per slice, at most GEMM_SPLIT_MAX and max_slices, planes within SMs x 128 KB),
+ * the one with the least
  *   waves x (chunks per slice + G7_FILL) + (2 S + 1) planes' traffic + 1 (gemm_sum's launch)
- * in chunk times, counting traffic at the rate all SMs stream weights (slots x one block's chunk
+ * in chunk times, counting traffic at the rate all SMs stream weights (SMs x one block's chunk
  * of weights per chunk time). A model, to be checked against forced splits on the GPU
  * (gemm_force_slices; kbench gemm v7split). */
 #define G7_FILL 4
@@ -381,7 +363,6 @@ static int g7_slices(const g7_shape &sh, uint32_t wtype, int64_t rows, int64_t k
     if (smax > max_slices) smax = max_slices;
     if (smax > groups) smax = groups;
     if (smax < 2) return 1;
-    const int64_t slots = (int64_t)sms * sh.per_sm; /* blocks resident at once */
     const double chunk = (double)(sh.brows / 16) * (double)mv2_bytes((int)wtype, 16, 64);
     const double plane = (double)n * (double)rows * sizeof(float);
     int64_t best_cs = C, lo = 1, hi = smax;
@@ -389,9 +370,9 @@ static int g7_slices(const g7_shape &sh, uint32_t wtype, int64_t rows, int64_t k
     double best = -1;
     for (int64_t s = lo; s <= hi; s++) {
         const int64_t cs = 4 * ((groups + s - 1) / s), sl = (C + cs - 1) / cs; /* chunks per slice, slices */
-        const int64_t waves = (tiles * sl + slots - 1) / slots;
+        const int64_t waves = (tiles * sl + sms - 1) / sms;
         double cost = (double)waves * (double)((cs < C ? cs : C) + G7_FILL);
-        if (sl > 1) cost += (double)(2 * sl + 1) * plane / ((double)slots * chunk) + 1;
+        if (sl > 1) cost += (double)(2 * sl + 1) * plane / ((double)sms * chunk) + 1;
         if (best < 0 || cost < best) {
             best = cost;
             best_cs = cs;
@@ -412,54 +393,9 @@ static cudaError_t g7_launch_k(dim3 grid, float *y, const uint8_t *w, const __ha
     return pdl_launch(gemm_v7<T, WR, WC, NW>, grid, dim3(G7_THREADS), smem, s, y, w, x, rows, k, n, cps);
 }
 
-/* v8 with its stage count (g8_stages) and the shared memory that leaves (two 8-warp blocks fit
- * an SM: gp_prepare asks for the max-shared carveout). */
-template <int T, int WR, int WC, int NW, bool MB, bool FENCE = true>
-static cudaError_t g8_launch_k(dim3 grid, float *y, const uint8_t *w, const __half *x, int rows, int k, int n, int cps,
-                               cudaStream_t s) {
-    constexpr int S = g8_stages<T, WR, WC, NW, MB>(), smem = g7_smem_ring<T, WR, WC, NW, S, MB>();
-    static_assert(smem <= (32 * WR * WC == 256 ? G8_SMEM_2 : G8_SMEM_1), "v8's ring must fit its share of an SM");
-    cudaError_t e = gp_prepare<gemm_v8<T, WR, WC, NW, S, MB, FENCE>>(smem);
-    if (e != cudaSuccess) return e;
-    return pdl_launch(gemm_v8<T, WR, WC, NW, S, MB, FENCE>, grid, dim3(32 * WR * WC), smem, s, y, w, x, rows, k, n,
-                      cps);
-}
-
-/* kind 0: v7; else v8's form (g7_kind) */
 template <int T>
-static cudaError_t g7_launch_t(int kind, const g7_shape &sh, dim3 grid, float *y, const uint8_t *w, const __half *x,
-                               int rows, int k, int n, int cps, cudaStream_t s) {
-    if (kind == G8_FORM_A || kind == G8_FORM_AB) {
-        const bool mb = kind == G8_FORM_AB;
-        switch (sh.nw) {
-        case 8: return mb ? g8_launch_k<T, 8, 1, 8, true>(grid, y, w, x, rows, k, n, cps, s)
-                          : g8_launch_k<T, 8, 1, 8, false>(grid, y, w, x, rows, k, n, cps, s);
-        case 16: return mb ? g8_launch_k<T, 8, 1, 16, true>(grid, y, w, x, rows, k, n, cps, s)
-                           : g8_launch_k<T, 8, 1, 16, false>(grid, y, w, x, rows, k, n, cps, s);
-        case 32: return mb ? g8_launch_k<T, 8, 1, 32, true>(grid, y, w, x, rows, k, n, cps, s)
-                           : g8_launch_k<T, 8, 1, 32, false>(grid, y, w, x, rows, k, n, cps, s);
-        default: return mb ? g8_launch_k<T, 8, 1, 64, true>(grid, y, w, x, rows, k, n, cps, s)
-                           : g8_launch_k<T, 8, 1, 64, false>(grid, y, w, x, rows, k, n, cps, s);
-        }
-    }
-    if (kind == G8_FORM_B) {
-        if (sh.wc == 2) return g8_launch_k<T, 8, 2, 64, true>(grid, y, w, x, rows, k, n, cps, s);
-        switch (sh.nw) {
-        case 8: return g8_launch_k<T, 16, 1, 8, true>(grid, y, w, x, rows, k, n, cps, s);
-        case 16: return g8_launch_k<T, 16, 1, 16, true>(grid, y, w, x, rows, k, n, cps, s);
-        case 32: return g8_launch_k<T, 16, 1, 32, true>(grid, y, w, x, rows, k, n, cps, s);
-        default: return g8_launch_k<T, 16, 1, 64, true>(grid, y, w, x, rows, k, n, cps, s);
-        }
-    }
-    if (kind == G8_FORM_BN) {
-        if (sh.wc == 2) return g8_launch_k<T, 8, 2, 64, true, false>(grid, y, w, x, rows, k, n, cps, s);
-        switch (sh.nw) {
-        case 8: return g8_launch_k<T, 16, 1, 8, true, false>(grid, y, w, x, rows, k, n, cps, s);
-        case 16: return g8_launch_k<T, 16, 1, 16, true, false>(grid, y, w, x, rows, k, n, cps, s);
-        case 32: return g8_launch_k<T, 16, 1, 32, true, false>(grid, y, w, x, rows, k, n, cps, s);
-        default: return g8_launch_k<T, 16, 1, 64, true, false>(grid, y, w, x, rows, k, n, cps, s);
-        }
-    }
+static cudaError_t g7_launch_t(const g7_shape &sh, dim3 grid, float *y, const uint8_t *w, const __half *x, int rows,
+                               int k, int n, int cps, cudaStream_t s) {
     if (sh.wc == 2) return g7_launch_k<T, 8, 2, 64>(grid, y, w, x, rows, k, n, cps, s);
     switch (sh.nw) {
     case 8: return g7_launch_k<T, 16, 1, 8>(grid, y, w, x, rows, k, n, cps, s);
@@ -471,15 +407,15 @@ static cudaError_t g7_launch_t(int kind, const g7_shape &sh, dim3 grid, float *y
 
 /* Token tiles along x (the blocks of one row block run side by side, so a second token tile
  * finds the weights in L2), row blocks along y, slices along z. */
-static cudaError_t g7_launch(int kind, const g7_shape &sh, float *y, const uint8_t *w, uint32_t wtype, const __half *x,
-                             int rows, int k, int n, int slices, int cps, cudaStream_t s) {
+static cudaError_t g7_launch(const g7_shape &sh, float *y, const uint8_t *w, uint32_t wtype, const __half *x, int rows,
+                             int k, int n, int slices, int cps, cudaStream_t s) {
     const dim3 grid((unsigned)((n + sh.btoks - 1) / sh.btoks), (unsigned)((rows + sh.brows - 1) / sh.brows),
                     (unsigned)slices);
     switch (wtype) {
-    case QUANT_Q4_0: return g7_launch_t<QUANT_Q4_0>(kind, sh, grid, y, w, x, rows, k, n, cps, s);
-    case QUANT_Q4_K: return g7_launch_t<QUANT_Q4_K>(kind, sh, grid, y, w, x, rows, k, n, cps, s);
-    case QUANT_Q6_K: return g7_launch_t<QUANT_Q6_K>(kind, sh, grid, y, w, x, rows, k, n, cps, s);
-    default: return g7_launch_t<QUANT_Q8_0>(kind, sh, grid, y, w, x, rows, k, n, cps, s);
+    case QUANT_Q4_0: return g7_launch_t<QUANT_Q4_0>(sh, grid, y, w, x, rows, k, n, cps, s);
+    case QUANT_Q4_K: return g7_launch_t<QUANT_Q4_K>(sh, grid, y, w, x, rows, k, n, cps, s);
+    case QUANT_Q6_K: return g7_launch_t<QUANT_Q6_K>(sh, grid, y, w, x, rows, k, n, cps, s);
+    default: return g7_launch_t<QUANT_Q8_0>(sh, grid, y, w, x, rows, k, n, cps, s);
     }
 }
 
@@ -489,10 +425,10 @@ static bool g7_applies(uint32_t, int64_t rows, int64_t k) {
     return (rows + 127) / 128 <= 65535 && mv2_chunks(k) < (1 << 20) && wgmma_device();
 }
 
-static bool g7_one_pass(int kind, float *y, const uint8_t *w, uint32_t wtype, const __half *x, int rows, int k, int n,
+static bool g7_one_pass(float *y, const uint8_t *w, uint32_t wtype, const __half *x, int rows, int k, int n,
                         cudaStream_t stream, cudaError_t *e) {
     if (!g7_applies(wtype, rows, k)) return false;
-    *e = g7_launch(kind, g7_shape_of(kind, n), y, w, wtype, x, rows, k, n, 1, (int)mv2_chunks(k), stream);
+    *e = g7_launch(g7_shape_for(n), y, w, wtype, x, rows, k, n, 1, (int)mv2_chunks(k), stream);
     return true;
 }
 
@@ -500,9 +436,9 @@ extern "C" size_t gemm_variant_scratch_bytes(int variant, int64_t rows, int64_t 
     if (rows <= 0 || k <= 0 || n <= 0 || rows > INT32_MAX || k > INT32_MAX) return 0;
     int cps;
     int s = gemm_slices(gemm_shape_of(variant, n), rows, k, n, GEMM_SPLIT_MAX, &cps);
-    if (g7_kind(variant) >= 0) /* v7's or v8's split below the panel threshold (the types' splits differ), or v2's */
+    if (variant == 7) /* v7's split below the panel threshold (the types' splits differ), or v2's off sm_90 */
         for (uint32_t t : {QUANT_Q4_0, QUANT_Q4_K, QUANT_Q6_K, QUANT_Q8_0}) {
-            const int s7 = g7_slices(g7_shape_of(g7_kind(variant), n), t, rows, k, n, GEMM_SPLIT_MAX, &cps);
+            const int s7 = g7_slices(g7_shape_for(n), t, rows, k, n, GEMM_SPLIT_MAX, &cps);
             if (s7 > s) s = s7;
         }
     size_t need = s > 1 ? (size_t)s * (size_t)n * (size_t)rows * sizeof(float) : 0;
@@ -535,8 +471,8 @@ extern "C" int gemm_split_slices(uint32_t wtype, int64_t rows, int64_t k, int n,
     const size_t fit = scratch_bytes / ((size_t)n * (size_t)rows * sizeof(float));
     const int max_slices = fit < GEMM_SPLIT_MAX ? (int)fit : GEMM_SPLIT_MAX;
     int cps;
-    if (g7_kind(g_variant) >= 0 && g7_applies(wtype, rows, k))
-        return g7_slices(g7_shape_of(g7_kind(g_variant), n), wtype, rows, k, n, max_slices, &cps);
+    if (g_variant == 7 && g7_applies(wtype, rows, k))
+        return g7_slices(g7_shape_for(n), wtype, rows, k, n, max_slices, &cps);
     return gemm_slices(gemm_shape_for(n), rows, k, n, max_slices, &cps);
 }
 
@@ -556,13 +492,11 @@ extern "C" cudaError_t gemm_f16_split(float *y, const void *w, uint32_t wtype, c
     float *part = (float *)scratch;
     int cps;
     cudaError_t e;
-    const int kind = g7_kind(g_variant);
-    if (kind >= 0 && g7_applies(wtype, rows, k)) {
-        const g7_shape sh = g7_shape_of(kind, n);
+    if (g_variant == 7 && g7_applies(wtype, rows, k)) {
+        const g7_shape sh = g7_shape_for(n);
         const int s = g7_slices(sh, wtype, rows, k, n, max_slices, &cps);
-        if (s == 1) return g7_launch(kind, sh, y, wb, wtype, xh, (int)rows, (int)k, n, 1, cps, stream);
-        if ((e = g7_launch(kind, sh, part, wb, wtype, xh, (int)rows, (int)k, n, s, cps, stream)) != cudaSuccess)
-            return e;
+        if (s == 1) return g7_launch(sh, y, wb, wtype, xh, (int)rows, (int)k, n, 1, cps, stream);
+        if ((e = g7_launch(sh, part, wb, wtype, xh, (int)rows, (int)k, n, s, cps, stream)) != cudaSuccess) return e;
         return gemm_sum_launch(y, part, s, (int64_t)n * rows, stream);
     }
     const gemm_shape sh = gemm_shape_for(n);

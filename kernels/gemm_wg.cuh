@@ -76,68 +76,9 @@ template <int T, int WR, int WC, int NW> __host__ __device__ constexpr int g7_st
 }
 /* Q4_K: each warp's decoded scales of its tile's current super-block (g7_k4_decode). */
 #define G7_K4_DEC 512
-/* ... of a ring of S stages for 32 WR WC threads (MB: v8's per-stage barriers, 16 bytes a stage) */
-template <int T, int WR, int WC, int NW, int S, bool MB> __host__ __device__ constexpr int g7_smem_ring() {
-    return S * g7_stage<T, WR, WC, NW>() + G7_NSB * WR * gemm3_w<T>::SBB +
-           (T == QUANT_Q4_K ? WR * WC * G7_K4_DEC : 0) + (MB ? 16 * S : 0) + 1024;
-}
 template <int T, int WR, int WC, int NW> __host__ __device__ constexpr int g7_smem() {
-    return g7_smem_ring<T, WR, WC, NW, G7_STAGES, false>();
-}
-
-/* v8 (gemm_use_variant 8): v7 without its lockstep. In v7 all 16 warps pass one __syncthreads per
- * chunk, then dequantise, then issue their wgmma, then wait, all at the same moments, so the
- * schedulers idle together (Q4_K: issue alone is ~530 cycles a chunk of 256 rows, 132 SASS per
- * warp, and the tensor time 512 at n = 64, yet a chunk of 28672x4096 takes ~1400). Two ways out,
- * each a form of v8 (gemm_v8_form), and both together:
- *  a  (G8_FORM_A): blocks of 8 warps (2 warpgroups, 128 rows) that run two to an SM (<= 113 KB of
- *     shared memory each, __launch_bounds__(256, 2): the same 128 registers a thread), still
- *     with v7's __syncthreads: the two blocks drift out of phase. Costs X staged per 128 rows,
- *     not 256 (L2 to SM traffic at n = 64 Q4_K: 24 KB per 256 rows and chunk, v7 16 KB).
- *  b  (G8_FORM_B, the default): v7's block (16 warps, 256 rows; 128 x 128 tokens above 64) with
- *     per-stage barriers instead of __syncthreads. Stage s has a "full" mbarrier that every
- *     thread's copy engine arrives on once that thread's copies into the stage have landed
- *     (cp.async.mbarrier.arrive.noinc, NTH arrivals) and an "empty" one that each warp arrives on
- *     (lane 0, after __syncwarp) once the wgmma reading the stage have retired (wait_group 1 in
- *     the next chunk). Per chunk c a thread waits for full(c), fences the proxy, dequantises,
- *     issues the wgmma, waits for chunk c - 1 to retire, releases its stage, then copies chunk
- *     c + P into the stage of chunk c + P - S after waiting for every warp to have released it:
- *     P = S - 1 - G8_SLACK, so a warp may run up to G8_SLACK chunks ahead of the slowest before
- *     a copy holds it back, and a consumer never waits on another warp's progress except
- *     through the copies it needs. Deadlock-free: the slowest warp's own waits need only
- *     copies issued P chunks back and releases G8_SLACK chunks back. Records slot b % NSB is
- *     refilled with chunk 4 (b + NSB), after every warp released chunk 4 (b + NSB) - S, which
- *     it does after reading chunk 4 (b + NSB) - S + 1's records, so past the slot's last read
- *     (chunk 4 b + 3) for S <= 4 NSB - 2, v7's bound. Q4_K's decoded scales are per warp: a
- *     __syncwarp before each decode replaces v7's barrier. Up to G8_STAGES_MB stages in 227 KB
- *     (P of 9 for Q4_K at n = 64 against v7's 6).
- *  ab (G8_FORM_AB): both: 8-warp blocks, two to an SM, with the barriers of b.
- *  bn (G8_FORM_BN, lab): b without the per-chunk proxy fence. ptxas lowers fence.proxy.async to
- *     MEMBAR.ALL.CTA + FENCE.VIEW.ASYNC.S; should that MEMBAR wait for the thread's copies still
- *     in flight for later stages, every chunk would pay a DRAM round trip (~0.7 us: about what a
- *     v7 chunk of Q4_K 28672x4096 takes). CUTLASS's cp.async wgmma mainloops issue no such fence
- *     and v6 (v4 without it) matched v4, but the PTX ISA asks for one between the copies'
- *     generic-proxy writes and wgmma's async-proxy reads: a lab form, never a default.
- * The arithmetic is v7's (same A fragments, same wgmma, same k order), so with the same slices a
- * v8 form's Y equals v7's bit for bit; forms a and ab count two blocks per SM in the split-K
- * model and may pick other slices. */
-#define G8_FORM_A 1
-#define G8_FORM_B 2
-#define G8_FORM_AB 3
-#define G8_FORM_BN 4
-#define G8_SLACK 2       /* chunks a warp may run ahead of the slowest (forms b, ab) */
-#define G8_STAGES_MB 12  /* most stages with barriers (S <= 4 G7_NSB - 2) */
-#define G8_SMEM_1 (227 * 1024)  /* dynamic shared memory of one block per SM */
-#define G8_SMEM_2 (113 * 1024)  /* of each of two: 2 x (113 + 1 reserved) KB <= 228 KB */
-
-/* v8's stages: as many as fit the block's share of the SM (two blocks of 256 threads, one of
- * 512), at most v7's 8 without barriers and G8_STAGES_MB with them. */
-template <int T, int WR, int WC, int NW, bool MB> __host__ __device__ constexpr int g8_stages() {
-    const int budget = 32 * WR * WC == 256 ? G8_SMEM_2 : G8_SMEM_1;
-    int s = MB ? G8_STAGES_MB : G7_STAGES;
-    const int fixed = g7_smem_ring<T, WR, WC, NW, 0, MB>(), per_stage = g7_stage<T, WR, WC, NW>() + (MB ? 16 : 0);
-    while (s > 3 && fixed + s * per_stage > budget) s--;
-    return s;
+    return G7_STAGES * g7_stage<T, WR, WC, NW>() + G7_NSB * WR * gemm3_w<T>::SBB +
+           (T == QUANT_Q4_K ? (G7_THREADS / 32) * G7_K4_DEC : 0) + 1024;
 }
 
 /* Q4_K's scales, decoded once per super-block. v2 and v3 decode a chunk's (d sc, dmin m) pairs
@@ -183,20 +124,20 @@ __device__ __forceinline__ void g7_cp16(uint32_t dst, const void *src, uint32_t 
                  : "memory");
 }
 
-template <int NTH, int NT, int PPT, bool SWAP = false> struct g7_part {
-    static constexpr int N = (NT * PPT + NTH - 1) / NTH;
+template <int NT, int PPT, bool SWAP = false> struct g7_part {
+    static constexpr int N = (NT * PPT + G7_THREADS - 1) / G7_THREADS;
     const uint8_t *src[N]; /* null: no piece (past the pieces, or a tile past the matrix) */
     __device__ __forceinline__ void init(const uint8_t *w, int64_t base, int64_t tstride, int64_t tb, int live) {
 #pragma unroll
         for (int i = 0; i < N; i++) {
-            const int e = (int)threadIdx.x + NTH * i, lt = e / PPT, p = e % PPT;
-            const bool ok = (NT * PPT % NTH == 0 || e < NT * PPT) && lt < live;
+            const int e = (int)threadIdx.x + G7_THREADS * i, lt = e / PPT, p = e % PPT;
+            const bool ok = (NT * PPT % G7_THREADS == 0 || e < NT * PPT) && lt < live;
             src[i] = ok ? w + base + (tb + lt) * tstride + 16 * p : nullptr;
         }
     }
     /* the piece's place past the part's (a function of the thread: recomputed, not kept) */
     __device__ __forceinline__ static uint32_t dst(int i) {
-        const int e = (int)threadIdx.x + NTH * i, lt = e / PPT, p = e % PPT;
+        const int e = (int)threadIdx.x + G7_THREADS * i, lt = e / PPT, p = e % PPT;
         return lt * 16 * PPT + (SWAP ? (p & 1) * 8 * PPT + 16 * (p >> 1) : 16 * p);
     }
     __device__ __forceinline__ void copy(uint32_t sdst, uint32_t step) const {
@@ -207,11 +148,11 @@ template <int NTH, int NT, int PPT, bool SWAP = false> struct g7_part {
 
 /* Per type: the parts of a chunk (copy, into a stage's weight region) and of a super-block
  * (copy_sb, into its record slot), after gemm3_w<T>::load and load_sb. */
-template <int T, int NT, int NTH> struct g7_plan;
+template <int T, int NT> struct g7_plan;
 
-template <int NT, int NTH> struct g7_plan<QUANT_Q4_0, NT, NTH> {
-    g7_part<NTH, NT, 32> q;
-    g7_part<NTH, NT, 4> sc;
+template <int NT> struct g7_plan<QUANT_Q4_0, NT> {
+    g7_part<NT, 32> q;
+    g7_part<NT, 4> sc;
     __device__ __forceinline__ void init(const uint8_t *w, int64_t R16, int64_t C, int64_t tb, int live) {
         q.init(w, 0, C * 512, tb, live);
         sc.init(w, R16 * C * 512, C * 64, tb, live);
@@ -223,9 +164,9 @@ template <int NT, int NTH> struct g7_plan<QUANT_Q4_0, NT, NTH> {
     __device__ __forceinline__ void copy_sb(uint32_t, int) const {}
 };
 
-template <int NT, int NTH> struct g7_plan<QUANT_Q4_K, NT, NTH> {
-    g7_part<NTH, NT, 32> q;
-    g7_part<NTH, NT, 16> rec;
+template <int NT> struct g7_plan<QUANT_Q4_K, NT> {
+    g7_part<NT, 32> q;
+    g7_part<NT, 16> rec;
     __device__ __forceinline__ void init(const uint8_t *w, int64_t R16, int64_t C, int64_t tb, int live) {
         q.init(w, 0, C * 512, tb, live);
         rec.init(w, R16 * C * 512, C * 64, tb, live);
@@ -234,9 +175,9 @@ template <int NT, int NTH> struct g7_plan<QUANT_Q4_K, NT, NTH> {
     __device__ __forceinline__ void copy_sb(uint32_t slot, int b) const { rec.copy(slot, 256u * b); }
 };
 
-template <int NT, int NTH> struct g7_plan<QUANT_Q8_0, NT, NTH> {
-    g7_part<NTH, NT, 64, true> q;
-    g7_part<NTH, NT, 4> sc;
+template <int NT> struct g7_plan<QUANT_Q8_0, NT> {
+    g7_part<NT, 64, true> q;
+    g7_part<NT, 4> sc;
     __device__ __forceinline__ void init(const uint8_t *w, int64_t R16, int64_t C, int64_t tb, int live) {
         q.init(w, 0, C * 1024, tb, live);
         sc.init(w, R16 * C * 1024, C * 64, tb, live);
@@ -248,11 +189,11 @@ template <int NT, int NTH> struct g7_plan<QUANT_Q8_0, NT, NTH> {
     __device__ __forceinline__ void copy_sb(uint32_t, int) const {}
 };
 
-template <int NT, int NTH> struct g7_plan<QUANT_Q6_K, NT, NTH> {
-    g7_part<NTH, NT, 32> lo;
-    g7_part<NTH, NT, 16> hi;
-    g7_part<NTH, NT, 4> sc;
-    g7_part<NTH, NT, 2> d;
+template <int NT> struct g7_plan<QUANT_Q6_K, NT> {
+    g7_part<NT, 32> lo;
+    g7_part<NT, 16> hi;
+    g7_part<NT, 4> sc;
+    g7_part<NT, 2> d;
     __device__ __forceinline__ void init(const uint8_t *w, int64_t R16, int64_t C, int64_t tb, int live) {
         lo.init(w, 0, C * 512, tb, live);
         hi.init(w, R16 * C * 512, C * 256, tb, live);
@@ -332,47 +273,15 @@ __device__ __forceinline__ void g7_fence_a(uint32_t (&a)[4][4]) {
 }
 #endif
 
-#if defined(__CUDA_ARCH_FEAT_SM90_ALL)
-/* v8's per-stage barriers (mbarrier objects, 8 bytes of shared memory each). */
-__device__ __forceinline__ void g8_bar_init(uint32_t bar, uint32_t count) {
-    asm volatile("mbarrier.init.shared::cta.b64 [%0], %1;" ::"r"(bar), "r"(count) : "memory");
-}
-/* Returns once the phase of bar with parity `parity` has completed (acquire: what the arrivals
- * released is visible). */
-__device__ __forceinline__ void g8_bar_wait(uint32_t bar, uint32_t parity) {
-    uint32_t done;
-    do {
-        asm volatile("{\n.reg .pred p;\n"
-                     "mbarrier.try_wait.parity.shared::cta.b64 p, [%1], %2;\nselp.u32 %0, 1, 0, p;\n}\n"
-                     : "=r"(done)
-                     : "r"(bar), "r"(parity)
-                     : "memory");
-    } while (!done);
-}
-/* One arrival (release) on bar, under a predicate rather than a branch. */
-__device__ __forceinline__ void g8_bar_arrive(uint32_t bar, bool issue) {
-    asm volatile("{\n.reg .pred p;\nsetp.ne.b32 p, %1, 0;\n@p mbarrier.arrive.shared::cta.b64 _, [%0];\n}\n"
-                 ::"r"(bar), "r"((int)issue)
-                 : "memory");
-}
-/* An arrival on bar made by the copy engine once every cp.async this thread issued before it has
- * landed (.noinc: it is one of the arrivals the barrier was initialised to expect). */
-__device__ __forceinline__ void g8_cp_arrive(uint32_t bar) {
-    asm volatile("cp.async.mbarrier.arrive.noinc.shared::cta.b64 [%0];" ::"r"(bar) : "memory");
-}
-#endif
-
-/* The body of v7 and v8: a block of 32 WR WC threads over a ring of S stages, synchronised as
- * v7 (MB false: a __syncthreads per chunk, copies S - 2 chunks ahead) or with v8's per-stage
- * barriers (MB true: copies P = S - 1 - G8_SLACK chunks ahead; FENCE false: form bn). */
-template <int T, int WR, int WC, int NW, int S, bool MB, bool FENCE = true>
-__device__ __forceinline__ void g7_body(float *y, const uint8_t *w, const __half *x, int rows, int k, int n, int cps) {
+template <int T, int WR, int WC, int NW>
+__global__ void __launch_bounds__(G7_THREADS, 1) gemm_v7(float *y, const uint8_t *w, const __half *x, int rows, int k,
+                                                         int n, int cps) {
 #if defined(__CUDA_ARCH_FEAT_SM90_ALL)
     using W = gemm3_w<T>;
-    constexpr int NTH = 32 * WR * WC, NT = WR, TOKS = NW * WC, P = MB ? S - 1 - G8_SLACK : S - 2;
+    constexpr int NTH = 32 * WR * WC, NT = WR, TOKS = NW * WC, S = G7_STAGES;
     constexpr int XB = TOKS * 128, STAGE = g7_stage<T, WR, WC, NW>(), XPIECES = (TOKS * 8 + NTH - 1) / NTH;
-    static_assert((NTH == 512 || NTH == 256) && WR % 4 == 0, "16 or 8 warps, warpgroups of 4 warps along rows");
-    static_assert(P >= 1 && S <= 4 * G7_NSB - 2 && (G7_NSB & (G7_NSB - 1)) == 0,
+    static_assert(NTH == G7_THREADS && WR % 4 == 0, "16 warps, warpgroups of 4 warps along rows");
+    static_assert(S >= 3 && S <= 4 * G7_NSB - 2 && (G7_NSB & (G7_NSB - 1)) == 0,
                   "the super-block slots need S <= 4 NSB - 2 (see above), NSB a power of two");
     static_assert(NW == 8 || NW == 16 || NW == 32 || NW == 64, "wgmma wrappers exist for these N");
     extern __shared__ uint8_t g7s[];
@@ -384,19 +293,6 @@ __device__ __forceinline__ void g7_body(float *y, const uint8_t *w, const __half
     const int64_t tb = (int64_t)blockIdx.y * NT;
     const int lt = warp % WR, live = R16 - tb < NT ? (int)(R16 - tb) : NT;
     const int tok0 = blockIdx.x * TOKS, wt = NW * (warp / WR);
-    /* v8: stage s's "full" barrier (NTH copy-engine arrivals) at bars + 8 s, its "empty" one (an
-     * arrival per warp) at bars + 8 (S + s), past the records and Q4_K's decoded scales */
-    const uint32_t bars = sbs + G7_NSB * NT * W::SBB + (T == QUANT_Q4_K ? (NTH / 32) * G7_K4_DEC : 0);
-    if constexpr (MB) {
-        if (threadIdx.x == 0) {
-            for (int s = 0; s < S; s++) {
-                g8_bar_init(bars + 8 * s, NTH);
-                g8_bar_init(bars + 8 * (S + s), NTH / 32);
-            }
-            asm volatile("fence.mbarrier_init.release.cluster;" ::: "memory");
-        }
-        __syncthreads();
-    }
     float acc[1][NW / 8][4];
 #pragma unroll
     for (int j = 0; j < NW / 8; j++) acc[0][j][0] = acc[0][j][1] = acc[0][j][2] = acc[0][j][3] = 0;
@@ -422,7 +318,7 @@ __device__ __forceinline__ void g7_body(float *y, const uint8_t *w, const __half
                     TOKS * 8 % NTH == 0 || e < TOKS * 8);
         }
     };
-    g7_plan<T, NT, NTH> plan;
+    g7_plan<T, NT> plan;
     plan.init(w, R16, C, tb, live);
     /* chunk c's weights into stage st, and with it super-block c / 4's records when c is its
      * first chunk (sb: c % 4 == 0, a constant in the loop below: slices start on super-blocks) */
@@ -431,33 +327,22 @@ __device__ __forceinline__ void g7_body(float *y, const uint8_t *w, const __half
         if (W::SBB > 0 && sb) plan.copy_sb(sbs + ((c >> 2) & (G7_NSB - 1)) * NT * W::SBB, c >> 2);
     };
 #pragma unroll
-    for (int s = 0; s < P; s++) if (c0 + s < c1) load_w(c0 + s, s, s % 4 == 0);
+    for (int s = 0; s < S - 2; s++) if (c0 + s < c1) load_w(c0 + s, s, s % 4 == 0);
     pdl_wait();
     pdl_trigger();
 #pragma unroll
-    for (int s = 0; s < P; s++) {
-        if constexpr (MB) {
-            if (c0 + s < c1) {
-                load_x(c0 + s, s);
-                g8_cp_arrive(bars + 8 * s); /* stage 0's also waits for the weights of stages 1..P-1: harmless */
-            }
-        } else {
-            if (c0 + s < c1) load_x(c0 + s, s);
-            gemm2_cp_commit(); /* group 0 also holds the weights of stages 1..S-3: harmless */
-        }
+    for (int s = 0; s < S - 2; s++) {
+        if (c0 + s < c1) load_x(c0 + s, s);
+        gemm2_cp_commit(); /* group 0 also holds the weights of stages 1..S-3: harmless */
     }
     int st = 0;
-    uint32_t ph = 0; /* v8: the parity of stage st's current use (chunk c - c0 is use (c - c0) / S) */
     /* chunk c, at place CC in its super-block (Q4_K's scale index: a constant) */
     auto chunk = [&](int c, auto cc_const) {
         constexpr int CC = decltype(cc_const)::value;
-        if constexpr (MB) {
-            g8_bar_wait(bars + 8 * st, ph); /* every thread's copies of chunk c have landed */
-            if constexpr (FENCE) gp4_fence_proxy(); /* and are visible to wgmma's async-proxy reads */
-        } else {
-            gemm2_cp_wait<S - 3>(); /* groups committed: S - 2 + (c - c0); chunk c's is the (c - c0 + 1)-th */
-            gp4_fence_proxy();      /* this thread's copies, visible to wgmma's async-proxy reads */
-            __syncthreads();        /* everyone's; every warpgroup has retired chunk c - 2 */
+        gemm2_cp_wait<S - 3>(); /* groups committed: S - 2 + (c - c0); chunk c's is the (c - c0 + 1)-th */
+        gp4_fence_proxy();      /* this thread's copies, visible to wgmma's async-proxy reads */
+        __syncthreads();        /* everyone's; every warpgroup has retired chunk c - 2 */
+        {
             const int cn = c + S - 2, sn = st + S - 2 < S ? st + S - 2 : st - 2; /* chunk c - 2's stage */
             if (cn < c1) {
                 load_w(cn, sn, (CC + S - 2) % 4 == 0);
@@ -469,8 +354,7 @@ __device__ __forceinline__ void g7_body(float *y, const uint8_t *w, const __half
         uint32_t a[4][4];
         if constexpr (T == QUANT_Q4_K) { /* scales from the warp's decoded area (g7_k4_decode) */
             uint8_t *dec = gs + S * STAGE + G7_NSB * NT * W::SBB + warp * G7_K4_DEC;
-            if constexpr (CC == 0) { /* a new super-block; v7: the barrier above follows every read of the last one */
-                if constexpr (MB) __syncwarp(); /* v8: every lane has read the last one */
+            if constexpr (CC == 0) { /* a new super-block; the barrier above follows every read of the last one */
                 g7_k4_decode(sb + lt * 256, dec, lane);
                 __syncwarp();
             }
@@ -500,22 +384,6 @@ __device__ __forceinline__ void g7_body(float *y, const uint8_t *w, const __half
         gp4_commit();
         gp4_wait<1>();
         g7_fence_acc(acc[0]);
-        if constexpr (MB) {
-            /* chunk c - 1 has retired in this warpgroup: the warp's reads of its stage are done */
-            __syncwarp();
-            g8_bar_arrive(bars + 8 * (S + (st == 0 ? S - 1 : st - 1)), lane == 0 && c > c0);
-            /* chunk c + P into the stage of chunk c + P - S, once every warp has released that;
-             * in the first lap the parity is that of the phase before a fresh barrier's first,
-             * which counts as completed (the wait returns at once) */
-            const int cn = c + P, sn = st + P < S ? st + P : st + P - S;
-            if (cn < c1) {
-                g8_bar_wait(bars + 8 * (S + sn), ph ^ (st + P >= S ? 1u : 0u) ^ 1u);
-                load_w(cn, sn, (CC + P) % 4 == 0);
-                load_x(cn, sn);
-                g8_cp_arrive(bars + 8 * sn);
-            }
-            if (st == S - 1) ph ^= 1;
-        }
         st = st == S - 1 ? 0 : st + 1;
     };
     /* whole super-blocks, then (32-weight types, k not a multiple of 256) the last chunks one by
@@ -532,27 +400,12 @@ __device__ __forceinline__ void g7_body(float *y, const uint8_t *w, const __half
         for (; cb < c1; cb++) chunk(cb, std::integral_constant<int, 0>());
     gp4_wait<0>();
     g7_fence_acc(acc[0]);
-    if constexpr (MB) gemm2_cp_commit(); /* v8 commits no groups: wait for every copy (all landed already) */
     gemm2_cp_wait<0>(); /* no copy may still target shared memory when the block exits */
     y += (int64_t)blockIdx.z * n * rows;
     gemm_store(y, acc, tb + lt, tok0 + wt, g, t, rows, n);
 #else
-    __trap(); /* the launchers never run v7 or v8 without sm_90a code */
+    __trap(); /* the launcher never runs v7 without sm_90a code */
 #endif
-}
-
-template <int T, int WR, int WC, int NW>
-__global__ void __launch_bounds__(G7_THREADS, 1) gemm_v7(float *y, const uint8_t *w, const __half *x, int rows, int k,
-                                                         int n, int cps) {
-    static_assert(32 * WR * WC == G7_THREADS, "v7: 16 warps");
-    g7_body<T, WR, WC, NW, G7_STAGES, false>(y, w, x, rows, k, n, cps);
-}
-
-/* v8: S stages (g8_stages), MB and FENCE as above; blocks of 8 warps run two to an SM. */
-template <int T, int WR, int WC, int NW, int S, bool MB, bool FENCE>
-__global__ void __launch_bounds__(32 * WR * WC, 32 * WR * WC == 256 ? 2 : 1)
-    gemm_v8(float *y, const uint8_t *w, const __half *x, int rows, int k, int n, int cps) {
-    g7_body<T, WR, WC, NW, S, MB, FENCE>(y, w, x, rows, k, n, cps);
 }
 
 #endif

@@ -136,16 +136,10 @@ cudaError_t gemm_f16_split(float *y, const void *w, uint32_t wtype, const uint16
  * hold a panel of 128 rows x 256 weights; less scratch than gemm_f16_scratch_bytes gives smaller
  * panels, the same results to rounding (each panel's k range adds into Y in order: bit-identical
  * reruns). Variant 7 is 4 with gemm_wg.cuh's v7 (wgmma on weights dequantised in registers,
- * split-K with its own model) wherever 4 would run v2; v2 off compute capability 9.0. Variant 8
- * is 7 with v8 (v7 without its per-chunk lockstep, in the form gemm_v8_form picks) in place of
- * v7. Size scratch after choosing. */
+ * split-K with its own model) wherever 4 would run v2; v2 off compute capability 9.0. Size
+ * scratch after choosing. */
 void gemm_use_variant(int v);
-/* Kernel lab and A/B runs: the form variant 8 runs (gemm_wg.cuh): 1 (a: two 8-warp blocks per
- * SM, v7's barrier), 2 (b, the default: v7's block with per-stage mbarriers), 3 (ab: both), 4
- * (bn, lab: b without its per-chunk proxy fence); anything else is 2. Process-wide; size the
- * scratch after it (forms a and ab split K by their own count of blocks per SM). */
-void gemm_v8_form(int form);
-/* Kernel lab: variants 7 and 8 split K into s slices (as far as the shape and the scratch allow)
+/* Kernel lab: variant 7 splits K into s slices (as far as the shape and the scratch allow)
  * instead of its model's choice; 0 restores the model. Process-wide; size the scratch after it
  * (gemm_f16_scratch_bytes follows the model, which may choose fewer slices). */
 void gemm_force_slices(int s);
@@ -153,20 +147,20 @@ void gemm_force_slices(int s);
  * variant in force (1: no split; the panel path's own split is not counted). */
 int gemm_split_slices(uint32_t wtype, int64_t rows, int64_t k, int n, size_t scratch_bytes);
 /* The scratch gemm_f16_split needs under variant v (gemm_f16_scratch_bytes is this for the
- * variant in force): for 4 to 8 at n >= 128 the f16 panel (the whole matrix's f16 size up to
+ * variant in force): for 4 to 7 at n >= 128 the f16 panel (the whole matrix's f16 size up to
  * 32 MiB) plus 1 KiB, plus SMs x 128 KiB of split-K room where the matrix is one panel; the same
  * for every n >= 128 (split-K planes alone never need more than SMs x 128 KiB). An engine that
  * may switch variants sizes its buffer as the largest value over its matrices and the variants. */
 size_t gemm_variant_scratch_bytes(int v, int64_t rows, int64_t k, int n);
-/* Kernel lab and tests: caps the f16 panel of variants 4 to 8 at bytes (0: the default 32 MiB;
+/* Kernel lab and tests: caps the f16 panel of variants 4 to 7 at bytes (0: the default 32 MiB;
  * never above it), to time other panel sizes or force several row and k panels on small
  * matrices. Process-wide; call gemm_f16_scratch_bytes after it. */
 void gemm_panel_limit(size_t bytes);
-/* Token counts below n (never below 128) run v2 (variant 7: v7, 8: v8) even when variant 4-8 is
- * chosen: a panel is dequantised once per call, which fewer tokens do not repay (the layer
- * split's 128-token micro-batches ran at half v2's speed). Process-wide; the engine sets 256. */
+/* Token counts below n (never below 128) run v2 (variant 7: v7) even when variant 4-7 is chosen:
+ * a panel is dequantised once per call, which fewer tokens do not repay (the layer split's
+ * 128-token micro-batches ran at half v2's speed). Process-wide; the engine sets 256. */
 void gemm_panel_min_tokens(int n);
-/* Kernel lab and tests: only the dequantisation launches a variant 4-8 gemm_f16_split would make
+/* Kernel lab and tests: only the dequantisation launches a variant 4-7 gemm_f16_split would make
  * for this matrix and scratch, no products. The last panel stays at the start of the scratch
  * (rounded up to 1024 bytes) as [P / 128][pc][128 rows][64] f16, P the panel's rows (a multiple
  * of 128; rows past the matrix are zeros) and pc its 64-weight chunks: for a matrix that is one

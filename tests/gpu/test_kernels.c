@@ -8,8 +8,7 @@
  * (add_rmsnorm > matvec > swiglu matvec > add, shared scratch) 2e-4 of the residual; the split-K
  * gemm as gemm, bit-identical on a rerun and in a graph replay; the f16-panel GEMMs (variants 5
  * and 4) as gemm, v4 against v5 1e-4, their dequantised panel 2^-8 of each row's largest |w|;
- * gemm v7 (variant 7 below the panel threshold) as the split-K gemm; gemm v8 (variant 8, each
- * form) as v7, and equal to v7 bit for bit at equal slices.
+ * gemm v7 (variant 7 below the panel threshold) as the split-K gemm.
  * Matvec v10 (matvec_use_variant(10): X rounded to int8 per 32 values) and the decode fusions
  * built on it (matvec_f32_norm, _acc, _swiglu_acc) within tests/gpu/mvq.h's budget of that
  * rounding; their PDL chain against the same chain unfused (1e-2 of the update of x) and in f64
@@ -813,12 +812,11 @@ static void test_fused_chain(gen_rng *r, int variant, uint32_t tw, uint32_t tdn,
  * of that sum, element by element. A norm-relative budget fails by chance on short rows whose
  * dot products cancel (seen: 1x256). */
 static int g_gemm_variant = 2; /* the gemm_use_variant in force, for the check names */
-static const char *g_gemm_form = ""; /* and variant 8's form (gemm_v8_form) */
 
 static void test_gemm(gen_rng *r, uint32_t t, int64_t rows, int64_t k, int64_t n) {
     char name[128], err[256];
-    snprintf(name, sizeof name, "gemm v%d%s %s %lldx%lld n=%lld", g_gemm_variant, g_gemm_form, quant_type_name(t),
-             (long long)rows, (long long)k, (long long)n);
+    snprintf(name, sizeof name, "gemm v%d %s %lldx%lld n=%lld", g_gemm_variant, quant_type_name(t), (long long)rows,
+             (long long)k, (long long)n);
     size_t wb = quant_row_bytes(t, k) * (size_t)rows;
     void *w = malloc(wb);
     gen_weights(r, t, rows, k, w);
@@ -909,9 +907,9 @@ static void test_gemm_split(gen_rng *r, uint32_t t, int64_t rows, int64_t k, con
         for (int v = 0; v < 3; v++) { /* full scratch, 2 planes, none */
             const size_t bytes = v == 0 ? full : v == 1 ? 2 * plane : 0;
             if (v == 1 && full <= 2 * plane) continue; /* the same as v == 0 */
-            snprintf(name, sizeof name, "gemm_split v%d%s %s %lldx%lld n=%d %s (%zu planes)", g_gemm_variant,
-                     g_gemm_form, quant_type_name(t), (long long)rows, (long long)k, n,
-                     v == 0 ? "full scratch" : v == 1 ? "2-plane scratch" : "no scratch", bytes / plane);
+            snprintf(name, sizeof name, "gemm_split v%d %s %lldx%lld n=%d %s (%zu planes)", g_gemm_variant, quant_type_name(t),
+                     (long long)rows, (long long)k, n, v == 0 ? "full scratch" : v == 1 ? "2-plane scratch" : "no scratch",
+                     bytes / plane);
             CUDA_CHECK(cudaMemset(dy, 0xff, (size_t)(nmax * rows + GUARD) * sizeof(float)));
             cudaError_t e = gemm_f16_split(dy, dr, t, dx, rows, k, n, bytes ? scr : NULL, bytes, 0);
             int guard = e == cudaSuccess && dev_download(y, dy, n * rows);
@@ -950,8 +948,7 @@ static void test_gemm_split(gen_rng *r, uint32_t t, int64_t rows, int64_t k, con
  * still reading. */
 static void test_gemm_split_graph(gen_rng *r, uint32_t t, int n) {
     char name[64];
-    snprintf(name, sizeof name, "gemm_split graph replay v%d%s %s n=%d", g_gemm_variant, g_gemm_form,
-             quant_type_name(t), n);
+    snprintf(name, sizeof name, "gemm_split graph replay v%d %s n=%d", g_gemm_variant, quant_type_name(t), n);
     const int64_t ra = 4096, ka = 4096, rb = 1024, kb = 14336;
     size_t wa_b = quant_row_bytes(t, ka) * (size_t)ra, wb_b = quant_row_bytes(t, kb) * (size_t)rb;
     void *w = malloc(wa_b > wb_b ? wa_b : wb_b);  /* either matrix in GGUF layout */
@@ -1261,128 +1258,6 @@ static void test_gemm_v7(gen_rng *r) {
         test_gemm_split_graph(r, t, 17);
     }
     gemm_panel_min_tokens(0);
-    g_gemm_variant = 2;
-    gemm_use_variant(2);
-}
-
-/* v8 (variant 8) against v7 bit for bit: the same A fragments, wgmma and k order, so with the
- * same slices (one pass through gemm_f16 for slices 1, else both forced to that many through
- * gemm_f16_split) every output is the same float. Fresh weights and X; the slice count each
- * variant used is checked too, so a silent fallback to another split cannot pass. */
-static void test_gemm_v8_same(gen_rng *r, uint32_t t, int64_t rows, int64_t k, int n, int slices) {
-    char name[160];
-    snprintf(name, sizeof name, "gemm v8%s = v7 %s %lldx%lld n=%d %d slice%s", g_gemm_form, quant_type_name(t),
-             (long long)rows, (long long)k, n, slices, slices > 1 ? "s" : "");
-    const size_t wb = quant_row_bytes(t, k) * (size_t)rows;
-    void *w = malloc(wb);
-    gen_weights(r, t, rows, k, w);
-    void *dr = dev_repacked(w, wb, t, rows, k);
-    uint16_t *xh = malloc(sizeof(uint16_t) * (size_t)(n * k));
-    for (int64_t i = 0; i < n * k; i++) xh[i] = quant_f32_to_f16((float)gen_uniform(r, -1, 1));
-    void *dx = dev_upload(xh, sizeof(uint16_t) * (size_t)(n * k));
-    gemm_force_slices(slices > 1 ? slices : 0);
-    size_t sb = 0;
-    for (int v = 7; v <= 8; v++) {
-        gemm_use_variant(v);
-        if (gemm_f16_scratch_bytes(rows, k, n) > sb) sb = gemm_f16_scratch_bytes(rows, k, n);
-    }
-    void *scr = sb ? dev_alloc(sb) : NULL;
-    float *dy = dev_poisoned(n * rows), *y[2];
-    int used[2] = {1, 1}, guard = 1;
-    cudaError_t e = cudaSuccess;
-    for (int i = 0; i < 2; i++) {
-        gemm_use_variant(7 + i);
-        y[i] = malloc(sizeof(float) * (size_t)(n * rows));
-        CUDA_CHECK(cudaMemset(dy, 0xff, (size_t)(n * rows + GUARD) * sizeof(float)));
-        cudaError_t ei;
-        if (slices > 1) {
-            used[i] = gemm_split_slices(t, rows, k, n, sb);
-            ei = gemm_f16_split(dy, dr, t, dx, rows, k, n, scr, sb, 0);
-        } else {
-            ei = gemm_f16(dy, dr, t, dx, rows, k, n, 0);
-        }
-        if (e == cudaSuccess) e = ei;
-        guard = guard && ei == cudaSuccess && dev_download(y[i], dy, n * rows);
-    }
-    int64_t diff = 0, nan = 0;
-    for (int64_t i = 0; i < n * rows; i++) {
-        diff += memcmp(&y[0][i], &y[1][i], sizeof(float)) != 0;
-        nan += y[1][i] != y[1][i];
-    }
-    CHECK(e == cudaSuccess && guard && diff == 0 && nan == 0 && used[0] == slices && used[1] == slices, name,
-          "%s, guard %s, slices v7 %d v8 %d, %lld of %lld outputs differ, %lld NaN", cudaGetErrorString(e),
-          guard ? "ok" : "overwritten", used[0], used[1], (long long)diff, (long long)(n * rows), (long long)nan);
-    gemm_force_slices(0);
-    gemm_use_variant(8);
-    CUDA_CHECK(cudaFree(dr)); CUDA_CHECK(cudaFree(dx)); CUDA_CHECK(cudaFree(dy));
-    if (scr) CUDA_CHECK(cudaFree(scr));
-    free(w); free(xh); free(y[0]); free(y[1]);
-}
-
-/* v8 (gemm_wg.cuh: v7 without its per-chunk lockstep; gemm_use_variant(8), panel threshold raised
- * past every n as for v7), every type, against the CPU with test_gemm's budget. Each form (b:
- * per-stage mbarriers; a: two 8-warp blocks per SM; ab: both; bn: b without its proxy fence):
- * n = 1, 5, 8, 13, 16, 31, 32, 33, 64 (every wgmma width, partial token tiles), 100 and 200
- * (several token tiles; b: two 64-token warpgroups per block); rows 1, 37, 300, 1000, 4097
- * (partial tiles and blocks); k of 1 to 56 super-blocks, half last chunks for the 32-weight
- * types (2848), long k whose rings wrap many times (the barriers' phases); gemm_f16 and
- * gemm_f16_split (its slice model, 2 planes, none, a bit-identical rerun) and forced slices with
- * a short last slice; v8 = v7 bit for bit at equal slices. Form b, the default, also as v7's
- * section: the 8b shapes through the split (28672x4096 for Q4_K), forced 3 slices, graph
- * replays. Last in the suite: a fault in new wgmma code is sticky. */
-static void test_gemm_v8(gen_rng *r) {
-    static const uint32_t types[] = {QUANT_Q4_0, QUANT_Q4_K, QUANT_Q6_K, QUANT_Q8_0};
-    static const int ns[] = {1, 5, 8, 13, 16, 31, 32, 33, 64, 100, 200};
-    static const int nsplit[] = {5, 8, 16, 32, 33, 64, 100};
-    static const int same_n[] = {1, 8, 33, 64, 200};
-    static const struct { int form; const char *name; } forms[] = {{2, "b"}, {1, "a"}, {3, "ab"}, {4, "bn"}};
-    const int nn = (int)(sizeof ns / sizeof ns[0]), nsp = (int)(sizeof nsplit / sizeof nsplit[0]);
-    g_gemm_variant = 8;
-    gemm_panel_min_tokens(1 << 30);
-    for (int f = 0; f < 4; f++) {
-        gemm_v8_form(forms[f].form);
-        g_gemm_form = forms[f].name;
-        gemm_use_variant(8);
-        for (int i = 0; i < 4; i++) {
-            const uint32_t t = types[i];
-            const int64_t odd_k = t == QUANT_Q4_0 || t == QUANT_Q8_0 ? 2848 : 2816;
-            for (int j = 0; j < nn; j++) test_gemm(r, t, 37, 512, ns[j]);
-            test_gemm(r, t, 1, 256, 5);
-            test_gemm(r, t, 300, odd_k, 64);
-            test_gemm(r, t, 1000, 256, 13);
-            test_gemm(r, t, 333, 14336, 33);
-            test_gemm(r, t, 4097, 256, 200);
-            test_gemm_split(r, t, 1000, odd_k, ns, nn);
-            test_gemm_split(r, t, 4096, 4096, nsplit, nsp);
-            gemm_force_slices(5); /* 14336 = 56 super-blocks: slices of 48 chunks, the last 32 */
-            test_gemm_split(r, t, 300, 14336, nsplit, nsp);
-            gemm_force_slices(0);
-            for (size_t j = 0; j < sizeof same_n / sizeof same_n[0]; j++) {
-                test_gemm_v8_same(r, t, 1000, odd_k, same_n[j], 1);
-                test_gemm_v8_same(r, t, 300, 14336, same_n[j], 5);
-            }
-            test_gemm_v8_same(r, t, 4096, 4096, 32, 8);
-            if (forms[f].form != 2) continue;
-            test_gemm(r, t, 130, 4096, 100);
-            test_gemm(r, t, 200, 14336, 8);
-            test_gemm_split(r, t, 6144, 4096, nsplit, nsp);
-            test_gemm_split(r, t, 14336, 4096, nsplit, nsp);
-            if (t == QUANT_Q4_K) /* 8b gate/up stacked: 112 blocks of 256 rows */
-                test_gemm_split(r, t, 28672, 4096, nsplit, nsp);
-            test_gemm_split(r, t, 4096, 14336, nsplit, nsp);
-            test_gemm_split(r, t, 1024, 4096, nsplit, nsp);
-            test_gemm_split(r, t, 37, odd_k, nsplit, nsp);
-            gemm_force_slices(3); /* slices of 76 chunks, the last 72 */
-            test_gemm_split(r, t, 300, 14336, nsplit, nsp);
-            test_gemm_split(r, t, 1000, odd_k, nsplit, nsp);
-            gemm_force_slices(0);
-            test_gemm_split_graph(r, t, 64);
-            test_gemm_split_graph(r, t, 13);
-        }
-    }
-    gemm_panel_min_tokens(0);
-    gemm_v8_form(2);
-    g_gemm_form = "";
     g_gemm_variant = 2;
     gemm_use_variant(2);
 }
@@ -1768,7 +1643,7 @@ static void test_prefill_cases(gen_rng *r, unsigned variants) {
                                prefill_cases[i].pos0, prefill_cases[i].n_tok);
 }
 
-/* MGI_KTEST=matvec,v10,fused,gemm,small,attention,panel,prefill3,v7,v8 runs only those sections (a
+/* MGI_KTEST=matvec,v10,fused,gemm,small,attention,panel,prefill3,v7 runs only those sections (a
  * short device slot checking one kernel family); unset or empty: all. */
 static int want(const char *section) {
     const char *e = getenv("MGI_KTEST");
@@ -1969,7 +1844,6 @@ int main(void) {
     }
     if (want("panel")) test_gemm_panels(&r); /* late: a fault in the wgmma kernels cannot take other checks with it */
     if (want("prefill3")) test_prefill_cases(&r, 4); /* prompt attention v3 (wgmma) */
-    if (want("v7")) test_gemm_v7(&r);        /* late: a wgmma kernel */
-    if (want("v8")) test_gemm_v8(&r);        /* last: the newest wgmma kernel */
+    if (want("v7")) test_gemm_v7(&r);        /* last: the newest wgmma kernel */
     return test_done();
 }

@@ -7,14 +7,12 @@
  * (gemm_use_variant) through gemm_f16_split with full scratch, the engine's path, and v3 in one
  * pass (gemm_f16) where the split cuts K. "gemm v7": v2 against v7 at n = 16, 32, 64, 128 on the
  * 8b decode shapes (q/k/v and gate/up stacked); "gemm v7split": v7 with its slice model against
- * forced slice counts (gemm_force_slices), to tune the model; "gemm v8": v7 against v8's forms
- * (gemm_v8_form: a, b, ab, bn) at n = 8, 16, 32, 64 on the 8b shapes, with % of the measured
- * copy bandwidth. Each run is checked on ~64 sampled
+ * forced slice counts (gemm_force_slices), to tune the model. Each run is checked on ~64 sampled
  * rows against quant_dequant_row + f64 and timed (median of 10 after an L2 flush) as TFLOP/s =
  * 2 rows k n / time and as weight GB/s (repacked bytes / time, the bound at small n); at n >= 128
  * next to cuBLAS (GemmEx, f16 in, f32 out and compute) on the same weights dequantised to f16, the
- * yardstick. Usage: gemm [panel | v7 | v7split | v8] [MiB] [nowgmma] (nowgmma: without v4, v6, v7
- * and v8, should they fault). */
+ * yardstick. Usage: gemm [panel | v7 | v7split] [MiB] [nowgmma] (nowgmma: without v4, v6 and v7,
+ * should they fault). */
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
@@ -25,8 +23,7 @@
 #include "kernels/kernels.h"
 
 static int g_fail = 0;
-static bool g_no_wgmma = false; /* "nowgmma": leave v4, v6, v7 and v8 out */
-static double g_copy_gbs = 0;   /* "v8": the copy bandwidth, for a % column */
+static bool g_no_wgmma = false; /* "nowgmma": leave v4, v6 and v7 out */
 
 /* One quantised matrix of fresh random weights for a table row: the repacked weights (dr) and
  * their f16 dequantisation (dw16, cuBLAS's input) on the device, and ~64 sampled rows (rs)
@@ -92,16 +89,16 @@ static double lab_check(const lab_matrix &m, const float *dy, const std::vector<
     return gen_rel_err(got.data(), ref.data(), (int64_t)got.size());
 }
 
-/* Kernels of the small-n tables: gemm_f16_split under variant 1, 2, 3, 7 or 8 (split as the
- * launcher picks, or for 7 and 8 with forced > 0 that many slices: gemm_force_slices; 8 in form
- * form, gemm_v8_form), v3 in one pass (gemm_f16), cuBLAS f16 (n >= 128 only). */
+/* Kernels of the small-n tables: gemm_f16_split under variant 1, 2, 3 or 7 (split as the
+ * launcher picks, or for 7 with forced > 0 that many slices: gemm_force_slices), v3 in one pass
+ * (gemm_f16), cuBLAS f16 (n >= 128 only). */
 enum { M_V3_ONE_PASS = 30, M_CUBLAS = 0 };
 struct lab_mode {
-    int v, forced, form;
+    int v, forced;
 };
 
 /* One matrix: for each n, sampled reference, then every mode timed and checked, TFLOP/s, weight
- * GB/s (and with g_copy_gbs its % of copy) and the speed against the first mode. */
+ * GB/s and the speed against v2 (the first mode, when it is v2). */
 static void bench(lab &L, cublasHandle_t cb, gen_rng *r, uint32_t t, int64_t rows, int64_t k, const std::vector<int> &ns,
                   const std::vector<lab_mode> &modes) {
     const int nmax = *std::max_element(ns.begin(), ns.end());
@@ -119,7 +116,6 @@ static void bench(lab &L, cublasHandle_t cb, gen_rng *r, uint32_t t, int64_t row
         if (m.v == M_V3_ONE_PASS || m.v == M_CUBLAS) continue;
         gemm_use_variant(m.v);
         gemm_force_slices(m.forced);
-        if (m.v == 8) gemm_v8_form(m.form);
         for (int n : ns) sb = std::max(sb, gemm_f16_scratch_bytes(rows, k, n));
     }
     gemm_force_slices(0);
@@ -130,13 +126,12 @@ static void bench(lab &L, cublasHandle_t cb, gen_rng *r, uint32_t t, int64_t row
         const std::vector<double> ref = lab_ref(mat, x, n, k);
         const double flop = 2.0 * rows * k * n;
         const float one = 1, zero = 0;
-        double base_ms = 0;
+        double v2_ms = 0;
         for (const lab_mode &m : modes) {
             if (m.v == M_CUBLAS && n < 128) continue;
-            if ((m.v == 7 || m.v == 8) && (g_no_wgmma || n >= 256)) continue; /* from 256 tokens 7 and 8 are v4 */
+            if (m.v == 7 && (g_no_wgmma || n >= 256)) continue; /* from 256 tokens variant 7 is v4 */
             gemm_use_variant(m.v == M_V3_ONE_PASS ? 3 : m.v == M_CUBLAS ? 2 : m.v);
             gemm_force_slices(m.forced);
-            if (m.v == 8) gemm_v8_form(m.form);
             int slices = 1;
             if (m.v != M_CUBLAS && m.v != M_V3_ONE_PASS) slices = gemm_split_slices(t, rows, k, n, sb);
             if (m.v == M_V3_ONE_PASS && gemm_f16_scratch_bytes(rows, k, n) == 0) continue; /* the same as v3 */
@@ -156,25 +151,19 @@ static void bench(lab &L, cublasHandle_t cb, gen_rng *r, uint32_t t, int64_t row
             const bool ok = rel < 2e-3;
             if (!ok && m.v != M_CUBLAS) g_fail++;
             const double ms = L.time_ms(run, 10);
-            const bool base = &m == &modes[0];
-            if (base) base_ms = ms;
-            char speed[32] = "", name[32], pct[32] = "";
-            if (base_ms > 0 && !base) snprintf(speed, sizeof speed, "%.2fx", base_ms / ms);
-            static const char *const forms[] = {"", "a", "b", "ab", "bn"};
+            if (m.v == 2 && !m.forced) v2_ms = ms;
+            char speed[32] = "", name[32];
+            if (v2_ms > 0 && !(m.v == 2 && !m.forced)) snprintf(speed, sizeof speed, "%.2fx", v2_ms / ms);
             if (m.v == M_CUBLAS) snprintf(name, sizeof name, "cuBLAS f16");
             else if (m.v == M_V3_ONE_PASS) snprintf(name, sizeof name, "v3 1-pass");
-            else
-                snprintf(name, sizeof name, "gemm v%d%s%s", m.v,
-                         m.v == 8 && m.form >= 1 && m.form <= 4 ? forms[m.form] : "", m.forced ? " forced" : "");
-            if (g_copy_gbs > 0) snprintf(pct, sizeof pct, " %5.1f |", 100 * rb / (ms * 1e-3) / 1e9 / g_copy_gbs);
-            printf("| %-4s | %5lldx%-5lld | %3d | %-13s | %2d | %8.1f | %6.0f |%s %6.1f | %5s | %.1e %s |\n",
+            else snprintf(name, sizeof name, "gemm v%d%s", m.v, m.forced ? " forced" : "");
+            printf("| %-4s | %5lldx%-5lld | %3d | %-13s | %2d | %8.1f | %6.0f | %6.1f | %5s | %.1e %s |\n",
                    quant_type_name(t), (long long)rows, (long long)k, n, name, slices, ms * 1e3,
-                   rb / (ms * 1e-3) / 1e9, pct, flop / (ms * 1e-3) / 1e12, speed, rel, ok ? "ok" : "FAIL");
+                   rb / (ms * 1e-3) / 1e9, flop / (ms * 1e-3) / 1e12, speed, rel, ok ? "ok" : "FAIL");
             fflush(stdout);
         }
     }
     gemm_force_slices(0);
-    gemm_v8_form(2);
     gemm_use_variant(2);
     if (scr) CUDA_CHECK(cudaFree(scr));
     CUDA_CHECK(cudaFree(dx)); CUDA_CHECK(cudaFree(dy));
@@ -251,16 +240,15 @@ int main(int argc, char **argv) {
         printf("SKIP kbench gemm: no CUDA device\n");
         return 0;
     }
-    enum { ALL, PANEL, V7, V7SPLIT, V8 } what = ALL;
+    enum { ALL, PANEL, V7, V7SPLIT } what = ALL;
     for (int i = 1; i < argc; i++) {
         if (!strcmp(argv[i], "panel")) what = PANEL;
         else if (!strcmp(argv[i], "v7")) what = V7;
         else if (!strcmp(argv[i], "v7split")) what = V7SPLIT;
-        else if (!strcmp(argv[i], "v8")) what = V8;
         else if (!strcmp(argv[i], "nowgmma")) g_no_wgmma = true;
         else if (atoi(argv[i]) > 0) gemm_panel_limit((size_t)atoi(argv[i]) << 20);
         else {
-            fprintf(stderr, "usage: gemm [panel | v7 | v7split | v8] [MiB] [nowgmma]\n");
+            fprintf(stderr, "usage: gemm [panel | v7 | v7split] [MiB] [nowgmma]\n");
             return 1;
         }
     }
@@ -283,33 +271,21 @@ int main(int argc, char **argv) {
     if (what == ALL) {
         printf("\n%s", small_head);
         static const int64_t shapes[][2] = {{4096, 4096}, {6144, 4096}, {28672, 4096}, {4096, 14336}, {32000, 4096}};
-        const std::vector<lab_mode> modes = {{2, 0, 0},           {1, 0, 0}, {3, 0, 0},
-                                             {M_V3_ONE_PASS, 0, 0}, {7, 0, 0}, {M_CUBLAS, 0, 0}};
+        const std::vector<lab_mode> modes = {{2, 0}, {1, 0}, {3, 0}, {M_V3_ONE_PASS, 0}, {7, 0}, {M_CUBLAS, 0}};
         for (uint32_t t : {QUANT_Q4_0, QUANT_Q4_K, QUANT_Q6_K})
             for (const auto &s : shapes) bench(L, cb, &r, t, s[0], s[1], {16, 32, 64, 128, 512}, modes);
     }
     if (what == V7) { /* v7 next to v2 at batched-decode token counts */
         printf("%s", small_head);
         for (uint32_t t : {QUANT_Q4_K, QUANT_Q6_K, QUANT_Q4_0, QUANT_Q8_0})
-            for (const auto &s : dec_shapes) bench(L, cb, &r, t, s[0], s[1], {16, 32, 64, 128}, {{2, 0, 0}, {7, 0, 0}});
+            for (const auto &s : dec_shapes) bench(L, cb, &r, t, s[0], s[1], {16, 32, 64, 128}, {{2, 0}, {7, 0}});
     }
     if (what == V7SPLIT) { /* v7's slice model (first v7 row) against forced slice counts */
         printf("%s", small_head);
-        std::vector<lab_mode> modes = {{2, 0, 0}, {7, 0, 0}};
-        for (int s : {1, 2, 3, 4, 6, 8, 12, 16}) modes.push_back({7, s, 0});
+        std::vector<lab_mode> modes = {{2, 0}, {7, 0}};
+        for (int s : {1, 2, 3, 4, 6, 8, 12, 16}) modes.push_back({7, s});
         for (uint32_t t : {QUANT_Q4_K, QUANT_Q6_K})
             for (const auto &s : dec_shapes) bench(L, cb, &r, t, s[0], s[1], {16, 64, 128}, modes);
-    }
-    if (what == V8) { /* v8's forms next to v7 at batched-decode token counts, % of copy bandwidth */
-        g_copy_gbs = L.measure_copy();
-        printf("copy %.0f GB/s\n\n| type | rows x k | n | kernel | slices | us | weight GB/s | %% copy | TFLOP/s "
-               "| vs v7 | rel err |\n|---|---|---|---|---|---|---|---|---|---|---|\n",
-               g_copy_gbs);
-        struct { uint32_t t; int64_t rows, k; } v8_shapes[] = {
-            {QUANT_Q4_K, 6144, 4096},  {QUANT_Q4_K, 4096, 4096},  {QUANT_Q4_K, 28672, 4096}, {QUANT_Q4_K, 4096, 14336},
-            {QUANT_Q6_K, 4096, 14336}, {QUANT_Q6_K, 1024, 4096},  {QUANT_Q4_0, 28672, 4096}};
-        const std::vector<lab_mode> modes = {{7, 0, 0}, {8, 0, 1}, {8, 0, 2}, {8, 0, 3}, {8, 0, 4}};
-        for (const auto &s : v8_shapes) bench(L, cb, &r, s.t, s.rows, s.k, {8, 16, 32, 64}, modes);
     }
     CUBLAS_CHECK(cublasDestroy(cb));
     printf("%s kbench gemm: %d check failures\n", g_fail ? "FAIL" : "PASS", g_fail);
