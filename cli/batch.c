@@ -40,6 +40,8 @@ static const char batch_usage[] =
     "        --system-prompt TEXT prepended as is to every prompt, computed once and shared (default none)\n"
     "  -sysf, --system-prompt-file PATH  the system prompt from a file\n"
     "        --no-prefix-reuse    share only the system prompt, not other common prefixes (default share)\n"
+    "        --no-warmup          skip the untimed warm-up step on a GPU (default: one, shaped as the\n"
+    "                             run's first); --warmup: also on the CPU\n"
     "  -n,   --n-predict N        tokens per request; -1 = until end of text or context full (default -1)\n"
     "  -c,   --ctx-size N         KV cells of all sequences; each holds N / np; 0 = np x the model's\n"
     "                             context (default 0)\n"
@@ -68,6 +70,7 @@ static const char *const builtin_prompts[] = {
 typedef struct {
     const char *model, *file, *output, *system, *system_file;
     bool resume, ordered, cont_batching, prefix_reuse, log;
+    int warmup; /* 1 on a GPU (the default), 2 on any backend (--warmup), 0 never (--no-warmup) */
     int n_parallel, n_sequences, n_ubatch;
     request_params rp;
     engine_params ep;
@@ -84,6 +87,7 @@ static int parse(int argc, char **argv, batch_opts *o) {
      * run 40). llama.cpp's 512 suits its interactive tools, not a throughput command. */
     o->n_ubatch = 0;
     o->cont_batching = o->prefix_reuse = o->log = true;
+    o->warmup = 1;
     for (int i = 1; i < argc; i++) {
         const char *a = argv[i], *v;
         int g;
@@ -109,6 +113,8 @@ static int parse(int argc, char **argv, batch_opts *o) {
         } else if (cli_is_flag(a, "-nocb", "--no-cont-batching")) { o->cont_batching = false;
         } else if (cli_is_flag(a, "--system-prompt", NULL)) { VALUE(); o->system = v;
         } else if (cli_is_flag(a, "-sysf", "--system-prompt-file")) { VALUE(); o->system_file = v;
+        } else if (cli_is_flag(a, "--no-warmup", NULL)) { o->warmup = 0;
+        } else if (cli_is_flag(a, "--warmup", NULL)) { o->warmup = 2;
         } else if (cli_is_flag(a, "--no-prefix-reuse", NULL)) { o->prefix_reuse = false;
         } else if (cli_is_flag(a, "-n", "--n-predict")) {
             VALUE();
@@ -348,6 +354,42 @@ static int resume_load(const char *path, idset *ids, bool log) {
 
 /* --- the run --------------------------------------------------------------------------------- */
 
+/* An untimed step shaped like the run's first (every sequence fills with prompt tokens up to
+ * the step size, then two one-token decode steps), its KV freed after: on a GPU the kernels load
+ * lazily at their first launch, and a decode step's graph is captured on its second use, which
+ * would otherwise land in the first timed steps (an 8b prompt step of 2048 tokens: ~30 ms more;
+ * PERF-LOG run 43), as llama.cpp's tools warm up too. */
+static int warmup(engine *e, int32_t n_step, bool log, char *err, size_t err_size) {
+    const int32_t ns = engine_n_seq_max(e), cap = engine_n_ctx(e), tok = engine_n_vocab(e) > 1 ? 1 : 0;
+    int32_t m = (n_step + ns - 1) / ns; /* prompt tokens per sequence */
+    if (m > cap - 2) m = cap - 2;
+    if (m < 1 || n_step < 1) return 0;
+    engine_token *t = malloc((size_t)n_step * sizeof *t);
+    int32_t *ids = malloc((size_t)n_step * sizeof *ids);
+    if (!t || !ids) {
+        free(t);
+        free(ids);
+        snprintf(err, err_size, "out of memory");
+        return -1;
+    }
+    const double t0 = cli_now_ms();
+    int32_t n = 0, used = 0;
+    for (int32_t s = 0; s < ns && n < n_step; s++, used++)
+        for (int32_t i = 0; i < m && n < n_step; i++) t[n++] = (engine_token){tok, i, s, i == m - 1 || n == n_step - 1};
+    int rc = engine_decode_greedy(e, t, n, ids, err, err_size);
+    for (int step = 0; step < 2 && !rc; step++) {
+        int32_t k = 0;
+        for (int32_t s = 0; s < used && k < n_step; s++) t[k++] = (engine_token){tok, engine_seq_len(e, s), s, 1};
+        rc = engine_decode_greedy(e, t, k, ids, err, err_size);
+    }
+    for (int32_t s = 0; s < used; s++) engine_seq_free(e, s);
+    if (!rc && log) fprintf(stderr, "batch: warm-up step of %d prompt tokens, then 2 decode steps: %.0f ms\n", n,
+                            cli_now_ms() - t0);
+    free(t);
+    free(ids);
+    return rc;
+}
+
 typedef struct {
     item *items;
     int64_t n_items, next;  /* --ordered: the first item not yet written */
@@ -531,6 +573,13 @@ int cli_batch(int argc, char **argv) {
                 rc = EXIT_USAGE;
                 goto out;
             }
+        }
+        if ((o.warmup == 2 || (o.warmup && strcmp(engine_backend(e), "CPU"))) &&
+            warmup(e, n_step, o.log, err, sizeof err)) {
+            cli_error("warm-up: %s", err);
+            free(sys_ids);
+            rc = EXIT_RUNTIME;
+            goto out;
         }
         sched_params spar = {
             .n_batch = n_step, .cont_batching = o.cont_batching, .prefix_reuse = o.prefix_reuse,

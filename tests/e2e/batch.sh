@@ -54,6 +54,11 @@ po=$(sed -n 's/.*prompt-only steps: \([0-9]*\) tokens in.*/\1/p' "$TMP/err8")
 if [ -n "$po" ] && [ -n "$ev" ] && [ "$po" -gt 0 ] && [ "$po" -le "$ev" ] && grep -q "decode-only steps: " "$TMP/err8"
 then pass "batch summary: prompt-only ($po of $ev prompt tokens) and decode-only step speeds"
 else fail "batch summary: prompt-only and decode-only step speeds" "$(grep 'batch:' "$TMP/err8" | tr '\n' ' ')"; fi
+# The warm-up step (on by default on a GPU, forced here on the CPU) leaves no trace in the results.
+"$MGI" batch -m "$F32" -f "$TMP/req.jsonl" -np 8 -n 24 --temp 0 -t 2 --warmup >"$TMP/outw" 2>"$TMP/errw"
+summary "$TMP/outw" >"$TMP/sumw" 2>/dev/null
+if cmp -s "$TMP/sum1" "$TMP/sumw" && grep -q "warm-up step of" "$TMP/errw"; then pass "batch --warmup: same results"
+else fail "batch --warmup: same results" "$(grep 'batch:' "$TMP/errw" | head -2 | tr '\n' ' ')"; fi
 # Small steps and passes (prefill chunks mixed with decode tokens), no continuous batching, no
 # prefix sharing: still the same results.
 "$MGI" batch -m "$F32" -f "$TMP/req.jsonl" -np 5 -b 7 -ub 3 -n 24 --temp 0 >"$TMP/outb" 2>/dev/null
