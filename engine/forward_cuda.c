@@ -282,20 +282,18 @@ static int group_plan(wgroup *g, const wslice *src, int n, char *err, size_t err
     return 0;
 }
 
-/* Where part i of a group's output lives in buf (sized for n_batch tokens) and its token stride:
- * matrix m's outputs take n_batch x its rows, after the matrices before it. */
-static void group_view(const wgroup *g, float *buf, int32_t n_batch, int part_i, float **p, int64_t *stride) {
-    const int mi = g->part_m[part_i];
-    int64_t off = g->part_off[part_i];
-    for (int j = 0; j < mi; j++) off += (int64_t)n_batch * g->m[j].rows;
-    *p = buf + off;
-    *stride = g->m[mi].rows;
-}
-
-/* Where matrix mi of a group writes its outputs in buf (its token stride is its rows). */
+/* Where matrix mi of a group writes its outputs in buf (sized for n_batch tokens): each matrix's
+ * take n_batch x its rows, after the matrices before it; its token stride is its rows. */
 static float *matrix_out(const wgroup *g, float *buf, int32_t n_batch, int mi) {
     for (int j = 0; j < mi; j++) buf += (int64_t)n_batch * g->m[j].rows;
     return buf;
+}
+
+/* Where part i of a group's output lives in buf and its token stride. */
+static void group_view(const wgroup *g, float *buf, int32_t n_batch, int part_i, float **p, int64_t *stride) {
+    const int mi = g->part_m[part_i];
+    *p = matrix_out(g, buf, n_batch, mi) + g->part_off[part_i];
+    *stride = g->m[mi].rows;
 }
 
 static size_t weight_dev_bytes(const dweight *d) {
@@ -684,7 +682,7 @@ static int attn_half(part *p, int32_t l, span s, int fz, char *err, size_t err_s
     int64_t sq, sk, sv;
     float *x = p->x + (int64_t)t0 * E, *xn = p->xn + (int64_t)t0 * E;
     float *q = p->q + (int64_t)t0 * p->nq, *att = p->att + (int64_t)t0 * p->nq;
-    if (fz && (fz & FZ_QKV) && f->rope_fold) { /* Q, K, V straight to q and the caches */
+    if ((fz & FZ_QKV) && f->rope_fold) { /* Q, K, V straight to q and the caches */
         for (int i = 0; i < L->qkv.n_m; i++) {
             const dweight *w = &L->qkv.m[i];
             int64_t r[3];
@@ -1790,10 +1788,6 @@ static void *cuda_create(const llama_model *m, const engine_plan *plan, int32_t 
     f->fault_stall = fault_peer_stall();
     f->fuse = fuse_mode();
     f->rope_fold = rope_fold_mode();
-    {   /* MGI_CARVEOUT=1: one shared-memory carveout for every decode kernel (kernels.h) */
-        const char *e = getenv("MGI_CARVEOUT");
-        kernels_use_carveout(e && !strcmp(e, "1"));
-    }
     /* The engine's pool holds at least one cell per position of each of its sequences, so no
      * pass has more sequences than n_cells / max_pos (nor more than tokens). */
     f->max_seqs = n_cells / max_pos < f->n_batch ? n_cells / max_pos : f->n_batch;

@@ -21,11 +21,7 @@ extern "C" {
  * after loading). kernels_use_pdl(0) launches without the attribute (kernel lab comparisons;
  * process-wide, not for use while other threads launch). */
 void kernels_use_pdl(int on);
-/* kernels_use_carveout(1): every PDL launch first asks (once per kernel and device) for the
- * largest shared-memory carveout, so that all decode kernels share one L1 / shared-memory split
- * and a kernel's blocks can start on an SM beside the previous kernel's (an SM runs blocks of
- * one split at a time). Off by default; for A/B runs (MGI_CARVEOUT=1). */
-void kernels_use_carveout(int on);
+
 
 /* ---- decode matrix-vector products (matvec.cu) -----------------------------------------------
  * Y[n][rows] = W[rows][k] . X[n][k] for n = 1..MATVEC_MAX_N tokens, weights read once for all

@@ -222,21 +222,8 @@ extern "C" cudaError_t matvec_f32_norm_rope(const void *w, uint32_t wtype, const
         (nk != 0 && nk != kv_dim) || (nk && !k_cache) || (nv != 0 && nv != kv_dim) || (nv && !v_cache) ||
         kv_dim <= 0 || kv_dim % head_dim || rows % 2 || nq > INT32_MAX || kv_dim > INT32_MAX)
         return cudaErrorInvalidValue;
-    mv_x_norm_rope src;
-    src.x = x;
-    src.g = g;
-    src.eps = eps;
-    src.q_out = q_out;
-    src.kc = k_cache;
-    src.vc = v_cache;
-    src.pos = pos;
-    src.cell = cell;
-    src.nq = (int)nq;
-    src.nk = (int)nk;
-    src.kv_dim = (int)kv_dim;
-    src.head_dim = head_dim;
-    src.n_rot = n_rot;
-    src.theta = theta;
+    const mv_x_norm_rope src{{x, g, eps}, q_out, k_cache, v_cache, pos, cell, (int)nq, (int)nk, (int)kv_dim,
+                             head_dim, n_rot, theta};
     return matvec_fused((float *)nullptr, w, wtype, src, rows, k, n, stream);
 }
 

@@ -43,6 +43,7 @@
 #include "kernels/dequant.cuh"
 #include "kernels/pdl.cuh"
 #include "kernels/optin.cuh"
+#include "kernels/rope.cuh"
 
 /* Where a kernel's X comes from (a template parameter of every variant): mv_x, a plain [n][k]
  * array in f32 or f16 (the kernel's XT / XH says which); mv_x_swiglu, silu(g) * u of two strided
@@ -67,7 +68,7 @@ struct mv_x_swiglu_acc : mv_x_swiglu { static constexpr bool ACC = true; };
 struct mv_x_norm { const float *x, *g; float eps; static constexpr bool NORM = true, ACC = false, ROPE = false; };
 /* ROPE: a NORM source whose products are a layer's Q, K and V rows (in that order; this matrix's
  * first nq rows are Q, the next nk K, the rest V), which the epilogue does not write to Y but
- * hands on as paged_rope_store does (kernels/paged.cu, the same formula): Q rotated into q_out
+ * hands on as paged_rope_store does (rope_pair, the same rotation): Q rotated into q_out
  * [n][nq], K rotated and V into the f16 caches at row cell[t] of kv_dim values; pos[t], cell[t] per
  * token. A rotated pair is rows 2j, 2j + 1 of one 16-row tile, so the block that sums one sums the
  * other, and a lane gets its partner's value by one shuffle. Saves the RoPE + K/V-store launch of
@@ -91,15 +92,10 @@ __device__ __forceinline__ void mv_rope_store(const mv_x_norm_rope &x, int64_t r
     }
     const bool is_k = row >= x.nq;
     const int64_t e = is_k ? row - x.nq : row;
-    const int j2 = (int)(e % x.head_dim) & ~1; /* 2 j: the pair's first element in its head */
-    float out = v;
-    if (j2 < x.n_rot) {
-        const bool odd = e & 1;
-        const float x0 = odd ? pv : v, x1 = odd ? v : pv;
-        float sn, c;
-        sincosf((float)x.pos[t] * powf(x.theta, -(float)j2 / (float)x.n_rot), &sn, &c);
-        out = odd ? x0 * sn + x1 * c : x0 * c - x1 * sn;
-    }
+    const bool odd = e & 1;
+    float x0 = odd ? pv : v, x1 = odd ? v : pv;
+    rope_pair(x0, x1, x.pos[t], (int)(e % x.head_dim) & ~1, x.n_rot, x.theta);
+    const float out = odd ? x1 : x0;
     if (is_k) x.kc[cell * x.kv_dim + e] = __half_as_ushort(__float2half_rn(out));
     else x.q_out[(int64_t)t * x.nq + e] = out;
 }
@@ -1638,9 +1634,6 @@ template <> struct mv10_group<QUANT_Q6_K> {
  *   and its commit (an empty group past the warp's last unit, so the count stays S - 1), then the
  *   arithmetic. The ring sits before X in shared memory; S is chosen at launch from what the rest
  *   leaves (mv11_stages, at most the cap, 2 or more, else v10 runs). */
-/* v12 (PERF-LOG runs 38-39: v11 in half-SM blocks, two per SM, the PDL trigger right after the
- * wait, so the next kernel's blocks copy their first weights beside the running ones) gained 3% on
- * a chain of matvecs and nothing on the decode step; removed. */
 #define MV11_STAGES 4     /* the production cap on the ring depth */
 #define MV11_STAGES_MAX 6 /* mv11_wait's largest count + 1 */
 
@@ -1734,12 +1727,9 @@ __device__ __forceinline__ void mv11_issue(uint32_t wq, uint32_t wl, const mv11_
     }
 }
 
-/* The body of v10 and v11 (one block's share of rows, by blockIdx.x of gridDim.x); wait() stands
- * where the kernel waits for the previous kernels' outputs (pdl_wait in matvec_v10; PERF-LOG run
- * 41 tried a grid-wide barrier there, two products in one kernel: slower). */
-template <int T, bool XH, typename XS, int O, int NT, typename WAIT>
-__device__ __forceinline__ void mv10_body(float *y, const uint8_t *w, XS xv, int rows, int k, int stages,
-                                          const WAIT &wait) {
+template <int T, bool XH, typename XS = mv_x, int O = 0, int NT = 1>
+__global__ void __launch_bounds__(mv10_opt<O>::W * 32, mv10_opt<O>::BPS)
+matvec_v10(float *y, const uint8_t *w, XS xv, int rows, int k, int stages) {
     static_assert(T == QUANT_Q4_0 || T == QUANT_Q4_K || T == QUANT_Q8_0 || T == QUANT_Q6_K, "v10: Q4_0 Q4_K Q8_0 Q6_K");
     using P = mv10_opt<O>;
     constexpr int GC = mv10_gc<T>(), W = P::W, NB = P::NB, RW = mv10_rec<T>(), SLOT = mv11_slot_bytes<T>();
@@ -1778,7 +1768,7 @@ __device__ __forceinline__ void mv10_body(float *y, const uint8_t *w, XS xv, int
         for (int j = 0; j < NB; j++)
             if (u0 + j < u1) gq[j].load(src, j);
     }
-    wait();
+    pdl_wait();
     if constexpr (P::EARLY) pdl_trigger();
     for (int i = threadIdx.x; i < nt * W * NT * 16; i += blockDim.x) red[i] = 0.0f;
 #pragma unroll 1
@@ -1854,45 +1844,27 @@ __device__ __forceinline__ void mv10_body(float *y, const uint8_t *w, XS xv, int
         }
     }
     __syncthreads();
-    if constexpr (XS::ROPE) { /* every lane runs every round (the bound is the block's): the shuffle */
-        for (int i0 = 0; i0 < nt * NT * 16; i0 += blockDim.x) {
-            const int i = i0 + threadIdx.x, tl = i / (NT * 16), c = (i >> 4) % NT, r = i & 15;
-            const int64_t row = (t0 + tl) * 16 + r;
-            const bool live = i < nt * NT * 16;
-            float s = 0.0f;
-            if (live) {
+    /* the rows' sums in warp order; every lane runs every round (the bound is the block's), so a
+     * ROPE source's shuffle has all lanes */
+    for (int i0 = 0; i0 < nt * NT * 16; i0 += blockDim.x) {
+        const int i = i0 + threadIdx.x, tl = i / (NT * 16), c = (i >> 4) % NT, r = i & 15;
+        const int64_t row = (t0 + tl) * 16 + r;
+        const bool live = i < nt * NT * 16;
+        float s = 0.0f;
+        if (live) {
 #pragma unroll 4
-                for (int wp = 0; wp < W; wp++) s += red[((tl * W + wp) * NT + c) * 16 + r];
-                s *= rinv[c];
-            }
+            for (int wp = 0; wp < W; wp++) s += red[((tl * W + wp) * NT + c) * 16 + r];
+            if constexpr (XS::NORM) s *= rinv[c];
+        }
+        if constexpr (XS::ROPE) {
             const float ps = __shfl_xor_sync(0xffffffffu, s, 1); /* row ^ 1: same tile and token */
             if (live && row < rows) mv_rope_store(xv, row, c, s, ps);
-        }
-    } else {
-    for (int i = threadIdx.x; i < nt * NT * 16; i += blockDim.x) {
-        const int tl = i / (NT * 16), c = (i >> 4) % NT, r = i & 15;
-        const int64_t row = (t0 + tl) * 16 + r;
-        float s = 0.0f;
-#pragma unroll 4
-        for (int wp = 0; wp < W; wp++) s += red[((tl * W + wp) * NT + c) * 16 + r];
-        if (row < rows) {
+        } else if (live && row < rows) {
             float *yp = y + (int64_t)c * rows + row; /* one thread of one block owns it */
-            if constexpr (XS::NORM) s *= rinv[c];
             if constexpr (XS::ACC) s += *yp; /* as kernels.h's add: y + (W . X) */
             *yp = s;
         }
     }
-    }
-}
-
-struct mv_pdl_wait {
-    __device__ __forceinline__ void operator()() const { pdl_wait(); }
-};
-
-template <int T, bool XH, typename XS = mv_x, int O = 0, int NT = 1>
-__global__ void __launch_bounds__(mv10_opt<O>::W * 32, mv10_opt<O>::BPS)
-matvec_v10(float *y, const uint8_t *w, XS xv, int rows, int k, int stages) {
-    mv10_body<T, XH, XS, O, NT>(y, w, xv, rows, k, stages, mv_pdl_wait{});
 }
 
 /* Lets v10 use all the shared memory a block may opt into (matvec_repack calls it at load). */
@@ -1978,10 +1950,8 @@ static inline bool mv10_takes(int64_t rows, int64_t k, int n, bool norm, int *sm
     } else {
         int64_t grid;
         int st = 0;
-        *sms = *smem_max = 0;
-        const bool dev = mv6_device(sms, smem_max);
         const bool ok = n >= 1 && n <= (mv10_multi_token<O>() ? mv10_max_n<T>() : 1) && rows >= 1 && k >= 1 &&
-                        k % (64 * mv10_gc<T>()) == 0 && dev &&
+                        k % (64 * mv10_gc<T>()) == 0 && mv6_device(sms, smem_max) &&
                         mv10_shape<T, O>(rows, k, n, norm, *sms, *smem_max, cap, &grid, &st) <= (size_t)*smem_max;
         if (stages) *stages = ok ? st : 0;
         return ok;

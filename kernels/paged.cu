@@ -12,6 +12,7 @@
 #include "kernels/paged.h"
 #include "kernels/reduce.cuh"
 #include "kernels/pdl.cuh"
+#include "kernels/rope.cuh"
 #include "kernels/optin.cuh"
 #include "quant/blocks.h"
 
@@ -873,13 +874,7 @@ __global__ void paged_rope_store_kernel(float *q_out, uint16_t *kc, uint16_t *vc
     const int64_t e = (int64_t)(is_k ? h - n_head : h) * head_dim + 2 * j;
     const float *src = is_k ? k + t * sk : q + t * sq;
     float x0 = src[e], x1 = src[e + 1];
-    if (2 * j < n_rot) {
-        float sn, c;
-        sincosf((float)pos[t] * powf(theta, -(float)(2 * j) / (float)n_rot), &sn, &c);
-        float y0 = x0 * c - x1 * sn, y1 = x0 * sn + x1 * c;
-        x0 = y0;
-        x1 = y1;
-    }
+    rope_pair(x0, x1, pos[t], 2 * j, n_rot, theta);
     if (is_k) {
         kc[at + e] = __half_as_ushort(__float2half_rn(x0));
         kc[at + e + 1] = __half_as_ushort(__float2half_rn(x1));

@@ -38,10 +38,6 @@ __device__ __forceinline__ void pdl_trigger() {
 /* 1 unless kernels_use_pdl(0) (kernels.h) switched the attribute off (kernel-lab comparisons). */
 int pdl_enabled();
 
-/* After kernels_use_carveout(1) (kernels.h): kernel fn's preferred carveout set to the largest
- * shared memory, once per device. */
-void pdl_carveout(const void *fn);
-
 /* kern<<<grid, block, smem, s>>>(args...) with the PDL attribute set to on; returns the launch
  * status. */
 template <typename... P, typename... A>
@@ -51,7 +47,6 @@ static inline cudaError_t pdl_launch_as(int on, void (*kern)(P...), dim3 grid, d
     attr[0].id = cudaLaunchAttributeProgrammaticStreamSerialization;
     /* the legacy default stream keeps plain launches: PDL is for the engine's own streams */
     attr[0].val.programmaticStreamSerializationAllowed = on && s != 0 && s != cudaStreamLegacy;
-    pdl_carveout((const void *)kern);
     cudaLaunchConfig_t cfg = {};
     cfg.gridDim = grid;
     cfg.blockDim = block;

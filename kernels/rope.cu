@@ -1,6 +1,7 @@
 /* Rotary position embedding, llama's adjacent-pair layout (kernels.h: rope). One thread per
  * pair; the angle is computed in f32 from pos * theta^(-2i/rot_dim) (powf, like the CPU path). */
 #include "kernels/kernels.h"
+#include "kernels/rope.cuh"
 
 __global__ void rope_kernel(float *out, const float *in, const int32_t *pos, int n_tok, int n_head,
                             int head_dim, int rot_dim, float theta) {
@@ -13,14 +14,7 @@ __global__ void rope_kernel(float *out, const float *in, const int32_t *pos, int
     int tok = (int)(th / n_head);
     int64_t base = th * head_dim + 2 * p;
     float x0 = in[base], x1 = in[base + 1];
-    if (2 * p < rot_dim) {
-        float freq = powf(theta, -(float)(2 * p) / (float)rot_dim);
-        float s, c;
-        sincosf((float)pos[tok] * freq, &s, &c);
-        float y0 = x0 * c - x1 * s, y1 = x0 * s + x1 * c;
-        x0 = y0;
-        x1 = y1;
-    }
+    rope_pair(x0, x1, pos[tok], 2 * p, rot_dim, theta);
     out[base] = x0;
     out[base + 1] = x1;
 }

@@ -349,7 +349,6 @@ int main(int argc, char **argv) {
         return 0;
     }
     gen_rng r = {0x5151ull ^ (uint64_t)time(NULL)};
-    if (getenv("MGI_CARVEOUT") && !strcmp(getenv("MGI_CARVEOUT"), "1")) kernels_use_carveout(1); /* as the engine */
     const bool ring_only = argc > 1 && strcmp(argv[1], "v11") == 0;
     if (!ring_only) {
         matvec_use_variant(6); /* first v6 everywhere, then the production v10 below */
