@@ -191,6 +191,8 @@ struct forward_cuda {
     int32_t n_cells, n_batch, max_pos, max_pages, n_split;
     int32_t max_seqs;   /* page tables per pass: sequences of max_pos positions fitting n_cells */
     int32_t pf_pos0;    /* the pass is one sequence's positions pf_pos0.. (prompt attention); -1: not */
+    int one_per_seq;    /* every sequence of the pass has one token: its earlier cells were written by
+                           earlier passes, so decode attention may read them before its PDL wait */
     int32_t *h_meta;    /* pinned */
     float *h_logits;    /* pinned [OUT_CHUNK][n_vocab] */
     int32_t *h_ids;     /* pinned [OUT_CHUNK] */
@@ -201,6 +203,7 @@ struct forward_cuda {
     int fault_stall;    /* fault_peer_stall(), read once at create */
     int fuse;           /* fuse_mode(), read once at create */
     int rope_fold;      /* rope_fold_mode(), read once at create */
+    int att_early;      /* att_early_mode(), read once at create */
     /* Row split: the all-reduces of passes of up to p2p_max_tok tokens run kernels/p2p.h's
      * all-reduce over peer access instead of NCCL, and a decode step is one graph per device
      * (p2p_applies); only with MGI_P2P=1 (setup_p2p) and peer access between every pair. */
@@ -710,8 +713,8 @@ static int attn_half(part *p, int32_t l, span s, int fz, char *err, size_t err_s
             int nc = nt - c < ATT_CHUNK ? nt - c : ATT_CHUNK;
             DEV_TRY(paged_attention(att + (size_t)c * p->nq, q + (size_t)c * p->nq, p->kv_k + kv_off,
                                     p->kv_v + kv_off, d_pos + t0 + c, d_seq + t0 + c, d_pages, f->max_pages,
-                                    p->att_scratch, nc, p->n_head, p->n_head_kv, hd, att_splits(f, p, nc), scale,
-                                    p->st));
+                                    p->att_scratch, nc, p->n_head, p->n_head_kv, hd, att_splits(f, p, nc),
+                                    f->one_per_seq && f->att_early, scale, p->st));
         }
     }
     return fz ? mm_acc(p, &L->wo, att, x, t0, nt, fz & FZ_WO, err, err_size) : mm(p, &L->wo, att, xn, nt, err, err_size);
@@ -1064,6 +1067,14 @@ static int rope_fold_mode(void) {
     return !(e && !strcmp(e, "0"));
 }
 
+/* Decode steps' attention copies its first K/V sub-tiles before its PDL wait (paged.h's
+ * kv_ready, passes of one token per sequence): the default; MGI_ATT_EARLY=0 waits first, for A/B
+ * runs. */
+static int att_early_mode(void) {
+    const char *e = getenv("MGI_ATT_EARLY");
+    return !(e && !strcmp(e, "0"));
+}
+
 /* Every part's xn summed over the parts, in place (row split). */
 static int allreduce_xn(forward_cuda *f, int n, char *err, size_t err_size) {
     size_t count = (size_t)n * (size_t)f->m->hp.n_embd;
@@ -1272,7 +1283,18 @@ static int fwd_pass(void *self, const engine_fwd_batch *b, float *logits, int32_
         return -1;
     }
     int32_t *h = f->h_meta;
-    int n_out = 0, identity = b->n_out == n && b->n_seqs == n && !b->x_out;
+    /* one token per sequence (distinct sequence indices): a decode step, whose attention reads the
+     * cells of earlier passes before its PDL wait (paged.h's kv_ready); identity passes replay from
+     * graphs, captured with that flag, so they need it too */
+    uint64_t seen_few[1] = {0}, *seen = n <= 64 ? seen_few : calloc(((size_t)n + 63) / 64, sizeof(uint64_t));
+    f->one_per_seq = b->n_seqs == n && seen; /* without memory for the check: as if not */
+    for (int i = 0; i < n && f->one_per_seq; i++) {
+        int sq = b->seq[i];
+        if (sq < 0 || sq >= n || (seen[sq / 64] >> (sq % 64) & 1)) f->one_per_seq = 0;
+        else seen[sq / 64] |= 1ull << (sq % 64);
+    }
+    if (seen != seen_few) free(seen);
+    int n_out = 0, identity = f->one_per_seq && b->n_out == n && !b->x_out;
     /* One sequence's run of positions (a prompt pass): the tensor-core attention; never in a
      * graph (identity passes have one token per sequence, below PREFILL_MIN). */
     f->pf_pos0 = b->n_seqs == 1 && n >= PREFILL_MIN &&
@@ -1788,6 +1810,7 @@ static void *cuda_create(const llama_model *m, const engine_plan *plan, int32_t 
     f->fault_stall = fault_peer_stall();
     f->fuse = fuse_mode();
     f->rope_fold = rope_fold_mode();
+    f->att_early = att_early_mode();
     /* The engine's pool holds at least one cell per position of each of its sequences, so no
      * pass has more sequences than n_cells / max_pos (nor more than tokens). */
     f->max_seqs = n_cells / max_pos < f->n_batch ? n_cells / max_pos : f->n_batch;

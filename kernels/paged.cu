@@ -448,7 +448,12 @@ static cudaError_t pt_launch(float *out, float *sc, const float *q, const uint16
  *    at 32 splits. Same summation order (split 0 first, one fmaf per split) as V2. */
 #define PM_WARPS 4
 #define PM_SUB 16
+#ifndef PM_STAGES /* the lab builds other depths (-DPM_STAGES=...) */
 #define PM_STAGES 3
+#endif
+#ifndef PM_MINB /* blocks per SM the register budget is set for */
+#define PM_MINB 2
+#endif
 /* Splits hold at least this many positions: merging splits costs ~2.5 us (the partials' fence,
  * the arrival atomic, the last block's reads), more than a 4-warp block needs for 256 positions
  * (H200, kbench decode attention: 127 positions 4.8 us in one split, 7.3 in two; 1000 positions
@@ -463,6 +468,7 @@ static size_t pm_smem_bytes(int head_dim) {
     const size_t weights = (size_t)PA_MAX_G * 256 * sizeof(float); /* the split merge's, n_split <= 256 */
     return ring > merge ? (ring > weights ? ring : weights) : (merge > weights ? merge : weights);
 }
+
 
 __device__ __forceinline__ uint32_t pm_pack(float lo, float hi) {
     __half2 h = __floats2half2_rn(lo, hi);
@@ -573,9 +579,9 @@ __device__ __forceinline__ void pm_merge_v3(float *out, const float *m, const fl
 }
 
 template <int D, bool V3>
-__global__ void __launch_bounds__(PM_WARPS * 32, 2) paged_attn_mma_kernel(float *out, float *scratch, const float *q,
+__global__ void __launch_bounds__(PM_WARPS * 32, PM_MINB) paged_attn_mma_kernel(float *out, float *scratch, const float *q,
         const uint16_t *kc, const uint16_t *vc, const int32_t *pos, const int32_t *seq, const int32_t *pages,
-        int page_stride, int n_head, int n_kv_head, float scale_log2) {
+        int page_stride, int n_head, int n_kv_head, float scale_log2, int kv_ready) {
     constexpr int RS = D + 8;                 /* halves per K/V row in shared memory (16 bytes of pad) */
     constexpr int SLOT = 2 * PM_SUB * RS;     /* halves per ring slot: K rows, then V rows */
     constexpr int CPR = D / 8;                /* 16-byte chunks per row */
@@ -591,10 +597,9 @@ __global__ void __launch_bounds__(PM_WARPS * 32, 2) paged_attn_mma_kernel(float 
     const int p0 = split * chunk, p1 = min(L, p0 + chunk), n_act = (L + chunk - 1) / chunk;
     const int32_t *pt = pages + (int64_t)seq[t] * page_stride;
     int lane_page = 0; /* V3: the page of round `lane` of this split (chunk is whole pages) */
-    if constexpr (V3) {
+    if constexpr (V3) { /* pdl_wait below, after the first copies (kv_ready) */
         if (p0 + lane * PAGED_PAGE < p1) lane_page = pt[p0 / PAGED_PAGE + lane];
-        pdl_wait();
-        if (p0 >= p1) return; /* past the context (V3 counts only active splits) */
+        if (p0 >= p1) return; /* past the context (V3 counts only active splits; nothing written) */
     }
     if (n_act == 1 && split > 0) return; /* one split holds the whole context: it writes the output */
     const int64_t kv_dim = (int64_t)n_kv_head * D, parts = (int64_t)gridDim.z * n_head * n_split;
@@ -606,7 +611,14 @@ __global__ void __launch_bounds__(PM_WARPS * 32, 2) paged_attn_mma_kernel(float 
         uint16_t *ring = (uint16_t *)pm_smem + (size_t)warp * PM_STAGES * SLOT;
         const int n_sub = (p1 - p0 + PM_SUB - 1) / PM_SUB;
         const int mine = n_sub > warp ? (n_sub - warp + PM_WARPS - 1) / PM_WARPS : 0;
-        /* sub-tile i (the warp's i-th) into slot i % PM_STAGES; a sub-tile lies in one page */
+        /* sub-tile i (the warp's i-th) into slot i % PM_STAGES; a sub-tile lies in one page. Lane
+         * l copies 16-byte piece l % CPR of rows l / CPR, + RPI, + 2 RPI, ... of K and of V: its
+         * sources one row stride apart and its slot offsets compile-time constants, so a piece
+         * costs one add besides its copy (V3; the first form rebuilt a 64-bit address per piece:
+         * ~15 integer instructions each, ncu run 48). */
+        constexpr int RPI = 32 / CPR; /* rows a warp copies per round */
+        const int jl = lane / CPR, el = (lane % CPR) * 8;
+        const int64_t lane_off = (int64_t)jl * kv_dim + (int64_t)kvh * D + el, rpi_stride = RPI * kv_dim;
         auto issue = [&](int i) {
             if (i < mine) {
                 const int b = p0 + (warp + i * PM_WARPS) * PM_SUB;
@@ -616,33 +628,59 @@ __global__ void __launch_bounds__(PM_WARPS * 32, 2) paged_attn_mma_kernel(float 
                 else
                     page = pt[b / PAGED_PAGE];
                 const int64_t cell0 = (int64_t)page * PAGED_PAGE + b % PAGED_PAGE;
-                uint16_t *ks = ring + (i % PM_STAGES) * SLOT, *vs = ks + PM_SUB * RS;
+                uint16_t *ks = ring + (i % PM_STAGES) * SLOT + jl * RS + el, *vs = ks + PM_SUB * RS;
+                if constexpr (V3) {
+                    const int nv = p1 - b; /* rows in the context (>= 1) */
+                    const int64_t o0 = cell0 * kv_dim + lane_off, row0 = o0 - (int64_t)jl * kv_dim;
+                    int64_t o = o0;
 #pragma unroll
-                for (int c = lane; c < PM_SUB * CPR; c += 32) {
-                    const int j = c / CPR, e = (c - j * CPR) * 8;
-                    const bool ok = b + j < p1; /* past the context: zeros (the cells may hold anything) */
-                    const int64_t gi = (cell0 + (ok ? j : 0)) * kv_dim + (int64_t)kvh * D + e;
-                    pm_cp16(ks + j * RS + e, kc + gi, ok);
-                    pm_cp16(vs + j * RS + e, vc + gi, ok);
+                    for (int r = 0; r < PM_SUB / RPI; r++, o += rpi_stride) {
+                        const bool ok = jl + r * RPI < nv; /* past the context: zeros, from row 0's address */
+                        const int64_t src = ok ? o : row0;
+                        pm_cp16(ks + r * RPI * RS, kc + src, ok);
+                        pm_cp16(vs + r * RPI * RS, vc + src, ok);
+                    }
+                } else {
+#pragma unroll
+                    for (int r = 0; r < PM_SUB / RPI; r++) {
+                        const int j = jl + r * RPI;
+                        const bool ok = b + j < p1; /* past the context: zeros (the cells may hold anything) */
+                        const int64_t gi = (cell0 + (ok ? j : 0)) * kv_dim + (int64_t)kvh * D + el;
+                        pm_cp16(ks + r * RPI * RS, kc + gi, ok);
+                        pm_cp16(vs + r * RPI * RS, vc + gi, ok);
+                    }
                 }
             }
             pt_commit(); /* empty groups keep the count uniform */
         };
-#pragma unroll
-        for (int i = 0; i < PM_STAGES - 1; i++) issue(i);
+        /* V3 with kv_ready: the first sub-tiles that hold only positions before the token's own
+         * (written by earlier passes) are copied before pdl_wait, beside the previous kernel's
+         * tail; the rest after it */
+        int pre = 0;
+        if constexpr (V3) {
+            if (kv_ready)
+                for (; pre < PM_STAGES - 1 && pre < mine && p0 + (warp + pre * PM_WARPS + 1) * PM_SUB <= L - 1; pre++)
+                    issue(pre);
+            pdl_wait();
+        }
+        for (int i = pre; i < PM_STAGES - 1; i++) issue(i);
         /* Q row g (head g of the group; rows >= G zero) as A fragments, hi and lo */
         uint32_t qh[D / 16][2], ql[D / 16][2];
         {
             const float *qr = q + ((int64_t)t * n_head + kvh * G + g) * D;
+            float2 qa[D / 16], qb[D / 16];
 #pragma unroll
             for (int s = 0; s < D / 16; s++) {
-                float2 a = make_float2(0.f, 0.f), b = a;
+                qa[s] = qb[s] = make_float2(0.f, 0.f);
                 if (g < G) {
-                    a = *(const float2 *)(qr + 16 * s + 2 * tq);
-                    b = *(const float2 *)(qr + 16 * s + 2 * tq + 8);
+                    qa[s] = *(const float2 *)(qr + 16 * s + 2 * tq);
+                    qb[s] = *(const float2 *)(qr + 16 * s + 2 * tq + 8);
                 }
-                pm_split(a.x * scale_log2, a.y * scale_log2, qh[s][0], ql[s][0]);
-                pm_split(b.x * scale_log2, b.y * scale_log2, qh[s][1], ql[s][1]);
+            }
+#pragma unroll
+            for (int s = 0; s < D / 16; s++) {
+                pm_split(qa[s].x * scale_log2, qa[s].y * scale_log2, qh[s][0], ql[s][0]);
+                pm_split(qb[s].x * scale_log2, qb[s].y * scale_log2, qh[s][1], ql[s][1]);
             }
         }
         float o[D / 8][4];
@@ -712,6 +750,19 @@ __global__ void __launch_bounds__(PM_WARPS * 32, 2) paged_attn_mma_kernel(float 
             uint32_t ph0, pl0, ph1, pl1; /* P row g: positions 2tq.. (a0) and 8 + 2tq.. (a2) */
             pm_split(pw[0][0], pw[0][1], ph0, pl0);
             pm_split(pw[1][0], pw[1][1], ph1, pl1);
+            /* V3: O is rescaled only when some row's max moved (at long contexts rarely after the
+             * first tiles; a factor of exactly 1 would leave it as it is): 64 multiplies a lane */
+            if (!V3 || __any_sync(0xffffffffu, corr != 1.0f)) {
+#pragma unroll
+                for (int j = 0; j < D / 8; j++) {
+                    o[j][0] *= corr;
+                    o[j][1] *= corr;
+                    if constexpr (V3) {
+                        o[j][2] *= corr;
+                        o[j][3] *= corr;
+                    }
+                }
+            }
 #pragma unroll
             for (int j2 = 0; j2 < D / 16; j2++) {
                 uint32_t vb[4]; /* dims 16j2 (positions 0-7, 8-15), then 16j2 + 8 */
@@ -719,11 +770,7 @@ __global__ void __launch_bounds__(PM_WARPS * 32, 2) paged_attn_mma_kernel(float 
 #pragma unroll
                 for (int h = 0; h < 2; h++) {
                     float *oj = o[2 * j2 + h];
-                    oj[0] *= corr;
-                    oj[1] *= corr;
                     if constexpr (V3) { /* rows g + 8 accumulate the lo halves' products */
-                        oj[2] *= corr;
-                        oj[3] *= corr;
                         pm_mma4(oj, ph0, pl0, ph1, pl1, vb[2 * h], vb[2 * h + 1]);
                     } else {
                         pm_mma(oj, ph0, ph1, vb[2 * h], vb[2 * h + 1]);
@@ -803,11 +850,12 @@ __global__ void __launch_bounds__(PM_WARPS * 32, 2) paged_attn_mma_kernel(float 
 template <int D, bool V3>
 static cudaError_t pm_launch(float *out, float *sc, const float *q, const uint16_t *k_cache, const uint16_t *v_cache,
                              const int32_t *pos, const int32_t *seq, const int32_t *pages, int page_stride,
-                             dim3 grid, int n_head, int n_kv_head, float scale, cudaStream_t stream) {
+                             dim3 grid, int n_head, int n_kv_head, float scale, int kv_ready, cudaStream_t stream) {
     cudaError_t e = smem_optin<paged_attn_mma_kernel<D, V3>>();
     if (e != cudaSuccess) return e;
     return pdl_launch(paged_attn_mma_kernel<D, V3>, grid, dim3(PM_WARPS * 32), pm_smem_bytes(D), stream, out, sc, q,
-                      k_cache, v_cache, pos, seq, pages, page_stride, n_head, n_kv_head, scale * 1.4426950408889634f);
+                      k_cache, v_cache, pos, seq, pages, page_stride, n_head, n_kv_head, scale * 1.4426950408889634f,
+                      kv_ready);
 }
 
 /* 3 (default): the tensor-core kernel's V3 where it applies (less fixed cost; PERF-LOG run 34); 2:
@@ -818,8 +866,8 @@ extern "C" void paged_attention_use_variant(int v) { g_att_variant = v == 1 || v
 extern "C" cudaError_t paged_attention(float *out, const float *q, const uint16_t *k_cache,
                                        const uint16_t *v_cache, const int32_t *pos, const int32_t *seq,
                                        const int32_t *pages, int page_stride, void *scratch, int n_tok,
-                                       int n_head, int n_kv_head, int head_dim, int n_split, float scale,
-                                       cudaStream_t stream) {
+                                       int n_head, int n_kv_head, int head_dim, int n_split, int kv_ready,
+                                       float scale, cudaStream_t stream) {
     if (n_tok <= 0 || n_tok > PAGED_ATT_TOKENS || n_head <= 0 || n_kv_head <= 0 || n_head % n_kv_head ||
         n_head / n_kv_head > PA_MAX_G || head_dim <= 0 || head_dim > 256 || n_split <= 0 || page_stride <= 0)
         return cudaErrorInvalidValue;
@@ -829,7 +877,7 @@ extern "C" cudaError_t paged_attention(float *out, const float *q, const uint16_
         if (n_split > 256) return cudaErrorInvalidValue; /* the merge's weights must fit the tile area */
         if (g_att_variant >= 2 && (head_dim == 64 || head_dim == 128)) { /* n_head / n_kv_head <= 8: checked above */
 #define PM_LAUNCH(D, V3) pm_launch<D, V3>(out, sc, q, k_cache, v_cache, pos, seq, pages, page_stride, grid, n_head, \
-                                          n_kv_head, scale, stream)
+                                          n_kv_head, scale, kv_ready, stream)
             if (g_att_variant == 3) return head_dim == 64 ? PM_LAUNCH(64, true) : PM_LAUNCH(128, true);
             return head_dim == 64 ? PM_LAUNCH(64, false) : PM_LAUNCH(128, false);
 #undef PM_LAUNCH

@@ -30,7 +30,10 @@ extern "C" {
  * position); a token's result depends on nothing else in the batch. n_tok <= PAGED_ATT_TOKENS,
  * n_split <= 256. scratch holds paged_attention_scratch_bytes(n_tok, ...), and launches of fewer
  * tokens or splits may share it; it must be zero-filled once after it is allocated: its arrival
- * counters are left at zero by every launch that completes. */
+ * counters are left at zero by every launch that completes. kv_ready (V3): token t's cells at
+ * positions below pos[t] were written before the previous kernel of the stream started (each
+ * sequence has one token in the launch and no kernel of the PDL chain writes those cells), so
+ * the kernel copies its first of them before it waits for that kernel (pdl.cuh); 0: after. */
 #define PAGED_ATT_TOKENS 64
 /* Which kernel paged_attention runs, process-wide: 3 (default) the tensor-core one's V3 for
  * head_dim 64 and 128 (half the mma of 2, a merge of splits with its loads in flight), the tiled
@@ -42,7 +45,7 @@ size_t paged_attention_scratch_bytes(int n_tok, int n_head, int head_dim, int n_
 cudaError_t paged_attention(float *out, const float *q, const uint16_t *k_cache, const uint16_t *v_cache,
                             const int32_t *pos, const int32_t *seq, const int32_t *pages, int page_stride,
                             void *scratch, int n_tok, int n_head, int n_kv_head, int head_dim, int n_split,
-                            float scale, cudaStream_t stream);
+                            int kv_ready, float scale, cudaStream_t stream);
 
 /* The same attention for n_tok consecutive tokens of one sequence at positions pos0..pos0+n_tok-1
  * (a prompt pass), on the tensor cores (prefill.cu): pages is that sequence's page table. Q and P

@@ -1578,12 +1578,14 @@ static void test_paged_attention(gen_rng *r, int n_head, int n_kv, int hd, int n
     CUDA_CHECK(cudaMemset(scratch, 0, sb));
     cudaStream_t st;
     CUDA_CHECK(cudaStreamCreateWithFlags(&st, cudaStreamNonBlocking));
+    /* kv_ready 0 first; every later launch 1 (the cells were uploaded before any launch, so V3 may
+     * copy them before its PDL wait), and the last must give the first's bits */
     cudaError_t e = paged_attention(dout, dq, dk, dv, dpos, dseq, dpt, per_seq, scratch, n_tok, n_head, n_kv, hd, n_split,
-                                    scale, st);
+                                    0, scale, st);
     const int64_t last = (int64_t)(n_tok - 1) * n_head * hd; /* the last token's q and output */
     if (e == cudaSuccess)
         e = paged_attention(dout2 + last, dq + last, dk, dv, dpos + n_tok - 1, dseq + n_tok - 1, dpt, per_seq, scratch, 1,
-                            n_head, n_kv, hd, n_split, scale, st);
+                            n_head, n_kv, hd, n_split, 1, scale, st);
     if (e == cudaSuccess) e = cudaStreamSynchronize(st);
     int same_one = e == cudaSuccess && dev_download(out2, dout2, nq); /* guard intact; compared below */
     float *one = malloc(sizeof(float) * (size_t)(n_head * hd));
@@ -1593,14 +1595,14 @@ static void test_paged_attention(gen_rng *r, int n_head, int n_kv, int hd, int n
     float *out3 = calloc((size_t)nq, sizeof(float));
     if (e == cudaSuccess)
         e = paged_attention(dout2, dq, dk, dv, dpos, dseq, dpt, per_seq, scratch, n_tok, n_head, n_kv, hd, alt_split,
-                            scale, st);
+                            1, scale, st);
     if (e == cudaSuccess) e = cudaStreamSynchronize(st);
     int guard3 = e == cudaSuccess && dev_download(out3, dout2, nq);
     double rel3 = gen_rel_err(out3, ref, nq);
     free(out3);
     if (e == cudaSuccess)
-        e = paged_attention(dout2, dq, dk, dv, dpos, dseq, dpt, per_seq, scratch, n_tok, n_head, n_kv, hd, n_split, scale,
-                            st);
+        e = paged_attention(dout2, dq, dk, dv, dpos, dseq, dpt, per_seq, scratch, n_tok, n_head, n_kv, hd, n_split, 1,
+                            scale, st);
     if (e == cudaSuccess) e = cudaStreamSynchronize(st);
     int guard = e == cudaSuccess && dev_download(out, dout, nq) && dev_download(out2, dout2, nq);
     double rel = gen_rel_err(out, ref, nq);
@@ -1608,7 +1610,7 @@ static void test_paged_attention(gen_rng *r, int n_head, int n_kv, int hd, int n
                memcmp(one, out + last, sizeof(float) * (size_t)(n_head * hd)) == 0;
     free(one);
     CHECK(e == cudaSuccess && guard && guard3 && rel < 1e-4 && rel3 < 1e-4 && same, name,
-          "%s, guard %s, rel err %.3g, with %d splits %.3g (budget 1e-4), runs of 1 and all tokens %s",
+          "%s, guard %s, rel err %.3g, with %d splits %.3g (budget 1e-4), runs of 1 and all tokens, kv_ready 0 and 1 %s",
           cudaGetErrorString(e), guard && guard3 ? "ok" : "overwritten", rel, alt_split, rel3,
           same ? "identical" : "DIFFERENT");
     CUDA_CHECK(cudaStreamDestroy(st));

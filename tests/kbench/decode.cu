@@ -15,8 +15,9 @@
  * Then the v10 tables again with matvec v11 (v10 with the weights through a shared-memory ring).
  * t/s = 1 / step time, GB/s = weight bytes / step time. Usage: decode, decode v11 (only the v10
  * and v11 tables: the ring's A/B), or decode attention (the attention kernel alone at several
- * positions and split counts). */
+ * positions and split counts; decode attention POS [SPLITS]: only V3 without and with kv_ready, one token at POS, every split count or one (for ncu)). */
 #include <cstdio>
+#include <cstdlib>
 #include <cstring>
 #include <vector>
 #include <algorithm>
@@ -208,7 +209,7 @@ static void run_step(lab &L, gen_rng *r, const char *mix, bool fused) {
             go(paged_rope_store(q, kc + kv_layer * l, vc + kv_layer * l, qk.y, qk.rows, qk.y + DIM, qk.rows, pv, KV,
                                 meta, meta + 2, 1, HEADS, KV_HEADS, HD, HD, 500000.0f, st));
             go(paged_attention(att, q, kc + kv_layer * l, vc + kv_layer * l, meta, meta + 1, meta + 3, n_pages, scratch,
-                               1, HEADS, KV_HEADS, HD, N_SPLIT, scale, st));
+                               1, HEADS, KV_HEADS, HD, N_SPLIT, 1, scale, st));
             go(matvec_f32_acc(x, o.w, o.type, att, o.rows, o.k, 1, st));
             go(matvec_f32_norm(gu.y, gu.w, gu.type, x, normw, 1e-5f, gu.rows, gu.k, 1, st));
             if (swiglu_apart) {
@@ -236,7 +237,7 @@ static void run_step(lab &L, gen_rng *r, const char *mix, bool fused) {
             if (!(skip & SK_ROPE)) go(paged_rope_store(q, kc + kv_layer * l, vc + kv_layer * l, qk.y, qk.rows, qk.y + DIM, qk.rows, pv, KV,
                                 meta, meta + 2, 1, HEADS, KV_HEADS, HD, HD, 500000.0f, st));
             if (!(skip & SK_ATTN)) go(paged_attention(att, q, kc + kv_layer * l, vc + kv_layer * l, meta, meta + 1, meta + 3, n_pages, scratch,
-                               1, HEADS, KV_HEADS, HD, N_SPLIT, scale, st));
+                               1, HEADS, KV_HEADS, HD, N_SPLIT, 1, scale, st));
             go(matvec_f32(o.y, o.w, o.type, att, o.rows, o.k, 1, st));
             if (!(skip & SK_NORM)) go(paged_add_rmsnorm(x, xn, o.y, normw, 1, DIM, 1e-5f, st));
             go(matvec_f32(gu.y, gu.w, gu.type, xn, gu.rows, gu.k, 1, st));
@@ -282,7 +283,7 @@ static void run_step(lab &L, gen_rng *r, const char *mix, bool fused) {
  * launch in us and the K/V bytes it reads per us, for one token at several positions and for
  * SEQS sequences of one token each (a batched decode step), at several split counts, for both
  * kernels (paged_attention_use_variant). */
-static void run_attention(lab &L) {
+static void run_attention(lab &L, int only_pos, int only_split) {
     enum { ACELLS = 16384, SEQS = 64, SEQ_POS = 200 };
     const size_t kv_layer = (size_t)ACELLS * KV;
     uint16_t *kc, *vc;
@@ -300,6 +301,7 @@ static void run_attention(lab &L) {
     const std::pair<int, int> cases[] = {{1, 63}, {1, 127}, {1, 255}, {1, 511}, {1, 1000}, {1, 2047}, {1, 4095}, {1, 16383}, {SEQS, SEQ_POS}};
     for (const auto &c : cases) {
         const int ns = c.first, p = c.second;
+        if (only_pos >= 0 && (ns != 1 || p != only_pos)) continue;
         /* meta: pos[ns], seq[ns], then the page table: one sequence over all pages, or SEQS of per_seq */
         std::vector<int32_t> hm;
         for (int t = 0; t < ns; t++) hm.push_back(p);
@@ -309,10 +311,12 @@ static void run_attention(lab &L) {
         CUDA_CHECK(cudaMalloc(&dm, hm.size() * sizeof(int32_t)));
         CUDA_CHECK(cudaMemcpy(dm, hm.data(), hm.size() * sizeof(int32_t), cudaMemcpyHostToDevice));
         const int stride = ns > 1 ? per_seq : n_pages;
-        /* paged_attention_use_variant: 1 the tiled CUDA-core kernel, 2 the tensor-core one, 3 its V3 */
-        for (int v : {1, 2, 3})
+        /* paged_attention_use_variant: 1 the tiled CUDA-core kernel, 2 the tensor-core one, 3 its V3;
+         * "4": V3 with kv_ready (its first copies before the PDL wait, as the engine's decode steps) */
+        for (int v : {1, 2, 3, 4})
         for (int split : {1, 4, 16, 32, 64, 128}) {
-            paged_attention_use_variant(v);
+            if (only_pos >= 0 && (v < 3 || (only_split > 0 && split != only_split))) continue;
+            paged_attention_use_variant(v < 4 ? v : 3);
             size_t sb = paged_attention_scratch_bytes(ns, HEADS, HD, split);
             void *scratch;
             CUDA_CHECK(cudaMalloc(&scratch, sb));
@@ -320,10 +324,10 @@ static void run_attention(lab &L) {
             double ms = time_graph(L, [&](cudaStream_t st) {
                 for (int l = 0; l < LAYERS; l++)
                     CUDA_CHECK(paged_attention(att, q, kc + kv_layer * l, vc + kv_layer * l, dm, dm + ns, dm + 2 * ns,
-                                               stride, scratch, ns, HEADS, KV_HEADS, HD, split, 0.088f, st));
+                                               stride, scratch, ns, HEADS, KV_HEADS, HD, split, v == 4 && ns == 1, 0.088f, st));
             });
             const double us = ms * 1e3 / LAYERS, bytes = 2.0 * ns * (p + 1) * KV * sizeof(uint16_t);
-            printf("| %s | %d | %d | %d | %.2f | %.0f |\n", v == 1 ? "tiled" : v == 2 ? "mma" : "mma3", ns, p, split, us,
+            printf("| %s | %d | %d | %d | %.2f | %.0f |\n", v == 1 ? "tiled" : v == 2 ? "mma" : v == 3 ? "mma3" : "mma3 ready", ns, p, split, us,
                    bytes / (us * 1e3));
             fflush(stdout);
             CUDA_CHECK(cudaFree(scratch));
@@ -344,7 +348,8 @@ int main(int argc, char **argv) {
     L.measure_copy();
     printf("# copy bandwidth (4 GiB d2d, read+write, median of 10): %.0f GB/s\n", L.copy_gbs);
     if (argc > 1 && strcmp(argv[1], "attention") == 0) {
-        run_attention(L);
+        /* decode attention POS [SPLITS]: only V3 (kv_ready 0 and 1) for one token at POS (a case of the table) */
+        run_attention(L, argc > 2 ? atoi(argv[2]) : -1, argc > 3 ? atoi(argv[3]) : 0);
         printf("PASS kbench decode attention\n");
         return 0;
     }
