@@ -1,0 +1,240 @@
+/* Kernel lab: how fast the decode matvec's access pattern can stream, with no arithmetic. The
+ * buffer is laid out as matvec v10/v11's repacked Q4_0 weights (units of 2 KB of quants, 16 rows x
+ * 256 columns, and their 256 bytes of scales in a second stream), and every kernel reads each
+ * byte once and only XORs it into a word per thread, so the figure is what the pattern and the
+ * copy mechanism allow, not the math:
+ *   ring     v11's: one block per SM, 16 warps, the block's tiles contiguous, each warp a
+ *            contiguous run of units through a 4-slot cp.async ring;
+ *   ring-il  the same ring, the warps of a block taking its units in turn (warp w: w, w + 16, ...);
+ *   ldg      v10's: the warp's contiguous units straight into registers, 4 in flight;
+ *   ldg-il   ldg with the units taken in turn;
+ *   sweep    the ring, units dealt round-robin over all warps of the grid (the whole GPU walks
+ *            the matrix front to back together);
+ *   bulk     the ring filled by the bulk-copy engine (lane 0: two cp.async.bulk per unit, one
+ *            mbarrier per slot), and bulk-il with the units taken in turn;
+ *   ldg2/3   ldg with 2 or 3 units in flight (v10 holds 2).
+ * Each row: one shape, launches of 24 copies back to back (each its own buffer, so L2 holds
+ * nothing), GB/s per launch against the measured copy bandwidth. Usage: stream. */
+#include <cstdio>
+#include <cstdint>
+#include <vector>
+#include "tests/kbench/lab.h"
+
+enum { W = 16, S = 4, SLOT = 2304, COPIES = 24 };
+
+__device__ __forceinline__ void cp16(uint32_t dst, const uint8_t *src) {
+    asm volatile("cp.async.cg.shared.global [%0], [%1], 16;" ::"r"(dst), "l"(src) : "memory");
+}
+__device__ __forceinline__ uint4 ldnc(const uint8_t *p) {
+    uint4 v;
+    asm volatile("ld.global.nc.L1::no_allocate.v4.u32 {%0,%1,%2,%3}, [%4];"
+                 : "=r"(v.x), "=r"(v.y), "=r"(v.z), "=r"(v.w) : "l"(p));
+    return v;
+}
+
+/* unit j of warp (b, w) under assignment mode M: 0 contiguous per warp, 1 in turn within the
+ * block, 2 round-robin over the grid. n: the warp's unit count. */
+template <int M>
+__device__ __forceinline__ void span(int64_t units, int64_t R16, int ng, int64_t *first, int64_t *step, int *n) {
+    const int b = blockIdx.x, w = threadIdx.x >> 5, G = gridDim.x;
+    if constexpr (M == 2) {
+        const int64_t id = (int64_t)w * G + b, all = (int64_t)G * W;
+        *first = id;
+        *step = all;
+        *n = id < units ? (int)((units - id + all - 1) / all) : 0;
+    } else {
+        const int64_t t0 = b * R16 / G, t1 = (b + 1) * R16 / G, bu0 = t0 * ng, bu = (t1 - t0) * ng;
+        if constexpr (M == 0) {
+            const int64_t u0 = w * bu / W, u1 = (w + 1) * bu / W;
+            *first = bu0 + u0;
+            *step = 1;
+            *n = (int)(u1 - u0);
+        } else {
+            *first = bu0 + w;
+            *step = W;
+            *n = w < bu ? (int)((bu - w + W - 1) / W) : 0;
+        }
+    }
+}
+
+template <int M>
+__global__ void __launch_bounds__(W * 32, 1) ring_kernel(uint32_t *sink, const uint8_t *wq, int64_t units, int64_t R16,
+                                                         int ng) {
+    extern __shared__ __align__(16) uint8_t smem[];
+    const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31;
+    int64_t first, step;
+    int n;
+    span<M>(units, R16, ng, &first, &step, &n);
+    const uint8_t *ws = wq + units * 2048;
+    const uint32_t ring = (uint32_t)__cvta_generic_to_shared(smem) + warp * S * SLOT;
+    auto issue = [&](int j) {
+        if (j < n) {
+            const int64_t u = first + j * step;
+            const uint32_t slot = ring + (j % S) * SLOT;
+#pragma unroll
+            for (int m = 0; m < 4; m++) cp16(slot + 512 * m + 16 * lane, wq + u * 2048 + 512 * m + 16 * lane);
+            if (lane < 16) cp16(slot + 2048 + 16 * lane, ws + u * 256 + 16 * lane);
+        }
+        asm volatile("cp.async.commit_group;" ::: "memory");
+    };
+    for (int j = 0; j < S; j++) issue(j);
+    uint32_t acc = 0;
+    for (int j = 0; j < n; j++) {
+        asm volatile("cp.async.wait_group 3;" ::: "memory");
+        __syncwarp();
+        const uint8_t *slot = smem + warp * S * SLOT + (j % S) * SLOT;
+#pragma unroll
+        for (int m = 0; m < 4; m++) {
+            uint4 v;
+            asm volatile("ld.shared.v4.u32 {%0,%1,%2,%3}, [%4];" : "=r"(v.x), "=r"(v.y), "=r"(v.z), "=r"(v.w)
+                         : "r"((uint32_t)__cvta_generic_to_shared(slot + 512 * m + 16 * lane)) : "memory");
+            acc ^= v.x ^ v.y ^ v.z ^ v.w;
+        }
+        acc ^= *(const volatile uint32_t *)(slot + 2048 + 8 * (lane >> 2));
+        __syncwarp();
+        issue(j + S);
+    }
+    asm volatile("cp.async.wait_all;" ::: "memory");
+    sink[blockIdx.x * blockDim.x + threadIdx.x] = acc;
+}
+
+/* The ring filled by the bulk-copy engine: lane 0 copies a unit's quants and scales (two bulk
+ * copies) into its slot, completing on the slot's mbarrier. */
+template <int M>
+__global__ void __launch_bounds__(W * 32, 1) bulk_kernel(uint32_t *sink, const uint8_t *wq, int64_t units, int64_t R16,
+                                                         int ng) {
+    extern __shared__ __align__(16) uint8_t smem[];
+    const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31;
+    int64_t first, step;
+    int n;
+    span<M>(units, R16, ng, &first, &step, &n);
+    const uint8_t *ws = wq + units * 2048;
+    const uint32_t ring = (uint32_t)__cvta_generic_to_shared(smem) + warp * S * SLOT;
+    const uint32_t bars = (uint32_t)__cvta_generic_to_shared(smem) + W * S * SLOT + warp * S * 8;
+    if (lane == 0)
+        for (int j = 0; j < S; j++) asm volatile("mbarrier.init.shared::cta.b64 [%0], 1;" ::"r"(bars + 8 * j) : "memory");
+    asm volatile("fence.mbarrier_init.release.cluster;" ::: "memory");
+    __syncwarp();
+    auto issue = [&](int j) {
+        if (j < n && lane == 0) {
+            const int64_t u = first + j * step;
+            const uint32_t slot = ring + (j % S) * SLOT, bar = bars + 8 * (j % S);
+            asm volatile("fence.proxy.async.shared::cta;" ::: "memory");
+            asm volatile("mbarrier.arrive.expect_tx.shared::cta.b64 _, [%0], %1;" ::"r"(bar), "r"(SLOT) : "memory");
+            asm volatile("cp.async.bulk.shared::cluster.global.mbarrier::complete_tx::bytes [%0], [%1], 2048, [%2];"
+                         ::"r"(slot), "l"(wq + u * 2048), "r"(bar) : "memory");
+            asm volatile("cp.async.bulk.shared::cluster.global.mbarrier::complete_tx::bytes [%0], [%1], 256, [%2];"
+                         ::"r"(slot + 2048), "l"(ws + u * 256), "r"(bar) : "memory");
+        }
+    };
+    for (int j = 0; j < S; j++) issue(j);
+    uint32_t acc = 0;
+    for (int j = 0; j < n; j++) {
+        uint32_t done;
+        do {
+            asm volatile("{ .reg .pred p; mbarrier.try_wait.parity.shared::cta.b64 p, [%1], %2; selp.u32 %0, 1, 0, p; }"
+                         : "=r"(done) : "r"(bars + 8 * (j % S)), "r"((uint32_t)(j / S) & 1) : "memory");
+        } while (!done);
+        const uint8_t *slot = smem + warp * S * SLOT + (j % S) * SLOT;
+#pragma unroll
+        for (int m = 0; m < 4; m++) {
+            uint4 v;
+            asm volatile("ld.shared.v4.u32 {%0,%1,%2,%3}, [%4];" : "=r"(v.x), "=r"(v.y), "=r"(v.z), "=r"(v.w)
+                         : "r"((uint32_t)__cvta_generic_to_shared(slot + 512 * m + 16 * lane)) : "memory");
+            acc ^= v.x ^ v.y ^ v.z ^ v.w;
+        }
+        acc ^= *(const volatile uint32_t *)(slot + 2048 + 8 * (lane >> 2));
+        __syncwarp();
+        issue(j + S);
+    }
+    sink[blockIdx.x * blockDim.x + threadIdx.x] = acc;
+}
+
+/* NF units in flight per warp, in registers */
+template <int M, int NF = 4>
+__global__ void __launch_bounds__(W * 32, 1) ldg_kernel(uint32_t *sink, const uint8_t *wq, int64_t units, int64_t R16,
+                                                        int ng) {
+    const int lane = threadIdx.x & 31;
+    int64_t first, step;
+    int n;
+    span<M>(units, R16, ng, &first, &step, &n);
+    const uint8_t *ws = wq + units * 2048;
+    uint32_t acc = 0;
+    for (int j = 0; j < n; j += NF) {
+        uint4 q[NF][4];
+        uint2 s[NF];
+#pragma unroll
+        for (int i = 0; i < NF; i++) {
+            const int64_t u = first + (int64_t)(j + i < n ? j + i : j) * step;
+#pragma unroll
+            for (int m = 0; m < 4; m++) q[i][m] = ldnc(wq + u * 2048 + 512 * m + 16 * lane);
+            s[i] = __ldg((const uint2 *)(ws + u * 256 + 8 * (lane >> 2)));
+        }
+#pragma unroll
+        for (int i = 0; i < NF; i++) {
+#pragma unroll
+            for (int m = 0; m < 4; m++) acc ^= q[i][m].x ^ q[i][m].y ^ q[i][m].z ^ q[i][m].w;
+            acc ^= s[i].x ^ s[i].y;
+        }
+    }
+    sink[blockIdx.x * blockDim.x + threadIdx.x] = acc;
+}
+
+int main() {
+    int ndev = 0;
+    if (cudaGetDeviceCount(&ndev) != cudaSuccess || ndev == 0) {
+        printf("SKIP kbench stream: no CUDA device\n");
+        return 0;
+    }
+    lab L;
+    L.measure_copy();
+    int sms;
+    CUDA_CHECK(cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, 0));
+    printf("# copy bandwidth (4 GiB d2d, read+write, median of 10): %.0f GB/s; %d SMs\n", L.copy_gbs, sms);
+    printf("| rows x k (Q4_0 layout) | MB | kernel | us per launch | GB/s | %% copy |\n|---|---|---|---|---|---|\n");
+    const int smem = W * S * SLOT + W * S * 8;
+    CUDA_CHECK(cudaFuncSetAttribute(ring_kernel<0>, cudaFuncAttributeMaxDynamicSharedMemorySize, smem));
+    CUDA_CHECK(cudaFuncSetAttribute(ring_kernel<1>, cudaFuncAttributeMaxDynamicSharedMemorySize, smem));
+    CUDA_CHECK(cudaFuncSetAttribute(ring_kernel<2>, cudaFuncAttributeMaxDynamicSharedMemorySize, smem));
+    CUDA_CHECK(cudaFuncSetAttribute(bulk_kernel<0>, cudaFuncAttributeMaxDynamicSharedMemorySize, smem));
+    CUDA_CHECK(cudaFuncSetAttribute(bulk_kernel<1>, cudaFuncAttributeMaxDynamicSharedMemorySize, smem));
+    uint32_t *sink;
+    CUDA_CHECK(cudaMalloc(&sink, (size_t)sms * W * 32 * sizeof(uint32_t) * 4));
+    const int shapes[][2] = {{28672, 4096}, {4096, 14336}, {6144, 4096}, {4096, 4096}, {32000, 4096}};
+    for (const auto &sh : shapes) {
+        const int64_t R16 = sh[0] / 16, C = sh[1] / 64, ng = C / 4, units = R16 * ng;
+        const size_t bytes = (size_t)units * (2048 + 256);
+        std::vector<uint8_t *> bufs(COPIES);
+        for (auto &b : bufs) {
+            CUDA_CHECK(cudaMalloc(&b, bytes));
+            CUDA_CHECK(cudaMemset(b, 0x3c, bytes));
+        }
+        const int grid = (int)(R16 < sms ? R16 : sms);
+        for (int k = 0; k < 9; k++) {
+            const char *name[] = {"ring", "ring-il", "sweep", "ldg", "ldg-il", "bulk", "bulk-il", "ldg2", "ldg3"};
+            double ms = L.time_ms(
+                [&] {
+                    for (int c = 0; c < COPIES; c++) {
+                        if (k == 0) ring_kernel<0><<<grid, W * 32, smem>>>(sink, bufs[c], units, R16, (int)ng);
+                        if (k == 1) ring_kernel<1><<<grid, W * 32, smem>>>(sink, bufs[c], units, R16, (int)ng);
+                        if (k == 2) ring_kernel<2><<<sms, W * 32, smem>>>(sink, bufs[c], units, R16, (int)ng);
+                        if (k == 3) ldg_kernel<0><<<grid, W * 32>>>(sink, bufs[c], units, R16, (int)ng);
+                        if (k == 4) ldg_kernel<1><<<grid, W * 32>>>(sink, bufs[c], units, R16, (int)ng);
+                        if (k == 5) bulk_kernel<0><<<grid, W * 32, smem>>>(sink, bufs[c], units, R16, (int)ng);
+                        if (k == 6) bulk_kernel<1><<<grid, W * 32, smem>>>(sink, bufs[c], units, R16, (int)ng);
+                        if (k == 7) ldg_kernel<0, 2><<<grid, W * 32>>>(sink, bufs[c], units, R16, (int)ng);
+                        if (k == 8) ldg_kernel<0, 3><<<grid, W * 32>>>(sink, bufs[c], units, R16, (int)ng);
+                    }
+                },
+                5);
+            const double us = ms * 1e3 / COPIES, gbs = bytes / (us * 1e3);
+            printf("| %dx%d | %.1f | %s | %.2f | %.0f | %.1f |\n", sh[0], sh[1], bytes / 1e6, name[k], us, gbs,
+                   100.0 * gbs / L.copy_gbs);
+            fflush(stdout);
+        }
+        for (auto b : bufs) CUDA_CHECK(cudaFree(b));
+    }
+    CUDA_CHECK(cudaFree(sink));
+    printf("PASS kbench stream\n");
+    return 0;
+}
