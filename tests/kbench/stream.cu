@@ -14,7 +14,13 @@
  *            mbarrier per slot), and bulk-il with the units taken in turn;
  *   ldg2/3   ldg with 2 or 3 units in flight (v10 holds 2).
  * Each row: one shape, launches of 24 copies back to back (each its own buffer, so L2 holds
- * nothing), GB/s per launch against the measured copy bandwidth. Usage: stream. */
+ * nothing), GB/s per launch against the measured copy bandwidth.
+ * Then decode attention's pattern (paged_attn_mma_kernel V3 without its math): one token, 8 kv
+ * heads of 128 dims, blocks (split, kv head) of 4 warps, each warp's 16-position sub-tiles of K and
+ * V through a 3-slot cp.async ring, two blocks per SM; the cache cell-major as the engine keeps it
+ * (a position's 8 heads side by side: a sub-tile is 16 runs of 256 bytes, 2 KB apart) or
+ * head-major within a page (a page's 64 positions of one head together: a sub-tile is one 4 KB
+ * run). Usage: stream. */
 #include <cstdio>
 #include <cstdint>
 #include <vector>
@@ -180,6 +186,49 @@ __global__ void __launch_bounds__(W * 32, 1) ldg_kernel(uint32_t *sink, const ui
     sink[blockIdx.x * blockDim.x + threadIdx.x] = acc;
 }
 
+/* Attention's pattern: block (split, head); sub-tile i of warp w: positions p0 + (w + 4 i) * 16.. of
+ * one K and one V array of n_pos positions x 8 heads x 128 halves; HM: head-major per 64-position
+ * page. */
+enum { AW = 4, AS = 3, ASUB = 16, AD = 128, AH = 8, ARS = AD + 8, ASLOT = 2 * ASUB * ARS };
+template <bool HM>
+__global__ void __launch_bounds__(AW * 32, 2) att_kernel(uint32_t *sink, const uint16_t *kc, const uint16_t *vc,
+                                                         int n_pos) {
+    extern __shared__ __align__(16) uint8_t smem[];
+    const int split = blockIdx.x, h = blockIdx.y, warp = threadIdx.x >> 5, lane = threadIdx.x & 31;
+    const int chunk = (n_pos + gridDim.x - 1) / gridDim.x, p0 = split * chunk, p1 = min(n_pos, p0 + chunk);
+    const int n_sub = (p1 - p0 + ASUB - 1) / ASUB, mine = n_sub > warp ? (n_sub - warp + AW - 1) / AW : 0;
+    uint16_t *ring = (uint16_t *)smem + warp * AS * ASLOT;
+    auto issue = [&](int i) {
+        if (i < mine) {
+            const int b = p0 + (warp + i * AW) * ASUB;
+            uint16_t *ks = ring + (i % AS) * ASLOT, *vs = ks + ASUB * ARS;
+#pragma unroll
+            for (int r = 0; r < 8; r++) {
+                const int j = lane / 16 + 2 * r, e = (lane % 16) * 8, p = b + j;
+                const int64_t gi = HM ? ((int64_t)(p / 64) * AH * 64 + h * 64 + p % 64) * AD + e
+                                      : ((int64_t)p * AH + h) * AD + e;
+                asm volatile("cp.async.cg.shared.global [%0], [%1], 16;"
+                             ::"r"((uint32_t)__cvta_generic_to_shared(ks + j * ARS + e)), "l"(kc + gi) : "memory");
+                asm volatile("cp.async.cg.shared.global [%0], [%1], 16;"
+                             ::"r"((uint32_t)__cvta_generic_to_shared(vs + j * ARS + e)), "l"(vc + gi) : "memory");
+            }
+        }
+        asm volatile("cp.async.commit_group;" ::: "memory");
+    };
+    for (int i = 0; i < AS - 1; i++) issue(i);
+    uint32_t acc = 0;
+    for (int i = 0; i < mine; i++) {
+        issue(i + AS - 1);
+        asm volatile("cp.async.wait_group 2;" ::: "memory");
+        __syncwarp();
+        const uint32_t *w = (const uint32_t *)(ring + (i % AS) * ASLOT);
+        for (int c = lane; c < ASLOT / 2; c += 32 * 8) acc ^= w[c];
+        __syncwarp();
+    }
+    asm volatile("cp.async.wait_all;" ::: "memory");
+    sink[((blockIdx.y * gridDim.x) + blockIdx.x) * blockDim.x + threadIdx.x] = acc;
+}
+
 int main() {
     int ndev = 0;
     if (cudaGetDeviceCount(&ndev) != cudaSuccess || ndev == 0) {
@@ -234,6 +283,44 @@ int main() {
         }
         for (auto b : bufs) CUDA_CHECK(cudaFree(b));
     }
+    printf("| positions x 8 heads (K and V) | MB | kernel | us per launch | GB/s | %% copy |\n|---|---|---|---|---|---|\n");
+    const int asmem = AW * AS * ASLOT * 2;
+    CUDA_CHECK(cudaFuncSetAttribute(att_kernel<false>, cudaFuncAttributeMaxDynamicSharedMemorySize, asmem));
+    CUDA_CHECK(cudaFuncSetAttribute(att_kernel<true>, cudaFuncAttributeMaxDynamicSharedMemorySize, asmem));
+    uint32_t *asink;
+    CUDA_CHECK(cudaMalloc(&asink, (size_t)256 * AH * AW * 32 * sizeof(uint32_t)));
+    for (int n_pos : {4096, 16384}) {
+        const size_t bytes = (size_t)n_pos * AH * AD * 2;
+        std::vector<uint16_t *> kb(COPIES), vb(COPIES);
+        for (int c = 0; c < COPIES; c++) {
+            CUDA_CHECK(cudaMalloc(&kb[c], bytes));
+            CUDA_CHECK(cudaMalloc(&vb[c], bytes));
+            CUDA_CHECK(cudaMemset(kb[c], 0x11, bytes));
+            CUDA_CHECK(cudaMemset(vb[c], 0x22, bytes));
+        }
+        for (int splits : {16, 32}) {
+            for (int hm = 0; hm < 2; hm++) {
+                const dim3 grid(splits, AH);
+                double ms = L.time_ms(
+                    [&] {
+                        for (int c = 0; c < COPIES; c++) {
+                            if (hm) att_kernel<true><<<grid, AW * 32, asmem>>>(asink, kb[c], vb[c], n_pos);
+                            else att_kernel<false><<<grid, AW * 32, asmem>>>(asink, kb[c], vb[c], n_pos);
+                        }
+                    },
+                    5);
+                const double us = ms * 1e3 / COPIES, gbs = 2.0 * bytes / (us * 1e3);
+                printf("| %d, %d splits | %.1f | %s | %.2f | %.0f | %.1f |\n", n_pos, splits, 2.0 * bytes / 1e6,
+                       hm ? "head-major" : "cell-major", us, gbs, 100.0 * gbs / L.copy_gbs);
+                fflush(stdout);
+            }
+        }
+        for (int c = 0; c < COPIES; c++) {
+            CUDA_CHECK(cudaFree(kb[c]));
+            CUDA_CHECK(cudaFree(vb[c]));
+        }
+    }
+    CUDA_CHECK(cudaFree(asink));
     CUDA_CHECK(cudaFree(sink));
     printf("PASS kbench stream\n");
     return 0;
