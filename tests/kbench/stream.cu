@@ -38,6 +38,20 @@ __device__ __forceinline__ uint4 ldnc(const uint8_t *p) {
     return v;
 }
 
+/* A lane's part of a unit in a ring slot (its 4 x 16 bytes of quants, its row's 8 bytes of scales),
+ * XORed: what v11 loads before its arithmetic. */
+__device__ __forceinline__ uint32_t read_slot(const uint8_t *slot, int lane) {
+    uint32_t acc = 0;
+#pragma unroll
+    for (int m = 0; m < 4; m++) {
+        uint4 v;
+        asm volatile("ld.shared.v4.u32 {%0,%1,%2,%3}, [%4];" : "=r"(v.x), "=r"(v.y), "=r"(v.z), "=r"(v.w)
+                     : "r"((uint32_t)__cvta_generic_to_shared(slot + 512 * m + 16 * lane)) : "memory");
+        acc ^= v.x ^ v.y ^ v.z ^ v.w;
+    }
+    return acc ^ *(const volatile uint32_t *)(slot + 2048 + 8 * (lane >> 2));
+}
+
 /* unit j of warp (b, w) under assignment mode M: 0 contiguous per warp, 1 in turn within the
  * block, 2 round-robin over the grid. n: the warp's unit count. */
 template <int M>
@@ -63,7 +77,9 @@ __device__ __forceinline__ void span(int64_t units, int64_t R16, int ng, int64_t
     }
 }
 
-template <int M>
+/* The ring: each lane copies its 16-byte pieces of a unit with cp.async (v11), or BULK: lane 0
+ * copies the unit's quants and scales with two bulk copies completing on the slot's mbarrier. */
+template <int M, bool BULK = false>
 __global__ void __launch_bounds__(W * 32, 1) ring_kernel(uint32_t *sink, const uint8_t *wq, int64_t units, int64_t R16,
                                                          int ng) {
     extern __shared__ __align__(16) uint8_t smem[];
@@ -73,58 +89,18 @@ __global__ void __launch_bounds__(W * 32, 1) ring_kernel(uint32_t *sink, const u
     span<M>(units, R16, ng, &first, &step, &n);
     const uint8_t *ws = wq + units * 2048;
     const uint32_t ring = (uint32_t)__cvta_generic_to_shared(smem) + warp * S * SLOT;
-    auto issue = [&](int j) {
-        if (j < n) {
-            const int64_t u = first + j * step;
-            const uint32_t slot = ring + (j % S) * SLOT;
-#pragma unroll
-            for (int m = 0; m < 4; m++) cp16(slot + 512 * m + 16 * lane, wq + u * 2048 + 512 * m + 16 * lane);
-            if (lane < 16) cp16(slot + 2048 + 16 * lane, ws + u * 256 + 16 * lane);
-        }
-        asm volatile("cp.async.commit_group;" ::: "memory");
-    };
-    for (int j = 0; j < S; j++) issue(j);
-    uint32_t acc = 0;
-    for (int j = 0; j < n; j++) {
-        asm volatile("cp.async.wait_group 3;" ::: "memory");
-        __syncwarp();
-        const uint8_t *slot = smem + warp * S * SLOT + (j % S) * SLOT;
-#pragma unroll
-        for (int m = 0; m < 4; m++) {
-            uint4 v;
-            asm volatile("ld.shared.v4.u32 {%0,%1,%2,%3}, [%4];" : "=r"(v.x), "=r"(v.y), "=r"(v.z), "=r"(v.w)
-                         : "r"((uint32_t)__cvta_generic_to_shared(slot + 512 * m + 16 * lane)) : "memory");
-            acc ^= v.x ^ v.y ^ v.z ^ v.w;
-        }
-        acc ^= *(const volatile uint32_t *)(slot + 2048 + 8 * (lane >> 2));
-        __syncwarp();
-        issue(j + S);
-    }
-    asm volatile("cp.async.wait_all;" ::: "memory");
-    sink[blockIdx.x * blockDim.x + threadIdx.x] = acc;
-}
-
-/* The ring filled by the bulk-copy engine: lane 0 copies a unit's quants and scales (two bulk
- * copies) into its slot, completing on the slot's mbarrier. */
-template <int M>
-__global__ void __launch_bounds__(W * 32, 1) bulk_kernel(uint32_t *sink, const uint8_t *wq, int64_t units, int64_t R16,
-                                                         int ng) {
-    extern __shared__ __align__(16) uint8_t smem[];
-    const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31;
-    int64_t first, step;
-    int n;
-    span<M>(units, R16, ng, &first, &step, &n);
-    const uint8_t *ws = wq + units * 2048;
-    const uint32_t ring = (uint32_t)__cvta_generic_to_shared(smem) + warp * S * SLOT;
     const uint32_t bars = (uint32_t)__cvta_generic_to_shared(smem) + W * S * SLOT + warp * S * 8;
-    if (lane == 0)
-        for (int j = 0; j < S; j++) asm volatile("mbarrier.init.shared::cta.b64 [%0], 1;" ::"r"(bars + 8 * j) : "memory");
-    asm volatile("fence.mbarrier_init.release.cluster;" ::: "memory");
-    __syncwarp();
+    if constexpr (BULK) {
+        if (lane == 0)
+            for (int j = 0; j < S; j++)
+                asm volatile("mbarrier.init.shared::cta.b64 [%0], 1;" ::"r"(bars + 8 * j) : "memory");
+        asm volatile("fence.mbarrier_init.release.cluster;" ::: "memory");
+        __syncwarp();
+    }
     auto issue = [&](int j) {
-        if (j < n && lane == 0) {
-            const int64_t u = first + j * step;
-            const uint32_t slot = ring + (j % S) * SLOT, bar = bars + 8 * (j % S);
+        const int64_t u = first + j * step;
+        const uint32_t slot = ring + (j % S) * SLOT, bar = bars + 8 * (j % S);
+        if (BULK && j < n && lane == 0) {
             asm volatile("fence.proxy.async.shared::cta;" ::: "memory");
             asm volatile("mbarrier.arrive.expect_tx.shared::cta.b64 _, [%0], %1;" ::"r"(bar), "r"(SLOT) : "memory");
             asm volatile("cp.async.bulk.shared::cluster.global.mbarrier::complete_tx::bytes [%0], [%1], 2048, [%2];"
@@ -132,27 +108,33 @@ __global__ void __launch_bounds__(W * 32, 1) bulk_kernel(uint32_t *sink, const u
             asm volatile("cp.async.bulk.shared::cluster.global.mbarrier::complete_tx::bytes [%0], [%1], 256, [%2];"
                          ::"r"(slot + 2048), "l"(ws + u * 256), "r"(bar) : "memory");
         }
+        if constexpr (!BULK) {
+            if (j < n) {
+#pragma unroll
+                for (int m = 0; m < 4; m++) cp16(slot + 512 * m + 16 * lane, wq + u * 2048 + 512 * m + 16 * lane);
+                if (lane < 16) cp16(slot + 2048 + 16 * lane, ws + u * 256 + 16 * lane);
+            }
+            asm volatile("cp.async.commit_group;" ::: "memory");
+        }
     };
     for (int j = 0; j < S; j++) issue(j);
     uint32_t acc = 0;
     for (int j = 0; j < n; j++) {
-        uint32_t done;
-        do {
-            asm volatile("{ .reg .pred p; mbarrier.try_wait.parity.shared::cta.b64 p, [%1], %2; selp.u32 %0, 1, 0, p; }"
-                         : "=r"(done) : "r"(bars + 8 * (j % S)), "r"((uint32_t)(j / S) & 1) : "memory");
-        } while (!done);
-        const uint8_t *slot = smem + warp * S * SLOT + (j % S) * SLOT;
-#pragma unroll
-        for (int m = 0; m < 4; m++) {
-            uint4 v;
-            asm volatile("ld.shared.v4.u32 {%0,%1,%2,%3}, [%4];" : "=r"(v.x), "=r"(v.y), "=r"(v.z), "=r"(v.w)
-                         : "r"((uint32_t)__cvta_generic_to_shared(slot + 512 * m + 16 * lane)) : "memory");
-            acc ^= v.x ^ v.y ^ v.z ^ v.w;
+        if constexpr (BULK) {
+            uint32_t done;
+            do {
+                asm volatile("{ .reg .pred p; mbarrier.try_wait.parity.shared::cta.b64 p, [%1], %2; selp.u32 %0, 1, 0, p; }"
+                             : "=r"(done) : "r"(bars + 8 * (j % S)), "r"((uint32_t)(j / S) & 1) : "memory");
+            } while (!done);
+        } else {
+            asm volatile("cp.async.wait_group 3;" ::: "memory");
+            __syncwarp();
         }
-        acc ^= *(const volatile uint32_t *)(slot + 2048 + 8 * (lane >> 2));
+        acc ^= read_slot(smem + warp * S * SLOT + (j % S) * SLOT, lane);
         __syncwarp();
         issue(j + S);
     }
+    asm volatile("cp.async.wait_all;" ::: "memory");
     sink[blockIdx.x * blockDim.x + threadIdx.x] = acc;
 }
 
@@ -245,8 +227,8 @@ int main() {
     CUDA_CHECK(cudaFuncSetAttribute(ring_kernel<0>, cudaFuncAttributeMaxDynamicSharedMemorySize, smem));
     CUDA_CHECK(cudaFuncSetAttribute(ring_kernel<1>, cudaFuncAttributeMaxDynamicSharedMemorySize, smem));
     CUDA_CHECK(cudaFuncSetAttribute(ring_kernel<2>, cudaFuncAttributeMaxDynamicSharedMemorySize, smem));
-    CUDA_CHECK(cudaFuncSetAttribute(bulk_kernel<0>, cudaFuncAttributeMaxDynamicSharedMemorySize, smem));
-    CUDA_CHECK(cudaFuncSetAttribute(bulk_kernel<1>, cudaFuncAttributeMaxDynamicSharedMemorySize, smem));
+    CUDA_CHECK(cudaFuncSetAttribute(ring_kernel<0, true>, cudaFuncAttributeMaxDynamicSharedMemorySize, smem));
+    CUDA_CHECK(cudaFuncSetAttribute(ring_kernel<1, true>, cudaFuncAttributeMaxDynamicSharedMemorySize, smem));
     uint32_t *sink;
     CUDA_CHECK(cudaMalloc(&sink, (size_t)sms * W * 32 * sizeof(uint32_t) * 4));
     const int shapes[][2] = {{28672, 4096}, {4096, 14336}, {6144, 4096}, {4096, 4096}, {32000, 4096}};
@@ -269,8 +251,8 @@ int main() {
                         if (k == 2) ring_kernel<2><<<sms, W * 32, smem>>>(sink, bufs[c], units, R16, (int)ng);
                         if (k == 3) ldg_kernel<0><<<grid, W * 32>>>(sink, bufs[c], units, R16, (int)ng);
                         if (k == 4) ldg_kernel<1><<<grid, W * 32>>>(sink, bufs[c], units, R16, (int)ng);
-                        if (k == 5) bulk_kernel<0><<<grid, W * 32, smem>>>(sink, bufs[c], units, R16, (int)ng);
-                        if (k == 6) bulk_kernel<1><<<grid, W * 32, smem>>>(sink, bufs[c], units, R16, (int)ng);
+                        if (k == 5) ring_kernel<0, true><<<grid, W * 32, smem>>>(sink, bufs[c], units, R16, (int)ng);
+                        if (k == 6) ring_kernel<1, true><<<grid, W * 32, smem>>>(sink, bufs[c], units, R16, (int)ng);
                         if (k == 7) ldg_kernel<0, 2><<<grid, W * 32>>>(sink, bufs[c], units, R16, (int)ng);
                         if (k == 8) ldg_kernel<0, 3><<<grid, W * 32>>>(sink, bufs[c], units, R16, (int)ng);
                     }
