@@ -13,12 +13,14 @@
  *    issues it triggers implicitly when it exits. Issuing it early is therefore always safe: the
  *    dependent still waits at its own pdl_wait() for this whole grid to finish.
  * Rules every kernel here follows, so that the chain is safe by construction:
- *  1. Before pdl_wait() a kernel reads only data no kernel of the decode step writes (weights),
- *     and writes no global memory at all (no write-after-read race with the previous kernel).
+ *  1. Before pdl_wait() a kernel reads only data no kernel of the decode step writes (weights;
+ *     decode attention with kv_ready also the K/V cells of earlier passes: paged.h), and writes
+ *     no global memory at all (no write-after-read race with the previous kernel).
  *  2. Every thread of every PDL kernel executes pdl_wait() before it exits, even one with
- *     nothing to do. Then a grid's completion implies its predecessor's completion, so waiting
- *     for the previous grid is waiting for all earlier ones (kernel C may read what kernel A
- *     wrote two launches before).
+ *     nothing to do (one exception: decode attention's blocks past the context, which read and
+ *     write nothing, leave at once; split 0 of every kv head always waits). Then a grid's
+ *     completion implies its predecessor's completion, so waiting for the previous grid is
+ *     waiting for all earlier ones (kernel C may read what kernel A wrote two launches before).
  * Matvec weights are read before the wait: a matvec must not directly follow the kernel that
  * wrote its weights (matvec_repack at load, which the engine follows by a synchronisation). */
 #ifndef MGI_KERNELS_PDL_CUH
