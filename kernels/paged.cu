@@ -469,7 +469,6 @@ static size_t pm_smem_bytes(int head_dim) {
     return ring > merge ? (ring > weights ? ring : weights) : (merge > weights ? merge : weights);
 }
 
-
 __device__ __forceinline__ uint32_t pm_pack(float lo, float hi) {
     __half2 h = __floats2half2_rn(lo, hi);
     return *(uint32_t *)&h;
@@ -668,7 +667,7 @@ __global__ void __launch_bounds__(PM_WARPS * 32, PM_MINB) paged_attn_mma_kernel(
         uint32_t qh[D / 16][2], ql[D / 16][2];
         {
             const float *qr = q + ((int64_t)t * n_head + kvh * G + g) * D;
-            float2 qa[D / 16], qb[D / 16];
+            float2 qa[D / 16], qb[D / 16]; /* every load in flight before the first conversion */
 #pragma unroll
             for (int s = 0; s < D / 16; s++) {
                 qa[s] = qb[s] = make_float2(0.f, 0.f);
