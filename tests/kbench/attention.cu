@@ -77,14 +77,9 @@ static void bench(lab &L, gen_rng *r, cfg c) {
 }
 
 int main() {
-    int ndev = 0;
-    if (cudaGetDeviceCount(&ndev) != cudaSuccess || ndev == 0) {
-        printf("SKIP kbench attention: no CUDA device\n");
-        return 0;
-    }
+    if (!lab_has_device("attention")) return 0;
     lab L;
-    L.measure_copy();
-    printf("# copy bandwidth (4 GiB d2d, read+write, median of 10): %.0f GB/s\n", L.copy_gbs);
+    L.announce();
     printf("| var | seqs | heads | hd | len | us | GB/s | %%copy | rel err |\n|---|---|---|---|---|---|---|---|---|\n");
     gen_rng r = {0xA5A5A5A55A5A5A5Aull ^ (uint64_t)time(NULL)};
     const cfg cs[] = {{1, 32, 8, 128, 1024}, {1, 32, 8, 128, 4096}, {1, 32, 8, 128, 16384},

@@ -339,14 +339,9 @@ static void run_attention(lab &L, int only_pos, int only_split) {
 }
 
 int main(int argc, char **argv) {
-    int ndev = 0;
-    if (cudaGetDeviceCount(&ndev) != cudaSuccess || ndev == 0) {
-        printf("SKIP kbench decode: no CUDA device\n");
-        return 0;
-    }
+    if (!lab_has_device("decode")) return 0;
     lab L;
-    L.measure_copy();
-    printf("# copy bandwidth (4 GiB d2d, read+write, median of 10): %.0f GB/s\n", L.copy_gbs);
+    L.announce();
     if (argc > 1 && strcmp(argv[1], "attention") == 0) {
         /* decode attention POS [SPLITS]: only V3 (kv_ready 0 and 1) for one token at POS (a case of the table) */
         run_attention(L, argc > 2 ? atoi(argv[2]) : -1, argc > 3 ? atoi(argv[3]) : 0);

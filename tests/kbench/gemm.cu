@@ -235,11 +235,7 @@ static void bench_panel(lab &L, cublasHandle_t cb, gen_rng *r, uint32_t t, int64
 }
 
 int main(int argc, char **argv) {
-    int ndev = 0;
-    if (cudaGetDeviceCount(&ndev) != cudaSuccess || ndev == 0) {
-        printf("SKIP kbench gemm: no CUDA device\n");
-        return 0;
-    }
+    if (!lab_has_device("gemm")) return 0;
     enum { ALL, PANEL, V7, V7SPLIT } what = ALL;
     for (int i = 1; i < argc; i++) {
         if (!strcmp(argv[i], "panel")) what = PANEL;

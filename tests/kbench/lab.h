@@ -4,8 +4,17 @@
 #define MGI_KBENCH_LAB_H
 
 #include <algorithm>
+#include <cstdio>
 #include <vector>
 #include "kernels/check.h"
+
+/* Whether a CUDA device is there; if not, the program's one SKIP line (its exit stays 0). */
+static inline bool lab_has_device(const char *name) {
+    int ndev = 0;
+    if (cudaGetDeviceCount(&ndev) == cudaSuccess && ndev > 0) return true;
+    printf("SKIP kbench %s: no CUDA device\n", name);
+    return false;
+}
 
 struct lab {
     void *flush_buf = nullptr;
@@ -52,6 +61,18 @@ struct lab {
         CUDA_CHECK(cudaFree(b));
         copy_gbs = 2.0 * bytes / (ms * 1e-3) / 1e9;
         return copy_gbs;
+    }
+
+    /* measure_copy, then its header line (with the SM count when with_sms; returns that count). */
+    int announce(bool with_sms = false) {
+        measure_copy();
+        int sms = 0;
+        CUDA_CHECK(cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, 0));
+        if (with_sms)
+            printf("# copy bandwidth (4 GiB d2d, read+write, median of 10): %.0f GB/s; %d SMs\n", copy_gbs, sms);
+        else
+            printf("# copy bandwidth (4 GiB d2d, read+write, median of 10): %.0f GB/s\n", copy_gbs);
+        return sms;
     }
 };
 

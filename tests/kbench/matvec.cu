@@ -283,11 +283,7 @@ int main(int argc, char **argv) {
             }
         return g_fail ? 1 : 0;
     }
-    int ndev = 0;
-    if (cudaGetDeviceCount(&ndev) != cudaSuccess || ndev == 0) {
-        printf("SKIP kbench matvec: no CUDA device\n");
-        return 0;
-    }
+    if (!lab_has_device("matvec")) return 0;
     cudaDeviceProp p;
     CUDA_CHECK(cudaGetDeviceProperties(&p, 0));
     lab L;

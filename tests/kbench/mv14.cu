@@ -32,40 +32,15 @@
 #include "kernels/kernels.h"
 #include "tests/gpu/gen.h" /* quant.h, with C linkage */
 #include "tests/kbench/lab.h"
+#include "kernels/matvec.cuh" /* the ring copy, stream and shared loads and dp4a of v10/v11 */
 
 enum { W = 16, S = 4, SLOT = 2304, COPIES = 16 };
-
-__device__ __forceinline__ int dp4a_us(uint32_t a, uint32_t b, int c) { /* unsigned a, signed b bytes */
-    int d;
-    asm("dp4a.u32.s32 %0, %1, %2, %3;" : "=r"(d) : "r"(a), "r"(b), "r"(c));
-    return d;
-}
-__device__ __forceinline__ void cp16(uint32_t dst, const uint8_t *src) {
-    asm volatile("cp.async.cg.shared.global [%0], [%1], 16;" ::"r"(dst), "l"(src) : "memory");
-}
-__device__ __forceinline__ uint4 lds128(uint32_t a) {
-    uint4 v;
-    asm volatile("ld.shared.v4.u32 {%0,%1,%2,%3}, [%4];" : "=r"(v.x), "=r"(v.y), "=r"(v.z), "=r"(v.w) : "r"(a) : "memory");
-    return v;
-}
-__device__ __forceinline__ uint2 lds64(uint32_t a) {
-    uint2 v;
-    asm volatile("ld.shared.v2.u32 {%0,%1}, [%2];" : "=r"(v.x), "=r"(v.y) : "r"(a) : "memory");
-    return v;
-}
 
 /* Shared memory: the rings [W][S][SLOT], X codes [k / 32][32], offsets int2 [k / 32], d [k / 32],
  * partial sums [tiles][W][16]. */
 static size_t v14_smem(int64_t k, int64_t tiles) {
     const int64_t nb = k / 32;
     return (size_t)W * S * SLOT + (size_t)nb * (32 + 8 + 4) + (size_t)tiles * W * 16 * 4;
-}
-
-__device__ __forceinline__ uint4 ldnc(const uint8_t *p) {
-    uint4 v;
-    asm volatile("ld.global.nc.L1::no_allocate.v4.u32 {%0,%1,%2,%3}, [%4];"
-                 : "=r"(v.x), "=r"(v.y), "=r"(v.z), "=r"(v.w) : "l"(p));
-    return v;
 }
 
 /* NB = 0: the units through the cp.async ring; NB = 2 or 3: straight into registers, NB units in
@@ -89,8 +64,8 @@ __global__ void __launch_bounds__(W * 32, 1) v14_kernel(float *y, const uint8_t 
             const int64_t u = gu0 + j;
             const uint32_t slot = ring + (j % S) * SLOT;
 #pragma unroll
-            for (int m = 0; m < 4; m++) cp16(slot + 512 * m + 16 * lane, wq + u * 2048 + 512 * m + 16 * lane);
-            if (lane < 16) cp16(slot + 2048 + 16 * lane, ws + u * 256 + 16 * lane);
+            for (int m = 0; m < 4; m++) mv11_cp16(slot + 512 * m + 16 * lane, wq + u * 2048 + 512 * m + 16 * lane);
+            if (lane < 16) mv11_cp16(slot + 2048 + 16 * lane, ws + u * 256 + 16 * lane);
         }
         asm volatile("cp.async.commit_group;" ::: "memory");
     };
@@ -100,7 +75,7 @@ __global__ void __launch_bounds__(W * 32, 1) v14_kernel(float *y, const uint8_t 
         if (u0 + j < u1) {
             const int64_t u = gu0 + j;
 #pragma unroll
-            for (int m = 0; m < 4; m++) rq[slot][m] = ldnc(wq + u * 2048 + 512 * m + 16 * lane);
+            for (int m = 0; m < 4; m++) rq[slot][m] = mv_ld_stream((const uint4 *)(wq + u * 2048 + 512 * m + 16 * lane));
             rs[slot] = __ldg((const uint2 *)(ws + u * 256 + 8 * lane));
         }
     };
@@ -157,8 +132,8 @@ __global__ void __launch_bounds__(W * 32, 1) v14_kernel(float *y, const uint8_t 
     };
     auto compute = [&](const uint4 (&wv)[4], const uint2 sc) {
         const int64_t b = (int64_t)cg * 8 + bb; /* the lane's block of X */
-        const uint4 xa = lds128(xcs + (uint32_t)b * 32), xb = lds128(xcs + (uint32_t)b * 32 + 16);
-        const uint2 o = lds64(xos + (uint32_t)b * 8);
+        const uint4 xa = mv10_ldq(xcs + (uint32_t)b * 32), xb = mv10_ldq(xcs + (uint32_t)b * 32 + 16);
+        const uint2 o = mv10_ld<uint2>(xos + (uint32_t)b * 8);
         const float dx = xd[b];
         const uint32_t scw[2] = {sc.x, sc.y};
 #pragma unroll
@@ -169,10 +144,10 @@ __global__ void __launch_bounds__(W * 32, 1) v14_kernel(float *y, const uint8_t 
             lo = __dp4a((int)(w.y & LO), (int)xa.y, lo);
             lo = __dp4a((int)(w.z & LO), (int)xa.z, lo);
             lo = __dp4a((int)(w.w & LO), (int)xa.w, lo);
-            int hi = dp4a_us(w.x & HI, xb.x, (int)o.y);
-            hi = dp4a_us(w.y & HI, xb.y, hi);
-            hi = dp4a_us(w.z & HI, xb.z, hi);
-            hi = dp4a_us(w.w & HI, xb.w, hi);
+            int hi = mv10_dp4a_us(w.x & HI, xb.x, (int)o.y);
+            hi = mv10_dp4a_us(w.y & HI, xb.y, hi);
+            hi = mv10_dp4a_us(w.z & HI, xb.z, hi);
+            hi = mv10_dp4a_us(w.w & HI, xb.w, hi);
             const uint32_t h2 = scw[i >> 1];
             const float dw = __half2float(__ushort_as_half((unsigned short)(i & 1 ? h2 >> 16 : h2 & 0xFFFFu)));
             acc[i] = fmaf(dw * dx, (float)(lo + (hi >> 4)), acc[i]);
@@ -186,8 +161,8 @@ __global__ void __launch_bounds__(W * 32, 1) v14_kernel(float *y, const uint8_t 
             const uint32_t slot = ring + ((u - u0) % S) * SLOT;
             uint4 wv[4];
 #pragma unroll
-            for (int i = 0; i < 4; i++) wv[i] = lds128(slot + 512 * i + 16 * lane);
-            const uint2 sc = lds64(slot + 2048 + 8 * lane);
+            for (int i = 0; i < 4; i++) wv[i] = mv10_ldq(slot + 512 * i + 16 * lane);
+            const uint2 sc = mv10_ld<uint2>(slot + 2048 + 8 * lane);
             __syncwarp(); /* the slot is read: its refill may overwrite it */
             issue(u - u0 + S);
             compute(wv, sc);
@@ -232,16 +207,9 @@ static void repack_v14(const uint8_t *src, uint8_t *dst, int64_t rows, int64_t k
 }
 
 int main() {
-    int ndev = 0;
-    if (cudaGetDeviceCount(&ndev) != cudaSuccess || ndev == 0) {
-        printf("SKIP kbench mv14: no CUDA device\n");
-        return 0;
-    }
+    if (!lab_has_device("mv14")) return 0;
     lab L;
-    L.measure_copy();
-    int sms;
-    CUDA_CHECK(cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, 0));
-    printf("# copy bandwidth (4 GiB d2d, read+write, median of 10): %.0f GB/s; %d SMs\n", L.copy_gbs, sms);
+    const int sms = L.announce(true);
     printf("| rows x k (Q4_0) | MB | v14 ring: max err / budget, us, %% copy | v14, 2 units in registers | v14, 3 | v11 |\n"
            "|---|---|---|---|---|---|\n");
     kernels_use_pdl(0); /* both without PDL: the chain's launches one after another */

@@ -111,11 +111,7 @@ static void bench(lab &L, gen_rng *r, const cfg &c, const std::vector<int> &vars
 }
 
 int main(int argc, char **argv) {
-    int ndev = 0;
-    if (cudaGetDeviceCount(&ndev) != cudaSuccess || ndev == 0) {
-        printf("SKIP kbench prefill: no CUDA device\n");
-        return 0;
-    }
+    if (!lab_has_device("prefill")) return 0;
     std::vector<int> vars;
     for (int i = 1; i < argc; i++) {
         const int v = atoi(argv[i]);

@@ -36,14 +36,9 @@ static void row(lab &L, const char *name, const char *size, double rel, double b
 }
 
 int main() {
-    int ndev = 0;
-    if (cudaGetDeviceCount(&ndev) != cudaSuccess || ndev == 0) {
-        printf("SKIP kbench small: no CUDA device\n");
-        return 0;
-    }
+    if (!lab_has_device("small")) return 0;
     lab L;
-    L.measure_copy();
-    printf("# copy bandwidth (4 GiB d2d, read+write, median of 10): %.0f GB/s\n", L.copy_gbs);
+    L.announce();
     printf("| op | size | us | GB/s | %%copy | rel err |\n|---|---|---|---|---|---|\n");
     gen_rng r = {0x1234567ull ^ (uint64_t)time(NULL)};
     const int dim = 4096, ff = 14336, nv = 32000, hd = 128, nh = 32;

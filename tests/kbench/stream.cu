@@ -25,18 +25,10 @@
 #include <cstdint>
 #include <vector>
 #include "tests/kbench/lab.h"
+#include "kernels/matvec.cuh" /* v11's ring copy, v10's streaming and shared loads, v9's bulk fill and mbarrier wait */
 
 enum { W = 16, S = 4, SLOT = 2304, COPIES = 24 };
-
-__device__ __forceinline__ void cp16(uint32_t dst, const uint8_t *src) {
-    asm volatile("cp.async.cg.shared.global [%0], [%1], 16;" ::"r"(dst), "l"(src) : "memory");
-}
-__device__ __forceinline__ uint4 ldnc(const uint8_t *p) {
-    uint4 v;
-    asm volatile("ld.global.nc.L1::no_allocate.v4.u32 {%0,%1,%2,%3}, [%4];"
-                 : "=r"(v.x), "=r"(v.y), "=r"(v.z), "=r"(v.w) : "l"(p));
-    return v;
-}
+static_assert(SLOT == MV9_SLOT, "a unit as v9 fills it");
 
 /* A lane's part of a unit in a ring slot (its 4 x 16 bytes of quants, its row's 8 bytes of scales),
  * XORed: what v11 loads before its arithmetic. */
@@ -44,9 +36,7 @@ __device__ __forceinline__ uint32_t read_slot(const uint8_t *slot, int lane) {
     uint32_t acc = 0;
 #pragma unroll
     for (int m = 0; m < 4; m++) {
-        uint4 v;
-        asm volatile("ld.shared.v4.u32 {%0,%1,%2,%3}, [%4];" : "=r"(v.x), "=r"(v.y), "=r"(v.z), "=r"(v.w)
-                     : "r"((uint32_t)__cvta_generic_to_shared(slot + 512 * m + 16 * lane)) : "memory");
+        const uint4 v = mv10_ldq((uint32_t)__cvta_generic_to_shared(slot + 512 * m + 16 * lane));
         acc ^= v.x ^ v.y ^ v.z ^ v.w;
     }
     return acc ^ *(const volatile uint32_t *)(slot + 2048 + 8 * (lane >> 2));
@@ -102,17 +92,13 @@ __global__ void __launch_bounds__(W * 32, 1) ring_kernel(uint32_t *sink, const u
         const uint32_t slot = ring + (j % S) * SLOT, bar = bars + 8 * (j % S);
         if (BULK && j < n && lane == 0) {
             asm volatile("fence.proxy.async.shared::cta;" ::: "memory");
-            asm volatile("mbarrier.arrive.expect_tx.shared::cta.b64 _, [%0], %1;" ::"r"(bar), "r"(SLOT) : "memory");
-            asm volatile("cp.async.bulk.shared::cluster.global.mbarrier::complete_tx::bytes [%0], [%1], 2048, [%2];"
-                         ::"r"(slot), "l"(wq + u * 2048), "r"(bar) : "memory");
-            asm volatile("cp.async.bulk.shared::cluster.global.mbarrier::complete_tx::bytes [%0], [%1], 256, [%2];"
-                         ::"r"(slot + 2048), "l"(ws + u * 256), "r"(bar) : "memory");
+            mv9_issue(slot, bar, wq + u * 2048, ws + u * 256); /* v9's: expect_tx, then the two bulk copies */
         }
         if constexpr (!BULK) {
             if (j < n) {
 #pragma unroll
-                for (int m = 0; m < 4; m++) cp16(slot + 512 * m + 16 * lane, wq + u * 2048 + 512 * m + 16 * lane);
-                if (lane < 16) cp16(slot + 2048 + 16 * lane, ws + u * 256 + 16 * lane);
+                for (int m = 0; m < 4; m++) mv11_cp16(slot + 512 * m + 16 * lane, wq + u * 2048 + 512 * m + 16 * lane);
+                if (lane < 16) mv11_cp16(slot + 2048 + 16 * lane, ws + u * 256 + 16 * lane);
             }
             asm volatile("cp.async.commit_group;" ::: "memory");
         }
@@ -121,11 +107,7 @@ __global__ void __launch_bounds__(W * 32, 1) ring_kernel(uint32_t *sink, const u
     uint32_t acc = 0;
     for (int j = 0; j < n; j++) {
         if constexpr (BULK) {
-            uint32_t done;
-            do {
-                asm volatile("{ .reg .pred p; mbarrier.try_wait.parity.shared::cta.b64 p, [%1], %2; selp.u32 %0, 1, 0, p; }"
-                             : "=r"(done) : "r"(bars + 8 * (j % S)), "r"((uint32_t)(j / S) & 1) : "memory");
-            } while (!done);
+            mv9_wait(bars + 8 * (j % S), (uint32_t)(j / S) & 1);
         } else {
             asm volatile("cp.async.wait_group 3;" ::: "memory");
             __syncwarp();
@@ -155,7 +137,7 @@ __global__ void __launch_bounds__(W * 32, 1) ldg_kernel(uint32_t *sink, const ui
         for (int i = 0; i < NF; i++) {
             const int64_t u = first + (int64_t)(j + i < n ? j + i : j) * step;
 #pragma unroll
-            for (int m = 0; m < 4; m++) q[i][m] = ldnc(wq + u * 2048 + 512 * m + 16 * lane);
+            for (int m = 0; m < 4; m++) q[i][m] = mv_ld_stream((const uint4 *)(wq + u * 2048 + 512 * m + 16 * lane));
             s[i] = __ldg((const uint2 *)(ws + u * 256 + 8 * (lane >> 2)));
         }
 #pragma unroll
@@ -212,16 +194,9 @@ __global__ void __launch_bounds__(AW * 32, 2) att_kernel(uint32_t *sink, const u
 }
 
 int main() {
-    int ndev = 0;
-    if (cudaGetDeviceCount(&ndev) != cudaSuccess || ndev == 0) {
-        printf("SKIP kbench stream: no CUDA device\n");
-        return 0;
-    }
+    if (!lab_has_device("stream")) return 0;
     lab L;
-    L.measure_copy();
-    int sms;
-    CUDA_CHECK(cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, 0));
-    printf("# copy bandwidth (4 GiB d2d, read+write, median of 10): %.0f GB/s; %d SMs\n", L.copy_gbs, sms);
+    const int sms = L.announce(true);
     printf("| rows x k (Q4_0 layout) | MB | kernel | us per launch | GB/s | %% copy |\n|---|---|---|---|---|---|\n");
     const int smem = W * S * SLOT + W * S * 8;
     CUDA_CHECK(cudaFuncSetAttribute(ring_kernel<0>, cudaFuncAttributeMaxDynamicSharedMemorySize, smem));
