@@ -451,9 +451,6 @@ static cudaError_t pt_launch(float *out, float *sc, const float *q, const uint16
 #ifndef PM_STAGES /* the lab builds other depths (-DPM_STAGES=...) */
 #define PM_STAGES 3
 #endif
-#ifndef PM_MINB /* blocks per SM the register budget is set for */
-#define PM_MINB 2
-#endif
 /* Splits hold at least this many positions: merging splits costs ~2.5 us (the partials' fence,
  * the arrival atomic, the last block's reads), more than a 4-warp block needs for 256 positions
  * (H200, kbench decode attention: 127 positions 4.8 us in one split, 7.3 in two; 1000 positions
@@ -578,7 +575,7 @@ __device__ __forceinline__ void pm_merge_v3(float *out, const float *m, const fl
 }
 
 template <int D, bool V3>
-__global__ void __launch_bounds__(PM_WARPS * 32, PM_MINB) paged_attn_mma_kernel(float *out, float *scratch, const float *q,
+__global__ void __launch_bounds__(PM_WARPS * 32, 2) paged_attn_mma_kernel(float *out, float *scratch, const float *q,
         const uint16_t *kc, const uint16_t *vc, const int32_t *pos, const int32_t *seq, const int32_t *pages,
         int page_stride, int n_head, int n_kv_head, float scale_log2, int kv_ready) {
     constexpr int RS = D + 8;                 /* halves per K/V row in shared memory (16 bytes of pad) */
