@@ -15,7 +15,8 @@
  * Then the v10 tables again with matvec v11 (v10 with the weights through a shared-memory ring).
  * t/s = 1 / step time, GB/s = weight bytes / step time. Usage: decode, decode v11 (only the v10
  * and v11 tables: the ring's A/B), or decode attention (the attention kernel alone at several
- * positions and split counts; decode attention POS [SPLITS]: only V3 without and with kv_ready, one token at POS, every split count or one (for ncu)). */
+ * positions and split counts; decode attention POS [SPLITS]: one token at POS, only V3 without
+ * and with kv_ready, at every split count or one, for ncu). */
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
@@ -311,12 +312,16 @@ static void run_attention(lab &L, int only_pos, int only_split) {
         CUDA_CHECK(cudaMalloc(&dm, hm.size() * sizeof(int32_t)));
         CUDA_CHECK(cudaMemcpy(dm, hm.data(), hm.size() * sizeof(int32_t), cudaMemcpyHostToDevice));
         const int stride = ns > 1 ? per_seq : n_pages;
-        /* paged_attention_use_variant: 1 the tiled CUDA-core kernel, 2 the tensor-core one, 3 its V3;
-         * "4": V3 with kv_ready (its first copies before the PDL wait, as the engine's decode steps) */
-        for (int v : {1, 2, 3, 4})
+        /* paged_attention_use_variant: 1 the tiled CUDA-core kernel, 2 the tensor-core one, 3 its V3,
+         * then V3 with kv_ready (its first copies before the PDL wait, as in the engine's decode
+         * steps; one token: the lab's cells are all written before the graph) */
+        struct form { int v; bool ready; const char *name; };
+        for (const form fm : {form{1, false, "tiled"}, form{2, false, "mma"}, form{3, false, "mma3"},
+                              form{3, true, "mma3 ready"}})
         for (int split : {1, 4, 16, 32, 64, 128}) {
-            if (only_pos >= 0 && (v < 3 || (only_split > 0 && split != only_split))) continue;
-            paged_attention_use_variant(v < 4 ? v : 3);
+            if (fm.ready && ns != 1) continue;
+            if (only_pos >= 0 && (fm.v < 3 || (only_split > 0 && split != only_split))) continue;
+            paged_attention_use_variant(fm.v);
             size_t sb = paged_attention_scratch_bytes(ns, HEADS, HD, split);
             void *scratch;
             CUDA_CHECK(cudaMalloc(&scratch, sb));
@@ -324,10 +329,10 @@ static void run_attention(lab &L, int only_pos, int only_split) {
             double ms = time_graph(L, [&](cudaStream_t st) {
                 for (int l = 0; l < LAYERS; l++)
                     CUDA_CHECK(paged_attention(att, q, kc + kv_layer * l, vc + kv_layer * l, dm, dm + ns, dm + 2 * ns,
-                                               stride, scratch, ns, HEADS, KV_HEADS, HD, split, v == 4 && ns == 1, 0.088f, st));
+                                               stride, scratch, ns, HEADS, KV_HEADS, HD, split, fm.ready, 0.088f, st));
             });
             const double us = ms * 1e3 / LAYERS, bytes = 2.0 * ns * (p + 1) * KV * sizeof(uint16_t);
-            printf("| %s | %d | %d | %d | %.2f | %.0f |\n", v == 1 ? "tiled" : v == 2 ? "mma" : v == 3 ? "mma3" : "mma3 ready", ns, p, split, us,
+            printf("| %s | %d | %d | %d | %.2f | %.0f |\n", fm.name, ns, p, split, us,
                    bytes / (us * 1e3));
             fflush(stdout);
             CUDA_CHECK(cudaFree(scratch));
