@@ -204,6 +204,9 @@ struct forward_cuda {
     int fuse;           /* fuse_mode(), read once at create */
     int rope_fold;      /* rope_fold_mode(), read once at create */
     int att_early;      /* att_early_mode(), read once at create */
+    const char *trace_path; /* MGI_TRACE (trace_step): where one decode step's block timeline goes */
+    int trace_step;         /* the first replay of a one-part decode graph it traces */
+    void *trace_buf;        /* device, TRACE_BYTES, while tracing */
     /* Row split: the all-reduces of passes of up to p2p_max_tok tokens run kernels/p2p.h's
      * all-reduce over peer access instead of NCCL, and a decode step is one graph per device
      * (p2p_applies); only with MGI_P2P=1 (setup_p2p) and peer access between every pair. */
@@ -986,6 +989,10 @@ static void matvec_variant_from_env(void) {
     }
     matvec_use_variant(v);
     matvec_ring_depth(depth); /* 0: the default */
+    /* the matvecs' PDL trigger right after their wait (default; PERF-LOG run 59: +3-4% tg128 on an
+     * H200); MGI_MV_EARLY=0 after their main loop, for A/B runs */
+    e = getenv("MGI_MV_EARLY");
+    matvec_pdl_early(!(e && !strcmp(e, "0")));
 }
 
 /* A host thread blocked inside NCCL cannot be timed out by polling: NCCL makes its connections
@@ -1262,6 +1269,70 @@ static int wait_all(forward_cuda *f, char *err, size_t err_size) {
 }
 
 /* forward (logits) or forward_greedy (ids set): the pass, then the output rows in chunks. */
+/* MGI_TRACE=FILE[:N]: replays N and N + 1 (default 20, 21) of the one-part decode graph of a token
+ * count run with kernels_trace on, and their block records are written to FILE as text, one line
+ * per block: kind tag block smid grid, then %globaltimer (ns) at marks 0-5, then clock64 at marks
+ * 0-5 (kernels/trace.cuh says what each kind's marks are; 0 where a kernel has none). Two steps,
+ * so that the time between them shows too. A lab diagnostic: the steps' results are as untraced. */
+static void trace_mode(forward_cuda *f) {
+    const char *e = getenv("MGI_TRACE");
+    f->trace_path = e && *e ? e : NULL;
+    f->trace_step = 20;
+    const char *c = e ? strrchr(e, ':') : NULL;
+    if (c && c[1] >= '0' && c[1] <= '9') f->trace_step = atoi(c + 1);
+}
+
+#define TRACE_BYTES ((size_t)64 << 20)
+#define TRACE_STEPS 2
+
+/* Before replay `seen` of a decode graph: the trace switched on at the first traced one. */
+static int trace_begin(forward_cuda *f, int seen, char *err, size_t err_size) {
+    part *p = &f->p[0];
+    if (!f->trace_path || f->n_part != 1 || seen != f->trace_step || f->trace_buf) return 0;
+    DEV_TRY(cudaSetDevice(p->dev));
+    DEV_TRY(cudaMalloc(&f->trace_buf, TRACE_BYTES));
+    DEV_TRY(cudaMemsetAsync(f->trace_buf, 0, TRACE_BYTES, p->st));
+    DEV_TRY(kernels_trace(f->trace_buf, TRACE_BYTES, p->st));
+    return 0;
+}
+
+/* After replay `seen` (its work finished): at the last traced one, the records out to the file. */
+static int trace_end(forward_cuda *f, int seen, int n, char *err, size_t err_size) {
+    part *p = &f->p[0];
+    if (!f->trace_buf || seen != f->trace_step + TRACE_STEPS - 1) return 0;
+    DEV_TRY(kernels_trace(NULL, 0, p->st));
+    char path[512];
+    const char *c = strrchr(f->trace_path, ':');
+    size_t len = c && c[1] >= '0' && c[1] <= '9' ? (size_t)(c - f->trace_path) : strlen(f->trace_path);
+    snprintf(path, sizeof path, "%.*s", (int)(len < sizeof path ? len : sizeof path - 1), f->trace_path);
+    kernels_trace_rec *h = malloc(TRACE_BYTES);
+    FILE *o = NULL;
+    int rc = -1;
+    if (!h) snprintf(err, err_size, "MGI_TRACE: out of host memory");
+    else if (cudaMemcpy(h, f->trace_buf, TRACE_BYTES, cudaMemcpyDeviceToHost) != cudaSuccess)
+        snprintf(err, err_size, "MGI_TRACE: reading the records back failed");
+    else if (!(o = fopen(path, "w")))
+        snprintf(err, err_size, "MGI_TRACE: cannot write %s", path);
+    else {
+        for (size_t i = 0; i < TRACE_BYTES / sizeof *h; i++) {
+            if (!h[i].kind) continue;
+            fprintf(o, "%u %llx %u %u %u", h[i].kind, (unsigned long long)h[i].tag, h[i].block, h[i].smid, h[i].grid);
+            for (int j = 0; j < 6; j++) fprintf(o, " %llu", (unsigned long long)h[i].g[j]);
+            for (int j = 0; j < 6; j++) fprintf(o, " %llu", (unsigned long long)h[i].c[j]);
+            fputc('\n', o);
+        }
+        rc = fclose(o) ? -1 : 0;
+        if (rc) snprintf(err, err_size, "MGI_TRACE: writing %s failed", path);
+        else fprintf(stderr, "mgi: MGI_TRACE: the block timeline of %d %d-token decode steps in %s\n", TRACE_STEPS, n,
+                     path);
+    }
+    free(h);
+    cudaFree(f->trace_buf);
+    f->trace_buf = NULL;
+    f->trace_path = NULL; /* once */
+    return rc;
+}
+
 static int fwd_pass(void *self, const engine_fwd_batch *b, float *logits, int32_t *ids, char *err,
                    size_t err_size) {
     forward_cuda *f = self;
@@ -1353,7 +1424,9 @@ static int fwd_pass(void *self, const engine_fwd_batch *b, float *logits, int32_
     part *hpart = &f->p[f->main];
     if (identity && n <= GRAPH_MAX_TOK) {
         int seen = f->graph_seen[greedy][n]++;
-        if (run_pass(f, n, greedy, 1, seen > 0, err, err_size) || wait_all(f, err, err_size)) return -1;
+        if (trace_begin(f, seen, err, err_size) || run_pass(f, n, greedy, 1, seen > 0, err, err_size) ||
+            wait_all(f, err, err_size) || trace_end(f, seen, n, err, err_size))
+            return -1;
         if (greedy) memcpy(ids, f->h_ids, (size_t)n * sizeof(int32_t));
         else memcpy(logits, f->h_logits, (size_t)n * (size_t)n_vocab * sizeof(float));
         return 0;
@@ -1561,6 +1634,12 @@ static void cuda_free(void *self) {
             cudaSetDevice(p->dev);
             cudaStreamSynchronize(p->st);
         }
+    }
+    if (f->trace_buf) { /* a trace cut short by a failure */
+        cudaSetDevice(f->p[0].dev);
+        kernels_trace(NULL, 0, f->p[0].st);
+        cudaStreamSynchronize(f->p[0].st);
+        cudaFree(f->trace_buf);
     }
     if (f->have_comms)
         for (int i = 0; i < f->n_part; i++) ncclCommDestroy(f->p[i].comm);
@@ -1811,6 +1890,7 @@ static void *cuda_create(const llama_model *m, const engine_plan *plan, int32_t 
     f->fuse = fuse_mode();
     f->rope_fold = rope_fold_mode();
     f->att_early = att_early_mode();
+    trace_mode(f);
     /* The engine's pool holds at least one cell per position of each of its sequences, so no
      * pass has more sequences than n_cells / max_pos (nor more than tokens). */
     f->max_seqs = n_cells / max_pos < f->n_batch ? n_cells / max_pos : f->n_batch;

@@ -4,25 +4,32 @@
 #include "kernels/kernels.h"
 #include "kernels/dequant.cuh"
 #include "kernels/pdl.cuh"
+#include "kernels/trace.cuh"
 
 template <int T>
 __global__ void embed_kernel(float *out, const uint8_t *table, const int32_t *ids, int64_t n_rows, int64_t dim) {
+    kt_rec *tr = kt_open(KT_EMBED, out); /* the block timeline (trace.cuh), null unless traced */
+    kt_mark(tr, 0);
     pdl_trigger(); /* PDL (pdl.cuh): the next kernel may start; this one waits for the last */
     pdl_wait();
+    kt_mark(tr, 2);
     int32_t id = ids[blockIdx.x];
     float *o = out + blockIdx.x * dim;
     if (id < 0 || id >= n_rows) {
         for (int64_t i = threadIdx.x; i < dim; i += blockDim.x) o[i] = nanf("");
-        return;
-    }
-    const uint8_t *row = table + (int64_t)id * dq_row_bytes(T, dim);
-    for (int64_t u = threadIdx.x; u < dim / 32; u += blockDim.x) {
-        float w[32];
-        dq_unit<T>(row, u, w);
+    } else {
+        const uint8_t *row = table + (int64_t)id * dq_row_bytes(T, dim);
+        for (int64_t u = threadIdx.x; u < dim / 32; u += blockDim.x) {
+            float w[32];
+            dq_unit<T>(row, u, w);
 #pragma unroll
-        for (int i = 0; i < 32; i++) o[32 * u + i] = w[i];
+            for (int i = 0; i < 32; i++) o[32 * u + i] = w[i];
+        }
     }
+    kt_mark(tr, 5);
 }
+
+extern "C" cudaError_t embed_trace_set(kt_rec *buf, unsigned cap, cudaStream_t s) { return kt_set(buf, cap, s); }
 
 extern "C" cudaError_t embed(float *out, const void *table, uint32_t ttype, const int32_t *ids, int n_tok,
                              int64_t n_rows, int64_t dim, cudaStream_t stream) {

@@ -21,6 +21,18 @@ extern "C" {
  * after loading). kernels_use_pdl(0) launches without the attribute (kernel lab comparisons;
  * process-wide, not for use while other threads launch). */
 void kernels_use_pdl(int on);
+/* Block timelines (kernels/trace.cuh: the decode matvecs, decode attention, SwiGLU): from the next
+ * kernel on s, thread 0 of each block of those kernels writes a 128-byte record of when it reached
+ * its marks into buf (device memory of bytes, cleared by the caller); NULL switches it off. A
+ * diagnostic (engine: MGI_TRACE); not for use while other threads launch. */
+cudaError_t kernels_trace(void *buf, size_t bytes, cudaStream_t s);
+typedef struct {
+    uint64_t tag;         /* what the launch works on: the weights' address, or the output's */
+    uint32_t kind, block; /* kernels/trace.cuh's KT_* (0: an unused record), the linear block index */
+    uint32_t smid, grid;  /* the SM it ran on, the launch's block count */
+    uint64_t g[6];        /* %globaltimer (ns) at each of the kernel's marks, 0 where it has none */
+    uint64_t c[6];        /* clock64 of its SM at each mark */
+} kernels_trace_rec;
 
 
 /* ---- decode matrix-vector products (matvec.cu) -----------------------------------------------
@@ -57,6 +69,10 @@ int matvec_ring_stages(uint32_t wtype, int64_t rows, int64_t k, int n, int norm)
  * case takes as many as fit beside X in shared memory. Process-wide, for A/B runs, as
  * matvec_use_variant. */
 void matvec_ring_depth(int max_stages);
+/* 1: v10 / v11 issue their PDL trigger right after their wait, so that the next kernel's blocks
+ * may start on each SM as soon as this kernel's block there leaves (0, the default: after the main
+ * loop). Process-wide, for A/B runs, as matvec_use_variant. */
+void matvec_pdl_early(int on);
 /* X in f32 [n][k] or in f16 bits [n][k]; Y f32 [n][rows]. */
 cudaError_t matvec_f32(float *y, const void *w, uint32_t wtype, const float *x, int64_t rows,
                        int64_t k, int n, cudaStream_t stream);

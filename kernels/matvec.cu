@@ -8,6 +8,8 @@
 #include "kernels/kernels.h"
 #include "kernels/matvec.cuh"
 
+extern "C" cudaError_t matvec_trace_set(kt_rec *buf, unsigned cap, cudaStream_t s) { return kt_set(buf, cap, s); }
+
 /* The production variant of the tensor-core path (matvec.cuh; the kernel lab times the others):
  * v6 (persistent, MATVEC_NB groups in flight per warp) for n = 1, v3 for more tokens. */
 #define MATVEC_V 6
@@ -23,6 +25,9 @@ static int matvec_variant = 10;
 static int matvec_ring_cap = MV11_STAGES; /* v11's deepest ring (matvec_ring_depth) */
 
 extern "C" void matvec_use_variant(int v) { matvec_variant = v == 10 || v == 11 ? v : 6; }
+
+static int matvec_early = 0; /* matvec_pdl_early */
+extern "C" void matvec_pdl_early(int on) { matvec_early = on != 0; }
 
 extern "C" void matvec_ring_depth(int max_stages) {
     matvec_ring_cap = max_stages >= 2 && max_stages <= MV11_STAGES_MAX ? max_stages : MV11_STAGES;
@@ -70,12 +75,12 @@ static void mv6_prepare_all() {
 template <bool XH, typename XS, int O>
 static bool matvec_v10_any(float *y, const void *w, uint32_t t, XS x, int r, int k, int n, cudaStream_t s,
                            cudaError_t *e) {
-    const int pdl = pdl_enabled(), cap = matvec_ring_cap;
+    const int pdl = pdl_enabled(), cap = matvec_ring_cap, ea = matvec_early;
     switch (t) {
-    case QUANT_Q4_0: return matvec_v10_launch<QUANT_Q4_0, XH, XS, O>(y, w, x, r, k, n, s, pdl, e, cap);
-    case QUANT_Q4_K: return matvec_v10_launch<QUANT_Q4_K, XH, XS, O>(y, w, x, r, k, n, s, pdl, e, cap);
-    case QUANT_Q8_0: return matvec_v10_launch<QUANT_Q8_0, XH, XS, O>(y, w, x, r, k, n, s, pdl, e, cap);
-    case QUANT_Q6_K: return matvec_v10_launch<QUANT_Q6_K, XH, XS, O>(y, w, x, r, k, n, s, pdl, e, cap);
+    case QUANT_Q4_0: return matvec_v10_launch<QUANT_Q4_0, XH, XS, O>(y, w, x, r, k, n, s, pdl, e, cap, ea);
+    case QUANT_Q4_K: return matvec_v10_launch<QUANT_Q4_K, XH, XS, O>(y, w, x, r, k, n, s, pdl, e, cap, ea);
+    case QUANT_Q8_0: return matvec_v10_launch<QUANT_Q8_0, XH, XS, O>(y, w, x, r, k, n, s, pdl, e, cap, ea);
+    case QUANT_Q6_K: return matvec_v10_launch<QUANT_Q6_K, XH, XS, O>(y, w, x, r, k, n, s, pdl, e, cap, ea);
     default: return false;
     }
 }

@@ -44,6 +44,7 @@
 #include "kernels/pdl.cuh"
 #include "kernels/optin.cuh"
 #include "kernels/rope.cuh"
+#include "kernels/trace.cuh"
 
 /* Where a kernel's X comes from (a template parameter of every variant): mv_x, a plain [n][k]
  * array in f32 or f16 (the kernel's XT / XH says which); mv_x_swiglu, silu(g) * u of two strided
@@ -1729,12 +1730,14 @@ __device__ __forceinline__ void mv11_issue(uint32_t wq, uint32_t wl, const mv11_
 
 template <int T, bool XH, typename XS = mv_x, int O = 0, int NT = 1>
 __global__ void __launch_bounds__(mv10_opt<O>::W * 32, mv10_opt<O>::BPS)
-matvec_v10(float *y, const uint8_t *w, XS xv, int rows, int k, int stages) {
+matvec_v10(float *y, const uint8_t *w, XS xv, int rows, int k, int stages, int early) {
     static_assert(T == QUANT_Q4_0 || T == QUANT_Q4_K || T == QUANT_Q8_0 || T == QUANT_Q6_K, "v10: Q4_0 Q4_K Q8_0 Q6_K");
     using P = mv10_opt<O>;
     constexpr int GC = mv10_gc<T>(), W = P::W, NB = P::NB, RW = mv10_rec<T>(), SLOT = mv11_slot_bytes<T>();
     /* RING (v11): the warps' rings of `stages` slots [W][stages][SLOT], then what v10 has */
     extern __shared__ __align__(16) uint8_t mv10_smem_buf[];
+    kt_rec *tr = kt_open(KT_MATVEC, w); /* the block timeline (trace.cuh), null unless traced */
+    kt_mark(tr, 0);
     const int S = P::RING ? stages : 0;
     const int64_t C = mv2_chunks(k), R16 = (rows + 15) / 16;
     const int64_t t0 = blockIdx.x * R16 / gridDim.x, t1 = (blockIdx.x + 1) * R16 / gridDim.x;
@@ -1768,14 +1771,19 @@ matvec_v10(float *y, const uint8_t *w, XS xv, int rows, int k, int stages) {
         for (int j = 0; j < NB; j++)
             if (u0 + j < u1) gq[j].load(src, j);
     }
+    kt_mark(tr, 1);
     pdl_wait();
-    if constexpr (P::EARLY) pdl_trigger();
+    kt_mark(tr, 2);
+    /* early (matvec_pdl_early): the next kernel's blocks may take each SM as this one's block
+     * leaves it, not only once every block is through its loop */
+    if (P::EARLY || early) pdl_trigger();
     for (int i = threadIdx.x; i < nt * W * NT * 16; i += blockDim.x) red[i] = 0.0f;
 #pragma unroll 1
     for (int c = 0; c < NT; c++)
         mv10_stage<T, XH, (P::W * P::BPS > 16 || NT > 2 ? 2 : 4)>(xr + c * xst, xd + c * dst, xs + c * dst, ssw + c * W,
                                                                   xv, c, k, (int)C);
     __syncthreads();
+    kt_mark(tr, 3);
 
     float acc[NT][2];
 #pragma unroll
@@ -1835,7 +1843,7 @@ matvec_v10(float *y, const uint8_t *w, XS xv, int rows, int k, int stages) {
         }
     }
     if (u0 < u1 && cg != 0) flush();
-    if constexpr (!P::EARLY) pdl_trigger();
+    if (!(P::EARLY || early)) pdl_trigger();
     if constexpr (XS::NORM) { /* kernels/norm.cu's factor, the warps' sums added in warp order */
         if (threadIdx.x < NT) {
             float ss = 0.0f;
@@ -1844,6 +1852,7 @@ matvec_v10(float *y, const uint8_t *w, XS xv, int rows, int k, int stages) {
         }
     }
     __syncthreads();
+    kt_mark(tr, 4);
     /* the rows' sums in warp order; every lane runs every round (the bound is the block's), so a
      * ROPE source's shuffle has all lanes */
     for (int i0 = 0; i0 < nt * NT * 16; i0 += blockDim.x) {
@@ -1865,6 +1874,7 @@ matvec_v10(float *y, const uint8_t *w, XS xv, int rows, int k, int stages) {
             *yp = s;
         }
     }
+    kt_mark(tr, 5);
 }
 
 /* Lets v10 use all the shared memory a block may opt into (matvec_repack calls it at load). */
@@ -1925,14 +1935,14 @@ static inline size_t mv10_shape(int64_t rows, int64_t k, int nt, bool norm, int 
 
 template <int T, bool XH, typename XS, int O, int NT>
 static inline bool mv10_launch_nt(float *y, const void *w, XS x, int rows, int k, cudaStream_t s, int pdl,
-                                  cudaError_t *e, int sms, int smem_max, int cap) {
+                                  cudaError_t *e, int sms, int smem_max, int cap, int early) {
     using P = mv10_opt<O>;
     int64_t grid;
     int stages;
     const size_t smem = mv10_shape<T, O>(rows, k, NT, XS::NORM, sms, smem_max, cap, &grid, &stages);
     if (smem > (size_t)smem_max || (smem > 48 * 1024 && !mv10_prepare<T, XH, XS, O, NT>())) return false;
     *e = pdl_launch_as(pdl, matvec_v10<T, XH, XS, O, NT>, dim3((unsigned)grid), dim3(P::W * 32), smem, s, y,
-                       (const uint8_t *)w, x, rows, k, stages);
+                       (const uint8_t *)w, x, rows, k, stages, early);
     return true;
 }
 
@@ -1959,23 +1969,24 @@ static inline bool mv10_takes(int64_t rows, int64_t k, int n, bool norm, int *sm
 }
 
 /* Launches v10 (option O; v11: a ring at most cap stages deep) with the PDL attribute when pdl;
- * false (nothing launched) where it does not apply (mv10_takes). *e is the launch status. */
+ * false (nothing launched) where it does not apply (mv10_takes). *e is the launch status. early:
+ * the PDL trigger right after the wait (as option EARLY) instead of after the main loop. */
 template <int T, bool XH, typename XS = mv_x, int O = 0>
 static inline bool matvec_v10_launch(float *y, const void *w, XS x, int rows, int k, int n, cudaStream_t s, int pdl,
-                                     cudaError_t *e, int cap = MV11_STAGES) {
+                                     cudaError_t *e, int cap = MV11_STAGES, int early = 0) {
     int sms, smem_max;
     if constexpr ((T != QUANT_Q4_0 && T != QUANT_Q4_K && T != QUANT_Q8_0 && T != QUANT_Q6_K) || !mv10_fits<T, O>()) {
         return false;
     } else {
         if (!mv10_takes<T, O>(rows, k, n, XS::NORM, &sms, &smem_max, cap)) return false;
         if constexpr (mv10_multi_token<O>()) {
-            if (n == 2) return mv10_launch_nt<T, XH, XS, O, 2>(y, w, x, rows, k, s, pdl, e, sms, smem_max, cap);
+            if (n == 2) return mv10_launch_nt<T, XH, XS, O, 2>(y, w, x, rows, k, s, pdl, e, sms, smem_max, cap, early);
             if constexpr (mv10_max_n<T>() >= 4) {
-                if (n == 3) return mv10_launch_nt<T, XH, XS, O, 3>(y, w, x, rows, k, s, pdl, e, sms, smem_max, cap);
-                if (n == 4) return mv10_launch_nt<T, XH, XS, O, 4>(y, w, x, rows, k, s, pdl, e, sms, smem_max, cap);
+                if (n == 3) return mv10_launch_nt<T, XH, XS, O, 3>(y, w, x, rows, k, s, pdl, e, sms, smem_max, cap, early);
+                if (n == 4) return mv10_launch_nt<T, XH, XS, O, 4>(y, w, x, rows, k, s, pdl, e, sms, smem_max, cap, early);
             }
         }
-        return mv10_launch_nt<T, XH, XS, O, 1>(y, w, x, rows, k, s, pdl, e, sms, smem_max, cap);
+        return mv10_launch_nt<T, XH, XS, O, 1>(y, w, x, rows, k, s, pdl, e, sms, smem_max, cap, early);
     }
 }
 

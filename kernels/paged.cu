@@ -14,6 +14,7 @@
 #include "kernels/pdl.cuh"
 #include "kernels/rope.cuh"
 #include "kernels/optin.cuh"
+#include "kernels/trace.cuh"
 #include "quant/blocks.h"
 
 #define PA_WARPS 4
@@ -583,6 +584,8 @@ __global__ void __launch_bounds__(PM_WARPS * 32, 2) paged_attn_mma_kernel(float 
     constexpr int CPR = D / 8;                /* 16-byte chunks per row */
     extern __shared__ __align__(16) unsigned char pm_smem[];
     __shared__ int is_last;
+    kt_rec *tr = kt_open(KT_ATTENTION, out); /* the block timeline (trace.cuh), null unless traced */
+    kt_mark(tr, 0);
     pdl_trigger(); /* PDL (pdl.cuh): the next kernel may start; this one waits for the last */
     if constexpr (!V3) pdl_wait();
     const int split = blockIdx.x, kvh = blockIdx.y, t = blockIdx.z, n_split = gridDim.x;
@@ -657,7 +660,9 @@ __global__ void __launch_bounds__(PM_WARPS * 32, 2) paged_attn_mma_kernel(float 
             if (kv_ready)
                 for (; pre < PM_STAGES - 1 && pre < mine && p0 + (warp + pre * PM_WARPS + 1) * PM_SUB <= L - 1; pre++)
                     issue(pre);
+            kt_mark(tr, 1);
             pdl_wait();
+            kt_mark(tr, 2);
         }
         for (int i = pre; i < PM_STAGES - 1; i++) issue(i);
         /* Q row g (head g of the group; rows >= G zero) as A fragments, hi and lo */
@@ -780,6 +785,7 @@ __global__ void __launch_bounds__(PM_WARPS * 32, 2) paged_attn_mma_kernel(float 
         l += __shfl_xor_sync(0xffffffffu, l, 1);
         l += __shfl_xor_sync(0xffffffffu, l, 2);
         __syncthreads(); /* every warp is done with the ring: it becomes the merge area */
+        kt_mark(tr, 4);
         if (g < G) {
             if (tq == 0) { wm[warp * PA_MAX_G + g] = m; wl[warp * PA_MAX_G + g] = l; }
             float *w = wo + (warp * PA_MAX_G + g) * D + 2 * tq;
@@ -809,6 +815,7 @@ __global__ void __launch_bounds__(PM_WARPS * 32, 2) paged_attn_mma_kernel(float 
                 if (d == 0) { ms[part0 + h * n_split + split] = M; ls[part0 + h * n_split + split] = Ls; }
             }
         }
+        kt_mark(tr, 5);
         if (n_act == 1) return;
     } else if (tid < G) { /* V2 only: V3's empty splits left at the start */
         ms[part0 + tid * n_split + split] = -INFINITY;
@@ -829,6 +836,7 @@ __global__ void __launch_bounds__(PM_WARPS * 32, 2) paged_attn_mma_kernel(float 
         pm_merge_v3<D>(out + ((int64_t)t * n_head + kvh * G) * D, ms + part0, ls + part0, os + part0 * D,
                        (float *)pm_smem + warp * 256, G, n_split, n_act, warp, lane);
         if (tid == 0) *count = 0;
+        kt_mark(tr, 5); /* the merging block's end */
         return;
     }
     /* Arrival, as in the tiled kernel: partials visible before the count moves. */
@@ -986,14 +994,21 @@ extern "C" cudaError_t paged_add_rmsnorm(float *x, float *out, const float *d, c
 }
 
 __global__ void paged_swiglu_kernel(float *out, const float *g, int64_t sg, const float *u, int64_t su, int n_ff) {
+    kt_rec *tr = kt_open(KT_SWIGLU, out); /* the block timeline (trace.cuh), null unless traced */
+    kt_mark(tr, 0);
     pdl_trigger(); /* PDL (pdl.cuh): the next kernel may start; this one waits for the last */
     pdl_wait();
+    kt_mark(tr, 2);
     int64_t i = blockIdx.x * (int64_t)blockDim.x + threadIdx.x;
     int t = blockIdx.y;
-    if (i >= n_ff) return;
-    float a = g[t * sg + i];
-    out[(int64_t)t * n_ff + i] = a / (1.0f + expf(-a)) * u[t * su + i];
+    if (i < n_ff) {
+        float a = g[t * sg + i];
+        out[(int64_t)t * n_ff + i] = a / (1.0f + expf(-a)) * u[t * su + i];
+    }
+    kt_mark(tr, 5);
 }
+
+extern "C" cudaError_t paged_trace_set(kt_rec *buf, unsigned cap, cudaStream_t s) { return kt_set(buf, cap, s); }
 
 extern "C" cudaError_t paged_swiglu(float *out, const float *g, int64_t sg, const float *u, int64_t su, int n_tok,
                                     int n_ff, cudaStream_t stream) {
