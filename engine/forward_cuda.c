@@ -993,6 +993,10 @@ static void matvec_variant_from_env(void) {
      * H200); MGI_MV_EARLY=0 after their main loop, for A/B runs */
     e = getenv("MGI_MV_EARLY");
     matvec_pdl_early(!(e && !strcmp(e, "0")));
+    /* v11's ring slots filled before the PDL wait (kernels.h: matvec_ring_pre; default -1, the
+     * kernel's choice), for A/B runs */
+    e = getenv("MGI_MV_PRE");
+    matvec_ring_pre(e && *e >= '0' && *e <= '6' && !e[1] ? *e - '0' : -1);
 }
 
 /* A host thread blocked inside NCCL cannot be timed out by polling: NCCL makes its connections

@@ -73,6 +73,11 @@ void matvec_ring_depth(int max_stages);
  * may start on each SM as soon as this kernel's block there leaves (0, the default: after the main
  * loop). Process-wide, for A/B runs, as matvec_use_variant. */
 void matvec_pdl_early(int on);
+/* v11's ring slots per warp filled before its PDL wait, the rest right behind X's loads: -1
+ * (default) matvec.cuh's mv11_pre choice for one token (one or two slots), all for more tokens; 0
+ * all of them before the wait (the form before PERF-LOG run 63); N > 0 N. Process-wide, for A/B
+ * runs. */
+void matvec_ring_pre(int slots);
 /* X in f32 [n][k] or in f16 bits [n][k]; Y f32 [n][rows]. */
 cudaError_t matvec_f32(float *y, const void *w, uint32_t wtype, const float *x, int64_t rows,
                        int64_t k, int n, cudaStream_t stream);

@@ -29,6 +29,9 @@ extern "C" void matvec_use_variant(int v) { matvec_variant = v == 10 || v == 11 
 static int matvec_early = 0; /* matvec_pdl_early */
 extern "C" void matvec_pdl_early(int on) { matvec_early = on != 0; }
 
+static int matvec_pre = -1; /* matvec_ring_pre */
+extern "C" void matvec_ring_pre(int slots) { matvec_pre = slots >= -1 ? slots : -1; }
+
 extern "C" void matvec_ring_depth(int max_stages) {
     matvec_ring_cap = max_stages >= 2 && max_stages <= MV11_STAGES_MAX ? max_stages : MV11_STAGES;
 }
@@ -75,12 +78,12 @@ static void mv6_prepare_all() {
 template <bool XH, typename XS, int O>
 static bool matvec_v10_any(float *y, const void *w, uint32_t t, XS x, int r, int k, int n, cudaStream_t s,
                            cudaError_t *e) {
-    const int pdl = pdl_enabled(), cap = matvec_ring_cap, ea = matvec_early;
+    const int pdl = pdl_enabled(), cap = matvec_ring_cap, ea = matvec_early, pre = matvec_pre;
     switch (t) {
-    case QUANT_Q4_0: return matvec_v10_launch<QUANT_Q4_0, XH, XS, O>(y, w, x, r, k, n, s, pdl, e, cap, ea);
-    case QUANT_Q4_K: return matvec_v10_launch<QUANT_Q4_K, XH, XS, O>(y, w, x, r, k, n, s, pdl, e, cap, ea);
-    case QUANT_Q8_0: return matvec_v10_launch<QUANT_Q8_0, XH, XS, O>(y, w, x, r, k, n, s, pdl, e, cap, ea);
-    case QUANT_Q6_K: return matvec_v10_launch<QUANT_Q6_K, XH, XS, O>(y, w, x, r, k, n, s, pdl, e, cap, ea);
+    case QUANT_Q4_0: return matvec_v10_launch<QUANT_Q4_0, XH, XS, O>(y, w, x, r, k, n, s, pdl, e, cap, ea, pre);
+    case QUANT_Q4_K: return matvec_v10_launch<QUANT_Q4_K, XH, XS, O>(y, w, x, r, k, n, s, pdl, e, cap, ea, pre);
+    case QUANT_Q8_0: return matvec_v10_launch<QUANT_Q8_0, XH, XS, O>(y, w, x, r, k, n, s, pdl, e, cap, ea, pre);
+    case QUANT_Q6_K: return matvec_v10_launch<QUANT_Q6_K, XH, XS, O>(y, w, x, r, k, n, s, pdl, e, cap, ea, pre);
     default: return false;
     }
 }

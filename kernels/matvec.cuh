@@ -1240,9 +1240,29 @@ __device__ __forceinline__ int mv10_sbyte(uint32_t w, int i) {
  * a row is sum_i w_i (rounded x_i - x_i) with w_i's zero-mean weights, as mvq.h budgets). Each thread takes 4 consecutive values; the 8 threads of a 32-value block share max|x|
  * (and the sum) by shuffles. The offset words (-8 S ...) follow once the codes are in place.
  * A NORM source stages x * g and leaves each warp's sum of x^2 in ssw[warp]. */
-template <int T, bool XH, int U, typename XS>
+/* v11's ring slots a warp fills before its PDL wait (PERF-LOG runs 63-65). The trace found X
+ * staged only once a block's whole first fill had landed: the staging loads queue behind the
+ * copies issued before them (run 62: a bulk copy of X does not overtake them either), so with
+ * the whole fill out before the wait no unit was computed while it streamed, and when it had
+ * landed nothing was in flight. Filling PRE slots before the wait and the rest right behind X's
+ * loads lets X arrive after PRE slots only. One slot where the warp's whole share fits the ring
+ * and the matvec follows another matvec (a NORM source: gate/up, QKV, the head, whose wait comes
+ * soon after their blocks start), else two (wo and down follow attention and SwiGLU, during which
+ * their fill lands anyway). Measured on an H200, tg128, all slots before -> this choice: 8b q4_0
+ * 640 -> 664, q4_k_m 587 -> 613, 1b q4_0 2194 -> 2400. */
+__host__ __device__ constexpr int mv11_pre(bool norm, int units, int stages) {
+    return norm && units <= stages ? 1 : stages < 2 ? stages : 2;
+}
+
+struct mv_nohook {
+    __device__ void operator()() const {}
+};
+
+/* (hook: called once by every thread right after the last round of X loads is issued, before it
+ * is used: v11 issues the rest of its first ring fill there, behind X; see mv11_pre.) */
+template <int T, bool XH, int U, typename XS, typename HK = mv_nohook>
 __device__ __forceinline__ void mv10_stage(uint32_t *xr, float *xd, float *xs, float *ssw, const XS &xv, int tok,
-                                           int k, int C) {
+                                           int k, int C, HK hook = HK()) {
     static_assert(!(XH && mv_fused<XS>()), "v10: the fused sources are f32");
     constexpr int RW = mv10_rec<T>();
     uint8_t *xb = (uint8_t *)xr;
@@ -1264,6 +1284,7 @@ __device__ __forceinline__ void mv10_stage(uint32_t *xr, float *xd, float *xs, f
                 }
             }
         }
+        if (base + U * (int)blockDim.x >= total) hook(); /* X's last loads are out */
 #pragma unroll
         for (int u = 0; u < U; u++) {
             if (base + u * blockDim.x >= total) break; /* uniform over the block */
@@ -1730,7 +1751,7 @@ __device__ __forceinline__ void mv11_issue(uint32_t wq, uint32_t wl, const mv11_
 
 template <int T, bool XH, typename XS = mv_x, int O = 0, int NT = 1>
 __global__ void __launch_bounds__(mv10_opt<O>::W * 32, mv10_opt<O>::BPS)
-matvec_v10(float *y, const uint8_t *w, XS xv, int rows, int k, int stages, int early) {
+matvec_v10(float *y, const uint8_t *w, XS xv, int rows, int k, int stages, int early, int pre) {
     static_assert(T == QUANT_Q4_0 || T == QUANT_Q4_K || T == QUANT_Q8_0 || T == QUANT_Q6_K, "v10: Q4_0 Q4_K Q8_0 Q6_K");
     using P = mv10_opt<O>;
     constexpr int GC = mv10_gc<T>(), W = P::W, NB = P::NB, RW = mv10_rec<T>(), SLOT = mv11_slot_bytes<T>();
@@ -1758,14 +1779,19 @@ matvec_v10(float *y, const uint8_t *w, XS xv, int rows, int k, int stages, int e
     const mv10_src src = mv10_source<T>(w, R16, C, t0 * ng + u0, lane, g);
     mv11_cp cp = mv11_copier<T>(w, R16, C, t0 * ng + u0, lane); /* the next unit to copy */
     const uint32_t ring_s = (uint32_t)__cvta_generic_to_shared(mv10_smem_buf) + warp * S * SLOT; /* this warp's */
-    if constexpr (P::RING) {
-        for (int j = 0; j < S; j++) {
+    /* v11: slots [0, PRE) are filled before the wait, [PRE, S) right behind X's loads (mv11_pre) */
+    const int PRE = !P::RING ? 0 : pre > 0 ? (pre < S ? pre : S) : pre < 0 && NT == 1 ? mv11_pre(XS::NORM, u1 - u0, S) : S;
+    auto fill = [&](int j0, int j1) {
+        for (int j = j0; j < j1; j++) {
             if (u0 + j < u1) {
                 mv11_issue<T>(ring_s + j * SLOT + cp.qd, ring_s + j * SLOT + 16 * lane, cp, lane);
                 mv11_next<T>(cp);
             }
             mv11_commit(); /* one group per slot, empty past the warp's last unit */
         }
+    };
+    if constexpr (P::RING) {
+        fill(0, PRE);
     } else {
 #pragma unroll
         for (int j = 0; j < NB; j++)
@@ -1778,10 +1804,15 @@ matvec_v10(float *y, const uint8_t *w, XS xv, int rows, int k, int stages, int e
      * leaves it, not only once every block is through its loop */
     if (P::EARLY || early) pdl_trigger();
     for (int i = threadIdx.x; i < nt * W * NT * 16; i += blockDim.x) red[i] = 0.0f;
+    auto rest = [&]() { fill(PRE, S); }; /* after X's first loads: they are not queued behind it */
 #pragma unroll 1
-    for (int c = 0; c < NT; c++)
-        mv10_stage<T, XH, (P::W * P::BPS > 16 || NT > 2 ? 2 : 4)>(xr + c * xst, xd + c * dst, xs + c * dst, ssw + c * W,
-                                                                  xv, c, k, (int)C);
+    for (int c = 0; c < NT; c++) {
+        if (c == 0 && PRE < S)
+            mv10_stage<T, XH, (P::W * P::BPS > 16 || NT > 2 ? 2 : 4)>(xr, xd, xs, ssw, xv, 0, k, (int)C, rest);
+        else
+            mv10_stage<T, XH, (P::W * P::BPS > 16 || NT > 2 ? 2 : 4)>(xr + c * xst, xd + c * dst, xs + c * dst,
+                                                                      ssw + c * W, xv, c, k, (int)C);
+    }
     __syncthreads();
     kt_mark(tr, 3);
 
@@ -1935,14 +1966,14 @@ static inline size_t mv10_shape(int64_t rows, int64_t k, int nt, bool norm, int 
 
 template <int T, bool XH, typename XS, int O, int NT>
 static inline bool mv10_launch_nt(float *y, const void *w, XS x, int rows, int k, cudaStream_t s, int pdl,
-                                  cudaError_t *e, int sms, int smem_max, int cap, int early) {
+                                  cudaError_t *e, int sms, int smem_max, int cap, int early, int pre) {
     using P = mv10_opt<O>;
     int64_t grid;
     int stages;
     const size_t smem = mv10_shape<T, O>(rows, k, NT, XS::NORM, sms, smem_max, cap, &grid, &stages);
     if (smem > (size_t)smem_max || (smem > 48 * 1024 && !mv10_prepare<T, XH, XS, O, NT>())) return false;
     *e = pdl_launch_as(pdl, matvec_v10<T, XH, XS, O, NT>, dim3((unsigned)grid), dim3(P::W * 32), smem, s, y,
-                       (const uint8_t *)w, x, rows, k, stages, early);
+                       (const uint8_t *)w, x, rows, k, stages, early, pre);
     return true;
 }
 
@@ -1970,23 +2001,25 @@ static inline bool mv10_takes(int64_t rows, int64_t k, int n, bool norm, int *sm
 
 /* Launches v10 (option O; v11: a ring at most cap stages deep) with the PDL attribute when pdl;
  * false (nothing launched) where it does not apply (mv10_takes). *e is the launch status. early:
- * the PDL trigger right after the wait (as option EARLY) instead of after the main loop. */
+ * the PDL trigger right after the wait (as option EARLY) instead of after the main loop; pre: v11's
+ * ring slots filled before the wait (0: all of them, -1: mv11_pre's choice for one token, all for
+ * more, N > 0: N). */
 template <int T, bool XH, typename XS = mv_x, int O = 0>
 static inline bool matvec_v10_launch(float *y, const void *w, XS x, int rows, int k, int n, cudaStream_t s, int pdl,
-                                     cudaError_t *e, int cap = MV11_STAGES, int early = 0) {
+                                     cudaError_t *e, int cap = MV11_STAGES, int early = 0, int pre = 0) {
     int sms, smem_max;
     if constexpr ((T != QUANT_Q4_0 && T != QUANT_Q4_K && T != QUANT_Q8_0 && T != QUANT_Q6_K) || !mv10_fits<T, O>()) {
         return false;
     } else {
         if (!mv10_takes<T, O>(rows, k, n, XS::NORM, &sms, &smem_max, cap)) return false;
         if constexpr (mv10_multi_token<O>()) {
-            if (n == 2) return mv10_launch_nt<T, XH, XS, O, 2>(y, w, x, rows, k, s, pdl, e, sms, smem_max, cap, early);
+            if (n == 2) return mv10_launch_nt<T, XH, XS, O, 2>(y, w, x, rows, k, s, pdl, e, sms, smem_max, cap, early, pre);
             if constexpr (mv10_max_n<T>() >= 4) {
-                if (n == 3) return mv10_launch_nt<T, XH, XS, O, 3>(y, w, x, rows, k, s, pdl, e, sms, smem_max, cap, early);
-                if (n == 4) return mv10_launch_nt<T, XH, XS, O, 4>(y, w, x, rows, k, s, pdl, e, sms, smem_max, cap, early);
+                if (n == 3) return mv10_launch_nt<T, XH, XS, O, 3>(y, w, x, rows, k, s, pdl, e, sms, smem_max, cap, early, pre);
+                if (n == 4) return mv10_launch_nt<T, XH, XS, O, 4>(y, w, x, rows, k, s, pdl, e, sms, smem_max, cap, early, pre);
             }
         }
-        return mv10_launch_nt<T, XH, XS, O, 1>(y, w, x, rows, k, s, pdl, e, sms, smem_max, cap, early);
+        return mv10_launch_nt<T, XH, XS, O, 1>(y, w, x, rows, k, s, pdl, e, sms, smem_max, cap, early, pre);
     }
 }
 
