@@ -645,10 +645,15 @@ static int group_mm_norm(part *p, const wgroup *g, const float *x, const float *
 
 /* y += W . x for n tokens (y: the residual at token t0): fused into the matvec, or the product
  * into xn and an add. */
-static int mm_acc(part *p, const dweight *w, const float *x, float *y, int t0, int n, int fused, char *err,
-                  size_t err_size) {
+static int mm_acc(part *p, const dweight *w, const float *x, float *y, int t0, int n, int fused, int prefilled,
+                  char *err, size_t err_size) {
     if (fused) {
-        DEV_TRY(matvec_f32_acc(y, w->w, w->type, x, w->rows, w->k, n, p->st));
+        /* prefilled: X is decode attention's output; the matvec's blocks start while attention
+         * runs, long enough for their whole first weight fill to land before the wait (kernels.h) */
+        if (prefilled)
+            DEV_TRY(matvec_f32_acc_prefilled(y, w->w, w->type, x, w->rows, w->k, n, p->st));
+        else
+            DEV_TRY(matvec_f32_acc(y, w->w, w->type, x, w->rows, w->k, n, p->st));
         return 0;
     }
     float *xn = p->xn + (int64_t)t0 * p->f->m->hp.n_embd;
@@ -720,7 +725,8 @@ static int attn_half(part *p, int32_t l, span s, int fz, char *err, size_t err_s
                                     f->one_per_seq && f->att_early, scale, p->st));
         }
     }
-    return fz ? mm_acc(p, &L->wo, att, x, t0, nt, fz & FZ_WO, err, err_size) : mm(p, &L->wo, att, xn, nt, err, err_size);
+    return fz ? mm_acc(p, &L->wo, att, x, t0, nt, fz & FZ_WO, f->pf_pos0 < 0, err, err_size)
+              : mm(p, &L->wo, att, xn, nt, err, err_size);
 }
 
 /* FFN half of layer l: xn (normed) -> gate/up, SwiGLU, down into xn (a partial sum in row mode).
@@ -749,7 +755,7 @@ static int ffn_half(part *p, int32_t l, span s, int fz, char *err, size_t err_si
     }
     float *ff = p->ff + (int64_t)t0 * p->n_ff;
     DEV_TRY(paged_swiglu(ff, pg + t0 * sg, sg, pu + t0 * su, su, nt, p->n_ff, p->st));
-    return fz ? mm_acc(p, dn, ff, x, t0, nt, fz & FZ_DOWN, err, err_size) : mm(p, dn, ff, xn, nt, err, err_size);
+    return fz ? mm_acc(p, dn, ff, x, t0, nt, fz & FZ_DOWN, 0, err, err_size) : mm(p, dn, ff, xn, nt, err, err_size);
 }
 
 /* The start of the part's first layer: embed (when the pass starts at layer 0 and the part holds

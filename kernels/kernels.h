@@ -106,6 +106,11 @@ cudaError_t matvec_f32_norm(float *y, const void *w, uint32_t wtype, const float
                             int64_t rows, int64_t k, int n, cudaStream_t stream);
 cudaError_t matvec_f32_acc(float *y, const void *w, uint32_t wtype, const float *x, int64_t rows, int64_t k, int n,
                            cudaStream_t stream);
+/* matvec_f32_acc for an X whose kernel runs long after this one's blocks can start (decode
+ * attention before wo): v11 copies its whole first ring fill before its PDL wait, which lands
+ * while that kernel runs (matvec_ring_pre: otherwise one or two slots; PERF-LOG run 66). */
+cudaError_t matvec_f32_acc_prefilled(float *y, const void *w, uint32_t wtype, const float *x, int64_t rows, int64_t k,
+                                     int n, cudaStream_t stream);
 cudaError_t matvec_f32_swiglu_acc(float *y, const void *w, uint32_t wtype, const float *g, int64_t sg,
                                   const float *u, int64_t su, int64_t rows, int64_t k, int n, cudaStream_t stream);
 /* matvec_f32_norm for a layer's Q, K and V rows with paged_rope_store (paged.h) in its epilogue,

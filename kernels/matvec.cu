@@ -77,8 +77,10 @@ static void mv6_prepare_all() {
  * apply (another type, n, k or shared memory: mv10_takes). */
 template <bool XH, typename XS, int O>
 static bool matvec_v10_any(float *y, const void *w, uint32_t t, XS x, int r, int k, int n, cudaStream_t s,
-                           cudaError_t *e) {
-    const int pdl = pdl_enabled(), cap = matvec_ring_cap, ea = matvec_early, pre = matvec_pre;
+                           cudaError_t *e, int fill) {
+    /* matvec_ring_pre's count (A/B runs) wins over the launch's own; -1 is the kernel's choice */
+    const int pdl = pdl_enabled(), cap = matvec_ring_cap, ea = matvec_early;
+    const int pre = matvec_pre >= 0 ? matvec_pre : fill;
     switch (t) {
     case QUANT_Q4_0: return matvec_v10_launch<QUANT_Q4_0, XH, XS, O>(y, w, x, r, k, n, s, pdl, e, cap, ea, pre);
     case QUANT_Q4_K: return matvec_v10_launch<QUANT_Q4_K, XH, XS, O>(y, w, x, r, k, n, s, pdl, e, cap, ea, pre);
@@ -92,9 +94,9 @@ static bool matvec_v10_any(float *y, const void *w, uint32_t t, XS x, int r, int
  * or the variant is 6. */
 template <bool XH, typename XS>
 static bool matvec_v10_family(float *y, const void *w, uint32_t t, XS x, int r, int k, int n, cudaStream_t s,
-                              cudaError_t *e) {
-    if (matvec_variant == 11 && matvec_v10_any<XH, XS, MV11_OPT>(y, w, t, x, r, k, n, s, e)) return true;
-    return matvec_variant >= 10 && matvec_v10_any<XH, XS, 0>(y, w, t, x, r, k, n, s, e);
+                              cudaError_t *e, int fill = -1) {
+    if (matvec_variant == 11 && matvec_v10_any<XH, XS, MV11_OPT>(y, w, t, x, r, k, n, s, e, fill)) return true;
+    return matvec_variant >= 10 && matvec_v10_any<XH, XS, 0>(y, w, t, x, r, k, n, s, e, fill);
 }
 
 extern "C" int matvec_ring_stages(uint32_t wtype, int64_t rows, int64_t k, int n, int norm) {
@@ -206,10 +208,10 @@ extern "C" int matvec_fused_supported(uint32_t wtype, int64_t rows, int64_t k, i
 /* v10 or v11 (the variant's) with a fused source, or cudaErrorNotSupported with nothing launched. */
 template <typename XS>
 static cudaError_t matvec_fused(float *y, const void *w, uint32_t t, XS x, int64_t rows, int64_t k, int n,
-                                cudaStream_t s) {
+                                cudaStream_t s, int fill = -1) {
     if (!matvec_fused_supported(t, rows, k, n)) return cudaErrorNotSupported;
     cudaError_t e = cudaErrorNotSupported;
-    matvec_v10_family<false, XS>(y, w, t, x, (int)rows, (int)k, n, s, &e);
+    matvec_v10_family<false, XS>(y, w, t, x, (int)rows, (int)k, n, s, &e, fill);
     return e;
 }
 
@@ -239,6 +241,12 @@ extern "C" cudaError_t matvec_f32_acc(float *y, const void *w, uint32_t wtype, c
                                       int64_t k, int n, cudaStream_t stream) {
     if (!x) return cudaErrorInvalidValue;
     return matvec_fused(y, w, wtype, mv_x_acc{{x}}, rows, k, n, stream);
+}
+
+extern "C" cudaError_t matvec_f32_acc_prefilled(float *y, const void *w, uint32_t wtype, const float *x,
+                                                int64_t rows, int64_t k, int n, cudaStream_t stream) {
+    if (!x) return cudaErrorInvalidValue;
+    return matvec_fused(y, w, wtype, mv_x_acc{{x}}, rows, k, n, stream, 0);
 }
 
 extern "C" cudaError_t matvec_f32_swiglu_acc(float *y, const void *w, uint32_t wtype, const float *g, int64_t sg,

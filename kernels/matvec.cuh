@@ -1245,13 +1245,12 @@ __device__ __forceinline__ int mv10_sbyte(uint32_t w, int i) {
  * copies issued before them (run 62: a bulk copy of X does not overtake them either), so with
  * the whole fill out before the wait no unit was computed while it streamed, and when it had
  * landed nothing was in flight. Filling PRE slots before the wait and the rest right behind X's
- * loads lets X arrive after PRE slots only. One slot where the warp's whole share fits the ring
- * and the matvec follows another matvec (a NORM source: gate/up, QKV, the head, whose wait comes
- * soon after their blocks start), else two (wo and down follow attention and SwiGLU, during which
- * their fill lands anyway). Measured on an H200, tg128, all slots before -> this choice: 8b q4_0
- * 640 -> 664, q4_k_m 587 -> 613, 1b q4_0 2194 -> 2400. */
-__host__ __device__ constexpr int mv11_pre(bool norm, int units, int stages) {
-    return norm && units <= stages ? 1 : stages < 2 ? stages : 2;
+ * loads lets X arrive after PRE slots only: one slot where the warp's whole share fits the ring
+ * (its units then land soon after X, while the first is computed), else two. Not for the wo
+ * matvec, whose blocks start while decode attention runs, long enough for a whole fill to land
+ * before the wait: the engine launches it as matvec_f32_acc_prefilled (pre 0, all slots before). */
+__host__ __device__ constexpr int mv11_pre(int units, int stages) {
+    return units <= stages ? 1 : stages < 2 ? stages : 2;
 }
 
 struct mv_nohook {
@@ -1780,7 +1779,7 @@ matvec_v10(float *y, const uint8_t *w, XS xv, int rows, int k, int stages, int e
     mv11_cp cp = mv11_copier<T>(w, R16, C, t0 * ng + u0, lane); /* the next unit to copy */
     const uint32_t ring_s = (uint32_t)__cvta_generic_to_shared(mv10_smem_buf) + warp * S * SLOT; /* this warp's */
     /* v11: slots [0, PRE) are filled before the wait, [PRE, S) right behind X's loads (mv11_pre) */
-    const int PRE = !P::RING ? 0 : pre > 0 ? (pre < S ? pre : S) : pre < 0 && NT == 1 ? mv11_pre(XS::NORM, u1 - u0, S) : S;
+    const int PRE = !P::RING ? 0 : pre > 0 ? (pre < S ? pre : S) : pre < 0 && NT == 1 ? mv11_pre(u1 - u0, S) : S;
     auto fill = [&](int j0, int j1) {
         for (int j = j0; j < j1; j++) {
             if (u0 + j < u1) {

@@ -276,12 +276,13 @@ static void test_matvec_swiglu(gen_rng *r, uint32_t t, int64_t rows, int64_t k, 
 }
 
 /* The decode fusions (under variant 10 or 11): matvec_f32_norm (mode 0: X = rmsnorm(x) * g, the
- * reference X as the CPU path computes it: f64 sum of squares, f32 scale), matvec_f32_acc (1) and
- * matvec_f32_swiglu_acc (2: X = silu(g) * u from gate/up rows of stride 2k), the last two adding
- * onto a Y of random values; x per 32-value block over a wide range as in test_matvec_v10, norm
+ * reference X as the CPU path computes it: f64 sum of squares, f32 scale), matvec_f32_acc (1),
+ * matvec_f32_swiglu_acc (2: X = silu(g) * u from gate/up rows of stride 2k) and
+ * matvec_f32_acc_prefilled (3: as 1, its whole ring filled before the PDL wait), 1-3 adding onto a
+ * Y of random values; x per 32-value block over a wide range as in test_matvec_v10, norm
  * weights of both signs. mvq.h's budget per row and token, plus 1e-6 |y0| for the f32 add. */
 static void test_matvec_fused(gen_rng *r, int variant, uint32_t t, int64_t rows, int64_t k, int n, int mode) {
-    static const char *mname[3] = {"norm", "acc", "swiglu acc"};
+    static const char *mname[4] = {"norm", "acc", "swiglu acc", "acc prefilled"};
     char name[160], err[256], ring[32];
     snprintf(name, sizeof name, "matvec fused%s %s %s %lldx%lld n=%d%s", variant == 11 ? " v11" : "", mname[mode],
              quant_type_name(t), (long long)rows, (long long)k, n,
@@ -324,6 +325,7 @@ static void test_matvec_fused(gen_rng *r, int variant, uint32_t t, int64_t rows,
     const int sup = matvec_fused_supported(t, rows, k, n);
     cudaError_t e = mode == 0 ? matvec_f32_norm(dy, dr, t, dx, dg, eps, rows, k, n, 0)
                   : mode == 1 ? matvec_f32_acc(dy, dr, t, dx, rows, k, n, 0)
+                  : mode == 3 ? matvec_f32_acc_prefilled(dy, dr, t, dx, rows, k, n, 0)
                               : matvec_f32_swiglu_acc(dy, dr, t, dx, 2 * k, dx + k, 2 * k, rows, k, n, 0);
     matvec_use_variant(6);
     float *y = calloc((size_t)(n * rows), sizeof(float));
@@ -1732,6 +1734,18 @@ int main(void) {
         }
         matvec_ring_depth(0);
     }
+    /* the ring slots filled before the PDL wait forced to 0 (all) .. 3 (matvec_ring_pre; by
+     * default mv11_pre's choice, above), where a warp's units fit the ring and where they do not */
+    for (int pre = 0; pre <= 3 && want("v10"); pre++) {
+        matvec_ring_pre(pre);
+        for (size_t i = 0; i < sizeof v10_types / sizeof v10_types[0]; i++) {
+            const uint32_t t = v10_types[i];
+            test_matvec_fused(&r, 11, t, 28672, 4096, 1, 0);
+            test_matvec_fused(&r, 11, t, 4096, 14336, 1, pre & 1 ? 1 : 2);
+            test_matvec_fused(&r, 11, t, 1000, 4096, 1, 3);
+        }
+        matvec_ring_pre(-1);
+    }
     /* the decode fusions: every v10 type, n = 1 to its maximum, odd shapes (Q8_0's 128-weight
      * groups: 384), the production shapes of wo, down, QKV and gate/up; under v10 and v11 */
     if (want("fused")) test_matvec_fused_cover();
@@ -1751,6 +1765,8 @@ int main(void) {
             test_matvec_fused(&r, variant, t, 4096, 14336, maxn, 2); /* 8b down */
             test_matvec_fused(&r, variant, t, 131, 14336, 1, 1);
             test_matvec_fused(&r, variant, t, 28672, 4096, maxn, 0); /* 8b gate/up stacked */
+            test_matvec_fused(&r, variant, t, 4096, 4096, 1, 3);     /* 8b wo, as the engine runs it */
+            test_matvec_fused(&r, variant, t, 1000, 2816, 2, 3);
         }
         test_matvec_fused(&r, variant, QUANT_Q8_0, 37, 384, 3, 0);
         test_matvec_fused(&r, variant, QUANT_Q8_0, 37, 384, 1, 2);
