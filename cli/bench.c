@@ -697,7 +697,9 @@ typedef struct {
     int32_t n_vocab;
     int32_t valid;    /* positions 0..valid-1 hold evaluated tokens */
     uint64_t rng;
-    float *logits;
+    float *logits;    /* ours */
+    float *out;       /* where evaluations leave their row of logits: the engine's buffer (no copy
+                       * out of it, as llama-bench reads llama.cpp's) or logits */
     int32_t *tokens;  /* scratch of n_ctx random tokens */
 } bench_run;
 
@@ -713,7 +715,7 @@ static int eval_prompt(bench_run *br, int32_t pos, int64_t n, int64_t batch, cha
     for (int64_t i = 0; i < n; i++) br->tokens[i] = random_token(br);
     for (int64_t done = 0; done < n;) {
         int32_t b = (int32_t)(n - done < batch ? n - done : batch);
-        if (engine_eval(br->e, br->tokens + done, b, pos + (int32_t)done, br->logits, 0, err, err_size)) return -1;
+        if (engine_eval(br->e, br->tokens + done, b, pos + (int32_t)done, br->out, 0, err, err_size)) return -1;
         done += b;
     }
     br->valid = pos + (int32_t)n;  /* an evaluation replaces the cache from pos on */
@@ -725,7 +727,7 @@ static int eval_prompt(bench_run *br, int32_t pos, int64_t n, int64_t batch, cha
 static int eval_gen(bench_run *br, int32_t pos, int64_t n, char *err, size_t err_size) {
     for (int64_t i = 0; i < n; i++) {
         int32_t tok = random_token(br);
-        if (engine_eval(br->e, &tok, 1, pos + (int32_t)i, br->logits, 0, err, err_size)) return -1;
+        if (engine_eval(br->e, &tok, 1, pos + (int32_t)i, br->out, 0, err, err_size)) return -1;
     }
     br->valid = pos + (int32_t)n;  /* an evaluation replaces the cache from pos on */
     return 0;
@@ -860,6 +862,8 @@ static int load_engine(const bench_opts *o, const bench_model *models, const ben
     br->logits = malloc((size_t)br->n_vocab * sizeof *br->logits);
     br->tokens = malloc((size_t)need * sizeof *br->tokens);
     if (!br->logits || !br->tokens) { cli_error("out of memory"); return EXIT_RUNTIME; }
+    br->out = engine_logits_buffer(br->e, 1);
+    if (!br->out) br->out = br->logits;
     return 0;
 }
 

@@ -201,6 +201,9 @@ int cli_run(int argc, char **argv) {
     }
     logits = malloc((size_t)n_vocab * sizeof *logits);
     if (!ids || !logits) { cli_error("out of memory"); rc = EXIT_RUNTIME; goto out; }
+    /* the backend's own logits buffer where it has one: no copy out of it per token */
+    float *lg = engine_logits_buffer(e, 1);
+    if (!lg) lg = logits;
     if (n_prompt < 0 || n_prompt > cap) { cli_error("prompt: %s", err); goto out; }
     if (n_prompt > n_ctx) {
         cli_error("the prompt is %lld tokens but the context holds %d: shorten it or raise -c (at most "
@@ -240,7 +243,7 @@ int cli_run(int argc, char **argv) {
     double t1 = cli_now_ms();
     n_cached = o.prompt_cache ? cache_load(e, &o, ids, (int32_t)n_prompt) : 0;
     if (greedy ? engine_eval_greedy(e, ids + n_cached, (int32_t)n_prompt - n_cached, n_cached, &next, err, sizeof err)
-               : engine_eval(e, ids + n_cached, (int32_t)n_prompt - n_cached, n_cached, logits, 0, err, sizeof err)) {
+               : engine_eval(e, ids + n_cached, (int32_t)n_prompt - n_cached, n_cached, lg, 0, err, sizeof err)) {
         cli_error("%s", err);
         goto out;
     }
@@ -264,7 +267,7 @@ int cli_run(int argc, char **argv) {
     double t2 = cli_now_ms();
     for (;;) {
         if (cli_signal()) break;
-        int32_t id = greedy ? next : sampler_sample(smp, logits);
+        int32_t id = greedy ? next : sampler_sample(smp, lg);
         sampler_accept(smp, id);
         if (!o.ignore_eos && tokenizer_is_eog(tok, id)) break;
         if (put_token(tok, &st, id)) break;
@@ -275,7 +278,7 @@ int cli_run(int argc, char **argv) {
             break;
         }
         if (greedy ? engine_eval_greedy(e, &id, 1, pos, &next, err, sizeof err)
-                   : engine_eval(e, &id, 1, pos, logits, 0, err, sizeof err)) {
+                   : engine_eval(e, &id, 1, pos, lg, 0, err, sizeof err)) {
             cli_error("%s", err);
             goto out;
         }

@@ -74,6 +74,11 @@ typedef struct {
      * output row gives only the index of its largest logit (ties: the lowest index; NaN never
      * wins) in ids[b->n_out], so a device backend copies back ids instead of logits. */
     int (*forward_greedy)(void *self, const engine_fwd_batch *b, int32_t *ids, char *err, size_t err_size);
+    /* Optional (NULL: none): the host buffer of *rows rows of logits that forward fills on its own
+     * way out (a device backend's pinned copy target, as llama.cpp's output buffer); forward
+     * given this pointer as logits, for at most *rows rows, leaves them there instead of
+     * copying them again. Valid until the backend is freed. */
+    float *(*out_buffer)(void *self, int32_t *rows);
     /* Copy-on-write: copies K and V of cells src..src+n-1 to dst..dst+n-1 in every layer. */
     int (*kv_copy)(void *self, int32_t dst, int32_t src, int32_t n, char *err, size_t err_size);
     /* Prompt caches: reads or writes the K and V rows of layer l for the n cells listed, as f32,

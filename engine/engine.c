@@ -483,6 +483,12 @@ static int eval(engine *e, const int32_t *tokens, int32_t n, int32_t pos, float 
     return 0;
 }
 
+float *engine_logits_buffer(engine *e, int32_t rows) {
+    int32_t have = 0;
+    float *b = e->ops->out_buffer ? e->ops->out_buffer(e->be, &have) : NULL;
+    return b && rows >= 1 && rows <= have ? b : NULL;
+}
+
 int engine_eval(engine *e, const int32_t *tokens, int32_t n, int32_t pos, float *logits,
                 int all_logits, char *err, size_t err_size) {
     return eval(e, tokens, n, pos, logits, all_logits, NULL, err, err_size);

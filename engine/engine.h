@@ -101,6 +101,11 @@ int engine_kv_elem_bytes(const engine *e);
  * for the last token, or for every token (n rows) when all_logits. 0, or -1 with a message. */
 int engine_eval(engine *e, const int32_t *tokens, int32_t n, int32_t pos, float *logits,
                 int all_logits, char *err, size_t err_size);
+/* Where engine_eval and engine_decode can leave up to `rows` rows of logits without a copy: the
+ * backend's own host buffer (CUDA: the pinned one the device copies into, as llama.cpp's
+ * llama_get_logits), to pass as their logits argument; each call overwrites it. NULL when the
+ * backend has none or it holds fewer rows (then pass your own). Valid until engine_free. */
+float *engine_logits_buffer(engine *e, int32_t rows);
 
 /* --- several sequences (llama.cpp's llama_batch and llama_memory_seq_* ideas) ---------------- */
 

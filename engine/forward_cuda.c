@@ -1438,7 +1438,7 @@ static int fwd_pass(void *self, const engine_fwd_batch *b, float *logits, int32_
             wait_all(f, err, err_size) || trace_end(f, seen, n, err, err_size))
             return -1;
         if (greedy) memcpy(ids, f->h_ids, (size_t)n * sizeof(int32_t));
-        else memcpy(logits, f->h_logits, (size_t)n * (size_t)n_vocab * sizeof(float));
+        else if (logits != f->h_logits) memcpy(logits, f->h_logits, (size_t)n * (size_t)n_vocab * sizeof(float));
         return 0;
     }
     if (run_pass(f, n, -1, 0, 0, err, err_size)) return -1;
@@ -1449,11 +1449,16 @@ static int fwd_pass(void *self, const engine_fwd_batch *b, float *logits, int32_
         return wait_all(f, err, err_size);
     }
     DEV_TRY(cudaSetDevice(hpart->dev));
+    if (logits == f->h_logits && n_out > OUT_CHUNK) {
+        snprintf(err, err_size, "CUDA forward: %d rows of logits into the backend's buffer of %d", n_out, OUT_CHUNK);
+        return -1;
+    }
     for (int r0 = 0; r0 < n_out; r0 += OUT_CHUNK) {
         int nr = n_out - r0 < OUT_CHUNK ? n_out - r0 : OUT_CHUNK;
         if (run_head(hpart, n, r0, nr, greedy, 0, err, err_size) || wait_all(f, err, err_size)) return -1;
         if (greedy) memcpy(ids + r0, f->h_ids, (size_t)nr * sizeof(int32_t));
-        else memcpy(logits + (size_t)r0 * n_vocab, f->h_logits, (size_t)nr * (size_t)n_vocab * sizeof(float));
+        else if (logits != f->h_logits)
+            memcpy(logits + (size_t)r0 * n_vocab, f->h_logits, (size_t)nr * (size_t)n_vocab * sizeof(float));
     }
     if (!n_out) return wait_all(f, err, err_size);
     return 0;
@@ -2042,9 +2047,16 @@ static int cuda_describe(void *self, char *buf, size_t size) {
     return 0;
 }
 
+/* The pinned logits buffer the head's rows are copied into (batch.h: out_buffer). */
+static float *out_buffer(void *self, int32_t *rows) {
+    forward_cuda *f = self;
+    *rows = OUT_CHUNK;
+    return f->h_logits;
+}
+
 static const engine_backend_ops cuda_ops = {
     .name = "CUDA", .kv_elem_bytes = sizeof(uint16_t), .forward = fwd, .forward_greedy = fwd_greedy,
-    .kv_copy = kv_copy, .kv_get = kv_get, .kv_set = kv_set, .free = cuda_free,
+    .out_buffer = out_buffer, .kv_copy = kv_copy, .kv_get = kv_get, .kv_set = kv_set, .free = cuda_free,
 };
 
 const engine_gpu_backend forward_cuda_gpu = {

@@ -1,7 +1,9 @@
 /* The sampler: each filter of the chain on hand-made distributions, greedy and top-k 1, seeded
  * reproducibility, and draw frequencies against the softmax. */
 #include <math.h>
+#include <stdlib.h>
 #include <string.h>
+#include <time.h>
 
 #include "engine/sampler.h"
 #include "test.h"
@@ -166,8 +168,51 @@ static void test_chain(void) {
     sampler_free(bad);
 }
 
+/* The reference order of sampler.h: logit descending, ties by id. */
+static int ref_cmp(const void *a, const void *b) {
+    const sampler_cand *x = a, *y = b;
+    if (x->logit != y->logit) return x->logit > y->logit ? -1 : 1;
+    return (x->id > y->id) - (x->id < y->id);
+}
+
+/* top-k's heap selection and penalize's lookup against the plain definitions, on vocabulary-sized
+ * random lists with many tied logits (a fresh seed each run: the time), fresh and shuffled. */
+static void test_large(void) {
+    enum { N = 32000 };
+    static sampler_cand c[N], ref[N], shuf[N];
+    sampler_rng r;
+    sampler_rng_seed(&r, (uint64_t)time(NULL));
+    int ok_k = 1, ok_p = 1;
+    for (int round = 0; round < 8; round++) {
+        const int ks[] = {1, 2, 40, 40, 100, 1000, N - 1, 7};
+        for (int i = 0; i < N; i++) /* a coarse grid of values: ties are common */
+            c[i] = (sampler_cand){i, (float)((int)(sampler_rng_uniform(&r) * 300) - 150) * 0.125f};
+        memcpy(ref, c, sizeof c);
+        qsort(ref, N, sizeof *ref, ref_cmp);
+        memcpy(shuf, c, sizeof c);
+        size_t n = sampler_top_k(shuf, N, ks[round]);
+        ok_k &= n == (size_t)ks[round] && !memcmp(shuf, ref, n * sizeof *ref);
+        /* penalties: a history with repeats, on the fresh list and on a reversed copy */
+        int32_t last[64];
+        for (int j = 0; j < 64; j++) last[j] = (int32_t)(sampler_rng_uniform(&r) * (j < 32 ? N : 40));
+        float want[N];
+        for (int i = 0; i < N; i++) {
+            int seen = 0;
+            for (int j = 0; j < 64 && !seen; j++) seen = last[j] == i;
+            want[i] = !seen ? c[i].logit : c[i].logit <= 0 ? c[i].logit * 1.3f : c[i].logit / 1.3f;
+        }
+        for (int i = 0; i < N; i++) shuf[i] = c[N - 1 - i];
+        sampler_penalize(c, N, last, 64, 1.3f);
+        sampler_penalize(shuf, N, last, 64, 1.3f);
+        for (int i = 0; i < N; i++) ok_p &= c[i].logit == want[i] && shuf[N - 1 - i].logit == want[i];
+    }
+    CHECK(ok_k, "sampler top-k on 32000 random candidates equals a full sort's first k", "differs");
+    CHECK(ok_p, "sampler repeat penalty on 32000 candidates, fresh and reordered, once per id", "differs");
+}
+
 int main(void) {
     test_filters();
     test_chain();
+    test_large();
     return test_done();
 }
