@@ -69,9 +69,9 @@ int matvec_ring_stages(uint32_t wtype, int64_t rows, int64_t k, int n, int norm)
  * case takes as many as fit beside X in shared memory. Process-wide, for A/B runs, as
  * matvec_use_variant. */
 void matvec_ring_depth(int max_stages);
-/* 1: v10 / v11 issue their PDL trigger right after their wait, so that the next kernel's blocks
- * may start on each SM as soon as this kernel's block there leaves (0, the default: after the main
- * loop). Process-wide, for A/B runs, as matvec_use_variant. */
+/* 1 (default): v10 / v11 issue their PDL trigger right after their wait, so that the next
+ * kernel's blocks may start on each SM as soon as this kernel's block there leaves (PERF-LOG run
+ * 59); 0: after the main loop. Process-wide, for A/B runs, as matvec_use_variant. */
 void matvec_pdl_early(int on);
 /* v11's ring slots per warp filled before its PDL wait, the rest right behind X's loads: -1
  * (default) matvec.cuh's mv11_pre choice for one token (one or two slots), all for more tokens; 0

@@ -26,7 +26,7 @@ static int matvec_ring_cap = MV11_STAGES; /* v11's deepest ring (matvec_ring_dep
 
 extern "C" void matvec_use_variant(int v) { matvec_variant = v == 10 || v == 11 ? v : 6; }
 
-static int matvec_early = 0; /* matvec_pdl_early */
+static int matvec_early = 1; /* matvec_pdl_early */
 extern "C" void matvec_pdl_early(int on) { matvec_early = on != 0; }
 
 static int matvec_pre = -1; /* matvec_ring_pre */
