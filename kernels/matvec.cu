@@ -29,6 +29,9 @@ extern "C" void matvec_use_variant(int v) { matvec_variant = v == 10 || v == 11 
 static int matvec_early = 1; /* matvec_pdl_early */
 extern "C" void matvec_pdl_early(int on) { matvec_early = on != 0; }
 
+static int matvec_balance = 0; /* matvec_balanced_grid */
+extern "C" void matvec_balanced_grid(int on) { matvec_balance = on != 0; }
+
 static int matvec_pre = -1; /* matvec_ring_pre */
 extern "C" void matvec_ring_pre(int slots) { matvec_pre = slots >= -1 ? slots : -1; }
 
@@ -80,12 +83,12 @@ static bool matvec_v10_any(float *y, const void *w, uint32_t t, XS x, int r, int
                            cudaError_t *e, int fill) {
     /* matvec_ring_pre's count (A/B runs) wins over the launch's own; -1 is the kernel's choice */
     const int pdl = pdl_enabled(), cap = matvec_ring_cap, ea = matvec_early;
-    const int pre = matvec_pre >= 0 ? matvec_pre : fill;
+    const int pre = matvec_pre >= 0 ? matvec_pre : fill, bal = matvec_balance;
     switch (t) {
-    case QUANT_Q4_0: return matvec_v10_launch<QUANT_Q4_0, XH, XS, O>(y, w, x, r, k, n, s, pdl, e, cap, ea, pre);
-    case QUANT_Q4_K: return matvec_v10_launch<QUANT_Q4_K, XH, XS, O>(y, w, x, r, k, n, s, pdl, e, cap, ea, pre);
-    case QUANT_Q8_0: return matvec_v10_launch<QUANT_Q8_0, XH, XS, O>(y, w, x, r, k, n, s, pdl, e, cap, ea, pre);
-    case QUANT_Q6_K: return matvec_v10_launch<QUANT_Q6_K, XH, XS, O>(y, w, x, r, k, n, s, pdl, e, cap, ea, pre);
+    case QUANT_Q4_0: return matvec_v10_launch<QUANT_Q4_0, XH, XS, O>(y, w, x, r, k, n, s, pdl, e, cap, ea, pre, bal);
+    case QUANT_Q4_K: return matvec_v10_launch<QUANT_Q4_K, XH, XS, O>(y, w, x, r, k, n, s, pdl, e, cap, ea, pre, bal);
+    case QUANT_Q8_0: return matvec_v10_launch<QUANT_Q8_0, XH, XS, O>(y, w, x, r, k, n, s, pdl, e, cap, ea, pre, bal);
+    case QUANT_Q6_K: return matvec_v10_launch<QUANT_Q6_K, XH, XS, O>(y, w, x, r, k, n, s, pdl, e, cap, ea, pre, bal);
     default: return false;
     }
 }

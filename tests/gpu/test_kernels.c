@@ -1746,6 +1746,17 @@ int main(void) {
         }
         matvec_ring_pre(-1);
     }
+    /* the balanced grid (matvec_balanced_grid: fewer blocks, every one with the same tiles) */
+    if (want("v10")) {
+        matvec_balanced_grid(1);
+        for (size_t i = 0; i < sizeof v10_types / sizeof v10_types[0]; i++) {
+            const uint32_t t = v10_types[i];
+            test_matvec_fused(&r, 11, t, 28672, 4096, 1, 0); /* 1792 tiles: 128 blocks of 14 */
+            test_matvec_fused(&r, 11, t, 4096, 14336, 2, 1);
+            test_matvec_v10(&r, 11, t, 1000, 4096, 1, 0);
+        }
+        matvec_balanced_grid(0);
+    }
     /* the decode fusions: every v10 type, n = 1 to its maximum, odd shapes (Q8_0's 128-weight
      * groups: 384), the production shapes of wo, down, QKV and gate/up; under v10 and v11 */
     if (want("fused")) test_matvec_fused_cover();
