@@ -78,8 +78,8 @@ void matvec_pdl_early(int on);
  * all of them before the wait (the form before PERF-LOG run 63); N > 0 N. Process-wide, for A/B
  * runs. */
 void matvec_ring_pre(int slots);
-/* 1: v10 / v11 launch the fewest blocks that keep the most tiles of 16 rows per block, so every
- * block has as many (8b gate/up: 128 blocks of 14 tiles, not 132 of 13 or 14, whose last blocks
+/* 1: v10 / v11 launch the fewest blocks that keep the most tiles of 16 rows per block, so that
+ * the shares are as even as the tiles allow (8b gate/up: 128 blocks of 14 tiles, not 132 of 13 or 14, whose last blocks
  * end 3-5 us after the first: MGI_TRACE, PERF-LOG run 59); 0 (default): one block per SM. Not yet
  * measured on a GPU (no device time was left in session 8): opt-in until it has been.
  * Process-wide, for A/B runs. */

@@ -1952,8 +1952,8 @@ static inline size_t mv10_shape(int64_t rows, int64_t k, int nt, bool norm, int 
     const int64_t R16 = (rows + 15) / 16;
     int64_t g = R16 < (int64_t)sms * P::BPS ? R16 : (int64_t)sms * P::BPS;
     if ((R16 + g - 1) / g > MV6_TILES) g = (R16 + MV6_TILES - 1) / MV6_TILES;
-    /* balance: the fewest blocks with the same most tiles per block, so that every block has as
-     * many (8b gate/up: 128 blocks of 14 tiles instead of 132 of 13 or 14) */
+    /* balance: the fewest blocks with the same most tiles per block, so that the blocks' shares
+     * are as even as the tiles allow (8b gate/up: 128 blocks of 14 tiles, not 132 of 13 or 14) */
     if (balance) g = (R16 + (R16 + g - 1) / g - 1) / ((R16 + g - 1) / g);
     *grid = g;
     *stages = 0;
