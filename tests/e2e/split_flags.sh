@@ -7,21 +7,19 @@ M=$SHARED/models/aidreams260K-f32.gguf
 T=$TMP/text.txt
 printf 'one two three four five six seven eight nine ten %.0s' $(seq 40) >"$T"
 
-for cmd in "run -p hi -n 1" "batch -p hi -n 1" "perplexity -f $T" "info"; do
+# bad value: name|arguments (the flag each names comes first in its arguments)
+bad=("-sm bad|-sm rows" "-ts negative|-ts 1,-1" "-ts not a number|-ts 3,x" "-ts empty item|-ts 3,,1"
+     "-ts 17 values|-ts 1,1,1,1,1,1,1,1,1,1,1,1,1,1,1,1,1" "-mg negative|-mg -1" "-mg 16|-mg 16"
+     "-dev name|-dev GPU0" "-dev negative|-dev 0,-1" "-dev empty|-dev " "-ngl bad|-ngl lots")
+for cmd in "run -p hi -n 1" "batch -ns 1 -n 1" "perplexity -f $T" "info"; do
     sub=${cmd%% *}
-    # shellcheck disable=SC2086
-    set -- $cmd
-    expect_error "$sub -sm bad" 1 "$MGI" "$@" -m "$M" -sm rows
-    expect_error "$sub -ts negative" 1 "$MGI" "$@" -m "$M" -ts 1,-1
-    expect_error "$sub -ts not a number" 1 "$MGI" "$@" -m "$M" -ts 3,x
-    expect_error "$sub -ts empty item" 1 "$MGI" "$@" -m "$M" -ts 3,,1
-    expect_error "$sub -ts 17 values" 1 "$MGI" "$@" -m "$M" -ts 1,1,1,1,1,1,1,1,1,1,1,1,1,1,1,1,1
-    expect_error "$sub -mg negative" 1 "$MGI" "$@" -m "$M" -mg -1
-    expect_error "$sub -mg 16" 1 "$MGI" "$@" -m "$M" -mg 16
-    expect_error "$sub -dev name" 1 "$MGI" "$@" -m "$M" -dev GPU0
-    expect_error "$sub -dev negative" 1 "$MGI" "$@" -m "$M" -dev 0,-1
-    expect_error "$sub -dev empty" 1 "$MGI" "$@" -m "$M" -dev ''
-    expect_error "$sub -ngl bad" 1 "$MGI" "$@" -m "$M" -ngl lots
+    for b in "${bad[@]}"; do
+        name=${b%%|*} args=${b#*|} flag=${args%% *}
+        val=${args#* }
+        # shellcheck disable=SC2086
+        expect_error "$sub $name" 1 "$MGI" $cmd -m "$M" "$flag" "$val"
+        check "$sub $name: the message names $flag" grep -q -- "^mgi: $flag" "$TMP/err"
+    done
 done
 for f in "-sm rows" "-ts 1/-1" "-mg x" "-dev CUDAx"; do
     # shellcheck disable=SC2086
