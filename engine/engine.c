@@ -387,6 +387,13 @@ static int decode(engine *e, const engine_token *t, int32_t n, float *logits, in
         snprintf(err, err_size, "decode: empty batch");
         return ENGINE_EPARAM;
     }
+    int32_t have = 0;
+    if (logits && n > e->n_batch && e->ops->out_buffer && logits == e->ops->out_buffer(e->be, &have)) {
+        /* each pass would copy its rows over the last one's in that buffer */
+        snprintf(err, err_size, "decode: the backend's logits buffer takes one pass (%d tokens, at most %d)", n,
+                 e->n_batch);
+        return ENGINE_EPARAM;
+    }
     for (int32_t s = 0; s < n_seq; s++) e->seq_next[s] = e->seq_idx[s] = -1;
     for (int32_t i = 0; i < n; i++) {
         int32_t s = t[i].seq;

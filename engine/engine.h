@@ -103,7 +103,9 @@ int engine_eval(engine *e, const int32_t *tokens, int32_t n, int32_t pos, float 
                 int all_logits, char *err, size_t err_size);
 /* Where engine_eval and engine_decode can leave up to `rows` rows of logits without a copy: the
  * backend's own host buffer (CUDA: the pinned one the device copies into, as llama.cpp's
- * llama_get_logits), to pass as their logits argument; each call overwrites it. NULL when the
+ * llama_get_logits), to pass as their logits argument; each call overwrites it. engine_decode
+ * takes it only for a batch of one pass (at most the backend's n_batch tokens: ENGINE_EPARAM
+ * otherwise); engine_eval, whose one row comes from its last pass, for any n. NULL when the
  * backend has none or it holds fewer rows (then pass your own). Valid until engine_free. */
 float *engine_logits_buffer(engine *e, int32_t rows);
 
