@@ -204,8 +204,8 @@ struct forward_cuda {
     int fuse;           /* fuse_mode(), read once at create */
     int rope_fold;      /* rope_fold_mode(), read once at create */
     int att_early;      /* att_early_mode(), read once at create */
-    const char *trace_path; /* MGI_TRACE (trace_step): where one decode step's block timeline goes */
-    int trace_step;         /* the first replay of a one-part decode graph it traces */
+    char trace_path[512];   /* MGI_TRACE's FILE ("" when off): two decode steps' block timeline */
+    int trace_step;         /* MGI_TRACE's N: the first replay of a one-part decode graph it traces */
     void *trace_buf;        /* device, TRACE_BYTES, while tracing */
     /* Row split: the all-reduces of passes of up to p2p_max_tok tokens run kernels/p2p.h's
      * all-reduce over peer access instead of NCCL, and a decode step is one graph per device
@@ -725,7 +725,8 @@ static int attn_half(part *p, int32_t l, span s, int fz, char *err, size_t err_s
                                     f->one_per_seq && f->att_early, scale, p->st));
         }
     }
-    return fz ? mm_acc(p, &L->wo, att, x, t0, nt, fz & FZ_WO, f->pf_pos0 < 0, err, err_size)
+    /* wo follows attention: prefilled */
+    return fz ? mm_acc(p, &L->wo, att, x, t0, nt, fz & FZ_WO, 1, err, err_size)
               : mm(p, &L->wo, att, xn, nt, err, err_size);
 }
 
@@ -999,10 +1000,10 @@ static void matvec_variant_from_env(void) {
      * H200); MGI_MV_EARLY=0 after their main loop, for A/B runs */
     e = getenv("MGI_MV_EARLY");
     matvec_pdl_early(!(e && !strcmp(e, "0")));
-    /* v11's ring slots filled before the PDL wait (kernels.h: matvec_ring_pre; default -1, the
-     * kernel's choice), for A/B runs */
     e = getenv("MGI_MV_BALANCE"); /* 1: kernels.h's matvec_balanced_grid (opt-in, unmeasured) */
     matvec_balanced_grid(e && !strcmp(e, "1"));
+    /* v11's ring slots filled before the PDL wait (kernels.h: matvec_ring_pre; default -1, the
+     * kernel's choice), for A/B runs */
     e = getenv("MGI_MV_PRE");
     matvec_ring_pre(e && *e >= '0' && *e <= '6' && !e[1] ? *e - '0' : -1);
 }
@@ -1280,7 +1281,6 @@ static int wait_all(forward_cuda *f, char *err, size_t err_size) {
     return 0;
 }
 
-/* forward (logits) or forward_greedy (ids set): the pass, then the output rows in chunks. */
 /* MGI_TRACE=FILE[:N]: replays N and N + 1 (default 20, 21) of the one-part decode graph of a token
  * count run with kernels_trace on, and their block records are written to FILE as text, one line
  * per block: kind tag block smid grid, then %globaltimer (ns) at marks 0-5, then clock64 at marks
@@ -1288,10 +1288,12 @@ static int wait_all(forward_cuda *f, char *err, size_t err_size) {
  * so that the time between them shows too. A lab diagnostic: the steps' results are as untraced. */
 static void trace_mode(forward_cuda *f) {
     const char *e = getenv("MGI_TRACE");
-    f->trace_path = e && *e ? e : NULL;
-    f->trace_step = 20;
     const char *c = e ? strrchr(e, ':') : NULL;
-    if (c && c[1] >= '0' && c[1] <= '9') f->trace_step = atoi(c + 1);
+    const int has_n = c && c[1] >= '0' && c[1] <= '9';
+    f->trace_step = has_n ? atoi(c + 1) : 20;
+    size_t len = !e ? 0 : has_n ? (size_t)(c - e) : strlen(e);
+    if (len >= sizeof f->trace_path) len = sizeof f->trace_path - 1;
+    snprintf(f->trace_path, sizeof f->trace_path, "%.*s", (int)len, e ? e : "");
 }
 
 #define TRACE_BYTES ((size_t)64 << 20)
@@ -1300,7 +1302,7 @@ static void trace_mode(forward_cuda *f) {
 /* Before replay `seen` of a decode graph: the trace switched on at the first traced one. */
 static int trace_begin(forward_cuda *f, int seen, char *err, size_t err_size) {
     part *p = &f->p[0];
-    if (!f->trace_path || f->n_part != 1 || seen != f->trace_step || f->trace_buf) return 0;
+    if (!f->trace_path[0] || f->n_part != 1 || seen != f->trace_step || f->trace_buf) return 0;
     DEV_TRY(cudaSetDevice(p->dev));
     DEV_TRY(cudaMalloc(&f->trace_buf, TRACE_BYTES));
     DEV_TRY(cudaMemsetAsync(f->trace_buf, 0, TRACE_BYTES, p->st));
@@ -1313,10 +1315,7 @@ static int trace_end(forward_cuda *f, int seen, int n, char *err, size_t err_siz
     part *p = &f->p[0];
     if (!f->trace_buf || seen != f->trace_step + TRACE_STEPS - 1) return 0;
     DEV_TRY(kernels_trace(NULL, 0, p->st));
-    char path[512];
-    const char *c = strrchr(f->trace_path, ':');
-    size_t len = c && c[1] >= '0' && c[1] <= '9' ? (size_t)(c - f->trace_path) : strlen(f->trace_path);
-    snprintf(path, sizeof path, "%.*s", (int)(len < sizeof path ? len : sizeof path - 1), f->trace_path);
+    const char *path = f->trace_path;
     kernels_trace_rec *h = malloc(TRACE_BYTES);
     FILE *o = NULL;
     int rc = -1;
@@ -1329,8 +1328,9 @@ static int trace_end(forward_cuda *f, int seen, int n, char *err, size_t err_siz
         for (size_t i = 0; i < TRACE_BYTES / sizeof *h; i++) {
             if (!h[i].kind) continue;
             fprintf(o, "%u %llx %u %u %u", h[i].kind, (unsigned long long)h[i].tag, h[i].block, h[i].smid, h[i].grid);
-            for (int j = 0; j < 6; j++) fprintf(o, " %llu", (unsigned long long)h[i].g[j]);
-            for (int j = 0; j < 6; j++) fprintf(o, " %llu", (unsigned long long)h[i].c[j]);
+            const size_t marks = sizeof h[i].g / sizeof h[i].g[0];
+            for (size_t j = 0; j < marks; j++) fprintf(o, " %llu", (unsigned long long)h[i].g[j]);
+            for (size_t j = 0; j < marks; j++) fprintf(o, " %llu", (unsigned long long)h[i].c[j]);
             fputc('\n', o);
         }
         rc = fclose(o) ? -1 : 0;
@@ -1341,10 +1341,11 @@ static int trace_end(forward_cuda *f, int seen, int n, char *err, size_t err_siz
     free(h);
     cudaFree(f->trace_buf);
     f->trace_buf = NULL;
-    f->trace_path = NULL; /* once */
+    f->trace_path[0] = 0; /* once */
     return rc;
 }
 
+/* forward (logits) or forward_greedy (ids set): the pass, then the output rows in chunks. */
 static int fwd_pass(void *self, const engine_fwd_batch *b, float *logits, int32_t *ids, char *err,
                    size_t err_size) {
     forward_cuda *f = self;

@@ -1235,12 +1235,7 @@ __device__ __forceinline__ int mv10_sbyte(uint32_t w, int i) {
     return (int)r;
 }
 
-/* Stages token tok of X (C chunks, zeros past k) as int8 records, xd (d per 32) and for Q4_K xs (sum of
- * the rounded X per 32, d * sum q: the min term then sees the X the products see, so the error of
- * a row is sum_i w_i (rounded x_i - x_i) with w_i's zero-mean weights, as mvq.h budgets). Each thread takes 4 consecutive values; the 8 threads of a 32-value block share max|x|
- * (and the sum) by shuffles. The offset words (-8 S ...) follow once the codes are in place.
- * A NORM source stages x * g and leaves each warp's sum of x^2 in ssw[warp]. */
-/* v11's ring slots a warp fills before its PDL wait (PERF-LOG runs 63-65). The trace found X
+/* v11's ring slots a warp fills before its PDL wait (PERF-LOG runs 63-66). The trace found X
  * staged only once a block's whole first fill had landed: the staging loads queue behind the
  * copies issued before them (run 62: a bulk copy of X does not overtake them either), so with
  * the whole fill out before the wait no unit was computed while it streamed, and when it had
@@ -1253,15 +1248,16 @@ __host__ __device__ constexpr int mv11_pre(int units, int stages) {
     return units <= stages ? 1 : stages < 2 ? stages : 2;
 }
 
-struct mv_nohook {
-    __device__ void operator()() const {}
-};
-
-/* (hook: called once by every thread right after the last round of X loads is issued, before it
- * is used: v11 issues the rest of its first ring fill there, behind X; see mv11_pre.) */
-template <int T, bool XH, int U, typename XS, typename HK = mv_nohook>
+/* Stages token tok of X (C chunks, zeros past k) as int8 records, xd (d per 32) and for Q4_K xs (sum of
+ * the rounded X per 32, d * sum q: the min term then sees the X the products see, so the error of
+ * a row is sum_i w_i (rounded x_i - x_i) with w_i's zero-mean weights, as mvq.h budgets). Each thread takes 4 consecutive values; the 8 threads of a 32-value block share max|x|
+ * (and the sum) by shuffles. The offset words (-8 S ...) follow once the codes are in place.
+ * A NORM source stages x * g and leaves each warp's sum of x^2 in ssw[warp]. hook runs once in
+ * every thread right after the last round of X loads is issued, before any is used (v11 issues
+ * the rest of its first ring fill there, behind X: mv11_pre). */
+template <int T, bool XH, int U, typename XS, typename HK>
 __device__ __forceinline__ void mv10_stage(uint32_t *xr, float *xd, float *xs, float *ssw, const XS &xv, int tok,
-                                           int k, int C, HK hook = HK()) {
+                                           int k, int C, HK hook) {
     static_assert(!(XH && mv_fused<XS>()), "v10: the fused sources are f32");
     constexpr int RW = mv10_rec<T>();
     uint8_t *xb = (uint8_t *)xr;
@@ -1803,15 +1799,12 @@ matvec_v10(float *y, const uint8_t *w, XS xv, int rows, int k, int stages, int e
      * leaves it, not only once every block is through its loop */
     if (P::EARLY || early) pdl_trigger();
     for (int i = threadIdx.x; i < nt * W * NT * 16; i += blockDim.x) red[i] = 0.0f;
-    auto rest = [&]() { fill(PRE, S); }; /* after X's first loads: they are not queued behind it */
 #pragma unroll 1
-    for (int c = 0; c < NT; c++) {
-        if (c == 0 && PRE < S)
-            mv10_stage<T, XH, (P::W * P::BPS > 16 || NT > 2 ? 2 : 4)>(xr, xd, xs, ssw, xv, 0, k, (int)C, rest);
-        else
-            mv10_stage<T, XH, (P::W * P::BPS > 16 || NT > 2 ? 2 : 4)>(xr + c * xst, xd + c * dst, xs + c * dst,
-                                                                      ssw + c * W, xv, c, k, (int)C);
-    }
+    for (int c = 0; c < NT; c++) /* the fill's rest behind token 0's X loads, so they are not queued behind it */
+        mv10_stage<T, XH, (P::W * P::BPS > 16 || NT > 2 ? 2 : 4)>(xr + c * xst, xd + c * dst, xs + c * dst, ssw + c * W,
+                                                                  xv, c, k, (int)C, [&]() {
+                                                                      if (c == 0) fill(PRE, S);
+                                                                  });
     __syncthreads();
     kt_mark(tr, 3);
 

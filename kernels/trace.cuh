@@ -27,6 +27,7 @@
 enum { KT_MATVEC = 1, KT_ATTENTION = 2, KT_SWIGLU = 3, KT_EMBED = 4 };
 
 typedef kernels_trace_rec kt_rec; /* kernels.h: what the host reads back */
+static_assert(sizeof(((kt_rec *)0)->g) == KT_MARKS * sizeof(uint64_t), "kernels.h's record holds KT_MARKS marks");
 
 static __device__ kt_rec *kt_buf;
 static __device__ unsigned kt_cap, kt_n;
