@@ -1000,8 +1000,8 @@ static void matvec_variant_from_env(void) {
      * H200); MGI_MV_EARLY=0 after their main loop, for A/B runs */
     e = getenv("MGI_MV_EARLY");
     matvec_pdl_early(!(e && !strcmp(e, "0")));
-    e = getenv("MGI_MV_BALANCE"); /* 1: kernels.h's matvec_balanced_grid (opt-in, unmeasured) */
-    matvec_balanced_grid(e && !strcmp(e, "1"));
+    e = getenv("MGI_MV_BALANCE"); /* kernels.h's matvec_balanced_grid: on unless "0" (A/B runs) */
+    matvec_balanced_grid(!(e && !strcmp(e, "0")));
     /* v11's ring slots filled before the PDL wait (kernels.h: matvec_ring_pre; default -1, the
      * kernel's choice), for A/B runs */
     e = getenv("MGI_MV_PRE");

@@ -78,11 +78,11 @@ void matvec_pdl_early(int on);
  * all of them before the wait (the form before PERF-LOG run 63); N > 0 N. Process-wide, for A/B
  * runs. */
 void matvec_ring_pre(int slots);
-/* 1: v10 / v11 launch the fewest blocks that keep the most tiles of 16 rows per block, so that
- * the shares are as even as the tiles allow (8b gate/up: 128 blocks of 14 tiles, not 132 of 13 or 14, whose last blocks
- * end 3-5 us after the first: MGI_TRACE, PERF-LOG run 59); 0 (default): one block per SM. Not yet
- * measured on a GPU (no device time was left in session 8): opt-in until it has been.
- * Process-wide, for A/B runs. */
+/* 1 (default): v10 / v11 launch the fewest blocks that keep the most tiles of 16 rows per block,
+ * so that the shares are as even as the tiles allow (8b gate/up: 128 blocks of 14 tiles, not 132
+ * of 13 or 14, whose last blocks ended 3-5 us after the first: MGI_TRACE, PERF-LOG run 59; +1.2%
+ * tg128 on 8b q4_0 and q4_k_m, 1b unchanged: run 69); 0: one block per SM. Process-wide, for A/B
+ * runs. */
 void matvec_balanced_grid(int on);
 /* X in f32 [n][k] or in f16 bits [n][k]; Y f32 [n][rows]. */
 cudaError_t matvec_f32(float *y, const void *w, uint32_t wtype, const float *x, int64_t rows,

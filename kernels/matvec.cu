@@ -29,7 +29,7 @@ extern "C" void matvec_use_variant(int v) { matvec_variant = v == 10 || v == 11 
 static int matvec_early = 1; /* matvec_pdl_early */
 extern "C" void matvec_pdl_early(int on) { matvec_early = on != 0; }
 
-static int matvec_balance = 0; /* matvec_balanced_grid */
+static int matvec_balance = 1; /* matvec_balanced_grid */
 extern "C" void matvec_balanced_grid(int on) { matvec_balance = on != 0; }
 
 static int matvec_pre = -1; /* matvec_ring_pre */
