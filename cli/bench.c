@@ -727,7 +727,12 @@ static int eval_prompt(bench_run *br, int32_t pos, int64_t n, int64_t batch, cha
 static int eval_gen(bench_run *br, int32_t pos, int64_t n, char *err, size_t err_size) {
     for (int64_t i = 0; i < n; i++) {
         int32_t tok = random_token(br);
-        if (engine_eval(br->e, &tok, 1, pos + (int32_t)i, br->out, 0, err, err_size)) return -1;
+        /* each step launches the next (engine_decode_ahead), up to the last, which launches none */
+        engine_decode_ahead(br->e, i + 1 < n);
+        if (engine_eval(br->e, &tok, 1, pos + (int32_t)i, br->out, 0, err, err_size)) {
+            engine_decode_ahead(br->e, 0);
+            return -1;
+        }
     }
     br->valid = pos + (int32_t)n;  /* an evaluation replaces the cache from pos on */
     return 0;

@@ -277,6 +277,9 @@ int cli_run(int argc, char **argv) {
             if (o.log) fprintf(stderr, "\ncontext full (%d tokens, -c): stopping\n", n_ctx);
             break;
         }
+        /* the next step launched during this one while another surely follows (EOS may still
+         * end the text: the launched step is then run on a placeholder at engine_free) */
+        engine_decode_ahead(e, (o.n_predict <= 0 || n_gen + 1 < o.n_predict) && pos + 1 < n_ctx);
         if (greedy ? engine_eval_greedy(e, &id, 1, pos, &next, err, sizeof err)
                    : engine_eval(e, &id, 1, pos, lg, 0, err, sizeof err)) {
             cli_error("%s", err);

@@ -79,6 +79,11 @@ typedef struct {
      * given this pointer as logits, for at most *rows rows, leaves them there instead of
      * copying them again. Valid until the backend is freed. */
     float *(*out_buffer)(void *self, int32_t *rows);
+    /* Optional (NULL: ignored): engine_decode_ahead's hint. While on, after each one-token
+     * decode step of sequence 0 (n_tokens 1, n_seqs 1, seq 0, one output row) the backend may
+     * launch the next such step before it is asked for; any other call first cancels a step so
+     * launched. Off launches no more (one already launched still serves a matching call). */
+    void (*ahead)(void *self, int on);
     /* Copy-on-write: copies K and V of cells src..src+n-1 to dst..dst+n-1 in every layer. */
     int (*kv_copy)(void *self, int32_t dst, int32_t src, int32_t n, char *err, size_t err_size);
     /* Prompt caches: reads or writes the K and V rows of layer l for the n cells listed, as f32,

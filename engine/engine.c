@@ -496,6 +496,10 @@ float *engine_logits_buffer(engine *e, int32_t rows) {
     return b && rows >= 1 && rows <= have ? b : NULL;
 }
 
+void engine_decode_ahead(engine *e, int on) {
+    if (e->ops->ahead) e->ops->ahead(e->be, on);
+}
+
 int engine_eval(engine *e, const int32_t *tokens, int32_t n, int32_t pos, float *logits,
                 int all_logits, char *err, size_t err_size) {
     return eval(e, tokens, n, pos, logits, all_logits, NULL, err, err_size);

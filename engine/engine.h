@@ -108,6 +108,14 @@ int engine_eval(engine *e, const int32_t *tokens, int32_t n, int32_t pos, float 
  * otherwise); engine_eval, whose one row comes from its last pass, for any n. NULL when the
  * backend has none or it holds fewer rows (then pass your own). Valid until engine_free. */
 float *engine_logits_buffer(engine *e, int32_t rows);
+/* A hint for generation loops: on, each one-token engine_eval or engine_eval_greedy step lets
+ * the backend launch the next one-token step at once, before its token is known (one-GPU CUDA:
+ * the launch then overlaps the step, and the next call only hands the token over); off, no more
+ * are launched, and one already launched still serves the next such call. A launched step that
+ * the next call does not match (another length, sequence or output, a KV operation, engine_free)
+ * is run on a placeholder first, which costs one step's time; so switch it off before the last
+ * step of a loop. Results are the same either way. No effect on other backends. */
+void engine_decode_ahead(engine *e, int on);
 
 /* --- several sequences (llama.cpp's llama_batch and llama_memory_seq_* ideas) ---------------- */
 

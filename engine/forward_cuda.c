@@ -153,7 +153,7 @@ typedef struct {
     dweight **ws;       /* every matvec weight, in upload order */
     int n_w;
     float *output_norm;
-    uint16_t *kv_k, *kv_v;  /* [l1 - l0][n_cells][kv_dim] f16 */
+    uint16_t *kv_k, *kv_v;  /* [l1 - l0][kv_cells][kv_dim] f16 */
     float *x, *xn;      /* residual stream, normed input (or a matvec's output before the add) */
     float *qkv, *q;     /* Q/K/V outputs (group_view), Q after RoPE */
     float *att, *gu, *ff, *logits;
@@ -189,6 +189,8 @@ struct forward_cuda {
     int main;           /* index of the part computing the head */
     int32_t l0, l1;     /* layers of the whole backend */
     int32_t n_cells, n_batch, max_pos, max_pages, n_split;
+    int32_t kv_cells;   /* cells per layer in the device cache: the n_cells callers use, then one trash
+                           page that only ahead_cancel's placeholder step writes and reads */
     int32_t max_seqs;   /* page tables per pass: sequences of max_pos positions fitting n_cells */
     int32_t pf_pos0;    /* the pass is one sequence's positions pf_pos0.. (prompt attention); -1: not */
     int one_per_seq;    /* every sequence of the pass has one token: its earlier cells were written by
@@ -196,6 +198,22 @@ struct forward_cuda {
     int32_t *h_meta;    /* pinned */
     float *h_logits;    /* pinned [OUT_CHUNK][n_vocab] */
     int32_t *h_ids;     /* pinned [OUT_CHUNK] */
+    /* Decode steps through the host gate (kernels.h: host_gate): a one-part decode graph begins
+     * with it and takes its metadata from h_meta (pinned, mapped) when the host opens it, instead
+     * of from a copy queued before the launch. With `ahead` (engine_decode_ahead) the one-token
+     * step after each one-token step is launched at once, before its token is known: the launch
+     * call overlaps the step before it, and the call that brings the token only writes the
+     * metadata and opens the gate (armed: that launch is pending, forward_greedy's if
+     * armed_greedy; step_ev[armed_ev] marks its end). Any other call cancels it first
+     * (ahead_cancel). */
+    kernels_gate *gate;     /* pinned, mapped */
+    int gate_pass;          /* the pass being launched begins with the gate */
+    int ahead_mode;         /* ahead_mode(), read once at create */
+    int direct_out;         /* gate steps write logits / ids into h_logits / h_ids (run_head); MGI_DIRECT_OUT=0: copies */
+    int ahead, armed, armed_greedy, armed_ev;
+    cudaEvent_t step_ev[2]; /* the end of the step waited for, and of the one launched ahead */
+    int ev_next;
+    float *h_keep;          /* [n_vocab]: the caller's last logits, kept while a cancelled step runs */
     int graph_seen[2][GRAPH_MAX_TOK + 1];
     int have_comms;
     int broken;         /* an NCCL failure or timeout: the communicators are gone */
@@ -335,7 +353,7 @@ static void layout_weights(part *p, arena *a) {
 }
 
 static void layout_kv(part *p, arena *a) {
-    size_t n = (size_t)(p->l1 - p->l0) * (size_t)p->f->n_cells * (size_t)p->kv_dim;
+    size_t n = (size_t)(p->l1 - p->l0) * (size_t)p->f->kv_cells * (size_t)p->kv_dim;
     p->kv_k = take(a, n * sizeof(uint16_t));
     p->kv_v = take(a, n * sizeof(uint16_t));
 }
@@ -687,7 +705,7 @@ static int attn_half(part *p, int32_t l, span s, int fz, char *err, size_t err_s
     int E = hp->n_embd, hd = hp->head_dim, t0 = s.t0, nt = s.nt;
     const int32_t *d_pos = p->d_meta + s.n, *d_seq = d_pos + s.n, *d_cell = d_seq + s.n;
     const int32_t *d_pages = d_cell + 2 * s.n;
-    size_t kv_off = (size_t)(l - p->l0) * (size_t)f->n_cells * (size_t)p->kv_dim;
+    size_t kv_off = (size_t)(l - p->l0) * (size_t)f->kv_cells * (size_t)p->kv_dim;
     float scale = 1.0f / sqrtf((float)hd);
     float *pq, *pk, *pv;
     int64_t sq, sk, sv;
@@ -791,25 +809,33 @@ static int run_head(part *p, int n, int r0, int nr, int greedy, int identity, ch
     const llama_hparams *hp = &f->m->hp;
     const int32_t *d_out = p->d_meta + 4 * n;
     const dweight *o = &p->output;
+    /* A step through the gate writes its outputs straight into the pinned buffers (mapped; UVA:
+     * their host addresses are their device addresses): no copy at the step's end, whose fixed
+     * cost would come between this step and the next. */
+    const int direct = f->gate_pass && f->direct_out;
+    float *logits = p->logits;
     if (fuse_on(f, nr) && p->head_fz[nr]) { /* the output norm inside the head's matvec */
         const float *x = p->x;
         if (!identity || r0 != 0 || nr != n) {
             DEV_TRY(paged_gather_rows(p->xn, p->x, d_out + r0, nr, hp->n_embd, p->st));
             x = p->xn;
         }
-        DEV_TRY(matvec_f32_norm(p->logits, o->w, o->type, x, p->output_norm, hp->rms_eps, o->rows, o->k, nr, p->st));
+        if (direct && !greedy) logits = f->h_logits;
+        DEV_TRY(matvec_f32_norm(logits, o->w, o->type, x, p->output_norm, hp->rms_eps, o->rows, o->k, nr, p->st));
     } else {
         DEV_TRY(paged_gather_rows(p->xn, p->x, d_out + r0, nr, hp->n_embd, p->st));
         DEV_TRY(rmsnorm(p->xn, p->xn, p->output_norm, nr, hp->n_embd, hp->rms_eps, p->st));
         if (mm(p, o, p->xn, p->logits, nr, err, err_size)) return -1;
     }
     if (greedy) {
-        DEV_TRY(argmax(p->d_ids, p->logits, nr, hp->n_vocab, p->st));
-        DEV_TRY(cudaMemcpyAsync(f->h_ids, p->d_ids, (size_t)nr * sizeof(int32_t), cudaMemcpyDeviceToHost, p->st));
+        DEV_TRY(argmax(direct ? f->h_ids : p->d_ids, p->logits, nr, hp->n_vocab, p->st));
+        if (!direct)
+            DEV_TRY(cudaMemcpyAsync(f->h_ids, p->d_ids, (size_t)nr * sizeof(int32_t), cudaMemcpyDeviceToHost, p->st));
         return 0;
     }
-    DEV_TRY(cudaMemcpyAsync(f->h_logits, p->logits, (size_t)nr * (size_t)hp->n_vocab * sizeof(float),
-                            cudaMemcpyDeviceToHost, p->st));
+    if (logits != f->h_logits)
+        DEV_TRY(cudaMemcpyAsync(f->h_logits, p->logits, (size_t)nr * (size_t)hp->n_vocab * sizeof(float),
+                                cudaMemcpyDeviceToHost, p->st));
     return 0;
 }
 
@@ -888,6 +914,26 @@ static int run_step_p2p(part *p, span s, int head, char *err, size_t err_size) {
     return 0;
 }
 
+/* d_meta's capacity in words (layout_scratch). */
+static int meta_words(const forward_cuda *f) {
+    return 5 * f->n_batch + f->max_seqs * f->max_pages;
+}
+
+/* The host gate at the head of a decode step (forward_cuda.gate): d_meta from h_meta once the
+ * host opens it (UVA: the pinned, mapped buffers' host addresses are their device addresses). */
+static int gate_launch(part *p, char *err, size_t err_size) {
+    forward_cuda *f = p->f;
+    DEV_TRY(host_gate(p->d_meta, f->h_meta, f->gate, meta_words(f), p->st));
+    return 0;
+}
+
+/* The gate's step may go: its metadata (words of h_meta) is written. A store after stores (x86
+ * keeps their order, the release keeps the compiler's), so the device sees the words first. */
+static void gate_open(forward_cuda *f, int words) {
+    f->gate->words = words;
+    __atomic_store_n((int32_t *)&f->gate->go, 1, __ATOMIC_RELEASE);
+}
+
 /* A segment of a decode step from its graph: captured on the shape's second use (the first runs
  * eagerly, so lazy kernel setup happens outside capture). seg -1: run_step_p2p's whole step, in
  * slot 0. */
@@ -900,11 +946,14 @@ static int segment_graph(part *p, int seg, span s, int greedy, int capture, char
     }
     cudaGraphExec_t *ge = &(*gs)[seg < 0 ? 0 : seg];
     if (!*ge) {
-        if (!capture)
+        if (!capture) {
+            if (f->gate_pass && gate_launch(p, err, err_size)) return -1;
             return seg < 0 ? run_step_p2p(p, s, greedy, err, err_size) : run_segment(p, seg, s, greedy, err, err_size);
+        }
         cudaGraph_t g = NULL;
         DEV_TRY(cudaStreamBeginCapture(p->st, cudaStreamCaptureModeThreadLocal));
-        int bad = seg < 0 ? run_step_p2p(p, s, greedy, err, err_size) : run_segment(p, seg, s, greedy, err, err_size);
+        int bad = (f->gate_pass && gate_launch(p, err, err_size)) ||
+                  (seg < 0 ? run_step_p2p(p, s, greedy, err, err_size) : run_segment(p, seg, s, greedy, err, err_size));
         cudaError_t ec = cudaStreamEndCapture(p->st, &g);
         if (bad) {
             if (g) cudaGraphDestroy(g);
@@ -1093,6 +1142,14 @@ static int rope_fold_mode(void) {
 static int att_early_mode(void) {
     const char *e = getenv("MGI_ATT_EARLY");
     return !(e && !strcmp(e, "0"));
+}
+
+/* MGI_AHEAD, for A/B runs: 0 one-part decode steps take their metadata by a copy queued before
+ * the launch (no gate), 1 through the host gate but never launched ahead, anything else (2, the
+ * default) the gate and engine_decode_ahead's launches (forward_cuda.gate). */
+static int ahead_mode(void) {
+    const char *e = getenv("MGI_AHEAD");
+    return e && !strcmp(e, "0") ? 0 : e && !strcmp(e, "1") ? 1 : 2;
 }
 
 /* Every part's xn summed over the parts, in place (row split). */
@@ -1345,6 +1402,76 @@ static int trace_end(forward_cuda *f, int seen, int n, char *err, size_t err_siz
     return rc;
 }
 
+/* A one-part decode step through the gate: the step launched ahead if there is one (it only
+ * needed its metadata), else launched now, already open; then, with `ahead`, the next one-token
+ * step launched behind it; then the wait for this step's end and its outputs. */
+static int gate_step(forward_cuda *f, int n, int greedy, int seen, int words, float *logits, int32_t *ids,
+                     char *err, size_t err_size) {
+    part *p = &f->p[0];
+    int end;
+    DEV_TRY(cudaSetDevice(p->dev));
+    if (f->armed) {
+        f->armed = 0;
+        end = f->armed_ev;
+        gate_open(f, words);
+    } else {
+        if (trace_begin(f, seen, err, err_size)) return -1;
+        gate_open(f, words); /* before the launch: its gate passes at once */
+        f->gate_pass = 1;
+        int rc = run_pass(f, n, greedy, 1, seen > 0, err, err_size);
+        f->gate_pass = 0;
+        if (rc) {
+            /* a gate that was launched took the opening; one that was not must not find it */
+            cudaStreamSynchronize(p->st);
+            f->gate->go = 0;
+            return -1;
+        }
+        end = f->ev_next;
+        f->ev_next ^= 1;
+        DEV_TRY(cudaEventRecord(f->step_ev[end], p->st));
+    }
+    cudaGraphExec_t *g = p->graphs[greedy][1];
+    if (f->ahead && n == 1 && g && g[0] && !f->trace_path[0]) {
+        DEV_TRY(cudaGraphLaunch(g[0], p->st));
+        f->armed = 1;
+        f->armed_greedy = greedy;
+        f->armed_ev = f->ev_next;
+        f->ev_next ^= 1;
+        DEV_TRY(cudaEventRecord(f->step_ev[f->armed_ev], p->st));
+    }
+    DEV_TRY(cudaEventSynchronize(f->step_ev[end]));
+    if (trace_end(f, seen, n, err, err_size)) return -1;
+    if (greedy) memcpy(ids, f->h_ids, (size_t)n * sizeof(int32_t));
+    else if (logits != f->h_logits) memcpy(logits, f->h_logits, (size_t)n * (size_t)f->m->hp.n_vocab * sizeof(float));
+    return 0;
+}
+
+/* Runs a step launched ahead and not wanted on a placeholder: token 0 at position 0 of sequence 0,
+ * whose one page is the trash page past the callers' cells (kv_cells), so it writes and reads no
+ * cell of theirs. Its outputs land in the pinned buffers, which may still hold the caller's last
+ * results (out_buffer): those are put back. Before any other use of the part's stream, which
+ * would otherwise queue behind a gate never opened. */
+static int ahead_cancel(forward_cuda *f, char *err, size_t err_size) {
+    if (!f->armed) return 0;
+    const size_t row = (size_t)f->m->hp.n_vocab * sizeof(float);
+    const int32_t id = f->h_ids[0];
+    f->armed = 0;
+    if (!f->armed_greedy) memcpy(f->h_keep, f->h_logits, row);
+    int32_t *h = f->h_meta; /* one token: token, position, sequence, cell, output row, then the page table */
+    h[0] = 0;
+    h[1] = 0;
+    h[2] = 0;
+    h[3] = f->n_cells;
+    h[4] = 0;
+    h[5] = f->n_cells / ENGINE_KV_PAGE;
+    gate_open(f, 6);
+    DEV_TRY(cudaSetDevice(f->p[0].dev));
+    DEV_TRY(cudaEventSynchronize(f->step_ev[f->armed_ev]));
+    if (!f->armed_greedy) memcpy(f->h_logits, f->h_keep, row);
+    else f->h_ids[0] = id;
+    return 0;
+}
+
 /* forward (logits) or forward_greedy (ids set): the pass, then the output rows in chunks. */
 static int fwd_pass(void *self, const engine_fwd_batch *b, float *logits, int32_t *ids, char *err,
                    size_t err_size) {
@@ -1366,6 +1493,14 @@ static int fwd_pass(void *self, const engine_fwd_batch *b, float *logits, int32_
                  hp->n_layer, f->l0 > 0 ? "set" : "NULL", f->l1 < hp->n_layer ? "set" : "NULL");
         return -1;
     }
+    const int greedy = ids != NULL;
+    /* A step launched ahead (forward_cuda.gate) is this pass only if this is a one-token decode
+     * step of sequence 0 wanting the same output (identity below); anything else first cancels it,
+     * before h_meta is rewritten. */
+    if (f->armed && !(n == 1 && b->n_seqs == 1 && b->seq[0] == 0 && b->n_out == 1 && b->out_row[0] == 0 && !b->x_in &&
+                      !b->x_out && greedy == f->armed_greedy) &&
+        ahead_cancel(f, err, err_size))
+        return -1;
     int32_t *h = f->h_meta;
     /* one token per sequence (distinct sequence indices): a decode step, whose attention reads the
      * cells of earlier passes before its PDL wait (paged.h's kv_ready); identity passes replay from
@@ -1423,7 +1558,9 @@ static int fwd_pass(void *self, const engine_fwd_batch *b, float *logits, int32_
     }
     size_t words = 5 * (size_t)n + (size_t)b->n_seqs * (size_t)f->max_pages;
     size_t xb = (size_t)n * (size_t)hp->n_embd * sizeof(float);
-    for (int i = 0; i < f->n_part; i++) {
+    /* a one-part decode step from its graph: the metadata through the gate, not a copy */
+    const int gate = identity && n <= GRAPH_MAX_TOK && f->n_part == 1 && !b->x_in && f->ahead_mode;
+    for (int i = 0; i < f->n_part && !gate; i++) {
         part *p = &f->p[i];
         DEV_TRY(cudaSetDevice(p->dev));
         DEV_TRY(cudaMemcpyAsync(p->d_meta, h, words * sizeof(int32_t), cudaMemcpyHostToDevice, p->st));
@@ -1433,10 +1570,10 @@ static int fwd_pass(void *self, const engine_fwd_batch *b, float *logits, int32_
             DEV_TRY(cudaMemcpyAsync(p->x, b->x_in, xb, cudaMemcpyHostToDevice, p->st));
     }
 
-    int greedy = ids != NULL;
     part *hpart = &f->p[f->main];
     if (identity && n <= GRAPH_MAX_TOK) {
         int seen = f->graph_seen[greedy][n]++;
+        if (gate) return gate_step(f, n, greedy, seen, (int)words, logits, ids, err, err_size);
         if (trace_begin(f, seen, err, err_size) || run_pass(f, n, greedy, 1, seen > 0, err, err_size) ||
             wait_all(f, err, err_size) || trace_end(f, seen, n, err, err_size))
             return -1;
@@ -1500,12 +1637,14 @@ static int kv_bad(const forward_cuda *f, int32_t layer, int32_t cell, int32_t n,
 
 static int kv_copy(void *self, int32_t dst, int32_t src, int32_t n, char *err, size_t err_size) {
     forward_cuda *f = self;
-    if (kv_bad(f, f->l0, dst, n, err, err_size) || kv_bad(f, f->l0, src, n, err, err_size)) return -1;
+    if (kv_bad(f, f->l0, dst, n, err, err_size) || kv_bad(f, f->l0, src, n, err, err_size) ||
+        ahead_cancel(f, err, err_size))
+        return -1;
     if (n == 0) return 0;
     for (int i = 0; i < f->n_part; i++) {
         part *p = &f->p[i];
         DEV_TRY(cudaSetDevice(p->dev));
-        size_t row = (size_t)p->kv_dim * sizeof(uint16_t), pitch = (size_t)f->n_cells * row;
+        size_t row = (size_t)p->kv_dim * sizeof(uint16_t), pitch = (size_t)f->kv_cells * row;
         size_t height = (size_t)(p->l1 - p->l0);
         DEV_TRY(cudaMemcpy2DAsync(p->kv_k + (size_t)dst * p->kv_dim, pitch, p->kv_k + (size_t)src * p->kv_dim, pitch,
                                   (size_t)n * row, height, cudaMemcpyDeviceToDevice, p->st));
@@ -1520,7 +1659,7 @@ static int kv_copy(void *self, int32_t dst, int32_t src, int32_t n, char *err, s
  * cells. */
 static int kv_move(part *p, int32_t layer, const int32_t *cells, int32_t c, int to_host, char *err,
                    size_t err_size) {
-    size_t row = (size_t)p->kv_dim, base = (size_t)(layer - p->l0) * (size_t)p->f->n_cells * row;
+    size_t row = (size_t)p->kv_dim, base = (size_t)(layer - p->l0) * (size_t)p->f->kv_cells * row;
     enum cudaMemcpyKind kind = to_host ? cudaMemcpyDeviceToHost : cudaMemcpyHostToDevice;
     for (int32_t i = 0; i < c;) {
         int32_t j = i + 1;
@@ -1542,6 +1681,7 @@ static int kv_io(forward_cuda *f, int32_t layer, const int32_t *cells, int32_t n
                  const float *ck, const float *cv, char *err, size_t err_size) {
     for (int32_t i = 0; i < n; i++)
         if (kv_bad(f, layer, cells[i], 1, err, err_size)) return -1;
+    if (ahead_cancel(f, err, err_size)) return -1;
     size_t full = (size_t)f->m->hp.n_head_kv * (size_t)f->m->hp.head_dim;
     for (int pi = 0; pi < f->n_part; pi++) {
         part *p = &f->p[pi];
@@ -1646,6 +1786,8 @@ static void cuda_free(void *self) {
         free(f);
         return;
     }
+    char err[256];
+    if (ahead_cancel(f, err, sizeof err)) fprintf(stderr, "mgi: CUDA backend teardown: %s\n", err);
     for (int i = 0; i < f->n_part; i++) {
         part *p = &f->p[i];
         if (p->f && p->st) {
@@ -1663,6 +1805,10 @@ static void cuda_free(void *self) {
         for (int i = 0; i < f->n_part; i++) ncclCommDestroy(f->p[i].comm);
     for (int i = 0; i < f->n_part; i++) part_free(&f->p[i]);
     cudaFreeHost(f->h_meta);
+    cudaFreeHost((void *)f->gate);
+    for (int i = 0; i < 2; i++)
+        if (f->step_ev[i]) cudaEventDestroy(f->step_ev[i]);
+    free(f->h_keep);
     cudaFreeHost((void *)f->p2p_report);
     cudaFreeHost(f->h_logits);
     cudaFreeHost(f->h_ids);
@@ -1755,7 +1901,7 @@ static int part_setup(part *p, progress_sum *ps, char *err, size_t err_size) {
     cudaFree(tmp);
     if (rc) return -1;
     /* Cells never written read as zeros, not NaN, should a caller look at them. */
-    size_t kv_each = (size_t)(p->l1 - p->l0) * (size_t)f->n_cells * (size_t)p->kv_dim * sizeof(uint16_t);
+    size_t kv_each = (size_t)(p->l1 - p->l0) * (size_t)f->kv_cells * (size_t)p->kv_dim * sizeof(uint16_t);
     DEV_TRY(cudaMemsetAsync(p->kv_k, 0, kv_each, p->st));
     DEV_TRY(cudaMemsetAsync(p->kv_v, 0, kv_each, p->st));
     /* paged_attention's arrival counters live in its scratch and start at zero (paged.h). */
@@ -1896,6 +2042,7 @@ static void *cuda_create(const llama_model *m, const engine_plan *plan, int32_t 
     f->l1 = hp->n_layer;
     f->main = plan->head;
     f->n_cells = n_cells;
+    f->kv_cells = n_cells + ENGINE_KV_PAGE;
     f->n_batch = n_batch < n_cells ? n_batch : n_cells;
     f->max_pos = max_pos;
     f->max_pages = (max_pos + ENGINE_KV_PAGE - 1) / ENGINE_KV_PAGE;
@@ -1908,6 +2055,11 @@ static void *cuda_create(const llama_model *m, const engine_plan *plan, int32_t 
     f->fuse = fuse_mode();
     f->rope_fold = rope_fold_mode();
     f->att_early = att_early_mode();
+    f->ahead_mode = ahead_mode();
+    {
+        const char *e = getenv("MGI_DIRECT_OUT"); /* run_head's direct writes; 0 for A/B runs */
+        f->direct_out = !(e && !strcmp(e, "0"));
+    }
     trace_mode(f);
     /* The engine's pool holds at least one cell per position of each of its sequences, so no
      * pass has more sequences than n_cells / max_pos (nor more than tokens). */
@@ -1984,12 +2136,23 @@ static void *cuda_create(const llama_model *m, const engine_plan *plan, int32_t 
         part *hpart = &f->p[f->main];
         size_t meta_words = 5 * (size_t)f->n_batch + (size_t)f->max_seqs * (size_t)f->max_pages;
         cudaSetDevice(hpart->dev);
-        if (cudaHostAlloc((void **)&f->h_meta, meta_words * sizeof(int32_t), cudaHostAllocPortable) != cudaSuccess ||
+        /* h_meta and the gate are mapped: decode steps' host gates read them (forward_cuda.gate) */
+        if (cudaHostAlloc((void **)&f->h_meta, meta_words * sizeof(int32_t), cudaHostAllocPortable | cudaHostAllocMapped) !=
+                cudaSuccess ||
+            cudaHostAlloc((void **)&f->gate, sizeof *f->gate, cudaHostAllocPortable | cudaHostAllocMapped) != cudaSuccess ||
             cudaHostAlloc((void **)&f->h_logits, (size_t)OUT_CHUNK * (size_t)hp->n_vocab * sizeof(float),
-                          cudaHostAllocPortable) != cudaSuccess ||
-            cudaHostAlloc((void **)&f->h_ids, (size_t)OUT_CHUNK * sizeof(int32_t), cudaHostAllocPortable) !=
-                cudaSuccess) {
+                          cudaHostAllocPortable | cudaHostAllocMapped) != cudaSuccess ||
+            cudaHostAlloc((void **)&f->h_ids, (size_t)OUT_CHUNK * sizeof(int32_t),
+                          cudaHostAllocPortable | cudaHostAllocMapped) != cudaSuccess) {
             snprintf(err, err_size, "cudaHostAlloc of the pass buffers failed");
+            goto fail;
+        }
+        f->gate->go = 0;
+        f->gate->words = 0;
+        if (cudaEventCreateWithFlags(&f->step_ev[0], cudaEventDisableTiming) != cudaSuccess ||
+            cudaEventCreateWithFlags(&f->step_ev[1], cudaEventDisableTiming) != cudaSuccess ||
+            !(f->h_keep = malloc((size_t)hp->n_vocab * sizeof(float)))) {
+            snprintf(err, err_size, "creating the decode steps' events and buffers failed");
             goto fail;
         }
     }
@@ -2050,6 +2213,12 @@ static int cuda_describe(void *self, char *buf, size_t size) {
     return 0;
 }
 
+/* batch.h: ahead. One part only: the gate and the cancel's trash page are part 0's. */
+static void cuda_ahead(void *self, int on) {
+    forward_cuda *f = self;
+    f->ahead = on && f->n_part == 1 && f->ahead_mode == 2;
+}
+
 /* The pinned logits buffer the head's rows are copied into (batch.h: out_buffer). */
 static float *out_buffer(void *self, int32_t *rows) {
     forward_cuda *f = self;
@@ -2059,7 +2228,7 @@ static float *out_buffer(void *self, int32_t *rows) {
 
 static const engine_backend_ops cuda_ops = {
     .name = "CUDA", .kv_elem_bytes = sizeof(uint16_t), .forward = fwd, .forward_greedy = fwd_greedy,
-    .out_buffer = out_buffer, .kv_copy = kv_copy, .kv_get = kv_get, .kv_set = kv_set, .free = cuda_free,
+    .out_buffer = out_buffer, .ahead = cuda_ahead, .kv_copy = kv_copy, .kv_get = kv_get, .kv_set = kv_set, .free = cuda_free,
 };
 
 const engine_gpu_backend forward_cuda_gpu = {

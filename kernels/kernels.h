@@ -214,6 +214,17 @@ cudaError_t add(float *out, const float *a, const float *b, int64_t n, cudaStrea
  * (embed.cu). Ids outside [0, n_rows) give a row of NaN, never a stray read. */
 cudaError_t embed(float *out, const void *table, uint32_t ttype, const int32_t *ids, int n_tok,
                   int64_t n_rows, int64_t dim, cudaStream_t stream);
+/* The host gate (gate.cu): a decode step launched before the host has its inputs waits on the
+ * device, one block spinning, until the host sets go; it then copies `words` int32 (at most
+ * max_words) from src to dst and clears go. g and src are host memory mapped for the device
+ * (cudaHostAllocMapped); the host writes src and words first, then go = 1, and sets go again only
+ * after the step that cleared it has ended. The kernels after it may start (PDL) while it waits.
+ * Every launch must be opened by the host, or the stream never gets past it. */
+typedef struct {
+    volatile int32_t go;
+    volatile int32_t words;
+} kernels_gate;
+cudaError_t host_gate(int32_t *dst, const int32_t *src, kernels_gate *g, int max_words, cudaStream_t stream);
 /* out[s] = index of the largest of logits[s][0..n_vocab), the lowest index on ties; NaN is
  * never chosen (sample.cu). */
 cudaError_t argmax(int32_t *out, const float *logits, int n_seq, int n_vocab, cudaStream_t stream);

@@ -23,8 +23,9 @@
  *   matvec: 0 entry, 1 first weight copies issued, 2 past pdl_wait, 3 X staged, 4 main loop
  *           done (every warp), 5 end;
  *   attention: 0 entry, 1 early K/V copies issued, 2 past pdl_wait, 5 end;
- *   elementwise (SwiGLU), embedding: 0 entry, 2 past pdl_wait, 5 end. */
-enum { KT_MATVEC = 1, KT_ATTENTION = 2, KT_SWIGLU = 3, KT_EMBED = 4 };
+ *   elementwise (SwiGLU), embedding: 0 entry, 2 past pdl_wait, 5 end;
+ *   host gate: 0 entry, 2 the host's opening seen, 5 end (the metadata copied). */
+enum { KT_MATVEC = 1, KT_ATTENTION = 2, KT_SWIGLU = 3, KT_EMBED = 4, KT_GATE = 5 };
 
 typedef kernels_trace_rec kt_rec; /* kernels.h: what the host reads back */
 static_assert(sizeof(((kt_rec *)0)->g) == KT_MARKS * sizeof(uint64_t), "kernels.h's record holds KT_MARKS marks");
@@ -73,5 +74,6 @@ static inline cudaError_t kt_set(kt_rec *buf, unsigned cap, cudaStream_t s) {
 extern "C" cudaError_t matvec_trace_set(kt_rec *buf, unsigned cap, cudaStream_t s);
 extern "C" cudaError_t paged_trace_set(kt_rec *buf, unsigned cap, cudaStream_t s);
 extern "C" cudaError_t embed_trace_set(kt_rec *buf, unsigned cap, cudaStream_t s);
+extern "C" cudaError_t gate_trace_set(kt_rec *buf, unsigned cap, cudaStream_t s);
 
 #endif

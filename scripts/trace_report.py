@@ -15,7 +15,7 @@ rate and an offset per SM fitted from the records' globaltimer marks)."""
 import sys
 from collections import defaultdict
 
-KIND = {1: "matvec", 2: "attention", 3: "swiglu", 4: "embed"}
+KIND = {1: "matvec", 2: "attention", 3: "swiglu", 4: "embed", 5: "gate"}
 MATVEC_MARKS = ("entry", "issued", "waited", "staged", "loop", "end")
 
 
@@ -114,6 +114,10 @@ def main():
     # between steps: the last end before each embedding launch (the previous step's head) -> its
     # first entry: the host's turn (the step's end seen, the next step launched)
     for i, l in enumerate(ls):
+        if l[0]["kind"] == 5 and i > 0:
+            prev = max(stat(x, 5, max) or 0 for x in ls[:i])
+            print("# gate %d: entered %.2f us after the last end before it, opened %.2f us after, ended %.2f us after" % (
+                i, (stat(l, 0, min) - prev) / 1e3, (stat(l, 2, min) - prev) / 1e3, (stat(l, 5, max) - prev) / 1e3))
         if l[0]["kind"] == 4 and i > 0:
             prev = max(stat(x, 5, max) or 0 for x in ls[:i])
             print("# embedding launch %d: %.2f us after the last end before it (the previous step's last kernel)" % (

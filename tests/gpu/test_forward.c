@@ -6,7 +6,8 @@
  * the same CPU logits; the same prompt twice gives the same tokens; sequences decoded
  * together (graph replays included) match the same sequences run alone (the same budget); KV
  * cells read back and written into another sequence, and copy-on-write after a shared prefix,
- * give the same logits; -ngl 0 is the CPU; a KV cache larger than the device is one
+ * give the same logits; decode steps launched ahead (engine_decode_ahead), used or cancelled,
+ * give the logits of steps launched when asked; -ngl 0 is the CPU; a KV cache larger than the device is one
  * clear error. Without a CUDA device: SKIP. */
 #include <math.h>
 #include <stdio.h>
@@ -295,6 +296,105 @@ out:
 }
 
 /* -ngl 0 runs on the CPU even with a device (partial offload is tests/gpu/test_split.c's). */
+/* One fixed sequence of calls with engine_decode_ahead set to `ahead`: one-token steps (logits into
+ * the backend's buffer where it has one), each kind of call that must cancel a step launched
+ * ahead (a KV read, a two-token pass, the greedy kind and back, a new prompt at position 0),
+ * ahead switched off (the launched step still serves the next call) and on again; every row of
+ * logits into rows and every greedy id into ids. Returns the rows written, or -1 with err; a
+ * KV read that changed the caller's last logits is an error too. The engine is left with a step
+ * launched, for engine_free to cancel. */
+static int ahead_script(engine *e, int ahead, float *rows, int32_t *ids, char *err, size_t es) {
+    const int32_t prompt[5] = {1, 450, 4996, 17354, 1701}, nv = engine_n_vocab(e);
+    float *buf = engine_logits_buffer(e, 1), *own = malloc(2 * (size_t)nv * sizeof(float));
+    float *keep = malloc((size_t)nv * sizeof(float)), *kv = malloc(2 * (size_t)engine_kv_dim(e) * sizeof(float));
+    float *lg = buf ? buf : own;
+    int r = 0, g = 0, t = 0, rc = -1;
+    int32_t pos = 0;
+    /* tokens from a fixed scramble, not the argmax: a step that read the wrong token or position
+     * cannot fall back into the right text */
+#define TOK() ((int32_t)((t++ * 7919 + 13) % nv))
+#define STEP()                                                                                     \
+    do {                                                                                           \
+        int32_t tk = TOK();                                                                        \
+        if (engine_eval(e, &tk, 1, pos++, lg, 0, err, es)) goto out;                               \
+        memcpy(rows + (size_t)r++ * nv, lg, (size_t)nv * sizeof(float));                           \
+    } while (0)
+    if (!own || !keep || !kv) {
+        snprintf(err, es, "out of memory");
+        goto out;
+    }
+    engine_decode_ahead(e, ahead);
+    for (int pass = 0; pass < 2; pass++) {
+        if (engine_eval(e, prompt, 5, 0, lg, 0, err, es)) goto out;
+        memcpy(rows + (size_t)r++ * nv, lg, (size_t)nv * sizeof(float));
+        pos = 5;
+        for (int i = 0; i < 10; i++) STEP();
+        if (pass == 1) break; /* the new prompt cancelled the launched step; engine_free the next */
+        memcpy(keep, lg, (size_t)nv * sizeof(float));
+        if (engine_seq_kv_get(e, 0, 0, 0, 1, kv, kv + engine_kv_dim(e), err, es)) goto out;
+        if (memcmp(keep, lg, (size_t)nv * sizeof(float))) {
+            snprintf(err, es, "a KV read after a step changed that step's logits");
+            goto out;
+        }
+        for (int i = 0; i < 2; i++) STEP();
+        int32_t two[2] = {TOK(), TOK()};
+        if (engine_eval(e, two, 2, pos, own, 1, err, es)) goto out;
+        memcpy(rows + (size_t)r * nv, own, 2 * (size_t)nv * sizeof(float));
+        r += 2;
+        pos += 2;
+        for (int i = 0; i < 3; i++) STEP();
+        for (int i = 0; i < 3; i++) {
+            int32_t tk = TOK();
+            if (engine_eval_greedy(e, &tk, 1, pos++, &ids[g++], err, es)) goto out;
+        }
+        for (int i = 0; i < 2; i++) STEP();
+        engine_decode_ahead(e, 0);
+        for (int i = 0; i < 2; i++) STEP();
+        engine_decode_ahead(e, ahead);
+        for (int i = 0; i < 2; i++) STEP();
+    }
+#undef STEP
+#undef TOK
+    rc = r;
+out:
+    free(own);
+    free(keep);
+    free(kv);
+    return rc;
+}
+
+/* Decode steps launched ahead (engine_decode_ahead) give the logits and ids of the same calls
+ * with none launched, on an engine whose steps take their metadata by a copy (MGI_AHEAD=0):
+ * ahead_script's calls, which also cancel launched steps in every way there is. */
+static void test_ahead(const char *model) {
+    char err[512];
+    engine_params ep = gpu_params();
+    engine *ref = NULL, *e = NULL;
+    setenv("MGI_AHEAD", "0", 1);
+    int rc = engine_load(&ref, model, &ep, err, sizeof err);
+    unsetenv("MGI_AHEAD");
+    if (!CHECK(rc == ENGINE_OK, "gpu ahead: load (MGI_AHEAD=0)", "%s", err)) return;
+    if (!CHECK(engine_load(&e, model, &ep, err, sizeof err) == ENGINE_OK, "gpu ahead: load", "%s", err)) {
+        engine_free(ref);
+        return;
+    }
+    const size_t nv = (size_t)engine_n_vocab(e), cap = 64;
+    float *want = malloc(cap * nv * sizeof(float)), *got = malloc(cap * nv * sizeof(float));
+    int32_t wid[8] = {0}, gid[8] = {0};
+    char err2[512] = "";
+    int nw = want && got ? ahead_script(ref, 0, want, wid, err, sizeof err) : -1;
+    int ng = want && got ? ahead_script(e, 1, got, gid, err2, sizeof err2) : -1;
+    double d = nw > 0 && ng == nw ? max_abs_diff(want, got, (size_t)nw * nv) : INFINITY;
+    CHECK(nw > 0 && ng == nw && d <= 1e-4 && !memcmp(wid, gid, sizeof wid),
+          "gpu ahead: steps launched ahead (and cancelled) give the logits and ids of steps launched when asked",
+          "rows %d/%d, max |diff| %g, ids %s; %s %s", nw, ng, d, memcmp(wid, gid, sizeof wid) ? "differ" : "same", err,
+          err2);
+    free(want);
+    free(got);
+    engine_free(e); /* with a step launched: cancelled, not waited for forever */
+    engine_free(ref);
+}
+
 static void test_cpu_only(const char *model) {
     char err[512];
     engine_params ep = gpu_params();
@@ -319,6 +419,7 @@ int main(void) {
     const char *mini = make_model("mini", "q4_0");
     if (mini) {
         test_repeat(mini);
+        test_ahead(mini);
         test_batch(mini);
         unlink(mini);
     }
