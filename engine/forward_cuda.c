@@ -1539,9 +1539,9 @@ static int fwd_pass(void *self, const engine_fwd_batch *b, float *logits, int32_
         snprintf(err, err_size, "CUDA forward: %d tokens want logits but n_out is %d", n_out, b->n_out);
         return -1;
     }
-    int32_t *hp_pages = h + 5 * n;
+    int32_t *hp_pages = h + 5 * n, need = 0;
     for (int s = 0; s < b->n_seqs; s++) {
-        int32_t need = (b->seqs[s].n_pos + ENGINE_KV_PAGE - 1) / ENGINE_KV_PAGE;
+        need = (b->seqs[s].n_pos + ENGINE_KV_PAGE - 1) / ENGINE_KV_PAGE;
         if (need > f->max_pages || need > b->seqs[s].n_pages) {
             snprintf(err, err_size, "CUDA forward: sequence %d needs %d pages (table %d, at most %d)", s, need,
                      b->seqs[s].n_pages, f->max_pages);
@@ -1556,7 +1556,8 @@ static int fwd_pass(void *self, const engine_fwd_batch *b, float *logits, int32_
             hp_pages[(size_t)s * f->max_pages + p] = pg;
         }
     }
-    size_t words = 5 * (size_t)n + (size_t)b->n_seqs * (size_t)f->max_pages;
+    /* up to the last sequence's last page: the rest of its table is never read */
+    size_t words = 5 * (size_t)n + (size_t)(b->n_seqs - 1) * (size_t)f->max_pages + (size_t)need;
     size_t xb = (size_t)n * (size_t)hp->n_embd * sizeof(float);
     /* a one-part decode step from its graph: the metadata through the gate, not a copy */
     const int gate = identity && n <= GRAPH_MAX_TOK && f->n_part == 1 && !b->x_in && f->ahead_mode;

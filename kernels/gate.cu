@@ -8,9 +8,9 @@
 
 /* Loads and stores of host memory at system scope, past the caches: the host writes these words
  * while the kernel runs. */
-__device__ __forceinline__ int32_t gate_ld_acquire(const volatile int32_t *p) {
-    int32_t v;
-    asm volatile("ld.acquire.sys.global.b32 %0, [%1];" : "=r"(v) : "l"(p) : "memory");
+__device__ __forceinline__ uint64_t gate_ld_acquire(const volatile kernels_gate *p) {
+    uint64_t v; /* go and words in one read: one round trip to host memory, not two */
+    asm volatile("ld.acquire.sys.global.b64 %0, [%1];" : "=l"(v) : "l"(p) : "memory");
     return v;
 }
 __device__ __forceinline__ int32_t gate_ld(const volatile int32_t *p) {
@@ -32,9 +32,10 @@ __global__ void __launch_bounds__(256) host_gate_kernel(int32_t *dst, const int3
      * (weights only before their waits: pdl.cuh), so they are ready when the host opens. */
     pdl_trigger();
     if (threadIdx.x == 0) {
-        while (!gate_ld_acquire(&g->go)) {
+        uint64_t v;
+        while (!(int32_t)(v = gate_ld_acquire(g))) { /* go is the low word (little-endian) */
         }
-        const int32_t w = gate_ld(&g->words);
+        const int32_t w = (int32_t)(v >> 32);
         kt_mark(tr, 2);
         gate_st(&g->go, 0); /* closed for the next step: the host opens again only after this one ends */
         words = w < 0 ? 0 : w > max_words ? max_words : w;

@@ -221,9 +221,9 @@ cudaError_t embed(float *out, const void *table, uint32_t ttype, const int32_t *
  * after the step that cleared it has ended. The kernels after it may start (PDL) while it waits.
  * Every launch must be opened by the host, or the stream never gets past it. */
 typedef struct {
-    volatile int32_t go;
+    volatile int32_t go;    /* then words, in one aligned 8 bytes: the kernel reads both at once */
     volatile int32_t words;
-} kernels_gate;
+} __attribute__((aligned(8))) kernels_gate;
 cudaError_t host_gate(int32_t *dst, const int32_t *src, kernels_gate *g, int max_words, cudaStream_t stream);
 /* out[s] = index of the largest of logits[s][0..n_vocab), the lowest index on ties; NaN is
  * never chosen (sample.cu). */
