@@ -209,6 +209,7 @@ struct forward_cuda {
     kernels_gate *gate;     /* pinned, mapped */
     int gate_pass;          /* the pass being launched begins with the gate */
     int ahead_mode;         /* ahead_mode(), read once at create */
+    int glu;                /* fused decode FFNs write SwiGLU from the gate/up matvec (ffn_half); MGI_GLU=0: apart */
     int direct_out;         /* gate steps write logits / ids into h_logits / h_ids (run_head); MGI_DIRECT_OUT=0: copies */
     int ahead, armed, armed_greedy, armed_ev;
     cudaEvent_t step_ev[2]; /* the end of the step waited for, and of the one launched ahead */
@@ -759,6 +760,17 @@ static int ffn_half(part *p, int32_t l, span s, int fz, char *err, size_t err_si
     int64_t sg, su;
     float *x = p->x + (int64_t)t0 * E, *xn = p->xn + (int64_t)t0 * E;
     const dweight *dn = &L->down;
+    const wgroup *gu = &L->gu;
+    /* gate and up stacked in one matrix: the fused matvec writes silu(gate) * up itself (no SwiGLU
+     * launch), where v11 takes it */
+    if ((fz & FZ_GU) && (fz & FZ_DOWN) && f->fuse != FUSE_ALL && f->glu && gu->n_m == 1 && gu->n_parts == 2 &&
+        gu->part_off[1] == gu->part_rows[0] && gu->part_rows[0] == gu->part_rows[1] && gu->part_rows[0] == p->n_ff) {
+        float *ff = p->ff + (int64_t)t0 * p->n_ff;
+        const dweight *w = &gu->m[0];
+        cudaError_t e = matvec_f32_norm_glu(ff, w->w, w->type, x, L->ffn_norm, f->m->hp.rms_eps, w->rows, w->k, nt, p->st);
+        if (e == cudaSuccess) return mm_acc(p, dn, ff, x, t0, nt, 1, 0, err, err_size);
+        if (e != cudaErrorNotSupported) DEV_TRY(e);
+    }
     if (fz ? group_mm_norm(p, &L->gu, x, L->ffn_norm, p->gu, t0, nt, fz & FZ_GU, err, err_size)
            : group_mm(p, &L->gu, xn, p->gu, t0, nt, err, err_size))
         return -1;
@@ -2060,6 +2072,8 @@ static void *cuda_create(const llama_model *m, const engine_plan *plan, int32_t 
     {
         const char *e = getenv("MGI_DIRECT_OUT"); /* run_head's direct writes; 0 for A/B runs */
         f->direct_out = !(e && !strcmp(e, "0"));
+        e = getenv("MGI_GLU"); /* ffn_half's SwiGLU in the gate/up matvec; 0 for A/B runs */
+        f->glu = !(e && !strcmp(e, "0"));
     }
     trace_mode(f);
     /* The engine's pool holds at least one cell per position of each of its sequences, so no

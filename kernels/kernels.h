@@ -108,6 +108,12 @@ cudaError_t matvec_f32_swiglu(float *y, const void *w, uint32_t wtype, const flo
  * (Q8_0: 128) and the shared memory fits the current device; otherwise they launch nothing and
  * return cudaErrorNotSupported (the caller runs the unfused kernels). */
 int matvec_fused_supported(uint32_t wtype, int64_t rows, int64_t k, int n);
+/* matvec_f32_norm of a gate/up matrix, gate rows [0, F) stacked on up rows [F, 2F) (rows = 2F, F a
+ * multiple of 16), whose epilogue writes Y [n][F] = silu(gate) * up (paged_swiglu's formula)
+ * instead of both products: the decode FFN without its SwiGLU launch. v11 only (matvec_use_variant
+ * 11, the default, and a ring that fits); otherwise cudaErrorNotSupported with nothing launched. */
+cudaError_t matvec_f32_norm_glu(float *y, const void *w, uint32_t wtype, const float *x, const float *g, float eps,
+                                int64_t rows, int64_t k, int n, cudaStream_t stream);
 cudaError_t matvec_f32_norm(float *y, const void *w, uint32_t wtype, const float *x, const float *g, float eps,
                             int64_t rows, int64_t k, int n, cudaStream_t stream);
 cudaError_t matvec_f32_acc(float *y, const void *w, uint32_t wtype, const float *x, int64_t rows, int64_t k, int n,

@@ -72,6 +72,7 @@ static void mv6_prepare_all() {
     mv10_prepare_all<T, false, mv_x_swiglu, MV11_OPT>();
     mv10_prepare_all<T, false, mv_x_norm, MV11_OPT>();
     mv10_prepare_all<T, false, mv_x_norm_rope, MV11_OPT>();
+    mv10_prepare_all<T, false, mv_x_norm_glu, MV11_OPT>();
     mv10_prepare_all<T, false, mv_x_acc, MV11_OPT>();
     mv10_prepare_all<T, false, mv_x_swiglu_acc, MV11_OPT>();
 }
@@ -222,6 +223,17 @@ extern "C" cudaError_t matvec_f32_norm(float *y, const void *w, uint32_t wtype, 
                                        float eps, int64_t rows, int64_t k, int n, cudaStream_t stream) {
     if (!x || !g || (uintptr_t)x % 16 || (uintptr_t)g % 16) return cudaErrorInvalidValue;
     return matvec_fused(y, w, wtype, mv_x_norm{x, g, eps}, rows, k, n, stream);
+}
+
+extern "C" cudaError_t matvec_f32_norm_glu(float *y, const void *w, uint32_t wtype, const float *x, const float *g,
+                                           float eps, int64_t rows, int64_t k, int n, cudaStream_t stream) {
+    if (!x || !g || (uintptr_t)x % 16 || (uintptr_t)g % 16 || rows % 32) return cudaErrorInvalidValue;
+    /* v11 only (its copier follows the pairs of tiles); nothing else is tried */
+    if (matvec_variant != 11 || !matvec_fused_supported(wtype, rows, k, n)) return cudaErrorNotSupported;
+    cudaError_t e = cudaErrorNotSupported;
+    matvec_v10_any<false, mv_x_norm_glu, MV11_OPT>(y, w, wtype, mv_x_norm_glu{{x, g, eps}}, (int)rows, (int)k, n,
+                                                   stream, &e, -1);
+    return e;
 }
 
 extern "C" cudaError_t matvec_f32_norm_rope(const void *w, uint32_t wtype, const float *x, const float *g, float eps,

@@ -56,17 +56,27 @@
  * itself while staging x * g, and scales its outputs by 1 / rms); ACC, Y += W . X instead of
  * Y = W . X (mv_x_acc, mv_x_swiglu_acc: the residual add of the attention output and FFN down
  * products). */
-struct mv_x { const void *p; static constexpr bool NORM = false, ACC = false, ROPE = false; };
+struct mv_x { const void *p; static constexpr bool NORM = false, ACC = false, ROPE = false, GLU = false; };
 struct mv_x_swiglu {
     const float *g, *u;
     int64_t sg, su;
     bool vec; /* vec: float4 loads */
-    static constexpr bool NORM = false, ACC = false, ROPE = false;
+    static constexpr bool NORM = false, ACC = false, ROPE = false, GLU = false;
 };
 struct mv_x_acc : mv_x { static constexpr bool ACC = true; };
 struct mv_x_swiglu_acc : mv_x_swiglu { static constexpr bool ACC = true; };
 /* x [n][k] f32 (rows 16-byte aligned), g [k] the norm's weight, eps the norm's epsilon. */
-struct mv_x_norm { const float *x, *g; float eps; static constexpr bool NORM = true, ACC = false, ROPE = false; };
+struct mv_x_norm {
+    const float *x, *g;
+    float eps;
+    static constexpr bool NORM = true, ACC = false, ROPE = false, GLU = false;
+};
+/* GLU (v11 only): a NORM source whose matrix is an FFN's gate rows [0, F) stacked on its up rows
+ * [F, 2F) (F a multiple of 16); the epilogue writes silu(gate_j) * up_j (paged_swiglu's formula)
+ * to Y [n][F] instead of both rows, so the decode step needs no SwiGLU launch. Blocks take whole
+ * pairs of tiles, gate tile j with up tile j (logical tile 2j is gate tile j, 2j + 1 up tile j),
+ * so the block that sums one sums the other. */
+struct mv_x_norm_glu : mv_x_norm { static constexpr bool GLU = true; };
 /* ROPE: a NORM source whose products are a layer's Q, K and V rows (in that order; this matrix's
  * first nq rows are Q, the next nk K, the rest V), which the epilogue does not write to Y but
  * hands on as paged_rope_store does (rope_pair, the same rotation): Q rotated into q_out
@@ -1754,10 +1764,18 @@ matvec_v10(float *y, const uint8_t *w, XS xv, int rows, int k, int stages, int e
     extern __shared__ __align__(16) uint8_t mv10_smem_buf[];
     kt_rec *tr = kt_open(KT_MATVEC, w); /* the block timeline (trace.cuh), null unless traced */
     kt_mark(tr, 0);
+    static_assert(!XS::GLU || P::RING, "GLU: v11's ring copier only");
     const int S = P::RING ? stages : 0;
     const int64_t C = mv2_chunks(k), R16 = (rows + 15) / 16;
-    const int64_t t0 = blockIdx.x * R16 / gridDim.x, t1 = (blockIdx.x + 1) * R16 / gridDim.x;
+    /* GLU: whole pairs of tiles per block (R16 even: mv_x_norm_glu) */
+    const int64_t t0 = XS::GLU ? 2 * (blockIdx.x * (R16 / 2) / gridDim.x) : blockIdx.x * R16 / gridDim.x;
+    const int64_t t1 = XS::GLU ? 2 * ((blockIdx.x + 1) * (R16 / 2) / gridDim.x) : (blockIdx.x + 1) * R16 / gridDim.x;
     const int nt = (int)(t1 - t0), ng = (int)(C / GC), units = nt * ng;
+    /* the matrix's unit of the block's unit u: GLU's logical tile 2j is gate tile j, 2j + 1 up tile j */
+    auto gunit = [&](int u) -> int64_t {
+        const int64_t lt = t0 + u / ng;
+        return (XS::GLU ? ((lt & 1) ? R16 / 2 + (lt >> 1) : lt >> 1) : lt) * ng + u % ng;
+    };
     const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31, g = lane >> 2, t = lane & 3;
     const int u0 = warp * units / W, u1 = (warp + 1) * units / W;
     const int xst = (int)C * 4 * RW, dst = 2 * (int)C; /* per token: record words, d (and sums) */
@@ -1772,7 +1790,14 @@ matvec_v10(float *y, const uint8_t *w, XS xv, int rows, int k, int stages, int e
      * (weights only: pdl.cuh) */
     mv10_group<T> gq[P::RING ? 1 : NB];
     const mv10_src src = mv10_source<T>(w, R16, C, t0 * ng + u0, lane, g);
-    mv11_cp cp = mv11_copier<T>(w, R16, C, t0 * ng + u0, lane); /* the next unit to copy */
+    mv11_cp cp = mv11_copier<T>(w, R16, C, gunit(u0), lane); /* the next unit to copy */
+    int cu = u0; /* its unit in the block */
+    auto next_cp = [&]() { /* GLU: a new tile's units are elsewhere in the matrix */
+        mv11_next<T>(cp);
+        if constexpr (XS::GLU) {
+            if (++cu % ng == 0 && cu < u1) cp = mv11_copier<T>(w, R16, C, gunit(cu), lane);
+        }
+    };
     const uint32_t ring_s = (uint32_t)__cvta_generic_to_shared(mv10_smem_buf) + warp * S * SLOT; /* this warp's */
     /* v11: slots [0, PRE) are filled before the wait, [PRE, S) right behind X's loads (mv11_pre) */
     const int PRE = !P::RING ? 0 : pre > 0 ? (pre < S ? pre : S) : pre < 0 && NT == 1 ? mv11_pre(u1 - u0, S) : S;
@@ -1780,7 +1805,7 @@ matvec_v10(float *y, const uint8_t *w, XS xv, int rows, int k, int stages, int e
         for (int j = j0; j < j1; j++) {
             if (u0 + j < u1) {
                 mv11_issue<T>(ring_s + j * SLOT + cp.qd, ring_s + j * SLOT + 16 * lane, cp, lane);
-                mv11_next<T>(cp);
+                next_cp();
             }
             mv11_commit(); /* one group per slot, empty past the warp's last unit */
         }
@@ -1842,7 +1867,7 @@ matvec_v10(float *y, const uint8_t *w, XS xv, int rows, int k, int stages, int e
             __syncwarp(); /* the slot is read: its refill may overwrite it */
             if (u + S < u1) {
                 mv11_issue<T>(wq, wl, cp, lane);
-                mv11_next<T>(cp);
+                next_cp();
             }
             mv11_commit();
             gq[0].template compute<NT>(acc, xr0 + cg * GC * 4 * RW, xd + 2 * GC * cg, xs + 2 * GC * cg, t, xst, dst);
@@ -1876,6 +1901,23 @@ matvec_v10(float *y, const uint8_t *w, XS xv, int rows, int k, int stages, int e
     }
     __syncthreads();
     kt_mark(tr, 4);
+    if constexpr (XS::GLU) { /* silu(gate) * up of each pair of rows, the sums in warp order */
+        const int np = nt / 2;
+        const int64_t F = rows / 2;
+        for (int i = threadIdx.x; i < np * NT * 16; i += blockDim.x) {
+            const int pl = i / (NT * 16), c = (i >> 4) % NT, r = i & 15;
+            float gs = 0.0f, us = 0.0f;
+#pragma unroll 4
+            for (int wp = 0; wp < W; wp++) {
+                gs += red[((2 * pl * W + wp) * NT + c) * 16 + r];
+                us += red[(((2 * pl + 1) * W + wp) * NT + c) * 16 + r];
+            }
+            const int64_t j = (t0 / 2 + pl) * 16 + r;
+            if (j < F) y[(int64_t)c * F + j] = mv_silu_mul(gs * rinv[c], us * rinv[c]);
+        }
+        kt_mark(tr, 5);
+        return;
+    }
     /* the rows' sums in warp order; every lane runs every round (the bound is the block's), so a
      * ROPE source's shuffle has all lanes */
     for (int i0 = 0; i0 < nt * NT * 16; i0 += blockDim.x) {
@@ -1940,17 +1982,19 @@ static inline int mv11_stages(size_t base, int smem_max, int cap) {
  * stages for the other options). */
 template <int T, int O>
 static inline size_t mv10_shape(int64_t rows, int64_t k, int nt, bool norm, int sms, int smem_max, int cap,
-                                int64_t *grid, int *stages, bool balance = false) {
+                                int64_t *grid, int *stages, bool balance = false, bool pairs = false) {
     using P = mv10_opt<O>;
-    const int64_t R16 = (rows + 15) / 16;
-    int64_t g = R16 < (int64_t)sms * P::BPS ? R16 : (int64_t)sms * P::BPS;
-    if ((R16 + g - 1) / g > MV6_TILES) g = (R16 + MV6_TILES - 1) / MV6_TILES;
+    /* what blocks share out: tiles, or with pairs (GLU) pairs of tiles */
+    const int per = pairs ? 2 : 1;
+    const int64_t R = (rows + 15) / 16 / per;
+    int64_t g = R < (int64_t)sms * P::BPS ? R : (int64_t)sms * P::BPS;
+    if (per * ((R + g - 1) / g) > MV6_TILES) g = (R + MV6_TILES / per - 1) / (MV6_TILES / per);
     /* balance: the fewest blocks with the same most tiles per block, so that the blocks' shares
      * are as even as the tiles allow (8b gate/up: 128 blocks of 14 tiles, not 132 of 13 or 14) */
-    if (balance) g = (R16 + (R16 + g - 1) / g - 1) / ((R16 + g - 1) / g);
+    if (balance) g = (R + (R + g - 1) / g - 1) / ((R + g - 1) / g);
     *grid = g;
     *stages = 0;
-    const size_t base = mv10_smem<T>(k, (R16 + g - 1) / g, P::W, nt) + (norm ? (size_t)nt * (P::W + 1) * sizeof(float) : 0);
+    const size_t base = mv10_smem<T>(k, per * ((R + g - 1) / g), P::W, nt) + (norm ? (size_t)nt * (P::W + 1) * sizeof(float) : 0);
     if constexpr (!P::RING) {
         return base;
     } else {
@@ -1965,7 +2009,7 @@ static inline bool mv10_launch_nt(float *y, const void *w, XS x, int rows, int k
     using P = mv10_opt<O>;
     int64_t grid;
     int stages;
-    const size_t smem = mv10_shape<T, O>(rows, k, NT, XS::NORM, sms, smem_max, cap, &grid, &stages, balance != 0);
+    const size_t smem = mv10_shape<T, O>(rows, k, NT, XS::NORM, sms, smem_max, cap, &grid, &stages, balance != 0, XS::GLU);
     if (smem > (size_t)smem_max || (smem > 48 * 1024 && !mv10_prepare<T, XH, XS, O, NT>())) return false;
     *e = pdl_launch_as(pdl, matvec_v10<T, XH, XS, O, NT>, dim3((unsigned)grid), dim3(P::W * 32), smem, s, y,
                        (const uint8_t *)w, x, rows, k, stages, early, pre);

@@ -11,7 +11,7 @@
  * gemm v7 (variant 7 below the panel threshold) as the split-K gemm.
  * Matvec v10 (matvec_use_variant(10): X rounded to int8 per 32 values) and the decode fusions
  * built on it (matvec_f32_norm, _acc, _swiglu_acc) within tests/gpu/mvq.h's budget of that
- * rounding; their PDL chain against the same chain unfused (1e-2 of the update of x) and in f64
+ * rounding; matvec_f32_norm_glu against matvec_f32_norm then paged_swiglu (1e-3 of the rms); their PDL chain against the same chain unfused (1e-2 of the update of x) and in f64
  * (5e-2). Every one of those checks runs for v11 too (matvec_use_variant(11): v10's arithmetic,
  * the weights through a shared-memory ring; its depth, matvec_ring_stages, is in the check's
  * name, "no ring" where none fits and v10 runs). */
@@ -337,6 +337,60 @@ static void test_matvec_fused(gen_rng *r, int variant, uint32_t t, int64_t rows,
     CUDA_CHECK(cudaFree(dw)); CUDA_CHECK(cudaFree(dr)); CUDA_CHECK(cudaFree(dx)); CUDA_CHECK(cudaFree(dg));
     CUDA_CHECK(cudaFree(dy));
     free(w); free(raw); free(x); free(g); free(y0); free(ref); free(bud); free(y);
+}
+
+/* matvec_f32_norm_glu against matvec_f32_norm then paged_swiglu, which it folds together, on a
+ * stacked gate/up matrix of 2F rows: each of the n x F outputs within 1e-3 of the unfused vector's
+ * rms (the products' sums are split among warps differently, so not bit for bit; a gate row
+ * paired with the wrong up row, a tile read from the wrong place or a missed row is off by O(1)),
+ * nothing written past n x F. Variant 10, and rows not a whole number of pairs of tiles, are
+ * declined with nothing launched. */
+static void test_matvec_glu(gen_rng *r, int variant, uint32_t t, int64_t F, int64_t k, int n) {
+    char name[160], ring[32];
+    const int64_t rows = 2 * F, nk = n * k;
+    const float eps = 1e-5f;
+    snprintf(name, sizeof name, "matvec norm glu v%d %s 2x%lldx%lld n=%d%s", variant, quant_type_name(t), (long long)F,
+             (long long)k, n, ring_name(variant, t, rows, k, n, 1, ring, sizeof ring));
+    size_t wb = quant_row_bytes(t, k) * (size_t)rows;
+    void *w = malloc(wb);
+    gen_weights(r, t, rows, k, w);
+    float *x = malloc(sizeof(float) * (size_t)nk), *g = malloc(sizeof(float) * (size_t)k);
+    v10_fill(r, nk, k, NULL, x);
+    for (int64_t i = 0; i < k; i++) g[i] = (float)gen_uniform(r, -1.5, 1.5);
+    void *dw = dev_upload(w, wb), *dr = dev_alloc(matvec_repacked_bytes(t, rows, k));
+    CUDA_CHECK(matvec_repack(dr, dw, t, rows, k, 0));
+    float *dx = dev_upload(x, sizeof(float) * (size_t)nk), *dg = dev_upload(g, sizeof(float) * (size_t)k);
+    float *dgu = dev_alloc(sizeof(float) * (size_t)(n * rows)), *dwant = dev_poisoned(n * F), *dy = dev_poisoned(n * F);
+    matvec_use_variant(variant);
+    cudaError_t e0 = matvec_f32_norm(dgu, dr, t, dx, dg, eps, rows, k, n, 0);
+    if (e0 == cudaSuccess) e0 = paged_swiglu(dwant, dgu, rows, dgu + F, rows, n, (int)F, 0);
+    cudaError_t e = matvec_f32_norm_glu(dy, dr, t, dx, dg, eps, rows, k, n, 0);
+    matvec_use_variant(6);
+    float *want = malloc(sizeof(float) * (size_t)(n * F)), *y = malloc(sizeof(float) * (size_t)(n * F));
+    int gw = dev_download(want, dwant, n * F), gy = e == cudaSuccess && dev_download(y, dy, n * F);
+    if (variant != 11) {
+        CHECK(e == cudaErrorNotSupported && dev_download(y, dy, 0), name, "v%d: %s, want cudaErrorNotSupported",
+              variant, cudaGetErrorString(e));
+    } else {
+        double ss = 0, worst = 0;
+        for (int64_t i = 0; i < n * F; i++) ss += (double)want[i] * want[i];
+        const double rms = sqrt(ss / (double)(n * F)) + 1e-30;
+        int64_t at = -1;
+        for (int64_t i = 0; gy && i < n * F; i++) {
+            const double d = fabs((double)y[i] - want[i]) / rms;
+            if (!(d <= worst)) {
+                worst = d;
+                at = i;
+            }
+        }
+        CHECK(e0 == cudaSuccess && e == cudaSuccess && gw && gy && worst <= 1e-3, name,
+              "%s / %s, guard %s, worst %.3g of the rms %.3g at %lld (%g vs %g)", cudaGetErrorString(e0),
+              cudaGetErrorString(e), gy ? "ok" : "overwritten", worst, rms, (long long)at, at >= 0 ? y[at] : 0.0,
+              at >= 0 ? want[at] : 0.0);
+    }
+    CUDA_CHECK(cudaFree(dw)); CUDA_CHECK(cudaFree(dr)); CUDA_CHECK(cudaFree(dx)); CUDA_CHECK(cudaFree(dg));
+    CUDA_CHECK(cudaFree(dgu)); CUDA_CHECK(cudaFree(dwant)); CUDA_CHECK(cudaFree(dy));
+    free(w); free(x); free(g); free(want); free(y);
 }
 
 /* matvec_f32_norm_rope against matvec_f32_norm then paged_rope_store, which it folds together:
@@ -1788,6 +1842,13 @@ int main(void) {
         test_matvec_norm_rope(&r, variant, QUANT_Q8_0, QUANT_Q8_0, 32, 8, 64, 64, 2048, 3);
         test_matvec_norm_rope(&r, variant, QUANT_Q4_K, QUANT_Q4_K, 6, 2, 64, 32, 512, 4);
         test_matvec_norm_rope(&r, variant, QUANT_Q6_K, QUANT_Q6_K, 4, 4, 128, 96, 1024, 2);
+        /* SwiGLU in the gate/up matvec: 8b's and 1b's FFNs, every type, 1-4 tokens, few tiles */
+        for (int n = 1; n <= 4; n++) test_matvec_glu(&r, variant, QUANT_Q4_0, 14336, 4096, n);
+        test_matvec_glu(&r, variant, QUANT_Q4_K, 14336, 4096, 1);
+        test_matvec_glu(&r, variant, QUANT_Q4_K, 5632, 2048, 3);
+        test_matvec_glu(&r, variant, QUANT_Q8_0, 5632, 2048, 2);
+        test_matvec_glu(&r, variant, QUANT_Q6_K, 1408, 1024, 2);
+        test_matvec_glu(&r, variant, QUANT_Q4_0, 48, 256, 1);
         test_fused_chain(&r, variant, QUANT_Q4_0, QUANT_Q4_0, 0);
         test_fused_chain(&r, variant, QUANT_Q4_K, QUANT_Q6_K, 0);
         test_fused_chain(&r, variant, QUANT_Q8_0, QUANT_Q4_0, 1);
