@@ -210,6 +210,7 @@ struct forward_cuda {
     int gate_pass;          /* the pass being launched begins with the gate */
     int ahead_mode;         /* ahead_mode(), read once at create */
     int glu;                /* fused decode FFNs write SwiGLU from the gate/up matvec (ffn_half); MGI_GLU=0: apart */
+    int beside;             /* a QKV group's second fused matvec runs beside the first (attn_half); MGI_BESIDE=0: after */
     int direct_out;         /* gate steps write logits / ids into h_logits / h_ids (run_head); MGI_DIRECT_OUT=0: copies */
     int ahead, armed, armed_greedy, armed_ev;
     cudaEvent_t step_ev[2]; /* the end of the step waited for, and of the one launched ahead */
@@ -717,9 +718,10 @@ static int attn_half(part *p, int32_t l, span s, int fz, char *err, size_t err_s
             const dweight *w = &L->qkv.m[i];
             int64_t r[3];
             for (int j = 0; j < 3; j++) r[j] = L->qkv.part_m[j] == i ? L->qkv.part_rows[j] : 0;
-            DEV_TRY(matvec_f32_norm_rope(w->w, w->type, x, L->attn_norm, hp->rms_eps, w->rows, w->k, nt, q,
-                                         p->kv_k + kv_off, p->kv_v + kv_off, d_pos + t0, d_cell + t0, r[0], r[1],
-                                         p->kv_dim, hd, hp->n_rot, hp->rope_base, p->st));
+            /* a second matrix (Q4_K_M's Q6_K V) runs beside the first: both read x only */
+            DEV_TRY((i > 0 && f->beside ? matvec_f32_norm_rope_beside : matvec_f32_norm_rope)(
+                w->w, w->type, x, L->attn_norm, hp->rms_eps, w->rows, w->k, nt, q, p->kv_k + kv_off,
+                p->kv_v + kv_off, d_pos + t0, d_cell + t0, r[0], r[1], p->kv_dim, hd, hp->n_rot, hp->rope_base, p->st));
         }
     } else {
         if (fz ? group_mm_norm(p, &L->qkv, x, L->attn_norm, p->qkv, t0, nt, fz & FZ_QKV, err, err_size)
@@ -2074,6 +2076,8 @@ static void *cuda_create(const llama_model *m, const engine_plan *plan, int32_t 
         f->direct_out = !(e && !strcmp(e, "0"));
         e = getenv("MGI_GLU"); /* ffn_half's SwiGLU in the gate/up matvec; 0 for A/B runs */
         f->glu = !(e && !strcmp(e, "0"));
+        e = getenv("MGI_BESIDE"); /* attn_half's second QKV matvec beside the first; 0 for A/B runs */
+        f->beside = !(e && !strcmp(e, "0"));
     }
     trace_mode(f);
     /* The engine's pool holds at least one cell per position of each of its sequences, so no

@@ -137,6 +137,16 @@ cudaError_t matvec_f32_norm_rope(const void *w, uint32_t wtype, const float *x, 
                                  int64_t rows, int64_t k, int n, float *q_out, uint16_t *k_cache,
                                  uint16_t *v_cache, const int32_t *pos, const int32_t *cell, int64_t nq, int64_t nk,
                                  int64_t kv_dim, int head_dim, int n_rot, float theta, cudaStream_t stream);
+/* The same, launched right behind another matvec_f32_norm_rope of the same x (a layer whose V is
+ * in another type than its Q and K: Q4_K_M's Q6_K V): it reads x at once instead of after its PDL
+ * wait, and waits for that kernel only before it exits, so the two run side by side. Only where
+ * x was complete before the kernel in front of it passed its own wait, and that kernel neither
+ * reads nor writes what this one writes (pdl.cuh's rule 1 exception). */
+cudaError_t matvec_f32_norm_rope_beside(const void *w, uint32_t wtype, const float *x, const float *g, float eps,
+                                        int64_t rows, int64_t k, int n, float *q_out, uint16_t *k_cache,
+                                        uint16_t *v_cache, const int32_t *pos, const int32_t *cell, int64_t nq,
+                                        int64_t nk, int64_t kv_dim, int head_dim, int n_rot, float theta,
+                                        cudaStream_t stream);
 
 /* ---- prefill matrix products (gemm.cu) --------------------------------------------------------
  * Y[n][rows] = W[rows][k] . X[n][k] for many tokens on the tensor cores, X in f16 bits, Y f32,

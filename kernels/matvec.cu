@@ -81,15 +81,15 @@ static void mv6_prepare_all() {
  * apply (another type, n, k or shared memory: mv10_takes). */
 template <bool XH, typename XS, int O>
 static bool matvec_v10_any(float *y, const void *w, uint32_t t, XS x, int r, int k, int n, cudaStream_t s,
-                           cudaError_t *e, int fill) {
+                           cudaError_t *e, int fill, int late = 0) {
     /* matvec_ring_pre's count (A/B runs) wins over the launch's own; -1 is the kernel's choice */
     const int pdl = pdl_enabled(), cap = matvec_ring_cap, ea = matvec_early;
     const int pre = matvec_pre >= 0 ? matvec_pre : fill, bal = matvec_balance;
     switch (t) {
-    case QUANT_Q4_0: return matvec_v10_launch<QUANT_Q4_0, XH, XS, O>(y, w, x, r, k, n, s, pdl, e, cap, ea, pre, bal);
-    case QUANT_Q4_K: return matvec_v10_launch<QUANT_Q4_K, XH, XS, O>(y, w, x, r, k, n, s, pdl, e, cap, ea, pre, bal);
-    case QUANT_Q8_0: return matvec_v10_launch<QUANT_Q8_0, XH, XS, O>(y, w, x, r, k, n, s, pdl, e, cap, ea, pre, bal);
-    case QUANT_Q6_K: return matvec_v10_launch<QUANT_Q6_K, XH, XS, O>(y, w, x, r, k, n, s, pdl, e, cap, ea, pre, bal);
+    case QUANT_Q4_0: return matvec_v10_launch<QUANT_Q4_0, XH, XS, O>(y, w, x, r, k, n, s, pdl, e, cap, ea, pre, bal, late);
+    case QUANT_Q4_K: return matvec_v10_launch<QUANT_Q4_K, XH, XS, O>(y, w, x, r, k, n, s, pdl, e, cap, ea, pre, bal, late);
+    case QUANT_Q8_0: return matvec_v10_launch<QUANT_Q8_0, XH, XS, O>(y, w, x, r, k, n, s, pdl, e, cap, ea, pre, bal, late);
+    case QUANT_Q6_K: return matvec_v10_launch<QUANT_Q6_K, XH, XS, O>(y, w, x, r, k, n, s, pdl, e, cap, ea, pre, bal, late);
     default: return false;
     }
 }
@@ -98,9 +98,9 @@ static bool matvec_v10_any(float *y, const void *w, uint32_t t, XS x, int r, int
  * or the variant is 6. */
 template <bool XH, typename XS>
 static bool matvec_v10_family(float *y, const void *w, uint32_t t, XS x, int r, int k, int n, cudaStream_t s,
-                              cudaError_t *e, int fill = -1) {
-    if (matvec_variant == 11 && matvec_v10_any<XH, XS, MV11_OPT>(y, w, t, x, r, k, n, s, e, fill)) return true;
-    return matvec_variant >= 10 && matvec_v10_any<XH, XS, 0>(y, w, t, x, r, k, n, s, e, fill);
+                              cudaError_t *e, int fill = -1, int late = 0) {
+    if (matvec_variant == 11 && matvec_v10_any<XH, XS, MV11_OPT>(y, w, t, x, r, k, n, s, e, fill, late)) return true;
+    return matvec_variant >= 10 && matvec_v10_any<XH, XS, 0>(y, w, t, x, r, k, n, s, e, fill, late);
 }
 
 extern "C" int matvec_ring_stages(uint32_t wtype, int64_t rows, int64_t k, int n, int norm) {
@@ -212,10 +212,10 @@ extern "C" int matvec_fused_supported(uint32_t wtype, int64_t rows, int64_t k, i
 /* v10 or v11 (the variant's) with a fused source, or cudaErrorNotSupported with nothing launched. */
 template <typename XS>
 static cudaError_t matvec_fused(float *y, const void *w, uint32_t t, XS x, int64_t rows, int64_t k, int n,
-                                cudaStream_t s, int fill = -1) {
+                                cudaStream_t s, int fill = -1, int late = 0) {
     if (!matvec_fused_supported(t, rows, k, n)) return cudaErrorNotSupported;
     cudaError_t e = cudaErrorNotSupported;
-    matvec_v10_family<false, XS>(y, w, t, x, (int)rows, (int)k, n, s, &e, fill);
+    matvec_v10_family<false, XS>(y, w, t, x, (int)rows, (int)k, n, s, &e, fill, late);
     return e;
 }
 
@@ -236,7 +236,7 @@ extern "C" cudaError_t matvec_f32_norm_glu(float *y, const void *w, uint32_t wty
     return e;
 }
 
-extern "C" cudaError_t matvec_f32_norm_rope(const void *w, uint32_t wtype, const float *x, const float *g, float eps,
+static cudaError_t norm_rope(int late, const void *w, uint32_t wtype, const float *x, const float *g, float eps,
                                             int64_t rows, int64_t k, int n, float *q_out, uint16_t *k_cache,
                                             uint16_t *v_cache, const int32_t *pos, const int32_t *cell, int64_t nq,
                                             int64_t nk, int64_t kv_dim, int head_dim, int n_rot, float theta,
@@ -249,7 +249,25 @@ extern "C" cudaError_t matvec_f32_norm_rope(const void *w, uint32_t wtype, const
         return cudaErrorInvalidValue;
     const mv_x_norm_rope src{{x, g, eps}, q_out, k_cache, v_cache, pos, cell, (int)nq, (int)nk, (int)kv_dim,
                              head_dim, n_rot, theta};
-    return matvec_fused((float *)nullptr, w, wtype, src, rows, k, n, stream);
+    return matvec_fused((float *)nullptr, w, wtype, src, rows, k, n, stream, -1, late);
+}
+
+extern "C" cudaError_t matvec_f32_norm_rope(const void *w, uint32_t wtype, const float *x, const float *g, float eps,
+                                            int64_t rows, int64_t k, int n, float *q_out, uint16_t *k_cache,
+                                            uint16_t *v_cache, const int32_t *pos, const int32_t *cell, int64_t nq,
+                                            int64_t nk, int64_t kv_dim, int head_dim, int n_rot, float theta,
+                                            cudaStream_t stream) {
+    return norm_rope(0, w, wtype, x, g, eps, rows, k, n, q_out, k_cache, v_cache, pos, cell, nq, nk, kv_dim, head_dim,
+                     n_rot, theta, stream);
+}
+
+extern "C" cudaError_t matvec_f32_norm_rope_beside(const void *w, uint32_t wtype, const float *x, const float *g,
+                                                   float eps, int64_t rows, int64_t k, int n, float *q_out,
+                                                   uint16_t *k_cache, uint16_t *v_cache, const int32_t *pos,
+                                                   const int32_t *cell, int64_t nq, int64_t nk, int64_t kv_dim,
+                                                   int head_dim, int n_rot, float theta, cudaStream_t stream) {
+    return norm_rope(1, w, wtype, x, g, eps, rows, k, n, q_out, k_cache, v_cache, pos, cell, nq, nk, kv_dim, head_dim,
+                     n_rot, theta, stream);
 }
 
 extern "C" cudaError_t matvec_f32_acc(float *y, const void *w, uint32_t wtype, const float *x, int64_t rows,

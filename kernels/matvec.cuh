@@ -1756,7 +1756,7 @@ __device__ __forceinline__ void mv11_issue(uint32_t wq, uint32_t wl, const mv11_
 
 template <int T, bool XH, typename XS = mv_x, int O = 0, int NT = 1>
 __global__ void __launch_bounds__(mv10_opt<O>::W * 32, mv10_opt<O>::BPS)
-matvec_v10(float *y, const uint8_t *w, XS xv, int rows, int k, int stages, int early, int pre) {
+matvec_v10(float *y, const uint8_t *w, XS xv, int rows, int k, int stages, int early, int pre, int late) {
     static_assert(T == QUANT_Q4_0 || T == QUANT_Q4_K || T == QUANT_Q8_0 || T == QUANT_Q6_K, "v10: Q4_0 Q4_K Q8_0 Q6_K");
     using P = mv10_opt<O>;
     constexpr int GC = mv10_gc<T>(), W = P::W, NB = P::NB, RW = mv10_rec<T>(), SLOT = mv11_slot_bytes<T>();
@@ -1818,11 +1818,13 @@ matvec_v10(float *y, const uint8_t *w, XS xv, int rows, int k, int stages, int e
             if (u0 + j < u1) gq[j].load(src, j);
     }
     kt_mark(tr, 1);
-    pdl_wait();
+    /* late (matvec_f32_norm_rope_beside): X was complete before this kernel was launched, and
+     * the kernel before it touches nothing this one reads or writes; the wait moves to the end */
+    if (!late) pdl_wait();
     kt_mark(tr, 2);
     /* early (matvec_pdl_early): the next kernel's blocks may take each SM as this one's block
      * leaves it, not only once every block is through its loop */
-    if (P::EARLY || early) pdl_trigger();
+    if (P::EARLY || early || late) pdl_trigger();
     for (int i = threadIdx.x; i < nt * W * NT * 16; i += blockDim.x) red[i] = 0.0f;
 #pragma unroll 1
     for (int c = 0; c < NT; c++) /* the fill's rest behind token 0's X loads, so they are not queued behind it */
@@ -1891,7 +1893,7 @@ matvec_v10(float *y, const uint8_t *w, XS xv, int rows, int k, int stages, int e
         }
     }
     if (u0 < u1 && cg != 0) flush();
-    if (!(P::EARLY || early)) pdl_trigger();
+    if (!(P::EARLY || early || late)) pdl_trigger();
     if constexpr (XS::NORM) { /* kernels/norm.cu's factor, the warps' sums added in warp order */
         if (threadIdx.x < NT) {
             float ss = 0.0f;
@@ -1915,6 +1917,7 @@ matvec_v10(float *y, const uint8_t *w, XS xv, int rows, int k, int stages, int e
             const int64_t j = (t0 / 2 + pl) * 16 + r;
             if (j < F) y[(int64_t)c * F + j] = mv_silu_mul(gs * rinv[c], us * rinv[c]);
         }
+        if (late) pdl_wait(); /* pdl.cuh's rule 2: this grid's end implies the one before it ended */
         kt_mark(tr, 5);
         return;
     }
@@ -1939,6 +1942,7 @@ matvec_v10(float *y, const uint8_t *w, XS xv, int rows, int k, int stages, int e
             *yp = s;
         }
     }
+    if (late) pdl_wait(); /* pdl.cuh's rule 2: this grid's end implies the one before it ended */
     kt_mark(tr, 5);
 }
 
@@ -2005,14 +2009,15 @@ static inline size_t mv10_shape(int64_t rows, int64_t k, int nt, bool norm, int 
 
 template <int T, bool XH, typename XS, int O, int NT>
 static inline bool mv10_launch_nt(float *y, const void *w, XS x, int rows, int k, cudaStream_t s, int pdl,
-                                  cudaError_t *e, int sms, int smem_max, int cap, int early, int pre, int balance) {
+                                  cudaError_t *e, int sms, int smem_max, int cap, int early, int pre, int balance,
+                                  int late) {
     using P = mv10_opt<O>;
     int64_t grid;
     int stages;
     const size_t smem = mv10_shape<T, O>(rows, k, NT, XS::NORM, sms, smem_max, cap, &grid, &stages, balance != 0, XS::GLU);
     if (smem > (size_t)smem_max || (smem > 48 * 1024 && !mv10_prepare<T, XH, XS, O, NT>())) return false;
     *e = pdl_launch_as(pdl, matvec_v10<T, XH, XS, O, NT>, dim3((unsigned)grid), dim3(P::W * 32), smem, s, y,
-                       (const uint8_t *)w, x, rows, k, stages, early, pre);
+                       (const uint8_t *)w, x, rows, k, stages, early, pre, late);
     return true;
 }
 
@@ -2046,20 +2051,20 @@ static inline bool mv10_takes(int64_t rows, int64_t k, int n, bool norm, int *sm
 template <int T, bool XH, typename XS = mv_x, int O = 0>
 static inline bool matvec_v10_launch(float *y, const void *w, XS x, int rows, int k, int n, cudaStream_t s, int pdl,
                                      cudaError_t *e, int cap = MV11_STAGES, int early = 0, int pre = 0,
-                                     int balance = 0) {
+                                     int balance = 0, int late = 0) {
     int sms, smem_max;
     if constexpr ((T != QUANT_Q4_0 && T != QUANT_Q4_K && T != QUANT_Q8_0 && T != QUANT_Q6_K) || !mv10_fits<T, O>()) {
         return false;
     } else {
         if (!mv10_takes<T, O>(rows, k, n, XS::NORM, &sms, &smem_max, cap)) return false;
         if constexpr (mv10_multi_token<O>()) {
-            if (n == 2) return mv10_launch_nt<T, XH, XS, O, 2>(y, w, x, rows, k, s, pdl, e, sms, smem_max, cap, early, pre, balance);
+            if (n == 2) return mv10_launch_nt<T, XH, XS, O, 2>(y, w, x, rows, k, s, pdl, e, sms, smem_max, cap, early, pre, balance, late);
             if constexpr (mv10_max_n<T>() >= 4) {
-                if (n == 3) return mv10_launch_nt<T, XH, XS, O, 3>(y, w, x, rows, k, s, pdl, e, sms, smem_max, cap, early, pre, balance);
-                if (n == 4) return mv10_launch_nt<T, XH, XS, O, 4>(y, w, x, rows, k, s, pdl, e, sms, smem_max, cap, early, pre, balance);
+                if (n == 3) return mv10_launch_nt<T, XH, XS, O, 3>(y, w, x, rows, k, s, pdl, e, sms, smem_max, cap, early, pre, balance, late);
+                if (n == 4) return mv10_launch_nt<T, XH, XS, O, 4>(y, w, x, rows, k, s, pdl, e, sms, smem_max, cap, early, pre, balance, late);
             }
         }
-        return mv10_launch_nt<T, XH, XS, O, 1>(y, w, x, rows, k, s, pdl, e, sms, smem_max, cap, early, pre, balance);
+        return mv10_launch_nt<T, XH, XS, O, 1>(y, w, x, rows, k, s, pdl, e, sms, smem_max, cap, early, pre, balance, late);
     }
 }
 

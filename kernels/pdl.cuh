@@ -15,7 +15,10 @@
  * Rules every kernel here follows, so that the chain is safe by construction:
  *  1. Before pdl_wait() a kernel reads only data no kernel of the decode step writes (weights;
  *     decode attention with kv_ready also the K/V cells of earlier passes: paged.h), and writes
- *     no global memory at all (no write-after-read race with the previous kernel).
+ *     no global memory at all (no write-after-read race with the previous kernel). The one
+ *     exception, matvec_f32_norm_rope_beside (kernels.h), runs whole before its wait: it is
+ *     launched only behind a matvec that has passed its own wait on the same input (so that
+ *     input is complete) and that touches nothing it writes.
  *  2. Every thread of every PDL kernel executes pdl_wait() before it exits, even one with
  *     nothing to do (one exception: decode attention's blocks past the context, which read and
  *     write nothing, leave at once; split 0 of every kv head always waits). Then a grid's

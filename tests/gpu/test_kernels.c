@@ -393,7 +393,8 @@ static void test_matvec_glu(gen_rng *r, int variant, uint32_t t, int64_t F, int6
     free(w); free(x); free(g); free(want); free(y);
 }
 
-/* matvec_f32_norm_rope against matvec_f32_norm then paged_rope_store, which it folds together:
+/* matvec_f32_norm_rope (and for a second matrix matvec_f32_norm_rope_beside, on a stream with PDL)
+ * against matvec_f32_norm then paged_rope_store, which they fold together:
  * Q and both caches bit for bit (the same sums, the same rotation formula), including the cells
  * and values it must not touch (both sets of caches start from the same random bits). Q, K and V
  * in one matrix (tqk == tv: Q4_0 layers) or Q and K in one and V in another (Q4_K_M's Q6_K V);
@@ -460,12 +461,18 @@ static void test_matvec_norm_rope(gen_rng *r, int variant, uint32_t tqk, uint32_
     if (e == cudaSuccess)
         e = paged_rope_store(q[0], kc[0], vc[0], y, st0, y + nq, st0, yv, stv, dmeta, dmeta + 4, n, n_head, n_kv, hd,
                              n_rot, theta, 0);
-    /* the fold */
+    /* the fold, on a stream of its own (PDL: the V matrix's launch runs beside the first's, as the
+     * engine launches it) */
+    cudaStream_t st;
+    CUDA_CHECK(cudaStreamCreateWithFlags(&st, cudaStreamNonBlocking));
+    CUDA_CHECK(cudaDeviceSynchronize());
     cudaError_t e2 = matvec_f32_norm_rope(dr[0], tqk, dx, dg, eps, rows[0], k, n, q[1], kc[1], vc[1], dmeta,
-                                          dmeta + 4, nq, kvd, kvd, hd, n_rot, theta, 0);
+                                          dmeta + 4, nq, kvd, kvd, hd, n_rot, theta, st);
     if (e2 == cudaSuccess && rows[1])
-        e2 = matvec_f32_norm_rope(dr[1], tv, dx, dg, eps, rows[1], k, n, NULL, NULL, vc[1], dmeta, dmeta + 4, 0, 0,
-                                  kvd, hd, n_rot, theta, 0);
+        e2 = matvec_f32_norm_rope_beside(dr[1], tv, dx, dg, eps, rows[1], k, n, NULL, NULL, vc[1], dmeta, dmeta + 4,
+                                         0, 0, kvd, hd, n_rot, theta, st);
+    CUDA_CHECK(cudaStreamSynchronize(st));
+    CUDA_CHECK(cudaStreamDestroy(st));
     matvec_use_variant(6);
     CUDA_CHECK(cudaDeviceSynchronize());
     float *hq[2];
