@@ -80,7 +80,7 @@ typedef struct {
      * copying them again. Valid until the backend is freed. */
     float *(*out_buffer)(void *self, int32_t *rows);
     /* Optional (NULL: ignored): engine_decode_ahead's hint. While on, after each one-token
-     * decode step of sequence 0 (n_tokens 1, n_seqs 1, seq 0, one output row) the backend may
+     * decode pass (n_tokens 1, so n_seqs 1 and seq 0, one output row) the backend may
      * launch the next such step before it is asked for; any other call first cancels a step so
      * launched. Off launches no more (one already launched still serves a matching call). */
     void (*ahead)(void *self, int on);
