@@ -360,6 +360,12 @@ static void layout_kv(part *p, arena *a) {
     p->kv_v = take(a, n * sizeof(uint16_t));
 }
 
+/* Words of a pass's metadata at most: d_meta's and h_meta's size (fwd_pass's layout: token,
+ * position, sequence, cell and output row per token, then a page table per sequence). */
+static size_t meta_words(const forward_cuda *f) {
+    return 5 * (size_t)f->n_batch + (size_t)f->max_seqs * (size_t)f->max_pages;
+}
+
 static void layout_scratch(part *p, arena *a) {
     const forward_cuda *f = p->f;
     const llama_hparams *hp = &f->m->hp;
@@ -392,7 +398,7 @@ static void layout_scratch(part *p, arena *a) {
         }
     }
     p->gemm_scratch = take(a, p->gemm_scratch_bytes);
-    p->d_meta = take(a, (5 * B + (size_t)f->max_seqs * (size_t)f->max_pages) * sizeof(int32_t));
+    p->d_meta = take(a, meta_words(f) * sizeof(int32_t));
 }
 
 /* --- weight upload: readers fill pinned slots from the mapped file, the part's thread copies ---- */
@@ -928,16 +934,11 @@ static int run_step_p2p(part *p, span s, int head, char *err, size_t err_size) {
     return 0;
 }
 
-/* d_meta's capacity in words (layout_scratch). */
-static int meta_words(const forward_cuda *f) {
-    return 5 * f->n_batch + f->max_seqs * f->max_pages;
-}
-
 /* The host gate at the head of a decode step (forward_cuda.gate): d_meta from h_meta once the
  * host opens it (UVA: the pinned, mapped buffers' host addresses are their device addresses). */
 static int gate_launch(part *p, char *err, size_t err_size) {
     forward_cuda *f = p->f;
-    DEV_TRY(host_gate(p->d_meta, f->h_meta, f->gate, meta_words(f), p->st));
+    DEV_TRY(host_gate(p->d_meta, f->h_meta, f->gate, (int)meta_words(f), p->st));
     return 0;
 }
 
@@ -1418,9 +1419,9 @@ static int trace_end(forward_cuda *f, int seen, int n, char *err, size_t err_siz
 
 /* A one-part decode step through the gate: the step launched ahead if there is one (it only
  * needed its metadata), else launched now, already open; then, with `ahead`, the next one-token
- * step launched behind it; then the wait for this step's end and its outputs. */
-static int gate_step(forward_cuda *f, int n, int greedy, int seen, int words, float *logits, int32_t *ids,
-                     char *err, size_t err_size) {
+ * step launched behind it; then the wait for this step's end (its outputs are in the pinned
+ * buffers: fwd_pass copies them as after any decode graph). */
+static int gate_step(forward_cuda *f, int n, int greedy, int seen, int words, char *err, size_t err_size) {
     part *p = &f->p[0];
     int end;
     DEV_TRY(cudaSetDevice(p->dev));
@@ -1454,10 +1455,7 @@ static int gate_step(forward_cuda *f, int n, int greedy, int seen, int words, fl
         DEV_TRY(cudaEventRecord(f->step_ev[f->armed_ev], p->st));
     }
     DEV_TRY(cudaEventSynchronize(f->step_ev[end]));
-    if (trace_end(f, seen, n, err, err_size)) return -1;
-    if (greedy) memcpy(ids, f->h_ids, (size_t)n * sizeof(int32_t));
-    else if (logits != f->h_logits) memcpy(logits, f->h_logits, (size_t)n * (size_t)f->m->hp.n_vocab * sizeof(float));
-    return 0;
+    return trace_end(f, seen, n, err, err_size);
 }
 
 /* Runs a step launched ahead and not wanted on a placeholder: token 0 at position 0 of sequence 0,
@@ -1588,9 +1586,9 @@ static int fwd_pass(void *self, const engine_fwd_batch *b, float *logits, int32_
     part *hpart = &f->p[f->main];
     if (identity && n <= GRAPH_MAX_TOK) {
         int seen = f->graph_seen[greedy][n]++;
-        if (gate) return gate_step(f, n, greedy, seen, (int)words, logits, ids, err, err_size);
-        if (trace_begin(f, seen, err, err_size) || run_pass(f, n, greedy, 1, seen > 0, err, err_size) ||
-            wait_all(f, err, err_size) || trace_end(f, seen, n, err, err_size))
+        if (gate ? gate_step(f, n, greedy, seen, (int)words, err, err_size)
+                 : trace_begin(f, seen, err, err_size) || run_pass(f, n, greedy, 1, seen > 0, err, err_size) ||
+                       wait_all(f, err, err_size) || trace_end(f, seen, n, err, err_size))
             return -1;
         if (greedy) memcpy(ids, f->h_ids, (size_t)n * sizeof(int32_t));
         else if (logits != f->h_logits) memcpy(logits, f->h_logits, (size_t)n * (size_t)n_vocab * sizeof(float));
@@ -2153,10 +2151,9 @@ static void *cuda_create(const llama_model *m, const engine_plan *plan, int32_t 
     if (f->split == ENGINE_SPLIT_ROW && setup_p2p(f, err, err_size)) goto fail;
     {
         part *hpart = &f->p[f->main];
-        size_t meta_words = 5 * (size_t)f->n_batch + (size_t)f->max_seqs * (size_t)f->max_pages;
         cudaSetDevice(hpart->dev);
         /* h_meta and the gate are mapped: decode steps' host gates read them (forward_cuda.gate) */
-        if (cudaHostAlloc((void **)&f->h_meta, meta_words * sizeof(int32_t), cudaHostAllocPortable | cudaHostAllocMapped) !=
+        if (cudaHostAlloc((void **)&f->h_meta, meta_words(f) * sizeof(int32_t), cudaHostAllocPortable | cudaHostAllocMapped) !=
                 cudaSuccess ||
             cudaHostAlloc((void **)&f->gate, sizeof *f->gate, cudaHostAllocPortable | cudaHostAllocMapped) != cudaSuccess ||
             cudaHostAlloc((void **)&f->h_logits, (size_t)OUT_CHUNK * (size_t)hp->n_vocab * sizeof(float),
