@@ -210,7 +210,9 @@ struct forward_cuda {
     int gate_pass;          /* the pass being launched begins with the gate */
     int ahead_mode;         /* ahead_mode(), read once at create */
     int glu;                /* fused decode FFNs write SwiGLU from the gate/up matvec (ffn_half); MGI_GLU=0: apart */
-    int beside;             /* a QKV group's second fused matvec runs beside the first (attn_half); MGI_BESIDE=0: after */
+    int beside;             /* a QKV group of two fused matvecs (attn_half): 3 one launch (matvec_f32_norm_rope_pair),
+                             * else the second beside the first, on the SMs the first leaves (2, MGI_BESIDE=2) or
+                             * shaped for every SM (1); 0 after it */
     int direct_out;         /* gate steps write logits / ids into h_logits / h_ids (run_head); MGI_DIRECT_OUT=0: copies */
     int ahead, armed, armed_greedy, armed_ev;
     cudaEvent_t step_ev[2]; /* the end of the step waited for, and of the one launched ahead */
@@ -720,14 +722,35 @@ static int attn_half(part *p, int32_t l, span s, int fz, char *err, size_t err_s
     float *x = p->x + (int64_t)t0 * E, *xn = p->xn + (int64_t)t0 * E;
     float *q = p->q + (int64_t)t0 * p->nq, *att = p->att + (int64_t)t0 * p->nq;
     if ((fz & FZ_QKV) && f->rope_fold) { /* Q, K, V straight to q and the caches */
-        for (int i = 0; i < L->qkv.n_m; i++) {
+        cudaError_t pe = cudaErrorNotSupported;
+        if (L->qkv.n_m == 2 && f->beside == 3) { /* Q4_K_M's Q/K and Q6_K V: one launch for both */
+            const dweight *w0 = &L->qkv.m[0], *w1 = &L->qkv.m[1];
+            int64_t r[2][3];
+            for (int i = 0; i < 2; i++)
+                for (int j = 0; j < 3; j++) r[i][j] = L->qkv.part_m[j] == i ? L->qkv.part_rows[j] : 0;
+            pe = matvec_f32_norm_rope_pair(w0->w, w0->type, w0->rows, r[0][0], r[0][1], w1->w, w1->type, w1->rows,
+                                           r[1][0], r[1][1], x, L->attn_norm, hp->rms_eps, w0->k, nt, q,
+                                           p->kv_k + kv_off, p->kv_v + kv_off, d_pos + t0, d_cell + t0, p->kv_dim, hd,
+                                           hp->n_rot, hp->rope_base, p->st);
+            if (pe != cudaSuccess && pe != cudaErrorNotSupported) DEV_TRY(pe);
+        }
+        for (int i = 0; pe != cudaSuccess && i < L->qkv.n_m; i++) {
             const dweight *w = &L->qkv.m[i];
             int64_t r[3];
             for (int j = 0; j < 3; j++) r[j] = L->qkv.part_m[j] == i ? L->qkv.part_rows[j] : 0;
-            /* a second matrix (Q4_K_M's Q6_K V) runs beside the first: both read x only */
-            DEV_TRY((i > 0 && f->beside ? matvec_f32_norm_rope_beside : matvec_f32_norm_rope)(
-                w->w, w->type, x, L->attn_norm, hp->rms_eps, w->rows, w->k, nt, q, p->kv_k + kv_off,
-                p->kv_v + kv_off, d_pos + t0, d_cell + t0, r[0], r[1], p->kv_dim, hd, hp->n_rot, hp->rope_base, p->st));
+            /* a second matrix (Q4_K_M's Q6_K V) runs beside the first (both read x only), on the
+             * SMs the first one's grid leaves */
+            if (i > 0 && f->beside) {
+                const dweight *w0 = &L->qkv.m[0];
+                const int front = f->beside >= 2 ? matvec_fused_blocks(w0->type, w0->rows, w0->k, nt) : 0;
+                DEV_TRY(matvec_f32_norm_rope_beside(w->w, w->type, x, L->attn_norm, hp->rms_eps, w->rows, w->k, nt, q,
+                                                    p->kv_k + kv_off, p->kv_v + kv_off, d_pos + t0, d_cell + t0, r[0],
+                                                    r[1], p->kv_dim, hd, hp->n_rot, hp->rope_base, front, p->st));
+            } else {
+                DEV_TRY(matvec_f32_norm_rope(w->w, w->type, x, L->attn_norm, hp->rms_eps, w->rows, w->k, nt, q,
+                                             p->kv_k + kv_off, p->kv_v + kv_off, d_pos + t0, d_cell + t0, r[0], r[1],
+                                             p->kv_dim, hd, hp->n_rot, hp->rope_base, p->st));
+            }
         }
     } else {
         if (fz ? group_mm_norm(p, &L->qkv, x, L->attn_norm, p->qkv, t0, nt, fz & FZ_QKV, err, err_size)
@@ -2074,8 +2097,11 @@ static void *cuda_create(const llama_model *m, const engine_plan *plan, int32_t 
         f->direct_out = !(e && !strcmp(e, "0"));
         e = getenv("MGI_GLU"); /* ffn_half's SwiGLU in the gate/up matvec; 0 for A/B runs */
         f->glu = !(e && !strcmp(e, "0"));
-        e = getenv("MGI_BESIDE"); /* attn_half's second QKV matvec beside the first; 0 for A/B runs */
-        f->beside = !(e && !strcmp(e, "0"));
+        /* attn_half's two QKV matvecs in one launch (3), else the second beside the first on the SMs
+         * the first leaves (2), beside shaped for the whole device (1), after it (0); MGI_BESIDE=0-2
+         * for A/B runs */
+        e = getenv("MGI_BESIDE");
+        f->beside = e && e[0] >= '0' && e[0] <= '2' && !e[1] ? e[0] - '0' : 3;
     }
     trace_mode(f);
     /* The engine's pool holds at least one cell per position of each of its sequences, so no

@@ -141,12 +141,31 @@ cudaError_t matvec_f32_norm_rope(const void *w, uint32_t wtype, const float *x, 
  * in another type than its Q and K: Q4_K_M's Q6_K V): it reads x at once instead of after its PDL
  * wait, and waits for that kernel only before it exits, so the two run side by side. Only where
  * x was complete before the kernel in front of it passed its own wait, and that kernel neither
- * reads nor writes what this one writes (pdl.cuh's rule 1 exception). */
+ * reads nor writes what this one writes (pdl.cuh's rule 1 exception). front_blocks: that kernel's
+ * grid (matvec_fused_blocks), whose blocks hold one SM each; this grid is shaped for the SMs it
+ * leaves, so that none of its blocks queues behind it (0: shaped for the whole device); its blocks
+ * then group the sums otherwise than matvec_f32_norm_rope's, so its outputs equal those within
+ * rounding, not bit for bit. */
 cudaError_t matvec_f32_norm_rope_beside(const void *w, uint32_t wtype, const float *x, const float *g, float eps,
                                         int64_t rows, int64_t k, int n, float *q_out, uint16_t *k_cache,
                                         uint16_t *v_cache, const int32_t *pos, const int32_t *cell, int64_t nq,
                                         int64_t nk, int64_t kv_dim, int head_dim, int n_rot, float theta,
-                                        cudaStream_t stream);
+                                        int front_blocks, cudaStream_t stream);
+/* Two matvec_f32_norm_rope of one x in one launch: matrix 1 (t1, rows1 rows of which nq1 Q, nk1 K,
+ * the rest V) and matrix 2 (the same with nq2, nk2), each with its own type; matrix 1's grid as it
+ * would be alone, matrix 2's on the SMs that leaves. A layer whose V is in another type than Q and
+ * K (Q4_K_M: Q4_K, V Q6_K) then starts all three at once. Q and K (matrix 1) bit for bit as
+ * matvec_f32_norm_rope's, matrix 2 within rounding (its sums grouped by other blocks). Only v11,
+ * t1 Q4_K with t2 Q6_K, n 1 or 2, and where both grids fit beside each other; otherwise
+ * cudaErrorNotSupported with nothing launched (the caller launches the two apart). */
+cudaError_t matvec_f32_norm_rope_pair(const void *w1, uint32_t t1, int64_t rows1, int64_t nq1, int64_t nk1,
+                                      const void *w2, uint32_t t2, int64_t rows2, int64_t nq2, int64_t nk2,
+                                      const float *x, const float *g, float eps, int64_t k, int n, float *q_out,
+                                      uint16_t *k_cache, uint16_t *v_cache, const int32_t *pos, const int32_t *cell,
+                                      int64_t kv_dim, int head_dim, int n_rot, float theta, cudaStream_t stream);
+/* The blocks of the grid matvec_f32_norm_rope (or _norm) launches for this case; 0 where
+ * matvec_fused_supported says no. */
+int matvec_fused_blocks(uint32_t wtype, int64_t rows, int64_t k, int n);
 
 /* ---- prefill matrix products (gemm.cu) --------------------------------------------------------
  * Y[n][rows] = W[rows][k] . X[n][k] for many tokens on the tensor cores, X in f16 bits, Y f32,

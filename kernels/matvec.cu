@@ -81,15 +81,15 @@ static void mv6_prepare_all() {
  * apply (another type, n, k or shared memory: mv10_takes). */
 template <bool XH, typename XS, int O>
 static bool matvec_v10_any(float *y, const void *w, uint32_t t, XS x, int r, int k, int n, cudaStream_t s,
-                           cudaError_t *e, int fill, int late = 0) {
+                           cudaError_t *e, int fill, int late = 0, int sms_cap = 0) {
     /* matvec_ring_pre's count (A/B runs) wins over the launch's own; -1 is the kernel's choice */
     const int pdl = pdl_enabled(), cap = matvec_ring_cap, ea = matvec_early;
     const int pre = matvec_pre >= 0 ? matvec_pre : fill, bal = matvec_balance;
     switch (t) {
-    case QUANT_Q4_0: return matvec_v10_launch<QUANT_Q4_0, XH, XS, O>(y, w, x, r, k, n, s, pdl, e, cap, ea, pre, bal, late);
-    case QUANT_Q4_K: return matvec_v10_launch<QUANT_Q4_K, XH, XS, O>(y, w, x, r, k, n, s, pdl, e, cap, ea, pre, bal, late);
-    case QUANT_Q8_0: return matvec_v10_launch<QUANT_Q8_0, XH, XS, O>(y, w, x, r, k, n, s, pdl, e, cap, ea, pre, bal, late);
-    case QUANT_Q6_K: return matvec_v10_launch<QUANT_Q6_K, XH, XS, O>(y, w, x, r, k, n, s, pdl, e, cap, ea, pre, bal, late);
+    case QUANT_Q4_0: return matvec_v10_launch<QUANT_Q4_0, XH, XS, O>(y, w, x, r, k, n, s, pdl, e, cap, ea, pre, bal, late, sms_cap);
+    case QUANT_Q4_K: return matvec_v10_launch<QUANT_Q4_K, XH, XS, O>(y, w, x, r, k, n, s, pdl, e, cap, ea, pre, bal, late, sms_cap);
+    case QUANT_Q8_0: return matvec_v10_launch<QUANT_Q8_0, XH, XS, O>(y, w, x, r, k, n, s, pdl, e, cap, ea, pre, bal, late, sms_cap);
+    case QUANT_Q6_K: return matvec_v10_launch<QUANT_Q6_K, XH, XS, O>(y, w, x, r, k, n, s, pdl, e, cap, ea, pre, bal, late, sms_cap);
     default: return false;
     }
 }
@@ -98,9 +98,10 @@ static bool matvec_v10_any(float *y, const void *w, uint32_t t, XS x, int r, int
  * or the variant is 6. */
 template <bool XH, typename XS>
 static bool matvec_v10_family(float *y, const void *w, uint32_t t, XS x, int r, int k, int n, cudaStream_t s,
-                              cudaError_t *e, int fill = -1, int late = 0) {
-    if (matvec_variant == 11 && matvec_v10_any<XH, XS, MV11_OPT>(y, w, t, x, r, k, n, s, e, fill, late)) return true;
-    return matvec_variant >= 10 && matvec_v10_any<XH, XS, 0>(y, w, t, x, r, k, n, s, e, fill, late);
+                              cudaError_t *e, int fill = -1, int late = 0, int sms_cap = 0) {
+    if (matvec_variant == 11 && matvec_v10_any<XH, XS, MV11_OPT>(y, w, t, x, r, k, n, s, e, fill, late, sms_cap))
+        return true;
+    return matvec_variant >= 10 && matvec_v10_any<XH, XS, 0>(y, w, t, x, r, k, n, s, e, fill, late, sms_cap);
 }
 
 extern "C" int matvec_ring_stages(uint32_t wtype, int64_t rows, int64_t k, int n, int norm) {
@@ -212,10 +213,10 @@ extern "C" int matvec_fused_supported(uint32_t wtype, int64_t rows, int64_t k, i
 /* v10 or v11 (the variant's) with a fused source, or cudaErrorNotSupported with nothing launched. */
 template <typename XS>
 static cudaError_t matvec_fused(float *y, const void *w, uint32_t t, XS x, int64_t rows, int64_t k, int n,
-                                cudaStream_t s, int fill = -1, int late = 0) {
+                                cudaStream_t s, int fill = -1, int late = 0, int sms_cap = 0) {
     if (!matvec_fused_supported(t, rows, k, n)) return cudaErrorNotSupported;
     cudaError_t e = cudaErrorNotSupported;
-    matvec_v10_family<false, XS>(y, w, t, x, (int)rows, (int)k, n, s, &e, fill, late);
+    matvec_v10_family<false, XS>(y, w, t, x, (int)rows, (int)k, n, s, &e, fill, late, sms_cap);
     return e;
 }
 
@@ -236,20 +237,83 @@ extern "C" cudaError_t matvec_f32_norm_glu(float *y, const void *w, uint32_t wty
     return e;
 }
 
-static cudaError_t norm_rope(int late, const void *w, uint32_t wtype, const float *x, const float *g, float eps,
-                                            int64_t rows, int64_t k, int n, float *q_out, uint16_t *k_cache,
-                                            uint16_t *v_cache, const int32_t *pos, const int32_t *cell, int64_t nq,
-                                            int64_t nk, int64_t kv_dim, int head_dim, int n_rot, float theta,
-                                            cudaStream_t stream) {
+/* The grid matvec_fused's launch of a NORM source would have for this case (v11's where its ring
+ * fits, else v10's); 0 where neither takes it. */
+template <int T>
+static int fused_grid(int64_t rows, int64_t k, int n) {
+    int sms, smem_max, st;
+    int64_t grid;
+    const int cap = matvec_ring_cap, bal = matvec_balance;
+    if (matvec_variant == 11 && mv10_takes<T, MV11_OPT>(rows, k, n, true, &sms, &smem_max, cap) &&
+        mv10_shape<T, MV11_OPT>(rows, k, n, true, sms, smem_max, cap, &grid, &st, bal) <= (size_t)smem_max)
+        return (int)grid;
+    if (matvec_variant >= 10 && mv10_takes<T, 0>(rows, k, n, true, &sms, &smem_max, cap)) {
+        mv10_shape<T, 0>(rows, k, n, true, sms, smem_max, cap, &grid, &st, bal);
+        return (int)grid;
+    }
+    return 0;
+}
+
+extern "C" int matvec_fused_blocks(uint32_t wtype, int64_t rows, int64_t k, int n) {
+    if (!matvec_fused_supported(wtype, rows, k, n)) return 0;
+    switch (wtype) {
+    case QUANT_Q4_0: return fused_grid<QUANT_Q4_0>(rows, k, n);
+    case QUANT_Q4_K: return fused_grid<QUANT_Q4_K>(rows, k, n);
+    case QUANT_Q8_0: return fused_grid<QUANT_Q8_0>(rows, k, n);
+    case QUANT_Q6_K: return fused_grid<QUANT_Q6_K>(rows, k, n);
+    default: return 0;
+    }
+}
+
+/* norm_rope's source for a matrix of rows rows (nq Q rows, nk K rows, the rest V), or false where
+ * the arguments are not one kernels.h allows. */
+static bool rope_source(mv_x_norm_rope *src, const float *x, const float *g, float eps, int64_t rows, float *q_out,
+                        uint16_t *k_cache, uint16_t *v_cache, const int32_t *pos, const int32_t *cell, int64_t nq,
+                        int64_t nk, int64_t kv_dim, int head_dim, int n_rot, float theta) {
     const int64_t nv = rows - nq - nk;
     if (!x || !g || (uintptr_t)x % 16 || (uintptr_t)g % 16 || !pos || !cell || head_dim <= 0 || head_dim % 2 ||
         n_rot < 0 || n_rot % 2 || n_rot > head_dim || nq < 0 || nq % head_dim || (nq && !q_out) ||
         (nk != 0 && nk != kv_dim) || (nk && !k_cache) || (nv != 0 && nv != kv_dim) || (nv && !v_cache) ||
         kv_dim <= 0 || kv_dim % head_dim || rows % 2 || nq > INT32_MAX || kv_dim > INT32_MAX)
+        return false;
+    *src = mv_x_norm_rope{{x, g, eps}, q_out, k_cache, v_cache, pos, cell, (int)nq, (int)nk, (int)kv_dim,
+                          head_dim, n_rot, theta};
+    return true;
+}
+
+static cudaError_t norm_rope(int late, int sms_cap, const void *w, uint32_t wtype, const float *x, const float *g, float eps,
+                                            int64_t rows, int64_t k, int n, float *q_out, uint16_t *k_cache,
+                                            uint16_t *v_cache, const int32_t *pos, const int32_t *cell, int64_t nq,
+                                            int64_t nk, int64_t kv_dim, int head_dim, int n_rot, float theta,
+                                            cudaStream_t stream) {
+    mv_x_norm_rope src;
+    if (!rope_source(&src, x, g, eps, rows, q_out, k_cache, v_cache, pos, cell, nq, nk, kv_dim, head_dim, n_rot, theta))
         return cudaErrorInvalidValue;
-    const mv_x_norm_rope src{{x, g, eps}, q_out, k_cache, v_cache, pos, cell, (int)nq, (int)nk, (int)kv_dim,
-                             head_dim, n_rot, theta};
-    return matvec_fused((float *)nullptr, w, wtype, src, rows, k, n, stream, -1, late);
+    return matvec_fused((float *)nullptr, w, wtype, src, rows, k, n, stream, -1, late, sms_cap);
+}
+
+extern "C" cudaError_t matvec_f32_norm_rope_pair(const void *w1, uint32_t t1, int64_t rows1, int64_t nq1, int64_t nk1,
+                                                 const void *w2, uint32_t t2, int64_t rows2, int64_t nq2, int64_t nk2,
+                                                 const float *x, const float *g, float eps, int64_t k, int n,
+                                                 float *q_out, uint16_t *k_cache, uint16_t *v_cache,
+                                                 const int32_t *pos, const int32_t *cell, int64_t kv_dim,
+                                                 int head_dim, int n_rot, float theta, cudaStream_t stream) {
+    mv_x_norm_rope s1, s2;
+    if (!rope_source(&s1, x, g, eps, rows1, q_out, k_cache, v_cache, pos, cell, nq1, nk1, kv_dim, head_dim, n_rot,
+                     theta) ||
+        !rope_source(&s2, x, g, eps, rows2, q_out, k_cache, v_cache, pos, cell, nq2, nk2, kv_dim, head_dim, n_rot,
+                     theta))
+        return cudaErrorInvalidValue;
+    /* v11 only, and the one pair of types a real file has (Q4_K_M: Q/K Q4_K, V Q6_K) */
+    if (matvec_variant != 11 || t1 != QUANT_Q4_K || t2 != QUANT_Q6_K || !matvec_fused_supported(t1, rows1, k, n) ||
+        !matvec_fused_supported(t2, rows2, k, n))
+        return cudaErrorNotSupported;
+    cudaError_t e = cudaErrorNotSupported;
+    const int pre = matvec_pre >= 0 ? matvec_pre : -1;
+    mv10_dual_launch<QUANT_Q4_K, QUANT_Q6_K, mv_x_norm_rope, MV11_OPT>(w1, s1, (int)rows1, w2, s2, (int)rows2, (int)k,
+                                                                       n, stream, pdl_enabled(), &e, matvec_ring_cap,
+                                                                       matvec_early, pre, matvec_balance);
+    return e;
 }
 
 extern "C" cudaError_t matvec_f32_norm_rope(const void *w, uint32_t wtype, const float *x, const float *g, float eps,
@@ -257,7 +321,7 @@ extern "C" cudaError_t matvec_f32_norm_rope(const void *w, uint32_t wtype, const
                                             uint16_t *v_cache, const int32_t *pos, const int32_t *cell, int64_t nq,
                                             int64_t nk, int64_t kv_dim, int head_dim, int n_rot, float theta,
                                             cudaStream_t stream) {
-    return norm_rope(0, w, wtype, x, g, eps, rows, k, n, q_out, k_cache, v_cache, pos, cell, nq, nk, kv_dim, head_dim,
+    return norm_rope(0, 0, w, wtype, x, g, eps, rows, k, n, q_out, k_cache, v_cache, pos, cell, nq, nk, kv_dim, head_dim,
                      n_rot, theta, stream);
 }
 
@@ -265,8 +329,14 @@ extern "C" cudaError_t matvec_f32_norm_rope_beside(const void *w, uint32_t wtype
                                                    float eps, int64_t rows, int64_t k, int n, float *q_out,
                                                    uint16_t *k_cache, uint16_t *v_cache, const int32_t *pos,
                                                    const int32_t *cell, int64_t nq, int64_t nk, int64_t kv_dim,
-                                                   int head_dim, int n_rot, float theta, cudaStream_t stream) {
-    return norm_rope(1, w, wtype, x, g, eps, rows, k, n, q_out, k_cache, v_cache, pos, cell, nq, nk, kv_dim, head_dim,
+                                                   int head_dim, int n_rot, float theta, int front_blocks,
+                                                   cudaStream_t stream) {
+    /* the SMs the grid in front leaves (its blocks hold one SM each): this grid's blocks all start
+     * at once instead of queueing behind that kernel's; not under an eighth of the device (a grid
+     * that narrow would end last) */
+    int sms, smem_max, cap = 0;
+    if (front_blocks > 0 && mv6_device(&sms, &smem_max) && sms - front_blocks >= sms / 8) cap = sms - front_blocks;
+    return norm_rope(1, cap, w, wtype, x, g, eps, rows, k, n, q_out, k_cache, v_cache, pos, cell, nq, nk, kv_dim, head_dim,
                      n_rot, theta, stream);
 }
 

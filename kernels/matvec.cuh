@@ -1754,9 +1754,11 @@ __device__ __forceinline__ void mv11_issue(uint32_t wq, uint32_t wl, const mv11_
     }
 }
 
-template <int T, bool XH, typename XS = mv_x, int O = 0, int NT = 1>
-__global__ void __launch_bounds__(mv10_opt<O>::W * 32, mv10_opt<O>::BPS)
-matvec_v10(float *y, const uint8_t *w, XS xv, int rows, int k, int stages, int early, int pre, int late) {
+/* v10's block bid of a grid of nblk blocks (matvec_v10: the launch's own; matvec_v10_dual: one of
+ * its two parts). */
+template <int T, bool XH, typename XS, int O, int NT>
+__device__ __forceinline__ void mv10_block(float *y, const uint8_t *w, XS xv, int rows, int k, int stages, int early,
+                                           int pre, int late, int bid, int nblk) {
     static_assert(T == QUANT_Q4_0 || T == QUANT_Q4_K || T == QUANT_Q8_0 || T == QUANT_Q6_K, "v10: Q4_0 Q4_K Q8_0 Q6_K");
     using P = mv10_opt<O>;
     constexpr int GC = mv10_gc<T>(), W = P::W, NB = P::NB, RW = mv10_rec<T>(), SLOT = mv11_slot_bytes<T>();
@@ -1768,8 +1770,8 @@ matvec_v10(float *y, const uint8_t *w, XS xv, int rows, int k, int stages, int e
     const int S = P::RING ? stages : 0;
     const int64_t C = mv2_chunks(k), R16 = (rows + 15) / 16;
     /* GLU: whole pairs of tiles per block (R16 even: mv_x_norm_glu) */
-    const int64_t t0 = XS::GLU ? 2 * (blockIdx.x * (R16 / 2) / gridDim.x) : blockIdx.x * R16 / gridDim.x;
-    const int64_t t1 = XS::GLU ? 2 * ((blockIdx.x + 1) * (R16 / 2) / gridDim.x) : (blockIdx.x + 1) * R16 / gridDim.x;
+    const int64_t t0 = XS::GLU ? 2 * ((int64_t)bid * (R16 / 2) / nblk) : (int64_t)bid * R16 / nblk;
+    const int64_t t1 = XS::GLU ? 2 * ((int64_t)(bid + 1) * (R16 / 2) / nblk) : (int64_t)(bid + 1) * R16 / nblk;
     const int nt = (int)(t1 - t0), ng = (int)(C / GC), units = nt * ng;
     /* the matrix's unit of the block's unit u: GLU's logical tile 2j is gate tile j, 2j + 1 up tile j */
     auto gunit = [&](int u) -> int64_t {
@@ -1946,6 +1948,28 @@ matvec_v10(float *y, const uint8_t *w, XS xv, int rows, int k, int stages, int e
     kt_mark(tr, 5);
 }
 
+template <int T, bool XH, typename XS = mv_x, int O = 0, int NT = 1>
+__global__ void __launch_bounds__(mv10_opt<O>::W * 32, mv10_opt<O>::BPS)
+matvec_v10(float *y, const uint8_t *w, XS xv, int rows, int k, int stages, int early, int pre, int late) {
+    mv10_block<T, XH, XS, O, NT>(y, w, xv, rows, k, stages, early, pre, late, (int)blockIdx.x, (int)gridDim.x);
+}
+
+/* Two matvecs of one X in one launch, each with its own type, source and ring depth: blocks
+ * [0, g1) are the first's grid, the rest the second's (a layer's Q/K in one type and V in another:
+ * both start at once, where a second launch would start a launch latency later and queue behind
+ * the first's blocks). No Y: sources that write their own outputs (ROPE). */
+template <int T1, int T2, typename XS, int O, int NT>
+__global__ void __launch_bounds__(mv10_opt<O>::W * 32, mv10_opt<O>::BPS)
+matvec_v10_dual(const uint8_t *w1, XS x1, int rows1, int stages1, int g1, const uint8_t *w2, XS x2, int rows2,
+                int stages2, int k, int early, int pre) {
+    static_assert(XS::ROPE, "matvec_v10_dual: sources that store their own outputs");
+    if ((int)blockIdx.x < g1)
+        mv10_block<T1, false, XS, O, NT>(nullptr, w1, x1, rows1, k, stages1, early, pre, 0, (int)blockIdx.x, g1);
+    else
+        mv10_block<T2, false, XS, O, NT>(nullptr, w2, x2, rows2, k, stages2, early, pre, 0, (int)blockIdx.x - g1,
+                                         (int)gridDim.x - g1);
+}
+
 /* Lets v10 use all the shared memory a block may opt into (matvec_repack calls it at load). */
 template <int T, bool XH, typename XS = mv_x, int O = 0, int NT = 1>
 static inline bool mv10_prepare() {
@@ -2010,11 +2034,16 @@ static inline size_t mv10_shape(int64_t rows, int64_t k, int nt, bool norm, int 
 template <int T, bool XH, typename XS, int O, int NT>
 static inline bool mv10_launch_nt(float *y, const void *w, XS x, int rows, int k, cudaStream_t s, int pdl,
                                   cudaError_t *e, int sms, int smem_max, int cap, int early, int pre, int balance,
-                                  int late) {
+                                  int late, int sms_cap) {
     using P = mv10_opt<O>;
-    int64_t grid;
-    int stages;
-    const size_t smem = mv10_shape<T, O>(rows, k, NT, XS::NORM, sms, smem_max, cap, &grid, &stages, balance != 0, XS::GLU);
+    int64_t grid = 0;
+    int stages = 0;
+    size_t smem = SIZE_MAX;
+    /* sms_cap: the blocks share out that many SMs (a launch beside another's grid), where they fit */
+    if (sms_cap > 0 && sms_cap < sms)
+        smem = mv10_shape<T, O>(rows, k, NT, XS::NORM, sms_cap, smem_max, cap, &grid, &stages, balance != 0, XS::GLU);
+    if (smem > (size_t)smem_max)
+        smem = mv10_shape<T, O>(rows, k, NT, XS::NORM, sms, smem_max, cap, &grid, &stages, balance != 0, XS::GLU);
     if (smem > (size_t)smem_max || (smem > 48 * 1024 && !mv10_prepare<T, XH, XS, O, NT>())) return false;
     *e = pdl_launch_as(pdl, matvec_v10<T, XH, XS, O, NT>, dim3((unsigned)grid), dim3(P::W * 32), smem, s, y,
                        (const uint8_t *)w, x, rows, k, stages, early, pre, late);
@@ -2047,25 +2076,59 @@ static inline bool mv10_takes(int64_t rows, int64_t k, int n, bool norm, int *sm
  * false (nothing launched) where it does not apply (mv10_takes). *e is the launch status. early:
  * the PDL trigger right after the wait (as option EARLY) instead of after the main loop; pre: v11's
  * ring slots filled before the wait (0: all of them, -1: mv11_pre's choice for one token, all for
- * more, N > 0: N). */
+ * more, N > 0: N). sms_cap > 0: the grid is shaped for that many SMs instead of the device's (a
+ * launch beside another grid takes the SMs that one leaves), unless its shared memory does not fit. */
 template <int T, bool XH, typename XS = mv_x, int O = 0>
 static inline bool matvec_v10_launch(float *y, const void *w, XS x, int rows, int k, int n, cudaStream_t s, int pdl,
                                      cudaError_t *e, int cap = MV11_STAGES, int early = 0, int pre = 0,
-                                     int balance = 0, int late = 0) {
+                                     int balance = 0, int late = 0, int sms_cap = 0) {
     int sms, smem_max;
     if constexpr ((T != QUANT_Q4_0 && T != QUANT_Q4_K && T != QUANT_Q8_0 && T != QUANT_Q6_K) || !mv10_fits<T, O>()) {
         return false;
     } else {
         if (!mv10_takes<T, O>(rows, k, n, XS::NORM, &sms, &smem_max, cap)) return false;
         if constexpr (mv10_multi_token<O>()) {
-            if (n == 2) return mv10_launch_nt<T, XH, XS, O, 2>(y, w, x, rows, k, s, pdl, e, sms, smem_max, cap, early, pre, balance, late);
+            if (n == 2) return mv10_launch_nt<T, XH, XS, O, 2>(y, w, x, rows, k, s, pdl, e, sms, smem_max, cap, early, pre, balance, late, sms_cap);
             if constexpr (mv10_max_n<T>() >= 4) {
-                if (n == 3) return mv10_launch_nt<T, XH, XS, O, 3>(y, w, x, rows, k, s, pdl, e, sms, smem_max, cap, early, pre, balance, late);
-                if (n == 4) return mv10_launch_nt<T, XH, XS, O, 4>(y, w, x, rows, k, s, pdl, e, sms, smem_max, cap, early, pre, balance, late);
+                if (n == 3) return mv10_launch_nt<T, XH, XS, O, 3>(y, w, x, rows, k, s, pdl, e, sms, smem_max, cap, early, pre, balance, late, sms_cap);
+                if (n == 4) return mv10_launch_nt<T, XH, XS, O, 4>(y, w, x, rows, k, s, pdl, e, sms, smem_max, cap, early, pre, balance, late, sms_cap);
             }
         }
-        return mv10_launch_nt<T, XH, XS, O, 1>(y, w, x, rows, k, s, pdl, e, sms, smem_max, cap, early, pre, balance, late);
+        return mv10_launch_nt<T, XH, XS, O, 1>(y, w, x, rows, k, s, pdl, e, sms, smem_max, cap, early, pre, balance, late, sms_cap);
     }
+}
+
+/* matvec_v10_dual for NT tokens: the first matrix's grid as it would be alone, the second's shaped
+ * for the SMs that leaves (at least an eighth of them); false (nothing launched) where either
+ * does not fit. */
+template <int T1, int T2, typename XS, int O, int NT>
+static inline bool mv10_dual_launch_nt(const void *w1, XS x1, int rows1, const void *w2, XS x2, int rows2, int k,
+                                       cudaStream_t s, int pdl, cudaError_t *e, int cap, int early, int pre,
+                                       int balance) {
+    using P = mv10_opt<O>;
+    int sms, smem_max, st1, st2;
+    int64_t g1, g2;
+    if (!mv10_takes<T1, O>(rows1, k, NT, XS::NORM, &sms, &smem_max, cap) ||
+        !mv10_takes<T2, O>(rows2, k, NT, XS::NORM, &sms, &smem_max, cap))
+        return false;
+    const size_t sm1 = mv10_shape<T1, O>(rows1, k, NT, XS::NORM, sms, smem_max, cap, &g1, &st1, balance != 0);
+    if (sm1 > (size_t)smem_max || sms - g1 < sms / 8) return false;
+    const size_t sm2 = mv10_shape<T2, O>(rows2, k, NT, XS::NORM, sms - (int)g1, smem_max, cap, &g2, &st2, balance != 0);
+    const size_t smem = sm1 > sm2 ? sm1 : sm2;
+    if (smem > (size_t)smem_max || (smem > 48 * 1024 && smem_optin<matvec_v10_dual<T1, T2, XS, O, NT>>() != cudaSuccess))
+        return false;
+    *e = pdl_launch_as(pdl, matvec_v10_dual<T1, T2, XS, O, NT>, dim3((unsigned)(g1 + g2)), dim3(P::W * 32), smem, s,
+                       (const uint8_t *)w1, x1, rows1, st1, (int)g1, (const uint8_t *)w2, x2, rows2, st2, k, early, pre);
+    return true;
+}
+
+template <int T1, int T2, typename XS, int O>
+static inline bool mv10_dual_launch(const void *w1, XS x1, int rows1, const void *w2, XS x2, int rows2, int k, int n,
+                                    cudaStream_t s, int pdl, cudaError_t *e, int cap, int early, int pre, int balance) {
+    static_assert(mv10_opt<O>::RING, "matvec_v10_dual: v11's options");
+    if (n == 1) return mv10_dual_launch_nt<T1, T2, XS, O, 1>(w1, x1, rows1, w2, x2, rows2, k, s, pdl, e, cap, early, pre, balance);
+    if (n == 2) return mv10_dual_launch_nt<T1, T2, XS, O, 2>(w1, x1, rows1, w2, x2, rows2, k, s, pdl, e, cap, early, pre, balance);
+    return false; /* Q6_K (mv10_max_n) and the cases measured: one or two tokens */
 }
 
 #endif

@@ -393,20 +393,23 @@ static void test_matvec_glu(gen_rng *r, int variant, uint32_t t, int64_t F, int6
     free(w); free(x); free(g); free(want); free(y);
 }
 
-/* matvec_f32_norm_rope (and for a second matrix matvec_f32_norm_rope_beside, on a stream with PDL)
+/* matvec_f32_norm_rope (and for a second matrix matvec_f32_norm_rope_beside, on a stream with PDL;
+ * shaped: on the SMs the first one's grid leaves, as the engine runs it)
  * against matvec_f32_norm then paged_rope_store, which they fold together:
- * Q and both caches bit for bit (the same sums, the same rotation formula), including the cells
+ * Q and both caches bit for bit (the same sums, the same rotation formula; a shaped V within one
+ * f16 step, its sums grouped by other blocks), including the cells
  * and values it must not touch (both sets of caches start from the same random bits). Q, K and V
  * in one matrix (tqk == tv: Q4_0 layers) or Q and K in one and V in another (Q4_K_M's Q6_K V);
  * n tokens at random positions up to 4000 in distinct random cells; n_rot below head_dim too. */
 static void test_matvec_norm_rope(gen_rng *r, int variant, uint32_t tqk, uint32_t tv, int n_head, int n_kv,
-                                  int hd, int n_rot, int64_t k, int n) {
+                                  int hd, int n_rot, int64_t k, int n, int shaped) {
     const int64_t nq = (int64_t)n_head * hd, kvd = (int64_t)n_kv * hd, cells = 64;
     const float eps = 1e-5f, theta = 500000.0f;
     char name[200], ring[32];
     const int one = tqk == tv;
-    snprintf(name, sizeof name, "matvec norm rope v%d %s%s%s heads %d/%d hd %d rot %d k %lld n=%d%s", variant,
-             quant_type_name(tqk), one ? "" : " + ", one ? "" : quant_type_name(tv), n_head, n_kv, hd, n_rot,
+    snprintf(name, sizeof name, "matvec norm rope v%d %s%s%s%s heads %d/%d hd %d rot %d k %lld n=%d%s", variant,
+             quant_type_name(tqk), one ? "" : " + ", one ? "" : quant_type_name(tv),
+             one ? "" : shaped == 2 ? " (one launch)" : shaped ? " (beside, shaped)" : " (beside)", n_head, n_kv, hd, n_rot,
              (long long)k, n, ring_name(variant, tqk, nq + kvd * (one ? 2 : 1), k, n, 1, ring, sizeof ring));
     /* matrices: [0] Q K (and V when one), [1] V */
     int64_t rows[2] = {nq + kvd * (one ? 2 : 1), one ? 0 : kvd};
@@ -466,11 +469,22 @@ static void test_matvec_norm_rope(gen_rng *r, int variant, uint32_t tqk, uint32_
     cudaStream_t st;
     CUDA_CHECK(cudaStreamCreateWithFlags(&st, cudaStreamNonBlocking));
     CUDA_CHECK(cudaDeviceSynchronize());
-    cudaError_t e2 = matvec_f32_norm_rope(dr[0], tqk, dx, dg, eps, rows[0], k, n, q[1], kc[1], vc[1], dmeta,
-                                          dmeta + 4, nq, kvd, kvd, hd, n_rot, theta, st);
-    if (e2 == cudaSuccess && rows[1])
+    /* shaped: the V grid takes the SMs the Q/K grid leaves, as the engine launches it; 2: both in
+     * one launch (v11 only: v10 must decline it) */
+    const int beside_blocks = shaped == 1 ? matvec_fused_blocks(tqk, rows[0], k, n) : 0;
+    cudaError_t e2, e_v10 = cudaErrorNotSupported;
+    if (shaped == 2 && variant != 11) /* declined; then the two launches apart, compared as usual */
+        e_v10 = matvec_f32_norm_rope_pair(dr[0], tqk, rows[0], nq, kvd, dr[1], tv, rows[1], 0, 0, dx, dg, eps, k, n,
+                                          q[1], kc[1], vc[1], dmeta, dmeta + 4, kvd, hd, n_rot, theta, st);
+    if (shaped == 2 && variant == 11)
+        e2 = matvec_f32_norm_rope_pair(dr[0], tqk, rows[0], nq, kvd, dr[1], tv, rows[1], 0, 0, dx, dg, eps, k, n,
+                                       q[1], kc[1], vc[1], dmeta, dmeta + 4, kvd, hd, n_rot, theta, st);
+    else
+        e2 = matvec_f32_norm_rope(dr[0], tqk, dx, dg, eps, rows[0], k, n, q[1], kc[1], vc[1], dmeta,
+                                  dmeta + 4, nq, kvd, kvd, hd, n_rot, theta, st);
+    if (e2 == cudaSuccess && rows[1] && !(shaped == 2 && variant == 11))
         e2 = matvec_f32_norm_rope_beside(dr[1], tv, dx, dg, eps, rows[1], k, n, NULL, NULL, vc[1], dmeta, dmeta + 4,
-                                         0, 0, kvd, hd, n_rot, theta, st);
+                                         0, 0, kvd, hd, n_rot, theta, beside_blocks, st);
     CUDA_CHECK(cudaStreamSynchronize(st));
     CUDA_CHECK(cudaStreamDestroy(st));
     matvec_use_variant(6);
@@ -485,18 +499,26 @@ static void test_matvec_norm_rope(gen_rng *r, int variant, uint32_t tqk, uint32_
         CUDA_CHECK(cudaMemcpy(hc[v], kc[v], cache_b, cudaMemcpyDeviceToHost));
         CUDA_CHECK(cudaMemcpy(hc[v] + cells * kvd, vc[v], cache_b, cudaMemcpyDeviceToHost));
     }
-    int64_t dq = 0, dcache = 0, changed = 0;
+    /* shaped, the V grid's blocks hold other tiles than the reference's, and their warps' partial
+     * sums are grouped otherwise: V within one f16 step of the reference (the rounding of the sum
+     * can land on either side); everything else bit for bit */
+    int64_t dq = 0, dcache = 0, changed = 0, vstep = 0;
     for (int64_t i = 0; i < n * nq; i++) dq += memcmp(&hq[0][i], &hq[1][i], sizeof(float)) != 0;
     for (int64_t i = 0; i < 2 * cells * kvd; i++) {
-        dcache += hc[0][i] != hc[1][i];
+        const int in_v = i >= cells * kvd, step = abs((int)hc[0][i] - (int)hc[1][i]) == 1;
+        if (shaped && !one && in_v && step) vstep++;
+        else dcache += hc[0][i] != hc[1][i];
         changed += hc[0][i] != cinit[i];
     }
     /* the reference itself stored n tokens' K and V (a stored f16 equal to the random one is rare) */
     const int stored = changed > n * kvd;
-    CHECK(sup && e == cudaSuccess && e2 == cudaSuccess && guard && dq == 0 && dcache == 0 && stored, name,
-          "%s%s / %s, guard %s, %lld of %lld Q values and %lld cache values differ, %lld cache values stored",
-          sup ? "" : "not supported?! ", cudaGetErrorString(e), cudaGetErrorString(e2), guard ? "ok" : "overwritten",
-          (long long)dq, (long long)(n * nq), (long long)dcache, (long long)changed);
+    CHECK(sup && e == cudaSuccess && e2 == cudaSuccess && guard && dq == 0 && dcache == 0 && stored &&
+              (shaped != 1 || beside_blocks > 0) && e_v10 == cudaErrorNotSupported, name,
+          "%s%s%s%s / %s, guard %s, %lld of %lld Q values and %lld cache values differ (%lld V values by one f16 "
+          "step), %lld cache values stored",
+          sup ? "" : "not supported?! ", shaped == 1 && beside_blocks <= 0 ? "no grid for the front?! " : "",
+          e_v10 != cudaErrorNotSupported ? "v10 took the one launch?! " : "", cudaGetErrorString(e), cudaGetErrorString(e2), guard ? "ok" : "overwritten",
+          (long long)dq, (long long)(n * nq), (long long)dcache, (long long)vstep, (long long)changed);
     for (int v = 0; v < 2; v++) {
         CUDA_CHECK(cudaFree(kc[v])); CUDA_CHECK(cudaFree(vc[v])); CUDA_CHECK(cudaFree(q[v]));
         free(hq[v]); free(hc[v]);
@@ -1843,12 +1865,16 @@ int main(void) {
         test_matvec_fused(&r, variant, QUANT_Q8_0, 37, 384, 3, 0);
         test_matvec_fused(&r, variant, QUANT_Q8_0, 37, 384, 1, 2);
         /* the RoPE + K/V-store fold: 8b's heads (32 / 8 x 128), 1b's (x 64), partial rotation */
-        for (int n = 1; n <= 4; n++) test_matvec_norm_rope(&r, variant, QUANT_Q4_0, QUANT_Q4_0, 32, 8, 128, 128, 4096, n);
-        test_matvec_norm_rope(&r, variant, QUANT_Q4_K, QUANT_Q6_K, 32, 8, 128, 128, 4096, 1);
-        test_matvec_norm_rope(&r, variant, QUANT_Q4_K, QUANT_Q6_K, 32, 8, 128, 128, 4096, 2);
-        test_matvec_norm_rope(&r, variant, QUANT_Q8_0, QUANT_Q8_0, 32, 8, 64, 64, 2048, 3);
-        test_matvec_norm_rope(&r, variant, QUANT_Q4_K, QUANT_Q4_K, 6, 2, 64, 32, 512, 4);
-        test_matvec_norm_rope(&r, variant, QUANT_Q6_K, QUANT_Q6_K, 4, 4, 128, 96, 1024, 2);
+        for (int n = 1; n <= 4; n++) test_matvec_norm_rope(&r, variant, QUANT_Q4_0, QUANT_Q4_0, 32, 8, 128, 128, 4096, n, 0);
+        /* Q4_K_M's layers with a Q6_K V: the 8b's (V shaped for the SMs Q/K leaves, and not), the 1b's */
+        for (int sh = 0; sh <= 2; sh++) {
+            test_matvec_norm_rope(&r, variant, QUANT_Q4_K, QUANT_Q6_K, 32, 8, 128, 128, 4096, 1, sh);
+            test_matvec_norm_rope(&r, variant, QUANT_Q4_K, QUANT_Q6_K, 32, 8, 128, 128, 4096, 2, sh);
+            test_matvec_norm_rope(&r, variant, QUANT_Q4_K, QUANT_Q6_K, 32, 8, 64, 64, 2048, 1, sh);
+        }
+        test_matvec_norm_rope(&r, variant, QUANT_Q8_0, QUANT_Q8_0, 32, 8, 64, 64, 2048, 3, 0);
+        test_matvec_norm_rope(&r, variant, QUANT_Q4_K, QUANT_Q4_K, 6, 2, 64, 32, 512, 4, 0);
+        test_matvec_norm_rope(&r, variant, QUANT_Q6_K, QUANT_Q6_K, 4, 4, 128, 96, 1024, 2, 0);
         /* SwiGLU in the gate/up matvec: 8b's and 1b's FFNs, every type, 1-4 tokens, few tiles */
         for (int n = 1; n <= 4; n++) test_matvec_glu(&r, variant, QUANT_Q4_0, 14336, 4096, n);
         test_matvec_glu(&r, variant, QUANT_Q4_K, 14336, 4096, 1);
