@@ -158,6 +158,9 @@ typedef struct {
     float *qkv, *q;     /* Q/K/V outputs (group_view), Q after RoPE */
     float *att, *gu, *ff, *logits;
     uint16_t *xh;       /* a matvec input in f16 for gemm_f16 (prompt passes) */
+    int xh_ready;       /* part_add wrote xn's tokens of the span as f16 into xh too (for the next group_mm) */
+    int xn_parts;       /* > 1: the product meant for xn is that many split-K planes in gemm_scratch, which
+                         * part_add adds up itself (gemm_f16_split_parts) */
     void *att_scratch;
     size_t att_scratch_bytes;
     void *gemm_scratch; /* split-K partial sums of a GEMM over few tokens */
@@ -611,11 +614,22 @@ done:
  * to 64 (kernel lab, PERF-LOG runs 2 and 8). */
 enum { MM_MATVEC_N = 4 };
 
-static int mm(part *p, const dweight *w, const float *x, float *y, int n, char *err, size_t err_size) {
-    if (n > MM_MATVEC_N && !w->plain && gemm_supported(w->type)) {
-        DEV_TRY(paged_to_f16(p->xh, x, (int64_t)n * w->k, p->st));
-        DEV_TRY(gemm_f16_split(y, w->w, w->type, p->xh, w->rows, w->k, n, p->gemm_scratch, p->gemm_scratch_bytes,
-                               p->st));
+static int mm_gemm(const dweight *w, int n) { return n > MM_MATVEC_N && !w->plain && gemm_supported(w->type); }
+
+/* xh_ready: xh already holds x in f16 (its producer wrote both), so no conversion is launched.
+ * parts (the product is xn's, for part_add): a split GEMM leaves its planes in gemm_scratch and
+ * *parts says how many (1: y written). */
+static int mm_h(part *p, const dweight *w, const float *x, int xh_ready, float *y, int n, int *parts, char *err,
+                size_t err_size) {
+    if (parts) *parts = 1;
+    if (mm_gemm(w, n)) {
+        if (!xh_ready) DEV_TRY(paged_to_f16(p->xh, x, (int64_t)n * w->k, p->st));
+        if (parts)
+            DEV_TRY(gemm_f16_split_parts(y, w->w, w->type, p->xh, w->rows, w->k, n, p->gemm_scratch,
+                                         p->gemm_scratch_bytes, parts, p->st));
+        else
+            DEV_TRY(gemm_f16_split(y, w->w, w->type, p->xh, w->rows, w->k, n, p->gemm_scratch,
+                                   p->gemm_scratch_bytes, p->st));
         return 0;
     }
     for (int c = 0; c < n; c += MATVEC_MAX_N) {
@@ -628,12 +642,28 @@ static int mm(part *p, const dweight *w, const float *x, float *y, int n, char *
     return 0;
 }
 
-/* The group's products for tokens [t0, t0 + nt) of the pass. */
+static int mm(part *p, const dweight *w, const float *x, float *y, int n, char *err, size_t err_size) {
+    return mm_h(p, w, x, 0, y, n, NULL, err, err_size);
+}
+
+/* mm into xn for the part_add that follows in the same segment (one device or a layer split: a
+ * row split adds the parts' xn across devices first), which adds a split GEMM's planes itself. */
+static int mm_xn(part *p, const dweight *w, const float *x, int xh_ready, int n, int t0, char *err, size_t err_size) {
+    float *xn = p->xn + (int64_t)t0 * p->f->m->hp.n_embd;
+    const int own = p->f->split != ENGINE_SPLIT_ROW;
+    return mm_h(p, w, x, xh_ready, xn, n, own ? &p->xn_parts : NULL, err, err_size);
+}
+
+/* The group's products for tokens [t0, t0 + nt) of the pass; x's f16 copy is made once for all
+ * of them (or not at all after part_add made it: xh_ready). */
 static int group_mm(part *p, const wgroup *g, const float *x, float *buf, int t0, int nt, char *err,
                     size_t err_size) {
+    int ready = p->xh_ready;
+    p->xh_ready = 0;
     for (int i = 0; i < g->n_m; i++) {
         float *y = matrix_out(g, buf, p->f->n_batch, i);
-        if (mm(p, &g->m[i], x, y + (int64_t)t0 * g->m[i].rows, nt, err, err_size)) return -1;
+        if (mm_h(p, &g->m[i], x, ready, y + (int64_t)t0 * g->m[i].rows, nt, NULL, err, err_size)) return -1;
+        ready |= mm_gemm(&g->m[i], nt);
     }
     return 0;
 }
@@ -659,6 +689,7 @@ static int group_mm_norm(part *p, const wgroup *g, const float *x, const float *
     int E = hp->n_embd;
     if (!fused) {
         float *xn = p->xn + (int64_t)t0 * E;
+        p->xh_ready = 0; /* xn is rewritten here, without its f16 copy */
         DEV_TRY(rmsnorm(xn, x, nw, nt, E, hp->rms_eps, p->st));
         return group_mm(p, g, xn, buf, t0, nt, err, err_size);
     }
@@ -777,7 +808,7 @@ static int attn_half(part *p, int32_t l, span s, int fz, char *err, size_t err_s
     }
     /* wo follows attention: prefilled */
     return fz ? mm_acc(p, &L->wo, att, x, t0, nt, fz & FZ_WO, 1, err, err_size)
-              : mm(p, &L->wo, att, xn, nt, err, err_size);
+              : mm_xn(p, &L->wo, att, 0, nt, t0, err, err_size);
 }
 
 /* FFN half of layer l: xn (normed) -> gate/up, SwiGLU, down into xn (a partial sum in row mode).
@@ -816,6 +847,10 @@ static int ffn_half(part *p, int32_t l, span s, int fz, char *err, size_t err_si
         return 0;
     }
     float *ff = p->ff + (int64_t)t0 * p->n_ff;
+    if (!fz && mm_gemm(dn, nt)) { /* down's GEMM input in f16 from SwiGLU itself */
+        DEV_TRY(paged_swiglu_f16(ff, p->xh, pg + t0 * sg, sg, pu + t0 * su, su, nt, p->n_ff, p->st));
+        return mm_xn(p, dn, ff, 1, nt, t0, err, err_size);
+    }
     DEV_TRY(paged_swiglu(ff, pg + t0 * sg, sg, pu + t0 * su, su, nt, p->n_ff, p->st));
     return fz ? mm_acc(p, dn, ff, x, t0, nt, fz & FZ_DOWN, 0, err, err_size) : mm(p, dn, ff, xn, nt, err, err_size);
 }
@@ -828,6 +863,7 @@ static int part_enter(part *p, span s, int norm, char *err, size_t err_size) {
     const llama_hparams *hp = &m->hp;
     int E = hp->n_embd;
     float *x = p->x + (int64_t)s.t0 * E, *xn = p->xn + (int64_t)s.t0 * E;
+    p->xh_ready = 0; /* xh holds nothing of this pass yet */
     if (p->embeds)
         DEV_TRY(embed(x, p->tok_embd, m->tok_embd.type, p->d_meta + s.t0, s.nt, m->tok_embd.n_rows, E, p->st));
     if (norm) DEV_TRY(rmsnorm(xn, x, p->layers[0].attn_norm, s.nt, E, hp->rms_eps, p->st));
@@ -839,7 +875,16 @@ static int part_add(part *p, span s, const float *w, char *err, size_t err_size)
     const llama_hparams *hp = &p->f->m->hp;
     int E = hp->n_embd;
     float *x = p->x + (int64_t)s.t0 * E, *xn = p->xn + (int64_t)s.t0 * E;
-    if (w) DEV_TRY(paged_add_rmsnorm(x, xn, xn, w, s.nt, E, hp->rms_eps, p->st));
+    /* a pass the GEMMs take (more than MM_MATVEC_N tokens): the norm's output in f16 too, the next
+     * group_mm's input (those groups' matrices are all of E columns) */
+    const int parts = p->xn_parts > 1 ? p->xn_parts : 1;
+    const float *d = parts > 1 ? (const float *)p->gemm_scratch : xn;
+    p->xn_parts = 1;
+    p->xh_ready = w && s.nt > MM_MATVEC_N;
+    if (p->xh_ready || parts > 1) /* w NULL (the last layer): the planes' add alone */
+        DEV_TRY(paged_add_rmsnorm_sum(x, xn, p->xh_ready ? p->xh : NULL, d, parts, (int64_t)s.nt * E, w, s.nt, E,
+                                      hp->rms_eps, p->st));
+    else if (w) DEV_TRY(paged_add_rmsnorm(x, xn, xn, w, s.nt, E, hp->rms_eps, p->st));
     else DEV_TRY(add(x, x, xn, (int64_t)s.nt * E, p->st));
     return 0;
 }
@@ -905,9 +950,11 @@ static int run_segment(part *p, int seg, span s, int head, char *err, size_t err
                 if (attn_half(p, l, s, fz, err, err_size) || ffn_half(p, l, s, fz, err, err_size)) return -1;
                 continue;
             }
-            if (l > p->l0 && layer_fz(p, l - 1, s.nt))
+            if (l > p->l0 && layer_fz(p, l - 1, s.nt)) {
+                p->xh_ready = 0; /* xn rewritten without its f16 copy */
                 DEV_TRY(rmsnorm(p->xn + (int64_t)s.t0 * f->m->hp.n_embd, p->x + (int64_t)s.t0 * f->m->hp.n_embd,
                                 p->layers[l - p->l0].attn_norm, s.nt, f->m->hp.n_embd, f->m->hp.rms_eps, p->st));
+            }
             const int norm_next = l + 1 < p->l1 && !layer_fz(p, l + 1, s.nt);
             if (attn_half(p, l, s, 0, err, err_size) ||
                 part_add(p, s, p->layers[l - p->l0].ffn_norm, err, err_size) ||

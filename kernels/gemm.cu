@@ -476,8 +476,11 @@ extern "C" int gemm_split_slices(uint32_t wtype, int64_t rows, int64_t k, int n,
     return gemm_slices(gemm_shape_for(n), rows, k, n, max_slices, &cps);
 }
 
-extern "C" cudaError_t gemm_f16_split(float *y, const void *w, uint32_t wtype, const uint16_t *x, int64_t rows,
-                                      int64_t k, int n, void *scratch, size_t scratch_bytes, cudaStream_t stream) {
+/* gemm_f16_split; with parts non-null the planes of a split are left unsummed in scratch and
+ * *parts says how many (1: y written). */
+static cudaError_t split_run(float *y, const void *w, uint32_t wtype, const uint16_t *x, int64_t rows, int64_t k, int n,
+                             void *scratch, size_t scratch_bytes, int *parts, cudaStream_t stream) {
+    if (parts) *parts = 1;
     if (!gemm_args_ok(wtype, rows, k, n)) return cudaErrorInvalidValue;
     const uint8_t *wb = (const uint8_t *)w;
     const __half *xh = (const __half *)x;
@@ -497,11 +500,31 @@ extern "C" cudaError_t gemm_f16_split(float *y, const void *w, uint32_t wtype, c
         const int s = g7_slices(sh, wtype, rows, k, n, max_slices, &cps);
         if (s == 1) return g7_launch(sh, y, wb, wtype, xh, (int)rows, (int)k, n, 1, cps, stream);
         if ((e = g7_launch(sh, part, wb, wtype, xh, (int)rows, (int)k, n, s, cps, stream)) != cudaSuccess) return e;
+        if (parts) {
+            *parts = s;
+            return cudaSuccess;
+        }
         return gemm_sum_launch(y, part, s, (int64_t)n * rows, stream);
     }
     const gemm_shape sh = gemm_shape_for(n);
     const int s = gemm_slices(sh, rows, k, n, max_slices, &cps);
     if (s == 1) return gemm_launch(sh, y, wb, wtype, xh, (int)rows, (int)k, n, 1, cps, stream);
     if ((e = gemm_launch(sh, part, wb, wtype, xh, (int)rows, (int)k, n, s, cps, stream)) != cudaSuccess) return e;
+    if (parts) {
+        *parts = s;
+        return cudaSuccess;
+    }
     return gemm_sum_launch(y, part, s, (int64_t)n * rows, stream);
+}
+
+extern "C" cudaError_t gemm_f16_split(float *y, const void *w, uint32_t wtype, const uint16_t *x, int64_t rows,
+                                      int64_t k, int n, void *scratch, size_t scratch_bytes, cudaStream_t stream) {
+    return split_run(y, w, wtype, x, rows, k, n, scratch, scratch_bytes, NULL, stream);
+}
+
+extern "C" cudaError_t gemm_f16_split_parts(float *y, const void *w, uint32_t wtype, const uint16_t *x, int64_t rows,
+                                            int64_t k, int n, void *scratch, size_t scratch_bytes, int *parts,
+                                            cudaStream_t stream) {
+    if (!parts) return cudaErrorInvalidValue;
+    return split_run(y, w, wtype, x, rows, k, n, scratch, scratch_bytes, parts, stream);
 }

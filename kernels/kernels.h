@@ -188,6 +188,12 @@ cudaError_t gemm_f16(float *y, const void *w, uint32_t wtype, const uint16_t *x,
 size_t gemm_f16_scratch_bytes(int64_t rows, int64_t k, int n);
 cudaError_t gemm_f16_split(float *y, const void *w, uint32_t wtype, const uint16_t *x, int64_t rows, int64_t k,
                            int n, void *scratch, size_t scratch_bytes, cudaStream_t stream);
+/* gemm_f16_split without its adding launch: *parts = 1 when Y was written (no split, or a path that
+ * adds its own), else the S >= 2 planes [S][n][rows] it left in scratch, which the caller adds in
+ * slice order (0, 1, ..., S - 1, as gemm_sum does: the same bits as gemm_f16_split's Y) inside the
+ * kernel that reads Y (paged_add_rmsnorm_sum), one launch fewer. */
+cudaError_t gemm_f16_split_parts(float *y, const void *w, uint32_t wtype, const uint16_t *x, int64_t rows, int64_t k,
+                                 int n, void *scratch, size_t scratch_bytes, int *parts, cudaStream_t stream);
 /* The GEMM kernel every later gemm_f16 / gemm_f16_split / gemm_f16_scratch_bytes call uses,
  * process-wide (the engine sets 4, or MGI_GEMM's; the library's own default is 2): 1 (gemm.cuh's
  * v1), 2 (v2), 3 (v3: weights through shared memory as well), or for n >= 128 (or

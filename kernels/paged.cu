@@ -952,11 +952,13 @@ extern "C" cudaError_t paged_rope_store(float *q_out, uint16_t *k_cache, uint16_
 
 /* One block per row, one float4 per thread where the row allows (dim % 4 == 0), so a decode
  * step's single row is read in one round trip rather than a chain of dependent loads. */
-__global__ void __launch_bounds__(1024) paged_add_rmsnorm_kernel(float *x, float *out, const float *d,
+__global__ void __launch_bounds__(1024) paged_add_rmsnorm_kernel(float *x, float *out, uint16_t *out_h,
+                                                                 const float *d, int parts, int64_t plane,
                                                                  const float *weight, int dim, float eps) {
     pdl_trigger(); /* PDL (pdl.cuh): the next kernel may start; this one waits for the last */
     pdl_wait();
     float *xr = x + (int64_t)blockIdx.x * dim, *o = out + (int64_t)blockIdx.x * dim;
+    uint16_t *oh = out_h ? out_h + (int64_t)blockIdx.x * dim : nullptr;
     const float *dr = d + (int64_t)blockIdx.x * dim;
     const bool vec = dim % 4 == 0;
     const int step = vec ? 4 * blockDim.x : blockDim.x;
@@ -964,36 +966,75 @@ __global__ void __launch_bounds__(1024) paged_add_rmsnorm_kernel(float *x, float
     for (int i = vec ? 4 * threadIdx.x : threadIdx.x; i < dim; i += step) {
         if (vec) {
             float4 a = *(const float4 *)(xr + i), b = *(const float4 *)(dr + i);
+            for (int s = 1; s < parts; s++) { /* gemm_sum's order: plane 0, then 1, ... */
+                const float4 c = *(const float4 *)(dr + s * plane + i);
+                b.x += c.x; b.y += c.y; b.z += c.z; b.w += c.w;
+            }
             a.x += b.x; a.y += b.y; a.z += b.z; a.w += b.w;
             *(float4 *)(xr + i) = a;
             ss = fmaf(a.x, a.x, fmaf(a.y, a.y, fmaf(a.z, a.z, fmaf(a.w, a.w, ss))));
         } else {
-            float a = xr[i] + dr[i];
+            float b = dr[i];
+            for (int s = 1; s < parts; s++) b += dr[s * plane + i];
+            float a = xr[i] + b;
             xr[i] = a;
             ss = fmaf(a, a, ss);
         }
     }
+    if (!weight) return; /* paged_add_rmsnorm_sum's add alone (uniform: every thread leaves here) */
     /* Each thread rereads only what it wrote, so out may alias d. */
     const float r = rsqrtf(block_sum(ss) / (float)dim + eps);
     for (int i = vec ? 4 * threadIdx.x : threadIdx.x; i < dim; i += step) {
         if (vec) {
             float4 a = *(const float4 *)(xr + i), w = *(const float4 *)(weight + i);
-            *(float4 *)(o + i) = make_float4(a.x * r * w.x, a.y * r * w.y, a.z * r * w.z, a.w * r * w.w);
+            const float4 v = make_float4(a.x * r * w.x, a.y * r * w.y, a.z * r * w.z, a.w * r * w.w);
+            *(float4 *)(o + i) = v;
+            if (oh) { /* paged_to_f16's rounding of the same values */
+                const __half2 h0 = __halves2half2(__float2half_rn(v.x), __float2half_rn(v.y));
+                const __half2 h1 = __halves2half2(__float2half_rn(v.z), __float2half_rn(v.w));
+                uint2 pk;
+                pk.x = *(const uint32_t *)&h0;
+                pk.y = *(const uint32_t *)&h1;
+                *(uint2 *)(oh + i) = pk;
+            }
         } else {
-            o[i] = xr[i] * r * weight[i];
+            const float v = xr[i] * r * weight[i];
+            o[i] = v;
+            if (oh) oh[i] = __half_as_ushort(__float2half_rn(v));
         }
     }
 }
 
-extern "C" cudaError_t paged_add_rmsnorm(float *x, float *out, const float *d, const float *weight, int rows,
-                                         int dim, float eps, cudaStream_t stream) {
+static cudaError_t add_rmsnorm_launch(float *x, float *out, uint16_t *out_h, const float *d, int parts,
+                                      int64_t plane, const float *weight, int rows, int dim, float eps,
+                                      cudaStream_t stream) {
     if (rows <= 0 || dim <= 0) return cudaErrorInvalidValue;
     int per = dim % 4 == 0 ? dim / 4 : dim, threads = (per + 31) / 32 * 32;
-    return pdl_launch(paged_add_rmsnorm_kernel, dim3(rows), dim3(threads < 1024 ? threads : 1024), 0, stream, x, out, d,
-                      weight, dim, eps);
+    return pdl_launch(paged_add_rmsnorm_kernel, dim3(rows), dim3(threads < 1024 ? threads : 1024), 0, stream, x, out,
+                      out_h, d, parts, plane, weight, dim, eps);
 }
 
-__global__ void paged_swiglu_kernel(float *out, const float *g, int64_t sg, const float *u, int64_t su, int n_ff) {
+extern "C" cudaError_t paged_add_rmsnorm(float *x, float *out, const float *d, const float *weight, int rows,
+                                         int dim, float eps, cudaStream_t stream) {
+    if (!weight || !out) return cudaErrorInvalidValue;
+    return add_rmsnorm_launch(x, out, nullptr, d, 1, 0, weight, rows, dim, eps, stream);
+}
+
+extern "C" cudaError_t paged_add_rmsnorm_sum(float *x, float *out, uint16_t *out_h, const float *d, int parts,
+                                             int64_t plane, const float *weight, int rows, int dim, float eps,
+                                             cudaStream_t stream) {
+    /* each thread reads only its own elements of every plane before writing them to out, so out
+     * may be plane 0 (d itself) but not overlap the later planes */
+    const float *later = d + plane, *end = d + parts * plane;
+    if (parts < 1 || (parts > 1 && (plane < (int64_t)rows * dim || (plane % 4 && dim % 4 == 0) ||
+                                    (out && out < end && later < out + (int64_t)rows * dim))) ||
+        (out_h && dim % 4 == 0 && (uintptr_t)out_h % 8) || (weight && !out) || (!weight && out_h))
+        return cudaErrorInvalidValue;
+    return add_rmsnorm_launch(x, out, out_h, d, parts, plane, weight, rows, dim, eps, stream);
+}
+
+__global__ void paged_swiglu_kernel(float *out, uint16_t *out_h, const float *g, int64_t sg, const float *u, int64_t su,
+                                    int n_ff) {
     kt_rec *tr = kt_open(KT_SWIGLU, out); /* the block timeline (trace.cuh), null unless traced */
     kt_mark(tr, 0);
     pdl_trigger(); /* PDL (pdl.cuh): the next kernel may start; this one waits for the last */
@@ -1003,29 +1044,45 @@ __global__ void paged_swiglu_kernel(float *out, const float *g, int64_t sg, cons
     int t = blockIdx.y;
     if (i < n_ff) {
         float a = g[t * sg + i];
-        out[(int64_t)t * n_ff + i] = a / (1.0f + expf(-a)) * u[t * su + i];
+        const float v = a / (1.0f + expf(-a)) * u[t * su + i];
+        out[(int64_t)t * n_ff + i] = v;
+        if (out_h) out_h[(int64_t)t * n_ff + i] = __half_as_ushort(__float2half_rn(v)); /* paged_to_f16's */
     }
     kt_mark(tr, 5);
 }
 
 extern "C" cudaError_t paged_trace_set(kt_rec *buf, unsigned cap, cudaStream_t s) { return kt_set(buf, cap, s); }
 
-extern "C" cudaError_t paged_swiglu(float *out, const float *g, int64_t sg, const float *u, int64_t su, int n_tok,
-                                    int n_ff, cudaStream_t stream) {
+static cudaError_t swiglu_launch(float *out, uint16_t *out_h, const float *g, int64_t sg, const float *u, int64_t su,
+                                 int n_tok, int n_ff, cudaStream_t stream) {
     if (n_tok <= 0 || n_tok > 65535 || n_ff <= 0) return cudaErrorInvalidValue;
     return pdl_launch(paged_swiglu_kernel, dim3((unsigned)((n_ff + 255) / 256), (unsigned)n_tok), dim3(256), 0, stream,
-                      out, g, sg, u, su, n_ff);
+                      out, out_h, g, sg, u, su, n_ff);
+}
+
+extern "C" cudaError_t paged_swiglu(float *out, const float *g, int64_t sg, const float *u, int64_t su, int n_tok,
+                                    int n_ff, cudaStream_t stream) {
+    return swiglu_launch(out, nullptr, g, sg, u, su, n_tok, n_ff, stream);
+}
+
+extern "C" cudaError_t paged_swiglu_f16(float *out, uint16_t *out_h, const float *g, int64_t sg, const float *u,
+                                        int64_t su, int n_tok, int n_ff, cudaStream_t stream) {
+    if (!out_h) return cudaErrorInvalidValue;
+    return swiglu_launch(out, out_h, g, sg, u, su, n_tok, n_ff, stream);
 }
 
 __global__ void paged_to_f16_kernel(uint16_t *out, const float *in, int64_t n) {
+    pdl_trigger(); /* PDL (pdl.cuh): the next kernel may start; this one waits for the last */
+    pdl_wait();
     int64_t i = blockIdx.x * (int64_t)blockDim.x + threadIdx.x;
     if (i < n) out[i] = __half_as_ushort(__float2half_rn(in[i]));
 }
 
 extern "C" cudaError_t paged_to_f16(uint16_t *out, const float *in, int64_t n, cudaStream_t stream) {
     if (n <= 0) return cudaErrorInvalidValue;
-    paged_to_f16_kernel<<<(unsigned)((n + 255) / 256), 256, 0, stream>>>(out, in, n);
-    return cudaGetLastError();
+    /* with the PDL attribute like its neighbours: a plain launch would hold the next kernel's
+     * blocks back until this grid had ended (every GEMM of a batched step follows one) */
+    return pdl_launch(paged_to_f16_kernel, dim3((unsigned)((n + 255) / 256)), dim3(256), 0, stream, out, in, n);
 }
 
 __global__ void paged_gather_kernel(float *out, const float *in, const int32_t *idx, int dim) {

@@ -77,11 +77,21 @@ cudaError_t paged_rope_store(float *q_out, uint16_t *k_cache, uint16_t *v_cache,
  * add and the next block's RMSNorm in one pass. out may equal d. */
 cudaError_t paged_add_rmsnorm(float *x, float *out, const float *d, const float *weight, int rows, int dim,
                               float eps, cudaStream_t stream);
+/* The same with d the sum of `parts` planes d + s * plane (s = 0, 1, ..., added in that order:
+ * gemm_f16_split_parts' planes, gemm_sum's bits), and with out_h non-null out also as f16 bits
+ * there (paged_to_f16's rounding; 8-byte aligned when dim % 4 == 0): a GEMM's input without a
+ * conversion launch. With parts > 1, plane >= rows * dim and out may be d but must not overlap the
+ * later planes. weight NULL: only x += d (out and out_h untouched; out_h must be NULL). */
+cudaError_t paged_add_rmsnorm_sum(float *x, float *out, uint16_t *out_h, const float *d, int parts, int64_t plane,
+                                  const float *weight, int rows, int dim, float eps, cudaStream_t stream);
 
 /* out[t][i] = silu(g[t * sg + i]) * u[t * su + i] for i < n_ff (kernels.h's swiglu over strided
  * rows, for a fused gate/up matvec output). */
 cudaError_t paged_swiglu(float *out, const float *g, int64_t sg, const float *u, int64_t su, int n_tok, int n_ff,
                          cudaStream_t stream);
+/* The same, writing out also as f16 bits to out_h (paged_to_f16's rounding). */
+cudaError_t paged_swiglu_f16(float *out, uint16_t *out_h, const float *g, int64_t sg, const float *u, int64_t su,
+                             int n_tok, int n_ff, cudaStream_t stream);
 
 /* out[i] = in[i] rounded to f16 (bits), for kernels.h's gemm_f16 input. */
 cudaError_t paged_to_f16(uint16_t *out, const float *in, int64_t n, cudaStream_t stream);

@@ -280,8 +280,10 @@ int main(int argc, char **argv) {
         printf("%s", small_head);
         std::vector<lab_mode> modes = {{2, 0}, {7, 0}};
         for (int s : {1, 2, 3, 4, 6, 8, 12, 16}) modes.push_back({7, s});
+        /* the 8b q4_k_m's: Q/K stacked (Q4_K), V (Q6_K), wo, gate/up, down (either type) */
+        static const int64_t km_shapes[][2] = {{5120, 4096}, {1024, 4096}, {4096, 4096}, {28672, 4096}, {4096, 14336}};
         for (uint32_t t : {QUANT_Q4_K, QUANT_Q6_K})
-            for (const auto &s : dec_shapes) bench(L, cb, &r, t, s[0], s[1], {16, 64, 128}, modes);
+            for (const auto &s : km_shapes) bench(L, cb, &r, t, s[0], s[1], {16, 32, 64, 128}, modes);
     }
     CUBLAS_CHECK(cublasDestroy(cb));
     printf("%s kbench gemm: %d check failures\n", g_fail ? "FAIL" : "PASS", g_fail);
