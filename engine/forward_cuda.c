@@ -798,13 +798,26 @@ static int attn_half(part *p, int32_t l, span s, int fz, char *err, size_t err_s
         DEV_TRY(paged_attention_prefill(att, q, p->kv_k + kv_off, p->kv_v + kv_off, d_pages, f->pf_pos0 + t0, nt,
                                         p->n_head, p->n_head_kv, hd, scale, p->st));
     } else {
+        /* an unfused pass whose wo runs on the GEMM: attention writes its f16 input too */
+        int h16 = !fz && mm_gemm(&L->wo, nt);
         for (int c = 0; c < nt; c += ATT_CHUNK) {
             int nc = nt - c < ATT_CHUNK ? nt - c : ATT_CHUNK;
-            DEV_TRY(paged_attention(att + (size_t)c * p->nq, q + (size_t)c * p->nq, p->kv_k + kv_off,
+            cudaError_t e = cudaErrorNotSupported;
+            if (h16)
+                e = paged_attention_f16(att + (size_t)c * p->nq, p->xh + (size_t)c * p->nq, q + (size_t)c * p->nq,
+                                        p->kv_k + kv_off, p->kv_v + kv_off, d_pos + t0 + c, d_seq + t0 + c, d_pages,
+                                        f->max_pages, p->att_scratch, nc, p->n_head, p->n_head_kv, hd,
+                                        att_splits(f, p, nc), f->one_per_seq && f->att_early, scale, p->st);
+            if (e == cudaErrorNotSupported) {
+                h16 = 0; /* (the first chunk: every chunk takes the same kernel) */
+                e = paged_attention(att + (size_t)c * p->nq, q + (size_t)c * p->nq, p->kv_k + kv_off,
                                     p->kv_v + kv_off, d_pos + t0 + c, d_seq + t0 + c, d_pages, f->max_pages,
                                     p->att_scratch, nc, p->n_head, p->n_head_kv, hd, att_splits(f, p, nc),
-                                    f->one_per_seq && f->att_early, scale, p->st));
+                                    f->one_per_seq && f->att_early, scale, p->st);
+            }
+            DEV_TRY(e);
         }
+        if (!fz) return mm_xn(p, &L->wo, att, h16, nt, t0, err, err_size);
     }
     /* wo follows attention: prefilled */
     return fz ? mm_acc(p, &L->wo, att, x, t0, nt, fz & FZ_WO, 1, err, err_size)

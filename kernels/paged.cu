@@ -521,8 +521,8 @@ __device__ __forceinline__ void pm_cp16(void *smem, const void *g, bool valid) {
  * next 32 splits in a loop), the weights go to the warp's wgt[n_act] (n_act <= 256), and lane
  * owns dims lane + 32e: its O loads are coalesced, 8 splits of them in flight. */
 template <int D>
-__device__ __forceinline__ void pm_merge_v3(float *out, const float *m, const float *l, const float *o, float *wgt,
-                                            int G, int n_split, int n_act, int warp, int lane) {
+__device__ __forceinline__ void pm_merge_v3(float *out, uint16_t *out_h, const float *m, const float *l, const float *o,
+                                            float *wgt, int G, int n_split, int n_act, int warp, int lane) {
     constexpr int DPL = D / 32;
     for (int h = warp; h < G; h += PM_WARPS) {
         const float *src = o + (int64_t)h * n_split * D + lane;
@@ -570,13 +570,17 @@ __device__ __forceinline__ void pm_merge_v3(float *out, const float *m, const fl
                 for (int e = 0; e < DPL; e++) cur[k][e] = nxt[k][e];
         }
 #pragma unroll
-        for (int e = 0; e < DPL; e++) out[h * D + lane + 32 * e] = acc[e];
+        for (int e = 0; e < DPL; e++) {
+            out[h * D + lane + 32 * e] = acc[e];
+            if (out_h) out_h[h * D + lane + 32 * e] = __half_as_ushort(__float2half_rn(acc[e])); /* paged_to_f16's */
+        }
         __syncwarp(); /* wgt is read by every lane before the next head overwrites it */
     }
 }
 
 template <int D, bool V3>
-__global__ void __launch_bounds__(PM_WARPS * 32, 2) paged_attn_mma_kernel(float *out, float *scratch, const float *q,
+__global__ void __launch_bounds__(PM_WARPS * 32, 2) paged_attn_mma_kernel(float *out, uint16_t *out_h, float *scratch,
+        const float *q,
         const uint16_t *kc, const uint16_t *vc, const int32_t *pos, const int32_t *seq, const int32_t *pages,
         int page_stride, int n_head, int n_kv_head, float scale_log2, int kv_ready) {
     constexpr int RS = D + 8;                 /* halves per K/V row in shared memory (16 bytes of pad) */
@@ -809,7 +813,9 @@ __global__ void __launch_bounds__(PM_WARPS * 32, 2) paged_attn_mma_kernel(float 
                 Os = fmaf(wo[(w * PA_MAX_G + h) * D + d], f, Os);
             }
             if (n_act == 1) {
-                out[((int64_t)t * n_head + kvh * G + h) * D + d] = Os / Ls;
+                const int64_t oi = ((int64_t)t * n_head + kvh * G + h) * D + d;
+                out[oi] = Os / Ls;
+                if (out_h) out_h[oi] = __half_as_ushort(__float2half_rn(Os / Ls)); /* paged_to_f16's */
             } else {
                 os[(part0 + h * n_split + split) * D + d] = Os;
                 if (d == 0) { ms[part0 + h * n_split + split] = M; ls[part0 + h * n_split + split] = Ls; }
@@ -833,7 +839,8 @@ __global__ void __launch_bounds__(PM_WARPS * 32, 2) paged_attn_mma_kernel(float 
         }
         __syncthreads();
         if (!is_last) return;
-        pm_merge_v3<D>(out + ((int64_t)t * n_head + kvh * G) * D, ms + part0, ls + part0, os + part0 * D,
+        pm_merge_v3<D>(out + ((int64_t)t * n_head + kvh * G) * D, out_h ? out_h + ((int64_t)t * n_head + kvh * G) * D : nullptr,
+                       ms + part0, ls + part0, os + part0 * D,
                        (float *)pm_smem + warp * 256, G, n_split, n_act, warp, lane);
         if (tid == 0) *count = 0;
         kt_mark(tr, 5); /* the merging block's end */
@@ -852,12 +859,12 @@ __global__ void __launch_bounds__(PM_WARPS * 32, 2) paged_attn_mma_kernel(float 
 }
 
 template <int D, bool V3>
-static cudaError_t pm_launch(float *out, float *sc, const float *q, const uint16_t *k_cache, const uint16_t *v_cache,
+static cudaError_t pm_launch(float *out, uint16_t *out_h, float *sc, const float *q, const uint16_t *k_cache, const uint16_t *v_cache,
                              const int32_t *pos, const int32_t *seq, const int32_t *pages, int page_stride,
                              dim3 grid, int n_head, int n_kv_head, float scale, int kv_ready, cudaStream_t stream) {
     cudaError_t e = smem_optin<paged_attn_mma_kernel<D, V3>>();
     if (e != cudaSuccess) return e;
-    return pdl_launch(paged_attn_mma_kernel<D, V3>, grid, dim3(PM_WARPS * 32), pm_smem_bytes(D), stream, out, sc, q,
+    return pdl_launch(paged_attn_mma_kernel<D, V3>, grid, dim3(PM_WARPS * 32), pm_smem_bytes(D), stream, out, out_h, sc, q,
                       k_cache, v_cache, pos, seq, pages, page_stride, n_head, n_kv_head, scale * 1.4426950408889634f,
                       kv_ready);
 }
@@ -867,11 +874,36 @@ static cudaError_t pm_launch(float *out, float *sc, const float *q, const uint16
 static int g_att_variant = 3;
 extern "C" void paged_attention_use_variant(int v) { g_att_variant = v == 1 || v == 2 ? v : 3; }
 
+static cudaError_t attention_run(float *out, uint16_t *out_h, const float *q, const uint16_t *k_cache,
+                                 const uint16_t *v_cache, const int32_t *pos, const int32_t *seq, const int32_t *pages,
+                                 int page_stride, void *scratch, int n_tok, int n_head, int n_kv_head, int head_dim,
+                                 int n_split, int kv_ready, float scale, cudaStream_t stream);
+
 extern "C" cudaError_t paged_attention(float *out, const float *q, const uint16_t *k_cache,
                                        const uint16_t *v_cache, const int32_t *pos, const int32_t *seq,
                                        const int32_t *pages, int page_stride, void *scratch, int n_tok,
                                        int n_head, int n_kv_head, int head_dim, int n_split, int kv_ready,
                                        float scale, cudaStream_t stream) {
+    return attention_run(out, nullptr, q, k_cache, v_cache, pos, seq, pages, page_stride, scratch, n_tok, n_head,
+                         n_kv_head, head_dim, n_split, kv_ready, scale, stream);
+}
+
+extern "C" cudaError_t paged_attention_f16(float *out, uint16_t *out_h, const float *q, const uint16_t *k_cache,
+                                           const uint16_t *v_cache, const int32_t *pos, const int32_t *seq,
+                                           const int32_t *pages, int page_stride, void *scratch, int n_tok,
+                                           int n_head, int n_kv_head, int head_dim, int n_split, int kv_ready,
+                                           float scale, cudaStream_t stream) {
+    if (!out_h) return cudaErrorInvalidValue;
+    /* the tensor-core kernel's V3 only (the default); the caller converts out itself otherwise */
+    if (g_att_variant != 3 || (head_dim != 64 && head_dim != 128)) return cudaErrorNotSupported;
+    return attention_run(out, out_h, q, k_cache, v_cache, pos, seq, pages, page_stride, scratch, n_tok, n_head,
+                         n_kv_head, head_dim, n_split, kv_ready, scale, stream);
+}
+
+static cudaError_t attention_run(float *out, uint16_t *out_h, const float *q, const uint16_t *k_cache,
+                                 const uint16_t *v_cache, const int32_t *pos, const int32_t *seq, const int32_t *pages,
+                                 int page_stride, void *scratch, int n_tok, int n_head, int n_kv_head, int head_dim,
+                                 int n_split, int kv_ready, float scale, cudaStream_t stream) {
     if (n_tok <= 0 || n_tok > PAGED_ATT_TOKENS || n_head <= 0 || n_kv_head <= 0 || n_head % n_kv_head ||
         n_head / n_kv_head > PA_MAX_G || head_dim <= 0 || head_dim > 256 || n_split <= 0 || page_stride <= 0)
         return cudaErrorInvalidValue;
@@ -880,7 +912,7 @@ extern "C" cudaError_t paged_attention(float *out, const float *q, const uint16_
     if (head_dim % 8 == 0) {
         if (n_split > 256) return cudaErrorInvalidValue; /* the merge's weights must fit the tile area */
         if (g_att_variant >= 2 && (head_dim == 64 || head_dim == 128)) { /* n_head / n_kv_head <= 8: checked above */
-#define PM_LAUNCH(D, V3) pm_launch<D, V3>(out, sc, q, k_cache, v_cache, pos, seq, pages, page_stride, grid, n_head, \
+#define PM_LAUNCH(D, V3) pm_launch<D, V3>(out, V3 ? out_h : nullptr, sc, q, k_cache, v_cache, pos, seq, pages, page_stride, grid, n_head, \
                                           n_kv_head, scale, kv_ready, stream)
             if (g_att_variant == 3) return head_dim == 64 ? PM_LAUNCH(64, true) : PM_LAUNCH(128, true);
             return head_dim == 64 ? PM_LAUNCH(64, false) : PM_LAUNCH(128, false);

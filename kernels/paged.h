@@ -46,6 +46,13 @@ cudaError_t paged_attention(float *out, const float *q, const uint16_t *k_cache,
                             const int32_t *pos, const int32_t *seq, const int32_t *pages, int page_stride,
                             void *scratch, int n_tok, int n_head, int n_kv_head, int head_dim, int n_split,
                             int kv_ready, float scale, cudaStream_t stream);
+/* The same, writing out also as f16 bits to out_h (paged_to_f16's rounding): the next GEMM's input
+ * without a conversion launch. Only the default kernel (3, head_dim 64 or 128); otherwise
+ * cudaErrorNotSupported with nothing launched. */
+cudaError_t paged_attention_f16(float *out, uint16_t *out_h, const float *q, const uint16_t *k_cache,
+                                const uint16_t *v_cache, const int32_t *pos, const int32_t *seq, const int32_t *pages,
+                                int page_stride, void *scratch, int n_tok, int n_head, int n_kv_head, int head_dim,
+                                int n_split, int kv_ready, float scale, cudaStream_t stream);
 
 /* The same attention for n_tok consecutive tokens of one sequence at positions pos0..pos0+n_tok-1
  * (a prompt pass), on the tensor cores (prefill.cu): pages is that sequence's page table. Q and P

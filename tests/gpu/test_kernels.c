@@ -1799,19 +1799,36 @@ static void test_paged_attention(gen_rng *r, int n_head, int n_kv, int hd, int n
     int guard3 = e == cudaSuccess && dev_download(out3, dout2, nq);
     double rel3 = gen_rel_err(out3, ref, nq);
     free(out3);
-    if (e == cudaSuccess)
-        e = paged_attention(dout2, dq, dk, dv, dpos, dseq, dpt, per_seq, scratch, n_tok, n_head, n_kv, hd, n_split, 1,
-                            scale, st);
+    /* the last run also writes the f16 copy where the kernel offers it (paged_attention_f16): the
+     * same f32 bits, and the copy their paged_to_f16 rounding */
+    uint16_t *dh = dev_alloc(sizeof(uint16_t) * (size_t)nq), *hh = malloc(sizeof(uint16_t) * (size_t)nq);
+    int with_h = 0;
+    if (e == cudaSuccess) {
+        e = paged_attention_f16(dout2, dh, dq, dk, dv, dpos, dseq, dpt, per_seq, scratch, n_tok, n_head, n_kv, hd,
+                                n_split, 1, scale, st);
+        with_h = e == cudaSuccess;
+        if (e == cudaErrorNotSupported)
+            e = paged_attention(dout2, dq, dk, dv, dpos, dseq, dpt, per_seq, scratch, n_tok, n_head, n_kv, hd, n_split,
+                                1, scale, st);
+    }
     if (e == cudaSuccess) e = cudaStreamSynchronize(st);
     int guard = e == cudaSuccess && dev_download(out, dout, nq) && dev_download(out2, dout2, nq);
     double rel = gen_rel_err(out, ref, nq);
     int same = same_one && memcmp(out, out2, sizeof(float) * (size_t)nq) == 0 &&
                memcmp(one, out + last, sizeof(float) * (size_t)(n_head * hd)) == 0;
+    int64_t hbad = 0;
+    if (with_h && guard) {
+        CUDA_CHECK(cudaMemcpy(hh, dh, sizeof(uint16_t) * (size_t)nq, cudaMemcpyDeviceToHost));
+        for (int64_t i = 0; i < nq; i++) hbad += hh[i] != quant_f32_to_f16(out2[i]);
+    }
     free(one);
-    CHECK(e == cudaSuccess && guard && guard3 && rel < 1e-4 && rel3 < 1e-4 && same, name,
-          "%s, guard %s, rel err %.3g, with %d splits %.3g (budget 1e-4), runs of 1 and all tokens, kv_ready 0 and 1 %s",
+    CHECK(e == cudaSuccess && guard && guard3 && rel < 1e-4 && rel3 < 1e-4 && same && hbad == 0, name,
+          "%s, guard %s, rel err %.3g, with %d splits %.3g (budget 1e-4), runs of 1 and all tokens, kv_ready 0 and 1 %s, "
+          "%s%lld f16 values not the output rounded",
           cudaGetErrorString(e), guard && guard3 ? "ok" : "overwritten", rel, alt_split, rel3,
-          same ? "identical" : "DIFFERENT");
+          same ? "identical" : "DIFFERENT", with_h ? "" : "(no f16 copy from this kernel) ", (long long)hbad);
+    CUDA_CHECK(cudaFree(dh));
+    free(hh);
     CUDA_CHECK(cudaStreamDestroy(st));
     CUDA_CHECK(cudaFree(dk)); CUDA_CHECK(cudaFree(dv)); CUDA_CHECK(cudaFree(dq)); CUDA_CHECK(cudaFree(dout));
     CUDA_CHECK(cudaFree(dout2)); CUDA_CHECK(cudaFree(dpos)); CUDA_CHECK(cudaFree(dseq)); CUDA_CHECK(cudaFree(dpt));
