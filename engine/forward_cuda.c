@@ -876,7 +876,8 @@ static int part_enter(part *p, span s, int norm, char *err, size_t err_size) {
     const llama_hparams *hp = &m->hp;
     int E = hp->n_embd;
     float *x = p->x + (int64_t)s.t0 * E, *xn = p->xn + (int64_t)s.t0 * E;
-    p->xh_ready = 0; /* xh holds nothing of this pass yet */
+    p->xh_ready = 0; /* xh and gemm_scratch hold nothing of this pass yet (an aborted pass may have */
+    p->xn_parts = 1; /* left either behind) */
     if (p->embeds)
         DEV_TRY(embed(x, p->tok_embd, m->tok_embd.type, p->d_meta + s.t0, s.nt, m->tok_embd.n_rows, E, p->st));
     if (norm) DEV_TRY(rmsnorm(xn, x, p->layers[0].attn_norm, s.nt, E, hp->rms_eps, p->st));
