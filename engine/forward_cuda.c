@@ -1154,6 +1154,8 @@ static void matvec_variant_from_env(void) {
      * kernel's choice), for A/B runs */
     e = getenv("MGI_MV_PRE");
     matvec_ring_pre(e && *e >= '0' && *e <= '6' && !e[1] ? *e - '0' : -1);
+    e = getenv("MGI_PAIR_SMS"); /* kernels.h's matvec_pair_sms: the SMs of Q4_K_M's V grid (A/B runs) */
+    matvec_pair_sms(e ? atoi(e) : 0);
 }
 
 /* A host thread blocked inside NCCL cannot be timed out by polling: NCCL makes its connections

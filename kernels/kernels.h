@@ -84,6 +84,10 @@ void matvec_ring_pre(int slots);
  * tg128 on 8b q4_0 and q4_k_m, 1b unchanged: run 69); 0: one block per SM. Process-wide, for A/B
  * runs. */
 void matvec_balanced_grid(int on);
+/* matvec_f32_norm_rope_pair's split of the SMs: 0 (default) the split whose largest block reads
+ * the fewest bytes (matvec.cuh: mv10_dual_split); N > 0 matrix 2's grid shaped for N SMs, matrix
+ * 1's for the rest. Process-wide, for A/B runs. */
+void matvec_pair_sms(int n);
 /* X in f32 [n][k] or in f16 bits [n][k]; Y f32 [n][rows]. */
 cudaError_t matvec_f32(float *y, const void *w, uint32_t wtype, const float *x, int64_t rows,
                        int64_t k, int n, cudaStream_t stream);
@@ -152,10 +156,10 @@ cudaError_t matvec_f32_norm_rope_beside(const void *w, uint32_t wtype, const flo
                                         int64_t nk, int64_t kv_dim, int head_dim, int n_rot, float theta,
                                         int front_blocks, cudaStream_t stream);
 /* Two matvec_f32_norm_rope of one x in one launch: matrix 1 (t1, rows1 rows of which nq1 Q, nk1 K,
- * the rest V) and matrix 2 (the same with nq2, nk2), each with its own type; matrix 1's grid as it
- * would be alone, matrix 2's on the SMs that leaves. A layer whose V is in another type than Q and
- * K (Q4_K_M: Q4_K, V Q6_K) then starts all three at once. Q and K (matrix 1) bit for bit as
- * matvec_f32_norm_rope's, matrix 2 within rounding (its sums grouped by other blocks). Only v11,
+ * the rest V) and matrix 2 (the same with nq2, nk2), each with its own type, the SMs shared
+ * between their grids (matvec_pair_sms). A layer whose V is in another type than Q and K
+ * (Q4_K_M: Q4_K, V Q6_K) then starts all three at once. Outputs equal matvec_f32_norm_rope's
+ * within rounding (the grids' blocks group the sums otherwise), not bit for bit. Only v11,
  * t1 Q4_K with t2 Q6_K, n 1 or 2, and where both grids fit beside each other; otherwise
  * cudaErrorNotSupported with nothing launched (the caller launches the two apart). */
 cudaError_t matvec_f32_norm_rope_pair(const void *w1, uint32_t t1, int64_t rows1, int64_t nq1, int64_t nk1,

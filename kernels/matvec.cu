@@ -33,6 +33,8 @@ static int matvec_balance = 1; /* matvec_balanced_grid */
 extern "C" void matvec_balanced_grid(int on) { matvec_balance = on != 0; }
 
 static int matvec_pre = -1; /* matvec_ring_pre */
+static int matvec_pair_n = 0; /* matvec_pair_sms */
+extern "C" void matvec_pair_sms(int n) { matvec_pair_n = n > 0 ? n : 0; }
 extern "C" void matvec_ring_pre(int slots) { matvec_pre = slots >= -1 ? slots : -1; }
 
 extern "C" void matvec_ring_depth(int max_stages) {
@@ -312,7 +314,8 @@ extern "C" cudaError_t matvec_f32_norm_rope_pair(const void *w1, uint32_t t1, in
     const int pre = matvec_pre >= 0 ? matvec_pre : -1;
     mv10_dual_launch<QUANT_Q4_K, QUANT_Q6_K, mv_x_norm_rope, MV11_OPT>(w1, s1, (int)rows1, w2, s2, (int)rows2, (int)k,
                                                                        n, stream, pdl_enabled(), &e, matvec_ring_cap,
-                                                                       matvec_early, pre, matvec_balance);
+                                                                       matvec_early, pre, matvec_balance,
+                                                                       matvec_pair_n);
     return e;
 }
 
