@@ -736,6 +736,12 @@ static int att_splits(const forward_cuda *f, const part *p, int n_tok) {
     return want < 1 ? 1 : want > f->n_split ? f->n_split : want;
 }
 
+/* The rows of Q, K and V (r[0..2]) that matrix i of a QKV group holds (0 for a part held by
+ * another matrix). */
+static void group_part_rows(const wgroup *g, int i, int64_t r[3]) {
+    for (int j = 0; j < 3; j++) r[j] = g->part_m[j] == i ? g->part_rows[j] : 0;
+}
+
 /* Attention half of layer l: xn (normed) -> QKV, RoPE + K/V store, attention, output matvec
  * into xn (a partial sum in row mode). With fz (a fused layer's plan): x -> QKV with the attention
  * norm inside (or before it), and the output matvec added to x. */
@@ -757,8 +763,7 @@ static int attn_half(part *p, int32_t l, span s, int fz, char *err, size_t err_s
         if (L->qkv.n_m == 2 && f->beside == 3) { /* Q4_K_M's Q/K and Q6_K V: one launch for both */
             const dweight *w0 = &L->qkv.m[0], *w1 = &L->qkv.m[1];
             int64_t r[2][3];
-            for (int i = 0; i < 2; i++)
-                for (int j = 0; j < 3; j++) r[i][j] = L->qkv.part_m[j] == i ? L->qkv.part_rows[j] : 0;
+            for (int i = 0; i < 2; i++) group_part_rows(&L->qkv, i, r[i]);
             pe = matvec_f32_norm_rope_pair(w0->w, w0->type, w0->rows, r[0][0], r[0][1], w1->w, w1->type, w1->rows,
                                            r[1][0], r[1][1], x, L->attn_norm, hp->rms_eps, w0->k, nt, q,
                                            p->kv_k + kv_off, p->kv_v + kv_off, d_pos + t0, d_cell + t0, p->kv_dim, hd,
@@ -768,7 +773,7 @@ static int attn_half(part *p, int32_t l, span s, int fz, char *err, size_t err_s
         for (int i = 0; pe != cudaSuccess && i < L->qkv.n_m; i++) {
             const dweight *w = &L->qkv.m[i];
             int64_t r[3];
-            for (int j = 0; j < 3; j++) r[j] = L->qkv.part_m[j] == i ? L->qkv.part_rows[j] : 0;
+            group_part_rows(&L->qkv, i, r);
             /* a second matrix (Q4_K_M's Q6_K V) runs beside the first (both read x only), on the
              * SMs the first one's grid leaves */
             if (i > 0 && f->beside) {
@@ -794,12 +799,13 @@ static int attn_half(part *p, int32_t l, span s, int fz, char *err, size_t err_s
                                  pv + t0 * sv, sv, d_pos + t0, d_cell + t0, nt, p->n_head, p->n_head_kv, hd,
                                  hp->n_rot, hp->rope_base, p->st));
     }
+    int h16 = 0; /* attention wrote wo's GEMM input in f16 too */
     if (f->pf_pos0 >= 0) {
         DEV_TRY(paged_attention_prefill(att, q, p->kv_k + kv_off, p->kv_v + kv_off, d_pages, f->pf_pos0 + t0, nt,
                                         p->n_head, p->n_head_kv, hd, scale, p->st));
     } else {
         /* an unfused pass whose wo runs on the GEMM: attention writes its f16 input too */
-        int h16 = !fz && mm_gemm(&L->wo, nt);
+        h16 = !fz && mm_gemm(&L->wo, nt);
         for (int c = 0; c < nt; c += ATT_CHUNK) {
             int nc = nt - c < ATT_CHUNK ? nt - c : ATT_CHUNK;
             cudaError_t e = cudaErrorNotSupported;
@@ -817,11 +823,10 @@ static int attn_half(part *p, int32_t l, span s, int fz, char *err, size_t err_s
             }
             DEV_TRY(e);
         }
-        if (!fz) return mm_xn(p, &L->wo, att, h16, nt, t0, err, err_size);
     }
     /* wo follows attention: prefilled */
     return fz ? mm_acc(p, &L->wo, att, x, t0, nt, fz & FZ_WO, 1, err, err_size)
-              : mm_xn(p, &L->wo, att, 0, nt, t0, err, err_size);
+              : mm_xn(p, &L->wo, att, h16, nt, t0, err, err_size);
 }
 
 /* FFN half of layer l: xn (normed) -> gate/up, SwiGLU, down into xn (a partial sum in row mode).

@@ -2098,12 +2098,24 @@ static inline bool matvec_v10_launch(float *y, const void *w, XS x, int rows, in
     }
 }
 
+/* matvec_v10_dual's grids when the second matrix gets s2 of the sms SMs: the first's shaped for
+ * the rest, the second's for what that grid leaves (at least an eighth of the SMs); the larger of
+ * the two blocks' shared memory, SIZE_MAX where either does not fit. */
+template <int T1, int T2, int O>
+static inline size_t mv10_dual_shape(int rows1, int rows2, int k, int nt, bool norm, int sms, int smem_max, int cap,
+                                     int balance, int s2, int64_t *g1, int *st1, int64_t *g2, int *st2) {
+    const size_t sm1 = mv10_shape<T1, O>(rows1, k, nt, norm, sms - s2, smem_max, cap, g1, st1, balance != 0);
+    if (sm1 > (size_t)smem_max || sms - *g1 < sms / 8) return SIZE_MAX;
+    const size_t sm2 = mv10_shape<T2, O>(rows2, k, nt, norm, sms - (int)*g1, smem_max, cap, g2, st2, balance != 0);
+    const size_t sm = sm1 > sm2 ? sm1 : sm2;
+    return sm > (size_t)smem_max ? SIZE_MAX : sm;
+}
+
 /* How matvec_v10_dual's two grids share the SMs: of the splits that give the second matrix an
- * eighth to a half of them (the first's grid shaped for the rest, the second's for what that grid
- * leaves), the one whose largest block reads the fewest bytes, so that neither grid's blocks end
- * long after the other's (8b Q4_K_M: Q/K 80 blocks of 4 tiles and V 32 of 2, not 107 of 3 and 22
- * of 3, whose V blocks ended 2.5 us after Q/K's: +0.9% tg128, PERF-LOG run 86). The SMs for the
- * second matrix, or 0 where no split fits. */
+ * eighth to a half of them (mv10_dual_shape), the one whose largest block reads the fewest bytes,
+ * so that neither grid's blocks end long after the other's (8b Q4_K_M: Q/K 80 blocks of 4 tiles
+ * and V 32 of 2, not 107 of 3 and 22 of 3, whose V blocks ended 2.5 us after Q/K's: +0.9% tg128,
+ * PERF-LOG run 86). The SMs for the second matrix, or 0 where no split fits. */
 template <int T1, int T2, int O>
 static inline int mv10_dual_split(int rows1, int rows2, int k, int nt, bool norm, int sms, int smem_max, int cap,
                                   int balance) {
@@ -2113,10 +2125,9 @@ static inline int mv10_dual_split(int rows1, int rows2, int k, int nt, bool norm
     int pick = 0;
     for (int s2 = sms / 8; s2 <= sms / 2; s2++) {
         int64_t g1, g2;
-        int st;
-        if (mv10_shape<T1, O>(rows1, k, nt, norm, sms - s2, smem_max, cap, &g1, &st, balance != 0) > (size_t)smem_max ||
-            sms - g1 < sms / 8 ||
-            mv10_shape<T2, O>(rows2, k, nt, norm, sms - (int)g1, smem_max, cap, &g2, &st, balance != 0) > (size_t)smem_max)
+        int st1, st2;
+        if (mv10_dual_shape<T1, T2, O>(rows1, rows2, k, nt, norm, sms, smem_max, cap, balance, s2, &g1, &st1, &g2,
+                                       &st2) == SIZE_MAX)
             continue;
         const double c1 = (double)((R1 + g1 - 1) / g1) * tb1, c2 = (double)((R2 + g2 - 1) / g2) * tb2;
         const double cost = c1 > c2 ? c1 : c2;
@@ -2144,12 +2155,9 @@ static inline bool mv10_dual_launch_nt(const void *w1, XS x1, int rows1, const v
     if (second_sms <= 0 || second_sms >= sms)
         second_sms = mv10_dual_split<T1, T2, O>(rows1, rows2, k, NT, XS::NORM, sms, smem_max, cap, balance);
     if (second_sms <= 0) return false;
-    const int first_sms = sms - second_sms;
-    const size_t sm1 = mv10_shape<T1, O>(rows1, k, NT, XS::NORM, first_sms, smem_max, cap, &g1, &st1, balance != 0);
-    if (sm1 > (size_t)smem_max || sms - g1 < sms / 8) return false;
-    const size_t sm2 = mv10_shape<T2, O>(rows2, k, NT, XS::NORM, sms - (int)g1, smem_max, cap, &g2, &st2, balance != 0);
-    const size_t smem = sm1 > sm2 ? sm1 : sm2;
-    if (smem > (size_t)smem_max || (smem > 48 * 1024 && smem_optin<matvec_v10_dual<T1, T2, XS, O, NT>>() != cudaSuccess))
+    const size_t smem = mv10_dual_shape<T1, T2, O>(rows1, rows2, k, NT, XS::NORM, sms, smem_max, cap, balance,
+                                                   second_sms, &g1, &st1, &g2, &st2);
+    if (smem == SIZE_MAX || (smem > 48 * 1024 && smem_optin<matvec_v10_dual<T1, T2, XS, O, NT>>() != cudaSuccess))
         return false;
     *e = pdl_launch_as(pdl, matvec_v10_dual<T1, T2, XS, O, NT>, dim3((unsigned)(g1 + g2)), dim3(P::W * 32), smem, s,
                        (const uint8_t *)w1, x1, rows1, st1, (int)g1, (const uint8_t *)w2, x2, rows2, st2, k, early, pre);

@@ -17,6 +17,10 @@
 #include "kernels/trace.cuh"
 #include "quant/blocks.h"
 
+/* f32 to f16 bits, rounded to nearest: paged_to_f16's rounding, which every kernel that writes a
+ * GEMM's f16 input beside its f32 output (the *_f16 entries) must give bit for bit. */
+__device__ __forceinline__ uint16_t pg_f16(float v) { return __half_as_ushort(__float2half_rn(v)); }
+
 #define PA_WARPS 4
 #define PA_MAX_G 8    /* query heads per kv head */
 #define PA_MIN_SPLIT 64
@@ -572,7 +576,7 @@ __device__ __forceinline__ void pm_merge_v3(float *out, uint16_t *out_h, const f
 #pragma unroll
         for (int e = 0; e < DPL; e++) {
             out[h * D + lane + 32 * e] = acc[e];
-            if (out_h) out_h[h * D + lane + 32 * e] = __half_as_ushort(__float2half_rn(acc[e])); /* paged_to_f16's */
+            if (out_h) out_h[h * D + lane + 32 * e] = pg_f16(acc[e]);
         }
         __syncwarp(); /* wgt is read by every lane before the next head overwrites it */
     }
@@ -815,7 +819,7 @@ __global__ void __launch_bounds__(PM_WARPS * 32, 2) paged_attn_mma_kernel(float 
             if (n_act == 1) {
                 const int64_t oi = ((int64_t)t * n_head + kvh * G + h) * D + d;
                 out[oi] = Os / Ls;
-                if (out_h) out_h[oi] = __half_as_ushort(__float2half_rn(Os / Ls)); /* paged_to_f16's */
+                if (out_h) out_h[oi] = pg_f16(Os / Ls);
             } else {
                 os[(part0 + h * n_split + split) * D + d] = Os;
                 if (d == 0) { ms[part0 + h * n_split + split] = M; ls[part0 + h * n_split + split] = Ls; }
@@ -1021,18 +1025,13 @@ __global__ void __launch_bounds__(1024) paged_add_rmsnorm_kernel(float *x, float
             float4 a = *(const float4 *)(xr + i), w = *(const float4 *)(weight + i);
             const float4 v = make_float4(a.x * r * w.x, a.y * r * w.y, a.z * r * w.z, a.w * r * w.w);
             *(float4 *)(o + i) = v;
-            if (oh) { /* paged_to_f16's rounding of the same values */
-                const __half2 h0 = __halves2half2(__float2half_rn(v.x), __float2half_rn(v.y));
-                const __half2 h1 = __halves2half2(__float2half_rn(v.z), __float2half_rn(v.w));
-                uint2 pk;
-                pk.x = *(const uint32_t *)&h0;
-                pk.y = *(const uint32_t *)&h1;
-                *(uint2 *)(oh + i) = pk;
-            }
+            if (oh)
+                *(uint2 *)(oh + i) = make_uint2(pg_f16(v.x) | (uint32_t)pg_f16(v.y) << 16,
+                                                pg_f16(v.z) | (uint32_t)pg_f16(v.w) << 16);
         } else {
             const float v = xr[i] * r * weight[i];
             o[i] = v;
-            if (oh) oh[i] = __half_as_ushort(__float2half_rn(v));
+            if (oh) oh[i] = pg_f16(v);
         }
     }
 }
@@ -1078,7 +1077,7 @@ __global__ void paged_swiglu_kernel(float *out, uint16_t *out_h, const float *g,
         float a = g[t * sg + i];
         const float v = a / (1.0f + expf(-a)) * u[t * su + i];
         out[(int64_t)t * n_ff + i] = v;
-        if (out_h) out_h[(int64_t)t * n_ff + i] = __half_as_ushort(__float2half_rn(v)); /* paged_to_f16's */
+        if (out_h) out_h[(int64_t)t * n_ff + i] = pg_f16(v);
     }
     kt_mark(tr, 5);
 }
@@ -1107,7 +1106,7 @@ __global__ void paged_to_f16_kernel(uint16_t *out, const float *in, int64_t n) {
     pdl_trigger(); /* PDL (pdl.cuh): the next kernel may start; this one waits for the last */
     pdl_wait();
     int64_t i = blockIdx.x * (int64_t)blockDim.x + threadIdx.x;
-    if (i < n) out[i] = __half_as_ushort(__float2half_rn(in[i]));
+    if (i < n) out[i] = pg_f16(in[i]);
 }
 
 extern "C" cudaError_t paged_to_f16(uint16_t *out, const float *in, int64_t n, cudaStream_t stream) {
