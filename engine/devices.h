@@ -19,6 +19,9 @@ typedef struct {
 /* Number of usable devices; 0 when there is none, with the runtime's reason in why (no driver,
  * no device...): that is not an error for callers that can run on the CPU. */
 int engine_device_count(char *why, size_t why_size);
+/* The runtime's ordinal behind device i: i itself, unless MGI_VIRTUAL_DEVICES shows one GPU as
+ * several (devices_cuda.c), for tests of the split code on a one-GPU machine. */
+int engine_device_physical(int i);
 /* Fills info for device i; 0, or -1 with a message. */
 int engine_device_query(int i, engine_device_info *info, char *err, size_t err_size);
 /* 1 when device a can read and write device b's memory directly (P2P over NVLink or PCIe). */

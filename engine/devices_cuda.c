@@ -5,9 +5,13 @@
 
 #include <cuda_runtime_api.h>
 
-#include "engine/devices.h"
+#include <stdlib.h>
 
-int engine_device_count(char *why, size_t why_size) {
+#include "engine/devices.h"
+#include "engine/plan.h"
+
+/* The runtime's own count; 0 with the reason when there is none. */
+static int physical_count(char *why, size_t why_size) {
     int n = 0;
     cudaError_t e = cudaGetDeviceCount(&n);
     if (e != cudaSuccess) {
@@ -19,16 +23,44 @@ int engine_device_count(char *why, size_t why_size) {
     return n;
 }
 
+/* MGI_VIRTUAL_DEVICES=N (2..ENGINE_MAX_DEVICES), for tests and development: N devices shown,
+ * device i being physical device i % (the runtime's count). The split code (plans, layer and row
+ * splits, their transfers and all-reduces) then runs on a machine with one GPU; parts that share a
+ * physical device pass data by copies on it instead of NCCL (forward_cuda.local). It gives neither
+ * memory nor speed: each virtual device reports its share of the physical one's free memory. */
+static int virtual_count(void) {
+    const char *e = getenv("MGI_VIRTUAL_DEVICES");
+    if (!e || !*e) return 0;
+    char *end = NULL;
+    long v = strtol(e, &end, 10);
+    return *end || v < 2 || v > ENGINE_MAX_DEVICES ? 0 : (int)v;
+}
+
+int engine_device_count(char *why, size_t why_size) {
+    int n = physical_count(why, why_size), v = virtual_count();
+    return n > 0 && v ? v : n;
+}
+
+int engine_device_physical(int i) {
+    char why[8];
+    int n = physical_count(why, sizeof why);
+    return n > 0 && virtual_count() ? i % n : i;
+}
+
 int engine_device_query(int i, engine_device_info *info, char *err, size_t err_size) {
+    int phys = engine_device_physical(i);
     struct cudaDeviceProp p;
-    cudaError_t e = cudaGetDeviceProperties(&p, i);
+    cudaError_t e = cudaGetDeviceProperties(&p, phys);
     if (e != cudaSuccess) {
         snprintf(err, err_size, "device %d: cudaGetDeviceProperties: %s", i, cudaGetErrorString(e));
         return -1;
     }
     memset(info, 0, sizeof *info);
     info->index = i;
-    snprintf(info->name, sizeof info->name, "%s", p.name);
+    if (virtual_count())
+        snprintf(info->name, sizeof info->name, "%.200s (virtual, on device %d)", p.name, phys);
+    else
+        snprintf(info->name, sizeof info->name, "%s", p.name);
     info->cc_major = p.major;
     info->cc_minor = p.minor;
     info->n_sm = p.multiProcessorCount;
@@ -39,7 +71,13 @@ int engine_device_query(int i, engine_device_info *info, char *err, size_t err_s
     int prev = 0;
     cudaGetDevice(&prev);
     size_t free_b = 0, total_b = 0;
-    if (cudaSetDevice(i) == cudaSuccess && cudaMemGetInfo(&free_b, &total_b) == cudaSuccess) {
+    if (cudaSetDevice(phys) == cudaSuccess && cudaMemGetInfo(&free_b, &total_b) == cudaSuccess) {
+        int v = virtual_count();
+        if (v) { /* a virtual device: its share of the physical one's free memory */
+            char why[8];
+            int np = physical_count(why, sizeof why), shares = v / np + (phys < v % np);
+            free_b /= (size_t)shares;
+        }
         info->free_bytes = free_b;
     } else {
         snprintf(err, err_size, "device %d (%s): cudaMemGetInfo: %s", i, p.name,
@@ -53,6 +91,8 @@ int engine_device_query(int i, engine_device_info *info, char *err, size_t err_s
 
 int engine_device_can_peer(int a, int b) {
     int ok = 0;
+    a = engine_device_physical(a);
+    b = engine_device_physical(b);
     if (a == b) return 1;
     if (cudaDeviceCanAccessPeer(&ok, a, b) != cudaSuccess) {
         cudaGetLastError();
@@ -63,6 +103,13 @@ int engine_device_can_peer(int a, int b) {
 
 int engine_device_link_query(int a, int b, engine_device_link *link) {
     memset(link, 0, sizeof *link);
+    a = engine_device_physical(a);
+    b = engine_device_physical(b);
+    if (a == b) { /* two virtual devices on one GPU: its own memory */
+        link->access = 1;
+        link->native_atomics = 1;
+        return 0;
+    }
     int v = 0;
     if (cudaDeviceGetP2PAttribute(&v, cudaDevP2PAttrAccessSupported, a, b) != cudaSuccess) {
         cudaGetLastError();

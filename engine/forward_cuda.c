@@ -132,6 +132,7 @@ typedef struct {
      * pipeline micro-batches. */
     cudaStream_t st_rx;
     cudaEvent_t ev_rx;
+    cudaEvent_t ev_local; /* the local transfers' (forward_cuda.local) marks on st */
     ncclComm_t comm;
     /* Split statistics (forward_cuda_gpu.stats): event pairs around segments and NCCL calls of
      * the current pass, and the sums so far. */
@@ -223,6 +224,10 @@ struct forward_cuda {
     float *h_keep;          /* [n_vocab]: the caller's last logits, kept while a cancelled step runs */
     int graph_seen[2][GRAPH_MAX_TOK + 1];
     int have_comms;
+    /* Two parts on one physical device (devices.h's MGI_VIRTUAL_DEVICES, for tests): no NCCL, the
+     * hidden state and the all-reduces pass by copies and adds on the device (local_send,
+     * local_allreduce), ordered by events as NCCL's calls would order the streams. */
+    int local;
     int broken;         /* an NCCL failure or timeout: the communicators are gone */
     int timeout_s;      /* nccl_timeout_s(), read once at create */
     int fault_stall;    /* fault_peer_stall(), read once at create */
@@ -1258,10 +1263,37 @@ static int ahead_mode(void) {
     return e && !strcmp(e, "0") ? 0 : e && !strcmp(e, "1") ? 1 : 2;
 }
 
+/* allreduce_xn on one physical device (forward_cuda.local): part 0 waits for every part, sums
+ * their xn in part order, every other part waits for the sum and copies it, and part 0 goes on
+ * once they have, so all parts hold the same bits, as after NCCL's all-reduce. */
+static int local_allreduce(forward_cuda *f, size_t count, char *err, size_t err_size) {
+    part *r = &f->p[0];
+    DEV_TRY(cudaSetDevice(r->dev));
+    for (int i = 1; i < f->n_part; i++) {
+        DEV_TRY(cudaEventRecord(f->p[i].ev_local, f->p[i].st));
+        DEV_TRY(cudaStreamWaitEvent(r->st, f->p[i].ev_local, 0));
+    }
+    for (int i = 1; i < f->n_part; i++) DEV_TRY(add(r->xn, r->xn, f->p[i].xn, (int64_t)count, r->st));
+    DEV_TRY(cudaEventRecord(r->ev_local, r->st));
+    for (int i = 1; i < f->n_part; i++) {
+        DEV_TRY(cudaStreamWaitEvent(f->p[i].st, r->ev_local, 0));
+        DEV_TRY(cudaMemcpyAsync(f->p[i].xn, r->xn, count * sizeof(float), cudaMemcpyDeviceToDevice, f->p[i].st));
+        DEV_TRY(cudaEventRecord(f->p[i].ev_local, f->p[i].st));
+    }
+    /* part 0 overwrites its xn in its next layer: not before every part has its copy */
+    for (int i = 1; i < f->n_part; i++) DEV_TRY(cudaStreamWaitEvent(r->st, f->p[i].ev_local, 0));
+    return 0;
+}
+
 /* Every part's xn summed over the parts, in place (row split). */
 static int allreduce_xn(forward_cuda *f, int n, char *err, size_t err_size) {
     size_t count = (size_t)n * (size_t)f->m->hp.n_embd;
     for (int i = 0; i < f->n_part; i++) mark(&f->p[i], 1);
+    if (f->local) {
+        if (local_allreduce(f, count, err, err_size)) return -1;
+        for (int i = 0; i < f->n_part; i++) mark(&f->p[i], 1);
+        return 0;
+    }
     if (p2p_applies(f, n)) {
         for (int i = 0; i < f->n_part; i++) {
             DEV_TRY(cudaSetDevice(f->p[i].dev));
@@ -1297,6 +1329,19 @@ static int send_x(forward_cuda *f, int i, span s, char *err, size_t err_size) {
     size_t E = (size_t)f->m->hp.n_embd, off = (size_t)s.t0 * E, count = (size_t)s.nt * E;
     part *a = &f->p[i - 1], *b = &f->p[i];
     mark(a, 1);
+    if (f->local) {
+        /* a copy on b's receiving stream once a has written x; a's stream waits for the copy
+         * before it overwrites x, as an NCCL send holds it */
+        DEV_TRY(cudaSetDevice(a->dev));
+        DEV_TRY(cudaEventRecord(a->ev_local, a->st));
+        DEV_TRY(cudaStreamWaitEvent(b->st_rx, a->ev_local, 0));
+        DEV_TRY(cudaMemcpyAsync(b->x + off, a->x + off, count * sizeof(float), cudaMemcpyDeviceToDevice, b->st_rx));
+        DEV_TRY(cudaEventRecord(b->ev_rx, b->st_rx));
+        DEV_TRY(cudaStreamWaitEvent(a->st, b->ev_rx, 0));
+        DEV_TRY(cudaStreamWaitEvent(b->st, b->ev_rx, 0));
+        mark(a, 1);
+        return 0;
+    }
     NC_TRY(ncclGroupStart());
     ncclResult_t r1 = f->fault_stall ? ncclSuccess : ncclSend(a->x + off, count, ncclFloat, i, a->comm, a->st);
     ncclResult_t r2 = ncclRecv(b->x + off, count, ncclFloat, i - 1, b->comm, b->st_rx);
@@ -1416,7 +1461,7 @@ static int wait_all(forward_cuda *f, char *err, size_t err_size) {
                 return -1;
             }
             if (spin % 1024) continue;
-            for (int j = 0; j < f->n_part; j++) {
+            for (int j = 0; f->have_comms && j < f->n_part; j++) {
                 ncclResult_t ae = ncclSuccess;
                 if (ncclCommGetAsyncError(f->p[j].comm, &ae) != ncclSuccess || ae != ncclSuccess) {
                     snprintf(err, err_size, "NCCL failed on device %d (%s): %s", f->p[j].dev, f->p[j].dev_name,
@@ -1875,6 +1920,7 @@ static void part_free(part *p) {
     free(p->ev);
     free(p->ev_nccl);
     if (p->ev_rx) cudaEventDestroy(p->ev_rx);
+    if (p->ev_local) cudaEventDestroy(p->ev_local);
     if (p->st_rx) cudaStreamDestroy(p->st_rx);
     if (p->st) cudaStreamDestroy(p->st);
     free(p->layers);
@@ -1958,6 +2004,7 @@ static int part_setup(part *p, progress_sum *ps, char *err, size_t err_size) {
     DEV_TRY(cudaStreamCreateWithFlags(&p->st, cudaStreamNonBlocking));
     DEV_TRY(cudaStreamCreateWithFlags(&p->st_rx, cudaStreamNonBlocking));
     DEV_TRY(cudaEventCreateWithFlags(&p->ev_rx, cudaEventDisableTiming));
+    DEV_TRY(cudaEventCreateWithFlags(&p->ev_local, cudaEventDisableTiming));
     size_t tmp_bytes = 0;
     for (int i = 0; i < p->n_w; i++)
         if (dweight_raw(p->ws[i]) > tmp_bytes) tmp_bytes = dweight_raw(p->ws[i]);
@@ -2180,7 +2227,8 @@ static void *cuda_create(const llama_model *m, const engine_plan *plan, int32_t 
     for (int i = 0; i < f->n_part; i++) {
         part *p = &f->p[i];
         p->f = f;
-        p->dev = plan->dev[i];
+        p->dev = engine_device_physical(plan->dev[i]);
+        for (int j = 0; j < i; j++) f->local |= f->p[j].dev == p->dev;
         int row = f->split == ENGINE_SPLIT_ROW;
         p->l0 = row || f->n_part == 1 ? f->l0 : plan->layer0[i];
         p->l1 = row || f->n_part == 1 ? f->l1 : plan->layer1[i];
@@ -2221,14 +2269,18 @@ static void *cuda_create(const llama_model *m, const engine_plan *plan, int32_t 
                  m->tok_embd.name, quant_type_name(m->tok_embd.type));
         goto fail;
     }
-    nccl_job nj = {.n = f->n_part, .devs = plan->dev};
-    if (f->n_part > 1) nccl_watchdog_start();
+    int phys[ENGINE_MAX_DEVICES];
+    for (int i = 0; i < f->n_part; i++) phys[i] = f->p[i].dev;
+    nccl_job nj = {.n = f->n_part, .devs = phys};
+    if (f->local) f->fault_stall = 0; /* MGI_FAULT needs a peer that can be lost: a second GPU */
+    int use_nccl = f->n_part > 1 && !f->local;
+    if (use_nccl) nccl_watchdog_start();
     pthread_t nth;
-    int nccl_started = f->n_part > 1 && !pthread_create(&nth, NULL, nccl_main, &nj);
-    if (f->n_part > 1 && !nccl_started) nccl_main(&nj);
+    int nccl_started = use_nccl && !pthread_create(&nth, NULL, nccl_main, &nj);
+    if (use_nccl && !nccl_started) nccl_main(&nj);
     int setup_rc = setup_parts(f, progress, pctx, err, err_size);
     if (nccl_started) pthread_join(nth, NULL);
-    if (f->n_part > 1) {
+    if (use_nccl) {
         if (nj.rc == ncclSuccess) {
             for (int i = 0; i < f->n_part; i++) f->p[i].comm = nj.comms[i];
             f->have_comms = 1;
