@@ -62,9 +62,8 @@ enum {
     N_SPLIT_MAX = 32,    /* attention splits per token (blocks per kv head; a decode step's graph
                             launches them all, most exiting at once at short contexts) */
     ATT_BLOCKS_PER_SM = 4, /* attention launches aim at this many blocks per SM (att_splits) */
-    GEMM_PANEL_MIN_TOKENS = 256, /* prompt GEMMs of fewer tokens run v2 (gemm_panel_min_tokens): PERF-LOG
-                            run 27, the layer split's 128-token micro-batches at half speed */
-    PANEL_PIPE_MIN = 512, /* layer-split micro-batches with the panel GEMM (run_pass) */
+    GEMM_PANEL_MIN_TOKENS = 512, /* prompt GEMMs of fewer tokens run v7 (gemm_panel_min_tokens): PERF-LOG
+                            run 90, 8b pp256 12270 t/s with panels, 17730 with v7 */
     STAGE_SLOTS = 8,     /* pinned staging buffers per part for the upload */
     STAGE_BYTES = 16 << 20,
     N_READERS = 4,       /* threads per part copying the mapped file into staging buffers */
@@ -234,6 +233,7 @@ struct forward_cuda {
     int fuse;           /* fuse_mode(), read once at create */
     int rope_fold;      /* rope_fold_mode(), read once at create */
     int att_early;      /* att_early_mode(), read once at create */
+    int pipe_ub;        /* MGI_PIPE_UB: the layer split's micro-batch tokens (0: run_pass's rule), A/B runs */
     char trace_path[512];   /* MGI_TRACE's FILE ("" when off): two decode steps' block timeline */
     int trace_step;         /* MGI_TRACE's N: the first replay of a one-part decode graph it traces */
     void *trace_buf;        /* device, TRACE_BYTES, while tracing */
@@ -1120,7 +1120,11 @@ static void gemm_variant_from_env(void) {
     const char *e = getenv("MGI_GEMM");
     g_gemm_variant = e && e[0] && !e[1] && strchr("24567", e[0]) ? e[0] - '0' : 7;
     gemm_use_variant(g_gemm_variant);
-    gemm_panel_min_tokens(GEMM_PANEL_MIN_TOKENS);
+    /* the panel path's token threshold and kernels.h's gemm_panel_rule, for A/B runs */
+    e = getenv("MGI_PANEL_MIN");
+    gemm_panel_min_tokens(e && atoi(e) > 0 ? atoi(e) : GEMM_PANEL_MIN_TOKENS);
+    e = getenv("MGI_PANEL_RULE");
+    gemm_panel_rule(!(e && !strcmp(e, "0")));
     /* Decode attention (paged.h's paged_attention_use_variant): 3, the default, the tensor-core
      * kernel's V3 (PERF-LOG run 34: 8b q4_k_m tg32 @ d16384 402.4 t/s, 361.1 with 2); MGI_ATT=2
      * its first form, 1 the tiled CUDA-core kernel, for A/B runs */
@@ -1396,15 +1400,15 @@ static int run_pass(forward_cuda *f, int n, int head, int graphs, int capture, c
      * while the next part works on this one (their streams only meet at the send). */
     int ub = n;
     if (f->n_part > 1 && !graphs && n >= 2 * PIPE_MIN) {
-        /* 2 micro-batches per part, in whole 64-token GEMM tiles (a 96-token GEMM costs as much
-         * as a 128-token one: kernel lab, PERF-LOG run 8) */
-        ub = (n + 2 * f->n_part - 1) / (2 * f->n_part);
+        /* With k micro-batches over P parts a pass takes (k + P - 1) micro-batch stage times, so
+         * more micro-batches mean a smaller bubble until the GEMMs get thin. 4 per part, in whole
+         * 64-token GEMM tiles (a 96-token GEMM costs as much as a 128-token one: kernel lab,
+         * PERF-LOG run 8): one H200's rates at 64, 128 and 512 tokens (v7 below the panel
+         * threshold; PERF-LOG run 90) predict two GPUs at 1.62x one for 70b q4_k_m pp512 (64-token
+         * micro-batches; 1.44x with 128) and 1.20x for 8b (1.25x with 128). */
+        ub = (n + 4 * f->n_part - 1) / (4 * f->n_part);
         ub = (ub + PIPE_MIN - 1) / PIPE_MIN * PIPE_MIN;
-        /* The panel GEMM dequantises its weights once per call, so a micro-batch costs that much
-         * more than its share of the tokens: at 8b, two 256-token micro-batches on two devices ran
-         * at 0.77x of one device, one 512-token pass per device in turn at about 1.0x (PERF-LOG
-         * run 27). Micro-batches of PANEL_PIPE_MIN tokens, or none below two of them. */
-        if (g_gemm_variant != 2 && ub < PANEL_PIPE_MIN) ub = n >= 2 * PANEL_PIPE_MIN ? PANEL_PIPE_MIN : n;
+        if (f->pipe_ub) ub = f->pipe_ub < n ? f->pipe_ub : n;
     }
     for (int t0 = 0; t0 < n; t0 += ub) {
         span s = {n, t0, n - t0 < ub ? n - t0 : ub};
@@ -2206,6 +2210,11 @@ static void *cuda_create(const llama_model *m, const engine_plan *plan, int32_t 
     f->fuse = fuse_mode();
     f->rope_fold = rope_fold_mode();
     f->att_early = att_early_mode();
+    {
+        const char *e = getenv("MGI_PIPE_UB");
+        int v = e ? atoi(e) : 0;
+        f->pipe_ub = v >= PIPE_MIN ? v / PIPE_MIN * PIPE_MIN : 0;
+    }
     f->ahead_mode = ahead_mode();
     {
         const char *e = getenv("MGI_DIRECT_OUT"); /* run_head's direct writes; 0 for A/B runs */

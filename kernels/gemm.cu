@@ -166,6 +166,11 @@ extern "C" void gemm_panel_min_tokens(int n) { g_panel_min_n = n > GP_MIN_N ? n 
 
 static size_t gp_limit() { return g_panel_limit && g_panel_limit < GEMM_PANEL_BYTES ? g_panel_limit : GEMM_PANEL_BYTES; }
 
+/* Variant 7's choice between v7 and the panel path (gemm_panel_rule): 1, the default, the panel
+ * only where it measured faster; 0 every call from g_panel_min_n tokens, for A/B runs. */
+static int g_panel_rule = 1;
+extern "C" void gemm_panel_rule(int rule) { g_panel_rule = rule; }
+
 /* How a [rows, k] matrix is cut into panels of at most `limit` bytes: prows rows (a multiple of
  * 128) by pcs chunks (a multiple of 4, i.e. whole 256-weight super-blocks, or all C); nrp x nkp
  * panels. The whole matrix when it fits; otherwise panels of up to 4096 weights of k and as many
@@ -476,6 +481,21 @@ extern "C" int gemm_split_slices(uint32_t wtype, int64_t rows, int64_t k, int n,
     return gemm_slices(gemm_shape_for(n), rows, k, n, max_slices, &cps);
 }
 
+/* Whether variant 7 takes the panel path for a call (from g_panel_min_n tokens). The panel path
+ * pays a dequantising pass per call and adds its k panels (at most 4096 weights of k each) into Y
+ * one after another; v7 dequantises in registers, dearer for Q6_K than for Q4_K and cheap for
+ * Q4_0 and Q8_0. Under gemm_panel_rule 1 the panel runs where the kernel lab measured it faster
+ * (kbench gemm choice on an H200, PERF-LOG run 91: 45 shapes of the 1b, 8b and 70b at 256, 512
+ * and 1024 tokens): Q4_K with k <= 4096 (5120 x 4096 at 512 tokens: 86 us against v7's 96) and
+ * Q6_K with k <= 8192 (9216 x 8192: 296 against 329); v7 elsewhere (Q4_0 4096 x 14336: 139
+ * against 198; Q4_K 8192 x 28672: 621 against 798). Variants 4-6 always take it (their checks
+ * and A/B runs). */
+static bool gp_wanted(uint32_t wtype, int64_t k, int n) {
+    if (!gp_variant(g_variant) || n < g_panel_min_n) return false;
+    if (g_variant != 7 || !g_panel_rule) return true;
+    return (wtype == QUANT_Q4_K && k <= 4096) || (wtype == QUANT_Q6_K && k <= 8192);
+}
+
 /* gemm_f16_split; with parts non-null the planes of a split are left unsummed in scratch and
  * *parts says how many (1: y written). */
 static cudaError_t split_run(float *y, const void *w, uint32_t wtype, const uint16_t *x, int64_t rows, int64_t k, int n,
@@ -484,7 +504,7 @@ static cudaError_t split_run(float *y, const void *w, uint32_t wtype, const uint
     if (!gemm_args_ok(wtype, rows, k, n)) return cudaErrorInvalidValue;
     const uint8_t *wb = (const uint8_t *)w;
     const __half *xh = (const __half *)x;
-    if (gp_variant(g_variant) && n >= g_panel_min_n) {
+    if (gp_wanted(wtype, k, n)) {
         bool ran = false;
         cudaError_t e = gp_run(g_variant, y, wb, wtype, xh, (int)rows, (int)k, n, scratch, scratch_bytes, stream, true, &ran);
         if (e != cudaSuccess || ran) return e;

@@ -231,8 +231,12 @@ size_t gemm_variant_scratch_bytes(int v, int64_t rows, int64_t k, int n);
 void gemm_panel_limit(size_t bytes);
 /* Token counts below n (never below 128) run v2 (variant 7: v7) even when variant 4-7 is chosen:
  * a panel is dequantised once per call, which fewer tokens do not repay (the layer split's
- * 128-token micro-batches ran at half v2's speed). Process-wide; the engine sets 256. */
+ * 128-token micro-batches ran at half v2's speed). Process-wide; the engine sets 512. */
 void gemm_panel_min_tokens(int n);
+/* Variant 7 from that count: 1 (the default) takes the panel only where it measured faster than
+ * v7, Q4_K matrices with k <= 4096 and Q6_K with k <= 8192 (gemm.cu's gp_wanted); 0 for every
+ * matrix, for A/B runs. Process-wide. */
+void gemm_panel_rule(int rule);
 /* Kernel lab and tests: only the dequantisation launches a variant 4-7 gemm_f16_split would make
  * for this matrix and scratch, no products. The last panel stays at the start of the scratch
  * (rounded up to 1024 bytes) as [P / 128][pc][128 rows][64] f16, P the panel's rows (a multiple

@@ -234,17 +234,67 @@ static void bench_panel(lab &L, cublasHandle_t cb, gen_rng *r, uint32_t t, int64
     lab_matrix_free(mat);
 }
 
+/* Variant 7's choice at prompt token counts: v7 alone, the panel path alone, and the rule
+ * (gemm_panel_rule 1 from 512 tokens, as the engine sets it), each timed and checked, with the
+ * matrix's panel count; the rule's line says how far it is from the faster of the two. */
+static void bench_choice(lab &L, gen_rng *r, uint32_t t, int64_t rows, int64_t k, const std::vector<int> &ns) {
+    const int nmax = *std::max_element(ns.begin(), ns.end());
+    lab_matrix mat;
+    lab_matrix_make(mat, r, t, rows, k);
+    std::vector<uint16_t> x((size_t)nmax * k);
+    void *dx, *scr = nullptr;
+    float *dy;
+    CUDA_CHECK(cudaMalloc(&dx, x.size() * 2));
+    CUDA_CHECK(cudaMalloc(&dy, (size_t)nmax * rows * 4));
+    gemm_use_variant(7);
+    size_t sb = 0;
+    for (int n : ns) sb = std::max(sb, gemm_variant_scratch_bytes(7, rows, k, n < 256 ? 256 : n));
+    CUDA_CHECK(cudaMalloc(&scr, sb));
+    for (int n : ns) {
+        for (auto &v : x) v = quant_f32_to_f16((float)gen_uniform(r, -1, 1));
+        CUDA_CHECK(cudaMemcpy(dx, x.data(), (size_t)n * k * 2, cudaMemcpyHostToDevice));
+        const std::vector<double> ref = lab_ref(mat, x, n, k);
+        double ms[3];
+        for (int c = 0; c < 3; c++) { /* v7, panel, rule */
+            gemm_panel_min_tokens(c == 0 ? 1 << 30 : c == 1 ? 128 : 512);
+            gemm_panel_rule(c == 2);
+            auto run = [&] { CUDA_CHECK(gemm_f16_split(dy, mat.dr, t, (const uint16_t *)dx, rows, k, n, scr, sb, 0)); };
+            CUDA_CHECK(cudaMemset(dy, 0xff, (size_t)n * rows * 4));
+            run();
+            CUDA_CHECK(cudaDeviceSynchronize());
+            const double rel = lab_check(mat, dy, ref, n, rows);
+            if (!(rel < 2e-3)) g_fail++;
+            ms[c] = L.time_ms(run, 10);
+            static const char *const names[] = {"v7", "panel", "rule"};
+            const double best = ms[0] < ms[1] ? ms[0] : ms[1];
+            char vs[32] = "";
+            if (c == 2) snprintf(vs, sizeof vs, "%+.1f%%", (ms[2] / best - 1) * 100);
+            printf("| %-4s | %5lldx%-5lld | %4d | %-5s | %8.1f | %6.1f | %6s | %.1e %s |\n", quant_type_name(t),
+                   (long long)rows, (long long)k, n, names[c], ms[c] * 1e3, 2.0 * rows * k * n / (ms[c] * 1e-3) / 1e12,
+                   vs, rel, rel < 2e-3 ? "ok" : "FAIL");
+            fflush(stdout);
+        }
+    }
+    gemm_panel_rule(1);
+    gemm_panel_min_tokens(512);
+    gemm_use_variant(2);
+    CUDA_CHECK(cudaFree(scr));
+    CUDA_CHECK(cudaFree(dx)); CUDA_CHECK(cudaFree(dy));
+    lab_matrix_free(mat);
+}
+
 int main(int argc, char **argv) {
     if (!lab_has_device("gemm")) return 0;
-    enum { ALL, PANEL, V7, V7SPLIT } what = ALL;
+    enum { ALL, PANEL, V7, V7SPLIT, CHOICE } what = ALL;
     for (int i = 1; i < argc; i++) {
         if (!strcmp(argv[i], "panel")) what = PANEL;
         else if (!strcmp(argv[i], "v7")) what = V7;
         else if (!strcmp(argv[i], "v7split")) what = V7SPLIT;
+        else if (!strcmp(argv[i], "choice")) what = CHOICE;
         else if (!strcmp(argv[i], "nowgmma")) g_no_wgmma = true;
         else if (atoi(argv[i]) > 0) gemm_panel_limit((size_t)atoi(argv[i]) << 20);
         else {
-            fprintf(stderr, "usage: gemm [panel | v7 | v7split] [MiB] [nowgmma]\n");
+            fprintf(stderr, "usage: gemm [panel | v7 | v7split | choice] [MiB] [nowgmma]\n");
             return 1;
         }
     }
@@ -252,7 +302,7 @@ int main(int argc, char **argv) {
     cublasHandle_t cb;
     CUBLAS_CHECK(cublasCreate(&cb));
     gen_rng r = {0x777ull ^ (uint64_t)time(NULL)};
-    gemm_panel_min_tokens(256); /* as the engine (GEMM_PANEL_MIN_TOKENS): variant 7 runs v7 below it */
+    gemm_panel_min_tokens(512); /* as the engine (GEMM_PANEL_MIN_TOKENS): variant 7 runs v7 below it */
     const char *const small_head =
         "| type | rows x k | n | kernel | slices | us | weight GB/s | TFLOP/s | vs v2 | rel err |\n"
         "|---|---|---|---|---|---|---|---|---|---|\n";
@@ -284,6 +334,15 @@ int main(int argc, char **argv) {
         static const int64_t km_shapes[][2] = {{5120, 4096}, {1024, 4096}, {4096, 4096}, {28672, 4096}, {4096, 14336}};
         for (uint32_t t : {QUANT_Q4_K, QUANT_Q6_K})
             for (const auto &s : km_shapes) bench(L, cb, &r, t, s[0], s[1], {16, 32, 64, 128}, modes);
+    }
+    if (what == CHOICE) { /* v7 or panels at prompt sizes, on the 1b, 8b and 70b matrices as grouped */
+        printf("| type | rows x k | n | path | us | TFLOP/s | rule vs best | rel err |\n|---|---|---|---|---|---|---|---|\n");
+        static const int64_t shapes[][2] = {{2560, 2048}, {512, 2048}, {2048, 2048}, {16384, 2048}, {2048, 8192},
+                                            {5120, 4096}, {1024, 4096}, {4096, 4096}, {28672, 4096}, {4096, 14336},
+                                            {9216, 8192}, {1024, 8192}, {8192, 8192}, {57344, 8192}, {8192, 28672}};
+        for (uint32_t t : {QUANT_Q4_K, QUANT_Q6_K, QUANT_Q4_0})
+            for (int i = 0; i < (t == QUANT_Q4_0 ? 10 : 15); i++) /* Q4_0: the 1b's and 8b's */
+                bench_choice(L, &r, t, shapes[i][0], shapes[i][1], {256, 512, 1024});
     }
     CUBLAS_CHECK(cublasDestroy(cb));
     printf("%s kbench gemm: %d check failures\n", g_fail ? "FAIL" : "PASS", g_fail);
