@@ -63,7 +63,7 @@ enum {
                             launches them all, most exiting at once at short contexts) */
     ATT_BLOCKS_PER_SM = 4, /* attention launches aim at this many blocks per SM (att_splits) */
     GEMM_PANEL_MIN_TOKENS = 512, /* prompt GEMMs of fewer tokens run v7 (gemm_panel_min_tokens): PERF-LOG
-                            run 90, 8b pp256 12270 t/s with panels, 17730 with v7 */
+                            run 91, 8b pp256 12270 t/s with panels, 17730 with v7 */
     STAGE_SLOTS = 8,     /* pinned staging buffers per part for the upload */
     STAGE_BYTES = 16 << 20,
     N_READERS = 4,       /* threads per part copying the mapped file into staging buffers */
@@ -1404,7 +1404,7 @@ static int run_pass(forward_cuda *f, int n, int head, int graphs, int capture, c
          * more micro-batches mean a smaller bubble until the GEMMs get thin. 4 per part, in whole
          * 64-token GEMM tiles (a 96-token GEMM costs as much as a 128-token one: kernel lab,
          * PERF-LOG run 8): one H200's rates at 64, 128 and 512 tokens (v7 below the panel
-         * threshold; PERF-LOG run 90) predict two GPUs at 1.62x one for 70b q4_k_m pp512 (64-token
+         * threshold; PERF-LOG run 91) predict two GPUs at 1.62x one for 70b q4_k_m pp512 (64-token
          * micro-batches; 1.44x with 128) and 1.20x for 8b (1.25x with 128). */
         ub = (n + 4 * f->n_part - 1) / (4 * f->n_part);
         ub = (ub + PIPE_MIN - 1) / PIPE_MIN * PIPE_MIN;

@@ -482,18 +482,21 @@ extern "C" int gemm_split_slices(uint32_t wtype, int64_t rows, int64_t k, int n,
 }
 
 /* Whether variant 7 takes the panel path for a call (from g_panel_min_n tokens). The panel path
- * pays a dequantising pass per call and adds its k panels (at most 4096 weights of k each) into Y
- * one after another; v7 dequantises in registers, dearer for Q6_K than for Q4_K and cheap for
- * Q4_0 and Q8_0. Under gemm_panel_rule 1 the panel runs where the kernel lab measured it faster
- * (kbench gemm choice on an H200, PERF-LOG run 91: 45 shapes of the 1b, 8b and 70b at 256, 512
- * and 1024 tokens): Q4_K with k <= 4096 (5120 x 4096 at 512 tokens: 86 us against v7's 96) and
- * Q6_K with k <= 8192 (9216 x 8192: 296 against 329); v7 elsewhere (Q4_0 4096 x 14336: 139
- * against 198; Q4_K 8192 x 28672: 621 against 798). Variants 4-6 always take it (their checks
- * and A/B runs). */
+ * pays, per call, a dequantising pass and its k panels (at most 4096 weights of k each) adding into
+ * Y one after another, a cost that grows with k and that more tokens repay; v7 dequantises in
+ * registers for every 128-token tile, dearer for Q6_K than for Q4_K and cheap for Q4_0 and Q8_0.
+ * The kernel lab (kbench gemm choice on an H200, PERF-LOG runs 93 and 96: 45 shapes of the 1b, 8b and
+ * 70b at 256 to 2048 tokens) put the break-even k near proportional to the tokens: the panel wins
+ * where k <= base x n / 512, base 8192 for Q6_K, 4096 for Q4_K, 1024 for the others. At 512
+ * tokens: Q4_K 5120 x 4096 86 us against v7's 96, Q4_K 8192 x 28672 798 against 621, Q6_K 9216 x
+ * 8192 296 against 329, Q4_0 4096 x 14336 198 against 139; at 2048 tokens Q4_K 8192 x 28672 2316
+ * against 2468. Under gemm_panel_rule 0, and for variants 4-6 (their checks and A/B runs), every
+ * call from g_panel_min_n tokens takes it. */
 static bool gp_wanted(uint32_t wtype, int64_t k, int n) {
     if (!gp_variant(g_variant) || n < g_panel_min_n) return false;
     if (g_variant != 7 || !g_panel_rule) return true;
-    return (wtype == QUANT_Q4_K && k <= 4096) || (wtype == QUANT_Q6_K && k <= 8192);
+    const int64_t base = wtype == QUANT_Q6_K ? 8192 : wtype == QUANT_Q4_K ? 4096 : 1024;
+    return k * 512 <= base * (int64_t)n;
 }
 
 /* gemm_f16_split; with parts non-null the planes of a split are left unsummed in scratch and

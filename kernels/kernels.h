@@ -234,8 +234,8 @@ void gemm_panel_limit(size_t bytes);
  * 128-token micro-batches ran at half v2's speed). Process-wide; the engine sets 512. */
 void gemm_panel_min_tokens(int n);
 /* Variant 7 from that count: 1 (the default) takes the panel only where it measured faster than
- * v7, Q4_K matrices with k <= 4096 and Q6_K with k <= 8192 (gemm.cu's gp_wanted); 0 for every
- * matrix, for A/B runs. Process-wide. */
+ * v7, k <= base x n / 512 with base 8192 for Q6_K, 4096 for Q4_K and 1024 for the other types
+ * (gemm.cu's gp_wanted); 0 for every matrix, for A/B runs. Process-wide. */
 void gemm_panel_rule(int rule);
 /* Kernel lab and tests: only the dequantisation launches a variant 4-7 gemm_f16_split would make
  * for this matrix and scratch, no products. The last panel stays at the start of the scratch

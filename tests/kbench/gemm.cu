@@ -286,15 +286,27 @@ static void bench_choice(lab &L, gen_rng *r, uint32_t t, int64_t rows, int64_t k
 int main(int argc, char **argv) {
     if (!lab_has_device("gemm")) return 0;
     enum { ALL, PANEL, V7, V7SPLIT, CHOICE } what = ALL;
+    std::vector<int> choice_ns = {256, 512, 1024};
     for (int i = 1; i < argc; i++) {
         if (!strcmp(argv[i], "panel")) what = PANEL;
         else if (!strcmp(argv[i], "v7")) what = V7;
         else if (!strcmp(argv[i], "v7split")) what = V7SPLIT;
         else if (!strcmp(argv[i], "choice")) what = CHOICE;
+        else if (!strncmp(argv[i], "n=", 2)) { /* choice's token counts, e.g. n=1024,2048 */
+            choice_ns.clear();
+            for (const char *c = argv[i] + 2; *c;) {
+                const int v = atoi(c);
+                if (v > 0) choice_ns.push_back(v);
+                c = strchr(c, ',');
+                if (!c) break;
+                c++;
+            }
+            if (choice_ns.empty()) choice_ns = {256, 512, 1024};
+        }
         else if (!strcmp(argv[i], "nowgmma")) g_no_wgmma = true;
         else if (atoi(argv[i]) > 0) gemm_panel_limit((size_t)atoi(argv[i]) << 20);
         else {
-            fprintf(stderr, "usage: gemm [panel | v7 | v7split | choice] [MiB] [nowgmma]\n");
+            fprintf(stderr, "usage: gemm [panel | v7 | v7split | choice [n=N,N...]] [MiB] [nowgmma]\n");
             return 1;
         }
     }
@@ -342,7 +354,7 @@ int main(int argc, char **argv) {
                                             {9216, 8192}, {1024, 8192}, {8192, 8192}, {57344, 8192}, {8192, 28672}};
         for (uint32_t t : {QUANT_Q4_K, QUANT_Q6_K, QUANT_Q4_0})
             for (int i = 0; i < (t == QUANT_Q4_0 ? 10 : 15); i++) /* Q4_0: the 1b's and 8b's */
-                bench_choice(L, &r, t, shapes[i][0], shapes[i][1], {256, 512, 1024});
+                bench_choice(L, &r, t, shapes[i][0], shapes[i][1], choice_ns);
     }
     CUBLAS_CHECK(cublasDestroy(cb));
     printf("%s kbench gemm: %d check failures\n", g_fail ? "FAIL" : "PASS", g_fail);
