@@ -1,8 +1,9 @@
 #!/usr/bin/env bash
 # mgi on the CUDA backend from the command line: the default runs on the GPU and greedy text
 # equals the CPU's (-ngl 0) and partial offload's (-ngl 2) on aidreams260K f32; a missing device is a
-# usage error naming the flag; on two devices the split flags, and a stalled peer ends in one error
-# line and exit 3 within the (shortened) NCCL timeout. Without a CUDA device: SKIP.
+# usage error naming the flag; on two devices the split flags, mgi batch and the prompt cache on
+# layer and row splits against one GPU, and a stalled peer ends in one error line and exit 3 within
+# the (shortened) NCCL timeout. Without a CUDA device: SKIP.
 . tests/e2e/lib.sh
 F32="$SHARED/models/aidreams260K-f32.gguf"
 if "$MGI" devices 2>&1 | grep -q "no CUDA device"; then echo "SKIP gpu cli: no CUDA device"; exit 0; fi
@@ -32,6 +33,47 @@ if [ "$n_dev" -ge 2 ]; then
         test "$(grep -c 'time share' "$TMP/bench-sm.err")" -ge 2
     "$MGI" -m "$F32" -p "Once upon a time" -n 24 --temp 0 -sm row -ts 1,1 >"$TMP/row.txt" 2>/dev/null
     check "gpu cli: -sm row -ts 1,1 gives the same text" cmp -s "$TMP/gpu.txt" "$TMP/row.txt"
+    # mgi batch on the splits: each request's text equals one GPU's (greedy and seeded, 4 sequences
+    # decoded together), and a prompt cache saved on one GPU is reused on a split, and back.
+    printf '%s\n' "Once upon a time" "The little dog ran to the" "She opened the door and saw" \
+        "Tom had a red ball" "The sun was" >"$TMP/prompts.txt"
+    texts() { python3 -c 'import json, sys
+for l in open(sys.argv[1]): r = json.loads(l); print(r["id"], r["finish_reason"], json.dumps(r["text"]))' "$1"; }
+    for opt in "--temp 0" "--temp 0.8 -s 11"; do
+        "$MGI" batch -m "$F32" -f "$TMP/prompts.txt" -n 24 $opt -np 4 -sm none >"$TMP/b-none.jsonl" 2>/dev/null
+        texts "$TMP/b-none.jsonl" | sort >"$TMP/b-none.txt"
+        for sm in layer row; do
+            "$MGI" batch -m "$F32" -f "$TMP/prompts.txt" -n 24 $opt -np 4 -sm $sm -ts 1,1 >"$TMP/b-$sm.jsonl" \
+                2>"$TMP/b-$sm.err"
+            texts "$TMP/b-$sm.jsonl" | sort >"$TMP/b-$sm.txt"
+            if [ "$(wc -l <"$TMP/b-$sm.txt")" -eq 5 ] && cmp -s "$TMP/b-none.txt" "$TMP/b-$sm.txt"; then
+                pass "gpu cli: batch -sm $sm -np 4 ($opt): every request's text equals one GPU's"
+            else
+                fail "gpu cli: batch -sm $sm -np 4 ($opt)" "$(diff "$TMP/b-none.txt" "$TMP/b-$sm.txt" | head -3 | tr '\n' ' ') $(grep -m1 'mgi:' "$TMP/b-$sm.err")"
+            fi
+        done
+    done
+    P="Once upon a time there was a little dog who liked to run"
+    "$MGI" -m "$F32" -p "$P" -n 24 --temp 0 -sm none >"$TMP/pc-fresh.txt" 2>/dev/null
+    rm -f "$TMP/pc.bin"
+    "$MGI" -m "$F32" -p "$P" -n 24 --temp 0 -sm none --prompt-cache "$TMP/pc.bin" >/dev/null 2>&1
+    for sm in row layer; do
+        "$MGI" -m "$F32" -p "$P" -n 24 --temp 0 -sm $sm -ts 1,1 --prompt-cache "$TMP/pc.bin" --prompt-cache-ro \
+            >"$TMP/pc-$sm.txt" 2>"$TMP/pc-$sm.err"
+        if grep -q "reused [1-9][0-9]* of" "$TMP/pc-$sm.err" && cmp -s "$TMP/pc-fresh.txt" "$TMP/pc-$sm.txt"; then
+            pass "gpu cli: a prompt cache from one GPU reused on -sm $sm gives the same text"
+        else
+            fail "gpu cli: prompt cache from one GPU on -sm $sm" "$(grep -m1 -E 'prompt cache|mgi:' "$TMP/pc-$sm.err")"
+        fi
+    done
+    rm -f "$TMP/pc.bin"
+    "$MGI" -m "$F32" -p "$P" -n 24 --temp 0 -sm row -ts 1,1 --prompt-cache "$TMP/pc.bin" >/dev/null 2>&1
+    "$MGI" -m "$F32" -p "$P" -n 24 --temp 0 -sm none --prompt-cache "$TMP/pc.bin" >"$TMP/pc-back.txt" 2>"$TMP/pc-back.err"
+    if grep -q "reused [1-9][0-9]* of" "$TMP/pc-back.err" && cmp -s "$TMP/pc-fresh.txt" "$TMP/pc-back.txt"; then
+        pass "gpu cli: a prompt cache saved on -sm row reused on one GPU gives the same text"
+    else
+        fail "gpu cli: prompt cache from -sm row on one GPU" "$(grep -m1 -E 'prompt cache|mgi:' "$TMP/pc-back.err")"
+    fi
     # A peer that stops answering (engine/forward_cuda.c: MGI_FAULT=nccl-peer-stall keeps the last
     # device out of the all-reduces and the first device's sends): one error line, exit 3, no hang;
     # the line must be the stall's (no progress, or NCCL's own error), not some other failure.
