@@ -487,7 +487,8 @@ extern "C" int gemm_split_slices(uint32_t wtype, int64_t rows, int64_t k, int n,
  * registers for every 128-token tile, dearer for Q6_K than for Q4_K and cheap for Q4_0 and Q8_0.
  * The kernel lab (kbench gemm choice on an H200, PERF-LOG runs 93 and 96: 45 shapes of the 1b, 8b and
  * 70b at 256 to 2048 tokens) put the break-even k near proportional to the tokens: the panel wins
- * where k <= base x n / 512, base 8192 for Q6_K, 4096 for Q4_K, 1024 for the others. At 512
+ * where k <= base x n / 512, base 8192 for Q6_K, 4096 for Q4_K, 1024 for the others (measured
+ * on Q4_0; Q8_0 taken with it). At 512
  * tokens: Q4_K 5120 x 4096 86 us against v7's 96, Q4_K 8192 x 28672 798 against 621, Q6_K 9216 x
  * 8192 296 against 329, Q4_0 4096 x 14336 198 against 139; at 2048 tokens Q4_K 8192 x 28672 2316
  * against 2468. Under gemm_panel_rule 0, and for variants 4-6 (their checks and A/B runs), every
