@@ -1125,6 +1125,8 @@ static void gemm_variant_from_env(void) {
     gemm_panel_min_tokens(e && atoi(e) > 0 ? atoi(e) : GEMM_PANEL_MIN_TOKENS);
     e = getenv("MGI_PANEL_RULE");
     gemm_panel_rule(!(e && !strcmp(e, "0")));
+    e = getenv("MGI_V7_PLANES"); /* kernels.h's gemm_v7_plane_model, for A/B runs */
+    gemm_v7_plane_model(!(e && !strcmp(e, "0")));
     /* Decode attention (paged.h's paged_attention_use_variant): 3, the default, the tensor-core
      * kernel's V3 (PERF-LOG run 34: 8b q4_k_m tg32 @ d16384 402.4 t/s, 361.1 with 2); MGI_ATT=2
      * its first form, 1 the tiled CUDA-core kernel, for A/B runs */

@@ -357,6 +357,15 @@ extern "C" void gemm_force_slices(int s) { g_force_slices = s > 0 ? s : 0; }
  * (gemm_force_slices; kbench gemm v7split). */
 #define G7_FILL 4
 
+/* The planes' traffic in chunk times assumes a chunk time is the weights' memory time, true of the
+ * small-n shapes; the 128 x 128 tile of n > 64 is bound by its dequantisation and MMAs instead:
+ * 4096 x 4096 Q4_K at 256 tokens ran 68 chunk times in 49.6 us, 0.73 us each, about 4 times the
+ * 0.17 us its weights take to stream (PERF-LOG run 93), so its planes cost a quarter as many chunk
+ * times. gemm_v7_plane_model(0) restores the one rate for every shape, for A/B runs. */
+#define G7_TILE_COMPUTE 4
+static int g_plane_model = 1;
+extern "C" void gemm_v7_plane_model(int on) { g_plane_model = on; }
+
 static int g7_slices(const g7_shape &sh, uint32_t wtype, int64_t rows, int64_t k, int64_t n, int max_slices, int *cps) {
     const int64_t C = mv2_chunks(k), groups = (C + 3) / 4;
     const int64_t tiles = ((rows + sh.brows - 1) / sh.brows) * ((n + sh.btoks - 1) / sh.btoks);
@@ -370,6 +379,7 @@ static int g7_slices(const g7_shape &sh, uint32_t wtype, int64_t rows, int64_t k
     if (smax < 2) return 1;
     const double chunk = (double)(sh.brows / 16) * (double)mv2_bytes((int)wtype, 16, 64);
     const double plane = (double)n * (double)rows * sizeof(float);
+    const double plane_div = g_plane_model && sh.btoks == 128 ? G7_TILE_COMPUTE : 1;
     int64_t best_cs = C, lo = 1, hi = smax;
     if (g_force_slices) lo = hi = g_force_slices < smax ? g_force_slices : smax;
     double best = -1;
@@ -377,7 +387,7 @@ static int g7_slices(const g7_shape &sh, uint32_t wtype, int64_t rows, int64_t k
         const int64_t cs = 4 * ((groups + s - 1) / s), sl = (C + cs - 1) / cs; /* chunks per slice, slices */
         const int64_t waves = (tiles * sl + sms - 1) / sms;
         double cost = (double)waves * (double)((cs < C ? cs : C) + G7_FILL);
-        if (sl > 1) cost += (double)(2 * sl + 1) * plane / ((double)sms * chunk) + 1;
+        if (sl > 1) cost += (double)(2 * sl + 1) * plane / ((double)sms * chunk) / plane_div + 1;
         if (best < 0 || cost < best) {
             best = cost;
             best_cs = cs;

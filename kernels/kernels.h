@@ -216,6 +216,10 @@ void gemm_use_variant(int v);
  * instead of its model's choice; 0 restores the model. Process-wide; size the scratch after it
  * (gemm_f16_scratch_bytes follows the model, which may choose fewer slices). */
 void gemm_force_slices(int s);
+/* A/B runs: 0 counts v7's split-K planes at the weights' streaming rate for every tile shape (the
+ * model before session 11), 1 (the default) a quarter of that for the compute-bound 128 x 128
+ * tile of more than 64 tokens (gemm.cu's G7_TILE_COMPUTE). Process-wide; size scratch after it. */
+void gemm_v7_plane_model(int on);
 /* Kernel lab and tests: the number of K slices gemm_f16_split would use for this call under the
  * variant in force (1: no split; the panel path's own split is not counted). */
 int gemm_split_slices(uint32_t wtype, int64_t rows, int64_t k, int n, size_t scratch_bytes);

@@ -7,11 +7,13 @@
  * (gemm_use_variant) through gemm_f16_split with full scratch, the engine's path, and v3 in one
  * pass (gemm_f16) where the split cuts K. "gemm v7": v2 against v7 at n = 16, 32, 64, 128 on the
  * 8b decode shapes (q/k/v and gate/up stacked); "gemm v7split": v7 with its slice model against
- * forced slice counts (gemm_force_slices), to tune the model. Each run is checked on ~64 sampled
+ * forced slice counts (gemm_force_slices), to tune the model (oldplanes: session 10's model);
+ * "gemm choice": variant 7's v7 against its panels per matrix, and its rule (gp_wanted); n=N,...
+ * sets the token counts of v7split and choice. Each run is checked on ~64 sampled
  * rows against quant_dequant_row + f64 and timed (median of 10 after an L2 flush) as TFLOP/s =
  * 2 rows k n / time and as weight GB/s (repacked bytes / time, the bound at small n); at n >= 128
  * next to cuBLAS (GemmEx, f16 in, f32 out and compute) on the same weights dequantised to f16, the
- * yardstick. Usage: gemm [panel | v7 | v7split] [MiB] [nowgmma] (nowgmma: without v4, v6 and v7,
+ * yardstick. Usage: gemm [panel | v7 | v7split [oldplanes] | choice] [n=N,...] [MiB] [nowgmma] (nowgmma: without v4, v6 and v7,
  * should they fault). */
 #include <cstdio>
 #include <cstdlib>
@@ -129,7 +131,7 @@ static void bench(lab &L, cublasHandle_t cb, gen_rng *r, uint32_t t, int64_t row
         double v2_ms = 0;
         for (const lab_mode &m : modes) {
             if (m.v == M_CUBLAS && n < 128) continue;
-            if (m.v == 7 && (g_no_wgmma || n >= 256)) continue; /* from 256 tokens variant 7 is v4 */
+            if (m.v == 7 && (g_no_wgmma || n >= 512)) continue; /* from 512 tokens variant 7 may take the panels */
             gemm_use_variant(m.v == M_V3_ONE_PASS ? 3 : m.v == M_CUBLAS ? 2 : m.v);
             gemm_force_slices(m.forced);
             int slices = 1;
@@ -286,7 +288,7 @@ static void bench_choice(lab &L, gen_rng *r, uint32_t t, int64_t rows, int64_t k
 int main(int argc, char **argv) {
     if (!lab_has_device("gemm")) return 0;
     enum { ALL, PANEL, V7, V7SPLIT, CHOICE } what = ALL;
-    std::vector<int> choice_ns = {256, 512, 1024};
+    std::vector<int> choice_ns = {256, 512, 1024}, split_ns = {16, 32, 64, 128};
     for (int i = 1; i < argc; i++) {
         if (!strcmp(argv[i], "panel")) what = PANEL;
         else if (!strcmp(argv[i], "v7")) what = V7;
@@ -302,11 +304,13 @@ int main(int argc, char **argv) {
                 c++;
             }
             if (choice_ns.empty()) choice_ns = {256, 512, 1024};
+            split_ns = choice_ns;
         }
+        else if (!strcmp(argv[i], "oldplanes")) gemm_v7_plane_model(0); /* v7split: the model before session 11 */
         else if (!strcmp(argv[i], "nowgmma")) g_no_wgmma = true;
         else if (atoi(argv[i]) > 0) gemm_panel_limit((size_t)atoi(argv[i]) << 20);
         else {
-            fprintf(stderr, "usage: gemm [panel | v7 | v7split | choice [n=N,N...]] [MiB] [nowgmma]\n");
+            fprintf(stderr, "usage: gemm [panel | v7 | v7split [oldplanes] | choice] [n=N,N...] [MiB] [nowgmma]\n");
             return 1;
         }
     }
@@ -345,7 +349,7 @@ int main(int argc, char **argv) {
         /* the 8b q4_k_m's: Q/K stacked (Q4_K), V (Q6_K), wo, gate/up, down (either type) */
         static const int64_t km_shapes[][2] = {{5120, 4096}, {1024, 4096}, {4096, 4096}, {28672, 4096}, {4096, 14336}};
         for (uint32_t t : {QUANT_Q4_K, QUANT_Q6_K})
-            for (const auto &s : km_shapes) bench(L, cb, &r, t, s[0], s[1], {16, 32, 64, 128}, modes);
+            for (const auto &s : km_shapes) bench(L, cb, &r, t, s[0], s[1], split_ns, modes);
     }
     if (what == CHOICE) { /* v7 or panels at prompt sizes, on the 1b, 8b and 70b matrices as grouped */
         printf("| type | rows x k | n | path | us | TFLOP/s | rule vs best | rel err |\n|---|---|---|---|---|---|---|---|\n");
