@@ -2284,6 +2284,14 @@ static void *cuda_create(const llama_model *m, const engine_plan *plan, int32_t 
     for (int i = 0; i < f->n_part; i++) phys[i] = f->p[i].dev;
     nccl_job nj = {.n = f->n_part, .devs = phys};
     if (f->local) f->fault_stall = 0; /* MGI_FAULT needs a peer that can be lost: a second GPU */
+    /* virtual devices over several GPUs: the local copies and adds read the other GPUs' memory */
+    cudaError_t pe = f->local ? p2p_enable(phys, f->n_part) : cudaSuccess;
+    if (pe != cudaSuccess) {
+        (void)cudaGetLastError();
+        snprintf(err, err_size, "MGI_VIRTUAL_DEVICES: the parts' GPUs cannot reach each other's memory (%s); use "
+                 "one GPU (CUDA_VISIBLE_DEVICES) or no virtual devices", cudaGetErrorString(pe));
+        goto fail;
+    }
     int use_nccl = f->n_part > 1 && !f->local;
     if (use_nccl) nccl_watchdog_start();
     pthread_t nth;
