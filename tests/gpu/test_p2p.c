@@ -11,6 +11,7 @@
 #include <cuda_runtime_api.h>
 #include "tests/unit/test.h"
 #include "tests/gpu/gen.h"
+#include "engine/devices.h"
 #include "kernels/p2p.h"
 
 enum { MAXR = 4 };
@@ -52,21 +53,16 @@ static int one_round(gen_rng *r, int64_t count, float *h[MAXR], float *ref, floa
 }
 
 int main(void) {
-    int n = 0;
-    if (cudaGetDeviceCount(&n) != cudaSuccess || n < 1) {
-        SKIP("p2p all-reduce", "no CUDA device");
+    /* the engine's device list, so that MGI_VIRTUAL_DEVICES=N (engine/devices.h) puts the ranks on
+     * the GPUs in turn and the ranks' protocol runs on one GPU too */
+    char why[256];
+    const int n = engine_device_count(why, sizeof why);
+    if (n < 2) {
+        SKIP("p2p all-reduce", n < 1 ? "no CUDA device" : "needs 2 CUDA devices (or MGI_VIRTUAL_DEVICES=2)");
         return 0;
     }
-    /* MGI_VIRTUAL_DEVICES=N (engine/devices.h): N ranks over the devices in turn, so the ranks'
-     * protocol runs on one GPU too */
-    const char *v = getenv("MGI_VIRTUAL_DEVICES");
-    int ranks = v && atoi(v) >= 2 ? atoi(v) : n;
-    if (ranks < 2) {
-        SKIP("p2p all-reduce", "needs 2 CUDA devices (or MGI_VIRTUAL_DEVICES=2)");
-        return 0;
-    }
-    R = ranks < MAXR ? ranks : MAXR;
-    for (int k = 0; k < R; k++) devs[k] = k % n;
+    R = n < MAXR ? n : MAXR;
+    for (int k = 0; k < R; k++) devs[k] = engine_device_physical(k);
     cudaError_t e = p2p_enable(devs, R);
     if (e == cudaErrorPeerAccessUnsupported) {
         SKIP("p2p all-reduce", "no peer access between the devices");
