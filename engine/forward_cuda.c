@@ -233,7 +233,7 @@ struct forward_cuda {
     int fuse;           /* fuse_mode(), read once at create */
     int rope_fold;      /* rope_fold_mode(), read once at create */
     int att_early;      /* att_early_mode(), read once at create */
-    int pipe_ub;        /* MGI_PIPE_UB: the layer split's micro-batch tokens (0: run_pass's rule), A/B runs */
+    int pipe_ub;        /* pipe_ub_mode(), read once at create */
     char trace_path[512];   /* MGI_TRACE's FILE ("" when off): two decode steps' block timeline */
     int trace_step;         /* MGI_TRACE's N: the first replay of a one-part decode graph it traces */
     void *trace_buf;        /* device, TRACE_BYTES, while tracing */
@@ -1261,6 +1261,14 @@ static int att_early_mode(void) {
     return !(e && !strcmp(e, "0"));
 }
 
+/* MGI_PIPE_UB=N, for A/B runs: the layer split's micro-batches of N tokens (whole PIPE_MIN tiles),
+ * instead of run_pass's rule (0). */
+static int pipe_ub_mode(void) {
+    const char *e = getenv("MGI_PIPE_UB");
+    int v = e ? atoi(e) : 0;
+    return v >= PIPE_MIN ? v / PIPE_MIN * PIPE_MIN : 0;
+}
+
 /* MGI_AHEAD, for A/B runs: 0 one-part decode steps take their metadata by a copy queued before
  * the launch (no gate), 1 through the host gate but never launched ahead, anything else (2, the
  * default) the gate and engine_decode_ahead's launches (forward_cuda.gate). */
@@ -2212,11 +2220,7 @@ static void *cuda_create(const llama_model *m, const engine_plan *plan, int32_t 
     f->fuse = fuse_mode();
     f->rope_fold = rope_fold_mode();
     f->att_early = att_early_mode();
-    {
-        const char *e = getenv("MGI_PIPE_UB");
-        int v = e ? atoi(e) : 0;
-        f->pipe_ub = v >= PIPE_MIN ? v / PIPE_MIN * PIPE_MIN : 0;
-    }
+    f->pipe_ub = pipe_ub_mode();
     f->ahead_mode = ahead_mode();
     {
         const char *e = getenv("MGI_DIRECT_OUT"); /* run_head's direct writes; 0 for A/B runs */
