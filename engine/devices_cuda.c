@@ -48,7 +48,7 @@ int engine_device_physical(int i) {
 }
 
 int engine_device_query(int i, engine_device_info *info, char *err, size_t err_size) {
-    int phys = engine_device_physical(i);
+    const int phys = engine_device_physical(i), v = virtual_count();
     struct cudaDeviceProp p;
     cudaError_t e = cudaGetDeviceProperties(&p, phys);
     if (e != cudaSuccess) {
@@ -57,7 +57,7 @@ int engine_device_query(int i, engine_device_info *info, char *err, size_t err_s
     }
     memset(info, 0, sizeof *info);
     info->index = i;
-    if (virtual_count())
+    if (v)
         snprintf(info->name, sizeof info->name, "%.200s (virtual, on device %d)", p.name, phys);
     else
         snprintf(info->name, sizeof info->name, "%s", p.name);
@@ -72,7 +72,6 @@ int engine_device_query(int i, engine_device_info *info, char *err, size_t err_s
     cudaGetDevice(&prev);
     size_t free_b = 0, total_b = 0;
     if (cudaSetDevice(phys) == cudaSuccess && cudaMemGetInfo(&free_b, &total_b) == cudaSuccess) {
-        int v = virtual_count();
         if (v) { /* a virtual device: its share of the physical one's free memory */
             char why[8];
             int np = physical_count(why, sizeof why), shares = v / np + (phys < v % np);
