@@ -1043,10 +1043,42 @@ static void gate_open(forward_cuda *f, int words) {
     __atomic_store_n((int32_t *)&f->gate->go, 1, __ATOMIC_RELEASE);
 }
 
+/* The first, eager run of a row-split step over peer access (before its graphs are captured):
+ * segment by segment across the parts, each segment followed by every part's share of its
+ * all-reduce, the order in which the NCCL path issues them. Issuing one part's whole step before
+ * the next part's, as the replays do, can deadlock eagerly: a part's stream stops at its share of
+ * the first all-reduce until every peer's share has run, its later launches pile up in the stream's
+ * queue, and once that is full (a 70b step is ~750 launches a part) the host blocks in a launch
+ * before it has issued any peer's share, until the all-reduce's timeout (seen on 70b q4_k_m over 2
+ * virtual devices). A graph launch is one queue entry, so the replays may go part by part. */
+static int run_step_p2p_eager(forward_cuda *f, span s, int head, char *err, size_t err_size) {
+    const int n_seg = n_segments(f);
+    for (int i = 0; i < f->n_part; i++) {
+        part *p = &f->p[i];
+        DEV_TRY(cudaSetDevice(p->dev));
+        if (f->gate_pass && gate_launch(p, err, err_size)) return -1;
+    }
+    for (int seg = 0; seg < n_seg; seg++)
+        for (int i = 0; i < f->n_part; i++) {
+            part *p = &f->p[i];
+            DEV_TRY(cudaSetDevice(p->dev));
+            if (run_segment(p, seg, s, head, err, err_size)) return -1;
+            if (seg + 1 < n_seg && p2p_xn(p, i, s.n, err, err_size)) return -1;
+        }
+    return 0;
+}
+
+/* Whether every part holds its whole-step graph (seg -1 of segment_graph) for n tokens. */
+static int p2p_step_captured(const forward_cuda *f, int n, int greedy) {
+    for (int i = 0; i < f->n_part; i++)
+        if (!f->p[i].graphs[greedy][n] || !f->p[i].graphs[greedy][n][0]) return 0;
+    return 1;
+}
+
 /* A segment of a decode step from its graph: captured on the shape's second use (the first runs
  * eagerly, so lazy kernel setup happens outside capture). seg -1: run_step_p2p's whole step, in
  * slot 0. */
-static int segment_graph(part *p, int seg, span s, int greedy, int capture, char *err, size_t err_size) {
+static int segment_graph(part *p, int seg, span s, int greedy, int capture, int launch, char *err, size_t err_size) {
     forward_cuda *f = p->f;
     cudaGraphExec_t **gs = &p->graphs[greedy][s.n];
     if (!*gs && !(*gs = calloc((size_t)n_segments(f), sizeof **gs))) {
@@ -1072,8 +1104,9 @@ static int segment_graph(part *p, int seg, span s, int greedy, int capture, char
         cudaError_t ei = cudaGraphInstantiate(ge, g, 0);
         cudaGraphDestroy(g);
         DEV_TRY(ei);
+        DEV_TRY(cudaGraphUpload(*ge, p->st));
     }
-    DEV_TRY(cudaGraphLaunch(*ge, p->st));
+    if (launch) DEV_TRY(cudaGraphLaunch(*ge, p->st));
     return 0;
 }
 
@@ -1382,11 +1415,27 @@ static int run_pass(forward_cuda *f, int n, int head, int graphs, int capture, c
     span all = {n, 0, n};
     if (f->split == ENGINE_SPLIT_ROW && graphs && p2p_applies(f, n)) {
         /* one graph per device for the whole step (its all-reduces inside) */
+        if (!capture && !p2p_step_captured(f, n, head)) {
+            for (int i = 0; i < f->n_part; i++) mark(&f->p[i], 0);
+            if (run_step_p2p_eager(f, all, head, err, err_size)) return -1;
+            for (int i = 0; i < f->n_part; i++) mark(&f->p[i], 0);
+            return 0;
+        }
+        /* Every part's graph is captured, instantiated and uploaded before any is launched: a
+         * launched graph waits at its first all-reduce for every peer's, and on virtual devices
+         * (one GPU) the setup of a peer's large graph behind it stalled until the timeout (a
+         * 160-layer model, not a 140-layer one). On several GPUs this also starts the parts'
+         * graphs closer together. */
+        if (capture)
+            for (int i = 0; i < f->n_part; i++) {
+                DEV_TRY(cudaSetDevice(f->p[i].dev));
+                if (segment_graph(&f->p[i], -1, all, head, 1, 0, err, err_size)) return -1;
+            }
         for (int i = 0; i < f->n_part; i++) {
             part *p = &f->p[i];
             DEV_TRY(cudaSetDevice(p->dev));
             mark(p, 0);
-            if (segment_graph(p, -1, all, head, capture, err, err_size)) return -1;
+            if (segment_graph(p, -1, all, head, capture, 1, err, err_size)) return -1;
             mark(p, 0);
         }
         return 0;
@@ -1397,7 +1446,7 @@ static int run_pass(forward_cuda *f, int n, int head, int graphs, int capture, c
                 part *p = &f->p[i];
                 DEV_TRY(cudaSetDevice(p->dev));
                 mark(p, 0);
-                int rc = graphs ? segment_graph(p, seg, all, head, capture, err, err_size)
+                int rc = graphs ? segment_graph(p, seg, all, head, capture, 1, err, err_size)
                                 : run_segment(p, seg, all, head, err, err_size);
                 if (rc) return -1;
                 mark(p, 0);
@@ -1427,7 +1476,7 @@ static int run_pass(forward_cuda *f, int n, int head, int graphs, int capture, c
             if (i > 0 && send_x(f, i, s, err, err_size)) return -1;
             DEV_TRY(cudaSetDevice(p->dev));
             mark(p, 0);
-            int rc = graphs ? segment_graph(p, 0, s, head, capture, err, err_size)
+            int rc = graphs ? segment_graph(p, 0, s, head, capture, 1, err, err_size)
                             : run_segment(p, 0, s, head, err, err_size);
             if (rc) return -1;
             mark(p, 0);

@@ -74,6 +74,28 @@ for l in open(sys.argv[1]): r = json.loads(l); print(r["id"], r["finish_reason"]
     else
         fail "gpu cli: prompt cache from -sm row on one GPU" "$(grep -m1 -E 'prompt cache|mgi:' "$TMP/pc-back.err")"
     fi
+    # A deep model's first row-split decode step over peer access (MGI_P2P=1) runs eagerly, before
+    # its graphs are captured: ~1400 launches a device at 160 layers. Issued a device at a time,
+    # they once filled the first device's queue while its stream waited at the first all-reduce
+    # for shares the host had not issued yet: a hang until the all-reduce's timeout. The text
+    # must equal the NCCL (or virtual devices' local) all-reduce's: two shares add the same either
+    # way.
+    if "${BUILD:-build}/scripts/mkmodel" --shape demo --quant q4_0 --layers 160 -o "$TMP/deep.gguf" >/dev/null 2>&1; then
+        "$MGI" -m "$TMP/deep.gguf" -p "Once upon a time" -n 8 --temp 0 -sm row -ts 1,1 >"$TMP/deep-row.txt" 2>/dev/null
+        t0=$(date +%s)
+        MGI_P2P=1 MGI_NCCL_TIMEOUT=10 timeout 60 "$MGI" -m "$TMP/deep.gguf" -p "Once upon a time" -n 8 --temp 0 \
+            -sm row -ts 1,1 >"$TMP/deep-p2p.txt" 2>"$TMP/deep-p2p.err"
+        rc=$? el=$(($(date +%s) - t0))
+        if [ $rc -eq 0 ] && [ -s "$TMP/deep-row.txt" ] && cmp -s "$TMP/deep-row.txt" "$TMP/deep-p2p.txt"; then
+            pass "gpu cli: 160 layers, -sm row over peer access (MGI_P2P=1): same text as without, in ${el}s"
+        else
+            fail "gpu cli: 160 layers, -sm row over peer access (MGI_P2P=1)" \
+                "exit $rc after ${el}s: $(grep -m1 'mgi: ' "$TMP/deep-p2p.err")"
+        fi
+        rm -f "$TMP/deep.gguf"
+    else
+        fail "gpu cli: 160 layers over peer access" "${BUILD:-build}/scripts/mkmodel could not write the model"
+    fi
     # A peer that stops answering (engine/forward_cuda.c: MGI_FAULT=nccl-peer-stall keeps the last
     # device out of the all-reduces and the first device's sends): one error line, exit 3, no hang;
     # the line must be the stall's (no progress, or NCCL's own error), not some other failure.
