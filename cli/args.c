@@ -132,7 +132,8 @@ char *cli_read_file(const char *path, size_t *len) {
 int cli_sampling_flag(int argc, char **argv, int *i, sampler_params *sp) {
     const char *a = argv[*i], *v;
     if (strcmp(a, "--temp") && strcmp(a, "--top-k") && strcmp(a, "--top-p") && strcmp(a, "--min-p") &&
-        strcmp(a, "--repeat-penalty") && strcmp(a, "--repeat-last-n"))
+        strcmp(a, "--repeat-penalty") && strcmp(a, "--repeat-last-n") && strcmp(a, "--presence-penalty") &&
+        strcmp(a, "--frequency-penalty"))
         return 0;
     if (!(v = cli_value(argc, argv, i))) return -1;
     int bad;
@@ -141,6 +142,8 @@ int cli_sampling_flag(int argc, char **argv, int *i, sampler_params *sp) {
     else if (!strcmp(a, "--top-p")) bad = cli_parse_f32(a, v, -1e30f, 1e30f, &sp->top_p);
     else if (!strcmp(a, "--min-p")) bad = cli_parse_f32(a, v, -1e30f, 1e30f, &sp->min_p);
     else if (!strcmp(a, "--repeat-penalty")) bad = cli_parse_f32(a, v, -1e30f, 1e30f, &sp->repeat_penalty);
+    else if (!strcmp(a, "--presence-penalty")) bad = cli_parse_f32(a, v, -1e30f, 1e30f, &sp->presence_penalty);
+    else if (!strcmp(a, "--frequency-penalty")) bad = cli_parse_f32(a, v, -1e30f, 1e30f, &sp->freq_penalty);
     else bad = cli_parse_int(a, v, -1, 1 << 24, &sp->repeat_last_n);
     return bad ? -1 : 1;
 }

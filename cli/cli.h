@@ -39,7 +39,7 @@ double cli_now_ms(void);
 void cli_error(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
 
 /* The sampling flags that run and batch share (--temp, --top-k, --top-p, --min-p,
- * --repeat-penalty, --repeat-last-n): 1 when argv[*i] was one (value consumed into sp, *i
+ * --repeat-penalty, --presence-penalty, --frequency-penalty, --repeat-last-n): 1 when argv[*i] was one (value consumed into sp, *i
  * advanced), 0 when it is another flag, -1 on a bad value (printed). */
 int cli_sampling_flag(int argc, char **argv, int *i, sampler_params *sp);
 /* Checks the sampling values once all flags are read; 0, or -1 with the message printed. */

@@ -95,6 +95,11 @@ static int apply_field(request *r, const cJSON *f, const char **why, const char 
         if (json_num(f, 0, 1e30, &x, why)) return -1;
         if (!(x > 0)) { *why = "is out of range"; return -1; }
         p->sp.repeat_penalty = x;
+    } else if (!strcmp(k, "presence_penalty") || !strcmp(k, "frequency_penalty")) {
+        *range = "a finite number (0 = off)";
+        if (json_num(f, -1e30, 1e30, &x, why)) return -1;
+        if (k[0] == 'p') p->sp.presence_penalty = x;
+        else p->sp.freq_penalty = x;
     } else if (!strcmp(k, "repeat_last_n")) {
         *range = "-1 (the context) or 0..2^24";
         if (json_int(f, -1, 1 << 24, &i, why)) return -1;

@@ -1,5 +1,5 @@
-/* Sampling: llama.cpp's default chain (penalties, top-k, top-p, min-p, temperature, draw) on a
- * list of candidates, and a xoshiro256** generator seeded through splitmix64. */
+/* Sampling: llama.cpp's default chain (repeat, frequency and presence penalties, top-k, top-p,
+ * min-p, temperature, draw) on a list of candidates, and a xoshiro256** generator seeded through splitmix64. */
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -19,7 +19,7 @@ struct sampler {
 sampler_params sampler_default_params(void) {
     sampler_params p = {
         .temp = 0.8f, .top_k = 40, .top_p = 0.95f, .min_p = 0.05f,
-        .repeat_penalty = 1.0f, .repeat_last_n = 64, .seed = 0,
+        .repeat_penalty = 1.0f, .freq_penalty = 0.0f, .presence_penalty = 0.0f, .repeat_last_n = 64, .seed = 0,
     };
     return p;
 }
@@ -55,23 +55,30 @@ double sampler_rng_uniform(sampler_rng *r) { return (double)(sampler_rng_next(r)
 
 /* --- the chain's steps -------------------------------------------------------------------------- */
 
-void sampler_penalize(sampler_cand *c, size_t n, const int32_t *last, size_t n_last, float penalty) {
-    if (penalty == 1.0f || n_last == 0) return;
-    /* Each token in the history is penalised once, however often it appears (llama.cpp): per
-     * distinct id of the history (n_last is small, 64 by default) its candidate, found at c[id]
-     * in a fresh list (sampler_sample's) or else by a scan; not the whole vocabulary against the
-     * whole history (2 M compares a token at 32000 x 64). */
+static int penalties_off(sampler_penalties pen) {
+    return pen.repeat == 1.0f && pen.freq == 0.0f && pen.presence == 0.0f;
+}
+
+void sampler_penalize(sampler_cand *c, size_t n, const int32_t *last, size_t n_last, sampler_penalties pen) {
+    if (penalties_off(pen) || n_last == 0) return;
+    /* Each distinct token of the history is penalised once, with its count there (llama.cpp):
+     * per distinct id of the history (n_last is small, 64 by default) its candidate, found at
+     * c[id] in a fresh list (sampler_sample's) or else by a scan; not the whole vocabulary
+     * against the whole history (2 M compares a token at 32000 x 64). */
     for (size_t j = 0; j < n_last; j++) {
         const int32_t id = last[j];
         int dup = 0;
         for (size_t h = 0; h < j && !dup; h++) dup = last[h] == id;
         if (dup || id < 0) continue;
+        int count = 1;
+        for (size_t h = j + 1; h < n_last; h++) count += last[h] == id;
         size_t i = (size_t)id;
         if (i >= n || c[i].id != id)
             for (i = 0; i < n && c[i].id != id; i++) {}
         if (i == n) continue;
-        if (c[i].logit <= 0) c[i].logit *= penalty;
-        else c[i].logit /= penalty;
+        if (c[i].logit <= 0) c[i].logit *= pen.repeat;
+        else c[i].logit /= pen.repeat;
+        c[i].logit -= (float)count * pen.freq + pen.presence;
     }
 }
 
@@ -175,9 +182,10 @@ size_t sampler_pick(const sampler_cand *c, size_t n, double u) {
 
 sampler *sampler_new(const sampler_params *p, int32_t n_vocab, char *err, size_t err_size) {
     if (n_vocab < 1 || !(p->repeat_penalty > 0) || !(p->top_p >= 0 && p->top_p <= 1) ||
-        !(p->min_p >= 0 && p->min_p <= 1) || p->repeat_last_n < 0 || isnan(p->temp)) {
-        snprintf(err, err_size, "bad sampling parameters (repeat penalty must be > 0, top-p and min-p "
-                 "in [0, 1], repeat-last-n >= 0)");
+        !(p->min_p >= 0 && p->min_p <= 1) || p->repeat_last_n < 0 || isnan(p->temp) || !isfinite(p->freq_penalty) ||
+        !isfinite(p->presence_penalty)) {
+        snprintf(err, err_size, "bad sampling parameters (repeat penalty must be > 0, frequency and presence "
+                 "penalties finite, top-p and min-p in [0, 1], repeat-last-n >= 0)");
         return NULL;
     }
     sampler *s = calloc(1, sizeof *s);
@@ -211,15 +219,19 @@ void sampler_accept(sampler *s, int32_t id) {
     if (s->n_hist < cap) s->n_hist++;
 }
 
+static sampler_penalties penalties_of(const sampler_params *p) {
+    return (sampler_penalties){p->repeat_penalty, p->freq_penalty, p->presence_penalty};
+}
+
 int sampler_is_greedy(const sampler *s) {
-    return s->p.temp <= 0 && (s->p.repeat_penalty == 1.0f || s->p.repeat_last_n == 0);
+    return s->p.temp <= 0 && (penalties_off(penalties_of(&s->p)) || s->p.repeat_last_n == 0);
 }
 
 int32_t sampler_sample(sampler *s, const float *logits) {
     sampler_cand *c = s->cand;
     size_t n = (size_t)s->n_vocab;
     for (size_t i = 0; i < n; i++) c[i] = (sampler_cand){(int32_t)i, logits[i]};
-    sampler_penalize(c, n, s->hist, s->n_hist, s->p.repeat_penalty);
+    sampler_penalize(c, n, s->hist, s->n_hist, penalties_of(&s->p));
     if (s->p.temp <= 0) return c[sampler_temperature(c, n, 0) - 1].id;
     n = sampler_top_k(c, n, s->p.top_k);
     n = sampler_top_p(c, n, s->p.top_p);

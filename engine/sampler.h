@@ -1,5 +1,5 @@
-/* Token sampling with llama.cpp's default chain and semantics: repeat penalty over the last n
- * tokens -> top-k -> top-p -> min-p -> temperature -> a draw from the softmax with a seeded
+/* Token sampling with llama.cpp's default chain and semantics: penalties over the last n tokens
+ * (repeat, frequency, presence) -> top-k -> top-p -> min-p -> temperature -> a draw from the softmax with a seeded
  * PRNG (xoshiro256**), so the same seed gives the same tokens. temp <= 0 is greedy. */
 #ifndef MGI_ENGINE_SAMPLER_H
 #define MGI_ENGINE_SAMPLER_H
@@ -13,11 +13,14 @@ typedef struct {
     float top_p;           /* >= 1: off */
     float min_p;           /* <= 0: off */
     float repeat_penalty;  /* 1: off; > 0 */
-    int32_t repeat_last_n; /* tokens of history the penalty looks at; 0: off */
+    float freq_penalty;    /* 0: off; minus this times a token's count in the history */
+    float presence_penalty; /* 0: off; minus this once for a token in the history */
+    int32_t repeat_last_n; /* tokens of history the penalties look at; 0: off */
     uint64_t seed;
 } sampler_params;
 
-/* llama.cpp's defaults: temp 0.8, top-k 40, top-p 0.95, min-p 0.05, penalty 1.0 over 64, seed 0. */
+/* llama.cpp's defaults: temp 0.8, top-k 40, top-p 0.95, min-p 0.05, penalties 1.0 (repeat) and 0
+ * (frequency, presence) over 64 tokens, seed 0. */
 sampler_params sampler_default_params(void);
 
 typedef struct sampler sampler;
@@ -30,7 +33,7 @@ void sampler_free(sampler *s);
 void sampler_accept(sampler *s, int32_t id);
 /* Picks the next token from n_vocab logits (not modified). */
 int32_t sampler_sample(sampler *s, const float *logits);
-/* Nonzero when every pick is the argmax of the logits (temp <= 0 and no repeat penalty), so a
+/* Nonzero when every pick is the argmax of the logits (temp <= 0 and no penalty), so a
  * caller may let the backend pick (engine_eval_greedy) instead of fetching logits. */
 int sampler_is_greedy(const sampler *s);
 
@@ -42,7 +45,13 @@ typedef struct {
     float logit;
 } sampler_cand;
 
-void sampler_penalize(sampler_cand *c, size_t n, const int32_t *last, size_t n_last, float penalty);
+/* The penalties of llama.cpp's penalties sampler: a candidate whose id occurs count > 0 times in
+ * last[0..n_last) has its logit divided by repeat (multiplied when <= 0), then lowered by
+ * count x freq + presence. */
+typedef struct {
+    float repeat, freq, presence;
+} sampler_penalties;
+void sampler_penalize(sampler_cand *c, size_t n, const int32_t *last, size_t n_last, sampler_penalties pen);
 size_t sampler_top_k(sampler_cand *c, size_t n, int32_t k);
 size_t sampler_top_p(sampler_cand *c, size_t n, float p);
 size_t sampler_min_p(sampler_cand *c, size_t n, float p);

@@ -22,8 +22,10 @@ with open(sys.argv[1], "w") as f:
         else:
             r = {"id": "r%d" % i, "prompt": p, "n_predict": 8 + i}
             if i % 4 == 1: r.update(temperature=0.9, seed=100 + i)
-            if i % 4 == 2: r.update(temperature=0.7, seed=7, top_k=20, top_p=0.9, min_p=0.1, repeat_penalty=1.1)
+            if i % 4 == 2: r.update(temperature=0.7, seed=7, top_k=20, top_p=0.9, min_p=0.1, repeat_penalty=1.1,
+                                    presence_penalty=0.4, frequency_penalty=0.3)
             if i % 4 == 3: r.update(temperature=0)
+            if i % 4 == 3 and i >= 10: r.update(presence_penalty=1.5)
             f.write(json.dumps(r) + "\n")
 PY
 # Per id: finish_reason, tokens, text (sorted by id), to compare runs.
@@ -80,7 +82,8 @@ for i, line in enumerate(reqs):
         r = {"prompt": line}; rid = str(i + 1)
     args = ["-p", r["prompt"], "-n", str(r.get("n_predict", 24)), "--temp", str(r.get("temperature", 0)),
             "-s", str(r.get("seed", 1))]
-    for k, flag in (("top_k", "--top-k"), ("top_p", "--top-p"), ("min_p", "--min-p"), ("repeat_penalty", "--repeat-penalty")):
+    for k, flag in (("top_k", "--top-k"), ("top_p", "--top-p"), ("min_p", "--min-p"), ("repeat_penalty", "--repeat-penalty"),
+                    ("presence_penalty", "--presence-penalty"), ("frequency_penalty", "--frequency-penalty")):
         if k in r: args += [flag, str(r[k])]
     o = out[rid]
     print('"$MGI" -m "$F32" --log-disable -t 2 %s >"$TMP/run.txt" 2>/dev/null; ' % " ".join(shlex.quote(a) for a in args) +
@@ -89,6 +92,22 @@ PY
 bad_ids=$(. "$TMP/runs.sh")
 if [ -z "$bad_ids" ]; then pass "batch results equal single mgi runs (20 prompts, greedy and seeded)"
 else fail "batch results equal single mgi runs" "differ for ids: $bad_ids"; fi
+
+# llama.cpp's presence penalty: at 100 over the whole history (prompt included), greedy picks never
+# repeat a token of the prompt or of their own, where plain greedy does.
+printf '%s\n' '{"id": 1, "prompt": "Once upon a time", "temperature": 0, "n_predict": 40}' \
+    '{"id": 2, "prompt": "Once upon a time", "temperature": 0, "n_predict": 40, "presence_penalty": 100, "repeat_last_n": -1}' \
+    >"$TMP/pen.jsonl"
+"$MGI" batch -m "$F32" -f "$TMP/pen.jsonl" --ordered >"$TMP/pen.out" 2>/dev/null
+"$MGI" tokenize -m "$F32" -p "Once upon a time" --ids >"$TMP/pen.ids" 2>/dev/null
+python3 -c '
+import json, sys
+o = [json.loads(l) for l in open(sys.argv[1])]
+prompt = json.load(open(sys.argv[2]))
+plain, pen = o[0]["tokens"], o[1]["tokens"]
+ok = len(plain) == len(pen) == 40 and len(set(plain)) < 40 and len(set(pen)) == 40 and not set(pen) & set(prompt)
+sys.exit(0 if ok else 1)' "$TMP/pen.out" "$TMP/pen.ids"
+check "batch presence_penalty 100: 40 greedy tokens all new (plain greedy repeats)" test $? -eq 0
 
 # --ordered keeps input order.
 "$MGI" batch -m "$F32" -f "$TMP/req.jsonl" -np 8 -n 24 --temp 0 --ordered >"$TMP/ord" 2>/dev/null

@@ -37,11 +37,12 @@ int main(void) {
     request_free(&r);
     r = parse(" {\"id\": \"q-1\", \"prompt\": \"Hi \\\"there\\\"\\n\", \"n_predict\": 5, \"temperature\": 0.5, "
               "\"seed\": 42, \"top_k\": 7, \"top_p\": 0.8, \"min_p\": 0.2, \"repeat_penalty\": 1.3, "
-              "\"repeat_last_n\": -1, \"ignore_eos\": true}", 1);
+              "\"presence_penalty\": 0.25, \"frequency_penalty\": -0.5, \"repeat_last_n\": -1, \"ignore_eos\": true}", 1);
     CHECK(!r.error && !r.warning && !strcmp(r.id, "\"q-1\"") && !strcmp(r.prompt, "Hi \"there\"\n") &&
               r.p.n_predict == 5 && r.p.sp.temp == 0.5f && r.p.seed == 42 && r.p.sp.top_k == 7 &&
               r.p.sp.top_p == 0.8f && r.p.sp.min_p == 0.2f && r.p.sp.repeat_penalty == 1.3f &&
-              r.p.sp.repeat_last_n == -1 && r.p.ignore_eos,
+              r.p.sp.presence_penalty == 0.25f && r.p.sp.freq_penalty == -0.5f && r.p.sp.repeat_last_n == -1 &&
+              r.p.ignore_eos,
           "request JSON with every field", "error '%s'", r.error ? r.error : "");
     request_free(&r);
     r = parse("{\"prompt\": \"x\", \"id\": 12, \"colour\": 1, \"size\": 2}", 3);
@@ -66,6 +67,8 @@ int main(void) {
     expect_error("{\"prompt\": \"x\", \"seed\": \"7\"}", "must be a number", "request refuses a string seed");
     expect_error("{\"prompt\": \"x\", \"ignore_eos\": 1}", "true or false", "request refuses a numeric ignore_eos");
     expect_error("{\"prompt\": \"x\", \"repeat_penalty\": 0}", "\"repeat_penalty\"", "request refuses penalty 0");
+    expect_error("{\"prompt\": \"x\", \"presence_penalty\": \"high\"}", "\"presence_penalty\"",
+                 "request refuses a presence penalty that is not a number");
     expect_error("{\"prompt\": \"x\", \"id\": [1]}", "\"id\" must be", "request refuses an array id");
     /* Found by fuzz_jsonl: an id past double's range became the id text "null". */
     expect_error("{\"prompt\": \"x\", \"id\": 10000e06640}", "\"id\" must be", "request refuses an infinite id");

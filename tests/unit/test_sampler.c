@@ -60,9 +60,24 @@ static void test_filters(void) {
     c[1] = (sampler_cand){1, -2.0f};
     c[2] = (sampler_cand){2, 1.0f};
     const int32_t last[3] = {0, 1, 0};
-    sampler_penalize(c, 3, last, 3, 2.0f);
+    sampler_penalize(c, 3, last, 3, (sampler_penalties){2.0f, 0.0f, 0.0f});
     CHECK(c[0].logit == 1.0f && c[1].logit == -4.0f && c[2].logit == 1.0f,
           "sampler repeat penalty divides positive, multiplies negative, once per token",
+          "%g %g %g", c[0].logit, c[1].logit, c[2].logit);
+    /* llama.cpp: after the repeat penalty, minus count x frequency + presence (token 0 twice) */
+    c[0] = (sampler_cand){0, 2.0f};
+    c[1] = (sampler_cand){1, -2.0f};
+    c[2] = (sampler_cand){2, 1.0f};
+    sampler_penalize(c, 3, last, 3, (sampler_penalties){2.0f, 0.25f, 0.5f});
+    CHECK(c[0].logit == 0.0f && c[1].logit == -4.75f && c[2].logit == 1.0f,
+          "sampler frequency and presence penalties: minus count x 0.25 + 0.5 after the repeat penalty",
+          "%g %g %g", c[0].logit, c[1].logit, c[2].logit);
+    c[0] = (sampler_cand){0, 2.0f};
+    c[1] = (sampler_cand){1, -2.0f};
+    c[2] = (sampler_cand){2, 1.0f};
+    sampler_penalize(c, 3, last, 3, (sampler_penalties){1.0f, 1.0f, 0.0f});
+    CHECK(c[0].logit == 0.0f && c[1].logit == -3.0f && c[2].logit == 1.0f,
+          "sampler frequency penalty alone (repeat 1) lowers by the count",
           "%g %g %g", c[0].logit, c[1].logit, c[2].logit);
 
     const double p2[2] = {0.25, 0.75};
@@ -144,6 +159,28 @@ static void test_chain(void) {
     CHECK(t1 == 1 && t2 == 0, "sampler repeat penalty over the last n tokens", "got %d then %d", t1, t2);
     sampler_free(pen);
 
+    /* A presence or frequency penalty alone also makes greedy picks look at the history. */
+    p = sampler_default_params();
+    p.temp = 0;
+    p.presence_penalty = 1.5f;
+    pen = sampler_new(&p, 3, err, sizeof err);
+    int not_greedy = !sampler_is_greedy(pen);
+    sampler_accept(pen, 0);
+    t1 = sampler_sample(pen, l3); /* 3 - 1.5 < 2 */
+    sampler_free(pen);
+    p.presence_penalty = 0;
+    p.freq_penalty = 0.75f;
+    pen = sampler_new(&p, 3, err, sizeof err);
+    not_greedy &= !sampler_is_greedy(pen);
+    sampler_accept(pen, 0);
+    t2 = sampler_sample(pen, l3); /* 3 - 0.75 > 2 */
+    sampler_accept(pen, 0);
+    int32_t t3 = sampler_sample(pen, l3); /* 3 - 1.5 < 2 */
+    sampler_free(pen);
+    CHECK(not_greedy && t1 == 1 && t2 == 0 && t3 == 1,
+          "sampler presence penalty once per token, frequency penalty per occurrence (temp 0)",
+          "greedy flag %d, got %d, %d, %d", !not_greedy, t1, t2, t3);
+
     /* Frequencies of plain softmax draws. */
     p = sampler_default_params();
     p.top_k = 0;
@@ -195,19 +232,22 @@ static void test_large(void) {
         /* penalties: a history with repeats, on the fresh list and on a reversed copy */
         int32_t last[64];
         for (int j = 0; j < 64; j++) last[j] = (int32_t)(sampler_rng_uniform(&r) * (j < 32 ? N : 40));
+        const float fq = (float)(sampler_rng_uniform(&r) * 0.5), pr = (float)(sampler_rng_uniform(&r) * 0.5);
         float want[N];
         for (int i = 0; i < N; i++) {
-            int seen = 0;
-            for (int j = 0; j < 64 && !seen; j++) seen = last[j] == i;
-            want[i] = !seen ? c[i].logit : c[i].logit <= 0 ? c[i].logit * 1.3f : c[i].logit / 1.3f;
+            int count = 0;
+            for (int j = 0; j < 64; j++) count += last[j] == i;
+            want[i] = !count ? c[i].logit : c[i].logit <= 0 ? c[i].logit * 1.3f : c[i].logit / 1.3f;
+            if (count) want[i] -= (float)count * fq + pr;
         }
         for (int i = 0; i < N; i++) shuf[i] = c[N - 1 - i];
-        sampler_penalize(c, N, last, 64, 1.3f);
-        sampler_penalize(shuf, N, last, 64, 1.3f);
+        sampler_penalize(c, N, last, 64, (sampler_penalties){1.3f, fq, pr});
+        sampler_penalize(shuf, N, last, 64, (sampler_penalties){1.3f, fq, pr});
         for (int i = 0; i < N; i++) ok_p &= c[i].logit == want[i] && shuf[N - 1 - i].logit == want[i];
     }
     CHECK(ok_k, "sampler top-k on 32000 random candidates equals a full sort's first k", "differs");
-    CHECK(ok_p, "sampler repeat penalty on 32000 candidates, fresh and reordered, once per id", "differs");
+    CHECK(ok_p, "sampler penalties (repeat, frequency, presence) on 32000 candidates, fresh and reordered, once per id",
+          "differs");
 }
 
 int main(void) {
