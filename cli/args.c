@@ -39,6 +39,7 @@ int cli_engine_flag(int argc, char **argv, int *i, engine_params *ep) {
     else if (cli_is_flag(a, "-b", "--batch-size")) target = &ep->n_batch;
     else if (cli_is_flag(a, "-t", "--threads")) { target = &ep->n_threads; hi = 256; }
     else if (cli_is_flag(a, "--no-mmap", NULL)) { ep->use_mmap = 0; return 1; }
+    else if (cli_is_flag(a, "-fa", "--flash-attn")) { cli_flash_attn_flag(argc, argv, i); return 1; }
     else return cli_gpu_flag(argc, argv, i, ep);
     if (!(v = cli_value(argc, argv, i))) return -1;
     return cli_parse_int(a, v, lo, hi, target) ? -1 : 1;
@@ -127,6 +128,55 @@ char *cli_read_file(const char *path, size_t *len) {
     buf[n] = 0;
     if (len) *len = n;
     return buf;
+}
+
+/* llama.cpp's escape processing (common's string_process_escapes), in place: \n \r \t \' \" \\
+ * and \xNN (two characters that strtol reads as hex); any other backslash stays as it is. */
+size_t cli_process_escapes(char *s, size_t len) {
+    size_t o = 0;
+    for (size_t i = 0; i < len; i++) {
+        if (s[i] != '\\' || i + 1 >= len) {
+            s[o++] = s[i];
+            continue;
+        }
+        char c = s[++i];
+        const char *from = "nrt'\"\\", *to = "\n\r\t'\"\\", *k = c ? strchr(from, c) : NULL;
+        if (k) {
+            s[o++] = to[k - from];
+            continue;
+        }
+        if (c == 'x' && i + 2 < len) {
+            char hex[3] = {s[i + 1], s[i + 2], 0}, *end;
+            long v = strtol(hex, &end, 16);
+            if (end == hex + 2) {
+                s[o++] = (char)v;
+                i += 2;
+                continue;
+            }
+        }
+        s[o++] = '\\';
+        s[o++] = c;
+    }
+    return o;
+}
+
+void cli_print_piece(FILE *f, const tokenizer *t, int32_t id) {
+    size_t len;
+    const char *p = tokenizer_is_control(t, id) ? tokenizer_text(t, id, &len) : tokenizer_piece(t, id, &len);
+    fprintf(f, "%6d -> '", id);
+    fwrite(p, 1, len, f);
+    fputs("'\n", f);
+}
+
+void cli_flash_attn_flag(int argc, char **argv, int *i) {
+    static const char *const words[] = {"on", "enabled", "1", "true", "off", "disabled", "0", "false", "auto", "-1"};
+    const char *flag = argv[*i], *v = *i + 1 < argc ? argv[*i + 1] : "";
+    int k = 0;
+    while (k < 10 && strcmp(v, words[k])) k++;
+    if (k < 10) ++*i; /* its value; a bare -fa (llama.cpp before the value was required) is on */
+    if (k >= 4 && k < 8)
+        fprintf(stderr, "mgi: %s %s: mgi's attention is always the fused (flash) kind; the flag changes nothing\n",
+                flag, v);
 }
 
 int cli_sampling_flag(int argc, char **argv, int *i, sampler_params *sp) {

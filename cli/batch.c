@@ -63,6 +63,8 @@ static const char batch_usage[] =
     CLI_GPU_USAGE
     "        --no-mmap            read the model into memory instead of mapping it (default mmap)\n"
     "        --log-disable        no summary or warnings on stderr (default off)\n"
+    "  -fa,  --flash-attn [on|off|auto]  accepted for llama.cpp compatibility: mgi's attention is\n"
+    "                             always the fused kind (off changes nothing, and says so)\n"
     "  -h,   --help               this text\n";
 
 /* Built-in prompts for synthetic runs (-ns), as llama.cpp's parallel example has. */

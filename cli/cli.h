@@ -5,10 +5,12 @@
 
 #include <stddef.h>
 #include <stdint.h>
+#include <stdio.h>
 
 #include "engine/engine.h"
 
 #include "engine/sampler.h"
+#include "engine/tokenizer.h"
 
 enum { EXIT_USAGE = 1, EXIT_BADINPUT = 2, EXIT_RUNTIME = 3 };
 
@@ -32,6 +34,16 @@ int cli_parse_f32(const char *flag, const char *s, float lo, float hi, float *ou
 const char *cli_value(int argc, char **argv, int *i);
 /* Reads a whole file (or stdin for "-") into a NUL-terminated buffer; NULL with a message. */
 char *cli_read_file(const char *path, size_t *len);
+/* llama.cpp's escape processing of prompts (common's string_process_escapes, on by default there
+ * and here; --no-escape turns it off): \n \r \t \' \" \\ and \xNN become their characters, in
+ * place; returns the new length. */
+size_t cli_process_escapes(char *s, size_t len);
+/* One token as llama-tokenize lists it: "%6d -> 'piece'", control tokens with their own text. */
+void cli_print_piece(FILE *f, const tokenizer *t, int32_t id);
+/* llama.cpp's -fa/--flash-attn at argv[*i], with its optional value (on|off|auto and their
+ * synonyms; consumed, *i advanced) or bare (older llama.cpp: on). mgi's attention is always
+ * fused, so nothing changes; off gets a note on stderr saying so. */
+void cli_flash_attn_flag(int argc, char **argv, int *i);
 /* 1 when argument a is the short or (when not NULL) the long name of a flag. */
 int cli_is_flag(const char *a, const char *short_name, const char *long_name);
 /* Monotonic clock in milliseconds, for the timing lines. */
@@ -51,7 +63,7 @@ void cli_catch_signals(void);
 int cli_signal(void);
 
 /* Engine flags every generating subcommand shares: -c/--ctx-size, -b/--batch-size,
- * -t/--threads, --no-mmap and the GPU flags below. 1 when argv[*i] was one (its value consumed),
+ * -t/--threads, --no-mmap, -fa/--flash-attn (cli_flash_attn_flag) and the GPU flags below. 1 when argv[*i] was one (its value consumed),
  * 0 when not, -1 on a bad value (message printed). */
 int cli_engine_flag(int argc, char **argv, int *i, engine_params *ep);
 

@@ -22,6 +22,10 @@ static const char ppl_usage[] =
     CLI_GPU_USAGE
     "        --no-mmap            read the model into memory instead of mapping it (default mmap)\n"
     "        --log-disable        no progress lines on stderr (default off)\n"
+    "        --no-escape          score the text as it is; by default \\n \\r \\t \\' \\\" \\\\ and \\xNN\n"
+    "                             become those characters first, as llama-perplexity does (-e)\n"
+    "  -fa,  --flash-attn [on|off|auto]  accepted for llama.cpp compatibility: mgi's attention is\n"
+    "                             always the fused kind (off changes nothing, and says so)\n"
     "  -h,   --help               this text\n";
 
 /* log p(tok) from one row of logits, as llama.cpp computes it: max-shifted, sum in double. */
@@ -36,7 +40,7 @@ static double log_prob(const float *logits, int32_t n_vocab, int32_t tok) {
 
 int cli_perplexity(int argc, char **argv) {
     const char *model = NULL, *file = NULL;
-    bool log_on = true;
+    bool log_on = true, escape = true;
     engine_params ep = engine_default_params();
     for (int i = 1; i < argc; i++) {
         const char *a = argv[i], *v;
@@ -50,6 +54,8 @@ int cli_perplexity(int argc, char **argv) {
         } else if ((g = cli_engine_flag(argc, argv, &i, &ep))) {
             if (g < 0) return EXIT_USAGE;
         } else if (!strcmp(a, "--log-disable")) { log_on = false;
+        } else if (cli_is_flag(a, "-e", "--escape")) { escape = true;
+        } else if (!strcmp(a, "--no-escape")) { escape = false;
         } else {
             cli_error("unknown flag '%s' (see mgi perplexity --help)", a);
             return EXIT_USAGE;
@@ -66,6 +72,7 @@ int cli_perplexity(int argc, char **argv) {
     size_t len;
     char *text = cli_read_file(file, &len);
     if (!text) return EXIT_BADINPUT;
+    if (escape) text[len = cli_process_escapes(text, len)] = 0; /* llama.cpp escapes its -f text too */
     char err[512];
     double t0 = (cli_now_ms() / 1e3);
     engine *e = NULL;

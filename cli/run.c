@@ -34,6 +34,11 @@ static const char run_usage[] =
     "                             (default 0.0)\n"
     "        --repeat-last-n N    tokens the penalties look back; 0 = off, -1 = context (default 64)\n"
     "        --ignore-eos         keep generating past the end-of-text token (default off)\n"
+    "  -e,   --escape             turn \\n \\r \\t \\' \\\" \\\\ and \\xNN in the prompt into those characters,\n"
+    "                             as llama.cpp does (default on; also for -f and stdin)\n"
+    "        --no-escape          take the prompt literally\n"
+    "  -sp,  --special            print control tokens' text (such as </s>) among the output\n"
+    "        --verbose-prompt     list the prompt's tokens (id -> 'piece') on stderr before generating\n"
     "        --prompt-cache FILE  reuse the KV state of a matching prompt prefix from FILE and save the\n"
     "                             state after this prompt there (a bad or foreign file is ignored)\n"
     "        --prompt-cache-ro    use --prompt-cache FILE but never write it (default off)\n"
@@ -42,13 +47,17 @@ static const char run_usage[] =
     "        --no-mmap            read the model into memory instead of mapping it (default mmap)\n"
     "        --echo               print the prompt before the generated text (default off)\n"
     "        --log-disable        no load, seed and timing lines on stderr (default off)\n"
+    "  -fa,  --flash-attn [on|off|auto]  accepted for llama.cpp compatibility: mgi's attention is\n"
+    "                             always the fused kind (off changes nothing, and says so)\n"
+    "  -no-cnv, --no-conversation, --no-warmup  accepted for llama-cli compatibility: mgi run never\n"
+    "                             converses and makes no warm-up pass (-cnv, -i are refused)\n"
     "  -h,   --help               this text\n";
 
 typedef struct {
     const char *model, *prompt, *file, *prompt_cache;
     int n_predict;
     int64_t seed;
-    bool ignore_eos, echo, log, prompt_cache_ro;
+    bool ignore_eos, echo, log, prompt_cache_ro, no_escape, special, verbose_prompt;
     engine_params ep;
     sampler_params sp;
 } run_opts;
@@ -86,6 +95,17 @@ static int parse(int argc, char **argv, run_opts *o) {
         } else if (cli_is_flag(a, "--prompt-cache-ro", NULL)) { o->prompt_cache_ro = true;
         } else if (cli_is_flag(a, "--echo", NULL)) { o->echo = true;
         } else if (cli_is_flag(a, "--log-disable", NULL)) { o->log = false;
+        } else if (cli_is_flag(a, "-e", "--escape")) { o->no_escape = false;
+        } else if (cli_is_flag(a, "--no-escape", NULL)) { o->no_escape = true;
+        } else if (cli_is_flag(a, "-sp", "--special")) { o->special = true;
+        } else if (cli_is_flag(a, "--verbose-prompt", NULL)) { o->verbose_prompt = true;
+        } else if (cli_is_flag(a, "-no-cnv", "--no-conversation") || cli_is_flag(a, "--no-warmup", NULL)) {
+            /* what mgi run does anyway: one generation from the prompt, no warm-up pass */
+        } else if (cli_is_flag(a, "-cnv", "--conversation") || cli_is_flag(a, "-i", "--interactive") ||
+                   cli_is_flag(a, "-if", "--interactive-first")) {
+            cli_error("%s: mgi run is not interactive: it generates once from the prompt (-p, -f or stdin) "
+                      "and exits; run it again per turn, or use mgi batch for many prompts", a);
+            return -1;
         } else {
             cli_error("unknown flag '%s' (see mgi run --help)", a);
             return -1;
@@ -107,18 +127,22 @@ static int parse(int argc, char **argv, run_opts *o) {
     return 0;
 }
 
-/* The prompt text: -p as given; -f or stdin without one trailing newline. NULL after a message. */
+/* The prompt text: -p as given; -f or stdin without one trailing newline; then, unless
+ * --no-escape, llama.cpp's escapes processed (it does so for -p and -f alike). NULL after a
+ * message. */
 static char *read_prompt(const run_opts *o, size_t *len) {
+    char *text;
     if (o->prompt) {
         *len = strlen(o->prompt);
-        return strdup(o->prompt);
-    }
-    if (!o->file && isatty(STDIN_FILENO)) {
+        if (!(text = strdup(o->prompt))) cli_error("out of memory");
+    } else if (!o->file && isatty(STDIN_FILENO)) {
         cli_error("no prompt: give -p TEXT or -f FILE, or pipe text on stdin");
         return NULL;
+    } else {
+        text = cli_read_file(o->file ? o->file : "-", len);
+        if (text && *len && text[*len - 1] == '\n') text[--*len] = 0;
     }
-    char *text = cli_read_file(o->file ? o->file : "-", len);
-    if (text && *len && text[*len - 1] == '\n') text[--*len] = 0;
+    if (text && !o->no_escape) text[*len = cli_process_escapes(text, *len)] = 0;
     return text;
 }
 
@@ -148,12 +172,21 @@ static int32_t cache_load(engine *e, const run_opts *o, const int32_t *ids, int3
     return same;
 }
 
-/* Writes a token's text as soon as it is whole; nonzero once stdout has failed (a full disk),
- * so generation stops instead of computing text nobody can read (main reports the error). */
-static int put_token(const tokenizer *tok, tokenizer_stream *st, int32_t id) {
+/* Writes a token's text as soon as it is whole (with --special a control token's own text, after
+ * any bytes held back for it); nonzero once stdout has failed (a full disk), so generation stops
+ * instead of computing text nobody can read (main reports the error). */
+static int put_token(const tokenizer *tok, tokenizer_stream *st, int32_t id, bool special) {
     char buf[512];
-    size_t n = tokenizer_stream_put(tok, st, id, buf, sizeof buf);
-    fwrite(buf, 1, n, stdout);
+    size_t n;
+    if (special && tokenizer_is_control(tok, id)) {
+        n = tokenizer_stream_flush(st, buf, sizeof buf);
+        fwrite(buf, 1, n, stdout);
+        const char *t = tokenizer_text(tok, id, &n);
+        fwrite(t, 1, n, stdout);
+    } else {
+        n = tokenizer_stream_put(tok, st, id, buf, sizeof buf);
+        fwrite(buf, 1, n, stdout);
+    }
     fflush(stdout);
     return ferror(stdout);
 }
@@ -235,6 +268,10 @@ int cli_run(int argc, char **argv) {
         fprintf(stderr, "prompt: %lld tokens, context %d, backend %s\n", (long long)n_prompt, n_ctx,
                 engine_backend(e));
     }
+    if (o.verbose_prompt) {
+        fprintf(stderr, "prompt tokens: %lld\n", (long long)n_prompt);
+        for (int64_t i = 0; i < n_prompt; i++) cli_print_piece(stderr, tok, ids[i]);
+    }
     if (o.echo) {
         fwrite(text, 1, text_len, stdout);
         fflush(stdout);
@@ -272,8 +309,11 @@ int cli_run(int argc, char **argv) {
         if (cli_signal()) break;
         int32_t id = greedy ? next : sampler_sample(smp, lg);
         sampler_accept(smp, id);
-        if (!o.ignore_eos && tokenizer_is_eog(tok, id)) break;
-        if (put_token(tok, &st, id)) break;
+        if (!o.ignore_eos && tokenizer_is_eog(tok, id)) {
+            if (o.special) put_token(tok, &st, id, true); /* as llama-cli -sp shows the end token */
+            break;
+        }
+        if (put_token(tok, &st, id, o.special)) break;
         n_gen++;
         if (o.n_predict > 0 && n_gen >= o.n_predict) break;
         if (pos >= n_ctx) {

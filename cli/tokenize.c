@@ -27,45 +27,6 @@ static const char usage[] =
     "      --log-disable      accepted for llama-tokenize compatibility (mgi logs nothing here)\n"
     "  -h, --help             this text\n";
 
-/* llama.cpp's escape processing (common's string_process_escapes), in place: \n \r \t \' \" \\
- * and \xNN (two characters that strtol reads as hex); any other backslash stays as it is. */
-static size_t process_escapes(char *s, size_t len) {
-    size_t o = 0;
-    for (size_t i = 0; i < len; i++) {
-        if (s[i] != '\\' || i + 1 >= len) {
-            s[o++] = s[i];
-            continue;
-        }
-        char c = s[++i];
-        const char *from = "nrt'\"\\", *to = "\n\r\t'\"\\", *k = c ? strchr(from, c) : NULL;
-        if (k) {
-            s[o++] = to[k - from];
-            continue;
-        }
-        if (c == 'x' && i + 2 < len) {
-            char hex[3] = {s[i + 1], s[i + 2], 0}, *end;
-            long v = strtol(hex, &end, 16);
-            if (end == hex + 2) {
-                s[o++] = (char)v;
-                i += 2;
-                continue;
-            }
-        }
-        s[o++] = '\\';
-        s[o++] = c;
-    }
-    return o;
-}
-
-/* One token's line for --pieces; control tokens show their text ("<s>"), as llama-tokenize does. */
-static void print_piece(const tokenizer *t, int32_t id) {
-    size_t len;
-    const char *p = tokenizer_is_control(t, id) ? tokenizer_text(t, id, &len) : tokenizer_piece(t, id, &len);
-    printf("%6d -> '", id);
-    fwrite(p, 1, len, stdout);
-    fputs("'\n", stdout);
-}
-
 int cli_tokenize(int argc, char **argv) {
     const char *model = NULL, *prompt = NULL, *file = NULL;
     bool from_stdin = false, pieces = false, no_bos = false, parse_special = true, show_count = false;
@@ -124,7 +85,7 @@ int cli_tokenize(int argc, char **argv) {
         buf = cli_read_file(file ? file : "-", &len);
         if (!buf) return EXIT_BADINPUT;
     }
-    if (escape) len = process_escapes(buf, len);
+    if (escape) len = cli_process_escapes(buf, len);
 
     char err[1024];
     int rc = 0;
@@ -154,7 +115,7 @@ int cli_tokenize(int argc, char **argv) {
         goto done;
     }
     if (pieces) {
-        for (int64_t i = 0; i < n; i++) print_piece(t, ids[i]);
+        for (int64_t i = 0; i < n; i++) cli_print_piece(stdout, t, ids[i]);
     } else {
         putchar('[');
         for (int64_t i = 0; i < n; i++) printf(i ? ", %d" : "%d", ids[i]);

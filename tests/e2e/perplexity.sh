@@ -65,3 +65,15 @@ rc=$?
 lines=$(printf '%s' "$out" | grep -c '')
 if [ $rc -ne 0 ] && [ "$lines" -eq 1 ]; then echo "PASS perplexity refuses a text shorter than 2 chunks ($out)"
 else echo "FAIL perplexity refuses a text shorter than 2 chunks: exit $rc, $lines lines: $out"; fi
+
+# llama-perplexity processes escapes in its -f text (on by default): the text with each newline
+# written as \n scores as the text itself; --no-escape scores the backslashes.
+esc=$(mktemp)
+trap 'rm -f "$short" "$esc"' EXIT
+python3 -c 'import sys; sys.stdout.write(open(sys.argv[1]).read().replace("\n", "\\n"))' "$SHARED/golden/perplexity/text.txt" >"$esc"
+ppl() { "$MGI" perplexity -m "$SHARED/models/aidreams260K-f32.gguf" -c 64 -ngl 0 "$@" 2>/dev/null | grep '^Final estimate'; }
+p_text=$(ppl -f "$SHARED/golden/perplexity/text.txt") p_esc=$(ppl -f "$esc") p_raw=$(ppl -f "$esc" --no-escape)
+if ! grep -q '\\n' "$SHARED/golden/perplexity/text.txt" && grep -q '\\n' "$esc" && [ -n "$p_text" ] &&
+    [ "$p_text" = "$p_esc" ] && [ -n "$p_raw" ] && [ "$p_raw" != "$p_text" ]; then
+    echo "PASS perplexity turns \\n in the text into newlines, as llama-perplexity ($p_esc); --no-escape does not ($p_raw)"
+else echo "FAIL perplexity escapes: text '$p_text', escaped '$p_esc', --no-escape '$p_raw'"; fi

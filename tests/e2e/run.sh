@@ -62,6 +62,50 @@ else fail "run stops at the context limit with a note" "$(tail -1 "$tmp/err")"; 
 if [ $? -eq 0 ] && grep -q "CPU" "$tmp/err"; then pass "run -ngl without a GPU backend runs on the CPU"
 else fail "run -ngl without a GPU backend runs on the CPU" "$(head -1 "$tmp/err")"; fi
 
+# llama.cpp's escapes (on by default, for -p, -f and stdin; --no-escape keeps them): a prompt
+# with \n and \x41 gives the text of the one with a real newline and "A".
+nl='Once upon a time
+A'
+"$MGI" -m "$F32" -p "$nl" -n 12 --temp 0 --log-disable -ngl 0 >"$tmp/esc-real" 2>/dev/null
+"$MGI" -m "$F32" -p 'Once upon a time\n\x41' -n 12 --temp 0 --log-disable -ngl 0 >"$tmp/esc-p" 2>/dev/null
+printf '%s\n' 'Once upon a time\n\x41' >"$tmp/esc.txt"
+"$MGI" -m "$F32" -f "$tmp/esc.txt" -n 12 --temp 0 --log-disable -ngl 0 >"$tmp/esc-f" 2>/dev/null
+"$MGI" -m "$F32" -n 12 --temp 0 --log-disable -ngl 0 <"$tmp/esc.txt" >"$tmp/esc-stdin" 2>/dev/null
+"$MGI" -m "$F32" -p 'Once upon a time\n\x41' -n 12 --temp 0 -ngl 0 --no-escape --verbose-prompt >"$tmp/esc-no" 2>"$tmp/esc-no.err"
+if [ -s "$tmp/esc-real" ] && cmp -s "$tmp/esc-real" "$tmp/esc-p" && cmp -s "$tmp/esc-real" "$tmp/esc-f" &&
+    cmp -s "$tmp/esc-real" "$tmp/esc-stdin"; then
+    pass "run turns \\n and \\x41 into a newline and A (-p, -f, stdin), as llama.cpp"
+else fail "run escapes" "$(od -c "$tmp/esc-p" | head -2)"; fi
+if grep -qxF "    95 -> '\\'" "$tmp/esc-no.err" && ! cmp -s "$tmp/esc-real" "$tmp/esc-no"; then
+    pass "run --no-escape keeps the backslashes (--verbose-prompt lists the '\\' token)"
+else fail "run --no-escape" "$(head -3 "$tmp/esc-no.err")"; fi
+# --verbose-prompt lists the prompt's tokens as mgi tokenize --pieces does, on stderr.
+"$MGI" -m "$F32" -p "Once upon a time" -n 2 --temp 0 --verbose-prompt >/dev/null 2>"$tmp/vp.err"
+"$MGI" tokenize -m "$F32" -p "Once upon a time" --pieces >"$tmp/vp.want" 2>/dev/null
+grep -E "^ +[0-9]+ -> '" "$tmp/vp.err" >"$tmp/vp.got"
+if [ -s "$tmp/vp.want" ] && cmp -s "$tmp/vp.want" "$tmp/vp.got" && grep -q "^prompt tokens: $(wc -l <"$tmp/vp.want")$" "$tmp/vp.err"
+then pass "run --verbose-prompt lists the prompt's tokens on stderr"
+else fail "run --verbose-prompt" "$(head -3 "$tmp/vp.err")"; fi
+# -sp prints control tokens: seed 3 at temp 1 ends with the end-of-text token on the CPU.
+"$MGI" -m "$F32" -p "Once upon a time" -n 300 --temp 1 -s 3 -ngl 0 --log-disable >"$tmp/sp0" 2>/dev/null
+"$MGI" -m "$F32" -p "Once upon a time" -n 300 --temp 1 -s 3 -ngl 0 --log-disable -sp >"$tmp/sp1" 2>/dev/null
+printf '</s>' | cat "$tmp/sp0" - >"$tmp/sp-want"
+if [ -s "$tmp/sp0" ] && ! grep -q '</s>' "$tmp/sp0" && cmp -s "$tmp/sp-want" "$tmp/sp1"; then
+    pass "run -sp prints the end-of-text token's </s> where the text ends"
+else fail "run -sp" "$(tail -c 40 "$tmp/sp1")"; fi
+# llama-cli flags that change nothing here are accepted: -fa in its forms (off with a note),
+# -no-cnv, --no-warmup; the text is unchanged.
+ok=1
+for fl in "-fa" "-fa on" "-fa auto" "-fa off" "--flash-attn 1" "-no-cnv" "--no-conversation" "--no-warmup"; do
+    # shellcheck disable=SC2086
+    "$MGI" -m "$F32" $fl -p "$nl" -n 12 --temp 0 --log-disable -ngl 0 >"$tmp/fl" 2>"$tmp/fl.err" || ok=0
+    cmp -s "$tmp/esc-real" "$tmp/fl" || ok=0
+    case "$fl" in *off) grep -q "^mgi: -fa off: .*changes nothing" "$tmp/fl.err" || ok=0 ;;
+                  *) [ -s "$tmp/fl.err" ] && ok=0 ;; esac
+done
+if [ $ok = 1 ]; then pass "run accepts -fa [on|off|auto], -no-cnv, --no-warmup (same text; a note for -fa off)"
+else fail "run llama-cli compatibility flags" "$fl: $(head -1 "$tmp/fl.err")"; fi
+
 # Bad input: non-zero status, one line on stderr, nothing on stdout.
 bad() {  # name, args...
     local name=$1; shift
@@ -81,6 +125,9 @@ bad "--temp -1" -m "$F32" -p "Once" --temp -1
 bad "--top-p 2" -m "$F32" -p "Once" --top-p 2
 bad "--min-p -0.5" -m "$F32" -p "Once" --min-p -0.5
 bad "an unknown flag" -m "$F32" -p "Once" --frobnicate
+bad "-i (no interactive mode)" -m "$F32" -p "Once" -i
+bad "-cnv (no conversation mode)" -m "$F32" -p "Once" -cnv
+bad "--presence-penalty abc" -m "$F32" -p "Once" --presence-penalty abc
 bad "a missing value" -m "$F32" -p
 bad "-c past the training context" -m "$F32" -p "Once" -c 4096
 bad "a vocabulary-only file" -m "$SHARED/vocab/ggml-vocab-llama-spm.gguf" -p "Once"
