@@ -58,7 +58,8 @@ static const char batch_usage[] =
     "        --frequency-penalty F  minus F per time a token occurs among the recent ones; 0 = off\n"
     "                             (default 0.0)\n"
     "        --repeat-last-n N    tokens the penalties look back; 0 = off, -1 = context (default 64)\n"
-    "        --ignore-eos         keep generating past the end-of-text token (default off)\n"
+    "        --ignore-eos         never pick the end-of-text token(s): generate -n tokens (as llama.cpp,\n"
+    "                             whose logit bias is -inf for them; default off)\n"
     "  -t,   --threads N          CPU threads (default min(CPUs, 8))\n"
     CLI_GPU_USAGE
     "        --no-mmap            read the model into memory instead of mapping it (default mmap)\n"
@@ -381,11 +382,11 @@ static int warmup(engine *e, int32_t n_step, bool log, char *err, size_t err_siz
     const double t0 = cli_now_ms();
     int32_t n = 0, used = 0;
     for (int32_t s = 0; s < ns && n < n_step; s++, used++)
-        for (int32_t i = 0; i < m && n < n_step; i++) t[n++] = (engine_token){tok, i, s, i == m - 1 || n == n_step - 1};
+        for (int32_t i = 0; i < m && n < n_step; i++) t[n++] = (engine_token){tok, i, s, i == m - 1 || n == n_step - 1, 0};
     int rc = engine_decode_greedy(e, t, n, ids, err, err_size);
     for (int step = 0; step < 2 && !rc; step++) {
         int32_t k = 0;
-        for (int32_t s = 0; s < used && k < n_step; s++) t[k++] = (engine_token){tok, engine_seq_len(e, s), s, 1};
+        for (int32_t s = 0; s < used && k < n_step; s++) t[k++] = (engine_token){tok, engine_seq_len(e, s), s, 1, 0};
         rc = engine_decode_greedy(e, t, k, ids, err, err_size);
     }
     for (int32_t s = 0; s < used; s++) engine_seq_free(e, s);

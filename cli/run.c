@@ -33,7 +33,8 @@ static const char run_usage[] =
     "        --frequency-penalty F  minus F per time a token occurs among the recent ones; 0 = off\n"
     "                             (default 0.0)\n"
     "        --repeat-last-n N    tokens the penalties look back; 0 = off, -1 = context (default 64)\n"
-    "        --ignore-eos         keep generating past the end-of-text token (default off)\n"
+    "        --ignore-eos         never pick the end-of-text token(s): generate -n tokens (as llama.cpp,\n"
+    "                             whose logit bias is -inf for them; default off)\n"
     "  -e,   --escape             turn \\n \\r \\t \\' \\\" \\\\ and \\xNN in the prompt into those characters,\n"
     "                             as llama.cpp does (default on; also for -f and stdin)\n"
     "        --no-escape          take the prompt literally\n"
@@ -262,6 +263,12 @@ int cli_run(int argc, char **argv) {
     if (o.sp.repeat_last_n < 0) o.sp.repeat_last_n = n_ctx;
     rc = EXIT_RUNTIME;
     if (!(smp = sampler_new(&o.sp, n_vocab, err, sizeof err))) { cli_error("%s", err); goto out; }
+    if (o.ignore_eos) { /* llama.cpp: the end-of-generation tokens' logits biased to -inf */
+        const int32_t *eog;
+        int n_eog = tokenizer_eog_ids(tok, &eog);
+        sampler_skip(smp, eog, n_eog); /* at most TOKENIZER_MAX_EOG == SAMPLER_MAX_SKIP */
+        engine_greedy_no_eog(e, 1);
+    }
     if (o.log) {
         cli_log_memory(e);
         fprintf(stderr, "seed: %llu\n", (unsigned long long)seed);

@@ -53,6 +53,10 @@ typedef struct {
     int32_t n_seqs;
     const engine_fwd_seq *seqs;  /* [n_seqs] the sequences that have tokens in this pass */
     int32_t max_pos;         /* the largest n_pos of seqs[] (for sizing score buffers) */
+    /* forward_greedy's second pick skips these ids (the model's end-of-generation tokens, the
+     * same list on every pass; at most TOKENIZER_MAX_EOG) */
+    const int32_t *skip;
+    int32_t n_skip;
     /* A backend holding only layers [l0, l1) of the model (a stage of a split, engine/plan.h):
      * when l0 > 0, x_in [n_tokens][n_embd] f32 in host memory is the hidden state entering
      * layer l0 (tokens are not embedded); when l1 < n_layer, the pass ends after layer l1 - 1
@@ -71,8 +75,9 @@ typedef struct {
     /* One forward pass as above; logits: [b->n_out][n_vocab] f32 in host memory. */
     int (*forward)(void *self, const engine_fwd_batch *b, float *logits, char *err, size_t err_size);
     /* Optional (NULL: the engine takes the argmax of forward's logits): the same pass, but each
-     * output row gives only the index of its largest logit (ties: the lowest index; NaN never
-     * wins) in ids[b->n_out], so a device backend copies back ids instead of logits. */
+     * output row r gives only indices, so a device backend copies back ids instead of logits:
+     * ids[2 r] the index of its largest logit (ties: the lowest index; NaN never wins) and
+     * ids[2 r + 1] the same among the indices not in b->skip (0 when all are skipped). */
     int (*forward_greedy)(void *self, const engine_fwd_batch *b, int32_t *ids, char *err, size_t err_size);
     /* Optional (NULL: none): the host buffer of *rows rows of logits that forward fills on its own
      * way out (a device backend's pinned copy target, as llama.cpp's output buffer); forward

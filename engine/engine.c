@@ -30,6 +30,8 @@ struct engine {
     /* Scratch of engine_decode: one backend pass ([n_batch] each) and per sequence. */
     int32_t *b_token, *b_pos, *b_seq, *b_cell, *b_out;
     engine_token *eval_toks;  /* [n_batch] engine_eval's batches */
+    int32_t *b_ids;           /* [2 n_batch] forward_greedy's pairs of picks */
+    int eval_no_eog;          /* engine_greedy_no_eog */
     engine_fwd_seq *b_seqs;  /* [n_seq] */
     int32_t *seq_next;       /* [n_seq] length after the batch, -1: not in it */
     int32_t *seq_old;        /* [n_seq] length before the batch */
@@ -252,10 +254,11 @@ int engine_load(engine **out, const char *path, const engine_params *p, char *er
     e->b_out = malloc(B * sizeof(int32_t));
     e->b_seqs = malloc(S * sizeof *e->b_seqs);
     e->eval_toks = malloc(B * sizeof *e->eval_toks);
+    e->b_ids = malloc(2 * B * sizeof(int32_t));
     e->seq_next = malloc(S * sizeof(int32_t));
     e->seq_old = malloc(S * sizeof(int32_t));
     e->seq_idx = malloc(S * sizeof(int32_t));
-    if (!e->b_token || !e->b_pos || !e->b_seq || !e->b_cell || !e->b_out || !e->b_seqs || !e->eval_toks ||
+    if (!e->b_token || !e->b_pos || !e->b_seq || !e->b_cell || !e->b_out || !e->b_seqs || !e->eval_toks || !e->b_ids ||
         !e->seq_next || !e->seq_old || !e->seq_idx) {
         snprintf(err, err_size, "out of memory for a batch of %d tokens", e->n_batch);
         goto fail;
@@ -292,6 +295,7 @@ void engine_free(engine *e) {
     free(e->b_out);
     free(e->b_seqs);
     free(e->eval_toks);
+    free(e->b_ids);
     free(e->seq_next);
     free(e->seq_old);
     free(e->seq_idx);
@@ -331,15 +335,24 @@ int32_t engine_kv_pages_total(const engine *e) { return e->kv.n_pages; }
 
 /* --- decoding ------------------------------------------------------------------------------------ */
 
-int32_t engine_argmax(const float *v, int32_t n) {
+int32_t engine_argmax(const float *v, int32_t n) { return engine_argmax_skip(v, n, NULL, 0); }
+
+int32_t engine_argmax_skip(const float *v, int32_t n, const int32_t *skip, int32_t n_skip) {
     int32_t best = -1;
-    for (int32_t i = 0; i < n; i++)
-        if (v[i] == v[i] && (best < 0 || v[i] > v[best])) best = i;
+    for (int32_t i = 0; i < n; i++) {
+        if (v[i] != v[i] || (best >= 0 && !(v[i] > v[best]))) continue;
+        int skipped = 0;
+        for (int32_t k = 0; k < n_skip && !skipped; k++) skipped = skip[k] == i;
+        if (!skipped) best = i;
+    }
     return best < 0 ? 0 : best;
 }
 
+void engine_greedy_no_eog(engine *e, int on) { e->eval_no_eog = on != 0; }
+
 /* One backend pass over tokens [i0, i1) of a checked batch whose pages are reserved; output rows
- * go to logits, or with ids set, their argmax to ids. */
+ * go to logits, or with ids set, their greedy picks to ids (past the end-of-generation tokens
+ * for the tokens marked no_eog). */
 static int decode_pass(engine *e, const engine_token *t, int32_t i0, int32_t i1, float *logits, int32_t *ids,
                        int32_t *n_out, char *err, size_t err_size) {
     int32_t n_seqs = 0, max_pos = 0, rows = 0;
@@ -360,22 +373,36 @@ static int decode_pass(engine *e, const engine_token *t, int32_t i0, int32_t i1,
         e->b_out[k] = t[i].want_logits ? rows++ : -1;
     }
     for (int32_t i = i0; i < i1; i++) e->seq_idx[t[i].seq] = -1;
+    const int32_t *eog;
+    int32_t n_eog = tokenizer_eog_ids(e->tok, &eog);
     engine_fwd_batch b = {
         .n_tokens = i1 - i0, .token = e->b_token, .pos = e->b_pos, .seq = e->b_seq, .cell = e->b_cell,
         .out_row = e->b_out, .n_out = rows, .n_seqs = n_seqs, .seqs = e->b_seqs, .max_pos = max_pos,
+        .skip = eog, .n_skip = n_eog,
     };
     size_t n_vocab = (size_t)e->model.hp.n_vocab;
     int32_t first = *n_out;
     *n_out += rows;
     if (!ids) return e->ops->forward(e->be, &b, rows ? logits + (size_t)first * n_vocab : NULL, err, err_size);
-    if (e->ops->forward_greedy) return e->ops->forward_greedy(e->be, &b, rows ? ids + first : NULL, err, err_size);
+    int rc;
+    if (e->ops->forward_greedy) {
+        rc = e->ops->forward_greedy(e->be, &b, rows ? e->b_ids : NULL, err, err_size);
+        for (int32_t i = i0; i < i1 && !rc; i++)
+            if (e->b_out[i - i0] >= 0) ids[first + e->b_out[i - i0]] = e->b_ids[2 * e->b_out[i - i0] + (t[i].no_eog != 0)];
+        return rc;
+    }
     float *tmp = rows ? malloc((size_t)rows * n_vocab * sizeof(float)) : NULL;
     if (rows && !tmp) {
         snprintf(err, err_size, "out of memory for %d rows of logits", rows);
         return -1;
     }
-    int rc = e->ops->forward(e->be, &b, tmp, err, err_size);
-    for (int32_t r = 0; r < rows && !rc; r++) ids[first + r] = engine_argmax(tmp + (size_t)r * n_vocab, (int32_t)n_vocab);
+    rc = e->ops->forward(e->be, &b, tmp, err, err_size);
+    for (int32_t i = i0; i < i1 && !rc; i++) {
+        int32_t r = e->b_out[i - i0];
+        if (r >= 0)
+            ids[first + r] = engine_argmax_skip(tmp + (size_t)r * n_vocab, (int32_t)n_vocab, eog,
+                                                t[i].no_eog ? n_eog : 0);
+    }
     free(tmp);
     return rc;
 }
@@ -482,7 +509,8 @@ static int eval(engine *e, const int32_t *tokens, int32_t n, int32_t pos, float 
     for (int32_t done = 0; done < n;) {
         int32_t k = n - done < e->n_batch ? n - done : e->n_batch;
         for (int32_t i = 0; i < k; i++)
-            e->eval_toks[i] = (engine_token){tokens[done + i], pos + done + i, 0, all_logits || done + i == n - 1};
+            e->eval_toks[i] = (engine_token){tokens[done + i], pos + done + i, 0, all_logits || done + i == n - 1,
+                                             e->eval_no_eog};
         float *out = all_logits ? logits + (size_t)done * n_vocab : logits;
         if (decode(e, e->eval_toks, k, next ? NULL : out, next, err, err_size)) return -1;
         done += k;

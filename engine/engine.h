@@ -125,6 +125,8 @@ typedef struct {
     int32_t pos;          /* position in its sequence */
     int32_t seq;          /* 0 <= seq < n_seq_max */
     int32_t want_logits;  /* nonzero: a row of logits for this token */
+    int32_t no_eog;       /* engine_decode_greedy only: this row's pick is never an end-of-
+                             generation token (llama.cpp's --ignore-eos biases them to -inf) */
 } engine_token;
 
 /* Evaluates n tokens of any sequences in one forward pass (split into passes of n_batch tokens
@@ -147,6 +149,10 @@ int engine_eval_greedy(engine *e, const int32_t *tokens, int32_t n, int32_t pos,
 int engine_decode_greedy(engine *e, const engine_token *t, int32_t n, int32_t *ids, char *err, size_t err_size);
 /* The index of the largest of n values, by the rule above (0 when all are NaN). */
 int32_t engine_argmax(const float *v, int32_t n);
+/* The same among the indices not in skip[0..n_skip) (0 when none is left). */
+int32_t engine_argmax_skip(const float *v, int32_t n, const int32_t *skip, int32_t n_skip);
+/* While on, engine_eval_greedy's picks are never end-of-generation tokens (its rows' no_eog). */
+void engine_greedy_no_eog(engine *e, int on);
 
 /* Positions sequence seq holds (0 when empty or out of range). */
 int32_t engine_seq_len(const engine *e, int32_t seq);

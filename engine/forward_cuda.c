@@ -167,7 +167,7 @@ typedef struct {
     size_t gemm_scratch_bytes;
     int n_sm;
     int32_t *d_meta;
-    int32_t *d_ids;     /* [OUT_CHUNK] argmax of each logits row (forward_greedy) */
+    int32_t *d_ids;     /* [OUT_CHUNK][2] greedy picks of each logits row (forward_greedy: kernels.h's argmax) */
     void *p2p_mem;      /* this device's p2p_rank (row split with peer access) */
     uint16_t *h_kv;     /* pinned [2][ATT_CHUNK][kv_dim] for kv_get / kv_set */
     size_t w_bytes, kv_bytes, scratch_bytes, free_before;
@@ -200,7 +200,8 @@ struct forward_cuda {
                            earlier passes, so decode attention may read them before its PDL wait */
     int32_t *h_meta;    /* pinned */
     float *h_logits;    /* pinned [OUT_CHUNK][n_vocab] */
-    int32_t *h_ids;     /* pinned [OUT_CHUNK] */
+    int32_t *h_ids;     /* pinned [OUT_CHUNK][2] */
+    argmax_skip skip;   /* the ids argmax's second pick skips (the batch's, the same on every pass) */
     /* Decode steps through the host gate (kernels.h: host_gate): a one-part decode graph begins
      * with it and takes its metadata from h_meta (pinned, mapped) when the host opens it, instead
      * of from a copy queued before the launch. With `ahead` (engine_decode_ahead) the one-token
@@ -391,7 +392,7 @@ static void layout_scratch(part *p, arena *a) {
     size_t widest = E > F ? E : F;
     p->xh = take(a, B * (widest > nq ? widest : nq) * sizeof(uint16_t));
     p->logits = p->head ? take(a, (size_t)OUT_CHUNK * (size_t)hp->n_vocab * sizeof(float)) : NULL;
-    p->d_ids = p->head ? take(a, (size_t)OUT_CHUNK * sizeof(int32_t)) : NULL;
+    p->d_ids = p->head ? take(a, (size_t)2 * OUT_CHUNK * sizeof(int32_t)) : NULL;
     int at = f->n_batch < ATT_CHUNK ? f->n_batch : ATT_CHUNK; /* tokens per attention launch */
     p->att_scratch_bytes = paged_attention_scratch_bytes(at, p->n_head, hp->head_dim, f->n_split);
     p->att_scratch = take(a, p->att_scratch_bytes);
@@ -940,9 +941,9 @@ static int run_head(part *p, int n, int r0, int nr, int greedy, int identity, ch
         if (mm(p, o, p->xn, p->logits, nr, err, err_size)) return -1;
     }
     if (greedy) {
-        DEV_TRY(argmax(direct ? f->h_ids : p->d_ids, p->logits, nr, hp->n_vocab, p->st));
+        DEV_TRY(argmax(direct ? f->h_ids : p->d_ids, p->logits, nr, hp->n_vocab, f->skip, p->st));
         if (!direct)
-            DEV_TRY(cudaMemcpyAsync(f->h_ids, p->d_ids, (size_t)nr * sizeof(int32_t), cudaMemcpyDeviceToHost, p->st));
+            DEV_TRY(cudaMemcpyAsync(f->h_ids, p->d_ids, (size_t)2 * nr * sizeof(int32_t), cudaMemcpyDeviceToHost, p->st));
         return 0;
     }
     if (logits != f->h_logits)
@@ -1665,7 +1666,7 @@ static int gate_step(forward_cuda *f, int n, int greedy, int seen, int words, ch
 static int ahead_cancel(forward_cuda *f, char *err, size_t err_size) {
     if (!f->armed) return 0;
     const size_t row = (size_t)f->m->hp.n_vocab * sizeof(float);
-    const int32_t id = f->h_ids[0];
+    const int32_t id[2] = {f->h_ids[0], f->h_ids[1]};
     f->armed = 0;
     if (!f->armed_greedy) memcpy(f->h_keep, f->h_logits, row);
     int32_t *h = f->h_meta; /* one token: token, position, sequence, cell, output row, then the page table */
@@ -1679,7 +1680,7 @@ static int ahead_cancel(forward_cuda *f, char *err, size_t err_size) {
     DEV_TRY(cudaSetDevice(f->p[0].dev));
     DEV_TRY(cudaEventSynchronize(f->step_ev[f->armed_ev]));
     if (!f->armed_greedy) memcpy(f->h_logits, f->h_keep, row);
-    else f->h_ids[0] = id;
+    else memcpy(f->h_ids, id, sizeof id);
     return 0;
 }
 
@@ -1705,6 +1706,13 @@ static int fwd_pass(void *self, const engine_fwd_batch *b, float *logits, int32_
         return -1;
     }
     const int greedy = ids != NULL;
+    if (b->n_skip < 0 || b->n_skip > ARGMAX_MAX_SKIP) {
+        snprintf(err, err_size, "CUDA forward: %d ids to skip in greedy picks, at most %d", b->n_skip, ARGMAX_MAX_SKIP);
+        return -1;
+    }
+    /* the same list on every pass, so the decode graphs' argmax (captured with it) stays right */
+    f->skip.n = b->n_skip;
+    for (int i = 0; i < b->n_skip; i++) f->skip.id[i] = b->skip[i];
     /* A step launched ahead (forward_cuda.gate) is this pass only if this is a one-token decode
      * step of sequence 0 wanting the same output (identity below); anything else first cancels it,
      * before h_meta is rewritten. */
@@ -1789,7 +1797,7 @@ static int fwd_pass(void *self, const engine_fwd_batch *b, float *logits, int32_
                  : trace_begin(f, seen, err, err_size) || run_pass(f, n, greedy, 1, seen > 0, err, err_size) ||
                        wait_all(f, err, err_size) || trace_end(f, seen, n, err, err_size))
             return -1;
-        if (greedy) memcpy(ids, f->h_ids, (size_t)n * sizeof(int32_t));
+        if (greedy) memcpy(ids, f->h_ids, (size_t)2 * n * sizeof(int32_t));
         else if (logits != f->h_logits) memcpy(logits, f->h_logits, (size_t)n * (size_t)n_vocab * sizeof(float));
         return 0;
     }
@@ -1808,7 +1816,7 @@ static int fwd_pass(void *self, const engine_fwd_batch *b, float *logits, int32_
     for (int r0 = 0; r0 < n_out; r0 += OUT_CHUNK) {
         int nr = n_out - r0 < OUT_CHUNK ? n_out - r0 : OUT_CHUNK;
         if (run_head(hpart, n, r0, nr, greedy, 0, err, err_size) || wait_all(f, err, err_size)) return -1;
-        if (greedy) memcpy(ids + r0, f->h_ids, (size_t)nr * sizeof(int32_t));
+        if (greedy) memcpy(ids + 2 * r0, f->h_ids, (size_t)2 * nr * sizeof(int32_t));
         else if (logits != f->h_logits)
             memcpy(logits + (size_t)r0 * n_vocab, f->h_logits, (size_t)nr * (size_t)n_vocab * sizeof(float));
     }
@@ -2376,7 +2384,7 @@ static void *cuda_create(const llama_model *m, const engine_plan *plan, int32_t 
             cudaHostAlloc((void **)&f->gate, sizeof *f->gate, cudaHostAllocPortable | cudaHostAllocMapped) != cudaSuccess ||
             cudaHostAlloc((void **)&f->h_logits, (size_t)OUT_CHUNK * (size_t)hp->n_vocab * sizeof(float),
                           cudaHostAllocPortable | cudaHostAllocMapped) != cudaSuccess ||
-            cudaHostAlloc((void **)&f->h_ids, (size_t)OUT_CHUNK * sizeof(int32_t),
+            cudaHostAlloc((void **)&f->h_ids, (size_t)2 * OUT_CHUNK * sizeof(int32_t),
                           cudaHostAllocPortable | cudaHostAllocMapped) != cudaSuccess) {
             snprintf(err, err_size, "cudaHostAlloc of the pass buffers failed");
             goto fail;

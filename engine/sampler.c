@@ -14,6 +14,8 @@ struct sampler {
     int32_t *hist;        /* ring of the last repeat_last_n tokens */
     size_t n_hist, hist_next;
     sampler_rng rng;
+    int32_t skip[SAMPLER_MAX_SKIP];
+    int n_skip;
 };
 
 sampler_params sampler_default_params(void) {
@@ -211,6 +213,13 @@ void sampler_free(sampler *s) {
     free(s);
 }
 
+int sampler_skip(sampler *s, const int32_t *ids, int n) {
+    if (n < 0 || n > SAMPLER_MAX_SKIP) return -1;
+    for (int i = 0; i < n; i++) s->skip[i] = ids[i];
+    s->n_skip = n;
+    return 0;
+}
+
 void sampler_accept(sampler *s, int32_t id) {
     size_t cap = (size_t)s->p.repeat_last_n;
     if (cap == 0) return;
@@ -231,6 +240,8 @@ int32_t sampler_sample(sampler *s, const float *logits) {
     sampler_cand *c = s->cand;
     size_t n = (size_t)s->n_vocab;
     for (size_t i = 0; i < n; i++) c[i] = (sampler_cand){(int32_t)i, logits[i]};
+    for (int k = 0; k < s->n_skip; k++)
+        if (s->skip[k] >= 0 && (size_t)s->skip[k] < n) c[s->skip[k]].logit = -INFINITY;
     sampler_penalize(c, n, s->hist, s->n_hist, penalties_of(&s->p));
     if (s->p.temp <= 0) return c[sampler_temperature(c, n, 0) - 1].id;
     n = sampler_top_k(c, n, s->p.top_k);

@@ -29,11 +29,18 @@ typedef struct sampler sampler;
  * history) or out of memory. */
 sampler *sampler_new(const sampler_params *p, int32_t n_vocab, char *err, size_t err_size);
 void sampler_free(sampler *s);
+/* Ids this sampler never picks (at most SAMPLER_MAX_SKIP; more is an error, -1): llama.cpp's
+ * logit bias of -inf, the first step of its chain, which --ignore-eos gives the end-of-generation
+ * tokens. sampler_is_greedy does not count them: a caller that lets the backend pick asks it to
+ * skip the same ids (engine_token.no_eog). */
+#define SAMPLER_MAX_SKIP 16
+int sampler_skip(sampler *s, const int32_t *ids, int n);
 /* Records a token in the penalty history (prompt tokens too, as llama.cpp does). */
 void sampler_accept(sampler *s, int32_t id);
 /* Picks the next token from n_vocab logits (not modified). */
 int32_t sampler_sample(sampler *s, const float *logits);
-/* Nonzero when every pick is the argmax of the logits (temp <= 0 and no penalty), so a
+/* Nonzero when every pick is the argmax of the logits past the skipped ids (temp <= 0 and no
+ * penalty), so a
  * caller may let the backend pick (engine_eval_greedy) instead of fetching logits. */
 int sampler_is_greedy(const sampler *s);
 

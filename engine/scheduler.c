@@ -86,7 +86,7 @@ sched *sched_new(engine *e, const sched_params *p, char *err, size_t err_size) {
     for (int32_t i = 0; i < s->n_slots; i++) engine_seq_free(e, i);
     for (int32_t done = 0; done < p->n_system;) {
         int32_t k = p->n_system - done < p->n_batch ? p->n_system - done : p->n_batch;
-        for (int32_t i = 0; i < k; i++) s->batch[i] = (engine_token){p->system[done + i], done + i, 0, 0};
+        for (int32_t i = 0; i < k; i++) s->batch[i] = (engine_token){p->system[done + i], done + i, 0, 0, 0};
         if (engine_decode(e, s->batch, k, NULL, err, err_size)) {
             sched_free(s);
             return NULL;
@@ -222,6 +222,12 @@ static void start(sched *s, int32_t k, sched_job *j) {
         finish(s, sl, SCHED_ERROR);
         return;
     }
+    _Static_assert(TOKENIZER_MAX_EOG <= SAMPLER_MAX_SKIP, "every end-of-generation id fits the sampler's skip list");
+    if (j->ignore_eos) { /* llama.cpp's --ignore-eos: end-of-generation tokens are never picked */
+        const int32_t *eog;
+        int n_eog = tokenizer_eog_ids(engine_tokenizer(s->e), &eog);
+        sampler_skip(sl->smp, eog, n_eog); /* n_eog <= TOKENIZER_MAX_EOG == SAMPLER_MAX_SKIP */
+    }
     for (int32_t i = 0; i < j->n_prompt; i++) sampler_accept(sl->smp, j->prompt[i]);
     s->st.n_prompt_reused += reuse;
 }
@@ -302,7 +308,7 @@ int sched_step(sched *s, char *err, size_t err_size) {
             int32_t pos = engine_seq_len(s->e, k);
             if (pass == 0 && sl->pending >= 0) {
                 s->row_slot[rows++] = k;
-                s->batch[n++] = (engine_token){sl->pending, pos, k, 1};
+                s->batch[n++] = (engine_token){sl->pending, pos, k, 1, sl->job->ignore_eos};
                 n_dec++;
             } else if (pass == 1 && sl->pending < 0 && sl->n_fed < sl->job->n_prompt) {
                 int32_t left = sl->job->n_prompt - sl->n_fed, room = s->p.n_batch - n;
@@ -310,7 +316,8 @@ int sched_step(sched *s, char *err, size_t err_size) {
                 for (int32_t i = 0; i < c; i++) {
                     bool last = sl->n_fed + i == sl->job->n_prompt - 1;
                     if (last) s->row_slot[rows++] = k;
-                    s->batch[n++] = (engine_token){sl->job->prompt[sl->n_fed + i], pos + i, k, last};
+                    s->batch[n++] = (engine_token){sl->job->prompt[sl->n_fed + i], pos + i, k, last,
+                                                   sl->job->ignore_eos};
                 }
                 sl->n_fed += c;
                 s->st.n_prompt_eval += c;

@@ -510,6 +510,11 @@ bool tokenizer_is_eog(const tokenizer *t, int32_t id) {
     return false;
 }
 
+int tokenizer_eog_ids(const tokenizer *t, const int32_t **ids) {
+    *ids = t->eog;
+    return t->n_eog;
+}
+
 bool tokenizer_is_control(const tokenizer *t, int32_t id) {
     return id >= 0 && id < t->n_vocab && t->type[id] == TOK_CONTROL;
 }

@@ -28,6 +28,9 @@ bool tokenizer_add_bos(const tokenizer *t);       /* tokenizer.ggml.add_bos_toke
  * tokenizer_encode never does, callers that mirror llama.cpp append tokenizer_eos() themselves. */
 bool tokenizer_add_eos(const tokenizer *t);
 bool tokenizer_is_eog(const tokenizer *t, int32_t id);  /* end of generation (EOS, EOT, ...) */
+/* All end-of-generation ids (at most TOKENIZER_MAX_EOG): their count, the list in *ids. */
+#define TOKENIZER_MAX_EOG 16
+int tokenizer_eog_ids(const tokenizer *t, const int32_t **ids);
 
 /* Text -> ids. Writes at most cap ids and returns how many the text needs (call again with a
  * larger buffer when the result exceeds cap), or -1 with a message on failure.

@@ -38,7 +38,7 @@ struct tokenizer {
     bool ignore_merges;       /* BPE: a whole pre-token that is a token skips the merges (llama3) */
     bool add_bos, add_eos, add_space_prefix;
     int32_t bos, eos, unk, pad;
-    int32_t eog[16];
+    int32_t eog[TOKENIZER_MAX_EOG];
     int n_eog;
     int32_t byte_token[256];  /* SPM byte fallback: the <0xNN> token of each byte, -1 if none */
     int32_t *special;         /* tokens matched in the text, longest text first */

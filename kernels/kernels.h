@@ -278,9 +278,16 @@ typedef struct {
     volatile int32_t words;
 } __attribute__((aligned(8))) kernels_gate;
 cudaError_t host_gate(int32_t *dst, const int32_t *src, kernels_gate *g, int max_words, cudaStream_t stream);
-/* out[s] = index of the largest of logits[s][0..n_vocab), the lowest index on ties; NaN is
- * never chosen (sample.cu). */
-cudaError_t argmax(int32_t *out, const float *logits, int n_seq, int n_vocab, cudaStream_t stream);
+/* Greedy picks of n_seq rows of logits (sample.cu), two per row: out[2 s] = index of the largest
+ * of logits[s][0..n_vocab), out[2 s + 1] = the same among the indices not in skip (the end-of-
+ * generation ids that llama.cpp's --ignore-eos biases to -inf; 0 when every index is skipped);
+ * the lowest index on ties, NaN never chosen. */
+#define ARGMAX_MAX_SKIP 16
+typedef struct {
+    int32_t n;
+    int32_t id[ARGMAX_MAX_SKIP];
+} argmax_skip;
+cudaError_t argmax(int32_t *out, const float *logits, int n_seq, int n_vocab, argmax_skip skip, cudaStream_t stream);
 
 /* ---- decode attention (attention.cu) ---------------------------------------------------------
  * KV cache of one layer, f16: k_cache/v_cache [n_seq][n_kv_head][max_ctx][head_dim].

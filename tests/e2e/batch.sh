@@ -109,6 +109,28 @@ ok = len(plain) == len(pen) == 40 and len(set(plain)) < 40 and len(set(pen)) == 
 sys.exit(0 if ok else 1)' "$TMP/pen.out" "$TMP/pen.ids"
 check "batch presence_penalty 100: 40 greedy tokens all new (plain greedy repeats)" test $? -eq 0
 
+# llama.cpp's --ignore-eos: the end-of-text token is never picked (its logit is -inf), so a
+# greedy text that ends at token 114 goes on with the next best token instead; the first 114
+# tokens are the same. For the flag and the JSONL field, and mgi run's text equals the batch's.
+printf '%s\n' '{"id": 1, "prompt": "Tom had a red ball", "temperature": 0, "n_predict": 120}' \
+    '{"id": 2, "prompt": "Tom had a red ball", "temperature": 0, "n_predict": 120, "ignore_eos": true}' \
+    '{"id": 3, "prompt": "Tom had a red ball", "temperature": 1, "seed": 3, "n_predict": 120, "ignore_eos": true}' \
+    >"$TMP/eos.jsonl"
+"$MGI" batch -m "$F32" -f "$TMP/eos.jsonl" --ordered -ngl 0 >"$TMP/eos.out" 2>/dev/null
+"$MGI" batch -m "$F32" -f "$TMP/eos.jsonl" --ordered -ngl 0 --ignore-eos >"$TMP/eos2.out" 2>/dev/null
+"$MGI" -m "$F32" -p "Tom had a red ball" -n 120 --temp 0 --ignore-eos -ngl 0 --log-disable >"$TMP/eos-run.txt" 2>/dev/null
+python3 -c '
+import json, sys
+a = [json.loads(l) for l in open(sys.argv[1])]
+b = [json.loads(l) for l in open(sys.argv[2])]
+run = open(sys.argv[3]).read()
+stop, go = a[0]["tokens"], a[1]["tokens"]
+ok = a[0]["finish_reason"] == "stop" and len(go) > len(stop) and go[:len(stop)] == stop and 2 not in go
+ok = ok and 2 not in a[2]["tokens"] and a[2]["finish_reason"] == "length"
+ok = ok and b[0]["tokens"] == go and b[1]["tokens"] == go and run == a[1]["text"]
+sys.exit(0 if ok else 1)' "$TMP/eos.out" "$TMP/eos2.out" "$TMP/eos-run.txt"
+check "batch and run --ignore-eos never pick the end-of-text token (greedy goes on past it, as llama.cpp)" test $? -eq 0
+
 # --ordered keeps input order.
 "$MGI" batch -m "$F32" -f "$TMP/req.jsonl" -np 8 -n 24 --temp 0 --ordered >"$TMP/ord" 2>/dev/null
 python3 -c '

@@ -22,6 +22,28 @@ check "gpu cli: -dev 0 -ngl 99 gives the same text" cmp -s "$TMP/gpu.txt" "$TMP/
 "$MGI" -m "$F32" -p "Once upon a time" -n 24 --temp 0 -ngl 2 >"$TMP/ngl2.txt" 2>"$TMP/ngl2.err"
 check "gpu cli: -ngl 2 (2 of 4 layers on the GPU) gives the same text" cmp -s "$TMP/gpu.txt" "$TMP/ngl2.txt"
 expect_error "gpu cli: -dev 99 is refused" 1 "$MGI" -m "$F32" -p hi -n 2 -dev 99
+# --ignore-eos as llama.cpp: greedy goes on past the end-of-text token with the next best one (the
+# device's second pick per row) where this prompt's text would end at token 114; GPU = CPU, for
+# mgi run (its steps launched ahead) and mgi batch (a row with the field, one without).
+"$MGI" -m "$F32" -p "Tom had a red ball" -n 120 --temp 0 --ignore-eos >"$TMP/ie-gpu.txt" 2>/dev/null
+"$MGI" -m "$F32" -p "Tom had a red ball" -n 120 --temp 0 --ignore-eos -ngl 0 >"$TMP/ie-cpu.txt" 2>/dev/null
+"$MGI" -m "$F32" -p "Tom had a red ball" -n 120 --temp 0 >"$TMP/ie-stop.txt" 2>/dev/null
+if [ -s "$TMP/ie-gpu.txt" ] && cmp -s "$TMP/ie-gpu.txt" "$TMP/ie-cpu.txt" &&
+    [ "$(wc -c <"$TMP/ie-gpu.txt")" -gt "$(wc -c <"$TMP/ie-stop.txt")" ]; then
+    pass "gpu cli: --ignore-eos greedy goes on past the end-of-text token, as on the CPU"
+else fail "gpu cli: --ignore-eos greedy" "gpu $(wc -c <"$TMP/ie-gpu.txt") bytes, cpu $(wc -c <"$TMP/ie-cpu.txt"), without $(wc -c <"$TMP/ie-stop.txt")"; fi
+printf '%s\n' '{"id": 1, "prompt": "Tom had a red ball", "temperature": 0, "n_predict": 120, "ignore_eos": true}' \
+    '{"id": 2, "prompt": "Tom had a red ball", "temperature": 0, "n_predict": 120}' >"$TMP/ie.jsonl"
+"$MGI" batch -m "$F32" -f "$TMP/ie.jsonl" -np 2 --ordered >"$TMP/ie-b-gpu.out" 2>/dev/null
+"$MGI" batch -m "$F32" -f "$TMP/ie.jsonl" -np 2 --ordered -ngl 0 >"$TMP/ie-b-cpu.out" 2>/dev/null
+if [ -s "$TMP/ie-b-gpu.out" ] && python3 -c '
+import json, sys
+g = [json.loads(l) for l in open(sys.argv[1])]
+c = [json.loads(l) for l in open(sys.argv[2])]
+sys.exit(0 if [x["tokens"] for x in g] == [x["tokens"] for x in c] and 2 not in g[0]["tokens"] and
+         g[1]["finish_reason"] == "stop" and len(g[0]["tokens"]) > len(g[1]["tokens"]) else 1)' "$TMP/ie-b-gpu.out" "$TMP/ie-b-cpu.out"
+then pass "gpu cli: mgi batch ignore_eos per request, one row past the end-of-text token, one stopping there (= CPU)"
+else fail "gpu cli: mgi batch ignore_eos" "$(head -c 300 "$TMP/ie-b-gpu.out")"; fi
 "$MGI" bench -m "$F32" -p 16 -n 8 -r 1 -ngl 2 >"$TMP/bench-ngl.txt" 2>&1
 check "gpu cli: bench with partial offload (-ngl 2) runs on CPU+CUDA" grep -q "CPU+CUDA" "$TMP/bench-ngl.txt"
 n_dev=$("$MGI" devices 2>/dev/null | grep -cE '^[0-9]+ ')

@@ -234,13 +234,13 @@ static void test_batch(const char *model) {
     engine_token t[NS * MAXP];
     int n = 0;
     for (int s = 0; s < NS; s++)
-        for (int i = 0; i < n_prompt[s]; i++) t[n++] = (engine_token){prompts[s][i], i, s, i == n_prompt[s] - 1};
+        for (int i = 0; i < n_prompt[s]; i++) t[n++] = (engine_token){prompts[s][i], i, s, i == n_prompt[s] - 1, 0};
     float *step = malloc((size_t)NS * V * sizeof(float));
     ok = !engine_decode(e, t, n, step, err, sizeof err);
     for (int s = 0; ok && s < NS; s++)
         memcpy(together + (size_t)s * (STEPS + 1) * V, step + (size_t)s * V, (size_t)V * sizeof(float));
     for (int i = 0; ok && i < STEPS; i++) {
-        for (int s = 0; s < NS; s++) t[s] = (engine_token){gen[s][i], n_prompt[s] + i, s, 1};
+        for (int s = 0; s < NS; s++) t[s] = (engine_token){gen[s][i], n_prompt[s] + i, s, 1, 0};
         ok = !engine_decode(e, t, NS, step, err, sizeof err);
         for (int s = 0; ok && s < NS; s++)
             memcpy(together + ((size_t)s * (STEPS + 1) + i + 1) * V, step + (size_t)s * V, (size_t)V * sizeof(float));
@@ -272,7 +272,7 @@ static void test_batch(const char *model) {
         ok = !engine_seq_kv_get(e, 0, l, 0, len, k, v, err, sizeof err) &&
              !engine_seq_kv_set(e, 1, l, 0, len, k, v, err, sizeof err);
     float *two = malloc(2 * (size_t)V * sizeof(float));
-    engine_token tt[2] = {{42, len, 0, 1}, {42, len, 1, 1}};
+    engine_token tt[2] = {{42, len, 0, 1, 0}, {42, len, 1, 1, 0}};
     ok = ok && !engine_decode(e, tt, 2, two, err, sizeof err);
     if (CHECK(ok, "gpu kv get/set", "%s", err))
         CHECK(max_abs_diff(two, two + V, (size_t)V) <= 1e-4, "gpu kv get/set: copied sequence gives the same logits",
@@ -280,8 +280,8 @@ static void test_batch(const char *model) {
     /* A shared prefix with a partly filled page: the next write copies it (kv_copy). */
     engine_seq_free(e, 2);
     ok = !engine_seq_cp(e, 0, 2, 0, -1, err, sizeof err);
-    tt[0] = (engine_token){77, len + 1, 0, 1};
-    tt[1] = (engine_token){77, len + 1, 2, 1};
+    tt[0] = (engine_token){77, len + 1, 0, 1, 0};
+    tt[1] = (engine_token){77, len + 1, 2, 1, 0};
     ok = ok && !engine_decode(e, tt, 2, two, err, sizeof err);
     if (CHECK(ok, "gpu kv copy-on-write", "%s", err))
         CHECK(max_abs_diff(two, two + V, (size_t)V) <= 1e-4, "gpu kv copy-on-write: shared prefix gives the same logits",

@@ -1587,20 +1587,41 @@ static void test_elementwise(gen_rng *r) {
     free(a); free(b); free(y); free(ref);
 }
 
+/* The two picks per row: the argmax, and the argmax past the skipped ids (--ignore-eos), against
+ * a host reference, on rows whose maximum is skipped, tied, NaN or everywhere. */
 static void test_argmax(gen_rng *r) {
-    const int n_seq = 3, nv = 32000;
+    enum { n_seq = 5, nv = 32000 };
     float *l = malloc(sizeof(float) * n_seq * nv);
     for (int i = 0; i < n_seq * nv; i++) l[i] = (float)gen_normal(r);
     l[0 * nv + 31999] = 100; /* last index */
     l[1 * nv + 700] = 50; l[1 * nv + 300] = 50; /* tie: the lower index wins */
     l[2 * nv + 5] = NAN; l[2 * nv + 12345] = 9; /* NaN never wins */
-    int32_t want[3] = {31999, 300, 12345}, got[3] = {-1, -1, -1};
+    l[3 * nv + 2] = 80; l[3 * nv + 31000] = 70; l[3 * nv + 17] = 70; /* skipped max; then a tie */
+    for (int i = 0; i < nv; i++) l[4 * nv + i] = 1.0f; /* all equal: 0, and past the skips 1 */
+    argmax_skip skip = {3, {2, 0, 31999}};
+    int32_t want[2 * n_seq], got[2 * n_seq];
+    for (int s = 0; s < n_seq; s++)
+        for (int k = 0; k < 2; k++) {
+            int32_t best = -1;
+            for (int i = 0; i < nv; i++) {
+                const float v = l[s * nv + i];
+                int skipped = 0;
+                for (int j = 0; j < skip.n; j++) skipped |= k && skip.id[j] == i;
+                if (v == v && !skipped && (best < 0 || v > l[s * nv + best])) best = i;
+            }
+            want[2 * s + k] = best < 0 ? 0 : best;
+            got[2 * s + k] = -1;
+        }
     float *dl = dev_upload(l, sizeof(float) * n_seq * nv);
     int32_t *dout = dev_alloc(sizeof got);
-    cudaError_t e = argmax(dout, dl, n_seq, nv, 0);
+    cudaError_t e = argmax(dout, dl, n_seq, nv, skip, 0);
     CUDA_CHECK(cudaMemcpy(got, dout, sizeof got, cudaMemcpyDeviceToHost));
-    CHECK(e == cudaSuccess && memcmp(got, want, sizeof got) == 0, "argmax 3x32000", "%s, got %d %d %d, want %d %d %d",
-          cudaGetErrorString(e), got[0], got[1], got[2], want[0], want[1], want[2]);
+    CHECK(e == cudaSuccess && memcmp(got, want, sizeof got) == 0 && want[7] == 17 && want[9] == 1,
+          "argmax 5x32000, and past 3 skipped ids", "%s, got %d %d / %d %d / %d %d / %d %d / %d %d", cudaGetErrorString(e),
+          got[0], got[1], got[2], got[3], got[4], got[5], got[6], got[7], got[8], got[9]);
+    argmax_skip bad = {ARGMAX_MAX_SKIP + 1, {0}};
+    CHECK(argmax(dout, dl, n_seq, nv, bad, 0) == cudaErrorInvalidValue, "argmax refuses more skips than it holds", "");
+    (void)cudaGetLastError();
     CUDA_CHECK(cudaFree(dl)); CUDA_CHECK(cudaFree(dout));
     free(l);
 }

@@ -139,12 +139,12 @@ static float *batch_decode(const char *model, engine_params ep, const int32_t *t
     int rc = out ? 0 : -1;
     for (int s = 0; !rc && s < S; s++) {  /* prompts of 5, 17, 29 and 50 tokens */
         int len = s == 3 ? 50 : 5 + 12 * s;
-        for (int i = 0; i < len; i++) t[i] = (engine_token){toks[(s * 7 + i) % 64], i, s, 0};
+        for (int i = 0; i < len; i++) t[i] = (engine_token){toks[(s * 7 + i) % 64], i, s, 0, 0};
         rc = engine_decode(e, t, len, NULL, err, es);
     }
     for (int step = 0; !rc && step < STEPS; step++) {
         for (int s = 0; s < S; s++)
-            t[s] = (engine_token){toks[(step * 5 + s) % 64], engine_seq_len(e, s), s, 1};
+            t[s] = (engine_token){toks[(step * 5 + s) % 64], engine_seq_len(e, s), s, 1, 0};
         rc = engine_decode(e, t, S, out + (size_t)step * S * V, err, es);
     }
     engine_free(e);

@@ -177,7 +177,7 @@ static void run_step(lab &L, gen_rng *r, const char *mix, bool fused) {
     CUDA_CHECK(cudaMalloc(&vc, kv_layer * LAYERS * sizeof(uint16_t)));
     CUDA_CHECK(cudaMemset(kc, 0, kv_layer * LAYERS * sizeof(uint16_t)));
     CUDA_CHECK(cudaMemset(vc, 0, kv_layer * LAYERS * sizeof(uint16_t)));
-    CUDA_CHECK(cudaMalloc(&ids, sizeof(int32_t)));
+    CUDA_CHECK(cudaMalloc(&ids, 2 * sizeof(int32_t)));
     CUDA_CHECK(cudaMalloc(&scratch, paged_attention_scratch_bytes(1, HEADS, HD, N_SPLIT)));
     CUDA_CHECK(cudaMemset(scratch, 0, paged_attention_scratch_bytes(1, HEADS, HD, N_SPLIT)));
     /* meta: pos, seq, cell, then the page table (pages 0..CELLS/PAGED_PAGE-1 in order) */
@@ -222,7 +222,7 @@ static void run_step(lab &L, gen_rng *r, const char *mix, bool fused) {
         }
         const mat &out = ls[LAYERS].m[0];
         go(matvec_f32_norm(logits, out.w, out.type, x, normw, 1e-5f, out.rows, out.k, 1, st));
-        go(argmax(ids, logits, 1, VOCAB, st));
+        go(argmax(ids, logits, 1, VOCAB, argmax_skip{}, st));
     };
     auto record = [&](cudaStream_t st, bool fuse, int skip) {
         launches = 0;
@@ -253,7 +253,7 @@ static void run_step(lab &L, gen_rng *r, const char *mix, bool fused) {
         const mat &out = ls[LAYERS].m[0];
         go(rmsnorm(xn, x, normw, 1, DIM, 1e-5f, st));
         go(matvec_f32(logits, out.w, out.type, xn, out.rows, out.k, 1, st));
-        go(argmax(ids, logits, 1, VOCAB, st));
+        go(argmax(ids, logits, 1, VOCAB, argmax_skip{}, st));
     };
     struct { const char *what; bool pdl, fuse; int skip; } modes[] = {
         {"no PDL", false, false, 0}, {"PDL", true, false, 0}, {"PDL + SwiGLU in down matvec", true, true, 0},

@@ -129,11 +129,12 @@ int main() {
         l[31007] = 50;
         float *dl = up(l);
         int32_t *dout;
-        CUDA_CHECK(cudaMalloc(&dout, 4));
-        auto fn = [&] { CUDA_CHECK(argmax(dout, dl, 1, nv, 0)); };
+        CUDA_CHECK(cudaMalloc(&dout, 8));
+        argmax_skip skip = {1, {2}};
+        auto fn = [&] { CUDA_CHECK(argmax(dout, dl, 1, nv, skip, 0)); };
         fn();
-        auto got = down(dout, 1);
-        row(L, "argmax", "1x32000", got[0] == 31007 ? 0.0 : 1.0, 0.5, nv * 4.0, fn);
+        auto got = down(dout, 2);
+        row(L, "argmax", "1x32000", got[0] == 31007 && got[1] == 31007 ? 0.0 : 1.0, 0.5, nv * 4.0, fn);
         CUDA_CHECK(cudaFree(dl)); CUDA_CHECK(cudaFree(dout));
     }
     {

@@ -181,6 +181,26 @@ static void test_chain(void) {
           "sampler presence penalty once per token, frequency penalty per occurrence (temp 0)",
           "greedy flag %d, got %d, %d, %d", !not_greedy, t1, t2, t3);
 
+    /* Skipped ids (--ignore-eos) are never picked: greedy takes the next best, draws never land on them. */
+    p = sampler_default_params();
+    p.temp = 0;
+    pen = sampler_new(&p, 3, err, sizeof err);
+    const int32_t skip0[1] = {0};
+    int sk_ok = sampler_skip(pen, skip0, 1) == 0 && sampler_is_greedy(pen) && sampler_sample(pen, l3) == 1;
+    int32_t many[SAMPLER_MAX_SKIP + 1] = {0};
+    sk_ok &= sampler_skip(pen, many, SAMPLER_MAX_SKIP + 1) == -1;
+    sampler_free(pen);
+    p = sampler_default_params();
+    p.temp = 1.0f;
+    p.seed = 5;
+    pen = sampler_new(&p, 3, err, sizeof err);
+    sampler_skip(pen, skip0, 1);
+    int drawn0 = 0;
+    for (int i = 0; i < 2000; i++) drawn0 += sampler_sample(pen, l3) == 0;
+    sampler_free(pen);
+    CHECK(sk_ok && drawn0 == 0, "sampler skipped ids are never picked (greedy and 2000 draws)", "ok %d, drawn %d times",
+          sk_ok, drawn0);
+
     /* Frequencies of plain softmax draws. */
     p = sampler_default_params();
     p.top_k = 0;
