@@ -49,17 +49,7 @@ static const char batch_usage[] =
     "  -b,   --batch-size N       tokens per step, decode and prefill together (default 2048)\n"
     "  -ub,  --ubatch-size N      tokens per forward pass; 0 = -b, one pass per step (default 0)\n"
     "  -s,   --seed N             sampling seed of every request; -1 = random per request (default -1)\n"
-    "        --temp F             temperature; 0 = greedy (default 0.8)\n"
-    "        --top-k N            keep the k most likely tokens; 0 = off (default 40)\n"
-    "        --top-p F            keep the smallest set reaching probability p; 1 = off (default 0.95)\n"
-    "        --min-p F            drop tokens below p x the top probability; 0 = off (default 0.05)\n"
-    "        --repeat-penalty F   penalty for recent tokens; 1 = off (default 1.0)\n"
-    "        --presence-penalty F minus F for a token among the recent ones; 0 = off (default 0.0)\n"
-    "        --frequency-penalty F  minus F per time a token occurs among the recent ones; 0 = off\n"
-    "                             (default 0.0)\n"
-    "        --repeat-last-n N    tokens the penalties look back; 0 = off, -1 = context (default 64)\n"
-    "        --ignore-eos         never pick the end-of-text token(s): generate -n tokens (as llama.cpp,\n"
-    "                             whose logit bias is -inf for them; default off)\n"
+    CLI_SAMPLING_USAGE
     "  -t,   --threads N          CPU threads (default min(CPUs, 8))\n"
     CLI_GPU_USAGE
     "        --no-mmap            read the model into memory instead of mapping it (default mmap)\n"

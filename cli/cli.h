@@ -54,6 +54,19 @@ void cli_error(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
  * --repeat-penalty, --presence-penalty, --frequency-penalty, --repeat-last-n): 1 when argv[*i] was one (value consumed into sp, *i
  * advanced), 0 when it is another flag, -1 on a bad value (printed). */
 int cli_sampling_flag(int argc, char **argv, int *i, sampler_params *sp);
+/* The usage lines of those flags and --ignore-eos (run and batch). */
+#define CLI_SAMPLING_USAGE \
+    "        --temp F             temperature; 0 = greedy (default 0.8)\n" \
+    "        --top-k N            keep the k most likely tokens; 0 = off (default 40)\n" \
+    "        --top-p F            keep the smallest set reaching probability p; 1 = off (default 0.95)\n" \
+    "        --min-p F            drop tokens below p x the top probability; 0 = off (default 0.05)\n" \
+    "        --repeat-penalty F   penalty for recent tokens; 1 = off (default 1.0)\n" \
+    "        --presence-penalty F minus F for a token among the recent ones; 0 = off (default 0.0)\n" \
+    "        --frequency-penalty F  minus F per time a token occurs among the recent ones; 0 = off\n" \
+    "                             (default 0.0)\n" \
+    "        --repeat-last-n N    tokens the penalties look back; 0 = off, -1 = context (default 64)\n" \
+    "        --ignore-eos         never pick the end-of-text token(s): generate -n tokens (as llama.cpp,\n" \
+    "                             whose logit bias is -inf for them; default off)\n"
 /* Checks the sampling values once all flags are read; 0, or -1 with the message printed. */
 int cli_sampling_check(const sampler_params *sp);
 
