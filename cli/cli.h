@@ -51,8 +51,9 @@ double cli_now_ms(void);
 void cli_error(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
 
 /* The sampling flags that run and batch share (--temp, --top-k, --top-p, --min-p,
- * --repeat-penalty, --presence-penalty, --frequency-penalty, --repeat-last-n): 1 when argv[*i] was one (value consumed into sp, *i
- * advanced), 0 when it is another flag, -1 on a bad value (printed). */
+ * --repeat-penalty, --presence-penalty, --frequency-penalty, --repeat-last-n): 1 when argv[*i]
+ * was one (value consumed into sp, *i advanced), 0 when it is another flag, -1 on a bad value
+ * (printed). */
 int cli_sampling_flag(int argc, char **argv, int *i, sampler_params *sp);
 /* The usage lines of those flags and --ignore-eos (run and batch). */
 #define CLI_SAMPLING_USAGE \
@@ -76,8 +77,8 @@ void cli_catch_signals(void);
 int cli_signal(void);
 
 /* Engine flags every generating subcommand shares: -c/--ctx-size, -b/--batch-size,
- * -t/--threads, --no-mmap, -fa/--flash-attn (cli_flash_attn_flag) and the GPU flags below. 1 when argv[*i] was one (its value consumed),
- * 0 when not, -1 on a bad value (message printed). */
+ * -t/--threads, --no-mmap, -fa/--flash-attn (cli_flash_attn_flag) and the GPU flags below. 1
+ * when argv[*i] was one (its value consumed), 0 when not, -1 on a bad value (message printed). */
 int cli_engine_flag(int argc, char **argv, int *i, engine_params *ep);
 
 /* GPU flags (cli/gpu.c), llama.cpp's: -ngl N|all (-1 = all), -dev/--device LIST (CUDA ordinals

@@ -387,8 +387,10 @@ static int decode_pass(engine *e, const engine_token *t, int32_t i0, int32_t i1,
     int rc;
     if (e->ops->forward_greedy) {
         rc = e->ops->forward_greedy(e->be, &b, rows ? e->b_ids : NULL, err, err_size);
-        for (int32_t i = i0; i < i1 && !rc; i++)
-            if (e->b_out[i - i0] >= 0) ids[first + e->b_out[i - i0]] = e->b_ids[2 * e->b_out[i - i0] + (t[i].no_eog != 0)];
+        for (int32_t i = i0; i < i1 && !rc; i++) {
+            int32_t r = e->b_out[i - i0];
+            if (r >= 0) ids[first + r] = e->b_ids[2 * r + (t[i].no_eog != 0)];
+        }
         return rc;
     }
     float *tmp = rows ? malloc((size_t)rows * n_vocab * sizeof(float)) : NULL;
