@@ -28,6 +28,8 @@ static const char run_usage[] =
     "  -e,   --escape             turn \\n \\r \\t \\' \\\" \\\\ and \\xNN in the prompt into those characters,\n"
     "                             as llama.cpp does (default on; also for -f and stdin)\n"
     "        --no-escape          take the prompt literally\n"
+    "  -r,   --reverse-prompt TEXT  stop once the text ends in TEXT (printed; repeatable), as llama-cli\n"
+    "                             does without -i\n"
     "  -sp,  --special            print control tokens' text (such as </s>) among the output\n"
     "        --verbose-prompt     list the prompt's tokens (id -> 'piece') on stderr before generating\n"
     "        --prompt-cache FILE  reuse the KV state of a matching prompt prefix from FILE and save the\n"
@@ -44,8 +46,15 @@ static const char run_usage[] =
     "                             converses and makes no warm-up pass (-cnv, -i are refused)\n"
     "  -h,   --help               this text\n";
 
+/* -r: how many, and the longest each may be (after escapes) */
+enum { RUN_MAX_REVERSE = 16, RUN_REVERSE_MAX_LEN = 256 };
+
 typedef struct {
     const char *model, *prompt, *file, *prompt_cache;
+    const char *rev_arg[RUN_MAX_REVERSE];                 /* -r as given */
+    char rev[RUN_MAX_REVERSE][RUN_REVERSE_MAX_LEN];      /* its texts, escapes processed (llama.cpp's too) */
+    size_t rev_len[RUN_MAX_REVERSE];
+    int n_reverse;
     int n_predict;
     int64_t seed;
     bool ignore_eos, echo, log, prompt_cache_ro, no_escape, special, verbose_prompt;
@@ -89,6 +98,11 @@ static int parse(int argc, char **argv, run_opts *o) {
         } else if (cli_is_flag(a, "-e", "--escape")) { o->no_escape = false;
         } else if (cli_is_flag(a, "--no-escape", NULL)) { o->no_escape = true;
         } else if (cli_is_flag(a, "-sp", "--special")) { o->special = true;
+        } else if (cli_is_flag(a, "-r", "--reverse-prompt")) {
+            VALUE();
+            if (!*v) { cli_error("%s: an empty reverse prompt would stop at once; give some text", a); return -1; }
+            if (o->n_reverse == RUN_MAX_REVERSE) { cli_error("%s: at most %d reverse prompts", a, RUN_MAX_REVERSE); return -1; }
+            o->rev_arg[o->n_reverse++] = v;
         } else if (cli_is_flag(a, "--verbose-prompt", NULL)) { o->verbose_prompt = true;
         } else if (cli_is_flag(a, "-no-cnv", "--no-conversation") || cli_is_flag(a, "--no-warmup", NULL)) {
             /* what mgi run does anyway: one generation from the prompt, no warm-up pass */
@@ -111,6 +125,20 @@ static int parse(int argc, char **argv, run_opts *o) {
         return -1;
     }
     if (cli_sampling_check(&o->sp)) return -1;  /* repeat_last_n -1 is resolved with the context */
+    for (int k = 0; k < o->n_reverse; k++) {
+        char tmp[4 * RUN_REVERSE_MAX_LEN]; /* an escape is 2 to 4 bytes for 1 */
+        size_t n = strlen(o->rev_arg[k]);
+        if (n <= sizeof tmp) {
+            memcpy(tmp, o->rev_arg[k], n);
+            if (!o->no_escape) n = cli_process_escapes(tmp, n);
+        }
+        if (n > RUN_REVERSE_MAX_LEN) {
+            cli_error("-r: a reverse prompt of %zu bytes; at most %d", n, RUN_REVERSE_MAX_LEN);
+            return -1;
+        }
+        memcpy(o->rev[k], tmp, n);
+        o->rev_len[k] = n;
+    }
     if (o->prompt_cache_ro && !o->prompt_cache) {
         cli_error("--prompt-cache-ro needs --prompt-cache FILE");
         return -1;
@@ -161,6 +189,38 @@ static int32_t cache_load(engine *e, const run_opts *o, const int32_t *ids, int3
         fprintf(stderr, "prompt cache %s: reused %d of %d prompt tokens\n", o->prompt_cache, same, n_prompt);
     promptcache_free(&pc);
     return same;
+}
+
+/* The end of the text so far (the prompt, then each generated token's piece) for -r: llama-cli
+ * without -i stops once a reverse prompt stands in the last (its length + 2) bytes of its recent
+ * output, checked after each generated token. */
+enum { RUN_TAIL = 2 * RUN_REVERSE_MAX_LEN };
+typedef struct {
+    char buf[RUN_TAIL];
+    size_t len;
+} run_tail;
+
+static void tail_add(run_tail *t, const char *p, size_t n) {
+    if (n >= RUN_TAIL) {
+        memcpy(t->buf, p + n - RUN_TAIL, RUN_TAIL);
+        t->len = RUN_TAIL;
+        return;
+    }
+    if (t->len + n > RUN_TAIL) {
+        size_t drop = t->len + n - RUN_TAIL;
+        memmove(t->buf, t->buf + drop, t->len - drop);
+        t->len -= drop;
+    }
+    memcpy(t->buf + t->len, p, n);
+    t->len += n;
+}
+
+/* Whether text r (n bytes) stands in the last n + 2 bytes of the tail. */
+static bool tail_has(const run_tail *t, const char *r, size_t n) {
+    size_t from = t->len > n + 2 ? t->len - (n + 2) : 0;
+    for (size_t i = from; i + n <= t->len; i++)
+        if (!memcmp(t->buf + i, r, n)) return true;
+    return false;
 }
 
 /* Writes a token's text as soon as it is whole (with --special a control token's own text, after
@@ -265,6 +325,8 @@ int cli_run(int argc, char **argv) {
         fprintf(stderr, "prompt: %lld tokens, context %d, backend %s\n", (long long)n_prompt, n_ctx,
                 engine_backend(e));
     }
+    run_tail tail = {.len = 0};
+    tail_add(&tail, text, text_len);
     if (o.verbose_prompt) {
         fprintf(stderr, "prompt tokens: %lld\n", (long long)n_prompt);
         for (int64_t i = 0; i < n_prompt; i++) cli_print_piece(stderr, tok, ids[i]);
@@ -311,6 +373,17 @@ int cli_run(int argc, char **argv) {
             break;
         }
         if (put_token(tok, &st, id, o.special)) break;
+        if (o.n_reverse) {
+            size_t pl;
+            const char *piece = tokenizer_is_control(tok, id) ? tokenizer_text(tok, id, &pl) : tokenizer_piece(tok, id, &pl);
+            tail_add(&tail, piece, pl);
+            bool hit = false;
+            for (int k = 0; k < o.n_reverse && !hit; k++) hit = tail_has(&tail, o.rev[k], o.rev_len[k]);
+            if (hit) {
+                n_gen++;
+                break;
+            }
+        }
         n_gen++;
         if (o.n_predict > 0 && n_gen >= o.n_predict) break;
         if (pos >= n_ctx) {

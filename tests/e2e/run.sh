@@ -93,6 +93,20 @@ printf '</s>' | cat "$tmp/sp0" - >"$tmp/sp-want"
 if [ -s "$tmp/sp0" ] && ! grep -q '</s>' "$tmp/sp0" && cmp -s "$tmp/sp-want" "$tmp/sp1"; then
     pass "run -sp prints the end-of-text token's </s> where the text ends"
 else fail "run -sp" "$(tail -c 40 "$tmp/sp1")"; fi
+# -r stops as llama-cli does without -i: once the text ends in a reverse prompt (printed), here
+# "petals" and one across a token boundary ("s. Cl"); the first of several that appears wins.
+"$MGI" -m "$F32" -p "Once upon a time" -n 60 --temp 0 -ngl 0 --log-disable >"$tmp/r-full" 2>/dev/null
+ok=1
+for r in "petals" "s. Cl"; do
+    "$MGI" -m "$F32" -p "Once upon a time" -n 60 --temp 0 -ngl 0 --log-disable -r "$r" >"$tmp/r-got" 2>/dev/null || ok=0
+    case "$(cat "$tmp/r-got")" in *"$r") ;; *) ok=0 ;; esac
+    [ "$(wc -c <"$tmp/r-got")" -lt "$(wc -c <"$tmp/r-full")" ] && cmp -s "$tmp/r-got" <(head -c "$(wc -c <"$tmp/r-got")" "$tmp/r-full") || ok=0
+done
+"$MGI" -m "$F32" -p "Once upon a time" -n 60 --temp 0 -ngl 0 --log-disable -r "never said" -r "unfolding" >"$tmp/r-two" 2>/dev/null
+case "$(cat "$tmp/r-two")" in *unfolding) ;; *) ok=0 ;; esac
+if [ $ok = 1 ] && grep -q petals "$tmp/r-full"; then pass "run -r stops once the text ends in a reverse prompt (printed; across tokens; the first of two)"
+else fail "run -r" "$(head -c 100 "$tmp/r-got")"; fi
+
 # llama-cli flags that change nothing here are accepted: -fa in its forms (off with a note),
 # -no-cnv, --no-warmup; the text is unchanged.
 ok=1
@@ -126,6 +140,7 @@ bad "--top-p 2" -m "$F32" -p "Once" --top-p 2
 bad "--min-p -0.5" -m "$F32" -p "Once" --min-p -0.5
 bad "an unknown flag" -m "$F32" -p "Once" --frobnicate
 bad "-i (no interactive mode)" -m "$F32" -p "Once" -i
+bad "an empty -r" -m "$F32" -p "Once" -r ""
 bad "-cnv (no conversation mode)" -m "$F32" -p "Once" -cnv
 bad "--presence-penalty abc" -m "$F32" -p "Once" --presence-penalty abc
 bad "a missing value" -m "$F32" -p
