@@ -39,6 +39,7 @@ int cli_engine_flag(int argc, char **argv, int *i, engine_params *ep) {
     else if (cli_is_flag(a, "-b", "--batch-size")) target = &ep->n_batch;
     else if (cli_is_flag(a, "-t", "--threads")) { target = &ep->n_threads; hi = 256; }
     else if (cli_is_flag(a, "--no-mmap", NULL)) { ep->use_mmap = 0; return 1; }
+    else if (cli_is_flag(a, "--mlock", NULL)) { ep->use_mlock = 1; return 1; }
     else if (cli_is_flag(a, "-fa", "--flash-attn")) { cli_flash_attn_flag(argc, argv, i); return 1; }
     else return cli_gpu_flag(argc, argv, i, ep);
     if (!(v = cli_value(argc, argv, i))) return -1;

@@ -53,6 +53,8 @@ static const char batch_usage[] =
     "  -t,   --threads N          CPU threads (default min(CPUs, 8))\n"
     CLI_GPU_USAGE
     "        --no-mmap            read the model into memory instead of mapping it (default mmap)\n"
+    "        --mlock              keep the model's file locked in RAM, as llama.cpp (a refusal by\n"
+    "                             the limits is a warning; default off)\n"
     "        --log-disable        no summary or warnings on stderr (default off)\n"
     "  -fa,  --flash-attn [on|off|auto]  accepted for llama.cpp compatibility: mgi's attention is\n"
     "                             always the fused kind (off changes nothing, and says so)\n"

@@ -116,6 +116,7 @@ void cli_gpu_setup(engine_params *ep, int log) {
 }
 
 void cli_log_memory(const engine *e) {
+    if (engine_load_warning(e)) fprintf(stderr, "mgi: warning: %s\n", engine_load_warning(e));
     char buf[4096];
     engine_describe(e, buf, sizeof buf);
     for (char *line = strtok(buf, "\n"); line; line = strtok(NULL, "\n")) fprintf(stderr, "memory: %s\n", line);

@@ -21,6 +21,8 @@ static const char ppl_usage[] =
     "  -t,   --threads N          CPU threads (default min(CPUs, 8))\n"
     CLI_GPU_USAGE
     "        --no-mmap            read the model into memory instead of mapping it (default mmap)\n"
+    "        --mlock              keep the model's file locked in RAM, as llama.cpp (a refusal by\n"
+    "                             the limits is a warning; default off)\n"
     "        --log-disable        no progress lines on stderr (default off)\n"
     "        --no-escape          score the text as it is; by default \\n \\r \\t \\' \\\" \\\\ and \\xNN\n"
     "                             become those characters first, as llama-perplexity does (-e)\n"
@@ -100,6 +102,7 @@ int cli_perplexity(int argc, char **argv) {
         free(text);
         return rc == ENGINE_EPARAM ? EXIT_USAGE : rc == ENGINE_EBADINPUT ? EXIT_BADINPUT : EXIT_RUNTIME;
     }
+    if (log_on && engine_load_warning(e)) fprintf(stderr, "mgi: warning: %s\n", engine_load_warning(e));
     const tokenizer *tok = engine_tokenizer(e);
     int32_t n_ctx = engine_n_ctx(e), n_vocab = engine_n_vocab(e);
     bool add_bos = tokenizer_add_bos(tok) && tokenizer_bos(tok) >= 0;

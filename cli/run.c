@@ -38,6 +38,8 @@ static const char run_usage[] =
     "  -t,   --threads N          CPU threads (default min(CPUs, 8))\n"
     CLI_GPU_USAGE
     "        --no-mmap            read the model into memory instead of mapping it (default mmap)\n"
+    "        --mlock              keep the model's file locked in RAM, as llama.cpp (a refusal by\n"
+    "                             the limits is a warning; default off)\n"
     "        --echo               print the prompt before the generated text (default off)\n"
     "        --log-disable        no load, seed and timing lines on stderr (default off)\n"
     "  -fa,  --flash-attn [on|off|auto]  accepted for llama.cpp compatibility: mgi's attention is\n"

@@ -36,6 +36,7 @@ struct engine {
     int32_t *seq_next;       /* [n_seq] length after the batch, -1: not in it */
     int32_t *seq_old;        /* [n_seq] length before the batch */
     int32_t *seq_idx;        /* [n_seq] index in b_seqs of the current pass, -1: none */
+    char warning[512];       /* engine_load_warning ("" when none) */
 };
 
 engine_params engine_default_params(void) {
@@ -203,6 +204,8 @@ int engine_load(engine **out, const char *path, const engine_params *p, char *er
     }
     int rc = ENGINE_EBADINPUT;
     if (!(e->g = gguf_open(path, p->use_mmap, err, err_size))) goto fail;
+    /* as llama.cpp: a lock that the limits refuse is a warning, and the run goes on */
+    if (p->use_mlock) gguf_mlock(e->g, e->warning, sizeof e->warning);
     if (llama_model_load(&e->model, e->g, err, err_size)) goto fail;
     if (!(e->tok = tokenizer_load(e->g, err, err_size))) goto fail;
     const llama_hparams *hp = &e->model.hp;
@@ -310,6 +313,8 @@ const llama_hparams *engine_hparams(const engine *e) { return &e->model.hp; }
 int32_t engine_n_ctx(const engine *e) { return e->n_ctx_seq; }
 int32_t engine_n_seq_max(const engine *e) { return e->kv.n_seq; }
 int32_t engine_n_vocab(const engine *e) { return e->model.hp.n_vocab; }
+const char *engine_load_warning(const engine *e) { return e->warning[0] ? e->warning : NULL; }
+
 const char *engine_backend(const engine *e) { return e->ops->name; }
 
 int engine_split_stats(engine *e, int start, engine_dev_share *out, int max) {

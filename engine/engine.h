@@ -57,6 +57,7 @@ typedef struct {
     engine_progress_fn progress;    /* NULL: no progress reports */
     void *progress_ctx;
     int use_mmap;          /* 0: read the file into memory (--no-mmap) */
+    int use_mlock;         /* lock the file's bytes in RAM (--mlock; engine_load_warning if it fails) */
 } engine_params;
 
 /* engine_load's failures, so the CLI can pick its exit status. */
@@ -86,6 +87,8 @@ int32_t engine_n_seq_max(const engine *e);
 int32_t engine_n_vocab(const engine *e);
 /* What computes the logits, for logs: "CPU" or "CUDA". */
 const char *engine_backend(const engine *e);
+/* What engine_load could not do but went on without (--mlock refused by the limits), or NULL. */
+const char *engine_load_warning(const engine *e);
 /* What holds the model, one line per device (and the CPU's layers when -ngl is partial) with
  * weights, KV cache and memory, for the load log; "" on the CPU backend. */
 void engine_describe(const engine *e, char *buf, size_t size);

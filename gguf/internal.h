@@ -34,6 +34,7 @@ struct gguf_ctx {
     uint64_t size;
     void *map;                /* mmap'ed region, or NULL */
     void *owned;              /* read() buffer, or NULL */
+    int locked;               /* gguf_mlock succeeded: munlock at close */
     uint32_t version;
     uint32_t alignment;
     uint64_t data_offset;

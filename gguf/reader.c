@@ -556,8 +556,24 @@ gguf_ctx *gguf_open(const char *path, int use_mmap, char *err, size_t err_size) 
     return parse(c, c->path, err, err_size);
 }
 
+int gguf_mlock(gguf_ctx *c, char *err, size_t err_size) {
+    if (c->locked) return 0;
+    if (!c->map && !c->owned) {
+        snprintf(err, err_size, "%s: a buffer of the caller's, not locked", c->path);
+        return -1;
+    }
+    if (mlock(c->base, (size_t)c->size) != 0) {
+        snprintf(err, err_size, "%s: cannot lock its %llu MiB in RAM: %s (raise the limit: ulimit -l)", c->path,
+                 (unsigned long long)(c->size >> 20), strerror(errno));
+        return -1;
+    }
+    c->locked = 1;
+    return 0;
+}
+
 void gguf_close(gguf_ctx *c) {
     if (!c) return;
+    if (c->locked) munlock(c->base, (size_t)c->size);
     if (c->map) munmap(c->map, (size_t)c->size);
     free(c->owned);
     for (gguf_chunk *ch = c->chunks, *next; ch; ch = next) {

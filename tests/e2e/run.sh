@@ -107,6 +107,19 @@ case "$(cat "$tmp/r-two")" in *unfolding) ;; *) ok=0 ;; esac
 if [ $ok = 1 ] && grep -q petals "$tmp/r-full"; then pass "run -r stops once the text ends in a reverse prompt (printed; across tokens; the first of two)"
 else fail "run -r" "$(head -c 100 "$tmp/r-got")"; fi
 
+# --mlock: the same text; a lock the limits refuse (64 KiB here; root loses CAP_IPC_LOCK first) is
+# one warning line, and the run goes on.
+"$MGI" -m "$F32" -p "$nl" -n 12 --temp 0 --log-disable -ngl 0 --mlock >"$tmp/ml" 2>"$tmp/ml.err"
+lim=()
+[ "$(id -u)" = 0 ] && command -v setpriv >/dev/null && lim=(setpriv --inh-caps=-ipc_lock --bounding-set=-ipc_lock)
+"${lim[@]}" bash -c 'ulimit -l 64 && exec "$0" "$@"' "$MGI" -m "$F32" -p "$nl" -n 12 --temp 0 -ngl 0 --mlock \
+    >"$tmp/ml2" 2>"$tmp/ml2.err"
+rc=$?
+if cmp -s "$tmp/esc-real" "$tmp/ml" && [ ! -s "$tmp/ml.err" ] && [ $rc -eq 0 ] && cmp -s "$tmp/esc-real" "$tmp/ml2" &&
+    [ "$(grep -c '^mgi: warning: .*cannot lock .*ulimit -l' "$tmp/ml2.err")" = 1 ]; then
+    pass "run --mlock: same text; refused by the limits, one warning and the run goes on"
+else fail "run --mlock" "exit $rc: $(head -2 "$tmp/ml2.err")"; fi
+
 # llama-cli flags that change nothing here are accepted: -fa in its forms (off with a note),
 # -no-cnv, --no-warmup; the text is unchanged.
 ok=1
