@@ -38,12 +38,15 @@ int cli_engine_flag(int argc, char **argv, int *i, engine_params *ep) {
     if (cli_is_flag(a, "-c", "--ctx-size")) { target = &ep->n_ctx; lo = 0; }
     else if (cli_is_flag(a, "-b", "--batch-size")) target = &ep->n_batch;
     else if (cli_is_flag(a, "-t", "--threads")) { target = &ep->n_threads; hi = 256; }
+    else if (cli_is_flag(a, "-tb", "--threads-batch")) { target = &ep->n_threads_batch; lo = -1; hi = 256; }
     else if (cli_is_flag(a, "--no-mmap", NULL)) { ep->use_mmap = 0; return 1; }
     else if (cli_is_flag(a, "--mlock", NULL)) { ep->use_mlock = 1; return 1; }
     else if (cli_is_flag(a, "-fa", "--flash-attn")) { cli_flash_attn_flag(argc, argv, i); return 1; }
     else return cli_gpu_flag(argc, argv, i, ep);
     if (!(v = cli_value(argc, argv, i))) return -1;
-    return cli_parse_int(a, v, lo, hi, target) ? -1 : 1;
+    if (cli_parse_int(a, v, lo, hi, target)) return -1;
+    if (target == &ep->n_threads_batch && *target < 1) *target = 0; /* -1 or 0: as -t (llama.cpp's -1) */
+    return 1;
 }
 
 int cli_parse_i64(const char *flag, const char *s, int64_t lo, int64_t hi, int64_t *out) {

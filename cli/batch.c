@@ -51,6 +51,7 @@ static const char batch_usage[] =
     "  -s,   --seed N             sampling seed of every request; -1 = random per request (default -1)\n"
     CLI_SAMPLING_USAGE
     "  -t,   --threads N          CPU threads (default min(CPUs, 8))\n"
+    "  -tb,  --threads-batch N    CPU threads for passes of several tokens (prompts); -1 = -t (default)\n"
     CLI_GPU_USAGE
     "        --no-mmap            read the model into memory instead of mapping it (default mmap)\n"
     "        --mlock              keep the model's file locked in RAM, as llama.cpp (a refusal by\n"

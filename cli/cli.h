@@ -77,7 +77,7 @@ void cli_catch_signals(void);
 int cli_signal(void);
 
 /* Engine flags every generating subcommand shares: -c/--ctx-size, -b/--batch-size,
- * -t/--threads, --no-mmap, --mlock, -fa/--flash-attn (cli_flash_attn_flag) and the GPU flags below. 1
+ * -t/--threads, -tb/--threads-batch, --no-mmap, --mlock, -fa/--flash-attn (cli_flash_attn_flag) and the GPU flags below. 1
  * when argv[*i] was one (its value consumed), 0 when not, -1 on a bad value (message printed). */
 int cli_engine_flag(int argc, char **argv, int *i, engine_params *ep);
 

@@ -19,6 +19,7 @@ static const char ppl_usage[] =
     "  -c,   --ctx-size N         tokens per chunk; 0 = the model's context, at most 512 (default 0)\n"
     "  -b,   --batch-size N       tokens per forward batch (default 2048)\n"
     "  -t,   --threads N          CPU threads (default min(CPUs, 8))\n"
+    "  -tb,  --threads-batch N    CPU threads for passes of several tokens (prompts); -1 = -t (default)\n"
     CLI_GPU_USAGE
     "        --no-mmap            read the model into memory instead of mapping it (default mmap)\n"
     "        --mlock              keep the model's file locked in RAM, as llama.cpp (a refusal by\n"

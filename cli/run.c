@@ -36,6 +36,7 @@ static const char run_usage[] =
     "                             state after this prompt there (a bad or foreign file is ignored)\n"
     "        --prompt-cache-ro    use --prompt-cache FILE but never write it (default off)\n"
     "  -t,   --threads N          CPU threads (default min(CPUs, 8))\n"
+    "  -tb,  --threads-batch N    CPU threads for passes of several tokens (prompts); -1 = -t (default)\n"
     CLI_GPU_USAGE
     "        --no-mmap            read the model into memory instead of mapping it (default mmap)\n"
     "        --mlock              keep the model's file locked in RAM, as llama.cpp (a refusal by\n"

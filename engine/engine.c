@@ -151,6 +151,11 @@ static int query_devices(const engine_params *p, int n_dev, engine_device_info *
 /* The GPU part of engine_load: the plan from the flags and the devices, then the CUDA backend for
  * the plan's layers, chained after a CPU stage for the first layers when -ngl leaves some there.
  * 0, or -1 with *rc and the message set. */
+/* The CPU backend's most threads: -t's, or -tb's when larger (forward_cpu_threads picks per pass). */
+static int cpu_threads(const engine_params *p) {
+    return p->n_threads_batch > p->n_threads ? p->n_threads_batch : p->n_threads;
+}
+
 static int load_gpu(engine *e, const engine_params *p, int n_dev, int32_t n_cells, int *rc, char *err,
                     size_t err_size) {
     const llama_hparams *hp = &e->model.hp;
@@ -179,12 +184,13 @@ static int load_gpu(engine *e, const engine_params *p, int n_dev, int32_t n_cell
     cpu_hp.n_layer = k;  /* host f32 KV only for the CPU's layers */
     chain_stage st[2] = {{&forward_cpu_ops, NULL, 0, k}, {p->gpu->ops, gpu, k, hp->n_layer}};
     if (llama_kv_check(&cpu_hp, n_cells, sizeof(float), 0, err, err_size) ||
-        !(st[0].self = forward_cpu_new(&e->model, 0, k, n_cells, e->n_batch, e->n_ctx_seq, p->n_threads, err,
+        !(st[0].self = forward_cpu_new(&e->model, 0, k, n_cells, e->n_batch, e->n_ctx_seq, cpu_threads(p), err,
                                        err_size))) {
         p->gpu->ops->free(gpu);
         e->gpu_be = NULL;
         return -1;
     }
+    forward_cpu_threads(st[0].self, p->n_threads, p->n_threads_batch);
     chain *c = chain_new(&e->model, st, 2, e->n_batch, err, err_size);  /* frees both stages on failure */
     if (!c) {
         e->gpu_be = NULL;
@@ -238,8 +244,9 @@ int engine_load(engine **out, const char *path, const engine_params *p, char *er
         goto fail;
     }
     e->n_ctx_seq = (int32_t)(n_ctx / n_seq);
-    if (p->n_batch < 1 || p->n_threads < 1) {
-        snprintf(err, err_size, "batch size (%d) and threads (%d) must be at least 1", p->n_batch, p->n_threads);
+    if (p->n_batch < 1 || p->n_threads < 1 || p->n_threads_batch < 0) {
+        snprintf(err, err_size, "batch size (%d) and threads (%d, batch %d) must be at least 1", p->n_batch,
+                 p->n_threads, p->n_threads_batch);
         goto fail;
     }
     /* Each sequence holds at most ceil(n_ctx_seq / page) pages, so n_ctx / page plus one page per
@@ -276,9 +283,10 @@ int engine_load(engine **out, const char *path, const engine_params *p, char *er
         e->ops = &forward_cpu_ops;
         /* The f32 cache lives in host memory: refuse, with the -c that fits, before allocating. */
         if (llama_kv_check(hp, n_cells, sizeof(float), 0, err, err_size)) goto fail;
-        if (!(e->be = forward_cpu_new(&e->model, 0, hp->n_layer, n_cells, e->n_batch, e->n_ctx_seq, p->n_threads,
+        if (!(e->be = forward_cpu_new(&e->model, 0, hp->n_layer, n_cells, e->n_batch, e->n_ctx_seq, cpu_threads(p),
                                       err, err_size)))
             goto fail;
+        forward_cpu_threads(e->be, p->n_threads, p->n_threads_batch);
     }
     *out = e;
     return ENGINE_OK;

@@ -51,6 +51,7 @@ typedef struct {
     int32_t n_seq_max;     /* sequences held at once (-np); each may hold n_ctx / n_seq_max
                               positions, at most the training context */
     int n_threads;         /* CPU threads (-t) */
+    int n_threads_batch;   /* CPU threads for passes of more than one token (-tb); 0: n_threads */
     engine_split split;    /* -ngl, -sm, -dev, -ts, -mg (engine/plan.h); n_gpu_layers -1 (default):
                               every layer on the GPUs when `gpu` has a device; 0: the CPU */
     const engine_gpu_backend *gpu;  /* NULL: the CPU only */

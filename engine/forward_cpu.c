@@ -19,7 +19,9 @@ struct forward_cpu {
     const llama_model *m;
     int32_t layer0, layer1;  /* the layers this state computes and caches, [layer0, layer1) */
     int32_t n_cells, n_batch, max_pos;
-    int n_threads;
+    int n_threads;        /* the most threads (scratch is sized for them) */
+    int threads_1, threads_batch; /* a pass of one token, of more (forward_cpu_threads) */
+    int nt;               /* this pass's */
     int64_t kv_dim;
     float *kv_k;   /* [layer1 - layer0][n_cells][kv_dim]: a cell's row is one contiguous write */
     float *kv_v;   /* [layer1 - layer0][n_cells][kv_dim] */
@@ -138,7 +140,7 @@ static int matmul(forward_cpu *f, const llama_weight *w, const float *x, int64_t
                   char *err, size_t err_size) {
     matmul_ctx c = {.f = f, .w = w, .x = x, .n_tok = n_tok, .out = out};
     pthread_mutex_init(&c.lock, NULL);
-    parallel_for(f->n_threads, w->n_rows, matmul_range, &c);
+    parallel_for(f->nt, w->n_rows, matmul_range, &c);
     pthread_mutex_destroy(&c.lock);
     if (c.failed) snprintf(err, err_size, "%s", c.err);
     return c.failed ? -1 : 0;
@@ -235,6 +237,7 @@ static int fwd(void *self, const engine_fwd_batch *b, float *logits, char *err, 
         return -1;
     }
 
+    f->nt = n > 1 ? f->threads_batch : f->threads_1; /* -t for decode steps, -tb for more tokens */
     /* A later stage starts from the hidden state the previous one left: the same values the
      * residual stream would hold here in a single pass, so the result is bit-for-bit the same. */
     if (!first) memcpy(f->x, b->x_in, (size_t)n * (size_t)E * sizeof(float));
@@ -256,7 +259,7 @@ static int fwd(void *self, const engine_fwd_batch *b, float *logits, char *err, 
             memcpy(cell_v(f, l, b->cell[t]), f->v + t * n_kv, (size_t)n_kv * sizeof(float));
         }
         attn_ctx ac = {f, b, l};
-        parallel_for(f->n_threads, (int64_t)n * hp->n_head, attn_range, &ac);
+        parallel_for(f->nt, (int64_t)n * hp->n_head, attn_range, &ac);
         if (matmul(f, &L->wo, f->att, n, f->xn, err, err_size)) return -1;
         for (int64_t i = 0; i < n * E; i++) f->x[i] += f->xn[i];
 
@@ -342,6 +345,11 @@ const engine_backend_ops forward_cpu_ops = {
     .name = "CPU", .kv_elem_bytes = sizeof(float), .forward = fwd, .kv_copy = kv_copy, .kv_get = kv_get, .kv_set = kv_set, .free = ops_free,
 };
 
+void forward_cpu_threads(forward_cpu *f, int n_threads, int n_threads_batch) {
+    f->threads_1 = n_threads < 1 || n_threads > f->n_threads ? f->n_threads : n_threads;
+    f->threads_batch = n_threads_batch < 1 || n_threads_batch > f->n_threads ? f->n_threads : n_threads_batch;
+}
+
 forward_cpu *forward_cpu_new(const llama_model *m, int32_t layer0, int32_t layer1, int32_t n_cells,
                              int32_t n_batch, int32_t max_pos, int n_threads, char *err, size_t err_size) {
     const llama_hparams *hp = &m->hp;
@@ -367,7 +375,7 @@ forward_cpu *forward_cpu_new(const llama_model *m, int32_t layer0, int32_t layer
     f->n_cells = n_cells;
     f->max_pos = max_pos;
     f->n_batch = n_batch;
-    f->n_threads = n_threads;
+    f->n_threads = f->threads_1 = f->threads_batch = f->nt = n_threads;
     int64_t E = hp->n_embd, n_q = (int64_t)hp->n_head * hp->head_dim;
     int64_t n_kv = (int64_t)hp->n_head_kv * hp->head_dim, F = hp->n_ff;
     f->max_cols = E > F ? E : F;

@@ -22,6 +22,9 @@ typedef struct forward_cpu forward_cpu;
 forward_cpu *forward_cpu_new(const llama_model *m, int32_t layer0, int32_t layer1, int32_t n_cells,
                              int32_t n_batch, int32_t max_pos, int n_threads, char *err, size_t err_size);
 void forward_cpu_free(forward_cpu *f);
+/* Threads for passes of one token and of more (llama.cpp's -t and -tb), each at most the
+ * n_threads it was created with (a count out of 1..n_threads means n_threads). */
+void forward_cpu_threads(forward_cpu *f, int n_threads, int n_threads_batch);
 
 /* The backend operations; self is a forward_cpu. */
 extern const engine_backend_ops forward_cpu_ops;

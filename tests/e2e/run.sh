@@ -120,6 +120,15 @@ if cmp -s "$tmp/esc-real" "$tmp/ml" && [ ! -s "$tmp/ml.err" ] && [ $rc -eq 0 ] &
     pass "run --mlock: same text; refused by the limits, one warning and the run goes on"
 else fail "run --mlock" "exit $rc: $(head -2 "$tmp/ml2.err")"; fi
 
+# -tb: the prompt's threads apart from the decode steps' (-t); the text does not depend on either.
+ok=1
+for tt in "-t 1 -tb 4" "-t 3 -tb 1" "-t 2 -tb -1"; do
+    # shellcheck disable=SC2086
+    "$MGI" -m "$F32" -p "$nl" -n 12 --temp 0 --log-disable -ngl 0 $tt >"$tmp/tb" 2>/dev/null && cmp -s "$tmp/esc-real" "$tmp/tb" || ok=0
+done
+if [ $ok = 1 ]; then pass "run -tb N: the same text for any split of threads between prompt and decode"
+else fail "run -tb" "$tt gave other text"; fi
+
 # llama-cli flags that change nothing here are accepted: -fa in its forms (off with a note),
 # -no-cnv, --no-warmup; the text is unchanged.
 ok=1
