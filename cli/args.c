@@ -1,6 +1,7 @@
 /* Argument helpers shared by the subcommands: strict number parsing (the whole string, in
  * range), the shared sampling flags, whole-file reads (each failure one line on stderr naming the
  * flag or file), and the SIGINT/SIGTERM flag. */
+#include <ctype.h>
 #include <errno.h>
 #include <math.h>
 #include <signal.h>
@@ -183,8 +184,55 @@ void cli_flash_attn_flag(int argc, char **argv, int *i) {
                 flag, v);
 }
 
+/* -l's entries (one subcommand per process: a list for its lifetime) */
+enum { CLI_MAX_BIAS = 1024 };
+static sampler_bias cli_bias[CLI_MAX_BIAS];
+
+/* llama.cpp's -l value: TOKEN_ID followed by +BIAS or -BIAS (BIAS a number, or inf). */
+static int parse_bias(const char *flag, const char *v, sampler_params *sp) {
+    char *end;
+    errno = 0;
+    long id = strtol(v, &end, 10);
+    const char sign = *end;
+    float b = 0;
+    if (end != v && !errno && id >= 0 && id <= INT32_MAX && (sign == '+' || sign == '-') && end[1] &&
+        !isspace((unsigned char)end[1]) && end[1] != '+' && end[1] != '-') {
+        char *e2;
+        b = strtof(end + 1, &e2);
+        if (*e2 || isnan(b)) end = NULL;
+    } else {
+        end = NULL;
+    }
+    if (!end) {
+        cli_error("%s %s: want TOKEN_ID+BIAS or TOKEN_ID-BIAS, e.g. 15043+1 or 2-inf", flag, v);
+        return -1;
+    }
+    if (sp->n_bias == CLI_MAX_BIAS) {
+        cli_error("%s: at most %d logit biases", flag, CLI_MAX_BIAS);
+        return -1;
+    }
+    cli_bias[sp->n_bias] = (sampler_bias){(int32_t)id, sign == '-' ? -b : b};
+    sp->bias = cli_bias;
+    sp->n_bias++;
+    return 0;
+}
+
+int cli_check_bias(const sampler_params *sp, int32_t n_vocab) {
+    for (int32_t i = 0; i < sp->n_bias; i++)
+        if (sp->bias[i].id >= n_vocab) {
+            cli_error("-l %d...: token %d is outside the model's vocabulary of %d (ids 0..%d)", sp->bias[i].id,
+                      sp->bias[i].id, n_vocab, n_vocab - 1);
+            return -1;
+        }
+    return 0;
+}
+
 int cli_sampling_flag(int argc, char **argv, int *i, sampler_params *sp) {
     const char *a = argv[*i], *v;
+    if (cli_is_flag(a, "-l", "--logit-bias")) {
+        if (!(v = cli_value(argc, argv, i))) return -1;
+        return parse_bias(a, v, sp) ? -1 : 1;
+    }
     if (strcmp(a, "--temp") && strcmp(a, "--top-k") && strcmp(a, "--top-p") && strcmp(a, "--min-p") &&
         strcmp(a, "--repeat-penalty") && strcmp(a, "--repeat-last-n") && strcmp(a, "--presence-penalty") &&
         strcmp(a, "--frequency-penalty"))

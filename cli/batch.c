@@ -23,7 +23,8 @@ static const char batch_usage[] =
     "usage: mgi batch -m MODEL -f PROMPTS [flags]    (or -ns N without -f: N built-in prompts)\n"
     "  PROMPTS: one request per line, plain text (the line is the prompt) or a JSON object\n"
     "  {\"id\", \"prompt\", \"n_predict\", \"temperature\", \"seed\", \"top_k\", \"top_p\", \"min_p\",\n"
-    "  \"repeat_penalty\", \"presence_penalty\", \"frequency_penalty\", \"repeat_last_n\", \"ignore_eos\"};\n"
+    "  \"repeat_penalty\", \"presence_penalty\", \"frequency_penalty\", \"repeat_last_n\", \"ignore_eos\",\n"
+    "  \"logit_bias\": [[token id, bias or false], ...] or {\"token id\": bias}};\n"
     "  absent fields take the flags' values.\n"
     "  Output: one JSON line per request (id, prompt, text, tokens, finish_reason stop|length|error,\n"
     "  error, n_prompt (system prompt and BOS included), n_generated, n_reused, seed, timings), as\n"
@@ -557,6 +558,10 @@ int cli_batch(int argc, char **argv) {
             goto out;
         }
         tok = engine_tokenizer(e);
+        if (cli_check_bias(&o.rp.sp, engine_n_vocab(e))) {
+            rc = EXIT_USAGE;
+            goto out;
+        }
         int32_t *sys_ids = NULL;
         int64_t n_sys = 0;
         if (o.system && *o.system) {

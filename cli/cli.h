@@ -51,7 +51,8 @@ double cli_now_ms(void);
 void cli_error(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
 
 /* The sampling flags that run and batch share (--temp, --top-k, --top-p, --min-p,
- * --repeat-penalty, --presence-penalty, --frequency-penalty, --repeat-last-n): 1 when argv[*i]
+ * --repeat-penalty, --presence-penalty, --frequency-penalty, --repeat-last-n, -l/--logit-bias
+ * ID+BIAS, repeatable): 1 when argv[*i]
  * was one (value consumed into sp, *i advanced), 0 when it is another flag, -1 on a bad value
  * (printed). */
 int cli_sampling_flag(int argc, char **argv, int *i, sampler_params *sp);
@@ -67,7 +68,11 @@ int cli_sampling_flag(int argc, char **argv, int *i, sampler_params *sp);
     "                             (default 0.0)\n" \
     "        --repeat-last-n N    tokens the penalties look back; 0 = off, -1 = context (default 64)\n" \
     "        --ignore-eos         never pick the end-of-text token(s): generate -n tokens (as llama.cpp,\n" \
-    "                             whose logit bias is -inf for them; default off)\n"
+    "                             whose logit bias is -inf for them; default off)\n" \
+    "  -l,   --logit-bias ID+B    add B (or with ID-B subtract it; inf: never pick) to token ID's logit\n" \
+    "                             first, e.g. -l 15043+1 -l 2-inf (repeatable)\n"
+/* -l's token ids against the loaded model's vocabulary; 0, or -1 with the message printed. */
+int cli_check_bias(const sampler_params *sp, int32_t n_vocab);
 /* Checks the sampling values once all flags are read; 0, or -1 with the message printed. */
 int cli_sampling_check(const sampler_params *sp);
 

@@ -314,6 +314,7 @@ int cli_run(int argc, char **argv) {
     }
     o.sp.seed = seed;
     if (o.sp.repeat_last_n < 0) o.sp.repeat_last_n = n_ctx;
+    if (cli_check_bias(&o.sp, n_vocab)) { rc = EXIT_USAGE; goto out; }
     rc = EXIT_RUNTIME;
     if (!(smp = sampler_new(&o.sp, n_vocab, err, sizeof err))) { cli_error("%s", err); goto out; }
     if (o.ignore_eos) { /* llama.cpp: the end-of-generation tokens' logits biased to -inf */

@@ -1,6 +1,7 @@
 /* Batch input lines to requests: plain text or a JSON object (libcjson), with per-field type and
  * range checks and messages naming the line and field. */
 #include <cjson/cJSON.h>
+#include <errno.h>
 #include <math.h>
 #include <stdarg.h>
 #include <stdio.h>
@@ -37,6 +38,7 @@ void request_free(request *r) {
     free(r->prompt);
     free(r->error);
     free(r->warning);
+    free(r->bias);
     memset(r, 0, sizeof *r);
 }
 
@@ -104,6 +106,44 @@ static int apply_field(request *r, const cJSON *f, const char **why, const char 
         *range = "-1 (the context) or 0..2^24";
         if (json_int(f, -1, 1 << 24, &i, why)) return -1;
         p->sp.repeat_last_n = (int32_t)i;
+    } else if (!strcmp(k, "logit_bias")) {
+        /* llama-server's forms: [[id, bias], ...] or {"id": bias, ...}, bias a number or false
+         * (never picked); ids are checked against the vocabulary when the request starts */
+        *range = "[[token id, bias or false], ...] or {\"token id\": bias or false}";
+        int n = cJSON_GetArraySize(f);
+        if ((!cJSON_IsArray(f) && !cJSON_IsObject(f)) || n > 1 << 16) { *why = "has the wrong form"; return -1; }
+        sampler_bias *b = malloc(((size_t)n + 1) * sizeof *b);
+        if (!b) { *why = "is too large (out of memory)"; return -1; }
+        int i = 0;
+        for (const cJSON *e = f->child; e; e = e->next, i++) {
+            const cJSON *v = e; /* the bias */
+            int64_t t = -1;
+            float x = 0;
+            const char *w = NULL;
+            if (cJSON_IsArray(f)) {
+                v = cJSON_GetArrayItem(e, 1);
+                if (!cJSON_IsArray(e) || cJSON_GetArraySize(e) != 2 || json_int(cJSON_GetArrayItem(e, 0), 0, INT32_MAX, &t, &w))
+                    w = "has the wrong form";
+            } else {
+                char *end;
+                errno = 0;
+                long long tt = strtoll(e->string, &end, 10);
+                if (*e->string && !*end && !errno && tt >= 0 && tt <= INT32_MAX) t = tt;
+                else w = "has a key that is not a token id";
+            }
+            if (!w && cJSON_IsFalse(v)) x = -INFINITY;
+            else if (!w && json_num(v, -1e30, 1e30, &x, &w)) w = "has a bias that is not a number or false";
+            if (w) {
+                free(b);
+                *why = w;
+                return -1;
+            }
+            b[i] = (sampler_bias){(int32_t)t, x};
+        }
+        free(r->bias);
+        r->bias = b;
+        p->sp.bias = b;
+        p->sp.n_bias = n;
     } else if (!strcmp(k, "ignore_eos")) {
         *range = "true or false";
         if (!cJSON_IsBool(f)) { *why = "must be true or false"; return -1; }

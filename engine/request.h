@@ -1,7 +1,7 @@
 /* Batch input lines: one request per line, plain text (the whole line is the prompt) or, when the
  * line starts with '{', a JSON object {"id", "prompt", "n_predict", "temperature", "seed",
  * "top_k", "top_p", "min_p", "repeat_penalty", "presence_penalty", "frequency_penalty",
- * "repeat_last_n", "ignore_eos"} whose absent
+ * "repeat_last_n", "ignore_eos", "logit_bias"} whose absent
  * fields take the defaults given. Parsed with libcjson; every value is checked for type and
  * range, so a bad line becomes a request carrying an error, never a crash. */
 #ifndef MGI_ENGINE_REQUEST_H
@@ -27,6 +27,7 @@ typedef struct {
     request_params p;
     char *error;        /* why the line is bad, or NULL */
     char *warning;      /* unknown fields that were ignored, or NULL */
+    sampler_bias *bias; /* "logit_bias" (p.sp.bias points here), or NULL: the defaults' list */
     bool blank;         /* a plain-text line of only white space: no request */
 } request;
 

@@ -16,6 +16,7 @@ struct sampler {
     sampler_rng rng;
     int32_t skip[SAMPLER_MAX_SKIP];
     int n_skip;
+    sampler_bias *bias;   /* [p.n_bias], the caller's list copied */
 };
 
 sampler_params sampler_default_params(void) {
@@ -190,17 +191,34 @@ sampler *sampler_new(const sampler_params *p, int32_t n_vocab, char *err, size_t
                  "penalties finite, top-p and min-p in [0, 1], repeat-last-n >= 0)");
         return NULL;
     }
+    if (p->n_bias < 0 || (p->n_bias > 0 && !p->bias)) {
+        snprintf(err, err_size, "bad logit bias list (%d entries)", p->n_bias);
+        return NULL;
+    }
+    for (int32_t i = 0; i < p->n_bias; i++) {
+        if (p->bias[i].id < 0 || p->bias[i].id >= n_vocab) {
+            snprintf(err, err_size, "logit bias of token %d: outside the vocabulary of %d", p->bias[i].id, n_vocab);
+            return NULL;
+        }
+        if (isnan(p->bias[i].bias)) {
+            snprintf(err, err_size, "logit bias of token %d: the bias is not a number", p->bias[i].id);
+            return NULL;
+        }
+    }
     sampler *s = calloc(1, sizeof *s);
     if (s) {
         s->cand = malloc((size_t)n_vocab * sizeof *s->cand);
         s->hist = malloc(((size_t)p->repeat_last_n + 1) * sizeof *s->hist);
+        s->bias = malloc(((size_t)p->n_bias + 1) * sizeof *s->bias);
     }
-    if (!s || !s->cand || !s->hist) {
+    if (!s || !s->cand || !s->hist || !s->bias) {
         snprintf(err, err_size, "out of memory for the sampler");
         sampler_free(s);
         return NULL;
     }
     s->p = *p;
+    if (p->n_bias) memcpy(s->bias, p->bias, (size_t)p->n_bias * sizeof *s->bias);
+    s->p.bias = s->bias;
     s->n_vocab = n_vocab;
     sampler_rng_seed(&s->rng, p->seed);
     return s;
@@ -210,6 +228,7 @@ void sampler_free(sampler *s) {
     if (!s) return;
     free(s->cand);
     free(s->hist);
+    free(s->bias);
     free(s);
 }
 
@@ -233,13 +252,14 @@ static sampler_penalties penalties_of(const sampler_params *p) {
 }
 
 int sampler_is_greedy(const sampler *s) {
-    return s->p.temp <= 0 && (penalties_off(penalties_of(&s->p)) || s->p.repeat_last_n == 0);
+    return s->p.temp <= 0 && s->p.n_bias == 0 && (penalties_off(penalties_of(&s->p)) || s->p.repeat_last_n == 0);
 }
 
 int32_t sampler_sample(sampler *s, const float *logits) {
     sampler_cand *c = s->cand;
     size_t n = (size_t)s->n_vocab;
     for (size_t i = 0; i < n; i++) c[i] = (sampler_cand){(int32_t)i, logits[i]};
+    for (int32_t k = 0; k < s->p.n_bias; k++) c[s->bias[k].id].logit += s->bias[k].bias; /* llama.cpp: first */
     for (int k = 0; k < s->n_skip; k++)
         if (s->skip[k] >= 0 && (size_t)s->skip[k] < n) c[s->skip[k]].logit = -INFINITY;
     sampler_penalize(c, n, s->hist, s->n_hist, penalties_of(&s->p));

@@ -7,6 +7,13 @@
 #include <stddef.h>
 #include <stdint.h>
 
+/* A logit bias (llama.cpp's -l ID+BIAS): added to the token's logit before every other step;
+ * -inf keeps it from being picked at all. */
+typedef struct {
+    int32_t id;
+    float bias;
+} sampler_bias;
+
 typedef struct {
     float temp;            /* <= 0: greedy (argmax after the penalty) */
     int32_t top_k;         /* <= 0: off */
@@ -16,6 +23,8 @@ typedef struct {
     float freq_penalty;    /* 0: off; minus this times a token's count in the history */
     float presence_penalty; /* 0: off; minus this once for a token in the history */
     int32_t repeat_last_n; /* tokens of history the penalties look at; 0: off */
+    const sampler_bias *bias; /* [n_bias], copied by sampler_new (ids within the vocabulary) */
+    int32_t n_bias;
     uint64_t seed;
 } sampler_params;
 
@@ -26,7 +35,7 @@ sampler_params sampler_default_params(void);
 typedef struct sampler sampler;
 
 /* NULL with a message on a bad parameter (penalty <= 0, top-p/min-p outside [0, 1], negative
- * history) or out of memory. */
+ * history, a biased id outside the vocabulary or a NaN bias) or out of memory. */
 sampler *sampler_new(const sampler_params *p, int32_t n_vocab, char *err, size_t err_size);
 void sampler_free(sampler *s);
 /* Ids this sampler never picks (at most SAMPLER_MAX_SKIP; more is an error, -1): llama.cpp's
@@ -39,8 +48,8 @@ int sampler_skip(sampler *s, const int32_t *ids, int n);
 void sampler_accept(sampler *s, int32_t id);
 /* Picks the next token from n_vocab logits (not modified). */
 int32_t sampler_sample(sampler *s, const float *logits);
-/* Nonzero when every pick is the argmax of the logits past the skipped ids (temp <= 0 and no
- * penalty), so a
+/* Nonzero when every pick is the argmax of the logits past the skipped ids (temp <= 0, no
+ * penalty, no logit bias), so a
  * caller may let the backend pick (engine_eval_greedy) instead of fetching logits. */
 int sampler_is_greedy(const sampler *s);
 

@@ -131,6 +131,27 @@ ok = ok and b[0]["tokens"] == go and b[1]["tokens"] == go and run == a[1]["text"
 sys.exit(0 if ok else 1)' "$TMP/eos.out" "$TMP/eos2.out" "$TMP/eos-run.txt"
 check "batch and run --ignore-eos never pick the end-of-text token (greedy goes on past it, as llama.cpp)" test $? -eq 0
 
+# Logit biases, llama.cpp's -l and llama-server's "logit_bias": banning greedy's first pick (446)
+# changes the text, the JSONL field gives mgi run -l's text, a per-request bias outside the
+# vocabulary fails that request alone.
+printf '%s\n' '{"id": 1, "prompt": "Once upon a time", "temperature": 0, "n_predict": 16, "logit_bias": [[446, false]]}' \
+    '{"id": 2, "prompt": "Once upon a time", "temperature": 0, "n_predict": 16, "logit_bias": {"280": 3.5}}' \
+    '{"id": 3, "prompt": "Once upon a time", "temperature": 0, "n_predict": 16, "logit_bias": [[99999, 1]]}' \
+    '{"id": 4, "prompt": "Once upon a time", "temperature": 0, "n_predict": 16}' >"$TMP/lb.jsonl"
+"$MGI" batch -m "$F32" -f "$TMP/lb.jsonl" --ordered -ngl 0 >"$TMP/lb.out" 2>/dev/null
+lb_rc=$?
+"$MGI" -m "$F32" -p "Once upon a time" -n 16 --temp 0 -ngl 0 --log-disable -l 446-inf >"$TMP/lb1.txt" 2>/dev/null
+"$MGI" -m "$F32" -p "Once upon a time" -n 16 --temp 0 -ngl 0 --log-disable -l 280+3.5 >"$TMP/lb2.txt" 2>/dev/null
+python3 -c '
+import json, sys
+o = [json.loads(l) for l in open(sys.argv[1])]
+ok = o[0]["text"] == open(sys.argv[2]).read() and o[1]["text"] == open(sys.argv[3]).read()
+ok = ok and 446 not in o[0]["tokens"] and o[0]["text"] != o[3]["text"] and o[1]["text"] != o[3]["text"]
+ok = ok and o[2]["finish_reason"] == "error" and "99999" in o[2].get("error", "") and o[3]["finish_reason"] == "length"
+sys.exit(0 if ok else 1)' "$TMP/lb.out" "$TMP/lb1.txt" "$TMP/lb2.txt"
+check "batch logit_bias ([[id, false]], {\"id\": bias}) equals run -l; one out of the vocabulary fails alone" \
+    test $? -eq 0 -a $lb_rc -eq 0
+
 # --ordered keeps input order.
 "$MGI" batch -m "$F32" -f "$TMP/req.jsonl" -np 8 -n 24 --temp 0 --ordered >"$TMP/ord" 2>/dev/null
 python3 -c '

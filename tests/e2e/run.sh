@@ -163,6 +163,8 @@ bad "--min-p -0.5" -m "$F32" -p "Once" --min-p -0.5
 bad "an unknown flag" -m "$F32" -p "Once" --frobnicate
 bad "-i (no interactive mode)" -m "$F32" -p "Once" -i
 bad "an empty -r" -m "$F32" -p "Once" -r ""
+bad "-l without a sign" -m "$F32" -p "Once" -l 446
+bad "-l past the vocabulary" -m "$F32" -p "Once" -l 512+1
 bad "-cnv (no conversation mode)" -m "$F32" -p "Once" -cnv
 bad "--presence-penalty abc" -m "$F32" -p "Once" --presence-penalty abc
 bad "a missing value" -m "$F32" -p

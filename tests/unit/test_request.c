@@ -1,6 +1,7 @@
 /* Batch input lines (engine/request.c): plain text, JSON objects with every field, defaults,
  * unknown fields as warnings, and each kind of bad line turned into an error naming the line and
  * field. */
+#include <math.h>
 #include <string.h>
 
 #include "engine/request.h"
@@ -45,6 +46,15 @@ int main(void) {
               r.p.ignore_eos,
           "request JSON with every field", "error '%s'", r.error ? r.error : "");
     request_free(&r);
+    r = parse("{\"prompt\": \"x\", \"logit_bias\": [[15043, 1.5], [2, false]]}", 5);
+    int lb = !r.error && r.p.sp.n_bias == 2 && r.p.sp.bias == r.bias && r.bias[0].id == 15043 && r.bias[0].bias == 1.5f &&
+             r.bias[1].id == 2 && isinf(r.bias[1].bias) && r.bias[1].bias < 0;
+    request_free(&r);
+    r = parse("{\"prompt\": \"x\", \"logit_bias\": {\"7\": -2, \"9\": false}}", 6);
+    lb &= !r.error && r.p.sp.n_bias == 2 && r.bias[0].id == 7 && r.bias[0].bias == -2.0f && r.bias[1].id == 9 &&
+          isinf(r.bias[1].bias);
+    CHECK(lb, "request logit_bias as [[id, bias or false]] and as {\"id\": bias}", "error '%s'", r.error ? r.error : "");
+    request_free(&r);
     r = parse("{\"prompt\": \"x\", \"id\": 12, \"colour\": 1, \"size\": 2}", 3);
     CHECK(!r.error && !strcmp(r.id, "12") && r.warning && strstr(r.warning, "\"colour\"") &&
               strstr(r.warning, "\"size\"") && strstr(r.warning, "line 3"),
@@ -69,6 +79,11 @@ int main(void) {
     expect_error("{\"prompt\": \"x\", \"repeat_penalty\": 0}", "\"repeat_penalty\"", "request refuses penalty 0");
     expect_error("{\"prompt\": \"x\", \"presence_penalty\": \"high\"}", "\"presence_penalty\"",
                  "request refuses a presence penalty that is not a number");
+    expect_error("{\"prompt\": \"x\", \"logit_bias\": [[1, 2, 3]]}", "\"logit_bias\"", "request refuses a logit bias triple");
+    expect_error("{\"prompt\": \"x\", \"logit_bias\": {\"hello\": 1}}", "\"logit_bias\"",
+                 "request refuses a logit bias keyed by text");
+    expect_error("{\"prompt\": \"x\", \"logit_bias\": [[-1, 1]]}", "\"logit_bias\"", "request refuses a negative token id");
+    expect_error("{\"prompt\": \"x\", \"logit_bias\": 5}", "\"logit_bias\"", "request refuses a logit bias number");
     expect_error("{\"prompt\": \"x\", \"id\": [1]}", "\"id\" must be", "request refuses an array id");
     /* Found by fuzz_jsonl: an id past double's range became the id text "null". */
     expect_error("{\"prompt\": \"x\", \"id\": 10000e06640}", "\"id\" must be", "request refuses an infinite id");

@@ -201,6 +201,32 @@ static void test_chain(void) {
     CHECK(sk_ok && drawn0 == 0, "sampler skipped ids are never picked (greedy and 2000 draws)", "ok %d, drawn %d times",
           sk_ok, drawn0);
 
+    /* A logit bias comes first: +2 makes token 2 the greedy pick, -inf keeps token 0 out of every
+     * draw; either makes the sampler non-greedy; an id outside the vocabulary is refused. */
+    p = sampler_default_params();
+    p.temp = 0;
+    const sampler_bias up2[1] = {{2, 2.5f}}, no0[2] = {{0, -INFINITY}, {1, 0.5f}};
+    p.bias = up2;
+    p.n_bias = 1;
+    pen = sampler_new(&p, 3, err, sizeof err);
+    int b_ok = pen && !sampler_is_greedy(pen) && sampler_sample(pen, l3) == 2; /* 1 + 2.5 > 3 */
+    sampler_free(pen);
+    p.temp = 1.0f;
+    p.seed = 9;
+    p.bias = no0;
+    p.n_bias = 2;
+    pen = sampler_new(&p, 3, err, sizeof err);
+    drawn0 = 0;
+    for (int i = 0; pen && i < 2000; i++) drawn0 += sampler_sample(pen, l3) == 0;
+    sampler_free(pen);
+    const sampler_bias far[1] = {{3, 1.0f}};
+    p.bias = far;
+    p.n_bias = 1;
+    sampler *far_s = sampler_new(&p, 3, err, sizeof err);
+    CHECK(b_ok && drawn0 == 0 && !far_s && strstr(err, "token 3"), "sampler logit bias: +2.5 turns the greedy pick, -inf never drawn, id 3 of 3 refused",
+          "ok %d, drawn %d, err '%s'", b_ok, drawn0, err);
+    sampler_free(far_s);
+
     /* Frequencies of plain softmax draws. */
     p = sampler_default_params();
     p.top_k = 0;
