@@ -44,7 +44,8 @@ static const char batch_usage[] =
     "        --no-prefix-reuse    share only the system prompt, not other common prefixes (default share)\n"
     "        --no-warmup          skip the untimed warm-up step on a GPU (default: one, shaped as the\n"
     "                             run's first); --warmup: also on the CPU\n"
-    "  -n,   --n-predict N        tokens per request; -1 = until end of text or context full (default -1)\n"
+    "  -n,   --n-predict N        tokens per request; -1 (or llama.cpp's -2) = until end of text or\n"
+    "                             context full (default -1)\n"
     "  -c,   --ctx-size N         KV cells of all sequences; each holds N / np; 0 = np x the model's\n"
     "                             context (default 0)\n"
     "  -b,   --batch-size N       tokens per step, decode and prefill together (default 2048)\n"
@@ -119,7 +120,8 @@ static int parse(int argc, char **argv, batch_opts *o) {
         } else if (cli_is_flag(a, "--no-prefix-reuse", NULL)) { o->prefix_reuse = false;
         } else if (cli_is_flag(a, "-n", "--n-predict")) {
             VALUE();
-            if (cli_parse_int(a, v, -1, 1 << 30, &o->rp.n_predict)) return -1;
+            if (cli_parse_int(a, v, -2, 1 << 30, &o->rp.n_predict)) return -1;
+            if (o->rp.n_predict == -2) o->rp.n_predict = -1; /* llama.cpp's "until the context is full" */
         } else if (cli_is_flag(a, "-ub", "--ubatch-size")) {
             VALUE();
             if (cli_parse_int(a, v, 0, 1 << 24, &o->n_ubatch)) return -1;

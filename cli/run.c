@@ -20,7 +20,8 @@ static const char run_usage[] =
     "  -m,   --model PATH         GGUF model file (required)\n"
     "  -p,   --prompt TEXT        prompt text\n"
     "  -f,   --file PATH          read the prompt from a file\n"
-    "  -n,   --n-predict N        tokens to generate; -1 = until end of text or context full (default -1)\n"
+    "  -n,   --n-predict N        tokens to generate; -1 (or llama.cpp's -2) = until end of text or\n"
+    "                             context full (default -1)\n"
     "  -c,   --ctx-size N         context length in tokens; 0 = the model's (default 0)\n"
     "  -b,   --batch-size N       prompt tokens per forward batch (default 2048)\n"
     "  -s,   --seed N             sampling seed; -1 = random, printed to stderr (default -1)\n"
@@ -87,7 +88,8 @@ static int parse(int argc, char **argv, run_opts *o) {
         } else if (cli_is_flag(a, "-f", "--file")) { VALUE(); o->file = v;
         } else if (cli_is_flag(a, "-n", "--n-predict")) {
             VALUE();
-            if (cli_parse_int(a, v, -1, 1 << 30, &o->n_predict)) return -1;
+            if (cli_parse_int(a, v, -2, 1 << 30, &o->n_predict)) return -1;
+            if (o->n_predict == -2) o->n_predict = -1; /* llama.cpp's "until the context is full": -1 here */
         } else if (cli_is_flag(a, "-s", "--seed")) {
             VALUE();
             if (cli_parse_i64(a, v, -1, INT64_MAX, &o->seed)) return -1;

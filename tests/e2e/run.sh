@@ -129,6 +129,11 @@ done
 if [ $ok = 1 ]; then pass "run -tb N: the same text for any split of threads between prompt and decode"
 else fail "run -tb" "$tt gave other text"; fi
 
+# -n -2 (llama.cpp: until the context is full) is -n -1 here, which also stops there.
+"$MGI" -m "$F32" -p "Once upon a time" -n -2 --temp 0 -ngl 0 --log-disable >"$tmp/n2" 2>/dev/null
+"$MGI" -m "$F32" -p "Once upon a time" -n -1 --temp 0 -ngl 0 --log-disable >"$tmp/n1" 2>/dev/null
+check_same "run -n -2 generates what -n -1 does" "$tmp/n1" "$tmp/n2"
+
 # llama-cli flags that change nothing here are accepted: -fa in its forms (off with a note),
 # -no-cnv, --no-warmup; the text is unchanged.
 ok=1
