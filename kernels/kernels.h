@@ -281,7 +281,8 @@ cudaError_t host_gate(int32_t *dst, const int32_t *src, kernels_gate *g, int max
 /* Greedy picks of n_seq rows of logits (sample.cu), two per row: out[2 s] = index of the largest
  * of logits[s][0..n_vocab), out[2 s + 1] = the same among the indices not in skip (the end-of-
  * generation ids that llama.cpp's --ignore-eos biases to -inf; 0 when every index is skipped);
- * the lowest index on ties, NaN never chosen. */
+ * the lowest index on ties, NaN never chosen. A row is read a second time only when its largest
+ * is a skipped index. */
 #define ARGMAX_MAX_SKIP 16
 typedef struct {
     int32_t n;

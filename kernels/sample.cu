@@ -20,43 +20,48 @@ __device__ __forceinline__ void am_warp(float &bv, int &bi) {
     }
 }
 
-/* Two reductions in one pass over the row: every index, and every index not in skip (a short
- * list, checked only for an index that would win the second). */
-__global__ void __launch_bounds__(1024) argmax_kernel(int32_t *out, const float *logits, int n_vocab, argmax_skip skip) {
-    pdl_trigger(); /* PDL (pdl.cuh): the next kernel may start; this one waits for the last */
-    pdl_wait();
-    const float *l = logits + (int64_t)blockIdx.x * n_vocab;
-    float bv = __int_as_float(0x7fc00000), sv = bv;
-    int bi = 0, si = 0;
+/* The block's best (value, index) over the row, skipping the ids in skip when skipping. */
+__device__ __forceinline__ int am_row(const float *l, int n_vocab, const argmax_skip &skip, bool skipping, float *s_v,
+                                      int *s_i) {
+    float bv = __int_as_float(0x7fc00000);
+    int bi = 0;
 #pragma unroll 8 /* loads in flight together, not one round trip each */
     for (int i = threadIdx.x; i < n_vocab; i += blockDim.x) {
         const float v = l[i];
-        if (am_better(v, i, bv, bi)) { bv = v; bi = i; }
-        if (am_better(v, i, sv, si)) {
+        if (am_better(v, i, bv, bi)) {
             bool skipped = false;
-            for (int k = 0; k < skip.n; k++) skipped |= skip.id[k] == i;
-            if (!skipped) { sv = v; si = i; }
+            for (int k = 0; skipping && k < skip.n; k++) skipped |= skip.id[k] == i;
+            if (!skipped) { bv = v; bi = i; }
         }
     }
     am_warp(bv, bi);
-    am_warp(sv, si);
-    __shared__ float s_bv[32], s_sv[32];
-    __shared__ int s_bi[32], s_si[32];
-    int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
-    if (lane == 0) { s_bv[warp] = bv; s_bi[warp] = bi; s_sv[warp] = sv; s_si[warp] = si; }
+    const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
+    __syncthreads(); /* s_v, s_i free again (a previous call's readers are done) */
+    if (lane == 0) { s_v[warp] = bv; s_i[warp] = bi; }
     __syncthreads();
-    if (warp == 0) {
-        int nw = blockDim.x >> 5;
-        bv = lane < nw ? s_bv[lane] : __int_as_float(0x7fc00000);
-        bi = lane < nw ? s_bi[lane] : 0;
-        sv = lane < nw ? s_sv[lane] : __int_as_float(0x7fc00000);
-        si = lane < nw ? s_si[lane] : 0;
-        am_warp(bv, bi);
-        am_warp(sv, si);
-        if (lane == 0) {
-            out[2 * blockIdx.x] = bi;
-            out[2 * blockIdx.x + 1] = si;
-        }
+    const int nw = blockDim.x >> 5;
+    bv = lane < nw ? s_v[lane] : __int_as_float(0x7fc00000);
+    bi = lane < nw ? s_i[lane] : 0;
+    am_warp(bv, bi); /* every warp reduces the same 32 pairs: all threads know the result */
+    return bi;
+}
+
+/* Two picks per row: the argmax, and the argmax past the skipped ids, which is the same unless
+ * the argmax itself is skipped; only then (an end-of-text token that --ignore-eos refuses is
+ * the best: rare) does the block read the row a second time. */
+__global__ void __launch_bounds__(1024) argmax_kernel(int32_t *out, const float *logits, int n_vocab, argmax_skip skip) {
+    pdl_trigger(); /* PDL (pdl.cuh): the next kernel may start; this one waits for the last */
+    pdl_wait();
+    __shared__ float s_v[32];
+    __shared__ int s_i[32];
+    const float *l = logits + (int64_t)blockIdx.x * n_vocab;
+    const int best = am_row(l, n_vocab, skip, false, s_v, s_i);
+    bool skipped = false;
+    for (int k = 0; k < skip.n; k++) skipped |= skip.id[k] == best;
+    const int next = skipped ? am_row(l, n_vocab, skip, true, s_v, s_i) : best; /* uniform in the block */
+    if (threadIdx.x == 0) {
+        out[2 * blockIdx.x] = best;
+        out[2 * blockIdx.x + 1] = next;
     }
 }
 
