@@ -165,9 +165,13 @@ size_t cli_process_escapes(char *s, size_t len) {
     return o;
 }
 
+const char *cli_token_text(const tokenizer *t, int32_t id, size_t *len) {
+    return tokenizer_is_control(t, id) ? tokenizer_text(t, id, len) : tokenizer_piece(t, id, len);
+}
+
 void cli_print_piece(FILE *f, const tokenizer *t, int32_t id) {
     size_t len;
-    const char *p = tokenizer_is_control(t, id) ? tokenizer_text(t, id, &len) : tokenizer_piece(t, id, &len);
+    const char *p = cli_token_text(t, id, &len);
     fprintf(f, "%6d -> '", id);
     fwrite(p, 1, len, f);
     fputs("'\n", f);

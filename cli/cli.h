@@ -38,7 +38,10 @@ char *cli_read_file(const char *path, size_t *len);
  * and here; --no-escape turns it off): \n \r \t \' \" \\ and \xNN become their characters, in
  * place; returns the new length. */
 size_t cli_process_escapes(char *s, size_t len);
-/* One token as llama-tokenize lists it: "%6d -> 'piece'", control tokens with their own text. */
+/* A token's text as llama.cpp shows it with special tokens on: a control token's own text
+ * ("</s>"), else its piece. */
+const char *cli_token_text(const tokenizer *t, int32_t id, size_t *len);
+/* One token as llama-tokenize lists it: "%6d -> 'piece'", with cli_token_text. */
 void cli_print_piece(FILE *f, const tokenizer *t, int32_t id);
 /* llama.cpp's -fa/--flash-attn at argv[*i], with its optional value (on|off|auto and their
  * synonyms; consumed, *i advanced) or bare (older llama.cpp: on). mgi's attention is always

@@ -381,7 +381,7 @@ int cli_run(int argc, char **argv) {
         if (put_token(tok, &st, id, o.special)) break;
         if (o.n_reverse) {
             size_t pl;
-            const char *piece = tokenizer_is_control(tok, id) ? tokenizer_text(tok, id, &pl) : tokenizer_piece(tok, id, &pl);
+            const char *piece = cli_token_text(tok, id, &pl); /* llama-cli's recent text shows control tokens */
             tail_add(&tail, piece, pl);
             bool hit = false;
             for (int k = 0; k < o.n_reverse && !hit; k++) hit = tail_has(&tail, o.rev[k], o.rev_len[k]);

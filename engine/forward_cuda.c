@@ -1078,7 +1078,8 @@ static int p2p_step_captured(const forward_cuda *f, int n, int greedy) {
 
 /* A segment of a decode step from its graph: captured on the shape's second use (the first runs
  * eagerly, so lazy kernel setup happens outside capture). seg -1: run_step_p2p's whole step, in
- * slot 0. */
+ * slot 0, only captured or replayed here: its eager run is run_step_p2p_eager's, all parts at
+ * once (run_pass). */
 static int segment_graph(part *p, int seg, span s, int greedy, int capture, int launch, char *err, size_t err_size) {
     forward_cuda *f = p->f;
     cudaGraphExec_t **gs = &p->graphs[greedy][s.n];
@@ -1089,8 +1090,12 @@ static int segment_graph(part *p, int seg, span s, int greedy, int capture, int 
     cudaGraphExec_t *ge = &(*gs)[seg < 0 ? 0 : seg];
     if (!*ge) {
         if (!capture) {
+            if (seg < 0) { /* one part's whole step ahead of its peers' can deadlock (run_step_p2p_eager) */
+                snprintf(err, err_size, "CUDA backend: a peer-access step asked to run eagerly one part at a time");
+                return -1;
+            }
             if (f->gate_pass && gate_launch(p, err, err_size)) return -1;
-            return seg < 0 ? run_step_p2p(p, s, greedy, err, err_size) : run_segment(p, seg, s, greedy, err, err_size);
+            return run_segment(p, seg, s, greedy, err, err_size);
         }
         cudaGraph_t g = NULL;
         DEV_TRY(cudaStreamBeginCapture(p->st, cudaStreamCaptureModeThreadLocal));
