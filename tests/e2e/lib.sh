@@ -33,3 +33,17 @@ expect_error() {
 }
 
 e2e_done() { exit $e2e_failed; }
+
+# real_models: makes sure the two real trained models of ../shared/tools/fetch_real_models.sh are
+# in $REAL_DIR (default models-real/ at the top of the tree, git-ignored; fetched once, ~20 s,
+# sha256-checked) and sets SMOLLM and GEMMA3 to their paths. A failed fetch is a FAIL, not a SKIP:
+# the checks on real files are part of the suite.
+real_models() {
+    REAL_DIR=${REAL_DIR:-models-real}
+    if ! "$SHARED/tools/fetch_real_models.sh" "$REAL_DIR" >"$TMP/fetch.out" 2>"$TMP/fetch.err"; then
+        fail "real models" "fetch_real_models.sh $REAL_DIR failed: $(tail -c 300 "$TMP/fetch.err")"
+        return 1
+    fi
+    SMOLLM=$REAL_DIR/SmolLM2-135M-Instruct.Q4_1.gguf
+    GEMMA3=$REAL_DIR/gemma-3-270m-q4_k_m.gguf
+}
