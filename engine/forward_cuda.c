@@ -2182,7 +2182,7 @@ static int setup_parts(forward_cuda *f, engine_progress_fn progress, void *pctx,
 
 /* The row split's all-reduce over peer access (forward_cuda.p2p), with MGI_P2P=1 and peer access
  * between every pair of devices; otherwise NCCL does every all-reduce. Opt-in until it has run on
- * two GPUs (written in session 5, when no two-GPU machine was lent: tests/gpu/test_p2p.c and
+ * two GPUs (it was written without a two-GPU machine: tests/gpu/test_p2p.c and
  * test_split with MGI_P2P=1 are its first checks). */
 static int setup_p2p(forward_cuda *f, char *err, size_t err_size) {
     const char *e = getenv("MGI_P2P");

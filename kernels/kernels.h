@@ -217,7 +217,7 @@ void gemm_use_variant(int v);
  * (gemm_f16_scratch_bytes follows the model, which may choose fewer slices). */
 void gemm_force_slices(int s);
 /* A/B runs: 0 counts v7's split-K planes at the weights' streaming rate for every tile shape (the
- * model before session 11), 1 (the default) a quarter of that for the compute-bound 128 x 128
+ * model before commit bf0e875), 1 (the default) a quarter of that for the compute-bound 128 x 128
  * tile of more than 64 tokens (gemm.cu's G7_TILE_COMPUTE). Process-wide; size scratch after it. */
 void gemm_v7_plane_model(int on);
 /* Kernel lab and tests: the number of K slices gemm_f16_split would use for this call under the

@@ -7,7 +7,7 @@
  * (gemm_use_variant) through gemm_f16_split with full scratch, the engine's path, and v3 in one
  * pass (gemm_f16) where the split cuts K. "gemm v7": v2 against v7 at n = 16, 32, 64, 128 on the
  * 8b decode shapes (q/k/v and gate/up stacked); "gemm v7split": v7 with its slice model against
- * forced slice counts (gemm_force_slices), to tune the model (oldplanes: session 10's model);
+ * forced slice counts (gemm_force_slices), to tune the model (oldplanes: the model before bf0e875);
  * "gemm choice": variant 7's v7 against its panels per matrix, and its rule (gp_wanted); n=N,...
  * sets the token counts of v7split and choice. Each run is checked on ~64 sampled
  * rows against quant_dequant_row + f64 and timed (median of 10 after an L2 flush) as TFLOP/s =
@@ -306,7 +306,7 @@ int main(int argc, char **argv) {
             if (choice_ns.empty()) choice_ns = {256, 512, 1024};
             split_ns = choice_ns;
         }
-        else if (!strcmp(argv[i], "oldplanes")) gemm_v7_plane_model(0); /* v7split: the model before session 11 */
+        else if (!strcmp(argv[i], "oldplanes")) gemm_v7_plane_model(0); /* v7split: the model before bf0e875 */
         else if (!strcmp(argv[i], "nowgmma")) g_no_wgmma = true;
         else if (atoi(argv[i]) > 0) gemm_panel_limit((size_t)atoi(argv[i]) << 20);
         else {
