@@ -215,6 +215,6 @@ int cli_output_open(const char *path, const char *what, unsigned flags, int *sta
 }
 
 const cli_input cli_text_input = {
-    .what = "the text file (-f)", .stream = 1, .max_bytes = (size_t)256 << 20, .max_line = 0,
+    .what = "the text (-f or stdin)", .stream = 1, .max_bytes = (size_t)256 << 20, .max_line = 0,
     .hint = "mgi reads at most 256 MiB of text; split it",
 };
