@@ -299,13 +299,13 @@ int cli_run(int argc, char **argv) {
         if (fd > STDIN_FILENO) close(fd);
         return cli_exit_status(lrc == ENGINE_EPARAM ? EXIT_USAGE : lrc == ENGINE_EBADINPUT ? EXIT_BADINPUT : EXIT_RUNTIME);
     }
+    double t_load = cli_now_ms() - t0;
     size_t text_len = 0;
     char *text = read_prompt(&o, fd, e, &text_len);
     if (!text) {
         engine_free(e);
         return cli_exit_status(EXIT_BADINPUT);
     }
-    double t_load = cli_now_ms() - t0;
     const tokenizer *tok = engine_tokenizer(e);
     int32_t n_ctx = engine_n_ctx(e), n_vocab = engine_n_vocab(e);
 
