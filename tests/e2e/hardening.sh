@@ -21,13 +21,19 @@ cleanup() {
 }
 trap cleanup EXIT
 
-# blocked PID: polls (up to 30 s) until PID's main thread sleeps in a FIFO open or a pipe read.
+# blocked PID: polls (up to 30 s) until PID's main thread sleeps in a FIFO open or a pipe read:
+# its kernel wait channel, or where that is hidden (wchan "0"), a sleeping openat/read (x86-64
+# system call numbers 257 and 0).
 blocked() {
-    local pid=$1 i w
+    local pid=$1 i w s
     for ((i = 0; i < 300; i++)); do
         [ -d /proc/$pid ] || return 1
         w=$(cat /proc/$pid/wchan 2>/dev/null)
         case "$w" in *partner* | *pipe_read* | *pipe_wait* | *fifo*) return 0 ;; esac
+        if [ "$w" = 0 ] && [ "$(awk '{print $3}' /proc/$pid/stat 2>/dev/null)" = S ]; then
+            s=$(cut -d' ' -f1 /proc/$pid/syscall 2>/dev/null)
+            [ "$s" = 257 ] || [ "$s" = 0 ] && return 0
+        fi
         sleep 0.1
     done
     return 1
