@@ -1,15 +1,12 @@
 /* Argument helpers shared by the subcommands: strict number parsing (the whole string, in
- * range), the shared sampling flags, whole-file reads (each failure one line on stderr naming the
- * flag or file), and the SIGINT/SIGTERM flag. */
+ * range) and the shared sampling flags, each failure one line on stderr naming the flag. */
 #include <ctype.h>
 #include <errno.h>
 #include <math.h>
-#include <signal.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/stat.h>
 #include <time.h>
 
 #include "cli/cli.h"
@@ -95,44 +92,6 @@ const char *cli_value(int argc, char **argv, int *i) {
         return NULL;
     }
     return argv[++*i];
-}
-
-char *cli_read_file(const char *path, size_t *len) {
-    FILE *f = strcmp(path, "-") ? fopen(path, "rb") : stdin;
-    if (!f) {
-        cli_error("%s: %s", path, strerror(errno));
-        return NULL;
-    }
-    struct stat st;
-    if (fstat(fileno(f), &st) == 0 && S_ISDIR(st.st_mode)) {
-        cli_error("%s: is a directory, expected a text file", path);
-        fclose(f);
-        return NULL;
-    }
-    size_t cap = 1 << 16, n = 0;
-    char *buf = malloc(cap);
-    for (;;) {
-        if (!buf) break;
-        if (n + 1 >= cap) {
-            char *nb = realloc(buf, cap * 2);
-            if (!nb) { free(buf); buf = NULL; break; }
-            buf = nb;
-            cap *= 2;
-        }
-        size_t got = fread(buf + n, 1, cap - n - 1, f);
-        n += got;
-        if (got == 0) break;
-    }
-    int bad = ferror(f);
-    if (f != stdin) fclose(f);
-    if (!buf || bad) {
-        cli_error("%s: %s", path, buf ? "read error" : "out of memory");
-        free(buf);
-        return NULL;
-    }
-    buf[n] = 0;
-    if (len) *len = n;
-    return buf;
 }
 
 /* llama.cpp's escape processing (common's string_process_escapes), in place: \n \r \t \' \" \\
@@ -270,19 +229,3 @@ int cli_sampling_check(const sampler_params *sp) {
     }
     return 0;
 }
-
-static volatile sig_atomic_t caught_signal;
-
-static void on_signal(int sig) { caught_signal = sig; }
-
-void cli_catch_signals(void) {
-    struct sigaction sa;
-    memset(&sa, 0, sizeof sa);
-    sa.sa_handler = on_signal;
-    sa.sa_flags = SA_RESTART;
-    sigemptyset(&sa.sa_mask);
-    sigaction(SIGINT, &sa, NULL);
-    sigaction(SIGTERM, &sa, NULL);
-}
-
-int cli_signal(void) { return caught_signal; }

@@ -32,8 +32,10 @@ static const char batch_usage[] =
     "  once every request has its line, 130/143 on SIGINT/SIGTERM (finished lines are kept whole).\n"
     "  -m,   --model PATH         GGUF model file (required)\n"
     "  -f,   --file PATH          the requests; - reads stdin\n"
-    "  -o,   --output PATH        append the result lines to PATH instead of stdout\n"
-    "        --resume             with -o: skip requests whose id PATH already holds\n"
+    "  -o,   --output PATH        append the result lines to PATH instead of stdout (a file is locked\n"
+    "                             for the run: a second mgi on it is refused)\n"
+    "        --resume             with -o (a regular file): skip requests whose id PATH already holds;\n"
+    "                             the ids must then be unique (without it a repeated id is an error line)\n"
     "        --ordered            write results in input order (default: as they finish)\n"
     "  -np,  --parallel N         sequences decoded together (default 1)\n"
     "  -ns,  --sequences N        without -f: run N requests from built-in prompts (default 0)\n"
@@ -202,10 +204,18 @@ typedef struct {
     int32_t *prompt_ids;
     int32_t n_prompt;
     uint64_t seed;
+    int64_t line_no;  /* its line in the input (from 1) */
     bool skip;        /* --resume: already in the output */
     bool finished;
     char *line;       /* the finished output line (with --ordered, until its turn) */
 } item;
+
+/* By id, then by line: the first of equal ids comes first. */
+static int item_cmp(const void *a, const void *b) {
+    const item *x = *(item *const *)a, *y = *(item *const *)b;
+    int c = strcmp(x->req.id, y->req.id);
+    return c ? c : (x->line_no > y->line_no) - (x->line_no < y->line_no);
+}
 
 static double round3(double x) { return round(x * 1000.0) / 1000.0; }
 
@@ -276,12 +286,14 @@ done:
     return out;
 }
 
-/* Writes a whole line with one write() (a retry only continues a short write); 0 or -1. */
+/* Writes a whole line with one write() (a retry only continues a short write); 0 or -1. A
+ * signal while nothing of the line is written (a pipe or FIFO whose reader stalls) gives up with
+ * EINTR; once part of it is out the rest follows, so a reader never gets half a line. */
 static int write_line(int fd, const char *s) {
-    size_t n = strlen(s);
+    size_t n = strlen(s), total = n;
     while (n) {
         ssize_t w = write(fd, s, n);
-        if (w < 0 && errno == EINTR) continue;
+        if (w < 0 && errno == EINTR && (n < total || !cli_signal())) continue;
         if (w <= 0) return -1;
         s += w;
         n -= (size_t)w;
@@ -307,23 +319,36 @@ static void idset_free(idset *s) {
     free(s->v);
 }
 
-/* Reads PATH's result lines into ids, first cutting a trailing partial line (a killed write).
- * 0; -1 after a message. A missing file is an empty set. */
-static int resume_load(const char *path, idset *ids, bool log) {
-    int fd = open(path, O_RDWR);
-    if (fd < 0) {
-        if (errno == ENOENT) return 0;
-        cli_error("%s: %s (the --resume output)", path, strerror(errno));
+/* Reads the -o file's result lines (fd, a regular file opened for reading and appending, locked)
+ * into ids, first cutting a trailing partial line (a killed write). Bounded by the file's size
+ * at open: nobody else appends while the lock is held. 0; -1 after a message. */
+static int resume_load(int fd, const char *path, idset *ids, bool log) {
+    struct stat st;
+    if (fstat(fd, &st) || !S_ISREG(st.st_mode)) {
+        cli_error("%s: the --resume output is not a regular file", path);
         return -1;
     }
-    close(fd);
-    size_t len;
-    char *text = cli_read_file(path, &len);
-    if (!text) return -1;
+    size_t len = (size_t)st.st_size, got = 0;
+    char *text = malloc(len + 1);
+    if (!text) {
+        cli_error("%s: out of memory reading the --resume output (%zu bytes)", path, len);
+        return -1;
+    }
+    while (got < len) {
+        ssize_t r = pread(fd, text + got, len - got, (off_t)got);
+        if (r < 0 && errno == EINTR && !cli_signal()) continue;
+        if (r <= 0) {
+            cli_error("%s: cannot read the --resume output: %s", path, r < 0 ? strerror(errno) : "it shrank");
+            free(text);
+            return -1;
+        }
+        got += (size_t)r;
+    }
+    text[len] = 0;
     size_t keep = len;
     while (keep && text[keep - 1] != '\n') keep--;
     if (keep < len) {
-        if (truncate(path, (off_t)keep)) {
+        if (ftruncate(fd, (off_t)keep)) {
             cli_error("%s: cannot cut the partial last line: %s", path, strerror(errno));
             free(text);
             return -1;
@@ -475,20 +500,65 @@ static uint64_t random_seed(int64_t k) {
     return (x ^ (x >> 29)) & 0xffffffffULL;
 }
 
+/* The request file: a stream is fine (-f -, a pipe, a FIFO); the whole of it is held in memory,
+ * so 1 GiB at most, and no request line is longer than 16 MiB (a prompt of a million-token
+ * context, JSON-escaped, with room to spare): past either, the input is not a request file. */
+static const cli_input batch_input = {
+    .what = "the requests (-f)", .stream = 1, .max_bytes = (size_t)1 << 30, .max_line = (size_t)16 << 20,
+    .hint = "mgi batch holds at most 1 GiB of requests, one per line of at most 16 MiB: split the file",
+};
+
+/* Duplicate ids: with --resume the ids key the results, so one id twice would have the second
+ * request taken as done once the first is in: the input is refused (exit 2). Without it the later
+ * ones get an error line each and the rest run. 0, or -1 after a message (out of memory too). */
+static int check_ids(item *items, int64_t n, bool resume, const char *file) {
+    item **v = malloc((size_t)(n ? n : 1) * sizeof *v);
+    if (!v) { cli_error("out of memory"); return -1; }
+    for (int64_t k = 0; k < n; k++) v[k] = &items[k];
+    qsort(v, (size_t)n, sizeof *v, item_cmp);
+    int rc = 0;
+    for (int64_t k = 1; k < n && !rc; k++) {
+        const item *first = v[k - 1];
+        while (k < n && !strcmp(v[k]->req.id, first->req.id)) {
+            item *dup = v[k++];
+            if (resume) {
+                cli_error("%s: id %s on lines %lld and %lld: with --resume every id must be unique (the ids "
+                          "key the results in -o); give each request its own id", file, dup->req.id,
+                          (long long)first->line_no, (long long)dup->line_no);
+                rc = -1;
+                break;
+            }
+            if (dup->req.error) continue;
+            free(dup->req.prompt);
+            dup->req.prompt = NULL;
+            char msg[160];
+            snprintf(msg, sizeof msg, "line %lld: id %.60s is already the id of line %lld: ids must be unique",
+                     (long long)dup->line_no, dup->req.id, (long long)first->line_no);
+            if (!(dup->req.error = strdup(msg))) { cli_error("out of memory"); rc = -1; }
+        }
+    }
+    free(v);
+    return rc;
+}
+
 int cli_batch(int argc, char **argv) {
     batch_opts o = {0};
     int rc = parse(argc, argv, &o);
     if (rc) return rc > 0 ? 0 : EXIT_USAGE;
     cli_catch_signals();
 
-    /* The requests: the file's lines, or -ns built-in prompts. */
+    /* The requests: the file's lines, or -ns built-in prompts. The system prompt file is opened
+     * now and read once the model is loaded: at most a sequence's context of text. */
     char *input = NULL, *sys_text = NULL;
     size_t in_len = 0;
-    if (o.file && !(input = cli_read_file(o.file, &in_len))) return EXIT_BADINPUT;
-    if (o.system_file) {
-        size_t sl;
-        if (!(sys_text = cli_read_file(o.system_file, &sl))) { free(input); return EXIT_BADINPUT; }
-        o.system = sys_text;
+    if (o.file && !(input = cli_read_file(o.file, &batch_input, &in_len))) return cli_exit_status(EXIT_BADINPUT);
+    cli_input sys_in = {
+        .what = "the system prompt file (-sysf)", .stream = 1, .max_bytes = (size_t)1 << 40, .max_line = 0, .hint = "",
+    };
+    int sys_fd = -1;
+    if (o.system_file && (sys_fd = cli_input_open(o.system_file, &sys_in)) < 0) {
+        free(input);
+        return cli_exit_status(EXIT_BADINPUT);
     }
     item *items = NULL;
     int64_t n_items = 0;
@@ -497,12 +567,14 @@ int cli_batch(int argc, char **argv) {
     engine *e = NULL;
     sched *sc = NULL;
     int fd = STDOUT_FILENO;
+    /* A UTF-8 byte order mark (editors on Windows write one) is not part of the first line. */
+    size_t start = o.file && in_len >= 3 && !memcmp(input, "\xef\xbb\xbf", 3) ? 3 : 0;
     int64_t n_lines = o.file ? 0 : o.n_sequences;
     if (o.file)
-        for (size_t i = 0; i < in_len; i++) n_lines += input[i] == '\n';
-    if (o.file && in_len && input[in_len - 1] != '\n') n_lines++;
+        for (size_t i = start; i < in_len; i++) n_lines += input[i] == '\n';
+    if (o.file && in_len > start && input[in_len - 1] != '\n') n_lines++;
     if (n_lines && !(items = calloc((size_t)n_lines, sizeof *items))) { cli_error("out of memory"); goto out; }
-    for (int64_t k = 0, at = 0; k < n_lines; k++) {
+    for (int64_t k = 0, at = (int64_t)start; k < n_lines; k++) {
         const char *line;
         size_t len;
         if (o.file) {
@@ -520,24 +592,31 @@ int cli_batch(int argc, char **argv) {
             request_free(&it->req);
             continue;
         }
+        it->line_no = k + 1;
         if (it->req.warning && o.log) fprintf(stderr, "batch: warning: %s\n", it->req.warning);
         n_items++;
     }
-    if (o.resume && resume_load(o.output, &done_ids, o.log)) { rc = EXIT_BADINPUT; goto out; }
+    if (check_ids(items, n_items, o.resume, o.file ? o.file : "-ns")) {
+        rc = EXIT_BADINPUT;
+        goto out;
+    }
+    /* The output before anything runs: locked for the run (a second writer is refused), read back
+     * with --resume (a regular file then; without it a FIFO or a pipe is fine too). */
+    if (o.output) {
+        int st;
+        fd = cli_output_open(o.output, o.resume ? "the --resume output (-o)" : "the output (-o)",
+                             CLI_OUT_LOCK | (o.resume ? CLI_OUT_READ : CLI_OUT_STREAM), &st);
+        if (fd < 0) {
+            rc = st;
+            goto out;
+        }
+    }
+    if (o.resume && resume_load(fd, o.output, &done_ids, o.log)) { rc = cli_exit_status(EXIT_BADINPUT); goto out; }
     int64_t n_skip = 0, n_run = 0;
     for (int64_t k = 0; k < n_items; k++) {
         items[k].skip = idset_has(&done_ids, items[k].req.id);
         n_skip += items[k].skip;
         n_run += !items[k].skip && !items[k].req.error;
-    }
-    if (o.output) {
-        fd = open(o.output, O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC, 0644);
-        if (fd < 0) {
-            cli_error("%s: %s (the -o output)", o.output, strerror(errno));
-            rc = EXIT_BADINPUT;
-            fd = -1;
-            goto out;
-        }
     }
     if (n_items == 0 && o.log)
         fprintf(stderr, "batch: no requests in %s: nothing to do\n", strcmp(o.file, "-") ? o.file : "stdin");
@@ -556,13 +635,28 @@ int cli_batch(int argc, char **argv) {
         int lrc = engine_load(&e, o.model, &ep, err, sizeof err);
         if (lrc) {
             cli_error("%s", err);
-            rc = lrc == ENGINE_EPARAM ? EXIT_USAGE : lrc == ENGINE_EBADINPUT ? EXIT_BADINPUT : EXIT_RUNTIME;
+            rc = cli_exit_status(lrc == ENGINE_EPARAM ? EXIT_USAGE : lrc == ENGINE_EBADINPUT ? EXIT_BADINPUT
+                                                                                         : EXIT_RUNTIME);
             goto out;
         }
         tok = engine_tokenizer(e);
         if (cli_check_bias(&o.rp.sp, engine_n_vocab(e))) {
             rc = EXIT_USAGE;
             goto out;
+        }
+        if (sys_fd >= 0) {
+            char hint[200];
+            size_t piece = tokenizer_max_piece(tok), n_ctx = (size_t)engine_n_ctx(e);
+            sys_in.max_bytes = n_ctx * (piece < 16 ? 16 : piece);
+            snprintf(hint, sizeof hint, "no system prompt that long fits a sequence of %zu tokens (-c / -np)", n_ctx);
+            sys_in.hint = hint;
+            sys_text = cli_input_read(sys_fd, o.system_file, &sys_in, NULL);
+            sys_fd = -1;
+            if (!sys_text) {
+                rc = cli_exit_status(EXIT_BADINPUT);
+                goto out;
+            }
+            o.system = sys_text;
         }
         int32_t *sys_ids = NULL;
         int64_t n_sys = 0;
@@ -632,14 +726,17 @@ int cli_batch(int argc, char **argv) {
     /* from here on the requests run: the rate after the load is the engine's own (the one
      * llama.cpp's batched-bench reports), the aggregate also pays for the model load */
     const double t_run0 = cli_now_ms();
-    while (sc && !cli_signal() && !sched_idle(sc)) {
+    /* Jobs refused at submission (a prompt longer than a sequence) are done before any step:
+     * the queue of finished jobs is drained before the idle check, so each gets its line. */
+    for (;;) {
+        sched_job *j;
+        while (sc && (j = sched_next_done(sc)))
+            if (emit(&os, j->user)) goto write_error;
+        if (!sc || cli_signal() || sched_idle(sc)) break;
         if (sched_step(sc, err, sizeof err)) {
             cli_error("%s", err);
             goto out;
         }
-        sched_job *j;
-        while ((j = sched_next_done(sc)))
-            if (emit(&os, j->user)) goto write_error;
     }
     const double t_end = cli_now_ms(), t_all = t_end - t0, t_run = t_end - t_run0;
     if (o.log && sc) {
@@ -667,12 +764,17 @@ int cli_batch(int argc, char **argv) {
     rc = cli_signal() ? 128 + cli_signal() : 0;
     goto out;
 write_error:
+    if (errno == EINTR && cli_signal()) {
+        rc = 128 + cli_signal();
+        goto out;
+    }
     if (errno == ENOMEM) cli_error("out of memory");
     else cli_error("%s: write failed: %s; the lines written so far are whole (resume with --resume)",
                    o.output ? o.output : "stdout", strerror(errno));
     rc = EXIT_RUNTIME;
 out:
     if (fd >= 0 && fd != STDOUT_FILENO) close(fd);
+    if (sys_fd > STDIN_FILENO) close(sys_fd);
     sched_free(sc);
     engine_free(e);
     for (int64_t k = 0; k < n_items; k++) {

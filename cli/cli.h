@@ -32,8 +32,6 @@ int cli_parse_int(const char *flag, const char *s, int lo, int hi, int *out);
 int cli_parse_f32(const char *flag, const char *s, float lo, float hi, float *out);
 /* The value after flag argv[*i]; advances *i. NULL (with a message) when missing. */
 const char *cli_value(int argc, char **argv, int *i);
-/* Reads a whole file (or stdin for "-") into a NUL-terminated buffer; NULL with a message. */
-char *cli_read_file(const char *path, size_t *len);
 /* llama.cpp's escape processing of prompts (common's string_process_escapes, on by default there
  * and here; --no-escape turns it off): \n \r \t \' \" \\ and \xNN become their characters, in
  * place; returns the new length. */
@@ -79,10 +77,48 @@ int cli_check_bias(const sampler_params *sp, int32_t n_vocab);
 /* Checks the sampling values once all flags are read; 0, or -1 with the message printed. */
 int cli_sampling_check(const sampler_params *sp);
 
-/* SIGINT and SIGTERM set a flag instead of killing the process, so a subcommand can flush what
- * it has and exit 128 + the signal (130, 143). cli_signal() is the signal caught, or 0. */
+/* Signals (cli/signals.c). SIGINT and SIGTERM set a flag instead of killing the process, so a
+ * subcommand can flush what it has and exit 128 + the signal (130, 143); without SA_RESTART, so a
+ * blocking open() or read() returns EINTR. cli_signal() is the signal caught, or 0.
+ * cli_catch_sigbus: a SIGBUS from a model's memory map (the file truncated under it) ends mgi with
+ * one line naming the file and exit 3. */
 void cli_catch_signals(void);
 int cli_signal(void);
+void cli_catch_sigbus(void);
+/* rc, or 128 + the signal once SIGINT/SIGTERM was caught (a failure that a signal caused). */
+int cli_exit_status(int rc);
+
+/* Files the user names (cli/io.c). An input's purpose decides what is taken: */
+typedef struct {
+    const char *what;  /* "the prompt file (-f)": named in every message */
+    int stream;        /* FIFOs, pipes, sockets and character devices are read as they come */
+    size_t max_bytes;  /* a longer input is an error (a regular file's size is checked at open) */
+    size_t max_line;   /* 0, or a line longer than this is an error */
+    const char *hint;  /* said after a limit's message: what to do */
+} cli_input;
+/* Opens path ("-": stdin) for in; a FIFO waits for its writer (a signal ends the wait). The fd,
+ * or -1 with one line printed (cli_exit_status tells an interruption from bad input). */
+int cli_input_open(const char *path, const cli_input *in);
+/* Reads fd to its end within in's limits into a NUL-terminated buffer and closes it (not stdin);
+ * NULL with one line printed. */
+char *cli_input_read(int fd, const char *path, const cli_input *in, size_t *len);
+char *cli_read_file(const char *path, const cli_input *in, size_t *len);
+/* The text to score or tokenize (perplexity, tokenize -f): streams taken, 256 MiB at most. */
+extern const cli_input cli_text_input;
+/* "a FIFO or pipe", "a character device", ... for a stat mode. */
+const char *cli_file_kind(unsigned mode);
+/* An output mgi replaces whole (a temporary file renamed over it): 0 when path is absent or a
+ * writable regular file; 1 (one line printed) for a regular file this user may not write, to be
+ * read only; -1 (one line printed) for anything else (a device node, a FIFO, a directory), which
+ * mgi must never replace. */
+int cli_output_check(const char *path, const char *what);
+/* Opens an output to append to. CLI_OUT_STREAM: a FIFO (waiting for its reader), pipe or
+ * character device is taken; CLI_OUT_READ: also read back (O_RDWR), so a regular file only;
+ * CLI_OUT_LOCK: an exclusive advisory lock (flock) on a regular file for the process's life,
+ * refused while another process holds it. The fd, or -1 with one line printed and *status the
+ * exit code (2 bad file, 3 locked, 130/143 interrupted). */
+enum { CLI_OUT_STREAM = 1, CLI_OUT_READ = 2, CLI_OUT_LOCK = 4 };
+int cli_output_open(const char *path, const char *what, unsigned flags, int *status);
 
 /* Engine flags every generating subcommand shares: -c/--ctx-size, -b/--batch-size,
  * -t/--threads, -tb/--threads-batch, --no-mmap, --mlock, -fa/--flash-attn (cli_flash_attn_flag) and the GPU flags below. 1

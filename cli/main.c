@@ -83,5 +83,6 @@ int main(int argc, char **argv) {
     /* A reader that goes away (mgi ... | head) ends mgi quietly by SIGPIPE, whatever the
      * parent left the disposition at. */
     signal(SIGPIPE, SIG_DFL);
+    cli_catch_sigbus();  /* a model file truncated under its map: one line, exit 3 */
     return finish(dispatch(argc, argv));
 }

@@ -73,7 +73,7 @@ int cli_perplexity(int argc, char **argv) {
     }
 
     size_t len;
-    char *text = cli_read_file(file, &len);
+    char *text = cli_read_file(file, &cli_text_input, &len);
     if (!text) return EXIT_BADINPUT;
     if (escape) text[len = cli_process_escapes(text, len)] = 0; /* llama.cpp escapes its -f text too */
     char err[512];

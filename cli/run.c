@@ -151,19 +151,35 @@ static int parse(int argc, char **argv, run_opts *o) {
     return 0;
 }
 
-/* The prompt text: -p as given; -f or stdin without one trailing newline; then, unless
+/* Where -f or stdin's prompt comes from: a file or a stream, read once the model is loaded and its
+ * context known; before that only opened, so a missing file fails before a long load. */
+static cli_input prompt_input(const run_opts *o) {
+    cli_input in = {
+        .what = o->file ? "the prompt file (-f)" : "the prompt on standard input", .stream = 1,
+        .max_bytes = (size_t)1 << 40, .max_line = 0, .hint = "",
+    };
+    return in;
+}
+
+/* The prompt text: -p as given; -f or stdin (fd, opened by the caller) without one trailing
+ * newline, at most the context's worth of text: no token is longer than the vocabulary's longest
+ * piece, so more bytes than n_ctx of those (times 4 for \xNN escapes) cannot fit. Then, unless
  * --no-escape, llama.cpp's escapes processed (it does so for -p and -f alike). NULL after a
  * message. */
-static char *read_prompt(const run_opts *o, size_t *len) {
-    char *text;
+static char *read_prompt(const run_opts *o, int fd, const engine *e, size_t *len) {
+    char *text, hint[200];
     if (o->prompt) {
         *len = strlen(o->prompt);
         if (!(text = strdup(o->prompt))) cli_error("out of memory");
-    } else if (!o->file && isatty(STDIN_FILENO)) {
-        cli_error("no prompt: give -p TEXT or -f FILE, or pipe text on stdin");
-        return NULL;
     } else {
-        text = cli_read_file(o->file ? o->file : "-", len);
+        cli_input in = prompt_input(o);
+        size_t piece = tokenizer_max_piece(engine_tokenizer(e)), n_ctx = (size_t)engine_n_ctx(e);
+        if (piece < 16) piece = 16;
+        in.max_bytes = n_ctx * piece * (o->no_escape ? 1 : 4) + 1;
+        snprintf(hint, sizeof hint, "no prompt that long fits a context of %zu tokens: shorten it or raise -c "
+                 "(at most the model's %d)", n_ctx, engine_hparams(e)->n_ctx_train);
+        in.hint = hint;
+        text = cli_input_read(fd, o->file ? o->file : "stdin", &in, len);
         if (text && *len && text[*len - 1] == '\n') text[--*len] = 0;
     }
     if (text && !o->no_escape) text[*len = cli_process_escapes(text, *len)] = 0;
@@ -258,9 +274,20 @@ int cli_run(int argc, char **argv) {
     if (rc) return rc > 0 ? 0 : EXIT_USAGE;
     cli_catch_signals();
 
-    size_t text_len = 0;
-    char *text = read_prompt(&o, &text_len);
-    if (!text) return o.file || !isatty(STDIN_FILENO) ? EXIT_BADINPUT : EXIT_USAGE;
+    /* --prompt-cache names a file that mgi reads and replaces whole (a temporary file renamed over
+     * it): anything else there (a device node, a FIFO, a directory) is left alone, with one line. */
+    int pc_check = o.prompt_cache && !o.prompt_cache_ro ? cli_output_check(o.prompt_cache, "the prompt cache") : 0;
+    if (pc_check < 0) o.prompt_cache = NULL;
+    if (pc_check > 0) o.prompt_cache_ro = true;
+    int fd = -1;
+    if (!o.prompt) {
+        if (!o.file && isatty(STDIN_FILENO)) {
+            cli_error("no prompt: give -p TEXT or -f FILE, or pipe text on stdin");
+            return EXIT_USAGE;
+        }
+        cli_input in = prompt_input(&o);
+        if ((fd = cli_input_open(o.file ? o.file : "-", &in)) < 0) return cli_exit_status(EXIT_BADINPUT);
+    }
 
     char err[512];
     double t0 = cli_now_ms();
@@ -269,10 +296,16 @@ int cli_run(int argc, char **argv) {
     int lrc = engine_load(&e, o.model, &o.ep, err, sizeof err);
     if (lrc) {
         cli_error("%s", err);
-        free(text);
-        return lrc == ENGINE_EPARAM ? EXIT_USAGE : lrc == ENGINE_EBADINPUT ? EXIT_BADINPUT : EXIT_RUNTIME;
+        if (fd > STDIN_FILENO) close(fd);
+        return cli_exit_status(lrc == ENGINE_EPARAM ? EXIT_USAGE : lrc == ENGINE_EBADINPUT ? EXIT_BADINPUT : EXIT_RUNTIME);
     }
     double t_load = cli_now_ms() - t0;
+    size_t text_len = 0;
+    char *text = read_prompt(&o, fd, e, &text_len);
+    if (!text) {
+        engine_free(e);
+        return cli_exit_status(EXIT_BADINPUT);
+    }
     const tokenizer *tok = engine_tokenizer(e);
     int32_t n_ctx = engine_n_ctx(e), n_vocab = engine_n_vocab(e);
 

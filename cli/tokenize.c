@@ -82,7 +82,7 @@ int cli_tokenize(int argc, char **argv) {
             return EXIT_RUNTIME;
         }
     } else {
-        buf = cli_read_file(file ? file : "-", &len);
+        buf = cli_read_file(file ? file : "-", &cli_text_input, &len);
         if (!buf) return EXIT_BADINPUT;
     }
     if (escape) len = cli_process_escapes(buf, len);

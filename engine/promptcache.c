@@ -161,7 +161,8 @@ int promptcache_parse(promptcache *pc, const uint8_t *data, size_t size, const p
 
 int promptcache_read(promptcache *pc, const char *path, const promptcache_model *m, char *err, size_t err_size) {
     memset(pc, 0, sizeof *pc);
-    int fd = open(path, O_RDONLY | O_CLOEXEC);
+    /* O_NONBLOCK: a FIFO here must not block the open; it is refused below as not regular. */
+    int fd = open(path, O_RDONLY | O_CLOEXEC | O_NONBLOCK);
     if (fd < 0) {
         if (errno == ENOENT) return 1;
         snprintf(err, err_size, "%s", strerror(errno));
@@ -316,10 +317,30 @@ static int seq_kv(void *user, int32_t layer, float *k, float *v, char *err, size
 
 int promptcache_save(const char *path, engine *e, int32_t seq, const int32_t *tokens, int32_t n, char *err,
                      size_t err_size) {
+    /* Only a regular file is replaced: the temporary file renamed over a device node, a FIFO or
+     * a socket would destroy it (over /dev/full, the system's). A symbolic link is followed, so
+     * the file it names is replaced and the link stays. */
+    struct stat st;
+    char *real = NULL;
+    if (!lstat(path, &st) && S_ISLNK(st.st_mode)) {
+        if (!(real = realpath(path, NULL)) || stat(real, &st)) {
+            snprintf(err, err_size, "a symbolic link to nothing (%s): not replaced",
+                     real ? strerror(errno) : "cannot resolve it");
+            free(real);
+            return -1;
+        }
+        path = real;
+    }
+    if (!lstat(path, &st) && !S_ISREG(st.st_mode)) {
+        snprintf(err, err_size, "not a regular file: not replaced");
+        free(real);
+        return -1;
+    }
     size_t len = strlen(path);
     char *tmp = malloc(len + 16);
     if (!tmp) {
         snprintf(err, err_size, "out of memory");
+        free(real);
         return -1;
     }
     snprintf(tmp, len + 16, "%s.tmp.XXXXXX", path);
@@ -327,6 +348,7 @@ int promptcache_save(const char *path, engine *e, int32_t seq, const int32_t *to
     if (fd < 0) {
         snprintf(err, err_size, "cannot create a temporary file next to it: %s", strerror(errno));
         free(tmp);
+        free(real);
         return -1;
     }
     /* mkstemp makes the file 0600; a cache gets the mode a plain create would give it (should
@@ -351,6 +373,7 @@ int promptcache_save(const char *path, engine *e, int32_t seq, const int32_t *to
     }
     if (rc) unlink(tmp);
     free(tmp);
+    free(real);
     return rc;
 }
 

@@ -157,6 +157,14 @@ static int apply_field(request *r, const cJSON *f, const char **why, const char 
 static int parse_json(request *r, const char *line, size_t len, int64_t line_no) {
     const char *end = NULL;
     if (!(r->id = dup_printf("%lld", (long long)line_no))) return -1;
+    /* JSON text has no raw NUL (inside a string it is written \u0000); the parser would stop at
+     * one and take the fields cut short. */
+    const char *nul = memchr(line, 0, len);
+    if (nul) {
+        r->error = dup_printf("line %lld: a raw NUL byte (at byte %zu) is not JSON; write it as \\u0000",
+                              (long long)line_no, (size_t)(nul - line) + 1);
+        return r->error ? 0 : -1;
+    }
     cJSON *obj = cJSON_ParseWithLengthOpts(line, len, &end, 0);
     if (!obj || !cJSON_IsObject(obj)) {
         size_t at = obj ? 0 : end && end >= line && end <= line + len ? (size_t)(end - line) : 0;

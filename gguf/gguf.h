@@ -69,6 +69,9 @@ gguf_ctx *gguf_open(const char *path, int use_mmap, char *err, size_t err_size);
 /* Parses a buffer the caller keeps alive (fuzzing, tests); name is used in messages. */
 gguf_ctx *gguf_open_buffer(const void *data, size_t size, const char *name, char *err, size_t err_size);
 void gguf_close(gguf_ctx *ctx);
+/* The path of the open file whose memory map holds addr, or NULL: for a SIGBUS handler (the file
+ * was truncated under the map). Async-signal-safe. */
+const char *gguf_mapped_path(const void *addr);
 /* Locks the file's bytes in RAM (mlock: the mapping is read in whole and never paged out;
  * --mlock), undone at gguf_close. 0, or -1 with the reason (often RLIMIT_MEMLOCK) in err. */
 int gguf_mlock(gguf_ctx *ctx, char *err, size_t err_size);

@@ -494,6 +494,47 @@ static int read_all(int fd, void *buf, uint64_t size) {
     return 0;
 }
 
+/* The files mapped now, for a SIGBUS handler (gguf_mapped_path): a file truncated under its
+ * mapping faults on the next read of a page past its new end. A fixed table of plain words, read
+ * from a signal handler, so no locks and no allocation. */
+enum { GGUF_MAX_MAPS = 64 };
+static struct {
+    const uint8_t *volatile base;
+    volatile uint64_t size;
+    const char *volatile path;
+} mapped[GGUF_MAX_MAPS];
+
+static void map_register(const gguf_ctx *c) {
+    for (int i = 0; i < GGUF_MAX_MAPS; i++) {
+        const uint8_t *none = NULL;
+        if (__atomic_compare_exchange_n(&mapped[i].base, &none, (const uint8_t *)c->map, 0, __ATOMIC_SEQ_CST,
+                                        __ATOMIC_SEQ_CST)) {
+            mapped[i].size = c->size;
+            mapped[i].path = c->path;
+            return;
+        }
+    }
+}
+
+static void map_unregister(const gguf_ctx *c) {
+    for (int i = 0; i < GGUF_MAX_MAPS; i++)
+        if (mapped[i].base == (const uint8_t *)c->map) {
+            mapped[i].path = NULL;
+            mapped[i].size = 0;
+            __atomic_store_n(&mapped[i].base, NULL, __ATOMIC_SEQ_CST);
+        }
+}
+
+const char *gguf_mapped_path(const void *addr) {
+    const uint8_t *a = addr;
+    for (int i = 0; i < GGUF_MAX_MAPS; i++) {
+        const uint8_t *b = mapped[i].base;
+        const char *p = mapped[i].path;
+        if (b && p && a >= b && (uint64_t)(a - b) < mapped[i].size) return p;
+    }
+    return NULL;
+}
+
 gguf_ctx *gguf_open(const char *path, int use_mmap, char *err, size_t err_size) {
     struct stat st;
     int fd = open(path, O_RDONLY | O_CLOEXEC);
@@ -534,6 +575,7 @@ gguf_ctx *gguf_open(const char *path, int use_mmap, char *err, size_t err_size) 
         }
         c->map = m;
         c->base = m;
+        map_register(c);
     } else {
         void *b = c->size <= SIZE_MAX ? malloc((size_t)c->size) : NULL;
         if (!b) {
@@ -574,7 +616,10 @@ int gguf_mlock(gguf_ctx *c, char *err, size_t err_size) {
 void gguf_close(gguf_ctx *c) {
     if (!c) return;
     if (c->locked) munlock(c->base, (size_t)c->size);
-    if (c->map) munmap(c->map, (size_t)c->size);
+    if (c->map) {
+        map_unregister(c);
+        munmap(c->map, (size_t)c->size);
+    }
     free(c->owned);
     for (gguf_chunk *ch = c->chunks, *next; ch; ch = next) {
         next = ch->next;

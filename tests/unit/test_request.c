@@ -90,6 +90,14 @@ int main(void) {
     r = parse("{\"id\": \"k\", \"prompt\": \"x\", \"top_k\": \"a\"}", 5);
     CHECK(r.error && !strcmp(r.id, "\"k\""), "request keeps the id of a bad line", "id %s", r.id ? r.id : "");
     request_free(&r);
+    /* A raw NUL is not JSON: cJSON would stop there and take the fields cut short. */
+    static const char nul_line[] = "{\"id\":\"nul\0x\",\"prompt\":\"Hi\0there\"}";
+    request_params d = defaults();
+    if (request_parse(&r, nul_line, sizeof nul_line - 1, 4, &d)) memset(&r, 0, sizeof r);
+    CHECK(r.error && strstr(r.error, "NUL") && strstr(r.error, "line 4") && !r.prompt && !strcmp(r.id, "4"),
+          "request refuses a raw NUL in a JSON line", "error '%s' id %s", r.error ? r.error : "(none)",
+          r.id ? r.id : "");
+    request_free(&r);
     r = parse("[1, 2]", 6);
     CHECK(!r.error && r.prompt && !strcmp(r.prompt, "[1, 2]"), "request a line not starting with { is plain text",
           "error '%s'", r.error ? r.error : "");
