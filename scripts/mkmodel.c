@@ -226,6 +226,7 @@ static int pattern_matches(const char *p, size_t plen, const char *name) {
 typedef struct {
     uint32_t type;
     int64_t ne0;
+    float scale;         /* of the rows' standard deviation, as tensor_spec's */
     uint8_t *bytes;      /* quantised pool rows */
     int64_t n_units;
     size_t unit_bytes;
@@ -249,6 +250,7 @@ typedef struct {
     int64_t ne[2];
     tensor_kind kind;
     const float *data;   /* T_DATA: ne[0] values */
+    float scale;         /* T_MATRIX: standard deviation x sqrt(fan-in) */
     int index;
 } tensor_spec;
 
@@ -260,9 +262,9 @@ static int64_t unit_elems(uint32_t type, int64_t ne0) {
     return u;
 }
 
-static const pool *pool_get(generator *g, uint32_t type, int64_t ne0) {
+static const pool *pool_get(generator *g, uint32_t type, int64_t ne0, float scale) {
     for (int i = 0; i < g->n_pools; i++)
-        if (g->pools[i].type == type && g->pools[i].ne0 == ne0) return &g->pools[i];
+        if (g->pools[i].type == type && g->pools[i].ne0 == ne0 && g->pools[i].scale == scale) return &g->pools[i];
     if (g->n_pools == (int)(sizeof g->pools / sizeof g->pools[0])) die("internal: too many value pools");
     pool *p = &g->pools[g->n_pools++];
     int64_t rows = POOL_ELEMS / ne0 > 0 ? POOL_ELEMS / ne0 : 1;
@@ -272,9 +274,10 @@ static const pool *pool_get(generator *g, uint32_t type, int64_t ne0) {
     char err[256];
     p->type = type;
     p->ne0 = ne0;
+    p->scale = scale;
     p->bytes = xmalloc(rb * (size_t)rows);
     for (int64_t i = 0; i < rows; i++) {
-        rng_fill(&r, g->portable, x, ne0, 1.0f / sqrtf((float)ne0));
+        rng_fill(&r, g->portable, x, ne0, scale / sqrtf((float)ne0));
         if (quant_quant_row(type, x, p->bytes + rb * (size_t)i, ne0, err, sizeof err)) die("%s", err);
     }
     free(x);
@@ -303,7 +306,7 @@ static void row_values(const tensor_spec *t, rng *r, float *x) {
         }
         break;
     case T_BIAS: rng_fill(r, g->portable, x, ne0, 0.5f); break;
-    case T_MATRIX: rng_fill(r, g->portable, x, ne0, 1.0f / sqrtf((float)ne0)); break;
+    case T_MATRIX: rng_fill(r, g->portable, x, ne0, t->scale / sqrtf((float)ne0)); break;
     }
 }
 
@@ -330,7 +333,7 @@ static int fill_tensor(void *dst, size_t size, void *user) {
         free(x);
         return 0;
     }
-    const pool *p = pool_get(t->g, t->type, ne0);
+    const pool *p = pool_get(t->g, t->type, ne0, t->scale);
     for (size_t off = 0; off < size; off += p->unit_bytes) {
         uint64_t k = rng_u64(&r) % (uint64_t)p->n_units;
         memcpy(out + off, p->bytes + k * p->unit_bytes, p->unit_bytes);
@@ -483,13 +486,17 @@ static void layout_add(layout *L, const char *role, const char *suffix, int laye
         L->t = t;
     }
     tensor_spec *t = &L->t[L->n];
-    *t = (tensor_spec){.g = L->g, .index = L->n, .kind = kind, .data = data, .ne = {ne0, ne1}};
+    *t = (tensor_spec){.g = L->g, .index = L->n, .kind = kind, .data = data, .ne = {ne0, ne1}, .scale = 1};
     if (layer >= 0) snprintf(t->name, sizeof t->name, "blk.%d.%s.%s", layer, role, suffix);
     else snprintf(t->name, sizeof t->name, "%s.%s", role, suffix);
     if (kind == T_MATRIX) {
         /* llama.cpp's quantiser gives a tied token_embd the output head's type */
         const char *as = L->tied && !strcmp(role, "token_embd") ? "output" : role;
         t->type = fit_type(mix_type(L->m, as, layer, L->n_layer), ne0);
+        /* The output head 4x wider than 1/sqrt(n_embd) in the architectures' files: logits with
+         * a standard deviation near 4, peaked as a trained model's are, so greedy picks are
+         * rarely near-ties between engines (the Llama benchmark files keep theirs). */
+        if (L->g->portable && !strcmp(as, "output")) t->scale = 4;
     } else {
         t->type = QUANT_F32;
     }
