@@ -1,8 +1,9 @@
 #!/usr/bin/env bash
 # Every architecture on synthetic files against llama.cpp: each variant of
 # tests/golden/arch/variants.txt is written by build/scripts/mkmodel (its sha256 must be the one
-# the golden was made from), then mgi's perplexity must be within 0.2% of llama-perplexity's
-# (every running estimate and the final one) and mgi's greedy ids (mgi batch) the same as
+# the golden was made from) and mgi tokenize must give llama.cpp's prompt ids; then mgi's
+# perplexity must be within 0.2% of llama-perplexity's (every running estimate and the final
+# one) and mgi's greedy ids (mgi batch) the same as
 # llama-completion's up to the first step where llama.cpp's two best logits were closer than
 # 0.01 (later tokens are then free); without such a near-tie mgi run's text is byte-identical too.
 # A variant mgi refuses (exit 2, one line on stderr) says SKIP; a variant it runs must match,
@@ -51,6 +52,24 @@ while read -r name args; do
     fi
     pass "arch $name: mkmodel writes the golden's file (sha256 ${sha:0:16}...)"
 
+    # the prompts' ids (mgi tokenize runs on every architecture's vocabulary today): BOS, and
+    # Gemma's tokenizer.ggml.add_space_prefix false
+    python3 -c 'import json,sys
+for r in json.load(open(sys.argv[1]))["greedy"]["runs"]: print(r["prompt"])' "$js" >"$TMP/prompts"
+    : >"$TMP/ptoks"
+    while IFS= read -r p; do "$MGI" tokenize -m "$f" -p "$p" --ids 2>>"$TMP/tok.err" >>"$TMP/ptoks"; done <"$TMP/prompts"
+    res=$(python3 - "$js" "$TMP/ptoks" <<'EOF'
+import json, sys
+runs = json.load(open(sys.argv[1]))["greedy"]["runs"]
+got = [json.loads(l) for l in open(sys.argv[2]) if l.strip()]
+bad = [f"'{r['prompt']}': {g}, llama.cpp {r['prompt_tokens']}" for r, g in zip(runs, got) if g != r["prompt_tokens"]]
+if len(got) != len(runs): bad.append(f"{len(got)} of {len(runs)} prompts tokenized")
+print(("0 " + "; ".join(bad)) if bad else f"1 {len(runs)} prompts, {sum(len(r['prompt_tokens']) for r in runs)} ids")
+EOF
+)
+    if [ "${res%% *}" = 1 ]; then pass "arch $name: prompt ids as llama.cpp's (${res#* })"
+    else fail "arch $name: prompt ids as llama.cpp's" "${res#* } $(head -c 200 "$TMP/tok.err")"; fi
+
     "$MGI" perplexity -m "$f" -f "$TEXT" -c 128 -b 128 --log-disable >"$TMP/ppl" 2>"$TMP/ppl.err" </dev/null
     rc=$?
     if [ $rc -ne 0 ]; then
@@ -83,17 +102,13 @@ EOF
 )
     verdict "$name" "arch $name: perplexity within 0.2% of llama.cpp" "${res%% *}" "${res#* }"
 
-    # greedy: every prompt of the golden, ids from mgi batch, prompt ids from mgi tokenize
-    python3 -c 'import json,sys
-for r in json.load(open(sys.argv[1]))["greedy"]["runs"]: print(r["prompt"])' "$js" >"$TMP/prompts"
+    # greedy: every prompt of the golden, ids from mgi batch, text from mgi run
     n_runs=$(grep -c '' "$TMP/prompts")
     "$MGI" batch -m "$f" -f "$TMP/prompts" -n 16 --temp 0 -c 128 --ordered --log-disable >"$TMP/batch" 2>"$TMP/batch.err" </dev/null
     rc=$?
-    : >"$TMP/ptoks"
     k=0
     while IFS= read -r p; do
         k=$((k + 1))
-        "$MGI" tokenize -m "$f" -p "$p" --ids 2>/dev/null >>"$TMP/ptoks"
         "$MGI" -m "$f" -p "$p" -n 16 --temp 0 -c 128 --log-disable >"$TMP/run.$k" 2>/dev/null </dev/null
     done <"$TMP/prompts"
     res=$(python3 - "$js" "$TMP" "$rc" "$n_runs" <<'EOF'
