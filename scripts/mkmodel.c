@@ -633,6 +633,7 @@ int main(int argc, char **argv) {
         die("--shape %s is a %s shape; it cannot be written as --arch %s", shape_name, sh.arch, ar->name);
     if (!ar) ar = arch_find(sh.arch ? sh.arch : "llama");
     if (n_vocab_opt && vocab_path) die("--n-vocab sizes the synthetic vocabulary; it cannot be used with --vocab");
+    if (!sh.swa) sh.swa = ar->swa;
     if (layers) sh.n_layer = (int)layers;
     if (ctx) sh.ctx = (int)ctx;
     if (head_dim) {

@@ -28,15 +28,18 @@ typedef struct {
     const char *name;   /* general.architecture and the prefix of its keys */
     unsigned layout;    /* ARCH_* */
     const char *small;  /* its small test shape */
+    int swa;            /* attention.sliding_window for shapes without one: Gemma's converters always
+                         * write it (llama.cpp's gemma3 without it takes a path for embedding models
+                         * that divides by a zero final softcap) */
 } arch_desc;
 
 static const arch_desc arch_table[] = {
-    {"llama", ARCH_VOCAB_KEY | ARCH_ROPE_DIM_KEY, "llama-s"},
-    {"qwen2", ARCH_QKV_BIAS, "qwen2-s"},
-    {"qwen3", ARCH_QK_NORM, "qwen3-s"},
-    {"phi3", ARCH_FUSED_QKV | ARCH_FUSED_UP | ARCH_ROPE_DIM_KEY, "phi-s"},
-    {"gemma2", ARCH_POST_NORMS | ARCH_HEAD_KEYS | ARCH_TIED | ARCH_NO_SPACE, "gemma2-s"},
-    {"gemma3", ARCH_POST_NORMS | ARCH_QK_NORM | ARCH_HEAD_KEYS | ARCH_TIED | ARCH_NO_SPACE, "gemma3-s"},
+    {"llama", ARCH_VOCAB_KEY | ARCH_ROPE_DIM_KEY, "llama-s", 0},
+    {"qwen2", ARCH_QKV_BIAS, "qwen2-s", 0},
+    {"qwen3", ARCH_QK_NORM, "qwen3-s", 0},
+    {"phi3", ARCH_FUSED_QKV | ARCH_FUSED_UP | ARCH_ROPE_DIM_KEY, "phi-s", 0},
+    {"gemma2", ARCH_POST_NORMS | ARCH_HEAD_KEYS | ARCH_TIED | ARCH_NO_SPACE, "gemma2-s", 4096},
+    {"gemma3", ARCH_POST_NORMS | ARCH_QK_NORM | ARCH_HEAD_KEYS | ARCH_TIED | ARCH_NO_SPACE, "gemma3-s", 1024},
 };
 
 static const arch_desc *arch_find(const char *name) {
