@@ -515,8 +515,22 @@ static void check_rope_factors(void) {
     unlink(path);
 }
 
-/* The real models' shapes, one layer and a small vocabulary so the files stay small. */
+/* The real models' shapes, one layer and a small vocabulary so the files stay small; and a
+ * benchmark shape in another architecture's layout, which for Gemma needs a window. */
 static void check_real_shapes(void) {
+    char p0[128];
+    gguf_ctx *g0 = mk_open("--shape demo --arch gemma3 --quant q8_0", "demo-g3", p0, sizeof p0);
+    if (g0) {
+        const char *a = NULL;
+        CHECK(gguf_get_str(g0, "general.architecture", &a) == GGUF_OK && !strcmp(a, "gemma3") &&
+                  u32_key(g0, "gemma3.attention.sliding_window") == 1024 &&
+                  u32_key(g0, "gemma3.attention.key_length") == 32 && gguf_get_tensor(g0, "output.weight") == NULL &&
+                  gguf_get_tensor(g0, "blk.1.post_ffw_norm.weight") != NULL,
+              "mkmodel --shape demo --arch gemma3: Gemma's layout and a 1024-token window on a Llama shape",
+              "a key or a tensor is wrong");
+        gguf_close(g0);
+        unlink(p0);
+    }
     static const struct {
         const char *shape, *arch, *probe;
         int64_t ne0, ne1;
