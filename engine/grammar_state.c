@@ -264,10 +264,11 @@ static int32_t step(grammar_state *s, int32_t set, uint32_t code) {
     int32_t n = s->set_len[set], to = 0;
     const grammar *g = s->g;
     if (code & PARTIAL) {
-        int rem = (int)(code >> 24) & 7;
+        static const uint32_t min_cp[5] = {0, 0, 0x80, 0x800, 0x10000};
+        int rem = (int)(code >> 24) & 7, total = (int)(code >> 27) & 7;
         uint32_t lo = (code & 0xFFFFFF) << (6 * rem), hi = lo | ((1u << (6 * rem)) - 1);
-        if (rem == 2 && lo < 0x800) lo = 0x800; /* the shortest form decides the lowest point */
-        if (rem == 3 && lo < 0x10000) lo = 0x10000;
+        if (lo < min_cp[total]) lo = min_cp[total]; /* an overlong form never completes */
+        if (hi > 0x10FFFF) hi = 0x10FFFF;
         for (int32_t i = 0; i < n && !to; i++)
             if (v[i] >= 0 && lo <= hi && charset_meets(g, g->elems[s->npos[v[i]]].val, lo, hi)) to = set;
     } else {
@@ -300,23 +301,33 @@ static int32_t step(grammar_state *s, int32_t set, uint32_t code) {
     return to;
 }
 
+/* rem holds the bytes still due (low 3 bits) and the sequence's length (bits 4-6), so the end
+ * of a character can refuse overlong forms, surrogates and points past U+10FFFF, which no
+ * grammar class should see. */
 int32_t grammar_state_byte(grammar_state *s, int32_t set, uint32_t *val, int *rem, uint8_t b) {
-    if (*rem) {
+    static const uint32_t min_cp[5] = {0, 0, 0x80, 0x800, 0x10000};
+    int due = *rem & 7, total = *rem >> 4;
+    if (due) {
         if ((b & 0xC0) != 0x80) return 0;
         *val = (*val << 6) | (b & 0x3Fu);
-        if (--*rem == 0) return step(s, set, *val);
+        *rem = --due ? (total << 4 | due) : 0;
+        if (!due) {
+            if (*val < min_cp[total] || *val > 0x10FFFF || (*val >= 0xD800 && *val <= 0xDFFF)) return 0;
+            return step(s, set, *val);
+        }
     } else if (b < 0x80) {
         return step(s, set, b);
     } else if (b >= 0xC2 && b <= 0xDF) {
-        *val = b & 0x1Fu, *rem = 1;
+        *val = b & 0x1Fu, due = 1, total = 2;
     } else if (b >= 0xE0 && b <= 0xEF) {
-        *val = b & 0x0Fu, *rem = 2;
+        *val = b & 0x0Fu, due = 2, total = 3;
     } else if (b >= 0xF0 && b <= 0xF4) {
-        *val = b & 0x07u, *rem = 3;
+        *val = b & 0x07u, due = 3, total = 4;
     } else {
         return 0;
     }
-    return step(s, set, PARTIAL | (uint32_t)*rem << 24 | *val);
+    *rem = total << 4 | due;
+    return step(s, set, PARTIAL | (uint32_t)total << 27 | (uint32_t)due << 24 | *val);
 }
 
 int grammar_state_set_complete(const grammar_state *s, int32_t set) {
@@ -457,7 +468,7 @@ int grammar_accept_bytes(grammar_state *s, const void *bytes, size_t n) {
 }
 
 int grammar_is_complete(const grammar_state *s) {
-    return !s->finished && s->premain == 0 && grammar_state_set_complete(s, s->cur);
+    return !s->finished && (s->premain & 7) == 0 && grammar_state_set_complete(s, s->cur);
 }
 
 const char *grammar_state_error(const grammar_state *s) { return s->error; }

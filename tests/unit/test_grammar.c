@@ -189,6 +189,18 @@ static void test_partial_utf8(void) {
     grammar_state_free(s);
     s = grammar_state_new(g);
     CHECK(grammar_accept_bytes(s, "\xc3\x28", 2) == -1, "invalid UTF-8 continuation rejected", "accepted");
+    grammar *any = compile("root ::= .+\n");
+    if (any) {
+        const char *bad[] = {"\xed\xa0\x80", "\xe0\x80\xaf", "\xf0\x80\x80\xaf", "\xf4\x90\x80\x80", "\xc0\xaf", "\xf8"};
+        const char *badname[] = {"surrogate", "overlong 3-byte", "overlong 4-byte", "past U+10FFFF", "C0 lead", "F8 lead"};
+        for (int i = 0; i < 6; i++) {
+            char label[100];
+            snprintf(label, sizeof label, "'.' refuses malformed UTF-8: %s", badname[i]);
+            CHECK(!matches(any, bad[i], strlen(bad[i])), label, "accepted");
+        }
+        CHECK(matches(any, "\xef\xbf\xbf\xf4\x8f\xbf\xbf\xed\x9f\xbf", 10), "'.' takes U+FFFF, U+10FFFF, U+D7FF", "refused");
+        grammar_free(any);
+    }
     CHECK(grammar_accept_bytes(s, "\xa9", 1) == -1, "lone continuation byte rejected", "accepted");
     CHECK(grammar_accept_bytes(s, "\xc3", 1) == 0 && grammar_accept_bytes(s, "a", 1) == -1,
           "a rejected byte leaves the state as it was", "state changed");
