@@ -1,0 +1,480 @@
+/* Unit tests of the JSON Schema converter (engine/jsonschema.h): for each of ~55 schemas,
+ * documents known valid must be accepted and known invalid rejected by the compiled grammar,
+ * and random texts generated from the grammar must be accepted by the matcher, parse with cJSON
+ * and pass a small validator of the schema keywords used here; plus the errors for what a
+ * grammar cannot express. MGI_JSONSCHEMA_DUMP=file writes the generated texts as JSON lines
+ * (schema, text) for a cross-check with Python's jsonschema. */
+#include <cjson/cJSON.h>
+#include <locale.h>
+#include <math.h>
+#include <regex.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "engine/grammar_internal.h"
+#include "engine/jsonschema.h"
+#include "tests/unit/test.h"
+
+static char err[1024];
+
+/* ---- a validator for the keywords the schemas below use ------------------------------------- */
+
+static int validate(const cJSON *root, const cJSON *s, const cJSON *v, int depth);
+
+static const cJSON *resolve(const cJSON *root, const char *ref) {
+    const cJSON *at = root;
+    const char *p = ref + 1;
+    while (at && *p == '/') {
+        char seg[128];
+        size_t k = 0;
+        for (p++; *p && *p != '/' && k < sizeof seg - 1; p++) seg[k++] = *p;
+        seg[k] = 0;
+        at = cJSON_GetObjectItemCaseSensitive(at, seg);
+    }
+    return at;
+}
+
+static size_t utf8_len(const char *s) {
+    size_t n = 0;
+    for (; *s; s++) n += ((unsigned char)*s & 0xC0) != 0x80;
+    return n;
+}
+
+/* POSIX ERE after rewriting the ECMAScript shorthands the schemas use. */
+static int pattern_ok(const char *pat, const char *s) {
+    char ere[512];
+    size_t o = 0;
+    int in_class = 0;
+    for (const char *p = pat; *p && o < sizeof ere - 16; p++) {
+        if (p[0] == '[' && !in_class) in_class = 1;
+        else if (p[0] == ']' && in_class) in_class = 0;
+        if (p[0] == '\\' && p[1] == 'd') { o += (size_t)snprintf(ere + o, 16, in_class ? "0-9" : "[0-9]"); p++; }
+        else if (p[0] == '\\' && p[1] == 'w') { o += (size_t)snprintf(ere + o, 16, in_class ? "A-Za-z0-9_" : "[A-Za-z0-9_]"); p++; }
+        else if (p[0] == '(' && p[1] == '?' && p[2] == ':') { ere[o++] = '('; p += 2; }
+        else if ((p[0] == '+' || p[0] == '*' || p[0] == '?' || p[0] == '}') && p[1] == '?') { ere[o++] = p[0]; p++; }
+        else ere[o++] = *p;
+    }
+    ere[o] = 0;
+    regex_t re;
+    if (regcomp(&re, ere, REG_EXTENDED | REG_NOSUB)) return 0;
+    int ok = regexec(&re, s, 0, NULL, 0) == 0;
+    regfree(&re);
+    return ok;
+}
+
+static int digits(const char *s, int n) {
+    for (int i = 0; i < n; i++)
+        if (s[i] < '0' || s[i] > '9') return 0;
+    return 1;
+}
+
+static int date_ok(const char *s) {
+    if (strlen(s) < 10 || !digits(s, 4) || s[4] != '-' || !digits(s + 5, 2) || s[7] != '-' || !digits(s + 8, 2)) return 0;
+    int y = atoi(s), m = atoi(s + 5), d = atoi(s + 8);
+    static const int days[] = {31, 29, 31, 30, 31, 30, 31, 31, 30, 31, 30, 31};
+    int leap = (y % 4 == 0 && y % 100 != 0) || y % 400 == 0;
+    return y >= 1 && m >= 1 && m <= 12 && d >= 1 && d <= days[m - 1] && !(m == 2 && d == 29 && !leap);
+}
+
+static int time_ok(const char *s) {
+    if (!digits(s, 2) || s[2] != ':' || !digits(s + 3, 2) || s[5] != ':' || !digits(s + 6, 2)) return 0;
+    if (atoi(s) > 23 || atoi(s + 3) > 59 || atoi(s + 6) > 59) return 0;
+    s += 8;
+    if (*s == '.') { s++; while (*s >= '0' && *s <= '9') s++; }
+    if (*s == 'Z') return s[1] == 0;
+    return (*s == '+' || *s == '-') && digits(s + 1, 2) && s[3] == ':' && digits(s + 4, 2) && s[6] == 0;
+}
+
+static int format_ok(const char *f, const char *s) {
+    if (strcmp(f, "date") == 0) return strlen(s) == 10 && date_ok(s);
+    if (strcmp(f, "time") == 0) return time_ok(s);
+    if (strcmp(f, "date-time") == 0) return strlen(s) > 11 && date_ok(s) && s[10] == 'T' && time_ok(s + 11);
+    if (strcmp(f, "uuid") == 0) {
+        if (strlen(s) != 36) return 0;
+        for (int i = 0; i < 36; i++) {
+            int dash = i == 8 || i == 13 || i == 18 || i == 23;
+            if (dash ? s[i] != '-' : !strchr("0123456789abcdefABCDEF", s[i])) return 0;
+        }
+    }
+    return 1;
+}
+
+static int type_ok(const char *t, const cJSON *v) {
+    if (strcmp(t, "object") == 0) return cJSON_IsObject(v);
+    if (strcmp(t, "array") == 0) return cJSON_IsArray(v);
+    if (strcmp(t, "string") == 0) return cJSON_IsString(v);
+    if (strcmp(t, "number") == 0) return cJSON_IsNumber(v);
+    if (strcmp(t, "integer") == 0) return cJSON_IsNumber(v) && v->valuedouble == floor(v->valuedouble);
+    if (strcmp(t, "boolean") == 0) return cJSON_IsBool(v);
+    if (strcmp(t, "null") == 0) return cJSON_IsNull(v);
+    return 0;
+}
+
+static double num(const cJSON *s, const char *k, int *has) {
+    const cJSON *x = cJSON_GetObjectItemCaseSensitive(s, k);
+    *has = cJSON_IsNumber(x);
+    return *has ? x->valuedouble : 0;
+}
+
+static int validate(const cJSON *root, const cJSON *s, const cJSON *v, int depth) {
+    if (depth > 200) return 0;
+    if (cJSON_IsBool(s)) return cJSON_IsTrue(s);
+    const cJSON *k;
+    if ((k = cJSON_GetObjectItemCaseSensitive(s, "$ref"))) {
+        const cJSON *t = resolve(root, k->valuestring);
+        return t && validate(root, t, v, depth + 1);
+    }
+    if ((k = cJSON_GetObjectItemCaseSensitive(s, "const")) && !cJSON_Compare(k, v, 1)) return 0;
+    if ((k = cJSON_GetObjectItemCaseSensitive(s, "enum"))) {
+        int any = 0;
+        for (const cJSON *e = k->child; e; e = e->next) any |= cJSON_Compare(e, v, 1);
+        if (!any) return 0;
+    }
+    if ((k = cJSON_GetObjectItemCaseSensitive(s, "anyOf"))) {
+        int any = 0;
+        for (const cJSON *e = k->child; e; e = e->next) any |= validate(root, e, v, depth + 1);
+        if (!any) return 0;
+    }
+    if ((k = cJSON_GetObjectItemCaseSensitive(s, "oneOf"))) {
+        int n = 0;
+        for (const cJSON *e = k->child; e; e = e->next) n += validate(root, e, v, depth + 1);
+        if (n != 1) return 0;
+    }
+    if ((k = cJSON_GetObjectItemCaseSensitive(s, "allOf")))
+        for (const cJSON *e = k->child; e; e = e->next)
+            if (!validate(root, e, v, depth + 1)) return 0;
+    if ((k = cJSON_GetObjectItemCaseSensitive(s, "type"))) {
+        int any = 0;
+        if (cJSON_IsString(k)) any = type_ok(k->valuestring, v);
+        for (const cJSON *e = cJSON_IsArray(k) ? k->child : NULL; e; e = e->next) any |= type_ok(e->valuestring, v);
+        if (!any) return 0;
+    }
+    if (cJSON_IsObject(v)) {
+        const cJSON *props = cJSON_GetObjectItemCaseSensitive(s, "properties");
+        const cJSON *addl = cJSON_GetObjectItemCaseSensitive(s, "additionalProperties");
+        for (const cJSON *r = cJSON_GetObjectItemCaseSensitive(s, "required") ? cJSON_GetObjectItemCaseSensitive(s, "required")->child : NULL; r; r = r->next)
+            if (!cJSON_GetObjectItemCaseSensitive(v, r->valuestring)) return 0;
+        for (const cJSON *m = v->child; m; m = m->next) { /* every member, repeated keys too */
+            const cJSON *ps = props ? cJSON_GetObjectItemCaseSensitive(props, m->string) : NULL;
+            if (ps) { if (!validate(root, ps, m, depth + 1)) return 0; }
+            else if (addl && !validate(root, addl, m, depth + 1)) return 0;
+        }
+    }
+    if (cJSON_IsArray(v)) {
+        int n = cJSON_GetArraySize(v), has;
+        double mn = num(s, "minItems", &has);
+        if (has && n < mn) return 0;
+        double mx = num(s, "maxItems", &has);
+        if (has && n > mx) return 0;
+        const cJSON *prefix = cJSON_GetObjectItemCaseSensitive(s, "prefixItems");
+        const cJSON *items = cJSON_GetObjectItemCaseSensitive(s, "items");
+        if (cJSON_IsArray(items)) prefix = items, items = NULL;
+        int i = 0;
+        for (const cJSON *e = v->child; e; e = e->next, i++) {
+            const cJSON *ps = prefix ? cJSON_GetArrayItem(prefix, i) : NULL;
+            if (ps) { if (!validate(root, ps, e, depth + 1)) return 0; }
+            else if (items && !validate(root, items, e, depth + 1)) return 0;
+        }
+    }
+    if (cJSON_IsString(v)) {
+        int has;
+        size_t n = utf8_len(v->valuestring);
+        double mn = num(s, "minLength", &has);
+        if (has && n < mn) return 0;
+        double mx = num(s, "maxLength", &has);
+        if (has && n > mx) return 0;
+        if ((k = cJSON_GetObjectItemCaseSensitive(s, "pattern")) && !pattern_ok(k->valuestring, v->valuestring)) return 0;
+        if ((k = cJSON_GetObjectItemCaseSensitive(s, "format")) && !format_ok(k->valuestring, v->valuestring)) return 0;
+    }
+    if (cJSON_IsNumber(v)) {
+        int has, ex = cJSON_IsTrue(cJSON_GetObjectItemCaseSensitive(s, "exclusiveMinimum"));
+        double x = v->valuedouble, b = num(s, "minimum", &has);
+        if (has && (ex ? x <= b : x < b)) return 0;
+        ex = cJSON_IsTrue(cJSON_GetObjectItemCaseSensitive(s, "exclusiveMaximum"));
+        b = num(s, "maximum", &has);
+        if (has && (ex ? x >= b : x > b)) return 0;
+        b = num(s, "exclusiveMinimum", &has);
+        if (has && x <= b) return 0;
+        b = num(s, "exclusiveMaximum", &has);
+        if (has && x >= b) return 0;
+    }
+    return 1;
+}
+
+/* ---- random texts from a grammar ------------------------------------------------------------ */
+
+static uint64_t rng = 0x9E3779B97F4A7C15ull;
+static uint32_t rnd(void) {
+    rng ^= rng << 13, rng ^= rng >> 7, rng ^= rng << 17;
+    return (uint32_t)(rng >> 11);
+}
+
+typedef struct {
+    const grammar *g;
+    int64_t *cost; /* per rule: the fewest characters it can produce */
+    char *out;
+    size_t n, cap;
+} gen;
+
+static int64_t alt_cost(const gen *G, int32_t pos) {
+    int64_t c = 0;
+    for (; G->g->elems[pos].type != GRAMMAR_END; pos++)
+        c += G->g->elems[pos].type == GRAMMAR_CHARS ? 1 : G->cost[G->g->elems[pos].val];
+    return c;
+}
+
+static void gen_costs(gen *G) {
+    const grammar *g = G->g;
+    G->cost = malloc((size_t)g->n_rules * sizeof *G->cost);
+    for (int32_t r = 0; r < g->n_rules; r++) G->cost[r] = INT32_MAX;
+    for (int changed = 1; changed;) {
+        changed = 0;
+        for (int32_t r = 0; r < g->n_rules; r++)
+            for (int32_t a = 0; a < g->rules[r].n_alts; a++) {
+                int64_t c = alt_cost(G, g->alts[g->rules[r].first_alt + a]);
+                if (c < G->cost[r]) G->cost[r] = c, changed = 1;
+            }
+    }
+}
+
+static void put(gen *G, uint32_t cp) {
+    if (G->n + 5 > G->cap) G->out = realloc(G->out, G->cap = G->cap * 2 + 64);
+    char *o = G->out + G->n;
+    if (cp < 0x80) o[0] = (char)cp, G->n += 1;
+    else if (cp < 0x800) o[0] = (char)(0xC0 | cp >> 6), o[1] = (char)(0x80 | (cp & 0x3F)), G->n += 2;
+    else if (cp < 0x10000) o[0] = (char)(0xE0 | cp >> 12), o[1] = (char)(0x80 | ((cp >> 6) & 0x3F)), o[2] = (char)(0x80 | (cp & 0x3F)), G->n += 3;
+    else o[0] = (char)(0xF0 | cp >> 18), o[1] = (char)(0x80 | ((cp >> 12) & 0x3F)), o[2] = (char)(0x80 | ((cp >> 6) & 0x3F)), o[3] = (char)(0x80 | (cp & 0x3F)), G->n += 4;
+}
+
+static void gen_chars(gen *G, int32_t set) {
+    const grammar_charset *cs = &G->g->sets[set];
+    int32_t i = cs->first + (int32_t)(rnd() % (uint32_t)cs->n);
+    if (G->g->ranges[cs->first].lo < 128 && rnd() % 4) i = cs->first; /* mostly ASCII */
+    grammar_range r = G->g->ranges[i];
+    uint32_t hi = r.hi < 128 || rnd() % 2 ? r.hi : (r.hi - r.lo > 2000 ? r.lo + 2000 : r.hi);
+    uint32_t cp = r.lo + rnd() % (hi - r.lo + 1);
+    if (cp >= 0xD800 && cp <= 0xDFFF) cp = r.lo >= 0xD800 ? 0xE000 : r.lo; /* the matcher refuses surrogates */
+    put(G, cp);
+}
+
+static void gen_rule(gen *G, int32_t r, int depth) {
+    const grammar *g = G->g;
+    const grammar_rule *gr = &g->rules[r];
+    int32_t pick = (int32_t)(rnd() % (uint32_t)gr->n_alts);
+    if (depth > 10 || G->n > 600) { /* wind down: the cheapest alternative */
+        int64_t best = INT64_MAX;
+        for (int32_t a = 0; a < gr->n_alts; a++) {
+            int64_t c = alt_cost(G, g->alts[gr->first_alt + a]);
+            if (c < best) best = c, pick = a;
+        }
+    }
+    for (int32_t pos = g->alts[gr->first_alt + pick]; g->elems[pos].type != GRAMMAR_END; pos++) {
+        if (g->elems[pos].type == GRAMMAR_CHARS) gen_chars(G, g->elems[pos].val);
+        else gen_rule(G, g->elems[pos].val, depth + 1);
+    }
+}
+
+/* ---- the schemas ---------------------------------------------------------------------------- */
+
+typedef struct {
+    const char *schema;
+    const char *yes[6];
+    const char *no[6];
+} schema_case;
+
+static const schema_case CASES[] = {
+    {"{\"type\":\"string\"}", {"\"abc\"", "\"\"", "\"a\\\"b\\u00e9\"", "\"\xc3\xa9\""}, {"abc", "1", "\"a", "\"a\"b\""}},
+    {"{\"type\":\"integer\"}", {"0", "-12", "123"}, {"1.5", "01", "\"1\"", "1e3"}},
+    {"{\"type\":\"number\"}", {"1.5", "-0.25e10", "3", "2E-3"}, {"1.", "+1", ".5", "--1"}},
+    {"{\"type\":\"boolean\"}", {"true", "false"}, {"True", "1", "null"}},
+    {"{\"type\":\"null\"}", {"null"}, {"nil", "0"}},
+    {"{}", {"1", "{\"a\":[null, true, \"x\"]}", "\"x\"", "[]"}, {"{", "[1,]", "nul"}},
+    {"true", {"{\"k\": {\"k\": {}}}", "-3.5"}, {"'a'"}},
+    {"{\"type\":[\"string\",\"null\"]}", {"\"a\"", "null"}, {"1", "[]"}},
+    {"{\"type\":[\"integer\",\"array\"],\"items\":{\"type\":\"integer\"}}", {"5", "[1, 2]"}, {"[\"a\"]", "1.5"}},
+    {"{\"enum\":[\"red\",\"green\",1,null]}", {"\"red\"", "1", "null"}, {"\"blue\"", "2", "\"Red\""}},
+    {"{\"const\":{\"a\":[1,2]}}", {"{\"a\":[1,2]}"}, {"{\"a\":[1]}", "{}"}},
+    {"{\"enum\":[\"\xc3\xa9\",\"a\\\"b\",\"line\\nbreak\"]}", {"\"\xc3\xa9\"", "\"a\\\"b\"", "\"line\\nbreak\""}, {"\"a\"b\"", "\"e\""}},
+    {"{\"type\":\"object\",\"properties\":{\"a\":{\"type\":\"integer\"},\"b\":{\"type\":\"string\"}},\"required\":[\"a\",\"b\"]}",
+     {"{\"a\":1,\"b\":\"x\"}", "{ \"a\" : 1 , \"b\" : \"x\" }", "{\n  \"a\": 1,\n  \"b\": \"x\"\n}"},
+     {"{\"a\":1}", "{\"a\":\"1\",\"b\":\"x\"}", "{}", "{\"a\":1,\"b\":2}"}},
+    {"{\"properties\":{\"a\":{\"type\":\"integer\"},\"b\":{\"type\":\"integer\"},\"c\":{\"type\":\"integer\"}}}",
+     {"{}", "{\"a\":1}", "{\"b\":2}", "{\"a\":1,\"c\":3}", "{\"a\":1,\"b\":2,\"c\":3}"},
+     {"{\"d\":1}", "{\"a\":1,\"a\":2}", "{\"a\":\"x\"}", "{,}"}},
+    {"{\"type\":\"object\",\"properties\":{\"id\":{\"type\":\"integer\"},\"name\":{\"type\":\"string\"},\"tags\":{\"type\":\"array\",\"items\":{\"type\":\"string\"}}},\"required\":[\"id\"]}",
+     {"{\"id\":1}", "{\"id\":1,\"tags\":[]}", "{\"id\":1,\"name\":\"n\",\"tags\":[\"t\"]}"},
+     {"{\"name\":\"n\"}", "{\"id\":1,\"tags\":[1]}", "{\"id\":1,}"}},
+    {"{\"type\":\"object\",\"properties\":{\"a\":{\"type\":\"boolean\"}},\"additionalProperties\":false}",
+     {"{}", "{\"a\":true}"}, {"{\"b\":true}", "{\"a\":1}"}},
+    {"{\"type\":\"object\",\"properties\":{\"a\":{\"type\":\"integer\"}},\"additionalProperties\":true}",
+     {"{\"a\":1,\"x\":[1]}", "{\"zz\":null}", "{}", "{\"ab\":1,\"\":2}"}, {"{\"a\":\"s\"}", "{\"a\":1,\"a\":\"x\"}", "{\"x\":1,\"a\":\"q\"}"}},
+    {"{\"type\":\"object\",\"additionalProperties\":{\"type\":\"integer\"}}", {"{\"x\":1,\"y\":2}", "{}"}, {"{\"x\":\"a\"}", "{\"x\":1.5}"}},
+    {"{\"type\":\"object\",\"properties\":{\"name\":{\"type\":\"string\"},\"nam\":{\"type\":\"integer\"}},\"required\":[\"name\"],\"additionalProperties\":{\"type\":\"boolean\"}}",
+     {"{\"name\":\"x\",\"na\":true}", "{\"name\":\"x\",\"nam\":3,\"names\":false}"}, {"{\"name\":\"x\",\"name\":true}", "{\"name\":\"x\",\"nam\":true}"}},
+    {"{\"type\":\"object\",\"additionalProperties\":false}", {"{}", "{ }"}, {"{\"a\":1}"}},
+    {"{\"type\":\"object\",\"required\":[\"id\"]}", {"{\"id\":1}", "{\"id\":{\"x\":[]}}"}, {"{}", "{\"di\":1}"}},
+    {"{\"type\":\"array\",\"items\":{\"type\":\"integer\"}}", {"[]", "[1,2,3]", "[ 1 , 2 ]"}, {"[1,\"a\"]", "[1,]", "[,1]"}},
+    {"{\"type\":\"array\",\"items\":{\"type\":\"boolean\"},\"minItems\":2,\"maxItems\":3}",
+     {"[true,false]", "[true,true,true]"}, {"[true]", "[true,true,true,true]", "[]"}},
+    {"{\"type\":\"array\",\"minItems\":1}", {"[1]", "[\"a\",{}]"}, {"[]"}},
+    {"{\"type\":\"array\",\"maxItems\":0}", {"[]"}, {"[1]"}},
+    {"{\"prefixItems\":[{\"type\":\"string\"},{\"type\":\"integer\"}]}", {"[\"a\",1]"}, {"[1,\"a\"]", "[\"a\",1,2]"}},
+    {"{\"type\":\"array\",\"items\":[{\"type\":\"null\"},{\"enum\":[\"x\",\"y\"]}]}", {"[null,\"y\"]"}, {"[null,\"z\"]"}},
+    {"{\"anyOf\":[{\"type\":\"string\"},{\"type\":\"integer\",\"minimum\":5}]}", {"\"x\"", "7", "5"}, {"3", "true", "4"}},
+    {"{\"oneOf\":[{\"type\":\"boolean\"},{\"type\":\"null\"}]}", {"true", "null"}, {"1", "\"true\""}},
+    {"{\"allOf\":[{\"properties\":{\"a\":{\"type\":\"string\"}},\"required\":[\"a\"]},{\"properties\":{\"b\":{\"type\":\"integer\"}},\"required\":[\"b\"]}]}",
+     {"{\"a\":\"x\",\"b\":1}"}, {"{\"a\":\"x\"}", "{\"b\":1}", "{\"a\":1,\"b\":1}"}},
+    {"{\"$defs\":{\"base\":{\"type\":\"object\",\"properties\":{\"id\":{\"type\":\"integer\"}},\"required\":[\"id\"]}},\"allOf\":[{\"$ref\":\"#/$defs/base\"},{\"properties\":{\"x\":{\"type\":\"null\"}}}]}",
+     {"{\"id\":3}", "{\"id\":3,\"x\":null}"}, {"{\"x\":null}", "{\"id\":\"3\"}"}},
+    {"{\"$defs\":{\"pt\":{\"type\":\"object\",\"properties\":{\"x\":{\"type\":\"number\"},\"y\":{\"type\":\"number\"}},\"required\":[\"x\",\"y\"]}},\"type\":\"array\",\"items\":{\"$ref\":\"#/$defs/pt\"}}",
+     {"[{\"x\":1,\"y\":2}]", "[]", "[{\"x\":1.5,\"y\":-2},{\"x\":0,\"y\":0}]"}, {"[{\"x\":1}]", "[{\"y\":1,\"x\":2,\"z\":3}]"}},
+    {"{\"definitions\":{\"color\":{\"enum\":[\"r\",\"g\"]}},\"type\":\"object\",\"properties\":{\"fg\":{\"$ref\":\"#/definitions/color\"},\"bg\":{\"$ref\":\"#/definitions/color\"}},\"required\":[\"fg\",\"bg\"]}",
+     {"{\"fg\":\"r\",\"bg\":\"g\"}"}, {"{\"fg\":\"r\",\"bg\":\"b\"}"}},
+    {"{\"$defs\":{\"node\":{\"type\":\"object\",\"properties\":{\"v\":{\"type\":\"integer\"},\"kids\":{\"type\":\"array\",\"items\":{\"$ref\":\"#/$defs/node\"}}},\"required\":[\"v\"]}},\"$ref\":\"#/$defs/node\"}",
+     {"{\"v\":1,\"kids\":[{\"v\":2,\"kids\":[]}]}", "{\"v\":1}"}, {"{\"kids\":[]}", "{\"v\":1,\"kids\":[{\"v\":\"x\"}]}"}},
+    {"{\"type\":\"object\",\"properties\":{\"next\":{\"$ref\":\"#\"},\"n\":{\"type\":\"integer\"}}}",
+     {"{}", "{\"next\":{\"next\":{}}}", "{\"next\":{\"n\":1},\"n\":2}"}, {"{\"next\":1}"}},
+    {"{\"$defs\":{\"a\":{\"type\":\"array\",\"items\":{\"$ref\":\"#/$defs/b\"}},\"b\":{\"anyOf\":[{\"type\":\"integer\"},{\"$ref\":\"#/$defs/a\"}]}},\"$ref\":\"#/$defs/a\"}",
+     {"[1,[2,[3]],[]]", "[]"}, {"[\"x\"]", "1"}},
+    {"{\"type\":\"string\",\"pattern\":\"^[A-Z]{2}-[0-9]{3}$\"}", {"\"AB-123\""}, {"\"AB-12\"", "\"ab-123\"", "\"AB-1234\""}},
+    {"{\"type\":\"string\",\"pattern\":\"^(foo|bar)+baz?$\"}", {"\"foobarba\"", "\"foobaz\"", "\"barba\""}, {"\"baz\"", "\"fooba z\""}},
+    {"{\"type\":\"string\",\"pattern\":\"^\\\\d+\\\\.\\\\w*$\"}", {"\"12.ab_\"", "\"1.\""}, {"\"x.1\"", "\"12\""}},
+    {"{\"type\":\"string\",\"pattern\":\"abc\"}", {"\"xxabcyy\"", "\"abc\""}, {"\"ab\"", "\"acb\""}},
+    {"{\"type\":\"string\",\"pattern\":\"^a\\\"b$\"}", {"\"a\\\"b\""}, {"\"ab\"", "\"a\"b\""}},
+    {"{\"type\":\"string\",\"pattern\":\"^[^0-9]+$\"}", {"\"abc\"", "\"\xc3\xa9\"", "\"a\\\\b\""}, {"\"a1\"", "\"\""}},
+    {"{\"type\":\"string\",\"pattern\":\"^a+?b{1,2}c?$\"}", {"\"ab\"", "\"aabbc\""}, {"\"abbb\"", "\"b\""}},
+    {"{\"type\":\"string\",\"pattern\":\"^a.c$\"}", {"\"abc\"", "\"a\\\"c\"", "\"a\xc3\xa9" "c\""}, {"\"ac\"", "\"abbc\""}},
+    {"{\"type\":\"string\",\"pattern\":\"^(?:[a-z]+-)*[a-z]+$\"}", {"\"a-bc-d\"", "\"x\""}, {"\"-a\"", "\"a-\""}},
+    {"{\"type\":\"string\",\"pattern\":\"^[\\\\w.+-]+@[a-z]+\\\\.(com|org)$\"}", {"\"a.b+c@site.org\""}, {"\"a@site.net\"", "\"@x.com\""}},
+    {"{\"type\":\"string\",\"format\":\"date\"}", {"\"2024-02-29\"", "\"1999-12-31\"", "\"2000-02-29\"", "\"2023-04-30\""}, {"\"2024-13-01\"", "\"24-01-01\"", "\"2024-1-01\"", "\"2023-02-29\"", "\"1900-02-29\"", "\"2023-04-31\""}},
+    {"{\"type\":\"string\",\"format\":\"time\"}", {"\"12:34:56Z\"", "\"23:59:59.123+02:00\""}, {"\"24:00:00Z\"", "\"12:34:56\""}},
+    {"{\"type\":\"string\",\"format\":\"date-time\"}", {"\"2024-01-01T00:00:00Z\""}, {"\"2024-01-01 00:00:00Z\"", "\"2024-01-01\""}},
+    {"{\"type\":\"string\",\"format\":\"uuid\"}", {"\"123e4567-e89b-12d3-a456-426614174000\""}, {"\"123e4567e89b12d3a456426614174000\"", "\"g23e4567-e89b-12d3-a456-426614174000\""}},
+    {"{\"type\":\"string\",\"format\":\"email\"}", {"\"anything\""}, {"1"}},
+    {"{\"type\":\"string\",\"minLength\":2,\"maxLength\":4}", {"\"ab\"", "\"abcd\"", "\"\xc3\xa9\xc3\xa9\"", "\"\\n\\t\""}, {"\"a\"", "\"abcde\"", "\"\""}},
+    {"{\"type\":\"string\",\"minLength\":3}", {"\"abc\"", "\"abcdefgh\""}, {"\"ab\""}},
+    {"{\"type\":\"integer\",\"minimum\":-5,\"maximum\":5}", {"-5", "0", "5", "-1"}, {"-6", "6", "10", "-10"}},
+    {"{\"type\":\"integer\",\"minimum\":10}", {"10", "99", "100", "123456"}, {"9", "-1", "0"}},
+    {"{\"type\":\"integer\",\"maximum\":-3}", {"-3", "-100", "-29"}, {"-2", "0", "3"}},
+    {"{\"type\":\"integer\",\"exclusiveMinimum\":0,\"exclusiveMaximum\":100}", {"1", "99", "50"}, {"0", "100", "-1"}},
+    {"{\"type\":\"integer\",\"minimum\":100,\"maximum\":12345}", {"100", "999", "1000", "12345", "9999"}, {"99", "12346", "20000", "13000"}},
+    {"{\"type\":\"integer\",\"minimum\":-1000}", {"-1000", "-5", "0", "77777"}, {"-1001", "-2000"}},
+    {"{\"type\":\"integer\",\"maximum\":250}", {"-99999", "250", "0", "249"}, {"251", "1000", "260"}},
+    {"{\"type\":\"integer\",\"minimum\":-250,\"maximum\":-17}", {"-17", "-250", "-99"}, {"-16", "-251", "0"}},
+    {"{\"type\":\"integer\",\"minimum\":5,\"exclusiveMinimum\":true}", {"6", "100"}, {"5", "4"}},
+    {"{\"type\":\"integer\",\"minimum\":1.5,\"maximum\":3.5}", {"2", "3"}, {"1", "4"}},
+    {"{\"type\":\"object\",\"properties\":{\"items\":{\"type\":\"array\",\"items\":{\"type\":\"object\",\"properties\":{\"sku\":{\"type\":\"string\",\"pattern\":\"^[A-Z0-9]{4,8}$\"},\"qty\":{\"type\":\"integer\",\"minimum\":1,\"maximum\":99}},\"required\":[\"sku\",\"qty\"]},\"minItems\":1},\"status\":{\"enum\":[\"open\",\"closed\"]}},\"required\":[\"items\",\"status\"]}",
+     {"{\"items\":[{\"sku\":\"AB12\",\"qty\":3}],\"status\":\"open\"}"},
+     {"{\"items\":[],\"status\":\"open\"}", "{\"items\":[{\"sku\":\"ab12\",\"qty\":3}],\"status\":\"open\"}", "{\"items\":[{\"sku\":\"AB12\",\"qty\":100}],\"status\":\"open\"}"}},
+    {"{\"title\":\"Person\",\"description\":\"x\",\"$schema\":\"https://json-schema.org/draft/2020-12/schema\",\"type\":\"object\",\"properties\":{\"first\":{\"type\":\"string\",\"description\":\"d\"},\"age\":{\"type\":\"integer\",\"minimum\":0,\"default\":3}},\"required\":[\"first\",\"age\"]}",
+     {"{\"first\":\"Ann\",\"age\":30}"}, {"{\"first\":\"Ann\",\"age\":-1}"}},
+    {"{\"type\":\"object\",\"properties\":{\"when\":{\"type\":\"string\",\"format\":\"date-time\"},\"id\":{\"type\":\"string\",\"format\":\"uuid\"},\"score\":{\"type\":\"number\"},\"ok\":{\"type\":\"boolean\"},\"note\":{\"type\":[\"string\",\"null\"],\"maxLength\":5}},\"required\":[\"when\",\"id\",\"score\",\"ok\",\"note\"]}",
+     {"{\"when\":\"2020-05-06T07:08:09Z\",\"id\":\"123e4567-e89b-12d3-a456-426614174000\",\"score\":1.5,\"ok\":true,\"note\":null}"},
+     {"{\"when\":\"2020-05-06\",\"id\":\"123e4567-e89b-12d3-a456-426614174000\",\"score\":1.5,\"ok\":true,\"note\":null}"}},
+    {"{\"type\":\"array\",\"items\":{\"type\":\"array\",\"items\":{\"type\":\"integer\",\"minimum\":0,\"maximum\":9},\"minItems\":3,\"maxItems\":3},\"minItems\":3,\"maxItems\":3}",
+     {"[[1,2,3],[4,5,6],[7,8,9]]"}, {"[[1,2,3],[4,5,6]]", "[[1,2,3],[4,5,6],[7,8,10]]"}},
+};
+
+static const struct {
+    const char *schema, *want1, *want2;
+} ERRORS[] = {
+    {"{\"not\":{}}", "json schema #:", "keyword 'not'"},
+    {"{\"properties\":{\"a\":{\"multipleOf\":2}}}", "#/properties/a:", "'multipleOf'"},
+    {"{\"type\":\"number\",\"minimum\":0}", "#:", "'minimum' on a number"},
+    {"{\"$ref\":\"#/$defs/missing\"}", "#:", "points at nothing"},
+    {"{\"$ref\":\"http://example.com/s.json\"}", "#:", "only references inside"},
+    {"{\"type\":\"string\",\"pattern\":\"^(?=a)b$\"}", "#:", "lookahead"},
+    {"{\"items\":{\"type\":\"string\",\"pattern\":\"^(a)\\\\1$\"}}", "#/items:", "backreference"},
+    {"{\"type\":\"array\",\"maxItems\":5000}", "#:", "'maxItems' of 5000"},
+    {"{\"type\":\"frob\"}", "#:", "unknown type \"frob\""},
+    {"{\"type\":", "not valid JSON", "near byte"},
+    {"{\"anyOf\":[{\"type\":\"string\"},{\"uniqueItems\":true}]}", "#/anyOf/1:", "'uniqueItems'"},
+    {"{\"type\":\"integer\",\"minimum\":5,\"maximum\":1}", "#:", "admit no integer"},
+    {"false", "#:", "admits no value"},
+    {"{\"allOf\":[{\"type\":\"string\"},{\"minLength\":1}]}", "#/allOf/0:", "'allOf' can only combine object"},
+    {"{\"properties\":{\"a/b\":{\"if\":{}}}}", "#/properties/a~1b:", "'if'"},
+    {"{\"$defs\":{\"x\":{\"type\":\"string\",\"pattern\":\"^\\\\p{L}$\"}},\"$ref\":\"#/$defs/x\"}", "#/$defs/x:", "\\p{...}"},
+    {"{\"type\":\"string\",\"minLength\":5,\"maxLength\":2}", "#:", "'minLength' 5 is above"},
+    {"{\"type\":\"string\",\"pattern\":\"^[a-z]+$\",\"maxLength\":3}", "#:", "'pattern' together with"},
+    {"{\"type\":\"array\",\"minItems\":-1}", "#:", "non-negative integer"},
+    {"{\"type\":\"object\",\"required\":\"a\"}", "#:", "'required' must be an array"},
+};
+
+static int accepts(const grammar *g, const char *s, size_t n) {
+    grammar_state *st = grammar_state_new(g);
+    int ok = st && grammar_accept_bytes(st, s, n) == 0 && grammar_is_complete(st);
+    grammar_state_free(st);
+    return ok;
+}
+
+int main(void) {
+    setlocale(LC_ALL, "C.UTF-8"); /* the validator's POSIX regexes count characters, not bytes */
+    const char *dump_path = getenv("MGI_JSONSCHEMA_DUMP");
+    FILE *dump = dump_path ? fopen(dump_path, "w") : NULL;
+    int n_cases = (int)(sizeof CASES / sizeof CASES[0]), generated = 0;
+    for (int i = 0; i < n_cases; i++) {
+        const schema_case *sc = &CASES[i];
+        char label[300];
+        snprintf(label, sizeof label, "schema %d compiles", i);
+        grammar *g = jsonschema_compile(sc->schema, strlen(sc->schema), err, sizeof err);
+        if (!CHECK(g != NULL, label, "%s (schema %s)", err, sc->schema)) continue;
+        cJSON *schema = cJSON_Parse(sc->schema);
+        for (int k = 0; k < 6 && sc->yes[k]; k++) {
+            snprintf(label, sizeof label, "schema %d accepts valid %d", i, k);
+            cJSON *doc = cJSON_Parse(sc->yes[k]);
+            int valid = doc && validate(schema, schema, doc, 0);
+            cJSON_Delete(doc);
+            CHECK(valid && accepts(g, sc->yes[k], strlen(sc->yes[k])), label, "%s %s (validator says %d)",
+                  sc->yes[k], valid ? "rejected" : "is not valid", valid);
+        }
+        for (int k = 0; k < 6 && sc->no[k]; k++) {
+            snprintf(label, sizeof label, "schema %d rejects invalid %d", i, k);
+            CHECK(!accepts(g, sc->no[k], strlen(sc->no[k])), label, "%s accepted", sc->no[k]);
+        }
+        gen G = {.g = g};
+        gen_costs(&G);
+        int bad = 0;
+        for (int t = 0; t < 40 && !bad; t++) {
+            G.n = 0;
+            gen_rule(&G, g->root, 0);
+            put(&G, 0);
+            G.n--;
+            cJSON *doc = cJSON_ParseWithLength(G.out, G.n);
+            int ok_match = accepts(g, G.out, G.n), ok_json = doc != NULL, ok_valid = doc && validate(schema, schema, doc, 0);
+            cJSON_Delete(doc);
+            if (!ok_match || !ok_json || !ok_valid) {
+                snprintf(label, sizeof label, "schema %d random text %d", i, t);
+                CHECK(0, label, "\"%s\": matcher %d, JSON %d, valid %d", G.out, ok_match, ok_json, ok_valid);
+                bad = 1;
+            }
+            if (dump) {
+                cJSON *line = cJSON_CreateObject();
+                cJSON_AddItemToObject(line, "schema", cJSON_Duplicate(schema, 1));
+                cJSON_AddStringToObject(line, "text", G.out);
+                char *s = cJSON_PrintUnformatted(line);
+                fprintf(dump, "%s\n", s);
+                free(s);
+                cJSON_Delete(line);
+            }
+            generated++;
+        }
+        snprintf(label, sizeof label, "schema %d: 40 random texts match, parse and validate", i);
+        if (!bad) CHECK(1, label, "");
+        free(G.out);
+        free(G.cost);
+        cJSON_Delete(schema);
+        grammar_free(g);
+    }
+    printf("# %d schemas, %d random texts\n", n_cases, generated);
+    for (size_t i = 0; i < sizeof ERRORS / sizeof ERRORS[0]; i++) {
+        char label[200];
+        snprintf(label, sizeof label, "schema error %zu: %s", i, ERRORS[i].want2);
+        char *text = jsonschema_to_gbnf(ERRORS[i].schema, strlen(ERRORS[i].schema), err, sizeof err);
+        CHECK(!text && strstr(err, ERRORS[i].want1) && strstr(err, ERRORS[i].want2), label, "got %s", text ? text : err);
+        free(text);
+    }
+    if (dump) fclose(dump);
+    return test_done();
+}
