@@ -337,14 +337,15 @@ typedef struct {
     int required;
 } prop;
 
-/* Keys of a JSON string that is none of keys[0..n) (sorted), after a shared prefix of depth
- * bytes: each next character of a key continues down that key's branch, any other character
- * (or an escape) leaves every key behind, and the string may end unless a key ends here. */
-static void not_keys(js_buf *b, const char **keys, int n, size_t depth) {
+/* The contents of a JSON string that is none of keys[0..n) (sorted), after a shared prefix of
+ * depth bytes, as a rule (one per trie node, so the grammar nests no deeper for long keys):
+ * each next character of a key continues down that key's branch, any other character (or an
+ * escape) leaves every key behind, and the string may end here unless a key ends here.
+ * Returns the rule name (malloc'd) or NULL. */
+static char *not_keys(conv *c, const char **keys, int n, size_t depth, const char *name, const char *ptr) {
     int ends = 0, alts = 0;
-    js_buf_puts(b, "(");
-    js_buf other = {0};
-    js_buf_puts(&other, "[^\"\\\\\\x00-\\x1F");
+    js_buf b = {0}, other = {0};
+    js_buf_puts(&other, "[^\"\\\\\\x7F\\x00-\\x1F");
     for (int i = 0; i < n;) {
         if (strlen(keys[i]) == depth) { ends = 1; i++; continue; }
         const unsigned char *p = (const unsigned char *)keys[i] + depth;
@@ -355,19 +356,21 @@ static void not_keys(js_buf *b, const char **keys, int n, size_t depth) {
         uint32_t cp = cl == 1 ? p[0] : p[0] & (0x3Fu >> (cl - 1));
         for (size_t k = 1; k < cl; k++) cp = cp << 6 | (p[k] & 0x3Fu);
         js_buf_class_char(&other, cp);
-        if (alts++) js_buf_puts(b, " | ");
-        js_buf_literal(b, (const char *)p, cl);
-        js_buf_puts(b, " ");
-        not_keys(b, keys + i, j - i, depth + cl);
+        char *sub = not_keys(c, keys + i, j - i, depth + cl, name, ptr);
+        if (!sub) { free(b.s); free(other.s); return NULL; }
+        if (alts++) js_buf_puts(&b, " | ");
+        js_buf_literal(&b, (const char *)p, cl);
+        js_buf_printf(&b, " %s", sub);
+        free(sub);
         i = j;
     }
-    js_buf_puts(&other, "] | \"\\\\\" ([\"\\\\/bfnrt] | \"u\" [0-9a-fA-F]{4})) char*");
-    if (alts++) js_buf_puts(b, " | ");
-    js_buf_puts(b, "(");
-    js_buf_add(b, other.s ? other.s : "", other.n);
+    js_buf_puts(&other, "] | \"\\\\\" ([\"\\\\/bfnrt] | \"u\" ([0-9a-cA-CefEF] [0-9a-fA-F]{3} | [dD] [0-7] [0-9a-fA-F]{2}))) char*");
+    if (alts++) js_buf_puts(&b, " | ");
+    js_buf_puts(&b, "(");
+    js_buf_add(&b, other.s ? other.s : "", other.n);
     free(other.s);
-    if (!ends) js_buf_puts(b, " | \"\"");
-    js_buf_puts(b, ")");
+    if (!ends) js_buf_puts(&b, " | \"\"");
+    return name_body(c, name, take(c, &b, ptr));
 }
 
 static int cmp_str(const void *a, const void *b) { return strcmp(*(const char *const *)a, *(const char *const *)b); }
@@ -409,11 +412,16 @@ static char *build_object(conv *c, prop *props, int n, const cJSON *addl, const 
         qsort(keys, (size_t)n, sizeof *keys, cmp_str);
         need(c, "char");
         need(c, "space");
-        js_buf kb = {0};
-        js_buf_puts(&kb, "\"\\\"\" ");
-        not_keys(&kb, keys, n, 0);
-        js_buf_printf(&kb, " \"\\\"\" space \":\" space %s", v);
+        int too_long = 0;
+        for (int i = 0; i < n; i++) too_long |= strlen(keys[i]) > 256;
+        snprintf(sub, sizeof sub, "%s-additional-k", name);
+        char *nk = too_long ? fail(c, ptr, "a property name longer than 256 bytes beside additionalProperties")
+                            : not_keys(c, keys, n, 0, sub, ptr);
         free(keys);
+        if (!nk) { free(v); goto out; }
+        js_buf kb = {0};
+        js_buf_printf(&kb, "\"\\\"\" %s \"\\\"\" space \":\" space %s", nk, v);
+        free(nk);
         free(v);
         snprintf(sub, sizeof sub, "%s-additional-kv", name);
         if (!(kv[n] = name_body(c, sub, take(c, &kb, ptr)))) goto out;
@@ -421,7 +429,7 @@ static char *build_object(conv *c, prop *props, int n, const cJSON *addl, const 
     }
     /* rest[k]: the optional pairs from order[n_req + k] on, each preceded by a comma, any subset
      * in order (the additional pair, last, may repeat). */
-    for (int k = n_opt - 1; k >= 0; k--) {
+    for (int k = n_opt - 1; k >= 1; k--) {
         int i = order[n_req + k];
         js_buf rb = {0};
         js_buf_printf(&rb, "( \",\" space %s )%s", kv[i], i == n ? "*" : "?");

@@ -389,10 +389,33 @@ static void test_mask_real(const char *path, const char *label) {
     }
     gguf_ctx *gg = gguf_open(path, 1, err, sizeof err);
     tokenizer *t = gg ? tokenizer_load(gg, err, sizeof err) : NULL;
-    if (!t && gg && strstr(err, "not supported")) { /* a tokenizer this build cannot load yet */
-        SKIP(name, err);
+    char *buf = NULL;
+    if (!t && gg && strstr(err, "pre-tokenizer")) {
+        /* The pieces do not depend on the pre-tokenizer (it only splits text before encoding):
+         * read the file again with a six-letter name this build knows in its place. */
         gguf_close(gg);
-        return;
+        gg = NULL;
+        size_t size;
+        buf = read_file(path, &size);
+        static const char key[] = "tokenizer.ggml.pre";
+        char *at = buf ? memmem(buf, size, key, sizeof key - 1) : NULL;
+        if (at && (size_t)(at - buf) + sizeof key - 1 + 12 + 6 <= size) {
+            char *val = at + sizeof key - 1 + 12; /* after the type (u32) and the length (u64) */
+            uint64_t vlen;
+            memcpy(&vlen, val - 8, 8);
+            if (vlen == 6) {
+                printf("# %s: pre-tokenizer '%.6s' read as 'llama3' for its pieces\n", label, val);
+                memcpy(val, "llama3", 6);
+                gg = gguf_open_buffer(buf, size, path, err, sizeof err);
+                t = gg ? tokenizer_load(gg, err, sizeof err) : NULL;
+            }
+        }
+        if (!t) {
+            SKIP(name, err);
+            gguf_close(gg);
+            free(buf);
+            return;
+        }
     }
     if (!CHECK(t != NULL, name, "%s", err)) {
         gguf_close(gg);
@@ -452,8 +475,11 @@ static void test_mask_real(const char *path, const char *label) {
         double per = ((double)(t1.tv_sec - t0.tv_sec) * 1e3 + (double)(t1.tv_nsec - t0.tv_nsec) / 1e6) / (steps ? steps : 1);
         printf("# %s: trie built in %.1f ms; %d random-walk steps, %.2f ms per step (mask + accept)\n", label,
                build_ms, steps, per);
-        snprintf(name, sizeof name, "mask time per step on %s under 100 ms", label);
-        CHECK(steps > 0 && per < 100, name, "%.2f ms per step over %d steps", per, steps);
+        /* a loose bound (the machine is shared; sanitizers slow it several times): it catches a
+         * walk that stopped sharing work, which costs hundreds of ms */
+        double bound = getenv("MGI_ASAN") ? 500 : 100;
+        snprintf(name, sizeof name, "mask time per step on %s under %.0f ms", label, bound);
+        CHECK(steps > 0 && per < bound, name, "%.2f ms per step over %d steps", per, steps);
         grammar_state_free(s);
         free(mask);
     }
@@ -463,6 +489,7 @@ static void test_mask_real(const char *path, const char *label) {
     free(vl.lens);
     tokenizer_free(t);
     gguf_close(gg);
+    free(buf);
 }
 
 int main(void) {
