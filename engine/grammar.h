@@ -18,7 +18,6 @@ typedef struct grammar_vocab grammar_vocab;
  * error, as llama.cpp without a vocabulary): token references <...> and !<...>. */
 grammar *grammar_parse(const char *text, size_t len, char *err, size_t err_size);
 void grammar_free(grammar *g);
-int32_t grammar_n_rules(const grammar *g);
 
 /* The token pieces as byte strings (pieces[i], lens[i] bytes; a control token has length 0 and
  * is never allowed) and the end-of-generation ids, which are allowed exactly when the grammar

@@ -608,5 +608,3 @@ void grammar_free(grammar *g) {
     free(g->ranges);
     free(g);
 }
-
-int32_t grammar_n_rules(const grammar *g) { return g->n_rules; }

@@ -45,6 +45,7 @@ struct grammar_state {
     int32_t n_out, cap_out;
     int complete;
     int64_t budget;
+    int32_t compact_at; /* node count that triggers the next compaction */
     char error[256];
 };
 
@@ -366,6 +367,7 @@ static grammar_state *state_alloc(const grammar *g) {
     }
     s->cap_sets = (int32_t)cs;
     s->n_sets = 1; /* set 0: dead */
+    s->compact_at = 1 << 16;
     s->set_off[0] = 0;
     s->set_len[0] = 0;
     s->round = 1;
@@ -435,13 +437,16 @@ grammar_state *grammar_state_copy(const grammar_state *s) { return state_import(
 /* Keeps memory proportional to the live stacks: a long generation re-creates the state from its
  * current set once the tables pass these sizes (the transition cache restarts then). */
 void grammar_state_compact(grammar_state *s) {
-    if (s->n_nodes < (1 << 16) && s->n_pool < (1 << 20) && s->n_trans < (1 << 18)) return;
+    if (s->n_nodes < s->compact_at && s->n_pool < (1 << 20) && s->n_trans < (1 << 18)) return;
     grammar_state *c = state_import(s);
     if (!c) return; /* keep the bigger tables: still correct */
     grammar_state tmp = *s;
     *s = *c;
     *c = tmp;
     grammar_state_free(c);
+    /* deep stacks are all live: wait for the tables to double again, so the copying stays
+     * linear in the text's length */
+    if (s->compact_at < 2 * s->n_nodes) s->compact_at = 2 * s->n_nodes;
 }
 
 void grammar_state_free(grammar_state *s) {

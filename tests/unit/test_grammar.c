@@ -209,6 +209,38 @@ static void test_partial_utf8(void) {
     grammar_free(g);
 }
 
+/* Deep nesting: stacks 50000 deep, through the compactions a long text triggers, still match
+ * exactly (and in linear time). */
+static void test_deep(void) {
+    grammar *g = compile("root ::= \"(\" root \")\" | \"[\" root \"]\" | \"\"\n");
+    if (!g) return;
+    enum { DEPTH = 50000 };
+    char *text = malloc(2 * DEPTH + 2);
+    for (int i = 0; i < DEPTH; i++) text[i] = i % 3 ? '(' : '[', text[2 * DEPTH - 1 - i] = i % 3 ? ')' : ']';
+    struct timespec t0, t1;
+    clock_gettime(CLOCK_MONOTONIC, &t0);
+    grammar_state *s = grammar_state_new(g);
+    int ok = 1;
+    for (int i = 0; i < 2 * DEPTH && ok; i += 7) ok = grammar_accept_bytes(s, text + i, (size_t)(i + 7 <= 2 * DEPTH ? 7 : 2 * DEPTH - i)) == 0;
+    clock_gettime(CLOCK_MONOTONIC, &t1);
+    double ms = (double)(t1.tv_sec - t0.tv_sec) * 1e3 + (double)(t1.tv_nsec - t0.tv_nsec) / 1e6;
+    CHECK(ok && grammar_is_complete(s), "50000-deep nesting matched", "refused");
+    printf("# 50000-deep nesting: %.1f ms\n", ms);
+    grammar_state_free(s);
+    s = grammar_state_new(g);
+    text[2 * DEPTH - 1] = text[2 * DEPTH - 1] == ')' ? ']' : ')'; /* the last closer mismatched */
+    ok = grammar_accept_bytes(s, text, 2 * DEPTH - 1) == 0 && grammar_accept_bytes(s, text + 2 * DEPTH - 1, 1) == -1;
+    CHECK(ok, "50000-deep nesting: a wrong last closer refused", "accepted");
+    grammar_state *c = grammar_state_copy(s);
+    text[2 * DEPTH - 1] = text[2 * DEPTH - 1] == ')' ? ']' : ')';
+    CHECK(c && grammar_accept_bytes(c, text + 2 * DEPTH - 1, 1) == 0 && grammar_is_complete(c),
+          "50000-deep nesting: a copy takes the right closer", "refused");
+    grammar_state_free(c);
+    grammar_state_free(s);
+    free(text);
+    grammar_free(g);
+}
+
 static void test_errors(void) {
     struct {
         const char *text, *want1, *want2;
@@ -496,6 +528,7 @@ int main(void) {
     test_golden();
     test_edges();
     test_partial_utf8();
+    test_deep();
     test_errors();
     test_mask_small();
     test_mask_real("models-real/SmolLM2-135M-Instruct.Q4_1.gguf", "SmolLM2 (49152)");

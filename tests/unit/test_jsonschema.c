@@ -409,7 +409,51 @@ static int accepts(const grammar *g, const char *s, size_t n) {
     return ok;
 }
 
+/* Integer bounds against arithmetic: for random bounds (both, one side, negative, across digit
+ * counts), every probe near the bounds, at powers of ten and at random is accepted exactly when
+ * it lies within them. */
+static void test_int_bounds(void) {
+    int bad = 0, probes = 0;
+    for (int t = 0; t < 120 && !bad; t++) {
+        int64_t scale = 1;
+        for (int k = (int)(rnd() % 7); k > 0; k--) scale *= 10;
+        int64_t a = (int64_t)(rnd() % (uint32_t)(2 * scale + 1)) - scale;
+        int64_t b = a + (int64_t)(rnd() % (uint32_t)(scale + 1));
+        int mode = t % 3; /* 0 both, 1 minimum only, 2 maximum only */
+        char schema[200];
+        if (mode == 0) snprintf(schema, sizeof schema, "{\"type\":\"integer\",\"minimum\":%lld,\"maximum\":%lld}", (long long)a, (long long)b);
+        else if (mode == 1) snprintf(schema, sizeof schema, "{\"type\":\"integer\",\"minimum\":%lld}", (long long)a);
+        else snprintf(schema, sizeof schema, "{\"type\":\"integer\",\"maximum\":%lld}", (long long)b);
+        grammar *g = jsonschema_compile(schema, strlen(schema), err, sizeof err);
+        if (!g) { CHECK(0, "integer bounds compile", "%s: %s", schema, err); return; }
+        int64_t probe[64];
+        int n = 0;
+        for (int d = -3; d <= 3; d++) probe[n++] = a + d, probe[n++] = b + d;
+        for (int64_t p = 1; p <= 100000000; p *= 10) probe[n++] = p, probe[n++] = p - 1, probe[n++] = -p, probe[n++] = -p + 1;
+        while (n < 64) probe[n++] = (int64_t)(rnd() % (uint32_t)(4 * scale + 1)) - 2 * scale;
+        for (int i = 0; i < n && !bad; i++) {
+            int64_t x = probe[i];
+            int want = (mode == 2 || x >= a) && (mode == 1 || x <= b);
+            char text[32];
+            snprintf(text, sizeof text, "%lld", (long long)x);
+            grammar_state *st = grammar_state_new(g);
+            int got = grammar_accept_bytes(st, text, strlen(text)) == 0 && grammar_is_complete(st);
+            grammar_state_free(st);
+            probes++;
+            if (got != want) {
+                CHECK(0, "integer bounds", "%s: %s %s", schema, text, got ? "accepted" : "rejected");
+                bad = 1;
+            }
+        }
+        grammar_free(g);
+    }
+    char label[100];
+    snprintf(label, sizeof label, "integer bounds: 120 random bound sets, %d probes", probes);
+    if (!bad) CHECK(1, label, "");
+}
+
 int main(void) {
+    test_int_bounds();
     setlocale(LC_ALL, "C.UTF-8"); /* the validator's POSIX regexes count characters, not bytes */
     const char *dump_path = getenv("MGI_JSONSCHEMA_DUMP");
     FILE *dump = dump_path ? fopen(dump_path, "w") : NULL;
