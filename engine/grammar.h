@@ -1,7 +1,18 @@
 /* GBNF grammars (llama.cpp's syntax: grammars/README.md) compiled once, then matched per sequence:
  * a state accepts bytes or tokens and fills a mask of the tokens that keep the text inside the
  * language. The grammar and the vocabulary are read-only after creation and may be shared by
- * every sequence and thread; a state belongs to one sequence (copy it for n choices). */
+ * every sequence and thread; a state belongs to one sequence (copy it for n choices).
+ *
+ * The sampler's use, per request:
+ *     grammar *g = grammar_parse(text, len, err, sizeof err);       // or jsonschema_compile()
+ *     grammar_vocab *v = grammar_vocab_new(pieces, lens, n_vocab, eog, n_eog, err, sizeof err);
+ *     grammar_state *st = grammar_state_new(g);                     // one per sequence
+ * and per step, before top-k and the rest of the chain (llama.cpp applies it first too):
+ *     grammar_fill_mask(st, v, allowed);      // then logits[i] = -INFINITY where !allowed[i]
+ *     ... pick id ...; grammar_accept_token(st, v, id);
+ * or, cheaper when the constraint rarely bites: pick from the unmasked logits, keep the pick when
+ * grammar_allows_token(st, v, id), else mask and pick again. The vocabulary object is built once
+ * per model (pieces from tokenizer_piece, ids from tokenizer_eog_ids) and reused by every grammar. */
 #ifndef MGI_ENGINE_GRAMMAR_H
 #define MGI_ENGINE_GRAMMAR_H
 

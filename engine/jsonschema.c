@@ -712,6 +712,20 @@ static char *union_of(conv *c, const cJSON *arr, const char *kw, const char *nam
     return take(c, &b, ptr);
 }
 
+/* Keywords that constrain a value beside $ref, anyOf or oneOf, which the converter would
+ * otherwise drop (the grammar would then allow texts that break them). */
+static const char *CONSTRAINTS[] = {"properties", "required", "additionalProperties", "items", "prefixItems",
+                                    "minItems", "maxItems", "pattern", "format", "minLength", "maxLength",
+                                    "minimum", "maximum", "exclusiveMinimum", "exclusiveMaximum", "const", "enum"};
+
+static char *check_siblings(conv *c, const cJSON *s, const char *kw, const char *ptr) {
+    for (size_t i = 0; i < sizeof CONSTRAINTS / sizeof CONSTRAINTS[0]; i++)
+        if (cJSON_GetObjectItemCaseSensitive(s, CONSTRAINTS[i]))
+            return fail(c, ptr, "'%s' beside '%s' is not supported; hint: move '%s' into the referenced schema or "
+                        "into each alternative", CONSTRAINTS[i], kw, CONSTRAINTS[i]);
+    return (char *)"";
+}
+
 static char *visit_body(conv *c, const cJSON *s, const char *name, const char *ptr) {
     if (cJSON_IsTrue(s)) { need(c, "value"); return dup_str(c, "value"); }
     if (cJSON_IsFalse(s)) return fail(c, ptr, "the schema false admits no value");
@@ -725,6 +739,7 @@ static char *visit_body(conv *c, const cJSON *s, const char *name, const char *p
     const cJSON *ref = cJSON_GetObjectItemCaseSensitive(s, "$ref");
     if (ref) {
         if (!cJSON_IsString(ref)) return fail(c, ptr, "'$ref' must be a string");
+        if (!check_siblings(c, s, "$ref", ptr)) return NULL;
         return visit_ref(c, ref->valuestring, ptr);
     }
     const cJSON *cst = cJSON_GetObjectItemCaseSensitive(s, "const");
@@ -749,9 +764,9 @@ static char *visit_body(conv *c, const cJSON *s, const char *name, const char *p
         return take(c, &b, ptr);
     }
     const cJSON *any = cJSON_GetObjectItemCaseSensitive(s, "anyOf");
-    if (any) return union_of(c, any, "anyOf", name, ptr);
+    if (any) return check_siblings(c, s, "anyOf", ptr) ? union_of(c, any, "anyOf", name, ptr) : NULL;
     const cJSON *one = cJSON_GetObjectItemCaseSensitive(s, "oneOf");
-    if (one) return union_of(c, one, "oneOf", name, ptr);
+    if (one) return check_siblings(c, s, "oneOf", ptr) ? union_of(c, one, "oneOf", name, ptr) : NULL;
     const cJSON *type = cJSON_GetObjectItemCaseSensitive(s, "type");
     if (cJSON_IsArray(type)) {
         if (!type->child) return fail(c, ptr, "'type' must not be an empty list");

@@ -4,7 +4,10 @@
  * $defs/definitions (recursive too), string pattern/format/minLength/maxLength, integer bounds).
  * As in llama.cpp, objects list required properties first and then optional ones, each in the
  * schema's order, and take no properties beyond `properties` unless additionalProperties is
- * true or a schema: every text the grammar allows validates, not every valid text is allowed. */
+ * true or a schema: every text the grammar allows validates, not every valid text is allowed.
+ * oneOf is read as anyOf (the alternatives are not made exclusive); formats other than date,
+ * time, date-time and uuid are annotations (a plain string); keywords that would be dropped
+ * beside $ref, anyOf or oneOf are an error rather than silently ignored. */
 #ifndef MGI_ENGINE_JSONSCHEMA_H
 #define MGI_ENGINE_JSONSCHEMA_H
 

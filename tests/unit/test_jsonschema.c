@@ -400,6 +400,8 @@ static const struct {
     {"{\"type\":\"string\",\"pattern\":\"^[a-z]+$\",\"maxLength\":3}", "#:", "'pattern' together with"},
     {"{\"type\":\"array\",\"minItems\":-1}", "#:", "non-negative integer"},
     {"{\"type\":\"object\",\"required\":\"a\"}", "#:", "'required' must be an array"},
+    {"{\"type\":\"object\",\"properties\":{\"a\":{}},\"anyOf\":[{\"required\":[\"a\"]}]}", "#:", "'properties' beside 'anyOf'"},
+    {"{\"$defs\":{\"x\":{}},\"items\":{\"$ref\":\"#/$defs/x\",\"minLength\":2}}", "#/items:", "'minLength' beside '$ref'"},
 };
 
 static int accepts(const grammar *g, const char *s, size_t n) {
