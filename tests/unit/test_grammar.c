@@ -385,6 +385,7 @@ static void test_mask_small(void) {
         char label[200];
         snprintf(label, sizeof label, "mask equals brute force on a small vocabulary, %s (%d steps)", names[k], total);
         CHECK(worst >= 0, label, "a mask differed (see above)");
+        grammar_free(g);
     }
     /* tokens spanning rules and a token ending inside a character, by hand */
     grammar *g = load_golden("json.gbnf");
