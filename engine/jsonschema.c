@@ -810,9 +810,9 @@ static char *visit(conv *c, const cJSON *s, const char *name, const char *ptr) {
 char *jsonschema_to_gbnf(const char *json, size_t len, char *err, size_t err_size) {
     conv c = {.err = err, .err_size = err_size};
     if (err_size) err[0] = 0;
-    cJSON *doc = cJSON_ParseWithLength(json, len);
+    const char *at = NULL; /* where parsing stopped: cJSON_GetErrorPtr is a global */
+    cJSON *doc = cJSON_ParseWithLengthOpts(json, len, &at, 0);
     if (!doc) {
-        const char *at = cJSON_GetErrorPtr();
         size_t off = at && at >= json && at <= json + len ? (size_t)(at - json) : 0;
         snprintf(err, err_size, "json schema: not valid JSON (near byte %zu)", off);
         return NULL;
