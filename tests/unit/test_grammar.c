@@ -120,6 +120,10 @@ static void test_golden(void) {
            (const char *const[]){"a=1\n", "x+y*2=(3 -z)\n", "a_1 = b\nc=(d)\n", "( a ) /b=c\n", NULL},
            (const char *const[]){"", "=1\n", "a=\n", "a=1", "A=1\n", "a=1+2\n", "a==1\n", "(a=1\n", NULL});
     grammar_free(g);
+    g = load_golden("english.gbnf");
+    expect(g, "english.gbnf", (const char *const[]){"Hello, world!", "a b\tc\nd", "[x]\\y^_`{|}~", "3.14", NULL},
+           (const char *const[]){"", "h\xc3\xa9llo", "a  b", " a", "a ", NULL});
+    grammar_free(g);
     g = load_golden("c.gbnf");
     expect(g, "c.gbnf",
            (const char *const[]){"", "int main(){return 0;}", "int f(int x){x = x+1;}char g(){}",
