@@ -58,11 +58,13 @@ int grammar_is_complete(const grammar_state *s);
 int grammar_allows_token(grammar_state *s, const grammar_vocab *v, int32_t id);
 /* allowed[i] = 1 for every token that may come next, 0 for the rest (n_vocab bytes). Returns
  * how many are allowed, or -1 when the grammar became too ambiguous to follow (more than
- * GRAMMAR_MAX_WORK expansions in one step; the message is in grammar_state_error). Takes the
- * state non-const: it caches transitions, so the next call is cheaper. */
+ * GRAMMAR_MAX_WORK stack expansions in one character step or GRAMMAR_MAX_MASK_WORK in one mask;
+ * the message is in grammar_state_error). Takes the state non-const: it caches transitions, so
+ * the next call is cheaper. */
 int64_t grammar_fill_mask(grammar_state *s, const grammar_vocab *v, uint8_t *allowed);
 const char *grammar_state_error(const grammar_state *s);   /* "" when none */
 
 #define GRAMMAR_MAX_WORK (1 << 20)
+#define GRAMMAR_MAX_MASK_WORK (1 << 26)
 
 #endif

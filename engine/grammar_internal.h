@@ -72,5 +72,7 @@ int grammar_state_set_complete(const grammar_state *s, int32_t set);
 void grammar_state_where(const grammar_state *s, int32_t *set, uint32_t *val, int *rem, int *finished);
 void grammar_state_move(grammar_state *s, int32_t set, uint32_t val, int rem, int finished);
 void grammar_state_compact(grammar_state *s);
+/* Caps the expansions from now on (INT64_MAX: no cap), so one vocabulary walk stays bounded. */
+void grammar_state_limit_work(grammar_state *s, int64_t limit);
 
 #endif

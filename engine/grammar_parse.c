@@ -496,6 +496,9 @@ static int parse_rule(parser *p) {
     while (is_word(peek(p, 0))) p->pos++;
     if (p->pos == start) {
         int c = peek(p, 0);
+        if (c == '|')
+            return fail(p, start, "a line starting with '|'; hint: end the previous line with '|' or put the "
+                        "alternatives inside ( )");
         return fail(p, start, "expecting a rule name (letters, digits, '-'), found '%c'", c >= 32 && c < 127 ? c : '?');
     }
     size_t n = p->pos - start;

@@ -46,6 +46,7 @@ struct grammar_state {
     int complete;
     int64_t budget;
     int32_t compact_at; /* node count that triggers the next compaction */
+    int64_t work_total, work_limit; /* expansions since grammar_state_limit_work, and their cap */
     char error[256];
 };
 
@@ -193,6 +194,9 @@ static int expand(grammar_state *s) {
         if (++s->budget > GRAMMAR_MAX_WORK)
             return set_error(s, "grammar too ambiguous: one step expanded more than GRAMMAR_MAX_WORK stacks; "
                                 "hint: remove alternatives that can match the same text");
+        if (++s->work_total > s->work_limit)
+            return set_error(s, "grammar too ambiguous: one mask expanded more than GRAMMAR_MAX_MASK_WORK "
+                                "stacks; hint: remove alternatives that can match the same text");
         int32_t parent = s->work[--s->n_work];
         int32_t pos = s->work[--s->n_work];
         if (s->g->elems[pos].type == GRAMMAR_END) {
@@ -368,6 +372,7 @@ static grammar_state *state_alloc(const grammar *g) {
     s->cap_sets = (int32_t)cs;
     s->n_sets = 1; /* set 0: dead */
     s->compact_at = 1 << 16;
+    s->work_limit = INT64_MAX;
     s->set_off[0] = 0;
     s->set_len[0] = 0;
     s->round = 1;
@@ -424,6 +429,7 @@ static grammar_state *state_import(const grammar_state *src) {
     d->premain = src->premain;
     d->finished = src->finished;
     memcpy(d->error, src->error, sizeof d->error);
+    d->work_limit = src->work_limit;
     free(map); free(v); free(chain);
     return d;
 fail:
@@ -477,3 +483,8 @@ int grammar_is_complete(const grammar_state *s) {
 }
 
 const char *grammar_state_error(const grammar_state *s) { return s->error; }
+
+void grammar_state_limit_work(grammar_state *s, int64_t limit) {
+    s->work_total = 0;
+    s->work_limit = limit;
+}

@@ -142,6 +142,7 @@ int64_t grammar_fill_mask(grammar_state *s, const grammar_vocab *v, uint8_t *all
         return -1;
     }
     set[0] = cur, val[0] = val0, rem[0] = rem0;
+    grammar_state_limit_work(s, GRAMMAR_MAX_MASK_WORK);
     for (int32_t i = 0; i < v->n_nodes;) {
         int d = v->depth[i];
         uint32_t pv = val[d - 1];
@@ -157,6 +158,7 @@ int64_t grammar_fill_mask(grammar_state *s, const grammar_vocab *v, uint8_t *all
         count += v->tok_n[i];
         i++;
     }
+    grammar_state_limit_work(s, INT64_MAX);
     free(set); free(val); free(rem);
     return count;
 }

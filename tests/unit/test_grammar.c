@@ -274,6 +274,7 @@ static void test_errors(void) {
         {"root ::= \"a\"{x}\n", "line 1, column 14", "expecting a number"},
         {"root ::= \"\\xZZ\"\n", "line 1, column 11", "hex digits"},
         {"root ::= \"\xff\"\n", "line 1, column 11", "invalid UTF-8"},
+        {"root ::= \"a\"\n  | \"b\"\n", "line 2, column 3", "a line starting with '|'"},
         {"root ::= [^\\x00-\\U0010FFFF]\n", "line 1", "excludes every character"},
     };
     for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
