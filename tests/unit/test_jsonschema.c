@@ -12,9 +12,13 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
+#include <unistd.h>
 
 #include "engine/grammar_internal.h"
 #include "engine/jsonschema.h"
+#include "engine/tokenizer.h"
+#include "gguf/gguf.h"
 #include "tests/unit/test.h"
 
 static char err[1024];
@@ -411,6 +415,89 @@ static int accepts(const grammar *g, const char *s, size_t n) {
     return ok;
 }
 
+/* A schema's grammar over a real vocabulary: on a random walk, each mask equals the per-token
+ * check, every token taken keeps the text a prefix the grammar accepts, and a walk that ends
+ * (end-of-generation allowed and taken) leaves JSON that validates. Prints the time per step. */
+static void test_real_vocab(void) {
+    const char *path = test_shared("vocab/ggml-vocab-gpt-2.gguf");
+    if (access(path, R_OK) != 0) {
+        SKIP("schema masks on gpt-2's vocabulary", "file not present");
+        return;
+    }
+    gguf_ctx *gg = gguf_open(path, 1, err, sizeof err);
+    tokenizer *t = gg ? tokenizer_load(gg, err, sizeof err) : NULL;
+    if (!CHECK(t != NULL, "gpt-2 vocabulary loads", "%s", err)) { gguf_close(gg); return; }
+    int32_t n = tokenizer_n_vocab(t);
+    const char **pieces = malloc((size_t)n * sizeof *pieces);
+    size_t *lens = malloc((size_t)n * sizeof *lens);
+    for (int32_t i = 0; i < n; i++) pieces[i] = tokenizer_piece(t, i, &lens[i]);
+    const int32_t *eog;
+    int n_eog = tokenizer_eog_ids(t, &eog);
+    grammar_vocab *v = grammar_vocab_new(pieces, lens, n, eog, n_eog, err, sizeof err);
+    const schema_case *sc = &CASES[0]; /* the order: items with sku patterns and bounded qty, an enum */
+    for (size_t i = 0; i < sizeof CASES / sizeof CASES[0]; i++)
+        if (strstr(CASES[i].schema, "\"sku\"")) sc = &CASES[i];
+    grammar *g = v ? jsonschema_compile(sc->schema, strlen(sc->schema), err, sizeof err) : NULL;
+    cJSON *schema = cJSON_Parse(sc->schema);
+    uint8_t *mask = malloc((size_t)n);
+    int walks = 0, finished = 0, mismatches = 0, steps_total = 0;
+    double ms_total = 0;
+    for (int w = 0; g && w < 6 && !mismatches; w++) {
+        grammar_state *s = grammar_state_new(g);
+        char text[4096];
+        size_t tl = 0;
+        for (int step = 0; step < 80; step++) {
+            struct timespec t0, t1;
+            clock_gettime(CLOCK_MONOTONIC, &t0);
+            int64_t allowed = grammar_fill_mask(s, v, mask);
+            clock_gettime(CLOCK_MONOTONIC, &t1);
+            ms_total += (double)(t1.tv_sec - t0.tv_sec) * 1e3 + (double)(t1.tv_nsec - t0.tv_nsec) / 1e6;
+            steps_total++;
+            for (int32_t i = 0; i < n && !mismatches; i++)
+                if (mask[i] != grammar_allows_token(s, v, i)) {
+                    mismatches++;
+                    printf("# token %d \"%.*s\" differs after \"%.*s\"\n", (int)i, (int)lens[i], pieces[i], (int)tl, text);
+                }
+            if (allowed <= 0 || mismatches) break;
+            /* past 30 steps, prefer closing (end, '}', ']', '"'), so walks finish */
+            int32_t id = -1;
+            if (step > 30 && grammar_is_complete(s)) id = eog[0];
+            for (int c = 0; step > 30 && id < 0 && c < 3; c++)
+                for (int32_t k = 0; k < n && id < 0; k++)
+                    if (mask[k] && lens[k] == 1 && pieces[k][0] == "}]\""[c]) id = k;
+            for (int tries = 0; id < 0 && tries < 64; tries++) {
+                int32_t k = (int32_t)(rnd() % (uint32_t)n);
+                if (mask[k]) id = k;
+            }
+            if (id < 0) for (id = 0; !mask[id]; id++) {}
+            if (tokenizer_is_eog(t, id)) {
+                cJSON *doc = cJSON_ParseWithLength(text, tl);
+                if (!CHECK(doc && validate(schema, schema, doc, 0), "a finished schema walk validates", "%.*s", (int)tl, text))
+                    mismatches++;
+                cJSON_Delete(doc);
+                finished++;
+                break;
+            }
+            if (grammar_accept_token(s, v, id) != 0) { mismatches++; break; }
+            if (tl + lens[id] < sizeof text) memcpy(text + tl, pieces[id], lens[id]), tl += lens[id];
+        }
+        grammar_state_free(s);
+        walks++;
+    }
+    char label[200];
+    snprintf(label, sizeof label, "schema masks on gpt-2's vocabulary equal per-token checks (%d walks, %d finished)", walks, finished);
+    CHECK(g && !mismatches, label, "%s", g ? "a mask differed" : err);
+    printf("# schema grammar on gpt-2 (%d tokens): %.2f ms per mask over %d steps\n", (int)n, ms_total / (steps_total ? steps_total : 1), steps_total);
+    free(mask);
+    cJSON_Delete(schema);
+    grammar_free(g);
+    grammar_vocab_free(v);
+    free(pieces);
+    free(lens);
+    tokenizer_free(t);
+    gguf_close(gg);
+}
+
 /* Integer bounds against arithmetic: for random bounds (both, one side, negative, across digit
  * counts), every probe near the bounds, at powers of ten and at random is accepted exactly when
  * it lies within them. */
@@ -522,5 +609,6 @@ int main(void) {
         free(text);
     }
     if (dump) fclose(dump);
+    test_real_vocab();
     return test_done();
 }
