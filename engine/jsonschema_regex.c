@@ -157,7 +157,7 @@ static int parse_escape(rx *r, rset *s, uint32_t *cp) {
 
 /* The JSON-string form of a set of characters: those allowed raw as a class, and the ones JSON
  * must escape (quote, backslash, controls) as their escape sequences. */
-static int emit_set(rx *r, js_buf *o, rset *s) {
+static int emit_set(rx *r, jsonschema_buf *o, rset *s) {
     rset_normalize(s);
     /* characters never written raw in a JSON string: controls, quote, backslash, surrogates */
     static const range holes[] = {{0, 0x1F}, {'"', '"'}, {'\\', '\\'}, {0xD800, 0xDFFF}};
@@ -173,27 +173,27 @@ static int emit_set(rx *r, js_buf *o, rset *s) {
         if (cur <= hi && rset_add(&raw, cur, hi)) goto oom;
     }
     int alts = 0;
-    js_buf_puts(o, "(");
+    jsonschema_buf_puts(o, "(");
     if (raw.n) {
-        js_buf_puts(o, "[");
+        jsonschema_buf_puts(o, "[");
         for (int i = 0; i < raw.n; i++) {
-            js_buf_class_char(o, raw.v[i].lo);
+            jsonschema_buf_class_char(o, raw.v[i].lo);
             if (raw.v[i].hi != raw.v[i].lo) {
-                js_buf_puts(o, "-");
-                js_buf_class_char(o, raw.v[i].hi);
+                jsonschema_buf_puts(o, "-");
+                jsonschema_buf_class_char(o, raw.v[i].hi);
             }
         }
-        js_buf_puts(o, "]");
+        jsonschema_buf_puts(o, "]");
         alts++;
     }
     static const struct { uint32_t c; const char *esc; } escs[] = {
         {'"', "\\\""}, {'\\', "\\\\"}, {'\n', "\\n"}, {'\t', "\\t"}, {'\r', "\\r"}, {'\f', "\\f"}, {'\b', "\\b"}};
     for (size_t k = 0; k < sizeof escs / sizeof escs[0]; k++) {
         if (!rset_has(s, escs[k].c)) continue;
-        if (alts++) js_buf_puts(o, " | ");
-        js_buf_literal(o, escs[k].esc, strlen(escs[k].esc));
+        if (alts++) jsonschema_buf_puts(o, " | ");
+        jsonschema_buf_literal(o, escs[k].esc, strlen(escs[k].esc));
     }
-    js_buf_puts(o, ")");
+    jsonschema_buf_puts(o, ")");
     free(raw.v);
     if (!alts) return fail(r, "a class with no character a JSON string can hold");
     return 0;
@@ -203,7 +203,7 @@ oom:
 }
 
 /* [...] with p->pos after '['. */
-static int parse_class(rx *r, js_buf *o) {
+static int parse_class(rx *r, jsonschema_buf *o) {
     rset s = {0};
     int negate = 0, first = 1;
     if (peek(r) == '^') negate = 1, r->pos++;
@@ -243,7 +243,7 @@ static int parse_class(rx *r, js_buf *o) {
     return rc;
 }
 
-static int parse_alt(rx *r, js_buf *o);
+static int parse_alt(rx *r, jsonschema_buf *o);
 
 static int parse_count(rx *r, uint64_t *v) {
     int c = peek(r);
@@ -258,7 +258,7 @@ static int parse_count(rx *r, uint64_t *v) {
 }
 
 /* One atom into o, as a parenthesised GBNF expression; 1 when the pattern's sequence ends. */
-static int parse_atom(rx *r, js_buf *o) {
+static int parse_atom(rx *r, jsonschema_buf *o) {
     int c = peek(r);
     if (c < 0 || c == '|' || c == ')') return 1;
     if (c == '(') {
@@ -277,9 +277,9 @@ static int parse_atom(rx *r, js_buf *o) {
             }
         }
         if (++r->depth > MAX_DEPTH) return fail(r, "groups nested too deeply");
-        js_buf_puts(o, "(");
+        jsonschema_buf_puts(o, "(");
         if (parse_alt(r, o)) return -1;
-        js_buf_puts(o, ")");
+        jsonschema_buf_puts(o, ")");
         r->depth--;
         if (peek(r) != ')') return fail(r, "expecting ')'");
         r->pos++;
@@ -315,20 +315,20 @@ static int parse_atom(rx *r, js_buf *o) {
     return rc;
 }
 
-static int parse_seq(rx *r, js_buf *o) {
+static int parse_seq(rx *r, jsonschema_buf *o) {
     int any = 0;
     for (;;) {
-        js_buf atom = {0};
+        jsonschema_buf atom = {0};
         int k = parse_atom(r, &atom);
-        if (k) { free(atom.s); return k < 0 ? -1 : (any ? 0 : (js_buf_puts(o, "\"\""), 0)); }
-        if (any) js_buf_puts(o, " ");
+        if (k) { free(atom.s); return k < 0 ? -1 : (any ? 0 : (jsonschema_buf_puts(o, "\"\""), 0)); }
+        if (any) jsonschema_buf_puts(o, " ");
         any = 1;
-        js_buf_add(o, atom.s, atom.n);
+        jsonschema_buf_add(o, atom.s, atom.n);
         free(atom.s);
         int q = peek(r);
         if (q == '*' || q == '+' || q == '?') {
             r->pos++;
-            js_buf_add(o, (const char *)&(char){(char)q}, 1);
+            jsonschema_buf_add(o, (const char *)&(char){(char)q}, 1);
         } else if (q == '{') {
             size_t at = r->pos++;
             uint64_t m, n = 0;
@@ -348,8 +348,8 @@ static int parse_seq(rx *r, js_buf *o) {
             if (peek(r) != '}') return fail(r, "expecting '}'");
             r->pos++;
             if (!open && n < m) return fail(r, "a repetition {m,n} with n below m");
-            if (open) js_buf_printf(o, "{%llu,}", (unsigned long long)m);
-            else js_buf_printf(o, "{%llu,%llu}", (unsigned long long)m, (unsigned long long)n);
+            if (open) jsonschema_buf_printf(o, "{%llu,}", (unsigned long long)m);
+            else jsonschema_buf_printf(o, "{%llu,%llu}", (unsigned long long)m, (unsigned long long)n);
         } else {
             continue;
         }
@@ -359,11 +359,11 @@ static int parse_seq(rx *r, js_buf *o) {
     }
 }
 
-static int parse_alt(rx *r, js_buf *o) {
+static int parse_alt(rx *r, jsonschema_buf *o) {
     if (parse_seq(r, o)) return -1;
     while (peek(r) == '|') {
         r->pos++;
-        js_buf_puts(o, " | ");
+        jsonschema_buf_puts(o, " | ");
         if (parse_seq(r, o)) return -1;
     }
     return 0;
@@ -372,22 +372,22 @@ static int parse_alt(rx *r, js_buf *o) {
 /* Any JSON string content, for an unanchored side. */
 static const char *ANY = "([^\"\\\\\\x00-\\x1F] | \"\\\\\" [\"\\\\/bfnrt])*";
 
-int jsonschema_regex(js_buf *out, const char *pattern, size_t len, char *why, size_t why_size) {
+int jsonschema_regex(jsonschema_buf *out, const char *pattern, size_t len, char *why, size_t why_size) {
     rx r = {.s = pattern, .len = len, .why = why, .why_size = why_size};
     int start = len > 0 && pattern[0] == '^';
     int end = len > (size_t)start && pattern[len - 1] == '$' && (len < 2 || pattern[len - 2] != '\\');
     r.pos = (size_t)start;
     r.len = len - (size_t)end;
-    js_buf body = {0};
+    jsonschema_buf body = {0};
     int rc = parse_alt(&r, &body);
     if (!rc && r.pos < r.len) rc = fail(&r, "unbalanced ')'");
     if (!rc && body.oom) rc = fail(&r, "out of memory");
     if (!rc) {
-        if (!start) js_buf_printf(out, "%s ", ANY);
-        js_buf_puts(out, "(");
-        js_buf_add(out, body.s ? body.s : "\"\"", body.s ? body.n : 2);
-        js_buf_puts(out, ")");
-        if (!end) js_buf_printf(out, " %s", ANY);
+        if (!start) jsonschema_buf_printf(out, "%s ", ANY);
+        jsonschema_buf_puts(out, "(");
+        jsonschema_buf_add(out, body.s ? body.s : "\"\"", body.s ? body.n : 2);
+        jsonschema_buf_puts(out, ")");
+        if (!end) jsonschema_buf_printf(out, " %s", ANY);
     }
     free(body.s);
     return rc;
