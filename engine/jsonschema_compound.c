@@ -237,14 +237,18 @@ char *jsonschema_visit_array(jsonschema_conv *c, const cJSON *s, const char *nam
     long min = jsonschema_count_kw(c, s, "minItems", ptr), max = jsonschema_count_kw(c, s, "maxItems", ptr);
     if (min == -2 || max == -2) return NULL;
     if (max >= 0 && min > max) return jsonschema_fail(c, ptr, "'minItems' %ld is above 'maxItems' %ld", min, max);
+    if (prefix && !cJSON_IsArray(prefix)) return jsonschema_fail(c, ptr, "'%s' must be an array of schemas", pk);
+    int n_prefix = prefix ? cJSON_GetArraySize(prefix) : 0;
+    if (prefix && ((min >= 0 && n_prefix < min) || (max >= 0 && n_prefix > max)))
+        return jsonschema_fail(c, ptr, "'%s' of %d items against minItems/maxItems: only tuples of exactly their "
+                               "length are supported", pk, n_prefix);
+    if (!prefix && cJSON_IsFalse(items) && min > 0)
+        return jsonschema_fail(c, ptr, "'items': false with minItems %ld admits no array", min);
     jsonschema_need(c, "space");
     jsonschema_buf b = {0};
     jsonschema_buf_puts(&b, "\"[\" space");
     if (prefix) {
-        if (!cJSON_IsArray(prefix)) return jsonschema_fail(c, ptr, "'%s' must be an array of schemas", pk);
-        int n = cJSON_GetArraySize(prefix), i = 0;
-        if ((min >= 0 && n < min) || (max >= 0 && n > max))
-            return jsonschema_fail(c, ptr, "'%s' of %d items against minItems/maxItems: only tuples of exactly their length are supported", pk, n);
+        int i = 0;
         for (const cJSON *it = prefix->child; it; it = it->next, i++) {
             char sub[200];
             snprintf(sub, sizeof sub, "%s-tuple-%d", name, i);
@@ -264,7 +268,6 @@ char *jsonschema_visit_array(jsonschema_conv *c, const cJSON *s, const char *nam
             v = pp ? jsonschema_visit(c, items, sub, pp) : NULL;
             free(pp);
         } else if (cJSON_IsFalse(items)) {
-            if (min > 0) return jsonschema_fail(c, ptr, "'items': false with minItems %ld admits no array", min);
             max = 0;
             v = jsonschema_dup(c, "value");
         } else {
