@@ -47,8 +47,9 @@ int32_t grammar_vocab_size(const grammar_vocab *v) { return v->n_vocab; }
 
 grammar_vocab *grammar_vocab_new(const char *const *pieces, const size_t *lens, int32_t n_vocab,
                                  const int32_t *eog, int n_eog, char *err, size_t err_size) {
-    if (n_vocab <= 0 || !pieces || !lens) {
-        snprintf(err, err_size, "grammar vocabulary: %d tokens; hint: pass every token's piece", (int)n_vocab);
+    if (n_vocab <= 0 || !pieces || !lens || n_eog < 0 || (n_eog > 0 && !eog)) {
+        snprintf(err, err_size, "grammar vocabulary: %d tokens, %d end-of-generation ids; hint: pass every "
+                 "token's piece and the end-of-generation list", (int)n_vocab, n_eog);
         return NULL;
     }
     grammar_vocab *v = calloc(1, sizeof *v);

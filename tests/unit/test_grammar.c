@@ -375,6 +375,11 @@ static void test_mask_small(void) {
     vl.eog[0] = 39; /* the empty piece doubles as the end-of-generation token */
     grammar_vocab *v = grammar_vocab_new(pieces, vl.lens, vl.n, vl.eog, vl.n_eog, err, sizeof err);
     CHECK(v != NULL, "small vocabulary builds", "%s", err);
+    CHECK(!grammar_vocab_new(pieces, vl.lens, vl.n, NULL, 1, err, sizeof err) && strstr(err, "end-of-generation"),
+          "vocabulary without its end-of-generation list refused", "%s", err);
+    int32_t bad_eog = vl.n;
+    CHECK(!grammar_vocab_new(pieces, vl.lens, vl.n, &bad_eog, 1, err, sizeof err) && strstr(err, "outside the vocabulary"),
+          "end-of-generation id outside the vocabulary refused", "%s", err);
     const char *names[] = {"json.gbnf", "json_arr.gbnf", "arithmetic.gbnf", "list.gbnf", "japanese.gbnf", "c.gbnf"};
     for (size_t k = 0; v && k < sizeof names / sizeof names[0]; k++) {
         grammar *g = load_golden(names[k]);
