@@ -1,0 +1,46 @@
+/* The fast CPU matrix product: out[t][r] = dot(weight row r, x[t]) with the weight in its stored
+ * blocks and the activations quantised once per product into the format the weight type pairs
+ * with (quant/dot.h), shared by the threads of a persistent pool (engine/threadpool.h). Decode
+ * (a few tokens) splits rows across threads; a prompt splits rows x token blocks, so each
+ * thread reuses a block of weight rows from cache across many tokens. */
+#ifndef MGI_ENGINE_CPU_MATMUL_H
+#define MGI_ENGINE_CPU_MATMUL_H
+
+#include <stddef.h>
+#include <stdint.h>
+#include "engine/threadpool.h"
+#include "quant/dot.h"
+
+/* A weight matrix as stored: n_rows rows of n_cols elements of `type`, row r at
+ * data + r * row_bytes. Described by raw fields so any loader's tensors fit. */
+typedef struct {
+    uint32_t type;
+    int64_t n_cols, n_rows;  /* [n_rows][n_cols] */
+    size_t row_bytes;        /* >= quant_row_bytes(type, n_cols) */
+    const void *data;
+} cpu_weight;
+
+/* Per-caller state: the pool (NULL: the caller alone), the instruction-set path, and the
+ * quantised-activation buffer, grown on demand and reused across products. */
+typedef struct {
+    threadpool *pool;
+    quant_isa isa;
+    void *act;
+    size_t act_cap;
+} cpu_matmul_ctx;
+
+/* isa: quant_isa_best() for real work; lower paths for tests and comparisons. */
+void cpu_matmul_init(cpu_matmul_ctx *c, threadpool *pool, quant_isa isa);
+void cpu_matmul_free(cpu_matmul_ctx *c);
+
+/* 0 when the weight can be multiplied (type with a dot product, whole blocks, sane sizes and
+ * pointer), else -1 with a message naming the problem. Check once when weights are bound. */
+int cpu_matmul_check(const cpu_weight *w, char *err, size_t err_size);
+
+/* out[t * n_rows + r] = sum_c W[r][c] x[t * n_cols + c] for t < n_tok: x is [n_tok][n_cols] f32,
+ * out [n_tok][n_rows] f32 (not overlapping x). 0, or -1 with a message (bad weight, out of
+ * memory for the activation buffer). */
+int cpu_matmul(cpu_matmul_ctx *c, const cpu_weight *w, const float *x, int64_t n_tok, float *out, char *err,
+               size_t err_size);
+
+#endif
