@@ -1,9 +1,15 @@
 /* The persistent thread pool (engine/threadpool.h). A job is published by bumping a generation
  * counter; idle workers spin on it for a short while (a forward pass launches products back to
  * back, microseconds apart) and then sleep on it with a futex. Items are claimed in chunks from
- * one atomic counter, which balances cores that the OS or other processes slow down. The caller
- * waits for the last worker the same way: spin, then futex. Sleepers are counted so that a
- * wake-up costs a system call only when someone actually sleeps. */
+ * one atomic word, which balances cores that the OS or other processes slow down, and the caller
+ * waits for items done, not for workers: on a shared machine a worker that is not scheduled in
+ * time simply claims nothing, and the caller does its share instead of waiting for it.
+ *
+ * The claim word holds the job's tag (high 32 bits) and its next item (low 32). A worker reads
+ * the word, then the job in slot tag % 2, then claims with a compare-and-swap on the same word:
+ * success proves the job was still open, and a slot is rewritten only two jobs later, so what it
+ * read was that job. Sleepers are counted so that a wake-up costs a system call only when
+ * someone sleeps. */
 #include <errno.h>
 #include <limits.h>
 #include <linux/futex.h>
@@ -20,18 +26,22 @@
  * worker awake for tens of microseconds, the gap between products in a forward pass. */
 #define THREADPOOL_SPIN 4096
 
+typedef struct {
+    _Atomic(threadpool_fn) fn;
+    _Atomic(void *) ctx;
+    _Atomic int64_t n, grain;
+} threadpool_job;
+
 struct threadpool {
     int n_threads;
     pthread_t *threads;
-    /* the job, written by the caller before gen is bumped */
-    threadpool_fn fn;
-    void *ctx;
-    int64_t n, grain;
-    _Atomic int64_t next;          /* first unclaimed item */
+    threadpool_job jobs[2];        /* job with tag k in jobs[k % 2] */
+    uint32_t tag;                  /* the caller's last job tag */
+    _Atomic uint64_t claim;        /* tag << 32 | next unclaimed item */
+    _Atomic uint32_t done;         /* futex word: items of the current job finished */
     _Atomic uint32_t gen;          /* futex word: bumped once per job */
-    _Atomic uint32_t pending;      /* futex word: workers still in the current job */
     _Atomic int sleepers;          /* workers asleep (or about to be) on gen */
-    _Atomic int caller_waiting;    /* the caller is asleep (or about to be) on pending */
+    _Atomic int caller_waiting;    /* the caller is asleep (or about to be) on done */
     _Atomic int stop;
 };
 
@@ -54,13 +64,24 @@ static inline void threadpool_pause(void) {
 #endif
 }
 
-/* Claims and runs chunks until none are left. */
+/* Claims and runs chunks of whatever job is open until none are left. */
 static void threadpool_work(threadpool *p, int thread) {
     for (;;) {
-        int64_t b = atomic_fetch_add_explicit(&p->next, p->grain, memory_order_relaxed);
-        if (b >= p->n) return;
-        int64_t e = b + p->grain < p->n ? b + p->grain : p->n;
-        p->fn(p->ctx, b, e, thread);
+        uint64_t v = atomic_load_explicit(&p->claim, memory_order_acquire);
+        const threadpool_job *j = &p->jobs[(v >> 32) & 1];
+        int64_t n = atomic_load_explicit(&j->n, memory_order_relaxed);
+        int64_t grain = atomic_load_explicit(&j->grain, memory_order_relaxed);
+        threadpool_fn fn = atomic_load_explicit(&j->fn, memory_order_relaxed);
+        void *ctx = atomic_load_explicit(&j->ctx, memory_order_relaxed);
+        int64_t b = (int64_t)(v & 0xffffffffu);
+        if (b >= n) return;
+        if (!atomic_compare_exchange_weak_explicit(&p->claim, &v, v + (uint64_t)grain, memory_order_acq_rel,
+                                                   memory_order_relaxed))
+            continue;
+        int64_t e = b + grain < n ? b + grain : n;
+        fn(ctx, b, e, thread);
+        uint32_t total = atomic_fetch_add(&p->done, (uint32_t)(e - b)) + (uint32_t)(e - b);
+        if (total == (uint32_t)n && atomic_load(&p->caller_waiting)) threadpool_futex_wake(&p->done);
     }
 }
 
@@ -86,28 +107,24 @@ static void *threadpool_main(void *arg) {
         seen = g;
         if (atomic_load_explicit(&p->stop, memory_order_acquire)) return NULL;
         threadpool_work(p, a.idx);
-        if (atomic_fetch_sub(&p->pending, 1) == 1 && atomic_load(&p->caller_waiting))
-            threadpool_futex_wake(&p->pending);
     }
 }
 
-/* Publishes a job (or the stop request) to every worker. */
 static void threadpool_wake_all(threadpool *p) {
-    atomic_store(&p->pending, (uint32_t)(p->n_threads - 1));
     atomic_fetch_add(&p->gen, 1);
     if (atomic_load(&p->sleepers) > 0) threadpool_futex_wake(&p->gen);
 }
 
-static void threadpool_wait_all(threadpool *p) {
+static void threadpool_wait_done(threadpool *p, uint32_t n) {
     int spins = 0;
-    uint32_t left;
-    while ((left = atomic_load(&p->pending)) != 0) {
+    uint32_t d;
+    while ((d = atomic_load(&p->done)) != n) {
         if (++spins < THREADPOOL_SPIN) {
             threadpool_pause();
             continue;
         }
         atomic_store(&p->caller_waiting, 1);
-        if ((left = atomic_load(&p->pending)) != 0) threadpool_futex_wait(&p->pending, left);
+        if ((d = atomic_load(&p->done)) != n) threadpool_futex_wait(&p->done, d);
         atomic_store(&p->caller_waiting, 0);
         spins = 0;
     }
@@ -160,16 +177,19 @@ int threadpool_size(const threadpool *p) { return p->n_threads; }
 void threadpool_run(threadpool *p, int64_t n, int64_t grain, threadpool_fn fn, void *ctx) {
     if (n <= 0) return;
     if (grain < 1) grain = 1;
-    if (p->n_threads == 1 || n <= grain) {
+    if (p->n_threads == 1 || n <= grain || n > INT32_MAX) {
         fn(ctx, 0, n, 0);
         return;
     }
-    p->fn = fn;
-    p->ctx = ctx;
-    p->n = n;
-    p->grain = grain;
-    atomic_store_explicit(&p->next, 0, memory_order_relaxed);
+    if (grain > (1 << 30)) grain = 1 << 30;  /* item + grain stays below 2^32 */
+    threadpool_job *j = &p->jobs[++p->tag & 1];
+    atomic_store_explicit(&j->fn, fn, memory_order_relaxed);
+    atomic_store_explicit(&j->ctx, ctx, memory_order_relaxed);
+    atomic_store_explicit(&j->n, n, memory_order_relaxed);
+    atomic_store_explicit(&j->grain, grain, memory_order_relaxed);
+    atomic_store(&p->done, 0);
+    atomic_store_explicit(&p->claim, (uint64_t)p->tag << 32, memory_order_release);
     threadpool_wake_all(p);
     threadpool_work(p, 0);
-    threadpool_wait_all(p);
+    threadpool_wait_done(p, (uint32_t)n);
 }
