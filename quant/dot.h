@@ -55,4 +55,23 @@ void quant_act_dequant_row(uint32_t wtype, const void *xq, float *x, int64_t n);
 void quant_dot_rows(quant_isa isa, uint32_t wtype, int64_t n, const void *w, size_t w_stride, int64_t n_rows,
                     const void *xq, size_t xq_stride, int64_t n_tok, float *out, size_t out_stride);
 
+/* ---- panels: the prompt case --------------------------------------------------------------
+ * With many tokens, QUANT_PANEL_ROWS weight rows are unpacked once into a panel (u8 codes
+ * interleaved in groups of 4 per row, so one 32-byte integer product covers 4 weights of each
+ * of 8 rows against 4 broadcast activation bytes; an f32 scale and bias per row and sub-block)
+ * and every token runs against it: the per-block float work is shared by 8 rows instead of done
+ * per row. Types with 32-weight blocks and the K types; not the float types, and Q8_0 (codes
+ * up to 255, which maddubs would saturate) only on the VNNI path. */
+#define QUANT_PANEL_ROWS 8
+
+/* 1 when (isa, wtype) has the panel kernel; the portable path has it for every quantised type. */
+int quant_panel_usable(quant_isa isa, uint32_t wtype);
+/* Bytes of a panel of rows of n elements. */
+size_t quant_panel_bytes(uint32_t wtype, int64_t n);
+/* Unpacks nr (1..QUANT_PANEL_ROWS) rows at w, w_stride bytes apart, into panel. */
+void quant_panel_pack(uint32_t wtype, int64_t n, const void *w, size_t w_stride, int nr, void *panel);
+/* out[t * out_stride + r] = dot(panel row r, activation row t) for r < nr, t < n_tok. */
+void quant_panel_dot(quant_isa isa, uint32_t wtype, int64_t n, const void *panel, int nr, const void *xq,
+                     size_t xq_stride, int64_t n_tok, float *out, size_t out_stride);
+
 #endif

@@ -9,6 +9,9 @@
 
 #define SIMD_DOT_U8S8(u, s) _mm256_dpbusd_epi32(_mm256_setzero_si256(), (u), (s))
 #define SIMD_MADD16_ACC(acc, a, b) _mm256_dpwssd_epi32((acc), (a), (b))
+#define SIMD_DPBUSD_ACC(acc, u, s) _mm256_dpbusd_epi32((acc), (u), (s))
+#define SIMD_PANEL_T 8
+#define SIMD_PANEL_WIDE 1
 #define SIMD_TABLE quant_dot_table_avx512
 #include "dot_simd.h"
 

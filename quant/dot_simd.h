@@ -3,6 +3,9 @@
  * table's name, then include this file (quant/ internal).
  *   SIMD_DOT_U8S8(u, s)        32 u8 x 32 s8 -> 8 int32 sums of 4 products
  *   SIMD_MADD16_ACC(acc, a, b) acc + 8 int32 sums of 2 int16 products
+ *   SIMD_DPBUSD_ACC(acc, u, s) acc + SIMD_DOT_U8S8(u, s)
+ *   SIMD_PANEL_T               tokens per panel pass (registers: 2 per token)
+ *   SIMD_PANEL_WIDE            1 when SIMD_DPBUSD_ACC takes u8 codes up to 255 (no int16 step)
  *   SIMD_TABLE                 the quant_dot_table to define
  * Every kernel takes up to QUANT_DOT_TOK activation rows: a weight block is loaded and unpacked
  * once and multiplied into each token's accumulators (the prompt case). The token count is a
@@ -335,6 +338,77 @@ AI void q6_K_body(int64_t n, const void *w, const void *x, size_t xs, int nt, fl
     K_LOOP_END(dw, -32.0f * dw * (float)bsum_dot16(BSUMS(t), sc))
 }
 
+/* ---- panels (the prompt case) --------------------------------------------------------------
+ * Per sub-block: each 32-byte load of codes holds 4 codes of each of 8 rows; each token's 4
+ * activation bytes are broadcast against it, so one integer product adds 4 terms to each row's
+ * lane. After the sub-block, one scale-and-bias step in f32 serves all 8 rows. SIMD_PANEL_T
+ * tokens share each code load (as many accumulators as the register file holds). */
+#define PANEL_MAX_T 8
+
+AI void panel_body(quant_panel_kind k, int64_t n, const void *panel, int nr, const void *x, size_t xs, int nt,
+                   float *out, size_t os) {
+    const int L = k == QUANT_PANEL_16_Q8K ? 16 : 32;
+    const uint8_t *codes = panel;
+    const float *scale = quant_panel_scale(panel, n), *bias = scale + (n / L) * 8;
+    __m256 acc[PANEL_MAX_T];
+    for (int t = 0; t < nt; t++) acc[t] = _mm256_setzero_ps();
+    for (int64_t s = 0; s < n / L; s++) {
+        __m256i isum[PANEL_MAX_T];
+        const int8_t *xq[PANEL_MAX_T];
+        float dx[PANEL_MAX_T], xsum[PANEL_MAX_T];
+        for (int t = 0; t < nt; t++) {
+            isum[t] = _mm256_setzero_si256();
+            xq[t] = quant_panel_act(k, XROW(x, xs, t), s, L, &dx[t], &xsum[t]);
+        }
+        const uint8_t *cs = codes + (size_t)s * (size_t)L * 8;
+        for (int g = 0; g < L / 4; g++) {
+            __m256i wv = _mm256_loadu_si256((const __m256i *)(cs + 32 * g));
+            for (int t = 0; t < nt; t++) {
+                int32_t xi;
+                memcpy(&xi, xq[t] + 4 * g, 4);
+                isum[t] = SIMD_DPBUSD_ACC(isum[t], wv, _mm256_set1_epi32(xi));
+            }
+        }
+        __m256 sc = _mm256_loadu_ps(scale + 8 * s), bi = _mm256_loadu_ps(bias + 8 * s);
+        for (int t = 0; t < nt; t++) {
+            acc[t] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(isum[t]), _mm256_mul_ps(sc, _mm256_set1_ps(dx[t])), acc[t]);
+            acc[t] = _mm256_fmadd_ps(bi, _mm256_set1_ps(xsum[t]), acc[t]);
+        }
+    }
+    for (int t = 0; t < nt; t++) {
+        if (nr == 8) {
+            _mm256_storeu_ps(out + (size_t)t * os, acc[t]);
+        } else {
+            float tmp[8];
+            _mm256_storeu_ps(tmp, acc[t]);
+            memcpy(out + (size_t)t * os, tmp, (size_t)nr * sizeof(float));
+        }
+    }
+}
+
+#define PANEL_KERN(kind, name)                                                                         \
+    static void name(int64_t n, const void *p, int nr, const void *x, size_t xs, int64_t n_tok, float *o, \
+                     size_t os) {                                                                      \
+        for (int64_t t0 = 0; t0 < n_tok; t0 += SIMD_PANEL_T) {                                         \
+            int64_t nt = n_tok - t0 < SIMD_PANEL_T ? n_tok - t0 : SIMD_PANEL_T;                        \
+            const void *xt = XROW(x, xs, t0);                                                          \
+            float *ot = o + (size_t)t0 * os;                                                           \
+            switch (nt) {                                                                              \
+            case 1: panel_body(kind, n, p, nr, xt, xs, 1, ot, os); break;                              \
+            case 2: panel_body(kind, n, p, nr, xt, xs, 2, ot, os); break;                              \
+            case 3: panel_body(kind, n, p, nr, xt, xs, 3, ot, os); break;                              \
+            case 4: panel_body(kind, n, p, nr, xt, xs, 4, ot, os); break;                              \
+            case 5: panel_body(kind, n, p, nr, xt, xs, 5 < SIMD_PANEL_T ? 5 : SIMD_PANEL_T, ot, os); break; \
+            case 6: panel_body(kind, n, p, nr, xt, xs, 6 < SIMD_PANEL_T ? 6 : SIMD_PANEL_T, ot, os); break; \
+            case 7: panel_body(kind, n, p, nr, xt, xs, 7 < SIMD_PANEL_T ? 7 : SIMD_PANEL_T, ot, os); break; \
+            default: panel_body(kind, n, p, nr, xt, xs, SIMD_PANEL_T, ot, os); break;                  \
+            }                                                                                          \
+        }                                                                                              \
+    }
+PANEL_KERN(QUANT_PANEL_32_Q8, panel_32_q8)
+PANEL_KERN(QUANT_PANEL_32_Q8K, panel_32_q8k)
+PANEL_KERN(QUANT_PANEL_16_Q8K, panel_16_q8k)
+
 /* ---- specialisations and the table ---------------------------------------------------------- */
 
 #define SPECIALISE(name, call)                                                                       \
@@ -381,4 +455,6 @@ const quant_dot_table SIMD_TABLE = {
         [QUANT_Q6_K] = kern_q6_K,
     },
     .act = {[QUANT_ACT_Q8] = act_q8, [QUANT_ACT_Q8_K] = act_q8_K},
+    .panel = {panel_32_q8, panel_32_q8k, panel_16_q8k},
+    .panel_wide = SIMD_PANEL_WIDE,
 };

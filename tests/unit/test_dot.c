@@ -13,7 +13,9 @@
  * offset or min part of weight j, bounded here by the block's largest |w|. The float types
  * see f32 activations: the first budget is r alone, with n_blocks = n. SIMD paths differ from
  * the portable one only in summation order: within 2 r. Activation bytes are equal on every
- * path. */
+ * path. The panel kernels (8 rows unpacked, for prompts) face the same budgets, and sum in f32
+ * scale * dx * isum + bias * dx * sum(q) per sub-block, so they too are within 2 r of the
+ * portable row kernel. */
 #include <math.h>
 #include <stdint.h>
 #include <stdlib.h>
@@ -111,7 +113,18 @@ static void note(verdict *v, double err, double budget) {
     if (budget > 0 && err / budget > v->worst) v->worst = err / budget;
 }
 
-enum { ROWS = 3, TOKS = 7 };
+/* The quantised types have panels (quant/dot.h). */
+static int be_panel(uint32_t t) { return quant_traits_of(t)->block_elems > 1; }
+
+enum { ROWS = 11, TOKS = 7, N_OUT = 2 * QUANT_ISA_COUNT };
+
+/* Output o of a case: a path's row kernel (o < QUANT_ISA_COUNT) or its panel kernel. */
+static const char *out_name(int o) {
+    static char buf[N_OUT][32];
+    snprintf(buf[o], sizeof buf[o], "%s%s", quant_isa_name((quant_isa)(o % QUANT_ISA_COUNT)),
+             o >= QUANT_ISA_COUNT ? " panel" : "");
+    return buf[o];
+}
 
 /* One (type, n, raw) case on every path: checks of the module comment. */
 static void run_case(uint32_t t, int64_t n, int raw, verdict *vq, verdict *vx, verdict *vs) {
@@ -120,7 +133,9 @@ static void run_case(uint32_t t, int64_t n, int raw, verdict *vq, verdict *vx, v
     float *x = malloc((size_t)n * TOKS * sizeof *x), *wd = malloc((size_t)n * ROWS * sizeof *wd);
     float *xd = malloc((size_t)n * sizeof *xd);
     uint8_t *xq[QUANT_ISA_COUNT];
-    float out[QUANT_ISA_COUNT][TOKS * ROWS];
+    static float out[N_OUT][TOKS * ROWS];
+    int have[N_OUT] = {0};
+    void *panel = malloc(quant_panel_bytes(t, n) + 1);
     make_weights(t, n, ROWS, raw, w, rb);
     for (int r = 0; r < ROWS; r++) quant_dequant_row(t, w + (size_t)r * rb, wd + (size_t)r * n, n, NULL, 0);
     for (int k = 0; k < TOKS; k++) fill_normal(x + (size_t)k * n, n);
@@ -135,7 +150,17 @@ static void run_case(uint32_t t, int64_t n, int raw, verdict *vq, verdict *vx, v
             fail(vs, "%s n=%lld: activation bytes on %s differ from the portable path", quant_type_name(t),
                  (long long)n, quant_isa_name((quant_isa)isa));
         quant_dot_rows((quant_isa)isa, t, n, w, rb, ROWS, xq[isa], xb, TOKS, out[isa], ROWS);
+        have[isa] = 1;
+        if (!quant_panel_usable((quant_isa)isa, t)) continue;
+        for (int r0 = 0; r0 < ROWS; r0 += QUANT_PANEL_ROWS) {
+            int nr = ROWS - r0 < QUANT_PANEL_ROWS ? ROWS - r0 : QUANT_PANEL_ROWS;
+            quant_panel_pack(t, n, w + (size_t)r0 * rb, rb, nr, panel);
+            quant_panel_dot((quant_isa)isa, t, n, panel, nr, xq[isa], xb, TOKS, out[QUANT_ISA_COUNT + isa] + r0, ROWS);
+        }
+        have[QUANT_ISA_COUNT + isa] = 1;
     }
+    if (be_panel(t) && !have[QUANT_ISA_COUNT])
+        fail(vs, "%s: the portable path has no panel kernel", quant_type_name(t));
     for (int k = 0; k < TOKS; k++) {
         quant_act_dequant_row(t, xq[0] + (size_t)k * xb, xd, n);
         const float *xk = x + (size_t)k * n;
@@ -157,10 +182,10 @@ static void run_case(uint32_t t, int64_t n, int raw, verdict *vq, verdict *vx, v
                 }
             }
             double r_tol = (double)(nb + 16) * 0x1p-23 * absq + 1e-35;
-            for (int isa = 0; isa < QUANT_ISA_COUNT; isa++) {
-                if (!quant_isa_supported((quant_isa)isa)) continue;
+            for (int isa = 0; isa < N_OUT; isa++) {
+                if (!have[isa]) continue;
                 double got = out[isa][k * ROWS + r];
-                const char *in = quant_isa_name((quant_isa)isa);
+                const char *in = out_name(isa);
                 if (!(fabs(got - exq) <= r_tol))
                     fail(vq, "%s n=%lld %s row %d tok %d: %.9g vs %.9g on the quantised activations (tol %.3g)",
                          quant_type_name(t), (long long)n, in, r, k, got, exq, r_tol);
@@ -178,6 +203,7 @@ static void run_case(uint32_t t, int64_t n, int raw, verdict *vq, verdict *vx, v
         }
     }
     for (int isa = 0; isa < QUANT_ISA_COUNT; isa++) free(xq[isa]);
+    free(panel);
     free(w);
     free(x);
     free(wd);
@@ -201,7 +227,8 @@ static void test_types(void) {
         CHECK(!vq.bad, name, "%s (%d bad)", vq.why, vq.bad);
         snprintf(name, sizeof name, "dot %s: within the activation-quantisation budget of the exact dot", quant_type_name(t));
         CHECK(!vx.bad, name, "%s (%d bad)", vx.why, vx.bad);
-        snprintf(name, sizeof name, "dot %s: SIMD paths match the portable one", quant_type_name(t));
+        snprintf(name, sizeof name, "dot %s: SIMD paths%s match the portable one", quant_type_name(t),
+                 be_panel(t) ? " and every panel kernel" : "");
         CHECK(!vs.bad, name, "%s (%d bad)", vs.why, vs.bad);
         printf("  info: %s worst error / budget: %.3f quantised, %.3f exact, %.3f SIMD vs portable\n",
                quant_type_name(t), vq.worst, vx.worst, vs.worst);
