@@ -45,7 +45,7 @@ typedef struct {
     threadpool *pool;
     int reps, n_prompt;
     float *x, *out;   /* [n_prompt][max cols], [n_prompt][max rows] */
-    void *xq;
+    void *xq, *panel;
 } bench;
 
 static cpu_weight weight_of(const gguf_tensor *t) {
@@ -53,16 +53,23 @@ static cpu_weight weight_of(const gguf_tensor *t) {
                         .row_bytes = quant_row_bytes(t->type, t->ne[0]), .data = t->data};
 }
 
-/* Seconds of one kernel-only pass over the matrix: n_tok tokens, one thread, path isa. */
-static double time_dots(bench *b, const cpu_weight *w, quant_isa isa, int n_tok) {
+/* Seconds of one kernel-only pass over the matrix: n_tok tokens, one thread, path isa; with
+ * panels, each 8 rows are unpacked (counted) and every token runs against them. */
+static double time_dots(bench *b, const cpu_weight *w, quant_isa isa, int n_tok, int panels) {
     size_t xb = quant_act_row_bytes(w->type, w->n_cols);
     for (int t = 0; t < n_tok; t++)
         quant_act_quant_row(isa, w->type, b->x + (size_t)t * w->n_cols, (uint8_t *)b->xq + (size_t)t * xb, w->n_cols);
     double best = 1e30;
     for (int r = 0; r < b->reps; r++) {
         double t0 = now();
+        for (int64_t r0 = 0; panels && r0 < w->n_rows; r0 += QUANT_PANEL_ROWS) {
+            int nr = w->n_rows - r0 < QUANT_PANEL_ROWS ? (int)(w->n_rows - r0) : QUANT_PANEL_ROWS;
+            quant_panel_pack(w->type, w->n_cols, (const uint8_t *)w->data + (size_t)r0 * w->row_bytes, w->row_bytes, nr,
+                             b->panel);
+            quant_panel_dot(isa, w->type, w->n_cols, b->panel, nr, b->xq, xb, n_tok, b->out + r0, (size_t)w->n_rows);
+        }
         /* rows in blocks of 16, as cpu_matmul tiles them */
-        for (int64_t r0 = 0; r0 < w->n_rows; r0 += 16) {
+        for (int64_t r0 = 0; !panels && r0 < w->n_rows; r0 += 16) {
             int64_t nr = w->n_rows - r0 < 16 ? w->n_rows - r0 : 16;
             quant_dot_rows(isa, w->type, w->n_cols, (const uint8_t *)w->data + (size_t)r0 * w->row_bytes, w->row_bytes,
                            nr, b->xq, xb, n_tok, b->out + r0, (size_t)w->n_rows);
@@ -141,11 +148,12 @@ static int is_head(gguf_ctx *g, const gguf_tensor *t) {
 
 static void bench_matrices(bench *b, gguf_ctx *g) {
     int n_tok = b->n_prompt;
-    printf("\nper matrix (layer 0 and the head), one thread, kernels only: GB/s of weights at 1 token, GFLOP/s at %d\n",
+    printf("\nper matrix (layer 0 and the head), one thread, kernels only: GB/s of weights at 1 token; GFLOP/s at %d\n"
+           "tokens with the row kernel and with panels (unpacking included)\n",
            n_tok);
     printf("%-26s %-5s %12s %8s", "matrix", "type", "rows x cols", "MiB");
     for (int isa = 0; isa < QUANT_ISA_COUNT; isa++)
-        if (quant_isa_supported((quant_isa)isa)) printf(" | %-6s GB/s GF/s", quant_isa_name((quant_isa)isa));
+        if (quant_isa_supported((quant_isa)isa)) printf(" | %-6s GB/s rowGF panGF", quant_isa_name((quant_isa)isa));
     printf("\n");
     cpu_matmul_ctx c;
     cpu_matmul_init(&c, b->pool, quant_isa_best());
@@ -165,8 +173,12 @@ static void bench_matrices(bench *b, gguf_ctx *g) {
             if (!quant_isa_supported((quant_isa)isa)) continue;
             /* the portable path is slow: its many-token figure uses 4 tokens */
             int nt = isa == QUANT_ISA_REF ? 4 : n_tok;
-            double t1 = time_dots(b, &w, (quant_isa)isa, 1), tn = time_dots(b, &w, (quant_isa)isa, nt);
+            double t1 = time_dots(b, &w, (quant_isa)isa, 1, 0), tn = time_dots(b, &w, (quant_isa)isa, nt, 0);
             printf(" | %11.1f %5.1f", bytes / t1 / 1e9, flop1 * nt / tn / 1e9);
+            if (quant_panel_usable((quant_isa)isa, w.type))
+                printf(" %5.1f", flop1 * nt / time_dots(b, &w, (quant_isa)isa, nt, 1) / 1e9);
+            else
+                printf(" %5s", "-");
         }
         printf("\n");
         double m1 = time_matmul(b, &c, &w, 1), mn = time_matmul(b, &c, &w, n_tok), ex = time_exact(b, &w);
@@ -273,12 +285,13 @@ int main(int argc, char **argv) {
         b.x = malloc((size_t)(n_prompt * max_cols) * sizeof(float));
         b.out = malloc((size_t)(n_prompt * max_rows) * sizeof(float));
         b.xq = malloc((size_t)n_prompt * (size_t)max_cols * 2 + 4096);
-        if (!b.x || !b.out || !b.xq) die("out of memory");
+        b.panel = malloc((size_t)max_cols * 8 + (size_t)max_cols * 8 + 4096);
+        if (!b.x || !b.out || !b.xq || !b.panel) die("out of memory");
         for (int64_t k = 0; k < n_prompt * max_cols; k++) b.x[k] = sinf((float)k * 0.37f) + 0.1f * cosf((float)k);
         printf("\n== %s\n", argv[i]);
         bench_matrices(&b, g);
         if (do_model) bench_model(&b, g, bw);
-        free(b.x), free(b.out), free(b.xq);
+        free(b.x), free(b.out), free(b.xq), free(b.panel);
         gguf_close(g);
     }
     threadpool_destroy(b.pool);
