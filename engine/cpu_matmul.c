@@ -1,7 +1,7 @@
 /* The fast CPU matrix product (engine/cpu_matmul.h): quantise the activations once (on the pool
  * when there are many tokens), then hand out items. Few tokens: tiles of ROW_BLOCK rows x
  * TOK_BLOCK tokens through quant_dot_rows (each unpacked weight block reused across
- * QUANT_DOT_TOK tokens in registers). Many tokens: an item is a panel of 8 rows x PANEL_TOK
+ * QUANT_DOT_TOK tokens in registers). Many tokens: an item is a group of 16-row panels x PANEL_TOK
  * tokens; the thread unpacks the rows into its panel buffer once and runs the tokens against it
  * (quant_panel_dot). Every output element is computed the same way whatever the thread count, so
  * results do not depend on -t. */
@@ -78,9 +78,9 @@ static void matmul_tiles(void *arg, int64_t b, int64_t e, int thread) {
 
 /* Panels: an item is a group of `group` panels x PANEL_TOK tokens. The group is unpacked once,
  * then tokens go 8 at a time through every panel of it, so each token's outputs are written as
- * whole cache lines (32 rows = 128 bytes): rows of the output lie n_rows * 4 bytes apart, often
- * a multiple of 4 KiB, where 8-row pieces would keep evicting each other's half-written lines
- * from the same cache set. */
+ * whole cache lines (2 panels = 32 rows = 128 bytes): rows of the output lie n_rows * 4 bytes
+ * apart, often a multiple of 4 KiB, where smaller pieces would keep evicting each other's
+ * half-written lines from the same cache set. */
 static void matmul_panels(void *arg, int64_t b, int64_t e, int thread) {
     matmul_job *j = arg;
     const cpu_weight *w = j->w;
@@ -139,9 +139,9 @@ int cpu_matmul(cpu_matmul_ctx *c, const cpu_weight *w, const float *x, int64_t n
     int n_threads = c->pool ? threadpool_size(c->pool) : 1;
     int use_panels = n_tok >= CPU_MATMUL_PANEL_MIN_TOK && quant_panel_usable(c->isa, w->type);
     size_t panel_bytes = use_panels ? (quant_panel_bytes(w->type, w->n_cols) + 63) & ~(size_t)63 : 0;
-    /* 4 panels an item, fewer where that would leave threads without several items */
+    /* 2 panels an item, 1 where that would leave threads without several items */
     int64_t n_panels = (w->n_rows + QUANT_PANEL_ROWS - 1) / QUANT_PANEL_ROWS;
-    int group = 4;
+    int group = 2;
     while (group > 1 && n_panels / group < 4 * n_threads) group /= 2;
     if (use_panels && matmul_grow(&c->panels, &c->panels_cap, panel_bytes * (size_t)group * (size_t)n_threads,
                                   "panels", err, err_size))

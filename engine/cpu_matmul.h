@@ -1,8 +1,8 @@
 /* The fast CPU matrix product: out[t][r] = dot(weight row r, x[t]) with the weight in its stored
  * blocks and the activations quantised once per product into the format the weight type pairs
  * with (quant/dot.h), shared by the threads of a persistent pool (engine/threadpool.h). Decode
- * (a few tokens) splits rows across threads; a prompt splits panels of 8 rows (x blocks of
- * 256 tokens): each thread unpacks 8 rows once and runs every token against them. */
+ * (a few tokens) splits rows across threads; a prompt splits panels of 16 rows (x blocks
+ * of 256 tokens): each thread unpacks 16 rows once and runs every token against them. */
 #ifndef MGI_ENGINE_CPU_MATMUL_H
 #define MGI_ENGINE_CPU_MATMUL_H
 
@@ -33,7 +33,7 @@ typedef struct {
 } cpu_matmul_ctx;
 
 /* Prompts of at least this many tokens use the panel kernels (quant/dot.h) where the type has
- * them: unpacking 8 rows costs about as much as a few tokens' worth of products. */
+ * them: unpacking 16 rows costs about as much as a few tokens' worth of products. */
 #define CPU_MATMUL_PANEL_MIN_TOK 8
 
 /* isa: quant_isa_best() for real work; lower paths for tests and comparisons. */

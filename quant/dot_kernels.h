@@ -28,10 +28,10 @@ extern const quant_dot_table quant_dot_table_ref;
 extern const quant_dot_table quant_dot_table_avx2;
 extern const quant_dot_table quant_dot_table_avx512;
 
-/* Panel layout (quant/dot_panel.c): codes[n / 4][8][4] u8, then scale[n_sub][8] and
- * bias[n_sub][8] f32, n_sub = n / sub-block length; weight = scale * code + bias. */
+/* Panel layout (quant/dot_panel.c): codes[n / 4][16][4] u8, then scale[n_sub][16] and
+ * bias[n_sub][16] f32, n_sub = n / sub-block length; weight = scale * code + bias. */
 static inline const float *quant_panel_scale(const void *panel, int64_t n) {
-    return (const float *)((const uint8_t *)panel + (size_t)n * 8);
+    return (const float *)((const uint8_t *)panel + (size_t)n * QUANT_PANEL_ROWS);
 }
 
 /* The activation side of sub-block s (length L) of an activation row: its codes, scale dx and

@@ -1,4 +1,4 @@
-/* Panels for the prompt case (quant/dot.h): unpacking 8 weight rows of any quantised type into
+/* Panels for the prompt case (quant/dot.h): unpacking 16 weight rows of any quantised type into
  * unsigned codes with an f32 scale and bias per sub-block (weight = scale * code + bias, the
  * operation order of quant/dequant.c), interleaved 4 codes per row; the portable panel kernel;
  * and the dispatch to the SIMD ones. */
@@ -147,14 +147,14 @@ int quant_panel_usable(quant_isa isa, uint32_t wtype) {
 
 size_t quant_panel_bytes(uint32_t wtype, int64_t n) {
     int L = panel_sub(wtype);
-    return L ? (size_t)n * 8 + 2 * (size_t)(n / L) * 8 * sizeof(float) : 0;
+    return L ? (size_t)n * QUANT_PANEL_ROWS + 2 * (size_t)(n / L) * QUANT_PANEL_ROWS * sizeof(float) : 0;
 }
 
 void quant_panel_pack(uint32_t wtype, int64_t n, const void *w, size_t w_stride, int nr, void *panel) {
     int L = panel_sub(wtype);
     int64_t n_sub = n / L;
     uint8_t *codes = panel;
-    float *scale = (float *)(codes + (size_t)n * 8), *bias = scale + n_sub * 8;
+    float *scale = (float *)(codes + (size_t)n * QUANT_PANEL_ROWS), *bias = scale + n_sub * QUANT_PANEL_ROWS;
     /* per row: codes in a scratch row, then 4-byte groups scattered to the interleave */
     uint8_t tmp[4096];
     float rs[256], rb[256];
@@ -168,10 +168,10 @@ void quant_panel_pack(uint32_t wtype, int64_t n, const void *w, size_t w_stride,
                 memset(rs, 0, sizeof rs);
                 memset(rb, 0, sizeof rb);
             }
-            for (int64_t g = 0; g < len / 4; g++) memcpy(codes + (size_t)(c0 / 4 + g) * 32 + 4 * r, tmp + 4 * g, 4);
+            for (int64_t g = 0; g < len / 4; g++) memcpy(codes + (size_t)(c0 / 4 + g) * 4 * QUANT_PANEL_ROWS + 4 * r, tmp + 4 * g, 4);
             for (int64_t s = 0; s < len / L; s++) {
-                scale[(c0 / L + s) * 8 + r] = rs[s];
-                bias[(c0 / L + s) * 8 + r] = rb[s];
+                scale[(c0 / L + s) * QUANT_PANEL_ROWS + r] = rs[s];
+                bias[(c0 / L + s) * QUANT_PANEL_ROWS + r] = rb[s];
             }
         }
     }
@@ -181,7 +181,7 @@ static void panel_ref(quant_panel_kind k, int64_t n, const void *panel, int nr, 
                       int64_t n_tok, float *out, size_t os) {
     int L = k == QUANT_PANEL_16_Q8K ? 16 : 32;
     const uint8_t *codes = panel;
-    const float *scale = quant_panel_scale(panel, n), *bias = scale + (n / L) * 8;
+    const float *scale = quant_panel_scale(panel, n), *bias = scale + (n / L) * QUANT_PANEL_ROWS;
     for (int64_t t = 0; t < n_tok; t++) {
         const uint8_t *xr = (const uint8_t *)x + (size_t)t * xs;
         for (int r = 0; r < nr; r++) {
@@ -192,9 +192,9 @@ static void panel_ref(quant_panel_kind k, int64_t n, const void *panel, int nr, 
                 int isum = 0;
                 for (int j = 0; j < L; j++) {
                     int64_t c = s * L + j;
-                    isum += codes[(size_t)(c / 4) * 32 + 4 * r + c % 4] * q[j];
+                    isum += codes[(size_t)(c / 4) * 4 * QUANT_PANEL_ROWS + 4 * r + c % 4] * q[j];
                 }
-                acc += scale[s * 8 + r] * dx * (float)isum + bias[s * 8 + r] * xsum;
+                acc += scale[s * QUANT_PANEL_ROWS + r] * dx * (float)isum + bias[s * QUANT_PANEL_ROWS + r] * xsum;
             }
             out[(size_t)t * os + (size_t)r] = acc;
         }

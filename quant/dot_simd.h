@@ -4,7 +4,8 @@
  *   SIMD_DOT_U8S8(u, s)        32 u8 x 32 s8 -> 8 int32 sums of 4 products
  *   SIMD_MADD16_ACC(acc, a, b) acc + 8 int32 sums of 2 int16 products
  *   SIMD_DPBUSD_ACC(acc, u, s) acc + SIMD_DOT_U8S8(u, s)
- *   SIMD_PANEL_T               tokens per panel pass (registers: 2 per token)
+ *   SIMD_PANEL_T               tokens per panel pass (registers: 2 zmm or 4 ymm per token)
+ *   SIMD_PANEL_512             1: the panel kernel uses zmm registers (AVX-512)
  *   SIMD_PANEL_WIDE            1 when SIMD_DPBUSD_ACC takes u8 codes up to 255 (no int16 step)
  *   SIMD_TABLE                 the quant_dot_table to define
  * Every kernel takes up to QUANT_DOT_TOK activation rows: a weight block is loaded and unpacked
@@ -339,52 +340,92 @@ AI void q6_K_body(int64_t n, const void *w, const void *x, size_t xs, int nt, fl
 }
 
 /* ---- panels (the prompt case) --------------------------------------------------------------
- * Per sub-block: each 32-byte load of codes holds 4 codes of each of 8 rows; each token's 4
+ * Per sub-block: each 64-byte run of codes holds 4 codes of each of 16 rows; each token's 4
  * activation bytes are broadcast against it, so one integer product adds 4 terms to each row's
- * lane. After the sub-block, one scale-and-bias step in f32 serves all 8 rows. SIMD_PANEL_T
- * tokens share each code load (as many accumulators as the register file holds). */
+ * lane (one zmm with SIMD_PANEL_512, else two ymm halves). After the sub-block, one
+ * scale-and-bias step in f32 serves all 16 rows. SIMD_PANEL_T tokens share each code load (as
+ * many accumulators as the register file holds). */
 #define PANEL_MAX_T 8
+QUANT_STATIC_ASSERT(QUANT_PANEL_ROWS == 16, "the panel kernels are written for 16 rows");
 
+#if SIMD_PANEL_512
 AI void panel_body(quant_panel_kind k, int64_t n, const void *panel, int nr, const void *x, size_t xs, int nt,
                    float *out, size_t os) {
     const int L = k == QUANT_PANEL_16_Q8K ? 16 : 32;
     const uint8_t *codes = panel;
-    const float *scale = quant_panel_scale(panel, n), *bias = scale + (n / L) * 8;
-    __m256 acc[PANEL_MAX_T];
-    for (int t = 0; t < nt; t++) acc[t] = _mm256_setzero_ps();
+    const float *scale = quant_panel_scale(panel, n), *bias = scale + (n / L) * 16;
+    __m512 acc[PANEL_MAX_T];
+    for (int t = 0; t < nt; t++) acc[t] = _mm512_setzero_ps();
     for (int64_t s = 0; s < n / L; s++) {
-        __m256i isum[PANEL_MAX_T];
+        __m512i isum[PANEL_MAX_T];
         const int8_t *xq[PANEL_MAX_T];
         float dx[PANEL_MAX_T], xsum[PANEL_MAX_T];
         for (int t = 0; t < nt; t++) {
-            isum[t] = _mm256_setzero_si256();
+            isum[t] = _mm512_setzero_si512();
             xq[t] = quant_panel_act(k, XROW(x, xs, t), s, L, &dx[t], &xsum[t]);
         }
-        const uint8_t *cs = codes + (size_t)s * (size_t)L * 8;
+        const uint8_t *cs = codes + (size_t)s * (size_t)L * 16;
         for (int g = 0; g < L / 4; g++) {
-            __m256i wv = _mm256_loadu_si256((const __m256i *)(cs + 32 * g));
+            __m512i wv = _mm512_loadu_si512((const void *)(cs + 64 * g));
             for (int t = 0; t < nt; t++) {
                 int32_t xi;
                 memcpy(&xi, xq[t] + 4 * g, 4);
-                isum[t] = SIMD_DPBUSD_ACC(isum[t], wv, _mm256_set1_epi32(xi));
+                isum[t] = _mm512_dpbusd_epi32(isum[t], wv, _mm512_set1_epi32(xi));
             }
         }
-        __m256 sc = _mm256_loadu_ps(scale + 8 * s), bi = _mm256_loadu_ps(bias + 8 * s);
+        __m512 sc = _mm512_loadu_ps(scale + 16 * s), bi = _mm512_loadu_ps(bias + 16 * s);
         for (int t = 0; t < nt; t++) {
-            acc[t] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(isum[t]), _mm256_mul_ps(sc, _mm256_set1_ps(dx[t])), acc[t]);
-            acc[t] = _mm256_fmadd_ps(bi, _mm256_set1_ps(xsum[t]), acc[t]);
+            acc[t] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(isum[t]), _mm512_mul_ps(sc, _mm512_set1_ps(dx[t])), acc[t]);
+            acc[t] = _mm512_fmadd_ps(bi, _mm512_set1_ps(xsum[t]), acc[t]);
+        }
+    }
+    for (int t = 0; t < nt; t++) _mm512_mask_storeu_ps(out + (size_t)t * os, (__mmask16)((1u << nr) - 1), acc[t]);
+}
+#else
+AI void panel_body(quant_panel_kind k, int64_t n, const void *panel, int nr, const void *x, size_t xs, int nt,
+                   float *out, size_t os) {
+    const int L = k == QUANT_PANEL_16_Q8K ? 16 : 32;
+    const uint8_t *codes = panel;
+    const float *scale = quant_panel_scale(panel, n), *bias = scale + (n / L) * 16;
+    __m256 acc[2][PANEL_MAX_T];
+    for (int t = 0; t < nt; t++) acc[0][t] = acc[1][t] = _mm256_setzero_ps();
+    for (int64_t s = 0; s < n / L; s++) {
+        __m256i isum[2][PANEL_MAX_T];
+        const int8_t *xq[PANEL_MAX_T];
+        float dx[PANEL_MAX_T], xsum[PANEL_MAX_T];
+        for (int t = 0; t < nt; t++) {
+            isum[0][t] = isum[1][t] = _mm256_setzero_si256();
+            xq[t] = quant_panel_act(k, XROW(x, xs, t), s, L, &dx[t], &xsum[t]);
+        }
+        const uint8_t *cs = codes + (size_t)s * (size_t)L * 16;
+        for (int g = 0; g < L / 4; g++) {
+            __m256i w0 = _mm256_loadu_si256((const __m256i *)(cs + 64 * g));
+            __m256i w1 = _mm256_loadu_si256((const __m256i *)(cs + 64 * g + 32));
+            for (int t = 0; t < nt; t++) {
+                int32_t xi;
+                memcpy(&xi, xq[t] + 4 * g, 4);
+                __m256i xb = _mm256_set1_epi32(xi);
+                isum[0][t] = SIMD_DPBUSD_ACC(isum[0][t], w0, xb);
+                isum[1][t] = SIMD_DPBUSD_ACC(isum[1][t], w1, xb);
+            }
+        }
+        for (int h = 0; h < 2; h++) {
+            __m256 sc = _mm256_loadu_ps(scale + 16 * s + 8 * h), bi = _mm256_loadu_ps(bias + 16 * s + 8 * h);
+            for (int t = 0; t < nt; t++) {
+                acc[h][t] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(isum[h][t]), _mm256_mul_ps(sc, _mm256_set1_ps(dx[t])),
+                                            acc[h][t]);
+                acc[h][t] = _mm256_fmadd_ps(bi, _mm256_set1_ps(xsum[t]), acc[h][t]);
+            }
         }
     }
     for (int t = 0; t < nt; t++) {
-        if (nr == 8) {
-            _mm256_storeu_ps(out + (size_t)t * os, acc[t]);
-        } else {
-            float tmp[8];
-            _mm256_storeu_ps(tmp, acc[t]);
-            memcpy(out + (size_t)t * os, tmp, (size_t)nr * sizeof(float));
-        }
+        float tmp[16];
+        _mm256_storeu_ps(tmp, acc[0][t]);
+        _mm256_storeu_ps(tmp + 8, acc[1][t]);
+        memcpy(out + (size_t)t * os, tmp, (size_t)nr * sizeof(float));
     }
 }
+#endif
 
 #define PANEL_KERN(kind, name)                                                                         \
     static void name(int64_t n, const void *p, int nr, const void *x, size_t xs, int64_t n_tok, float *o, \

@@ -54,7 +54,7 @@ static cpu_weight weight_of(const gguf_tensor *t) {
 }
 
 /* Seconds of one kernel-only pass over the matrix: n_tok tokens, one thread, path isa; with
- * panels, each 8 rows are unpacked (counted) and every token runs against them. */
+ * panels, each 16 rows are unpacked (counted) and every token runs against them. */
 static double time_dots(bench *b, const cpu_weight *w, quant_isa isa, int n_tok, int panels) {
     size_t xb = quant_act_row_bytes(w->type, w->n_cols);
     for (int t = 0; t < n_tok; t++)
@@ -285,7 +285,8 @@ int main(int argc, char **argv) {
         b.x = malloc((size_t)(n_prompt * max_cols) * sizeof(float));
         b.out = malloc((size_t)(n_prompt * max_rows) * sizeof(float));
         b.xq = malloc((size_t)n_prompt * (size_t)max_cols * 2 + 4096);
-        b.panel = malloc((size_t)max_cols * 8 + (size_t)max_cols * 8 + 4096);
+        /* a panel is at most 24 bytes a column: 16 codes, and a scale and bias per 16 columns x 16 */
+        b.panel = malloc((size_t)max_cols * 24 + 4096);
         if (!b.x || !b.out || !b.xq || !b.panel) die("out of memory");
         for (int64_t k = 0; k < n_prompt * max_cols; k++) b.x[k] = sinf((float)k * 0.37f) + 0.1f * cosf((float)k);
         printf("\n== %s\n", argv[i]);

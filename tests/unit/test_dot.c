@@ -13,7 +13,7 @@
  * offset or min part of weight j, bounded here by the block's largest |w|. The float types
  * see f32 activations: the first budget is r alone, with n_blocks = n. SIMD paths differ from
  * the portable one only in summation order: within 2 r. Activation bytes are equal on every
- * path. The panel kernels (8 rows unpacked, for prompts) face the same budgets, and sum in f32
+ * path. The panel kernels (16 rows unpacked, for prompts) face the same budgets, and sum in f32
  * scale * dx * isum + bias * dx * sum(q) per sub-block, so they too are within 2 r of the
  * portable row kernel. */
 #include <math.h>
@@ -116,7 +116,7 @@ static void note(verdict *v, double err, double budget) {
 /* The quantised types have panels (quant/dot.h). */
 static int be_panel(uint32_t t) { return quant_traits_of(t)->block_elems > 1; }
 
-enum { ROWS = 11, TOKS = 7, N_OUT = 2 * QUANT_ISA_COUNT };
+enum { ROWS = 19, TOKS = 7, N_OUT = 2 * QUANT_ISA_COUNT };
 
 /* Output o of a case: a path's row kernel (o < QUANT_ISA_COUNT) or its panel kernel. */
 static const char *out_name(int o) {
