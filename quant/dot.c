@@ -110,10 +110,21 @@ void quant_act_dequant_row(uint32_t wtype, const void *xq, float *x, int64_t n) 
     }
 }
 
-void quant_dot_rows(quant_isa isa, uint32_t wtype, int64_t n, const void *w, size_t w_stride, int64_t n_rows,
-                    const void *xq, size_t xq_stride, int64_t n_tok, float *out, size_t out_stride) {
+quant_dot_fn quant_dot_kernel(quant_isa isa, uint32_t wtype) {
     quant_dot_kern k = NULL;
     for (int i = clamp_isa(isa); i >= 0 && !k; i--) k = tables[i]->dot[wtype];
+    return k;
+}
+
+quant_axpy_fn quant_axpy_kernel(quant_isa isa) {
+    quant_axpy_fn k = NULL;
+    for (int i = clamp_isa(isa); i >= 0 && !k; i--) k = tables[i]->axpy;
+    return k;
+}
+
+void quant_dot_rows(quant_isa isa, uint32_t wtype, int64_t n, const void *w, size_t w_stride, int64_t n_rows,
+                    const void *xq, size_t xq_stride, int64_t n_tok, float *out, size_t out_stride) {
+    quant_dot_kern k = quant_dot_kernel(isa, wtype);
     const uint8_t *wb = w, *xb = xq;
     float tmp[QUANT_DOT_TOK];
     for (int64_t t0 = 0; t0 < n_tok; t0 += QUANT_DOT_TOK) {

@@ -55,6 +55,18 @@ void quant_act_dequant_row(uint32_t wtype, const void *xq, float *x, int64_t n);
 void quant_dot_rows(quant_isa isa, uint32_t wtype, int64_t n, const void *w, size_t w_stride, int64_t n_rows,
                     const void *xq, size_t xq_stride, int64_t n_tok, float *out, size_t out_stride);
 
+/* ---- kernels for inner loops ---------------------------------------------------------------
+ * quant_dot_rows looks its kernel up on every call; loops that call it per position (attention
+ * over a paged cache) take the kernel once instead. */
+typedef void (*quant_dot_fn)(int64_t n, const void *w, const void *x, size_t x_stride, int nt, float *out);
+typedef void (*quant_axpy_fn)(float *y, float a, const float *x, int64_t n);
+
+/* The kernel quant_dot_rows uses for (isa, wtype): out[t] = dot(w, x + t * x_stride) for
+ * t < nt, 1 <= nt <= QUANT_DOT_TOK. wtype must pass quant_dot_check. */
+quant_dot_fn quant_dot_kernel(quant_isa isa, uint32_t wtype);
+/* y[i] += a * x[i] for i < n, on the given path. */
+quant_axpy_fn quant_axpy_kernel(quant_isa isa);
+
 /* ---- panels: the prompt case --------------------------------------------------------------
  * With many tokens, QUANT_PANEL_ROWS weight rows are unpacked once into a panel (u8 codes
  * interleaved in groups of 4 per row, so one 64-byte integer product covers 4 weights of each

@@ -21,6 +21,7 @@ typedef struct {
     quant_dot_kern dot[QUANT_TYPE_COUNT];  /* by weight type id */
     quant_panel_kern panel[QUANT_PANEL_KINDS];
     int panel_wide;                        /* the panel kernels take codes up to 255 */
+    void (*axpy)(float *y, float a, const float *x, int64_t n);
     quant_act_kern act[QUANT_ACT_COUNT];   /* by activation format */
 } quant_dot_table;
 

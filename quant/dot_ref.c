@@ -263,6 +263,10 @@ K_DOT(q5_K, (unpack_q45_K(b->scales, b->qs, b->qh, &k), k.d = quant_f16_to_f32(b
              k.dmin = quant_f16_to_f32(b->dmin)))
 K_DOT(q6_K, unpack_q6_K(b, &k))
 
+static void axpy(float *y, float a, const float *x, int64_t n) {
+    for (int64_t i = 0; i < n; i++) y[i] += a * x[i];
+}
+
 /* ---- the table ------------------------------------------------------------------------------ */
 
 #define KERN(t)                                                                                     \
@@ -294,4 +298,5 @@ const quant_dot_table quant_dot_table_ref = {
     .act = {[QUANT_ACT_F32] = act_f32, [QUANT_ACT_Q8] = act_q8, [QUANT_ACT_Q8_K] = act_q8_K},
     .panel = {quant_panel_ref_32_q8, quant_panel_ref_32_q8k, quant_panel_ref_16_q8k},
     .panel_wide = 1,
+    .axpy = axpy,
 };

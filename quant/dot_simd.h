@@ -156,6 +156,13 @@ AI void float_body(int kind, int64_t n, const void *w, const void *x, size_t xs,
     }
 }
 
+static void axpy(float *y, float a, const float *x, int64_t n) {
+    __m256 va = _mm256_set1_ps(a);
+    int64_t i = 0;
+    for (; i + 8 <= n; i += 8) _mm256_storeu_ps(y + i, _mm256_fmadd_ps(va, _mm256_loadu_ps(x + i), _mm256_loadu_ps(y + i)));
+    for (; i < n; i++) y[i] += a * x[i];
+}
+
 /* ---- 32-weight types: block_q8_a activations ------------------------------------------------ */
 
 enum { K_Q4_0, K_Q4_1, K_Q5_0, K_Q5_1, K_Q8_0 };
@@ -498,4 +505,5 @@ const quant_dot_table SIMD_TABLE = {
     .act = {[QUANT_ACT_Q8] = act_q8, [QUANT_ACT_Q8_K] = act_q8_K},
     .panel = {panel_32_q8, panel_32_q8k, panel_16_q8k},
     .panel_wide = SIMD_PANEL_WIDE,
+    .axpy = axpy,
 };
