@@ -6,10 +6,10 @@
 #include "quant.h"
 
 static const quant_dot_table *const tables[QUANT_ISA_COUNT] = {
-    &quant_dot_table_ref, &quant_dot_table_avx2, &quant_dot_table_avx512,
+    &quant_dot_table_ref, &quant_dot_table_avx2, &quant_dot_table_avxvnni, &quant_dot_table_avx512,
 };
 
-static const char *const isa_names[QUANT_ISA_COUNT] = {"ref", "avx2", "avx512"};
+static const char *const isa_names[QUANT_ISA_COUNT] = {"ref", "avx2", "avxvnni", "avx512"};
 
 int quant_isa_supported(quant_isa isa) {
     switch (isa) {
@@ -17,6 +17,8 @@ int quant_isa_supported(quant_isa isa) {
 #if defined(__x86_64__) || defined(__i386__)
     case QUANT_ISA_AVX2:
         return __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma") && __builtin_cpu_supports("f16c");
+    case QUANT_ISA_AVXVNNI:
+        return quant_isa_supported(QUANT_ISA_AVX2) && __builtin_cpu_supports("avxvnni");
     case QUANT_ISA_AVX512:
         return quant_isa_supported(QUANT_ISA_AVX2) && __builtin_cpu_supports("avx512f") &&
                __builtin_cpu_supports("avx512bw") && __builtin_cpu_supports("avx512vl") &&

@@ -3,8 +3,9 @@
  * (8-bit codes per 32 for the 32-weight types, Q8_K for the K types, plain f32 for the float
  * types); weight codes are used unsigned and the offsets or mins come back through the stored
  * activation sums, so every path does integer products of u8 x s8. Paths: portable C (every
- * machine, the tests' yardstick), AVX2+FMA+F16C, and AVX-512 VNNI, picked from cpuid at run
- * time; a path without a kernel for a type falls back to the next lower one. */
+ * machine, the tests' yardstick), AVX2+FMA+F16C, AVX-VNNI (256-bit VNNI without AVX-512, as on
+ * Intel's hybrid cores) and AVX-512 VNNI, picked from cpuid at run time; a path without a kernel
+ * for a type falls back to the next lower one. */
 #ifndef MGI_QUANT_DOT_H
 #define MGI_QUANT_DOT_H
 
@@ -12,8 +13,11 @@
 #include <stdint.h>
 #include "blocks.h"
 
-/* Instruction-set paths, lowest first. QUANT_ISA_AVX512 needs AVX-512 F/BW/VL and VNNI. */
-typedef enum { QUANT_ISA_REF = 0, QUANT_ISA_AVX2 = 1, QUANT_ISA_AVX512 = 2, QUANT_ISA_COUNT } quant_isa;
+/* Instruction-set paths, lowest first. QUANT_ISA_AVXVNNI needs AVX2 + AVX-VNNI, QUANT_ISA_AVX512
+ * AVX2 + AVX-512 F/BW/VL and VNNI. */
+typedef enum {
+    QUANT_ISA_REF = 0, QUANT_ISA_AVX2 = 1, QUANT_ISA_AVXVNNI = 2, QUANT_ISA_AVX512 = 3, QUANT_ISA_COUNT
+} quant_isa;
 
 /* Activation formats. */
 typedef enum { QUANT_ACT_F32 = 0, QUANT_ACT_Q8 = 1, QUANT_ACT_Q8_K = 2, QUANT_ACT_COUNT } quant_act;

@@ -27,6 +27,7 @@ typedef struct {
 
 extern const quant_dot_table quant_dot_table_ref;
 extern const quant_dot_table quant_dot_table_avx2;
+extern const quant_dot_table quant_dot_table_avxvnni;
 extern const quant_dot_table quant_dot_table_avx512;
 
 /* Panel layout (quant/dot_panel.c): codes[n / 4][16][4] u8, then scale[n_sub][16] and
