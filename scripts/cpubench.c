@@ -276,17 +276,20 @@ int main(int argc, char **argv) {
         gguf_ctx *g = gguf_open(argv[i], 1, err, sizeof err);
         if (!g) die(err);
         int64_t max_cols = 0, max_rows = 0;
+        size_t max_xq = 0, max_panel = 0;
         for (int64_t k = 0; k < gguf_n_tensors(g); k++) {
             const gguf_tensor *t = gguf_tensor_at(g, k);
             if (!is_matrix(g, t)) continue;
             max_cols = t->ne[0] > max_cols ? t->ne[0] : max_cols;
             max_rows = t->ne[1] > max_rows ? t->ne[1] : max_rows;
+            size_t xq = quant_act_row_bytes(t->type, t->ne[0]), pb = quant_panel_bytes(t->type, t->ne[0]);
+            max_xq = xq > max_xq ? xq : max_xq;
+            max_panel = pb > max_panel ? pb : max_panel;
         }
         b.x = malloc((size_t)(n_prompt * max_cols) * sizeof(float));
         b.out = malloc((size_t)(n_prompt * max_rows) * sizeof(float));
-        b.xq = malloc((size_t)n_prompt * (size_t)max_cols * 2 + 4096);
-        /* a panel is at most 24 bytes a column: 16 codes, and a scale and bias per 16 columns x 16 */
-        b.panel = malloc((size_t)max_cols * 24 + 4096);
+        b.xq = malloc((size_t)n_prompt * max_xq + 64);
+        b.panel = malloc(max_panel + 64);
         if (!b.x || !b.out || !b.xq || !b.panel) die("out of memory");
         for (int64_t k = 0; k < n_prompt * max_cols; k++) b.x[k] = sinf((float)k * 0.37f) + 0.1f * cosf((float)k);
         printf("\n== %s\n", argv[i]);
