@@ -240,17 +240,27 @@ AI void b32_body(int kind, int64_t n, const void *w, const void *x, size_t xs, i
 #define XQ(t, off) _mm256_loadu_si256((const __m256i *)(((const block_q8_K *)XROW(x, xs, t) + i)->qs + (off)))
 #define BSUMS(t) (((const block_q8_K *)XROW(x, xs, t) + i)->bsums)
 
-/* sum over 16 sub-blocks of coef[s] * bsums[s] */
-AI int bsum_dot16(const int16_t *bs, const int16_t *coef) {
-    __m256i p = _mm256_madd_epi16(_mm256_loadu_si256((const __m256i *)bs), _mm256_loadu_si256((const __m256i *)coef));
-    return hsum_epi32(p);
+/* sum over 16 sub-blocks of coef[s] * bsums[s]; coefficients in a register (built from bytes
+ * with vector ops: a vector load of scalars just stored would stall on store forwarding) */
+AI int bsum_dot16(const int16_t *bs, __m256i coef) {
+    return hsum_epi32(_mm256_madd_epi16(_mm256_loadu_si256((const __m256i *)bs), coef));
+}
+
+/* sum over 8 sub-blocks of 32 of m[s] * (bsums[2s] + bsums[2s + 1]), m as 8 int16 */
+AI int bsum_dot8(const int16_t *bs, __m128i m) {
+    __m256i v = _mm256_loadu_si256((const __m256i *)bs);
+    __m128i pairs = _mm_hadd_epi16(_mm256_castsi256_si128(v), _mm256_extracti128_si256(v, 1));
+    __m128i p = _mm_madd_epi16(pairs, m);
+    p = _mm_add_epi32(p, _mm_shuffle_epi32(p, 0x4e));
+    p = _mm_add_epi32(p, _mm_shuffle_epi32(p, 0xb1));
+    return _mm_cvtsi128_si32(p);
 }
 
 AI void q2_K_body(int64_t n, const void *w, const void *x, size_t xs, int nt, float *out) {
     const __m256i m3 = _mm256_set1_epi8(3);
     K_LOOP_BEGIN(block_q2_K, sizeof(block_q2_K))
-    int16_t mins[16];
-    for (int s = 0; s < 16; s++) mins[s] = (int16_t)(b->scales[s] >> 4);
+    __m128i sc8 = _mm_loadu_si128((const __m128i *)b->scales);
+    __m256i mins = _mm256_cvtepu8_epi16(_mm_and_si128(_mm_srli_epi16(sc8, 4), _mm_set1_epi8(15)));
     for (int h = 0; h < 2; h++) {
         __m256i qv = _mm256_loadu_si256((const __m256i *)(b->qs + 32 * h));
         for (int f = 0; f < 4; f++, qv = _mm256_srli_epi16(qv, 2)) {
@@ -268,8 +278,12 @@ AI void q2_K_body(int64_t n, const void *w, const void *x, size_t xs, int nt, fl
 AI void q3_K_body(int64_t n, const void *w, const void *x, size_t xs, int nt, float *out) {
     const __m256i m3 = _mm256_set1_epi8(3), one = _mm256_set1_epi8(1);
     K_LOOP_BEGIN(block_q3_K, sizeof(block_q3_K))
-    int16_t sc[16];
-    for (int s = 0; s < 16; s++) sc[s] = (int16_t)quant_k3_scale(b->scales, s);
+    int sc[16];
+    for (int s = 0; s < 16; s++) sc[s] = quant_k3_scale(b->scales, s);
+    __m256i scales = _mm256_setr_epi16((short)sc[0], (short)sc[1], (short)sc[2], (short)sc[3], (short)sc[4],
+                                       (short)sc[5], (short)sc[6], (short)sc[7], (short)sc[8], (short)sc[9],
+                                       (short)sc[10], (short)sc[11], (short)sc[12], (short)sc[13], (short)sc[14],
+                                       (short)sc[15]);
     __m256i hm = _mm256_loadu_si256((const __m256i *)b->hmask);
     for (int h = 0; h < 2; h++) {
         __m256i qv = _mm256_loadu_si256((const __m256i *)(b->qs + 32 * h));
@@ -283,7 +297,7 @@ AI void q3_K_body(int64_t n, const void *w, const void *x, size_t xs, int nt, fl
         }
     }
     float dw = f16(b->d);
-    K_LOOP_END(dw, -4.0f * dw * (float)bsum_dot16(BSUMS(t), sc))
+    K_LOOP_END(dw, -4.0f * dw * (float)bsum_dot16(BSUMS(t), scales))
 }
 
 /* Q4_K (hbits 0) and Q5_K (hbits 1): 8 sub-blocks of 32, one scale per 32-byte run. */
@@ -292,12 +306,17 @@ AI void q45_K_body(int hbits, int64_t n, const void *w, const void *x, size_t xs
     K_LOOP_BEGIN(block_q4_K, hbits ? sizeof(block_q5_K) : sizeof(block_q4_K))
     const block_q5_K *b5 = (const block_q5_K *)b;
     const uint8_t *qs = hbits ? b5->qs : b->qs;
-    uint8_t sc[8], mn[8];
-    int16_t mins[16];
-    for (int s = 0; s < 8; s++) {
-        quant_k4_scale_min(b->scales, s, &sc[s], &mn[s]);
-        mins[2 * s] = mins[2 * s + 1] = mn[s];
-    }
+    /* The 8 scales and 8 mins (layout in blocks.h) by 32-bit masks and shifts: bytes of u[0..1]
+     * are the scales, bytes of u[2..3] the mins. */
+    uint32_t u[4];
+    memcpy(u, b->scales, 12);
+    u[3] = ((u[2] >> 4) & 0x0f0f0f0fu) | (((u[1] >> 6) & 0x03030303u) << 4);
+    uint32_t m_lo = u[1] & 0x3f3f3f3fu;
+    u[1] = (u[2] & 0x0f0f0f0fu) | (((u[0] >> 6) & 0x03030303u) << 4);
+    u[2] = m_lo;
+    u[0] &= 0x3f3f3f3fu;
+    uint64_t scs = (uint64_t)u[0] | (uint64_t)u[1] << 32;
+    __m128i mins = _mm_cvtepu8_epi16(_mm_set_epi32(0, 0, (int)u[3], (int)u[2]));
     __m256i hv = hbits ? _mm256_loadu_si256((const __m256i *)b5->qh) : _mm256_setzero_si256();
     for (int g = 0; g < 4; g++) {
         __m256i raw = _mm256_loadu_si256((const __m256i *)(qs + 32 * g));
@@ -307,14 +326,15 @@ AI void q45_K_body(int hbits, int64_t n, const void *w, const void *x, size_t xs
             hi = _mm256_or_si256(hi, _mm256_slli_epi16(_mm256_and_si256(_mm256_srli_epi16(hv, 1), one), 4));
             hv = _mm256_srli_epi16(hv, 2);
         }
-        __m256i slo = _mm256_set1_epi16(sc[2 * g]), shi = _mm256_set1_epi16(sc[2 * g + 1]);
+        __m256i slo = _mm256_set1_epi16((short)((scs >> (16 * g)) & 0xff));
+        __m256i shi = _mm256_set1_epi16((short)((scs >> (16 * g + 8)) & 0xff));
         for (int t = 0; t < nt; t++) {
             sumi[t] = SIMD_MADD16_ACC(sumi[t], _mm256_maddubs_epi16(lo, XQ(t, 64 * g)), slo);
             sumi[t] = SIMD_MADD16_ACC(sumi[t], _mm256_maddubs_epi16(hi, XQ(t, 64 * g + 32)), shi);
         }
     }
     float dw = f16(b->d), dmin = f16(b->dmin);
-    K_LOOP_END(dw, -dmin * (float)bsum_dot16(BSUMS(t), mins))
+    K_LOOP_END(dw, -dmin * (float)bsum_dot8(BSUMS(t), mins))
 }
 
 /* The body reads d, dmin and scales of both through block_q4_K: Q5_K starts with the same. */
@@ -324,8 +344,8 @@ QUANT_STATIC_ASSERT(__builtin_offsetof(block_q4_K, scales) == __builtin_offsetof
 AI void q6_K_body(int64_t n, const void *w, const void *x, size_t xs, int nt, float *out) {
     const __m256i m4 = _mm256_set1_epi8(15), m3 = _mm256_set1_epi8(3);
     K_LOOP_BEGIN(block_q6_K, sizeof(block_q6_K))
-    int16_t sc[16];
-    for (int s = 0; s < 16; s++) sc[s] = b->scales[s];
+    const int8_t *sc = b->scales;
+    __m256i scales = _mm256_cvtepi8_epi16(_mm_loadu_si128((const __m128i *)b->scales));
     for (int h = 0; h < 2; h++) {
         __m256i l0 = _mm256_loadu_si256((const __m256i *)(b->ql + 64 * h));
         __m256i l1 = _mm256_loadu_si256((const __m256i *)(b->ql + 64 * h + 32));
@@ -343,7 +363,7 @@ AI void q6_K_body(int64_t n, const void *w, const void *x, size_t xs, int nt, fl
         }
     }
     float dw = f16(b->d);
-    K_LOOP_END(dw, -32.0f * dw * (float)bsum_dot16(BSUMS(t), sc))
+    K_LOOP_END(dw, -32.0f * dw * (float)bsum_dot16(BSUMS(t), scales))
 }
 
 /* ---- panels (the prompt case) --------------------------------------------------------------
