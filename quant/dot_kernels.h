@@ -31,16 +31,10 @@ extern const quant_dot_table quant_dot_table_avxvnni;
 extern const quant_dot_table quant_dot_table_avx512;
 
 /* Panel layout (quant/dot_panel.c): codes[n / 4][16][4] u8, then scale[n_sub][16] and
- * bias[n_sub][16] f32, n_sub = n / sub-block length; weight = scale * code + bias. K types
- * add the integer form: sc[n_sub][16] and m[n_sub][16] int32, then D[n / 256][16] and
- * DM[n / 256][16] f32, with weight = D * sc * code - DM * m (sums stay integer per block). */
+ * bias[n_sub][16] f32, n_sub = n / sub-block length; weight = scale * code + bias. */
 static inline const float *quant_panel_scale(const void *panel, int64_t n) {
     return (const float *)((const uint8_t *)panel + (size_t)n * QUANT_PANEL_ROWS);
 }
-static inline const int32_t *quant_panel_isc(const void *panel, int64_t n, int L) {
-    return (const int32_t *)(quant_panel_scale(panel, n) + 2 * (n / L) * QUANT_PANEL_ROWS);
-}
-
 /* The activation side of sub-block s (length L) of an activation row: its codes, scale dx and
  * dx * sum(codes). */
 static inline const int8_t *quant_panel_act(quant_panel_kind k, const void *x, int64_t s, int L, float *dx, float *xs) {

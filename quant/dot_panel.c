@@ -145,52 +145,9 @@ int quant_panel_usable(quant_isa isa, uint32_t wtype) {
     return tb->panel[panel_kind(wtype)] && (wtype != QUANT_Q8_0 || tb->panel_wide);
 }
 
-/* Integer K form: per sub-block sc and m, per 256-block D and DM (see dot_kernels.h). */
-static int panel_has_k(uint32_t t) { return quant_traits_of(t)->block_elems == QK_K; }
-
 size_t quant_panel_bytes(uint32_t wtype, int64_t n) {
     int L = panel_sub(wtype);
-    if (!L) return 0;
-    size_t sub = 2 * (size_t)(n / L) * QUANT_PANEL_ROWS * sizeof(float);
-    if (panel_has_k(wtype)) sub = 2 * sub + 2 * (size_t)(n / QK_K) * QUANT_PANEL_ROWS * sizeof(float);
-    return (size_t)n * QUANT_PANEL_ROWS + sub;
-}
-
-/* The integer K form of one row: sc, m per sub-block, D, DM per block. */
-static void panel_row_k(uint32_t t, int64_t n, const void *row, int32_t *sc, int32_t *m, float *D, float *DM) {
-    size_t bs = quant_traits_of(t)->block_bytes;
-    const uint8_t *b = row;
-    for (int64_t i = 0; i < n / QK_K; i++, b += bs) {
-        switch (t) {
-        case QUANT_Q2_K: {
-            const block_q2_K *k = (const block_q2_K *)b;
-            D[i] = quant_f16_to_f32(k->d), DM[i] = quant_f16_to_f32(k->dmin);
-            for (int s = 0; s < 16; s++) sc[16 * i + s] = k->scales[s] & 15, m[16 * i + s] = k->scales[s] >> 4;
-            break;
-        }
-        case QUANT_Q3_K: {
-            const block_q3_K *k = (const block_q3_K *)b;
-            D[i] = DM[i] = quant_f16_to_f32(k->d);
-            for (int s = 0; s < 16; s++) sc[16 * i + s] = quant_k3_scale(k->scales, s), m[16 * i + s] = 4 * sc[16 * i + s];
-            break;
-        }
-        case QUANT_Q6_K: {
-            const block_q6_K *k = (const block_q6_K *)b;
-            D[i] = DM[i] = quant_f16_to_f32(k->d);
-            for (int s = 0; s < 16; s++) sc[16 * i + s] = k->scales[s], m[16 * i + s] = 32 * k->scales[s];
-            break;
-        }
-        default: {  /* Q4_K, Q5_K */
-            const block_q4_K *k = (const block_q4_K *)b;
-            D[i] = quant_f16_to_f32(k->d), DM[i] = quant_f16_to_f32(k->dmin);
-            for (int s = 0; s < 8; s++) {
-                uint8_t a, c;
-                quant_k4_scale_min(k->scales, s, &a, &c);
-                sc[8 * i + s] = a, m[8 * i + s] = c;
-            }
-        }
-        }
-    }
+    return L ? (size_t)n * QUANT_PANEL_ROWS + 2 * (size_t)(n / L) * QUANT_PANEL_ROWS * sizeof(float) : 0;
 }
 
 void quant_panel_pack(uint32_t wtype, int64_t n, const void *w, size_t w_stride, int nr, void *panel) {
@@ -215,22 +172,6 @@ void quant_panel_pack(uint32_t wtype, int64_t n, const void *w, size_t w_stride,
             for (int64_t s = 0; s < len / L; s++) {
                 scale[(c0 / L + s) * QUANT_PANEL_ROWS + r] = rs[s];
                 bias[(c0 / L + s) * QUANT_PANEL_ROWS + r] = rb[s];
-            }
-            if (!panel_has_k(wtype)) continue;
-            int32_t *isc = (int32_t *)(bias + n_sub * QUANT_PANEL_ROWS), *imn = isc + n_sub * QUANT_PANEL_ROWS;
-            float *D = (float *)(imn + n_sub * QUANT_PANEL_ROWS), *DM = D + (n / QK_K) * QUANT_PANEL_ROWS;
-            int32_t ksc[256] = {0}, kmn[256] = {0};
-            float kd[16] = {0}, kdm[16] = {0};
-            if (r < nr)
-                panel_row_k(wtype, len, (const uint8_t *)w + (size_t)r * w_stride + quant_row_bytes(wtype, c0), ksc, kmn,
-                            kd, kdm);
-            for (int64_t s = 0; s < len / L; s++) {
-                isc[(c0 / L + s) * QUANT_PANEL_ROWS + r] = ksc[s];
-                imn[(c0 / L + s) * QUANT_PANEL_ROWS + r] = kmn[s];
-            }
-            for (int64_t b = 0; b < len / QK_K; b++) {
-                D[(c0 / QK_K + b) * QUANT_PANEL_ROWS + r] = kd[b];
-                DM[(c0 / QK_K + b) * QUANT_PANEL_ROWS + r] = kdm[b];
             }
         }
     }
