@@ -30,7 +30,7 @@ static const uint32_t types[] = {QUANT_F32, QUANT_F16, QUANT_BF16, QUANT_Q4_0, Q
 static void case_type(uint32_t t, threadpool *pools[4], char *why, size_t wn, int *bad, int *bad_det) {
     int be = quant_traits_of(t)->block_elems;
     int64_t n_cols = be == 1 ? 136 : be == 32 ? 352 : 512, n_rows = 37;
-    static const int64_t toks[] = {1, 3, 33, 70};
+    static const int64_t toks[] = {1, 3, 13, 33, 70};  /* row kernels below 32, panels above */
     size_t rb = quant_row_bytes(t, n_cols) + 8, xb = quant_act_row_bytes(t, n_cols);
     uint8_t *w = calloc((size_t)n_rows, rb);
     float *wd = malloc((size_t)(n_rows * n_cols) * sizeof *wd), *tmp = malloc((size_t)n_cols * sizeof *tmp);
@@ -47,7 +47,7 @@ static void case_type(uint32_t t, threadpool *pools[4], char *why, size_t wn, in
     char err[256];
     for (int isa = 0; isa < QUANT_ISA_COUNT; isa++) {
         if (!quant_isa_supported((quant_isa)isa)) continue;
-        for (int ti = 0; ti < 4; ti++) {
+        for (int ti = 0; ti < 5; ti++) {
             int64_t nt = toks[ti];
             for (int pi = 0; pi < 4; pi++) {
                 cpu_matmul_ctx c;
@@ -100,7 +100,7 @@ static void test_products(void) {
         char why[300] = "", name[128];
         int bad = 0, bad_det = 0;
         case_type(types[ti], pools, why, sizeof why, &bad, &bad_det);
-        snprintf(name, sizeof name, "cpu_matmul %s: 1, 3, 33, 70 tokens x 37 rows equal the f64 product",
+        snprintf(name, sizeof name, "cpu_matmul %s: 1, 3, 13, 33, 70 tokens x 37 rows equal the f64 product",
                  quant_type_name(types[ti]));
         CHECK(!bad, name, "%s (%d bad)", why, bad);
         snprintf(name, sizeof name, "cpu_matmul %s: bit-identical on no pool and 1, 2, 3 threads",
