@@ -137,7 +137,9 @@ int cpu_matmul(cpu_matmul_ctx *c, const cpu_weight *w, const float *x, int64_t n
     if (matmul_grow(&c->act, &c->act_cap, (size_t)n_tok * xq_bytes, "quantised activations", err, err_size))
         return -1;
     int n_threads = c->pool ? threadpool_size(c->pool) : 1;
-    int use_panels = n_tok >= CPU_MATMUL_PANEL_MIN_TOK && quant_panel_usable(c->isa, w->type);
+    int q5 = w->type == QUANT_Q5_0 || w->type == QUANT_Q5_1;
+    int use_panels = n_tok >= (q5 ? CPU_MATMUL_PANEL_MIN_TOK_Q5 : CPU_MATMUL_PANEL_MIN_TOK) &&
+                     quant_panel_usable(c->isa, w->type);
     size_t panel_bytes = use_panels ? (quant_panel_bytes(w->type, w->n_cols) + 63) & ~(size_t)63 : 0;
     /* 2 panels an item, 1 where that would leave threads without several items */
     int64_t n_panels = (w->n_rows + QUANT_PANEL_ROWS - 1) / QUANT_PANEL_ROWS;

@@ -33,11 +33,12 @@ typedef struct {
 } cpu_matmul_ctx;
 
 /* Prompts of at least this many tokens use the panel kernels (quant/dot.h) where the type has
- * them. Unpacking costs ~0.5 ns a weight, so panels win only once enough tokens share it; the
- * crossovers measured on one Zen 5 core (thread CPU time, 1024 x 2048): Q8_0 ~10 tokens, Q4_0,
- * Q4_1 and Q6_K ~20, Q4_K ~36. At 128 tokens panels run 1.8x (Q6_K) to 2.6x (Q4_0) the row
- * kernels. */
-#define CPU_MATMUL_PANEL_MIN_TOK 32
+ * them, Q5_0 and Q5_1 from CPU_MATMUL_PANEL_MIN_TOK_Q5: unpacking a panel costs 0.13-0.25 ns a
+ * weight (Q5: 0.6-0.7), so panels win once enough tokens share it. Crossovers measured on one
+ * Zen 5 core (thread CPU time, 1024 x 2048): Q8_0 ~6 tokens, Q4_0 ~8, Q4_K ~12, Q6_K ~13,
+ * Q5_0 ~40. At 128 tokens panels run 1.7x (Q6_K) to 3.3x (Q4_0) the row kernels. */
+#define CPU_MATMUL_PANEL_MIN_TOK 16
+#define CPU_MATMUL_PANEL_MIN_TOK_Q5 48
 
 /* isa: quant_isa_best() for real work; lower paths for tests and comparisons. */
 void cpu_matmul_init(cpu_matmul_ctx *c, threadpool *pool, quant_isa isa);

@@ -30,7 +30,7 @@ static const uint32_t types[] = {QUANT_F32, QUANT_F16, QUANT_BF16, QUANT_Q4_0, Q
 static void case_type(uint32_t t, threadpool *pools[4], char *why, size_t wn, int *bad, int *bad_det) {
     int be = quant_traits_of(t)->block_elems;
     int64_t n_cols = be == 1 ? 136 : be == 32 ? 352 : 512, n_rows = 37;
-    static const int64_t toks[] = {1, 3, 13, 33, 70};  /* row kernels below 32, panels above */
+    static const int64_t toks[] = {1, 3, 13, 33, 70};  /* row kernels to 15 (Q5: 47), panels from 16 */
     size_t rb = quant_row_bytes(t, n_cols) + 8, xb = quant_act_row_bytes(t, n_cols);
     uint8_t *w = calloc((size_t)n_rows, rb);
     float *wd = malloc((size_t)(n_rows * n_cols) * sizeof *wd), *tmp = malloc((size_t)n_cols * sizeof *tmp);
