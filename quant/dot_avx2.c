@@ -10,6 +10,7 @@
 #define SIMD_MADD16_ACC(acc, a, b) _mm256_add_epi32((acc), _mm256_madd_epi16((a), (b)))
 #define SIMD_DPBUSD_ACC(acc, u, s) _mm256_add_epi32((acc), SIMD_DOT_U8S8((u), (s)))
 #define SIMD_PANEL_T 2
+#define SIMD_ROW_512 0
 #define SIMD_PANEL_WIDE 0
 #define SIMD_TABLE quant_dot_table_avx2
 #include "dot_simd.h"

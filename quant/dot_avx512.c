@@ -11,6 +11,7 @@
 #define SIMD_MADD16_ACC(acc, a, b) _mm256_dpwssd_epi32((acc), (a), (b))
 #define SIMD_DPBUSD_ACC(acc, u, s) _mm256_dpbusd_epi32((acc), (u), (s))
 #define SIMD_PANEL_T 2
+#define SIMD_ROW_512 1
 #define SIMD_PANEL_WIDE 1
 #define SIMD_TABLE quant_dot_table_avx512
 #include "dot_simd.h"
