@@ -74,9 +74,10 @@ quant_axpy_fn quant_axpy_kernel(quant_isa isa);
 /* ---- panels: the prompt case --------------------------------------------------------------
  * With many tokens, QUANT_PANEL_ROWS weight rows are unpacked once into a panel (u8 codes
  * interleaved in groups of 4 per row, so one 32-byte integer product covers 4 weights of each
- * of 8 rows against 4 broadcast activation bytes; an f32 scale and bias per row and sub-block) and every token runs against it: the per-block float work is
- * shared by 16 rows instead of done per row. Types with 32-weight blocks and the K types; not the float types, and Q8_0 (codes
- * up to 255, which maddubs would saturate) only on the VNNI path. */
+ * of 8 rows against 4 broadcast activation bytes; an f32 scale and bias per row and sub-block)
+ * and every token runs against it: the per-block float work is shared by the panel's rows
+ * instead of done per row. Types with 32-weight blocks and the K types; not the float types,
+ * and Q8_0 (codes up to 255, which maddubs would saturate) only on the VNNI paths. */
 #define QUANT_PANEL_ROWS 16
 
 /* 1 when (isa, wtype) has the panel kernel; the portable path has it for every quantised type. */
