@@ -1,0 +1,18 @@
+/* Attention of one query head over an f32 KV cache for the fast CPU backend, vectorised through
+ * quant/dot.h's kernels: scores q.k_j * scale, a softmax, and the weighted sum of the v_j. The
+ * cache may be paged: position j lives in cell cells[j]. Which positions a token sees (causal
+ * mask, sliding window, the sequence's pages) is the caller's choice of cells. */
+#ifndef MGI_ENGINE_CPU_ATTN_H
+#define MGI_ENGINE_CPU_ATTN_H
+
+#include <stddef.h>
+#include <stdint.h>
+#include "quant/dot.h"
+
+/* out[d] = sum_j softmax_j(scale * dot(q, K_j)) V_j[d] for d < head_dim, over j < n_pos (>= 1):
+ * K_j = k + cells[j] * stride and V_j = v + cells[j] * stride (floats; k and v already point at
+ * this head's slice of cell 0). scores: n_pos floats of scratch. */
+void cpu_attn_head(quant_isa isa, float *out, const float *q, const float *k, const float *v, size_t stride,
+                   const int32_t *cells, int32_t n_pos, int32_t head_dim, float scale, float *scores);
+
+#endif

@@ -1,0 +1,176 @@
+/* The fast CPU matrix product (engine/cpu_matmul.h): quantise the activations once (on the pool
+ * when there are many tokens), then hand out items. Few tokens: tiles of ROW_BLOCK rows x
+ * TOK_BLOCK tokens through quant_dot_rows (each unpacked weight block reused across
+ * QUANT_DOT_TOK tokens in registers). Many tokens: an item is a group of 16-row panels x PANEL_TOK
+ * tokens; the thread unpacks the rows into its panel buffer once and runs the tokens against it
+ * (quant_panel_dot). Every output element is computed the same way whatever the thread count, so
+ * results do not depend on -t. */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "engine/cpu_matmul.h"
+#include "quant/quant.h"
+
+/* 16 rows of a 4096-wide Q4_K matrix are 36 KiB: L1-sized; 32 tokens of Q8_K activations of
+ * that width are 146 KiB: L2-sized. */
+#define ROW_BLOCK 16
+#define TOK_BLOCK 32
+/* 256 tokens of 4096-wide activations are ~1.1 MiB: about one core's L2. */
+#define PANEL_TOK 256
+
+void cpu_matmul_init(cpu_matmul_ctx *c, threadpool *pool, quant_isa isa) {
+    *c = (cpu_matmul_ctx){.pool = pool, .isa = isa};
+}
+
+void cpu_matmul_free(cpu_matmul_ctx *c) {
+    free(c->act);
+    free(c->panels);
+    c->act = c->panels = NULL;
+    c->act_cap = c->panels_cap = 0;
+}
+
+int cpu_matmul_check(const cpu_weight *w, char *err, size_t err_size) {
+    if (quant_dot_check(w->type, w->n_cols, err, err_size)) return -1;
+    size_t need = quant_row_bytes(w->type, w->n_cols);
+    if (w->n_rows <= 0 || !w->data || need == 0 || w->row_bytes < need) {
+        snprintf(err, err_size, "cpu matmul: bad %s weight (%lld rows of %lld, %zu bytes a row, %zu needed%s)",
+                 quant_type_name(w->type), (long long)w->n_rows, (long long)w->n_cols, w->row_bytes, need,
+                 w->data ? "" : ", no data");
+        return -1;
+    }
+    return 0;
+}
+
+typedef struct {
+    const cpu_matmul_ctx *c;
+    const cpu_weight *w;
+    const float *x;
+    float *out;
+    int64_t n_tok, n_tb, row_block;
+    size_t xq_bytes;     /* bytes of one quantised activation row */
+    size_t panel_bytes;  /* one panel; each thread has `group` of them in c->panels */
+    int group;           /* panels per item */
+} matmul_job;
+
+static void matmul_quant_rows(void *arg, int64_t b, int64_t e, int thread) {
+    (void)thread;
+    matmul_job *j = arg;
+    for (int64_t t = b; t < e; t++)
+        quant_act_quant_row(j->c->isa, j->w->type, j->x + t * j->w->n_cols,
+                            (uint8_t *)j->c->act + (size_t)t * j->xq_bytes, j->w->n_cols);
+}
+
+static void matmul_tiles(void *arg, int64_t b, int64_t e, int thread) {
+    (void)thread;
+    matmul_job *j = arg;
+    const cpu_weight *w = j->w;
+    for (int64_t i = b; i < e; i++) {
+        int64_t rb = i / j->n_tb, tb = i % j->n_tb;
+        int64_t r0 = rb * j->row_block, t0 = tb * TOK_BLOCK;
+        int64_t nr = w->n_rows - r0 < j->row_block ? w->n_rows - r0 : j->row_block;
+        int64_t nt = j->n_tok - t0 < TOK_BLOCK ? j->n_tok - t0 : TOK_BLOCK;
+        quant_dot_rows(j->c->isa, w->type, w->n_cols, (const uint8_t *)w->data + (size_t)r0 * w->row_bytes,
+                       w->row_bytes, nr, (const uint8_t *)j->c->act + (size_t)t0 * j->xq_bytes, j->xq_bytes, nt,
+                       j->out + (size_t)t0 * (size_t)w->n_rows + (size_t)r0, (size_t)w->n_rows);
+    }
+}
+
+/* Panels: an item is a group of `group` panels x PANEL_TOK tokens. The group is unpacked once,
+ * then tokens go 8 at a time through every panel of it, so each token's outputs are written as
+ * whole cache lines (2 panels = 32 rows = 128 bytes): rows of the output lie n_rows * 4 bytes
+ * apart, often a multiple of 4 KiB, where smaller pieces would keep evicting each other's
+ * half-written lines from the same cache set. */
+static void matmul_panels(void *arg, int64_t b, int64_t e, int thread) {
+    matmul_job *j = arg;
+    const cpu_weight *w = j->w;
+    uint8_t *buf = (uint8_t *)j->c->panels + (size_t)thread * j->panel_bytes * (size_t)j->group;
+    int64_t packed = -1;  /* the group now in the buffer */
+    int64_t rows_per = (int64_t)j->group * QUANT_PANEL_ROWS;
+    for (int64_t i = b; i < e; i++) {
+        int64_t gi = i / j->n_tb, tb = i % j->n_tb;
+        int64_t r0 = gi * rows_per, t0 = tb * PANEL_TOK;
+        int64_t nt = j->n_tok - t0 < PANEL_TOK ? j->n_tok - t0 : PANEL_TOK;
+        int np = 0;
+        for (int64_t r = r0; r < w->n_rows && r < r0 + rows_per; r += QUANT_PANEL_ROWS, np++) {
+            if (packed == gi) continue;
+            int nr = w->n_rows - r < QUANT_PANEL_ROWS ? (int)(w->n_rows - r) : QUANT_PANEL_ROWS;
+            quant_panel_pack(w->type, w->n_cols, (const uint8_t *)w->data + (size_t)r * w->row_bytes, w->row_bytes,
+                             nr, buf + (size_t)np * j->panel_bytes);
+        }
+        packed = gi;
+        for (int64_t t = t0; t < t0 + nt; t += 8) {
+            int64_t n8 = t0 + nt - t < 8 ? t0 + nt - t : 8;
+            for (int k = 0; k < np; k++) {
+                int64_t r = r0 + (int64_t)k * QUANT_PANEL_ROWS;
+                int nr = w->n_rows - r < QUANT_PANEL_ROWS ? (int)(w->n_rows - r) : QUANT_PANEL_ROWS;
+                quant_panel_dot(j->c->isa, w->type, w->n_cols, buf + (size_t)k * j->panel_bytes, nr,
+                                (const uint8_t *)j->c->act + (size_t)t * j->xq_bytes, j->xq_bytes, n8,
+                                j->out + (size_t)t * (size_t)w->n_rows + (size_t)r, (size_t)w->n_rows);
+            }
+        }
+    }
+}
+
+/* Grows *buf to need bytes; 0, or -1 with a message. */
+static int matmul_grow(void **buf, size_t *cap, size_t need, const char *what, char *err, size_t err_size) {
+    if (need <= *cap) return 0;
+    void *p = realloc(*buf, need);
+    if (!p) {
+        snprintf(err, err_size, "cpu matmul: out of memory for %zu bytes of %s", need, what);
+        return -1;
+    }
+    *buf = p;
+    *cap = need;
+    return 0;
+}
+
+int cpu_matmul(cpu_matmul_ctx *c, const cpu_weight *w, const float *x, int64_t n_tok, float *out, char *err,
+               size_t err_size) {
+    if (cpu_matmul_check(w, err, err_size)) return -1;
+    if (n_tok <= 0) return 0;
+    size_t xq_bytes = quant_act_row_bytes(w->type, w->n_cols);
+    if ((uint64_t)n_tok > SIZE_MAX / xq_bytes) {
+        snprintf(err, err_size, "cpu matmul: %lld tokens of %zu bytes overflow", (long long)n_tok, xq_bytes);
+        return -1;
+    }
+    if (matmul_grow(&c->act, &c->act_cap, (size_t)n_tok * xq_bytes, "quantised activations", err, err_size))
+        return -1;
+    int n_threads = c->pool ? threadpool_size(c->pool) : 1;
+    int q5 = w->type == QUANT_Q5_0 || w->type == QUANT_Q5_1;
+    int use_panels = n_tok >= (q5 ? CPU_MATMUL_PANEL_MIN_TOK_Q5 : CPU_MATMUL_PANEL_MIN_TOK) &&
+                     quant_panel_usable(c->isa, w->type);
+    size_t panel_bytes = use_panels ? (quant_panel_bytes(w->type, w->n_cols) + 63) & ~(size_t)63 : 0;
+    /* 2 panels an item, 1 where that would leave threads without several items */
+    int64_t n_panels = (w->n_rows + QUANT_PANEL_ROWS - 1) / QUANT_PANEL_ROWS;
+    int group = 2;
+    while (group > 1 && n_panels / group < 4 * n_threads) group /= 2;
+    if (use_panels && matmul_grow(&c->panels, &c->panels_cap, panel_bytes * (size_t)group * (size_t)n_threads,
+                                  "panels", err, err_size))
+        return -1;
+    /* Decode has one row block per item: shrink blocks until every thread gets several, so one
+     * slow core does not hold up the product. */
+    int64_t row_block = ROW_BLOCK;
+    while (row_block > 1 && n_tok <= TOK_BLOCK && w->n_rows / row_block < 8 * n_threads) row_block /= 2;
+    matmul_job j = {
+        .c = c, .w = w, .x = x, .out = out, .n_tok = n_tok,
+        .n_tb = (n_tok + TOK_BLOCK - 1) / TOK_BLOCK, .row_block = row_block, .xq_bytes = xq_bytes,
+        .panel_bytes = panel_bytes, .group = group,
+    };
+    if (c->pool && n_tok >= 2 * n_threads)
+        threadpool_run(c->pool, n_tok, 1, matmul_quant_rows, &j);
+    else
+        matmul_quant_rows(&j, 0, n_tok, 0);
+    threadpool_fn fn = matmul_tiles;
+    int64_t n_items = (w->n_rows + row_block - 1) / row_block * j.n_tb;
+    if (use_panels) {
+        fn = matmul_panels;
+        j.n_tb = (n_tok + PANEL_TOK - 1) / PANEL_TOK;
+        n_items = (n_panels + group - 1) / group * j.n_tb;
+    }
+    if (c->pool)
+        threadpool_run(c->pool, n_items, 1, fn, &j);
+    else
+        fn(&j, 0, n_items, 0);
+    return 0;
+}

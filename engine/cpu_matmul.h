@@ -1,0 +1,57 @@
+/* The fast CPU matrix product: out[t][r] = dot(weight row r, x[t]) with the weight in its stored
+ * blocks and the activations quantised once per product into the format the weight type pairs
+ * with (quant/dot.h), shared by the threads of a persistent pool (engine/threadpool.h). Decode
+ * (a few tokens) splits rows across threads; a prompt splits panels of 16 rows (x blocks
+ * of 256 tokens): each thread unpacks 16 rows once and runs every token against them. */
+#ifndef MGI_ENGINE_CPU_MATMUL_H
+#define MGI_ENGINE_CPU_MATMUL_H
+
+#include <stddef.h>
+#include <stdint.h>
+#include "engine/threadpool.h"
+#include "quant/dot.h"
+
+/* A weight matrix as stored: n_rows rows of n_cols elements of `type`, row r at
+ * data + r * row_bytes. Described by raw fields so any loader's tensors fit. */
+typedef struct {
+    uint32_t type;
+    int64_t n_cols, n_rows;  /* [n_rows][n_cols] */
+    size_t row_bytes;        /* >= quant_row_bytes(type, n_cols) */
+    const void *data;
+} cpu_weight;
+
+/* Per-caller state: the pool (NULL: the caller alone), the instruction-set path, the
+ * quantised-activation buffer and the threads' panel buffers, grown on demand and reused across
+ * products. */
+typedef struct {
+    threadpool *pool;
+    quant_isa isa;
+    void *act;
+    size_t act_cap;
+    void *panels;       /* one panel per thread, panel_bytes apart */
+    size_t panels_cap;
+} cpu_matmul_ctx;
+
+/* Prompts of at least this many tokens use the panel kernels (quant/dot.h) where the type has
+ * them, Q5_0 and Q5_1 from CPU_MATMUL_PANEL_MIN_TOK_Q5: unpacking a panel costs 0.13-0.25 ns a
+ * weight (Q5: 0.6-0.7), so panels win once enough tokens share it. Crossovers measured on one
+ * Zen 5 core (thread CPU time, 1024 x 2048): Q8_0 ~6 tokens, Q4_0 ~8, Q4_K ~12, Q6_K ~13,
+ * Q5_0 ~40. At 128 tokens panels run 1.7x (Q6_K) to 3.3x (Q4_0) the row kernels. */
+#define CPU_MATMUL_PANEL_MIN_TOK 16
+#define CPU_MATMUL_PANEL_MIN_TOK_Q5 48
+
+/* isa: quant_isa_best() for real work; lower paths for tests and comparisons. */
+void cpu_matmul_init(cpu_matmul_ctx *c, threadpool *pool, quant_isa isa);
+void cpu_matmul_free(cpu_matmul_ctx *c);
+
+/* 0 when the weight can be multiplied (type with a dot product, whole blocks, sane sizes and
+ * pointer), else -1 with a message naming the problem. Check once when weights are bound. */
+int cpu_matmul_check(const cpu_weight *w, char *err, size_t err_size);
+
+/* out[t * n_rows + r] = sum_c W[r][c] x[t * n_cols + c] for t < n_tok: x is [n_tok][n_cols] f32,
+ * out [n_tok][n_rows] f32 (not overlapping x). 0, or -1 with a message (bad weight, out of
+ * memory for the activation buffer). */
+int cpu_matmul(cpu_matmul_ctx *c, const cpu_weight *w, const float *x, int64_t n_tok, float *out, char *err,
+               size_t err_size);
+
+#endif

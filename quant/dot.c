@@ -1,0 +1,139 @@
+/* Dispatch for quant/dot.h: which activation format each weight type pairs with, which path
+ * the CPU runs (cpuid, once per call: __builtin_cpu_supports reads a table filled at start-up),
+ * and the kernel of a (path, type), falling back to lower paths where a path has none. */
+#include <stdio.h>
+#include "dot_kernels.h"
+#include "quant.h"
+
+static const quant_dot_table *const tables[QUANT_ISA_COUNT] = {
+    &quant_dot_table_ref, &quant_dot_table_avx2, &quant_dot_table_avxvnni, &quant_dot_table_avx512,
+};
+
+static const char *const isa_names[QUANT_ISA_COUNT] = {"ref", "avx2", "avxvnni", "avx512"};
+
+int quant_isa_supported(quant_isa isa) {
+    switch (isa) {
+    case QUANT_ISA_REF: return 1;
+#if defined(__x86_64__) || defined(__i386__)
+    case QUANT_ISA_AVX2:
+        return __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma") && __builtin_cpu_supports("f16c");
+    case QUANT_ISA_AVXVNNI:
+        return quant_isa_supported(QUANT_ISA_AVX2) && __builtin_cpu_supports("avxvnni");
+    case QUANT_ISA_AVX512:
+        return quant_isa_supported(QUANT_ISA_AVX2) && __builtin_cpu_supports("avx512f") &&
+               __builtin_cpu_supports("avx512bw") && __builtin_cpu_supports("avx512vl") &&
+               __builtin_cpu_supports("avx512vnni");
+#endif
+    default: return 0;
+    }
+}
+
+quant_isa quant_isa_best(void) {
+    for (int i = QUANT_ISA_COUNT - 1; i > 0; i--)
+        if (quant_isa_supported((quant_isa)i)) return (quant_isa)i;
+    return QUANT_ISA_REF;
+}
+
+const char *quant_isa_name(quant_isa isa) {
+    return (unsigned)isa < QUANT_ISA_COUNT ? isa_names[isa] : "unknown";
+}
+
+/* The activation format of each weight type that has a dot product; -1 for the others. */
+static int act_format(uint32_t wtype) {
+    switch (wtype) {
+    case QUANT_F32: case QUANT_F16: case QUANT_BF16: return QUANT_ACT_F32;
+    case QUANT_Q4_0: case QUANT_Q4_1: case QUANT_Q5_0: case QUANT_Q5_1: case QUANT_Q8_0: return QUANT_ACT_Q8;
+    case QUANT_Q2_K: case QUANT_Q3_K: case QUANT_Q4_K: case QUANT_Q5_K: case QUANT_Q6_K: return QUANT_ACT_Q8_K;
+    default: return -1;
+    }
+}
+
+int quant_dot_check(uint32_t wtype, int64_t n, char *err, size_t err_size) {
+    const quant_traits *t = quant_traits_of(wtype);
+    if (!t || act_format(wtype) < 0 || !quant_dot_table_ref.dot[wtype]) {
+        if (err_size)
+            snprintf(err, err_size, "no CPU dot product for tensor type %s (id %u); supported: %s",
+                     quant_type_name(wtype), wtype, quant_supported_list());
+        return -1;
+    }
+    if (n <= 0 || n % t->block_elems) {
+        if (err_size)
+            snprintf(err, err_size, "row of %lld elements is not a whole, non-empty number of %s blocks (%d elements each)",
+                     (long long)n, t->name, (int)t->block_elems);
+        return -1;
+    }
+    return 0;
+}
+
+quant_act quant_act_of(uint32_t wtype) {
+    int a = act_format(wtype);
+    return a < 0 ? QUANT_ACT_F32 : (quant_act)a;
+}
+
+size_t quant_act_row_bytes(uint32_t wtype, int64_t n) {
+    if (n < 0) return 0;
+    switch (act_format(wtype)) {
+    case QUANT_ACT_F32: return (size_t)n * sizeof(float);
+    case QUANT_ACT_Q8: return n % 32 ? 0 : (size_t)(n / 32) * sizeof(block_q8_a);
+    case QUANT_ACT_Q8_K: return n % QK_K ? 0 : (size_t)(n / QK_K) * sizeof(block_q8_K);
+    default: return 0;
+    }
+}
+
+static quant_isa clamp_isa(quant_isa isa) {
+    if ((unsigned)isa >= QUANT_ISA_COUNT) isa = QUANT_ISA_COUNT - 1;
+    while (isa > QUANT_ISA_REF && !quant_isa_supported(isa)) isa--;
+    return isa;
+}
+
+void quant_act_quant_row(quant_isa isa, uint32_t wtype, const float *x, void *xq, int64_t n) {
+    quant_act a = quant_act_of(wtype);
+    for (int i = clamp_isa(isa); i >= 0; i--)
+        if (tables[i]->act[a]) {
+            tables[i]->act[a](x, xq, n);
+            return;
+        }
+}
+
+void quant_act_dequant_row(uint32_t wtype, const void *xq, float *x, int64_t n) {
+    switch (quant_act_of(wtype)) {
+    case QUANT_ACT_Q8: {
+        const block_q8_a *b = xq;
+        for (int64_t i = 0; i < n; i++) x[i] = b[i / 32].d * (float)b[i / 32].qs[i % 32];
+        break;
+    }
+    case QUANT_ACT_Q8_K: {
+        const block_q8_K *b = xq;
+        for (int64_t i = 0; i < n; i++) x[i] = b[i / QK_K].d * (float)b[i / QK_K].qs[i % QK_K];
+        break;
+    }
+    default:
+        for (int64_t i = 0; i < n; i++) x[i] = ((const float *)xq)[i];
+    }
+}
+
+quant_dot_fn quant_dot_kernel(quant_isa isa, uint32_t wtype) {
+    quant_dot_kern k = NULL;
+    for (int i = clamp_isa(isa); i >= 0 && !k; i--) k = tables[i]->dot[wtype];
+    return k;
+}
+
+quant_axpy_fn quant_axpy_kernel(quant_isa isa) {
+    quant_axpy_fn k = NULL;
+    for (int i = clamp_isa(isa); i >= 0 && !k; i--) k = tables[i]->axpy;
+    return k;
+}
+
+void quant_dot_rows(quant_isa isa, uint32_t wtype, int64_t n, const void *w, size_t w_stride, int64_t n_rows,
+                    const void *xq, size_t xq_stride, int64_t n_tok, float *out, size_t out_stride) {
+    quant_dot_kern k = quant_dot_kernel(isa, wtype);
+    const uint8_t *wb = w, *xb = xq;
+    float tmp[QUANT_DOT_TOK];
+    for (int64_t t0 = 0; t0 < n_tok; t0 += QUANT_DOT_TOK) {
+        int nt = n_tok - t0 < QUANT_DOT_TOK ? (int)(n_tok - t0) : QUANT_DOT_TOK;
+        for (int64_t r = 0; r < n_rows; r++) {
+            k(n, wb + (size_t)r * w_stride, xb + (size_t)t0 * xq_stride, xq_stride, nt, tmp);
+            for (int t = 0; t < nt; t++) out[(size_t)(t0 + t) * out_stride + (size_t)r] = tmp[t];
+        }
+    }
+}

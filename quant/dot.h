@@ -1,0 +1,93 @@
+/* Dot products of weight rows in their stored blocks with activation rows quantised per block:
+ * the inner loop of the fast CPU backend. Each weight type pairs with one activation format
+ * (8-bit codes per 32 for the 32-weight types, Q8_K for the K types, plain f32 for the float
+ * types); weight codes are used unsigned and the offsets or mins come back through the stored
+ * activation sums, so every path does integer products of u8 x s8. Paths: portable C (every
+ * machine, the tests' yardstick), AVX2+FMA+F16C, AVX-VNNI (256-bit VNNI without AVX-512, as on
+ * Intel's hybrid cores) and AVX-512 VNNI, picked from cpuid at run time; a path without a kernel
+ * for a type falls back to the next lower one. */
+#ifndef MGI_QUANT_DOT_H
+#define MGI_QUANT_DOT_H
+
+#include <stddef.h>
+#include <stdint.h>
+#include "blocks.h"
+
+/* Instruction-set paths, lowest first. QUANT_ISA_AVXVNNI needs AVX2 + AVX-VNNI, QUANT_ISA_AVX512
+ * AVX2 + AVX-512 F/BW/VL and VNNI. */
+typedef enum {
+    QUANT_ISA_REF = 0, QUANT_ISA_AVX2 = 1, QUANT_ISA_AVXVNNI = 2, QUANT_ISA_AVX512 = 3, QUANT_ISA_COUNT
+} quant_isa;
+
+/* Activation formats. */
+typedef enum { QUANT_ACT_F32 = 0, QUANT_ACT_Q8 = 1, QUANT_ACT_Q8_K = 2, QUANT_ACT_COUNT } quant_act;
+
+/* QUANT_ACT_Q8: 32 activations x ~= d * qs[j], codes in -127..127, s = d * sum(qs). An f32
+ * scale (ggml's Q8_0 stores f16) spares activations a rounding of 2^-11 per block; s carries
+ * the offset of Q4_0/Q5_0 and the min of Q4_1/Q5_1 (ggml's Q8_1 idea).
+ *   d f32 | s f32 | qs[32] int8 */
+typedef struct { float d; float s; int8_t qs[32]; } block_q8_a;
+QUANT_STATIC_ASSERT(sizeof(block_q8_a) == 40, "block_q8_a size");
+
+/* Most tokens one kernel call serves: weights unpacked once are reused this many times. */
+#define QUANT_DOT_TOK 4
+
+/* The best path this CPU runs; whether it runs a given one; its name ("avx2"). */
+quant_isa quant_isa_best(void);
+int quant_isa_supported(quant_isa isa);
+const char *quant_isa_name(quant_isa isa);
+
+/* 0 when rows of n elements of this weight type have a dot product, else -1 with a message
+ * (unsupported type, listing the supported ones; n not a whole number of blocks). The functions
+ * below trust a checked (type, n). */
+int quant_dot_check(uint32_t wtype, int64_t n, char *err, size_t err_size);
+
+/* The activation format of a weight type, and the bytes of an activation row of n elements. */
+quant_act quant_act_of(uint32_t wtype);
+size_t quant_act_row_bytes(uint32_t wtype, int64_t n);
+
+/* Quantises an f32 activation row into the weight type's activation format (xq holds
+ * quant_act_row_bytes(wtype, n) bytes). Every path gives the same bytes. */
+void quant_act_quant_row(quant_isa isa, uint32_t wtype, const float *x, void *xq, int64_t n);
+/* The values a quantised activation row stands for (d * q), for tests and error budgets. */
+void quant_act_dequant_row(uint32_t wtype, const void *xq, float *x, int64_t n);
+
+/* out[t * out_stride + r] = dot(weight row r, activation row t) for r < n_rows, t < n_tok:
+ * weight row r at w + r * w_stride, activation row t at xq + t * xq_stride (both in bytes).
+ * Tokens go QUANT_DOT_TOK at a time through each row so a row is unpacked once per group; the
+ * caller picks a block of rows that stays in L1/L2. isa above quant_isa_best() is lowered. */
+void quant_dot_rows(quant_isa isa, uint32_t wtype, int64_t n, const void *w, size_t w_stride, int64_t n_rows,
+                    const void *xq, size_t xq_stride, int64_t n_tok, float *out, size_t out_stride);
+
+/* ---- kernels for inner loops ---------------------------------------------------------------
+ * quant_dot_rows looks its kernel up on every call; loops that call it per position (attention
+ * over a paged cache) take the kernel once instead. */
+typedef void (*quant_dot_fn)(int64_t n, const void *w, const void *x, size_t x_stride, int nt, float *out);
+typedef void (*quant_axpy_fn)(float *y, float a, const float *x, int64_t n);
+
+/* The kernel quant_dot_rows uses for (isa, wtype): out[t] = dot(w, x + t * x_stride) for
+ * t < nt, 1 <= nt <= QUANT_DOT_TOK. wtype must pass quant_dot_check. */
+quant_dot_fn quant_dot_kernel(quant_isa isa, uint32_t wtype);
+/* y[i] += a * x[i] for i < n, on the given path. */
+quant_axpy_fn quant_axpy_kernel(quant_isa isa);
+
+/* ---- panels: the prompt case --------------------------------------------------------------
+ * With many tokens, QUANT_PANEL_ROWS weight rows are unpacked once into a panel (u8 codes
+ * interleaved in groups of 4 per row, so one 32-byte integer product covers 4 weights of each
+ * of 8 rows against 4 broadcast activation bytes; an f32 scale and bias per row and sub-block)
+ * and every token runs against it: the per-block float work is shared by the panel's rows
+ * instead of done per row. Types with 32-weight blocks and the K types; not the float types,
+ * and Q8_0 (codes up to 255, which maddubs would saturate) only on the VNNI paths. */
+#define QUANT_PANEL_ROWS 16
+
+/* 1 when (isa, wtype) has the panel kernel; the portable path has it for every quantised type. */
+int quant_panel_usable(quant_isa isa, uint32_t wtype);
+/* Bytes of a panel of rows of n elements. */
+size_t quant_panel_bytes(uint32_t wtype, int64_t n);
+/* Unpacks nr (1..QUANT_PANEL_ROWS) rows at w, w_stride bytes apart, into panel. */
+void quant_panel_pack(uint32_t wtype, int64_t n, const void *w, size_t w_stride, int nr, void *panel);
+/* out[t * out_stride + r] = dot(panel row r, activation row t) for r < nr, t < n_tok. */
+void quant_panel_dot(quant_isa isa, uint32_t wtype, int64_t n, const void *panel, int nr, const void *xq,
+                     size_t xq_stride, int64_t n_tok, float *out, size_t out_stride);
+
+#endif

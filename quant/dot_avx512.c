@@ -1,0 +1,21 @@
+/* The AVX-512 VNNI path: dot_simd.h's kernels with vpdpbusd (u8 x s8 summed into int32 in one
+ * instruction, where AVX2 needs maddubs + madd) and vpdpwssd for the scaled K sub-blocks, on
+ * 256-bit registers (AVX512VL, EVEX-encoded): 512-bit panel kernels measured slower on Zen 5
+ * (see dot_simd.h), so this path is the AVX-VNNI one for CPUs that have AVX-512 instead. */
+#include "dot_kernels.h"
+
+#if defined(__x86_64__) || defined(__i386__)
+#pragma GCC target("avx2,fma,f16c,avx512f,avx512bw,avx512vl,avx512vnni")
+
+#define SIMD_DOT_U8S8(u, s) _mm256_dpbusd_epi32(_mm256_setzero_si256(), (u), (s))
+#define SIMD_MADD16_ACC(acc, a, b) _mm256_dpwssd_epi32((acc), (a), (b))
+#define SIMD_DPBUSD_ACC(acc, u, s) _mm256_dpbusd_epi32((acc), (u), (s))
+#define SIMD_PANEL_T 2
+#define SIMD_ROW_512 1
+#define SIMD_PANEL_WIDE 1
+#define SIMD_TABLE quant_dot_table_avx512
+#include "dot_simd.h"
+
+#else
+const quant_dot_table quant_dot_table_avx512 = {0};
+#endif

@@ -1,0 +1,149 @@
+/* Unit tests of engine/cpu_matmul.h: products of every weight type with odd row counts and token
+ * counts (decode and prompt tilings) on no pool and pools of 1..3 threads and every path this
+ * CPU runs, against f64 sums over the dequantised weights and the quantised activations (the
+ * budget is f32 rounding, derived in test_dot.c), bit-identical whatever the thread count (each
+ * output element is one kernel's work, so the split must not change it); and the checks on a
+ * weight's description. */
+#include <math.h>
+#include <stdint.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+#include "engine/cpu_matmul.h"
+#include "quant/quant.h"
+#include "test.h"
+
+static uint64_t rng_state;
+static uint64_t rng_next(void) {
+    uint64_t z = (rng_state += 0x9e3779b97f4a7c15ull);
+    z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ull;
+    z = (z ^ (z >> 27)) * 0x94d049bb133111ebull;
+    return z ^ (z >> 31);
+}
+static double rng_unit(void) { return ((double)(rng_next() >> 11) + 0.5) * 0x1p-53; }
+static float rng_normal(void) { return (float)(sqrt(-2.0 * log(rng_unit())) * cos(6.283185307179586 * rng_unit())); }
+
+static const uint32_t types[] = {QUANT_F32, QUANT_F16, QUANT_BF16, QUANT_Q4_0, QUANT_Q4_1, QUANT_Q5_0, QUANT_Q5_1,
+                                 QUANT_Q8_0, QUANT_Q2_K, QUANT_Q3_K, QUANT_Q4_K, QUANT_Q5_K, QUANT_Q6_K};
+
+/* One weight of type t, [n_rows][n_cols], rows padded by 8 bytes (row_bytes > the minimum). */
+static void case_type(uint32_t t, threadpool *pools[4], char *why, size_t wn, int *bad, int *bad_det) {
+    int be = quant_traits_of(t)->block_elems;
+    int64_t n_cols = be == 1 ? 136 : be == 32 ? 352 : 512, n_rows = 37;
+    static const int64_t toks[] = {1, 3, 13, 33, 70};  /* row kernels to 15 (Q5: 47), panels from 16 */
+    size_t rb = quant_row_bytes(t, n_cols) + 8, xb = quant_act_row_bytes(t, n_cols);
+    uint8_t *w = calloc((size_t)n_rows, rb);
+    float *wd = malloc((size_t)(n_rows * n_cols) * sizeof *wd), *tmp = malloc((size_t)n_cols * sizeof *tmp);
+    float *x = malloc((size_t)(70 * n_cols) * sizeof *x), *xd = malloc((size_t)n_cols * sizeof *xd);
+    float *out = malloc((size_t)(70 * n_rows) * sizeof *out), *first = malloc((size_t)(70 * n_rows) * sizeof *first);
+    void *xq = malloc(xb);
+    for (int64_t r = 0; r < n_rows; r++) {
+        for (int64_t c = 0; c < n_cols; c++) tmp[c] = rng_normal() * 0.05f;
+        quant_quant_row(t, tmp, w + (size_t)r * rb, n_cols, NULL, 0);
+        quant_dequant_row(t, w + (size_t)r * rb, wd + r * n_cols, n_cols, NULL, 0);
+    }
+    for (int64_t i = 0; i < 70 * n_cols; i++) x[i] = rng_normal() * (1 + (i % 7));
+    cpu_weight W = {.type = t, .n_cols = n_cols, .n_rows = n_rows, .row_bytes = rb, .data = w};
+    char err[256];
+    for (int isa = 0; isa < QUANT_ISA_COUNT; isa++) {
+        if (!quant_isa_supported((quant_isa)isa)) continue;
+        for (int ti = 0; ti < 5; ti++) {
+            int64_t nt = toks[ti];
+            for (int pi = 0; pi < 4; pi++) {
+                cpu_matmul_ctx c;
+                cpu_matmul_init(&c, pools[pi], (quant_isa)isa);
+                for (int64_t i = 0; i < nt * n_rows; i++) out[i] = NAN;
+                int rc = cpu_matmul(&c, &W, x, nt, out, err, sizeof err);
+                cpu_matmul_free(&c);
+                if (rc) {
+                    if (!(*bad)++) snprintf(why, wn, "%s: %s", quant_type_name(t), err);
+                    continue;
+                }
+                if (pi == 0) memcpy(first, out, (size_t)(nt * n_rows) * sizeof *out);
+                else if (memcmp(first, out, (size_t)(nt * n_rows) * sizeof *out))
+                    (*bad_det)++;
+                if (pi) continue;
+                for (int64_t k = 0; k < nt; k++) {
+                    quant_act_quant_row(QUANT_ISA_REF, t, x + k * n_cols, xq, n_cols);
+                    quant_act_dequant_row(t, xq, xd, n_cols);
+                    for (int64_t r = 0; r < n_rows; r++) {
+                        double want = 0, mag = 0, wmax = 0;
+                        for (int64_t c2 = 0; c2 < n_cols; c2++) wmax = fmax(wmax, fabs(wd[r * n_cols + c2]));
+                        for (int64_t c2 = 0; c2 < n_cols; c2++) {
+                            want += (double)wd[r * n_cols + c2] * xd[c2];
+                            mag += (fabs(wd[r * n_cols + c2]) + (be > 1 ? wmax : 0)) * fabs(xd[c2]);
+                        }
+                        int64_t nb = be == 1 ? n_cols : n_cols / (be == 32 ? 32 : QK_K);
+                        double tol = (double)(nb + 16) * 0x1p-23 * mag;
+                        double got = out[k * n_rows + r];
+                        if (!(fabs(got - want) <= tol) && !(*bad)++)
+                            snprintf(why, wn, "%s %s %lld tokens: out[%lld][%lld] = %.9g, want %.9g (tol %.3g)",
+                                     quant_type_name(t), quant_isa_name((quant_isa)isa), (long long)nt, (long long)k,
+                                     (long long)r, got, want, tol);
+                    }
+                }
+            }
+        }
+    }
+    free(w), free(wd), free(tmp), free(x), free(xd), free(out), free(first), free(xq);
+}
+
+static void test_products(void) {
+    char err[256];
+    threadpool *pools[4] = {NULL};
+    for (int i = 1; i < 4; i++)
+        if (threadpool_create(i, &pools[i], err, sizeof err)) {
+            CHECK(0, "threadpool_create for the product tests", "%s", err);
+            return;
+        }
+    for (size_t ti = 0; ti < sizeof types / sizeof types[0]; ti++) {
+        char why[300] = "", name[128];
+        int bad = 0, bad_det = 0;
+        case_type(types[ti], pools, why, sizeof why, &bad, &bad_det);
+        snprintf(name, sizeof name, "cpu_matmul %s: 1, 3, 13, 33, 70 tokens x 37 rows equal the f64 product",
+                 quant_type_name(types[ti]));
+        CHECK(!bad, name, "%s (%d bad)", why, bad);
+        snprintf(name, sizeof name, "cpu_matmul %s: bit-identical on no pool and 1, 2, 3 threads",
+                 quant_type_name(types[ti]));
+        CHECK(!bad_det, name, "%d products differ from the one-thread result", bad_det);
+    }
+    for (int i = 1; i < 4; i++) threadpool_destroy(pools[i]);
+}
+
+static void test_checks(void) {
+    char err[256];
+    uint8_t buf[1024] = {0};
+    cpu_weight w = {.type = QUANT_Q4_0, .n_cols = 64, .n_rows = 2, .row_bytes = 30, .data = buf};
+    CHECK(cpu_matmul_check(&w, err, sizeof err) == -1 && strstr(err, "30 bytes") && strstr(err, "36 needed"),
+          "cpu_matmul_check refuses rows shorter than their blocks", "\"%s\"", err);
+    w.row_bytes = 36, w.data = NULL;
+    CHECK(cpu_matmul_check(&w, err, sizeof err) == -1 && strstr(err, "no data"), "cpu_matmul_check refuses no data",
+          "\"%s\"", err);
+    w.data = buf, w.type = QUANT_IQ4_XS, w.n_cols = 256;
+    CHECK(cpu_matmul_check(&w, err, sizeof err) == -1 && strstr(err, "IQ4_XS"), "cpu_matmul_check refuses IQ4_XS",
+          "\"%s\"", err);
+    w.type = QUANT_Q4_K, w.n_cols = 200, w.row_bytes = 200;
+    CHECK(cpu_matmul_check(&w, err, sizeof err) == -1 && strstr(err, "200"), "cpu_matmul_check refuses a partial K block",
+          "\"%s\"", err);
+    w.type = QUANT_Q8_0, w.n_cols = 64, w.row_bytes = 68, w.n_rows = 0;
+    CHECK(cpu_matmul_check(&w, err, sizeof err) == -1 && strstr(err, "0 rows"), "cpu_matmul_check refuses 0 rows",
+          "\"%s\"", err);
+}
+
+int main(void) {
+    uint64_t seed = 0;
+    const char *env = getenv("QUANT_SEED");
+    if (env && *env) {
+        seed = strtoull(env, NULL, 10);
+    } else {
+        FILE *f = fopen("/dev/urandom", "rb");
+        if (!f || fread(&seed, sizeof seed, 1, f) != 1) seed = (uint64_t)time(NULL);
+        if (f) fclose(f);
+    }
+    rng_state = seed;
+    printf("  info: random seed %llu (rerun with QUANT_SEED=%llu)\n", (unsigned long long)seed,
+           (unsigned long long)seed);
+    test_checks();
+    test_products();
+    return test_done();
+}

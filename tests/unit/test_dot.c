@@ -1,0 +1,303 @@
+/* Unit tests of quant/dot.h: activation quantisation and the dot products of every weight type
+ * on every path this CPU runs (portable, AVX2, AVX-512 VNNI), on fresh random data of several
+ * sizes, against f64 sums over the dequantised weights.
+ *
+ * Error budget. The kernels compute dot(w, xq) where xq is x quantised per block: x_j = d_b q_j
+ * + e_j with |e_j| <= d_b / 2 (round to nearest; d_b = amax_b / 127 for the block b holding j).
+ * So against the exact activations
+ *     |dot - sum w_j x_j| <= sum_j |w_j| d_b(j) / 2 + r,
+ * and against the dequantised activations the only error is r, the f32 rounding: integer sums
+ * are exact within a block, each block's term is scaled and added in f32 (a few roundings of
+ * 2^-24 each, on terms whose magnitudes add up to at most sum |w_j x_j| plus the min / offset
+ * parts), so r <= (n_blocks + 16) * 2^-23 * (sum_j |w_j xq_j| + sum_j |o_j xq_j|), o_j the
+ * offset or min part of weight j, bounded here by the block's largest |w|. The float types
+ * see f32 activations: the first budget is r alone, with n_blocks = n. SIMD paths differ from
+ * the portable one only in summation order: within 2 r. Activation bytes are equal on every
+ * path. The panel kernels (16 rows unpacked, for prompts) face the same budgets, and sum in f32
+ * scale * dx * isum + bias * dx * sum(q) per sub-block, so they too are within 2 r of the
+ * portable row kernel. */
+#include <math.h>
+#include <stdint.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+#include "quant/dot.h"
+#include "quant/quant.h"
+#include "test.h"
+
+static uint64_t rng_state;
+static uint64_t rng_next(void) {
+    uint64_t z = (rng_state += 0x9e3779b97f4a7c15ull);
+    z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ull;
+    z = (z ^ (z >> 27)) * 0x94d049bb133111ebull;
+    return z ^ (z >> 31);
+}
+static double rng_unit(void) { return ((double)(rng_next() >> 11) + 0.5) * 0x1p-53; }
+static float rng_normal(void) { return (float)(sqrt(-2.0 * log(rng_unit())) * cos(6.283185307179586 * rng_unit())); }
+
+/* Gaussian values with a random overall scale and a few outliers. */
+static void fill_normal(float *x, int64_t n) {
+    float scale = powf(10.0f, (float)(rng_unit() * 4.0 - 2.0));
+    for (int64_t i = 0; i < n; i++) {
+        x[i] = scale * rng_normal();
+        if (rng_next() % 61 == 0) x[i] *= 10.0f;
+    }
+}
+
+static const uint32_t types[] = {QUANT_F32, QUANT_F16, QUANT_BF16, QUANT_Q4_0, QUANT_Q4_1, QUANT_Q5_0, QUANT_Q5_1,
+                                 QUANT_Q8_0, QUANT_Q2_K, QUANT_Q3_K, QUANT_Q4_K, QUANT_Q5_K, QUANT_Q6_K};
+#define N_TYPES (sizeof types / sizeof types[0])
+
+/* Offsets of the f16 scale fields of each quantised block, so random block bytes can be given
+ * finite scales (-1: none). */
+static void scale_fields(uint32_t t, int f[2]) {
+    f[0] = f[1] = -1;
+    switch (t) {
+    case QUANT_Q4_0: case QUANT_Q5_0: case QUANT_Q8_0: f[0] = 0; break;
+    case QUANT_Q4_1: case QUANT_Q5_1: case QUANT_Q4_K: case QUANT_Q5_K: f[0] = 0, f[1] = 2; break;
+    case QUANT_Q2_K: f[0] = 80, f[1] = 82; break;
+    case QUANT_Q3_K: f[0] = 108; break;
+    case QUANT_Q6_K: f[0] = 208; break;
+    default: break;
+    }
+}
+
+/* n_rows weight rows of type t: from the reference quantiser (real blocks) or, when raw,
+ * random block bytes with random finite scales (every code, scale and bit pattern). */
+static void make_weights(uint32_t t, int64_t n, int n_rows, int raw, uint8_t *w, size_t row_bytes) {
+    const quant_traits *tr = quant_traits_of(t);
+    float *tmp = malloc((size_t)n * sizeof *tmp);
+    int f[2];
+    scale_fields(t, f);
+    for (int r = 0; r < n_rows; r++) {
+        uint8_t *row = w + (size_t)r * row_bytes;
+        if (raw && tr->block_elems > 1) {
+            for (size_t i = 0; i < row_bytes; i++) row[i] = (uint8_t)rng_next();
+            for (size_t b = 0; b < row_bytes / (size_t)tr->block_bytes; b++)
+                for (int k = 0; k < 2; k++) {
+                    if (f[k] < 0) continue;
+                    uint16_t h = quant_f32_to_f16((float)(rng_unit() * 0.02));
+                    memcpy(row + b * (size_t)tr->block_bytes + (size_t)f[k], &h, 2);
+                }
+        } else {
+            fill_normal(tmp, n);
+            quant_quant_row(t, tmp, row, n, NULL, 0);
+        }
+    }
+    free(tmp);
+}
+
+/* Block size of the activation format of t, for the per-block budget. */
+static int act_block(uint32_t t) {
+    quant_act a = quant_act_of(t);
+    return a == QUANT_ACT_Q8 ? 32 : a == QUANT_ACT_Q8_K ? QK_K : 1;
+}
+
+typedef struct {
+    int bad;
+    double worst;  /* largest error / budget seen */
+    char why[300];
+} verdict;
+
+static void fail(verdict *v, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+static void fail(verdict *v, const char *fmt, ...) {
+    if (!v->bad++) {
+        va_list ap;
+        va_start(ap, fmt);
+        vsnprintf(v->why, sizeof v->why, fmt, ap);
+        va_end(ap);
+    }
+}
+
+static void note(verdict *v, double err, double budget) {
+    if (budget > 0 && err / budget > v->worst) v->worst = err / budget;
+}
+
+/* The quantised types have panels (quant/dot.h). */
+static int be_panel(uint32_t t) { return quant_traits_of(t)->block_elems > 1; }
+
+enum { ROWS = 19, TOKS = 7, N_OUT = 2 * QUANT_ISA_COUNT };
+
+/* Output o of a case: a path's row kernel (o < QUANT_ISA_COUNT) or its panel kernel. */
+static const char *out_name(int o) {
+    static char buf[N_OUT][32];
+    snprintf(buf[o], sizeof buf[o], "%s%s", quant_isa_name((quant_isa)(o % QUANT_ISA_COUNT)),
+             o >= QUANT_ISA_COUNT ? " panel" : "");
+    return buf[o];
+}
+
+/* One (type, n, raw) case on every path: checks of the module comment. */
+static void run_case(uint32_t t, int64_t n, int raw, verdict *vq, verdict *vx, verdict *vs) {
+    size_t rb = quant_row_bytes(t, n), xb = quant_act_row_bytes(t, n);
+    uint8_t *w = malloc(rb * ROWS);
+    float *x = malloc((size_t)n * TOKS * sizeof *x), *wd = malloc((size_t)n * ROWS * sizeof *wd);
+    float *xd = malloc((size_t)n * sizeof *xd);
+    uint8_t *xq[QUANT_ISA_COUNT];
+    static float out[N_OUT][TOKS * ROWS];
+    int have[N_OUT] = {0};
+    void *panel = malloc(quant_panel_bytes(t, n) + 1);
+    make_weights(t, n, ROWS, raw, w, rb);
+    for (int r = 0; r < ROWS; r++) quant_dequant_row(t, w + (size_t)r * rb, wd + (size_t)r * n, n, NULL, 0);
+    for (int k = 0; k < TOKS; k++) fill_normal(x + (size_t)k * n, n);
+    int ab = act_block(t);
+    int64_t nb = n / ab;
+    for (int isa = 0; isa < QUANT_ISA_COUNT; isa++) {
+        xq[isa] = malloc(xb * TOKS);
+        if (!quant_isa_supported((quant_isa)isa)) continue;
+        for (int k = 0; k < TOKS; k++)
+            quant_act_quant_row((quant_isa)isa, t, x + (size_t)k * n, xq[isa] + (size_t)k * xb, n);
+        if (isa > 0 && memcmp(xq[isa], xq[0], xb * TOKS))
+            fail(vs, "%s n=%lld: activation bytes on %s differ from the portable path", quant_type_name(t),
+                 (long long)n, quant_isa_name((quant_isa)isa));
+        quant_dot_rows((quant_isa)isa, t, n, w, rb, ROWS, xq[isa], xb, TOKS, out[isa], ROWS);
+        have[isa] = 1;
+        if (!quant_panel_usable((quant_isa)isa, t)) continue;
+        for (int r0 = 0; r0 < ROWS; r0 += QUANT_PANEL_ROWS) {
+            int nr = ROWS - r0 < QUANT_PANEL_ROWS ? ROWS - r0 : QUANT_PANEL_ROWS;
+            quant_panel_pack(t, n, w + (size_t)r0 * rb, rb, nr, panel);
+            quant_panel_dot((quant_isa)isa, t, n, panel, nr, xq[isa], xb, TOKS, out[QUANT_ISA_COUNT + isa] + r0, ROWS);
+        }
+        have[QUANT_ISA_COUNT + isa] = 1;
+    }
+    if (be_panel(t) && !have[QUANT_ISA_COUNT])
+        fail(vs, "%s: the portable path has no panel kernel", quant_type_name(t));
+    for (int k = 0; k < TOKS; k++) {
+        quant_act_dequant_row(t, xq[0] + (size_t)k * xb, xd, n);
+        const float *xk = x + (size_t)k * n;
+        for (int r = 0; r < ROWS; r++) {
+            const float *wr = wd + (size_t)r * n;
+            double exact = 0, exq = 0, absq = 0, budget_act = 0;
+            for (int64_t b = 0; b < nb; b++) {
+                double amax = 0, wmax = 0;
+                for (int64_t j = b * ab; j < (b + 1) * ab; j++) {
+                    amax = fmax(amax, fabs(xk[j]));
+                    wmax = fmax(wmax, fabs(wr[j]));
+                }
+                double d = ab > 1 ? amax / 127.0 : 0.0;
+                for (int64_t j = b * ab; j < (b + 1) * ab; j++) {
+                    exact += (double)wr[j] * xk[j];
+                    exq += (double)wr[j] * xd[j];
+                    absq += (fabs(wr[j]) + (ab > 1 ? wmax : 0)) * fabs(xd[j]);
+                    budget_act += fabs(wr[j]) * d / 2;
+                }
+            }
+            double r_tol = (double)(nb + 16) * 0x1p-23 * absq + 1e-35;
+            for (int isa = 0; isa < N_OUT; isa++) {
+                if (!have[isa]) continue;
+                double got = out[isa][k * ROWS + r];
+                const char *in = out_name(isa);
+                if (!(fabs(got - exq) <= r_tol))
+                    fail(vq, "%s n=%lld %s row %d tok %d: %.9g vs %.9g on the quantised activations (tol %.3g)",
+                         quant_type_name(t), (long long)n, in, r, k, got, exq, r_tol);
+                note(vq, fabs(got - exq), r_tol);
+                if (!(fabs(got - exact) <= budget_act + r_tol))
+                    fail(vx, "%s n=%lld %s row %d tok %d: %.9g vs exact %.9g (budget %.3g)", quant_type_name(t),
+                         (long long)n, in, r, k, got, exact, budget_act + r_tol);
+                note(vx, fabs(got - exact), budget_act + r_tol);
+                double ref = out[0][k * ROWS + r];
+                if (isa > 0 && !(fabs(got - ref) <= 2 * r_tol))
+                    fail(vs, "%s n=%lld %s row %d tok %d: %.9g vs portable %.9g (tol %.3g)", quant_type_name(t),
+                         (long long)n, in, r, k, got, ref, 2 * r_tol);
+                if (isa > 0) note(vs, fabs(got - ref), 2 * r_tol);
+            }
+        }
+    }
+    for (int isa = 0; isa < QUANT_ISA_COUNT; isa++) free(xq[isa]);
+    free(panel);
+    free(w);
+    free(x);
+    free(wd);
+    free(xd);
+}
+
+static void test_types(void) {
+    for (size_t ti = 0; ti < N_TYPES; ti++) {
+        uint32_t t = types[ti];
+        int be = quant_traits_of(t)->block_elems;
+        static const int64_t float_n[] = {1, 7, 33, 1000, 2048};
+        static const int64_t b32_n[] = {32, 96, 1024, 2080};
+        static const int64_t k_n[] = {256, 768, 2048, 2816};
+        const int64_t *ns = be == 1 ? float_n : be == 32 ? b32_n : k_n;
+        int nn = be == 1 ? 5 : 4;
+        verdict vq = {0}, vx = {0}, vs = {0};
+        for (int i = 0; i < nn; i++)
+            for (int raw = 0; raw < (be > 1 ? 2 : 1); raw++) run_case(t, ns[i], raw, &vq, &vx, &vs);
+        char name[128];
+        snprintf(name, sizeof name, "dot %s: every path equals the f64 dot of the quantised activations", quant_type_name(t));
+        CHECK(!vq.bad, name, "%s (%d bad)", vq.why, vq.bad);
+        snprintf(name, sizeof name, "dot %s: within the activation-quantisation budget of the exact dot", quant_type_name(t));
+        CHECK(!vx.bad, name, "%s (%d bad)", vx.why, vx.bad);
+        snprintf(name, sizeof name, "dot %s: SIMD paths%s match the portable one", quant_type_name(t),
+                 be_panel(t) ? " and every panel kernel" : "");
+        CHECK(!vs.bad, name, "%s (%d bad)", vs.why, vs.bad);
+        printf("  info: %s worst error / budget: %.3f quantised, %.3f exact, %.3f SIMD vs portable\n",
+               quant_type_name(t), vq.worst, vx.worst, vs.worst);
+    }
+}
+
+static void test_check(void) {
+    char err[512];
+    int rc = quant_dot_check(QUANT_IQ2_XXS, 256, err, sizeof err);
+    CHECK(rc == -1 && strstr(err, "IQ2_XXS") && strstr(err, quant_supported_list()),
+          "quant_dot_check refuses IQ2_XXS and lists the supported types", "rc %d, \"%s\"", rc, err);
+    rc = quant_dot_check(QUANT_Q4_K, 300, err, sizeof err);
+    CHECK(rc == -1 && strstr(err, "300") && strstr(err, "Q4_K"), "quant_dot_check refuses a partial block",
+          "rc %d, \"%s\"", rc, err);
+    CHECK(quant_dot_check(QUANT_Q8_0, 64, err, sizeof err) == 0 && quant_dot_check(QUANT_F32, 3, err, sizeof err) == 0 &&
+              quant_dot_check(QUANT_Q6_K, 0, err, sizeof err) == -1 && quant_dot_check(4, 32, err, sizeof err) == -1,
+          "quant_dot_check accepts whole blocks of supported types only", "wrong answer");
+    CHECK(quant_act_row_bytes(QUANT_Q4_0, 64) == 80 && quant_act_row_bytes(QUANT_Q4_K, 512) == 584 &&
+              quant_act_row_bytes(QUANT_F16, 5) == 20 && quant_act_row_bytes(QUANT_Q4_K, 100) == 0,
+          "quant_act_row_bytes", "Q4_0 64 -> %zu", quant_act_row_bytes(QUANT_Q4_0, 64));
+    printf("  info: best path here: %s\n", quant_isa_name(quant_isa_best()));
+    for (int isa = 1; isa < QUANT_ISA_COUNT; isa++)
+        if (!quant_isa_supported((quant_isa)isa))
+            SKIP(quant_isa_name((quant_isa)isa), "this CPU lacks the path; its kernels were not run");
+}
+
+/* Activation codes: zero rows give d = 0 and codes 0; the block's largest magnitude maps to
+ * +-127; sums of 16 and d * sum(q) match the codes. */
+static void test_act(void) {
+    float x[512];
+    int bad = 0;
+    for (int isa = 0; isa < QUANT_ISA_COUNT; isa++) {
+        if (!quant_isa_supported((quant_isa)isa)) continue;
+        block_q8_K k[2];
+        block_q8_a a[16];
+        memset(x, 0, sizeof x);
+        for (int i = 256; i < 512; i++) x[i] = (float)(i - 400) * 0.5f;
+        quant_act_quant_row((quant_isa)isa, QUANT_Q4_K, x, k, 512);
+        quant_act_quant_row((quant_isa)isa, QUANT_Q4_0, x, a, 512);
+        if (k[0].d != 0 || k[1].d != 72.0f / 127.0f || k[1].qs[255] != 98 || k[1].qs[0] != -127) bad++;
+        for (int g = 0; g < 16; g++) {
+            int s = 0;
+            for (int j = 0; j < 16; j++) s += k[1].qs[16 * g + j];
+            if (s != k[1].bsums[g] || k[0].bsums[g]) bad++;
+        }
+        for (int b = 0; b < 16; b++) {
+            int s = 0, mx = 0;
+            for (int j = 0; j < 32; j++) s += a[b].qs[j], mx = abs(a[b].qs[j]) > mx ? abs(a[b].qs[j]) : mx;
+            if (a[b].s != a[b].d * (float)s || (b >= 8 && mx != 127) || (b < 8 && (mx || a[b].d != 0))) bad++;
+        }
+    }
+    CHECK(!bad, "activation quantisation: zero blocks, the extreme code, sums", "%d bad", bad);
+}
+
+int main(void) {
+    uint64_t seed = 0;
+    const char *env = getenv("QUANT_SEED");
+    if (env && *env) {
+        seed = strtoull(env, NULL, 10);
+    } else {
+        FILE *f = fopen("/dev/urandom", "rb");
+        if (!f || fread(&seed, sizeof seed, 1, f) != 1) seed = (uint64_t)time(NULL);
+        if (f) fclose(f);
+    }
+    rng_state = seed;
+    printf("  info: random seed %llu (rerun with QUANT_SEED=%llu)\n", (unsigned long long)seed,
+           (unsigned long long)seed);
+    test_check();
+    test_act();
+    test_types();
+    return test_done();
+}
