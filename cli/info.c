@@ -10,7 +10,7 @@
 #include "engine/devices.h"
 #include "engine/plan.h"
 #include "gguf/gguf.h"
-#include "models/llama.h"
+#include "models/model.h"
 #include "quant/quant.h"
 
 static const char info_usage[] =
