@@ -421,24 +421,26 @@ const float *model_rope_factors(const llama_model *m, int32_t n_ctx_seq) {
 
 const char *model_non_llama_feature(const llama_model *m) {
     const llama_hparams *hp = &m->hp;
-    if (hp->rope_kind != LLAMA_ROPE_NORM) return "NEOX RoPE (pairs i and i + n_rot/2)";
-    if (hp->act != LLAMA_ACT_SILU) return "GELU-gated FFN";
-    if (hp->head_dim * hp->n_head != hp->n_embd) return "head size (attention.key_length) other than n_embd / n_head";
+    /* The most telling feature first: it names what a GPU port would have to add. */
     if (hp->swa_pattern) return "sliding-window attention";
     if (hp->attn_softcap > 0 || hp->final_softcap > 0) return "softcapping";
-    if (hp->embd_scale != 1.0f) return "input scaling";
-    if (fabsf(hp->attn_scale * sqrtf((float)hp->head_dim) - 1.0f) > 1e-6f) return "attention scale";
-    if (m->rope_freqs || m->rope_long || m->rope_short) return "RoPE frequency factors (rope_freqs / LongRoPE)";
-    if (hp->rope_freq_scale != 1.0f || hp->rope_scaling == LLAMA_SCALING_YARN || hp->rope_attn_factor != 1.0f)
-        return "RoPE scaling (rope.scaling.*)";
-    if (hp->fused_qkv || hp->fused_gate_up) return "fused QKV or gate/up tensors";
-    if (m->output_b) return "output bias";
     for (int32_t l = 0; l < hp->n_layer; l++) {
         const llama_layer *L = &m->layers[l];
-        if (L->bq || L->bk || L->bv || L->bo) return "attention biases";
         if (L->q_norm || L->k_norm) return "per-head Q/K RMSNorm";
         if (L->attn_post_norm || L->ffn_post_norm) return "post-attention / post-FFN norms";
+        if (L->bq || L->bk || L->bv || L->bo) return "attention biases";
     }
+    if (hp->fused_qkv || hp->fused_gate_up) return "fused QKV or gate/up tensors";
+    if (m->rope_long || m->rope_short) return "LongRoPE factors";
+    if (m->rope_freqs) return "RoPE frequency factors (rope_freqs.weight)";
+    if (hp->rope_freq_scale != 1.0f || hp->rope_scaling == LLAMA_SCALING_YARN || hp->rope_attn_factor != 1.0f)
+        return "RoPE scaling (rope.scaling.*)";
+    if (hp->head_dim * hp->n_head != hp->n_embd) return "head size (attention.key_length) other than n_embd / n_head";
+    if (hp->rope_kind != LLAMA_ROPE_NORM) return "NEOX RoPE (pairs i and i + n_rot/2)";
+    if (hp->act != LLAMA_ACT_SILU) return "GELU-gated FFN";
+    if (hp->embd_scale != 1.0f) return "input scaling";
+    if (fabsf(hp->attn_scale * sqrtf((float)hp->head_dim) - 1.0f) > 1e-6f) return "attention scale";
+    if (m->output_b) return "output bias";
     return NULL;
 }
 
