@@ -74,7 +74,7 @@ static void print_summary(const gguf_ctx *g) {
         {"context_length", "context length"}, {"embedding_length", "n_embd"},
         {"block_count", "n_layer"}, {"feed_forward_length", "n_ff"},
         {"attention.head_count", "n_head"}, {"attention.head_count_kv", "n_head_kv"},
-        {"rope.dimension_count", "n_rot"}, {"rope.freq_base", "rope freq base"},
+        {"attention.key_length", "key length"}, {"rope.dimension_count", "n_rot"}, {"rope.freq_base", "rope freq base"},
         {"attention.layer_norm_rms_epsilon", "rms norm eps"}, {"vocab_size", "vocab size"},
     };
     if (arch) {
@@ -147,6 +147,11 @@ static int plan_text(const gguf_ctx *g, const engine_params *ep, int explicit_fl
     }
     const llama_hparams *hp = &m.hp;
     int rc = 0;
+    /* The recipe first, then the plan on the lines after it. */
+    model_describe(&m, *text, CAP / 2);
+    size_t at = strlen(*text);
+    char *plan = *text + at;
+    size_t plan_cap = CAP - at;
     int64_t limit = (int64_t)hp->n_ctx_train * ep->n_seq_max;
     int64_t n_ctx = ep->n_ctx ? ep->n_ctx : limit;
     if (n_ctx < ep->n_seq_max || n_ctx > limit || n_ctx > (1 << 30)) {
@@ -165,7 +170,7 @@ static int plan_text(const gguf_ctx *g, const engine_params *ep, int explicit_fl
         size_text(gguf_file_size(g), w, sizeof w);
         size_text(llama_kv_bytes(hp, n_cells, sizeof(float)), kv, sizeof kv);
         if (ep->split.n_gpu_layers != 0 && strlen(why) > 200) why[200] = 0;
-        snprintf(*text, CAP, "plan: CPU (%s%s)\n  cpu    all %d layers, weights %s, KV %s (f32, %d cells), batch %d\n",
+        snprintf(plan, plan_cap, "plan: CPU (%s%s)\n  cpu    all %d layers, weights %s, KV %s (f32, %d cells), batch %d\n",
                  ep->split.n_gpu_layers == 0 ? "-ngl 0" : "no CUDA device: ",
                  ep->split.n_gpu_layers == 0 ? "" : why, hp->n_layer, w, kv, n_cells, n_batch);
         llama_model_free(&m);
@@ -190,7 +195,7 @@ static int plan_text(const gguf_ctx *g, const engine_params *ep, int explicit_fl
         rc = EXIT_USAGE;
         goto out;
     }
-    engine_plan_describe(p, n_cells, n_batch, *text, CAP);
+    engine_plan_describe(p, n_cells, n_batch, plan, plan_cap);
     if (pr == -2) {
         cli_error("%s", err);
         rc = EXIT_BADINPUT;

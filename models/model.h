@@ -128,6 +128,11 @@ const char *model_non_llama_feature(const llama_model *m);
  * ones up to it (as llama.cpp chooses). */
 const float *model_rope_factors(const llama_model *m, int32_t n_ctx_seq);
 
+/* m's recipe as lines "label   value\n" for people (mgi info): RoPE kind, base and scaling, head
+ * size, windows and which layers are global, softcaps, biases, Q/K norms, tied head, GPU support.
+ * Truncated to size (always NUL-terminated). */
+void model_describe(const llama_model *m, char *buf, size_t size);
+
 /* Bytes of a K and a V cache holding n_pos positions of every layer at elem_bytes per value
  * (4 for f32): 2 * n_layer * n_pos * n_head_kv * head_dim * elem_bytes; UINT64_MAX when the
  * product overflows or n_pos < 0. */
