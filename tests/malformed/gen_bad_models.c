@@ -33,6 +33,9 @@ typedef struct {
 } bad_case;
 
 static const char *const archs[] = {"llama", "qwen2", "qwen3", "phi3", "gemma2", "gemma3"};
+/* The good bases also include llama with a head size other than n_embd / n_head (key_length 16:
+ * Q and attn_output 64 wide with n_embd 32), as Mistral Nemo's files have. */
+static int64_t head_dim = HEAD_DIM;
 
 static void k_block_count_str(gguf_writer *w) { gguf_writer_set_str(w, "llama.block_count", "four"); }
 static void k_embd_f32(gguf_writer *w) { gguf_writer_set_f32(w, "llama.embedding_length", 32.0f); }
@@ -258,14 +261,22 @@ static void base_keys(gguf_writer *w, const bad_case *c, const char *arch) {
         {"embedding_length", EMBD}, {"block_count", LAYERS},
         {"attention.head_count", HEADS}, {"attention.head_count_kv", HEADS_KV},
         {"feed_forward_length", FF}, {"context_length", 64},
-        {"rope.dimension_count", HEAD_DIM}, {"attention.sliding_window", 4},
+        {"attention.sliding_window", 4},
     };
     char key[96];
     if (keep(c, "general.architecture")) gguf_writer_set_str(w, "general.architecture", arch);
+    snprintf(key, sizeof key, "%s.rope.dimension_count", arch);
+    if (keep(c, key)) gguf_writer_set_u32(w, key, (uint32_t)head_dim);
     for (size_t i = 0; i < sizeof u32s / sizeof u32s[0]; i++) {
         if (!strcmp(u32s[i].key, "attention.sliding_window") && strncmp(arch, "gemma", 5)) continue;
         snprintf(key, sizeof key, "%s.%s", arch, u32s[i].key);
         if (keep(c, key)) gguf_writer_set_u32(w, key, u32s[i].v);
+    }
+    if (head_dim != HEAD_DIM) {
+        snprintf(key, sizeof key, "%s.attention.key_length", arch);
+        gguf_writer_set_u32(w, key, (uint32_t)head_dim);
+        snprintf(key, sizeof key, "%s.attention.value_length", arch);
+        gguf_writer_set_u32(w, key, (uint32_t)head_dim);
     }
     if (keep(c, "tokenizer.ggml.bos_token_id")) gguf_writer_set_u32(w, "tokenizer.ggml.bos_token_id", 1);
     if (keep(c, "tokenizer.ggml.eos_token_id")) gguf_writer_set_u32(w, "tokenizer.ggml.eos_token_id", 2);
@@ -317,21 +328,19 @@ static int add(gguf_writer *w, const bad_case *c, const char *name, int64_t ne0,
     return rc;
 }
 
-/* The per-layer tensors of each architecture; 0 for ne1 is a vector. */
+/* The per-layer tensors of each architecture; 0 for ne1 is a vector. Widths follow head_dim. */
 typedef struct { const char *n; int64_t ne0, ne1; } layer_tensor;
-#define Q_ (HEADS * HEAD_DIM)
-#define KV_ (HEADS_KV * HEAD_DIM)
-static const layer_tensor t_attn[] = {{"attn_norm.weight", EMBD, 0}, {"attn_q.weight", EMBD, Q_},
-                                      {"attn_k.weight", EMBD, KV_}, {"attn_v.weight", EMBD, KV_},
-                                      {"attn_output.weight", Q_, EMBD}, {"ffn_norm.weight", EMBD, 0}};
-static const layer_tensor t_ffn[] = {{"ffn_gate.weight", EMBD, FF}, {"ffn_up.weight", EMBD, FF},
-                                     {"ffn_down.weight", FF, EMBD}};
-static const layer_tensor t_bias[] = {{"attn_q.bias", Q_, 0}, {"attn_k.bias", KV_, 0}, {"attn_v.bias", KV_, 0}};
-static const layer_tensor t_qk_norm[] = {{"attn_q_norm.weight", HEAD_DIM, 0}, {"attn_k_norm.weight", HEAD_DIM, 0}};
-static const layer_tensor t_post[] = {{"post_attention_norm.weight", EMBD, 0}, {"post_ffw_norm.weight", EMBD, 0}};
-static const layer_tensor t_phi3[] = {{"attn_norm.weight", EMBD, 0}, {"attn_qkv.weight", EMBD, Q_ + 2 * KV_},
-                                      {"attn_output.weight", Q_, EMBD}, {"ffn_norm.weight", EMBD, 0},
-                                      {"ffn_up.weight", EMBD, 2 * FF}, {"ffn_down.weight", FF, EMBD}};
+#define Q_ (HEADS * head_dim)
+#define KV_ (HEADS_KV * head_dim)
+#define T_ATTN {{"attn_norm.weight", EMBD, 0}, {"attn_q.weight", EMBD, Q_}, {"attn_k.weight", EMBD, KV_}, \
+                {"attn_v.weight", EMBD, KV_}, {"attn_output.weight", Q_, EMBD}, {"ffn_norm.weight", EMBD, 0}}
+#define T_FFN {{"ffn_gate.weight", EMBD, FF}, {"ffn_up.weight", EMBD, FF}, {"ffn_down.weight", FF, EMBD}}
+#define T_BIAS {{"attn_q.bias", Q_, 0}, {"attn_k.bias", KV_, 0}, {"attn_v.bias", KV_, 0}}
+#define T_QK_NORM {{"attn_q_norm.weight", head_dim, 0}, {"attn_k_norm.weight", head_dim, 0}}
+#define T_POST {{"post_attention_norm.weight", EMBD, 0}, {"post_ffw_norm.weight", EMBD, 0}}
+#define T_PHI3 {{"attn_norm.weight", EMBD, 0}, {"attn_qkv.weight", EMBD, Q_ + 2 * KV_}, \
+                {"attn_output.weight", Q_, EMBD}, {"ffn_norm.weight", EMBD, 0}, {"ffn_up.weight", EMBD, 2 * FF}, \
+                {"ffn_down.weight", FF, EMBD}}
 
 static int add_layer(gguf_writer *w, const bad_case *c, int l, const layer_tensor *t, size_t n) {
     int rc = 0;
@@ -342,7 +351,7 @@ static int add_layer(gguf_writer *w, const bad_case *c, int l, const layer_tenso
     }
     return rc;
 }
-#define ADD_LAYER(t) add_layer(w, c, l, t, sizeof t / sizeof t[0])
+#define ADD_LAYER(T) (__extension__({ const layer_tensor t_[] = T; add_layer(w, c, l, t_, sizeof t_ / sizeof t_[0]); }))
 
 static int write_model(const char *path, const bad_case *c, const char *arch) {
     gguf_writer *w = gguf_writer_new();
@@ -352,20 +361,20 @@ static int write_model(const char *path, const bad_case *c, const char *arch) {
         rc |= add(w, c, "token_embd.weight", EMBD, VOCAB);
         rc |= add(w, c, "output_norm.weight", EMBD, 0);
         rc |= add(w, c, "output.weight", EMBD, VOCAB);
-        if (!strcmp(arch, "llama")) rc |= add(w, c, "rope_freqs.weight", HEAD_DIM / 2, 0);
+        if (!strcmp(arch, "llama")) rc |= add(w, c, "rope_freqs.weight", head_dim / 2, 0);
         if (!strcmp(arch, "phi3")) {
-            rc |= add(w, c, "rope_factors_long.weight", HEAD_DIM / 2, 0);
-            rc |= add(w, c, "rope_factors_short.weight", HEAD_DIM / 2, 0);
+            rc |= add(w, c, "rope_factors_long.weight", head_dim / 2, 0);
+            rc |= add(w, c, "rope_factors_short.weight", head_dim / 2, 0);
         }
         for (int l = 0; l < LAYERS; l++) {
             if (!strcmp(arch, "phi3")) {
-                rc |= ADD_LAYER(t_phi3);
+                rc |= ADD_LAYER(T_PHI3);
                 continue;
             }
-            rc |= ADD_LAYER(t_attn) | ADD_LAYER(t_ffn);
-            if (!strcmp(arch, "qwen2")) rc |= ADD_LAYER(t_bias);
-            if (!strcmp(arch, "qwen3") || !strcmp(arch, "gemma3")) rc |= ADD_LAYER(t_qk_norm);
-            if (!strncmp(arch, "gemma", 5)) rc |= ADD_LAYER(t_post);
+            rc |= ADD_LAYER(T_ATTN) | ADD_LAYER(T_FFN);
+            if (!strcmp(arch, "qwen2")) rc |= ADD_LAYER(T_BIAS);
+            if (!strcmp(arch, "qwen3") || !strcmp(arch, "gemma3")) rc |= ADD_LAYER(T_QK_NORM);
+            if (!strncmp(arch, "gemma", 5)) rc |= ADD_LAYER(T_POST);
         }
     }
     char err[512];
@@ -397,6 +406,11 @@ int main(int argc, char **argv) {
             if (write_model(path, NULL, archs[i])) return 2;
             printf("%s\tOK\n", path);
         }
+        head_dim = 16;
+        snprintf(path, sizeof path, "%s/good-llama-hd16.gguf", dir);
+        if (write_model(path, NULL, "llama")) return 2;
+        printf("%s\tOK\n", path);
+        head_dim = HEAD_DIM;
     }
     for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
         snprintf(path, sizeof path, "%s/model-%s.gguf", dir, cases[i].name);

@@ -2,7 +2,11 @@
  * each architecture that tests/malformed/gen_bad_models --good writes), and the GPU refusal: with
  * a GPU backend that reports a device, engine_load refuses every recipe but plain Llama before it
  * creates anything (exit 2 at the CLI, one line naming the feature and -ngl 0), still hands a
- * plain Llama file to the GPU backend, and runs the other recipes on the CPU with -ngl 0. */
+ * plain Llama file to the GPU backend, and runs the other recipes on the CPU with -ngl 0. And the
+ * engine's paths agree for every recipe (a head size other than n_embd / n_head too): a prompt
+ * in one pass, one token per pass, and restored from another engine's KV rows (the prompt
+ * cache's path) give the same logits, windowed layers included (the window, 4, is shorter than
+ * the sequence). */
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -170,6 +174,57 @@ static void test_gpu_refusal(void) {
           "gpu refusal: a plain Llama file still goes to the GPU backend", "rc %d, created %d: %s", rc, created, err);
 }
 
+static engine *open_engine(const char *path, int32_t n_batch, char *err, size_t n) {
+    engine_params ep = engine_default_params();
+    ep.n_ctx = 64;
+    ep.n_batch = n_batch;
+    ep.n_threads = 2;
+    engine *e = NULL;
+    return engine_load(&e, path, &ep, err, n) == ENGINE_OK ? e : NULL;
+}
+
+static float max_diff(const float *a, const float *b, size_t n) {
+    float d = 0;
+    for (size_t i = 0; i < n; i++) d = fmaxf(d, fabsf(a[i] - b[i]));
+    return d;
+}
+
+static void test_paths(const char *base) {
+    enum { N = 14 };
+    const int32_t toks[N + 1] = {1, 7, 19, 4, 30, 22, 9, 13, 5, 28, 17, 11, 26, 8, 15};
+    char path[256], err[512] = "", name[256];
+    snprintf(path, sizeof path, "%s/good-%s.gguf", dir, base);
+    engine *a = open_engine(path, 64, err, sizeof err), *b = open_engine(path, 1, err, sizeof err);
+    engine *c = open_engine(path, 64, err, sizeof err);
+    snprintf(name, sizeof name, "paths %s: three engines load", base);
+    if (!CHECK(a && b && c, name, "%s", err)) goto out;
+    int32_t nv = engine_n_vocab(a), kvd = engine_kv_dim(a), nl = engine_hparams(a)->n_layer;
+    float *la = malloc(sizeof(float) * nv * (N + 1)), *lb = malloc(sizeof(float) * nv * (N + 1));
+    float *k = malloc(sizeof(float) * kvd * N), *v = malloc(sizeof(float) * kvd * N);
+    int ok = la && lb && k && v && !engine_eval(a, toks, N, 0, la, 1, err, sizeof err) &&
+             !engine_eval(b, toks, N, 0, lb, 1, err, sizeof err);
+    snprintf(name, sizeof name, "paths %s: one pass of %d tokens equals one token per pass", base, N);
+    CHECK(ok && max_diff(la, lb, (size_t)nv * N) == 0, name, "%s max diff %g", ok ? "" : err,
+          ok ? max_diff(la, lb, (size_t)nv * N) : -1);
+    /* Another engine gets the KV rows of every layer, then both evaluate the next token. */
+    ok = ok && !engine_seq_alloc(c, 0, N, err, sizeof err);
+    for (int32_t l = 0; ok && l < nl; l++)
+        ok = !engine_seq_kv_get(a, 0, l, 0, N, k, v, err, sizeof err) &&
+             !engine_seq_kv_set(c, 0, l, 0, N, k, v, err, sizeof err);
+    ok = ok && !engine_eval(a, toks + N, 1, N, la, 0, err, sizeof err) &&
+         !engine_eval(c, toks + N, 1, N, lb, 0, err, sizeof err);
+    snprintf(name, sizeof name, "paths %s: KV rows restored in another engine give the same next logits", base);
+    CHECK(ok && max_diff(la, lb, (size_t)nv) == 0, name, "%s", ok ? "differ" : err);
+    free(la);
+    free(lb);
+    free(k);
+    free(v);
+out:
+    engine_free(a);
+    engine_free(b);
+    engine_free(c);
+}
+
 int main(void) {
     snprintf(dir, sizeof dir, "/tmp/mgi-recipe-XXXXXX");
     if (!mkdtemp(dir)) {
@@ -183,6 +238,8 @@ int main(void) {
     if (!CHECK(system(cmd) == 0, "recipe: gen_bad_models --good writes the base models", "%s failed", cmd)) return 1;
     test_recipes();
     test_gpu_refusal();
+    const char *bases[] = {"llama", "llama-hd16", "qwen2", "qwen3", "phi3", "gemma2", "gemma3"};
+    for (size_t i = 0; i < sizeof bases / sizeof bases[0]; i++) test_paths(bases[i]);
     snprintf(cmd, sizeof cmd, "rm -rf %s", dir);
     if (system(cmd) != 0) printf("# could not remove %s\n", dir);
     return test_failures_ ? 1 : 0;
