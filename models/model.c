@@ -415,7 +415,9 @@ void llama_model_free(llama_model *m) {
 
 const float *model_rope_factors(const llama_model *m, int32_t n_ctx_seq) {
     if (m->rope_freqs) return m->rope_freqs;
-    if (m->rope_long && n_ctx_seq > m->hp.n_ctx_orig) return m->rope_long;
+    /* llama.cpp compares its per-sequence context, which it rounds up to a multiple of 256. */
+    int64_t padded = ((int64_t)n_ctx_seq + 255) / 256 * 256;
+    if (m->rope_long && padded > m->hp.n_ctx_orig) return m->rope_long;
     return m->rope_short;
 }
 

@@ -124,8 +124,9 @@ int llama_layer_is_swa(const llama_hparams *hp, int32_t l);
 const char *model_non_llama_feature(const llama_model *m);
 
 /* The RoPE factors a context of n_ctx_seq positions per sequence uses, n_rot / 2 values or NULL:
- * rope_freqs when the file has them, else LongRoPE's long factors past n_ctx_orig and its short
- * ones up to it (as llama.cpp chooses). */
+ * rope_freqs when the file has them, else LongRoPE's long factors when n_ctx_seq, rounded up to a
+ * multiple of 256 as llama.cpp rounds its context, exceeds n_ctx_orig, and its short ones
+ * otherwise (llama.cpp's choice, so both run the same factors for the same -c and -np). */
 const float *model_rope_factors(const llama_model *m, int32_t n_ctx_seq);
 
 /* m's recipe as lines "label   value\n" for people (mgi info): RoPE kind, base and scaling, head

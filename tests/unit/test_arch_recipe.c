@@ -68,9 +68,13 @@ static void test_recipes(void) {
                   L->wk.data == L->wq.data + 32 * L->wq.row_bytes && L->wv.data == L->wk.data + 16 * L->wk.row_bytes &&
                   L->w_gate.n_rows == 256 && L->w_up.data == L->w_gate.data + 256 * L->w_gate.row_bytes,
               "recipe phi3: fused attn_qkv and gate/up bound as runs of rows", "");
-        /* LongRoPE: the short factors up to original_context_length (64 here), the long past it. */
-        CHECK(model_rope_factors(&m, 64) == m.rope_short && model_rope_factors(&m, 65) == m.rope_long,
-              "recipe phi3: LongRoPE short factors up to n_ctx_orig, long ones past it", "");
+        /* LongRoPE: long factors when the context per sequence, rounded up to 256 as llama.cpp
+         * rounds it, exceeds original_context_length (64 here: always); short ones otherwise. */
+        int orig64 = model_rope_factors(&m, 1) == m.rope_long;
+        m.hp.n_ctx_orig = 512;
+        CHECK(orig64 && model_rope_factors(&m, 512) == m.rope_short && model_rope_factors(&m, 300) == m.rope_short &&
+                  model_rope_factors(&m, 513) == m.rope_long,
+              "recipe phi3: LongRoPE short factors up to n_ctx_orig (context rounded up to 256), long ones past it", "");
         llama_model_free(&m);
         gguf_close(g);
     }
