@@ -1,6 +1,7 @@
-/* mkmodel: writes Llama-shaped GGUF files with random weights of real tensor types, for tests,
- * `make demo` and benchmarks (the C counterpart of ../shared/tools/mkmodel.py; same shapes, mixes
- * and value statistics). Tensors are produced while the writer streams the file. */
+/* mkmodel: writes GGUF files with random weights of real tensor types, for tests, `make demo` and
+ * benchmarks: the Llama shapes of ../shared/tools/mkmodel.py (same shapes, mixes and value
+ * statistics), and files of the other architectures as llama.cpp's converter writes them
+ * (mkmodel_arch.h). Tensors are produced while the writer streams the file. */
 #include <errno.h>
 #include <limits.h>
 #include <math.h>
@@ -12,18 +13,32 @@
 #include <strings.h>
 #include "gguf/gguf.h"
 #include "quant/quant.h"
+#include "scripts/mkmodel_arch.h"
 
 static const char usage[] =
     "usage: mkmodel --shape S --quant Q -o OUT.gguf [options]\n"
-    "  --shape S           demo | tiny | mini | 1b | 8b | 70b (docs/PERF.md in ../shared)\n"
+    "       mkmodel --arch A --quant Q -o OUT.gguf [options]   (A's small test shape)\n"
+    "  --shape S           Llama benchmark shapes (docs/PERF.md in ../shared): demo | tiny | mini |\n"
+    "                      1b | 8b | 70b; real models' shapes: llama3.1-8b | qwen2.5-7b | qwen3-8b |\n"
+    "                      gemma3-12b | phi4-mini; small test shapes: llama-s | qwen2-s | qwen3-s |\n"
+    "                      phi-s | gemma2-s | gemma3-s\n"
+    "  --arch A            llama | qwen2 | qwen3 | phi3 | gemma2 | gemma3: the keys, tensors and\n"
+    "                      tokenizer settings llama.cpp's converter writes for A (default: the\n"
+    "                      shape's; llama for the benchmark shapes, which keep their bytes without it)\n"
     "  --quant Q           q4_0 | q4_k_m | mixq, or one type for every matrix: f32 f16 bf16 q4_1\n"
     "                      q5_0 q5_1 q8_0 q2_k q3_k q4_k q5_k q6_k\n"
     "  -o FILE             output GGUF file\n"
     "  --vocab FILE        copy the tokenizer.* keys from this GGUF (default: a synthetic\n"
     "                      SentencePiece-style vocabulary with byte fallback)\n"
-    "  --n-vocab N         size of the synthetic vocabulary (default 1024 for demo, else 32000)\n"
+    "  --n-vocab N         size of the synthetic vocabulary (default: the shape's)\n"
     "  --layers N          number of layers (default: the shape's)\n"
-    "  --ctx N             llama.context_length (default 256 for demo, else 8192)\n"
+    "  --ctx N             ARCH.context_length (default: the shape's)\n"
+    "  --head-dim N        attention.key_length = value_length = N (and the rotary size), e.g.\n"
+    "                      128 where n_embd / n_head is 64 (default: the shape's)\n"
+    "  --rope-freqs        llama: Llama 3.1's rope_freqs.weight (factor 8, low/high frequency\n"
+    "                      factors 1 and 4, original context 8192) (default off)\n"
+    "  --rope-scaling T:F  rope.scaling.type linear or yarn with factor F, e.g. yarn:4 (yarn's\n"
+    "                      original context: the context / F) (default: the shape's)\n"
     "  --seed N            random seed (default 1234)\n"
     "  --tensor-type P=T   tensor type T for tensors named P: a full name (blk.3.attn_v.weight),\n"
     "                      or a name without blk.N. and .weight (attn_v, output); repeatable\n";
@@ -73,21 +88,30 @@ static void rng_normal(rng *r, float *x, int64_t n, float sigma) {
     }
 }
 
-/* ---- shapes and mixes ----------------------------------------------------------------------- */
+/* One normal sample in units of sigma, from arithmetic alone: the sum of twelve 32-bit uniforms
+ * less their mean (Irwin-Hall, within 6 sigma). Exact in double (|sum| < 2^36) and free of libm,
+ * so files of the architectures (whose golden outputs are committed) have the same bytes on every
+ * machine; Box-Muller's log and cos may differ in the last bit between C libraries. */
+static double rng_unit_portable(rng *r) {
+    int64_t sum = 0;
+    for (int k = 0; k < 6; k++) {
+        uint64_t u = rng_u64(r);
+        sum += (int64_t)(u >> 32) + (int64_t)(u & 0xffffffffu);
+    }
+    return (double)(sum - (6ll << 32)) * 0x1p-32;
+}
 
-typedef struct {
-    const char *name;
-    int n_embd, n_layer, n_head, n_head_kv, n_ff, ctx, n_vocab;
-} shape;
+/* n samples with standard deviation sigma, the portable way or Box-Muller (the Llama benchmark
+ * files, whose bytes stay as they always were). */
+static void rng_fill(rng *r, int portable, float *x, int64_t n, float sigma) {
+    if (!portable) {
+        rng_normal(r, x, n, sigma);
+        return;
+    }
+    for (int64_t i = 0; i < n; i++) x[i] = (float)(rng_unit_portable(r) * (double)sigma);
+}
 
-static const shape shapes[] = {
-    {"demo", 128, 2, 4, 2, 384, 256, 1024},
-    {"tiny", 256, 2, 4, 2, 512, 8192, 32000},
-    {"mini", 1024, 12, 16, 4, 2816, 8192, 32000},
-    {"1b", 2048, 16, 32, 8, 8192, 8192, 32000},
-    {"8b", 4096, 32, 32, 8, 14336, 8192, 32000},
-    {"70b", 8192, 80, 64, 8, 28672, 8192, 32000},
-};
+/* ---- mixes ----------------------------------------------------------------------------- */
 
 /* A mix: the matrices' base type and llama.cpp's file_type; the named mixes add rules. */
 typedef enum { MIX_PURE, MIX_Q4_0, MIX_Q4_K_M, MIX_MIXQ } mix_kind;
@@ -144,7 +168,9 @@ static uint32_t mix_type(const mix *m, const char *role, int layer, int n_layer)
     int big = layer >= 0 && (!strcmp(role, "attn_v") || !strcmp(role, "ffn_down")) && more_bits(layer, n_layer);
     switch (m->kind) {
     case MIX_Q4_0: return is_out ? QUANT_Q6_K : QUANT_Q4_0;
-    case MIX_Q4_K_M: return is_out || big ? QUANT_Q6_K : QUANT_Q4_K;
+    case MIX_Q4_K_M:
+        if (!strcmp(role, "attn_qkv")) return QUANT_Q5_K;  /* llama.cpp's Q4_K_M rule for fused QKV */
+        return is_out || big ? QUANT_Q6_K : QUANT_Q4_K;
     case MIX_MIXQ:
         if (!strcmp(role, "ffn_down")) return QUANT_F16;
         return is_out || (big && !strcmp(role, "attn_v")) ? QUANT_Q8_0 : QUANT_Q5_0;
@@ -188,7 +214,7 @@ static int pattern_matches(const char *p, size_t plen, const char *name) {
 /* ---- tensor values -------------------------------------------------------------------------- */
 
 /* Values (as docs/PERF.md asks): matrices zero-mean with std 1/sqrt(fan-in), fan-in = ne[0];
- * norm weights 1 + 0.01 N(0, 1) in F32. Small models (up to DIRECT_MAX parameters) quantise
+ * norms near 1 and biases in F32 (row_values). Small models (up to DIRECT_MAX parameters) quantise
  * every random row with the reference quantisers, so each block is exactly what llama.cpp's
  * quantiser would make of that row. Larger ones would take minutes that way, so they quantise
  * a pool of random rows once per (type, fan-in) and assemble every row from units (a block, or
@@ -208,16 +234,21 @@ typedef struct {
 typedef struct {
     uint64_t seed;
     int direct;
+    int portable;        /* rng_fill's portable samples (every file but the Llama benchmark ones) */
     pool pools[16];
     int n_pools;
 } generator;
+
+/* What a tensor holds: a weight matrix, a norm's weights (near 1), a bias, or given values. */
+typedef enum { T_MATRIX, T_NORM, T_BIAS, T_DATA } tensor_kind;
 
 typedef struct {
     generator *g;
     char name[96];
     uint32_t type;
     int64_t ne[2];
-    int is_norm;
+    tensor_kind kind;
+    const float *data;   /* T_DATA: ne[0] values */
     int index;
 } tensor_spec;
 
@@ -243,7 +274,7 @@ static const pool *pool_get(generator *g, uint32_t type, int64_t ne0) {
     p->ne0 = ne0;
     p->bytes = xmalloc(rb * (size_t)rows);
     for (int64_t i = 0; i < rows; i++) {
-        rng_normal(&r, x, ne0, 1.0f / sqrtf((float)ne0));
+        rng_fill(&r, g->portable, x, ne0, 1.0f / sqrtf((float)ne0));
         if (quant_quant_row(type, x, p->bytes + rb * (size_t)i, ne0, err, sizeof err)) die("%s", err);
     }
     free(x);
@@ -251,6 +282,29 @@ static const pool *pool_get(generator *g, uint32_t type, int64_t ne0) {
     p->unit_bytes = quant_row_bytes(type, ue);
     p->n_units = rows * (ne0 / ue);
     return p;
+}
+
+/* One row of a tensor's values as floats. Norms: 1 + 0.01 N(0, 1) in the Llama benchmark files;
+ * 1 + N(0, 1)/8 elsewhere, wide enough that an engine that drops a norm's weights is caught (the
+ * product with 1/8 and the sum are exact in double, so the bytes are the same everywhere). Gemma's
+ * converter stores 1 + w for its (1 + w) norms, so its files hold weights near 1 too. Biases:
+ * N(0, 1/2), on the scale of the q/k/v outputs they shift. */
+static void row_values(const tensor_spec *t, rng *r, float *x) {
+    int64_t ne0 = t->ne[0];
+    const generator *g = t->g;
+    switch (t->kind) {
+    case T_DATA: memcpy(x, t->data, sizeof(float) * (size_t)ne0); break;
+    case T_NORM:
+        if (!g->portable) {
+            rng_normal(r, x, ne0, 0.01f);
+            for (int64_t j = 0; j < ne0; j++) x[j] += 1.0f;
+        } else {
+            for (int64_t j = 0; j < ne0; j++) x[j] = (float)(1.0 + rng_unit_portable(r) * 0.125);
+        }
+        break;
+    case T_BIAS: rng_fill(r, g->portable, x, ne0, 0.5f); break;
+    case T_MATRIX: rng_fill(r, g->portable, x, ne0, 1.0f / sqrtf((float)ne0)); break;
+    }
 }
 
 /* gguf_fill_fn: the whole tensor's bytes, row by row (the writer asks for a tensor in one call;
@@ -263,16 +317,11 @@ static int fill_tensor(void *dst, size_t size, void *user) {
     rng r = rng_for(t->g->seed, (uint64_t)t->index + 1);
     uint8_t *out = dst;
     int64_t rows = (int64_t)(size / rb);
-    if (t->is_norm || t->g->direct) {
+    if (t->kind != T_MATRIX || t->g->direct) {
         float *x = xmalloc((size_t)ne0 * sizeof(float));
         char err[256];
         for (int64_t i = 0; i < rows; i++, out += rb) {
-            if (t->is_norm) {
-                rng_normal(&r, x, ne0, 0.01f);
-                for (int64_t j = 0; j < ne0; j++) x[j] += 1.0f;
-            } else {
-                rng_normal(&r, x, ne0, 1.0f / sqrtf((float)ne0));
-            }
+            row_values(t, &r, x);
             if (quant_quant_row(t->type, x, out, ne0, err, sizeof err)) {
                 free(x);
                 return -1;
@@ -335,7 +384,7 @@ static void vocab_add(vocab *v, const char *s, int32_t type) {
     v->n++;
 }
 
-static int64_t synth_vocab(gguf_writer *w, int64_t n_vocab) {
+static int64_t synth_vocab(gguf_writer *w, int64_t n_vocab, int space_prefix) {
     static const char *const words[] = {
         "the", "and", "a", "to", "was", "he", "she", "it", "they", "of", "in", "on", "with", "her",
         "his", "Once", "upon", "time", "there", "little", "girl", "boy", "named", "Lily", "Tom",
@@ -402,11 +451,90 @@ static int64_t synth_vocab(gguf_writer *w, int64_t n_vocab) {
     gguf_writer_set_u32(w, "tokenizer.ggml.unknown_token_id", 0);
     gguf_writer_set_bool(w, "tokenizer.ggml.add_bos_token", true);
     gguf_writer_set_bool(w, "tokenizer.ggml.add_eos_token", false);
+    if (!space_prefix) gguf_writer_set_bool(w, "tokenizer.ggml.add_space_prefix", false);
     for (int64_t i = 0; i < v.n; i++) free(v.tok[i]);
     free(v.tok);
     free(v.score);
     free(v.type);
     return n_vocab;
+}
+
+/* ---- tensor layout -------------------------------------------------------------------------- */
+
+typedef struct {
+    tensor_spec *t;
+    int n, cap;
+    generator *g;
+    const mix *m;
+    int n_layer, tied;
+    override *ov;
+    int n_ov;
+    int64_t n_params;
+} layout;
+
+/* Appends a tensor: blk.LAYER.ROLE.SUFFIX (ROLE.SUFFIX for layer -1), its type from the mix
+ * (norms, biases and given values in F32, as the converter keeps them) and the overrides. */
+static void layout_add(layout *L, const char *role, const char *suffix, int layer, tensor_kind kind, int64_t ne0,
+                       int64_t ne1, const float *data) {
+    if (L->n == L->cap) {
+        L->cap = L->cap ? 2 * L->cap : 64;
+        tensor_spec *t = realloc(L->t, sizeof(tensor_spec) * (size_t)L->cap);
+        if (!t) die("out of memory");
+        L->t = t;
+    }
+    tensor_spec *t = &L->t[L->n];
+    *t = (tensor_spec){.g = L->g, .index = L->n, .kind = kind, .data = data, .ne = {ne0, ne1}};
+    if (layer >= 0) snprintf(t->name, sizeof t->name, "blk.%d.%s.%s", layer, role, suffix);
+    else snprintf(t->name, sizeof t->name, "%s.%s", role, suffix);
+    if (kind == T_MATRIX) {
+        /* llama.cpp's quantiser gives a tied token_embd the output head's type */
+        const char *as = L->tied && !strcmp(role, "token_embd") ? "output" : role;
+        t->type = fit_type(mix_type(L->m, as, layer, L->n_layer), ne0);
+    } else {
+        t->type = QUANT_F32;
+    }
+    int explicit_type = 0;
+    for (int o = 0; o < L->n_ov; o++) {
+        if (pattern_matches(L->ov[o].pattern, L->ov[o].len, t->name)) {
+            t->type = L->ov[o].type;
+            L->ov[o].used = explicit_type = 1;
+        }
+    }
+    if (explicit_type && ne0 % quant_traits_of(t->type)->block_elems)
+        die("--tensor-type: %s has rows of %lld, not a whole number of %s blocks (%d)", t->name, (long long)ne0,
+            quant_type_name(t->type), (int)quant_traits_of(t->type)->block_elems);
+    L->n_params += ne0 * ne1;
+    L->n++;
+}
+
+/* One layer in llama.cpp's names and shapes for the architecture; ne[0] is the fan-in.
+ * q = n_head * head_dim, kv = n_head_kv * head_dim. */
+static void layout_layer(layout *L, unsigned arch, int i, int64_t E, int64_t q, int64_t kv, int64_t hd, int64_t FF) {
+    layout_add(L, "attn_norm", "weight", i, T_NORM, E, 1, NULL);
+    if (arch & ARCH_FUSED_QKV) {
+        layout_add(L, "attn_qkv", "weight", i, T_MATRIX, E, q + 2 * kv, NULL);
+    } else {
+        static const char *const qkv[3] = {"attn_q", "attn_k", "attn_v"};
+        for (int k = 0; k < 3; k++) {
+            layout_add(L, qkv[k], "weight", i, T_MATRIX, E, k ? kv : q, NULL);
+            if (arch & ARCH_QKV_BIAS) layout_add(L, qkv[k], "bias", i, T_BIAS, k ? kv : q, 1, NULL);
+        }
+    }
+    if (arch & ARCH_QK_NORM) {
+        layout_add(L, "attn_q_norm", "weight", i, T_NORM, hd, 1, NULL);
+        layout_add(L, "attn_k_norm", "weight", i, T_NORM, hd, 1, NULL);
+    }
+    layout_add(L, "attn_output", "weight", i, T_MATRIX, q, E, NULL);
+    if (arch & ARCH_POST_NORMS) layout_add(L, "post_attention_norm", "weight", i, T_NORM, E, 1, NULL);
+    layout_add(L, "ffn_norm", "weight", i, T_NORM, E, 1, NULL);
+    if (arch & ARCH_FUSED_UP) {
+        layout_add(L, "ffn_up", "weight", i, T_MATRIX, E, 2 * FF, NULL);
+    } else {
+        layout_add(L, "ffn_gate", "weight", i, T_MATRIX, E, FF, NULL);
+        layout_add(L, "ffn_up", "weight", i, T_MATRIX, E, FF, NULL);
+    }
+    layout_add(L, "ffn_down", "weight", i, T_MATRIX, FF, E, NULL);
+    if (arch & ARCH_POST_NORMS) layout_add(L, "post_ffw_norm", "weight", i, T_NORM, E, 1, NULL);
 }
 
 /* ---- main ----------------------------------------------------------------------------------- */
@@ -419,9 +547,24 @@ static long long parse_int(const char *flag, const char *s, long long lo, long l
     return v;
 }
 
+/* --rope-scaling linear:F | yarn:F */
+static void parse_scaling(const char *s, shape *sh) {
+    const char *colon = strchr(s, ':');
+    char *end;
+    double f = colon ? strtod(colon + 1, &end) : 0;
+    if (!colon || end == colon + 1 || *end || !(f > 1 && f <= 1024))
+        die("--rope-scaling %s: want linear:F or yarn:F with a factor F in (1, 1024], e.g. linear:4", s);
+    if (!strncmp(s, "linear:", 7)) sh->scaling = ROPE_LINEAR;
+    else if (!strncmp(s, "yarn:", 5)) sh->scaling = ROPE_YARN;
+    else die("--rope-scaling %s: unknown type; use linear or yarn", s);
+    sh->scale_factor = (float)f;
+}
+
 int main(int argc, char **argv) {
-    const char *shape_name = NULL, *quant = NULL, *out = NULL, *vocab_path = NULL;
-    long long layers = 0, ctx = 0, n_vocab_opt = 0;
+    const char *shape_name = NULL, *arch_name = NULL, *quant = NULL, *out = NULL, *vocab_path = NULL;
+    const char *scaling = NULL;
+    long long layers = 0, ctx = 0, n_vocab_opt = 0, head_dim = 0;
+    int rope_freqs = 0;
     uint64_t seed = 1234;
     override ov[64];
     int n_ov = 0;
@@ -431,9 +574,14 @@ int main(int argc, char **argv) {
             fputs(usage, stdout);
             return 0;
         }
+        if (!strcmp(a, "--rope-freqs")) {
+            rope_freqs = 1;
+            continue;
+        }
         if (i + 1 >= argc) die("%s: missing value (or unknown flag); see mkmodel --help", a);
         const char *val = argv[++i];
         if (!strcmp(a, "--shape")) shape_name = val;
+        else if (!strcmp(a, "--arch")) arch_name = val;
         else if (!strcmp(a, "--quant")) quant = val;
         else if (!strcmp(a, "-o")) out = val;
         else if (!strcmp(a, "--vocab")) vocab_path = val;
@@ -441,6 +589,8 @@ int main(int argc, char **argv) {
         else if (!strcmp(a, "--layers")) layers = parse_int(a, val, 1, 1024);
         else if (!strcmp(a, "--ctx")) ctx = parse_int(a, val, 1, 1 << 24);
         else if (!strcmp(a, "--seed")) seed = (uint64_t)parse_int(a, val, 0, LLONG_MAX);
+        else if (!strcmp(a, "--head-dim")) head_dim = parse_int(a, val, 2, 1024);
+        else if (!strcmp(a, "--rope-scaling")) scaling = val;
         else if (!strcmp(a, "--tensor-type")) {
             const char *eq = strchr(val, '=');
             if (!eq || eq == val) die("--tensor-type %s: want PATTERN=TYPE, e.g. attn_v=q6_k", val);
@@ -450,98 +600,119 @@ int main(int argc, char **argv) {
             ov[n_ov++] = (override){val, (size_t)(eq - val), (uint32_t)t, 0};
         } else die("unknown flag %s; see mkmodel --help", a);
     }
-    if (!shape_name || !quant || !out) die("--shape, --quant and -o are required; see mkmodel --help");
-    const shape *sh = NULL;
-    for (size_t i = 0; i < sizeof shapes / sizeof shapes[0]; i++)
-        if (!strcmp(shapes[i].name, shape_name)) sh = &shapes[i];
-    if (!sh) die("--shape %s: unknown shape; use demo, tiny, mini, 1b, 8b or 70b", shape_name);
+    const arch_desc *ar = NULL;
+    if (arch_name && !(ar = arch_find(arch_name)))
+        die("--arch %s: unknown architecture; use llama, qwen2, qwen3, phi3, gemma2 or gemma3", arch_name);
+    if (!shape_name && ar) shape_name = ar->small;
+    if (!shape_name || !quant || !out) die("--shape (or --arch), --quant and -o are required; see mkmodel --help");
+    const shape *found = shape_find(shape_name);
+    if (!found) die("--shape %s: unknown shape; see mkmodel --help for the list", shape_name);
+    shape sh = *found;
+    if (ar && sh.arch && strcmp(sh.arch, ar->name))
+        die("--shape %s is a %s shape; it cannot be written as --arch %s", shape_name, sh.arch, ar->name);
+    if (!ar) ar = arch_find(sh.arch ? sh.arch : "llama");
     if (n_vocab_opt && vocab_path) die("--n-vocab sizes the synthetic vocabulary; it cannot be used with --vocab");
+    if (layers) sh.n_layer = (int)layers;
+    if (ctx) sh.ctx = (int)ctx;
+    if (head_dim) {
+        if (head_dim % 2 || (ar->layout & ARCH_FUSED_QKV))
+            die("--head-dim %lld: want an even size, and an architecture with separate Q/K/V (not phi3)", head_dim);
+        sh.head_dim = (int)head_dim;
+    }
+    if (rope_freqs && strcmp(ar->name, "llama"))
+        die("--rope-freqs: rope_freqs.weight is Llama 3.1's; --arch %s has no such tensor", ar->name);
+    if (rope_freqs) sh.rope_freqs = 1;
+    if (scaling) {
+        if (sh.longrope_orig) die("--rope-scaling %s: phi3 scales its rope with LongRoPE factors", scaling);
+        parse_scaling(scaling, &sh);
+    }
     mix m = parse_mix(quant);
-    int E = sh->n_embd, L = layers ? (int)layers : sh->n_layer, H = sh->n_head, HKV = sh->n_head_kv, FF = sh->n_ff;
-    int hd = E / H;
+    int64_t E = sh.n_embd, H = sh.n_head, HKV = sh.n_head_kv, FF = sh.n_ff;
+    int L = sh.n_layer;
+    int64_t hd = sh.head_dim ? sh.head_dim : E / H, n_rot = sh.n_rot ? sh.n_rot : hd;
+    if (H % HKV || n_rot > hd || n_rot % 2 || ((ar->layout & ARCH_FUSED_QKV) && H * hd != E))
+        die("--shape %s: inconsistent heads (%lld / %lld kv, head %lld, rotary %lld)", shape_name, (long long)H,
+            (long long)HKV, (long long)hd, (long long)n_rot);
+    int tied = sh.tied || (ar->layout & ARCH_TIED);
 
     gguf_writer *w = gguf_writer_new();
     if (!w) die("out of memory");
-    char name[96];
-    snprintf(name, sizeof name, "random-%s-%s", sh->name, m.label);
-    gguf_writer_set_str(w, "general.architecture", "llama");
+    char name[96], key[128];
+#define KEY(suffix) (snprintf(key, sizeof key, "%s." suffix, ar->name), key)
+    snprintf(name, sizeof name, "random-%s-%s", sh.name, m.label);
+    gguf_writer_set_str(w, "general.architecture", ar->name);
     gguf_writer_set_str(w, "general.name", name);
     gguf_writer_set_u32(w, "general.file_type", m.file_type);
     gguf_writer_set_u32(w, "general.quantization_version", 2);
-    int64_t V = vocab_path ? copy_vocab(w, vocab_path) : synth_vocab(w, n_vocab_opt ? n_vocab_opt : sh->n_vocab);
-    gguf_writer_set_u32(w, "llama.context_length", (uint32_t)(ctx ? ctx : sh->ctx));
-    gguf_writer_set_u32(w, "llama.embedding_length", (uint32_t)E);
-    gguf_writer_set_u32(w, "llama.block_count", (uint32_t)L);
-    gguf_writer_set_u32(w, "llama.feed_forward_length", (uint32_t)FF);
-    gguf_writer_set_u32(w, "llama.attention.head_count", (uint32_t)H);
-    gguf_writer_set_u32(w, "llama.attention.head_count_kv", (uint32_t)HKV);
-    gguf_writer_set_u32(w, "llama.rope.dimension_count", (uint32_t)hd);
-    gguf_writer_set_f32(w, "llama.rope.freq_base", 500000.0f);
-    gguf_writer_set_f32(w, "llama.attention.layer_norm_rms_epsilon", 1e-5f);
-    gguf_writer_set_u32(w, "llama.vocab_size", (uint32_t)V);
+    int64_t V = vocab_path ? copy_vocab(w, vocab_path)
+                           : synth_vocab(w, n_vocab_opt ? n_vocab_opt : sh.n_vocab, !(ar->layout & ARCH_NO_SPACE));
+    gguf_writer_set_u32(w, KEY("context_length"), (uint32_t)sh.ctx);
+    gguf_writer_set_u32(w, KEY("embedding_length"), (uint32_t)E);
+    gguf_writer_set_u32(w, KEY("block_count"), (uint32_t)L);
+    gguf_writer_set_u32(w, KEY("feed_forward_length"), (uint32_t)FF);
+    gguf_writer_set_u32(w, KEY("attention.head_count"), (uint32_t)H);
+    gguf_writer_set_u32(w, KEY("attention.head_count_kv"), (uint32_t)HKV);
+    if (ar->layout & ARCH_ROPE_DIM_KEY) gguf_writer_set_u32(w, KEY("rope.dimension_count"), (uint32_t)n_rot);
+    gguf_writer_set_f32(w, KEY("rope.freq_base"), sh.rope_base);
+    gguf_writer_set_f32(w, KEY("attention.layer_norm_rms_epsilon"), sh.rms_eps);
+    if (ar->layout & ARCH_VOCAB_KEY) gguf_writer_set_u32(w, KEY("vocab_size"), (uint32_t)V);
+    if (sh.head_dim || (ar->layout & ARCH_HEAD_KEYS)) {
+        gguf_writer_set_u32(w, KEY("attention.key_length"), (uint32_t)hd);
+        gguf_writer_set_u32(w, KEY("attention.value_length"), (uint32_t)hd);
+    }
+    if (sh.swa) gguf_writer_set_u32(w, KEY("attention.sliding_window"), (uint32_t)sh.swa);
+    if (sh.attn_softcap > 0) gguf_writer_set_f32(w, KEY("attn_logit_softcapping"), sh.attn_softcap);
+    if (sh.final_softcap > 0) gguf_writer_set_f32(w, KEY("final_logit_softcapping"), sh.final_softcap);
+    if (sh.scaling != ROPE_PLAIN) {
+        gguf_writer_set_str(w, KEY("rope.scaling.type"), sh.scaling == ROPE_LINEAR ? "linear" : "yarn");
+        gguf_writer_set_f32(w, KEY("rope.scaling.factor"), sh.scale_factor);
+        /* yarn: the context is the original one stretched by the factor, as in real configs */
+        if (sh.scaling == ROPE_YARN)
+            gguf_writer_set_u32(w, KEY("rope.scaling.original_context_length"), (uint32_t)(sh.ctx / sh.scale_factor));
+    }
+    if (sh.longrope_orig) {
+        /* Phi3MiniModel: the original context, and the attention factor of LongRoPE (su) */
+        double s = (double)sh.ctx / sh.longrope_orig;
+        gguf_writer_set_u32(w, KEY("rope.scaling.original_context_length"), (uint32_t)sh.longrope_orig);
+        gguf_writer_set_f32(w, KEY("rope.scaling.attn_factor"),
+                            s > 1 ? (float)sqrt(1 + log(s) / log((double)sh.longrope_orig)) : 1.0f);
+    }
+#undef KEY
     gguf_writer_set_alignment(w, GGUF_DEFAULT_ALIGNMENT);  /* writes general.alignment */
 
-    /* tensors in llama.cpp's order; ne[0] is the fan-in (row length). dims: 'E' [E, E],
-     * 'K' [E, n_head_kv * head_dim], 'F' [E, FF], 'D' [FF, E], 0 a norm [E]. */
-    static const struct { const char *role; int dims; int norm; } per_layer[] = {
-        {"attn_norm", 0, 1}, {"attn_q", 'E', 0}, {"attn_k", 'K', 0}, {"attn_v", 'K', 0},
-        {"attn_output", 'E', 0}, {"ffn_norm", 0, 1}, {"ffn_gate", 'F', 0}, {"ffn_up", 'F', 0},
-        {"ffn_down", 'D', 0},
-    };
-    int n_t = 3 + 9 * L;
-    tensor_spec *ts = xmalloc(sizeof(tensor_spec) * (size_t)n_t);
-    generator g = {.seed = seed};
-    int64_t n_params = 0;
-    int k = 0;
-    for (int i = -1; i <= L; i++) {
-        int n_here = i == -1 ? 1 : i == L ? 2 : 9;
-        for (int j = 0; j < n_here; j++, k++) {
-            tensor_spec *t = &ts[k];
-            const char *role;
-            *t = (tensor_spec){.g = &g, .index = k};
-            if (i == -1) {
-                role = "token_embd", t->ne[0] = E, t->ne[1] = V;
-            } else if (i == L) {
-                role = j == 0 ? "output_norm" : "output";
-                t->ne[0] = E, t->ne[1] = j == 0 ? 1 : V, t->is_norm = j == 0;
-            } else {
-                role = per_layer[j].role;
-                t->is_norm = per_layer[j].norm;
-                t->ne[0] = per_layer[j].dims == 'D' ? FF : E;
-                t->ne[1] = per_layer[j].dims == 'E' ? E : per_layer[j].dims == 'K' ? (int64_t)HKV * hd
-                         : per_layer[j].dims == 'F' ? FF : per_layer[j].dims == 'D' ? E : 1;
-            }
-            if (i >= 0 && i < L) snprintf(t->name, sizeof t->name, "blk.%d.%s.weight", i, role);
-            else snprintf(t->name, sizeof t->name, "%s.weight", role);
-            t->type = t->is_norm ? QUANT_F32 : fit_type(mix_type(&m, role, i < L ? i : -1, L), t->ne[0]);
-            int explicit_type = 0;
-            for (int o = 0; o < n_ov; o++) {
-                if (pattern_matches(ov[o].pattern, ov[o].len, t->name)) {
-                    t->type = ov[o].type;
-                    ov[o].used = explicit_type = 1;
-                }
-            }
-            if (explicit_type && t->ne[0] % quant_traits_of(t->type)->block_elems)
-                die("--tensor-type: %s has rows of %lld, not a whole number of %s blocks (%d)", t->name,
-                    (long long)t->ne[0], quant_type_name(t->type), (int)quant_traits_of(t->type)->block_elems);
-            n_params += t->ne[0] * t->ne[1];
-        }
+    /* tensors in llama.cpp's order: token_embd, the rope factors, the layers, output_norm, output */
+    generator g = {.seed = seed, .portable = sh.arch != NULL || arch_name != NULL};
+    layout lay = {.g = &g, .m = &m, .n_layer = L, .tied = tied, .ov = ov, .n_ov = n_ov};
+    float *factors = xmalloc(sizeof(float) * (size_t)n_rot);  /* two halves: long/short, or rope_freqs */
+    layout_add(&lay, "token_embd", "weight", -1, T_MATRIX, E, V, NULL);
+    if (sh.rope_freqs) {
+        arch_llama3_factors(factors, (int)(n_rot / 2), sh.rope_base, 8, 1, 4, 8192);
+        layout_add(&lay, "rope_freqs", "weight", -1, T_DATA, n_rot / 2, 1, factors);
     }
+    if (sh.longrope_orig) {
+        arch_longrope_factors(factors, factors + n_rot / 2, (int)(n_rot / 2));
+        layout_add(&lay, "rope_factors_long", "weight", -1, T_DATA, n_rot / 2, 1, factors + n_rot / 2);
+        layout_add(&lay, "rope_factors_short", "weight", -1, T_DATA, n_rot / 2, 1, factors);
+    }
+    for (int i = 0; i < L; i++) layout_layer(&lay, ar->layout, i, E, H * hd, HKV * hd, hd, FF);
+    layout_add(&lay, "output_norm", "weight", -1, T_NORM, E, 1, NULL);
+    if (!tied) layout_add(&lay, "output", "weight", -1, T_MATRIX, E, V, NULL);
     for (int o = 0; o < n_ov; o++)
         if (!ov[o].used) die("--tensor-type %s: no tensor has that name", ov[o].pattern);
-    g.direct = n_params <= DIRECT_MAX;
+    g.direct = lay.n_params <= DIRECT_MAX;
     char err[512];
-    for (int i = 0; i < n_t; i++) {
-        int n_dims = ts[i].ne[1] == 1 ? 1 : 2;
-        if (gguf_writer_add_tensor(w, ts[i].name, ts[i].type, (uint32_t)n_dims, ts[i].ne, NULL, fill_tensor,
-                                   &ts[i], err, sizeof err))
+    for (int i = 0; i < lay.n; i++) {
+        tensor_spec *t = &lay.t[i];
+        if (gguf_writer_add_tensor(w, t->name, t->type, t->ne[1] == 1 ? 1 : 2, t->ne, NULL, fill_tensor, t, err,
+                                   sizeof err))
             die("%s", err);
     }
     if (gguf_writer_write(w, out, err, sizeof err)) die("%s", err);
     gguf_writer_free(w);
     for (int i = 0; i < g.n_pools; i++) free(g.pools[i].bytes);
-    free(ts);
-    printf("wrote %s: %d tensors, %.3g M parameters, vocab %lld, %s values\n", out, n_t, (double)n_params / 1e6,
-           (long long)V, g.direct ? "quantised" : "pooled");
+    free(lay.t);
+    free(factors);
+    printf("wrote %s: %s, %d tensors, %.3g M parameters, vocab %lld, %s values\n", out, ar->name, lay.n,
+           (double)lay.n_params / 1e6, (long long)V, g.direct ? "quantised" : "pooled");
     return 0;
 }

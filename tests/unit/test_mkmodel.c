@@ -1,7 +1,9 @@
 /* Tests of the synthetic model generator (build/scripts/mkmodel): small models of every mix and
  * supported type are written to a temporary folder and read back with gguf_open: keys, tensor
  * names, shapes and types (against the mix rules restated here), value statistics, the
- * synthetic and copied vocabularies, overrides, determinism and error exits. */
+ * synthetic and copied vocabularies, overrides, determinism and error exits; then every
+ * architecture's file against llama.cpp's names and shapes restated here (src/models/ARCH.cpp),
+ * the rope factors' values, and the real models' shapes (one layer, a small vocabulary). */
 #include <math.h>
 #include <stdint.h>
 #include <string.h>
@@ -301,6 +303,12 @@ static void check_errors(void) {
         {"--shape demo --quant q4_0 --layers 0 -o x.gguf", "mkmodel rejects --layers 0", "--layers"},
         {"--shape demo --quant q4_0 --vocab /nonexistent.gguf -o x.gguf", "mkmodel reports an unreadable --vocab", "nonexistent"},
         {"--shape demo --quant q4_0 --bogus 1 -o x.gguf", "mkmodel rejects an unknown flag", "--bogus"},
+        {"--arch falcon --quant f16 -o x.gguf", "mkmodel rejects an unknown --arch", "--arch falcon"},
+        {"--shape qwen3-8b --arch llama --quant f16 -o x.gguf", "mkmodel rejects a shape of another architecture", "qwen3"},
+        {"--arch qwen2 --rope-freqs --quant f16 -o x.gguf", "mkmodel rejects --rope-freqs outside llama", "--rope-freqs"},
+        {"--arch phi3 --head-dim 128 --quant f16 -o x.gguf", "mkmodel rejects --head-dim on fused QKV", "--head-dim"},
+        {"--arch llama --rope-scaling ntk:2 --quant f16 -o x.gguf", "mkmodel rejects an unknown --rope-scaling", "ntk"},
+        {"--arch llama --rope-scaling yarn:0.5 --quant f16 -o x.gguf", "mkmodel rejects a rope factor <= 1", "yarn:0.5"},
     };
     for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
         char args[600], msg[1024];
@@ -315,6 +323,227 @@ static void check_errors(void) {
         snprintf(x, sizeof x, "%s/x.gguf", dir);
         CHECK(rc == 2 && one_line && strstr(msg, cases[i].needle) && access(x, F_OK) != 0, cases[i].name,
               "exit %d, stderr \"%s\"", rc, msg);
+    }
+}
+
+/* ---- architectures ---------------------------------------------------------------------------- */
+
+/* Opens DIR/NAME.gguf written by mkmodel ARGS; NULL (with a FAIL) when either fails. */
+static gguf_ctx *mk_open(const char *args, const char *name, char *path, size_t path_size) {
+    char cmd[1024], err[512], tname[160];
+    snprintf(path, path_size, "%s/%s.gguf", dir, name);
+    snprintf(cmd, sizeof cmd, "%s -o '%s'", args, path);
+    int rc = mk(cmd);
+    gguf_ctx *g = rc == 0 ? gguf_open(path, 1, err, sizeof err) : NULL;
+    if (rc != 0) read_err(err, sizeof err);
+    snprintf(tname, sizeof tname, "mkmodel %s: writes and reopens", args);
+    CHECK(g != NULL, tname, "exit %d: %s", rc, err);
+    return g;
+}
+
+static int has_shape(const gguf_ctx *g, const char *name, int64_t ne0, int64_t ne1, char *why, size_t n) {
+    const gguf_tensor *t = gguf_get_tensor(g, name);
+    int ok = t && t->ne[0] == ne0 && (ne1 ? t->n_dims == 2 && t->ne[1] == ne1 : t->n_dims == 1);
+    if (!ok && !*why)
+        snprintf(why, n, "%s: %s [%lld, %lld], want [%lld, %lld]", name, t ? "" : "missing", t ? (long long)t->ne[0] : 0,
+                 t && t->n_dims > 1 ? (long long)t->ne[1] : 0, (long long)ne0, (long long)ne1);
+    return ok;
+}
+
+/* The small shape of each architecture, with the tensors llama.cpp's loader asks for. */
+static void check_arch(const char *arch, int head_dim, int tied, int n_layer) {
+    char args[256], path[128], tname[160], why[256] = "", key[128];
+    snprintf(args, sizeof args, "--arch %s --quant f16", arch);
+    gguf_ctx *g = mk_open(args, arch, path, sizeof path);
+    if (!g) return;
+    const int E = 256, H = 4, HKV = 2, FF = 640, V = 2048;
+    int hd = head_dim, q = H * hd, kv = HKV * hd;
+    int qwen2 = !strcmp(arch, "qwen2"), qk_norm = !strcmp(arch, "qwen3") || !strcmp(arch, "gemma3");
+    int gemma = !strncmp(arch, "gemma", 5), phi = !strcmp(arch, "phi3");
+    const char *s = NULL;
+    int ok = gguf_get_str(g, "general.architecture", &s) == GGUF_OK && !strcmp(s, arch);
+#define U32(k) (snprintf(key, sizeof key, "%s." k, arch), u32_key(g, key))
+    ok = ok && U32("embedding_length") == (uint32_t)E && U32("block_count") == (uint32_t)n_layer &&
+         U32("feed_forward_length") == (uint32_t)FF && U32("attention.head_count") == (uint32_t)H &&
+         U32("attention.head_count_kv") == (uint32_t)HKV && U32("context_length") != UINT32_MAX;
+    /* key_length where the family's config names head_dim; rope.dimension_count where its
+     * converter writes it (llama, phi3); vocab_size for llama only */
+    int want_kl = gemma || !strcmp(arch, "qwen3");
+    ok = ok && (want_kl ? U32("attention.key_length") == (uint32_t)hd && U32("attention.value_length") == (uint32_t)hd
+                        : U32("attention.key_length") == UINT32_MAX);
+    ok = ok && (phi ? U32("rope.dimension_count") == 48
+                    : !strcmp(arch, "llama") ? U32("rope.dimension_count") == (uint32_t)hd
+                                             : U32("rope.dimension_count") == UINT32_MAX);
+    ok = ok && (!strcmp(arch, "llama") ? U32("vocab_size") == (uint32_t)V : U32("vocab_size") == UINT32_MAX);
+    ok = ok && (gemma ? U32("attention.sliding_window") == 16 : 1);
+    float f = 0;
+    snprintf(key, sizeof key, "%s.attn_logit_softcapping", arch);
+    int has_cap = gguf_get_f32(g, key, &f) == GGUF_OK;
+    ok = ok && has_cap == !strcmp(arch, "gemma2");
+    bool space = true;
+    ok = ok && (gemma ? gguf_get_bool(g, "tokenizer.ggml.add_space_prefix", &space) == GGUF_OK && !space
+                      : gguf_get(g, "tokenizer.ggml.add_space_prefix") == NULL);
+#undef U32
+    snprintf(tname, sizeof tname, "mkmodel --arch %s: hyperparameter keys as llama.cpp's converter writes them", arch);
+    CHECK(ok, tname, "a key is missing, extra or wrong");
+
+    int n_per = 9, expect = 0;
+    ok = has_shape(g, "token_embd.weight", E, V, why, sizeof why) && has_shape(g, "output_norm.weight", E, 0, why, sizeof why);
+    ok = ok && (tied ? gguf_get_tensor(g, "output.weight") == NULL : has_shape(g, "output.weight", E, V, why, sizeof why));
+    for (int i = 0; i < n_layer && ok; i++) {
+        char n[96];
+#define T(role, a, b) (snprintf(n, sizeof n, "blk.%d.%s", i, role), has_shape(g, n, a, b, why, sizeof why))
+        ok = T("attn_norm.weight", E, 0) && T("attn_output.weight", q, E) && T("ffn_norm.weight", E, 0) &&
+             T("ffn_down.weight", FF, E);
+        if (phi) {
+            ok = ok && T("attn_qkv.weight", E, q + 2 * kv) && T("ffn_up.weight", E, 2 * FF);
+            n_per = 6;
+        } else {
+            ok = ok && T("attn_q.weight", E, q) && T("attn_k.weight", E, kv) && T("attn_v.weight", E, kv) &&
+                 T("ffn_gate.weight", E, FF) && T("ffn_up.weight", E, FF);
+        }
+        if (qwen2) ok = ok && T("attn_q.bias", q, 0) && T("attn_k.bias", kv, 0) && T("attn_v.bias", kv, 0);
+        if (qk_norm) ok = ok && T("attn_q_norm.weight", hd, 0) && T("attn_k_norm.weight", hd, 0);
+        if (gemma) ok = ok && T("post_attention_norm.weight", E, 0) && T("post_ffw_norm.weight", E, 0);
+#undef T
+    }
+    n_per += qwen2 * 3 + qk_norm * 2 + gemma * 2;
+    expect = 2 + !tied + n_layer * n_per + (phi ? 2 : 0);
+    ok = ok && (!phi || (has_shape(g, "rope_factors_long.weight", 24, 0, why, sizeof why) &&
+                         has_shape(g, "rope_factors_short.weight", 24, 0, why, sizeof why)));
+    snprintf(tname, sizeof tname, "mkmodel --arch %s: tensors named and shaped as llama.cpp loads them", arch);
+    CHECK(ok && gguf_n_tensors(g) == expect, tname, "%s (%lld tensors, want %d)", *why ? why : "count",
+          (long long)gguf_n_tensors(g), expect);
+
+    /* values: F16 matrices with std 1/sqrt(fan-in), F32 norms 1 + N(0, 1/8), biases N(0, 1/2) */
+    char nq[64], nn[64], nb[64];
+    snprintf(nq, sizeof nq, "blk.0.%s.weight", phi ? "attn_qkv" : "attn_q");
+    snprintf(nn, sizeof nn, "blk.0.%s.weight", qk_norm ? "attn_k_norm" : "ffn_norm");
+    snprintf(nb, sizeof nb, "blk.1.attn_v.bias");
+    const gguf_tensor *tq = gguf_get_tensor(g, nq), *tn = gguf_get_tensor(g, nn), *tb = gguf_get_tensor(g, nb);
+    double mq = 0, sq = 0, mn = 0, sn = 0, mb = 0, sb = 0;
+    ok = tq && tn && tq->type == QUANT_F16 && tn->type == QUANT_F32 && tensor_stats(tq, &mq, &sq) && tensor_stats(tn, &mn, &sn) &&
+         fabs(mq) < 0.05 / 16 && sq > 0.9 / 16 && sq < 1.1 / 16 && fabs(mn - 1) < 0.03 && sn > 0.1 && sn < 0.15;
+    if (qwen2) ok = ok && tb && tb->type == QUANT_F32 && tensor_stats(tb, &mb, &sb) && fabs(mb) < 0.15 && sb > 0.35 && sb < 0.65;
+    snprintf(tname, sizeof tname, "mkmodel --arch %s: value statistics (matrices, norms%s)", arch, qwen2 ? ", biases" : "");
+    CHECK(ok, tname, "%s mean %.3g std %.3g; %s mean %.3g std %.3g; bias mean %.3g std %.3g", nq, mq, sq, nn, mn, sn, mb, sb);
+    gguf_close(g);
+    unlink(path);
+}
+
+/* Llama 3.1's factors, restated from Meta's apply_scaling (factor 8, low 1, high 4, original
+ * context 8192) for rope.freq_base 500000 and 64-dim heads, and the files' determinism. */
+static void check_rope_factors(void) {
+    char path[128], why[256] = "";
+    gguf_ctx *g = mk_open("--arch llama --rope-freqs --quant f32", "rf", path, sizeof path);
+    if (!g) return;
+    const gguf_tensor *t = gguf_get_tensor(g, "rope_freqs.weight");
+    int ok = t && t->type == QUANT_F32 && t->n_dims == 1 && t->ne[0] == 32 && gguf_n_tensors(g) == 40;
+    int n_one = 0, n_eight = 0;
+    for (int i = 0; ok && i < 32; i++) {
+        float got = ((const float *)t->data)[i];
+        double freq = pow(500000.0, -(2.0 * i) / 64), wavelen = 2 * M_PI / freq, want;
+        if (wavelen < 8192 / 4.0) want = 1;
+        else if (wavelen > 8192 / 1.0) want = 8;
+        else {
+            double smooth = (8192 / wavelen - 1) / (4 - 1);
+            want = 1 / ((1 - smooth) / 8 + smooth);
+        }
+        n_one += want == 1;
+        n_eight += want == 8;
+        if (fabs(got - want) > 1e-6 * want) {
+            snprintf(why, sizeof why, "factor %d is %.7g, want %.7g", i, got, want);
+            ok = 0;
+        }
+    }
+    /* the profile is the real one: some dimensions kept, some scaled by 8, a blend between */
+    CHECK(ok && n_one > 0 && n_eight > 0 && n_one + n_eight < 32,
+          "mkmodel --rope-freqs: rope_freqs.weight holds Llama 3.1's factors", "%s (%d ones, %d eights)",
+          *why ? why : "wrong tensor", n_one, n_eight);
+    gguf_close(g);
+
+    /* head_dim 128 over n_embd / n_head = 64; yarn scaling keys */
+    g = mk_open("--arch llama --head-dim 128 --rope-scaling yarn:4 --quant f32", "hd", path, sizeof path);
+    if (!g) return;
+    const char *type = NULL;
+    float factor = 0;
+    ok = u32_key(g, "llama.attention.key_length") == 128 && u32_key(g, "llama.attention.value_length") == 128 &&
+         u32_key(g, "llama.rope.dimension_count") == 128 && gguf_get_tensor(g, "blk.0.attn_q.weight")->ne[1] == 512 &&
+         gguf_get_tensor(g, "blk.0.attn_k.weight")->ne[1] == 256 && gguf_get_tensor(g, "blk.0.attn_output.weight")->ne[0] == 512 &&
+         gguf_get_str(g, "llama.rope.scaling.type", &type) == GGUF_OK && !strcmp(type, "yarn") &&
+         gguf_get_f32(g, "llama.rope.scaling.factor", &factor) == GGUF_OK && factor == 4 &&
+         u32_key(g, "llama.rope.scaling.original_context_length") == 8192 / 4;
+    CHECK(ok, "mkmodel --head-dim 128 --rope-scaling yarn:4: key_length 128, Q [256, 512], yarn keys",
+          "a key or a shape is wrong");
+    gguf_close(g);
+
+    /* phi3's LongRoPE: factors rising from 1, the attention factor sqrt(1 + ln(32) / ln(4096)) */
+    g = mk_open("--arch phi3 --quant f32", "phi", path, sizeof path);
+    if (!g) return;
+    const gguf_tensor *s = gguf_get_tensor(g, "rope_factors_short.weight"), *l = gguf_get_tensor(g, "rope_factors_long.weight");
+    float af = 0;
+    ok = s && l && gguf_get_f32(g, "phi3.rope.scaling.attn_factor", &af) == GGUF_OK &&
+         fabsf(af - (float)sqrt(1 + log(32.0) / log(4096.0))) < 1e-6f &&
+         u32_key(g, "phi3.rope.scaling.original_context_length") == 4096;
+    for (int i = 0; ok && i < 24; i++) {
+        float fs = ((const float *)s->data)[i], fl = ((const float *)l->data)[i];
+        ok = fs >= 1 && fl >= fs && (i == 0 || (fs >= ((const float *)s->data)[i - 1] && fl > ((const float *)l->data)[i - 1]));
+    }
+    CHECK(ok, "mkmodel --arch phi3: LongRoPE factors and attention factor", "attn_factor %g or a factor is wrong", af);
+    gguf_close(g);
+
+    /* determinism of the portable values: same seed, same bytes */
+    char p2[128], cmd[512];
+    gguf_ctx *g2 = mk_open("--arch gemma3 --quant q4_0", "g3a", path, sizeof path);
+    gguf_ctx *g3 = mk_open("--arch gemma3 --quant q4_0", "g3b", p2, sizeof p2);
+    snprintf(cmd, sizeof cmd, "cmp -s '%s' '%s'", path, p2);
+    CHECK(g2 && g3 && system(cmd) == 0, "mkmodel --arch gemma3 is deterministic for a seed", "two runs differ");
+    if (g2) gguf_close(g2);
+    if (g3) gguf_close(g3);
+    unlink(path);
+    unlink(p2);
+    snprintf(path, sizeof path, "%s/rf.gguf", dir);
+    unlink(path);
+    snprintf(path, sizeof path, "%s/hd.gguf", dir);
+    unlink(path);
+    snprintf(path, sizeof path, "%s/phi.gguf", dir);
+    unlink(path);
+}
+
+/* The real models' shapes, one layer and a small vocabulary so the files stay small. */
+static void check_real_shapes(void) {
+    static const struct {
+        const char *shape, *arch, *probe;
+        int64_t ne0, ne1;
+        uint32_t n_embd, n_ff, ctx;
+    } cases[] = {
+        {"llama3.1-8b", "llama", "blk.0.attn_k.weight", 4096, 1024, 4096, 14336, 131072},
+        {"qwen2.5-7b", "qwen2", "blk.0.attn_k.bias", 512, 0, 3584, 18944, 131072},
+        {"qwen3-8b", "qwen3", "blk.0.attn_q.weight", 4096, 4096, 4096, 12288, 40960},
+        {"gemma3-12b", "gemma3", "blk.0.attn_q.weight", 3840, 4096, 3840, 15360, 131072},
+        {"phi4-mini", "phi3", "blk.0.attn_qkv.weight", 3072, 5120, 3072, 8192, 131072},
+    };
+    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+        char args[256], path[128], why[256] = "", key[128];
+        snprintf(args, sizeof args, "--shape %s --layers 1 --n-vocab 512 --quant q8_0", cases[i].shape);
+        gguf_ctx *g = mk_open(args, cases[i].shape, path, sizeof path);
+        if (!g) continue;
+        const char *a = NULL;
+        int ok = gguf_get_str(g, "general.architecture", &a) == GGUF_OK && !strcmp(a, cases[i].arch) &&
+                 has_shape(g, cases[i].probe, cases[i].ne0, cases[i].ne1, why, sizeof why);
+        snprintf(key, sizeof key, "%s.embedding_length", cases[i].arch);
+        ok = ok && u32_key(g, key) == cases[i].n_embd;
+        snprintf(key, sizeof key, "%s.feed_forward_length", cases[i].arch);
+        ok = ok && u32_key(g, key) == cases[i].n_ff;
+        snprintf(key, sizeof key, "%s.context_length", cases[i].arch);
+        ok = ok && u32_key(g, key) == cases[i].ctx;
+        if (!strcmp(cases[i].shape, "llama3.1-8b")) ok = ok && has_shape(g, "rope_freqs.weight", 64, 0, why, sizeof why);
+        if (!strcmp(cases[i].shape, "phi4-mini")) ok = ok && has_shape(g, "rope_factors_long.weight", 48, 0, why, sizeof why);
+        char tname[160];
+        snprintf(tname, sizeof tname, "mkmodel --shape %s: the real model's hyperparameters", cases[i].shape);
+        CHECK(ok, tname, "%s", *why ? why : "a key is wrong");
+        gguf_close(g);
+        unlink(path);
     }
 }
 
@@ -337,6 +566,14 @@ int main(void) {
     check_fallback_and_overrides();
     check_copied_vocab();
     check_errors();
+    check_arch("llama", 64, 0, 4);
+    check_arch("qwen2", 64, 0, 4);
+    check_arch("qwen3", 128, 1, 4);
+    check_arch("phi3", 64, 1, 4);
+    check_arch("gemma2", 128, 1, 4);
+    check_arch("gemma3", 128, 1, 6);
+    check_rope_factors();
+    check_real_shapes();
     char path[128];
     snprintf(path, sizeof path, "%s/err.txt", dir);
     unlink(path);
