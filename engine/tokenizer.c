@@ -1,7 +1,7 @@
 /* The tokenizer's common part: loading the vocabulary from GGUF metadata (checked: counts,
- * array types, special ids in range), the special-token split of the input, the decoded pieces
- * and the UTF-8-safe streaming writer. The merge algorithms live in tokenizer_spm.c and
- * tokenizer_bpe.c. */
+ * array types, special ids in range), the special-token split of the input and the decoded
+ * pieces. The merge algorithms live in tokenizer_spm.c and tokenizer_bpe.c, the pre-tokenizers
+ * in tokenizer_pre.c, ids back to text in tokenizer_decode.c. */
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -686,48 +686,4 @@ int64_t tokenizer_encode(const tokenizer *t, const char *text, size_t len, bool 
     if (out && copy > 0) memcpy(out, ids.v, (size_t)copy * sizeof *out);
     free(ids.v);
     return (int64_t)ids.n;
-}
-
-/* ---- streaming detokenisation ---------------------------------------------------------------- */
-
-/* How many trailing bytes of s[0..n) form the start of a UTF-8 sequence still missing bytes. */
-static size_t incomplete_tail(const unsigned char *s, size_t n) {
-    for (size_t k = 1; k <= 3 && k <= n; k++) {
-        unsigned c = s[n - k];
-        if ((c & 0xC0) == 0x80) continue;           /* continuation: look further back */
-        size_t need = c >= 0xF8 ? 1 : c >= 0xF0 ? 4 : c >= 0xE0 ? 3 : c >= 0xC0 ? 2 : 1;
-        return need > k ? k : 0;
-    }
-    return 0;
-}
-
-size_t tokenizer_stream_put(const tokenizer *t, tokenizer_stream *s, int32_t id, char *out, size_t cap) {
-    size_t plen;
-    const char *p = tokenizer_piece(t, id, &plen);
-    size_t np = (size_t)s->n_pending, total = np + plen;
-    /* the last 3 bytes of pending + piece decide what is held back */
-    unsigned char tail[8];
-    size_t nt = total < 3 ? total : 3;
-    for (size_t i = 0; i < nt; i++) {
-        size_t j = total - nt + i;
-        tail[i] = (unsigned char)(j < np ? s->pending[j] : p[j - np]);
-    }
-    size_t hold = incomplete_tail(tail, nt), ready = total - hold;
-    if (ready > cap) return ready;
-    char keep[8];
-    memcpy(keep, tail + nt - hold, hold);
-    size_t from_pending = ready < np ? ready : np;
-    if (from_pending) memcpy(out, s->pending, from_pending);
-    if (ready > np) memcpy(out + np, p, ready - np);
-    memcpy(s->pending, keep, hold);
-    s->n_pending = (int)hold;
-    return ready;
-}
-
-size_t tokenizer_stream_flush(tokenizer_stream *s, char *out, size_t cap) {
-    size_t n = (size_t)s->n_pending;
-    if (n > cap) return n;
-    if (n) memcpy(out, s->pending, n);
-    s->n_pending = 0;
-    return n;
 }

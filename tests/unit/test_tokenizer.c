@@ -366,8 +366,8 @@ static void test_errors(void) {
     kv_str(g, "tokenizer.ggml.model", "bert");
     kv_tokens(g, "tokenizer.ggml.tokens", 5, toks);
     t = load_buf(g);
-    CHECK(!t && strstr(err, "tokenizer.ggml.model"), "unsupported tokenizer model is an error", "%s",
-          t ? "loaded" : err);
+    CHECK(!t && strstr(err, "tokenizer.ggml.model") && strstr(err, "'bert' (WordPiece)"),
+          "unsupported tokenizer model is an error naming it", "%s", t ? "loaded" : err);
     tokenizer_free(t);
     start(g);
     kv_str(g, "tokenizer.ggml.model", "llama");
@@ -387,8 +387,9 @@ static void test_errors(void) {
     kv_tokens(g, "tokenizer.ggml.tokens", 5, toks);
     kv_tokens(g, "tokenizer.ggml.merges", 1, (const char *const[]){"a a"});
     t = load_buf(g);
-    CHECK(!t && strstr(err, "tokenizer.ggml.pre"), "unknown pre-tokenizer is an error", "%s",
-          t ? "loaded" : err);
+    CHECK(!t && strstr(err, "tokenizer.ggml.pre") && strstr(err, "'qwen9' is not supported") &&
+          strstr(err, "starcoder") && strstr(err, "llama3"), "unknown pre-tokenizer is an error naming it and listing "
+          "those mgi runs", "%s", t ? "loaded" : err);
     tokenizer_free(t);
     free(g);
 }
@@ -449,6 +450,85 @@ static void test_pre(void) {
     }
 }
 
+/* ---- detokenising as llama.cpp's llama_detokenize ------------------------------------------------ */
+
+static void check_decode(const tokenizer *t, const char *name, const int32_t *ids, size_t n, bool remove_special,
+                         bool unparse_special, const char *want) {
+    char small[4], out[512];
+    size_t need = tokenizer_decode(t, ids, n, remove_special, unparse_special, small, sizeof small);
+    size_t got = tokenizer_decode(t, ids, n, remove_special, unparse_special, out, sizeof out);
+    CHECK(got == strlen(want) && need >= got && !memcmp(out, want, got), name, "got '%.*s' (%zu, first call %zu)",
+          (int)(got < sizeof out ? got : sizeof out), out, got, need);
+}
+
+static void test_decode(void) {
+    static const char spaced[] = "Hello , world ! It 's a test . I ' m here . I 'll go ?";
+    loaded l = load("vocab/ggml-vocab-gpt-2.gguf");
+    if (l.t) {
+        int64_t n;
+        int32_t *ids = encode(l.t, spaced, strlen(spaced), false, false, &n);
+        /* pass 1: " ," " !" " ." " ?"; pass 2: " ' "; pass 3: " 's" (" 'll" keeps its space) */
+        check_decode(l.t, "GPT-2 detokenising cleans spaces as llama.cpp (clean_spaces)", ids, (size_t)n, true,
+                     false, "Hello, world! It's a test. I'm here. I 'll go?");
+        free(ids);
+        static const int32_t eot[] = {15496, 50256};
+        check_decode(l.t, "GPT-2 control token hidden", eot, 2, false, false, "Hello");
+        check_decode(l.t, "GPT-2 control token shown with unparse_special", eot, 2, false, true,
+                     "Hello<|endoftext|>");
+        unload(&l);
+    }
+    l = load("vocab/ggml-vocab-qwen2.gguf");
+    if (l.t) {
+        int64_t n;
+        int32_t *ids = encode(l.t, spaced, strlen(spaced), false, false, &n);
+        check_decode(l.t, "Qwen2 detokenising keeps every space (no clean_spaces)", ids, (size_t)n, true, false,
+                     spaced);
+        free(ids);
+        unload(&l);
+    }
+    l = load("vocab/ggml-vocab-llama-spm.gguf");
+    if (l.t) {
+        static const int32_t bos_hello[] = {1, 15043, 3186}, hello[] = {15043, 3186};
+        check_decode(l.t, "SPM detokenising drops the prefix space", hello, 2, true, false, "Hello world");
+        /* llama.cpp keeps the space when it removed a BOS in front */
+        check_decode(l.t, "SPM detokenising after a removed BOS keeps the space", bos_hello, 3, true, false,
+                     " Hello world");
+        check_decode(l.t, "SPM detokenising shows <s> with unparse_special", bos_hello, 3, false, true,
+                     "<s> Hello world");
+        unload(&l);
+    }
+    l = load("vocab/ggml-vocab-gemma-4.gguf");
+    if (l.t) {
+        static const char text[] = "Hello  world,\n\tgemma 4 ! ";
+        int64_t n;
+        int32_t *ids = encode(l.t, text, strlen(text), false, false, &n);
+        /* gemma4 keeps llama.cpp's BPE default clean_spaces: " !" loses its space */
+        check_decode(l.t, "gemma4 detokenising gives the text back, spaces cleaned", ids, (size_t)n, true, false,
+                     "Hello  world,\n\tgemma 4! ");
+        free(ids);
+        CHECK(!strcmp(tokenizer_kind(l.t), "gemma4") && !strcmp(tokenizer_pre(l.t), "gemma4") &&
+              tokenizer_add_bos(l.t) && tokenizer_bos(l.t) == 2, "gemma4 vocabulary facts", "kind %s pre %s bos %d",
+              tokenizer_kind(l.t), tokenizer_pre(l.t), tokenizer_bos(l.t));
+        unload(&l);
+    }
+}
+
+/* WordPiece is refused by name, with what mgi runs. */
+static void test_refused(void) {
+    const char *path = test_shared("vocab/ggml-vocab-bert-bge.gguf");
+    if (access(path, R_OK) != 0) {
+        SKIP("bert-bge refused by name", "file not present");
+        return;
+    }
+    gguf_ctx *g = gguf_open(path, 1, err, sizeof err);
+    tokenizer *t = g ? tokenizer_load(g, err, sizeof err) : NULL;
+    CHECK(g && !t && strstr(err, "tokenizer model 'bert' (WordPiece) is not supported") &&
+          strstr(err, "mgi runs: llama (SentencePiece), gpt2 (byte-level BPE)") && strstr(err, "bert-bge.gguf"),
+          "bert-bge (WordPiece) refused by name", "%s", t ? "loaded" : err);
+    tokenizer_free(t);
+    gguf_close(g);
+}
+
 /* ---- time on long inputs ----------------------------------------------------------------------- */
 
 static double now(void) {
@@ -458,10 +538,13 @@ static double now(void) {
 }
 
 static void test_speed(void) {
-    static const char *rels[] = {"vocab/ggml-vocab-llama-spm.gguf", "vocab/ggml-vocab-gpt-2.gguf"};
+    static const char *rels[] = {"vocab/ggml-vocab-llama-spm.gguf", "vocab/ggml-vocab-gpt-2.gguf",
+                                 "vocab/ggml-vocab-llama-bpe.gguf", "vocab/ggml-vocab-qwen35.gguf",
+                                 "vocab/ggml-vocab-deepseek-llm.gguf", "vocab/ggml-vocab-falcon.gguf",
+                                 "vocab/ggml-vocab-gemma-4.gguf"};
     enum { N = 100 * 1024 };
     char *text = malloc(N);
-    for (int v = 0; v < 2; v++) {
+    for (size_t v = 0; v < sizeof rels / sizeof rels[0]; v++) {
         loaded l = load(rels[v]);
         if (!l.t) continue;
         static const char *kinds[] = {"prose", "one letter", "spaces", "digits", "random bytes"};
@@ -479,6 +562,7 @@ static void test_speed(void) {
             double dt = now() - t0;
             char name[200];
             snprintf(name, sizeof name, "%s: 100 KB of %s in under 0.5 s", rels[v], kinds[k]);
+            printf("  %.1f ms, %lld ids\n", dt * 1e3, (long long)n);
             CHECK(n > 0 && dt < 0.5, name, "%.3f s, %lld ids", dt, (long long)n);
             free(ids);
         }
@@ -502,6 +586,8 @@ int main(void) {
     test_stream();
     test_errors();
     test_pre();
+    test_decode();
+    test_refused();
     test_speed();
     return test_done();
 }
