@@ -39,8 +39,10 @@ int tokenizer_eog_ids(const tokenizer *t, const int32_t **ids);
  * larger buffer when the result exceeds cap), or -1 with a message on failure.
  * parse_special: control-token text such as "<s>" becomes that token instead of plain text
  * (user-defined tokens are matched either way, as in llama.cpp; longest text first). Malformed
- * UTF-8 never fails: SPM gives the bytes byte-fallback tokens, BPE encodes the bytes as they
- * are (llama.cpp would substitute U+FFFD), so decoding gives the input back. */
+ * UTF-8 never fails: SPM gives the bytes byte-fallback tokens; BPE splits words as llama.cpp does
+ * (a malformed byte counts as U+FFFD) but merges the bytes as they are (llama.cpp would merge
+ * U+FFFD), so decoding gives the input back, except where a vocabulary gives the never-valid
+ * bytes user-defined tokens that decode as their text (DeepSeek's "ÿ" for 0xFF...). */
 int64_t tokenizer_encode(const tokenizer *t, const char *text, size_t len, bool add_bos,
                          bool parse_special, int32_t *out, int64_t cap, char *err, size_t err_size);
 
