@@ -155,8 +155,8 @@ static int plan_text(const gguf_ctx *g, const engine_params *ep, int explicit_fl
     int64_t limit = (int64_t)hp->n_ctx_train * ep->n_seq_max;
     int64_t n_ctx = ep->n_ctx ? ep->n_ctx : limit;
     if (n_ctx < ep->n_seq_max || n_ctx > limit || n_ctx > (1 << 30)) {
-        cli_error("-c %lld: %d sequence%s of the model's %d positions (llama.context_length) need -c %d..%lld",
-                  (long long)n_ctx, ep->n_seq_max, ep->n_seq_max == 1 ? "" : "s", hp->n_ctx_train, ep->n_seq_max,
+        cli_error("-c %lld: %d sequence%s of the model's %d positions (%s.context_length) need -c %d..%lld",
+                  (long long)n_ctx, ep->n_seq_max, ep->n_seq_max == 1 ? "" : "s", hp->n_ctx_train, hp->arch, ep->n_seq_max,
                   (long long)limit);
         llama_model_free(&m);
         return EXIT_USAGE;

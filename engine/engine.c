@@ -231,11 +231,11 @@ int engine_load(engine **out, const char *path, const engine_params *p, char *er
     int64_t n_ctx = p->n_ctx ? p->n_ctx : limit;
     if (n_ctx < 1 || n_ctx > limit || n_ctx > (1 << 30)) {
         if (n_seq == 1)
-            snprintf(err, err_size, "-c %lld: the model was trained for a context of %d (llama.context_length); "
-                     "use -c 1..%d", (long long)n_ctx, hp->n_ctx_train, hp->n_ctx_train);
+            snprintf(err, err_size, "-c %lld: the model was trained for a context of %d (%s.context_length); "
+                     "use -c 1..%d", (long long)n_ctx, hp->n_ctx_train, hp->arch, hp->n_ctx_train);
         else
-            snprintf(err, err_size, "-c %lld: %d sequences of the model's %d positions (llama.context_length) need "
-                     "at most -c %lld", (long long)n_ctx, n_seq, hp->n_ctx_train, (long long)limit);
+            snprintf(err, err_size, "-c %lld: %d sequences of the model's %d positions (%s.context_length) need "
+                     "at most -c %lld", (long long)n_ctx, n_seq, hp->n_ctx_train, hp->arch, (long long)limit);
         goto fail;
     }
     if (n_seq > n_ctx) {
