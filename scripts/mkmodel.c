@@ -226,6 +226,7 @@ static int pattern_matches(const char *p, size_t plen, const char *name) {
 typedef struct {
     uint32_t type;
     int64_t ne0;
+    float scale;         /* of the rows' standard deviation, as tensor_spec's */
     uint8_t *bytes;      /* quantised pool rows */
     int64_t n_units;
     size_t unit_bytes;
@@ -249,6 +250,7 @@ typedef struct {
     int64_t ne[2];
     tensor_kind kind;
     const float *data;   /* T_DATA: ne[0] values */
+    float scale;         /* T_MATRIX: standard deviation x sqrt(fan-in); T_NORM: the centre (a power of 2) */
     int index;
 } tensor_spec;
 
@@ -260,9 +262,9 @@ static int64_t unit_elems(uint32_t type, int64_t ne0) {
     return u;
 }
 
-static const pool *pool_get(generator *g, uint32_t type, int64_t ne0) {
+static const pool *pool_get(generator *g, uint32_t type, int64_t ne0, float scale) {
     for (int i = 0; i < g->n_pools; i++)
-        if (g->pools[i].type == type && g->pools[i].ne0 == ne0) return &g->pools[i];
+        if (g->pools[i].type == type && g->pools[i].ne0 == ne0 && g->pools[i].scale == scale) return &g->pools[i];
     if (g->n_pools == (int)(sizeof g->pools / sizeof g->pools[0])) die("internal: too many value pools");
     pool *p = &g->pools[g->n_pools++];
     int64_t rows = POOL_ELEMS / ne0 > 0 ? POOL_ELEMS / ne0 : 1;
@@ -272,9 +274,10 @@ static const pool *pool_get(generator *g, uint32_t type, int64_t ne0) {
     char err[256];
     p->type = type;
     p->ne0 = ne0;
+    p->scale = scale;
     p->bytes = xmalloc(rb * (size_t)rows);
     for (int64_t i = 0; i < rows; i++) {
-        rng_fill(&r, g->portable, x, ne0, 1.0f / sqrtf((float)ne0));
+        rng_fill(&r, g->portable, x, ne0, scale / sqrtf((float)ne0));
         if (quant_quant_row(type, x, p->bytes + rb * (size_t)i, ne0, err, sizeof err)) die("%s", err);
     }
     free(x);
@@ -285,7 +288,7 @@ static const pool *pool_get(generator *g, uint32_t type, int64_t ne0) {
 }
 
 /* One row of a tensor's values as floats. Norms: 1 + 0.01 N(0, 1) in the Llama benchmark files;
- * 1 + N(0, 1)/8 elsewhere, wide enough that an engine that drops a norm's weights is caught (the
+ * scale x (1 + N(0, 1)/8) elsewhere, wide enough that an engine that drops a norm's weights is caught (the
  * product with 1/8 and the sum are exact in double, so the bytes are the same everywhere). Gemma's
  * converter stores 1 + w for its (1 + w) norms, so its files hold weights near 1 too. Biases:
  * N(0, 1/2), on the scale of the q/k/v outputs they shift. */
@@ -299,11 +302,11 @@ static void row_values(const tensor_spec *t, rng *r, float *x) {
             rng_normal(r, x, ne0, 0.01f);
             for (int64_t j = 0; j < ne0; j++) x[j] += 1.0f;
         } else {
-            for (int64_t j = 0; j < ne0; j++) x[j] = (float)(1.0 + rng_unit_portable(r) * 0.125);
+            for (int64_t j = 0; j < ne0; j++) x[j] = (float)((1.0 + rng_unit_portable(r) * 0.125) * t->scale);
         }
         break;
     case T_BIAS: rng_fill(r, g->portable, x, ne0, 0.5f); break;
-    case T_MATRIX: rng_fill(r, g->portable, x, ne0, 1.0f / sqrtf((float)ne0)); break;
+    case T_MATRIX: rng_fill(r, g->portable, x, ne0, t->scale / sqrtf((float)ne0)); break;
     }
 }
 
@@ -330,7 +333,7 @@ static int fill_tensor(void *dst, size_t size, void *user) {
         free(x);
         return 0;
     }
-    const pool *p = pool_get(t->g, t->type, ne0);
+    const pool *p = pool_get(t->g, t->type, ne0, t->scale);
     for (size_t off = 0; off < size; off += p->unit_bytes) {
         uint64_t k = rng_u64(&r) % (uint64_t)p->n_units;
         memcpy(out + off, p->bytes + k * p->unit_bytes, p->unit_bytes);
@@ -467,6 +470,8 @@ typedef struct {
     generator *g;
     const mix *m;
     int n_layer, tied;
+    float head_scale;    /* the output head's tensor_spec.scale: 4, or 2 for Gemma's tied head that
+                          * also feeds the input (x sqrt(n_embd)) */
     override *ov;
     int n_ov;
     int64_t n_params;
@@ -483,13 +488,17 @@ static void layout_add(layout *L, const char *role, const char *suffix, int laye
         L->t = t;
     }
     tensor_spec *t = &L->t[L->n];
-    *t = (tensor_spec){.g = L->g, .index = L->n, .kind = kind, .data = data, .ne = {ne0, ne1}};
+    *t = (tensor_spec){.g = L->g, .index = L->n, .kind = kind, .data = data, .ne = {ne0, ne1}, .scale = 1};
     if (layer >= 0) snprintf(t->name, sizeof t->name, "blk.%d.%s.%s", layer, role, suffix);
     else snprintf(t->name, sizeof t->name, "%s.%s", role, suffix);
     if (kind == T_MATRIX) {
         /* llama.cpp's quantiser gives a tied token_embd the output head's type */
         const char *as = L->tied && !strcmp(role, "token_embd") ? "output" : role;
         t->type = fit_type(mix_type(L->m, as, layer, L->n_layer), ne0);
+        /* The architectures' files have an output head wider than 1/sqrt(n_embd) (main's
+         * head_scale): peaked logits, as a trained model's are, so greedy picks are rarely
+         * near-ties between engines (the Llama benchmark files keep theirs). */
+        if (!strcmp(as, "output")) t->scale = L->head_scale;
     } else {
         t->type = QUANT_F32;
     }
@@ -506,6 +515,12 @@ static void layout_add(layout *L, const char *role, const char *suffix, int laye
     L->n_params += ne0 * ne1;
     L->n++;
 }
+
+/* Gemma's post-attention and post-FFN norms are 8 x (1 + N(0, 1)/8), as large as trained Gemma
+ * checkpoints' (gemma-3-270m's hold 0.6 to 10 on average, up to 100): the layers' outputs then
+ * outweigh the input embedding in the residual stream. With norms near 1, the tied head (scaled
+ * by sqrt(n_embd) at the input) makes every greedy continuation repeat the last token. */
+#define GEMMA_POST_NORM 8
 
 /* One layer in llama.cpp's names and shapes for the architecture; ne[0] is the fan-in.
  * q = n_head * head_dim, kv = n_head_kv * head_dim. */
@@ -525,7 +540,10 @@ static void layout_layer(layout *L, unsigned arch, int i, int64_t E, int64_t q, 
         layout_add(L, "attn_k_norm", "weight", i, T_NORM, hd, 1, NULL);
     }
     layout_add(L, "attn_output", "weight", i, T_MATRIX, q, E, NULL);
-    if (arch & ARCH_POST_NORMS) layout_add(L, "post_attention_norm", "weight", i, T_NORM, E, 1, NULL);
+    if (arch & ARCH_POST_NORMS) {
+        layout_add(L, "post_attention_norm", "weight", i, T_NORM, E, 1, NULL);
+        L->t[L->n - 1].scale = GEMMA_POST_NORM;
+    }
     layout_add(L, "ffn_norm", "weight", i, T_NORM, E, 1, NULL);
     if (arch & ARCH_FUSED_UP) {
         layout_add(L, "ffn_up", "weight", i, T_MATRIX, E, 2 * FF, NULL);
@@ -534,7 +552,10 @@ static void layout_layer(layout *L, unsigned arch, int i, int64_t E, int64_t q, 
         layout_add(L, "ffn_up", "weight", i, T_MATRIX, E, FF, NULL);
     }
     layout_add(L, "ffn_down", "weight", i, T_MATRIX, FF, E, NULL);
-    if (arch & ARCH_POST_NORMS) layout_add(L, "post_ffw_norm", "weight", i, T_NORM, E, 1, NULL);
+    if (arch & ARCH_POST_NORMS) {
+        layout_add(L, "post_ffw_norm", "weight", i, T_NORM, E, 1, NULL);
+        L->t[L->n - 1].scale = GEMMA_POST_NORM;
+    }
 }
 
 /* ---- main ----------------------------------------------------------------------------------- */
@@ -682,7 +703,8 @@ int main(int argc, char **argv) {
 
     /* tensors in llama.cpp's order: token_embd, the rope factors, the layers, output_norm, output */
     generator g = {.seed = seed, .portable = sh.arch != NULL || arch_name != NULL};
-    layout lay = {.g = &g, .m = &m, .n_layer = L, .tied = tied, .ov = ov, .n_ov = n_ov};
+    layout lay = {.g = &g, .m = &m, .n_layer = L, .tied = tied, .ov = ov, .n_ov = n_ov, .head_scale = 1};
+    if (g.portable) lay.head_scale = ar->layout & ARCH_POST_NORMS ? 2 : 4;
     float *factors = xmalloc(sizeof(float) * (size_t)n_rot);  /* two halves: long/short, or rope_freqs */
     layout_add(&lay, "token_embd", "weight", -1, T_MATRIX, E, V, NULL);
     if (sh.rope_freqs) {

@@ -425,6 +425,11 @@ static void check_arch(const char *arch, int head_dim, int tied, int n_layer) {
     ok = tq && tn && tq->type == QUANT_F16 && tn->type == QUANT_F32 && tensor_stats(tq, &mq, &sq) && tensor_stats(tn, &mn, &sn) &&
          fabs(mq) < 0.05 / 16 && sq > 0.9 / 16 && sq < 1.1 / 16 && fabs(mn - 1) < 0.03 && sn > 0.1 && sn < 0.15;
     if (qwen2) ok = ok && tb && tb->type == QUANT_F32 && tensor_stats(tb, &mb, &sb) && fabs(mb) < 0.15 && sb > 0.35 && sb < 0.65;
+    if (gemma) {  /* post norms centred on 8, as large as trained Gemma's */
+        const gguf_tensor *tp = gguf_get_tensor(g, "blk.1.post_ffw_norm.weight");
+        double mp = 0, sp = 0;
+        ok = ok && tp && tensor_stats(tp, &mp, &sp) && fabs(mp - 8) < 0.25 && sp > 0.8 && sp < 1.2;
+    }
     snprintf(tname, sizeof tname, "mkmodel --arch %s: value statistics (matrices, norms%s)", arch, qwen2 ? ", biases" : "");
     CHECK(ok, tname, "%s mean %.3g std %.3g; %s mean %.3g std %.3g; bias mean %.3g std %.3g", nq, mq, sq, nn, mn, sn, mb, sb);
     gguf_close(g);
