@@ -176,6 +176,14 @@ static int plan_text(const gguf_ctx *g, const engine_params *ep, int explicit_fl
         llama_model_free(&m);
         return 0;
     }
+    /* engine_load refuses such a model on the GPU (it would run the wrong layer there). */
+    const char *feature = model_non_llama_feature(&m);
+    if (feature) {
+        snprintf(plan, plan_cap, "plan: none on the GPU: the CUDA backend does not run architecture %s's %s; "
+                 "with -ngl 0 it runs on the CPU\n", hp->arch, feature);
+        llama_model_free(&m);
+        return 0;
+    }
     engine_device_info *devs = calloc((size_t)n_dev, sizeof *devs);
     engine_plan *p = malloc(sizeof *p);
     if (!devs || !p) {

@@ -1,6 +1,6 @@
-/* models/llama on small files written with the gguf writer: a good model loads (tied output
- * too) and evaluates the same on any thread count; each malformed variant is refused with a
- * message naming the tensor or key at fault. */
+/* models/ (the llama architecture) on small files written with the gguf writer: a good model
+ * loads (tied output too) and evaluates the same on any thread count; each malformed variant is
+ * refused with a message naming the tensor or key at fault. */
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
