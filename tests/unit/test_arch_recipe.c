@@ -160,7 +160,7 @@ static void test_gpu_refusal(void) {
         {"gemma3", "sliding-window attention"},
     };
     for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
-        char path[256], err[512] = "", name[256], want[256];
+        char path[256], err[512] = "", name[1024], want[256];
         snprintf(path, sizeof path, "%s/good-%s.gguf", dir, cases[i].arch);
         int rc = load_engine(path, -1, err, sizeof err);
         snprintf(want, sizeof want, "CUDA backend: architecture %s's %s", cases[i].arch, cases[i].feature);
