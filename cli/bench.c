@@ -14,7 +14,7 @@
 #include "engine/engine.h"
 #include "engine/membw.h"
 #include "gguf/gguf.h"
-#include "models/llama.h"
+#include "models/model.h"
 #include "quant/quant.h"
 
 static const char bench_usage[] =

@@ -10,7 +10,7 @@
 #include "engine/devices.h"
 #include "engine/plan.h"
 #include "gguf/gguf.h"
-#include "models/llama.h"
+#include "models/model.h"
 #include "quant/quant.h"
 
 static const char info_usage[] =
@@ -74,7 +74,7 @@ static void print_summary(const gguf_ctx *g) {
         {"context_length", "context length"}, {"embedding_length", "n_embd"},
         {"block_count", "n_layer"}, {"feed_forward_length", "n_ff"},
         {"attention.head_count", "n_head"}, {"attention.head_count_kv", "n_head_kv"},
-        {"rope.dimension_count", "n_rot"}, {"rope.freq_base", "rope freq base"},
+        {"attention.key_length", "key length"}, {"rope.dimension_count", "n_rot"}, {"rope.freq_base", "rope freq base"},
         {"attention.layer_norm_rms_epsilon", "rms norm eps"}, {"vocab_size", "vocab size"},
     };
     if (arch) {
@@ -147,11 +147,16 @@ static int plan_text(const gguf_ctx *g, const engine_params *ep, int explicit_fl
     }
     const llama_hparams *hp = &m.hp;
     int rc = 0;
+    /* The recipe first, then the plan on the lines after it. */
+    model_describe(&m, *text, CAP / 2);
+    size_t at = strlen(*text);
+    char *plan = *text + at;
+    size_t plan_cap = CAP - at;
     int64_t limit = (int64_t)hp->n_ctx_train * ep->n_seq_max;
     int64_t n_ctx = ep->n_ctx ? ep->n_ctx : limit;
     if (n_ctx < ep->n_seq_max || n_ctx > limit || n_ctx > (1 << 30)) {
-        cli_error("-c %lld: %d sequence%s of the model's %d positions (llama.context_length) need -c %d..%lld",
-                  (long long)n_ctx, ep->n_seq_max, ep->n_seq_max == 1 ? "" : "s", hp->n_ctx_train, ep->n_seq_max,
+        cli_error("-c %lld: %d sequence%s of the model's %d positions (%s.context_length) need -c %d..%lld",
+                  (long long)n_ctx, ep->n_seq_max, ep->n_seq_max == 1 ? "" : "s", hp->n_ctx_train, hp->arch, ep->n_seq_max,
                   (long long)limit);
         llama_model_free(&m);
         return EXIT_USAGE;
@@ -165,9 +170,17 @@ static int plan_text(const gguf_ctx *g, const engine_params *ep, int explicit_fl
         size_text(gguf_file_size(g), w, sizeof w);
         size_text(llama_kv_bytes(hp, n_cells, sizeof(float)), kv, sizeof kv);
         if (ep->split.n_gpu_layers != 0 && strlen(why) > 200) why[200] = 0;
-        snprintf(*text, CAP, "plan: CPU (%s%s)\n  cpu    all %d layers, weights %s, KV %s (f32, %d cells), batch %d\n",
+        snprintf(plan, plan_cap, "plan: CPU (%s%s)\n  cpu    all %d layers, weights %s, KV %s (f32, %d cells), batch %d\n",
                  ep->split.n_gpu_layers == 0 ? "-ngl 0" : "no CUDA device: ",
                  ep->split.n_gpu_layers == 0 ? "" : why, hp->n_layer, w, kv, n_cells, n_batch);
+        llama_model_free(&m);
+        return 0;
+    }
+    /* engine_load refuses such a model on the GPU (it would run the wrong layer there). */
+    const char *feature = model_non_llama_feature(&m);
+    if (feature) {
+        snprintf(plan, plan_cap, "plan: none on the GPU: the CUDA backend does not run architecture %s's %s; "
+                 "with -ngl 0 it runs on the CPU\n", hp->arch, feature);
         llama_model_free(&m);
         return 0;
     }
@@ -190,7 +203,7 @@ static int plan_text(const gguf_ctx *g, const engine_params *ep, int explicit_fl
         rc = EXIT_USAGE;
         goto out;
     }
-    engine_plan_describe(p, n_cells, n_batch, *text, CAP);
+    engine_plan_describe(p, n_cells, n_batch, plan, plan_cap);
     if (pr == -2) {
         cli_error("%s", err);
         rc = EXIT_BADINPUT;

@@ -9,7 +9,7 @@
 #include <stdint.h>
 
 #include "engine/batch.h"
-#include "models/llama.h"
+#include "models/model.h"
 
 /* One stage: a backend's operations and state, computing layers [layer0, layer1). */
 typedef struct {

@@ -231,11 +231,11 @@ int engine_load(engine **out, const char *path, const engine_params *p, char *er
     int64_t n_ctx = p->n_ctx ? p->n_ctx : limit;
     if (n_ctx < 1 || n_ctx > limit || n_ctx > (1 << 30)) {
         if (n_seq == 1)
-            snprintf(err, err_size, "-c %lld: the model was trained for a context of %d (llama.context_length); "
-                     "use -c 1..%d", (long long)n_ctx, hp->n_ctx_train, hp->n_ctx_train);
+            snprintf(err, err_size, "-c %lld: the model was trained for a context of %d (%s.context_length); "
+                     "use -c 1..%d", (long long)n_ctx, hp->n_ctx_train, hp->arch, hp->n_ctx_train);
         else
-            snprintf(err, err_size, "-c %lld: %d sequences of the model's %d positions (llama.context_length) need "
-                     "at most -c %lld", (long long)n_ctx, n_seq, hp->n_ctx_train, (long long)limit);
+            snprintf(err, err_size, "-c %lld: %d sequences of the model's %d positions (%s.context_length) need "
+                     "at most -c %lld", (long long)n_ctx, n_seq, hp->n_ctx_train, hp->arch, (long long)limit);
         goto fail;
     }
     if (n_seq > n_ctx) {
@@ -278,6 +278,14 @@ int engine_load(engine **out, const char *path, const engine_params *p, char *er
     int n_dev = p->gpu && p->split.n_gpu_layers != 0 ? p->gpu->n_devices(why, sizeof why) : 0;
     int32_t n_cells = (int32_t)n_cells64;
     if (n_dev > 0) {
+        /* The CUDA backend runs the plain Llama layer only: any other recipe would run wrong there. */
+        const char *feature = model_non_llama_feature(&e->model);
+        if (feature) {
+            snprintf(err, err_size, "CUDA backend: architecture %s's %s is not implemented on the GPU yet; run it on "
+                     "the CPU with -ngl 0", hp->arch, feature);
+            rc = ENGINE_EBADINPUT;
+            goto fail;
+        }
         if (load_gpu(e, p, n_dev, n_cells, &rc, err, err_size)) goto fail;
     } else {
         e->ops = &forward_cpu_ops;

@@ -12,7 +12,7 @@
 #include "engine/batch.h"
 #include "engine/plan.h"
 #include "engine/tokenizer.h"
-#include "models/llama.h"
+#include "models/model.h"
 
 /* One device's share of the wall time of the passes measured (engine_split_stats). */
 typedef struct {

@@ -1,12 +1,16 @@
-/* The CPU reference forward pass of Llama over a batch of tokens from several sequences (the
- * engine/batch.h contract), of every layer or of a range of them (a stage of a split model, the
- * hidden state coming in and going out through x_in / x_out): embedding, then per layer RMSNorm -> Q/K/V -> RoPE (adjacent pairs)
- * -> K/V into the paged cache -> causal GQA attention over each token's own sequence through its
- * page table -> output projection -> residual,
- * RMSNorm -> SwiGLU FFN -> residual; then the final norm and the output head. Matrix products
- * dequantise weight rows into per-thread scratch and dot them with every token
- * of the batch, a block of rows at a time, so memory stays small for large models and the
- * arithmetic is plain f32. */
+/* The CPU reference forward pass of every recipe models/ declares, over a batch of tokens from
+ * several sequences (the engine/batch.h contract), of every layer or of a range of them (a stage
+ * of a split model, the hidden state coming in and going out through x_in / x_out): embedding
+ * (scaled when the recipe says), then per layer RMSNorm -> Q/K/V (+ biases) -> per-head Q/K
+ * RMSNorm -> RoPE (adjacent or NEOX pairs; base, frequency factors, linear or YaRN scaling of the
+ * layer) -> K/V into the paged cache -> causal GQA attention over each token's own sequence
+ * through its page table (scaled, softcapped, limited to the window on windowed layers) -> output
+ * projection (+ bias) -> post-norm -> residual, RMSNorm -> gated FFN (SiLU or GELU) -> post-norm ->
+ * residual; then the final norm, the output head (+ bias) and the logit softcap. Matrix products
+ * dequantise weight rows into per-thread scratch and dot them with every token of the batch, a
+ * block of rows at a time, so memory stays small for large models and the arithmetic is plain
+ * f32; RoPE angles, norms and activations are computed exactly (double where it matters), where
+ * llama.cpp approximates (its GELU reads an f16 table of the tanh form). */
 #include <math.h>
 #include <pthread.h>
 #include <stdio.h>
@@ -14,6 +18,16 @@
 #include <string.h>
 
 #include "engine/forward_cpu.h"
+
+/* RoPE of one kind of layer, after ggml's rope_yarn: pair i of a token at pos turns by
+ * theta = pos * base^(-2i/n_rot) / factors[i], interpolated by freq_scale and, with YaRN, mixed
+ * back towards the unscaled angle over the pairs below corr0..corr1; cos and sin are scaled by
+ * mscale. */
+typedef struct {
+    double base, freq_scale, mscale, corr0, corr1;
+    int yarn;
+    const float *factors;  /* [n_rot / 2] or NULL */
+} rope_cfg;
 
 struct forward_cpu {
     const llama_model *m;
@@ -37,6 +51,7 @@ struct forward_cpu {
     float *scratch;       /* per thread: dequantised weight rows, [n_threads][MATMUL_ROWS][max_cols] */
     int64_t max_cols;
     float *scores;        /* per thread: attention scores, [n_threads][max_pos] */
+    rope_cfg rope_global, rope_swa; /* the RoPE of global and of windowed layers */
 };
 
 /* K and V rows of global layer l (layer0 <= l < layer1) and a cell. */
@@ -155,19 +170,60 @@ static void rmsnorm(float *out, const float *x, const float *w, int64_t n, float
     for (int64_t i = 0; i < n; i++) out[i] = x[i] * scale * w[i];
 }
 
-/* Llama's RoPE on one token: pairs (2i, 2i+1) of the first n_rot values of each head turn by
- * pos * base^(-2i/n_rot). */
-static void rope(float *v, int32_t n_heads, int32_t head_dim, int32_t n_rot, int32_t pos, float base) {
+/* RoPE on one token's heads: the first n_rot values of each head, in adjacent pairs (2i, 2i+1)
+ * or NEOX pairs (i, i + n_rot/2). */
+static void rope(float *v, int32_t n_heads, int32_t head_dim, int32_t n_rot, llama_rope_kind kind, int32_t pos,
+                 const rope_cfg *rc) {
     for (int32_t i = 0; i < n_rot / 2; i++) {
-        double theta = (double)pos * pow((double)base, -2.0 * i / (double)n_rot);
-        float c = (float)cos(theta), s = (float)sin(theta);
+        double extrap = (double)pos * pow(rc->base, -2.0 * i / (double)n_rot);
+        if (rc->factors) extrap /= rc->factors[i];
+        double theta = rc->freq_scale * extrap;
+        if (rc->yarn) {
+            double y = (i - rc->corr0) / fmax(0.001, rc->corr1 - rc->corr0);
+            double ramp = 1.0 - fmin(1.0, fmax(0.0, y));
+            theta = theta * (1.0 - ramp) + extrap * ramp;
+        }
+        float c = (float)(cos(theta) * rc->mscale), s = (float)(sin(theta) * rc->mscale);
+        int32_t i0 = kind == LLAMA_ROPE_NEOX ? i : 2 * i, i1 = kind == LLAMA_ROPE_NEOX ? i + n_rot / 2 : 2 * i + 1;
         for (int32_t h = 0; h < n_heads; h++) {
-            float *p = v + (size_t)h * head_dim + 2 * i;
-            float a = p[0], b = p[1];
-            p[0] = a * c - b * s;
-            p[1] = a * s + b * c;
+            float *p = v + (size_t)h * head_dim;
+            float a = p[i0], b = p[i1];
+            p[i0] = a * c - b * s;
+            p[i1] = a * s + b * c;
         }
     }
+}
+
+/* The RoPE of layers with this base and scale, as llama.cpp sets it up: YaRN's ramp between the
+ * correction dimensions of beta_fast and beta_slow, and its magnitude factor net of the
+ * cancellation llama.cpp applies (1 + 0.1 ln s, over 1 + 0.1 log_mul ln s when the file has
+ * yarn_log_multiplier), times rope.scaling.attn_factor. */
+static rope_cfg rope_setup(const llama_hparams *hp, double base, double freq_scale, const float *factors) {
+    rope_cfg rc = {.base = base, .freq_scale = freq_scale, .mscale = hp->rope_attn_factor, .factors = factors};
+    if (hp->rope_scaling != LLAMA_SCALING_YARN) return rc;
+    rc.yarn = 1;
+    double n = hp->n_rot, ctx = hp->n_ctx_orig, factor = 1.0 / hp->rope_freq_scale;
+    double lo = floor(n * log(ctx / (hp->yarn_beta_fast * 2 * M_PI)) / (2 * log(base)));
+    double hi = ceil(n * log(ctx / (hp->yarn_beta_slow * 2 * M_PI)) / (2 * log(base)));
+    rc.corr0 = fmax(0.0, lo);
+    rc.corr1 = fmin(n - 1, hi);
+    double ctx_factor = 1.0;  /* llama.cpp's yarn_attn_factor before its cancellation */
+    if (factor > 1 && hp->yarn_log_mul != 0) ctx_factor = (0.1 * log(factor) + 1) / (0.1 * hp->yarn_log_mul * log(factor) + 1);
+    else if (factor > 1) ctx_factor = 0.1 * log(factor) + 1;
+    ctx_factor /= 1.0 + 0.1 * log(factor);
+    rc.mscale *= ctx_factor * (1.0 + 0.1 * log(1.0 / freq_scale));
+    return rc;
+}
+
+static float gelu_tanh(float x) {
+    const double k = 0.7978845608028654;  /* sqrt(2 / pi) */
+    return (float)(0.5 * x * (1.0 + tanh(k * (x + 0.044715 * (double)x * x * x))));
+}
+
+static void add_bias(float *x, const float *b, int32_t n_tok, int64_t width) {
+    if (!b) return;
+    for (int32_t t = 0; t < n_tok; t++)
+        for (int64_t i = 0; i < width; i++) x[t * width + i] += b[i];
 }
 
 typedef struct {
@@ -185,28 +241,32 @@ static void attn_range(void *arg, int64_t lo, int64_t hi, int tid) {
     int32_t hd = hp->head_dim, group = hp->n_head / hp->n_head_kv;
     int64_t n_q = (int64_t)hp->n_head * hd;
     float *sc = f->scores + (size_t)tid * (size_t)f->max_pos;
-    float scale = 1.0f / sqrtf((float)hd);
+    float scale = hp->attn_scale, cap = hp->attn_softcap;
+    int swa = llama_layer_is_swa(hp, c->layer);
     for (int64_t item = lo; item < hi; item++) {
         int64_t t = item / hp->n_head;
         int32_t h = (int32_t)(item % hp->n_head), kvh = h / group;
         int32_t pos = c->b->pos[t];
         const int32_t *pages = c->b->seqs[c->b->seq[t]].pages;
         const float *q = f->q + t * n_q + (int64_t)h * hd;
+        /* A windowed layer sees positions pos - n_swa + 1 .. pos (llama.cpp masks p1 - p0 >= n_swa). */
+        int32_t j0 = swa && pos >= hp->n_swa ? pos - hp->n_swa + 1 : 0;
         float mx = -INFINITY;
-        for (int32_t j = 0; j <= pos; j++) {
+        for (int32_t j = j0; j <= pos; j++) {
             int32_t cell = pages[j / ENGINE_KV_PAGE] * ENGINE_KV_PAGE + j % ENGINE_KV_PAGE;
             sc[j] = dot_f32(q, cell_k(f, c->layer, cell) + (size_t)kvh * hd, hd) * scale;
+            if (cap > 0) sc[j] = cap * tanhf(sc[j] / cap);
             if (sc[j] > mx) mx = sc[j];
         }
         double sum = 0;
-        for (int32_t j = 0; j <= pos; j++) {
+        for (int32_t j = j0; j <= pos; j++) {
             sc[j] = expf(sc[j] - mx);
             sum += sc[j];
         }
         float inv = (float)(1.0 / sum);
         float *o = f->att + t * n_q + (int64_t)h * hd;
         memset(o, 0, (size_t)hd * sizeof *o);
-        for (int32_t j = 0; j <= pos; j++) {
+        for (int32_t j = j0; j <= pos; j++) {
             int32_t cell = pages[j / ENGINE_KV_PAGE] * ENGINE_KV_PAGE + j % ENGINE_KV_PAGE;
             const float *vj = cell_v(f, c->layer, cell) + (size_t)kvh * hd;
             float wj = sc[j] * inv;
@@ -242,36 +302,56 @@ static int fwd(void *self, const engine_fwd_batch *b, float *logits, char *err, 
      * residual stream would hold here in a single pass, so the result is bit-for-bit the same. */
     if (!first) memcpy(f->x, b->x_in, (size_t)n * (size_t)E * sizeof(float));
     else
-        for (int32_t t = 0; t < n; t++)
+        for (int32_t t = 0; t < n; t++) {
             if (llama_weight_row(&m->tok_embd, b->token[t], f->x + t * E, err, err_size)) return -1;
+            if (hp->embd_scale != 1.0f)
+                for (int64_t i = 0; i < E; i++) f->x[t * E + i] *= hp->embd_scale;
+        }
 
     for (int32_t l = f->layer0; l < f->layer1; l++) {
         const llama_layer *L = &m->layers[l];
+        const rope_cfg *rc = llama_layer_is_swa(hp, l) ? &f->rope_swa : &f->rope_global;
         for (int32_t t = 0; t < n; t++) rmsnorm(f->xn + t * E, f->x + t * E, L->attn_norm, E, hp->rms_eps);
         if (matmul(f, &L->wq, f->xn, n, f->q, err, err_size) ||
             matmul(f, &L->wk, f->xn, n, f->k, err, err_size) ||
             matmul(f, &L->wv, f->xn, n, f->v, err, err_size))
             return -1;
+        add_bias(f->q, L->bq, n, n_q);
+        add_bias(f->k, L->bk, n, n_kv);
+        add_bias(f->v, L->bv, n, n_kv);
         for (int32_t t = 0; t < n; t++) {
-            rope(f->q + t * n_q, hp->n_head, hp->head_dim, hp->n_rot, b->pos[t], hp->rope_base);
-            rope(f->k + t * n_kv, hp->n_head_kv, hp->head_dim, hp->n_rot, b->pos[t], hp->rope_base);
-            memcpy(cell_k(f, l, b->cell[t]), f->k + t * n_kv, (size_t)n_kv * sizeof(float));
+            float *q = f->q + t * n_q, *k = f->k + t * n_kv;
+            if (L->q_norm)
+                for (int32_t h = 0; h < hp->n_head; h++) rmsnorm(q + h * hd, q + h * hd, L->q_norm, hd, hp->rms_eps);
+            if (L->k_norm)
+                for (int32_t h = 0; h < hp->n_head_kv; h++) rmsnorm(k + h * hd, k + h * hd, L->k_norm, hd, hp->rms_eps);
+            rope(q, hp->n_head, hp->head_dim, hp->n_rot, hp->rope_kind, b->pos[t], rc);
+            rope(k, hp->n_head_kv, hp->head_dim, hp->n_rot, hp->rope_kind, b->pos[t], rc);
+            memcpy(cell_k(f, l, b->cell[t]), k, (size_t)n_kv * sizeof(float));
             memcpy(cell_v(f, l, b->cell[t]), f->v + t * n_kv, (size_t)n_kv * sizeof(float));
         }
         attn_ctx ac = {f, b, l};
         parallel_for(f->nt, (int64_t)n * hp->n_head, attn_range, &ac);
         if (matmul(f, &L->wo, f->att, n, f->xn, err, err_size)) return -1;
+        add_bias(f->xn, L->bo, n, E);
+        if (L->attn_post_norm)
+            for (int32_t t = 0; t < n; t++) rmsnorm(f->xn + t * E, f->xn + t * E, L->attn_post_norm, E, hp->rms_eps);
         for (int64_t i = 0; i < n * E; i++) f->x[i] += f->xn[i];
 
         for (int32_t t = 0; t < n; t++) rmsnorm(f->xn + t * E, f->x + t * E, L->ffn_norm, E, hp->rms_eps);
         if (matmul(f, &L->w_gate, f->xn, n, f->gate, err, err_size) ||
             matmul(f, &L->w_up, f->xn, n, f->up, err, err_size))
             return -1;
-        for (int64_t i = 0; i < n * F; i++) {
-            float g = f->gate[i];
-            f->gate[i] = g / (1.0f + expf(-g)) * f->up[i];
-        }
+        if (hp->act == LLAMA_ACT_GELU_TANH)
+            for (int64_t i = 0; i < n * F; i++) f->gate[i] = gelu_tanh(f->gate[i]) * f->up[i];
+        else
+            for (int64_t i = 0; i < n * F; i++) {
+                float g = f->gate[i];
+                f->gate[i] = g / (1.0f + expf(-g)) * f->up[i];
+            }
         if (matmul(f, &L->w_down, f->gate, n, f->xn, err, err_size)) return -1;
+        if (L->ffn_post_norm)
+            for (int32_t t = 0; t < n; t++) rmsnorm(f->xn + t * E, f->xn + t * E, L->ffn_post_norm, E, hp->rms_eps);
         for (int64_t i = 0; i < n * E; i++) f->x[i] += f->xn[i];
     }
     if (!last) {
@@ -289,7 +369,14 @@ static int fwd(void *self, const engine_fwd_batch *b, float *logits, char *err, 
         snprintf(err, err_size, "CPU forward: %d tokens want logits but n_out is %d", k, b->n_out);
         return -1;
     }
-    return k ? matmul(f, &m->output, f->xn, k, logits, err, err_size) : 0;
+    if (!k) return 0;
+    if (matmul(f, &m->output, f->xn, k, logits, err, err_size)) return -1;
+    add_bias(logits, m->output_b, k, hp->n_vocab);
+    if (hp->final_softcap > 0) {
+        float cap = hp->final_softcap;
+        for (int64_t i = 0; i < (int64_t)k * hp->n_vocab; i++) logits[i] = cap * tanhf(logits[i] / cap);
+    }
+    return 0;
 }
 
 /* --- KV cells --------------------------------------------------------------------------------- */
@@ -376,6 +463,10 @@ forward_cpu *forward_cpu_new(const llama_model *m, int32_t layer0, int32_t layer
     f->max_pos = max_pos;
     f->n_batch = n_batch;
     f->n_threads = f->threads_1 = f->threads_batch = f->nt = n_threads;
+    /* LongRoPE's factors depend on the context a sequence may reach, which is max_pos. */
+    const float *factors = model_rope_factors(m, max_pos);
+    f->rope_global = rope_setup(hp, hp->rope_base, hp->rope_freq_scale, factors);
+    f->rope_swa = rope_setup(hp, hp->rope_base_swa, 1.0, factors);
     int64_t E = hp->n_embd, n_q = (int64_t)hp->n_head * hp->head_dim;
     int64_t n_kv = (int64_t)hp->n_head_kv * hp->head_dim, F = hp->n_ff;
     f->max_cols = E > F ? E : F;

@@ -9,7 +9,7 @@
 #include <stdint.h>
 
 #include "engine/batch.h"
-#include "models/llama.h"
+#include "models/model.h"
 
 typedef struct forward_cpu forward_cpu;
 

@@ -2250,6 +2250,12 @@ static void *cuda_create(const llama_model *m, const engine_plan *plan, int32_t 
                  "8 heads per KV head, head_dim <= 256); use -ngl 0", hp->n_head, hp->n_head_kv, hp->head_dim);
         return NULL;
     }
+    const char *feature = model_non_llama_feature(m);  /* engine_load refuses these first */
+    if (feature) {
+        snprintf(err, err_size, "CUDA backend: architecture %s's %s is not implemented on the GPU yet; run it on "
+                 "the CPU with -ngl 0", hp->arch, feature);
+        return NULL;
+    }
     if (plan->n_dev < 1 || plan->n_dev > ENGINE_MAX_DEVICES || plan->cpu_layers < 0 ||
         plan->cpu_layers >= hp->n_layer) {
         snprintf(err, err_size, "CUDA backend: a plan of %d devices from layer %d of %d", plan->n_dev,

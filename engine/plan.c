@@ -62,6 +62,14 @@ static part_bytes layer_bytes(const llama_model *m, int32_t l, int32_t n_kvh, in
     const llama_layer *L = &m->layers[l];
     int64_t group = hp->n_head / hp->n_head_kv, hd = hp->head_dim;
     part_bytes p = {2 * (uint64_t)hp->n_embd * sizeof(float), 0};  /* the two norms, f32 */
+    /* The recipe's other f32 vectors, where the file has them (post-norms, Q/K norms, biases). */
+    const struct { const float *v; int64_t n; } vec[] = {
+        {L->attn_post_norm, hp->n_embd}, {L->ffn_post_norm, hp->n_embd}, {L->q_norm, hd}, {L->k_norm, hd},
+        {L->bq, (int64_t)hp->n_head * hd}, {L->bk, (int64_t)hp->n_head_kv * hd},
+        {L->bv, (int64_t)hp->n_head_kv * hd}, {L->bo, hp->n_embd},
+    };
+    for (size_t i = 0; i < sizeof vec / sizeof vec[0]; i++)
+        if (vec[i].v) p.bytes += (uint64_t)vec[i].n * sizeof(float);
     add_part(&p, rows_bytes(&L->wq, n_kvh * group * hd));
     add_part(&p, rows_bytes(&L->wk, n_kvh * hd));
     add_part(&p, rows_bytes(&L->wv, n_kvh * hd));

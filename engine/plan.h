@@ -10,7 +10,7 @@
 #include <stdint.h>
 
 #include "engine/devices.h"
-#include "models/llama.h"
+#include "models/model.h"
 
 #define ENGINE_MAX_DEVICES 16
 

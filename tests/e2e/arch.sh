@@ -8,11 +8,10 @@
 # 0.01 (later tokens are then free); without such a near-tie mgi run's text is byte-identical too.
 # A variant mgi refuses (exit 2, one line on stderr) says SKIP; a variant it runs must match,
 # if it is enforced:
-ENFORCED="llama llama-hd128 qwen2 qwen3 gemma3 gemma2 phi3"
-# Not yet: llama-rope-freqs, llama-linear and llama-yarn, which mgi runs but without their rope
-# factors (rope_freqs.weight, rope.scaling.*), so they differ; each goes into the list with the
-# change that reads them. Plain llama must run, never SKIP.
-MUST_RUN="llama"
+ENFORCED="llama llama-hd128 llama-rope-freqs llama-linear llama-yarn qwen2 qwen3 gemma3 gemma2 phi3"
+# Every variant of variants.txt is enforced since mgi reads rope_freqs.weight and rope.scaling.*.
+# Every variant must run, never SKIP (models/ runs each of these architectures).
+MUST_RUN="llama llama-hd128 llama-rope-freqs llama-linear llama-yarn qwen2 qwen3 gemma3 gemma2 phi3"
 set -u
 . tests/e2e/lib.sh
 BUILD=${BUILD:-build}

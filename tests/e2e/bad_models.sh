@@ -43,14 +43,14 @@ n=0
 while IFS=$'\t' read -r file want; do
     [ -n "$file" ] || continue
     name=$(basename "$file" .gguf)
-    if [ "$want" = OK ]; then   # the base every case varies: it must run
+    if [ "$want" = OK ]; then   # the base of each architecture every case varies: it must run
         # Greedy and past EOS: a random first token could be EOS (or a control token with no
         # text), which would leave stdout empty by chance.
         if "$MGI" run -m "$file" -p hi -n 4 --temp 0 --ignore-eos --log-disable >"$TMP/out" 2>"$TMP/err" </dev/null; then
-            if [ ! -s "$TMP/err" ]; then pass "bad models: the base model runs"
-            else fail "bad models: the base model runs" "stdout $(wc -c <"$TMP/out") bytes, stderr: $(head -c 300 "$TMP/err")"; fi
+            if [ ! -s "$TMP/err" ]; then pass "bad models: the base model $name runs"
+            else fail "bad models: the base model $name runs" "stdout $(wc -c <"$TMP/out") bytes, stderr: $(head -c 300 "$TMP/err")"; fi
         else
-            fail "bad models: the base model runs" "exit $?: $(head -c 300 "$TMP/err")"
+            fail "bad models: the base model $name runs" "exit $?: $(head -c 300 "$TMP/err")"
         fi
         continue
     fi

@@ -53,6 +53,36 @@ check "info --values numbers" [ -z "$(grep -vE '^-?[0-9.e+-]+$' "$TMP/vals")" ]
 "$MGI" info "$mixq" --tensor output_norm.weight --values all >"$TMP/vals" 2>"$TMP/err"
 check "info --values all" [ "$(wc -l <"$TMP/vals")" = 64 ]
 
+# The recipe: what the forward pass will run, per architecture.
+if "$MGI" info "$f32" >"$TMP/info" 2>"$TMP/err"; then
+    check "info recipe llama" grep -q '^recipe: *llama: RMSNorm before attention and FFN, SiLU-gated FFN$' "$TMP/info"
+    check "info recipe llama rope" grep -q '^rope *adjacent pairs, 16 of 16 values, base 10000, no scaling$' "$TMP/info"
+    check "info recipe llama attention" grep -q '^attention *scale 0.25, full causal$' "$TMP/info"
+    check "info recipe llama gpu" grep -q '^gpu *the plain Llama layer: CPU or CUDA$' "$TMP/info"
+else
+    fail "info recipe llama" "exit $?: $(cat "$TMP/err")"
+fi
+gen=$BUILD/tests/malformed/gen_bad_models
+if [ -x "$gen" ] && "$gen" --good "$TMP/bases" >/dev/null; then
+    "$MGI" info "$TMP/bases/good-gemma2.gguf" >"$TMP/info" 2>&1
+    check "info recipe gemma2 window and softcaps" grep -q '^attention *scale 0.353553, softcap 50, window 4 on 1 of 2 layers (global: 1)$' "$TMP/info"
+    check "info recipe gemma2 logit softcap" grep -q '^logit softcap *30$' "$TMP/info"
+    check "info recipe gemma2 post-norms, GELU" grep -q '^recipe: *gemma2: RMSNorm before attention and FFN and after each, GELU (tanh)-gated FFN$' "$TMP/info"
+    check "info recipe gemma2 gpu refused" grep -q '^gpu *CPU only (-ngl 0): the CUDA backend does not run its sliding-window attention$' "$TMP/info"
+    "$MGI" info "$TMP/bases/good-qwen2.gguf" >"$TMP/info" 2>&1
+    check "info recipe qwen2 NEOX" grep -q '^rope *NEOX (i, i + n_rot/2), 8 of 8 values' "$TMP/info"
+    check "info recipe qwen2 biases" grep -q '^biases *Q/K/V $' "$TMP/info"
+    "$MGI" info "$TMP/bases/good-qwen3.gguf" >"$TMP/info" 2>&1
+    check "info recipe qwen3 q/k norm" grep -q '^q/k norm *per-head RMSNorm before RoPE$' "$TMP/info"
+    "$MGI" info "$TMP/bases/good-phi3.gguf" >"$TMP/info" 2>&1
+    check "info recipe phi3 fused, LongRoPE" grep -q '^head size *8 (n_embd / n_head), fused attn_qkv$' "$TMP/info"
+    check "info recipe phi3 LongRoPE" grep -q 'LongRoPE (short factors up to 64 positions per sequence, long past it)$' "$TMP/info"
+    "$MGI" info "$TMP/bases/good-llama.gguf" >"$TMP/info" 2>&1
+    check "info recipe llama rope_freqs" grep -q '^rope .*, rope_freqs.weight (4 factors)$' "$TMP/info"
+else
+    fail "info recipe bases" "gen_bad_models --good failed or is not built"
+fi
+
 # An independent reader: llama.cpp's gguf-py, where it is installed, must dequantise every tensor
 # of both models to the same values as mgi.
 if python3 -c 'import gguf, numpy' 2>/dev/null; then

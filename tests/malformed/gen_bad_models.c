@@ -1,7 +1,9 @@
 /* Writes the model-level malformed corpus: GGUF files the reader accepts but that are not a
- * runnable Llama (missing tensors, wrong shapes, mistyped or missing keys, bad vocabularies,
- * non-finite norms, unsupported types). Prints "PATH<TAB>substring the error must contain" per
- * file, and with --good also the valid base model every case is a variation of (expected "OK"). */
+ * runnable model (missing tensors, wrong shapes, mistyped or missing keys, bad vocabularies,
+ * non-finite norms, unsupported types), for llama and for the other architectures mgi runs (their
+ * own tensors: biases, Q/K norms, post-norms, fused QKV and gate/up, RoPE factors; and keys:
+ * windows, softcaps, head sizes). Prints "PATH<TAB>substring the error must contain" per file,
+ * and with --good also the valid base model of each architecture (expected "OK"). */
 #include <errno.h>
 #include <math.h>
 #include <stdio.h>
@@ -27,7 +29,13 @@ typedef struct {
     const char *norm;                  /* a norm vector with `bad` at index 3 */
     float bad;
     int no_tensors;                    /* a vocabulary-only file */
+    const char *arch;                  /* the base of this architecture (NULL: llama) */
 } bad_case;
+
+static const char *const archs[] = {"llama", "qwen2", "qwen3", "phi3", "gemma2", "gemma3"};
+/* The good bases also include llama with a head size other than n_embd / n_head (key_length 16:
+ * Q and attn_output 64 wide with n_embd 32), as Mistral Nemo's files have. */
+static int64_t head_dim = HEAD_DIM;
 
 static void k_block_count_str(gguf_writer *w) { gguf_writer_set_str(w, "llama.block_count", "four"); }
 static void k_embd_f32(gguf_writer *w) { gguf_writer_set_f32(w, "llama.embedding_length", 32.0f); }
@@ -41,7 +49,14 @@ static void k_embd_neg(gguf_writer *w) { gguf_writer_set_i32(w, "llama.embedding
 static void k_ctx_huge(gguf_writer *w) { gguf_writer_set_u64(w, "llama.context_length", 1ull << 40); }
 static void k_rot_odd(gguf_writer *w) { gguf_writer_set_u32(w, "llama.rope.dimension_count", 7); }
 static void k_eps_nan(gguf_writer *w) { gguf_writer_set_f32(w, "llama.attention.layer_norm_rms_epsilon", NAN); }
-static void k_arch_qwen2(gguf_writer *w) { gguf_writer_set_str(w, "general.architecture", "qwen2"); }
+static void k_arch_falcon(gguf_writer *w) { gguf_writer_set_str(w, "general.architecture", "falcon"); }
+static void k_key_length_16(gguf_writer *w) { gguf_writer_set_u32(w, "llama.attention.key_length", 16); }
+static void k_value_length_16(gguf_writer *w) { gguf_writer_set_u32(w, "llama.attention.value_length", 16); }
+static void k_scaling_longrope(gguf_writer *w) { gguf_writer_set_str(w, "llama.rope.scaling.type", "longrope"); }
+static void k_window_neg(gguf_writer *w) { gguf_writer_set_i32(w, "gemma3.attention.sliding_window", -4); }
+static void k_window_0(gguf_writer *w) { gguf_writer_set_u32(w, "gemma3.attention.sliding_window", 0); }
+static void k_softcap_neg(gguf_writer *w) { gguf_writer_set_f32(w, "gemma2.attn_logit_softcapping", -50.0f); }
+static void k_final_softcap_nan(gguf_writer *w) { gguf_writer_set_f32(w, "gemma2.final_logit_softcapping", NAN); }
 static void k_arch_u32(gguf_writer *w) { gguf_writer_set_u32(w, "general.architecture", 1); }
 static void k_bos_99999(gguf_writer *w) { gguf_writer_set_u32(w, "tokenizer.ggml.bos_token_id", 99999); }
 static void k_eos_vocab(gguf_writer *w) { gguf_writer_set_u32(w, "tokenizer.ggml.eos_token_id", VOCAB); }
@@ -161,7 +176,7 @@ static const bad_case cases[] = {
      .keys = k_scores_long},
     {"tokens-empty", "tokenizer.ggml.tokens: empty vocabulary", .omit = "tokenizer.ggml.tokens",
      .keys = k_tokens_empty},
-    {"tokenizer-bert", "tokenizer.ggml.model: 'bert' is not supported", .omit = "tokenizer.ggml.model",
+    {"tokenizer-bert", "tokenizer.ggml.model: tokenizer model 'bert' (WordPiece) is not supported", .omit = "tokenizer.ggml.model",
      .keys = k_model_bert},
     {"gpt2-without-merges", "tokenizer.ggml.merges: missing", .omit = "tokenizer.ggml.model",
      .keys = k_gpt2_no_merges},
@@ -178,8 +193,57 @@ static const bad_case cases[] = {
      .norm = "blk.0.attn_norm.weight", .bad = -INFINITY},
     {"iq2-xxs-weight", "tensor blk.0.ffn_down.weight has type IQ2_XXS, which mgi cannot read",
      .tensor = "blk.0.ffn_down.weight", .ne0 = FF, .ne1 = EMBD, .type = QUANT_IQ2_XXS},
-    /* not a Llama model */
-    {"arch-qwen2", "architecture 'qwen2' is not supported", .omit = "general.architecture", .keys = k_arch_qwen2},
+    /* Llama's RoPE factors and head size */
+    {"rope-freqs-length", "tensor rope_freqs.weight has shape [3, 1, 1, 1], expected [4]", .tensor = "rope_freqs.weight",
+     .ne0 = 3},
+    {"nan-rope-freqs", "tensor rope_freqs.weight has a non-finite value (nan) at index 3", .norm = "rope_freqs.weight",
+     .bad = NAN},
+    {"key-length-misfit", "tensor blk.0.attn_q.weight has shape [32, 32, 1, 1], expected [32, 64]",
+     .keys = k_key_length_16},
+    {"value-length-differs", "llama.attention.value_length = 16 differs from the key head size 8",
+     .keys = k_value_length_16},
+    {"rope-scaling-longrope", "llama.rope.scaling.type = 'longrope' is not a RoPE scaling mgi runs",
+     .keys = k_scaling_longrope},
+    /* the other architectures' own tensors and keys */
+    {"qwen2-missing-k-bias", "tensor blk.1.attn_k.bias is missing (needed for the qwen2 architecture)", .arch = "qwen2",
+     .omit = "blk.1.attn_k.bias"},
+    {"qwen2-shape-q-bias", "tensor blk.0.attn_q.bias has shape [16, 1, 1, 1], expected [32]", .arch = "qwen2",
+     .tensor = "blk.0.attn_q.bias", .ne0 = 16},
+    {"qwen3-missing-k-norm", "tensor blk.0.attn_k_norm.weight is missing (needed for the qwen3 architecture)",
+     .arch = "qwen3", .omit = "blk.0.attn_k_norm.weight"},
+    {"qwen3-shape-q-norm", "tensor blk.1.attn_q_norm.weight has shape [32, 1, 1, 1], expected [8]", .arch = "qwen3",
+     .tensor = "blk.1.attn_q_norm.weight", .ne0 = EMBD},
+    {"phi3-shape-qkv", "tensor blk.0.attn_qkv.weight has shape [32, 32, 1, 1], expected [32, 64]", .arch = "phi3",
+     .tensor = "blk.0.attn_qkv.weight", .ne0 = EMBD, .ne1 = EMBD},
+    {"phi3-missing-qkv", "tensor blk.1.attn_q.weight is missing (needed for the phi3 architecture; or its fused form",
+     .arch = "phi3", .omit = "blk.1.attn_qkv.weight"},
+    {"phi3-shape-gate-up", "tensor blk.0.ffn_up.weight has shape [32, 256, 1, 1], expected [32, 512]", .arch = "phi3",
+     .tensor = "blk.0.ffn_up.weight", .ne0 = EMBD, .ne1 = FF},
+    {"phi3-rope-long-only", "tensor rope_factors_short.weight is missing", .arch = "phi3",
+     .omit = "rope_factors_short.weight"},
+    {"phi3-rope-factors-length", "tensor rope_factors_long.weight has shape [8, 1, 1, 1], expected [4]",
+     .arch = "phi3", .tensor = "rope_factors_long.weight", .ne0 = 8},
+    {"gemma2-softcap-negative", "key gemma2.attn_logit_softcapping = -50 must be a non-negative finite number",
+     .arch = "gemma2", .keys = k_softcap_neg},
+    {"gemma2-final-softcap-nan", "key gemma2.final_logit_softcapping = nan must be a non-negative finite number",
+     .arch = "gemma2", .keys = k_final_softcap_nan},
+    {"gemma2-missing-post-attn-norm", "tensor blk.1.post_attention_norm.weight is missing", .arch = "gemma2",
+     .omit = "blk.1.post_attention_norm.weight"},
+    {"gemma3-window-negative", "key gemma3.attention.sliding_window = -4 is out of range", .arch = "gemma3",
+     .omit = "gemma3.attention.sliding_window", .keys = k_window_neg},
+    {"gemma3-window-zero", "gemma3.attention.sliding_window = 0 must be at least 1", .arch = "gemma3",
+     .omit = "gemma3.attention.sliding_window", .keys = k_window_0},
+    {"gemma3-window-missing", "key gemma3.attention.sliding_window is missing", .arch = "gemma3",
+     .omit = "gemma3.attention.sliding_window"},
+    {"gemma3-missing-post-ffw-norm", "tensor blk.0.post_ffw_norm.weight is missing", .arch = "gemma3",
+     .omit = "blk.0.post_ffw_norm.weight"},
+    {"gemma3-nan-q-norm", "tensor blk.1.attn_q_norm.weight has a non-finite value (nan) at index 3", .arch = "gemma3",
+     .norm = "blk.1.attn_q_norm.weight", .bad = NAN},
+    {"gemma3-shape-k-norm", "tensor blk.0.attn_k_norm.weight has shape [4, 1, 1, 1], expected [8]", .arch = "gemma3",
+     .tensor = "blk.0.attn_k_norm.weight", .ne0 = 4},
+    /* not a model mgi runs */
+    {"arch-falcon", "architecture 'falcon' is not supported (mgi runs llama, qwen2, qwen3, phi3, gemma2, gemma3)",
+     .omit = "general.architecture", .keys = k_arch_falcon},
     {"vocab-only", "it is a vocabulary-only file", .no_tensors = 1},
 };
 
@@ -192,19 +256,32 @@ static const char *const base_tokens[VOCAB] = {
 /* The writer rejects a key set twice, so the base skips the one a case replaces. */
 static int keep(const bad_case *c, const char *name) { return !c || !c->omit || strcmp(c->omit, name); }
 
-static void base_keys(gguf_writer *w, const bad_case *c) {
+static void base_keys(gguf_writer *w, const bad_case *c, const char *arch) {
     static const struct { const char *key; uint32_t v; } u32s[] = {
-        {"llama.embedding_length", EMBD}, {"llama.block_count", LAYERS},
-        {"llama.attention.head_count", HEADS}, {"llama.attention.head_count_kv", HEADS_KV},
-        {"llama.feed_forward_length", FF}, {"llama.context_length", 64},
-        {"llama.rope.dimension_count", HEAD_DIM}, {"tokenizer.ggml.bos_token_id", 1},
-        {"tokenizer.ggml.eos_token_id", 2},
+        {"embedding_length", EMBD}, {"block_count", LAYERS},
+        {"attention.head_count", HEADS}, {"attention.head_count_kv", HEADS_KV},
+        {"feed_forward_length", FF}, {"context_length", 64},
+        {"attention.sliding_window", 4},
     };
-    if (keep(c, "general.architecture")) gguf_writer_set_str(w, "general.architecture", "llama");
-    for (size_t i = 0; i < sizeof u32s / sizeof u32s[0]; i++)
-        if (keep(c, u32s[i].key)) gguf_writer_set_u32(w, u32s[i].key, u32s[i].v);
-    if (keep(c, "llama.attention.layer_norm_rms_epsilon"))
-        gguf_writer_set_f32(w, "llama.attention.layer_norm_rms_epsilon", 1e-5f);
+    char key[96];
+    if (keep(c, "general.architecture")) gguf_writer_set_str(w, "general.architecture", arch);
+    snprintf(key, sizeof key, "%s.rope.dimension_count", arch);
+    if (keep(c, key)) gguf_writer_set_u32(w, key, (uint32_t)head_dim);
+    for (size_t i = 0; i < sizeof u32s / sizeof u32s[0]; i++) {
+        if (!strcmp(u32s[i].key, "attention.sliding_window") && strncmp(arch, "gemma", 5)) continue;
+        snprintf(key, sizeof key, "%s.%s", arch, u32s[i].key);
+        if (keep(c, key)) gguf_writer_set_u32(w, key, u32s[i].v);
+    }
+    if (head_dim != HEAD_DIM) {
+        snprintf(key, sizeof key, "%s.attention.key_length", arch);
+        gguf_writer_set_u32(w, key, (uint32_t)head_dim);
+        snprintf(key, sizeof key, "%s.attention.value_length", arch);
+        gguf_writer_set_u32(w, key, (uint32_t)head_dim);
+    }
+    if (keep(c, "tokenizer.ggml.bos_token_id")) gguf_writer_set_u32(w, "tokenizer.ggml.bos_token_id", 1);
+    if (keep(c, "tokenizer.ggml.eos_token_id")) gguf_writer_set_u32(w, "tokenizer.ggml.eos_token_id", 2);
+    snprintf(key, sizeof key, "%s.attention.layer_norm_rms_epsilon", arch);
+    if (keep(c, key)) gguf_writer_set_f32(w, key, 1e-5f);
     if (keep(c, "tokenizer.ggml.model")) gguf_writer_set_str(w, "tokenizer.ggml.model", "llama");
     if (keep(c, "tokenizer.ggml.tokens")) gguf_writer_set_arr_str(w, "tokenizer.ggml.tokens", base_tokens, VOCAB);
     float scores[VOCAB];
@@ -251,26 +328,53 @@ static int add(gguf_writer *w, const bad_case *c, const char *name, int64_t ne0,
     return rc;
 }
 
-static int write_model(const char *path, const bad_case *c) {
+/* The per-layer tensors of each architecture; 0 for ne1 is a vector. Widths follow head_dim. */
+typedef struct { const char *n; int64_t ne0, ne1; } layer_tensor;
+#define Q_ (HEADS * head_dim)
+#define KV_ (HEADS_KV * head_dim)
+#define T_ATTN {{"attn_norm.weight", EMBD, 0}, {"attn_q.weight", EMBD, Q_}, {"attn_k.weight", EMBD, KV_}, \
+                {"attn_v.weight", EMBD, KV_}, {"attn_output.weight", Q_, EMBD}, {"ffn_norm.weight", EMBD, 0}}
+#define T_FFN {{"ffn_gate.weight", EMBD, FF}, {"ffn_up.weight", EMBD, FF}, {"ffn_down.weight", FF, EMBD}}
+#define T_BIAS {{"attn_q.bias", Q_, 0}, {"attn_k.bias", KV_, 0}, {"attn_v.bias", KV_, 0}}
+#define T_QK_NORM {{"attn_q_norm.weight", head_dim, 0}, {"attn_k_norm.weight", head_dim, 0}}
+#define T_POST {{"post_attention_norm.weight", EMBD, 0}, {"post_ffw_norm.weight", EMBD, 0}}
+#define T_PHI3 {{"attn_norm.weight", EMBD, 0}, {"attn_qkv.weight", EMBD, Q_ + 2 * KV_}, \
+                {"attn_output.weight", Q_, EMBD}, {"ffn_norm.weight", EMBD, 0}, {"ffn_up.weight", EMBD, 2 * FF}, \
+                {"ffn_down.weight", FF, EMBD}}
+
+static int add_layer(gguf_writer *w, const bad_case *c, int l, const layer_tensor *t, size_t n) {
+    int rc = 0;
+    for (size_t i = 0; i < n; i++) {
+        char name[64];
+        snprintf(name, sizeof name, "blk.%d.%s", l, t[i].n);
+        rc |= add(w, c, name, t[i].ne0, t[i].ne1);
+    }
+    return rc;
+}
+#define ADD_LAYER(T) (__extension__({ const layer_tensor t_[] = T; add_layer(w, c, l, t_, sizeof t_ / sizeof t_[0]); }))
+
+static int write_model(const char *path, const bad_case *c, const char *arch) {
     gguf_writer *w = gguf_writer_new();
-    base_keys(w, c);
+    base_keys(w, c, arch);
     int rc = 0;
     if (!c || !c->no_tensors) {
         rc |= add(w, c, "token_embd.weight", EMBD, VOCAB);
         rc |= add(w, c, "output_norm.weight", EMBD, 0);
         rc |= add(w, c, "output.weight", EMBD, VOCAB);
+        if (!strcmp(arch, "llama")) rc |= add(w, c, "rope_freqs.weight", head_dim / 2, 0);
+        if (!strcmp(arch, "phi3")) {
+            rc |= add(w, c, "rope_factors_long.weight", head_dim / 2, 0);
+            rc |= add(w, c, "rope_factors_short.weight", head_dim / 2, 0);
+        }
         for (int l = 0; l < LAYERS; l++) {
-            static const struct { const char *n; int64_t ne0, ne1; } per[] = {
-                {"attn_norm", EMBD, 0}, {"attn_q", EMBD, HEADS * HEAD_DIM},
-                {"attn_k", EMBD, HEADS_KV * HEAD_DIM}, {"attn_v", EMBD, HEADS_KV * HEAD_DIM},
-                {"attn_output", HEADS * HEAD_DIM, EMBD}, {"ffn_norm", EMBD, 0},
-                {"ffn_gate", EMBD, FF}, {"ffn_up", EMBD, FF}, {"ffn_down", FF, EMBD},
-            };
-            for (size_t i = 0; i < sizeof per / sizeof per[0]; i++) {
-                char name[64];
-                snprintf(name, sizeof name, "blk.%d.%s.weight", l, per[i].n);
-                rc |= add(w, c, name, per[i].ne0, per[i].ne1);
+            if (!strcmp(arch, "phi3")) {
+                rc |= ADD_LAYER(T_PHI3);
+                continue;
             }
+            rc |= ADD_LAYER(T_ATTN) | ADD_LAYER(T_FFN);
+            if (!strcmp(arch, "qwen2")) rc |= ADD_LAYER(T_BIAS);
+            if (!strcmp(arch, "qwen3") || !strcmp(arch, "gemma3")) rc |= ADD_LAYER(T_QK_NORM);
+            if (!strncmp(arch, "gemma", 5)) rc |= ADD_LAYER(T_POST);
         }
     }
     char err[512];
@@ -297,13 +401,20 @@ int main(int argc, char **argv) {
     }
     char path[4096];
     if (good) {
-        snprintf(path, sizeof path, "%s/good-base.gguf", dir);
-        if (write_model(path, NULL)) return 2;
+        for (size_t i = 0; i < sizeof archs / sizeof archs[0]; i++) {
+            snprintf(path, sizeof path, "%s/good-%s.gguf", dir, archs[i]);
+            if (write_model(path, NULL, archs[i])) return 2;
+            printf("%s\tOK\n", path);
+        }
+        head_dim = 16;
+        snprintf(path, sizeof path, "%s/good-llama-hd16.gguf", dir);
+        if (write_model(path, NULL, "llama")) return 2;
         printf("%s\tOK\n", path);
+        head_dim = HEAD_DIM;
     }
     for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
         snprintf(path, sizeof path, "%s/model-%s.gguf", dir, cases[i].name);
-        if (write_model(path, &cases[i])) return 2;
+        if (write_model(path, &cases[i], cases[i].arch ? cases[i].arch : "llama")) return 2;
         printf("%s\t%s\n", path, cases[i].expect);
     }
     return 0;

@@ -79,12 +79,14 @@ static char *read_all(const char *path, size_t *len) {
     return b;
 }
 
-/* llama.cpp's test-tokenizer-0 files: every case in .inp is followed by "\n__ggml_vocab_test__\n";
- * .out has one line of space-separated ids per case. Checks the ids, and that decoding the ids
- * gives the text back (SPM: minus the one space the prefix rule put in front). */
-static void test_vocab_cases(const char *rel, bool spm) {
+/* llama.cpp's test-tokenizer-0 files: the cases in .inp are separated by "\n__ggml_vocab_test__\n"
+ * (text after the last separator is one more case); .out has one line of space-separated ids per
+ * case. Checks the ids, and that the pieces of the ids give the text back (SPM: minus the one
+ * space the prefix rule put in front). */
+static void test_vocab_cases(const char *rel) {
     loaded l = load(rel);
     if (!l.t) return;
+    bool spm = !strcmp(tokenizer_kind(l.t), "llama");
     char inp_path[600], out_path[600], name[200];
     snprintf(inp_path, sizeof inp_path, "%s.inp", test_shared(rel));
     snprintf(out_path, sizeof out_path, "%s.out", test_shared(rel));
@@ -93,14 +95,17 @@ static void test_vocab_cases(const char *rel, bool spm) {
     snprintf(name, sizeof name, "%s test cases readable", rel);
     if (!CHECK(inp && out, name, "cannot read %s or %s", inp_path, out_path)) goto done;
     static const char sep[] = "\n__ggml_vocab_test__\n";
-    int cases = 0, bad_ids = 0, bad_trip = 0;
+    int cases = 0, bad_ids = 0, bad_trip = 0, want_cases = 0;
+    for (size_t i = 0; i < out_len; i++) want_cases += out[i] == '\n';
     char *p = inp, *o = out;
-    for (char *e; (e = strstr(p, sep)); p = e + strlen(sep), cases++) {
+    for (char *e; *p; p = *e ? e + strlen(sep) : e, cases++) {
+        e = strstr(p, sep);
+        if (!e) e = p + strlen(p);
         size_t len = (size_t)(e - p);
         char *line_end = strchr(o, '\n');
         if (!line_end) line_end = o + strlen(o);
-        int64_t want[512], nw = 0;
-        for (char *q = o; q < line_end && nw < 512;) {
+        int64_t want[1024], nw = 0;
+        for (char *q = o; q < line_end && nw < 1024;) {
             char *end;
             long v = strtol(q, &end, 10);
             if (end == q) break;
@@ -131,8 +136,9 @@ static void test_vocab_cases(const char *rel, bool spm) {
         free(ids);
     }
     snprintf(name, sizeof name, "%s: ids of all %d cases match llama.cpp", rel, cases);
-    CHECK(bad_ids == 0 && cases == 46, name, "%d of %d cases differ", bad_ids, cases);
-    snprintf(name, sizeof name, "%s: text -> ids -> text round trip of all cases", rel);
+    CHECK(bad_ids == 0 && cases == want_cases && cases > 40, name, "%d of %d cases differ (%d lines of ids)",
+          bad_ids, cases, want_cases);
+    snprintf(name, sizeof name, "%s: text -> ids -> pieces round trip of all cases", rel);
     CHECK(bad_trip == 0, name, "%d cases differ", bad_trip);
 done:
     free(inp);
@@ -360,8 +366,8 @@ static void test_errors(void) {
     kv_str(g, "tokenizer.ggml.model", "bert");
     kv_tokens(g, "tokenizer.ggml.tokens", 5, toks);
     t = load_buf(g);
-    CHECK(!t && strstr(err, "tokenizer.ggml.model"), "unsupported tokenizer model is an error", "%s",
-          t ? "loaded" : err);
+    CHECK(!t && strstr(err, "tokenizer.ggml.model") && strstr(err, "'bert' (WordPiece)"),
+          "unsupported tokenizer model is an error naming it", "%s", t ? "loaded" : err);
     tokenizer_free(t);
     start(g);
     kv_str(g, "tokenizer.ggml.model", "llama");
@@ -381,8 +387,9 @@ static void test_errors(void) {
     kv_tokens(g, "tokenizer.ggml.tokens", 5, toks);
     kv_tokens(g, "tokenizer.ggml.merges", 1, (const char *const[]){"a a"});
     t = load_buf(g);
-    CHECK(!t && strstr(err, "tokenizer.ggml.pre"), "unknown pre-tokenizer is an error", "%s",
-          t ? "loaded" : err);
+    CHECK(!t && strstr(err, "tokenizer.ggml.pre") && strstr(err, "'qwen9' is not supported") &&
+          strstr(err, "starcoder") && strstr(err, "llama3"), "unknown pre-tokenizer is an error naming it and listing "
+          "those mgi runs", "%s", t ? "loaded" : err);
     tokenizer_free(t);
     free(g);
 }
@@ -415,7 +422,7 @@ static void test_pre(void) {
         gbuf *g = calloc(1, sizeof *g);
         start(g);
         kv_str(g, "tokenizer.ggml.model", "gpt2");
-        kv_str(g, "tokenizer.ggml.pre", pre ? "llama-bpe" : "gpt2");
+        kv_str(g, "tokenizer.ggml.pre", pre ? "llama-bpe" : "gpt-2");
         kv_tokens(g, "tokenizer.ggml.tokens", 256 + NW, toks);
         kv_tokens(g, "tokenizer.ggml.merges", 1, (const char *const[]){"q q"});
         tokenizer *t = load_buf(g);
@@ -443,6 +450,85 @@ static void test_pre(void) {
     }
 }
 
+/* ---- detokenising as llama.cpp's llama_detokenize ------------------------------------------------ */
+
+static void check_decode(const tokenizer *t, const char *name, const int32_t *ids, size_t n, bool remove_special,
+                         bool unparse_special, const char *want) {
+    char small[4], out[512];
+    size_t need = tokenizer_decode(t, ids, n, remove_special, unparse_special, small, sizeof small);
+    size_t got = tokenizer_decode(t, ids, n, remove_special, unparse_special, out, sizeof out);
+    CHECK(got == strlen(want) && need >= got && !memcmp(out, want, got), name, "got '%.*s' (%zu, first call %zu)",
+          (int)(got < sizeof out ? got : sizeof out), out, got, need);
+}
+
+static void test_decode(void) {
+    static const char spaced[] = "Hello , world ! It 's a test . I ' m here . I 'll go ?";
+    loaded l = load("vocab/ggml-vocab-gpt-2.gguf");
+    if (l.t) {
+        int64_t n;
+        int32_t *ids = encode(l.t, spaced, strlen(spaced), false, false, &n);
+        /* pass 1: " ," " !" " ." " ?"; pass 2: " ' "; pass 3: " 's" (" 'll" keeps its space) */
+        check_decode(l.t, "GPT-2 detokenising cleans spaces as llama.cpp (clean_spaces)", ids, (size_t)n, true,
+                     false, "Hello, world! It's a test. I'm here. I 'll go?");
+        free(ids);
+        static const int32_t eot[] = {15496, 50256};
+        check_decode(l.t, "GPT-2 control token hidden", eot, 2, false, false, "Hello");
+        check_decode(l.t, "GPT-2 control token shown with unparse_special", eot, 2, false, true,
+                     "Hello<|endoftext|>");
+        unload(&l);
+    }
+    l = load("vocab/ggml-vocab-qwen2.gguf");
+    if (l.t) {
+        int64_t n;
+        int32_t *ids = encode(l.t, spaced, strlen(spaced), false, false, &n);
+        check_decode(l.t, "Qwen2 detokenising keeps every space (no clean_spaces)", ids, (size_t)n, true, false,
+                     spaced);
+        free(ids);
+        unload(&l);
+    }
+    l = load("vocab/ggml-vocab-llama-spm.gguf");
+    if (l.t) {
+        static const int32_t bos_hello[] = {1, 15043, 3186}, hello[] = {15043, 3186};
+        check_decode(l.t, "SPM detokenising drops the prefix space", hello, 2, true, false, "Hello world");
+        /* llama.cpp keeps the space when it removed a BOS in front */
+        check_decode(l.t, "SPM detokenising after a removed BOS keeps the space", bos_hello, 3, true, false,
+                     " Hello world");
+        check_decode(l.t, "SPM detokenising shows <s> with unparse_special", bos_hello, 3, false, true,
+                     "<s> Hello world");
+        unload(&l);
+    }
+    l = load("vocab/ggml-vocab-gemma-4.gguf");
+    if (l.t) {
+        static const char text[] = "Hello  world,\n\tgemma 4 ! ";
+        int64_t n;
+        int32_t *ids = encode(l.t, text, strlen(text), false, false, &n);
+        /* gemma4 keeps llama.cpp's BPE default clean_spaces: " !" loses its space */
+        check_decode(l.t, "gemma4 detokenising gives the text back, spaces cleaned", ids, (size_t)n, true, false,
+                     "Hello  world,\n\tgemma 4! ");
+        free(ids);
+        CHECK(!strcmp(tokenizer_kind(l.t), "gemma4") && !strcmp(tokenizer_pre(l.t), "gemma4") &&
+              tokenizer_add_bos(l.t) && tokenizer_bos(l.t) == 2, "gemma4 vocabulary facts", "kind %s pre %s bos %d",
+              tokenizer_kind(l.t), tokenizer_pre(l.t), tokenizer_bos(l.t));
+        unload(&l);
+    }
+}
+
+/* WordPiece is refused by name, with what mgi runs. */
+static void test_refused(void) {
+    const char *path = test_shared("vocab/ggml-vocab-bert-bge.gguf");
+    if (access(path, R_OK) != 0) {
+        SKIP("bert-bge refused by name", "file not present");
+        return;
+    }
+    gguf_ctx *g = gguf_open(path, 1, err, sizeof err);
+    tokenizer *t = g ? tokenizer_load(g, err, sizeof err) : NULL;
+    CHECK(g && !t && strstr(err, "tokenizer model 'bert' (WordPiece) is not supported") &&
+          strstr(err, "mgi runs: llama (SentencePiece), gpt2 (byte-level BPE)") && strstr(err, "bert-bge.gguf"),
+          "bert-bge (WordPiece) refused by name", "%s", t ? "loaded" : err);
+    tokenizer_free(t);
+    gguf_close(g);
+}
+
 /* ---- time on long inputs ----------------------------------------------------------------------- */
 
 static double now(void) {
@@ -452,10 +538,13 @@ static double now(void) {
 }
 
 static void test_speed(void) {
-    static const char *rels[] = {"vocab/ggml-vocab-llama-spm.gguf", "vocab/ggml-vocab-gpt-2.gguf"};
+    static const char *rels[] = {"vocab/ggml-vocab-llama-spm.gguf", "vocab/ggml-vocab-gpt-2.gguf",
+                                 "vocab/ggml-vocab-llama-bpe.gguf", "vocab/ggml-vocab-qwen35.gguf",
+                                 "vocab/ggml-vocab-deepseek-llm.gguf", "vocab/ggml-vocab-falcon.gguf",
+                                 "vocab/ggml-vocab-gemma-4.gguf"};
     enum { N = 100 * 1024 };
     char *text = malloc(N);
-    for (int v = 0; v < 2; v++) {
+    for (size_t v = 0; v < sizeof rels / sizeof rels[0]; v++) {
         loaded l = load(rels[v]);
         if (!l.t) continue;
         static const char *kinds[] = {"prose", "one letter", "spaces", "digits", "random bytes"};
@@ -473,6 +562,7 @@ static void test_speed(void) {
             double dt = now() - t0;
             char name[200];
             snprintf(name, sizeof name, "%s: 100 KB of %s in under 0.5 s", rels[v], kinds[k]);
+            printf("  %.1f ms, %lld ids\n", dt * 1e3, (long long)n);
             CHECK(n > 0 && dt < 0.5, name, "%.3f s, %lld ids", dt, (long long)n);
             free(ids);
         }
@@ -482,14 +572,22 @@ static void test_speed(void) {
 }
 
 int main(void) {
-    test_vocab_cases("vocab/ggml-vocab-llama-spm.gguf", true);
-    test_vocab_cases("vocab/ggml-vocab-gpt-2.gguf", false);
+    static const char *const suites[] = {
+        "llama-spm", "phi-3", "gpt-2", "llama-bpe", "qwen2", "qwen35", "deepseek-llm", "deepseek-coder",
+        "falcon", "mpt", "starcoder", "refact", "command-r", "gemma-4"};
+    for (size_t i = 0; i < sizeof suites / sizeof suites[0]; i++) {
+        char rel[128];
+        snprintf(rel, sizeof rel, "vocab/ggml-vocab-%s.gguf", suites[i]);
+        test_vocab_cases(rel);
+    }
     test_golden();
     test_special();
     test_bytes();
     test_stream();
     test_errors();
     test_pre();
+    test_decode();
+    test_refused();
     test_speed();
     return test_done();
 }
