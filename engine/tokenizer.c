@@ -467,7 +467,7 @@ static int load_specials(tokenizer *t, const gguf_ctx *g, char *err, size_t err_
         load_bool(g, "tokenizer.ggml.add_eos_token", &t->add_eos, err, err_size) ||
         load_bool(g, "tokenizer.ggml.add_space_prefix", &t->add_space_prefix, err, err_size))
         return -1;
-    if (t->raw_utf8) t->add_bos = true;   /* llama.cpp overrides the key for gemma4 */
+    if (t->force_bos) t->add_bos = true;   /* llama.cpp overrides the key for gemma4 */
     if ((t->add_bos && t->bos < 0) || (t->add_eos && t->eos < 0)) {
         const char *what = t->add_bos && t->bos < 0 ? "bos" : "eos";
         tok_err(err, err_size, "%s: tokenizer.ggml.add_%s_token is true, but tokenizer.ggml.%s_token_id is not "

@@ -21,6 +21,7 @@ typedef struct {
 } tok_pre_entry;
 
 #define TOK_MAX_RX 8
+enum { DIGITS_WORD = 1, DIGITS_SPLIT = 2 };
 
 /* A set of byte strings (each with a split point, 0 when unused) in one arena; the map finds
  * an entry's index from its bytes. Equal keys: the later entry wins, as in llama.cpp. */
@@ -41,7 +42,8 @@ struct tokenizer {
     char model_name[16];      /* tokenizer.ggml.model: llama, gpt2 or gemma4 */
     char pre_name[48];
     const tok_pre_entry *pre_entry;   /* BPE only */
-    pcre2_code *rx[TOK_MAX_RX];       /* the row, compiled */
+    pcre2_code *rx[TOK_MAX_RX];       /* the row, compiled (NULL where rx_digits runs instead) */
+    uint8_t rx_digits[TOK_MAX_RX];    /* DIGITS_*: a digit-grouping regex done in one pass */
     int n_rx;
     int32_t n_vocab;
     tok_strings vocab;        /* token texts; index = token id */
@@ -53,6 +55,7 @@ struct tokenizer {
     tok_strings merges;       /* BPE: left+right bytes, split = left length; index = rank */
     bool ignore_merges;       /* BPE: a whole pre-token that is a token skips the merges (llama3) */
     bool raw_utf8;            /* BPE over UTF-8 with spaces as U+2581, bytes as <0xNN> (gemma4) */
+    bool force_bos;           /* add_bos whatever tokenizer.ggml.add_bos_token says (gemma4) */
     bool clean_spaces;        /* detokenising drops the space before , . ? ! and some contractions */
     bool add_bos, add_eos, add_space_prefix;
     int32_t bos, eos, unk, pad;
