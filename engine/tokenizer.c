@@ -256,6 +256,14 @@ static void add_eog(tokenizer *t, int32_t id) {
     t->eog[t->n_eog++] = id;
 }
 
+static void drop_eog(tokenizer *t, int32_t id) {
+    for (int i = 0; i < t->n_eog; i++)
+        if (t->eog[i] == id) {
+            t->eog[i] = t->eog[--t->n_eog];
+            return;
+        }
+}
+
 /* The bytes a token decodes to (see tokenizer_piece), appended at dst; returns the length. */
 static size_t decode_token(const tokenizer *t, int32_t id, char *dst) {
     const char *s = t->vocab.arena + t->vocab.off[id];
@@ -441,6 +449,66 @@ static int load_vocab(tokenizer *t, const gguf_ctx *g, char *err, size_t err_siz
     return 0;
 }
 
+static int32_t find_text(const tokenizer *t, const char *text) {
+    return tok_strings_find(&t->vocab, text, strlen(text), 0);
+}
+
+/* End of generation as llama.cpp decides it: EOS, EOT and EOM, the FIM pad, repository and file
+ * separator tokens (from their keys, else by text), and every token whose text is on its list,
+ * these last made control tokens whatever the file says (so they are matched as special text
+ * and decode to nothing). Then its two exceptions: with <|return|> and <|call|> (or <|calls|>
+ * and <|flush|>), <|end|> is no end but user-defined text; with <|tool_response>, </s> is a
+ * normal token. */
+static int load_eog(tokenizer *t, const gguf_ctx *g, int32_t eot, int32_t eom, char *err, size_t err_size) {
+    static const char *const eog_text[] = {
+        "<|eot_id|>", "<|im_end|>", "<|end|>", "<|return|>", "<|call|>", "<|flush|>", "<|calls|>",
+        "<end_of_turn>", "<|endoftext|>", "</s>", "<|eom_id|>", "<EOT>", "_<EOT>", "[EOT]", "[EOS]",
+        "<|end_of_text|>", "<end_of_utterance>", "<eos>", "<turn|>", "<|tool_response>",
+        "<\xEF\xBD\x9C" "end\xE2\x96\x81of\xE2\x96\x81sentence\xEF\xBD\x9C>", "[e~["};
+    static const char *const fim_key[3] = {"tokenizer.ggml.fim_pad_token_id", "tokenizer.ggml.fim_rep_token_id",
+                                           "tokenizer.ggml.fim_sep_token_id"};
+    static const char *const fim_text[3][6] = {
+        {"<|fim_pad|>", "<fim-pad>", "<fim_pad>", "<PAD>", "[PAD]", NULL},
+        {"<|fim_repo|>", "<|repo_name|>", "<fim-repo>", "<REPO>", "<reponame>", NULL},
+        {"<|file_sep|>", NULL}};
+    for (int f = 0; f < 3; f++) {
+        int32_t id = -1;
+        if (load_id(g, fim_key[f], t->n_vocab, &id, err, err_size)) return -1;
+        /* by text, the first of the list the vocabulary has (llama.cpp takes whichever its hash
+         * map gives first, the same when only one is there) */
+        for (int k = 0; id < 0 && fim_text[f][k]; k++)
+            if ((id = find_text(t, fim_text[f][k])) >= 0) t->type[id] = TOK_CONTROL;
+        add_eog(t, id);
+    }
+    for (size_t i = 0; i < sizeof eog_text / sizeof eog_text[0]; i++) {
+        int32_t id = find_text(t, eog_text[i]);
+        if (id < 0) continue;
+        t->type[id] = TOK_CONTROL;
+        add_eog(t, id);
+    }
+    add_eog(t, t->eos);
+    add_eog(t, eot);
+    add_eog(t, eom);
+    /* gpt-oss: shown as text always */
+    static const char *const shown[] = {"<|channel|>", "<|message|>", "<|start|>", "<|constrain|>"};
+    for (size_t i = 0; i < sizeof shown / sizeof shown[0]; i++) {
+        int32_t id = find_text(t, shown[i]);
+        if (id >= 0) t->type[id] = TOK_USER_DEFINED;
+    }
+    int32_t end = find_text(t, "<|end|>"), s_end = find_text(t, "</s>");
+    bool ret = tokenizer_is_eog(t, find_text(t, "<|return|>")), call = tokenizer_is_eog(t, find_text(t, "<|call|>"));
+    bool calls = tokenizer_is_eog(t, find_text(t, "<|calls|>")), flush = tokenizer_is_eog(t, find_text(t, "<|flush|>"));
+    if (tokenizer_is_eog(t, end) && ((ret && call) || (calls && flush))) {
+        drop_eog(t, end);
+        t->type[end] = TOK_USER_DEFINED;
+    }
+    if (tokenizer_is_eog(t, s_end) && tokenizer_is_eog(t, find_text(t, "<|tool_response>"))) {
+        drop_eog(t, s_end);
+        t->type[s_end] = TOK_NORMAL;
+    }
+    return 0;
+}
+
 static int load_specials(tokenizer *t, const gguf_ctx *g, char *err, size_t err_size) {
     bool spm = t->kind == TOK_KIND_SPM, gemma4 = !strcmp(t->model_name, "gemma4");
     /* llama.cpp's defaults when the keys are absent */
@@ -474,16 +542,7 @@ static int load_specials(tokenizer *t, const gguf_ctx *g, char *err, size_t err_
                 "set (hint: set the id or turn add_%s_token off)", gguf_path(g), what, what, what);
         return -1;
     }
-    add_eog(t, t->eos);
-    add_eog(t, eot);
-    add_eog(t, eom);
-    /* Chat models end turns with these control tokens even when no key names them. */
-    static const char *const eog_text[] = {"<|eot_id|>", "<|im_end|>", "<|end|>", "<end_of_turn>",
-                                           "<|endoftext|>", "<|eom_id|>", "<EOT>"};
-    for (size_t i = 0; i < sizeof eog_text / sizeof eog_text[0]; i++) {
-        int32_t id = tok_strings_find(&t->vocab, eog_text[i], strlen(eog_text[i]), 0);
-        if (id >= 0 && t->type[id] == TOK_CONTROL) add_eog(t, id);
-    }
+    if (load_eog(t, g, eot, eom, err, err_size)) return -1;
     for (int b = 0; b < 256; b++) {
         char hex[8], one = (char)b;
         snprintf(hex, sizeof hex, "<0x%02X>", b);

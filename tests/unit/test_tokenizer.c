@@ -652,6 +652,45 @@ static void test_decode(void) {
     }
 }
 
+/* End-of-generation sets as llama.cpp prints them when it loads these files ("EOG token = ..."):
+ * EOS, the FIM pad/repository tokens, every token on its list of texts, and its exception that
+ * drops </s> where <|tool_response> is there (gemma-4). */
+static void test_eog(void) {
+    static const struct { const char *rel; int32_t eog[4]; } want[] = {
+        {"vocab/ggml-vocab-qwen35.gguf", {128247, 151643, 151645, -1}},
+        {"vocab/ggml-vocab-gemma-4.gguf", {1, 50, 106, -1}},
+        {"vocab/ggml-vocab-command-r.gguf", {0, 255001, -1, -1}},
+        {"vocab/ggml-vocab-phi-3.gguf", {2, 32000, 32007, -1}},
+        {"vocab/ggml-vocab-refact.gguf", {0, 4, 18, -1}},
+        {"vocab/ggml-vocab-llama-bpe.gguf", {128001, 128009, -1, -1}},
+    };
+    for (size_t v = 0; v < sizeof want / sizeof want[0]; v++) {
+        loaded l = load(want[v].rel);
+        if (!l.t) continue;
+        const int32_t *ids;
+        int n = tokenizer_eog_ids(l.t, &ids), n_want = 0;
+        bool same = true;
+        for (int i = 0; i < 4 && want[v].eog[i] >= 0; i++, n_want++) same &= tokenizer_is_eog(l.t, want[v].eog[i]);
+        char name[200], got[256] = "";
+        for (int i = 0, o = 0; i < n && o < 200; i++) o += snprintf(got + o, sizeof got - (size_t)o, " %d", ids[i]);
+        snprintf(name, sizeof name, "%s: end-of-generation ids as llama.cpp's", want[v].rel);
+        CHECK(same && n == n_want, name, "got%s", got);
+        unload(&l);
+    }
+    loaded l = load("vocab/ggml-vocab-gemma-4.gguf");
+    if (l.t) {
+        int32_t s_end = -1;
+        for (int32_t i = 0; i < tokenizer_n_vocab(l.t) && s_end < 0; i++) {
+            size_t len;
+            const char *txt = tokenizer_text(l.t, i, &len);
+            if (len == 4 && !memcmp(txt, "</s>", 4)) s_end = i;
+        }
+        CHECK(s_end >= 0 && !tokenizer_is_eog(l.t, s_end) && !tokenizer_is_control(l.t, s_end),
+              "gemma-4: </s> is a normal token beside <|tool_response>", "id %d", s_end);
+        unload(&l);
+    }
+}
+
 /* WordPiece is refused by name, with what mgi runs. */
 static void test_refused(void) {
     const char *path = test_shared("vocab/ggml-vocab-bert-bge.gguf");
@@ -769,6 +808,7 @@ int main(void) {
     test_pre_names();
     test_decode();
     test_refused();
+    test_eog();
     test_speed();
     test_speed_rows();
     return test_done();
