@@ -59,7 +59,8 @@ size_t tokenizer_max_piece(const tokenizer *t);   /* longest piece, in bytes */
 /* Ids -> text as llama.cpp's llama_detokenize: the pieces concatenated; remove_special drops a
  * leading BOS and a trailing EOS where the vocabulary adds them; unparse_special shows control
  * and unknown tokens as their text (else they give nothing); the space SentencePiece's prefix
- * rule put in front of the first piece is dropped; vocabularies with clean_spaces (GPT-2,
+ * rule put in front of the first piece is dropped (kept after a removed BOS, as llama.cpp
+ * keeps it); vocabularies with clean_spaces (GPT-2,
  * Llama 3, ... but not Qwen2, SmolLM, ...) drop the space before ? ! . , and in " ' ", " 's",
  * " 'm", " 're", " 've". Returns the text's length; when that exceeds cap, out holds no usable
  * text and the caller calls again with a larger buffer. */
