@@ -4,6 +4,10 @@
  * taken on long inputs. Every pre-tokenizer name: test_tokenizer_pre.c. */
 #include "tests/unit/tokenizer_util.h"
 
+/* llama.cpp's test-tokenizer-0 files: the cases in .inp are separated by "\n__ggml_vocab_test__\n"
+ * (text after the last separator is one more case); .out has one line of space-separated ids per
+ * case. Checks the ids, and that the pieces of the ids give the text back (SPM: minus the one
+ * space the prefix rule put in front). */
 static void test_vocab_cases(const char *rel) {
     loaded l = load(rel);
     if (!l.t) return;

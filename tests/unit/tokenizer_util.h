@@ -81,11 +81,6 @@ static inline char *read_all(const char *path, size_t *len) {
     return b;
 }
 
-/* llama.cpp's test-tokenizer-0 files: the cases in .inp are separated by "\n__ggml_vocab_test__\n"
- * (text after the last separator is one more case); .out has one line of space-separated ids per
- * case. Checks the ids, and that the pieces of the ids give the text back (SPM: minus the one
- * space the prefix rule put in front). */
-
 static inline double now(void) {
     struct timespec ts;
     clock_gettime(CLOCK_MONOTONIC, &ts);
