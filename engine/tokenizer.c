@@ -47,7 +47,7 @@ int tok_strings_build(tok_strings *s, char *err, size_t err_size) {
         size_t j = tok_hash(key, s->len[i], split) & s->mask;
         while (s->slot[j] >= 0 && !tok_strings_eq(s, s->slot[j], key, s->len[i], split))
             j = (j + 1) & s->mask;
-        s->slot[j] = i;
+        if (s->slot[j] < 0 || !s->keep_first) s->slot[j] = i;
     }
     return 0;
 }
@@ -161,6 +161,8 @@ static int load_merges(tokenizer *t, const gguf_ctx *g, char *err, size_t err_si
     const char *key = "tokenizer.ggml.merges";
     const gguf_value *arr;
     int rc = gguf_get_arr(g, key, GGUF_TYPE_STRING, &arr);
+    /* Kimi K2's files may have none: llama.cpp then merges nothing, and so does mgi */
+    if (rc == GGUF_ABSENT && !strcmp(t->pre_name, "kimi-k2")) return 0;
     if (rc == GGUF_ABSENT) {
         tok_err(err, err_size, "%s: %s: missing (a gpt2 tokenizer needs its merges)", gguf_path(g), key);
         return -1;
@@ -184,6 +186,7 @@ static int load_merges(tokenizer *t, const gguf_ctx *g, char *err, size_t err_si
         m->len[i]--;
         m->split[i] = left;
     }
+    m->keep_first = true;
     return tok_strings_build(m, err, err_size);
 }
 

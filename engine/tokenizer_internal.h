@@ -24,13 +24,15 @@ typedef struct {
 enum { DIGITS_WORD = 1, DIGITS_SPLIT = 2 };
 
 /* A set of byte strings (each with a split point, 0 when unused) in one arena; the map finds
- * an entry's index from its bytes. Equal keys: the later entry wins, as in llama.cpp. */
+ * an entry's index from its bytes. Equal keys: the later entry wins, or with keep_first the
+ * earlier one (llama.cpp's merge ranks: a repeated merge keeps its first, lowest rank). */
 typedef struct {
     char *arena;
     uint32_t *off, *len, *split;   /* per entry; split is NULL for plain strings */
     int32_t n;
     int32_t *slot;                 /* open addressing: entry index or -1 */
     size_t mask;
+    bool keep_first;
 } tok_strings;
 
 int tok_strings_build(tok_strings *s, char *err, size_t err_size);  /* fills slot/mask */

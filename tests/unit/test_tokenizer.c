@@ -306,6 +306,31 @@ static void test_errors(void) {
     CHECK(!t && strstr(err, "tokenizer.ggml.merges"), "gpt2 without merges is an error", "%s",
           t ? "loaded" : err);
     tokenizer_free(t);
+    /* Kimi K2 may come without merges (llama.cpp allows it): bytes stay bytes */
+    static const char *const abc[] = {"a", "b", "c", "ab", "bc"};
+    start(g);
+    kv_str(g, "tokenizer.ggml.model", "gpt2");
+    kv_str(g, "tokenizer.ggml.pre", "kimi-k2");
+    kv_tokens(g, "tokenizer.ggml.tokens", 5, abc);
+    t = load_buf(g);
+    if (CHECK(t != NULL, "kimi-k2 without merges loads", "%s", err)) {
+        static const int32_t ids[] = {0, 1, 2};
+        check_ids(t, "kimi-k2 without merges keeps the bytes", "abc", false, false, ids, 3);
+    }
+    tokenizer_free(t);
+    /* a repeated merge keeps its first rank, as llama.cpp's map of ranks does: "b c" (rank 0)
+     * goes before "a b" (rank 1), not after it (rank 2) */
+    start(g);
+    kv_str(g, "tokenizer.ggml.model", "gpt2");
+    kv_str(g, "tokenizer.ggml.pre", "gpt-2");
+    kv_tokens(g, "tokenizer.ggml.tokens", 5, abc);
+    kv_tokens(g, "tokenizer.ggml.merges", 3, (const char *const[]){"b c", "a b", "b c"});
+    t = load_buf(g);
+    if (CHECK(t != NULL, "vocabulary with a repeated merge loads", "%s", err)) {
+        static const int32_t ids[] = {0, 4};
+        check_ids(t, "a repeated merge keeps its first rank", "abc", false, false, ids, 2);
+    }
+    tokenizer_free(t);
     start(g);
     kv_str(g, "tokenizer.ggml.model", "gpt2");
     kv_str(g, "tokenizer.ggml.pre", "qwen9");
