@@ -273,17 +273,12 @@ static size_t decode_token(const tokenizer *t, int32_t id, char *dst) {
     size_t n = t->vocab.len[id], o = 0;
     switch (t->type[id]) {
     case TOK_CONTROL:
+    case TOK_UNKNOWN:   /* llama.cpp shows these two only as their text, when asked */
     case TOK_UNUSED:
         return 0;
     case TOK_USER_DEFINED:
         memcpy(dst, s, n);
         return n;
-    case TOK_UNKNOWN:
-        if (t->kind == TOK_KIND_SPM) {
-            memcpy(dst, "\xE2\x96\x85", 3);   /* llama.cpp shows an unknown token as U+2585 */
-            return 3;
-        }
-        break;
     case TOK_BYTE:
         if (n == 6 && !memcmp(s, "<0x", 3) && s[5] == '>') {
             char hex[3] = {s[3], s[4], 0}, *end;
@@ -606,7 +601,7 @@ int tokenizer_eog_ids(const tokenizer *t, const int32_t **ids) {
 }
 
 bool tokenizer_is_control(const tokenizer *t, int32_t id) {
-    return id >= 0 && id < t->n_vocab && t->type[id] == TOK_CONTROL;
+    return id >= 0 && id < t->n_vocab && (t->type[id] == TOK_CONTROL || t->type[id] == TOK_UNKNOWN);
 }
 
 const char *tokenizer_text(const tokenizer *t, int32_t id, size_t *len) {

@@ -127,6 +127,11 @@ static void test_special(void) {
               p);
         p = tokenizer_piece(l.t, 3 + 0xE2, &len);
         CHECK(len == 1 && (uint8_t)p[0] == 0xE2, "SPM piece of <0xE2> is the byte", "length %zu", len);
+        p = tokenizer_piece(l.t, 0, &len);
+        txt = tokenizer_text(l.t, 0, &tlen);
+        CHECK(len == 0 && tokenizer_is_control(l.t, 0) && tlen == 5 && !memcmp(txt, "<unk>", 5),
+              "SPM <unk>: piece empty, shown as its text when asked (llama.cpp's special tokens)",
+              "piece length %zu, control %d", len, tokenizer_is_control(l.t, 0));
         p = tokenizer_piece(l.t, 1 << 30, &len);
         CHECK(len == 0, "piece of an id outside the vocabulary is empty", "length %zu", len);
         unload(&l);
