@@ -136,6 +136,20 @@ static void test_special(void) {
         CHECK(len == 0, "piece of an id outside the vocabulary is empty", "length %zu", len);
         unload(&l);
     }
+    /* Phi-3's special tokens take the whitespace after them (llama.cpp sets that by model name),
+     * but <s>, <unk> and <|endoftext|> do not; the ids are llama-tokenize's */
+    l = load("vocab/ggml-vocab-phi-3.gguf");
+    if (l.t) {
+        static const int32_t chat[] = {1, 32010, 15043, 32007, 32001};
+        check_ids(l.t, "Phi-3 special tokens take the newline after them", "<|user|>\nHello<|end|>\n<|assistant|>",
+                  true, true, chat, 5);
+        static const int32_t keep[] = {1, 921, 29871, 0, 259, 343, 32000, 29871, 503};
+        check_ids(l.t, "Phi-3 <unk> and <|endoftext|> keep the spaces after them", "x <unk>  y<|endoftext|> z", true,
+                  true, keep, 9);
+        static const int32_t eos[] = {1, 263, 29871, 2, 289, 29871, 1, 29871, 274};
+        check_ids(l.t, "Phi-3 </s> takes the space after it, <s> does not", "a </s> b <s> c", true, true, eos, 9);
+        unload(&l);
+    }
     l = load("vocab/ggml-vocab-gpt-2.gguf");
     if (l.t) {
         static const int32_t eot[] = {15496, 50256, 15496};
