@@ -47,19 +47,23 @@ int64_t tokenizer_encode(const tokenizer *t, const char *text, size_t len, bool 
                          bool parse_special, int32_t *out, int64_t cap, char *err, size_t err_size);
 
 /* The bytes a token stands for (byte-fallback tokens give their byte, "▁" becomes a space,
- * BPE byte symbols are mapped back, an SPM unknown token gives "▅" as in llama.cpp); control
- * and unused tokens give "". An id outside the vocabulary gives "". Not NUL-terminated. */
+ * BPE byte symbols are mapped back); control, unknown and unused tokens give "", as llama.cpp's
+ * token_to_piece does unless asked for special tokens. An id outside the vocabulary gives "".
+ * Not NUL-terminated. */
 const char *tokenizer_piece(const tokenizer *t, int32_t id, size_t *len);
 /* The token's text as stored in the vocabulary (e.g. "<s>", "▁Hello"), for showing control
  * tokens; "" for an id outside the vocabulary. Not NUL-terminated. */
 const char *tokenizer_text(const tokenizer *t, int32_t id, size_t *len);
+/* A control or unknown token (llama.cpp's "special" ones): shown as its text when special
+ * tokens are asked for, else as nothing. */
 bool tokenizer_is_control(const tokenizer *t, int32_t id);
 size_t tokenizer_max_piece(const tokenizer *t);   /* longest piece, in bytes */
 
 /* Ids -> text as llama.cpp's llama_detokenize: the pieces concatenated; remove_special drops a
  * leading BOS and a trailing EOS where the vocabulary adds them; unparse_special shows control
  * and unknown tokens as their text (else they give nothing); the space SentencePiece's prefix
- * rule put in front of the first piece is dropped; vocabularies with clean_spaces (GPT-2,
+ * rule put in front of the first piece is dropped (kept after a removed BOS, as llama.cpp
+ * keeps it); vocabularies with clean_spaces (GPT-2,
  * Llama 3, ... but not Qwen2, SmolLM, ...) drop the space before ? ! . , and in " ' ", " 's",
  * " 'm", " 're", " 've". Returns the text's length; when that exceeds cap, out holds no usable
  * text and the caller calls again with a larger buffer. */

@@ -1,7 +1,12 @@
 /* BPE pre-tokenizers: every tokenizer.ggml.pre that llama.cpp accepts, each a row of regexes
  * written as llama.cpp writes them (src/llama-vocab.cpp), compiled once at load by PCRE2
  * (UTF + UCP, JIT where available) and applied in order: each regex cuts every piece that the
- * previous one left, and the text between matches stays a piece of its own. */
+ * previous one left, and the text between matches stays a piece of its own.
+ * Where this can still differ from llama.cpp: letter/number/space classes come from PCRE2's
+ * Unicode tables (Debian 12's 10.42: Unicode 14), llama.cpp's from its own newer ones, so
+ * characters assigned since differ; and llama.cpp's hand-written GPT-2 and Llama 3 splitters
+ * give each unassigned code point a piece of its own where the regex joins it to its neighbours
+ * (a different id only where a merge crosses that boundary). */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -32,11 +37,6 @@
 #define RX_GPT4O                                                                                     \
     "[^\\r\\n\\p{L}\\p{N}]?" RX_UPPER "*" RX_LOWER "+" RX_CONTRACT "?|[^\\r\\n\\p{L}\\p{N}]?" RX_UPPER \
     "+" RX_LOWER "*" RX_CONTRACT "?|\\p{N}{1,3}" RX_O200K_TAIL
-/* llama.cpp runs \p{P} and \p{S} through a table where ASCII '~' is neither (its list of ASCII
- * symbols lacks it), so these rows spell the classes to match: P or S but '~', and '~' allowed
- * where the class is negated. */
-#define RX_PS "(?:\\p{P}|[^\\P{S}~])"
-#define RX_NOT_LPS "(?:[^\\r\\n\\p{L}\\p{P}\\p{S}]|~)"
 #define RX_ASCII_PUNCT_WORD "[!\"#$%&'()*+,\\-./:;<=>?@\\[\\\\\\]^_`{|}~][A-Za-z]+"
 #define RX_CJK_KANA "[\\x{4E00}-\\x{9FA5}\\x{3040}-\\x{309F}\\x{30A0}-\\x{30FF}]+"
 #define RX_DEEPSEEK_CJK "[\\x{4E00}-\\x{9FA5}\\x{0800}-\\x{4E00}\\x{AC00}-\\x{D7FF}]+"
@@ -80,11 +80,18 @@ static const char *const row_granite_multi[] = {
     "[^\\r\\n\\p{L}\\p{N}]?(?:" RX_UPPER "|\\p{M})*(?:" RX_LOWER "|\\p{M})+" RX_CONTRACT "?|"
     "[^\\r\\n\\p{L}\\p{N}]?(?:" RX_UPPER "|\\p{M})+(?:" RX_LOWER "|\\p{M})*" RX_CONTRACT "?|\\p{N}{1,3}"
     RX_O200K_TAIL, NULL};
+/* Digits in threes counted from the right, as a match (tiny_aya, the run not followed by a word
+ * character) or as the places between groups (superbpe). PCRE2 rescans the rest of the run from
+ * every place, which is quadratic: 100 KB of digits took 4.6 s (tiny_aya) and 81 s (superbpe),
+ * so split_digits() below does these two in one pass; the strings stay as the rows' text. */
+#define RX_DIGITS_3_WORD "[0-9]{1,3}(?=(?:[0-9]{3})*(?![0-9A-Za-z_]))"
+#define RX_DIGITS_3_SPLIT "(?=([0-9]{3})+(?![0-9]))"
+
 /* tiny_aya's \p{Lu}... classes reach llama.cpp as plain letter classes (it has no letter case
  * categories), so [\p{Lu}\p{Lt}\p{Lm}\p{Lo}\p{M}]*[\p{Ll}\p{Lm}\p{Lo}\p{M}]+ is [\p{L}\p{M}]+;
  * its \d and \b are std::wregex's ASCII ones. */
 static const char *const row_tiny_aya[] = {
-    "[0-9]{1,3}(?=(?:[0-9]{3})*(?![0-9A-Za-z_]))",
+    RX_DIGITS_3_WORD,
     "[^\\r\\n\\p{L}\\p{N}]?[\\p{L}\\p{M}]+" RX_CONTRACT "?|\\p{N}{1,3}" RX_O200K_TAIL, NULL};
 static const char *const row_youtu[] = {
     "[\\x{AC00}-\\x{D7A3}\\x{3131}-\\x{318E}]+|[\\x{FF01}\\x{2026}\\x{201C}\\x{201D}\\x{2018}\\x{2019}"
@@ -125,11 +132,12 @@ static const char *const row_deepseek_coder[] = {
     "[\\r\\n]", "\\s?\\p{L}+", "\\s?\\p{P}+", RX_DEEPSEEK_CJK, "\\p{N}", NULL};
 static const char *const row_deepseek3[] = {
     "\\p{N}{1,3}", RX_CJK_KANA,
-    RX_ASCII_PUNCT_WORD "|" RX_NOT_LPS "?[\\p{L}\\p{M}]+| ?" RX_PS "+[\\r\\n]*|\\s*[\\r\\n]+|\\s+(?!\\S)|\\s+",
+    RX_ASCII_PUNCT_WORD "|[^\\r\\n\\p{L}\\p{P}\\p{S}]?[\\p{L}\\p{M}]+| ?[\\p{P}\\p{S}]+[\\r\\n]*|\\s*[\\r\\n]+|"
+    "\\s+(?!\\S)|\\s+",
     NULL};
 static const char *const row_spark2_5[] = {
     "\\p{N}{1,3}", RX_CJK_KANA,
-    RX_ASCII_PUNCT_WORD "|" RX_NOT_LPS "?[\\p{L}\\p{M}]+| ?" RX_PS "+|[\\r\\n]|\\s+(?!\\S)|\\s+",
+    RX_ASCII_PUNCT_WORD "|[^\\r\\n\\p{L}\\p{P}\\p{S}]?[\\p{L}\\p{M}]+| ?[\\p{P}\\p{S}]+|[\\r\\n]|\\s+(?!\\S)|\\s+",
     "\\p{N}", NULL};
 /* AFMoE: llama.cpp's own digit splitter gives a run of n digits its first n % 3 digits, then
  * threes; here the run is cut out first and split the same way. */
@@ -138,7 +146,8 @@ static const char *const row_afmoe[] = {
     "[\\x{4E00}-\\x{9FFF}\\x{3400}-\\x{4DBF}\\x{F900}-\\x{FAFF}\\x{3040}-\\x{309F}\\x{30A0}-\\x{30FF}"
     "\\x{FF65}-\\x{FF9F}\\x{2F00}-\\x{2FDF}\\x{0E00}-\\x{0E7F}\\x{0E80}-\\x{0EFF}\\x{1780}-\\x{17FF}"
     "\\x{1000}-\\x{109F}\\x{AA60}-\\x{AA7F}\\x{A9E0}-\\x{A9FF}\\x{AC00}-\\x{D7AF}\\x{1100}-\\x{11FF}]+",
-    RX_ASCII_PUNCT_WORD "|" RX_NOT_LPS "?[\\p{L}\\p{M}]+| ?" RX_PS "+[\\r\\n]*|\\s*[\\r\\n]+|\\s+(?!\\S)|\\s+",
+    RX_ASCII_PUNCT_WORD "|[^\\r\\n\\p{L}\\p{P}\\p{S}]?[\\p{L}\\p{M}]+| ?[\\p{P}\\p{S}]+[\\r\\n]*|\\s*[\\r\\n]+|"
+    "\\s+(?!\\S)|\\s+",
     NULL};
 static const char *const row_bloom[] = {RX_BLOOM, NULL};
 static const char *const row_viking[] = {RX_BLOOM, "\\p{N}", NULL};
@@ -146,7 +155,7 @@ static const char *const row_chameleon[] = {
     "<sentinel:[0-9]+>", "(IMGIMG)((A|B|C|D|E|F|G|H|I){1,4})Z", "([\\t\\n]|    |  )", "\\p{N}",
     "[\\p{P}!-/:-@\\[-`{-~]", RX_GPT2, NULL};
 /* std::wregex's \d is ASCII. */
-static const char *const row_superbpe[] = {"\\p{N}+", "(?=([0-9]{3})+(?![0-9]))", NULL};
+static const char *const row_superbpe[] = {"\\p{N}+", RX_DIGITS_3_SPLIT, NULL};
 /* SentencePiece-style BPE over raw UTF-8 (spaces already U+2581): only newlines cut. */
 static const char *const row_lines[] = {"[^\\n]+|[\\n]+", NULL};
 
@@ -157,6 +166,7 @@ enum {
     PRE_KEEP_SPACES = 4,    /* clean_spaces off: detokenising leaves " ," and " 's" alone */
     PRE_NO_BOS = 8,         /* no default BOS id */
     PRE_RAW_UTF8 = 16,      /* spaces become U+2581, merges run on UTF-8, bytes as <0xNN> */
+    PRE_FORCE_BOS = 32,     /* add_bos whatever the file says (llama.cpp's gemma4 workaround) */
 };
 
 static const tok_pre_entry pre_table[] = {
@@ -213,7 +223,8 @@ static const tok_pre_entry pre_table[] = {
     {"viking", row_viking, PRE_KEEP_SPACES},
     {"chameleon", row_chameleon, PRE_ADD_BOS | PRE_KEEP_SPACES},
     {"superbpe", row_superbpe, PRE_KEEP_SPACES},
-    {"gemma4", row_lines, PRE_RAW_UTF8}, {"granite-embed-multi-311m", row_lines, PRE_RAW_UTF8},
+    {"gemma4", row_lines, PRE_RAW_UTF8 | PRE_FORCE_BOS},
+    {"granite-embed-multi-311m", row_lines, PRE_RAW_UTF8 | PRE_FORCE_BOS},
     {"sarvam-moe", row_lines, PRE_RAW_UTF8 | PRE_KEEP_SPACES},
 };
 
@@ -231,10 +242,11 @@ size_t tok_pre_list(char *out, size_t cap) {
         bool first = true;
         for (size_t j = 0; j < i && first; j++) first = pre_table[j].rx != pre_table[i].rx;
         if (!first) continue;
-        int k = snprintf(out + o, o < cap ? cap - o : 0, "%s%s", o ? ", " : "", pre_table[i].name);
+        int k = snprintf(o < cap ? out + o : NULL, o < cap ? cap - o : 0, "%s%s", o ? ", " : "",
+                         pre_table[i].name);
         if (k > 0) o += (size_t)k;
     }
-    int k = snprintf(out + o, o < cap ? cap - o : 0, " (and %zu more names of the same rows)",
+    int k = snprintf(o < cap ? out + o : NULL, o < cap ? cap - o : 0, " (and %zu more names of the same rows)",
                      n - tok_pre_families());
     if (k > 0) o += (size_t)k;
     return o;
@@ -255,6 +267,7 @@ void tok_pre_settings(const tok_pre_entry *e, tokenizer *t) {
     t->add_bos = e->flags & PRE_ADD_BOS;
     t->clean_spaces = !(e->flags & PRE_KEEP_SPACES);
     t->raw_utf8 = e->flags & PRE_RAW_UTF8;
+    t->force_bos = e->flags & PRE_FORCE_BOS;
     if (e->flags & PRE_NO_BOS) t->bos = -1;
 }
 
@@ -290,6 +303,10 @@ int tok_pre_compile(tokenizer *t, char *err, size_t err_size) {
             snprintf(err, err_size, "pre-tokenizer '%s': more than %d regexes", t->pre_name, TOK_MAX_RX);
             return -1;
         }
+        t->rx_digits[t->n_rx] = !strcmp(rx[t->n_rx], RX_DIGITS_3_WORD) ? DIGITS_WORD
+                                : !strcmp(rx[t->n_rx], RX_DIGITS_3_SPLIT) ? DIGITS_SPLIT : 0;
+        t->rx[t->n_rx] = NULL;
+        if (t->rx_digits[t->n_rx]) continue;
         char pattern[4096];
         if (rewrite_spaces(rx[t->n_rx], pattern, sizeof pattern)) {
             snprintf(err, err_size, "pre-tokenizer '%s': regex %d is too long", t->pre_name, t->n_rx);
@@ -316,7 +333,7 @@ int tok_pre_compile(tokenizer *t, char *err, size_t err_size) {
 }
 
 void tok_pre_free(tokenizer *t) {
-    for (int i = 0; i < t->n_rx; i++) pcre2_code_free(t->rx[i]);
+    for (int i = 0; i < t->n_rx; i++) pcre2_code_free(t->rx[i]);   /* NULL is a no-op */
     t->n_rx = 0;
 }
 
@@ -375,6 +392,47 @@ oom:
     return -1;
 }
 
+static bool is_digit(char c) { return c >= '0' && c <= '9'; }
+
+/* The two digit regexes in one pass over a piece (see RX_DIGITS_3_*). Each maximal run of ASCII
+ * digits [a, e) has its group places at e - 3k (k >= 1, not before a). DIGITS_WORD: the groups
+ * are matches, the first one the first (e - a) % 3 digits, unless a word character follows the
+ * run (then \b never holds and the run stays in the text between matches); DIGITS_SPLIT: the
+ * places cut the piece, as the empty matches of the lookahead do. */
+static int split_digits(int mode, const char *text, size_t off, size_t len, tok_spans *out, char *err,
+                        size_t err_size) {
+    const char *s = text + off;
+    size_t prev = 0;   /* start of the text not yet out */
+    for (size_t a = 0; a < len;) {
+        if (!is_digit(s[a])) {
+            a++;
+            continue;
+        }
+        size_t e = a;
+        while (e < len && is_digit(s[e])) e++;
+        char next = e < len ? s[e] : 0;
+        bool word = next == '_' || (next >= 'A' && next <= 'Z') || (next >= 'a' && next <= 'z');
+        if (mode == DIGITS_WORD && !word) {
+            size_t first = (e - a) % 3 ? (e - a) % 3 : 3;
+            if (a > prev && spans_push(out, off + prev, a - prev)) goto oom;
+            for (size_t g = a, k = first; g < e; g += k, k = 3)
+                if (spans_push(out, off + g, k)) goto oom;
+            prev = e;
+        } else if (mode == DIGITS_SPLIT && e - a >= 3) {
+            for (size_t p = a + (e - a) % 3; p + 3 <= e; p += 3) {
+                if (p > prev && spans_push(out, off + prev, p - prev)) goto oom;
+                if (p > prev) prev = p;
+            }
+        }
+        a = e;
+    }
+    if (prev < len && spans_push(out, off + prev, len - prev)) goto oom;
+    return 0;
+oom:
+    snprintf(err, err_size, "out of memory while pre-tokenizing %zu bytes", len);
+    return -1;
+}
+
 int tok_pre_split(const tokenizer *t, const char *text, size_t len, tok_spans *out, char *err, size_t err_size) {
     tok_spans cur = {0}, next = {0};
     pcre2_match_data *md = pcre2_match_data_create(1, NULL);
@@ -388,7 +446,9 @@ int tok_pre_split(const tokenizer *t, const char *text, size_t len, tok_spans *o
     for (int r = 0; !rc && r < t->n_rx; r++) {
         next.n = 0;
         for (size_t i = 0; !rc && i < cur.n; i++)
-            rc = split_piece(t->rx[r], text, cur.s[i].off, cur.s[i].len, md, mc, &next, err, err_size);
+            rc = t->rx_digits[r]
+                     ? split_digits(t->rx_digits[r], text, cur.s[i].off, cur.s[i].len, &next, err, err_size)
+                     : split_piece(t->rx[r], text, cur.s[i].off, cur.s[i].len, md, mc, &next, err, err_size);
         tok_spans tmp = cur;
         cur = next;
         next = tmp;

@@ -27,13 +27,13 @@ while IFS=$'\t' read -r model flags text want; do
     n=$((n + 1))
     args=()
     [ "$flags" != - ] && read -ra args <<<"$flags"
-    case $model in SmolLM2*) m=$SMOLLM ;; *) m=$GEMMA3 ;; esac
+    case $model in SmolLM2*) m=$SMOLLM ;; gemma-3*) m=$GEMMA3 ;; *) m=$SHARED/vocab/$model ;; esac
     got=$("$MGI" tokenize -m "$m" -p "$text" --ids --log-disable "${args[@]}" 2>"$TMP/err")
-    name="tokenize real: ${model%%-*} $flags '$(printf '%s' "$text" | head -c 40)'"
+    name="tokenize real: ${model%.gguf} $flags '$(printf '%s' "$text" | head -c 40)'"
     if [ "$got" = "$want" ]; then pass "$name"
     else fail "$name" "got $got, want $want ($(head -c 200 "$TMP/err"))"; fi
 done <tests/golden/tokenize/real.tsv
-[ "$n" -ge 40 ] || fail "tokenize real: cases" "only $n cases in tests/golden/tokenize/real.tsv"
+[ "$n" -ge 200 ] || fail "tokenize real: cases" "only $n cases in tests/golden/tokenize/real.tsv"
 
 # the pre-tokenizer and the BOS default come from the file
 "$MGI" info "$SMOLLM" 2>/dev/null | grep -q 'tokenizer: *gpt2 (pre smollm)' && pass "tokenize real: SmolLM2 is gpt2 with pre smollm" \
