@@ -280,6 +280,12 @@ int engine_load(engine **out, const char *path, const engine_params *p, char *er
     if (n_dev > 0) {
         if (load_gpu(e, p, n_dev, n_cells, &rc, err, err_size)) goto fail;
     } else {
+        /* The CPU runs every layer, but a --layer-split that no plan could take is still refused,
+         * as the planner would on a machine with GPUs. */
+        if (engine_split_check_layers(&p->split, hp->n_layer, err, err_size)) {
+            rc = ENGINE_EPARAM;
+            goto fail;
+        }
         e->ops = &forward_cpu_ops;
         /* The f32 cache lives in host memory: refuse, with the -c that fits, before allocating. */
         if (llama_kv_check(hp, n_cells, sizeof(float), 0, err, err_size)) goto fail;
