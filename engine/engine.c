@@ -12,6 +12,7 @@
 #include "engine/chain.h"
 #include "engine/forward_cpu.h"
 #include "engine/kvcache.h"
+#include "engine/rendezvous.h"
 #include "gguf/gguf.h"
 
 struct engine {
@@ -166,6 +167,18 @@ static int load_gpu(engine *e, const engine_params *p, int n_dev, int32_t n_cell
     int pr = engine_plan_make(&e->plan, &e->model, &p->split, devs, n_dev, n_cells, e->n_batch, err, err_size);
     if (pr) {
         *rc = ENGINE_EPARAM;  /* bad flags, or a plan that does not fit: the flags can fix both */
+        return -1;
+    }
+    /* One process per GPU (engine/rendezvous.h) is not wired into the CUDA backend yet: a job
+     * launched that way is refused rather than run N times over the same GPUs. */
+    rendezvous_config rz;
+    int rzr = rendezvous_from_env(&rz, err, err_size);
+    if (rzr < 0 || (rzr > 0 && rz.world > 1)) {
+        if (rzr > 0)
+            snprintf(err, err_size, "MGI_WORLD=%d: one process per GPU (MGI_RANK/MGI_WORLD/MGI_ADDR or mpirun) is not "
+                     "supported by the CUDA backend yet; run one mgi over all the GPUs (-dev) without those variables",
+                     rz.world);
+        *rc = ENGINE_EPARAM;
         return -1;
     }
     e->gpu = p->gpu;
