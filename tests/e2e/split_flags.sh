@@ -91,6 +91,36 @@ else
     echo "SKIP info --layer-split device table: needs 2 CUDA devices ($n_gpu here); test_plan checks the plan on fake devices"
 fi
 
+# bench: --layer-split values separated by '/', a comma sweeps several (as -ts in bench); each
+# recorded in the layer_split field and column. The lists are checked as in the other commands.
+"$MGI" bench -m "$M" -p 8 -n 2 -r 1 --bw 10 --no-warmup --layer-split 1/3,3 -o jsonl >"$TMP/ls.jsonl" 2>"$TMP/err"
+check "bench --layer-split sweep exits 0" [ $? -eq 0 ]
+check "bench --layer-split sweep records" python3 -c '
+import json, sys
+r = [json.loads(l) for l in open(sys.argv[1])]
+assert [x["layer_split"] for x in r] == ["1/3", "1/3", "3", "3"], r
+assert all(x["split_mode"] == "layer" for x in r)' "$TMP/ls.jsonl"
+"$MGI" bench -m "$M" -p 8 -n 0 -r 1 --bw 10 --no-warmup --layer-split 0/1/3 >"$TMP/out" 2>"$TMP/err"
+check "bench --layer-split md column" sh -c "grep -q '| *layer_split |' '$TMP/out' && grep -q '| *0/1/3 |' '$TMP/out'"
+"$MGI" bench -m "$M" -p 8 -n 0 -r 1 --bw 10 --no-warmup -o json >"$TMP/out" 2>"$TMP/err"
+check "bench without --layer-split records it empty" python3 -c '
+import json, sys
+assert all(x["layer_split"] == "" for x in json.load(open(sys.argv[1])))' "$TMP/out"
+b_bad=("short of the last layer|--layer-split 1/2|^mgi: --layer-split 1,2: the last value (2) must be the model's last layer, 3"
+       "not increasing|--layer-split 3/1|^mgi: --layer-split: value 2 (1) is not above the one before it (3)"
+       "not a number|--layer-split 1/3,x|^mgi: --layer-split: 'x' is not an integer"
+       "swept -sm row|--layer-split 1/3 -sm layer,row|^mgi: --layer-split 1/3 with -sm row: --layer-split is for -sm layer only"
+       "-ngl 0|--layer-split 1/3 -ngl 99,0|^mgi: --layer-split 1/3 with -ngl 0: no layer is on a device"
+       "-dev none|-dev none --layer-split 1/3|^mgi: --layer-split 1/3 with -dev none: no layer is on a device"
+       "more than -dev|--layer-split 1/3 -dev 0|^mgi: --layer-split 1/3 with -dev: 2 last layers for 1 device")
+for b in "${b_bad[@]}"; do
+    name=${b%%|*} rest=${b#*|}
+    args=${rest%%|*} want=${rest#*|}
+    # shellcheck disable=SC2086
+    expect_error "bench --layer-split $name" 1 "$MGI" bench -m "$M" -p 8 -n 0 -r 1 --bw 10 $args
+    check "bench --layer-split $name: the message" grep -q -- "$want" "$TMP/err"
+done
+
 # Cross-flag values no plan can take, refused at parse time (any machine): one line naming both.
 x_bad=("-ts all zero|-ts 0,0|^mgi: -ts 0,0: every share is 0; give at least one device a share above 0$"
        "-ts more than -dev|-dev 0,1 -ts 1,1,1|^mgi: -ts 1,1,1 with -dev 0,1: 3 shares for 2 devices; give one share per device$"
