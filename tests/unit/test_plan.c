@@ -1,6 +1,6 @@
 /* engine/plan on models described in memory (shapes of an 8B and a 70B Llama, no weights) and
  * fake devices: layer and row cuts cover everything once, -ts/-mg/-dev/-ngl do what llama.cpp's
- * flags do, every bad flag is refused naming it, and a plan that does not fit suggests an -ngl
+ * flags do, --layer-split places exactly the layers it names, every bad flag is refused naming it, and a plan that does not fit suggests an -ngl
  * and a -c that do fit when planned again. No GPU needed. */
 #include <stdio.h>
 #include <stdlib.h>
