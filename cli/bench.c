@@ -34,6 +34,8 @@ static const char bench_usage[] =
     "  -mg,  --main-gpu N            index into the -dev list of the GPU of -sm none and of the\n"
     "                                output head of -sm row (default 0)\n"
     "  -ts,  --tensor-split A/B/...  device shares, e.g. 3/1; 0 = by free memory (default 0)\n"
+    "        --layer-split A/B/...   -sm layer by hand: each device's last layer, e.g. 0/3/7 (the\n"
+    "                                model's layer indices; ends at the last layer; overrides -ts)\n"
     "  -dev, --device LIST           CUDA devices for every test: 0/1 or CUDA0/CUDA1; none = the\n"
     "                                CPU (default: every visible device; not swept)\n"
     "  -fa,  --flash-attn 0|1        recorded; mgi's attention is one path (default 0)\n"
@@ -72,6 +74,8 @@ typedef struct {
     bench_split *ts;
     int n_ts;
     bool ts_given;
+    engine_split *ls;  /* --layer-split values (n_layer_split 0: none given) */
+    int n_ls;
     engine_split dev;  /* -dev: the devices (n_devices 0: all visible; n_gpu_layers 0: -dev none) */
     int reps, output;
     double bw;  /* 0: measure */
@@ -92,7 +96,7 @@ typedef struct {
 typedef struct {
     int model;
     int64_t ngl, split_mode, main_gpu, batch, ubatch, fa, threads, depth;
-    int ts;
+    int ts, ls;
     int64_t n_prompt, n_gen;
 } bench_test;
 
@@ -195,6 +199,47 @@ static int split_item(const char *flag, const char *item, void *u) {
     return 0;
 }
 
+/* --layer-split entries: each device's last layer separated by '/', as cli_parse_layer_split. */
+static int layer_split_item(const char *flag, const char *item, void *u) {
+    bench_opts *o = u;
+    engine_split *nl = realloc(o->ls, (size_t)(o->n_ls + 1) * sizeof *nl);
+    if (!nl) { cli_error("out of memory"); return -1; }
+    o->ls = nl;
+    memset(&o->ls[o->n_ls], 0, sizeof o->ls[0]);
+    if (cli_parse_layer_split(flag, item, &o->ls[o->n_ls])) return -1;
+    o->n_ls++;
+    return 0;
+}
+
+/* --layer-split against the swept -sm, -ngl and the -dev list, before any model is loaded:
+ * every test gets the lists, so each must suit every combination. 0, or -1 (printed). */
+static int check_layer_split(const bench_opts *o) {
+    for (int l = 0; l < o->n_ls && o->ls[l].n_layer_split; l++) {
+        char list[ENGINE_MAX_DEVICES * 12];
+        engine_split_layers_text(&o->ls[l], list, sizeof list);
+        for (char *c = list; *c; c++)
+            if (*c == ',') *c = '/';
+        for (int b = 0; b < o->split_mode.n; b++)
+            if (o->split_mode.v[b] != SM_LAYER) {
+                cli_error("--layer-split %s with -sm %s: --layer-split is for -sm layer only; drop one of the two "
+                          "flags", list, split_names[o->split_mode.v[b]]);
+                return -1;
+            }
+        for (int a = 0; a < o->ngl.n; a++)
+            if (o->ngl.v[a] == 0 || (o->dev.n_devices == 0 && o->dev.n_gpu_layers == 0)) {
+                cli_error("--layer-split %s with %s: no layer is on a device, so there is nothing to split; drop one "
+                          "of the two flags", list, o->ngl.v[a] == 0 ? "-ngl 0" : "-dev none");
+                return -1;
+            }
+        if (o->dev.n_devices && o->ls[l].n_layer_split > o->dev.n_devices) {
+            cli_error("--layer-split %s with -dev: %d last layers for %d device%s; give one last layer per device",
+                      list, o->ls[l].n_layer_split, o->dev.n_devices, o->dev.n_devices == 1 ? "" : "s");
+            return -1;
+        }
+    }
+    return 0;
+}
+
 /* Parses argv into o; 0, 1 for --help (printed), -1 on a usage error (printed). */
 static int parse(int argc, char **argv, bench_opts *o) {
     engine_params ep = engine_default_params();
@@ -258,6 +303,9 @@ static int parse(int argc, char **argv, bench_opts *o) {
             VALUE();
             o->ts_given = true;
             if (each_item(a, v, split_item, o)) return -1;
+        } else if (cli_is_flag(a, "--layer-split", NULL)) {
+            VALUE();
+            if (each_item(a, v, layer_split_item, o)) return -1;
         } else if (cli_is_flag(a, "-r", "--repetitions")) {
             VALUE();
             if (cli_parse_int(a, v, 1, 1 << 20, &o->reps)) return -1;
@@ -290,7 +338,11 @@ static int parse(int argc, char **argv, bench_opts *o) {
         o->ts[0].n = 1;  /* "0": no split given */
         o->n_ts = 1;
     }
-    return 0;
+    if (!o->n_ls) {
+        if (!(o->ls = calloc(1, sizeof *o->ls))) { cli_error("out of memory"); return -1; }
+        o->n_ls = 1;  /* one entry without a list: the -ts cut */
+    }
+    return check_layer_split(o);
 }
 
 /* llama.cpp's names for general.file_type (llama_ftype), as its model descriptions print them. */
@@ -382,13 +434,14 @@ static bench_test *make_tests(const bench_opts *o, int *n_out) {
     for (int b = 0; b < o->split_mode.n; b++)
     for (int c = 0; c < o->main_gpu.n; c++)
     for (int s = 0; s < o->n_ts; s++)
+    for (int l = 0; l < o->n_ls; l++)
     for (int d = 0; d < o->batch.n; d++)
     for (int e = 0; e < o->ubatch.n; e++)
     for (int f = 0; f < o->fa.n; f++)
     for (int g = 0; g < o->threads.n; g++)
     for (int h = 0; h < o->depth.n; h++) {
         bench_test base = {m, o->ngl.v[a], o->split_mode.v[b], o->main_gpu.v[c], o->batch.v[d], o->ubatch.v[e],
-                           o->fa.v[f], o->threads.v[g], o->depth.v[h], s, 0, 0};
+                           o->fa.v[f], o->threads.v[g], o->depth.v[h], s, l, 0, 0};
         int n_kinds = o->n_prompt.n + o->n_gen.n + o->pg.n / 2;
         for (int k = 0; k < n_kinds; k++) {
             bench_test t = base;
@@ -417,7 +470,7 @@ static bench_test *make_tests(const bench_opts *o, int *n_out) {
  * is the same. */
 static bool same_engine(const bench_test *a, const bench_test *b) {
     return a->model == b->model && a->ngl == b->ngl && a->split_mode == b->split_mode &&
-           a->main_gpu == b->main_gpu && a->ts == b->ts && a->ubatch == b->ubatch && a->fa == b->fa &&
+           a->main_gpu == b->main_gpu && a->ts == b->ts && a->ls == b->ls && a->ubatch == b->ubatch && a->fa == b->fa &&
            a->threads == b->threads;
 }
 
@@ -454,6 +507,7 @@ typedef struct {
     const bench_test *test;
     const char *backend;
     char ts[256];               /* -ts as "3.00/1.00" */
+    char ls[256];               /* --layer-split as "0/3/7"; empty when not given */
     char test_time[32];
     double *ns, *tps;  /* per repetition */
     int reps;
@@ -484,10 +538,10 @@ static void fmt_params(char *buf, size_t size, uint64_t n) {
 /* Markdown columns: llama-bench's, each shown when llama-bench would show it (a swept or
  * non-default value), then ours. Width < 0: left-aligned. */
 enum { COL_MODEL, COL_SIZE, COL_PARAMS, COL_BACKEND, COL_NGL, COL_THREADS, COL_BATCH, COL_UBATCH, COL_FA,
-       COL_SM, COL_MG, COL_TS, COL_TEST, COL_TPS, COL_MEDIAN, COL_GBPS, COL_ROOF, COL_COUNT };
+       COL_SM, COL_MG, COL_TS, COL_LS, COL_TEST, COL_TPS, COL_MEDIAN, COL_GBPS, COL_ROOF, COL_COUNT };
 static const struct { const char *name; int width; } md_cols[COL_COUNT] = {
     {"model", -30}, {"size", 10}, {"params", 10}, {"backend", -10}, {"ngl", 3}, {"threads", 7},
-    {"n_batch", 7}, {"n_ubatch", 8}, {"fa", 2}, {"sm", 5}, {"mg", 2}, {"ts", 12}, {"test", 15},
+    {"n_batch", 7}, {"n_ubatch", 8}, {"fa", 2}, {"sm", 5}, {"mg", 2}, {"ts", 12}, {"layer_split", 12}, {"test", 15},
     {"t/s", 20}, {"median t/s", 12}, {"GB/s", 8}, {"% roofline", 10},
 };
 
@@ -505,6 +559,7 @@ static void md_columns(const bench_opts *o, const char *backend, bool *show) {
     show[COL_SM] = list_differs(&o->split_mode, SM_LAYER);
     show[COL_MG] = list_differs(&o->main_gpu, 0);
     show[COL_TS] = o->ts_given;
+    show[COL_LS] = o->ls[0].n_layer_split > 0;
 }
 
 static void md_cell(const char *s, int width) {
@@ -542,6 +597,7 @@ static void md_row(const bench_result *r, const bool *show) {
     snprintf(cell[COL_SM], sizeof cell[0], "%s", split_names[t->split_mode]);
     snprintf(cell[COL_MG], sizeof cell[0], "%lld", (long long)t->main_gpu);
     snprintf(cell[COL_TS], sizeof cell[0], "%s", r->ts);
+    snprintf(cell[COL_LS], sizeof cell[0], "%s", r->ls);
     test_name(t, cell[COL_TEST], sizeof cell[0]);
     snprintf(cell[COL_TPS], sizeof cell[0], "%.2f ± %.2f", r->avg_ts, r->stddev_ts);
     snprintf(cell[COL_MEDIAN], sizeof cell[0], "%.2f", r->median_ts);
@@ -575,7 +631,7 @@ typedef struct {
     int n;
 } bench_field;
 
-#define N_FIELDS 28  /* the fields record_fields writes */
+#define N_FIELDS 29  /* the fields record_fields writes */
 
 static int record_fields(const bench_result *r, const char *commit, bench_field *f) {
     const bench_test *t = r->test;
@@ -596,6 +652,7 @@ static int record_fields(const bench_result *r, const char *commit, bench_field 
     S("split_mode", split_names[t->split_mode]);
     I("main_gpu", t->main_gpu);
     S("tensor_split", r->ts);
+    S("layer_split", r->ls);
     f[k++] = (bench_field){.name = "flash_attn", .kind = 'b', .i = t->fa};
     I("n_prompt", t->n_prompt);
     I("n_gen", t->n_gen);
@@ -847,6 +904,8 @@ static int load_engine(const bench_opts *o, const bench_model *models, const ben
     for (int k = 0; k < ts->n; k++)
         if (ts->share[k] > 0) ep.split.n_tensor_split = ts->n;
     for (int k = 0; k < ts->n && k < ENGINE_MAX_DEVICES; k++) ep.split.tensor_split[k] = ts->share[k];
+    ep.split.n_layer_split = o->ls[t->ls].n_layer_split;
+    memcpy(ep.split.layer_split, o->ls[t->ls].layer_split, sizeof ep.split.layer_split);
     cli_gpu_setup(&ep, 0);
     if (o->verbose)
         fprintf(stderr, "loading %s: context %d, batch %d, threads %d, ngl %d\n", models[t->model].path,
@@ -928,6 +987,9 @@ int cli_bench(int argc, char **argv) {
         time_t now = time(NULL);
         strftime(r.test_time, sizeof r.test_time, "%Y-%m-%dT%H:%M:%SZ", gmtime(&now));
         format_split(&o.ts[t->ts], r.ts, sizeof r.ts);
+        engine_split_layers_text(&o.ls[t->ls], r.ls, sizeof r.ls);
+        for (char *c = r.ls; *c; c++)
+            if (*c == ',') *c = '/';  /* as the flag is written in bench, where commas sweep */
         /* A split run reports each device's share of the time computing and in NCCL. */
         int n_dev = engine_split_stats(br.e, 1, NULL, 0);
         /* A row split reads every device's share of the weights at once: its roofline is the
@@ -985,5 +1047,6 @@ out:
                            &o.ngl, &o.threads, &o.split_mode, &o.main_gpu, &o.fa};
     for (size_t i = 0; i < sizeof lists / sizeof lists[0]; i++) free(lists[i]->v);
     free(o.ts);
+    free(o.ls);
     return rc;
 }

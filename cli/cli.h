@@ -127,13 +127,17 @@ int cli_engine_flag(int argc, char **argv, int *i, engine_params *ep);
 
 /* GPU flags (cli/gpu.c), llama.cpp's: -ngl N|all (-1 = all), -dev/--device LIST (CUDA ordinals
  * or CUDA0,CUDA1...; none = -ngl 0), -mg/--main-gpu N (an index into the -dev list),
- * -sm/--split-mode none|layer|row, -ts/--tensor-split A,B or A/B (shares >= 0). 1 when argv[*i]
- * was one (its value consumed), 0 when not, -1 on a bad value (message printed). */
+ * -sm/--split-mode none|layer|row, -ts/--tensor-split A,B or A/B (shares >= 0), --layer-split
+ * A,B,... (the last layer of each device). 1 when argv[*i] was one (its value consumed), 0 when
+ * not, -1 on a bad value or on flags that contradict each other (message printed, naming them). */
 int cli_gpu_flag(int argc, char **argv, int *i, engine_params *ep);
 /* The -dev and -ts value parsers (bench sweeps -ts itself and uses them per item): 0, or -1 with
  * one line naming flag printed. */
 int cli_parse_devices(const char *flag, const char *v, engine_split *sp);
 int cli_parse_tensor_split(const char *flag, const char *v, engine_split *sp);
+/* --layer-split A,B,... (or A/B/...): integers >= 0, each above the one before; the checks that
+ * need the model (the last value is its last layer) are the planner's. */
+int cli_parse_layer_split(const char *flag, const char *v, engine_split *sp);
 /* The usage lines of the GPU flags, for every model-running subcommand's --help. */
 #define CLI_GPU_USAGE \
     "  -ngl, --n-gpu-layers N     layers on the GPUs: 0 = the CPU runs all; N < layers = the last N\n" \
@@ -145,6 +149,9 @@ int cli_parse_tensor_split(const char *flag, const char *v, engine_split *sp);
     "                             every layer split by KV heads and FFN columns (default layer)\n" \
     "  -ts,  --tensor-split A,B   shares of the devices, e.g. 3,1 or 3/1; 0 leaves one out\n" \
     "                             (default: proportional to free memory)\n" \
+    "        --layer-split A,B,.. -sm layer by hand: the last layer of each device, inclusive, in the\n" \
+    "                             model's layer indices (0,3,7: device 0 layer 0, device 1 layers 1-3,\n" \
+    "                             device 2 layers 4-7); ends at the last layer; overrides -ts\n" \
     "  -mg,  --main-gpu N         index into the -dev list of the GPU for -sm none and for the\n" \
     "                             output head of -sm row (default 0)\n"
 /* Passes the CUDA backend (used when a device exists and -ngl is not 0) and, with log, a progress

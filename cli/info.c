@@ -166,6 +166,12 @@ static int plan_text(const gguf_ctx *g, const engine_params *ep, int explicit_fl
     char why[512] = "";
     int n_dev = ep->split.n_gpu_layers != 0 ? engine_device_count(why, sizeof why) : 0;
     if (n_dev == 0) {
+        /* No device to plan for, but a --layer-split no plan could take is refused all the same. */
+        if (engine_split_check_layers(&ep->split, hp->n_layer, err, sizeof err)) {
+            cli_error("%s", err);
+            llama_model_free(&m);
+            return EXIT_USAGE;
+        }
         char w[32], kv[32];
         size_text(gguf_file_size(g), w, sizeof w);
         size_text(llama_kv_bytes(hp, n_cells, sizeof(float)), kv, sizeof kv);

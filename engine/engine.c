@@ -12,6 +12,7 @@
 #include "engine/chain.h"
 #include "engine/forward_cpu.h"
 #include "engine/kvcache.h"
+#include "engine/rendezvous.h"
 #include "gguf/gguf.h"
 
 struct engine {
@@ -168,6 +169,18 @@ static int load_gpu(engine *e, const engine_params *p, int n_dev, int32_t n_cell
         *rc = ENGINE_EPARAM;  /* bad flags, or a plan that does not fit: the flags can fix both */
         return -1;
     }
+    /* One process per GPU (engine/rendezvous.h) is not wired into the CUDA backend yet: a job
+     * launched that way is refused rather than run N times over the same GPUs. */
+    rendezvous_config rz;
+    int rzr = rendezvous_from_env(&rz, err, err_size);
+    if (rzr < 0 || (rzr > 0 && rz.world > 1)) {
+        if (rzr > 0)
+            snprintf(err, err_size, "MGI_WORLD=%d: one process per GPU (MGI_RANK/MGI_WORLD/MGI_ADDR or mpirun) is not "
+                     "supported by the CUDA backend yet; run one mgi over all the GPUs (-dev) without those variables",
+                     rz.world);
+        *rc = ENGINE_EPARAM;
+        return -1;
+    }
     e->gpu = p->gpu;
     void *gpu = p->gpu->create(&e->model, &e->plan, n_cells, e->n_batch, e->n_ctx_seq, p->progress,
                                p->progress_ctx, err, err_size);
@@ -288,6 +301,12 @@ int engine_load(engine **out, const char *path, const engine_params *p, char *er
         }
         if (load_gpu(e, p, n_dev, n_cells, &rc, err, err_size)) goto fail;
     } else {
+        /* The CPU runs every layer, but a --layer-split that no plan could take is still refused,
+         * as the planner would on a machine with GPUs. */
+        if (engine_split_check_layers(&p->split, hp->n_layer, err, err_size)) {
+            rc = ENGINE_EPARAM;
+            goto fail;
+        }
         e->ops = &forward_cpu_ops;
         /* The f32 cache lives in host memory: refuse, with the -c that fits, before allocating. */
         if (llama_kv_check(hp, n_cells, sizeof(float), 0, err, err_size)) goto fail;

@@ -32,6 +32,60 @@ int engine_split_parse(const char *s) {
     return -1;
 }
 
+void engine_split_layers_text(const engine_split *req, char *buf, size_t size) {
+    size_t at = 0;
+    if (!size) return;
+    buf[0] = 0;
+    for (int i = 0; i < req->n_layer_split && i < ENGINE_MAX_DEVICES && at < size; i++) {
+        int n = snprintf(buf + at, size - at, "%s%d", i ? "," : "", req->layer_split[i]);
+        if (n < 0) break;
+        at += (size_t)n;
+    }
+}
+
+int engine_split_check_layers(const engine_split *req, int32_t n_layer, char *err, size_t err_size) {
+    int n = req->n_layer_split;
+    if (n == 0) return 0;
+    char list[ENGINE_MAX_DEVICES * 12];
+    engine_split_layers_text(req, list, sizeof list);
+    if (n < 0 || n > ENGINE_MAX_DEVICES) {
+        snprintf(err, err_size, "--layer-split: %d values, at most %d (one per device)", n, ENGINE_MAX_DEVICES);
+        return -1;
+    }
+    if (req->split_mode != ENGINE_SPLIT_LAYER) {
+        snprintf(err, err_size, "--layer-split %s: only for -sm layer, and -sm %s was given; drop one of the two flags",
+                 list, engine_split_name(req->split_mode));
+        return -1;
+    }
+    for (int i = 0; i < n; i++) {
+        if (req->layer_split[i] < 0 || (i && req->layer_split[i] <= req->layer_split[i - 1])) {
+            snprintf(err, err_size, "--layer-split %s: value %d (%d) %s; each device's last layer is above the "
+                     "previous device's, so that every device holds at least one layer", list, i + 1,
+                     req->layer_split[i], req->layer_split[i] < 0 ? "is negative" : "is not above the one before it");
+            return -1;
+        }
+    }
+    int32_t last = req->layer_split[n - 1];
+    if (last != n_layer - 1) {
+        snprintf(err, err_size, "--layer-split %s: the last value (%d) must be the model's last layer, %d (%d layers, "
+                 "0..%d)", list, last, n_layer - 1, n_layer, n_layer - 1);
+        return -1;
+    }
+    int32_t ngl = req->n_gpu_layers, cpu = ngl < 0 || ngl >= n_layer ? 0 : n_layer - ngl;
+    if (ngl == 0) {
+        snprintf(err, err_size, "--layer-split %s: -ngl 0 puts every layer on the CPU, so no device holds any; drop one "
+                 "of the two flags", list);
+        return -1;
+    }
+    if (req->layer_split[0] < cpu) {
+        snprintf(err, err_size, "--layer-split %s: -ngl %d leaves layers 0-%d to the CPU, so the first device's last "
+                 "layer (%d) must be %d..%d (the list counts the model's layers)", list, ngl, cpu - 1,
+                 req->layer_split[0], cpu, n_layer - 1);
+        return -1;
+    }
+    return 0;
+}
+
 static double gib(uint64_t b) { return (double)b / (double)(1ull << 30); }
 
 static uint64_t weight_bytes(const llama_weight *w) { return (uint64_t)w->n_rows * (uint64_t)w->row_bytes; }
@@ -146,6 +200,7 @@ static int build(engine_plan *p, const llama_model *m, const engine_split *req, 
         snprintf(err, err_size, "-ngl %d: no layer on the GPUs, nothing to plan (0 runs on the CPU)", ngl);
         return -1;
     }
+    if (engine_split_check_layers(req, hp->n_layer, err, err_size)) return -1;
     p->split_mode = req->split_mode;
     p->n_layer = hp->n_layer;
     p->cpu_layers = ngl == -1 || ngl >= hp->n_layer ? 0 : hp->n_layer - ngl;
@@ -208,10 +263,23 @@ static int build(engine_plan *p, const llama_model *m, const engine_split *req, 
         for (int i = 0; i < n_used; i++) share[i] = 1;  /* no free memory reported: equal shares */
     }
 
-    /* The devices with a share, in -dev order. */
+    /* The devices with a share, in -dev order (--layer-split: the first ones, each with its count
+     * of layers as its share, so that the cut below lands exactly on the list). */
     int k = 0, main_used = req->main_gpu, cand[ENGINE_MAX_DEVICES];
-    double cshare[ENGINE_MAX_DEVICES];
-    if (req->split_mode == ENGINE_SPLIT_NONE) {
+    double cshare[ENGINE_MAX_DEVICES] = {0};
+    if (req->n_layer_split) {
+        if (req->n_layer_split > n_used) {
+            char list[ENGINE_MAX_DEVICES * 12];
+            engine_split_layers_text(req, list, sizeof list);
+            snprintf(err, err_size, "--layer-split %s: %d devices named, but only %d %s used; give one last layer per "
+                     "device", list, req->n_layer_split, n_used, n_used == 1 ? "is" : "are");
+            return -1;
+        }
+        for (int i = 0; i < req->n_layer_split; i++) {
+            cand[k] = used[i];
+            cshare[k++] = req->layer_split[i] - (i ? req->layer_split[i - 1] : p->cpu_layers - 1);
+        }
+    } else if (req->split_mode == ENGINE_SPLIT_NONE) {
         cand[k] = used[main_used];
         cshare[k++] = 1;
     } else {

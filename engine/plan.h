@@ -29,6 +29,9 @@ typedef struct {
     float tensor_split[ENGINE_MAX_DEVICES];   /* -ts ratios, one per used device */
     int main_gpu;                             /* -mg: index into the used devices */
     int32_t n_gpu_layers;                     /* -ngl: -1 all; 0 the CPU; else the last N layers */
+    int n_layer_split;                        /* --layer-split length; 0: layers cut by the -ts shares */
+    int32_t layer_split[ENGINE_MAX_DEVICES];  /* --layer-split: the model's index of the last layer of
+                                               * used device i, inclusive, increasing (layer mode) */
 } engine_split;
 
 /* A plan. Device i (0 <= i < n_dev) is CUDA ordinal dev[i].
@@ -45,7 +48,9 @@ typedef struct {
  * Layers [0, cpu_layers) and, when cpu_layers > 0, the embedding lookup run on the CPU; else
  * token_embd is on the first device (layer, none) or on every device (row).
  * Devices with a -ts share of 0, and (layer) devices whose rounded share is no layer, are left
- * out of dev[]. */
+ * out of dev[]. With --layer-split the list decides instead of -ts: used device i holds the layers
+ * after entry i-1 (after the CPU's layers for i = 0) up to entry i; used devices past the list's
+ * length hold nothing and are left out. */
 typedef struct {
     int split_mode;
     int n_dev;
@@ -75,14 +80,26 @@ typedef struct {
  *      its exact layout at load);
  *  -1: the flags do not suit the model or the devices (-ts with more values than devices or all
  *      zeros, -mg out of range, a -dev ordinal not visible or listed twice, -ngl 0, -sm row with
- *      heads or FFN columns that cannot be cut as asked); err names the flag and the numbers; the
- *      plan's content is undefined;
+ *      heads or FFN columns that cannot be cut as asked, a --layer-split that
+ *      engine_split_check_layers refuses or that names more devices than are used); err names the
+ *      flag and the numbers; the plan's content is undefined;
  *  -2: the plan is complete but a device's part exceeds its free memory; err is one line: the
  *      device, needed (weights, KV, scratch) against free GiB, and the -ngl and/or -c that would
  *      fit (also in fit_ngl, fit_cells). */
 int engine_plan_make(engine_plan *out, const llama_model *m, const engine_split *req,
                      const engine_device_info *devs, int n_visible, int32_t n_cells, int32_t n_batch,
                      char *err, size_t err_size);
+
+/* --layer-split against a model of n_layer layers, devices aside: 0 when the list is empty or
+ * fits, else -1 with err naming the flag, the list and the numbers: a split mode other than
+ * layer, values not increasing, a last value other than n_layer - 1, or a first value inside the
+ * layers that -ngl leaves to the CPU (its indices are the model's, so with -ngl N the first device
+ * starts at layer n_layer - N). The planner calls it; so do the CPU paths, so that a list no plan
+ * can take is refused on a machine without GPUs too. */
+int engine_split_check_layers(const engine_split *req, int32_t n_layer, char *err, size_t err_size);
+
+/* The --layer-split list as the user would write it ("0,3,7"), for messages. */
+void engine_split_layers_text(const engine_split *req, char *buf, size_t size);
 
 /* KV cells the engine allocates for a context of n_ctx cells shared by n_seq sequences: whole
  * pages, plus one page per sequence so that no sharing of the pages runs out. */

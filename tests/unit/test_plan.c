@@ -1,6 +1,6 @@
 /* engine/plan on models described in memory (shapes of an 8B and a 70B Llama, no weights) and
  * fake devices: layer and row cuts cover everything once, -ts/-mg/-dev/-ngl do what llama.cpp's
- * flags do, every bad flag is refused naming it, and a plan that does not fit suggests an -ngl
+ * flags do, --layer-split places exactly the layers it names, every bad flag is refused naming it, and a plan that does not fit suggests an -ngl
  * and a -c that do fit when planned again. No GPU needed. */
 #include <stdio.h>
 #include <stdlib.h>
@@ -459,6 +459,119 @@ static void test_real_files(void) {
     }
 }
 
+static engine_split layer_split(int n, const int32_t *last) {
+    engine_split s = split(ENGINE_SPLIT_LAYER);
+    s.n_layer_split = n;
+    for (int i = 0; i < n; i++) s.layer_split[i] = last[i];
+    return s;
+}
+
+/* --layer-split: the last layer of each device, inclusive, in the model's indices; it overrides
+ * -ts, and every list no plan can take is refused naming the flag, the list and the numbers. */
+static void test_layer_split(const llama_model *m8) {
+    engine_plan p;
+    char buf[4096];
+    fake_devices(140 * GiB);
+    llama_model m = make_model(8, 4096, 32, 8, 14336, QUANT_Q4_K);
+    /* The flag's own example: 0,3,7 on three devices. */
+    engine_split s = layer_split(3, (const int32_t[]){0, 3, 7});
+    int rc = plan(&p, &m, &s, 3, 8192);
+    CHECK(rc == 0 && p.n_dev == 3 && layers_cover(&p) && p.layer1[0] == 1 && p.layer0[1] == 1 && p.layer1[1] == 4 &&
+          p.layer0[2] == 4 && p.layer1[2] == 8 && p.dev[0] == 0 && p.dev[2] == 2, "plan_layer_split_0_3_7",
+          "rc %d (%s): %d devices, %d-%d %d-%d %d-%d", rc, err, p.n_dev, p.layer0[0], p.layer1[0], p.layer0[1],
+          p.layer1[1], p.layer0[2], p.layer1[2]);
+    CHECK(p.kv_bytes[2] == 4 * p.kv_bytes[0] && p.kv_bytes[1] == 3 * p.kv_bytes[0], "plan_layer_split_kv",
+          "kv %llu %llu %llu", (unsigned long long)p.kv_bytes[0], (unsigned long long)p.kv_bytes[1],
+          (unsigned long long)p.kv_bytes[2]);
+    engine_plan_describe(&p, 8192, 512, buf, sizeof buf);
+    CHECK(strstr(buf, "layers 0-0 ") && strstr(buf, "layers 1-3 ") && strstr(buf, "layers 4-7 ") &&
+          strstr(buf, "output head on device 2"), "plan_layer_split_describe", "%s", buf);
+    /* It overrides -ts, whatever the shares say (a 0 share included). */
+    s.n_tensor_split = 3;
+    s.tensor_split[0] = 0;
+    s.tensor_split[1] = 9;
+    s.tensor_split[2] = 1;
+    rc = plan(&p, &m, &s, 3, 8192);
+    CHECK(rc == 0 && p.n_dev == 3 && p.layer1[0] == 1 && p.layer1[1] == 4, "plan_layer_split_overrides_ts",
+          "rc %d (%s): %d devices, layer1 %d %d", rc, err, p.n_dev, p.layer1[0], p.layer1[1]);
+    /* The -dev order: the list's first entry is the first -dev device. */
+    s = layer_split(2, (const int32_t[]){5, 7});
+    s.n_devices = 2;
+    s.devices[0] = 3;
+    s.devices[1] = 1;
+    rc = plan(&p, &m, &s, 4, 8192);
+    CHECK(rc == 0 && p.n_dev == 2 && p.dev[0] == 3 && p.dev[1] == 1 && p.layer1[0] == 6, "plan_layer_split_dev_order",
+          "rc %d (%s) dev %d %d", rc, err, p.dev[0], p.dev[1]);
+    /* Fewer entries than devices: the rest hold nothing and are left out, as -ts's missing shares. */
+    s = layer_split(2, (const int32_t[]){3, 7});
+    rc = plan(&p, &m, &s, 4, 8192);
+    CHECK(rc == 0 && p.n_dev == 2 && p.layer1[0] == 4 && p.head == 1, "plan_layer_split_fewer", "rc %d (%s) n_dev %d",
+          rc, err, p.n_dev);
+    /* -ngl 3 on 8 layers: the CPU keeps 0-4 and the list still counts the model's layers. */
+    s = layer_split(2, (const int32_t[]){5, 7});
+    s.n_gpu_layers = 3;
+    rc = plan(&p, &m, &s, 2, 8192);
+    CHECK(rc == 0 && p.cpu_layers == 5 && p.layer0[0] == 5 && p.layer1[0] == 6 && p.layer0[1] == 6 &&
+          p.layer1[1] == 8, "plan_layer_split_ngl", "rc %d (%s) cpu %d, %d-%d", rc, err, p.cpu_layers, p.layer0[0],
+          p.layer1[0]);
+    s = layer_split(2, (const int32_t[]){3, 7});
+    s.n_gpu_layers = 3;
+    rc = plan(&p, &m, &s, 2, 8192);
+    CHECK(rc == -1 && !strcmp(err, "--layer-split 3,7: -ngl 3 leaves layers 0-4 to the CPU, so the first device's "
+          "last layer (3) must be 5..7 (the list counts the model's layers)"), "plan_layer_split_err_ngl",
+          "rc %d: %s", rc, err);
+    /* The 32-layer shape: one device. */
+    s = layer_split(1, (const int32_t[]){31});
+    rc = plan(&p, m8, &s, 1, 8192);
+    CHECK(rc == 0 && p.n_dev == 1 && p.layer0[0] == 0 && p.layer1[0] == 32, "plan_layer_split_one", "rc %d (%s)", rc,
+          err);
+
+    /* Refused, one line each naming the flag and the numbers. */
+    struct {
+        const char *name;
+        int n, mode, n_visible;
+        int32_t last[4];
+        const char *want;
+    } bad[] = {
+        {"plan_layer_split_err_last", 3, ENGINE_SPLIT_LAYER, 3, {0, 3, 6},
+         "--layer-split 0,3,6: the last value (6) must be the model's last layer, 7 (8 layers, 0..7)"},
+        {"plan_layer_split_err_past_last", 2, ENGINE_SPLIT_LAYER, 2, {3, 8},
+         "--layer-split 3,8: the last value (8) must be the model's last layer, 7 (8 layers, 0..7)"},
+        {"plan_layer_split_err_equal", 3, ENGINE_SPLIT_LAYER, 3, {3, 3, 7},
+         "--layer-split 3,3,7: value 2 (3) is not above the one before it; each device's last layer is above the "
+         "previous device's, so that every device holds at least one layer"},
+        {"plan_layer_split_err_decreasing", 3, ENGINE_SPLIT_LAYER, 3, {5, 2, 7},
+         "--layer-split 5,2,7: value 2 (2) is not above the one before it"},
+        {"plan_layer_split_err_negative", 2, ENGINE_SPLIT_LAYER, 2, {-1, 7},
+         "--layer-split -1,7: value 1 (-1) is negative"},
+        {"plan_layer_split_err_devices", 3, ENGINE_SPLIT_LAYER, 2, {0, 3, 7},
+         "--layer-split 0,3,7: 3 devices named, but only 2 are used; give one last layer per device"},
+        {"plan_layer_split_err_row", 2, ENGINE_SPLIT_ROW, 2, {3, 7},
+         "--layer-split 3,7: only for -sm layer, and -sm row was given; drop one of the two flags"},
+        {"plan_layer_split_err_none", 2, ENGINE_SPLIT_NONE, 2, {3, 7},
+         "--layer-split 3,7: only for -sm layer, and -sm none was given; drop one of the two flags"},
+    };
+    for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
+        s = layer_split(bad[i].n, bad[i].last);
+        s.split_mode = bad[i].mode;
+        rc = plan(&p, &m, &s, bad[i].n_visible, 8192);
+        CHECK(rc == -1 && !strncmp(err, bad[i].want, strlen(bad[i].want)), bad[i].name, "rc %d: %s", rc, err);
+    }
+    /* The same checks without devices (the CPU paths use them so that a machine without a GPU
+     * refuses the same lists). */
+    s = layer_split(3, (const int32_t[]){0, 3, 6});
+    CHECK(engine_split_check_layers(&s, 8, err, sizeof err) == -1 && strstr(err, "must be the model's last layer, 7"),
+          "plan_layer_split_check_no_devices", "%s", err);
+    s = layer_split(3, (const int32_t[]){0, 3, 7});
+    CHECK(engine_split_check_layers(&s, 8, err, sizeof err) == 0, "plan_layer_split_check_ok", "%s", err);
+    s.n_gpu_layers = 0;
+    CHECK(engine_split_check_layers(&s, 8, err, sizeof err) == -1 && strstr(err, "-ngl 0"),
+          "plan_layer_split_check_ngl0", "%s", err);
+    s = split(ENGINE_SPLIT_ROW);
+    CHECK(engine_split_check_layers(&s, 8, err, sizeof err) == 0, "plan_layer_split_check_empty", "%s", err);
+    llama_model_free(&m);
+}
+
 static void test_names(void) {
     CHECK(engine_split_parse("none") == ENGINE_SPLIT_NONE && engine_split_parse("layer") == ENGINE_SPLIT_LAYER &&
           engine_split_parse("row") == ENGINE_SPLIT_ROW && engine_split_parse("rows") == -1 &&
@@ -477,6 +590,7 @@ int main(void) {
     test_errors(&m8);
     test_fit(&m8, &m70);
     test_describe(&m8, &m70);
+    test_layer_split(&m8);
     test_real_files();
     llama_model_free(&m8);
     llama_model_free(&m70);
