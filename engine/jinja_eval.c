@@ -445,6 +445,7 @@ jinja_value jinja_eval(jinja_ctx *c, const jinja_node *n) {
     case N_NAME: r = lookup(c, c->scope, n->s); break;
     case N_LIST: case N_TUPLE:
         r = jv_list(c, n->n_kids);
+        r.l->tuple = n->type == N_TUPLE;
         for (size_t i = 0; i < n->n_kids; i++) jv_list_push(c, r.l, jinja_eval(c, n->kids[i]));
         break;
     case N_DICT:

@@ -324,6 +324,7 @@ static jinja_value do_sort(jinja_ctx *c, jinja_value v, const jinja_args *a, boo
         jinja_value item = items->v[i], key = item;
         if (dictsort) {
             jinja_value pair = jv_list(c, 2);
+            pair.l->tuple = true;
             jv_list_push(c, pair.l, item);
             jv_list_push(c, pair.l, v.d->e[i].v);
             key = pair.l->v[by_value ? 1 : 0];
@@ -470,6 +471,7 @@ static jinja_value do_items(jinja_ctx *c, jinja_value v) {
     if (v.kind != JV_DICT) jinja_error(c, "items needs a mapping, not %s", jv_type_name(v));
     for (size_t i = 0; i < v.d->n; i++) {
         jinja_value pair = jv_list(c, 2);
+        pair.l->tuple = true;
         jv_list_push(c, pair.l, jv_entry_key(&v.d->e[i]));
         jv_list_push(c, pair.l, v.d->e[i].v);
         jv_list_push(c, out.l, pair);
@@ -603,7 +605,8 @@ bool jinja_test_exists(const char *name) {
 
 bool jinja_test(jinja_ctx *c, const char *t, jinja_value v, const jinja_args *a) {
     jinja_step(c);
-    jinja_value x = jinja_arg(c, a, 0, "value", jv_undef(c, "test '%s' needs an argument", t));
+    if (!jinja_test_exists(t)) jinja_error(c, "no test named '%s'", t);
+    jinja_value x = jinja_arg(c, a, 0, "value", jv_none());
     if (is(t, "defined")) return v.kind != JV_UNDEF;
     if (is(t, "undefined")) return v.kind == JV_UNDEF;
     if (is(t, "none")) return v.kind == JV_NONE;
@@ -650,8 +653,8 @@ bool jinja_test(jinja_ctx *c, const char *t, jinja_value v, const jinja_args *a)
         default: return jv_equal(v, x);
         }
     }
-    if (x.kind == JV_UNDEF && a->n_args == 0 && a->n_kw == 0 && x.s.n && x.s.p[0] == 't')
-        jinja_error(c, "test '%s' needs an argument", t);
+    /* the rest compare with an argument */
+    if (a->n_args == 0 && a->n_kw == 0) jinja_error(c, "test '%s' needs an argument", t);
     if (is(t, "eq") || is(t, "equalto") || is(t, "==")) return jv_equal(v, x);
     if (is(t, "ne") || is(t, "!=")) return !jv_equal(v, x);
     if (is(t, "lt") || is(t, "lessthan") || is(t, "<")) return jv_compare(c, v, x) < 0;

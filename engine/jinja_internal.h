@@ -58,7 +58,8 @@ typedef struct {
     };
 } jinja_value;
 
-struct jinja_list { jinja_value *v; size_t n, cap; bool frozen; };
+/* tuple: made as a Python tuple (a literal, dict.items() pairs): prints as (a, b) */
+struct jinja_list { jinja_value *v; size_t n, cap; bool frozen, tuple; };
 /* k/kn: the key's text. key: JV_UNDEF for a string key (the usual case), else the key itself
  * (an int or other scalar, as dict literals in templates may use). */
 typedef struct { const char *k; size_t kn; jinja_value v; jinja_value key; } jinja_entry;

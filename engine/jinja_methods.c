@@ -383,6 +383,7 @@ jinja_value jinja_method_call(jinja_ctx *c, jinja_value self, const char *m, con
                 jv_list_push(c, out.l, self.d->e[i].v);
             } else {
                 jinja_value pair = jv_list(c, 2);
+                pair.l->tuple = true;
                 jv_list_push(c, pair.l, k);
                 jv_list_push(c, pair.l, self.d->e[i].v);
                 jv_list_push(c, out.l, pair);

@@ -389,12 +389,13 @@ void jv_str_append(jinja_ctx *c, jinja_buf *b, jinja_value v, bool repr) {
     case JV_FLOAT: return float_append(c, b, v.f, false);
     case JV_STR: return repr ? repr_str(c, b, v.s.p, v.s.n) : jinja_buf_add(c, b, v.s.p, v.s.n);
     case JV_LIST:
-        jinja_buf_addc(c, b, '[');
+        jinja_buf_addc(c, b, v.l->tuple ? '(' : '[');
         for (size_t i = 0; i < v.l->n; i++) {
             if (i) jinja_buf_add(c, b, ", ", 2);
             jv_str_append(c, b, v.l->v[i], true);
         }
-        return jinja_buf_addc(c, b, ']');
+        if (v.l->tuple && v.l->n == 1) jinja_buf_addc(c, b, ',');
+        return jinja_buf_addc(c, b, v.l->tuple ? ')' : ']');
     case JV_NS:
         jinja_buf_add(c, b, "<Namespace ", 11);
         /* fall through */
