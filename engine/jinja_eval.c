@@ -138,6 +138,8 @@ jinja_value jinja_getitem(jinja_ctx *c, jinja_value obj, jinja_value key) {
     } else if (key.kind == JV_STR) {
         return jinja_getattr(c, obj, key.s.p, key.s.n);
     }
+    if (key.kind == JV_INT && (obj.kind == JV_LIST || obj.kind == JV_STR))
+        return jv_undef(c, "%s has no element %lld", obj.kind == JV_LIST ? "list object" : "str object", (long long)key.i);
     jinja_buf b = {0};
     jv_str_append(c, &b, key, true);
     return jv_undef(c, "'%s' has no attribute %s", object_name(obj), b.p ? b.p : "");
