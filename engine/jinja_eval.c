@@ -125,7 +125,7 @@ jinja_value jinja_getitem(jinja_ctx *c, jinja_value obj, jinja_value key) {
         if (v) return *v;
         if (key.kind == JV_STR && jinja_method_exists(obj, key.s.p, key.s.n))
             return bound_method(c, obj, key.s.p, key.s.n);
-    } else if (obj.kind == JV_LIST && key.kind == JV_INT) {
+    } else if (obj.kind == JV_LIST && key.kind == JV_INT && !obj.l->lazy) {
         int64_t i = norm_index(key.i, obj.l->n);
         if (i >= 0) return obj.l->v[i];
     } else if (obj.kind == JV_STR && key.kind == JV_INT) {
@@ -138,6 +138,7 @@ jinja_value jinja_getitem(jinja_ctx *c, jinja_value obj, jinja_value key) {
     } else if (key.kind == JV_STR) {
         return jinja_getattr(c, obj, key.s.p, key.s.n);
     }
+    if (obj.kind == JV_LIST && obj.l->lazy) return jv_undef(c, "'generator' object is not subscriptable");
     if (key.kind == JV_INT && (obj.kind == JV_LIST || obj.kind == JV_STR))
         return jv_undef(c, "%s has no element %lld", obj.kind == JV_LIST ? "list object" : "str object", (long long)key.i);
     jinja_buf b = {0};
@@ -322,10 +323,17 @@ static jinja_value arith(jinja_ctx *c, int op, jinja_value a, jinja_value b) {
         }
     }
     if (op == OP_ADD && a.kind == JV_STR && b.kind == JV_STR) {
+        /* Markup + str and str + Markup escape the plain side (markupsafe), as
+         * "'...'|safe + name" does in real templates */
+        bool safe = a.safe || b.safe;
+        if (safe && !a.safe) a = jinja_escape(c, a);
+        if (safe && !b.safe) b = jinja_escape(c, b);
         jinja_buf s = {0};
         jinja_buf_add(c, &s, a.s.p, a.s.n);
         jinja_buf_add(c, &s, b.s.p, b.s.n);
-        return jinja_buf_value(&s);
+        jinja_value r = jinja_buf_value(&s);
+        r.safe = safe;
+        return r;
     }
     if (op == OP_ADD && a.kind == JV_LIST && b.kind == JV_LIST) {
         jinja_value out = jv_list(c, a.l->n + b.l->n);

@@ -46,7 +46,9 @@ static size_t length(jinja_ctx *c, jinja_value v) {
     switch (v.kind) {
     case JV_UNDEF: return 0;
     case JV_STR: return jinja_utf8_len(v.s.p, v.s.n);
-    case JV_LIST: return v.l->n;
+    case JV_LIST:
+        if (v.l->lazy) jinja_error(c, "object of type 'generator' has no len() (add |list before |length)");
+        return v.l->n;
     case JV_DICT: return v.d->n;
     default: jinja_error(c, "object of type '%s' has no len()", jv_type_name(v));
     }
@@ -168,8 +170,10 @@ static jinja_value do_tojson(jinja_ctx *c, jinja_value v, const jinja_args *a) {
         item_sep = jinja_strndup(c->arena, sep.l->v[0].s.p, sep.l->v[0].s.n);
         key_sep = jinja_strndup(c->arena, sep.l->v[1].s.p, sep.l->v[1].s.n);
     }
+    jinja_json_opts o = {indent, item_sep, key_sep, jv_truthy(jinja_arg(c, a, 3, "sort_keys", jv_bool(false))),
+                         jv_truthy(jinja_arg(c, a, 0, "ensure_ascii", jv_bool(false)))};
     jinja_buf b = {0};
-    jv_json_append(c, &b, v, indent, item_sep, key_sep, jv_truthy(jinja_arg(c, a, 3, "sort_keys", jv_bool(false))), 0);
+    jv_json_append(c, &b, v, &o, 0);
     return jinja_buf_value(&b);
 }
 
@@ -435,7 +439,7 @@ static jinja_value do_center(jinja_ctx *c, jinja_value s, int64_t width) {
     return jinja_buf_value(&b);
 }
 
-static jinja_value do_escape(jinja_ctx *c, jinja_value s) {
+jinja_value jinja_escape(jinja_ctx *c, jinja_value s) {
     jinja_buf b = {0};
     for (size_t i = 0; i < s.s.n; i++) {
         switch (s.s.p[i]) {
@@ -481,6 +485,11 @@ static jinja_value do_items(jinja_ctx *c, jinja_value v) {
 
 static bool is(const char *a, const char *b) { return !strcmp(a, b); }
 
+static jinja_value lazy(jinja_value v) {
+    v.l->lazy = true;
+    return v;
+}
+
 static const char *const filter_names[] = {
     "abs", "attr", "batch", "capitalize", "center", "count", "d", "default", "dictsort", "e", "escape",
     "first", "float", "format", "indent", "int", "items", "join", "last", "length", "list", "lower", "map",
@@ -503,7 +512,11 @@ jinja_value jinja_filter(jinja_ctx *c, const char *f, jinja_value v, const jinja
     }
     if (is(f, "length") || is(f, "count")) return jv_int((int64_t)length(c, v));
     if (is(f, "tojson")) return do_tojson(c, v, a);
-    if (is(f, "safe")) return v;
+    if (is(f, "safe")) {
+        jinja_value s = jv_to_str(c, v);
+        s.safe = true;
+        return s;
+    }
     if (is(f, "string")) return jv_to_str(c, v);
     if (is(f, "list")) {
         jinja_list *items = jinja_iterate(c, v);
@@ -511,16 +524,16 @@ jinja_value jinja_filter(jinja_ctx *c, const char *f, jinja_value v, const jinja
         for (size_t i = 0; i < items->n; i++) jv_list_push(c, out.l, items->v[i]);
         return out;
     }
-    if (is(f, "items")) return do_items(c, v);
+    if (is(f, "items")) return lazy(do_items(c, v));
     if (is(f, "join")) return do_join(c, v, a);
-    if (is(f, "map")) return do_map(c, v, a);
-    if (is(f, "select") || is(f, "reject")) return do_select(c, v, a, false, is(f, "select"));
-    if (is(f, "selectattr") || is(f, "rejectattr")) return do_select(c, v, a, true, is(f, "selectattr"));
+    if (is(f, "map")) return lazy(do_map(c, v, a));
+    if (is(f, "select") || is(f, "reject")) return lazy(do_select(c, v, a, false, is(f, "select")));
+    if (is(f, "selectattr") || is(f, "rejectattr")) return lazy(do_select(c, v, a, true, is(f, "selectattr")));
     if (is(f, "sort")) return do_sort(c, v, a, false);
     if (is(f, "dictsort")) return do_sort(c, v, a, true);
-    if (is(f, "unique")) return do_unique(c, v, a);
+    if (is(f, "unique")) return lazy(do_unique(c, v, a));
     if (is(f, "min") || is(f, "max")) return do_minmax(c, v, a, is(f, "max"));
-    if (is(f, "batch")) return do_batch(c, v, a);
+    if (is(f, "batch")) return lazy(do_batch(c, v, a));
     if (is(f, "int")) return do_int(c, v, a);
     if (is(f, "float")) return do_float(c, v, a);
     if (is(f, "round")) return do_round(c, v, a);
@@ -529,6 +542,7 @@ jinja_value jinja_filter(jinja_ctx *c, const char *f, jinja_value v, const jinja
         return jinja_getattr(c, v, n.s.p, n.s.n);
     }
     if (is(f, "first") || is(f, "last")) {
+        if (is(f, "last") && v.kind == JV_LIST && v.l->lazy) jinja_error(c, "'generator' object is not reversible");
         jinja_list *items = jinja_iterate(c, v);
         if (!items->n) return jv_undef(c, "No %s item, sequence was empty.", f);
         return items->v[is(f, "first") ? 0 : items->n - 1];
@@ -543,7 +557,7 @@ jinja_value jinja_filter(jinja_ctx *c, const char *f, jinja_value v, const jinja
         jinja_list *items = jinja_iterate(c, v);
         jinja_value out = jv_list(c, items->n);
         for (size_t i = items->n; i-- > 0;) jv_list_push(c, out.l, items->v[i]);
-        return out;
+        return lazy(out);
     }
     if (is(f, "sum")) {
         jinja_value attr = jinja_arg(c, a, 0, "attribute", jv_none()), acc = jinja_arg(c, a, 1, "start", jv_int(0));
@@ -584,7 +598,12 @@ jinja_value jinja_filter(jinja_ctx *c, const char *f, jinja_value v, const jinja
     }
     if (is(f, "indent")) return do_indent(c, v, a);
     if (is(f, "center")) return do_center(c, s, need_int(c, jinja_arg(c, a, 0, "width", jv_int(80)), "center's width"));
-    if (is(f, "escape") || is(f, "e")) return do_escape(c, s);
+    if (is(f, "escape") || is(f, "e")) {
+        if (s.safe) return s;
+        jinja_value r = jinja_escape(c, s);
+        r.safe = true;
+        return r;
+    }
     if (is(f, "wordcount")) return do_wordcount(c, s);
     jinja_error(c, "no filter named '%s'", f);
 }

@@ -47,6 +47,7 @@ typedef struct jinja_func jinja_func;
  * ("'x' is undefined") for the error raised when it is used. */
 typedef struct {
     jinja_kind kind;
+    bool safe;            /* JV_STR: a markupsafe Markup (from |safe, |escape): "+" escapes the other side */
     union {
         bool b;
         int64_t i;
@@ -58,8 +59,11 @@ typedef struct {
     };
 } jinja_value;
 
-/* tuple: made as a Python tuple (a literal, dict.items() pairs): prints as (a, b) */
-struct jinja_list { jinja_value *v; size_t n, cap; bool frozen, tuple; };
+/* tuple: made as a Python tuple (a literal, dict.items() pairs): prints as (a, b).
+ * lazy: a generator in jinja2 (what map, select, reject, selectattr, rejectattr, items, batch,
+ * unique and reverse return): always true, no len(), not JSON serializable, not subscriptable;
+ * |list makes a list of it. */
+struct jinja_list { jinja_value *v; size_t n, cap; bool frozen, tuple, lazy; };
 /* k/kn: the key's text. key: JV_UNDEF for a string key (the usual case), else the key itself
  * (an int or other scalar, as dict literals in templates may use). */
 typedef struct { const char *k; size_t kn; jinja_value v; jinja_value key; } jinja_entry;
@@ -203,10 +207,14 @@ double jv_as_double(jinja_value v);
 /* str(v) and repr(v) as Python writes them (None, True, 1.0, ['a'], {'k': 1}). */
 void jv_str_append(jinja_ctx *c, jinja_buf *b, jinja_value v, bool repr);
 jinja_value jv_to_str(jinja_ctx *c, jinja_value v);
-/* json.dumps(v, ensure_ascii=False, indent, separators, sort_keys), as transformers' tojson.
- * indent < 0: none. */
-void jv_json_append(jinja_ctx *c, jinja_buf *b, jinja_value v, int indent, const char *item_sep,
-                    const char *key_sep, bool sort_keys, int level);
+/* json.dumps(v, ensure_ascii, indent, separators, sort_keys), as transformers' tojson calls it
+ * (ensure_ascii false by default there). indent < 0: none. */
+typedef struct {
+    int indent;
+    const char *item_sep, *key_sep;
+    bool sort_keys, ascii;
+} jinja_json_opts;
+void jv_json_append(jinja_ctx *c, jinja_buf *b, jinja_value v, const jinja_json_opts *o, int level);
 jinja_value jv_from_cjson(jinja_ctx *c, const void *cjson);   /* frozen lists and dicts */
 
 void jinja_buf_add(jinja_ctx *c, jinja_buf *b, const char *p, size_t n);
@@ -252,6 +260,8 @@ jinja_value jinja_arg(jinja_ctx *c, const jinja_args *a, size_t i, const char *n
 void jinja_args_check(jinja_ctx *c, const jinja_args *a, const char *what, const char *const *names);
 
 jinja_value jinja_filter(jinja_ctx *c, const char *name, jinja_value v, const jinja_args *a);
+/* markupsafe's escape: & < > " ' as entities. */
+jinja_value jinja_escape(jinja_ctx *c, jinja_value s);
 bool jinja_test(jinja_ctx *c, const char *name, jinja_value v, const jinja_args *a);
 bool jinja_test_exists(const char *name);
 /* A method of a str, list or dict (x.strip, d.items, l.append); found: 1 and *out. */

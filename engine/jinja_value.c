@@ -243,7 +243,7 @@ bool jv_truthy(jinja_value v) {
     case JV_INT: return v.i != 0;
     case JV_FLOAT: return v.f != 0;
     case JV_STR: return v.s.n != 0;
-    case JV_LIST: return v.l->n != 0;
+    case JV_LIST: return v.l->lazy || v.l->n != 0;
     case JV_DICT: return v.d->n != 0;
     case JV_NS: case JV_FUNC: return true;
     }
@@ -389,6 +389,7 @@ void jv_str_append(jinja_ctx *c, jinja_buf *b, jinja_value v, bool repr) {
     case JV_FLOAT: return float_append(c, b, v.f, false);
     case JV_STR: return repr ? repr_str(c, b, v.s.p, v.s.n) : jinja_buf_add(c, b, v.s.p, v.s.n);
     case JV_LIST:
+        if (v.l->lazy) return jinja_buf_add(c, b, "<generator object>", 18);
         jinja_buf_addc(c, b, v.l->tuple ? '(' : '[');
         for (size_t i = 0; i < v.l->n; i++) {
             if (i) jinja_buf_add(c, b, ", ", 2);
@@ -425,15 +426,31 @@ jinja_value jv_to_str(jinja_ctx *c, jinja_value v) {
     return jinja_buf_value(&b);
 }
 
-static void json_str(jinja_ctx *c, jinja_buf *b, const char *p, size_t n) {
+static void json_str(jinja_ctx *c, jinja_buf *b, const char *p, size_t n, bool ascii) {
     jinja_buf_addc(c, b, '"');
     size_t run = 0;
     for (size_t i = 0; i < n; i++) {
         unsigned char ch = (unsigned char)p[i];
+        char esc[16];
+        if (ascii && ch >= 0x80) {  /* \uXXXX, a surrogate pair above U+FFFF, as Python */
+            jinja_buf_add(c, b, p + run, i - run);
+            uint32_t cp;
+            size_t k = unicode_decode(p + i, n - i, &cp);
+            if (cp == UNICODE_INVALID) cp = 0xFFFD;
+            if (cp > 0xFFFF) {
+                cp -= 0x10000;
+                jinja_buf_add(c, b, esc, (size_t)snprintf(esc, sizeof esc, "\\u%04x\\u%04x", 0xD800 + (cp >> 10),
+                                                           0xDC00 + (cp & 0x3FF)));
+            } else {
+                jinja_buf_add(c, b, esc, (size_t)snprintf(esc, sizeof esc, "\\u%04x", cp));
+            }
+            i += k - 1;
+            run = i + 1;
+            continue;
+        }
         if (ch >= 32 && ch != '"' && ch != '\\') continue;
         jinja_buf_add(c, b, p + run, i - run);
         run = i + 1;
-        char esc[8];
         switch (ch) {
         case '"': jinja_buf_add(c, b, "\\\"", 2); break;
         case '\\': jinja_buf_add(c, b, "\\\\", 2); break;
@@ -461,8 +478,9 @@ static int entry_cmp(const void *x, const void *y) {
     return r ? r : (a->kn > b->kn) - (a->kn < b->kn);
 }
 
-void jv_json_append(jinja_ctx *c, jinja_buf *b, jinja_value v, int indent, const char *item_sep,
-                    const char *key_sep, bool sort_keys, int level) {
+void jv_json_append(jinja_ctx *c, jinja_buf *b, jinja_value v, const jinja_json_opts *o, int level) {
+    int indent = o->indent;
+    const char *item_sep = o->item_sep, *key_sep = o->key_sep;
     char num[32];
     if (level > c->lim.max_depth) jinja_error(c, "tojson: value nested deeper than %d levels", c->lim.max_depth);
     switch (v.kind) {
@@ -470,14 +488,15 @@ void jv_json_append(jinja_ctx *c, jinja_buf *b, jinja_value v, int indent, const
     case JV_BOOL: return v.b ? jinja_buf_add(c, b, "true", 4) : jinja_buf_add(c, b, "false", 5);
     case JV_INT: return jinja_buf_add(c, b, num, (size_t)snprintf(num, sizeof num, "%lld", (long long)v.i));
     case JV_FLOAT: return float_append(c, b, v.f, true);
-    case JV_STR: return json_str(c, b, v.s.p, v.s.n);
+    case JV_STR: return json_str(c, b, v.s.p, v.s.n, o->ascii);
     case JV_LIST:
+        if (v.l->lazy) jinja_error(c, "tojson: Object of type generator is not JSON serializable (add |list)");
         if (!v.l->n) return jinja_buf_add(c, b, "[]", 2);
         jinja_buf_addc(c, b, '[');
         for (size_t i = 0; i < v.l->n; i++) {
             if (i) jinja_buf_add(c, b, item_sep, strlen(item_sep));
             if (indent >= 0) json_newline(c, b, indent, level + 1);
-            jv_json_append(c, b, v.l->v[i], indent, item_sep, key_sep, sort_keys, level + 1);
+            jv_json_append(c, b, v.l->v[i], o, level + 1);
         }
         if (indent >= 0) json_newline(c, b, indent, level);
         return jinja_buf_addc(c, b, ']');
@@ -485,14 +504,14 @@ void jv_json_append(jinja_ctx *c, jinja_buf *b, jinja_value v, int indent, const
         if (!v.d->n) return jinja_buf_add(c, b, "{}", 2);
         const jinja_entry **order = jinja_alloc(c->arena, v.d->n * sizeof *order);
         for (size_t i = 0; i < v.d->n; i++) order[i] = &v.d->e[i];
-        if (sort_keys) qsort(order, v.d->n, sizeof *order, entry_cmp);
+        if (o->sort_keys) qsort(order, v.d->n, sizeof *order, entry_cmp);
         jinja_buf_addc(c, b, '{');
         for (size_t i = 0; i < v.d->n; i++) {
             if (i) jinja_buf_add(c, b, item_sep, strlen(item_sep));
             if (indent >= 0) json_newline(c, b, indent, level + 1);
-            json_str(c, b, order[i]->k, order[i]->kn);
+            json_str(c, b, order[i]->k, order[i]->kn, o->ascii);
             jinja_buf_add(c, b, key_sep, strlen(key_sep));
-            jv_json_append(c, b, order[i]->v, indent, item_sep, key_sep, sort_keys, level + 1);
+            jv_json_append(c, b, order[i]->v, o, level + 1);
         }
         if (indent >= 0) json_newline(c, b, indent, level);
         return jinja_buf_addc(c, b, '}');

@@ -2,13 +2,16 @@
  * control, loops, macros, namespaces, slicing and tojson against outputs jinja2 gives
  * (tests/golden/jinja_cases.inc, made by scripts/jinja_cases.py); errors with line:column; the
  * render's bounds; and the 290 renders of ../shared/golden/chat (58 real templates x 5
- * conversations, byte-exact against transformers' apply_chat_template). */
+ * conversations, byte-exact against transformers' apply_chat_template), and the same templates
+ * with harder conversations (tests/golden/chat_extra_cases.json: tools, tool calls, documents,
+ * thinking, content parts) against checksums of transformers' renders (chat_extra.crc). */
 #include <cjson/cJSON.h>
 #include <dirent.h>
 #include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <zlib.h>
 
 #include "engine/jinja.h"
 #include "tests/unit/test.h"
@@ -203,10 +206,66 @@ static void test_golden(void) {
     free(cases_text);
 }
 
+/* The templates with tests/golden/chat_extra_cases.json against tests/golden/chat_extra.crc
+ * (scripts/chat_extra_golden.py): length and CRC-32 of each render, or "raises". */
+static void test_golden_extra(void) {
+    setenv("SOURCE_DATE_EPOCH", "1768435200", 1);
+    size_t n;
+    char *cases_text = slurp("tests/golden/chat_extra_cases.json", &n);
+    char *crc = slurp("tests/golden/chat_extra.crc", &n);
+    cJSON *cs = cases_text ? cJSON_Parse(cases_text) : NULL;
+    if (!cs || !crc) {
+        CHECK(0, "jinja extra chat conversations", "cannot read tests/golden/chat_extra_cases.json or chat_extra.crc");
+        free(cases_text);
+        free(crc);
+        cJSON_Delete(cs);
+        return;
+    }
+    int total = 0, bad = 0, raised = 0;
+    char first_bad[1400] = "", *save = NULL;
+    for (char *line = strtok_r(crc, "\n", &save); line; line = strtok_r(NULL, "\n", &save)) {
+        char key[200], want[32] = "", want_crc[16] = "";
+        if (sscanf(line, "%199s %31s %15s", key, want, want_crc) < 2) continue;
+        char *dot = strrchr(key, '.');
+        if (!dot) continue;
+        *dot = 0;
+        const cJSON *c = cJSON_GetObjectItemCaseSensitive(cs, dot + 1);
+        char path[256], err[1024];
+        snprintf(path, sizeof path, "golden/chat/templates/%s.jinja", key);
+        size_t tn, on = 0;
+        char *src = slurp(test_shared(path), &tn);
+        jinja_template *t = src ? jinja_parse(src, tn, err, sizeof err) : NULL;
+        char *out = t && c ? jinja_render(t, c, NULL, &on, err, sizeof err) : NULL;
+        bool ok;
+        total++;
+        if (!strcmp(want, "raises")) {
+            ok = !out;
+            raised += ok;
+        } else {
+            char got[16];
+            snprintf(got, sizeof got, "%08lx", out ? crc32(0, (const Bytef *)out, (uInt)on) : 0ul);
+            ok = out && (size_t)strtoull(want, NULL, 10) == on && !strcmp(got, want_crc);
+        }
+        if (!ok && !bad++)
+            snprintf(first_bad, sizeof first_bad, "%s.%s: %s", key, dot + 1,
+                     !t || !c ? "cannot load" : out ? "text differs" : err);
+        free(out);
+        jinja_free(t);
+        free(src);
+    }
+    CHECK(total == 580 && bad == 0, "jinja extra chat conversations (tools, documents, thinking): 580 renders as transformers",
+          "%d of %d differ; first: %s", bad, total, first_bad);
+    CHECK(raised == 66, "jinja extra chat conversations: the 66 that raise in transformers are refused", "%d", raised);
+    cJSON_Delete(cs);
+    free(cases_text);
+    free(crc);
+}
+
 int main(void) {
     test_cases();
     test_errors();
     test_limits();
     test_golden();
+    test_golden_extra();
     return test_done();
 }
