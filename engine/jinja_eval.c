@@ -596,6 +596,8 @@ static void exec_for(jinja_ctx *c, jinja_scope *s, const jinja_node *n, int *flo
         jv_dict_set(c, d, "previtem", 8, i ? items->v[i - 1] : jv_undef(c, "there is no previous item"));
         jv_dict_set(c, d, "nextitem", 8, i + 1 < len ? items->v[i + 1] : jv_undef(c, "there is no next item"));
         jv_dict_set(c, d, "cycle", 5, cycle);
+        /* each iteration starts afresh: what the body set in the last one is gone (jinja2) */
+        ls->vars.n = 0;
         jv_dict_set(c, &ls->vars, "loop", 4, loop);
         assign(c, ls, n->a, items->v[i]);
         int f = EXEC_NORMAL;

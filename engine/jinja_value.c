@@ -267,7 +267,7 @@ bool jv_equal(jinja_value a, jinja_value b) {
     case JV_UNDEF: case JV_NONE: return true;
     case JV_STR: return a.s.n == b.s.n && !memcmp(a.s.p, b.s.p, a.s.n);
     case JV_LIST:
-        if (a.l->n != b.l->n) return false;
+        if (a.l->n != b.l->n || a.l->tuple != b.l->tuple) return false;  /* (1, 2) != [1, 2] */
         for (size_t i = 0; i < a.l->n; i++)
             if (!jv_equal(a.l->v[i], b.l->v[i])) return false;
         return true;
@@ -382,7 +382,7 @@ static void repr_str(jinja_ctx *c, jinja_buf *b, const char *p, size_t n) {
 void jv_str_append(jinja_ctx *c, jinja_buf *b, jinja_value v, bool repr) {
     char num[32];
     switch (v.kind) {
-    case JV_UNDEF: return;
+    case JV_UNDEF: return repr ? jinja_buf_add(c, b, "Undefined", 9) : (void)0;
     case JV_NONE: return jinja_buf_add(c, b, "None", 4);
     case JV_BOOL: return v.b ? jinja_buf_add(c, b, "True", 4) : jinja_buf_add(c, b, "False", 5);
     case JV_INT: return jinja_buf_add(c, b, num, (size_t)snprintf(num, sizeof num, "%lld", (long long)v.i));
@@ -632,6 +632,11 @@ jinja_value jinja_str_case(jinja_ctx *c, jinja_value s, char mode) {
         }
         }
         first = false;
+        if (cp == 0xDF && mode == 'u') {  /* ß has no capital: SS, as Python */
+            jinja_buf_add(c, &b, "SS", 2);
+            i += k;
+            continue;
+        }
         char u[4];
         jinja_buf_add(c, &b, u, unicode_encode(out, u));
         i += k;
