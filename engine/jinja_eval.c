@@ -581,6 +581,7 @@ static void exec_for(jinja_ctx *c, jinja_scope *s, const jinja_node *n, int *flo
     cycle.fn->name = "cycle";
     cycle.fn->self = loop;
     size_t len = items->n;
+    bool completed = false;
     for (size_t i = 0; i < len; i++) {
         jinja_step(c);
         jinja_dict *d = loop.d;
@@ -603,7 +604,11 @@ static void exec_for(jinja_ctx *c, jinja_scope *s, const jinja_node *n, int *flo
         int f = EXEC_NORMAL;
         exec_body(c, ls, n->kids[0], &f);
         if (f == EXEC_BREAK) break;
+        completed = completed || f == EXEC_NORMAL;
     }
+    /* jinja2 runs else unless an iteration reached the end of its body: a loop left by break
+     * or continue in every iteration runs it too */
+    if (!completed && n->n_kids2) exec_body(c, s, n->kids2[0], flow);
     (void)flow;
 }
 

@@ -399,10 +399,15 @@ static jinja_value do_round(jinja_ctx *c, jinja_value v, const jinja_args *a) {
     if (m.kind == JV_STR && m.s.n == 4 && !memcmp(m.s.p, "ceil", 4)) r = ceil(x * p) / p;
     else if (m.kind == JV_STR && m.s.n == 5 && !memcmp(m.s.p, "floor", 5)) r = floor(x * p) / p;
     else if (m.kind == JV_STR && m.s.n == 6 && !memcmp(m.s.p, "common", 6)) {
-        /* Python's round(): half to even on the decimal value */
-        double y = x * p, fl = floor(y), diff = y - fl;
-        r = diff > 0.5 ? fl + 1 : diff < 0.5 ? fl : (fmod(fl, 2) == 0 ? fl : fl + 1);
-        r /= p;
+        /* Python's round() rounds the exact binary value, half to even: so does printf */
+        if (prec >= 0 && isfinite(x)) {
+            char buf[400];
+            snprintf(buf, sizeof buf, "%.*f", (int)(prec > 300 ? 300 : prec), x);
+            r = strtod(buf, NULL);
+        } else {
+            double y = x * p, fl = floor(y), diff = y - fl;
+            r = (diff > 0.5 ? fl + 1 : diff < 0.5 ? fl : (fmod(fl, 2) == 0 ? fl : fl + 1)) / p;
+        }
     } else {
         jinja_error(c, "round's method must be common, ceil or floor");
     }
@@ -538,7 +543,10 @@ jinja_value jinja_filter(jinja_ctx *c, const char *f, jinja_value v, const jinja
     if (is(f, "float")) return do_float(c, v, a);
     if (is(f, "round")) return do_round(c, v, a);
     if (is(f, "attr")) {
+        /* Python's getattr only: a dict's keys are not its attributes */
         jinja_value n = need_str(c, jinja_arg(c, a, 0, "name", jv_none()), "attr's name");
+        if (v.kind == JV_DICT && !jinja_method_exists(v, n.s.p, n.s.n))
+            return jv_undef(c, "'dict object' has no attribute '%.*s'", (int)n.s.n, n.s.p);
         return jinja_getattr(c, v, n.s.p, n.s.n);
     }
     if (is(f, "first") || is(f, "last")) {

@@ -202,7 +202,18 @@ static jinja_value format(jinja_ctx *c, jinja_value fmt, const jinja_args *a) {
         }
         jinja_buf piece = {0};
         char num[400];
-        if (type && strchr("fFeEgG%", type) && jv_is_number(v)) {
+        if (type && strchr("xXob", type) && (v.kind == JV_INT || v.kind == JV_BOOL)) {
+            unsigned long long x = (unsigned long long)(v.kind == JV_INT ? v.i : v.b);
+            bool neg = v.kind == JV_INT && v.i < 0;
+            if (neg) x = 0 - x;
+            char digits[72];
+            int k = 0;
+            unsigned base = type == 'o' ? 8 : type == 'b' ? 2 : 16;
+            do digits[k++] = "0123456789abcdef0123456789ABCDEF"[(x % base) + (type == 'X' ? 16 : 0)];
+            while ((x /= base) && k < 70);
+            if (neg) jinja_buf_addc(c, &piece, '-');
+            while (k > 0) jinja_buf_addc(c, &piece, digits[--k]);
+        } else if (type && strchr("fFeEgG%", type) && jv_is_number(v)) {
             double d = jv_as_double(v) * (type == '%' ? 100 : 1);
             char spec[16];
             snprintf(spec, sizeof spec, "%%.%d%c", prec < 0 ? 6 : prec, type == '%' ? 'f' : type);
@@ -336,6 +347,7 @@ static jinja_value str_method(jinja_ctx *c, jinja_value s, const char *m, const 
         if (!sep.s.n) jinja_error(c, "empty separator");
         const char *at = find(s.s.p, s.s.n, sep.s.p, sep.s.n, m[0] == 'r');
         jinja_value out = jv_list(c, 3);
+        out.l->tuple = true;
         if (!at) {
             jinja_value e = jv_str("", 0);
             jv_list_push(c, out.l, m[0] == 'r' ? e : s);
