@@ -1,7 +1,10 @@
 #!/usr/bin/env python3
 # Expected outputs of the Jinja engine's unit test (tests/unit/test_jinja.c): each case's template
 # rendered by jinja2 exactly as transformers' apply_chat_template does (../shared/tools/
-# chat_golden.py's environment). Writes the C table tests/golden/jinja_cases.inc:
+# chat_golden.py's environment), the named cases below and then every line of
+# tests/golden/jinja_snippets.txt (with SNIPPET_VARS; "\n" in a line is a newline; a snippet
+# that raises in jinja2 gets NULL: mgi must refuse it too). Writes the C table
+# tests/golden/jinja_cases.inc:
 #   python3 scripts/jinja_cases.py > tests/golden/jinja_cases.inc     (needs pip install jinja2)
 import json, os, sys
 sys.path.insert(0, os.path.join(os.environ.get('SHARED', os.path.join(os.path.dirname(__file__), '..', '..', 'shared')), 'tools'))
@@ -62,7 +65,18 @@ cases = [
  ("trailing newline", "x\n", {}),
  ("default boolean", "{{ '' | default('e', true) }}{{ '' | d('f') }}{{ none | default('n') }}", {}),
 ]
+SNIPPET_VARS = {"messages": [{"role": "system", "content": "S"}, {"role": "user", "content": "U1"},
+                             {"role": "assistant", "content": "A1"}, {"role": "user", "content": "U2"}],
+                "xs": [3, 1, 2], "d": {"b": 2, "a": 1}, "s": "Hello, World", "n": None, "e": [],
+                "nested": {"a": {"b": [1, {"c": "deep"}]}}}
+here = os.path.dirname(os.path.abspath(__file__))
+for i, line in enumerate(open(os.path.join(here, "..", "tests", "golden", "jinja_snippets.txt"), encoding="utf-8")):
+    if line.strip():
+        cases.append(("snippet %d" % (i + 1), line.rstrip("\n").replace("\\n", "\n"), SNIPPET_VARS))
+
 def cstr(x):
+    if x is None:
+        return "NULL"
     out = '"'
     for ch in x.encode():
         c = chr(ch)
@@ -80,5 +94,8 @@ pe.filters.update(e.filters); pe.globals.update(e.globals)
 for name, tpl, vars_ in cases:
     # list.append/pop: transformers' immutable sandbox refuses them, mgi allows them on lists the
     # template built (as llama.cpp does): checked against jinja2's mutable sandbox
-    r = (pe if name == "list append" else e).from_string(tpl).render(**vars_)
+    try:
+        r = (pe if name == "list append" else e).from_string(tpl).render(**vars_)
+    except Exception:
+        r = None
     print("    {%s,\n     %s,\n     %s,\n     %s}," % (cstr(name), cstr(tpl), cstr(json.dumps(vars_) if vars_ else "{}"), cstr(r)))
