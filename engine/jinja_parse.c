@@ -1,6 +1,7 @@
 /* Jinja parser: tokens -> syntax tree, following jinja2's grammar and operator precedence
  * (conditional < or < and < not < comparisons < + - < ~ < * / // % < ** < unary - + , with
  * filters, tests, attributes, subscripts and calls binding tightest). */
+#include <stdarg.h>
 #include <stdio.h>
 #include <string.h>
 
@@ -45,26 +46,30 @@ static const char *tok_desc(const jinja_token *t) {
     return "?";
 }
 
-_Noreturn static void fail_at(const parser *P, const jinja_token *t, const char *fmt, const char *arg) {
+__attribute__((format(printf, 3, 4)))
+_Noreturn static void fail_at(const parser *P, const jinja_token *t, const char *fmt, ...) {
     char msg[300];
-    snprintf(msg, sizeof msg, fmt, arg);
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(msg, sizeof msg, fmt, ap);
+    va_end(ap);
     jinja_fail(P->a, t->line, t->col, "syntax error: %s", msg);
 }
 
 static void expect_op(parser *P, const char *op) {
     if (!tok_op(peek(P), op)) {
-        char msg[64];
-        snprintf(msg, sizeof msg, "expected '%s', found %%s", op);
-        fail_at(P, peek(P), msg, tok_desc(peek(P)));
+        char msg[96];
+        snprintf(msg, sizeof msg, "expected '%s', found %s", op, tok_desc(peek(P)));
+        fail_at(P, peek(P), "%s", msg);
     }
     next(P);
 }
 
 static void expect_type(parser *P, jinja_tok_type type, const char *what) {
     if (peek(P)->type != type) {
-        char msg[96];
-        snprintf(msg, sizeof msg, "expected %s, found %%s", what);
-        fail_at(P, peek(P), msg, tok_desc(peek(P)));
+        char msg[128];
+        snprintf(msg, sizeof msg, "expected %s, found %s", what, tok_desc(peek(P)));
+        fail_at(P, peek(P), "%s", msg);
     }
     next(P);
 }
