@@ -643,6 +643,14 @@ static void exec_node(jinja_ctx *c, jinja_scope *s, const jinja_node *n, int *fl
         assign(c, s, n->a, v);
         break;
     }
+    case N_WITH: {
+        jinja_value *v = jinja_alloc(c->arena, (n->n_kids + 1) * sizeof *v);
+        for (size_t i = 0; i < n->n_kids; i++) v[i] = jinja_eval(c, n->kids[i]);
+        jinja_scope *ws = scope_new(c, s);
+        for (size_t i = 0; i < n->n_kids; i++) assign(c, ws, n->kids2[i], v[i]);
+        exec_body(c, ws, n->b, flow);
+        break;
+    }
     case N_FILTERBLOCK:
         jv_str_append(c, c->out, apply_filters(c, n->filters, render_to_string(c, s, n->b)), false);
         break;

@@ -474,6 +474,30 @@ static jinja_value do_wordcount(jinja_ctx *c, jinja_value s) {
     return jv_int(n);
 }
 
+/* jinja2's truncate: longer than length + leeway (5) is cut to length with end, at a word
+ * boundary unless killwords. */
+static jinja_value do_truncate(jinja_ctx *c, jinja_value s, const jinja_args *a) {
+    int64_t length = need_int(c, jinja_arg(c, a, 0, "length", jv_int(255)), "truncate's length");
+    bool killwords = jv_truthy(jinja_arg(c, a, 1, "killwords", jv_bool(false)));
+    jinja_value end = need_str(c, jinja_arg(c, a, 2, "end", jv_cstr("...")), "truncate's end");
+    jinja_value lw = jinja_arg(c, a, 3, "leeway", jv_none());
+    int64_t leeway = lw.kind == JV_NONE ? 5 : need_int(c, lw, "truncate's leeway");
+    int64_t n = (int64_t)jinja_utf8_len(s.s.p, s.s.n), end_n = (int64_t)jinja_utf8_len(end.s.p, end.s.n);
+    if (length < end_n || leeway < 0) jinja_error(c, "truncate: length below the end's or negative leeway");
+    if (n <= length + leeway) return s;
+    jinja_value head = jv_str(s.s.p, jinja_utf8_offset(s.s.p, s.s.n, (size_t)(length - end_n)));
+    if (!killwords) {
+        const char *sp = NULL;
+        for (size_t i = head.s.n; i-- > 0;)
+            if (head.s.p[i] == ' ') { sp = head.s.p + i; break; }
+        if (sp) head.s.n = (size_t)(sp - head.s.p);
+    }
+    jinja_buf b = {0};
+    jinja_buf_add(c, &b, head.s.p, head.s.n);
+    jinja_buf_add(c, &b, end.s.p, end.s.n);
+    return jinja_buf_value(&b);
+}
+
 static jinja_value do_items(jinja_ctx *c, jinja_value v) {
     jinja_value out = jv_list(c, 0);
     if (v.kind == JV_UNDEF) return out;
@@ -499,7 +523,7 @@ static const char *const filter_names[] = {
     "abs", "attr", "batch", "capitalize", "center", "count", "d", "default", "dictsort", "e", "escape",
     "first", "float", "format", "indent", "int", "items", "join", "last", "length", "list", "lower", "map",
     "max", "min", "reject", "rejectattr", "replace", "reverse", "round", "safe", "select", "selectattr",
-    "sort", "string", "sum", "title", "tojson", "trim", "unique", "upper", "wordcount", NULL};
+    "sort", "string", "sum", "title", "tojson", "trim", "truncate", "unique", "upper", "wordcount", NULL};
 
 static bool filter_exists(const char *name) {
     for (size_t i = 0; filter_names[i]; i++)
@@ -613,6 +637,7 @@ jinja_value jinja_filter(jinja_ctx *c, const char *f, jinja_value v, const jinja
         return r;
     }
     if (is(f, "wordcount")) return do_wordcount(c, s);
+    if (is(f, "truncate")) return do_truncate(c, s, a);
     jinja_error(c, "no filter named '%s'", f);
 }
 

@@ -90,6 +90,7 @@ typedef enum {
     N_NEG, N_POS, N_NOT, N_AND, N_OR, N_BINOP, N_COMPARE, N_COND, N_CONCAT,
     /* statements */
     N_BODY, N_TEXT, N_OUTPUT, N_IF, N_FOR, N_SET, N_SETBLOCK, N_MACRO, N_CALLBLOCK, N_FILTERBLOCK,
+    N_WITH,
     N_BREAK, N_CONTINUE
 } jinja_node_type;
 
@@ -100,10 +101,10 @@ enum { OP_ADD, OP_SUB, OP_MUL, OP_DIV, OP_FLOORDIV, OP_MOD, OP_POW,
 /* One node type for everything, fields used per type:
  *   a, b, c   operands (ATTR/ITEM/FILTER/TEST: a object; SLICE: a obj, kids[0..2] start/stop/step;
  *             COND: a test, b yes, c no; FOR: a target, b iterable, c condition; SET: a target,
- *             b value; CALLBLOCK: a the call)
+ *             b value; CALLBLOCK: a the call; WITH: b body)
  *   kids      list items, call/filter/test positional args, statement bodies, compare operands,
  *             macro parameter defaults (NULL where none)
- *   kids2     DICT values, keyword argument values, else bodies
+ *   kids2     DICT values, keyword argument values, else bodies, WITH targets
  *   names     keyword argument names, macro parameter names, tuple targets
  *   s         name (NAME, ATTR, FILTER, TEST, MACRO), text (TEXT)
  *   ops       COMPARE operators, one per operand after the first */

@@ -702,6 +702,29 @@ static jinja_node *parse_statement(parser *P) {
         block_end(P);
         return n;
     }
+    if (tok_name(kw, "with")) {
+        /* {% with a = 1, b = x %}: a scope of its own; the values are read outside it */
+        jinja_node *n = node(P, N_WITH, kw);
+        nodes names = {0}, vals = {0};
+        while (peek(P)->type != T_BLOCK_END) {
+            if (names.n) expect_op(P, ",");
+            const jinja_token *t = peek(P);
+            expect_type(P, T_NAME, "a variable name");
+            jinja_node *target = node(P, N_NAME, t);
+            target->s = name_of(P, t);
+            nodes_push(P, &names, target);
+            expect_op(P, "=");
+            nodes_push(P, &vals, parse_expr(P));
+        }
+        block_end(P);
+        static const char *const ends[] = {"endwith", NULL};
+        n->b = parse_body(P, ends, kw);
+        end_keyword(P);
+        block_end(P);
+        n->kids = vals.v, n->n_kids = vals.n;
+        n->kids2 = names.v, n->n_kids2 = names.n;
+        return n;
+    }
     if (tok_name(kw, "generation")) {
         /* transformers marks assistant text with it; it renders its body */
         block_end(P);
