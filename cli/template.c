@@ -17,7 +17,8 @@ static const char usage[] =
     "                              when it has none) and its BOS/EOS text as bos_token/eos_token\n"
     "      --chat-template-file F  the template from a file instead (with -m, the model still gives\n"
     "                              bos_token/eos_token; without, they are \"\" unless CASE.json sets them)\n"
-    "      --chat-template TEXT    the template text itself\n"
+    "      --chat-template TEXT    the template text itself, or chatml (llama.cpp's built-in names other\n"
+    "                              than chatml are not known here: give the Jinja text or a file)\n"
     "  -f, --file CASE.json        the template's variables: a JSON object (messages,\n"
     "                              add_generation_prompt, bos_token, eos_token, tools, documents, any\n"
     "                              kwargs such as enable_thinking); - reads standard input (required)\n"
@@ -61,6 +62,15 @@ int cli_template(int argc, char **argv) {
         cli_error("template: give at most one of --chat-template-file and --chat-template");
         return EXIT_USAGE;
     }
+    /* llama.cpp also takes built-in template names here; mgi knows ChatML, the rest would render
+     * as literal text, so a bare name is refused */
+    bool chatml = ttext && !strcmp(ttext, "chatml");
+    if (ttext && !chatml && !strstr(ttext, "{{") && !strstr(ttext, "{%") && !strstr(ttext, "{#") &&
+        strspn(ttext, "abcdefghijklmnopqrstuvwxyz0123456789-_.") == strlen(ttext)) {
+        cli_error("template: --chat-template '%s' looks like a built-in template name; mgi knows only chatml: "
+                  "give the template's Jinja text or --chat-template-file FILE", ttext);
+        return EXIT_USAGE;
+    }
     if (!cfile) {
         cli_error("template: -f CASE.json is required (the template's variables; see mgi template --help)");
         return EXIT_USAGE;
@@ -92,7 +102,7 @@ int cli_template(int argc, char **argv) {
         cli_error("template: %s", err);
         goto done;
     }
-    if (tfile || ttext) {
+    if (tfile || (ttext && !chatml)) {
         if (tfile && !(tsrc = cli_read_file(tfile, &tlen))) goto done;
         char *b = NULL, *e = NULL;
         if (g && chat_special_tokens(g, NULL, &b, &e)) {
@@ -104,8 +114,20 @@ int cli_template(int argc, char **argv) {
                                      tfile ? tfile : "--chat-template", b, e, err, sizeof err);
         free(b);
         free(e);
+    } else if (chatml) {
+        char *b = NULL, *e = NULL;
+        if (g && chat_special_tokens(g, NULL, &b, &e)) {
+            cli_error("template: out of memory");
+            rc = EXIT_RUNTIME;
+            goto done;
+        }
+        ct = chat_template_chatml(b, e, err, sizeof err);
+        free(b);
+        free(e);
     } else {
         ct = chat_template_from_gguf(g, model, NULL, err, sizeof err);
+        if (ct && chat_template_is_default(ct))
+            fprintf(stderr, "mgi: note: %s has no tokenizer.chat_template: ChatML, as llama.cpp\n", model);
     }
     if (!ct) {
         cli_error("template: %s", err);

@@ -103,6 +103,12 @@ chat_template *chat_template_from_gguf(const gguf_ctx *g, const char *path, cons
     return ct;
 }
 
+chat_template *chat_template_chatml(const char *bos, const char *eos, char *err, size_t err_size) {
+    chat_template *ct = chat_template_from_text(chatml, sizeof chatml - 1, "ChatML (the default)", bos, eos, err, err_size);
+    if (ct) ct->is_default = true;
+    return ct;
+}
+
 void chat_template_free(chat_template *ct) {
     if (!ct) return;
     jinja_free(ct->t);

@@ -31,6 +31,8 @@ chat_template *chat_template_from_gguf(const gguf_ctx *g, const char *path, cons
  * bos / eos may be NULL ("" then). */
 chat_template *chat_template_from_text(const char *text, size_t len, const char *name, const char *bos,
                                        const char *eos, char *err, size_t err_size);
+/* ChatML, llama.cpp's stand-in for a model without a template (bos / eos may be NULL). */
+chat_template *chat_template_chatml(const char *bos, const char *eos, char *err, size_t err_size);
 void chat_template_free(chat_template *ct);
 
 bool chat_template_is_default(const chat_template *ct);   /* ChatML stood in for a missing one */

@@ -58,9 +58,12 @@ check "template -m a vocabulary-only file without a template: ChatML" cmp -s "$T
 printf '<|im_start|>system\nYou are a helpful assistant<|im_end|>\n<|im_start|>user\nHello! Who are you?<|im_end|>\n<|im_start|>assistant\n' >"$TMP/want"
 check "template -m a vocabulary-only file with its own template (qwen2)" cmp -s "$TMP/out" "$TMP/want"
 check "template prints the render exactly, no newline added" \
-    [ "$("$MGI" template --chat-template 'x' -f "$TMP/empty.json" | od -An -c | tr -d ' ')" = "x" ]
+    [ "$("$MGI" template --chat-template '{{ "x" }}' -f "$TMP/empty.json" | od -An -c | tr -d ' ')" = "x" ]
 check "template -f - reads the case from standard input" \
     [ "$(printf '{"a": 5}' | "$MGI" template --chat-template '{{ a * 2 }}' -f -)" = "10" ]
+check "template --chat-template chatml (llama.cpp's built-in name)" \
+    [ "$("$MGI" template --chat-template chatml -f "$TMP/single.json")" = "$(printf '<|im_start|>user\nHello! Who are you?<|im_end|>\n<|im_start|>assistant')" ]
+expect_error "template other built-in names are refused, not rendered as text" 1 "$MGI" template --chat-template llama3 -f "$TMP/single.json"
 check "template --help" [ "$("$MGI" template --help | head -c 19)" = "usage: mgi template" ]
 
 # bad input: one line, exit 2, quickly
@@ -85,14 +88,14 @@ expect_error "template a message without a role, as Llama 3.1's template treats 
     "$MGI" template --chat-template-file "$G/templates/meta-llama-Llama-3.1-8B-Instruct.jinja" -f "$TMP/norole.json"
 check "template the missing role is named" grep -q "has no attribute 'role'" "$TMP/err"
 printf '[1, 2]' >"$TMP/list.json"
-expect_error "template CASE.json that is not an object" 2 "$MGI" template --chat-template 'x' -f "$TMP/list.json"
+expect_error "template CASE.json that is not an object" 2 "$MGI" template --chat-template '{{ "x" }}' -f "$TMP/list.json"
 printf '{\n  "messages": [,]\n}' >"$TMP/broken.json"
-expect_error "template CASE.json that is not JSON" 2 "$MGI" template --chat-template 'x' -f "$TMP/broken.json"
+expect_error "template CASE.json that is not JSON" 2 "$MGI" template --chat-template '{{ "x" }}' -f "$TMP/broken.json"
 check "template bad JSON names line and column" grep -q "broken.json:2:16: not valid JSON" "$TMP/err"
-expect_error "template missing CASE.json" 2 "$MGI" template --chat-template 'x' -f "$TMP/none.json"
+expect_error "template missing CASE.json" 2 "$MGI" template --chat-template '{{ "x" }}' -f "$TMP/none.json"
 expect_error "template missing template file" 2 "$MGI" template --chat-template-file "$TMP/none.jinja" -f "$TMP/single.json"
 expect_error "template missing model" 2 "$MGI" template -m "$TMP/none.gguf" -f "$TMP/single.json"
-expect_error "template without -f is a usage error" 1 "$MGI" template --chat-template 'x'
+expect_error "template without -f is a usage error" 1 "$MGI" template --chat-template '{{ "x" }}'
 expect_error "template without a template is a usage error" 1 "$MGI" template -f "$TMP/single.json"
 expect_error "template unknown flag is a usage error" 1 "$MGI" template --bogus
 e2e_done
