@@ -160,10 +160,18 @@ static jinja_value do_tojson(jinja_ctx *c, jinja_value v, const jinja_args *a) {
     static const char *const names[] = {"ensure_ascii", "indent", "separators", "sort_keys", NULL};
     jinja_args_check(c, a, "tojson", names);
     jinja_value ind = jinja_arg(c, a, 1, "indent", jv_none()), sep = jinja_arg(c, a, 2, "separators", jv_none());
-    int indent = ind.kind == JV_NONE ? -1 : (int)need_int(c, ind, "tojson's indent");
-    if (indent < -1 || indent > 64) jinja_error(c, "tojson's indent must be 0..64");
-    if (indent < 0 && ind.kind != JV_NONE) indent = 0;
-    const char *item_sep = indent >= 0 ? "," : ", ", *key_sep = ": ";
+    /* an int is that many spaces (Python: a negative one is none), a string is used as it is */
+    const char *indent = NULL;
+    if (ind.kind == JV_STR) {
+        indent = jinja_strndup(c->arena, ind.s.p, ind.s.n);
+    } else if (ind.kind != JV_NONE) {
+        int64_t n = need_int(c, ind, "tojson's indent");
+        if (n > 64) jinja_error(c, "tojson's indent above 64");
+        char *sp = jinja_alloc(c->arena, 65);
+        memset(sp, ' ', n > 0 ? (size_t)n : 0);
+        indent = sp;
+    }
+    const char *item_sep = indent ? "," : ", ", *key_sep = ": ";
     if (sep.kind == JV_LIST) {
         if (sep.l->n != 2 || sep.l->v[0].kind != JV_STR || sep.l->v[1].kind != JV_STR)
             jinja_error(c, "tojson's separators must be two strings");

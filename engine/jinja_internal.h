@@ -209,9 +209,9 @@ double jv_as_double(jinja_value v);
 void jv_str_append(jinja_ctx *c, jinja_buf *b, jinja_value v, bool repr);
 jinja_value jv_to_str(jinja_ctx *c, jinja_value v);
 /* json.dumps(v, ensure_ascii, indent, separators, sort_keys), as transformers' tojson calls it
- * (ensure_ascii false by default there). indent < 0: none. */
+ * (ensure_ascii false by default there). indent: the text of one level (NULL: all on one line). */
 typedef struct {
-    int indent;
+    const char *indent;
     const char *item_sep, *key_sep;
     bool sort_keys, ascii;
 } jinja_json_opts;

@@ -466,9 +466,9 @@ static void json_str(jinja_ctx *c, jinja_buf *b, const char *p, size_t n, bool a
     jinja_buf_addc(c, b, '"');
 }
 
-static void json_newline(jinja_ctx *c, jinja_buf *b, int indent, int level) {
+static void json_newline(jinja_ctx *c, jinja_buf *b, const char *indent, int level) {
     jinja_buf_addc(c, b, '\n');
-    for (int i = 0; i < indent * level; i++) jinja_buf_addc(c, b, ' ');
+    for (int i = 0; i < level; i++) jinja_buf_add(c, b, indent, strlen(indent));
 }
 
 static int entry_cmp(const void *x, const void *y) {
@@ -479,7 +479,7 @@ static int entry_cmp(const void *x, const void *y) {
 }
 
 void jv_json_append(jinja_ctx *c, jinja_buf *b, jinja_value v, const jinja_json_opts *o, int level) {
-    int indent = o->indent;
+    const char *indent = o->indent;
     const char *item_sep = o->item_sep, *key_sep = o->key_sep;
     char num[32];
     if (level > c->lim.max_depth) jinja_error(c, "tojson: value nested deeper than %d levels", c->lim.max_depth);
@@ -495,10 +495,10 @@ void jv_json_append(jinja_ctx *c, jinja_buf *b, jinja_value v, const jinja_json_
         jinja_buf_addc(c, b, '[');
         for (size_t i = 0; i < v.l->n; i++) {
             if (i) jinja_buf_add(c, b, item_sep, strlen(item_sep));
-            if (indent >= 0) json_newline(c, b, indent, level + 1);
+            if (indent) json_newline(c, b, indent, level + 1);
             jv_json_append(c, b, v.l->v[i], o, level + 1);
         }
-        if (indent >= 0) json_newline(c, b, indent, level);
+        if (indent) json_newline(c, b, indent, level);
         return jinja_buf_addc(c, b, ']');
     case JV_DICT: {
         if (!v.d->n) return jinja_buf_add(c, b, "{}", 2);
@@ -508,12 +508,12 @@ void jv_json_append(jinja_ctx *c, jinja_buf *b, jinja_value v, const jinja_json_
         jinja_buf_addc(c, b, '{');
         for (size_t i = 0; i < v.d->n; i++) {
             if (i) jinja_buf_add(c, b, item_sep, strlen(item_sep));
-            if (indent >= 0) json_newline(c, b, indent, level + 1);
+            if (indent) json_newline(c, b, indent, level + 1);
             json_str(c, b, order[i]->k, order[i]->kn, o->ascii);
             jinja_buf_add(c, b, key_sep, strlen(key_sep));
             jv_json_append(c, b, order[i]->v, o, level + 1);
         }
-        if (indent >= 0) json_newline(c, b, indent, level);
+        if (indent) json_newline(c, b, indent, level);
         return jinja_buf_addc(c, b, '}');
     }
     default:
