@@ -86,7 +86,7 @@ int cli_template(int argc, char **argv) {
 
     if (!(case_text = cli_read_file(cfile, &case_len))) goto done;
     const char *end = NULL;
-    vars = cJSON_ParseWithLengthOpts(case_text, case_len, &end, 0);
+    vars = chat_json_parse(case_text, case_len, &end);
     if (!vars || !cJSON_IsObject(vars)) {
         int line, col;
         line_col(case_text, end && !vars ? (size_t)(end - case_text) : 0, &line, &col);

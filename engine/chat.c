@@ -15,6 +15,57 @@ static const char chatml[] =
     "  {{- '<|im_start|>assistant\\n' -}}\n"
     "{%- endif -%}\n";
 
+/* Number items of j in document order (pre-order), up to cap; returns how many there are. */
+static size_t json_numbers(cJSON *j, cJSON **out, size_t n, size_t cap) {
+    for (; j; j = j->next) {
+        if (cJSON_IsNumber(j)) {
+            if (n < cap) out[n] = j;
+            n++;
+        }
+        n = json_numbers(j->child, out, n, cap);
+    }
+    return n;
+}
+
+cJSON *chat_json_parse(const char *text, size_t len, const char **end) {
+    const char *stop = NULL;
+    cJSON *root = cJSON_ParseWithLengthOpts(text, len, &stop, 0);
+    if (end) *end = stop;
+    if (!root) return NULL;
+    /* one value and nothing after it but whitespace */
+    for (const char *p = stop; p && p < text + len; p++)
+        if (!strchr(" \t\r\n", *p)) {
+            cJSON_Delete(root);
+            return NULL;
+        }
+    len = stop ? (size_t)(stop - text) : len;
+    size_t count = json_numbers(root, NULL, 0, 0);
+    cJSON **nums = count ? malloc(count * sizeof *nums) : NULL;
+    if (!nums) return root;  /* no numbers, or no memory: ints stay ints */
+    json_numbers(root, nums, 0, count);
+    /* the text's number tokens come in the same order as the tree's number items */
+    size_t k = 0;
+    bool ok = true;
+    for (size_t i = 0; i < len && ok;) {
+        char ch = text[i];
+        if (ch == '"') {
+            for (i++; i < len && text[i] != '"'; i++)
+                if (text[i] == '\\') i++;
+            i++;
+        } else if (ch == '-' || (ch >= '0' && ch <= '9')) {
+            bool is_float = false;
+            for (; i < len && text[i] && strchr("+-0123456789.eE", text[i]); i++) is_float |= strchr(".eE", text[i]) != NULL;
+            if (k >= count) ok = false;
+            else if (is_float && !(nums[k]->valuestring = strdup("float"))) ok = false;
+            k++;
+        } else {
+            i++;
+        }
+    }
+    free(nums);
+    return root;
+}
+
 struct chat_template {
     jinja_template *t;
     char *name, *bos, *eos;

@@ -50,4 +50,10 @@ char *chat_render_vars(const chat_template *ct, const cJSON *vars, size_t *len, 
 char *chat_render(const chat_template *ct, const cJSON *messages, bool add_generation_prompt, const cJSON *kwargs,
                   size_t *len, char *err, size_t err_size);
 
+/* cJSON_Parse of text holding one JSON value (and only whitespace after it), with numbers written
+ * as floats (2.0, 1e3) marked so the template sees floats, as Python's json does (tojson writes
+ * 2.0 back, not 2). NULL on bad JSON, with *end (when not NULL) where parsing stopped (after the
+ * value when only the rest is wrong). Free with cJSON_Delete. */
+cJSON *chat_json_parse(const char *text, size_t len, const char **end);
+
 #endif

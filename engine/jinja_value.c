@@ -527,8 +527,9 @@ jinja_value jv_from_cjson(jinja_ctx *c, const void *p) {
     if (cJSON_IsBool(j)) return jv_bool(cJSON_IsTrue(j));
     if (cJSON_IsNumber(j)) {
         double d = j->valuedouble;
-        /* cJSON keeps no text: an integral value within int64 is taken as an int */
-        if (d == floor(d) && fabs(d) < 9.2e18) return jv_int((int64_t)d);
+        /* cJSON keeps no text: an integral value within int64 is an int unless the item carries
+         * a valuestring, chat_json_parse's mark of a number written as a float (2.0, 1e3) */
+        if (d == floor(d) && fabs(d) < 9.2e18 && !j->valuestring) return jv_int((int64_t)d);
         return jv_float(d);
     }
     if (cJSON_IsString(j)) return jv_strdup(c, j->valuestring, strlen(j->valuestring));

@@ -155,7 +155,30 @@ static void test_errors(void) {
     chat_template_free(ct);
 }
 
+/* Numbers written as floats stay floats through chat_json_parse (what Python's json gives
+ * transformers); expected text from jinja2. */
+static void test_json_floats(void) {
+    static const char text[] = "{\"a\": 2.0, \"b\": [1, 1e3, -0.0, 5], \"c\": {\"d\": 3.50, \"s\": \"1.0 \\\" 2.0\"}, \"e\": 7}";
+    const char *src = "{{ a }} {{ b }} {{ c | tojson }} {{ e }} {{ a is float }}{{ e is integer }}";
+    char err[512];
+    chat_template *ct = chat_template_from_text(src, strlen(src), "floats", NULL, NULL, err, sizeof err);
+    cJSON *v = chat_json_parse(text, sizeof text - 1, NULL);
+    size_t len;
+    char *out = ct && v ? chat_render_vars(ct, v, &len, err, sizeof err) : NULL;
+    const char *want = "2.0 [1, 1000.0, -0.0, 5] {\"d\": 3.5, \"s\": \"1.0 \\\" 2.0\"} 7 TrueTrue";
+    CHECK(out && !strcmp(out, want), "chat JSON floats stay floats (2.0, 1e3) as in Python", "got '%s', want '%s'",
+          out ? out : err, want);
+    free(out);
+    cJSON_Delete(v);
+    const char *end = NULL;
+    v = chat_json_parse("{\"a\": 1} x", 10, &end);
+    CHECK(!v && end, "chat JSON with text after the value is refused", "parsed");
+    cJSON_Delete(v);
+    chat_template_free(ct);
+}
+
 int main(void) {
+    test_json_floats();
     test_templates();
     test_gguf();
     test_errors();
