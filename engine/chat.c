@@ -54,7 +54,8 @@ cJSON *chat_json_parse(const char *text, size_t len, const char **end) {
             i++;
         } else if (ch == '-' || (ch >= '0' && ch <= '9')) {
             bool is_float = false;
-            for (; i < len && text[i] && strchr("+-0123456789.eE", text[i]); i++) is_float |= strchr(".eE", text[i]) != NULL;
+            for (; i < len && text[i] && strchr("+-0123456789.eE", text[i]); i++)
+                is_float |= strchr(".eE", text[i]) != NULL;
             if (k >= count) ok = false;
             else if (is_float && !(nums[k]->valuestring = strdup("float"))) ok = false;
             k++;
@@ -155,7 +156,8 @@ chat_template *chat_template_from_gguf(const gguf_ctx *g, const char *path, cons
 }
 
 chat_template *chat_template_chatml(const char *bos, const char *eos, char *err, size_t err_size) {
-    chat_template *ct = chat_template_from_text(chatml, sizeof chatml - 1, "ChatML (the default)", bos, eos, err, err_size);
+    chat_template *ct =
+        chat_template_from_text(chatml, sizeof chatml - 1, "ChatML (the default)", bos, eos, err, err_size);
     if (ct) ct->is_default = true;
     return ct;
 }

@@ -45,7 +45,7 @@ static jinja_scope *scope_new(jinja_ctx *c, jinja_scope *parent) {
 static jinja_value lookup(jinja_ctx *c, jinja_scope *s, const char *name) {
     size_t n = strlen(name);
     for (; s; s = s->parent) {
-        jinja_value *v = jv_dict_find(&s->vars, name, n);
+        jinja_value *v = jinja_val_dict_find(&s->vars, name, n);
         if (v) return *v;
     }
     if (jinja_global_exists(name, n)) {
@@ -55,12 +55,12 @@ static jinja_value lookup(jinja_ctx *c, jinja_scope *s, const char *name) {
         f.fn->name = name;
         return f;
     }
-    return jv_undef(c, "'%s' is undefined", name);
+    return jinja_val_undef(c, "'%s' is undefined", name);
 }
 
 static void assign(jinja_ctx *c, jinja_scope *s, const jinja_node *target, jinja_value v) {
     if (target->type == N_NAME) {
-        jv_dict_set(c, &s->vars, target->s, strlen(target->s), v);
+        jinja_val_dict_set(c, &s->vars, target->s, strlen(target->s), v);
         return;
     }
     if (target->type == N_TUPLE) {
@@ -103,12 +103,12 @@ jinja_value jinja_getattr(jinja_ctx *c, jinja_value obj, const char *name, size_
     if (obj.kind == JV_DICT || obj.kind == JV_NS) {
         /* jinja2 tries the attribute first: d.items is the method, d.content the key */
         if (obj.kind == JV_DICT && jinja_method_exists(obj, name, n)) return bound_method(c, obj, name, n);
-        jinja_value *v = jv_dict_find(obj.d, name, n);
+        jinja_value *v = jinja_val_dict_find(obj.d, name, n);
         if (v) return *v;
     } else if (jinja_method_exists(obj, name, n)) {
         return bound_method(c, obj, name, n);
     }
-    return jv_undef(c, "'%s' has no attribute '%.*s'", object_name(obj), (int)n, name);
+    return jinja_val_undef(c, "'%s' has no attribute '%.*s'", object_name(obj), (int)n, name);
 }
 
 /* Python's index rules: negative counts from the end; -1 when outside. */
@@ -119,9 +119,9 @@ static int64_t norm_index(int64_t i, size_t n) {
 
 jinja_value jinja_getitem(jinja_ctx *c, jinja_value obj, jinja_value key) {
     if (obj.kind == JV_UNDEF) undef_fail(c, obj);
-    if (key.kind == JV_BOOL) key = jv_int(key.b);
+    if (key.kind == JV_BOOL) key = jinja_val_int(key.b);
     if (obj.kind == JV_DICT && key.kind != JV_LIST && key.kind != JV_DICT) {
-        jinja_value *v = jv_dict_find_key(obj.d, key);
+        jinja_value *v = jinja_val_dict_find_key(obj.d, key);
         if (v) return *v;
         if (key.kind == JV_STR && jinja_method_exists(obj, key.s.p, key.s.n))
             return bound_method(c, obj, key.s.p, key.s.n);
@@ -133,23 +133,24 @@ jinja_value jinja_getitem(jinja_ctx *c, jinja_value obj, jinja_value key) {
         if (i >= 0) {
             size_t at = jinja_utf8_offset(obj.s.p, obj.s.n, (size_t)i);
             uint32_t cp;
-            return jv_str(obj.s.p + at, unicode_decode(obj.s.p + at, obj.s.n - at, &cp));
+            return jinja_val_str(obj.s.p + at, unicode_decode(obj.s.p + at, obj.s.n - at, &cp));
         }
     } else if (key.kind == JV_STR) {
         return jinja_getattr(c, obj, key.s.p, key.s.n);
     }
-    if (obj.kind == JV_LIST && obj.l->lazy) return jv_undef(c, "'generator' object is not subscriptable");
+    if (obj.kind == JV_LIST && obj.l->lazy) return jinja_val_undef(c, "'generator' object is not subscriptable");
     if (key.kind == JV_INT && (obj.kind == JV_LIST || obj.kind == JV_STR))
-        return jv_undef(c, "%s has no element %lld", obj.kind == JV_LIST ? "list object" : "str object", (long long)key.i);
+        return jinja_val_undef(c, "%s has no element %lld", obj.kind == JV_LIST ? "list object" : "str object",
+                               (long long)key.i);
     jinja_buf b = {0};
-    jv_str_append(c, &b, key, true);
-    return jv_undef(c, "'%s' has no attribute %s", object_name(obj), b.p ? b.p : "");
+    jinja_val_str_append(c, &b, key, true);
+    return jinja_val_undef(c, "'%s' has no attribute %s", object_name(obj), b.p ? b.p : "");
 }
 
 static int64_t slice_bound(jinja_ctx *c, jinja_value v, int64_t def) {
     if (v.kind == JV_NONE || v.kind == JV_UNDEF) return def;
     if (v.kind == JV_BOOL) return v.b;
-    if (v.kind != JV_INT) jinja_error(c, "slice indices must be integers or None, not %s", jv_type_name(v));
+    if (v.kind != JV_INT) jinja_error(c, "slice indices must be integers or None, not %s", jinja_val_type_name(v));
     return v.i;
 }
 
@@ -158,7 +159,7 @@ static jinja_value slice(jinja_ctx *c, jinja_value obj, jinja_value vs, jinja_va
     int64_t step = slice_bound(c, vt, 1);
     if (step == 0) jinja_error(c, "slice step cannot be zero");
     bool is_str = obj.kind == JV_STR;
-    if (!is_str && obj.kind != JV_LIST) jinja_error(c, "'%s' object is not subscriptable", jv_type_name(obj));
+    if (!is_str && obj.kind != JV_LIST) jinja_error(c, "'%s' object is not subscriptable", jinja_val_type_name(obj));
     size_t *offs = NULL;
     int64_t n;
     if (is_str) {  /* code point offsets, and the end */
@@ -186,33 +187,33 @@ static jinja_value slice(jinja_ctx *c, jinja_value obj, jinja_value vs, jinja_va
     } else {
         stop = step > 0 ? n : -1;
     }
-    if (is_str && step == 1) return jv_str(obj.s.p + offs[start], start < stop ? offs[stop] - offs[start] : 0);
+    if (is_str && step == 1) return jinja_val_str(obj.s.p + offs[start], start < stop ? offs[stop] - offs[start] : 0);
     jinja_buf b = {0};
-    jinja_value out = is_str ? jv_none() : jv_list(c, 0);
+    jinja_value out = is_str ? jinja_val_none() : jinja_val_list(c, 0);
     for (int64_t i = start; step > 0 ? i < stop : i > stop; i += step) {
         if (is_str) jinja_buf_add(c, &b, obj.s.p + offs[i], offs[i + 1] - offs[i]);
-        else jv_list_push(c, out.l, obj.l->v[i]);
+        else jinja_val_list_push(c, out.l, obj.l->v[i]);
     }
     return is_str ? jinja_buf_value(&b) : out;
 }
 
 jinja_list *jinja_iterate(jinja_ctx *c, jinja_value v) {
-    jinja_value out = jv_list(c, 0);
+    jinja_value out = jinja_val_list(c, 0);
     switch (v.kind) {
     case JV_UNDEF: break;
     case JV_LIST: out.l->v = v.l->v, out.l->n = out.l->cap = v.l->n; break;
     case JV_DICT:
-        for (size_t i = 0; i < v.d->n; i++) jv_list_push(c, out.l, jv_entry_key(&v.d->e[i]));
+        for (size_t i = 0; i < v.d->n; i++) jinja_val_list_push(c, out.l, jinja_val_entry_key(&v.d->e[i]));
         break;
     case JV_STR:
         for (size_t i = 0; i < v.s.n;) {
             uint32_t cp;
             size_t k = unicode_decode(v.s.p + i, v.s.n - i, &cp);
-            jv_list_push(c, out.l, jv_str(v.s.p + i, k));
+            jinja_val_list_push(c, out.l, jinja_val_str(v.s.p + i, k));
             i += k;
         }
         break;
-    default: jinja_error(c, "'%s' object is not iterable", jv_type_name(v));
+    default: jinja_error(c, "'%s' object is not iterable", jinja_val_type_name(v));
     }
     return out.l;
 }
@@ -224,27 +225,28 @@ static bool contains(jinja_ctx *c, jinja_value hay, jinja_value needle) {
     case JV_UNDEF: return false;
     case JV_STR:
         if (needle.kind != JV_STR)
-            jinja_error(c, "'in <string>' requires string as left operand, not %s", jv_type_name(needle));
+            jinja_error(c, "'in <string>' requires string as left operand, not %s", jinja_val_type_name(needle));
         return needle.s.n == 0 || memmem(hay.s.p, hay.s.n, needle.s.p, needle.s.n) != NULL;
     case JV_LIST:
         for (size_t i = 0; i < hay.l->n; i++)
-            if (jv_equal(hay.l->v[i], needle)) return true;
+            if (jinja_val_equal(hay.l->v[i], needle)) return true;
         return false;
     case JV_DICT:
-        if (needle.kind == JV_LIST || needle.kind == JV_DICT) jinja_error(c, "unhashable type: '%s'", jv_type_name(needle));
-        return jv_dict_find_key(hay.d, needle) != NULL;
-    default: jinja_error(c, "argument of type '%s' is not iterable", jv_type_name(hay));
+        if (needle.kind == JV_LIST || needle.kind == JV_DICT)
+            jinja_error(c, "unhashable type: '%s'", jinja_val_type_name(needle));
+        return jinja_val_dict_find_key(hay.d, needle) != NULL;
+    default: jinja_error(c, "argument of type '%s' is not iterable", jinja_val_type_name(hay));
     }
 }
 
 static bool compare(jinja_ctx *c, int op, jinja_value a, jinja_value b) {
     switch (op) {
-    case OP_EQ: return jv_equal(a, b);
-    case OP_NE: return !jv_equal(a, b);
-    case OP_LT: return jv_compare(c, a, b) < 0;
-    case OP_LE: return jv_compare(c, a, b) <= 0;
-    case OP_GT: return jv_compare(c, a, b) > 0;
-    case OP_GE: return jv_compare(c, a, b) >= 0;
+    case OP_EQ: return jinja_val_equal(a, b);
+    case OP_NE: return !jinja_val_equal(a, b);
+    case OP_LT: return jinja_val_compare(c, a, b) < 0;
+    case OP_LE: return jinja_val_compare(c, a, b) <= 0;
+    case OP_GT: return jinja_val_compare(c, a, b) > 0;
+    case OP_GE: return jinja_val_compare(c, a, b) >= 0;
     case OP_IN: return contains(c, b, a);
     default: return !contains(c, b, a);
     }
@@ -255,7 +257,8 @@ static const char *const op_text[] = {"+", "-", "*", "/", "//", "%", "**"};
 _Noreturn static void op_fail(jinja_ctx *c, int op, jinja_value a, jinja_value b) {
     if (a.kind == JV_UNDEF) undef_fail(c, a);
     if (b.kind == JV_UNDEF) undef_fail(c, b);
-    jinja_error(c, "unsupported operand type(s) for %s: '%s' and '%s'", op_text[op], jv_type_name(a), jv_type_name(b));
+    jinja_error(c, "unsupported operand type(s) for %s: '%s' and '%s'", op_text[op], jinja_val_type_name(a),
+                jinja_val_type_name(b));
 }
 
 static jinja_value repeat(jinja_ctx *c, jinja_value seq, int64_t times) {
@@ -265,61 +268,61 @@ static jinja_value repeat(jinja_ctx *c, jinja_value seq, int64_t times) {
             jinja_error(c, "string repeated past %zu bytes (the render's limit)", c->lim.max_output);
         jinja_buf b = {0};
         for (int64_t i = 0; i < times; i++) jinja_buf_add(c, &b, seq.s.p, seq.s.n);
-        return b.p ? jinja_buf_value(&b) : jv_str("", 0);
+        return b.p ? jinja_buf_value(&b) : jinja_val_str("", 0);
     }
-    jinja_value out = jv_list(c, 0);
+    jinja_value out = jinja_val_list(c, 0);
     for (int64_t i = 0; i < times; i++) {
         jinja_step(c);
-        for (size_t k = 0; k < seq.l->n; k++) jv_list_push(c, out.l, seq.l->v[k]);
+        for (size_t k = 0; k < seq.l->n; k++) jinja_val_list_push(c, out.l, seq.l->v[k]);
     }
     return out;
 }
 
 static jinja_value arith(jinja_ctx *c, int op, jinja_value a, jinja_value b) {
-    if (a.kind == JV_BOOL) a = jv_int(a.b);
-    if (b.kind == JV_BOOL) b = jv_int(b.b);
+    if (a.kind == JV_BOOL) a = jinja_val_int(a.b);
+    if (b.kind == JV_BOOL) b = jinja_val_int(b.b);
     if (a.kind == JV_INT && b.kind == JV_INT) {
         int64_t x = a.i, y = b.i, r;
         switch (op) {
-        case OP_ADD: if (__builtin_add_overflow(x, y, &r)) goto overflow; return jv_int(r);
-        case OP_SUB: if (__builtin_sub_overflow(x, y, &r)) goto overflow; return jv_int(r);
-        case OP_MUL: if (__builtin_mul_overflow(x, y, &r)) goto overflow; return jv_int(r);
-        case OP_DIV: if (!y) goto zero; return jv_float((double)x / (double)y);
+        case OP_ADD: if (__builtin_add_overflow(x, y, &r)) goto overflow; return jinja_val_int(r);
+        case OP_SUB: if (__builtin_sub_overflow(x, y, &r)) goto overflow; return jinja_val_int(r);
+        case OP_MUL: if (__builtin_mul_overflow(x, y, &r)) goto overflow; return jinja_val_int(r);
+        case OP_DIV: if (!y) goto zero; return jinja_val_float((double)x / (double)y);
         case OP_FLOORDIV:
         case OP_MOD: {
             if (!y) goto zero;
             if (x == INT64_MIN && y == -1) goto overflow;
             int64_t q = x / y, m = x % y;
             if (m && ((m < 0) != (y < 0))) q--, m += y;
-            return jv_int(op == OP_MOD ? m : q);
+            return jinja_val_int(op == OP_MOD ? m : q);
         }
         case OP_POW: {
-            if (y < 0) return jv_float(pow((double)x, (double)y));
+            if (y < 0) return jinja_val_float(pow((double)x, (double)y));
             r = 1;
             for (int64_t i = 0; i < y; i++) {
                 if (__builtin_mul_overflow(r, x, &r)) goto overflow;
                 if (r == 0 || r == 1) break;
                 if (r == -1) { r = (y % 2) ? -1 : 1; break; }
             }
-            return jv_int(r);
+            return jinja_val_int(r);
         }
         }
     }
-    if (jv_is_number(a) && jv_is_number(b)) {
-        double x = jv_as_double(a), y = jv_as_double(b);
+    if (jinja_val_is_number(a) && jinja_val_is_number(b)) {
+        double x = jinja_val_as_double(a), y = jinja_val_as_double(b);
         switch (op) {
-        case OP_ADD: return jv_float(x + y);
-        case OP_SUB: return jv_float(x - y);
-        case OP_MUL: return jv_float(x * y);
-        case OP_DIV: if (y == 0) goto zero; return jv_float(x / y);
-        case OP_FLOORDIV: if (y == 0) goto zero; return jv_float(floor(x / y));
+        case OP_ADD: return jinja_val_float(x + y);
+        case OP_SUB: return jinja_val_float(x - y);
+        case OP_MUL: return jinja_val_float(x * y);
+        case OP_DIV: if (y == 0) goto zero; return jinja_val_float(x / y);
+        case OP_FLOORDIV: if (y == 0) goto zero; return jinja_val_float(floor(x / y));
         case OP_MOD: {
             if (y == 0) goto zero;
             double m = fmod(x, y);
             if (m != 0 && ((m < 0) != (y < 0))) m += y;
-            return jv_float(m);
+            return jinja_val_float(m);
         }
-        case OP_POW: return jv_float(pow(x, y));
+        case OP_POW: return jinja_val_float(pow(x, y));
         }
     }
     if (op == OP_ADD && a.kind == JV_STR && b.kind == JV_STR) {
@@ -336,9 +339,9 @@ static jinja_value arith(jinja_ctx *c, int op, jinja_value a, jinja_value b) {
         return r;
     }
     if (op == OP_ADD && a.kind == JV_LIST && b.kind == JV_LIST) {
-        jinja_value out = jv_list(c, a.l->n + b.l->n);
-        for (size_t i = 0; i < a.l->n; i++) jv_list_push(c, out.l, a.l->v[i]);
-        for (size_t i = 0; i < b.l->n; i++) jv_list_push(c, out.l, b.l->v[i]);
+        jinja_value out = jinja_val_list(c, a.l->n + b.l->n);
+        for (size_t i = 0; i < a.l->n; i++) jinja_val_list_push(c, out.l, a.l->v[i]);
+        for (size_t i = 0; i < b.l->n; i++) jinja_val_list_push(c, out.l, b.l->v[i]);
         return out;
     }
     if (op == OP_MUL && (a.kind == JV_STR || a.kind == JV_LIST) && b.kind == JV_INT) return repeat(c, a, b.i);
@@ -349,7 +352,7 @@ static jinja_value arith(jinja_ctx *c, int op, jinja_value a, jinja_value b) {
         return jinja_filter(c, "format", a, &args);
     }
     if (op == OP_ADD && a.kind == JV_STR && b.kind != JV_UNDEF)
-        jinja_error(c, "can only concatenate str (not \"%s\") to str", jv_type_name(b));
+        jinja_error(c, "can only concatenate str (not \"%s\") to str", jinja_val_type_name(b));
     op_fail(c, op, a, b);
 overflow:
     jinja_error(c, "integer overflow in '%s' (mgi's integers are 64-bit)", op_text[op]);
@@ -379,12 +382,12 @@ static jinja_value call_macro(jinja_ctx *c, jinja_func *fn, jinja_value *args, s
         jinja_error(c, "macro '%s' takes not more than %zu argument(s), %zu given", fn->name, m->n_names, n_args);
     bool *given = jinja_alloc(c->arena, m->n_names + 1);
     for (size_t i = 0; i < n_args; i++) {
-        jv_dict_set(c, &s->vars, m->names[i], strlen(m->names[i]), args[i]);
+        jinja_val_dict_set(c, &s->vars, m->names[i], strlen(m->names[i]), args[i]);
         given[i] = true;
     }
     for (size_t k = 0; k < n_kw; k++) {
         if (!strcmp(kw_names[k], "caller")) {
-            jv_dict_set(c, &s->vars, "caller", 6, kw_vals[k]);
+            jinja_val_dict_set(c, &s->vars, "caller", 6, kw_vals[k]);
             continue;
         }
         size_t i;
@@ -392,15 +395,15 @@ static jinja_value call_macro(jinja_ctx *c, jinja_func *fn, jinja_value *args, s
             if (!strcmp(m->names[i], kw_names[k])) break;
         if (i == m->n_names) jinja_error(c, "macro '%s' takes no keyword argument '%s'", fn->name, kw_names[k]);
         if (given[i]) jinja_error(c, "macro '%s' got multiple values for argument '%s'", fn->name, kw_names[k]);
-        jv_dict_set(c, &s->vars, m->names[i], strlen(m->names[i]), kw_vals[k]);
+        jinja_val_dict_set(c, &s->vars, m->names[i], strlen(m->names[i]), kw_vals[k]);
         given[i] = true;
     }
     jinja_scope *outer = c->scope;
     c->scope = s;  /* a default may name the parameters before it */
     for (size_t i = 0; i < m->n_names; i++) {
         if (given[i]) continue;
-        jinja_value v = m->kids[i] ? jinja_eval(c, m->kids[i]) : jv_undef(c, "'%s' is undefined", m->names[i]);
-        jv_dict_set(c, &s->vars, m->names[i], strlen(m->names[i]), v);
+        jinja_value v = m->kids[i] ? jinja_eval(c, m->kids[i]) : jinja_val_undef(c, "'%s' is undefined", m->names[i]);
+        jinja_val_dict_set(c, &s->vars, m->names[i], strlen(m->names[i]), v);
     }
     c->scope = outer;
     return render_to_string(c, s, m->b);
@@ -409,7 +412,7 @@ static jinja_value call_macro(jinja_ctx *c, jinja_func *fn, jinja_value *args, s
 jinja_value jinja_call(jinja_ctx *c, jinja_value fn, jinja_value *args, size_t n_args, const char **kw_names,
                        jinja_value *kw_vals, size_t n_kw) {
     if (fn.kind == JV_UNDEF) undef_fail(c, fn);
-    if (fn.kind != JV_FUNC) jinja_error(c, "'%s' object is not callable", jv_type_name(fn));
+    if (fn.kind != JV_FUNC) jinja_error(c, "'%s' object is not callable", jinja_val_type_name(fn));
     jinja_args a = {args, n_args, kw_names, kw_vals, n_kw};
     switch (fn.fn->kind) {
     case JF_MACRO: return call_macro(c, fn.fn, args, n_args, kw_names, kw_vals, n_kw);
@@ -417,7 +420,7 @@ jinja_value jinja_call(jinja_ctx *c, jinja_value fn, jinja_value *args, size_t n
     case JF_METHOD: return jinja_method_call(c, fn.fn->self, fn.fn->name, &a);
     case JF_CYCLE: {
         if (!n_args) jinja_error(c, "loop.cycle needs at least one value");
-        jinja_value *i0 = jv_dict_find(fn.fn->self.d, "index0", 6);
+        jinja_value *i0 = jinja_val_dict_find(fn.fn->self.d, "index0", 6);
         return args[(size_t)(i0 ? i0->i : 0) % n_args];
     }
     }
@@ -454,15 +457,15 @@ jinja_value jinja_eval(jinja_ctx *c, const jinja_node *n) {
     case N_CONST: r = n->v; break;
     case N_NAME: r = lookup(c, c->scope, n->s); break;
     case N_LIST: case N_TUPLE:
-        r = jv_list(c, n->n_kids);
+        r = jinja_val_list(c, n->n_kids);
         r.l->tuple = n->type == N_TUPLE;
-        for (size_t i = 0; i < n->n_kids; i++) jv_list_push(c, r.l, jinja_eval(c, n->kids[i]));
+        for (size_t i = 0; i < n->n_kids; i++) jinja_val_list_push(c, r.l, jinja_eval(c, n->kids[i]));
         break;
     case N_DICT:
-        r = jv_dict(c);
+        r = jinja_val_dict(c);
         for (size_t i = 0; i < n->n_kids; i++) {
             jinja_value k = jinja_eval(c, n->kids[i]);
-            jv_dict_set_key(c, r.d, k, jinja_eval(c, n->kids2[i]));
+            jinja_val_dict_set_key(c, r.d, k, jinja_eval(c, n->kids2[i]));
         }
         break;
     case N_ATTR: {
@@ -479,7 +482,7 @@ jinja_value jinja_eval(jinja_ctx *c, const jinja_node *n) {
     }
     case N_SLICE: {
         jinja_value o = jinja_eval(c, n->a), p[3];
-        for (int i = 0; i < 3; i++) p[i] = n->kids[i] ? jinja_eval(c, n->kids[i]) : jv_none();
+        for (int i = 0; i < 3; i++) p[i] = n->kids[i] ? jinja_eval(c, n->kids[i]) : jinja_val_none();
         c->arena->line = n->line, c->arena->col = n->col;
         r = slice(c, o, p[0], p[1], p[2]);
         break;
@@ -502,21 +505,22 @@ jinja_value jinja_eval(jinja_ctx *c, const jinja_node *n) {
         jinja_value v = jinja_eval(c, n->a);
         jinja_args a = eval_args(c, n, 0);
         c->arena->line = n->line, c->arena->col = n->col;
-        r = jv_bool(jinja_test(c, n->s, v, &a) != n->negate);
+        r = jinja_val_bool(jinja_test(c, n->s, v, &a) != n->negate);
         break;
     }
     case N_NEG: case N_POS: {
         jinja_value v = jinja_eval(c, n->a);
-        if (v.kind == JV_BOOL) v = jv_int(v.b);
-        if (v.kind == JV_INT) r = n->type == N_NEG ? arith(c, OP_SUB, jv_int(0), v) : v;
-        else if (v.kind == JV_FLOAT) r = jv_float(n->type == N_NEG ? -v.f : v.f);
+        if (v.kind == JV_BOOL) v = jinja_val_int(v.b);
+        if (v.kind == JV_INT) r = n->type == N_NEG ? arith(c, OP_SUB, jinja_val_int(0), v) : v;
+        else if (v.kind == JV_FLOAT) r = jinja_val_float(n->type == N_NEG ? -v.f : v.f);
         else if (v.kind == JV_UNDEF) undef_fail(c, v);
-        else jinja_error(c, "bad operand type for unary %c: '%s'", n->type == N_NEG ? '-' : '+', jv_type_name(v));
+        else
+            jinja_error(c, "bad operand type for unary %c: '%s'", n->type == N_NEG ? '-' : '+', jinja_val_type_name(v));
         break;
     }
-    case N_NOT: r = jv_bool(!jv_truthy(jinja_eval(c, n->a))); break;
-    case N_AND: r = jinja_eval(c, n->a); if (jv_truthy(r)) r = jinja_eval(c, n->b); break;
-    case N_OR: r = jinja_eval(c, n->a); if (!jv_truthy(r)) r = jinja_eval(c, n->b); break;
+    case N_NOT: r = jinja_val_bool(!jinja_val_truthy(jinja_eval(c, n->a))); break;
+    case N_AND: r = jinja_eval(c, n->a); if (jinja_val_truthy(r)) r = jinja_eval(c, n->b); break;
+    case N_OR: r = jinja_eval(c, n->a); if (!jinja_val_truthy(r)) r = jinja_eval(c, n->b); break;
     case N_BINOP: {
         jinja_value a = jinja_eval(c, n->a), b = jinja_eval(c, n->b);
         c->arena->line = n->line, c->arena->col = n->col;
@@ -525,12 +529,12 @@ jinja_value jinja_eval(jinja_ctx *c, const jinja_node *n) {
     }
     case N_COMPARE: {
         jinja_value left = jinja_eval(c, n->a);
-        r = jv_bool(true);
+        r = jinja_val_bool(true);
         for (size_t i = 0; i < n->n_kids; i++) {
             jinja_value right = jinja_eval(c, n->kids[i]);
             c->arena->line = n->line, c->arena->col = n->col;
             if (!compare(c, n->ops[i], left, right)) {
-                r = jv_bool(false);
+                r = jinja_val_bool(false);
                 break;
             }
             left = right;
@@ -538,13 +542,13 @@ jinja_value jinja_eval(jinja_ctx *c, const jinja_node *n) {
         break;
     }
     case N_COND:
-        if (jv_truthy(jinja_eval(c, n->a))) r = jinja_eval(c, n->b);
+        if (jinja_val_truthy(jinja_eval(c, n->a))) r = jinja_eval(c, n->b);
         else if (n->c) r = jinja_eval(c, n->c);
-        else r = jv_undef(c, "the inline if-expression evaluated to false and no else section was defined");
+        else r = jinja_val_undef(c, "the inline if-expression evaluated to false and no else section was defined");
         break;
     case N_CONCAT: {
         jinja_buf b = {0};
-        for (size_t i = 0; i < n->n_kids; i++) jv_str_append(c, &b, jinja_eval(c, n->kids[i]), false);
+        for (size_t i = 0; i < n->n_kids; i++) jinja_val_str_append(c, &b, jinja_eval(c, n->kids[i]), false);
         r = jinja_buf_value(&b);
         break;
     }
@@ -561,21 +565,21 @@ static void exec_for(jinja_ctx *c, jinja_scope *s, const jinja_node *n, int *flo
     jinja_scope *ls = scope_new(c, s);
     jinja_list *items = all;
     if (n->c) {  /* "for x in y if cond": the condition sees the loop variable, not loop.* */
-        items = jv_list(c, 0).l;
+        items = jinja_val_list(c, 0).l;
         for (size_t i = 0; i < all->n; i++) {
             jinja_step(c);
             assign(c, ls, n->a, all->v[i]);
             c->scope = ls;
-            bool keep = jv_truthy(jinja_eval(c, n->c));
+            bool keep = jinja_val_truthy(jinja_eval(c, n->c));
             c->scope = s;
-            if (keep) jv_list_push(c, items, all->v[i]);
+            if (keep) jinja_val_list_push(c, items, all->v[i]);
         }
     }
     if (!items->n) {
         if (n->n_kids2) exec_body(c, s, n->kids2[0], flow);
         return;
     }
-    jinja_value loop = jv_dict(c), cycle = {.kind = JV_FUNC};
+    jinja_value loop = jinja_val_dict(c), cycle = {.kind = JV_FUNC};
     cycle.fn = jinja_alloc(c->arena, sizeof *cycle.fn);
     cycle.fn->kind = JF_CYCLE;
     cycle.fn->name = "cycle";
@@ -585,21 +589,22 @@ static void exec_for(jinja_ctx *c, jinja_scope *s, const jinja_node *n, int *flo
     for (size_t i = 0; i < len; i++) {
         jinja_step(c);
         jinja_dict *d = loop.d;
-        jv_dict_set(c, d, "index0", 6, jv_int((int64_t)i));
-        jv_dict_set(c, d, "index", 5, jv_int((int64_t)i + 1));
-        jv_dict_set(c, d, "revindex", 8, jv_int((int64_t)(len - i)));
-        jv_dict_set(c, d, "revindex0", 9, jv_int((int64_t)(len - i - 1)));
-        jv_dict_set(c, d, "first", 5, jv_bool(i == 0));
-        jv_dict_set(c, d, "last", 4, jv_bool(i + 1 == len));
-        jv_dict_set(c, d, "length", 6, jv_int((int64_t)len));
-        jv_dict_set(c, d, "depth", 5, jv_int(1));
-        jv_dict_set(c, d, "depth0", 6, jv_int(0));
-        jv_dict_set(c, d, "previtem", 8, i ? items->v[i - 1] : jv_undef(c, "there is no previous item"));
-        jv_dict_set(c, d, "nextitem", 8, i + 1 < len ? items->v[i + 1] : jv_undef(c, "there is no next item"));
-        jv_dict_set(c, d, "cycle", 5, cycle);
+        jinja_val_dict_set(c, d, "index0", 6, jinja_val_int((int64_t)i));
+        jinja_val_dict_set(c, d, "index", 5, jinja_val_int((int64_t)i + 1));
+        jinja_val_dict_set(c, d, "revindex", 8, jinja_val_int((int64_t)(len - i)));
+        jinja_val_dict_set(c, d, "revindex0", 9, jinja_val_int((int64_t)(len - i - 1)));
+        jinja_val_dict_set(c, d, "first", 5, jinja_val_bool(i == 0));
+        jinja_val_dict_set(c, d, "last", 4, jinja_val_bool(i + 1 == len));
+        jinja_val_dict_set(c, d, "length", 6, jinja_val_int((int64_t)len));
+        jinja_val_dict_set(c, d, "depth", 5, jinja_val_int(1));
+        jinja_val_dict_set(c, d, "depth0", 6, jinja_val_int(0));
+        jinja_val_dict_set(c, d, "previtem", 8, i ? items->v[i - 1] : jinja_val_undef(c, "there is no previous item"));
+        jinja_val_dict_set(c, d, "nextitem", 8,
+                           i + 1 < len ? items->v[i + 1] : jinja_val_undef(c, "there is no next item"));
+        jinja_val_dict_set(c, d, "cycle", 5, cycle);
         /* each iteration starts afresh: what the body set in the last one is gone (jinja2) */
         ls->vars.n = 0;
-        jv_dict_set(c, &ls->vars, "loop", 4, loop);
+        jinja_val_dict_set(c, &ls->vars, "loop", 4, loop);
         assign(c, ls, n->a, items->v[i]);
         int f = EXEC_NORMAL;
         exec_body(c, ls, n->kids[0], &f);
@@ -619,9 +624,9 @@ static void exec_node(jinja_ctx *c, jinja_scope *s, const jinja_node *n, int *fl
     switch (n->type) {
     case N_BODY: exec_body(c, s, n, flow); break;
     case N_TEXT: jinja_buf_add(c, c->out, n->s, n->sn); break;
-    case N_OUTPUT: jv_str_append(c, c->out, jinja_eval(c, n->a), false); break;
+    case N_OUTPUT: jinja_val_str_append(c, c->out, jinja_eval(c, n->a), false); break;
     case N_IF:
-        if (jv_truthy(jinja_eval(c, n->a))) exec_body(c, s, n->b, flow);
+        if (jinja_val_truthy(jinja_eval(c, n->a))) exec_body(c, s, n->b, flow);
         else if (n->c) exec_node(c, s, n->c, flow);
         break;
     case N_FOR: exec_for(c, s, n, flow); break;
@@ -631,7 +636,7 @@ static void exec_node(jinja_ctx *c, jinja_scope *s, const jinja_node *n, int *fl
             jinja_value ns = jinja_eval(c, n->a->a);
             c->arena->line = n->line, c->arena->col = n->col;
             if (ns.kind != JV_NS) jinja_error(c, "cannot assign attribute on non-namespace object");
-            jv_dict_set(c, ns.d, n->a->s, strlen(n->a->s), v);
+            jinja_val_dict_set(c, ns.d, n->a->s, strlen(n->a->s), v);
         } else {
             assign(c, s, n->a, v);
         }
@@ -652,7 +657,7 @@ static void exec_node(jinja_ctx *c, jinja_scope *s, const jinja_node *n, int *fl
         break;
     }
     case N_FILTERBLOCK:
-        jv_str_append(c, c->out, apply_filters(c, n->filters, render_to_string(c, s, n->b)), false);
+        jinja_val_str_append(c, c->out, apply_filters(c, n->filters, render_to_string(c, s, n->b)), false);
         break;
     case N_MACRO: {
         jinja_value f = {.kind = JV_FUNC};
@@ -661,7 +666,7 @@ static void exec_node(jinja_ctx *c, jinja_scope *s, const jinja_node *n, int *fl
         f.fn->name = n->s;
         f.fn->macro = n;
         f.fn->closure = s;
-        jv_dict_set(c, &s->vars, n->s, strlen(n->s), f);
+        jinja_val_dict_set(c, &s->vars, n->s, strlen(n->s), f);
         break;
     }
     case N_CALLBLOCK: {
@@ -679,12 +684,12 @@ static void exec_node(jinja_ctx *c, jinja_scope *s, const jinja_node *n, int *fl
         a.kw_names[a.n_kw] = "caller";
         a.kw_vals[a.n_kw++] = caller;
         c->arena->line = n->line, c->arena->col = n->col;
-        jv_str_append(c, c->out, jinja_call(c, fn, a.args, a.n_args, a.kw_names, a.kw_vals, a.n_kw), false);
+        jinja_val_str_append(c, c->out, jinja_call(c, fn, a.args, a.n_args, a.kw_names, a.kw_vals, a.n_kw), false);
         break;
     }
     case N_BREAK: *flow = EXEC_BREAK; break;
     case N_CONTINUE: *flow = EXEC_CONTINUE; break;
-    default: jv_str_append(c, c->out, jinja_eval(c, n), false); break;
+    default: jinja_val_str_append(c, c->out, jinja_eval(c, n), false); break;
     }
     c->scope = outer;
     c->depth--;
@@ -752,7 +757,7 @@ char *jinja_render(const jinja_template *t, const void *vars, const jinja_limits
     if (root && !cJSON_IsObject(root)) jinja_error(c, "the template's variables must be a JSON object");
     for (const cJSON *e = root ? root->child : NULL; e; e = e->next) {
         const char *k = e->string ? e->string : "";
-        jv_dict_set(c, &c->globals->vars, jinja_strndup(a, k, strlen(k)), strlen(k), jv_from_cjson(c, e));
+        jinja_val_dict_set(c, &c->globals->vars, jinja_strndup(a, k, strlen(k)), strlen(k), jinja_val_from_cjson(c, e));
     }
     jinja_buf out = {0};
     c->out = &out;

@@ -32,13 +32,13 @@ void jinja_args_check(jinja_ctx *c, const jinja_args *a, const char *what, const
 }
 
 static jinja_value need_str(jinja_ctx *c, jinja_value v, const char *what) {
-    if (v.kind != JV_STR) jinja_error(c, "%s needs a string, not %s", what, jv_type_name(v));
+    if (v.kind != JV_STR) jinja_error(c, "%s needs a string, not %s", what, jinja_val_type_name(v));
     return v;
 }
 
 static int64_t need_int(jinja_ctx *c, jinja_value v, const char *what) {
     if (v.kind == JV_BOOL) return v.b;
-    if (v.kind != JV_INT) jinja_error(c, "%s needs an integer, not %s", what, jv_type_name(v));
+    if (v.kind != JV_INT) jinja_error(c, "%s needs an integer, not %s", what, jinja_val_type_name(v));
     return v.i;
 }
 
@@ -50,7 +50,7 @@ static size_t length(jinja_ctx *c, jinja_value v) {
         if (v.l->lazy) jinja_error(c, "object of type 'generator' has no len() (add |list before |length)");
         return v.l->n;
     case JV_DICT: return v.d->n;
-    default: jinja_error(c, "object of type '%s' has no len()", jv_type_name(v));
+    default: jinja_error(c, "object of type '%s' has no len()", jinja_val_type_name(v));
     }
 }
 
@@ -65,7 +65,8 @@ static jinja_value attr_path(jinja_ctx *c, jinja_value v, jinja_value path) {
         size_t n = (size_t)(dot - p);
         bool digits = n > 0;
         for (size_t i = 0; i < n; i++) digits = digits && p[i] >= '0' && p[i] <= '9';
-        v = digits ? jinja_getitem(c, v, jv_int(strtoll(p, NULL, 10))) : jinja_getitem(c, v, jv_str(p, n));
+        v = digits ? jinja_getitem(c, v, jinja_val_int(strtoll(p, NULL, 10)))
+                   : jinja_getitem(c, v, jinja_val_str(p, n));
         p = dot + 1;
     }
     return v;
@@ -87,7 +88,7 @@ static void merge_sort(jinja_ctx *c, sort_pair *v, sort_pair *tmp, size_t n, boo
     size_t i = 0, j = h, k = 0;
     while (i < h && j < n) {
         jinja_step(c);
-        int r = jv_compare(c, v[j].key, v[i].key);
+        int r = jinja_val_compare(c, v[j].key, v[i].key);
         if (reverse ? r > 0 : r < 0) tmp[k++] = v[j++];
         else tmp[k++] = v[i++];
     }
@@ -128,7 +129,7 @@ static jinja_value percent_format(jinja_ctx *c, jinja_value fmt, jinja_value *ar
         int len;
         if (conv == 's' || conv == 'r') {
             jinja_buf s = {0};
-            jv_str_append(c, &s, v, conv == 'r');
+            jinja_val_str_append(c, &s, v, conv == 'r');
             spec[k++] = 's', spec[k] = 0;
             if (k == 2) {
                 jinja_buf_add(c, &b, s.p ? s.p : "", s.n);
@@ -136,14 +137,16 @@ static jinja_value percent_format(jinja_ctx *c, jinja_value fmt, jinja_value *ar
             }
             len = snprintf(out, sizeof out, spec, s.p ? s.p : "");
         } else if (strchr("dixXo", conv)) {
-            if (!jv_is_number(v)) jinja_error(c, "%%%c format: a number is required, not %s", conv, jv_type_name(v));
+            if (!jinja_val_is_number(v))
+                jinja_error(c, "%%%c format: a number is required, not %s", conv, jinja_val_type_name(v));
             long long x = v.kind == JV_FLOAT ? (long long)v.f : v.kind == JV_INT ? (long long)v.i : v.b;
             spec[k++] = 'l', spec[k++] = 'l', spec[k++] = conv == 'i' ? 'd' : conv, spec[k] = 0;
             len = snprintf(out, sizeof out, spec, x);
         } else if (strchr("feEgG", conv)) {
-            if (!jv_is_number(v)) jinja_error(c, "%%%c format: a number is required, not %s", conv, jv_type_name(v));
+            if (!jinja_val_is_number(v))
+                jinja_error(c, "%%%c format: a number is required, not %s", conv, jinja_val_type_name(v));
             spec[k++] = conv, spec[k] = 0;
-            len = snprintf(out, sizeof out, spec, jv_as_double(v));
+            len = snprintf(out, sizeof out, spec, jinja_val_as_double(v));
         } else {
             jinja_error(c, "unsupported format character '%c'", conv);
         }
@@ -151,7 +154,7 @@ static jinja_value percent_format(jinja_ctx *c, jinja_value fmt, jinja_value *ar
         jinja_buf_add(c, &b, out, (size_t)len < sizeof out ? (size_t)len : sizeof out - 1);
     }
     if (used < n) jinja_error(c, "not all arguments converted during string formatting");
-    return b.p ? jinja_buf_value(&b) : jv_str("", 0);
+    return b.p ? jinja_buf_value(&b) : jinja_val_str("", 0);
 }
 
 /* --- filters --------------------------------------------------------------------------------------- */
@@ -159,7 +162,8 @@ static jinja_value percent_format(jinja_ctx *c, jinja_value fmt, jinja_value *ar
 static jinja_value do_tojson(jinja_ctx *c, jinja_value v, const jinja_args *a) {
     static const char *const names[] = {"ensure_ascii", "indent", "separators", "sort_keys", NULL};
     jinja_args_check(c, a, "tojson", names);
-    jinja_value ind = jinja_arg(c, a, 1, "indent", jv_none()), sep = jinja_arg(c, a, 2, "separators", jv_none());
+    jinja_value ind = jinja_arg(c, a, 1, "indent", jinja_val_none()),
+                sep = jinja_arg(c, a, 2, "separators", jinja_val_none());
     /* an int is that many spaces (Python: a negative one is none), a string is used as it is */
     const char *indent = NULL;
     if (ind.kind == JV_STR) {
@@ -178,16 +182,17 @@ static jinja_value do_tojson(jinja_ctx *c, jinja_value v, const jinja_args *a) {
         item_sep = jinja_strndup(c->arena, sep.l->v[0].s.p, sep.l->v[0].s.n);
         key_sep = jinja_strndup(c->arena, sep.l->v[1].s.p, sep.l->v[1].s.n);
     }
-    jinja_json_opts o = {indent, item_sep, key_sep, jv_truthy(jinja_arg(c, a, 3, "sort_keys", jv_bool(false))),
-                         jv_truthy(jinja_arg(c, a, 0, "ensure_ascii", jv_bool(false)))};
+    jinja_json_opts o = {indent, item_sep, key_sep,
+                         jinja_val_truthy(jinja_arg(c, a, 3, "sort_keys", jinja_val_bool(false))),
+                         jinja_val_truthy(jinja_arg(c, a, 0, "ensure_ascii", jinja_val_bool(false)))};
     jinja_buf b = {0};
-    jv_json_append(c, &b, v, &o, 0);
+    jinja_val_json_append(c, &b, v, &o, 0);
     return jinja_buf_value(&b);
 }
 
 /* Python's str.splitlines(): the pieces between line boundaries, without them. */
 static jinja_list *split_lines(jinja_ctx *c, jinja_value s) {
-    jinja_list *out = jv_list(c, 0).l;
+    jinja_list *out = jinja_val_list(c, 0).l;
     size_t start = 0, i = 0;
     while (i < s.s.n) {
         uint32_t cp;
@@ -195,27 +200,27 @@ static jinja_list *split_lines(jinja_ctx *c, jinja_value s) {
         bool nl = cp == '\n' || cp == '\r' || cp == 0x0b || cp == 0x0c || (cp >= 0x1c && cp <= 0x1e) || cp == 0x85 ||
                   cp == 0x2028 || cp == 0x2029;
         if (nl) {
-            jv_list_push(c, out, jv_str(s.s.p + start, i - start));
+            jinja_val_list_push(c, out, jinja_val_str(s.s.p + start, i - start));
             if (cp == '\r' && i + 1 < s.s.n && s.s.p[i + 1] == '\n') k++;
             start = i + k;
         }
         i += k;
     }
-    if (start < s.s.n) jv_list_push(c, out, jv_str(s.s.p + start, s.s.n - start));
+    if (start < s.s.n) jinja_val_list_push(c, out, jinja_val_str(s.s.p + start, s.s.n - start));
     return out;
 }
 
 static jinja_value do_indent(jinja_ctx *c, jinja_value v, const jinja_args *a) {
     static const char *const names[] = {"width", "first", "blank", NULL};
     jinja_args_check(c, a, "indent", names);
-    jinja_value w = jinja_arg(c, a, 0, "width", jv_int(4));
+    jinja_value w = jinja_arg(c, a, 0, "width", jinja_val_int(4));
     jinja_buf ind = {0};
     if (w.kind == JV_STR) jinja_buf_add(c, &ind, w.s.p, w.s.n);
     else for (int64_t i = 0, n = need_int(c, w, "indent's width"); i < n && i < 256; i++) jinja_buf_addc(c, &ind, ' ');
-    bool first = jv_truthy(jinja_arg(c, a, 1, "first", jv_bool(false)));
-    bool blank = jv_truthy(jinja_arg(c, a, 2, "blank", jv_bool(false)));
+    bool first = jinja_val_truthy(jinja_arg(c, a, 1, "first", jinja_val_bool(false)));
+    bool blank = jinja_val_truthy(jinja_arg(c, a, 2, "blank", jinja_val_bool(false)));
     jinja_buf s = {0};
-    jv_str_append(c, &s, v, false);
+    jinja_val_str_append(c, &s, v, false);
     jinja_buf_addc(c, &s, '\n');  /* jinja2 adds it so that splitlines keeps a last empty line */
     jinja_list *lines = split_lines(c, jinja_buf_value(&s));
     jinja_buf b = {0};
@@ -228,15 +233,15 @@ static jinja_value do_indent(jinja_ctx *c, jinja_value v, const jinja_args *a) {
         }
         jinja_buf_add(c, &b, ln.s.p, ln.s.n);
     }
-    return b.p ? jinja_buf_value(&b) : jv_str("", 0);
+    return b.p ? jinja_buf_value(&b) : jinja_val_str("", 0);
 }
 
 static jinja_value do_int(jinja_ctx *c, jinja_value v, const jinja_args *a) {
-    jinja_value def = jinja_arg(c, a, 0, "default", jv_int(0));
-    int base = (int)need_int(c, jinja_arg(c, a, 1, "base", jv_int(10)), "int's base");
+    jinja_value def = jinja_arg(c, a, 0, "default", jinja_val_int(0));
+    int base = (int)need_int(c, jinja_arg(c, a, 1, "base", jinja_val_int(10)), "int's base");
     if (v.kind == JV_INT) return v;
-    if (v.kind == JV_BOOL) return jv_int(v.b);
-    if (v.kind == JV_FLOAT) return isfinite(v.f) && fabs(v.f) < 9.2e18 ? jv_int((int64_t)v.f) : def;
+    if (v.kind == JV_BOOL) return jinja_val_int(v.b);
+    if (v.kind == JV_FLOAT) return isfinite(v.f) && fabs(v.f) < 9.2e18 ? jinja_val_int((int64_t)v.f) : def;
     if (v.kind == JV_STR) {
         char buf[128];
         jinja_value t = jinja_str_strip(v, NULL, 0, 'b');
@@ -248,16 +253,16 @@ static jinja_value do_int(jinja_ctx *c, jinja_value v, const jinja_args *a) {
         char *end;
         errno = 0;
         long long x = strtoll(buf, &end, base < 2 || base > 36 ? 10 : base);
-        if (!*end && !errno) return jv_int(x);
+        if (!*end && !errno) return jinja_val_int(x);
         double d = strtod(buf, &end);
-        if (!*end && isfinite(d) && fabs(d) < 9.2e18) return jv_int((int64_t)d);
+        if (!*end && isfinite(d) && fabs(d) < 9.2e18) return jinja_val_int((int64_t)d);
     }
     return def;
 }
 
 static jinja_value do_float(jinja_ctx *c, jinja_value v, const jinja_args *a) {
-    jinja_value def = jinja_arg(c, a, 0, "default", jv_float(0));
-    if (jv_is_number(v)) return jv_float(jv_as_double(v));
+    jinja_value def = jinja_arg(c, a, 0, "default", jinja_val_float(0));
+    if (jinja_val_is_number(v)) return jinja_val_float(jinja_val_as_double(v));
     if (v.kind == JV_STR) {
         char buf[128];
         jinja_value t = jinja_str_strip(v, NULL, 0, 'b');
@@ -266,7 +271,7 @@ static jinja_value do_float(jinja_ctx *c, jinja_value v, const jinja_args *a) {
         buf[t.s.n] = 0;
         char *end;
         double d = strtod(buf, &end);
-        if (!*end) return jv_float(d);
+        if (!*end) return jinja_val_float(d);
     }
     return def;
 }
@@ -274,10 +279,10 @@ static jinja_value do_float(jinja_ctx *c, jinja_value v, const jinja_args *a) {
 /* select / reject / selectattr / rejectattr: keep items whose test (or truth) is want. */
 static jinja_value do_select(jinja_ctx *c, jinja_value v, const jinja_args *a, bool by_attr, bool want) {
     /* jinja2 iterates only a true value: none|selectattr(...) is empty */
-    jinja_list *items = jinja_iterate(c, jv_truthy(v) ? v : jv_undef(c, "empty"));
+    jinja_list *items = jinja_iterate(c, jinja_val_truthy(v) ? v : jinja_val_undef(c, "empty"));
     size_t first = by_attr ? 1 : 0;
     if (by_attr && a->n_args < 1) jinja_error(c, "selectattr/rejectattr need an attribute name");
-    jinja_value out = jv_list(c, 0);
+    jinja_value out = jinja_val_list(c, 0);
     jinja_args rest = {a->args + (a->n_args > first + 1 ? first + 1 : a->n_args),
                        a->n_args > first + 1 ? a->n_args - first - 1 : 0, a->kw_names, a->kw_vals, a->n_kw};
     for (size_t i = 0; i < items->n; i++) {
@@ -290,17 +295,17 @@ static jinja_value do_select(jinja_ctx *c, jinja_value v, const jinja_args *a, b
             snprintf(name, sizeof name, "%.*s", (int)t.s.n, t.s.p);
             ok = jinja_test(c, name, x, &rest);
         } else {
-            ok = jv_truthy(x);
+            ok = jinja_val_truthy(x);
         }
-        if (ok == want) jv_list_push(c, out.l, items->v[i]);
+        if (ok == want) jinja_val_list_push(c, out.l, items->v[i]);
     }
     return out;
 }
 
 static jinja_value do_map(jinja_ctx *c, jinja_value v, const jinja_args *a) {
-    jinja_list *items = jinja_iterate(c, jv_truthy(v) ? v : jv_undef(c, "empty"));
-    jinja_value out = jv_list(c, items->n);
-    jinja_value attr = jinja_arg(c, a, (size_t)-1, "attribute", jv_undef(c, "no attribute"));
+    jinja_list *items = jinja_iterate(c, jinja_val_truthy(v) ? v : jinja_val_undef(c, "empty"));
+    jinja_value out = jinja_val_list(c, items->n);
+    jinja_value attr = jinja_arg(c, a, (size_t)-1, "attribute", jinja_val_undef(c, "no attribute"));
     for (size_t i = 0; i < items->n; i++) {
         jinja_step(c);
         jinja_value x = items->v[i];
@@ -315,30 +320,30 @@ static jinja_value do_map(jinja_ctx *c, jinja_value v, const jinja_args *a) {
             jinja_args rest = {a->args + 1, a->n_args - 1, a->kw_names, a->kw_vals, a->n_kw};
             x = jinja_filter(c, name, x, &rest);
         }
-        jv_list_push(c, out.l, x);
+        jinja_val_list_push(c, out.l, x);
     }
     return out;
 }
 
 static jinja_value do_sort(jinja_ctx *c, jinja_value v, const jinja_args *a, bool dictsort) {
-    bool cs = jv_truthy(jinja_arg(c, a, dictsort ? 0 : 1, "case_sensitive", jv_bool(false)));
-    bool reverse = jv_truthy(jinja_arg(c, a, dictsort ? 2 : 0, "reverse", jv_bool(false)));
-    jinja_value attr = dictsort ? jv_none() : jinja_arg(c, a, 2, "attribute", jv_none());
+    bool cs = jinja_val_truthy(jinja_arg(c, a, dictsort ? 0 : 1, "case_sensitive", jinja_val_bool(false)));
+    bool reverse = jinja_val_truthy(jinja_arg(c, a, dictsort ? 2 : 0, "reverse", jinja_val_bool(false)));
+    jinja_value attr = dictsort ? jinja_val_none() : jinja_arg(c, a, 2, "attribute", jinja_val_none());
     bool by_value = false;
     if (dictsort) {
-        jinja_value by = jinja_arg(c, a, 1, "by", jv_cstr("key"));
+        jinja_value by = jinja_arg(c, a, 1, "by", jinja_val_cstr("key"));
         by_value = by.kind == JV_STR && by.s.n == 5 && !memcmp(by.s.p, "value", 5);
-        if (v.kind != JV_DICT) jinja_error(c, "dictsort needs a mapping, not %s", jv_type_name(v));
+        if (v.kind != JV_DICT) jinja_error(c, "dictsort needs a mapping, not %s", jinja_val_type_name(v));
     }
     jinja_list *items = jinja_iterate(c, v);
     sort_pair *p = jinja_alloc(c->arena, (items->n + 1) * sizeof *p);
     for (size_t i = 0; i < items->n; i++) {
         jinja_value item = items->v[i], key = item;
         if (dictsort) {
-            jinja_value pair = jv_list(c, 2);
+            jinja_value pair = jinja_val_list(c, 2);
             pair.l->tuple = true;
-            jv_list_push(c, pair.l, item);
-            jv_list_push(c, pair.l, v.d->e[i].v);
+            jinja_val_list_push(c, pair.l, item);
+            jinja_val_list_push(c, pair.l, v.d->e[i].v);
             key = pair.l->v[by_value ? 1 : 0];
             item = pair;
         } else if (attr.kind != JV_NONE) {
@@ -347,63 +352,65 @@ static jinja_value do_sort(jinja_ctx *c, jinja_value v, const jinja_args *a, boo
         p[i] = (sort_pair){sort_key(c, key, cs), item};
     }
     sort_pairs(c, p, items->n, reverse);
-    jinja_value out = jv_list(c, items->n);
-    for (size_t i = 0; i < items->n; i++) jv_list_push(c, out.l, p[i].item);
+    jinja_value out = jinja_val_list(c, items->n);
+    for (size_t i = 0; i < items->n; i++) jinja_val_list_push(c, out.l, p[i].item);
     return out;
 }
 
 static jinja_value do_join(jinja_ctx *c, jinja_value v, const jinja_args *a) {
-    jinja_value sep = jinja_arg(c, a, 0, "d", jv_str("", 0)), attr = jinja_arg(c, a, 1, "attribute", jv_none());
+    jinja_value sep = jinja_arg(c, a, 0, "d", jinja_val_str("", 0)),
+                attr = jinja_arg(c, a, 1, "attribute", jinja_val_none());
     jinja_list *items = jinja_iterate(c, v);
     jinja_buf b = {0};
     for (size_t i = 0; i < items->n; i++) {
-        if (i) jv_str_append(c, &b, sep, false);
-        jv_str_append(c, &b, attr.kind == JV_NONE ? items->v[i] : attr_path(c, items->v[i], attr), false);
+        if (i) jinja_val_str_append(c, &b, sep, false);
+        jinja_val_str_append(c, &b, attr.kind == JV_NONE ? items->v[i] : attr_path(c, items->v[i], attr), false);
     }
-    return b.p ? jinja_buf_value(&b) : jv_str("", 0);
+    return b.p ? jinja_buf_value(&b) : jinja_val_str("", 0);
 }
 
 static jinja_value do_minmax(jinja_ctx *c, jinja_value v, const jinja_args *a, bool max) {
-    bool cs = jv_truthy(jinja_arg(c, a, 0, "case_sensitive", jv_bool(false)));
-    jinja_value attr = jinja_arg(c, a, 1, "attribute", jv_none());
+    bool cs = jinja_val_truthy(jinja_arg(c, a, 0, "case_sensitive", jinja_val_bool(false)));
+    jinja_value attr = jinja_arg(c, a, 1, "attribute", jinja_val_none());
     jinja_list *items = jinja_iterate(c, v);
-    if (!items->n) return jv_undef(c, "No aggregated item, sequence was empty.");
+    if (!items->n) return jinja_val_undef(c, "No aggregated item, sequence was empty.");
     size_t best = 0;
     jinja_value bk = sort_key(c, attr.kind == JV_NONE ? items->v[0] : attr_path(c, items->v[0], attr), cs);
     for (size_t i = 1; i < items->n; i++) {
         jinja_value k = sort_key(c, attr.kind == JV_NONE ? items->v[i] : attr_path(c, items->v[i], attr), cs);
-        int r = jv_compare(c, k, bk);
+        int r = jinja_val_compare(c, k, bk);
         if (max ? r > 0 : r < 0) best = i, bk = k;
     }
     return items->v[best];
 }
 
 static jinja_value do_unique(jinja_ctx *c, jinja_value v, const jinja_args *a) {
-    bool cs = jv_truthy(jinja_arg(c, a, 0, "case_sensitive", jv_bool(false)));
-    jinja_value attr = jinja_arg(c, a, 1, "attribute", jv_none());
+    bool cs = jinja_val_truthy(jinja_arg(c, a, 0, "case_sensitive", jinja_val_bool(false)));
+    jinja_value attr = jinja_arg(c, a, 1, "attribute", jinja_val_none());
     jinja_list *items = jinja_iterate(c, v);
-    jinja_value out = jv_list(c, 0), seen = jv_list(c, 0);
+    jinja_value out = jinja_val_list(c, 0), seen = jinja_val_list(c, 0);
     for (size_t i = 0; i < items->n; i++) {
         jinja_value k = sort_key(c, attr.kind == JV_NONE ? items->v[i] : attr_path(c, items->v[i], attr), cs);
         bool dup = false;
         for (size_t j = 0; j < seen.l->n && !dup; j++) {
             jinja_step(c);
-            dup = jv_equal(seen.l->v[j], k);
+            dup = jinja_val_equal(seen.l->v[j], k);
         }
         if (dup) continue;
-        jv_list_push(c, seen.l, k);
-        jv_list_push(c, out.l, items->v[i]);
+        jinja_val_list_push(c, seen.l, k);
+        jinja_val_list_push(c, out.l, items->v[i]);
     }
     return out;
 }
 
 static jinja_value do_round(jinja_ctx *c, jinja_value v, const jinja_args *a) {
-    int64_t prec = need_int(c, jinja_arg(c, a, 0, "precision", jv_int(0)), "round's precision");
-    jinja_value m = jinja_arg(c, a, 1, "method", jv_cstr("common"));
-    if (!jv_is_number(v)) jinja_error(c, "round needs a number, not %s", jv_type_name(v));
+    int64_t prec = need_int(c, jinja_arg(c, a, 0, "precision", jinja_val_int(0)), "round's precision");
+    jinja_value m = jinja_arg(c, a, 1, "method", jinja_val_cstr("common"));
+    if (!jinja_val_is_number(v)) jinja_error(c, "round needs a number, not %s", jinja_val_type_name(v));
     if (prec < -300 || prec > 300) jinja_error(c, "round's precision out of range");
-    if (v.kind != JV_FLOAT && (m.s.n == 6 && !memcmp(m.s.p, "common", 6)) && prec >= 0) return jv_int(v.kind == JV_INT ? v.i : v.b);
-    double x = jv_as_double(v), p = pow(10, (double)prec), r;
+    if (v.kind != JV_FLOAT && (m.s.n == 6 && !memcmp(m.s.p, "common", 6)) && prec >= 0)
+        return jinja_val_int(v.kind == JV_INT ? v.i : v.b);
+    double x = jinja_val_as_double(v), p = pow(10, (double)prec), r;
     if (m.kind == JV_STR && m.s.n == 4 && !memcmp(m.s.p, "ceil", 4)) r = ceil(x * p) / p;
     else if (m.kind == JV_STR && m.s.n == 5 && !memcmp(m.s.p, "floor", 5)) r = floor(x * p) / p;
     else if (m.kind == JV_STR && m.s.n == 6 && !memcmp(m.s.p, "common", 6)) {
@@ -419,23 +426,23 @@ static jinja_value do_round(jinja_ctx *c, jinja_value v, const jinja_args *a) {
     } else {
         jinja_error(c, "round's method must be common, ceil or floor");
     }
-    return jv_float(r);
+    return jinja_val_float(r);
 }
 
 static jinja_value do_batch(jinja_ctx *c, jinja_value v, const jinja_args *a) {
-    int64_t n = need_int(c, jinja_arg(c, a, 0, "linecount", jv_undef(c, "batch needs a size")), "batch's size");
+    int64_t n = need_int(c, jinja_arg(c, a, 0, "linecount", jinja_val_undef(c, "batch needs a size")), "batch's size");
     if (n <= 0) jinja_error(c, "batch's size must be positive");
-    jinja_value fill = jinja_arg(c, a, 1, "fill_with", jv_none());
+    jinja_value fill = jinja_arg(c, a, 1, "fill_with", jinja_val_none());
     bool pad = a->n_args > 1 || a->n_kw > 0;
     jinja_list *items = jinja_iterate(c, v);
-    jinja_value out = jv_list(c, 0), cur = jv_list(c, 0);
+    jinja_value out = jinja_val_list(c, 0), cur = jinja_val_list(c, 0);
     for (size_t i = 0; i < items->n; i++) {
-        jv_list_push(c, cur.l, items->v[i]);
-        if ((int64_t)cur.l->n == n) jv_list_push(c, out.l, cur), cur = jv_list(c, 0);
+        jinja_val_list_push(c, cur.l, items->v[i]);
+        if ((int64_t)cur.l->n == n) jinja_val_list_push(c, out.l, cur), cur = jinja_val_list(c, 0);
     }
     if (cur.l->n) {
-        while (pad && (int64_t)cur.l->n < n) jv_list_push(c, cur.l, fill);
-        jv_list_push(c, out.l, cur);
+        while (pad && (int64_t)cur.l->n < n) jinja_val_list_push(c, cur.l, fill);
+        jinja_val_list_push(c, out.l, cur);
     }
     return out;
 }
@@ -464,7 +471,7 @@ jinja_value jinja_escape(jinja_ctx *c, jinja_value s) {
         default: jinja_buf_addc(c, &b, s.s.p[i]);
         }
     }
-    return b.p ? jinja_buf_value(&b) : jv_str("", 0);
+    return b.p ? jinja_buf_value(&b) : jinja_val_str("", 0);
 }
 
 static jinja_value do_wordcount(jinja_ctx *c, jinja_value s) {
@@ -479,21 +486,21 @@ static jinja_value do_wordcount(jinja_ctx *c, jinja_value s) {
         if (w && !in_word) n++;
         in_word = w;
     }
-    return jv_int(n);
+    return jinja_val_int(n);
 }
 
 /* jinja2's truncate: longer than length + leeway (5) is cut to length with end, at a word
  * boundary unless killwords. */
 static jinja_value do_truncate(jinja_ctx *c, jinja_value s, const jinja_args *a) {
-    int64_t length = need_int(c, jinja_arg(c, a, 0, "length", jv_int(255)), "truncate's length");
-    bool killwords = jv_truthy(jinja_arg(c, a, 1, "killwords", jv_bool(false)));
-    jinja_value end = need_str(c, jinja_arg(c, a, 2, "end", jv_cstr("...")), "truncate's end");
-    jinja_value lw = jinja_arg(c, a, 3, "leeway", jv_none());
+    int64_t length = need_int(c, jinja_arg(c, a, 0, "length", jinja_val_int(255)), "truncate's length");
+    bool killwords = jinja_val_truthy(jinja_arg(c, a, 1, "killwords", jinja_val_bool(false)));
+    jinja_value end = need_str(c, jinja_arg(c, a, 2, "end", jinja_val_cstr("...")), "truncate's end");
+    jinja_value lw = jinja_arg(c, a, 3, "leeway", jinja_val_none());
     int64_t leeway = lw.kind == JV_NONE ? 5 : need_int(c, lw, "truncate's leeway");
     int64_t n = (int64_t)jinja_utf8_len(s.s.p, s.s.n), end_n = (int64_t)jinja_utf8_len(end.s.p, end.s.n);
     if (length < end_n || leeway < 0) jinja_error(c, "truncate: length below the end's or negative leeway");
     if (n <= length + leeway) return s;
-    jinja_value head = jv_str(s.s.p, jinja_utf8_offset(s.s.p, s.s.n, (size_t)(length - end_n)));
+    jinja_value head = jinja_val_str(s.s.p, jinja_utf8_offset(s.s.p, s.s.n, (size_t)(length - end_n)));
     if (!killwords) {
         const char *sp = NULL;
         for (size_t i = head.s.n; i-- > 0;)
@@ -507,15 +514,15 @@ static jinja_value do_truncate(jinja_ctx *c, jinja_value s, const jinja_args *a)
 }
 
 static jinja_value do_items(jinja_ctx *c, jinja_value v) {
-    jinja_value out = jv_list(c, 0);
+    jinja_value out = jinja_val_list(c, 0);
     if (v.kind == JV_UNDEF) return out;
-    if (v.kind != JV_DICT) jinja_error(c, "items needs a mapping, not %s", jv_type_name(v));
+    if (v.kind != JV_DICT) jinja_error(c, "items needs a mapping, not %s", jinja_val_type_name(v));
     for (size_t i = 0; i < v.d->n; i++) {
-        jinja_value pair = jv_list(c, 2);
+        jinja_value pair = jinja_val_list(c, 2);
         pair.l->tuple = true;
-        jv_list_push(c, pair.l, jv_entry_key(&v.d->e[i]));
-        jv_list_push(c, pair.l, v.d->e[i].v);
-        jv_list_push(c, out.l, pair);
+        jinja_val_list_push(c, pair.l, jinja_val_entry_key(&v.d->e[i]));
+        jinja_val_list_push(c, pair.l, v.d->e[i].v);
+        jinja_val_list_push(c, out.l, pair);
     }
     return out;
 }
@@ -543,22 +550,22 @@ jinja_value jinja_filter(jinja_ctx *c, const char *f, jinja_value v, const jinja
     jinja_step(c);
     if (!filter_exists(f)) jinja_error(c, "no filter named '%s'", f);
     if (is(f, "default") || is(f, "d")) {
-        jinja_value def = jinja_arg(c, a, 0, "default_value", jv_str("", 0));
-        bool boolean = jv_truthy(jinja_arg(c, a, 1, "boolean", jv_bool(false)));
-        return v.kind == JV_UNDEF || (boolean && !jv_truthy(v)) ? def : v;
+        jinja_value def = jinja_arg(c, a, 0, "default_value", jinja_val_str("", 0));
+        bool boolean = jinja_val_truthy(jinja_arg(c, a, 1, "boolean", jinja_val_bool(false)));
+        return v.kind == JV_UNDEF || (boolean && !jinja_val_truthy(v)) ? def : v;
     }
-    if (is(f, "length") || is(f, "count")) return jv_int((int64_t)length(c, v));
+    if (is(f, "length") || is(f, "count")) return jinja_val_int((int64_t)length(c, v));
     if (is(f, "tojson")) return do_tojson(c, v, a);
     if (is(f, "safe")) {
-        jinja_value s = jv_to_str(c, v);
+        jinja_value s = jinja_val_to_str(c, v);
         s.safe = true;
         return s;
     }
-    if (is(f, "string")) return jv_to_str(c, v);
+    if (is(f, "string")) return jinja_val_to_str(c, v);
     if (is(f, "list")) {
         jinja_list *items = jinja_iterate(c, v);
-        jinja_value out = jv_list(c, items->n);
-        for (size_t i = 0; i < items->n; i++) jv_list_push(c, out.l, items->v[i]);
+        jinja_value out = jinja_val_list(c, items->n);
+        for (size_t i = 0; i < items->n; i++) jinja_val_list_push(c, out.l, items->v[i]);
         return out;
     }
     if (is(f, "items")) return lazy(do_items(c, v));
@@ -576,15 +583,15 @@ jinja_value jinja_filter(jinja_ctx *c, const char *f, jinja_value v, const jinja
     if (is(f, "round")) return do_round(c, v, a);
     if (is(f, "attr")) {
         /* Python's getattr only: a dict's keys are not its attributes */
-        jinja_value n = need_str(c, jinja_arg(c, a, 0, "name", jv_none()), "attr's name");
+        jinja_value n = need_str(c, jinja_arg(c, a, 0, "name", jinja_val_none()), "attr's name");
         if (v.kind == JV_DICT && !jinja_method_exists(v, n.s.p, n.s.n))
-            return jv_undef(c, "'dict object' has no attribute '%.*s'", (int)n.s.n, n.s.p);
+            return jinja_val_undef(c, "'dict object' has no attribute '%.*s'", (int)n.s.n, n.s.p);
         return jinja_getattr(c, v, n.s.p, n.s.n);
     }
     if (is(f, "first") || is(f, "last")) {
         if (is(f, "last") && v.kind == JV_LIST && v.l->lazy) jinja_error(c, "'generator' object is not reversible");
         jinja_list *items = jinja_iterate(c, v);
-        if (!items->n) return jv_undef(c, "No %s item, sequence was empty.", f);
+        if (!items->n) return jinja_val_undef(c, "No %s item, sequence was empty.", f);
         return items->v[is(f, "first") ? 0 : items->n - 1];
     }
     if (is(f, "reverse")) {
@@ -592,29 +599,32 @@ jinja_value jinja_filter(jinja_ctx *c, const char *f, jinja_value v, const jinja
             jinja_list *chars = jinja_iterate(c, v);
             jinja_buf b = {0};
             for (size_t i = chars->n; i-- > 0;) jinja_buf_add(c, &b, chars->v[i].s.p, chars->v[i].s.n);
-            return b.p ? jinja_buf_value(&b) : jv_str("", 0);
+            return b.p ? jinja_buf_value(&b) : jinja_val_str("", 0);
         }
         jinja_list *items = jinja_iterate(c, v);
-        jinja_value out = jv_list(c, items->n);
-        for (size_t i = items->n; i-- > 0;) jv_list_push(c, out.l, items->v[i]);
+        jinja_value out = jinja_val_list(c, items->n);
+        for (size_t i = items->n; i-- > 0;) jinja_val_list_push(c, out.l, items->v[i]);
         return lazy(out);
     }
     if (is(f, "sum")) {
-        jinja_value attr = jinja_arg(c, a, 0, "attribute", jv_none()), acc = jinja_arg(c, a, 1, "start", jv_int(0));
+        jinja_value attr = jinja_arg(c, a, 0, "attribute", jinja_val_none()),
+                    acc = jinja_arg(c, a, 1, "start", jinja_val_int(0));
         jinja_list *items = jinja_iterate(c, v);
         for (size_t i = 0; i < items->n; i++) {
             jinja_value x = attr.kind == JV_NONE ? items->v[i] : attr_path(c, items->v[i], attr);
-            if (!jv_is_number(x) || !jv_is_number(acc)) jinja_error(c, "sum needs numbers, not %s", jv_type_name(x));
-            acc = (acc.kind == JV_FLOAT || x.kind == JV_FLOAT) ? jv_float(jv_as_double(acc) + jv_as_double(x))
-                                                                : jv_int((acc.kind == JV_INT ? acc.i : acc.b) + (x.kind == JV_INT ? x.i : x.b));
+            if (!jinja_val_is_number(x) || !jinja_val_is_number(acc))
+                jinja_error(c, "sum needs numbers, not %s", jinja_val_type_name(x));
+            acc = (acc.kind == JV_FLOAT || x.kind == JV_FLOAT)
+                      ? jinja_val_float(jinja_val_as_double(acc) + jinja_val_as_double(x))
+                      : jinja_val_int((acc.kind == JV_INT ? acc.i : acc.b) + (x.kind == JV_INT ? x.i : x.b));
         }
         return acc;
     }
     if (is(f, "abs")) {
-        if (v.kind == JV_INT) return jv_int(v.i < 0 && v.i != INT64_MIN ? -v.i : v.i);
-        if (v.kind == JV_BOOL) return jv_int(v.b);
-        if (v.kind == JV_FLOAT) return jv_float(fabs(v.f));
-        jinja_error(c, "bad operand type for abs(): '%s'", jv_type_name(v));
+        if (v.kind == JV_INT) return jinja_val_int(v.i < 0 && v.i != INT64_MIN ? -v.i : v.i);
+        if (v.kind == JV_BOOL) return jinja_val_int(v.b);
+        if (v.kind == JV_FLOAT) return jinja_val_float(fabs(v.f));
+        jinja_error(c, "bad operand type for abs(): '%s'", jinja_val_type_name(v));
     }
     if (is(f, "format")) {
         need_str(c, v, "format");
@@ -622,9 +632,9 @@ jinja_value jinja_filter(jinja_ctx *c, const char *f, jinja_value v, const jinja
         return percent_format(c, v, a->args, a->n_args);
     }
     /* the rest work on str(value) */
-    jinja_value s = jv_to_str(c, v);
+    jinja_value s = jinja_val_to_str(c, v);
     if (is(f, "trim")) {
-        jinja_value chars = jinja_arg(c, a, 0, "chars", jv_none());
+        jinja_value chars = jinja_arg(c, a, 0, "chars", jinja_val_none());
         if (chars.kind == JV_STR) return jinja_str_strip(s, chars.s.p, chars.s.n, 'b');
         return jinja_str_strip(s, NULL, 0, 'b');
     }
@@ -637,7 +647,8 @@ jinja_value jinja_filter(jinja_ctx *c, const char *f, jinja_value v, const jinja
         return jinja_method_call(c, s, "replace", &m);
     }
     if (is(f, "indent")) return do_indent(c, v, a);
-    if (is(f, "center")) return do_center(c, s, need_int(c, jinja_arg(c, a, 0, "width", jv_int(80)), "center's width"));
+    if (is(f, "center"))
+        return do_center(c, s, need_int(c, jinja_arg(c, a, 0, "width", jinja_val_int(80)), "center's width"));
     if (is(f, "escape") || is(f, "e")) {
         if (s.safe) return s;
         jinja_value r = jinja_escape(c, s);
@@ -666,7 +677,7 @@ bool jinja_test_exists(const char *name) {
 bool jinja_test(jinja_ctx *c, const char *t, jinja_value v, const jinja_args *a) {
     jinja_step(c);
     if (!jinja_test_exists(t)) jinja_error(c, "no test named '%s'", t);
-    jinja_value x = jinja_arg(c, a, 0, "value", jv_none());
+    jinja_value x = jinja_arg(c, a, 0, "value", jinja_val_none());
     if (is(t, "defined")) return v.kind != JV_UNDEF;
     if (is(t, "undefined")) return v.kind == JV_UNDEF;
     if (is(t, "none")) return v.kind == JV_NONE;
@@ -675,7 +686,7 @@ bool jinja_test(jinja_ctx *c, const char *t, jinja_value v, const jinja_args *a)
     if (is(t, "true")) return v.kind == JV_BOOL && v.b;
     if (is(t, "integer")) return v.kind == JV_INT;
     if (is(t, "float")) return v.kind == JV_FLOAT;
-    if (is(t, "number")) return jv_is_number(v);
+    if (is(t, "number")) return jinja_val_is_number(v);
     if (is(t, "string")) return v.kind == JV_STR;
     if (is(t, "mapping")) return v.kind == JV_DICT;
     /* jinja2's Undefined iterates (as empty) and has __getitem__, so it passes both */
@@ -692,7 +703,7 @@ bool jinja_test(jinja_ctx *c, const char *t, jinja_value v, const jinja_args *a)
     if (is(t, "lower") || is(t, "upper")) {
         if (v.kind != JV_STR) return false;
         jinja_value other = jinja_str_case(c, v, is(t, "lower") ? 'u' : 'l'), same = jinja_str_case(c, v, t[0]);
-        return jv_equal(same, v) && !jv_equal(other, v);
+        return jinja_val_equal(same, v) && !jinja_val_equal(other, v);
     }
     if (is(t, "odd") || is(t, "even")) {
         int64_t i = need_int(c, v, t);
@@ -710,24 +721,24 @@ bool jinja_test(jinja_ctx *c, const char *t, jinja_value v, const jinja_args *a)
         case JV_BOOL: return v.b == x.b;
         case JV_LIST: return v.l == x.l;
         case JV_DICT: case JV_NS: return v.d == x.d;
-        default: return jv_equal(v, x);
+        default: return jinja_val_equal(v, x);
         }
     }
     /* the rest compare with an argument */
     if (a->n_args == 0 && a->n_kw == 0) jinja_error(c, "test '%s' needs an argument", t);
-    if (is(t, "eq") || is(t, "equalto") || is(t, "==")) return jv_equal(v, x);
-    if (is(t, "ne") || is(t, "!=")) return !jv_equal(v, x);
-    if (is(t, "lt") || is(t, "lessthan") || is(t, "<")) return jv_compare(c, v, x) < 0;
-    if (is(t, "le") || is(t, "<=")) return jv_compare(c, v, x) <= 0;
-    if (is(t, "gt") || is(t, "greaterthan") || is(t, ">")) return jv_compare(c, v, x) > 0;
-    if (is(t, "ge") || is(t, ">=")) return jv_compare(c, v, x) >= 0;
+    if (is(t, "eq") || is(t, "equalto") || is(t, "==")) return jinja_val_equal(v, x);
+    if (is(t, "ne") || is(t, "!=")) return !jinja_val_equal(v, x);
+    if (is(t, "lt") || is(t, "lessthan") || is(t, "<")) return jinja_val_compare(c, v, x) < 0;
+    if (is(t, "le") || is(t, "<=")) return jinja_val_compare(c, v, x) <= 0;
+    if (is(t, "gt") || is(t, "greaterthan") || is(t, ">")) return jinja_val_compare(c, v, x) > 0;
+    if (is(t, "ge") || is(t, ">=")) return jinja_val_compare(c, v, x) >= 0;
     if (is(t, "in")) {
         if (x.kind == JV_STR)
             return v.kind == JV_STR && (v.s.n == 0 || memmem(x.s.p, x.s.n, v.s.p, v.s.n));
         jinja_list *items = jinja_iterate(c, x);
-        if (x.kind == JV_DICT) return v.kind != JV_LIST && v.kind != JV_DICT && jv_dict_find_key(x.d, v);
+        if (x.kind == JV_DICT) return v.kind != JV_LIST && v.kind != JV_DICT && jinja_val_dict_find_key(x.d, v);
         for (size_t i = 0; i < items->n; i++)
-            if (jv_equal(items->v[i], v)) return true;
+            if (jinja_val_equal(items->v[i], v)) return true;
         return false;
     }
     jinja_error(c, "no test named '%s'", t);

@@ -179,35 +179,35 @@ _Noreturn void jinja_error(jinja_ctx *c, const char *fmt, ...) __attribute__((fo
 
 /* --- values (jinja_value.c) -------------------------------------------------------------------- */
 
-jinja_value jv_undef(jinja_ctx *c, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
-jinja_value jv_none(void);
-jinja_value jv_bool(bool b);
-jinja_value jv_int(int64_t i);
-jinja_value jv_float(double f);
-jinja_value jv_str(const char *p, size_t n);   /* p must live in the arena (or be static) */
-jinja_value jv_cstr(const char *p);
-jinja_value jv_strdup(jinja_ctx *c, const char *p, size_t n);
-jinja_value jv_list(jinja_ctx *c, size_t cap);
-jinja_value jv_dict(jinja_ctx *c);
-void jv_list_push(jinja_ctx *c, jinja_list *l, jinja_value v);
-void jv_dict_set(jinja_ctx *c, jinja_dict *d, const char *k, size_t kn, jinja_value v);
-jinja_value *jv_dict_find(const jinja_dict *d, const char *k, size_t kn);   /* NULL when absent */
+jinja_value jinja_val_undef(jinja_ctx *c, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+jinja_value jinja_val_none(void);
+jinja_value jinja_val_bool(bool b);
+jinja_value jinja_val_int(int64_t i);
+jinja_value jinja_val_float(double f);
+jinja_value jinja_val_str(const char *p, size_t n);   /* p must live in the arena (or be static) */
+jinja_value jinja_val_cstr(const char *p);
+jinja_value jinja_val_strdup(jinja_ctx *c, const char *p, size_t n);
+jinja_value jinja_val_list(jinja_ctx *c, size_t cap);
+jinja_value jinja_val_dict(jinja_ctx *c);
+void jinja_val_list_push(jinja_ctx *c, jinja_list *l, jinja_value v);
+void jinja_val_dict_set(jinja_ctx *c, jinja_dict *d, const char *k, size_t kn, jinja_value v);
+jinja_value *jinja_val_dict_find(const jinja_dict *d, const char *k, size_t kn);   /* NULL when absent */
 /* Any key value (a str, an int...), for dict literals, subscripts, `in` and comparisons. */
-jinja_value *jv_dict_find_key(const jinja_dict *d, jinja_value key);
-void jv_dict_set_key(jinja_ctx *c, jinja_dict *d, jinja_value key, jinja_value v);
-jinja_value jv_entry_key(const jinja_entry *e);
+jinja_value *jinja_val_dict_find_key(const jinja_dict *d, jinja_value key);
+void jinja_val_dict_set_key(jinja_ctx *c, jinja_dict *d, jinja_value key, jinja_value v);
+jinja_value jinja_val_entry_key(const jinja_entry *e);
 
-const char *jv_type_name(jinja_value v);    /* Python's: 'str', 'dict', 'NoneType' ... */
-bool jv_truthy(jinja_value v);
-bool jv_equal(jinja_value a, jinja_value b);
+const char *jinja_val_type_name(jinja_value v);    /* Python's: 'str', 'dict', 'NoneType' ... */
+bool jinja_val_truthy(jinja_value v);
+bool jinja_val_equal(jinja_value a, jinja_value b);
 /* -1, 0, 1; strings by code point, numbers by value; other pairs are an error. */
-int jv_compare(jinja_ctx *c, jinja_value a, jinja_value b);
-bool jv_is_number(jinja_value v);   /* int, float or bool, as Python's numbers.Number */
-double jv_as_double(jinja_value v);
+int jinja_val_compare(jinja_ctx *c, jinja_value a, jinja_value b);
+bool jinja_val_is_number(jinja_value v);   /* int, float or bool, as Python's numbers.Number */
+double jinja_val_as_double(jinja_value v);
 
 /* str(v) and repr(v) as Python writes them (None, True, 1.0, ['a'], {'k': 1}). */
-void jv_str_append(jinja_ctx *c, jinja_buf *b, jinja_value v, bool repr);
-jinja_value jv_to_str(jinja_ctx *c, jinja_value v);
+void jinja_val_str_append(jinja_ctx *c, jinja_buf *b, jinja_value v, bool repr);
+jinja_value jinja_val_to_str(jinja_ctx *c, jinja_value v);
 /* json.dumps(v, ensure_ascii, indent, separators, sort_keys), as transformers' tojson calls it
  * (ensure_ascii false by default there). indent: the text of one level (NULL: all on one line). */
 typedef struct {
@@ -215,8 +215,8 @@ typedef struct {
     const char *item_sep, *key_sep;
     bool sort_keys, ascii;
 } jinja_json_opts;
-void jv_json_append(jinja_ctx *c, jinja_buf *b, jinja_value v, const jinja_json_opts *o, int level);
-jinja_value jv_from_cjson(jinja_ctx *c, const void *cjson);   /* frozen lists and dicts */
+void jinja_val_json_append(jinja_ctx *c, jinja_buf *b, jinja_value v, const jinja_json_opts *o, int level);
+jinja_value jinja_val_from_cjson(jinja_ctx *c, const void *cjson);   /* frozen lists and dicts */
 
 void jinja_buf_add(jinja_ctx *c, jinja_buf *b, const char *p, size_t n);
 void jinja_buf_addc(jinja_ctx *c, jinja_buf *b, char ch);

@@ -32,17 +32,17 @@ bool jinja_method_exists(jinja_value obj, const char *name, size_t n) {
 }
 
 static jinja_value str_arg(jinja_ctx *c, const jinja_args *a, size_t i, const char *name, const char *method) {
-    jinja_value v = jinja_arg(c, a, i, name, jv_undef(c, "str.%s() needs an argument", method));
+    jinja_value v = jinja_arg(c, a, i, name, jinja_val_undef(c, "str.%s() needs an argument", method));
     if (v.kind == JV_UNDEF) jinja_error(c, "str.%s() needs an argument", method);
-    if (v.kind != JV_STR) jinja_error(c, "str.%s() argument must be str, not %s", method, jv_type_name(v));
+    if (v.kind != JV_STR) jinja_error(c, "str.%s() argument must be str, not %s", method, jinja_val_type_name(v));
     return v;
 }
 
 static int64_t int_arg(jinja_ctx *c, const jinja_args *a, size_t i, const char *name, int64_t def) {
-    jinja_value v = jinja_arg(c, a, i, name, jv_int(def));
+    jinja_value v = jinja_arg(c, a, i, name, jinja_val_int(def));
     if (v.kind == JV_NONE) return def;
     if (v.kind == JV_BOOL) return v.b;
-    if (v.kind != JV_INT) jinja_error(c, "'%s' must be an integer, not %s", name, jv_type_name(v));
+    if (v.kind != JV_INT) jinja_error(c, "'%s' must be an integer, not %s", name, jinja_val_type_name(v));
     return v.i;
 }
 
@@ -56,44 +56,45 @@ static const char *find(const char *h, size_t hn, const char *n, size_t nn, bool
 
 /* str.split / str.rsplit: by a separator, or (sep None) by runs of whitespace. */
 static jinja_value split(jinja_ctx *c, jinja_value s, jinja_value sep, int64_t maxsplit, bool from_right) {
-    jinja_value out = jv_list(c, 0);
+    jinja_value out = jinja_val_list(c, 0);
     jinja_list *parts = out.l;
     if (sep.kind == JV_STR) {
         if (!sep.s.n) jinja_error(c, "empty separator");
         const char *p = s.s.p;
         size_t n = s.s.n;
-        jinja_value tmp = jv_list(c, 0);
+        jinja_value tmp = jinja_val_list(c, 0);
         for (int64_t k = 0; maxsplit < 0 || k < maxsplit; k++) {
             jinja_step(c);
             const char *at = find(p, n, sep.s.p, sep.s.n, from_right);
             if (!at) break;
             if (from_right) {
-                jv_list_push(c, tmp.l, jv_str(at + sep.s.n, (size_t)(p + n - at) - sep.s.n));
+                jinja_val_list_push(c, tmp.l, jinja_val_str(at + sep.s.n, (size_t)(p + n - at) - sep.s.n));
                 n = (size_t)(at - p);
             } else {
-                jv_list_push(c, parts, jv_str(p, (size_t)(at - p)));
+                jinja_val_list_push(c, parts, jinja_val_str(p, (size_t)(at - p)));
                 n -= (size_t)(at - p) + sep.s.n;
                 p = at + sep.s.n;
             }
         }
-        jv_list_push(c, from_right ? tmp.l : parts, jv_str(p, n));
+        jinja_val_list_push(c, from_right ? tmp.l : parts, jinja_val_str(p, n));
         if (from_right)
-            for (size_t i = tmp.l->n; i-- > 0;) jv_list_push(c, parts, tmp.l->v[i]);
+            for (size_t i = tmp.l->n; i-- > 0;) jinja_val_list_push(c, parts, tmp.l->v[i]);
         return out;
     }
-    if (sep.kind != JV_NONE) jinja_error(c, "str.split() separator must be str or None, not %s", jv_type_name(sep));
+    if (sep.kind != JV_NONE)
+        jinja_error(c, "str.split() separator must be str or None, not %s", jinja_val_type_name(sep));
     /* whitespace: words of non-space code points; the rest of the string after maxsplit */
     size_t i = 0, n = s.s.n;
     const char *p = s.s.p;
     if (from_right) {
         jinja_value t = jinja_str_strip(s, NULL, 0, 'r');
-        jinja_value tmp = jv_list(c, 0);
+        jinja_value tmp = jinja_val_list(c, 0);
         size_t end = t.s.n;
         int64_t k = 0;
         while (end > 0) {
             jinja_step(c);
             if (maxsplit >= 0 && k == maxsplit) {
-                jv_list_push(c, tmp.l, jinja_str_strip(jv_str(p, end), NULL, 0, 'r'));
+                jinja_val_list_push(c, tmp.l, jinja_str_strip(jinja_val_str(p, end), NULL, 0, 'r'));
                 end = 0;
                 break;
             }
@@ -106,21 +107,21 @@ static jinja_value split(jinja_ctx *c, jinja_value s, jinja_value sep, int64_t m
                 if (jinja_is_space(cp)) break;
                 st = b;
             }
-            jv_list_push(c, tmp.l, jv_str(p + st, end - st));
+            jinja_val_list_push(c, tmp.l, jinja_val_str(p + st, end - st));
             k++;
-            end = jinja_str_strip(jv_str(p, st), NULL, 0, 'r').s.n;
+            end = jinja_str_strip(jinja_val_str(p, st), NULL, 0, 'r').s.n;
         }
-        for (size_t j = tmp.l->n; j-- > 0;) jv_list_push(c, parts, tmp.l->v[j]);
+        for (size_t j = tmp.l->n; j-- > 0;) jinja_val_list_push(c, parts, tmp.l->v[j]);
         return out;
     }
     int64_t k = 0;
     for (;;) {
         jinja_step(c);
-        jinja_value rest = jinja_str_strip(jv_str(p + i, n - i), NULL, 0, 'l');
+        jinja_value rest = jinja_str_strip(jinja_val_str(p + i, n - i), NULL, 0, 'l');
         i = (size_t)(rest.s.p - p);
         if (i >= n) break;
         if (maxsplit >= 0 && k == maxsplit) {
-            jv_list_push(c, parts, jv_str(p + i, n - i));
+            jinja_val_list_push(c, parts, jinja_val_str(p + i, n - i));
             break;
         }
         size_t st = i;
@@ -130,7 +131,7 @@ static jinja_value split(jinja_ctx *c, jinja_value s, jinja_value sep, int64_t m
             if (jinja_is_space(cp)) break;
             i += len;
         }
-        jv_list_push(c, parts, jv_str(p + st, i - st));
+        jinja_val_list_push(c, parts, jinja_val_str(p + st, i - st));
         k++;
     }
     return out;
@@ -142,7 +143,8 @@ static bool affix(jinja_ctx *c, jinja_value s, jinja_value x, bool end) {
             if (affix(c, s, x.l->v[i], end)) return true;
         return false;
     }
-    if (x.kind != JV_STR) jinja_error(c, "startswith/endswith take a str or a tuple of str, not %s", jv_type_name(x));
+    if (x.kind != JV_STR)
+        jinja_error(c, "startswith/endswith take a str or a tuple of str, not %s", jinja_val_type_name(x));
     if (x.s.n > s.s.n) return false;
     return !memcmp(s.s.p + (end ? s.s.n - x.s.n : 0), x.s.p, x.s.n);
 }
@@ -181,7 +183,9 @@ static jinja_value format(jinja_ctx *c, jinja_value fmt, const jinja_args *a) {
             while (qe < close && *qe != '.' && *qe != '[' && *qe != ']' && *qe != '!' && *qe != ':') qe++;
             bool digits = qe > q && *q >= '0' && *q <= '9';
             if (*fe == '.') v = jinja_getattr(c, v, q, (size_t)(qe - q));
-            else v = jinja_getitem(c, v, digits ? jv_int(strtoll(q, NULL, 10)) : jv_str(q, (size_t)(qe - q)));
+            else
+                v = jinja_getitem(c, v,
+                                  digits ? jinja_val_int(strtoll(q, NULL, 10)) : jinja_val_str(q, (size_t)(qe - q)));
             fe = *qe == ']' ? qe + 1 : qe;
         }
         bool repr = false;
@@ -213,20 +217,20 @@ static jinja_value format(jinja_ctx *c, jinja_value fmt, const jinja_args *a) {
             while ((x /= base) && k < 70);
             if (neg) jinja_buf_addc(c, &piece, '-');
             while (k > 0) jinja_buf_addc(c, &piece, digits[--k]);
-        } else if (type && strchr("fFeEgG%", type) && jv_is_number(v)) {
-            double d = jv_as_double(v) * (type == '%' ? 100 : 1);
+        } else if (type && strchr("fFeEgG%", type) && jinja_val_is_number(v)) {
+            double d = jinja_val_as_double(v) * (type == '%' ? 100 : 1);
             char spec[16];
             snprintf(spec, sizeof spec, "%%.%d%c", prec < 0 ? 6 : prec, type == '%' ? 'f' : type);
             int n = snprintf(num, sizeof num, spec, d);
             jinja_buf_add(c, &piece, num, (size_t)n < sizeof num ? (size_t)n : sizeof num - 1);
             if (type == '%') jinja_buf_addc(c, &piece, '%');
         } else {
-            jv_str_append(c, &piece, v, repr);
+            jinja_val_str_append(c, &piece, v, repr);
             if (prec >= 0 && v.kind == JV_STR && piece.n > jinja_utf8_offset(piece.p, piece.n, (size_t)prec))
                 piece.n = jinja_utf8_offset(piece.p, piece.n, (size_t)prec);
         }
         size_t len = piece.p ? jinja_utf8_len(piece.p, piece.n) : 0;
-        if (!align) align = jv_is_number(v) ? '>' : '<';
+        if (!align) align = jinja_val_is_number(v) ? '>' : '<';
         size_t pad = (size_t)width > len ? (size_t)width - len : 0;
         size_t left = align == '>' || align == '=' ? pad : align == '^' ? pad / 2 : 0;
         for (size_t i = 0; i < left; i++) jinja_buf_addc(c, &b, fill);
@@ -234,20 +238,20 @@ static jinja_value format(jinja_ctx *c, jinja_value fmt, const jinja_args *a) {
         for (size_t i = left; i < pad; i++) jinja_buf_addc(c, &b, fill);
         p = close + 1;
     }
-    return b.p ? jinja_buf_value(&b) : jv_str("", 0);
+    return b.p ? jinja_buf_value(&b) : jinja_val_str("", 0);
 }
 
 static jinja_value str_method(jinja_ctx *c, jinja_value s, const char *m, const jinja_args *a) {
     if (!strcmp(m, "strip") || !strcmp(m, "lstrip") || !strcmp(m, "rstrip")) {
-        jinja_value chars = jinja_arg(c, a, 0, "chars", jv_none());
+        jinja_value chars = jinja_arg(c, a, 0, "chars", jinja_val_none());
         char which = m[0] == 's' ? 'b' : m[0];
         if (chars.kind == JV_STR) return jinja_str_strip(s, chars.s.p, chars.s.n, which);
         return jinja_str_strip(s, NULL, 0, which);
     }
     if (!strcmp(m, "split") || !strcmp(m, "rsplit"))
-        return split(c, s, jinja_arg(c, a, 0, "sep", jv_none()), int_arg(c, a, 1, "maxsplit", -1), m[0] == 'r');
+        return split(c, s, jinja_arg(c, a, 0, "sep", jinja_val_none()), int_arg(c, a, 1, "maxsplit", -1), m[0] == 'r');
     if (!strcmp(m, "startswith") || !strcmp(m, "endswith"))
-        return jv_bool(affix(c, s, jinja_arg(c, a, 0, "prefix", jv_none()), m[0] == 'e'));
+        return jinja_val_bool(affix(c, s, jinja_arg(c, a, 0, "prefix", jinja_val_none()), m[0] == 'e'));
     if (!strcmp(m, "replace")) {
         jinja_value old = str_arg(c, a, 0, "old", m), new = str_arg(c, a, 1, "new", m);
         int64_t count = int_arg(c, a, 2, "count", -1);
@@ -279,41 +283,43 @@ static jinja_value str_method(jinja_ctx *c, jinja_value s, const char *m, const 
     if (!strcmp(m, "capitalize")) return jinja_str_case(c, s, 'c');
     if (!strcmp(m, "format")) return format(c, s, a);
     if (!strcmp(m, "join")) {
-        jinja_list *items = jinja_iterate(c, jinja_arg(c, a, 0, "iterable", jv_none()));
+        jinja_list *items = jinja_iterate(c, jinja_arg(c, a, 0, "iterable", jinja_val_none()));
         jinja_buf b = {0};
         for (size_t i = 0; i < items->n; i++) {
             if (items->v[i].kind != JV_STR)
-                jinja_error(c, "sequence item %zu: expected str instance, %s found", i, jv_type_name(items->v[i]));
+                jinja_error(c, "sequence item %zu: expected str instance, %s found", i,
+                            jinja_val_type_name(items->v[i]));
             if (i) jinja_buf_add(c, &b, s.s.p, s.s.n);
             jinja_buf_add(c, &b, items->v[i].s.p, items->v[i].s.n);
         }
-        return b.p ? jinja_buf_value(&b) : jv_str("", 0);
+        return b.p ? jinja_buf_value(&b) : jinja_val_str("", 0);
     }
     if (!strcmp(m, "count")) {
         jinja_value sub = str_arg(c, a, 0, "x", m);
-        if (!sub.s.n) return jv_int((int64_t)jinja_utf8_len(s.s.p, s.s.n) + 1);
+        if (!sub.s.n) return jinja_val_int((int64_t)jinja_utf8_len(s.s.p, s.s.n) + 1);
         int64_t n = 0;
         for (const char *p = s.s.p, *at; (at = find(p, s.s.n - (size_t)(p - s.s.p), sub.s.p, sub.s.n, false));
              p = at + sub.s.n)
             n++;
-        return jv_int(n);
+        return jinja_val_int(n);
     }
     if (!strcmp(m, "find") || !strcmp(m, "rfind") || !strcmp(m, "index") || !strcmp(m, "rindex")) {
         jinja_value sub = str_arg(c, a, 0, "sub", m);
         const char *at = find(s.s.p, s.s.n, sub.s.p, sub.s.n, m[0] == 'r');
         if (!at && m[m[0] == 'r'] == 'i') jinja_error(c, "substring not found");
-        return jv_int(at ? (int64_t)jinja_utf8_len(s.s.p, (size_t)(at - s.s.p)) : -1);
+        return jinja_val_int(at ? (int64_t)jinja_utf8_len(s.s.p, (size_t)(at - s.s.p)) : -1);
     }
     if (!strncmp(m, "is", 2)) {
-        if (!s.s.n) return jv_bool(false);
+        if (!s.s.n) return jinja_val_bool(false);
         bool any_cased = false, ok = true;
         for (size_t i = 0; i < s.s.n && ok;) {
             uint32_t cp;
             i += unicode_decode(s.s.p + i, s.s.n - i, &cp);
             int cls = unicode_class(cp);
             char u[4];
-            jinja_value ch = jv_str(u, unicode_encode(cp, u));
-            bool lower = !jv_equal(jinja_str_case(c, ch, 'u'), ch), upper = !jv_equal(jinja_str_case(c, ch, 'l'), ch);
+            jinja_value ch = jinja_val_str(u, unicode_encode(cp, u));
+            bool lower = !jinja_val_equal(jinja_str_case(c, ch, 'u'), ch),
+                 upper = !jinja_val_equal(jinja_str_case(c, ch, 'l'), ch);
             any_cased = any_cased || lower || upper;
             if (!strcmp(m, "isdigit")) ok = cp >= '0' && cp <= '9';
             else if (!strcmp(m, "isalpha")) ok = cls == UNICODE_LETTER;
@@ -323,47 +329,47 @@ static jinja_value str_method(jinja_ctx *c, jinja_value s, const char *m, const 
             else ok = !lower;
         }
         if (!strcmp(m, "islower") || !strcmp(m, "isupper")) ok = ok && any_cased;
-        return jv_bool(ok);
+        return jinja_val_bool(ok);
     }
     if (!strcmp(m, "splitlines")) {
-        jinja_value out = jv_list(c, 0);
+        jinja_value out = jinja_val_list(c, 0);
         size_t st = 0;
         for (size_t i = 0; i < s.s.n; i++)
             if (s.s.p[i] == '\n' || s.s.p[i] == '\r') {
-                jv_list_push(c, out.l, jv_str(s.s.p + st, i - st));
+                jinja_val_list_push(c, out.l, jinja_val_str(s.s.p + st, i - st));
                 if (s.s.p[i] == '\r' && i + 1 < s.s.n && s.s.p[i + 1] == '\n') i++;
                 st = i + 1;
             }
-        if (st < s.s.n) jv_list_push(c, out.l, jv_str(s.s.p + st, s.s.n - st));
+        if (st < s.s.n) jinja_val_list_push(c, out.l, jinja_val_str(s.s.p + st, s.s.n - st));
         return out;
     }
     if (!strcmp(m, "removeprefix") || !strcmp(m, "removesuffix")) {
         jinja_value x = str_arg(c, a, 0, "x", m);
         if (!affix(c, s, x, m[6] == 's')) return s;
-        return m[6] == 's' ? jv_str(s.s.p, s.s.n - x.s.n) : jv_str(s.s.p + x.s.n, s.s.n - x.s.n);
+        return m[6] == 's' ? jinja_val_str(s.s.p, s.s.n - x.s.n) : jinja_val_str(s.s.p + x.s.n, s.s.n - x.s.n);
     }
     if (!strcmp(m, "partition") || !strcmp(m, "rpartition")) {
         jinja_value sep = str_arg(c, a, 0, "sep", m);
         if (!sep.s.n) jinja_error(c, "empty separator");
         const char *at = find(s.s.p, s.s.n, sep.s.p, sep.s.n, m[0] == 'r');
-        jinja_value out = jv_list(c, 3);
+        jinja_value out = jinja_val_list(c, 3);
         out.l->tuple = true;
         if (!at) {
-            jinja_value e = jv_str("", 0);
-            jv_list_push(c, out.l, m[0] == 'r' ? e : s);
-            jv_list_push(c, out.l, e);
-            jv_list_push(c, out.l, m[0] == 'r' ? s : e);
+            jinja_value e = jinja_val_str("", 0);
+            jinja_val_list_push(c, out.l, m[0] == 'r' ? e : s);
+            jinja_val_list_push(c, out.l, e);
+            jinja_val_list_push(c, out.l, m[0] == 'r' ? s : e);
             return out;
         }
-        jv_list_push(c, out.l, jv_str(s.s.p, (size_t)(at - s.s.p)));
-        jv_list_push(c, out.l, sep);
-        jv_list_push(c, out.l, jv_str(at + sep.s.n, s.s.n - (size_t)(at - s.s.p) - sep.s.n));
+        jinja_val_list_push(c, out.l, jinja_val_str(s.s.p, (size_t)(at - s.s.p)));
+        jinja_val_list_push(c, out.l, sep);
+        jinja_val_list_push(c, out.l, jinja_val_str(at + sep.s.n, s.s.n - (size_t)(at - s.s.p) - sep.s.n));
         return out;
     }
     /* center, ljust, rjust, zfill */
     int64_t width = int_arg(c, a, 0, "width", 0);
     if (width > 100000) jinja_error(c, "str.%s width above 100000", m);
-    jinja_value fillv = jinja_arg(c, a, 1, "fillchar", jv_cstr(" "));
+    jinja_value fillv = jinja_arg(c, a, 1, "fillchar", jinja_val_cstr(" "));
     char fill = fillv.kind == JV_STR && fillv.s.n == 1 ? fillv.s.p[0] : ' ';
     if (!strcmp(m, "zfill")) fill = '0';
     size_t len = jinja_utf8_len(s.s.p, s.s.n), pad = (int64_t)len < width ? (size_t)width - len : 0;
@@ -374,7 +380,7 @@ static jinja_value str_method(jinja_ctx *c, jinja_value s, const char *m, const 
     for (size_t i = 0; i < left; i++) jinja_buf_addc(c, &b, fill);
     jinja_buf_add(c, &b, s.s.p + sign, s.s.n - sign);
     for (size_t i = left; i < pad; i++) jinja_buf_addc(c, &b, fill);
-    return b.p ? jinja_buf_value(&b) : jv_str("", 0);
+    return b.p ? jinja_buf_value(&b) : jinja_val_str("", 0);
 }
 
 jinja_value jinja_method_call(jinja_ctx *c, jinja_value self, const char *m, const jinja_args *a) {
@@ -382,23 +388,23 @@ jinja_value jinja_method_call(jinja_ctx *c, jinja_value self, const char *m, con
     if (self.kind == JV_STR) return str_method(c, self, m, a);
     if (self.kind == JV_DICT) {
         if (!strcmp(m, "get")) {
-            jinja_value k = jinja_arg(c, a, 0, "key", jv_none());
-            jinja_value *v = k.kind != JV_LIST && k.kind != JV_DICT ? jv_dict_find_key(self.d, k) : NULL;
-            return v ? *v : jinja_arg(c, a, 1, "default", jv_none());
+            jinja_value k = jinja_arg(c, a, 0, "key", jinja_val_none());
+            jinja_value *v = k.kind != JV_LIST && k.kind != JV_DICT ? jinja_val_dict_find_key(self.d, k) : NULL;
+            return v ? *v : jinja_arg(c, a, 1, "default", jinja_val_none());
         }
-        jinja_value out = jv_list(c, self.d->n);
+        jinja_value out = jinja_val_list(c, self.d->n);
         for (size_t i = 0; i < self.d->n; i++) {
-            jinja_value k = jv_entry_key(&self.d->e[i]);
+            jinja_value k = jinja_val_entry_key(&self.d->e[i]);
             if (!strcmp(m, "keys")) {
-                jv_list_push(c, out.l, k);
+                jinja_val_list_push(c, out.l, k);
             } else if (!strcmp(m, "values")) {
-                jv_list_push(c, out.l, self.d->e[i].v);
+                jinja_val_list_push(c, out.l, self.d->e[i].v);
             } else {
-                jinja_value pair = jv_list(c, 2);
+                jinja_value pair = jinja_val_list(c, 2);
                 pair.l->tuple = true;
-                jv_list_push(c, pair.l, k);
-                jv_list_push(c, pair.l, self.d->e[i].v);
-                jv_list_push(c, out.l, pair);
+                jinja_val_list_push(c, pair.l, k);
+                jinja_val_list_push(c, pair.l, self.d->e[i].v);
+                jinja_val_list_push(c, out.l, pair);
             }
         }
         return out;
@@ -406,35 +412,35 @@ jinja_value jinja_method_call(jinja_ctx *c, jinja_value self, const char *m, con
     if (self.kind == JV_LIST) {
         jinja_list *l = self.l;
         if (!strcmp(m, "index") || !strcmp(m, "count")) {
-            jinja_value x = jinja_arg(c, a, 0, "x", jv_none());
+            jinja_value x = jinja_arg(c, a, 0, "x", jinja_val_none());
             int64_t n = 0;
             for (size_t i = 0; i < l->n; i++)
-                if (jv_equal(l->v[i], x)) {
-                    if (m[0] == 'i') return jv_int((int64_t)i);
+                if (jinja_val_equal(l->v[i], x)) {
+                    if (m[0] == 'i') return jinja_val_int((int64_t)i);
                     n++;
                 }
             if (m[0] == 'i') jinja_error(c, "list.index(x): x not in list");
-            return jv_int(n);
+            return jinja_val_int(n);
         }
         if (l->frozen)
             jinja_error(c, "access to attribute '%s' of 'list' object is unsafe (the list is the caller's)", m);
         if (!strcmp(m, "append")) {
-            jv_list_push(c, l, jinja_arg(c, a, 0, "object", jv_none()));
-            return jv_none();
+            jinja_val_list_push(c, l, jinja_arg(c, a, 0, "object", jinja_val_none()));
+            return jinja_val_none();
         }
         if (!strcmp(m, "extend")) {
-            jinja_list *items = jinja_iterate(c, jinja_arg(c, a, 0, "iterable", jv_none()));
-            for (size_t i = 0, n = items->n; i < n; i++) jv_list_push(c, l, items->v[i]);
-            return jv_none();
+            jinja_list *items = jinja_iterate(c, jinja_arg(c, a, 0, "iterable", jinja_val_none()));
+            for (size_t i = 0, n = items->n; i < n; i++) jinja_val_list_push(c, l, items->v[i]);
+            return jinja_val_none();
         }
         if (!strcmp(m, "insert")) {
             int64_t i = int_arg(c, a, 0, "index", 0), n = (int64_t)l->n;
             if (i < 0) i = i + n < 0 ? 0 : i + n;
             if (i > n) i = n;
-            jv_list_push(c, l, jv_none());
+            jinja_val_list_push(c, l, jinja_val_none());
             memmove(l->v + i + 1, l->v + i, (size_t)(n - i) * sizeof *l->v);
-            l->v[i] = jinja_arg(c, a, 1, "object", jv_none());
-            return jv_none();
+            l->v[i] = jinja_arg(c, a, 1, "object", jinja_val_none());
+            return jinja_val_none();
         }
         int64_t i = int_arg(c, a, 0, "index", -1), n = (int64_t)l->n;
         if (!n) jinja_error(c, "pop from empty list");
@@ -445,7 +451,7 @@ jinja_value jinja_method_call(jinja_ctx *c, jinja_value self, const char *m, con
         l->n--;
         return v;
     }
-    jinja_error(c, "'%s' object has no method '%s'", jv_type_name(self), m);
+    jinja_error(c, "'%s' object has no method '%s'", jinja_val_type_name(self), m);
 }
 
 /* --- globals -------------------------------------------------------------------------------------- */
@@ -455,7 +461,7 @@ static const char *const globals[] = {"range", "namespace", "dict", "raise_excep
 bool jinja_global_exists(const char *name, size_t n) { return in_names(globals, name, n); }
 
 static jinja_value strftime_now(jinja_ctx *c, jinja_value fmt) {
-    if (fmt.kind != JV_STR) jinja_error(c, "strftime_now needs a format string, not %s", jv_type_name(fmt));
+    if (fmt.kind != JV_STR) jinja_error(c, "strftime_now needs a format string, not %s", jinja_val_type_name(fmt));
     if (fmt.s.n > 256) jinja_error(c, "strftime_now's format longer than 256 bytes");
     int64_t now = c->lim.now;
     const char *sde = now < 0 ? getenv("SOURCE_DATE_EPOCH") : NULL;
@@ -472,7 +478,7 @@ static jinja_value strftime_now(jinja_ctx *c, jinja_value fmt) {
     memcpy(f, fmt.s.p, fmt.s.n);
     f[fmt.s.n] = 0;
     size_t n = strftime(out, sizeof out, f, &tm);
-    return jv_strdup(c, out, n);
+    return jinja_val_strdup(c, out, n);
 }
 
 jinja_value jinja_global_call(jinja_ctx *c, const char *name, const jinja_args *a) {
@@ -481,34 +487,35 @@ jinja_value jinja_global_call(jinja_ctx *c, const char *name, const jinja_args *
         int64_t v[3] = {0, 0, 1};
         for (size_t i = 0; i < a->n_args; i++) {
             jinja_value x = a->args[i];
-            if (x.kind == JV_BOOL) x = jv_int(x.b);
-            if (x.kind != JV_INT) jinja_error(c, "range() needs integers, not %s", jv_type_name(x));
+            if (x.kind == JV_BOOL) x = jinja_val_int(x.b);
+            if (x.kind != JV_INT) jinja_error(c, "range() needs integers, not %s", jinja_val_type_name(x));
             v[a->n_args == 1 ? 1 : i] = x.i;
         }
         if (!v[2]) jinja_error(c, "range() arg 3 must not be zero");
-        jinja_value out = jv_list(c, 0);
+        jinja_value out = jinja_val_list(c, 0);
         for (int64_t i = v[0]; v[2] > 0 ? i < v[1] : i > v[1]; i += v[2]) {
             jinja_step(c);
-            jv_list_push(c, out.l, jv_int(i));
+            jinja_val_list_push(c, out.l, jinja_val_int(i));
             if ((v[2] > 0 && i > INT64_MAX - v[2]) || (v[2] < 0 && i < INT64_MIN - v[2])) break;
         }
         return out;
     }
     if (!strcmp(name, "namespace") || !strcmp(name, "dict")) {
-        jinja_value d = jv_dict(c);
+        jinja_value d = jinja_val_dict(c);
         for (size_t i = 0; i < a->n_args; i++) {
             if (a->args[i].kind != JV_DICT) jinja_error(c, "%s() takes keyword arguments or a mapping", name);
             for (size_t k = 0; k < a->args[i].d->n; k++)
-                jv_dict_set_key(c, d.d, jv_entry_key(&a->args[i].d->e[k]), a->args[i].d->e[k].v);
+                jinja_val_dict_set_key(c, d.d, jinja_val_entry_key(&a->args[i].d->e[k]), a->args[i].d->e[k].v);
         }
-        for (size_t k = 0; k < a->n_kw; k++) jv_dict_set(c, d.d, a->kw_names[k], strlen(a->kw_names[k]), a->kw_vals[k]);
+        for (size_t k = 0; k < a->n_kw; k++)
+            jinja_val_dict_set(c, d.d, a->kw_names[k], strlen(a->kw_names[k]), a->kw_vals[k]);
         if (name[0] == 'n') d.kind = JV_NS;
         return d;
     }
     if (!strcmp(name, "raise_exception")) {
-        jinja_value msg = jv_to_str(c, jinja_arg(c, a, 0, "message", jv_cstr("(no message)")));
+        jinja_value msg = jinja_val_to_str(c, jinja_arg(c, a, 0, "message", jinja_val_cstr("(no message)")));
         jinja_error(c, "template raised an exception: %.*s", (int)msg.s.n, msg.s.p);
     }
-    if (!strcmp(name, "strftime_now")) return strftime_now(c, jinja_arg(c, a, 0, "format", jv_none()));
+    if (!strcmp(name, "strftime_now")) return strftime_now(c, jinja_arg(c, a, 0, "format", jinja_val_none()));
     jinja_error(c, "'%s' is undefined", name);
 }

@@ -203,7 +203,7 @@ static jinja_node *parse_postfix(parser *P, jinja_node *n) {
                 n = at;
             } else if (nm->type == T_INT) {
                 jinja_node *it = node(P, N_ITEM, t), *k = node(P, N_CONST, nm);
-                k->v = jv_int(nm->i);
+                k->v = jinja_val_int(nm->i);
                 it->a = n, it->b = k;
                 n = it;
             } else {
@@ -261,9 +261,9 @@ static jinja_node *parse_primary(parser *P) {
     jinja_node *n;
     if (t->type == T_NAME) {
         next(P);
-        if (tok_name(t, "true") || tok_name(t, "True")) n = make_const(P, t, jv_bool(true));
-        else if (tok_name(t, "false") || tok_name(t, "False")) n = make_const(P, t, jv_bool(false));
-        else if (tok_name(t, "none") || tok_name(t, "None")) n = make_const(P, t, jv_none());
+        if (tok_name(t, "true") || tok_name(t, "True")) n = make_const(P, t, jinja_val_bool(true));
+        else if (tok_name(t, "false") || tok_name(t, "False")) n = make_const(P, t, jinja_val_bool(false));
+        else if (tok_name(t, "none") || tok_name(t, "None")) n = make_const(P, t, jinja_val_none());
         else {
             n = node(P, N_NAME, t);
             n->s = name_of(P, t);
@@ -279,13 +279,13 @@ static jinja_node *parse_primary(parser *P) {
             memcpy(s + k, u->s, u->n);
             k += u->n;
         }
-        n = make_const(P, t, jv_str(s, total));
+        n = make_const(P, t, jinja_val_str(s, total));
     } else if (t->type == T_INT) {
         next(P);
-        n = make_const(P, t, jv_int(t->i));
+        n = make_const(P, t, jinja_val_int(t->i));
     } else if (t->type == T_FLOAT) {
         next(P);
-        n = make_const(P, t, jv_float(t->f));
+        n = make_const(P, t, jinja_val_float(t->f));
     } else if (tok_op(t, "(")) {
         next(P);
         if (tok_op(peek(P), ")")) {

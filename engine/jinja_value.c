@@ -114,11 +114,11 @@ void jinja_buf_add(jinja_ctx *c, jinja_buf *b, const char *p, size_t n) {
 
 void jinja_buf_addc(jinja_ctx *c, jinja_buf *b, char ch) { jinja_buf_add(c, b, &ch, 1); }
 
-jinja_value jinja_buf_value(jinja_buf *b) { return jv_str(b->p ? b->p : "", b->n); }
+jinja_value jinja_buf_value(jinja_buf *b) { return jinja_val_str(b->p ? b->p : "", b->n); }
 
 /* --- constructors ----------------------------------------------------------------------------- */
 
-jinja_value jv_undef(jinja_ctx *c, const char *fmt, ...) {
+jinja_value jinja_val_undef(jinja_ctx *c, const char *fmt, ...) {
     char msg[256];
     va_list ap;
     va_start(ap, fmt);
@@ -132,19 +132,21 @@ jinja_value jv_undef(jinja_ctx *c, const char *fmt, ...) {
     return v;
 }
 
-jinja_value jv_none(void) { return (jinja_value){.kind = JV_NONE}; }
-jinja_value jv_bool(bool b) { return (jinja_value){.kind = JV_BOOL, .b = b}; }
-jinja_value jv_int(int64_t i) { return (jinja_value){.kind = JV_INT, .i = i}; }
-jinja_value jv_float(double f) { return (jinja_value){.kind = JV_FLOAT, .f = f}; }
-jinja_value jv_str(const char *p, size_t n) {
+jinja_value jinja_val_none(void) { return (jinja_value){.kind = JV_NONE}; }
+jinja_value jinja_val_bool(bool b) { return (jinja_value){.kind = JV_BOOL, .b = b}; }
+jinja_value jinja_val_int(int64_t i) { return (jinja_value){.kind = JV_INT, .i = i}; }
+jinja_value jinja_val_float(double f) { return (jinja_value){.kind = JV_FLOAT, .f = f}; }
+jinja_value jinja_val_str(const char *p, size_t n) {
     jinja_value v = {.kind = JV_STR};
     v.s.p = p, v.s.n = n;
     return v;
 }
-jinja_value jv_cstr(const char *p) { return jv_str(p, strlen(p)); }
-jinja_value jv_strdup(jinja_ctx *c, const char *p, size_t n) { return jv_str(jinja_strndup(c->arena, p, n), n); }
+jinja_value jinja_val_cstr(const char *p) { return jinja_val_str(p, strlen(p)); }
+jinja_value jinja_val_strdup(jinja_ctx *c, const char *p, size_t n) {
+    return jinja_val_str(jinja_strndup(c->arena, p, n), n);
+}
 
-jinja_value jv_list(jinja_ctx *c, size_t cap) {
+jinja_value jinja_val_list(jinja_ctx *c, size_t cap) {
     jinja_value v = {.kind = JV_LIST};
     v.l = jinja_alloc(c->arena, sizeof *v.l);
     if (cap) {
@@ -155,13 +157,13 @@ jinja_value jv_list(jinja_ctx *c, size_t cap) {
     return v;
 }
 
-jinja_value jv_dict(jinja_ctx *c) {
+jinja_value jinja_val_dict(jinja_ctx *c) {
     jinja_value v = {.kind = JV_DICT};
     v.d = jinja_alloc(c->arena, sizeof *v.d);
     return v;
 }
 
-void jv_list_push(jinja_ctx *c, jinja_list *l, jinja_value v) {
+void jinja_val_list_push(jinja_ctx *c, jinja_list *l, jinja_value v) {
     if (l->n == l->cap) {
         size_t cap = l->cap ? l->cap * 2 : 8;
         jinja_value *nv = jinja_alloc(c->arena, cap * sizeof *nv);
@@ -171,7 +173,7 @@ void jv_list_push(jinja_ctx *c, jinja_list *l, jinja_value v) {
     l->v[l->n++] = v;
 }
 
-jinja_value *jv_dict_find(const jinja_dict *d, const char *k, size_t kn) {
+jinja_value *jinja_val_dict_find(const jinja_dict *d, const char *k, size_t kn) {
     for (size_t i = 0; i < d->n; i++)
         if (d->e[i].key.kind == JV_UNDEF && d->e[i].kn == kn && !memcmp(d->e[i].k, k, kn)) return &d->e[i].v;
     return NULL;
@@ -179,25 +181,27 @@ jinja_value *jv_dict_find(const jinja_dict *d, const char *k, size_t kn) {
 
 static jinja_entry *dict_append(jinja_ctx *c, jinja_dict *d, const char *k, size_t kn, jinja_value v);
 
-jinja_value jv_entry_key(const jinja_entry *e) { return e->key.kind == JV_UNDEF ? jv_str(e->k, e->kn) : e->key; }
+jinja_value jinja_val_entry_key(const jinja_entry *e) {
+    return e->key.kind == JV_UNDEF ? jinja_val_str(e->k, e->kn) : e->key;
+}
 
-jinja_value *jv_dict_find_key(const jinja_dict *d, jinja_value key) {
-    if (key.kind == JV_STR) return jv_dict_find(d, key.s.p, key.s.n);
+jinja_value *jinja_val_dict_find_key(const jinja_dict *d, jinja_value key) {
+    if (key.kind == JV_STR) return jinja_val_dict_find(d, key.s.p, key.s.n);
     for (size_t i = 0; i < d->n; i++)
-        if (d->e[i].key.kind != JV_UNDEF && jv_equal(d->e[i].key, key)) return &d->e[i].v;
+        if (d->e[i].key.kind != JV_UNDEF && jinja_val_equal(d->e[i].key, key)) return &d->e[i].v;
     return NULL;
 }
 
-void jv_dict_set_key(jinja_ctx *c, jinja_dict *d, jinja_value key, jinja_value v) {
-    if (key.kind == JV_STR) return jv_dict_set(c, d, key.s.p, key.s.n, v);
+void jinja_val_dict_set_key(jinja_ctx *c, jinja_dict *d, jinja_value key, jinja_value v) {
+    if (key.kind == JV_STR) return jinja_val_dict_set(c, d, key.s.p, key.s.n, v);
     if (key.kind == JV_LIST || key.kind == JV_DICT || key.kind == JV_NS || key.kind == JV_UNDEF)
-        jinja_error(c, "unhashable type: '%s'", jv_type_name(key));
-    jinja_value *at = jv_dict_find_key(d, key);
+        jinja_error(c, "unhashable type: '%s'", jinja_val_type_name(key));
+    jinja_value *at = jinja_val_dict_find_key(d, key);
     if (at) {
         *at = v;
         return;
     }
-    jinja_value text = jv_to_str(c, key);
+    jinja_value text = jinja_val_to_str(c, key);
     dict_append(c, d, text.s.p, text.s.n, v)->key = key;
 }
 
@@ -212,15 +216,15 @@ static jinja_entry *dict_append(jinja_ctx *c, jinja_dict *d, const char *k, size
     return &d->e[d->n++];
 }
 
-void jv_dict_set(jinja_ctx *c, jinja_dict *d, const char *k, size_t kn, jinja_value v) {
-    jinja_value *at = jv_dict_find(d, k, kn);
+void jinja_val_dict_set(jinja_ctx *c, jinja_dict *d, const char *k, size_t kn, jinja_value v) {
+    jinja_value *at = jinja_val_dict_find(d, k, kn);
     if (at) *at = v;
     else dict_append(c, d, k, kn, v);
 }
 
 /* --- Python semantics --------------------------------------------------------------------------- */
 
-const char *jv_type_name(jinja_value v) {
+const char *jinja_val_type_name(jinja_value v) {
     switch (v.kind) {
     case JV_UNDEF: return "Undefined";
     case JV_NONE: return "NoneType";
@@ -236,7 +240,7 @@ const char *jv_type_name(jinja_value v) {
     return "object";
 }
 
-bool jv_truthy(jinja_value v) {
+bool jinja_val_truthy(jinja_value v) {
     switch (v.kind) {
     case JV_UNDEF: case JV_NONE: return false;
     case JV_BOOL: return v.b;
@@ -250,17 +254,17 @@ bool jv_truthy(jinja_value v) {
     return false;
 }
 
-bool jv_is_number(jinja_value v) { return v.kind == JV_INT || v.kind == JV_FLOAT || v.kind == JV_BOOL; }
+bool jinja_val_is_number(jinja_value v) { return v.kind == JV_INT || v.kind == JV_FLOAT || v.kind == JV_BOOL; }
 
-double jv_as_double(jinja_value v) {
+double jinja_val_as_double(jinja_value v) {
     return v.kind == JV_FLOAT ? v.f : v.kind == JV_INT ? (double)v.i : v.kind == JV_BOOL ? (double)v.b : 0;
 }
 
-bool jv_equal(jinja_value a, jinja_value b) {
-    if (jv_is_number(a) && jv_is_number(b)) {
+bool jinja_val_equal(jinja_value a, jinja_value b) {
+    if (jinja_val_is_number(a) && jinja_val_is_number(b)) {
         if (a.kind != JV_FLOAT && b.kind != JV_FLOAT)
             return (a.kind == JV_INT ? a.i : a.b) == (b.kind == JV_INT ? b.i : b.b);
-        return jv_as_double(a) == jv_as_double(b);
+        return jinja_val_as_double(a) == jinja_val_as_double(b);
     }
     if (a.kind != b.kind) return false;
     switch (a.kind) {
@@ -269,13 +273,13 @@ bool jv_equal(jinja_value a, jinja_value b) {
     case JV_LIST:
         if (a.l->n != b.l->n || a.l->tuple != b.l->tuple) return false;  /* (1, 2) != [1, 2] */
         for (size_t i = 0; i < a.l->n; i++)
-            if (!jv_equal(a.l->v[i], b.l->v[i])) return false;
+            if (!jinja_val_equal(a.l->v[i], b.l->v[i])) return false;
         return true;
     case JV_DICT:
         if (a.d->n != b.d->n) return false;
         for (size_t i = 0; i < a.d->n; i++) {
-            jinja_value *o = jv_dict_find_key(b.d, jv_entry_key(&a.d->e[i]));
-            if (!o || !jv_equal(a.d->e[i].v, *o)) return false;
+            jinja_value *o = jinja_val_dict_find_key(b.d, jinja_val_entry_key(&a.d->e[i]));
+            if (!o || !jinja_val_equal(a.d->e[i].v, *o)) return false;
         }
         return true;
     case JV_NS: return a.d == b.d;
@@ -284,13 +288,13 @@ bool jv_equal(jinja_value a, jinja_value b) {
     }
 }
 
-int jv_compare(jinja_ctx *c, jinja_value a, jinja_value b) {
-    if (jv_is_number(a) && jv_is_number(b)) {
+int jinja_val_compare(jinja_ctx *c, jinja_value a, jinja_value b) {
+    if (jinja_val_is_number(a) && jinja_val_is_number(b)) {
         if (a.kind != JV_FLOAT && b.kind != JV_FLOAT) {
             int64_t x = a.kind == JV_INT ? a.i : a.b, y = b.kind == JV_INT ? b.i : b.b;
             return x < y ? -1 : x > y;
         }
-        double x = jv_as_double(a), y = jv_as_double(b);
+        double x = jinja_val_as_double(a), y = jinja_val_as_double(b);
         return x < y ? -1 : x > y;
     }
     if (a.kind == JV_STR && b.kind == JV_STR) {  /* UTF-8 byte order is code point order */
@@ -301,14 +305,15 @@ int jv_compare(jinja_ctx *c, jinja_value a, jinja_value b) {
     }
     if (a.kind == JV_LIST && b.kind == JV_LIST) {
         for (size_t i = 0; i < a.l->n && i < b.l->n; i++) {
-            if (jv_equal(a.l->v[i], b.l->v[i])) continue;
-            return jv_compare(c, a.l->v[i], b.l->v[i]);
+            if (jinja_val_equal(a.l->v[i], b.l->v[i])) continue;
+            return jinja_val_compare(c, a.l->v[i], b.l->v[i]);
         }
         return a.l->n < b.l->n ? -1 : a.l->n > b.l->n;
     }
     if (a.kind == JV_UNDEF || b.kind == JV_UNDEF)
         jinja_error(c, "%.*s", (int)(a.kind == JV_UNDEF ? a : b).s.n, (a.kind == JV_UNDEF ? a : b).s.p);
-    jinja_error(c, "'<' not supported between instances of '%s' and '%s'", jv_type_name(a), jv_type_name(b));
+    jinja_error(c, "'<' not supported between instances of '%s' and '%s'", jinja_val_type_name(a),
+                jinja_val_type_name(b));
 }
 
 /* --- str(), repr(), json.dumps() ---------------------------------------------------------------- */
@@ -379,7 +384,7 @@ static void repr_str(jinja_ctx *c, jinja_buf *b, const char *p, size_t n) {
     jinja_buf_addc(c, b, q);
 }
 
-void jv_str_append(jinja_ctx *c, jinja_buf *b, jinja_value v, bool repr) {
+void jinja_val_str_append(jinja_ctx *c, jinja_buf *b, jinja_value v, bool repr) {
     char num[32];
     switch (v.kind) {
     case JV_UNDEF: return repr ? jinja_buf_add(c, b, "Undefined", 9) : (void)0;
@@ -393,7 +398,7 @@ void jv_str_append(jinja_ctx *c, jinja_buf *b, jinja_value v, bool repr) {
         jinja_buf_addc(c, b, v.l->tuple ? '(' : '[');
         for (size_t i = 0; i < v.l->n; i++) {
             if (i) jinja_buf_add(c, b, ", ", 2);
-            jv_str_append(c, b, v.l->v[i], true);
+            jinja_val_str_append(c, b, v.l->v[i], true);
         }
         if (v.l->tuple && v.l->n == 1) jinja_buf_addc(c, b, ',');
         return jinja_buf_addc(c, b, v.l->tuple ? ')' : ']');
@@ -404,9 +409,9 @@ void jv_str_append(jinja_ctx *c, jinja_buf *b, jinja_value v, bool repr) {
         jinja_buf_addc(c, b, '{');
         for (size_t i = 0; i < v.d->n; i++) {
             if (i) jinja_buf_add(c, b, ", ", 2);
-            jv_str_append(c, b, jv_entry_key(&v.d->e[i]), true);
+            jinja_val_str_append(c, b, jinja_val_entry_key(&v.d->e[i]), true);
             jinja_buf_add(c, b, ": ", 2);
-            jv_str_append(c, b, v.d->e[i].v, true);
+            jinja_val_str_append(c, b, v.d->e[i].v, true);
         }
         jinja_buf_addc(c, b, '}');
         if (v.kind == JV_NS) jinja_buf_addc(c, b, '>');
@@ -418,11 +423,11 @@ void jv_str_append(jinja_ctx *c, jinja_buf *b, jinja_value v, bool repr) {
     }
 }
 
-jinja_value jv_to_str(jinja_ctx *c, jinja_value v) {
+jinja_value jinja_val_to_str(jinja_ctx *c, jinja_value v) {
     if (v.kind == JV_STR) return v;
-    if (v.kind == JV_UNDEF) return jv_str("", 0);
+    if (v.kind == JV_UNDEF) return jinja_val_str("", 0);
     jinja_buf b = {0};
-    jv_str_append(c, &b, v, false);
+    jinja_val_str_append(c, &b, v, false);
     return jinja_buf_value(&b);
 }
 
@@ -478,7 +483,7 @@ static int entry_cmp(const void *x, const void *y) {
     return r ? r : (a->kn > b->kn) - (a->kn < b->kn);
 }
 
-void jv_json_append(jinja_ctx *c, jinja_buf *b, jinja_value v, const jinja_json_opts *o, int level) {
+void jinja_val_json_append(jinja_ctx *c, jinja_buf *b, jinja_value v, const jinja_json_opts *o, int level) {
     const char *indent = o->indent;
     const char *item_sep = o->item_sep, *key_sep = o->key_sep;
     char num[32];
@@ -496,7 +501,7 @@ void jv_json_append(jinja_ctx *c, jinja_buf *b, jinja_value v, const jinja_json_
         for (size_t i = 0; i < v.l->n; i++) {
             if (i) jinja_buf_add(c, b, item_sep, strlen(item_sep));
             if (indent) json_newline(c, b, indent, level + 1);
-            jv_json_append(c, b, v.l->v[i], o, level + 1);
+            jinja_val_json_append(c, b, v.l->v[i], o, level + 1);
         }
         if (indent) json_newline(c, b, indent, level);
         return jinja_buf_addc(c, b, ']');
@@ -511,44 +516,44 @@ void jv_json_append(jinja_ctx *c, jinja_buf *b, jinja_value v, const jinja_json_
             if (indent) json_newline(c, b, indent, level + 1);
             json_str(c, b, order[i]->k, order[i]->kn, o->ascii);
             jinja_buf_add(c, b, key_sep, strlen(key_sep));
-            jv_json_append(c, b, order[i]->v, o, level + 1);
+            jinja_val_json_append(c, b, order[i]->v, o, level + 1);
         }
         if (indent) json_newline(c, b, indent, level);
         return jinja_buf_addc(c, b, '}');
     }
     default:
-        jinja_error(c, "tojson: Object of type %s is not JSON serializable", jv_type_name(v));
+        jinja_error(c, "tojson: Object of type %s is not JSON serializable", jinja_val_type_name(v));
     }
 }
 
-jinja_value jv_from_cjson(jinja_ctx *c, const void *p) {
+jinja_value jinja_val_from_cjson(jinja_ctx *c, const void *p) {
     const cJSON *j = p;
-    if (!j || cJSON_IsNull(j)) return jv_none();
-    if (cJSON_IsBool(j)) return jv_bool(cJSON_IsTrue(j));
+    if (!j || cJSON_IsNull(j)) return jinja_val_none();
+    if (cJSON_IsBool(j)) return jinja_val_bool(cJSON_IsTrue(j));
     if (cJSON_IsNumber(j)) {
         double d = j->valuedouble;
         /* cJSON keeps no text: an integral value within int64 is an int unless the item carries
          * a valuestring, chat_json_parse's mark of a number written as a float (2.0, 1e3) */
-        if (d == floor(d) && fabs(d) < 9.2e18 && !j->valuestring) return jv_int((int64_t)d);
-        return jv_float(d);
+        if (d == floor(d) && fabs(d) < 9.2e18 && !j->valuestring) return jinja_val_int((int64_t)d);
+        return jinja_val_float(d);
     }
-    if (cJSON_IsString(j)) return jv_strdup(c, j->valuestring, strlen(j->valuestring));
+    if (cJSON_IsString(j)) return jinja_val_strdup(c, j->valuestring, strlen(j->valuestring));
     if (cJSON_IsArray(j)) {
-        jinja_value v = jv_list(c, (size_t)cJSON_GetArraySize(j));
-        for (const cJSON *e = j->child; e; e = e->next) jv_list_push(c, v.l, jv_from_cjson(c, e));
+        jinja_value v = jinja_val_list(c, (size_t)cJSON_GetArraySize(j));
+        for (const cJSON *e = j->child; e; e = e->next) jinja_val_list_push(c, v.l, jinja_val_from_cjson(c, e));
         v.l->frozen = true;
         return v;
     }
     if (cJSON_IsObject(j)) {
-        jinja_value v = jv_dict(c);
+        jinja_value v = jinja_val_dict(c);
         for (const cJSON *e = j->child; e; e = e->next) {
             const char *k = e->string ? e->string : "";
-            jv_dict_set(c, v.d, jinja_strndup(c->arena, k, strlen(k)), strlen(k), jv_from_cjson(c, e));
+            jinja_val_dict_set(c, v.d, jinja_strndup(c->arena, k, strlen(k)), strlen(k), jinja_val_from_cjson(c, e));
         }
         v.d->frozen = true;
         return v;
     }
-    return jv_none();
+    return jinja_val_none();
 }
 
 /* --- Unicode string helpers ---------------------------------------------------------------------- */
@@ -674,5 +679,5 @@ jinja_value jinja_str_strip(jinja_value s, const char *chars, size_t nchars, cha
             if (st + k != end || !in_chars(cp, chars, nchars)) break;
             end = st;
         }
-    return jv_str(p + start, end - start);
+    return jinja_val_str(p + start, end - start);
 }

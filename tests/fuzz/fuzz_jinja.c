@@ -1,12 +1,13 @@
 /* libFuzzer target: the Jinja engine (engine/jinja.h) on arbitrary template text and
  * variables. The input is the template, then optionally a NUL byte and a JSON object of
- * variables. Every input either renders or fails with a one-line "LINE:COL: ..." message;
+ * variables (read by chat_json_parse, which keeps floats floats). Every input either renders or fails with a one-line "LINE:COL: ..." message;
  * small bounds keep each run short and its memory bounded (no hang, no crash, no leak). */
 #include <cjson/cJSON.h>
 #include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
 
+#include "engine/chat.h"
 #include "engine/jinja.h"
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
@@ -16,7 +17,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
     cJSON *vars = NULL;
     if (nul) {
         size_t jlen = size - tlen - 1;
-        vars = cJSON_ParseWithLength(nul + 1, jlen);
+        vars = chat_json_parse(nul + 1, jlen, NULL);
     }
     if (!vars)
         vars = cJSON_Parse("{\"messages\": [{\"role\": \"system\", \"content\": \"s\"}, {\"role\": \"user\", "

@@ -50,44 +50,47 @@ static void expect_render(const char *name, const chat_template *ct, const char 
     cJSON_Delete(kw);
 }
 
-static const char conv[] =
-    "[{\"role\": \"user\", \"content\": \"Hi\"}, {\"role\": \"assistant\", \"content\": \"<think>\\nhmm\\n</think>\\n\\nHello\"},"
-    " {\"role\": \"user\", \"content\": \"Bye\"}]";
+static const char conv[] = "[{\"role\": \"user\", \"content\": \"Hi\"}, {\"role\": \"assistant\", \"content\": "
+                           "\"<think>\\nhmm\\n</think>\\n\\nHello\"},"
+                           " {\"role\": \"user\", \"content\": \"Bye\"}]";
 
 static void test_templates(void) {
     char err[1024];
     chat_template *qwen3 = load("Qwen-Qwen3-0.6B", err, sizeof err);
     CHECK(qwen3 != NULL, "chat Qwen3 template parses", "%s", err);
-    expect_render("chat kwargs reach the template (enable_thinking false)", qwen3, conv, true,
-                  "{\"enable_thinking\": false}",
-                  "<|im_start|>user\nHi<|im_end|>\n<|im_start|>assistant\nHello<|im_end|>\n<|im_start|>user\nBye<|im_end|>\n"
-                  "<|im_start|>assistant\n<think>\n\n</think>\n\n");
-    expect_render("chat add_generation_prompt false, reasoning of past turns dropped", qwen3, conv, false, NULL,
-                  "<|im_start|>user\nHi<|im_end|>\n<|im_start|>assistant\nHello<|im_end|>\n<|im_start|>user\nBye<|im_end|>\n");
+    expect_render(
+        "chat kwargs reach the template (enable_thinking false)", qwen3, conv, true, "{\"enable_thinking\": false}",
+        "<|im_start|>user\nHi<|im_end|>\n<|im_start|>assistant\nHello<|im_end|>\n<|im_start|>user\nBye<|im_end|>\n"
+        "<|im_start|>assistant\n<think>\n\n</think>\n\n");
+    expect_render(
+        "chat add_generation_prompt false, reasoning of past turns dropped", qwen3, conv, false, NULL,
+        "<|im_start|>user\nHi<|im_end|>\n<|im_start|>assistant\nHello<|im_end|>\n<|im_start|>user\nBye<|im_end|>\n");
     expect_render("chat kwargs cannot replace the conversation", qwen3, "[{\"role\": \"user\", \"content\": \"Hi\"}]",
                   false, "{\"messages\": [{\"role\": \"user\", \"content\": \"x\"}], \"add_generation_prompt\": true}",
                   "<|im_start|>user\nHi<|im_end|>\n");
     chat_template_free(qwen3);
 
     chat_template *qwen25 = load("Qwen-Qwen2.5-7B-Instruct", err, sizeof err);
-    expect_render("chat tools as a kwarg (Qwen2.5's tool section, tojson of the schema)", qwen25,
-                  "[{\"role\": \"user\", \"content\": \"Hi\"}]", true,
-                  "{\"tools\": [{\"type\": \"function\", \"function\": {\"name\": \"get_weather\", \"description\": "
-                  "\"Weather now\", \"parameters\": {\"type\": \"object\", \"properties\": {\"city\": {\"type\": "
-                  "\"string\"}}, \"required\": [\"city\"]}}}]}",
-                  "<|im_start|>system\nYou are Qwen, created by Alibaba Cloud. You are a helpful assistant.\n\n# Tools\n\n"
-                  "You may call one or more functions to assist with the user query.\n\nYou are provided with function "
-                  "signatures within <tools></tools> XML tags:\n<tools>\n{\"type\": \"function\", \"function\": {\"name\": "
-                  "\"get_weather\", \"description\": \"Weather now\", \"parameters\": {\"type\": \"object\", \"properties\": "
-                  "{\"city\": {\"type\": \"string\"}}, \"required\": [\"city\"]}}}\n</tools>\n\nFor each function call, "
-                  "return a json object with function name and arguments within <tool_call></tool_call> XML tags:\n"
-                  "<tool_call>\n{\"name\": <function-name>, \"arguments\": <args-json-object>}\n</tool_call><|im_end|>\n"
-                  "<|im_start|>user\nHi<|im_end|>\n<|im_start|>assistant\n");
+    expect_render(
+        "chat tools as a kwarg (Qwen2.5's tool section, tojson of the schema)", qwen25,
+        "[{\"role\": \"user\", \"content\": \"Hi\"}]", true,
+        "{\"tools\": [{\"type\": \"function\", \"function\": {\"name\": \"get_weather\", \"description\": "
+        "\"Weather now\", \"parameters\": {\"type\": \"object\", \"properties\": {\"city\": {\"type\": "
+        "\"string\"}}, \"required\": [\"city\"]}}}]}",
+        "<|im_start|>system\nYou are Qwen, created by Alibaba Cloud. You are a helpful assistant.\n\n# Tools\n\n"
+        "You may call one or more functions to assist with the user query.\n\nYou are provided with function "
+        "signatures within <tools></tools> XML tags:\n<tools>\n{\"type\": \"function\", \"function\": {\"name\": "
+        "\"get_weather\", \"description\": \"Weather now\", \"parameters\": {\"type\": \"object\", \"properties\": "
+        "{\"city\": {\"type\": \"string\"}}, \"required\": [\"city\"]}}}\n</tools>\n\nFor each function call, "
+        "return a json object with function name and arguments within <tool_call></tool_call> XML tags:\n"
+        "<tool_call>\n{\"name\": <function-name>, \"arguments\": <args-json-object>}\n</tool_call><|im_end|>\n"
+        "<|im_start|>user\nHi<|im_end|>\n<|im_start|>assistant\n");
     chat_template_free(qwen25);
 
     const char *bos_src = "{{ bos_token }}{{ messages[0].content }}{{ eos_token }}";
     chat_template *bos = chat_template_from_text(bos_src, strlen(bos_src), "t", "<B>", "<E>", err, sizeof err);
-    expect_render("chat bos_token and eos_token are the template's", bos, "[{\"content\": \"x\"}]", false, NULL, "<B>x<E>");
+    expect_render("chat bos_token and eos_token are the template's", bos, "[{\"content\": \"x\"}]", false, NULL,
+                  "<B>x<E>");
     expect_render("chat kwargs may set bos_token", bos, "[{\"content\": \"x\"}]", false, "{\"bos_token\": \"[\"}",
                   "[x<E>");
     chat_template_free(bos);
@@ -103,8 +106,9 @@ static void test_gguf(void) {
     CHECK(ct && !strcmp(chat_template_bos(ct), "<s>") && !strcmp(chat_template_eos(ct), "</s>"),
           "chat BOS/EOS text from the vocabulary keys", "got '%s' '%s'", ct ? chat_template_bos(ct) : "",
           ct ? chat_template_eos(ct) : "");
-    expect_render("chat ChatML render", ct, "[{\"role\": \"system\", \"content\": \"S\"}, {\"role\": \"user\", \"content\": \"U\"}]",
-                  true, NULL, "<|im_start|>system\nS<|im_end|>\n<|im_start|>user\nU<|im_end|>\n<|im_start|>assistant\n");
+    expect_render("chat ChatML render", ct,
+                  "[{\"role\": \"system\", \"content\": \"S\"}, {\"role\": \"user\", \"content\": \"U\"}]", true, NULL,
+                  "<|im_start|>system\nS<|im_end|>\n<|im_start|>user\nU<|im_end|>\n<|im_start|>assistant\n");
     tokenizer *t = g ? tokenizer_load(g, err, sizeof err) : NULL;
     char *b = NULL, *e = NULL;
     CHECK(t && !chat_special_tokens(g, t, &b, &e) && !strcmp(b, "<s>") && !strcmp(e, "</s>"),
@@ -118,7 +122,8 @@ static void test_gguf(void) {
     const char *qwen2 = test_shared("vocab/ggml-vocab-qwen2.gguf");
     g = gguf_open(qwen2, 1, err, sizeof err);
     ct = g ? chat_template_from_gguf(g, qwen2, NULL, err, sizeof err) : NULL;
-    CHECK(ct && !chat_template_is_default(ct), "chat the vocabulary's own template (qwen2)", "%s", ct ? "default" : err);
+    CHECK(ct && !chat_template_is_default(ct), "chat the vocabulary's own template (qwen2)", "%s",
+          ct ? "default" : err);
     expect_render("chat qwen2's template render", ct, "[{\"role\": \"user\", \"content\": \"U\"}]", true, NULL,
                   "<|im_start|>system\nYou are a helpful assistant<|im_end|>\n<|im_start|>user\nU<|im_end|>\n"
                   "<|im_start|>assistant\n");
@@ -139,13 +144,14 @@ static void test_errors(void) {
     cJSON *m = cJSON_Parse("[{\"role\": \"a\"}, {\"role\": \"b\"}]"), *kw = cJSON_Parse("[1]");
     size_t len;
     char *out = chat_render(ct, m, true, NULL, &len, err, sizeof err);
-    CHECK(!out && strstr(err, "r.jinja:1:") && strstr(err, "raised an exception: no"), "chat a raise names the template",
-          "got '%s'", out ? out : err);
+    CHECK(!out && strstr(err, "r.jinja:1:") && strstr(err, "raised an exception: no"),
+          "chat a raise names the template", "got '%s'", out ? out : err);
     free(out);
     cJSON *obj = cJSON_CreateObject();
     out = chat_render(ct, obj, true, NULL, &len, err, sizeof err);
     cJSON_Delete(obj);
-    CHECK(!out && strstr(err, "messages must be a JSON array"), "chat messages must be an array", "got '%s'", out ? out : err);
+    CHECK(!out && strstr(err, "messages must be a JSON array"), "chat messages must be an array", "got '%s'",
+          out ? out : err);
     free(out);
     out = chat_render(ct, m, true, kw, &len, err, sizeof err);
     CHECK(!out && strstr(err, "must be a JSON object"), "chat kwargs must be an object", "got '%s'", out ? out : err);
@@ -158,7 +164,8 @@ static void test_errors(void) {
 /* Numbers written as floats stay floats through chat_json_parse (what Python's json gives
  * transformers); expected text from jinja2. */
 static void test_json_floats(void) {
-    static const char text[] = "{\"a\": 2.0, \"b\": [1, 1e3, -0.0, 5], \"c\": {\"d\": 3.50, \"s\": \"1.0 \\\" 2.0\"}, \"e\": 7}";
+    static const char text[] =
+        "{\"a\": 2.0, \"b\": [1, 1e3, -0.0, 5], \"c\": {\"d\": 3.50, \"s\": \"1.0 \\\" 2.0\"}, \"e\": 7}";
     const char *src = "{{ a }} {{ b }} {{ c | tojson }} {{ e }} {{ a is float }}{{ e is integer }}";
     char err[512];
     chat_template *ct = chat_template_from_text(src, strlen(src), "floats", NULL, NULL, err, sizeof err);

@@ -71,7 +71,8 @@ static void test_errors(void) {
                  "2:12: syntax error: the tag at 2:4 is never closed (add {% endif %})");
     expect_error("unclosed expression", "ab {{ x ", NULL, NULL, "1:4: unclosed '{{'");
     expect_error("bad token", "{{ x $ y }}", NULL, NULL, "1:6: unexpected character '$'");
-    expect_error("unknown tag", "\n  {% frobnicate %}", NULL, NULL, "2:6: syntax error: unknown or misplaced tag 'frobnicate'");
+    expect_error("unknown tag", "\n  {% frobnicate %}", NULL, NULL,
+                 "2:6: syntax error: unknown or misplaced tag 'frobnicate'");
     expect_error("stray endfor", "{% endfor %}", NULL, NULL, "1:4: syntax error: unknown or misplaced tag 'endfor'");
     expect_error("unterminated string", "{{ 'abc }}", NULL, NULL, "1:4: unterminated string literal");
     expect_error("break outside a loop", "{% break %}", NULL, NULL, "'break' outside a for loop");
@@ -82,7 +83,8 @@ static void test_errors(void) {
     expect_error("raise_exception", "{{ raise_exception('Only user and assistant roles') }}", NULL, NULL,
                  "1:19: template raised an exception: Only user and assistant roles");
     expect_error("attribute of undefined", "{{ nothing.role }}", NULL, NULL, "'nothing' is undefined");
-    expect_error("missing key then attribute", "{{ m.a.b }}", "{\"m\": {}}", NULL, "'dict object' has no attribute 'a'");
+    expect_error("missing key then attribute", "{{ m.a.b }}", "{\"m\": {}}", NULL,
+                 "'dict object' has no attribute 'a'");
     expect_error("undefined in arithmetic", "{{ nothing + 1 }}", NULL, NULL, "'nothing' is undefined");
     expect_error("str plus int", "{{ 'a' + 1 }}", NULL, NULL, "can only concatenate str (not \"int\") to str");
     expect_error("division by zero", "{{ 1 // 0 }}", NULL, NULL, "division by zero");
@@ -109,7 +111,8 @@ static void test_limits(void) {
     lim = jinja_limits_default();
     lim.max_memory = 4 << 20;
     expect_error("memory bounded",
-                 "{% set ns = namespace(s='xxxxxxxxxxxxxxxx') %}{% for i in range(40) %}{% set ns.s = ns.s ~ ns.s %}{% endfor %}",
+                 "{% set ns = namespace(s='xxxxxxxxxxxxxxxx') %}{% for i in range(40) %}{% set ns.s = ns.s ~ ns.s %}{% "
+                 "endfor %}",
                  NULL, &lim, "more than 4 MiB of memory");
     lim = jinja_limits_default();
     expect_error("string repeat bounded", "{{ 'x' * 1000000000000 }}", NULL, &lim, "past 16777216 bytes");
@@ -203,7 +206,8 @@ static void test_golden(void) {
         free(src);
         free(names[i]);
     }
-    CHECK(total == 290 && bad == 0, "jinja golden chat templates: 290 renders byte-identical or refused as transformers",
+    CHECK(total == 290 && bad == 0,
+          "jinja golden chat templates: 290 renders byte-identical or refused as transformers",
           "%d of %d differ (%d identical, %d refused); first: %s", bad, total, same, refused, first_bad);
     CHECK(refused == 5, "jinja golden chat templates: the 5 that raise in transformers are refused", "%d refused",
           refused);
@@ -260,7 +264,8 @@ static void test_golden_extra(void) {
         jinja_free(t);
         free(src);
     }
-    CHECK(total == 638 && bad == 0, "jinja extra chat conversations (tools, documents, thinking, floats): 638 renders as transformers",
+    CHECK(total == 638 && bad == 0,
+          "jinja extra chat conversations (tools, documents, thinking, floats): 638 renders as transformers",
           "%d of %d differ; first: %s", bad, total, first_bad);
     CHECK(raised == 70, "jinja extra chat conversations: the 70 that raise in transformers are refused", "%d", raised);
     cJSON_Delete(cs);
