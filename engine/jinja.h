@@ -12,7 +12,9 @@
 typedef struct jinja_template jinja_template;
 
 typedef struct {
-    uint64_t max_steps;   /* evaluation steps (expression nodes, statements, loop iterations) */
+    /* loop iterations, macro calls and the items filters and methods go through: every way a
+     * template's work can grow; the rest is bounded by the template's size */
+    uint64_t max_steps;
     int max_depth;        /* nesting of evaluation, macro calls included */
     size_t max_output;    /* bytes of the rendered text, and of any string a template builds */
     size_t max_memory;    /* bytes one render may allocate */

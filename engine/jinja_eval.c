@@ -20,7 +20,7 @@ jinja_limits jinja_limits_default(void) {
 
 void jinja_step(jinja_ctx *c) {
     if (++c->steps > c->lim.max_steps)
-        jinja_error(c, "template ran more than %llu steps (the render's limit; a loop without end?)",
+        jinja_error(c, "template ran more than %llu loop iterations and calls (the render's limit; a loop without end?)",
                     (unsigned long long)c->lim.max_steps);
 }
 
@@ -29,7 +29,6 @@ static void enter(jinja_ctx *c, const jinja_node *n) {
         jinja_error(c, "template nests deeper than %d levels (the render's limit; a macro that calls itself?)",
                     c->lim.max_depth);
     c->arena->line = n->line, c->arena->col = n->col;
-    jinja_step(c);
 }
 
 _Noreturn static void undef_fail(jinja_ctx *c, jinja_value u) { jinja_error(c, "%.*s", (int)u.s.n, u.s.p); }
@@ -377,6 +376,7 @@ static jinja_value render_to_string(jinja_ctx *c, jinja_scope *s, const jinja_no
 static jinja_value call_macro(jinja_ctx *c, jinja_func *fn, jinja_value *args, size_t n_args,
                               const char **kw_names, jinja_value *kw_vals, size_t n_kw) {
     const jinja_node *m = fn->macro;
+    jinja_step(c);  /* calls count: a macro calling itself twice grows without a loop */
     jinja_scope *s = scope_new(c, fn->closure);
     if (n_args > m->n_names)
         jinja_error(c, "macro '%s' takes not more than %zu argument(s), %zu given", fn->name, m->n_names, n_args);

@@ -102,7 +102,10 @@ static void test_limits(void) {
     lim.max_steps = 100000;
     expect_error("a loop that never ends is cut at the step limit",
                  "{% for i in range(1000000000) %}{% for j in range(1000000000) %}x{% endfor %}{% endfor %}", NULL,
-                 &lim, "more than 100000 steps");
+                 &lim, "more than 100000 loop iterations and calls");
+    expect_error("a macro that calls itself twice (exponential, no loop) is cut at the same limit",
+                 "{% macro f(n) %}{% if n > 0 %}{{ f(n - 1) }}{{ f(n - 1) }}{% endif %}{% endmacro %}{{ f(60) }}", NULL,
+                 &lim, "more than 100000 loop iterations and calls");
     lim = jinja_limits_default();
     expect_error("a macro that calls itself forever", "{% macro f(n) %}{{ f(n + 1) }}{% endmacro %}{{ f(0) }}", NULL,
                  &lim, "nests deeper than 1000 levels");
