@@ -78,7 +78,6 @@ struct jinja_func {
     const char *name;
     const jinja_node *macro;     /* JF_MACRO */
     jinja_scope *closure;        /* JF_MACRO: where it was defined */
-    const jinja_node *caller;    /* JF_MACRO made by {% call %}: its body; else NULL */
     jinja_value self;            /* JF_METHOD: the object; JF_CYCLE: the loop dict */
 };
 
@@ -265,10 +264,10 @@ jinja_value jinja_filter(jinja_ctx *c, const char *name, jinja_value v, const ji
 jinja_value jinja_escape(jinja_ctx *c, jinja_value s);
 bool jinja_test(jinja_ctx *c, const char *name, jinja_value v, const jinja_args *a);
 bool jinja_test_exists(const char *name);
-/* A method of a str, list or dict (x.strip, d.items, l.append); found: 1 and *out. */
+/* Whether obj has the method (x.strip, d.items, l.append), and calling it. */
 bool jinja_method_exists(jinja_value obj, const char *name, size_t n);
 jinja_value jinja_method_call(jinja_ctx *c, jinja_value self, const char *name, const jinja_args *a);
-/* range, namespace, dict, raise_exception, strftime_now, joiner-free globals: NULL when absent. */
+/* The globals: range, namespace, dict, raise_exception, strftime_now. */
 bool jinja_global_exists(const char *name, size_t n);
 jinja_value jinja_global_call(jinja_ctx *c, const char *name, const jinja_args *a);
 
