@@ -158,7 +158,8 @@ static jinja_value slice(jinja_ctx *c, jinja_value obj, jinja_value vs, jinja_va
     int64_t step = slice_bound(c, vt, 1);
     if (step == 0) jinja_error(c, "slice step cannot be zero");
     bool is_str = obj.kind == JV_STR;
-    if (!is_str && obj.kind != JV_LIST) jinja_error(c, "'%s' object is not subscriptable", jinja_val_type_name(obj));
+    if (!is_str && obj.kind != JV_LIST)  /* jinja2's getitem gives Undefined where Python raises */
+        return jinja_val_undef(c, "'%s' object is not subscriptable", jinja_val_type_name(obj));
     size_t *offs = NULL;
     int64_t n;
     if (is_str) {  /* code point offsets, and the end */
@@ -319,6 +320,7 @@ static jinja_value arith(jinja_ctx *c, int op, jinja_value a, jinja_value b) {
             if (y == 0) goto zero;
             double m = fmod(x, y);
             if (m != 0 && ((m < 0) != (y < 0))) m += y;
+            if (m == 0) m = copysign(0.0, y);  /* Python: a zero remainder takes the divisor's sign */
             return jinja_val_float(m);
         }
         case OP_POW: return jinja_val_float(pow(x, y));

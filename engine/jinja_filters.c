@@ -238,6 +238,7 @@ static jinja_value do_indent(jinja_ctx *c, jinja_value v, const jinja_args *a) {
 
 static jinja_value do_int(jinja_ctx *c, jinja_value v, const jinja_args *a) {
     jinja_value def = jinja_arg(c, a, 0, "default", jinja_val_int(0));
+    if (v.kind == JV_UNDEF) jinja_error(c, "%.*s", (int)v.s.n, v.s.p);  /* int(Undefined) raises */
     int base = (int)need_int(c, jinja_arg(c, a, 1, "base", jinja_val_int(10)), "int's base");
     if (v.kind == JV_INT) return v;
     if (v.kind == JV_BOOL) return jinja_val_int(v.b);
@@ -262,6 +263,7 @@ static jinja_value do_int(jinja_ctx *c, jinja_value v, const jinja_args *a) {
 
 static jinja_value do_float(jinja_ctx *c, jinja_value v, const jinja_args *a) {
     jinja_value def = jinja_arg(c, a, 0, "default", jinja_val_float(0));
+    if (v.kind == JV_UNDEF) jinja_error(c, "%.*s", (int)v.s.n, v.s.p);  /* float(Undefined) raises */
     if (jinja_val_is_number(v)) return jinja_val_float(jinja_val_as_double(v));
     if (v.kind == JV_STR) {
         char buf[128];
@@ -646,7 +648,10 @@ jinja_value jinja_filter(jinja_ctx *c, const char *f, jinja_value v, const jinja
         jinja_args m = *a;
         return jinja_method_call(c, s, "replace", &m);
     }
-    if (is(f, "indent")) return do_indent(c, v, a);
+    if (is(f, "indent")) {
+        if (v.kind != JV_STR) jinja_error(c, "indent needs a string, not %s", jinja_val_type_name(v));
+        return do_indent(c, v, a);
+    }
     if (is(f, "center"))
         return do_center(c, s, need_int(c, jinja_arg(c, a, 0, "width", jinja_val_int(80)), "center's width"));
     if (is(f, "escape") || is(f, "e")) {
@@ -656,7 +661,18 @@ jinja_value jinja_filter(jinja_ctx *c, const char *f, jinja_value v, const jinja
         return r;
     }
     if (is(f, "wordcount")) return do_wordcount(c, s);
-    if (is(f, "truncate")) return do_truncate(c, s, a);
+    if (is(f, "truncate")) {
+        /* jinja2 measures the value itself: a short list comes back as it is, a number has no len() */
+        if (v.kind != JV_STR && v.kind != JV_UNDEF) {
+            size_t n = length(c, v);
+            jinja_value lw = jinja_arg(c, a, 3, "leeway", jinja_val_none());
+            int64_t max = need_int(c, jinja_arg(c, a, 0, "length", jinja_val_int(255)), "truncate's length") +
+                          (lw.kind == JV_NONE ? 5 : need_int(c, lw, "truncate's leeway"));
+            if ((int64_t)n <= max) return v;
+            jinja_error(c, "truncate: cannot cut a %s", jinja_val_type_name(v));
+        }
+        return do_truncate(c, s, a);
+    }
     jinja_error(c, "no filter named '%s'", f);
 }
 
@@ -692,7 +708,7 @@ bool jinja_test(jinja_ctx *c, const char *t, jinja_value v, const jinja_args *a)
     /* jinja2's Undefined iterates (as empty) and has __getitem__, so it passes both */
     if (is(t, "iterable")) return v.kind == JV_LIST || v.kind == JV_DICT || v.kind == JV_STR || v.kind == JV_UNDEF;
     if (is(t, "sequence")) return v.kind == JV_LIST || v.kind == JV_DICT || v.kind == JV_STR || v.kind == JV_UNDEF;
-    if (is(t, "callable")) return v.kind == JV_FUNC;
+    if (is(t, "callable")) return v.kind == JV_FUNC || v.kind == JV_UNDEF;  /* Undefined has __call__ */
     if (is(t, "escaped")) return false;
     if (is(t, "filter") || is(t, "test")) {
         if (v.kind != JV_STR) return false;
@@ -700,12 +716,13 @@ bool jinja_test(jinja_ctx *c, const char *t, jinja_value v, const jinja_args *a)
         snprintf(name, sizeof name, "%.*s", (int)v.s.n, v.s.p);
         return is(t, "filter") ? filter_exists(name) : jinja_test_exists(name);
     }
-    if (is(t, "lower") || is(t, "upper")) {
-        if (v.kind != JV_STR) return false;
+    if (is(t, "lower") || is(t, "upper")) {  /* str(value).islower(), as jinja2 */
+        v = jinja_val_to_str(c, v);
         jinja_value other = jinja_str_case(c, v, is(t, "lower") ? 'u' : 'l'), same = jinja_str_case(c, v, t[0]);
         return jinja_val_equal(same, v) && !jinja_val_equal(other, v);
     }
-    if (is(t, "odd") || is(t, "even")) {
+    if (is(t, "odd") || is(t, "even")) {  /* value % 2 == 1 / == 0: floats too */
+        if (v.kind == JV_FLOAT) return fmod(fabs(v.f), 2) == (is(t, "odd") ? 1 : 0);
         int64_t i = need_int(c, v, t);
         return (i % 2 != 0) == is(t, "odd");
     }
