@@ -117,6 +117,15 @@ static jinja_value percent_format(jinja_ctx *c, jinja_value fmt, jinja_value *ar
         size_t k = 1;
         i++;
         while (i < fmt.s.n && strchr("-+ #0123456789.", fmt.s.p[i]) && k < sizeof spec - 4) spec[k++] = fmt.s.p[i++];
+        /* a width or precision is at most 1000: printf would pad gigabytes for a template */
+        for (size_t q = 1, run = 0; q <= k; q++) {
+            if (q < k && spec[q] >= '0' && spec[q] <= '9' && (spec[q] != '0' || run)) {
+                run = run * 10 + (size_t)(spec[q] - '0');
+                if (run > 1000) jinja_error(c, "format width or precision above 1000");
+            } else {
+                run = 0;
+            }
+        }
         if (i >= fmt.s.n) jinja_error(c, "incomplete format: '%%' at the end of the string");
         char conv = fmt.s.p[i];
         if (conv == '%') {
@@ -125,7 +134,7 @@ static jinja_value percent_format(jinja_ctx *c, jinja_value fmt, jinja_value *ar
         }
         if (used >= n) jinja_error(c, "not enough arguments for format string");
         jinja_value v = args[used++];
-        char out[512];
+        char out[2600];  /* width and precision at most 1000 each; %f of 1e308 has 309 digits */
         int len;
         if (conv == 's' || conv == 'r') {
             jinja_buf s = {0};

@@ -118,6 +118,8 @@ static void test_limits(void) {
                  "endfor %}",
                  NULL, &lim, "more than 4 MiB of memory");
     lim = jinja_limits_default();
+    expect_error("a %-format width that would pad gigabytes", "{{ '%000000000750194557s' % 'x' }}", NULL, &lim,
+                 "format width or precision above 1000");
     expect_error("string repeat bounded", "{{ 'x' * 1000000000000 }}", NULL, &lim, "past 16777216 bytes");
     /* nesting in the source is bounded by the parser, not by the C stack */
     size_t n = 100000;
