@@ -18,6 +18,11 @@ jinja_limits jinja_limits_default(void) {
                           .max_memory = 512u << 20, .now = -1};
 }
 
+void jinja_steps(jinja_ctx *c, uint64_t n) {
+    c->steps += n > c->lim.max_steps ? c->lim.max_steps : n;
+    jinja_step(c);
+}
+
 void jinja_step(jinja_ctx *c) {
     if (++c->steps > c->lim.max_steps)
         jinja_error(c, "template ran more than %llu loop iterations and calls (the render's limit; a loop without end?)",
@@ -228,8 +233,10 @@ static bool contains(jinja_ctx *c, jinja_value hay, jinja_value needle) {
             jinja_error(c, "'in <string>' requires string as left operand, not %s", jinja_val_type_name(needle));
         return needle.s.n == 0 || memmem(hay.s.p, hay.s.n, needle.s.p, needle.s.n) != NULL;
     case JV_LIST:
-        for (size_t i = 0; i < hay.l->n; i++)
+        for (size_t i = 0; i < hay.l->n; i++) {
+            jinja_step(c);  /* x in a long list, in a long loop, is long work too */
             if (jinja_val_equal(hay.l->v[i], needle)) return true;
+        }
         return false;
     case JV_DICT:
         if (needle.kind == JV_LIST || needle.kind == JV_DICT)
@@ -240,6 +247,10 @@ static bool contains(jinja_ctx *c, jinja_value hay, jinja_value needle) {
 }
 
 static bool compare(jinja_ctx *c, int op, jinja_value a, jinja_value b) {
+    /* comparing lists or strings costs their length */
+    if (a.kind == JV_LIST && b.kind == JV_LIST) jinja_steps(c, a.l->n < b.l->n ? a.l->n : b.l->n);
+    if (a.kind == JV_DICT && b.kind == JV_DICT) jinja_steps(c, a.d->n);
+    if (a.kind == JV_STR && b.kind == JV_STR) jinja_steps(c, (op == OP_IN || op == OP_NOTIN ? b.s.n : a.s.n) / 64);
     switch (op) {
     case OP_EQ: return jinja_val_equal(a, b);
     case OP_NE: return !jinja_val_equal(a, b);
