@@ -21,6 +21,7 @@ int cli_perplexity(int argc, char **argv);  /* cli/perplexity.c: llama-perplexit
 int cli_devices(int argc, char **argv);     /* cli/devices.c: CUDA devices */
 int cli_batch(int argc, char **argv);       /* cli/batch.c: many prompts, parallel sequences */
 int cli_bench(int argc, char **argv);       /* cli/bench.c: llama-bench's tests and tables */
+int cli_template(int argc, char **argv);    /* cli/template.c: render a chat template */
 
 /* The build's version, `git describe` at build time (cli/main.c). */
 const char *cli_version(void);

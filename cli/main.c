@@ -16,6 +16,7 @@ static const char usage[] =
     "       mgi batch -m MODEL -f PROMPTS [-np N] [-o OUT [--resume]]  one JSON line per prompt\n"
     "       mgi info MODEL [--tensors] [--tensor NAME --values N|all]\n"
     "       mgi tokenize -m MODEL -p TEXT [--ids] [--no-bos]\n"
+    "       mgi template [-m MODEL | --chat-template-file FILE] -f CASE.json   render a chat template\n"
     "       mgi perplexity -m MODEL -f TEXT [-c N]\n"
     "       mgi bench -m MODEL[,MODEL...] [-p N] [-n N] [-o md|csv|json|jsonl] [flags]   speed, as llama-bench\n"
     "       mgi devices                                      list CUDA devices (also --list-devices)\n"
@@ -37,6 +38,7 @@ static const command commands[] = {
     {"perplexity", cli_perplexity},
     {"devices", cli_devices},
     {"bench", cli_bench},
+    {"template", cli_template},
 };
 
 const char *cli_version(void) { return MGI_VERSION; }
@@ -74,7 +76,7 @@ static int dispatch(int argc, char **argv) {
     for (size_t i = 0; i < sizeof commands / sizeof commands[0]; i++)
         if (!strcmp(argv[1], commands[i].name)) return commands[i].fn(argc - 1, argv + 1);
     if (argv[1][0] == '-') return cli_run(argc, argv);  /* flags straight away: run */
-    cli_error("unknown command '%s' (commands: run, batch, info, tokenize, perplexity, bench, devices; see mgi --help)",
+    cli_error("unknown command '%s' (commands: run, batch, info, tokenize, perplexity, bench, devices, template; see mgi --help)",
               argv[1]);
     return EXIT_USAGE;
 }
