@@ -25,6 +25,16 @@ static const char usage[] =
     "  -h, --help                  this text\n"
     "strftime_now uses SOURCE_DATE_EPOCH (UTC) when set, else the local time.\n";
 
+/* The case file and a template file: small texts, pipes taken. */
+static const cli_input case_input = {
+    .what = "the case file (-f)", .stream = 1, .max_bytes = (size_t)64 << 20, .max_line = 0,
+    .hint = "a case file of at most 64 MiB",
+};
+static const cli_input template_input = {
+    .what = "the template file (--chat-template-file)", .stream = 1, .max_bytes = (size_t)16 << 20, .max_line = 0,
+    .hint = "a template of at most 16 MiB",
+};
+
 /* Line and column of byte offset at in text, for JSON errors. */
 static void line_col(const char *text, size_t at, int *line, int *col) {
     *line = 1, *col = 1;
@@ -84,7 +94,7 @@ int cli_template(int argc, char **argv) {
     chat_template *ct = NULL;
     size_t case_len = 0, tlen = 0, out_len = 0;
 
-    if (!(case_text = cli_read_file(cfile, &case_len))) goto done;
+    if (!(case_text = cli_read_file(cfile, &case_input, &case_len))) goto done;
     const char *end = NULL;
     vars = chat_json_parse(case_text, case_len, &end);
     if (!vars || !cJSON_IsObject(vars)) {
@@ -103,7 +113,7 @@ int cli_template(int argc, char **argv) {
         goto done;
     }
     if (tfile || (ttext && !chatml)) {
-        if (tfile && !(tsrc = cli_read_file(tfile, &tlen))) goto done;
+        if (tfile && !(tsrc = cli_read_file(tfile, &template_input, &tlen))) goto done;
         char *b = NULL, *e = NULL;
         if (g && chat_special_tokens(g, NULL, &b, &e)) {
             cli_error("template: out of memory");

@@ -10,6 +10,9 @@
 #include "engine/jinja_internal.h"
 #include "engine/unicode.h"
 
+#define PCRE2_CODE_UNIT_WIDTH 8
+#include <pcre2.h>
+
 jinja_value jinja_arg(jinja_ctx *c, const jinja_args *a, size_t i, const char *name, jinja_value def) {
     (void)c;
     if (i < a->n_args) return a->args[i];
@@ -474,18 +477,23 @@ jinja_value jinja_escape(jinja_ctx *c, jinja_value s) {
     return b.p ? jinja_buf_value(&b) : jinja_val_str("", 0);
 }
 
+/* Python's \w+ with Unicode (letters, numbers, '_'), through PCRE2's Unicode properties. */
 static jinja_value do_wordcount(jinja_ctx *c, jinja_value s) {
     (void)c;
     int64_t n = 0;
-    bool in_word = false;
-    for (size_t i = 0; i < s.s.n;) {
-        uint32_t cp;
-        i += unicode_decode(s.s.p + i, s.s.n - i, &cp);
-        int cls = unicode_class(cp);
-        bool w = cls == UNICODE_LETTER || cls == UNICODE_NUMBER || cp == '_';
-        if (w && !in_word) n++;
-        in_word = w;
+    int ec;
+    PCRE2_SIZE eo;
+    pcre2_code *re = pcre2_compile((PCRE2_SPTR) "[\\p{L}\\p{N}_]+", PCRE2_ZERO_TERMINATED,
+                                   PCRE2_UTF | PCRE2_UCP | PCRE2_MATCH_INVALID_UTF, &ec, &eo, NULL);
+    pcre2_match_data *md = re ? pcre2_match_data_create_from_pattern(re, NULL) : NULL;
+    for (size_t at = 0; md && at < s.s.n;) {
+        if (pcre2_match(re, (PCRE2_SPTR)s.s.p, s.s.n, at, 0, md, NULL) < 0) break;
+        PCRE2_SIZE *ov = pcre2_get_ovector_pointer(md);
+        n++;
+        at = ov[1] > at ? ov[1] : at + 1;
     }
+    pcre2_match_data_free(md);
+    pcre2_code_free(re);
     return jinja_val_int(n);
 }
 

@@ -10,6 +10,28 @@
 #include "engine/jinja_internal.h"
 #include "engine/unicode.h"
 
+#define PCRE2_CODE_UNIT_WIDTH 8
+#include <pcre2.h>
+
+/* Python's str.isalpha / isalnum: the Unicode general categories L and N, through PCRE2's
+ * property tables (compiled once; a failed compile matches nothing). */
+static pcre2_code *rx_letter, *rx_number;
+
+static pcre2_code *compile_property(const char *pat) {
+    int ec;
+    PCRE2_SIZE eo;
+    return pcre2_compile((PCRE2_SPTR)pat, PCRE2_ZERO_TERMINATED, PCRE2_UTF | PCRE2_UCP | PCRE2_MATCH_INVALID_UTF,
+                         &ec, &eo, NULL);
+}
+
+static bool has_property(const pcre2_code *re, const char *u, size_t n) {
+    if (!re) return false;
+    pcre2_match_data *md = pcre2_match_data_create_from_pattern(re, NULL);
+    bool ok = md && pcre2_match(re, (PCRE2_SPTR)u, n, 0, PCRE2_ANCHORED, md, NULL) >= 0;
+    pcre2_match_data_free(md);
+    return ok;
+}
+
 static const char *const str_methods[] = {
     "strip", "lstrip", "rstrip", "split", "rsplit", "startswith", "endswith", "replace", "lower", "upper",
     "title", "capitalize", "format", "join", "count", "find", "rfind", "index", "rindex", "isdigit",
@@ -311,19 +333,20 @@ static jinja_value str_method(jinja_ctx *c, jinja_value s, const char *m, const 
     }
     if (!strncmp(m, "is", 2)) {
         if (!s.s.n) return jinja_val_bool(false);
+        if (!rx_letter) rx_letter = compile_property("\\p{L}"), rx_number = compile_property("\\p{N}");
         bool any_cased = false, ok = true;
         for (size_t i = 0; i < s.s.n && ok;) {
             uint32_t cp;
             i += unicode_decode(s.s.p + i, s.s.n - i, &cp);
-            int cls = unicode_class(cp);
             char u[4];
-            jinja_value ch = jinja_val_str(u, unicode_encode(cp, u));
+            size_t ul = unicode_encode(cp, u);
+            jinja_value ch = jinja_val_str(u, ul);
             bool lower = !jinja_val_equal(jinja_str_case(c, ch, 'u'), ch),
                  upper = !jinja_val_equal(jinja_str_case(c, ch, 'l'), ch);
             any_cased = any_cased || lower || upper;
             if (!strcmp(m, "isdigit")) ok = cp >= '0' && cp <= '9';
-            else if (!strcmp(m, "isalpha")) ok = cls == UNICODE_LETTER;
-            else if (!strcmp(m, "isalnum")) ok = cls == UNICODE_LETTER || cls == UNICODE_NUMBER;
+            else if (!strcmp(m, "isalpha")) ok = has_property(rx_letter, u, ul);
+            else if (!strcmp(m, "isalnum")) ok = has_property(rx_letter, u, ul) || has_property(rx_number, u, ul);
             else if (!strcmp(m, "isspace")) ok = jinja_is_space(cp);
             else if (!strcmp(m, "islower")) ok = !upper;
             else ok = !lower;
