@@ -15,6 +15,7 @@
 #include <unistd.h>
 
 #include "cli/cli.h"
+#include "engine/chat.h"
 #include "engine/engine.h"
 #include "engine/request.h"
 #include "engine/scheduler.h"
@@ -208,7 +209,15 @@ typedef struct {
     bool skip;        /* --resume: already in the output */
     bool finished;
     char *line;       /* the finished output line (with --ordered, until its turn) */
+    const tokenizer *tok;     /* for "stop": the recent text of the generated tokens */
+    cli_chat_text stop_tail;
 } item;
+
+/* sched_job.stop_fn: a stop string has appeared in the text (an allocation failure stops too). */
+static int batch_stop(const sched_job *j, void *ctx) {
+    item *it = ctx;
+    return cli_stop_check(it->tok, it->req.stop, it->req.n_stop, &it->stop_tail, j->out[j->n_out - 1]) != 0;
+}
 
 /* By id, then by line: the first of equal ids comes first. */
 static int item_cmp(const void *a, const void *b) {
@@ -246,7 +255,9 @@ static char *result_line(const item *it, const tokenizer *tok) {
                           : tokenizer_stream_flush(&st, buf + n, cap - n);
     }
     if (!buf) goto done;
-    text = utf8_clean(buf, n);
+    /* llama-server's stop: the text ends before the first stop string */
+    size_t cut = it->req.n_stop ? cli_stop_cut(buf, n, it->req.stop, it->req.n_stop) : n;
+    text = utf8_clean(buf, cut);
     free(buf);
     if (!text || !cJSON_AddStringToObject(o, "text", text)) goto done;
     cJSON *ids = cJSON_AddArrayToObject(o, "tokens");
@@ -565,6 +576,7 @@ int cli_batch(int argc, char **argv) {
     idset done_ids = {0};
     rc = EXIT_RUNTIME;
     engine *e = NULL;
+    chat_template *ct = NULL;
     sched *sc = NULL;
     int fd = STDOUT_FILENO;
     /* A UTF-8 byte order mark (editors on Windows write one) is not part of the first line. */
@@ -640,6 +652,16 @@ int cli_batch(int argc, char **argv) {
             goto out;
         }
         tok = engine_tokenizer(e);
+        /* "messages": rendered with the model's chat template, loaded once when a line has them */
+        for (int64_t k = 0; k < n_items; k++) {
+            item *it = &items[k];
+            if (it->skip || it->req.error || !it->req.messages) continue;
+            if (!ct) {
+                int st;
+                if (!(ct = cli_chat_template_load(o.model, NULL, tok, &st))) { rc = st; goto out; }
+            }
+            if (cli_chat_request_render(&it->req, ct, tok)) { cli_error("out of memory"); goto out; }
+        }
         if (cli_check_bias(&o.rp.sp, engine_n_vocab(e))) {
             rc = EXIT_USAGE;
             goto out;
@@ -698,7 +720,9 @@ int cli_batch(int argc, char **argv) {
         for (int64_t k = 0; k < n_items; k++) {
             item *it = &items[k];
             if (it->skip || it->req.error) continue;
-            int64_t n = tokenize(tok, o.system, it->req.prompt, it->req.prompt_len, &it->prompt_ids, err, sizeof err);
+            /* a rendered conversation holds its own system message */
+            int64_t n = tokenize(tok, it->req.messages ? NULL : o.system, it->req.prompt, it->req.prompt_len,
+                                 &it->prompt_ids, err, sizeof err);
             if (n < 0) {
                 it->req.error = strdup(err);
                 if (!it->req.error) { cli_error("out of memory"); goto out; }
@@ -714,6 +738,8 @@ int cli_batch(int argc, char **argv) {
             j->sp.seed = it->seed;
             j->ignore_eos = it->req.p.ignore_eos;
             j->user = it;
+            it->tok = tok;
+            if (it->req.n_stop) j->stop_fn = batch_stop;
             sched_submit(sc, j);
         }
     }
@@ -782,7 +808,9 @@ out:
         free(items[k].prompt_ids);
         free(items[k].job.out);
         free(items[k].line);
+        free(items[k].stop_tail.s);
     }
+    chat_template_free(ct);
     free(items);
     idset_free(&done_ids);
     free(input);

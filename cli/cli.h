@@ -9,6 +9,7 @@
 #include <stdio.h>
 
 #include "engine/engine.h"
+#include "engine/request.h"
 
 #include "engine/sampler.h"
 #include "engine/tokenizer.h"
@@ -210,4 +211,12 @@ void cli_think_start(cli_think *t, int format, const char *prompt, size_t prompt
 int cli_think_put(cli_think *t, const char *s, size_t n, cli_chat_text *content, cli_chat_text *reasoning);
 int cli_think_end(cli_think *t, cli_chat_text *content, cli_chat_text *reasoning);
 
+/* mgi batch's chat requests and stops (cli/chat_batch.c). r->messages rendered with ct (and
+ * r->chat_kwargs) into r->prompt, or r->error set on a template error; -1 when out of memory. */
+int cli_chat_request_render(request *r, const struct chat_template *ct, const tokenizer *tok);
+/* Adds token id's piece to tail (the recent text) and says whether a stop string now stands in
+ * it: 1 yes, 0 no, -1 out of memory. Free tail->s when done. */
+int cli_stop_check(const tokenizer *tok, char *const *stop, int n_stop, cli_chat_text *tail, int32_t id);
+/* Where text[0..n) ends before its first stop string (n when none occurs). */
+size_t cli_stop_cut(const char *text, size_t n, char *const *stop, int n_stop);
 #endif

@@ -39,6 +39,9 @@ void request_free(request *r) {
     free(r->error);
     free(r->warning);
     free(r->bias);
+    cJSON_Delete(r->messages);
+    cJSON_Delete(r->chat_kwargs);
+    for (int i = 0; i < r->n_stop; i++) free(r->stop[i]);
     memset(r, 0, sizeof *r);
 }
 
@@ -60,6 +63,51 @@ static int json_num(const cJSON *v, double lo, double hi, float *out, const char
     return 0;
 }
 
+/* "messages", "chat_template_kwargs", "stop": 0 known and good, 1 not one of them, -1 bad. */
+static int apply_chat_field(request *r, const cJSON *f, const char **why, const char **range) {
+    const char *k = f->string;
+    if (!strcmp(k, "messages")) {
+        *range = "a list of {\"role\": string, \"content\": string or list}";
+        if (!cJSON_IsArray(f) || !cJSON_GetArraySize(f)) { *why = "must be a non-empty list"; return -1; }
+        for (const cJSON *m = f->child; m; m = m->next) {
+            const cJSON *role = cJSON_GetObjectItemCaseSensitive(m, "role"),
+                        *content = cJSON_GetObjectItemCaseSensitive(m, "content");
+            if (!cJSON_IsObject(m)) { *why = "holds an item that is not an object"; return -1; }
+            if (!cJSON_IsString(role)) { *why = role ? "has a \"role\" that is not a string" : "has a message without \"role\""; return -1; }
+            /* an assistant turn that only called tools may have null content, as OpenAI allows */
+            if (!cJSON_IsString(content) && !cJSON_IsArray(content) &&
+                !(cJSON_IsNull(content) && cJSON_GetObjectItemCaseSensitive(m, "tool_calls"))) {
+                *why = content ? "has a \"content\" that is not a string or list" : "has a message without \"content\"";
+                return -1;
+            }
+        }
+        cJSON_Delete(r->messages);
+        if (!(r->messages = cJSON_Duplicate(f, 1))) { *why = "is too large (out of memory)"; return -1; }
+    } else if (!strcmp(k, "chat_template_kwargs")) {
+        *range = "an object such as {\"enable_thinking\": false}";
+        if (!cJSON_IsObject(f)) { *why = "must be an object"; return -1; }
+        cJSON_Delete(r->chat_kwargs);
+        if (!(r->chat_kwargs = cJSON_Duplicate(f, 1))) { *why = "is too large (out of memory)"; return -1; }
+    } else if (!strcmp(k, "stop")) {
+        *range = "a string or a list of at most 16 strings of 1..256 bytes";
+        const cJSON *one = cJSON_IsString(f) ? f : NULL;
+        if (!one && !cJSON_IsArray(f)) { *why = "must be a string or a list of strings"; return -1; }
+        if (!one && cJSON_GetArraySize(f) > REQUEST_MAX_STOP) { *why = "has too many strings"; return -1; }
+        for (int i = 0; i < r->n_stop; i++) free(r->stop[i]);
+        r->n_stop = 0;
+        for (const cJSON *s = one ? one : f->child; s; s = one ? NULL : s->next) {
+            if (!cJSON_IsString(s)) { *why = "holds an item that is not a string"; return -1; }
+            size_t n = strlen(s->valuestring);
+            if (!n || n > REQUEST_STOP_MAX_LEN) { *why = n ? "holds a string that is too long" : "holds an empty string"; return -1; }
+            if (!(r->stop[r->n_stop] = dup_mem(s->valuestring, n))) { *why = "is too large (out of memory)"; return -1; }
+            r->n_stop++;
+        }
+    } else {
+        return 1;
+    }
+    return 0;
+}
+
 /* Applies one field of the object; 0 known and good, 1 unknown, -1 bad (*why, *range set). */
 static int apply_field(request *r, const cJSON *f, const char **why, const char **range) {
     const char *k = f->string;
@@ -67,7 +115,9 @@ static int apply_field(request *r, const cJSON *f, const char **why, const char 
     int64_t i;
     float x;
     if (!strcmp(k, "id") || !strcmp(k, "prompt")) return 0;  /* handled by the caller */
-    if (!strcmp(k, "n_predict")) {
+    int c = apply_chat_field(r, f, why, range);
+    if (c != 1) return c;
+    if (!strcmp(k, "n_predict") || !strcmp(k, "max_tokens")) {
         *range = "-1 (until end of text) or 1..2^30";
         if (json_int(f, -1, 1 << 30, &i, why)) return -1;
         if (i == 0) { *why = "generates nothing"; return -1; }
@@ -223,6 +273,11 @@ static int parse_json(request *r, const char *line, size_t len, int64_t line_no)
         if (!(r->warning = w)) { rc = -1; goto out; }
     }
     const cJSON *prompt = cJSON_GetObjectItemCaseSensitive(obj, "prompt");
+    if (r->messages && prompt) {
+        r->error = dup_printf("line %lld: \"prompt\" and \"messages\" both given: use one", (long long)line_no);
+        goto out;
+    }
+    if (r->messages) goto out;  /* the caller renders them with the model's template */
     if (!cJSON_IsString(prompt)) {
         r->error = dup_printf("line %lld: \"prompt\" %s", (long long)line_no,
                               prompt ? "must be a string" : "is missing");
@@ -236,7 +291,7 @@ out:
         free(r->prompt);
         r->prompt = NULL;
     }
-    return rc || (r->error == NULL && r->prompt == NULL) ? -1 : 0;
+    return rc || (r->error == NULL && r->prompt == NULL && r->messages == NULL) ? -1 : 0;
 }
 
 int request_parse(request *r, const char *line, size_t len, int64_t line_no, const request_params *defaults) {

@@ -288,6 +288,10 @@ static void take(sched *s, slot *sl, int32_t id) {
         finish(s, sl, SCHED_LENGTH);
         return;
     }
+    if (j->stop_fn && j->stop_fn(j, j->user)) {
+        finish(s, sl, SCHED_STOP);
+        return;
+    }
     sl->pending = id;
 }
 

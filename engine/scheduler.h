@@ -35,6 +35,9 @@ struct sched_job {
     char err[256];          /* when ERROR */
     double t_start, t_prompt, t_end;  /* ms (CLOCK_MONOTONIC): taken by a slot, prompt done, end */
     sched_job *next;        /* the scheduler's queue link (so queuing never allocates) */
+    /* Stop strings (llama-server's "stop"): called after each kept token, nonzero ends the job as
+     * STOP with that token kept (the caller cuts the text before the stop string). NULL: none. */
+    int (*stop_fn)(const sched_job *j, void *ctx);
 };
 
 typedef struct {

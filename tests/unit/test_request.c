@@ -4,6 +4,8 @@
 #include <math.h>
 #include <string.h>
 
+#include <cjson/cJSON.h>
+
 #include "engine/request.h"
 #include "test.h"
 
@@ -102,5 +104,30 @@ int main(void) {
     CHECK(!r.error && r.prompt && !strcmp(r.prompt, "[1, 2]"), "request a line not starting with { is plain text",
           "error '%s'", r.error ? r.error : "");
     request_free(&r);
+    /* chat fields: messages (rendered later, so no prompt yet), kwargs, stop, max_tokens */
+    r = parse("{\"messages\": [{\"role\": \"user\", \"content\": \"Hi\"}], \"chat_template_kwargs\": "
+              "{\"enable_thinking\": false}, \"stop\": [\"\\n\\n\", \"END\"], \"max_tokens\": 9}", 2);
+    CHECK(!r.error && !r.warning && !r.prompt && cJSON_GetArraySize(r.messages) == 1 && cJSON_IsObject(r.chat_kwargs) &&
+              r.n_stop == 2 && !strcmp(r.stop[0], "\n\n") && !strcmp(r.stop[1], "END") && r.p.n_predict == 9,
+          "request messages, chat_template_kwargs, stop list, max_tokens", "error '%s'", r.error ? r.error : "");
+    request_free(&r);
+    r = parse("{\"prompt\": \"x\", \"stop\": \"###\"}", 2);
+    CHECK(!r.error && r.n_stop == 1 && !strcmp(r.stop[0], "###"), "request stop as one string", "error '%s'",
+          r.error ? r.error : "");
+    request_free(&r);
+    expect_error("{\"messages\": [{\"content\": \"hi\"}]}", "message without \"role\"", "request a message without role");
+    expect_error("{\"messages\": [{\"role\": \"user\"}]}", "message without \"content\"", "request a message without content");
+    expect_error("{\"messages\": [{\"role\": \"user\", \"content\": 3}]}", "not a string or list",
+                 "request a message whose content is a number");
+    expect_error("{\"messages\": []}", "non-empty list", "request empty messages");
+    expect_error("{\"messages\": [\"hi\"]}", "not an object", "request a message that is a string");
+    expect_error("{\"messages\": [{\"role\": \"user\", \"content\": \"x\"}], \"prompt\": \"y\"}", "both given",
+                 "request prompt and messages both");
+    expect_error("{\"prompt\": \"x\", \"chat_template_kwargs\": [1]}", "must be an object", "request kwargs not an object");
+    expect_error("{\"prompt\": \"x\", \"stop\": [\"\"]}", "empty string", "request an empty stop string");
+    expect_error("{\"prompt\": \"x\", \"stop\": [\"a\",\"b\",\"c\",\"d\",\"e\",\"f\",\"g\",\"h\",\"i\",\"j\",\"k\",\"l\",\"m\",\"n\",\"o\",\"p\",\"q\"]}",
+                 "too many", "request 17 stop strings");
+    expect_error("{\"prompt\": \"x\", \"stop\": 5}", "string or a list", "request stop a number");
+    expect_error("{\"prompt\": \"x\", \"max_tokens\": 0}", "generates nothing", "request max_tokens 0");
     return test_done();
 }

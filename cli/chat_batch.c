@@ -1,0 +1,65 @@
+/* Chat requests and stop strings for mgi batch: a request's "messages" rendered with the model's
+ * chat template into its prompt text, and llama-server's "stop" (the text ends before the first
+ * stop string, and generation ends once one has appeared). */
+#include <stdlib.h>
+#include <string.h>
+
+#include "cli/cli.h"
+#include "engine/chat.h"
+
+int cli_chat_request_render(request *r, const struct chat_template *ct, const tokenizer *tok) {
+    char err[1024];
+    size_t len;
+    char *text = chat_render(ct, r->messages, true, r->chat_kwargs, &len, err, sizeof err);
+    if (!text) {
+        size_t n = strlen(err) + 64;
+        if (!(r->error = malloc(n))) return -1;
+        snprintf(r->error, n, "chat template: %s", err);
+        return 0;
+    }
+    /* batch adds the BOS token itself where the vocabulary asks for one: a template that writes
+     * the BOS text too would give two */
+    const char *bos = chat_template_bos(ct);
+    size_t bl = bos ? strlen(bos) : 0;
+    if (bl && tokenizer_add_bos(tok) && tokenizer_bos(tok) >= 0 && len >= bl && !memcmp(text, bos, bl)) {
+        memmove(text, text + bl, len - bl + 1);
+        len -= bl;
+    }
+    free(r->prompt);
+    r->prompt = text;
+    r->prompt_len = len;
+    return 0;
+}
+
+/* The longest text a stop check needs: the longest stop string and the piece that completed it. */
+enum { STOP_TAIL = 2 * REQUEST_STOP_MAX_LEN + 512 };
+
+int cli_stop_check(const tokenizer *tok, char *const *stop, int n_stop, cli_chat_text *tail, int32_t id) {
+    size_t n;
+    const char *p = tokenizer_piece(tok, id, &n);
+    if (n > STOP_TAIL) p += n - STOP_TAIL, n = STOP_TAIL;
+    if (!tail->s && !(tail->s = malloc((tail->cap = 2 * STOP_TAIL + 1)))) return -1;
+    if (tail->len + n > 2 * STOP_TAIL) {  /* keep the last STOP_TAIL bytes */
+        size_t keep = tail->len < STOP_TAIL ? tail->len : STOP_TAIL;
+        memmove(tail->s, tail->s + tail->len - keep, keep);
+        tail->len = keep;
+    }
+    memcpy(tail->s + tail->len, p, n);
+    tail->len += n;
+    for (int k = 0; k < n_stop; k++) {
+        size_t sl = strlen(stop[k]);
+        /* only where this piece could have completed it */
+        size_t from = tail->len > n + sl ? tail->len - n - sl : 0;
+        if (tail->len - from >= sl && memmem(tail->s + from, tail->len - from, stop[k], sl)) return 1;
+    }
+    return 0;
+}
+
+size_t cli_stop_cut(const char *text, size_t n, char *const *stop, int n_stop) {
+    size_t cut = n;
+    for (int k = 0; k < n_stop; k++) {
+        const char *at = memmem(text, n, stop[k], strlen(stop[k]));
+        if (at && (size_t)(at - text) < cut) cut = (size_t)(at - text);
+    }
+    return cut;
+}
