@@ -25,8 +25,11 @@ static const char batch_usage[] =
     "  PROMPTS: one request per line, plain text (the line is the prompt) or a JSON object\n"
     "  {\"id\", \"prompt\", \"n_predict\", \"temperature\", \"seed\", \"top_k\", \"top_p\", \"min_p\",\n"
     "  \"repeat_penalty\", \"presence_penalty\", \"frequency_penalty\", \"repeat_last_n\", \"ignore_eos\",\n"
-    "  \"logit_bias\": [[token id, bias or false], ...] or {\"token id\": bias}};\n"
-    "  absent fields take the flags' values.\n"
+    "  \"logit_bias\": [[token id, bias or false], ...] or {\"token id\": bias}, \"max_tokens\" (= n_predict),\n"
+    "  \"messages\" (rendered with the model's chat template) with \"chat_template_kwargs\", \"stop\"\n"
+    "  (a string or list: the text ends before it)}; absent fields take the flags' values. OpenAI Batch\n"
+    "  API lines {\"custom_id\", \"method\", \"url\": /v1/chat/completions or /v1/completions, \"body\"} are\n"
+    "  answered in OpenAI's output format (--resume matches custom_id).\n"
     "  Output: one JSON line per request (id, prompt, text, tokens, finish_reason stop|length|error,\n"
     "  error, n_prompt (system prompt and BOS included), n_generated, n_reused, seed, timings), as\n"
     "  each finishes. A bad line gets its own error line and the rest go on; the exit status is 0\n"
@@ -210,6 +213,7 @@ typedef struct {
     bool finished;
     char *line;       /* the finished output line (with --ordered, until its turn) */
     const tokenizer *tok;     /* for "stop": the recent text of the generated tokens */
+    const char *model;        /* for OpenAI result lines */
     cli_chat_text stop_tail;
 } item;
 
@@ -267,6 +271,11 @@ static char *result_line(const item *it, const tokenizer *tok) {
         cJSON_AddItemToArray(ids, v);
     }
     const char *reason = error ? "error" : j->state == SCHED_STOP ? "stop" : "length";
+    if (it->req.openai) {  /* OpenAI's format instead (cli/chat_batch.c) */
+        out = cli_openai_result(&it->req, it->line_no, it->model, text, reason, error, it->req.error ? 400 : error ? 500 : 200,
+                                it->n_prompt, j->n_out);
+        goto done;
+    }
     if (!ids || !cJSON_AddStringToObject(o, "finish_reason", reason)) goto done;
     if (error && !cJSON_AddStringToObject(o, "error", error)) goto done;
     double prompt_ms = j->t_prompt - j->t_start, gen_ms = j->t_end - j->t_prompt;
@@ -371,7 +380,8 @@ static int resume_load(int fd, const char *path, idset *ids, bool log) {
         char *nl = memchr(text + at, '\n', keep - at);
         size_t n = (size_t)(nl - (text + at));
         cJSON *o = cJSON_ParseWithLength(text + at, n);
-        const cJSON *id = cJSON_GetObjectItemCaseSensitive(o, "id");
+        const cJSON *id = cJSON_GetObjectItemCaseSensitive(o, "custom_id");  /* OpenAI's lines */
+        if (!id) id = cJSON_GetObjectItemCaseSensitive(o, "id");
         char *s = id ? cJSON_PrintUnformatted(id) : NULL;
         if (s) {
             if (ids->n == ids->cap) {
@@ -605,6 +615,7 @@ int cli_batch(int argc, char **argv) {
             continue;
         }
         it->line_no = k + 1;
+        it->model = o.model;
         if (it->req.warning && o.log) fprintf(stderr, "batch: warning: %s\n", it->req.warning);
         n_items++;
     }

@@ -3,6 +3,7 @@
  * stop string, and generation ends once one has appeared). */
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 
 #include "cli/cli.h"
 #include "engine/chat.h"
@@ -62,4 +63,56 @@ size_t cli_stop_cut(const char *text, size_t n, char *const *stop, int n_stop) {
         if (at && (size_t)(at - text) < cut) cut = (size_t)(at - text);
     }
     return cut;
+}
+
+/* --- OpenAI Batch API output lines ------------------------------------------------------------ */
+
+char *cli_openai_result(const request *r, int64_t line_no, const char *model, const char *text, const char *reason,
+                        const char *error, int status, int32_t n_prompt, int32_t n_out) {
+    char rid[64], *out = NULL;
+    snprintf(rid, sizeof rid, "%lld", (long long)line_no);
+    const char *base = strrchr(model, '/');
+    base = base ? base + 1 : model;
+    cJSON *o = cJSON_CreateObject(), *resp, *body, *id = cJSON_Parse(r->id);
+    char buf[96];
+    bool ok = o && id;
+    snprintf(buf, sizeof buf, "batch_req_%s", rid);
+    ok = ok && cJSON_AddStringToObject(o, "id", buf);
+    if (ok) cJSON_AddItemToObject(o, "custom_id", id), id = NULL;
+    ok = ok && (resp = cJSON_AddObjectToObject(o, "response")) && cJSON_AddNumberToObject(resp, "status_code", status);
+    snprintf(buf, sizeof buf, "req_%s", rid);
+    ok = ok && cJSON_AddStringToObject(resp, "request_id", buf) && (body = cJSON_AddObjectToObject(resp, "body"));
+    if (ok && error) {  /* OpenAI's HTTP errors: the status and an error body; "error" stays null */
+        cJSON *e = cJSON_AddObjectToObject(body, "error");
+        ok = e && cJSON_AddStringToObject(e, "message", error) &&
+             cJSON_AddStringToObject(e, "type", status == 400 ? "invalid_request_error" : "server_error") &&
+             cJSON_AddNullToObject(e, "param") && cJSON_AddNullToObject(e, "code");
+    } else if (ok) {
+        bool chat = r->openai == REQUEST_OPENAI_CHAT;
+        snprintf(buf, sizeof buf, "%s-%s", chat ? "chatcmpl" : "cmpl", rid);
+        cJSON *choices, *c, *u;
+        ok = cJSON_AddStringToObject(body, "id", buf) &&
+             cJSON_AddStringToObject(body, "object", chat ? "chat.completion" : "text_completion") &&
+             cJSON_AddNumberToObject(body, "created", (double)time(NULL)) && cJSON_AddStringToObject(body, "model", base) &&
+             (choices = cJSON_AddArrayToObject(body, "choices")) && (c = cJSON_CreateObject());
+        if (ok) cJSON_AddItemToArray(choices, c);
+        ok = ok && cJSON_AddNumberToObject(c, "index", 0);
+        if (ok && chat) {
+            cJSON *m = cJSON_AddObjectToObject(c, "message");
+            ok = m && cJSON_AddStringToObject(m, "role", "assistant") && cJSON_AddStringToObject(m, "content", text);
+        } else if (ok) {
+            ok = cJSON_AddStringToObject(c, "text", text);
+        }
+        ok = ok && cJSON_AddNullToObject(c, "logprobs") && cJSON_AddStringToObject(c, "finish_reason", reason) &&
+             (u = cJSON_AddObjectToObject(body, "usage")) && cJSON_AddNumberToObject(u, "prompt_tokens", n_prompt) &&
+             cJSON_AddNumberToObject(u, "completion_tokens", n_out) &&
+             cJSON_AddNumberToObject(u, "total_tokens", (double)n_prompt + n_out);
+    }
+    ok = ok && cJSON_AddNullToObject(o, "error");
+    char *js = ok ? cJSON_PrintUnformatted(o) : NULL;
+    if (js && (out = malloc(strlen(js) + 2))) sprintf(out, "%s\n", js);
+    free(js);
+    cJSON_Delete(id);
+    cJSON_Delete(o);
+    return out;
 }

@@ -217,6 +217,12 @@ int cli_chat_request_render(request *r, const struct chat_template *ct, const to
 /* Adds token id's piece to tail (the recent text) and says whether a stop string now stands in
  * it: 1 yes, 0 no, -1 out of memory. Free tail->s when done. */
 int cli_stop_check(const tokenizer *tok, char *const *stop, int n_stop, cli_chat_text *tail, int32_t id);
+/* The result line (JSON + '\n') of an OpenAI Batch API request r (r->openai) as OpenAI writes it:
+ * {"id", "custom_id", "response": {"status_code", "request_id", "body"}, "error": null}, the
+ * body a chat.completion or text_completion, or {"error": {...}} with status 400 (a bad line)
+ * or 500 (a failure while running). NULL when out of memory. */
+char *cli_openai_result(const request *r, int64_t line_no, const char *model, const char *text, const char *reason,
+                        const char *error, int status, int32_t n_prompt, int32_t n_out);
 /* Where text[0..n) ends before its first stop string (n when none occurs). */
 size_t cli_stop_cut(const char *text, size_t n, char *const *stop, int n_stop);
 #endif

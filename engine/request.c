@@ -204,6 +204,59 @@ static int apply_field(request *r, const cJSON *f, const char **why, const char 
     return 0;
 }
 
+/* An OpenAI Batch API line: the envelope checked, the body becomes the object whose fields are
+ * read (a borrowed pointer into obj), r->id the custom_id. 0, or -1 with *why set. */
+static int openai_envelope(request *r, const cJSON *obj, const cJSON **body, const char **why) {
+    const cJSON *cid = cJSON_GetObjectItemCaseSensitive(obj, "custom_id"),
+                *method = cJSON_GetObjectItemCaseSensitive(obj, "method"),
+                *url = cJSON_GetObjectItemCaseSensitive(obj, "url");
+    r->openai = REQUEST_OPENAI_CHAT;
+    if (cJSON_IsString(cid)) {
+        char *t = cJSON_PrintUnformatted(cid);
+        if (!t) { *why = "out of memory"; return -1; }
+        free(r->id);
+        r->id = t;
+    }
+    *body = cJSON_GetObjectItemCaseSensitive(obj, "body");
+    if (!cJSON_IsString(cid)) *why = "\"custom_id\" must be a string";
+    else if (method && (!cJSON_IsString(method) || strcmp(method->valuestring, "POST")))
+        *why = "\"method\" must be \"POST\"";
+    else if (!cJSON_IsString(url) || (strcmp(url->valuestring, "/v1/chat/completions") &&
+                                      strcmp(url->valuestring, "/v1/completions")))
+        *why = "\"url\" is not served here: /v1/chat/completions or /v1/completions";
+    else if (!cJSON_IsObject(*body))
+        *why = "\"body\" must be an object";
+    else {
+        if (!strcmp(url->valuestring, "/v1/completions")) r->openai = REQUEST_OPENAI_COMPLETION;
+        return 0;
+    }
+    return -1;
+}
+
+/* The body fields OpenAI has and mgi batch has not, or names differently: 0 taken (or
+ * ignored: model), 1 not one of them, -1 refused (*why). */
+static int openai_field(request *r, const cJSON *f, const char **why) {
+    const char *k = f->string;
+    if (!strcmp(k, "model") || !strcmp(k, "user")) return 0;  /* one model serves the whole file */
+    if (!strcmp(k, "n")) {
+        if (cJSON_IsNumber(f) && f->valuedouble == 1) return 0;
+        *why = "\"n\": only 1 choice per request is served; give each choice its own line";
+        return -1;
+    }
+    if (!strcmp(k, "logprobs") || !strcmp(k, "top_logprobs")) {
+        if (cJSON_IsNull(f) || cJSON_IsFalse(f) || (cJSON_IsNumber(f) && f->valuedouble == 0)) return 0;
+        *why = "log-probabilities are not served yet: drop \"logprobs\" / \"top_logprobs\"";
+        return -1;
+    }
+    if ((r->openai == REQUEST_OPENAI_CHAT && !strcmp(k, "prompt")) ||
+        (r->openai == REQUEST_OPENAI_COMPLETION && !strcmp(k, "messages"))) {
+        *why = r->openai == REQUEST_OPENAI_CHAT ? "/v1/chat/completions takes \"messages\", not \"prompt\""
+                                                : "/v1/completions takes \"prompt\", not \"messages\"";
+        return -1;
+    }
+    return 1;
+}
+
 static int parse_json(request *r, const char *line, size_t len, int64_t line_no) {
     const char *end = NULL;
     if (!(r->id = dup_printf("%lld", (long long)line_no))) return -1;
@@ -231,6 +284,15 @@ static int parse_json(request *r, const char *line, size_t len, int64_t line_no)
             return r->error ? 0 : -1;
         }
     int rc = 0;
+    const cJSON *fields = obj;  /* an OpenAI line's body */
+    if (cJSON_GetObjectItemCaseSensitive(obj, "custom_id") || cJSON_GetObjectItemCaseSensitive(obj, "body")) {
+        const char *why = NULL;
+        if (openai_envelope(r, obj, &fields, &why)) {
+            if (!(r->error = dup_printf("line %lld: %s", (long long)line_no, why))) rc = -1;
+            goto out;
+        }
+        goto fields;
+    }
     const cJSON *id = cJSON_GetObjectItemCaseSensitive(obj, "id");
     /* A number past double's range parses as infinity, which prints as null: not an id. */
     if (id && (cJSON_IsString(id) || (cJSON_IsNumber(id) && isfinite(id->valuedouble)))) {
@@ -245,11 +307,24 @@ static int parse_json(request *r, const char *line, size_t len, int64_t line_no)
         r->error = dup_printf("line %lld: \"id\" must be a string or a number", (long long)line_no);
         goto out;
     }
+fields:;
     /* Unknown names are collected into one warning; the first bad field is the error. */
     size_t wlen = 0;
-    for (const cJSON *f = obj->child; f; f = f->next) {
+    for (const cJSON *f = fields->child; f; f = f->next) {
         const char *why = "", *range = "";
-        int a = apply_field(r, f, &why, &range);
+        int a = r->openai ? openai_field(r, f, &why) : 1;
+        if (a < 0) {
+            if (!(r->error = dup_printf("line %lld: %s", (long long)line_no, why))) rc = -1;
+            goto out;
+        }
+        if (a == 0) continue;
+        if (r->openai && !strcmp(f->string, "max_completion_tokens")) {
+            cJSON alias = *f;
+            alias.string = "max_tokens";
+            a = apply_field(r, &alias, &why, &range);
+        } else {
+            a = apply_field(r, f, &why, &range);
+        }
         if (a < 0) {
             char *v = cJSON_PrintUnformatted(f);
             r->error = dup_printf("line %lld: \"%s\" %s%s%s (%s: %.40s)", (long long)line_no, f->string, why,
@@ -272,7 +347,11 @@ static int parse_json(request *r, const char *line, size_t len, int64_t line_no)
         free(r->warning);
         if (!(r->warning = w)) { rc = -1; goto out; }
     }
-    const cJSON *prompt = cJSON_GetObjectItemCaseSensitive(obj, "prompt");
+    const cJSON *prompt = cJSON_GetObjectItemCaseSensitive(fields, "prompt");
+    if (r->openai == REQUEST_OPENAI_CHAT && !r->messages) {
+        r->error = dup_printf("line %lld: /v1/chat/completions needs \"messages\" in the body", (long long)line_no);
+        goto out;
+    }
     if (r->messages && prompt) {
         r->error = dup_printf("line %lld: \"prompt\" and \"messages\" both given: use one", (long long)line_no);
         goto out;

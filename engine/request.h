@@ -38,7 +38,13 @@ typedef struct {
     struct cJSON *messages, *chat_kwargs;
     char *stop[REQUEST_MAX_STOP];
     int n_stop;
+    /* An OpenAI Batch API line {"custom_id", "method": "POST", "url", "body"}: id is the
+     * custom_id, the body's fields are read as above (max_completion_tokens = max_tokens; n 1 and
+     * logprobs off only), and the result is written in OpenAI's format. */
+    int openai;         /* REQUEST_OPENAI_*, 0 for a native line */
 } request;
+
+enum { REQUEST_OPENAI_CHAT = 1, REQUEST_OPENAI_COMPLETION = 2 };
 
 /* Parses line[0..len) (no newline; a trailing '\r' is dropped), line number line_no (from 1).
  * Returns 0 with *r filled (r->error set for a bad line), or -1 when out of memory. Release with

@@ -129,5 +129,35 @@ int main(void) {
                  "too many", "request 17 stop strings");
     expect_error("{\"prompt\": \"x\", \"stop\": 5}", "string or a list", "request stop a number");
     expect_error("{\"prompt\": \"x\", \"max_tokens\": 0}", "generates nothing", "request max_tokens 0");
+    /* OpenAI Batch API lines: custom_id as the id, the body's fields, the envelope checked */
+    r = parse("{\"custom_id\": \"a-1\", \"method\": \"POST\", \"url\": \"/v1/chat/completions\", \"body\": "
+              "{\"model\": \"m\", \"messages\": [{\"role\": \"user\", \"content\": \"Hi\"}], \"max_completion_tokens\": 7, "
+              "\"temperature\": 0.5, \"top_p\": 0.9, \"seed\": 4, \"n\": 1, \"logprobs\": false, \"stop\": \"x\"}}", 3);
+    CHECK(!r.error && !r.warning && r.openai == REQUEST_OPENAI_CHAT && !strcmp(r.id, "\"a-1\"") && r.messages &&
+              r.p.n_predict == 7 && r.p.sp.temp == 0.5f && r.p.sp.top_p == 0.9f && r.p.seed == 4 && r.n_stop == 1,
+          "request OpenAI chat line", "error '%s' warning '%s'", r.error ? r.error : "", r.warning ? r.warning : "");
+    request_free(&r);
+    r = parse("{\"custom_id\": \"c\", \"method\": \"POST\", \"url\": \"/v1/completions\", \"body\": "
+              "{\"prompt\": \"Once\", \"max_tokens\": 3}}", 3);
+    CHECK(!r.error && r.openai == REQUEST_OPENAI_COMPLETION && !strcmp(r.prompt, "Once") && r.p.n_predict == 3,
+          "request OpenAI completion line", "error '%s'", r.error ? r.error : "");
+    request_free(&r);
+    r = parse("{\"custom_id\": \"e\", \"method\": \"POST\", \"url\": \"/v1/embeddings\", \"body\": {}}", 4);
+    CHECK(r.error && strstr(r.error, "\"url\"") && r.openai && !strcmp(r.id, "\"e\""),
+          "request OpenAI unknown url is an error keeping the custom_id", "error '%s'", r.error ? r.error : "");
+    request_free(&r);
+    expect_error("{\"custom_id\": \"b\", \"url\": \"/v1/chat/completions\", \"body\": [1]}", "\"body\" must be an object",
+                 "request OpenAI body not an object");
+    expect_error("{\"custom_id\": 5, \"url\": \"/v1/chat/completions\", \"body\": {}}", "custom_id", "request OpenAI custom_id a number");
+    expect_error("{\"custom_id\": \"g\", \"method\": \"GET\", \"url\": \"/v1/chat/completions\", \"body\": {}}", "POST",
+                 "request OpenAI method GET");
+    expect_error("{\"custom_id\": \"p\", \"url\": \"/v1/chat/completions\", \"body\": {\"prompt\": \"x\"}}", "takes \"messages\"",
+                 "request OpenAI chat with a prompt");
+    expect_error("{\"custom_id\": \"m\", \"url\": \"/v1/chat/completions\", \"body\": {}}", "needs \"messages\"",
+                 "request OpenAI chat without messages");
+    expect_error("{\"custom_id\": \"n\", \"url\": \"/v1/completions\", \"body\": {\"prompt\": \"x\", \"n\": 2}}", "\"n\"",
+                 "request OpenAI n 2 refused");
+    expect_error("{\"custom_id\": \"l\", \"url\": \"/v1/completions\", \"body\": {\"prompt\": \"x\", \"logprobs\": 2}}",
+                 "log-probabilities", "request OpenAI logprobs refused");
     return test_done();
 }
