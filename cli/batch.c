@@ -272,10 +272,13 @@ static char *result_line(const item *it, const tokenizer *tok) {
     }
     const char *reason = error ? "error" : j->state == SCHED_STOP ? "stop" : "length";
     if (it->req.openai) {  /* OpenAI's format instead (cli/chat_batch.c) */
+        cJSON *lp = !error && it->req.n_logprobs >= 0 ? cli_logprobs_json(tok, j) : NULL;
         out = cli_openai_result(&it->req, it->line_no, it->model, text, reason, error, it->req.error ? 400 : error ? 500 : 200,
-                                it->n_prompt, j->n_out);
+                                it->n_prompt, j->n_out, lp);
         goto done;
     }
+    cJSON *lp = !error && it->req.n_logprobs >= 0 ? cli_logprobs_json(tok, j) : NULL;
+    if (lp) cJSON_AddItemToObject(o, "logprobs", lp);
     if (!ids || !cJSON_AddStringToObject(o, "finish_reason", reason)) goto done;
     if (error && !cJSON_AddStringToObject(o, "error", error)) goto done;
     double prompt_ms = j->t_prompt - j->t_start, gen_ms = j->t_end - j->t_prompt;
@@ -751,6 +754,8 @@ int cli_batch(int argc, char **argv) {
             j->user = it;
             it->tok = tok;
             if (it->req.n_stop) j->stop_fn = batch_stop;
+            j->logprobs = it->req.n_logprobs >= 0;
+            j->n_logprobs = j->logprobs ? it->req.n_logprobs : 0;
             sched_submit(sc, j);
         }
     }
@@ -820,6 +825,8 @@ out:
         free(items[k].job.out);
         free(items[k].line);
         free(items[k].stop_tail.s);
+        free(items[k].job.lp);
+        free(items[k].job.lp_top);
     }
     chat_template_free(ct);
     free(items);

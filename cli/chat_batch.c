@@ -7,6 +7,7 @@
 
 #include "cli/cli.h"
 #include "engine/chat.h"
+#include "engine/unicode.h"
 
 int cli_chat_request_render(request *r, const struct chat_template *ct, const tokenizer *tok) {
     char err[1024];
@@ -65,10 +66,58 @@ size_t cli_stop_cut(const char *text, size_t n, char *const *stop, int n_stop) {
     return cut;
 }
 
+/* One token for the logprobs list: its text (bytes that are not whole UTF-8 written \\xNN, as
+ * OpenAI does), logprob and bytes. */
+static cJSON *logprob_entry(const tokenizer *tok, int32_t id, double lp) {
+    size_t n;
+    const char *p = tokenizer_piece(tok, id, &n);
+    char *text = malloc(4 * n + 1);
+    cJSON *e = cJSON_CreateObject(), *bytes = NULL;
+    size_t t = 0;
+    for (size_t i = 0; text && i < n;) {
+        uint32_t cp;
+        size_t k = unicode_decode(p + i, n - i, &cp);
+        if (cp == UNICODE_INVALID) t += (size_t)sprintf(text + t, "\\x%02x", (unsigned char)p[i]);
+        else memcpy(text + t, p + i, k), t += k;
+        i += k;
+    }
+    if (text) text[t] = 0;
+    bool ok = e && text && cJSON_AddNumberToObject(e, "id", id) && cJSON_AddStringToObject(e, "token", text) &&
+              cJSON_AddNumberToObject(e, "logprob", lp) && (bytes = cJSON_AddArrayToObject(e, "bytes"));
+    for (size_t i = 0; ok && i < n; i++) {
+        cJSON *b = cJSON_CreateNumber((unsigned char)p[i]);
+        ok = b != NULL;
+        if (ok) cJSON_AddItemToArray(bytes, b);
+    }
+    free(text);
+    if (!ok) cJSON_Delete(e), e = NULL;
+    return e;
+}
+
+cJSON *cli_logprobs_json(const tokenizer *tok, const sched_job *j) {
+    cJSON *a = cJSON_CreateArray();
+    for (int32_t k = 0; a && k < j->n_out; k++) {
+        cJSON *e = logprob_entry(tok, j->out[k], j->lp[k]), *top = e ? cJSON_AddArrayToObject(e, "top_logprobs") : NULL;
+        for (int32_t t = 0; top && t < j->n_logprobs; t++) {
+            const sampler_logprob *x = &j->lp_top[(size_t)k * j->n_logprobs + t];
+            cJSON *te = logprob_entry(tok, x->id, x->logprob);
+            if (!te) top = NULL;
+            else cJSON_AddItemToArray(top, te);
+        }
+        if (!top) {
+            cJSON_Delete(e);
+            cJSON_Delete(a);
+            return NULL;
+        }
+        cJSON_AddItemToArray(a, e);
+    }
+    return a;
+}
+
 /* --- OpenAI Batch API output lines ------------------------------------------------------------ */
 
 char *cli_openai_result(const request *r, int64_t line_no, const char *model, const char *text, const char *reason,
-                        const char *error, int status, int32_t n_prompt, int32_t n_out) {
+                        const char *error, int status, int32_t n_prompt, int32_t n_out, cJSON *logprobs) {
     char rid[64], *out = NULL;
     snprintf(rid, sizeof rid, "%lld", (long long)line_no);
     const char *base = strrchr(model, '/');
@@ -103,7 +152,12 @@ char *cli_openai_result(const request *r, int64_t line_no, const char *model, co
         } else if (ok) {
             ok = cJSON_AddStringToObject(c, "text", text);
         }
-        ok = ok && cJSON_AddNullToObject(c, "logprobs") && cJSON_AddStringToObject(c, "finish_reason", reason) &&
+        cJSON *lpo = NULL;
+        if (ok && logprobs && (lpo = cJSON_AddObjectToObject(c, "logprobs"))) {
+            cJSON_AddItemToObject(lpo, "content", logprobs);  /* OpenAI's chat form, for both urls */
+            logprobs = NULL;
+        }
+        ok = ok && (lpo || cJSON_AddNullToObject(c, "logprobs")) && cJSON_AddStringToObject(c, "finish_reason", reason) &&
              (u = cJSON_AddObjectToObject(body, "usage")) && cJSON_AddNumberToObject(u, "prompt_tokens", n_prompt) &&
              cJSON_AddNumberToObject(u, "completion_tokens", n_out) &&
              cJSON_AddNumberToObject(u, "total_tokens", (double)n_prompt + n_out);
@@ -114,5 +168,6 @@ char *cli_openai_result(const request *r, int64_t line_no, const char *model, co
     free(js);
     cJSON_Delete(id);
     cJSON_Delete(o);
+    cJSON_Delete(logprobs);
     return out;
 }

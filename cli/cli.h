@@ -10,6 +10,7 @@
 
 #include "engine/engine.h"
 #include "engine/request.h"
+#include "engine/scheduler.h"
 
 #include "engine/sampler.h"
 #include "engine/tokenizer.h"
@@ -222,7 +223,10 @@ int cli_stop_check(const tokenizer *tok, char *const *stop, int n_stop, cli_chat
  * body a chat.completion or text_completion, or {"error": {...}} with status 400 (a bad line)
  * or 500 (a failure while running). NULL when out of memory. */
 char *cli_openai_result(const request *r, int64_t line_no, const char *model, const char *text, const char *reason,
-                        const char *error, int status, int32_t n_prompt, int32_t n_out);
+                        const char *error, int status, int32_t n_prompt, int32_t n_out, struct cJSON *logprobs);
+/* A job's log-probabilities as a JSON list, one {"id", "token", "logprob", "bytes",
+ * "top_logprobs": [...]} per generated token; NULL when out of memory. */
+struct cJSON *cli_logprobs_json(const tokenizer *tok, const sched_job *j);
 /* Where text[0..n) ends before its first stop string (n when none occurs). */
 size_t cli_stop_cut(const char *text, size_t n, char *const *stop, int n_stop);
 #endif

@@ -83,6 +83,19 @@ static int apply_chat_field(request *r, const cJSON *f, const char **why, const 
         }
         cJSON_Delete(r->messages);
         if (!(r->messages = cJSON_Duplicate(f, 1))) { *why = "is too large (out of memory)"; return -1; }
+    } else if (!strcmp(k, "logprobs") || !strcmp(k, "top_logprobs") || !strcmp(k, "n_probs")) {
+        /* logprobs: a bool (chat), or the count of alternatives (OpenAI's completions) */
+        int64_t n = 0;
+        *range = "true/false, or 0..20 alternatives";
+        if (!strcmp(k, "logprobs") && cJSON_IsBool(f)) {
+            if (cJSON_IsFalse(f)) r->n_logprobs = -1;
+            else if (r->n_logprobs < 0) r->n_logprobs = 0;
+            return 0;
+        }
+        if (json_int(f, 0, 20, &n, why)) return -1;
+        if (!strcmp(k, "top_logprobs")) r->n_logprobs = (int)n;  /* with "logprobs": true, checked after */
+        else r->n_logprobs = n || !strcmp(k, "logprobs") ? (int)n : -1;
+        if (!strcmp(k, "top_logprobs")) r->want_top = true;
     } else if (!strcmp(k, "chat_template_kwargs")) {
         *range = "an object such as {\"enable_thinking\": false}";
         if (!cJSON_IsObject(f)) { *why = "must be an object"; return -1; }
@@ -243,11 +256,6 @@ static int openai_field(request *r, const cJSON *f, const char **why) {
         *why = "\"n\": only 1 choice per request is served; give each choice its own line";
         return -1;
     }
-    if (!strcmp(k, "logprobs") || !strcmp(k, "top_logprobs")) {
-        if (cJSON_IsNull(f) || cJSON_IsFalse(f) || (cJSON_IsNumber(f) && f->valuedouble == 0)) return 0;
-        *why = "log-probabilities are not served yet: drop \"logprobs\" / \"top_logprobs\"";
-        return -1;
-    }
     if ((r->openai == REQUEST_OPENAI_CHAT && !strcmp(k, "prompt")) ||
         (r->openai == REQUEST_OPENAI_COMPLETION && !strcmp(k, "messages"))) {
         *why = r->openai == REQUEST_OPENAI_CHAT ? "/v1/chat/completions takes \"messages\", not \"prompt\""
@@ -347,6 +355,9 @@ fields:;
         free(r->warning);
         if (!(r->warning = w)) { rc = -1; goto out; }
     }
+    /* OpenAI's top_logprobs needs logprobs: true */
+    const cJSON *lpf = cJSON_GetObjectItemCaseSensitive(fields, "logprobs");
+    if (r->want_top && !cJSON_IsTrue(lpf) && !cJSON_IsNumber(lpf)) r->n_logprobs = -1;
     const cJSON *prompt = cJSON_GetObjectItemCaseSensitive(fields, "prompt");
     if (r->openai == REQUEST_OPENAI_CHAT && !r->messages) {
         r->error = dup_printf("line %lld: /v1/chat/completions needs \"messages\" in the body", (long long)line_no);
@@ -376,6 +387,7 @@ out:
 int request_parse(request *r, const char *line, size_t len, int64_t line_no, const request_params *defaults) {
     memset(r, 0, sizeof *r);
     r->p = *defaults;
+    r->n_logprobs = -1;
     if (len && line[len - 1] == '\r') len--;
     size_t lead = 0;
     while (lead < len && (line[lead] == ' ' || line[lead] == '\t')) lead++;

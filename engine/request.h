@@ -2,7 +2,7 @@
  * line starts with '{', a JSON object {"id", "prompt", "n_predict", "temperature", "seed",
  * "top_k", "top_p", "min_p", "repeat_penalty", "presence_penalty", "frequency_penalty",
  * "repeat_last_n", "ignore_eos", "logit_bias", "max_tokens" (n_predict's alias), "messages",
- * "chat_template_kwargs", "stop"} whose absent
+ * "chat_template_kwargs", "stop", "logprobs", "top_logprobs", "n_probs"} whose absent
  * fields take the defaults given. Parsed with libcjson; every value is checked for type and
  * range, so a bad line becomes a request carrying an error, never a crash. */
 #ifndef MGI_ENGINE_REQUEST_H
@@ -42,6 +42,10 @@ typedef struct {
      * custom_id, the body's fields are read as above (max_completion_tokens = max_tokens; n 1 and
      * logprobs off only), and the result is written in OpenAI's format. */
     int openai;         /* REQUEST_OPENAI_*, 0 for a native line */
+    /* "logprobs": true with "top_logprobs" N (0..20), or llama-server's "n_probs" N: the top N
+     * alternatives per generated token; -1 off. */
+    int n_logprobs;
+    bool want_top;      /* "top_logprobs" was given (it takes effect with "logprobs": true) */
 } request;
 
 enum { REQUEST_OPENAI_CHAT = 1, REQUEST_OPENAI_COMPLETION = 2 };

@@ -38,4 +38,16 @@ check "chat batch a message without role is that line's error" grep -q 'without 
 check "chat batch a message without content is that line's error" grep -q 'without \\"content' <<<"$(grep '"nocontent"' "$TMP/out")"
 check "chat batch a template error is that line's error" grep -q 'chat template: .*can only concatenate' <<<"$(grep '"raises"' "$TMP/out")"
 check "chat batch every line has its result" [ "$(wc -l <"$TMP/out")" -eq 7 ]
+# logprobs: greedy picks are the top alternative, the tokens are those of a run without
+# logprobs (where the backend picks), and each logprob is a log-probability
+printf '%s\n' '{"id": "lp", "prompt": "The capital of France is", "n_predict": 6, "temperature": 0, "logprobs": true, "top_logprobs": 3}' \
+    '{"id": "plain", "prompt": "The capital of France is", "n_predict": 6, "temperature": 0}' \
+    '{"id": "np", "prompt": "The capital of France is", "n_predict": 6, "temperature": 0, "n_probs": 2}' >"$TMP/lp.jsonl"
+"$MGI" batch -m "$SMOLLM" -t 2 -f "$TMP/lp.jsonl" >"$TMP/out" 2>/dev/null
+check "chat batch logprobs: the chosen token is the top alternative" [ "$(field lp 'all(e["id"] == e["top_logprobs"][0]["id"] and e["logprob"] == e["top_logprobs"][0]["logprob"] for e in r["logprobs"])')" = True ]
+check "chat batch logprobs: the same tokens as without" [ "$(field lp 'r["tokens"]')" = "$(field plain 'r["tokens"]')" ]
+check "chat batch logprobs: 3 alternatives, descending, probabilities" [ "$(field lp 'all(len(e["top_logprobs"]) == 3 and e["top_logprobs"][0]["logprob"] >= e["top_logprobs"][1]["logprob"] >= e["top_logprobs"][2]["logprob"] and sum(__import__("math").exp(t["logprob"]) for t in e["top_logprobs"]) <= 1 for e in r["logprobs"])')" = True ]
+check "chat batch logprobs: bytes spell the token" [ "$(field lp 'all(bytes(e["bytes"]).decode() == e["token"] for e in r["logprobs"])')" = True ]
+check "chat batch n_probs 2 gives 2 alternatives" [ "$(field np 'set(len(e["top_logprobs"]) for e in r["logprobs"])')" = "{2}" ]
+check "chat batch no logprobs field unless asked" [ "$(field plain '"logprobs" in r')" = False ]
 e2e_done

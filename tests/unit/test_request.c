@@ -157,7 +157,23 @@ int main(void) {
                  "request OpenAI chat without messages");
     expect_error("{\"custom_id\": \"n\", \"url\": \"/v1/completions\", \"body\": {\"prompt\": \"x\", \"n\": 2}}", "\"n\"",
                  "request OpenAI n 2 refused");
-    expect_error("{\"custom_id\": \"l\", \"url\": \"/v1/completions\", \"body\": {\"prompt\": \"x\", \"logprobs\": 2}}",
-                 "log-probabilities", "request OpenAI logprobs refused");
+    r = parse("{\"custom_id\": \"l\", \"url\": \"/v1/chat/completions\", \"body\": {\"messages\": [{\"role\": \"user\", "
+              "\"content\": \"x\"}], \"top_logprobs\": 2, \"logprobs\": true}}", 3);
+    int lp_ok = !r.error && r.n_logprobs == 2;
+    request_free(&r);
+    r = parse("{\"prompt\": \"x\", \"top_logprobs\": 2}", 3);  /* without logprobs: true, OpenAI gives none */
+    lp_ok &= !r.error && r.n_logprobs == -1;
+    request_free(&r);
+    r = parse("{\"prompt\": \"x\", \"n_probs\": 5}", 3);
+    lp_ok &= !r.error && r.n_logprobs == 5;
+    request_free(&r);
+    r = parse("{\"prompt\": \"x\", \"logprobs\": true}", 3);
+    lp_ok &= !r.error && r.n_logprobs == 0;
+    request_free(&r);
+    r = parse("{\"prompt\": \"x\"}", 3);
+    lp_ok &= !r.error && r.n_logprobs == -1;
+    CHECK(lp_ok, "request logprobs + top_logprobs, n_probs, logprobs alone, none", "n_logprobs %d", r.n_logprobs);
+    request_free(&r);
+    expect_error("{\"prompt\": \"x\", \"top_logprobs\": 21}", "out of range", "request top_logprobs 21");
     return test_done();
 }
