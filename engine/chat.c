@@ -34,7 +34,8 @@ cJSON *chat_json_parse(const char *text, size_t len, const char **end) {
     if (!root) return NULL;
     /* one value and nothing after it but whitespace */
     for (const char *p = stop; p && p < text + len; p++)
-        if (!strchr(" \t\r\n", *p)) {
+        if (!*p || !strchr(" \t\r\n", *p)) {
+            if (end) *end = p;  /* where the stray text starts */
             cJSON_Delete(root);
             return NULL;
         }

@@ -52,8 +52,8 @@ char *chat_render(const chat_template *ct, const cJSON *messages, bool add_gener
 
 /* cJSON_Parse of text holding one JSON value (and only whitespace after it), with numbers written
  * as floats (2.0, 1e3) marked so the template sees floats, as Python's json does (tojson writes
- * 2.0 back, not 2). NULL on bad JSON, with *end (when not NULL) where parsing stopped (after the
- * value when only the rest is wrong). Free with cJSON_Delete. */
+ * 2.0 back, not 2). NULL on bad JSON, with *end (when not NULL) where parsing stopped (at the
+ * stray text when the value is followed by more). Free with cJSON_Delete. */
 cJSON *chat_json_parse(const char *text, size_t len, const char **end);
 
 #endif

@@ -2,7 +2,15 @@
  * the semantics of Hugging Face transformers' apply_chat_template (trim_blocks, lstrip_blocks,
  * loop controls, its tojson / raise_exception / strftime_now / namespace, jinja2's Undefined).
  * Sandboxed: a template reads only the variables it is given, touches no file, environment or
- * network, and every render is bounded in steps, nesting, memory and output. */
+ * network, and every render is bounded in steps, nesting, memory and output.
+ *
+ * Where it differs from transformers, knowingly: list.append / pop / extend / insert work on
+ * lists the template built (transformers' immutable sandbox raises SecurityError; llama.cpp
+ * allows them; the caller's lists stay read-only); integers are 64-bit (overflow is an error);
+ * upper / lower / title know ASCII, Latin-1, Latin Extended-A, Greek and Cyrillic; a generator
+ * (x|map...) can be iterated more than once; a function prints as <function name>. Not there:
+ * include / extends / import (transformers has no loader either), recursive loops, *args and
+ * **kwargs in calls, macros' varargs / kwargs, loop.changed, cycler, joiner. */
 #ifndef MGI_JINJA_H
 #define MGI_JINJA_H
 

@@ -18,6 +18,11 @@ jinja_limits jinja_limits_default(void) {
                           .max_memory = 512u << 20, .now = -1};
 }
 
+void jinja_steps(jinja_ctx *c, uint64_t n) {
+    c->steps += n > c->lim.max_steps ? c->lim.max_steps : n;
+    jinja_step(c);
+}
+
 void jinja_step(jinja_ctx *c) {
     if (++c->steps > c->lim.max_steps)
         jinja_error(c, "template ran more than %llu loop iterations and calls (the render's limit; a loop without end?)",
@@ -158,7 +163,8 @@ static jinja_value slice(jinja_ctx *c, jinja_value obj, jinja_value vs, jinja_va
     int64_t step = slice_bound(c, vt, 1);
     if (step == 0) jinja_error(c, "slice step cannot be zero");
     bool is_str = obj.kind == JV_STR;
-    if (!is_str && obj.kind != JV_LIST) jinja_error(c, "'%s' object is not subscriptable", jinja_val_type_name(obj));
+    if (!is_str && obj.kind != JV_LIST)  /* jinja2's getitem gives Undefined where Python raises */
+        return jinja_val_undef(c, "'%s' object is not subscriptable", jinja_val_type_name(obj));
     size_t *offs = NULL;
     int64_t n;
     if (is_str) {  /* code point offsets, and the end */
@@ -227,8 +233,10 @@ static bool contains(jinja_ctx *c, jinja_value hay, jinja_value needle) {
             jinja_error(c, "'in <string>' requires string as left operand, not %s", jinja_val_type_name(needle));
         return needle.s.n == 0 || memmem(hay.s.p, hay.s.n, needle.s.p, needle.s.n) != NULL;
     case JV_LIST:
-        for (size_t i = 0; i < hay.l->n; i++)
+        for (size_t i = 0; i < hay.l->n; i++) {
+            jinja_step(c);  /* x in a long list, in a long loop, is long work too */
             if (jinja_val_equal(hay.l->v[i], needle)) return true;
+        }
         return false;
     case JV_DICT:
         if (needle.kind == JV_LIST || needle.kind == JV_DICT)
@@ -239,6 +247,10 @@ static bool contains(jinja_ctx *c, jinja_value hay, jinja_value needle) {
 }
 
 static bool compare(jinja_ctx *c, int op, jinja_value a, jinja_value b) {
+    /* comparing lists or strings costs their length */
+    if (a.kind == JV_LIST && b.kind == JV_LIST) jinja_steps(c, a.l->n < b.l->n ? a.l->n : b.l->n);
+    if (a.kind == JV_DICT && b.kind == JV_DICT) jinja_steps(c, a.d->n);
+    if (a.kind == JV_STR && b.kind == JV_STR) jinja_steps(c, (op == OP_IN || op == OP_NOTIN ? b.s.n : a.s.n) / 64);
     switch (op) {
     case OP_EQ: return jinja_val_equal(a, b);
     case OP_NE: return !jinja_val_equal(a, b);
@@ -319,6 +331,7 @@ static jinja_value arith(jinja_ctx *c, int op, jinja_value a, jinja_value b) {
             if (y == 0) goto zero;
             double m = fmod(x, y);
             if (m != 0 && ((m < 0) != (y < 0))) m += y;
+            if (m == 0) m = copysign(0.0, y);  /* Python: a zero remainder takes the divisor's sign */
             return jinja_val_float(m);
         }
         case OP_POW: return jinja_val_float(pow(x, y));

@@ -120,6 +120,15 @@ static jinja_value percent_format(jinja_ctx *c, jinja_value fmt, jinja_value *ar
         size_t k = 1;
         i++;
         while (i < fmt.s.n && strchr("-+ #0123456789.", fmt.s.p[i]) && k < sizeof spec - 4) spec[k++] = fmt.s.p[i++];
+        /* a width or precision is at most 1000: printf would pad gigabytes for a template */
+        for (size_t q = 1, run = 0; q <= k; q++) {
+            if (q < k && spec[q] >= '0' && spec[q] <= '9' && (spec[q] != '0' || run)) {
+                run = run * 10 + (size_t)(spec[q] - '0');
+                if (run > 1000) jinja_error(c, "format width or precision above 1000");
+            } else {
+                run = 0;
+            }
+        }
         if (i >= fmt.s.n) jinja_error(c, "incomplete format: '%%' at the end of the string");
         char conv = fmt.s.p[i];
         if (conv == '%') {
@@ -128,7 +137,7 @@ static jinja_value percent_format(jinja_ctx *c, jinja_value fmt, jinja_value *ar
         }
         if (used >= n) jinja_error(c, "not enough arguments for format string");
         jinja_value v = args[used++];
-        char out[512];
+        char out[2600];  /* width and precision at most 1000 each; %f of 1e308 has 309 digits */
         int len;
         if (conv == 's' || conv == 'r') {
             jinja_buf s = {0};
@@ -241,6 +250,7 @@ static jinja_value do_indent(jinja_ctx *c, jinja_value v, const jinja_args *a) {
 
 static jinja_value do_int(jinja_ctx *c, jinja_value v, const jinja_args *a) {
     jinja_value def = jinja_arg(c, a, 0, "default", jinja_val_int(0));
+    if (v.kind == JV_UNDEF) jinja_error(c, "%.*s", (int)v.s.n, v.s.p);  /* int(Undefined) raises */
     int base = (int)need_int(c, jinja_arg(c, a, 1, "base", jinja_val_int(10)), "int's base");
     if (v.kind == JV_INT) return v;
     if (v.kind == JV_BOOL) return jinja_val_int(v.b);
@@ -265,6 +275,7 @@ static jinja_value do_int(jinja_ctx *c, jinja_value v, const jinja_args *a) {
 
 static jinja_value do_float(jinja_ctx *c, jinja_value v, const jinja_args *a) {
     jinja_value def = jinja_arg(c, a, 0, "default", jinja_val_float(0));
+    if (v.kind == JV_UNDEF) jinja_error(c, "%.*s", (int)v.s.n, v.s.p);  /* float(Undefined) raises */
     if (jinja_val_is_number(v)) return jinja_val_float(jinja_val_as_double(v));
     if (v.kind == JV_STR) {
         char buf[128];
@@ -654,7 +665,10 @@ jinja_value jinja_filter(jinja_ctx *c, const char *f, jinja_value v, const jinja
         jinja_args m = *a;
         return jinja_method_call(c, s, "replace", &m);
     }
-    if (is(f, "indent")) return do_indent(c, v, a);
+    if (is(f, "indent")) {
+        if (v.kind != JV_STR) jinja_error(c, "indent needs a string, not %s", jinja_val_type_name(v));
+        return do_indent(c, v, a);
+    }
     if (is(f, "center"))
         return do_center(c, s, need_int(c, jinja_arg(c, a, 0, "width", jinja_val_int(80)), "center's width"));
     if (is(f, "escape") || is(f, "e")) {
@@ -664,7 +678,18 @@ jinja_value jinja_filter(jinja_ctx *c, const char *f, jinja_value v, const jinja
         return r;
     }
     if (is(f, "wordcount")) return do_wordcount(c, s);
-    if (is(f, "truncate")) return do_truncate(c, s, a);
+    if (is(f, "truncate")) {
+        /* jinja2 measures the value itself: a short list comes back as it is, a number has no len() */
+        if (v.kind != JV_STR && v.kind != JV_UNDEF) {
+            size_t n = length(c, v);
+            jinja_value lw = jinja_arg(c, a, 3, "leeway", jinja_val_none());
+            int64_t max = need_int(c, jinja_arg(c, a, 0, "length", jinja_val_int(255)), "truncate's length") +
+                          (lw.kind == JV_NONE ? 5 : need_int(c, lw, "truncate's leeway"));
+            if ((int64_t)n <= max) return v;
+            jinja_error(c, "truncate: cannot cut a %s", jinja_val_type_name(v));
+        }
+        return do_truncate(c, s, a);
+    }
     jinja_error(c, "no filter named '%s'", f);
 }
 
@@ -700,7 +725,7 @@ bool jinja_test(jinja_ctx *c, const char *t, jinja_value v, const jinja_args *a)
     /* jinja2's Undefined iterates (as empty) and has __getitem__, so it passes both */
     if (is(t, "iterable")) return v.kind == JV_LIST || v.kind == JV_DICT || v.kind == JV_STR || v.kind == JV_UNDEF;
     if (is(t, "sequence")) return v.kind == JV_LIST || v.kind == JV_DICT || v.kind == JV_STR || v.kind == JV_UNDEF;
-    if (is(t, "callable")) return v.kind == JV_FUNC;
+    if (is(t, "callable")) return v.kind == JV_FUNC || v.kind == JV_UNDEF;  /* Undefined has __call__ */
     if (is(t, "escaped")) return false;
     if (is(t, "filter") || is(t, "test")) {
         if (v.kind != JV_STR) return false;
@@ -708,12 +733,13 @@ bool jinja_test(jinja_ctx *c, const char *t, jinja_value v, const jinja_args *a)
         snprintf(name, sizeof name, "%.*s", (int)v.s.n, v.s.p);
         return is(t, "filter") ? filter_exists(name) : jinja_test_exists(name);
     }
-    if (is(t, "lower") || is(t, "upper")) {
-        if (v.kind != JV_STR) return false;
+    if (is(t, "lower") || is(t, "upper")) {  /* str(value).islower(), as jinja2 */
+        v = jinja_val_to_str(c, v);
         jinja_value other = jinja_str_case(c, v, is(t, "lower") ? 'u' : 'l'), same = jinja_str_case(c, v, t[0]);
         return jinja_val_equal(same, v) && !jinja_val_equal(other, v);
     }
-    if (is(t, "odd") || is(t, "even")) {
+    if (is(t, "odd") || is(t, "even")) {  /* value % 2 == 1 / == 0: floats too */
+        if (v.kind == JV_FLOAT) return fmod(fabs(v.f), 2) == (is(t, "odd") ? 1 : 0);
         int64_t i = need_int(c, v, t);
         return (i % 2 != 0) == is(t, "odd");
     }

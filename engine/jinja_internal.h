@@ -243,6 +243,7 @@ jinja_value jinja_getitem(jinja_ctx *c, jinja_value obj, jinja_value key);
 /* The items of an iterable (list, dict keys, string characters, undefined: none). */
 jinja_list *jinja_iterate(jinja_ctx *c, jinja_value v);
 void jinja_step(jinja_ctx *c);    /* counts one step against max_steps */
+void jinja_steps(jinja_ctx *c, uint64_t n);  /* counts n + 1 */
 
 /* --- filters, tests, methods, globals (jinja_filters.c, jinja_methods.c) ------------------------- */
 

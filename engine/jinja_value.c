@@ -303,7 +303,7 @@ int jinja_val_compare(jinja_ctx *c, jinja_value a, jinja_value b) {
         if (r) return r < 0 ? -1 : 1;
         return a.s.n < b.s.n ? -1 : a.s.n > b.s.n;
     }
-    if (a.kind == JV_LIST && b.kind == JV_LIST) {
+    if (a.kind == JV_LIST && b.kind == JV_LIST && a.l->tuple == b.l->tuple) {
         for (size_t i = 0; i < a.l->n && i < b.l->n; i++) {
             if (jinja_val_equal(a.l->v[i], b.l->v[i])) continue;
             return jinja_val_compare(c, a.l->v[i], b.l->v[i]);

@@ -103,6 +103,9 @@ static void test_limits(void) {
     expect_error("a loop that never ends is cut at the step limit",
                  "{% for i in range(1000000000) %}{% for j in range(1000000000) %}x{% endfor %}{% endfor %}", NULL,
                  &lim, "more than 100000 loop iterations and calls");
+    expect_error("membership tests in a long list count toward the limit",
+                 "{% set big = range(50000) | list %}{% for i in range(100) %}{{ -1 in big }}{% endfor %}", NULL, &lim,
+                 "more than 100000 loop iterations and calls");
     expect_error("a macro that calls itself twice (exponential, no loop) is cut at the same limit",
                  "{% macro f(n) %}{% if n > 0 %}{{ f(n - 1) }}{{ f(n - 1) }}{% endif %}{% endmacro %}{{ f(60) }}", NULL,
                  &lim, "more than 100000 loop iterations and calls");
@@ -118,6 +121,8 @@ static void test_limits(void) {
                  "endfor %}",
                  NULL, &lim, "more than 4 MiB of memory");
     lim = jinja_limits_default();
+    expect_error("a %-format width that would pad gigabytes", "{{ '%000000000750194557s' % 'x' }}", NULL, &lim,
+                 "format width or precision above 1000");
     expect_error("string repeat bounded", "{{ 'x' * 1000000000000 }}", NULL, &lim, "past 16777216 bytes");
     /* nesting in the source is bounded by the parser, not by the C stack */
     size_t n = 100000;
