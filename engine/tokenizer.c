@@ -47,7 +47,7 @@ int tok_strings_build(tok_strings *s, char *err, size_t err_size) {
         size_t j = tok_hash(key, s->len[i], split) & s->mask;
         while (s->slot[j] >= 0 && !tok_strings_eq(s, s->slot[j], key, s->len[i], split))
             j = (j + 1) & s->mask;
-        s->slot[j] = i;
+        if (s->slot[j] < 0 || !s->keep_first) s->slot[j] = i;
     }
     return 0;
 }
@@ -161,6 +161,8 @@ static int load_merges(tokenizer *t, const gguf_ctx *g, char *err, size_t err_si
     const char *key = "tokenizer.ggml.merges";
     const gguf_value *arr;
     int rc = gguf_get_arr(g, key, GGUF_TYPE_STRING, &arr);
+    /* Kimi K2's files may have none: llama.cpp then merges nothing, and so does mgi */
+    if (rc == GGUF_ABSENT && !strcmp(t->pre_name, "kimi-k2")) return 0;
     if (rc == GGUF_ABSENT) {
         tok_err(err, err_size, "%s: %s: missing (a gpt2 tokenizer needs its merges)", gguf_path(g), key);
         return -1;
@@ -184,6 +186,7 @@ static int load_merges(tokenizer *t, const gguf_ctx *g, char *err, size_t err_si
         m->len[i]--;
         m->split[i] = left;
     }
+    m->keep_first = true;
     return tok_strings_build(m, err, err_size);
 }
 
@@ -270,17 +273,12 @@ static size_t decode_token(const tokenizer *t, int32_t id, char *dst) {
     size_t n = t->vocab.len[id], o = 0;
     switch (t->type[id]) {
     case TOK_CONTROL:
+    case TOK_UNKNOWN:   /* llama.cpp shows these two only as their text, when asked */
     case TOK_UNUSED:
         return 0;
     case TOK_USER_DEFINED:
         memcpy(dst, s, n);
         return n;
-    case TOK_UNKNOWN:
-        if (t->kind == TOK_KIND_SPM) {
-            memcpy(dst, "\xE2\x96\x85", 3);   /* llama.cpp shows an unknown token as U+2585 */
-            return 3;
-        }
-        break;
     case TOK_BYTE:
         if (n == 6 && !memcmp(s, "<0x", 3) && s[5] == '>') {
             char hex[3] = {s[3], s[4], 0}, *end;
@@ -552,6 +550,41 @@ static int load_specials(tokenizer *t, const gguf_ctx *g, char *err, size_t err_
     return 0;
 }
 
+/* Whether the string key holds what (ignoring case for general.name, which llama.cpp lowercases). */
+static bool key_has(const gguf_ctx *g, const char *key, const char *what) {
+    const char *v;
+    if (gguf_get_str(g, key, &v) != GGUF_OK) return false;
+    return (strcmp(key, "general.name") ? strstr(v, what) : strcasestr(v, what)) != NULL;
+}
+
+/* The whitespace some special tokens swallow beside them when matched in text, which llama.cpp
+ * sets by model name: every special token of a Phi-3 takes the spaces after it (but <unk>, <s>
+ * and <|endoftext|>; </s> too), and the mask token of Jina v2 and ModernBERT those before it. */
+static int load_strip(tokenizer *t, const gguf_ctx *g, char *err, size_t err_size) {
+    const char *pre = "tokenizer.ggml.pre", *arch = "general.architecture", *name = "general.name";
+    bool jina = key_has(g, pre, "jina-v2-de") || key_has(g, pre, "jina-v2-es") || key_has(g, pre, "jina-v2-code") ||
+                key_has(g, arch, "nomic-bert-moe") || key_has(g, arch, "jina-bert-v3");
+    bool phi3 = !jina && (key_has(g, name, "phi-3") || key_has(g, name, "phi3"));
+    bool mbert = !jina && !phi3 && key_has(g, name, "modern-bert");
+    if (!jina && !phi3 && !mbert) return 0;
+    t->strip = calloc((size_t)t->n_vocab, 1);
+    if (!t->strip) {
+        tok_err(err, err_size, "%s: out of memory for the special tokens", gguf_path(g));
+        return -1;
+    }
+    int32_t id;
+    if (jina && (id = find_text(t, "<mask>")) >= 0) t->strip[id] = TOK_LSTRIP;
+    if (mbert && (id = find_text(t, "[MASK]")) >= 0) t->strip[id] = TOK_LSTRIP;
+    if (phi3) {
+        for (int32_t k = 0; k < t->n_special; k++) t->strip[t->special[k]] = TOK_RSTRIP;
+        if ((id = find_text(t, "</s>")) >= 0) t->strip[id] = TOK_RSTRIP;
+        static const char *const keep[] = {"<unk>", "<s>", "<|endoftext|>"};
+        for (size_t i = 0; i < sizeof keep / sizeof keep[0]; i++)
+            if ((id = find_text(t, keep[i])) >= 0) t->strip[id] = 0;
+    }
+    return 0;
+}
+
 tokenizer *tokenizer_load(const gguf_ctx *g, char *err, size_t err_size) {
     tokenizer *t = calloc(1, sizeof *t);
     if (!t) {
@@ -561,7 +594,7 @@ tokenizer *tokenizer_load(const gguf_ctx *g, char *err, size_t err_size) {
     if (load_kind(t, g, err, err_size) || load_vocab(t, g, err, err_size) ||
         (t->kind == TOK_KIND_BPE && load_merges(t, g, err, err_size)) ||
         load_specials(t, g, err, err_size) || build_pieces(t, err, err_size) ||
-        build_specials(t, err, err_size)) {
+        build_specials(t, err, err_size) || load_strip(t, g, err, err_size)) {
         tokenizer_free(t);
         return NULL;
     }
@@ -579,6 +612,7 @@ void tokenizer_free(tokenizer *t) {
     free(t->piece_off);
     free(t->piece_len);
     free(t->special);
+    free(t->strip);
     free(t);
 }
 
@@ -603,7 +637,7 @@ int tokenizer_eog_ids(const tokenizer *t, const int32_t **ids) {
 }
 
 bool tokenizer_is_control(const tokenizer *t, int32_t id) {
-    return id >= 0 && id < t->n_vocab && t->type[id] == TOK_CONTROL;
+    return id >= 0 && id < t->n_vocab && (t->type[id] == TOK_CONTROL || t->type[id] == TOK_UNKNOWN);
 }
 
 const char *tokenizer_text(const tokenizer *t, int32_t id, size_t *len) {
@@ -648,9 +682,13 @@ static int frag_push(frag_list *l, int32_t token, size_t off, size_t len) {
     return 0;
 }
 
+static bool is_space(char c) { return c == ' ' || (c >= '\t' && c <= '\r'); }
+
 /* Splits the text at special-token text, as llama.cpp does: each special token in turn, longest
- * first, cuts every plain fragment where it occurs. User-defined tokens are always matched;
- * control and unknown tokens only with parse_special. */
+ * first, cuts every plain fragment where it occurs, taking the spaces beside it that its strip
+ * flags say. User-defined tokens are always matched; control and unknown tokens only with
+ * parse_special. */
+
 static int split_specials(const tokenizer *t, const char *text, size_t len, bool parse_special,
                           frag_list *out) {
     frag_list cur = {0}, next = {0};
@@ -665,11 +703,17 @@ static int split_specials(const tokenizer *t, const char *text, size_t len, bool
             fragment f = cur.f[i];
             if (f.token < 0) {
                 const char *p = text + f.off, *end = p + f.len, *hit;
+                unsigned strip = t->strip ? t->strip[id] : 0;
                 while ((hit = memmem(p, (size_t)(end - p), s, sl))) {
-                    if ((hit > p && frag_push(&next, -1, (size_t)(p - text), (size_t)(hit - p))) ||
+                    const char *left_end = hit;
+                    if (strip & TOK_LSTRIP)
+                        while (left_end > p && is_space(left_end[-1])) left_end--;
+                    if ((left_end > p && frag_push(&next, -1, (size_t)(p - text), (size_t)(left_end - p))) ||
                         frag_push(&next, id, 0, 0))
                         goto oom;
                     p = hit + sl;
+                    if (strip & TOK_RSTRIP)
+                        while (p < end && is_space(*p)) p++;
                 }
                 if (p < end && frag_push(&next, -1, (size_t)(p - text), (size_t)(end - p))) goto oom;
             } else if (frag_push(&next, f.token, 0, 0)) {

@@ -47,12 +47,15 @@ int64_t tokenizer_encode(const tokenizer *t, const char *text, size_t len, bool 
                          bool parse_special, int32_t *out, int64_t cap, char *err, size_t err_size);
 
 /* The bytes a token stands for (byte-fallback tokens give their byte, "▁" becomes a space,
- * BPE byte symbols are mapped back, an SPM unknown token gives "▅" as in llama.cpp); control
- * and unused tokens give "". An id outside the vocabulary gives "". Not NUL-terminated. */
+ * BPE byte symbols are mapped back); control, unknown and unused tokens give "", as llama.cpp's
+ * token_to_piece does unless asked for special tokens. An id outside the vocabulary gives "".
+ * Not NUL-terminated. */
 const char *tokenizer_piece(const tokenizer *t, int32_t id, size_t *len);
 /* The token's text as stored in the vocabulary (e.g. "<s>", "▁Hello"), for showing control
  * tokens; "" for an id outside the vocabulary. Not NUL-terminated. */
 const char *tokenizer_text(const tokenizer *t, int32_t id, size_t *len);
+/* A control or unknown token (llama.cpp's "special" ones): shown as its text when special
+ * tokens are asked for, else as nothing. */
 bool tokenizer_is_control(const tokenizer *t, int32_t id);
 size_t tokenizer_max_piece(const tokenizer *t);   /* longest piece, in bytes */
 

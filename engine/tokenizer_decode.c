@@ -46,18 +46,13 @@ static size_t clean_spaces(char *text, size_t n) {
 }
 
 /* The piece llama.cpp's token_to_piece gives: control and unknown tokens as their text only
- * when asked (else nothing), unused tokens nothing, the rest as tokenizer_piece. */
+ * when asked (else nothing, as tokenizer_piece), the rest as tokenizer_piece. */
 static const char *decode_piece(const tokenizer *t, int32_t id, bool unparse_special, size_t *len) {
     if (id < 0 || id >= t->n_vocab) {
         *len = 0;
         return "";
     }
-    uint8_t ty = t->type[id];
-    if (ty == TOK_CONTROL || ty == TOK_UNKNOWN) {
-        if (unparse_special) return tokenizer_text(t, id, len);
-        *len = 0;
-        return "";
-    }
+    if (unparse_special && tokenizer_is_control(t, id)) return tokenizer_text(t, id, len);
     return tokenizer_piece(t, id, len);
 }
 

@@ -12,6 +12,7 @@
 /* tokenizer.ggml.token_type values (llama.cpp's llama_token_type). */
 enum { TOK_NORMAL = 1, TOK_UNKNOWN = 2, TOK_CONTROL = 3, TOK_USER_DEFINED = 4, TOK_UNUSED = 5, TOK_BYTE = 6 };
 enum { TOK_KIND_SPM, TOK_KIND_BPE };
+enum { TOK_LSTRIP = 1, TOK_RSTRIP = 2 };
 
 /* A pre-tokenizer name and its row: regexes (NULL-terminated) and settings (tokenizer_pre.c). */
 typedef struct {
@@ -24,13 +25,15 @@ typedef struct {
 enum { DIGITS_WORD = 1, DIGITS_SPLIT = 2 };
 
 /* A set of byte strings (each with a split point, 0 when unused) in one arena; the map finds
- * an entry's index from its bytes. Equal keys: the later entry wins, as in llama.cpp. */
+ * an entry's index from its bytes. Equal keys: the later entry wins, or with keep_first the
+ * earlier one (llama.cpp's merge ranks: a repeated merge keeps its first, lowest rank). */
 typedef struct {
     char *arena;
     uint32_t *off, *len, *split;   /* per entry; split is NULL for plain strings */
     int32_t n;
     int32_t *slot;                 /* open addressing: entry index or -1 */
     size_t mask;
+    bool keep_first;
 } tok_strings;
 
 int tok_strings_build(tok_strings *s, char *err, size_t err_size);  /* fills slot/mask */
@@ -63,6 +66,7 @@ struct tokenizer {
     int n_eog;
     int32_t byte_token[256];  /* SPM byte fallback: the <0xNN> token of each byte, -1 if none */
     int32_t *special;         /* tokens matched in the text, longest text first */
+    uint8_t *strip;           /* [n_vocab] TOK_*STRIP: spaces a special token takes from its sides; or NULL */
     int32_t n_special;
 };
 

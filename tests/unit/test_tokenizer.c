@@ -127,8 +127,27 @@ static void test_special(void) {
               p);
         p = tokenizer_piece(l.t, 3 + 0xE2, &len);
         CHECK(len == 1 && (uint8_t)p[0] == 0xE2, "SPM piece of <0xE2> is the byte", "length %zu", len);
+        p = tokenizer_piece(l.t, 0, &len);
+        txt = tokenizer_text(l.t, 0, &tlen);
+        CHECK(len == 0 && tokenizer_is_control(l.t, 0) && tlen == 5 && !memcmp(txt, "<unk>", 5),
+              "SPM <unk>: piece empty, shown as its text when asked (llama.cpp's special tokens)",
+              "piece length %zu, control %d", len, tokenizer_is_control(l.t, 0));
         p = tokenizer_piece(l.t, 1 << 30, &len);
         CHECK(len == 0, "piece of an id outside the vocabulary is empty", "length %zu", len);
+        unload(&l);
+    }
+    /* Phi-3's special tokens take the whitespace after them (llama.cpp sets that by model name),
+     * but <s>, <unk> and <|endoftext|> do not; the ids are llama-tokenize's */
+    l = load("vocab/ggml-vocab-phi-3.gguf");
+    if (l.t) {
+        static const int32_t chat[] = {1, 32010, 15043, 32007, 32001};
+        check_ids(l.t, "Phi-3 special tokens take the newline after them", "<|user|>\nHello<|end|>\n<|assistant|>",
+                  true, true, chat, 5);
+        static const int32_t keep[] = {1, 921, 29871, 0, 259, 343, 32000, 29871, 503};
+        check_ids(l.t, "Phi-3 <unk> and <|endoftext|> keep the spaces after them", "x <unk>  y<|endoftext|> z", true,
+                  true, keep, 9);
+        static const int32_t eos[] = {1, 263, 29871, 2, 289, 29871, 1, 29871, 274};
+        check_ids(l.t, "Phi-3 </s> takes the space after it, <s> does not", "a </s> b <s> c", true, true, eos, 9);
         unload(&l);
     }
     l = load("vocab/ggml-vocab-gpt-2.gguf");
@@ -305,6 +324,31 @@ static void test_errors(void) {
     t = load_buf(g);
     CHECK(!t && strstr(err, "tokenizer.ggml.merges"), "gpt2 without merges is an error", "%s",
           t ? "loaded" : err);
+    tokenizer_free(t);
+    /* Kimi K2 may come without merges (llama.cpp allows it): bytes stay bytes */
+    static const char *const abc[] = {"a", "b", "c", "ab", "bc"};
+    start(g);
+    kv_str(g, "tokenizer.ggml.model", "gpt2");
+    kv_str(g, "tokenizer.ggml.pre", "kimi-k2");
+    kv_tokens(g, "tokenizer.ggml.tokens", 5, abc);
+    t = load_buf(g);
+    if (CHECK(t != NULL, "kimi-k2 without merges loads", "%s", err)) {
+        static const int32_t ids[] = {0, 1, 2};
+        check_ids(t, "kimi-k2 without merges keeps the bytes", "abc", false, false, ids, 3);
+    }
+    tokenizer_free(t);
+    /* a repeated merge keeps its first rank, as llama.cpp's map of ranks does: "b c" (rank 0)
+     * goes before "a b" (rank 1), not after it (rank 2) */
+    start(g);
+    kv_str(g, "tokenizer.ggml.model", "gpt2");
+    kv_str(g, "tokenizer.ggml.pre", "gpt-2");
+    kv_tokens(g, "tokenizer.ggml.tokens", 5, abc);
+    kv_tokens(g, "tokenizer.ggml.merges", 3, (const char *const[]){"b c", "a b", "b c"});
+    t = load_buf(g);
+    if (CHECK(t != NULL, "vocabulary with a repeated merge loads", "%s", err)) {
+        static const int32_t ids[] = {0, 4};
+        check_ids(t, "a repeated merge keeps its first rank", "abc", false, false, ids, 2);
+    }
     tokenizer_free(t);
     start(g);
     kv_str(g, "tokenizer.ggml.model", "gpt2");
@@ -513,15 +557,14 @@ static void test_speed(void) {
                 text[i] = k == 0 ? prose[i % (sizeof prose - 1)] : k == 1 ? 'a' : k == 2 ? ' '
                         : k == 3 ? '7' : (char)(x >> 16);
             }
-            double t0 = now();
-            int64_t n;
-            int32_t *ids = encode(l.t, text, N, true, true, &n);
-            double dt = now() - t0;
-            char name[200];
             /* 0.5 s for the two original vocabularies; the others merge long runs of spaces and
              * letters into long tokens (50-70 ms each on an idle machine), so 1.5 s still
              * catches anything quadratic on a busy one */
             double limit = v < 2 ? 0.5 : 1.5;
+            int64_t n = 0;
+            int32_t *ids;
+            double dt = time_encode(l.t, text, N, true, true, limit, &ids, &n);
+            char name[200];
             snprintf(name, sizeof name, "%s: 100 KB of %s in under %.1f s", rels[v], kinds[k], limit);
             printf("  %.1f ms, %lld ids\n", dt * 1e3, (long long)n);
             CHECK(n > 0 && dt < limit, name, "%.3f s, %lld ids", dt, (long long)n);
