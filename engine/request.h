@@ -1,7 +1,8 @@
 /* Batch input lines: one request per line, plain text (the whole line is the prompt) or, when the
  * line starts with '{', a JSON object {"id", "prompt", "n_predict", "temperature", "seed",
  * "top_k", "top_p", "min_p", "repeat_penalty", "presence_penalty", "frequency_penalty",
- * "repeat_last_n", "ignore_eos", "logit_bias"} whose absent
+ * "repeat_last_n", "ignore_eos", "logit_bias", "max_tokens" (n_predict's alias), "messages",
+ * "chat_template_kwargs", "stop", "logprobs", "top_logprobs", "n_probs"} whose absent
  * fields take the defaults given. Parsed with libcjson; every value is checked for type and
  * range, so a bad line becomes a request carrying an error, never a crash. */
 #ifndef MGI_ENGINE_REQUEST_H
@@ -12,6 +13,8 @@
 #include <stdint.h>
 
 #include "engine/sampler.h"
+
+enum { REQUEST_MAX_STOP = 16, REQUEST_STOP_MAX_LEN = 256 };
 
 typedef struct {
     int32_t n_predict;  /* -1: until end of text or the context is full; else >= 1 */
@@ -29,7 +32,23 @@ typedef struct {
     char *warning;      /* unknown fields that were ignored, or NULL */
     sampler_bias *bias; /* "logit_bias" (p.sp.bias points here), or NULL: the defaults' list */
     bool blank;         /* a plain-text line of only white space: no request */
+    /* Chat and stops (llama-server's fields): "messages" (an array of {"role", "content"}; then
+     * prompt is NULL until the caller renders it), "chat_template_kwargs" (an object), "stop" (a
+     * string or a list of them, each 1..REQUEST_STOP_MAX_LEN bytes). */
+    struct cJSON *messages, *chat_kwargs;
+    char *stop[REQUEST_MAX_STOP];
+    int n_stop;
+    /* An OpenAI Batch API line {"custom_id", "method": "POST", "url", "body"}: id is the
+     * custom_id, the body's fields are read as above (max_completion_tokens = max_tokens; n 1 and
+     * logprobs off only), and the result is written in OpenAI's format. */
+    int openai;         /* REQUEST_OPENAI_*, 0 for a native line */
+    /* "logprobs": true with "top_logprobs" N (0..20), or llama-server's "n_probs" N: the top N
+     * alternatives per generated token; -1 off. */
+    int n_logprobs;
+    bool want_top;      /* "top_logprobs" was given (it takes effect with "logprobs": true) */
 } request;
+
+enum { REQUEST_OPENAI_CHAT = 1, REQUEST_OPENAI_COMPLETION = 2 };
 
 /* Parses line[0..len) (no newline; a trailing '\r' is dropped), line number line_no (from 1).
  * Returns 0 with *r filled (r->error set for a bad line), or -1 when out of memory. Release with

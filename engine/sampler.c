@@ -270,3 +270,29 @@ int32_t sampler_sample(sampler *s, const float *logits) {
     n = sampler_temperature(c, n, s->p.temp);
     return c[sampler_pick(c, n, sampler_rng_uniform(&s->rng))].id;
 }
+
+int sampler_logprobs(const float *logits, int32_t n_vocab, int32_t id, int n_top, double *chosen, sampler_logprob *top) {
+    /* log-softmax = l - (max + log sum exp(l - max)): no overflow, and in double so the small
+     * probabilities of a large vocabulary keep their digits */
+    double mx = -INFINITY, sum = 0;
+    for (int32_t i = 0; i < n_vocab; i++)
+        if (logits[i] > mx) mx = logits[i];
+    for (int32_t i = 0; i < n_vocab; i++) sum += exp((double)logits[i] - mx);
+    double lse = mx + log(sum);
+    if (chosen) *chosen = id >= 0 && id < n_vocab ? (double)logits[id] - lse : -INFINITY;
+    if (n_top > SAMPLER_MAX_TOP_LOGPROBS) n_top = SAMPLER_MAX_TOP_LOGPROBS;
+    if (n_top > n_vocab) n_top = n_vocab;
+    int n = 0;
+    /* insertion into a short sorted list: n_top <= 20, one pass over the vocabulary */
+    for (int32_t i = 0; i < n_vocab && n_top > 0; i++) {
+        double lp = (double)logits[i] - lse;
+        if (n == n_top && !(lp > top[n - 1].logprob)) continue;
+        int k = n < n_top ? n++ : n - 1;
+        while (k > 0 && lp > top[k - 1].logprob) {
+            top[k] = top[k - 1];
+            k--;
+        }
+        top[k] = (sampler_logprob){i, lp};
+    }
+    return n;
+}

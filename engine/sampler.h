@@ -75,6 +75,17 @@ size_t sampler_temperature(sampler_cand *c, size_t n, float temp);
 /* Index of the candidate a uniform u in [0, 1) selects from the softmax of the logits. */
 size_t sampler_pick(const sampler_cand *c, size_t n, double u);
 
+/* Log-probabilities (OpenAI's logprobs, llama-server's n_probs): the log-softmax of the model's
+ * logits, before any of the chain's filters, computed in double. *chosen gets token id's; top
+ * gets the n_top largest (by logit, ties by the lower id), at most SAMPLER_MAX_TOP_LOGPROBS.
+ * Returns how many top entries were written (min(n_top, n_vocab)). */
+#define SAMPLER_MAX_TOP_LOGPROBS 20
+typedef struct {
+    int32_t id;
+    double logprob;
+} sampler_logprob;
+int sampler_logprobs(const float *logits, int32_t n_vocab, int32_t id, int n_top, double *chosen, sampler_logprob *top);
+
 /* The PRNG: a state seeded from one number, and uniform doubles in [0, 1). */
 typedef struct { uint64_t s[4]; } sampler_rng;
 void sampler_rng_seed(sampler_rng *r, uint64_t seed);

@@ -148,6 +148,8 @@ static void fail_job(sched_job *j, const char *msg) {
 void sched_submit(sched *s, sched_job *j) {
     j->state = SCHED_QUEUED;
     j->out = NULL;
+    j->lp = NULL;
+    j->lp_top = NULL;
     j->n_out = j->n_reused = 0;
     j->err[0] = 0;
     j->t_start = j->t_prompt = j->t_end = 0;
@@ -288,7 +290,28 @@ static void take(sched *s, slot *sl, int32_t id) {
         finish(s, sl, SCHED_LENGTH);
         return;
     }
+    if (j->stop_fn && j->stop_fn(j, j->user)) {
+        finish(s, sl, SCHED_STOP);
+        return;
+    }
     sl->pending = id;
+}
+
+/* The log-probabilities of the token about to be taken (index j->n_out; an end-of-text token
+ * that is not kept leaves an entry past n_out). 0, or -1 when out of memory. */
+static int record_logprobs(sched_job *j, const float *logits, int32_t n_vocab, int32_t id) {
+    int32_t k = j->n_out, nt = j->n_logprobs;
+    double *lp = realloc(j->lp, ((size_t)k + 1) * sizeof *lp);
+    if (!lp) return -1;
+    j->lp = lp;
+    if (nt > 0) {
+        sampler_logprob *t = realloc(j->lp_top, ((size_t)k + 1) * (size_t)nt * sizeof *t);
+        if (!t) return -1;
+        j->lp_top = t;
+    }
+    sampler_logprob none[1];
+    sampler_logprobs(logits, n_vocab, id, nt, &lp[k], nt > 0 ? j->lp_top + (size_t)k * nt : none);
+    return 0;
 }
 
 int sched_step(sched *s, char *err, size_t err_size) {
@@ -327,7 +350,8 @@ int sched_step(sched *s, char *err, size_t err_size) {
     if (n == 0) return 0;
     /* When every row samples greedily the backend picks (on a GPU only ids come back). */
     bool greedy = true;
-    for (int32_t r = 0; r < rows; r++) greedy &= sampler_is_greedy(s->slots[s->row_slot[r]].smp) != 0;
+    for (int32_t r = 0; r < rows; r++)
+        greedy &= sampler_is_greedy(s->slots[s->row_slot[r]].smp) != 0 && !s->slots[s->row_slot[r]].job->logprobs;
     double t0 = now_ms();
     int rc = greedy ? engine_decode_greedy(s->e, s->batch, n, s->ids, err, err_size)
                     : engine_decode(s->e, s->batch, n, s->logits, err, err_size);
@@ -357,6 +381,12 @@ int sched_step(sched *s, char *err, size_t err_size) {
         slot *sl = &s->slots[s->row_slot[r]];
         if (sl->pending < 0) sl->job->t_prompt = now_ms();
         sl->pending = -1;
+        if (sl->job->logprobs && record_logprobs(sl->job, s->logits + (size_t)r * s->n_vocab, s->n_vocab, s->ids[r])) {
+            snprintf(sl->job->err, sizeof sl->job->err, "out of memory for the log-probabilities");
+            engine_seq_free(s->e, (int32_t)(sl - s->slots));
+            finish(s, sl, SCHED_ERROR);
+            continue;
+        }
         take(s, sl, s->ids[r]);
     }
     return 0;

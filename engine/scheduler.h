@@ -35,6 +35,17 @@ struct sched_job {
     char err[256];          /* when ERROR */
     double t_start, t_prompt, t_end;  /* ms (CLOCK_MONOTONIC): taken by a slot, prompt done, end */
     sched_job *next;        /* the scheduler's queue link (so queuing never allocates) */
+    /* Stop strings (llama-server's "stop"): called after each kept token, nonzero ends the job as
+     * STOP with that token kept (the caller cuts the text before the stop string). NULL: none. */
+    int (*stop_fn)(const sched_job *j, void *ctx);
+    /* Log-probabilities (sampler_logprobs, of the logits before the sampler's filters):
+     * when logprobs, lp[k] is the k-th generated token's and lp_top[k * n_logprobs ...] its
+     * n_logprobs top alternatives (n_logprobs <= SAMPLER_MAX_TOP_LOGPROBS). Such a job never lets
+     * the backend pick, since the logits must come back. free() lp and lp_top. */
+    bool logprobs;
+    int32_t n_logprobs;
+    double *lp;
+    sampler_logprob *lp_top;
 };
 
 typedef struct {

@@ -174,7 +174,7 @@ bad "-i (no interactive mode)" -m "$F32" -p "Once" -i
 bad "an empty -r" -m "$F32" -p "Once" -r ""
 bad "-l without a sign" -m "$F32" -p "Once" -l 446
 bad "-l past the vocabulary" -m "$F32" -p "Once" -l 512+1
-bad "-cnv (no conversation mode)" -m "$F32" -p "Once" -cnv
+bad "-cnv with --prompt-cache (a conversation keeps its own cache)" -m "$F32" -cnv --prompt-cache "$tmp/chat.pc"
 bad "--presence-penalty abc" -m "$F32" -p "Once" --presence-penalty abc
 bad "a missing value" -m "$F32" -p
 bad "-c past the training context" -m "$F32" -p "Once" -c 4096

@@ -4,6 +4,8 @@
 #include <math.h>
 #include <string.h>
 
+#include <cjson/cJSON.h>
+
 #include "engine/request.h"
 #include "test.h"
 
@@ -102,5 +104,76 @@ int main(void) {
     CHECK(!r.error && r.prompt && !strcmp(r.prompt, "[1, 2]"), "request a line not starting with { is plain text",
           "error '%s'", r.error ? r.error : "");
     request_free(&r);
+    /* chat fields: messages (rendered later, so no prompt yet), kwargs, stop, max_tokens */
+    r = parse("{\"messages\": [{\"role\": \"user\", \"content\": \"Hi\"}], \"chat_template_kwargs\": "
+              "{\"enable_thinking\": false}, \"stop\": [\"\\n\\n\", \"END\"], \"max_tokens\": 9}", 2);
+    CHECK(!r.error && !r.warning && !r.prompt && cJSON_GetArraySize(r.messages) == 1 && cJSON_IsObject(r.chat_kwargs) &&
+              r.n_stop == 2 && !strcmp(r.stop[0], "\n\n") && !strcmp(r.stop[1], "END") && r.p.n_predict == 9,
+          "request messages, chat_template_kwargs, stop list, max_tokens", "error '%s'", r.error ? r.error : "");
+    request_free(&r);
+    r = parse("{\"prompt\": \"x\", \"stop\": \"###\"}", 2);
+    CHECK(!r.error && r.n_stop == 1 && !strcmp(r.stop[0], "###"), "request stop as one string", "error '%s'",
+          r.error ? r.error : "");
+    request_free(&r);
+    expect_error("{\"messages\": [{\"content\": \"hi\"}]}", "message without \"role\"", "request a message without role");
+    expect_error("{\"messages\": [{\"role\": \"user\"}]}", "message without \"content\"", "request a message without content");
+    expect_error("{\"messages\": [{\"role\": \"user\", \"content\": 3}]}", "not a string or list",
+                 "request a message whose content is a number");
+    expect_error("{\"messages\": []}", "non-empty list", "request empty messages");
+    expect_error("{\"messages\": [\"hi\"]}", "not an object", "request a message that is a string");
+    expect_error("{\"messages\": [{\"role\": \"user\", \"content\": \"x\"}], \"prompt\": \"y\"}", "both given",
+                 "request prompt and messages both");
+    expect_error("{\"prompt\": \"x\", \"chat_template_kwargs\": [1]}", "must be an object", "request kwargs not an object");
+    expect_error("{\"prompt\": \"x\", \"stop\": [\"\"]}", "empty string", "request an empty stop string");
+    expect_error("{\"prompt\": \"x\", \"stop\": [\"a\",\"b\",\"c\",\"d\",\"e\",\"f\",\"g\",\"h\",\"i\",\"j\",\"k\",\"l\",\"m\",\"n\",\"o\",\"p\",\"q\"]}",
+                 "too many", "request 17 stop strings");
+    expect_error("{\"prompt\": \"x\", \"stop\": 5}", "string or a list", "request stop a number");
+    expect_error("{\"prompt\": \"x\", \"max_tokens\": 0}", "generates nothing", "request max_tokens 0");
+    /* OpenAI Batch API lines: custom_id as the id, the body's fields, the envelope checked */
+    r = parse("{\"custom_id\": \"a-1\", \"method\": \"POST\", \"url\": \"/v1/chat/completions\", \"body\": "
+              "{\"model\": \"m\", \"messages\": [{\"role\": \"user\", \"content\": \"Hi\"}], \"max_completion_tokens\": 7, "
+              "\"temperature\": 0.5, \"top_p\": 0.9, \"seed\": 4, \"n\": 1, \"logprobs\": false, \"stop\": \"x\"}}", 3);
+    CHECK(!r.error && !r.warning && r.openai == REQUEST_OPENAI_CHAT && !strcmp(r.id, "\"a-1\"") && r.messages &&
+              r.p.n_predict == 7 && r.p.sp.temp == 0.5f && r.p.sp.top_p == 0.9f && r.p.seed == 4 && r.n_stop == 1,
+          "request OpenAI chat line", "error '%s' warning '%s'", r.error ? r.error : "", r.warning ? r.warning : "");
+    request_free(&r);
+    r = parse("{\"custom_id\": \"c\", \"method\": \"POST\", \"url\": \"/v1/completions\", \"body\": "
+              "{\"prompt\": \"Once\", \"max_tokens\": 3}}", 3);
+    CHECK(!r.error && r.openai == REQUEST_OPENAI_COMPLETION && !strcmp(r.prompt, "Once") && r.p.n_predict == 3,
+          "request OpenAI completion line", "error '%s'", r.error ? r.error : "");
+    request_free(&r);
+    r = parse("{\"custom_id\": \"e\", \"method\": \"POST\", \"url\": \"/v1/embeddings\", \"body\": {}}", 4);
+    CHECK(r.error && strstr(r.error, "\"url\"") && r.openai && !strcmp(r.id, "\"e\""),
+          "request OpenAI unknown url is an error keeping the custom_id", "error '%s'", r.error ? r.error : "");
+    request_free(&r);
+    expect_error("{\"custom_id\": \"b\", \"url\": \"/v1/chat/completions\", \"body\": [1]}", "\"body\" must be an object",
+                 "request OpenAI body not an object");
+    expect_error("{\"custom_id\": 5, \"url\": \"/v1/chat/completions\", \"body\": {}}", "custom_id", "request OpenAI custom_id a number");
+    expect_error("{\"custom_id\": \"g\", \"method\": \"GET\", \"url\": \"/v1/chat/completions\", \"body\": {}}", "POST",
+                 "request OpenAI method GET");
+    expect_error("{\"custom_id\": \"p\", \"url\": \"/v1/chat/completions\", \"body\": {\"prompt\": \"x\"}}", "takes \"messages\"",
+                 "request OpenAI chat with a prompt");
+    expect_error("{\"custom_id\": \"m\", \"url\": \"/v1/chat/completions\", \"body\": {}}", "needs \"messages\"",
+                 "request OpenAI chat without messages");
+    expect_error("{\"custom_id\": \"n\", \"url\": \"/v1/completions\", \"body\": {\"prompt\": \"x\", \"n\": 2}}", "\"n\"",
+                 "request OpenAI n 2 refused");
+    r = parse("{\"custom_id\": \"l\", \"url\": \"/v1/chat/completions\", \"body\": {\"messages\": [{\"role\": \"user\", "
+              "\"content\": \"x\"}], \"top_logprobs\": 2, \"logprobs\": true}}", 3);
+    int lp_ok = !r.error && r.n_logprobs == 2;
+    request_free(&r);
+    r = parse("{\"prompt\": \"x\", \"top_logprobs\": 2}", 3);  /* without logprobs: true, OpenAI gives none */
+    lp_ok &= !r.error && r.n_logprobs == -1;
+    request_free(&r);
+    r = parse("{\"prompt\": \"x\", \"n_probs\": 5}", 3);
+    lp_ok &= !r.error && r.n_logprobs == 5;
+    request_free(&r);
+    r = parse("{\"prompt\": \"x\", \"logprobs\": true}", 3);
+    lp_ok &= !r.error && r.n_logprobs == 0;
+    request_free(&r);
+    r = parse("{\"prompt\": \"x\"}", 3);
+    lp_ok &= !r.error && r.n_logprobs == -1;
+    CHECK(lp_ok, "request logprobs + top_logprobs, n_probs, logprobs alone, none", "n_logprobs %d", r.n_logprobs);
+    request_free(&r);
+    expect_error("{\"prompt\": \"x\", \"top_logprobs\": 21}", "out of range", "request top_logprobs 21");
     return test_done();
 }
