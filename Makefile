@@ -28,6 +28,9 @@ endif
 ifeq ($(wildcard /usr/include/cjson/cJSON.h),)
 $(error cjson/cJSON.h not found: install libcjson (Debian: libcjson-dev); mgi batch parses JSONL with it)
 endif
+ifeq ($(wildcard /usr/include/pcre2.h),)
+$(error pcre2.h not found: install PCRE2 (Debian: libpcre2-dev); the BPE pre-tokenizers are its regexes)
+endif
 
 CUDA_LIBDIR := $(CUDA_HOME)/lib64
 CPPFLAGS += -I. -I$(CUDA_HOME)/include -I$(NCCL_INC) -D_GNU_SOURCE
@@ -38,7 +41,7 @@ NVFLAGS  ?= -O3 -lineinfo
 NVFLAGS  += -std=c++17 -MMD -MP -Xcompiler -Wall \
             -gencode arch=compute_$(CUDA_ARCH)a,code=sm_$(CUDA_ARCH)a \
             -gencode arch=compute_$(CUDA_ARCH),code=compute_$(CUDA_ARCH)
-LDLIBS_CPU := -lm -lpthread -lz -lcjson
+LDLIBS_CPU := -lm -lpthread -lz -lcjson -lpcre2-8
 LDLIBS_GPU := -L$(CUDA_LIBDIR) -L$(NCCL_LIB) -Wl,-rpath,$(CUDA_LIBDIR) -Wl,-rpath,$(NCCL_LIB) \
               -lcudart -lcublas -lnccl -lstdc++
 

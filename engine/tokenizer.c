@@ -1,7 +1,7 @@
 /* The tokenizer's common part: loading the vocabulary from GGUF metadata (checked: counts,
- * array types, special ids in range), the special-token split of the input, the decoded pieces
- * and the UTF-8-safe streaming writer. The merge algorithms live in tokenizer_spm.c and
- * tokenizer_bpe.c. */
+ * array types, special ids in range), the special-token split of the input and the decoded
+ * pieces. The merge algorithms live in tokenizer_spm.c and tokenizer_bpe.c, the pre-tokenizers
+ * in tokenizer_pre.c, ids back to text in tokenizer_decode.c. */
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -47,7 +47,7 @@ int tok_strings_build(tok_strings *s, char *err, size_t err_size) {
         size_t j = tok_hash(key, s->len[i], split) & s->mask;
         while (s->slot[j] >= 0 && !tok_strings_eq(s, s->slot[j], key, s->len[i], split))
             j = (j + 1) & s->mask;
-        s->slot[j] = i;
+        if (s->slot[j] < 0 || !s->keep_first) s->slot[j] = i;
     }
     return 0;
 }
@@ -161,6 +161,8 @@ static int load_merges(tokenizer *t, const gguf_ctx *g, char *err, size_t err_si
     const char *key = "tokenizer.ggml.merges";
     const gguf_value *arr;
     int rc = gguf_get_arr(g, key, GGUF_TYPE_STRING, &arr);
+    /* Kimi K2's files may have none: llama.cpp then merges nothing, and so does mgi */
+    if (rc == GGUF_ABSENT && !strcmp(t->pre_name, "kimi-k2")) return 0;
     if (rc == GGUF_ABSENT) {
         tok_err(err, err_size, "%s: %s: missing (a gpt2 tokenizer needs its merges)", gguf_path(g), key);
         return -1;
@@ -184,6 +186,7 @@ static int load_merges(tokenizer *t, const gguf_ctx *g, char *err, size_t err_si
         m->len[i]--;
         m->split[i] = left;
     }
+    m->keep_first = true;
     return tok_strings_build(m, err, err_size);
 }
 
@@ -256,6 +259,14 @@ static void add_eog(tokenizer *t, int32_t id) {
     t->eog[t->n_eog++] = id;
 }
 
+static void drop_eog(tokenizer *t, int32_t id) {
+    for (int i = 0; i < t->n_eog; i++)
+        if (t->eog[i] == id) {
+            t->eog[i] = t->eog[--t->n_eog];
+            return;
+        }
+}
+
 /* The bytes a token decodes to (see tokenizer_piece), appended at dst; returns the length. */
 static size_t decode_token(const tokenizer *t, int32_t id, char *dst) {
     const char *s = t->vocab.arena + t->vocab.off[id];
@@ -284,7 +295,7 @@ static size_t decode_token(const tokenizer *t, int32_t id, char *dst) {
         }
         break;
     }
-    if (t->kind == TOK_KIND_SPM) {
+    if (t->kind == TOK_KIND_SPM || t->raw_utf8) {
         for (size_t i = 0; i < n; i++) {
             if (i + 3 <= n && !memcmp(s + i, "\xE2\x96\x81", 3)) {
                 dst[o++] = ' ';
@@ -349,9 +360,11 @@ static int build_specials(tokenizer *t, char *err, size_t err_size) {
     return 0;
 }
 
-static const struct { const char *name; int pre; } pre_names[] = {
-    {"default", TOK_PRE_GPT2}, {"gpt2", TOK_PRE_GPT2}, {"gpt-2", TOK_PRE_GPT2},
-    {"llama3", TOK_PRE_LLAMA3}, {"llama-v3", TOK_PRE_LLAMA3}, {"llama-bpe", TOK_PRE_LLAMA3},
+/* tokenizer.ggml.model values llama.cpp knows that mgi does not run, named for the error. */
+static const struct { const char *model, *what; } other_models[] = {
+    {"bert", "WordPiece"}, {"t5", "Unigram"}, {"rwkv", "RWKV"}, {"plamo2", "PLaMo-2"},
+    {"whitespace", "whitespace-split BPE"}, {"hybriddna", "DNA k-mer BPE"}, {"no_vocab", "no vocabulary"},
+    {"none", "no vocabulary"},
 };
 
 static int load_kind(tokenizer *t, const gguf_ctx *g, char *err, size_t err_size) {
@@ -361,11 +374,24 @@ static int load_kind(tokenizer *t, const gguf_ctx *g, char *err, size_t err_size
         tok_err(err, err_size, "%s: tokenizer.ggml.model: missing (the file has no tokenizer)", gguf_path(g));
         return -1;
     }
-    if (rc != GGUF_OK || (strcmp(model, "llama") && strcmp(model, "gpt2"))) {
-        tok_err(err, err_size, "%s: tokenizer.ggml.model: '%.40s' is not supported (supported: llama, gpt2)",
-                gguf_path(g), rc == GGUF_OK ? model : "(not a string)");
+    static const char runs[] = "mgi runs: llama (SentencePiece), gpt2 (byte-level BPE), gemma4 (BPE over UTF-8)";
+    if (rc != GGUF_OK) {
+        tok_err(err, err_size, "%s: tokenizer.ggml.model: expected a string; %s", gguf_path(g), runs);
         return -1;
     }
+    if (strcmp(model, "llama") && strcmp(model, "gpt2") && strcmp(model, "gemma4")) {
+        for (size_t i = 0; i < sizeof other_models / sizeof other_models[0]; i++) {
+            if (!strcmp(model, other_models[i].model)) {
+                tok_err(err, err_size, "%s: tokenizer.ggml.model: tokenizer model '%s' (%s) is not supported; %s",
+                        gguf_path(g), model, other_models[i].what, runs);
+                return -1;
+            }
+        }
+        tok_err(err, err_size, "%s: tokenizer.ggml.model: unknown tokenizer model '%.40s'; %s", gguf_path(g),
+                model, runs);
+        return -1;
+    }
+    snprintf(t->model_name, sizeof t->model_name, "%s", model);
     t->kind = strcmp(model, "llama") ? TOK_KIND_BPE : TOK_KIND_SPM;
     snprintf(t->pre_name, sizeof t->pre_name, "default");
     rc = gguf_get_str(g, "tokenizer.ggml.pre", &pre);
@@ -373,17 +399,21 @@ static int load_kind(tokenizer *t, const gguf_ctx *g, char *err, size_t err_size
         tok_err(err, err_size, "%s: tokenizer.ggml.pre: expected a string", gguf_path(g));
         return -1;
     }
-    if (t->kind == TOK_KIND_SPM || rc == GGUF_ABSENT) return 0;
-    for (size_t i = 0; i < sizeof pre_names / sizeof pre_names[0]; i++) {
-        if (!strcmp(pre, pre_names[i].name)) {
-            t->pre = pre_names[i].pre;
-            snprintf(t->pre_name, sizeof t->pre_name, "%s", pre);
-            return 0;
-        }
+    if (t->kind == TOK_KIND_SPM) return 0;
+    /* gemma4's model implies its pre-tokenizer whatever the key says, as in llama.cpp; a
+     * missing or empty key means llama.cpp's default row */
+    if (!strcmp(model, "gemma4")) pre = "gemma4";
+    else if (rc == GGUF_ABSENT || !*pre) pre = "default";
+    t->pre_entry = tok_pre_find(pre);
+    if (!t->pre_entry) {
+        char list[600];
+        tok_pre_list(list, sizeof list);
+        tok_err(err, err_size, "%s: tokenizer.ggml.pre: pre-tokenizer '%.40s' is not supported; mgi runs "
+                "llama.cpp's: %s", gguf_path(g), pre, list);
+        return -1;
     }
-    tok_err(err, err_size, "%s: tokenizer.ggml.pre: pre-tokenizer '%.40s' is not supported "
-            "(supported: default, gpt2, llama3, llama-bpe)", gguf_path(g), pre);
-    return -1;
+    snprintf(t->pre_name, sizeof t->pre_name, "%s", t->pre_entry->name);
+    return tok_pre_compile(t, err, err_size);
 }
 
 static int load_vocab(tokenizer *t, const gguf_ctx *g, char *err, size_t err_size) {
@@ -422,13 +452,76 @@ static int load_vocab(tokenizer *t, const gguf_ctx *g, char *err, size_t err_siz
     return 0;
 }
 
+static int32_t find_text(const tokenizer *t, const char *text) {
+    return tok_strings_find(&t->vocab, text, strlen(text), 0);
+}
+
+/* End of generation as llama.cpp decides it: EOS, EOT and EOM, the FIM pad, repository and file
+ * separator tokens (from their keys, else by text), and every token whose text is on its list,
+ * these last made control tokens whatever the file says (so they are matched as special text
+ * and decode to nothing). Then its two exceptions: with <|return|> and <|call|> (or <|calls|>
+ * and <|flush|>), <|end|> is no end but user-defined text; with <|tool_response>, </s> is a
+ * normal token. */
+static int load_eog(tokenizer *t, const gguf_ctx *g, int32_t eot, int32_t eom, char *err, size_t err_size) {
+    static const char *const eog_text[] = {
+        "<|eot_id|>", "<|im_end|>", "<|end|>", "<|return|>", "<|call|>", "<|flush|>", "<|calls|>",
+        "<end_of_turn>", "<|endoftext|>", "</s>", "<|eom_id|>", "<EOT>", "_<EOT>", "[EOT]", "[EOS]",
+        "<|end_of_text|>", "<end_of_utterance>", "<eos>", "<turn|>", "<|tool_response>",
+        "<\xEF\xBD\x9C" "end\xE2\x96\x81of\xE2\x96\x81sentence\xEF\xBD\x9C>", "[e~["};
+    static const char *const fim_key[3] = {"tokenizer.ggml.fim_pad_token_id", "tokenizer.ggml.fim_rep_token_id",
+                                           "tokenizer.ggml.fim_sep_token_id"};
+    static const char *const fim_text[3][6] = {
+        {"<|fim_pad|>", "<fim-pad>", "<fim_pad>", "<PAD>", "[PAD]", NULL},
+        {"<|fim_repo|>", "<|repo_name|>", "<fim-repo>", "<REPO>", "<reponame>", NULL},
+        {"<|file_sep|>", NULL}};
+    for (int f = 0; f < 3; f++) {
+        int32_t id = -1;
+        if (load_id(g, fim_key[f], t->n_vocab, &id, err, err_size)) return -1;
+        /* by text, the first of the list the vocabulary has (llama.cpp takes whichever its hash
+         * map gives first, the same when only one is there) */
+        for (int k = 0; id < 0 && fim_text[f][k]; k++)
+            if ((id = find_text(t, fim_text[f][k])) >= 0) t->type[id] = TOK_CONTROL;
+        add_eog(t, id);
+    }
+    for (size_t i = 0; i < sizeof eog_text / sizeof eog_text[0]; i++) {
+        int32_t id = find_text(t, eog_text[i]);
+        if (id < 0) continue;
+        t->type[id] = TOK_CONTROL;
+        add_eog(t, id);
+    }
+    add_eog(t, t->eos);
+    add_eog(t, eot);
+    add_eog(t, eom);
+    /* gpt-oss: shown as text always */
+    static const char *const shown[] = {"<|channel|>", "<|message|>", "<|start|>", "<|constrain|>"};
+    for (size_t i = 0; i < sizeof shown / sizeof shown[0]; i++) {
+        int32_t id = find_text(t, shown[i]);
+        if (id >= 0) t->type[id] = TOK_USER_DEFINED;
+    }
+    int32_t end = find_text(t, "<|end|>"), s_end = find_text(t, "</s>");
+    bool ret = tokenizer_is_eog(t, find_text(t, "<|return|>")), call = tokenizer_is_eog(t, find_text(t, "<|call|>"));
+    bool calls = tokenizer_is_eog(t, find_text(t, "<|calls|>")), flush = tokenizer_is_eog(t, find_text(t, "<|flush|>"));
+    if (tokenizer_is_eog(t, end) && ((ret && call) || (calls && flush))) {
+        drop_eog(t, end);
+        t->type[end] = TOK_USER_DEFINED;
+    }
+    if (tokenizer_is_eog(t, s_end) && tokenizer_is_eog(t, find_text(t, "<|tool_response>"))) {
+        drop_eog(t, s_end);
+        t->type[s_end] = TOK_NORMAL;
+    }
+    return 0;
+}
+
 static int load_specials(tokenizer *t, const gguf_ctx *g, char *err, size_t err_size) {
-    bool spm = t->kind == TOK_KIND_SPM;
+    bool spm = t->kind == TOK_KIND_SPM, gemma4 = !strcmp(t->model_name, "gemma4");
     /* llama.cpp's defaults when the keys are absent */
-    t->bos = spm ? 1 : 11;
-    t->eos = spm ? 2 : 11;
+    t->bos = spm ? 1 : gemma4 ? -1 : 11;
+    t->eos = spm ? 2 : gemma4 ? -1 : 11;
     t->unk = spm ? 0 : -1;
     t->pad = -1;
+    t->add_bos = spm;
+    t->clean_spaces = false;
+    if (!spm) tok_pre_settings(t->pre_entry, t);
     if (t->bos >= t->n_vocab) t->bos = -1;
     if (t->eos >= t->n_vocab) t->eos = -1;
     if (t->unk >= t->n_vocab) t->unk = -1;
@@ -440,23 +533,19 @@ static int load_specials(tokenizer *t, const gguf_ctx *g, char *err, size_t err_
         load_id(g, "tokenizer.ggml.eot_token_id", t->n_vocab, &eot, err, err_size) ||
         load_id(g, "tokenizer.ggml.eom_token_id", t->n_vocab, &eom, err, err_size))
         return -1;
-    t->add_bos = spm || t->pre == TOK_PRE_LLAMA3;
     t->add_space_prefix = spm;
-    t->ignore_merges = t->pre == TOK_PRE_LLAMA3;
     if (load_bool(g, "tokenizer.ggml.add_bos_token", &t->add_bos, err, err_size) ||
         load_bool(g, "tokenizer.ggml.add_eos_token", &t->add_eos, err, err_size) ||
         load_bool(g, "tokenizer.ggml.add_space_prefix", &t->add_space_prefix, err, err_size))
         return -1;
-    add_eog(t, t->eos);
-    add_eog(t, eot);
-    add_eog(t, eom);
-    /* Chat models end turns with these control tokens even when no key names them. */
-    static const char *const eog_text[] = {"<|eot_id|>", "<|im_end|>", "<|end|>", "<end_of_turn>",
-                                           "<|endoftext|>", "<|eom_id|>", "<EOT>"};
-    for (size_t i = 0; i < sizeof eog_text / sizeof eog_text[0]; i++) {
-        int32_t id = tok_strings_find(&t->vocab, eog_text[i], strlen(eog_text[i]), 0);
-        if (id >= 0 && t->type[id] == TOK_CONTROL) add_eog(t, id);
+    if (t->force_bos) t->add_bos = true;   /* llama.cpp overrides the key for gemma4 */
+    if ((t->add_bos && t->bos < 0) || (t->add_eos && t->eos < 0)) {
+        const char *what = t->add_bos && t->bos < 0 ? "bos" : "eos";
+        tok_err(err, err_size, "%s: tokenizer.ggml.add_%s_token is true, but tokenizer.ggml.%s_token_id is not "
+                "set (hint: set the id or turn add_%s_token off)", gguf_path(g), what, what, what);
+        return -1;
     }
+    if (load_eog(t, g, eot, eom, err, err_size)) return -1;
     for (int b = 0; b < 256; b++) {
         char hex[8], one = (char)b;
         snprintf(hex, sizeof hex, "<0x%02X>", b);
@@ -484,6 +573,7 @@ tokenizer *tokenizer_load(const gguf_ctx *g, char *err, size_t err_size) {
 
 void tokenizer_free(tokenizer *t) {
     if (!t) return;
+    tok_pre_free(t);
     tok_strings_free(&t->vocab);
     tok_strings_free(&t->merges);
     free(t->score);
@@ -495,7 +585,7 @@ void tokenizer_free(tokenizer *t) {
     free(t);
 }
 
-const char *tokenizer_kind(const tokenizer *t) { return t->kind == TOK_KIND_SPM ? "llama" : "gpt2"; }
+const char *tokenizer_kind(const tokenizer *t) { return t->model_name; }
 const char *tokenizer_pre(const tokenizer *t) { return t->pre_name; }
 int32_t tokenizer_n_vocab(const tokenizer *t) { return t->n_vocab; }
 int32_t tokenizer_bos(const tokenizer *t) { return t->bos; }
@@ -658,48 +748,4 @@ int64_t tokenizer_encode(const tokenizer *t, const char *text, size_t len, bool 
     if (out && copy > 0) memcpy(out, ids.v, (size_t)copy * sizeof *out);
     free(ids.v);
     return (int64_t)ids.n;
-}
-
-/* ---- streaming detokenisation ---------------------------------------------------------------- */
-
-/* How many trailing bytes of s[0..n) form the start of a UTF-8 sequence still missing bytes. */
-static size_t incomplete_tail(const unsigned char *s, size_t n) {
-    for (size_t k = 1; k <= 3 && k <= n; k++) {
-        unsigned c = s[n - k];
-        if ((c & 0xC0) == 0x80) continue;           /* continuation: look further back */
-        size_t need = c >= 0xF8 ? 1 : c >= 0xF0 ? 4 : c >= 0xE0 ? 3 : c >= 0xC0 ? 2 : 1;
-        return need > k ? k : 0;
-    }
-    return 0;
-}
-
-size_t tokenizer_stream_put(const tokenizer *t, tokenizer_stream *s, int32_t id, char *out, size_t cap) {
-    size_t plen;
-    const char *p = tokenizer_piece(t, id, &plen);
-    size_t np = (size_t)s->n_pending, total = np + plen;
-    /* the last 3 bytes of pending + piece decide what is held back */
-    unsigned char tail[8];
-    size_t nt = total < 3 ? total : 3;
-    for (size_t i = 0; i < nt; i++) {
-        size_t j = total - nt + i;
-        tail[i] = (unsigned char)(j < np ? s->pending[j] : p[j - np]);
-    }
-    size_t hold = incomplete_tail(tail, nt), ready = total - hold;
-    if (ready > cap) return ready;
-    char keep[8];
-    memcpy(keep, tail + nt - hold, hold);
-    size_t from_pending = ready < np ? ready : np;
-    if (from_pending) memcpy(out, s->pending, from_pending);
-    if (ready > np) memcpy(out + np, p, ready - np);
-    memcpy(s->pending, keep, hold);
-    s->n_pending = (int)hold;
-    return ready;
-}
-
-size_t tokenizer_stream_flush(tokenizer_stream *s, char *out, size_t cap) {
-    size_t n = (size_t)s->n_pending;
-    if (n > cap) return n;
-    if (n) memcpy(out, s->pending, n);
-    s->n_pending = 0;
-    return n;
 }

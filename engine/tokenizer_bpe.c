@@ -1,6 +1,7 @@
-/* Byte-level BPE (tokenizer.ggml.model = "gpt2"): the pre-tokenizer cuts the text into words
- * (GPT-2's or Llama 3's regex, hand-coded as llama.cpp does), each word's bytes are spelt in
- * GPT-2's printable byte alphabet, and adjacent symbols merge by merge rank (lowest first). */
+/* BPE (tokenizer.ggml.model "gpt2", or "gemma4"): the pre-tokenizer (tokenizer_pre.c) cuts the
+ * text into words; byte-level vocabularies spell each word's bytes in GPT-2's printable byte
+ * alphabet, SentencePiece-style ones (gemma4) keep its UTF-8 with spaces as U+2581; adjacent
+ * symbols then merge by merge rank (lowest first). */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -37,85 +38,6 @@ int tok_bpe_char_byte(uint32_t cp) {
     return cp == 0x143 ? 0xAD : -1;
 }
 
-/* ---- pre-tokenizers -------------------------------------------------------------------------- */
-
-enum { F_OTHER = 1, F_LETTER = 2, F_NUMBER = 4, F_SPACE = 8 };
-
-typedef struct {
-    const uint32_t *cp;     /* code points (UNICODE_INVALID for a malformed byte) */
-    const uint8_t *fl;      /* F_* of each */
-    size_t n;
-} bpe_chars;
-
-/* Past the end: no class at all, so no rule matches there (llama.cpp's OUT_OF_RANGE). */
-static unsigned FL(const bpe_chars *c, size_t i) { return i < c->n ? c->fl[i] : 0; }
-static uint32_t CP(const bpe_chars *c, size_t i) { return i < c->n ? c->cp[i] : UNICODE_INVALID; }
-static uint32_t lower(uint32_t cp) { return cp >= 'A' && cp <= 'Z' ? cp + 32 : cp; }
-
-/* 's|'t|'re|'ve|'m|'ll|'d, case-insensitive when ci: the end of the match, or 0. */
-static size_t contraction(const bpe_chars *c, size_t pos, bool ci) {
-    if (CP(c, pos) != '\'' || pos + 1 >= c->n) return 0;
-    uint32_t a = CP(c, pos + 1), b = CP(c, pos + 2);
-    if (ci) a = lower(a), b = lower(b);
-    if (a == 's' || a == 't' || a == 'm' || a == 'd') return pos + 2;
-    if (pos + 2 < c->n && ((a == 'r' && b == 'e') || (a == 'v' && b == 'e') || (a == 'l' && b == 'l')))
-        return pos + 3;
-    return 0;
-}
-
-/* The trailing whitespace rules \s+(?!\S)|\s+ shared by both: a run of whitespace followed by
- * more text leaves its last character to start the next word. */
-static size_t space_run(const bpe_chars *c, size_t pos) {
-    size_t k = 0;
-    while (FL(c, pos + k) & F_SPACE) k++;
-    if (k > 1 && pos + k < c->n) return pos + k - 1;
-    return pos + (k > 0 ? k : 1);
-}
-
-/* 's|'t|'re|'ve|'m|'ll|'d| ?\p{L}+| ?\p{N}+| ?[^\s\p{L}\p{N}]+|\s+(?!\S)|\s+ */
-static size_t word_gpt2(const bpe_chars *c, size_t pos) {
-    size_t e = contraction(c, pos, false);
-    if (e) return e;
-    unsigned f = CP(c, pos) == ' ' ? FL(c, pos + 1) : FL(c, pos);
-    if (f & (F_LETTER | F_NUMBER | F_OTHER)) {
-        e = pos + (CP(c, pos) == ' ');
-        while (FL(c, e) & f) e++;
-        return e;
-    }
-    return space_run(c, pos);
-}
-
-/* (?i:'s|'t|'re|'ve|'m|'ll|'d)|[^\r\n\p{L}\p{N}]?\p{L}+|\p{N}{1,3}| ?[^\s\p{L}\p{N}]+[\r\n]*|
- * \s*[\r\n]+|\s+(?!\S)|\s+ */
-static size_t word_llama3(const bpe_chars *c, size_t pos) {
-    size_t e = contraction(c, pos, true);
-    if (e) return e;
-    uint32_t cp = CP(c, pos);
-    unsigned f = FL(c, pos);
-    if (cp != '\r' && cp != '\n' && !(f & F_NUMBER) && ((f & F_LETTER) || (FL(c, pos + 1) & F_LETTER))) {
-        e = pos + 1;
-        while (FL(c, e) & F_LETTER) e++;
-        return e;
-    }
-    if (f & F_NUMBER) {
-        e = pos;
-        while (e - pos < 3 && (FL(c, e) & F_NUMBER)) e++;
-        return e;
-    }
-    unsigned f2 = cp == ' ' ? FL(c, pos + 1) : f;
-    if (f2 & F_OTHER) {
-        e = pos + (cp == ' ');
-        while (FL(c, e) & F_OTHER) e++;
-        while (CP(c, e) == '\r' || CP(c, e) == '\n') e++;
-        return e;
-    }
-    size_t last_nl = 0;
-    for (size_t k = pos; FL(c, k) & F_SPACE; k++)
-        if (CP(c, k) == '\r' || CP(c, k) == '\n') last_nl = k + 1;
-    if (last_nl) return last_nl;
-    return space_run(c, pos);
-}
-
 /* ---- merging --------------------------------------------------------------------------------- */
 
 typedef struct {
@@ -140,7 +62,7 @@ static int bpe_try_pair(const tokenizer *t, bpe_work *w, int32_t l, int32_t r) {
     return tok_heap_push(&w->heap, (tok_bigram){-(double)rank, l, r, size});
 }
 
-/* Appends the tokens of one word (raw bytes) to out. */
+/* Appends the tokens of one word to out: its raw bytes (byte-level) or UTF-8 (raw_utf8). */
 static int bpe_word(const tokenizer *t, bpe_work *w, const char *bytes, size_t nb, tok_vec *out) {
     if (nb * 2 > w->word_cap) {
         free(w->word);
@@ -154,19 +76,37 @@ static int bpe_word(const tokenizer *t, bpe_work *w, const char *bytes, size_t n
         w->sym = malloc(nb * sizeof *w->sym);
         if (!w->sym) return -1;
     }
-    size_t wl = 0;
-    for (size_t i = 0; i < nb; i++) {
-        size_t k = tok_bpe_byte_char((uint8_t)bytes[i], w->word + wl);
-        w->sym[i] = (bpe_sym){(int32_t)i - 1, i + 1 < nb ? (int32_t)i + 1 : -1, (uint32_t)wl, (uint32_t)k};
+    size_t wl = 0, ns = 0;
+    for (size_t i = 0; i < nb; ns++) {
+        size_t k, adv;
+        if (t->raw_utf8) {
+            /* one symbol per character; a malformed byte stands alone */
+            uint32_t cp;
+            k = adv = unicode_decode(bytes + i, nb - i, &cp);
+            memcpy(w->word + wl, bytes + i, k);
+        } else {
+            k = tok_bpe_byte_char((uint8_t)bytes[i], w->word + wl);
+            adv = 1;
+        }
+        w->sym[ns] = (bpe_sym){(int32_t)ns - 1, -1, (uint32_t)wl, (uint32_t)k};
+        if (ns > 0) w->sym[ns - 1].next = (int32_t)ns;
         wl += k;
+        i += adv;
     }
-    if (t->ignore_merges) {
+    /* A whole word that is a token: with ignore_merges any word (llama3), for gemma4 a run of
+     * newlines (llama.cpp takes those whole, whatever the merges say). */
+    bool whole = t->ignore_merges;
+    if (t->raw_utf8) {
+        whole = true;
+        for (size_t i = 0; i < nb && whole; i++) whole = bytes[i] == '\n';
+    }
+    if (whole) {
         int32_t id = tok_strings_find(&t->vocab, w->word, wl, 0);
         if (id >= 0) return tok_vec_push(out, id);
     }
     int rc = 0;
     w->heap.n = 0;
-    for (size_t i = 1; !rc && i < nb; i++) rc = bpe_try_pair(t, w, (int32_t)i - 1, (int32_t)i);
+    for (size_t i = 1; !rc && i < ns; i++) rc = bpe_try_pair(t, w, (int32_t)i - 1, (int32_t)i);
     while (!rc && w->heap.n > 0) {
         tok_bigram b = tok_heap_pop(&w->heap);
         bpe_sym *l = &w->sym[b.left], *r = &w->sym[b.right];
@@ -178,17 +118,19 @@ static int bpe_word(const tokenizer *t, bpe_work *w, const char *bytes, size_t n
         rc = bpe_try_pair(t, w, l->prev, b.left);
         if (!rc) rc = bpe_try_pair(t, w, b.left, l->next);
     }
-    for (int32_t i = 0; !rc && nb > 0 && i >= 0; i = w->sym[i].next) {
+    for (int32_t i = 0; !rc && ns > 0 && i >= 0; i = w->sym[i].next) {
         const bpe_sym *s = &w->sym[i];
         int32_t id = tok_strings_find(&t->vocab, w->word + s->off, s->n, 0);
         if (id >= 0) {
             rc = tok_vec_push(out, id);
             continue;
         }
-        /* Not a token (a vocabulary without the full byte alphabet): llama.cpp tries each byte
-         * of the spelling alone; what is still unknown becomes the unknown token if any. */
+        /* Not a token. raw_utf8: each byte's <0xNN> token, as llama.cpp does. Byte-level (a
+         * vocabulary without the full byte alphabet): llama.cpp tries each byte of the spelling
+         * alone. What is still unknown becomes the unknown token if there is one. */
         for (uint32_t j = 0; !rc && j < s->n; j++) {
-            id = tok_strings_find(&t->vocab, w->word + s->off + j, 1, 0);
+            uint8_t c = (uint8_t)w->word[s->off + j];
+            id = t->raw_utf8 ? t->byte_token[c] : tok_strings_find(&t->vocab, w->word + s->off + j, 1, 0);
             if (id < 0) id = t->unk;
             if (id >= 0) rc = tok_vec_push(out, id);
         }
@@ -196,34 +138,84 @@ static int bpe_word(const tokenizer *t, bpe_work *w, const char *bytes, size_t n
     return rc;
 }
 
+/* A copy of text with each byte that starts no well-formed UTF-8 sequence replaced by U+FFFD
+ * (what llama.cpp splits on), and for each of its bytes the offset in text it came from (the
+ * regexes need valid UTF-8; the merges still see the bytes as they were). NULL, with *valid set,
+ * when the text is well-formed already. */
+static char *utf8_sanitize(const char *text, size_t len, size_t **map, size_t *out_len, bool *valid) {
+    size_t n_bad = 0;
+    for (size_t i = 0; i < len;) {
+        uint32_t cp;
+        i += unicode_decode(text + i, len - i, &cp);
+        n_bad += cp == UNICODE_INVALID;
+    }
+    *valid = n_bad == 0;
+    *map = NULL;
+    if (*valid) return NULL;
+    size_t n = len + 2 * n_bad;
+    char *s = malloc(n);
+    size_t *m = malloc((n + 1) * sizeof *m);
+    if (!s || !m) {
+        free(s);
+        free(m);
+        return NULL;
+    }
+    size_t o = 0;
+    for (size_t i = 0; i < len;) {
+        uint32_t cp;
+        size_t k = unicode_decode(text + i, len - i, &cp);
+        if (cp == UNICODE_INVALID) memcpy(s + o, "\xEF\xBF\xBD", 3), k = 1;
+        else memcpy(s + o, text + i, k);
+        for (size_t j = 0; j < (cp == UNICODE_INVALID ? 3 : k); j++) m[o + j] = i;
+        o += cp == UNICODE_INVALID ? 3 : k;
+        i += k;
+    }
+    m[o] = len;
+    *map = m;
+    *out_len = o;
+    return s;
+}
+
 int tok_bpe_encode(const tokenizer *t, const char *text, size_t len, tok_vec *out, char *err,
                    size_t err_size) {
     if (len == 0) return 0;
-    uint32_t *cp = malloc(len * sizeof *cp);
-    uint8_t *fl = malloc(len);
-    size_t *at = malloc((len + 1) * sizeof *at);   /* byte offset of each code point */
+    char *escaped = NULL, *clean = NULL;
+    size_t *map = NULL, clean_len = 0;
+    tok_spans words = {0};
     bpe_work w = {0};
-    int rc = cp && fl && at ? 0 : -1;
-    size_t n = 0;
-    for (size_t off = 0; !rc && off < len; n++) {
-        at[n] = off;
-        off += unicode_decode(text + off, len - off, &cp[n]);
-        static const uint8_t flag[4] = {F_OTHER, F_LETTER, F_NUMBER, F_SPACE};
-        fl[n] = flag[unicode_class(cp[n])];
+    int rc = 0;
+    if (t->raw_utf8) {
+        /* SentencePiece-style: every space is U+2581 before anything else */
+        escaped = malloc(3 * len);
+        if (!escaped) goto oom;
+        size_t o = 0;
+        for (size_t i = 0; i < len; i++) {
+            if (text[i] == ' ') memcpy(escaped + o, "\xE2\x96\x81", 3), o += 3;
+            else escaped[o++] = text[i];
+        }
+        text = escaped;
+        len = o;
     }
-    if (!rc) at[n] = len;
-    bpe_chars c = {cp, fl, n};
-    for (size_t pos = 0; !rc && pos < n;) {
-        size_t end = t->pre == TOK_PRE_LLAMA3 ? word_llama3(&c, pos) : word_gpt2(&c, pos);
-        rc = bpe_word(t, &w, text + at[pos], at[end] - at[pos], out);
-        pos = end;
+    bool valid;
+    clean = utf8_sanitize(text, len, &map, &clean_len, &valid);
+    if (!valid && !clean) goto oom;
+    rc = tok_pre_split(t, valid ? text : clean, valid ? len : clean_len, &words, err, err_size);
+    for (size_t i = 0; !rc && i < words.n; i++) {
+        size_t a = words.s[i].off, b = a + words.s[i].len;
+        if (map) a = map[a], b = map[b];
+        if (b > a && bpe_word(t, &w, text + a, b - a, out)) goto oom;
     }
-    free(cp);
-    free(fl);
-    free(at);
+    goto done;
+oom:
+    rc = -1;
+    snprintf(err, err_size, "out of memory while tokenizing %zu bytes", len);
+done:
+    free(escaped);
+    free(clean);
+    free(map);
+    free(words.s);
     free(w.sym);
     free(w.heap.b);
     free(w.word);
-    if (rc) snprintf(err, err_size, "out of memory while tokenizing %zu bytes", len);
     return rc;
 }

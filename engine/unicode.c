@@ -1,5 +1,4 @@
-/* UTF-8 decoding (strict: each malformed byte stands alone) and the code-point class lookup,
- * ASCII from a small table, the rest by binary search over the generated ranges. */
+/* UTF-8 decoding (strict: each malformed byte stands alone) and encoding. */
 #include "engine/unicode.h"
 
 size_t unicode_decode(const char *s, size_t len, uint32_t *cp) {
@@ -20,23 +19,6 @@ size_t unicode_decode(const char *s, size_t len, uint32_t *cp) {
     if (v < min || v > 0x10FFFF || (v >= 0xD800 && v <= 0xDFFF)) { *cp = UNICODE_INVALID; return 1; }
     *cp = v;
     return n;
-}
-
-int unicode_class(uint32_t cp) {
-    if (cp < 0x80) {
-        if (cp == ' ' || (cp >= 0x09 && cp <= 0x0D)) return UNICODE_SPACE;
-        if (cp >= '0' && cp <= '9') return UNICODE_NUMBER;
-        if ((cp | 0x20) >= 'a' && (cp | 0x20) <= 'z') return UNICODE_LETTER;
-        return UNICODE_OTHER;
-    }
-    size_t lo = 0, hi = unicode_n_ranges;
-    while (lo < hi) {
-        size_t mid = lo + (hi - lo) / 2;
-        if (cp < unicode_ranges[mid].first) hi = mid;
-        else if (cp > unicode_ranges[mid].last) lo = mid + 1;
-        else return (int)unicode_ranges[mid].cls;
-    }
-    return UNICODE_OTHER;
 }
 
 size_t unicode_encode(uint32_t cp, char out[4]) {

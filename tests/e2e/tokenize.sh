@@ -65,3 +65,16 @@ check_error "unreadable model is bad input" 2 -m "$tmp/none.gguf" -p x
 printf 'not a gguf file at all' >"$tmp/bad.gguf"
 check_error "non-GGUF model is bad input" 2 -m "$tmp/bad.gguf" -p x
 check_error "unreadable -f file is bad input" 2 -m "$M" -f "$tmp/none.txt"
+BERT=$SHARED/vocab/ggml-vocab-bert-bge.gguf
+if [ -f "$BERT" ]; then
+    check_error "WordPiece vocabulary is bad input" 2 -m "$BERT" -p x
+    check "WordPiece refused by name" 1 "$(grep -c "tokenizer model 'bert' (WordPiece) is not supported; mgi runs: llama" "$tmp/err")"
+fi
+for v in qwen2 deepseek-coder gemma-4; do
+    f=$SHARED/vocab/ggml-vocab-$v.gguf
+    [ -f "$f" ] || continue
+    # the first case of llama.cpp's test file for it ("ied 4 ½ months"), without BOS as there
+    want=$(sed -n 1p "$f.out" | sed 's/^ *//; s/ *$//; s/  */, /g')
+    got=$("$MGI" tokenize -m "$f" -p "$(head -1 "$f.inp")" --ids --no-bos 2>&1)
+    check "vocabulary-only $v file, its first test case" "[$want]" "$got"
+done

@@ -1,8 +1,8 @@
-/* libFuzzer target: arbitrary bytes -> ids -> text on the shared SPM and GPT-2 vocabularies
- * ($SHARED, default ../shared). The first byte picks the vocabulary and the flags; without
- * special-token parsing the pieces must give the input back exactly (SPM: after the one space
- * the prefix rule adds, and with "▁" in the input read as a space, which SentencePiece cannot
- * tell apart), and the streaming writer must give the same bytes as the pieces.
+/* libFuzzer target: arbitrary bytes -> ids -> text on shared vocabularies ($SHARED, default
+ * ../shared): SPM, GPT-2, Qwen3.5, DeepSeek LLM and gemma4. The first byte picks the vocabulary
+ * and the flags; without special-token parsing the pieces must give the input back exactly (SPM:
+ * after the one space the prefix rule adds; SPM and gemma4: with "▁" read as a space, which they
+ * cannot tell apart), and the streaming writer must give the same bytes as the pieces.
  * With bit 3 of the first byte set, the input describes a vocabulary instead (odd tokens,
  * merges, types, ids), written as a GGUF in memory, loaded, and used on the rest of the input. */
 #include <stdint.h>
@@ -11,9 +11,26 @@
 #include <string.h>
 
 #include "engine/tokenizer.h"
+#include "engine/unicode.h"
 #include "gguf/gguf.h"
 
-static tokenizer *toks[2];
+/* index 0 is the one SentencePiece vocabulary, the last the one gemma4 (spaces as U+2581) */
+static const char *const vocabs[] = {"llama-spm", "gpt-2", "qwen35", "deepseek-llm", "gemma-4"};
+enum { N_VOCABS = sizeof vocabs / sizeof vocabs[0] };
+static tokenizer *toks[N_VOCABS];
+/* Whether each byte alone decodes back to itself. DeepSeek's vocabulary gives the bytes that
+ * never occur in UTF-8 (0xC0, 0xF5...) user-defined tokens whose text is their stand-in ("ÿ"),
+ * so there only well-formed text must come back exactly. */
+static bool bytes_round_trip[N_VOCABS];
+
+static bool utf8_valid(const char *s, size_t len) {
+    for (size_t i = 0; i < len;) {
+        uint32_t cp;
+        i += unicode_decode(s + i, len - i, &cp);
+        if (cp == UNICODE_INVALID) return false;
+    }
+    return true;
+}
 
 static tokenizer *load(const char *rel) {
     char path[1024], err[1024];
@@ -32,8 +49,25 @@ static tokenizer *load(const char *rel) {
 int LLVMFuzzerInitialize(int *argc, char ***argv) {
     (void)argc;
     (void)argv;
-    toks[0] = load("vocab/ggml-vocab-llama-spm.gguf");
-    toks[1] = load("vocab/ggml-vocab-gpt-2.gguf");
+    for (int i = 0; i < N_VOCABS; i++) {
+        char rel[128];
+        snprintf(rel, sizeof rel, "vocab/ggml-vocab-%s.gguf", vocabs[i]);
+        toks[i] = load(rel);
+        bytes_round_trip[i] = true;
+        for (int b = 0; b < 256 && bytes_round_trip[i]; b++) {
+            char c = (char)b, err[256];
+            int32_t ids[8];
+            int64_t n = tokenizer_encode(toks[i], &c, 1, false, false, ids, 8, err, sizeof err);
+            size_t total = 0, pl = 0;
+            const char *p = "";
+            for (int64_t k = 0; k < n && k < 8; k++) p = tokenizer_piece(toks[i], ids[k], &pl), total += pl;
+            /* one piece of one byte (SPM: after the prefix space, its own piece) */
+            bool spm = i == 0;
+            bytes_round_trip[i] = n >= 1 && total == (spm ? 2u : 1u) && (unsigned char)p[pl - 1] == b;
+        }
+        if (getenv("FUZZ_TOKENIZER_VERBOSE"))
+            fprintf(stderr, "fuzz_tokenizer: %s: every byte alone round trips: %d\n", vocabs[i], bytes_round_trip[i]);
+    }
     return 0;
 }
 
@@ -116,10 +150,18 @@ static void fuzz_vocab(const uint8_t *data, size_t size) {
         tok[n] = (const char *)p, tl[n] = (size_t)(z - p), n++;
         p = z + 1;
     }
-    bool spm = !(flags & 1);
+    /* one name of each regex row of tokenizer_pre.c; "gemma4" is the model of that name */
+    static const char *const pres[] = {
+        "default", "gpt-2", "smollm", "falcon", "llama3", "jais-2", "qwen2", "qwen35", "bailingmoe",
+        "seed-coder", "ufakzeka", "laguna", "minicpm5", "exaone-moe", "gpt-4o", "tekken",
+        "granite-embed-multi-97m", "tiny_aya", "youtu", "kimi-k2", "deepseek-llm", "deepseek-coder",
+        "deepseek-v3", "spark2_5", "afmoe", "bloom", "viking", "chameleon", "superbpe", "gemma4"};
+    const char *pre = pres[(n + (n ? tl[0] : 0)) % (sizeof pres / sizeof pres[0])];
+    bool spm = !(flags & 1), gemma4 = !spm && !strcmp(pre, "gemma4");
+    const char *model = spm ? "llama" : gemma4 ? "gemma4" : "gpt2";
     buf b = {0};
     put(&b, "GGUF", 4), put_u32(&b, 3), put_u64(&b, 0), put_u64(&b, spm ? 5 : 7);
-    put_key(&b, "tokenizer.ggml.model", GGUF_TYPE_STRING), put_str(&b, spm ? "llama" : "gpt2", spm ? 5 : 4);
+    put_key(&b, "tokenizer.ggml.model", GGUF_TYPE_STRING), put_str(&b, model, strlen(model));
     put_arr(&b, "tokenizer.ggml.tokens", GGUF_TYPE_STRING, n);
     for (size_t i = 0; i < n; i++) put_str(&b, tok[i], tl[i]);
     put_arr(&b, "tokenizer.ggml.scores", GGUF_TYPE_FLOAT32, n);
@@ -132,7 +174,7 @@ static void fuzz_vocab(const uint8_t *data, size_t size) {
     put_key(&b, "tokenizer.ggml.bos_token_id", GGUF_TYPE_UINT32), put_u32(&b, flags >> 4);
     if (!spm) {
         put_key(&b, "tokenizer.ggml.pre", GGUF_TYPE_STRING);
-        put_str(&b, flags & 2 ? "llama3" : "gpt2", flags & 2 ? 6 : 4);
+        put_str(&b, pre, strlen(pre));
         put_arr(&b, "tokenizer.ggml.merges", GGUF_TYPE_STRING, n ? n - 1 : 0);
         for (size_t i = 0; i + 1 < n; i++) {
             char m[1024];
@@ -162,8 +204,10 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
         fuzz_vocab(data, size);
         return 0;
     }
-    const tokenizer *t = toks[data[0] & 1];
-    bool spm = !(data[0] & 1), parse_special = data[0] & 2, add_bos = data[0] & 4;
+    int v = (data[0] & 1) | (((data[0] >> 4) % ((N_VOCABS + 1) / 2)) << 1);
+    const tokenizer *t = toks[v < N_VOCABS ? v : N_VOCABS - 1];
+    bool spm = t == toks[0], raw = t == toks[N_VOCABS - 1];
+    bool parse_special = data[0] & 2, add_bos = data[0] & 4;
     const char *text = (const char *)data + 1;
     size_t len = size - 1;
 
@@ -171,17 +215,26 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
     char *dec;
     size_t total;
     int32_t *ids = encode_checked(t, text, len, add_bos, parse_special, &n, &dec, &total);
-    if (!parse_special) {
+    if (!parse_special && (bytes_round_trip[v < N_VOCABS ? v : N_VOCABS - 1] || utf8_valid(text, len))) {
         char *want = malloc(len + 2);
         size_t wl = 0;
         if (spm && len > 0) want[wl++] = ' ';
         for (size_t i = 0; i < len; i++) {
-            if (spm && i + 3 <= len && !memcmp(text + i, "\xE2\x96\x81", 3)) {
+            if ((spm || raw) && i + 3 <= len && !memcmp(text + i, "\xE2\x96\x81", 3)) {
                 want[wl++] = ' ';
                 i += 2;
             } else {
                 want[wl++] = text[i];
             }
+        }
+        /* gemma4's user-defined tokens come back as their text, "▁" and all */
+        if (raw) {
+            size_t o = 0;
+            for (size_t i = 0; i < total; i++) {
+                if (i + 3 <= total && !memcmp(dec + i, "\xE2\x96\x81", 3)) dec[o++] = ' ', i += 2;
+                else dec[o++] = dec[i];
+            }
+            total = o;
         }
         if (total != wl || memcmp(dec, want, wl)) abort();
         free(want);
