@@ -1,7 +1,9 @@
 /* Batch input lines: one request per line, plain text (the whole line is the prompt) or, when the
  * line starts with '{', a JSON object {"id", "prompt", "n_predict", "temperature", "seed",
  * "top_k", "top_p", "min_p", "repeat_penalty", "presence_penalty", "frequency_penalty",
- * "repeat_last_n", "ignore_eos", "logit_bias"} whose absent
+ * "repeat_last_n", "ignore_eos", "logit_bias", and llama-server's structured output: "grammar" (GBNF
+ * text), "json_schema" (a schema object), "response_format" ({"type": "json_object"} with an
+ * optional "schema", {"type": "json_schema", "json_schema": {"schema": ...}}, or "text")} whose absent
  * fields take the defaults given. Parsed with libcjson; every value is checked for type and
  * range, so a bad line becomes a request carrying an error, never a crash. */
 #ifndef MGI_ENGINE_REQUEST_H
@@ -11,6 +13,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "engine/grammar.h"
 #include "engine/sampler.h"
 
 typedef struct {
@@ -18,6 +21,9 @@ typedef struct {
     sampler_params sp;  /* repeat_last_n may be -1: the sequence's context */
     int64_t seed;       /* -1: random (chosen by the caller); else 0..2^53 */
     bool ignore_eos;
+    /* Structured output: the grammar of every request without its own (--grammar, -j, ...),
+     * shared and not owned; NULL: none. */
+    const grammar *grammar;
 } request_params;
 
 typedef struct {
@@ -29,6 +35,9 @@ typedef struct {
     char *warning;      /* unknown fields that were ignored, or NULL */
     sampler_bias *bias; /* "logit_bias" (p.sp.bias points here), or NULL: the defaults' list */
     bool blank;         /* a plain-text line of only white space: no request */
+    /* Structured output: the line's own grammar ("grammar", "json_schema", "response_format"),
+     * compiled; owned; NULL: p.grammar applies. */
+    grammar *grammar;
 } request;
 
 /* Parses line[0..len) (no newline; a trailing '\r' is dropped), line number line_no (from 1).
