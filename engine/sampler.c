@@ -270,25 +270,21 @@ int sampler_is_greedy(const sampler *s) {
  * a finite logit (all masked or skipped). */
 static int32_t chain_pick(sampler *s, const float *logits, const uint8_t *mask) {
     sampler_cand *c = s->cand;
-    size_t n = 0;
+    size_t n = (size_t)s->n_vocab;
+    for (size_t i = 0; i < n; i++) c[i] = (sampler_cand){(int32_t)i, logits[i]};
+    for (int32_t k = 0; k < s->p.n_bias; k++) c[s->bias[k].id].logit += s->bias[k].bias; /* llama.cpp: first */
+    for (int k = 0; k < s->n_skip; k++)
+        if (s->skip[k] >= 0 && (size_t)s->skip[k] < n) c[s->skip[k]].logit = -INFINITY;
     if (mask) {
-        for (int32_t i = 0; i < s->n_vocab; i++)
-            if (mask[i]) c[n++] = (sampler_cand){i, logits[i]};
-        for (int32_t k = 0; k < s->p.n_bias; k++)
-            for (size_t i = 0; i < n; i++)
-                if (c[i].id == s->bias[k].id) c[i].logit += s->bias[k].bias;
-        for (int k = 0; k < s->n_skip; k++)
-            for (size_t i = 0; i < n; i++)
-                if (c[i].id == s->skip[k]) c[i].logit = -INFINITY;
+        size_t kept = 0;
         int any = 0;
-        for (size_t i = 0; i < n && !any; i++) any = c[i].logit > -INFINITY;
+        for (size_t i = 0; i < n; i++)
+            if (mask[i]) {
+                any |= c[i].logit > -INFINITY;
+                c[kept++] = c[i];
+            }
         if (!any) return -1;
-    } else {
-        n = (size_t)s->n_vocab;
-        for (size_t i = 0; i < n; i++) c[i] = (sampler_cand){(int32_t)i, logits[i]};
-        for (int32_t k = 0; k < s->p.n_bias; k++) c[s->bias[k].id].logit += s->bias[k].bias; /* llama.cpp: first */
-        for (int k = 0; k < s->n_skip; k++)
-            if (s->skip[k] >= 0 && (size_t)s->skip[k] < n) c[s->skip[k]].logit = -INFINITY;
+        n = kept;
     }
     sampler_penalize(c, n, s->hist, s->n_hist, penalties_of(&s->p));
     if (s->p.temp <= 0) return c[sampler_temperature(c, n, 0) - 1].id;
