@@ -16,6 +16,7 @@
 
 #include "cli/cli.h"
 #include "engine/chat.h"
+#include "engine/constrain.h"
 #include "engine/engine.h"
 #include "engine/request.h"
 #include "engine/scheduler.h"
@@ -29,7 +30,8 @@ static const char batch_usage[] =
     "  \"messages\" (rendered with the model's chat template) with \"chat_template_kwargs\", \"stop\"\n"
     "  (a string or list: the text ends before it)}; absent fields take the flags' values. OpenAI Batch\n"
     "  API lines {\"custom_id\", \"method\", \"url\": /v1/chat/completions or /v1/completions, \"body\"} are\n"
-    "  answered in OpenAI's output format (--resume matches custom_id).\n"
+    "  answered in OpenAI's output format (--resume matches custom_id). Structured output: \"grammar\":\n"
+    "  GBNF, \"json_schema\": {...}, \"response_format\": {\"type\": \"json_object\"|\"json_schema\", ...}.\n"
     "  Output: one JSON line per request (id, prompt, text, tokens, finish_reason stop|length|error,\n"
     "  error, n_prompt (system prompt and BOS included), n_generated, n_reused, seed, timings), as\n"
     "  each finishes. A bad line gets its own error line and the rest go on; the exit status is 0\n"
@@ -58,6 +60,7 @@ static const char batch_usage[] =
     "  -ub,  --ubatch-size N      tokens per forward pass; 0 = -b, one pass per step (default 0)\n"
     "  -s,   --seed N             sampling seed of every request; -1 = random per request (default -1)\n"
     CLI_SAMPLING_USAGE
+    CLI_GRAMMAR_USAGE
     "  -t,   --threads N          CPU threads (default min(CPUs, 8))\n"
     "  -tb,  --threads-batch N    CPU threads for passes of several tokens (prompts); -1 = -t (default)\n"
     CLI_GPU_USAGE
@@ -82,6 +85,7 @@ typedef struct {
     int n_parallel, n_sequences, n_ubatch;
     request_params rp;
     engine_params ep;
+    cli_grammar gram;  /* --grammar, -j, ...: every request's default */
 } batch_opts;
 
 static int parse(int argc, char **argv, batch_opts *o) {
@@ -135,6 +139,8 @@ static int parse(int argc, char **argv, batch_opts *o) {
             VALUE();
             if (cli_parse_i64(a, v, -1, 9007199254740992LL, &o->rp.seed)) return -1;
         } else if ((g = cli_engine_flag(argc, argv, &i, &o->ep))) {
+            if (g < 0) return -1;
+        } else if ((g = cli_grammar_flag(argc, argv, &i, &o->gram))) {
             if (g < 0) return -1;
         } else if (cli_is_flag(a, "--ignore-eos", NULL)) { o->rp.ignore_eos = true;
         } else if (cli_is_flag(a, "--log-disable", NULL)) { o->log = false;
@@ -570,23 +576,33 @@ int cli_batch(int argc, char **argv) {
     int rc = parse(argc, argv, &o);
     if (rc) return rc > 0 ? 0 : EXIT_USAGE;
     cli_catch_signals();
+    /* the flags' grammar before anything is read or loaded: a bad one is one line, exit 2 */
+    int g_status;
+    grammar *gram = cli_grammar_compile(&o.gram, &g_status);
+    if (g_status) return g_status;
+    o.rp.grammar = gram;
 
     /* The requests: the file's lines, or -ns built-in prompts. The system prompt file is opened
      * now and read once the model is loaded: at most a sequence's context of text. */
     char *input = NULL, *sys_text = NULL;
     size_t in_len = 0;
-    if (o.file && !(input = cli_read_file(o.file, &batch_input, &in_len))) return cli_exit_status(EXIT_BADINPUT);
+    if (o.file && !(input = cli_read_file(o.file, &batch_input, &in_len))) {
+        grammar_free(gram);
+        return cli_exit_status(EXIT_BADINPUT);
+    }
     cli_input sys_in = {
         .what = "the system prompt file (-sysf)", .stream = 1, .max_bytes = (size_t)1 << 40, .max_line = 0, .hint = "",
     };
     int sys_fd = -1;
     if (o.system_file && (sys_fd = cli_input_open(o.system_file, &sys_in)) < 0) {
         free(input);
+        grammar_free(gram);
         return cli_exit_status(EXIT_BADINPUT);
     }
     item *items = NULL;
     int64_t n_items = 0;
     idset done_ids = {0};
+    grammar_vocab *gvocab = NULL; /* built once when some request has a grammar */
     rc = EXIT_RUNTIME;
     engine *e = NULL;
     chat_template *ct = NULL;
@@ -731,6 +747,14 @@ int cli_batch(int argc, char **argv) {
                     (long long)n_run, engine_n_seq_max(e), engine_n_ctx(e), engine_backend(e),
                     n_sys ? ", system prompt shared" : "");
         }
+        for (int64_t k = 0; k < n_items && !gvocab; k++) {
+            const item *it = &items[k];
+            if (it->skip || it->req.error || !(it->req.grammar || it->req.p.grammar)) continue;
+            if (!(gvocab = constrain_vocab_new(tok, engine_n_vocab(e), err, sizeof err))) {
+                cli_error("%s", err);
+                goto out;
+            }
+        }
         for (int64_t k = 0; k < n_items; k++) {
             item *it = &items[k];
             if (it->skip || it->req.error) continue;
@@ -751,6 +775,8 @@ int cli_batch(int argc, char **argv) {
             j->sp = it->req.p.sp;
             j->sp.seed = it->seed;
             j->ignore_eos = it->req.p.ignore_eos;
+            j->grammar = it->req.grammar ? it->req.grammar : it->req.p.grammar;
+            j->gvocab = gvocab;
             j->user = it;
             it->tok = tok;
             if (it->req.n_stop) j->stop_fn = batch_stop;
@@ -833,5 +859,7 @@ out:
     idset_free(&done_ids);
     free(input);
     free(sys_text);
+    grammar_vocab_free(gvocab);
+    grammar_free(gram);
     return rc;
 }

@@ -11,6 +11,7 @@
 #include "engine/engine.h"
 #include "engine/request.h"
 #include "engine/scheduler.h"
+#include "engine/grammar.h"
 
 #include "engine/sampler.h"
 #include "engine/tokenizer.h"
@@ -80,6 +81,28 @@ int cli_sampling_flag(int argc, char **argv, int *i, sampler_params *sp);
 int cli_check_bias(const sampler_params *sp, int32_t n_vocab);
 /* Checks the sampling values once all flags are read; 0, or -1 with the message printed. */
 int cli_sampling_check(const sampler_params *sp);
+
+/* Structured output (cli/grammar_flags.c): llama.cpp's --grammar GBNF, --grammar-file FILE,
+ * -j/--json-schema JSON, -jf/--json-schema-file FILE; at most one kind per run. */
+enum { CLI_GRAMMAR_GBNF = 1, CLI_GRAMMAR_GBNF_FILE, CLI_GRAMMAR_SCHEMA, CLI_GRAMMAR_SCHEMA_FILE };
+typedef struct {
+    const char *flag;  /* as given, for messages; NULL: no constraint */
+    const char *value; /* the text or the file's path */
+    int kind;          /* CLI_GRAMMAR_* */
+} cli_grammar;
+/* 1 when argv[*i] was one of those flags (value consumed, *i advanced), 0 when another flag, -1
+ * on a missing value or a second kind of constraint (printed). */
+int cli_grammar_flag(int argc, char **argv, int *i, cli_grammar *g);
+/* The compiled grammar; NULL with *status 0 when no flag was given, NULL with one line naming
+ * the flag printed and *status the exit code (2: bad grammar, schema or file). */
+grammar *cli_grammar_compile(const cli_grammar *g, int *status);
+#define CLI_GRAMMAR_USAGE \
+    "        --grammar GBNF       constrain the text to a GBNF grammar (llama.cpp's syntax; start rule\n" \
+    "                             root; default none)\n" \
+    "        --grammar-file FILE  the grammar from a file\n" \
+    "  -j,   --json-schema JSON   constrain the text to JSON valid under a JSON Schema, e.g. '{}' for any\n" \
+    "                             JSON (default none; one of --grammar, --grammar-file, -j, -jf)\n" \
+    "  -jf,  --json-schema-file FILE  the schema from a file\n"
 
 /* Signals (cli/signals.c). SIGINT and SIGTERM set a flag instead of killing the process, so a
  * subcommand can flush what it has and exit 128 + the signal (130, 143); without SA_RESTART, so a

@@ -12,6 +12,7 @@
 
 #include "cli/cli.h"
 #include "engine/chat.h"
+#include "engine/constrain.h"
 #include "engine/engine.h"
 #include "engine/promptcache.h"
 #include "engine/sampler.h"
@@ -28,6 +29,7 @@ static const char run_usage[] =
     "  -b,   --batch-size N       prompt tokens per forward batch (default 2048)\n"
     "  -s,   --seed N             sampling seed; -1 = random, printed to stderr (default -1)\n"
     CLI_SAMPLING_USAGE
+    CLI_GRAMMAR_USAGE
     "  -e,   --escape             turn \\n \\r \\t \\' \\\" \\\\ and \\xNN in the prompt into those characters,\n"
     "                             as llama.cpp does (default on; also for -f and stdin)\n"
     "        --no-escape          take the prompt literally\n"
@@ -68,6 +70,7 @@ typedef struct {
     engine_params ep;
     sampler_params sp;
     cli_chat_opts chat;  /* -cnv, -st, -sys, ... (cli/chat.c) */
+    cli_grammar gram;  /* --grammar, -j, ... */
 } run_opts;
 
 /* Parses argv into o; 0, 1 for --help (printed), -1 on a usage error (printed). */
@@ -98,6 +101,8 @@ static int parse(int argc, char **argv, run_opts *o) {
             VALUE();
             if (cli_parse_i64(a, v, -1, INT64_MAX, &o->seed)) return -1;
         } else if ((g = cli_engine_flag(argc, argv, &i, &o->ep))) {
+            if (g < 0) return -1;
+        } else if ((g = cli_grammar_flag(argc, argv, &i, &o->gram))) {
             if (g < 0) return -1;
         } else if (cli_is_flag(a, "--ignore-eos", NULL)) { o->ignore_eos = true;
         } else if (cli_is_flag(a, "--prompt-cache", NULL)) { VALUE(); o->prompt_cache = v;
@@ -347,6 +352,16 @@ int cli_run(int argc, char **argv) {
     int rc = parse(argc, argv, &o);
     if (rc) return rc > 0 ? 0 : EXIT_USAGE;
     cli_catch_signals();
+    /* the grammar before the model: a bad one costs no load */
+    int g_status;
+    grammar *gram = cli_grammar_compile(&o.gram, &g_status);
+    if (g_status) return g_status;
+    if (gram && o.chat.on) { /* a conversation's turns would each need their own grammar state */
+        cli_error("%s with -cnv/-st is not supported: constrain a single prompt (without -cnv), or use "
+                  "mgi batch with \"messages\" and \"json_schema\"", o.gram.flag);
+        grammar_free(gram);
+        return EXIT_USAGE;
+    }
 
     /* --prompt-cache names a file that mgi reads and replaces whole (a temporary file renamed over
      * it): anything else there (a device node, a FIFO, a directory) is left alone, with one line. */
@@ -358,10 +373,14 @@ int cli_run(int argc, char **argv) {
     if (!o.prompt && !(o.chat.on && !o.chat.single_turn && !o.file)) {
         if (!o.file && isatty(STDIN_FILENO)) {
             cli_error("no prompt: give -p TEXT or -f FILE, or pipe text on stdin");
+            grammar_free(gram);
             return EXIT_USAGE;
         }
         cli_input in = prompt_input(&o);
-        if ((fd = cli_input_open(o.file ? o.file : "-", &in)) < 0) return cli_exit_status(EXIT_BADINPUT);
+        if ((fd = cli_input_open(o.file ? o.file : "-", &in)) < 0) {
+            grammar_free(gram);
+            return cli_exit_status(EXIT_BADINPUT);
+        }
     }
 
     char err[512];
@@ -372,6 +391,7 @@ int cli_run(int argc, char **argv) {
     if (lrc) {
         cli_error("%s", err);
         if (fd > STDIN_FILENO) close(fd);
+        grammar_free(gram);
         return cli_exit_status(lrc == ENGINE_EPARAM ? EXIT_USAGE : lrc == ENGINE_EBADINPUT ? EXIT_BADINPUT : EXIT_RUNTIME);
     }
     double t_load = cli_now_ms() - t0;
@@ -384,6 +404,7 @@ int cli_run(int argc, char **argv) {
     char *text = read_prompt(&o, fd, e, &text_len);
     if (!text) {
         engine_free(e);
+        grammar_free(gram);
         return cli_exit_status(EXIT_BADINPUT);
     }
     const tokenizer *tok = engine_tokenizer(e);
@@ -392,6 +413,7 @@ int cli_run(int argc, char **argv) {
     int32_t *ids = NULL;
     float *logits = NULL;
     sampler *smp = NULL;
+    grammar_vocab *gvocab = NULL;
     rc = EXIT_BADINPUT;
     bool add_bos = tokenizer_add_bos(tok) && tokenizer_bos(tok) >= 0;
     int64_t cap = (int64_t)text_len + 8, n_prompt = -1;
@@ -423,6 +445,11 @@ int cli_run(int argc, char **argv) {
     uint64_t seed;
     if (!(smp = make_sampler(&o, e, &seed, &rc))) goto out;
     rc = EXIT_RUNTIME;
+    if (gram && (!(gvocab = constrain_vocab_new(tok, n_vocab, err, sizeof err)) ||
+                 constrain_attach(smp, gram, gvocab, tok, err, sizeof err))) {
+        cli_error("%s", err);
+        goto out;
+    }
     if (o.log) {
         cli_log_memory(e);
         fprintf(stderr, "seed: %llu\n", (unsigned long long)seed);
@@ -471,6 +498,11 @@ int cli_run(int argc, char **argv) {
     for (;;) {
         if (cli_signal()) break;
         int32_t id = greedy ? next : sampler_sample(smp, lg);
+        if (id < 0) { /* only with a grammar: it left no token to pick */
+            cli_error("%s %s", o.gram.flag, sampler_error(smp));
+            rc = EXIT_BADINPUT;
+            goto out;
+        }
         sampler_accept(smp, id);
         if (!o.ignore_eos && tokenizer_is_eog(tok, id)) {
             if (o.special) put_token(tok, &st, id, true); /* as llama-cli -sp shows the end token */
@@ -489,6 +521,7 @@ int cli_run(int argc, char **argv) {
             }
         }
         n_gen++;
+        if (sampler_grammar_done(smp)) break; /* a whole sentence that only an end token can follow */
         if (o.n_predict > 0 && n_gen >= o.n_predict) break;
         if (pos >= n_ctx) {
             if (o.log) fprintf(stderr, "\ncontext full (%d tokens, -c): stopping\n", n_ctx);
@@ -520,6 +553,8 @@ int cli_run(int argc, char **argv) {
     rc = cli_signal() ? 128 + cli_signal() : cache_failed ? EXIT_RUNTIME : 0;
 out:
     sampler_free(smp);
+    grammar_vocab_free(gvocab);
+    grammar_free(gram);
     free(logits);
     free(ids);
     free(text);

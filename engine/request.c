@@ -8,6 +8,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "engine/jsonschema.h"
 #include "engine/request.h"
 
 static char *dup_printf(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
@@ -42,6 +43,7 @@ void request_free(request *r) {
     cJSON_Delete(r->messages);
     cJSON_Delete(r->chat_kwargs);
     for (int i = 0; i < r->n_stop; i++) free(r->stop[i]);
+    grammar_free(r->grammar);
     memset(r, 0, sizeof *r);
 }
 
@@ -130,6 +132,8 @@ static int apply_field(request *r, const cJSON *f, const char **why, const char 
     if (!strcmp(k, "id") || !strcmp(k, "prompt")) return 0;  /* handled by the caller */
     int c = apply_chat_field(r, f, why, range);
     if (c != 1) return c;
+    if (!strcmp(k, "grammar") || !strcmp(k, "json_schema") || !strcmp(k, "response_format"))
+        return 0; /* request_grammar, once every field is known */
     if (!strcmp(k, "n_predict") || !strcmp(k, "max_tokens")) {
         *range = "-1 (until end of text) or 1..2^30";
         if (json_int(f, -1, 1 << 30, &i, why)) return -1;
@@ -265,6 +269,76 @@ static int openai_field(request *r, const cJSON *f, const char **why) {
     return 1;
 }
 
+/* --- structured output ---------------------------------------------------------------------- */
+
+/* llama-server's fields: "grammar" (GBNF text) or "json_schema" (a schema object), not both;
+ * "response_format" as its OpenAI-style endpoint reads it: "json_object" takes its optional
+ * "schema" and without one any JSON object (llama-server's default schema {} becomes an object
+ * in llama.cpp's converter), "json_schema" takes "json_schema"."schema", "text" adds nothing.
+ * Compiled here, so a bad grammar is this line's error before any model is loaded. 0, or -1
+ * when out of memory. */
+static int request_grammar(request *r, const cJSON *obj, int64_t line_no) {
+    const cJSON *gf = cJSON_GetObjectItemCaseSensitive(obj, "grammar");
+    const cJSON *js = cJSON_GetObjectItemCaseSensitive(obj, "json_schema");
+    const cJSON *rf = cJSON_GetObjectItemCaseSensitive(obj, "response_format");
+    const char *field = NULL, *why = NULL;
+    const cJSON *schema = NULL;
+    char *schema_text = NULL;
+    if (!gf && !js && !rf) return 0;
+    if ((gf != NULL) + (js != NULL) + (rf != NULL) > 1) {
+        r->error = dup_printf("line %lld: give one of \"grammar\", \"json_schema\" and \"response_format\", "
+                              "not several", (long long)line_no);
+        return r->error ? 0 : -1;
+    }
+    if (gf) {
+        field = "grammar";
+        if (!cJSON_IsString(gf)) why = "must be a string of GBNF rules (root ::= ...)";
+    } else if (js) {
+        field = "json_schema";
+        if (!cJSON_IsObject(js)) why = "must be a JSON Schema object";
+        schema = js;
+    } else {
+        field = "response_format";
+        const cJSON *type = cJSON_GetObjectItemCaseSensitive(rf, "type");
+        const char *t = cJSON_IsString(type) ? type->valuestring : NULL;
+        if (!cJSON_IsObject(rf) || !t) {
+            why = "must be an object with a \"type\": \"json_object\", \"json_schema\" or \"text\"";
+        } else if (!strcmp(t, "text")) {
+            return 0;
+        } else if (!strcmp(t, "json_object")) {
+            schema = cJSON_GetObjectItemCaseSensitive(rf, "schema");
+            if (schema && !cJSON_IsObject(schema)) why = "has a \"schema\" that is not an object";
+        } else if (!strcmp(t, "json_schema")) {
+            const cJSON *w = cJSON_GetObjectItemCaseSensitive(rf, "json_schema");
+            schema = cJSON_GetObjectItemCaseSensitive(w, "schema");
+            if (!cJSON_IsObject(w)) why = "needs \"json_schema\": {\"schema\": {...}}";
+            else if (schema && !cJSON_IsObject(schema)) why = "has a \"json_schema\".\"schema\" that is not an object";
+        } else {
+            why = "has a \"type\" other than \"json_object\", \"json_schema\" and \"text\"";
+        }
+        if (!why && !schema) { /* llama-server: {} then llama.cpp's converter, which reads {} as any object */
+            if (!(schema_text = dup_printf("{\"type\": \"object\", \"additionalProperties\": true}"))) return -1;
+        }
+    }
+    if (why) {
+        r->error = dup_printf("line %lld: \"%s\" %s", (long long)line_no, field, why);
+        return r->error ? 0 : -1;
+    }
+    char err[512];
+    if (gf) {
+        r->grammar = grammar_parse(gf->valuestring, strlen(gf->valuestring), err, sizeof err);
+    } else {
+        if (!schema_text && !(schema_text = cJSON_PrintUnformatted(schema))) return -1;
+        r->grammar = jsonschema_compile(schema_text, strlen(schema_text), err, sizeof err);
+    }
+    free(schema_text);
+    if (!r->grammar) {
+        r->error = dup_printf("line %lld: \"%s\": %s", (long long)line_no, field, err);
+        return r->error ? 0 : -1;
+    }
+    return 0;
+}
+
 static int parse_json(request *r, const char *line, size_t len, int64_t line_no) {
     const char *end = NULL;
     if (!(r->id = dup_printf("%lld", (long long)line_no))) return -1;
@@ -355,6 +429,8 @@ fields:;
         free(r->warning);
         if (!(r->warning = w)) { rc = -1; goto out; }
     }
+    if (request_grammar(r, fields, line_no)) { rc = -1; goto out; }
+    if (r->error) goto out;
     /* OpenAI's top_logprobs needs logprobs: true */
     const cJSON *lpf = cJSON_GetObjectItemCaseSensitive(fields, "logprobs");
     if (r->want_top && !cJSON_IsTrue(lpf) && !cJSON_IsNumber(lpf)) r->n_logprobs = -1;

@@ -2,7 +2,10 @@
  * line starts with '{', a JSON object {"id", "prompt", "n_predict", "temperature", "seed",
  * "top_k", "top_p", "min_p", "repeat_penalty", "presence_penalty", "frequency_penalty",
  * "repeat_last_n", "ignore_eos", "logit_bias", "max_tokens" (n_predict's alias), "messages",
- * "chat_template_kwargs", "stop", "logprobs", "top_logprobs", "n_probs"} whose absent
+ * "chat_template_kwargs", "stop", "logprobs", "top_logprobs", "n_probs", and llama-server's
+ * structured output: "grammar" (GBNF text), "json_schema" (a schema object), "response_format"
+ * ({"type": "json_object"} with an optional "schema", {"type": "json_schema", "json_schema":
+ * {"schema": ...}}, or "text")} whose absent
  * fields take the defaults given. Parsed with libcjson; every value is checked for type and
  * range, so a bad line becomes a request carrying an error, never a crash. */
 #ifndef MGI_ENGINE_REQUEST_H
@@ -12,6 +15,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "engine/grammar.h"
 #include "engine/sampler.h"
 
 enum { REQUEST_MAX_STOP = 16, REQUEST_STOP_MAX_LEN = 256 };
@@ -21,6 +25,9 @@ typedef struct {
     sampler_params sp;  /* repeat_last_n may be -1: the sequence's context */
     int64_t seed;       /* -1: random (chosen by the caller); else 0..2^53 */
     bool ignore_eos;
+    /* Structured output: the grammar of every request without its own (--grammar, -j, ...),
+     * shared and not owned; NULL: none. */
+    const grammar *grammar;
 } request_params;
 
 typedef struct {
@@ -46,6 +53,9 @@ typedef struct {
      * alternatives per generated token; -1 off. */
     int n_logprobs;
     bool want_top;      /* "top_logprobs" was given (it takes effect with "logprobs": true) */
+    /* Structured output: the line's own grammar ("grammar", "json_schema", "response_format"),
+     * compiled; owned; NULL: p.grammar applies. */
+    grammar *grammar;
 } request;
 
 enum { REQUEST_OPENAI_CHAT = 1, REQUEST_OPENAI_COMPLETION = 2 };

@@ -17,6 +17,14 @@ struct sampler {
     int32_t skip[SAMPLER_MAX_SKIP];
     int n_skip;
     sampler_bias *bias;   /* [p.n_bias], the caller's list copied */
+    /* structured output (sampler_set_grammar): NULL gst when none */
+    grammar_state *gst;
+    const grammar_vocab *gv;
+    uint8_t *mask;        /* [n_vocab] 1 = allowed, for gst's current position when mask_ok */
+    int mask_ok, done;
+    int32_t eog[SAMPLER_MAX_SKIP];
+    int n_eog;
+    char err[160];
 };
 
 sampler_params sampler_default_params(void) {
@@ -229,6 +237,8 @@ void sampler_free(sampler *s) {
     free(s->cand);
     free(s->hist);
     free(s->bias);
+    grammar_state_free(s->gst);
+    free(s->mask);
     free(s);
 }
 
@@ -252,16 +262,30 @@ static sampler_penalties penalties_of(const sampler_params *p) {
 }
 
 int sampler_is_greedy(const sampler *s) {
-    return s->p.temp <= 0 && s->p.n_bias == 0 && (penalties_off(penalties_of(&s->p)) || s->p.repeat_last_n == 0);
+    return !s->gst && s->p.temp <= 0 && s->p.n_bias == 0 && (penalties_off(penalties_of(&s->p)) || s->p.repeat_last_n == 0);
 }
 
-int32_t sampler_sample(sampler *s, const float *logits) {
+/* The chain over the logits, or with mask over only the tokens it allows (the list then holds
+ * those alone: a grammar leaves few, and every later step is cheaper). -1 when no candidate has
+ * a finite logit (all masked or skipped). */
+static int32_t chain_pick(sampler *s, const float *logits, const uint8_t *mask) {
     sampler_cand *c = s->cand;
     size_t n = (size_t)s->n_vocab;
     for (size_t i = 0; i < n; i++) c[i] = (sampler_cand){(int32_t)i, logits[i]};
     for (int32_t k = 0; k < s->p.n_bias; k++) c[s->bias[k].id].logit += s->bias[k].bias; /* llama.cpp: first */
     for (int k = 0; k < s->n_skip; k++)
         if (s->skip[k] >= 0 && (size_t)s->skip[k] < n) c[s->skip[k]].logit = -INFINITY;
+    if (mask) {
+        size_t kept = 0;
+        int any = 0;
+        for (size_t i = 0; i < n; i++)
+            if (mask[i]) {
+                any |= c[i].logit > -INFINITY;
+                c[kept++] = c[i];
+            }
+        if (!any) return -1;
+        n = kept;
+    }
     sampler_penalize(c, n, s->hist, s->n_hist, penalties_of(&s->p));
     if (s->p.temp <= 0) return c[sampler_temperature(c, n, 0) - 1].id;
     n = sampler_top_k(c, n, s->p.top_k);
@@ -295,4 +319,65 @@ int sampler_logprobs(const float *logits, int32_t n_vocab, int32_t id, int n_top
         top[k] = (sampler_logprob){i, lp};
     }
     return n;
+}
+
+int sampler_set_grammar(sampler *s, grammar_state *st, const grammar_vocab *v, const int32_t *eog, int n_eog) {
+    if (!st || !v || grammar_vocab_size(v) != s->n_vocab || n_eog < 0 || n_eog > SAMPLER_MAX_SKIP ||
+        !(s->mask = malloc((size_t)s->n_vocab))) {
+        grammar_state_free(st);
+        return -1;
+    }
+    grammar_state_free(s->gst);
+    s->gst = st;
+    s->gv = v;
+    s->n_eog = n_eog;
+    for (int k = 0; k < n_eog; k++) s->eog[k] = eog[k];
+    s->mask_ok = s->done = 0;
+    return 0;
+}
+
+int sampler_grammar_done(const sampler *s) { return s->done; }
+const char *sampler_error(const sampler *s) { return s->err; }
+
+static int32_t grammar_fail(sampler *s, const char *what) {
+    const char *why = grammar_state_error(s->gst);
+    snprintf(s->err, sizeof s->err, "grammar: %s%s%s", what, *why ? ": " : "", why);
+    return -1;
+}
+
+/* The mask of the state's position; the number allowed, or -1 (grammar_state_error). */
+static int64_t fill_mask(sampler *s) {
+    int64_t n = grammar_fill_mask(s->gst, s->gv, s->mask);
+    s->mask_ok = n >= 0;
+    return n;
+}
+
+int32_t sampler_sample(sampler *s, const float *logits) {
+    if (!s->gst) return chain_pick(s, logits, NULL);
+    if (s->done) return grammar_fail(s, "the text is complete; nothing may follow");
+    int32_t id = -1;
+    /* The pick of the whole chain first: kept when the grammar allows it. The mask is there
+     * already when the last step needed it (the completion check below). */
+    if (!s->mask_ok) {
+        id = chain_pick(s, logits, NULL);
+        if (id >= 0 && !grammar_allows_token(s->gst, s->gv, id)) id = -1;
+        if (id < 0 && fill_mask(s) < 0) return grammar_fail(s, "the grammar is too ambiguous to follow");
+    }
+    if (id < 0 && (id = chain_pick(s, logits, s->mask)) < 0)
+        return grammar_fail(s, "no token the grammar allows may be picked (only end-of-generation tokens are "
+                               "left and --ignore-eos or a -inf logit bias forbids them)");
+    s->mask_ok = 0;
+    if (grammar_accept_token(s->gst, s->gv, id)) return grammar_fail(s, "the pick was refused");
+    int is_eog = 0;
+    for (int k = 0; k < s->n_eog; k++) is_eog |= s->eog[k] == id;
+    /* Complete: whether anything but an end token may follow. The mask this takes is the next
+     * step's, so a grammar that ends rarely (JSON) pays this walk once or twice a text. */
+    if (!is_eog && grammar_is_complete(s->gst)) {
+        int64_t other = fill_mask(s);
+        if (other < 0) return grammar_fail(s, "the grammar is too ambiguous to follow");
+        for (int k = 0; k < s->n_eog; k++)
+            if (s->eog[k] >= 0 && s->eog[k] < s->n_vocab) other -= s->mask[s->eog[k]];
+        s->done = other == 0;
+    }
+    return id;
 }

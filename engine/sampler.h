@@ -7,6 +7,8 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "engine/grammar.h"
+
 /* A logit bias (llama.cpp's -l ID+BIAS): added to the token's logit before every other step;
  * -inf keeps it from being picked at all. */
 typedef struct {
@@ -49,9 +51,26 @@ void sampler_accept(sampler *s, int32_t id);
 /* Picks the next token from n_vocab logits (not modified). */
 int32_t sampler_sample(sampler *s, const float *logits);
 /* Nonzero when every pick is the argmax of the logits past the skipped ids (temp <= 0, no
- * penalty, no logit bias), so a
+ * penalty, no logit bias, no grammar), so a
  * caller may let the backend pick (engine_eval_greedy) instead of fetching logits. */
 int sampler_is_greedy(const sampler *s);
+
+/* Structured output (GBNF, or JSON Schema compiled to it). From this call on the sampler owns
+ * state st (freed by sampler_free, also when this fails) over vocabulary v (shared, read-only,
+ * outliving the sampler); eog[0..n_eog) are the end-of-generation ids. Each sampler_sample then
+ * picks only tokens the grammar allows and feeds its pick to st: it draws from the whole chain
+ * first and keeps the pick when the grammar allows it (one trie walk of one token), and only
+ * otherwise masks every disallowed token to -inf and draws again (llama.cpp's order: the mask
+ * costs a walk of the vocabulary's trie, and most picks of a model that follows the format pass).
+ * With a grammar, sampler_sample returns -1 when no token may come (sampler_error says why).
+ * 0, or -1 when out of memory. */
+int sampler_set_grammar(sampler *s, grammar_state *st, const grammar_vocab *v, const int32_t *eog, int n_eog);
+/* After a pick: 1 when the text is a whole sentence of the grammar and nothing but an
+ * end-of-generation token may follow, so the caller ends the text now (finish reason stop)
+ * instead of spending a forward pass on the forced end token. */
+int sampler_grammar_done(const sampler *s);
+/* Why sampler_sample returned -1; "" otherwise. */
+const char *sampler_error(const sampler *s);
 
 /* The chain's steps on a candidate list, exposed for tests. Each returns the new count; the
  * list stays in the order the step leaves it (top-k and top-p sort by logit, descending, ties

@@ -7,6 +7,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "engine/constrain.h"
 #include "engine/scheduler.h"
 
 typedef struct {
@@ -230,6 +231,10 @@ static void start(sched *s, int32_t k, sched_job *j) {
         int n_eog = tokenizer_eog_ids(engine_tokenizer(s->e), &eog);
         sampler_skip(sl->smp, eog, n_eog); /* n_eog <= TOKENIZER_MAX_EOG == SAMPLER_MAX_SKIP */
     }
+    if (j->grammar && constrain_attach(sl->smp, j->grammar, j->gvocab, engine_tokenizer(s->e), j->err, sizeof j->err)) {
+        finish(s, sl, SCHED_ERROR);
+        return;
+    }
     for (int32_t i = 0; i < j->n_prompt; i++) sampler_accept(sl->smp, j->prompt[i]);
     s->st.n_prompt_reused += reuse;
 }
@@ -278,6 +283,11 @@ static void draw_rows(sched *s, int32_t rows) {
  * job goes on. */
 static void take(sched *s, slot *sl, int32_t id) {
     sched_job *j = sl->job;
+    if (id < 0) { /* the grammar left no token to pick */
+        snprintf(j->err, sizeof j->err, "%s", sampler_error(sl->smp));
+        finish(s, sl, SCHED_ERROR);
+        return;
+    }
     sampler_accept(sl->smp, id);
     if (!j->ignore_eos && tokenizer_is_eog(engine_tokenizer(s->e), id)) {
         finish(s, sl, SCHED_STOP);
@@ -285,6 +295,10 @@ static void take(sched *s, slot *sl, int32_t id) {
     }
     j->out[j->n_out++] = id;
     s->st.n_gen++;
+    if (sampler_grammar_done(sl->smp)) { /* a whole sentence that nothing but an end token can follow */
+        finish(s, sl, SCHED_STOP);
+        return;
+    }
     /* As mgi run: n_predict reached, or the context full (the token is kept, not evaluated). */
     if ((j->n_predict > 0 && j->n_out >= j->n_predict) || engine_seq_len(s->e, (int32_t)(sl - s->slots)) >= s->n_ctx) {
         finish(s, sl, SCHED_LENGTH);

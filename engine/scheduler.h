@@ -14,6 +14,7 @@
 #include <stdint.h>
 
 #include "engine/engine.h"
+#include "engine/grammar.h"
 #include "engine/sampler.h"
 
 typedef enum { SCHED_QUEUED, SCHED_RUNNING, SCHED_STOP, SCHED_LENGTH, SCHED_ERROR } sched_state;
@@ -27,6 +28,11 @@ struct sched_job {
     sampler_params sp;      /* repeat_last_n < 0: the sequence's context */
     bool ignore_eos;
     void *user;
+    /* Structured output: picks only what grammar allows (NULL: none), over vocabulary gvocab
+     * (constrain_vocab_new); both shared, read-only, alive until the job is finished. The job
+     * ends (STOP) once the grammar is complete and nothing but an end token may follow. */
+    const grammar *grammar;
+    const grammar_vocab *gvocab;
     /* Results, written by the scheduler. */
     sched_state state;      /* STOP: end of text; LENGTH: n_predict or context full */
     int32_t *out;           /* generated ids (the end-of-text token not included); free() it */

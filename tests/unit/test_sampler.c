@@ -1,10 +1,11 @@
 /* The sampler: each filter of the chain on hand-made distributions, greedy and top-k 1, seeded
- * reproducibility, and draw frequencies against the softmax. */
+ * reproducibility, draw frequencies against the softmax, and grammar-constrained picks. */
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
 
+#include "engine/grammar.h"
 #include "engine/sampler.h"
 #include "test.h"
 
@@ -296,9 +297,139 @@ static void test_large(void) {
           "differs");
 }
 
+/* A toy vocabulary: single characters, two multi-character pieces, a control token (no bytes)
+ * and an end token. */
+enum { GV_N = 9, GV_EOG = 8 };
+static const char *const gv_pieces[GV_N] = {"a", "b", "{", "}", "ab", "\"", "x", "", ""};
+
+static grammar_vocab *toy_vocab(void) {
+    size_t lens[GV_N];
+    for (int i = 0; i < GV_N; i++) lens[i] = strlen(gv_pieces[i]);
+    char err[256];
+    const int32_t eog = GV_EOG;
+    return grammar_vocab_new(gv_pieces, lens, GV_N, &eog, 1, err, sizeof err);
+}
+
+static sampler *grammar_sampler(const char *gbnf, float temp, uint64_t seed, grammar **g, const grammar_vocab *v) {
+    char err[256];
+    sampler_params p = sampler_default_params();
+    p.temp = temp;
+    p.seed = seed;
+    sampler *s = sampler_new(&p, GV_N, err, sizeof err);
+    *g = grammar_parse(gbnf, strlen(gbnf), err, sizeof err);
+    const int32_t eog = GV_EOG;
+    if (!s || !*g || sampler_set_grammar(s, grammar_state_new(*g), v, &eog, 1)) {
+        sampler_free(s);
+        return NULL;
+    }
+    return s;
+}
+
+/* Generates up to max picks into text (the pieces joined); the picks' count, -1 on an error pick.
+ * *done: sampler_grammar_done after the last pick; *eog: the last pick was the end token. */
+static int grammar_gen(sampler *s, const float *logits, char *text, int max, int *done, int *eog) {
+    int n = 0;
+    *text = 0;
+    *done = *eog = 0;
+    for (; n < max && !*done && !*eog; n++) {
+        int32_t id = sampler_sample(s, logits);
+        if (id < 0) return -1;
+        sampler_accept(s, id);
+        *eog = id == GV_EOG;
+        strcat(text, gv_pieces[id]);
+        *done = sampler_grammar_done(s);
+    }
+    return n;
+}
+
+static void test_grammar(void) {
+    grammar_vocab *v = toy_vocab();
+    CHECK(v != NULL, "sampler grammar: toy vocabulary", "NULL");
+    if (!v) return;
+    grammar *g;
+    char text[256];
+    int done = 0, eog = 0;
+    /* The model wants "x" (not in the language) above all: greedy picks only what "ab" allows,
+     * and stops once "ab" is whole (only the end token may follow) without picking it. */
+    float lg[GV_N] = {0, 0, 0, 0, 0, 0, 9, 0, 0};
+    lg[0] = 2; /* "a" before "ab" */
+    sampler *s = grammar_sampler("root ::= \"ab\"", 0, 1, &g, v);
+    CHECK(s && !sampler_is_greedy(s), "sampler grammar: a constrained sampler never takes the backend's greedy path",
+          "is_greedy");
+    int n = s ? grammar_gen(s, lg, text, 10, &done, &eog) : -1;
+    CHECK(n == 2 && !strcmp(text, "ab") && done && !eog,
+          "sampler grammar: greedy picks the best allowed token, ends when only the end token may follow",
+          "n=%d text='%s' done=%d eog=%d", n, text, done, eog);
+    sampler_free(s);
+    grammar_free(g);
+
+    /* Sampled at temperature 1 with 200 seeds over a language of nested braces with a's: every
+     * text is in it (checked by a state fed the bytes) and ends complete. */
+    const char *nest = "root ::= \"{\" root* \"}\" | \"a\"";
+    float flat[GV_N] = {0.5f, 0, 0.3f, 0.4f, 0.2f, 0, 1, 0, 0};
+    int ok = 1, stops = 0;
+    for (uint64_t seed = 0; seed < 200 && ok; seed++) {
+        s = grammar_sampler(nest, 1.0f, seed, &g, v);
+        n = s ? grammar_gen(s, flat, text, 60, &done, &eog) : -1;
+        if (n < 0) { ok = 0; break; }
+        grammar_state *chk = grammar_state_new(g);
+        ok = chk && grammar_accept_bytes(chk, text, strlen(text)) == 0;
+        if (done || eog) {
+            stops++;
+            ok &= grammar_is_complete(chk);
+        }
+        grammar_state_free(chk);
+        sampler_free(s);
+        grammar_free(g);
+    }
+    CHECK(ok && stops > 100, "sampler grammar: 200 seeded draws at temperature 1 stay in the language; the stopped "
+          "ones are whole sentences", "ok=%d stops=%d", ok, stops);
+
+    /* A grammar that accepts any text changes no greedy pick: the same ids as without one. */
+    float walk[GV_N];
+    sampler_rng r;
+    sampler_rng_seed(&r, 7);
+    int same = 1;
+    sampler_params p = sampler_default_params();
+    p.temp = 0;
+    char err[256];
+    sampler *plain = sampler_new(&p, GV_N, err, sizeof err);
+    s = grammar_sampler("root ::= [^\\x00]*", 0, 1, &g, v);
+    for (int step = 0; step < 50 && s && plain; step++) {
+        random_logits(&r, walk, GV_N);
+        walk[7] = -1e9f; /* the control token: never allowed by a grammar (it has no bytes) */
+        int32_t a = sampler_sample(plain, walk), b = sampler_sample(s, walk);
+        same &= a == b;
+        if (a == GV_EOG) break;
+    }
+    CHECK(s && plain && same, "sampler grammar: an accept-anything grammar gives the greedy picks of no grammar",
+          "differs");
+    sampler_free(s);
+    sampler_free(plain);
+    grammar_free(g);
+
+    /* Only the end token may come next but it is skipped (--ignore-eos): an error, not a pick. */
+    s = grammar_sampler("root ::= \"a\" \"b\"?", 0, 1, &g, v);
+    const int32_t eog_id = GV_EOG;
+    if (s) sampler_skip(s, &eog_id, 1);
+    float only_a[GV_N] = {5, -9, 0, 0, 0, 0, 0, 0, 0};
+    int32_t first = s ? sampler_sample(s, only_a) : -2;
+    int32_t second = s ? sampler_sample(s, (float[GV_N]){0, -99, 0, 0, 0, 0, 9, 0, 9}) : -2;
+    CHECK(first == 0 && second == 1, "sampler grammar: a mask leaves only allowed ids even at a low logit",
+          "first=%d second=%d", first, second);
+    CHECK(s && sampler_grammar_done(s), "sampler grammar: done after the last byte the grammar can take", "not done");
+    int32_t third = s ? sampler_sample(s, only_a) : 0;
+    CHECK(third == -1 && s && *sampler_error(s), "sampler grammar: a pick after the end is an error with a message",
+          "third=%d", third);
+    sampler_free(s);
+    grammar_free(g);
+    grammar_vocab_free(v);
+}
+
 int main(void) {
     test_filters();
     test_chain();
     test_large();
+    test_grammar();
     return test_done();
 }
