@@ -56,7 +56,8 @@ int cli_engine_flag(int argc, char **argv, int *i, engine_params *ep) {
     if (!(v = cli_value(argc, argv, i))) return -1;
     if (cli_parse_int(a, v, lo, hi, target)) return -1;
     if (target == &ep->n_threads_batch && *target < 1) *target = 0; /* -1 or 0: as -t (llama.cpp's -1) */
-    if (target == &ep->n_threads || *target > 0) *target = cli_threads_check(a, *target);
+    if (target == &ep->n_threads || (target == &ep->n_threads_batch && *target > 0))
+        *target = cli_threads_check(a, *target);
     return 1;
 }
 
