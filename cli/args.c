@@ -8,6 +8,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
+#include <unistd.h>
 
 #include "cli/cli.h"
 
@@ -30,20 +31,33 @@ double cli_now_ms(void) {
     return ts.tv_sec * 1e3 + ts.tv_nsec / 1e6;
 }
 
+int cli_threads_check(const char *flag, int n) {
+    long cores = sysconf(_SC_NPROCESSORS_ONLN);
+    if (cores < 1) cores = 1;
+    if (n >= 1 && n <= cores) return n;
+    /* More threads than cores only take turns on them, and the pool's threads spin while they wait. */
+    fprintf(stderr, "mgi: warning: %s %d: %s; using the %ld cores\n", flag, n,
+            n < 1 ? "no threads" : "more threads than cores", cores);
+    return (int)cores;
+}
+
 int cli_engine_flag(int argc, char **argv, int *i, engine_params *ep) {
     const char *a = argv[*i], *v;
     int *target = NULL, lo = 1, hi = 1 << 24;
     if (cli_is_flag(a, "-c", "--ctx-size")) { target = &ep->n_ctx; lo = 0; }
     else if (cli_is_flag(a, "-b", "--batch-size")) target = &ep->n_batch;
-    else if (cli_is_flag(a, "-t", "--threads")) { target = &ep->n_threads; hi = 256; }
+    else if (cli_is_flag(a, "-t", "--threads")) { target = &ep->n_threads; lo = 0; hi = 256; }
     else if (cli_is_flag(a, "-tb", "--threads-batch")) { target = &ep->n_threads_batch; lo = -1; hi = 256; }
     else if (cli_is_flag(a, "--no-mmap", NULL)) { ep->use_mmap = 0; return 1; }
     else if (cli_is_flag(a, "--mlock", NULL)) { ep->use_mlock = 1; return 1; }
+    else if (cli_is_flag(a, "--cpu-exact", NULL)) { ep->cpu_exact = 1; return 1; }
     else if (cli_is_flag(a, "-fa", "--flash-attn")) { cli_flash_attn_flag(argc, argv, i); return 1; }
     else return cli_gpu_flag(argc, argv, i, ep);
     if (!(v = cli_value(argc, argv, i))) return -1;
     if (cli_parse_int(a, v, lo, hi, target)) return -1;
     if (target == &ep->n_threads_batch && *target < 1) *target = 0; /* -1 or 0: as -t (llama.cpp's -1) */
+    if (target == &ep->n_threads || (target == &ep->n_threads_batch && *target > 0))
+        *target = cli_threads_check(a, *target);
     return 1;
 }
 

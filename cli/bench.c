@@ -43,6 +43,8 @@ static const char bench_usage[] =
     "  -o,   --output FORMAT         md|csv|json|jsonl on stdout (default md)\n"
     "        --bw GBPS               memory ceiling for % roofline; default: measured at start\n"
     "                                (CPU: multi-threaded memcpy, bytes read + written)\n"
+    "        --cpu-exact             CPU layers on the exact f32 reference path (default: the fast\n"
+    "                                path, 8-bit activations)\n"
     "        --no-warmup             skip the untimed warm-up run of each test\n"
     "        --progress              one line on stderr as each test starts\n"
     "  -v,   --verbose               engine parameters and the ceiling measurement on stderr\n"
@@ -79,7 +81,7 @@ typedef struct {
     engine_split dev;  /* -dev: the devices (n_devices 0: all visible; n_gpu_layers 0: -dev none) */
     int reps, output;
     double bw;  /* 0: measure */
-    bool warmup, progress, verbose;
+    bool warmup, progress, verbose, cpu_exact;
 } bench_opts;
 
 /* What the file says about a model: the output columns and the bytes a decode step reads. */
@@ -284,7 +286,7 @@ static int parse(int argc, char **argv, bench_opts *o) {
         } else if (cli_is_flag(a, "-b", "--batch-size")) { INTS(&o->batch, 1, 1 << 24);
         } else if (cli_is_flag(a, "-ub", "--ubatch-size")) { INTS(&o->ubatch, 1, 1 << 24);
         } else if (cli_is_flag(a, "-ngl", "--n-gpu-layers")) { INTS(&o->ngl, 0, 1 << 20);
-        } else if (cli_is_flag(a, "-t", "--threads")) { INTS(&o->threads, 1, 256);
+        } else if (cli_is_flag(a, "-t", "--threads")) { INTS(&o->threads, 0, 256);
         } else if (cli_is_flag(a, "-mg", "--main-gpu")) { INTS(&o->main_gpu, 0, ENGINE_MAX_DEVICES - 1);
         } else if (cli_is_flag(a, "-dev", "--device")) {
             /* One device list for every test, as llama-bench's 0/1 or CUDA0/CUDA1 (or 0,1). */
@@ -323,6 +325,7 @@ static int parse(int argc, char **argv, bench_opts *o) {
             o->bw = bw;
         } else if (cli_is_flag(a, "--no-warmup", NULL)) { o->warmup = false;
         } else if (cli_is_flag(a, "--progress", NULL)) { o->progress = true;
+        } else if (cli_is_flag(a, "--cpu-exact", NULL)) { o->cpu_exact = true;
         } else if (cli_is_flag(a, "-v", "--verbose")) { o->verbose = true;
         } else {
             cli_error("unknown flag '%s' (see mgi bench --help)", a);
@@ -891,7 +894,8 @@ static int load_engine(const bench_opts *o, const bench_model *models, const ben
     engine_params ep = engine_default_params();
     ep.n_ctx = (int32_t)need;
     ep.n_batch = (int32_t)t->ubatch;
-    ep.n_threads = (int)t->threads;
+    ep.n_threads = cli_threads_check("-t", (int)t->threads);
+    ep.cpu_exact = o->cpu_exact;
     ep.split.n_gpu_layers = (int32_t)t->ngl;
     ep.split.main_gpu = (int32_t)t->main_gpu;
     ep.split.split_mode = (int)t->split_mode;  /* SM_* are ENGINE_SPLIT_* */

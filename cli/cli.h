@@ -147,8 +147,13 @@ int cli_output_check(const char *path, const char *what);
 enum { CLI_OUT_STREAM = 1, CLI_OUT_READ = 2, CLI_OUT_LOCK = 4 };
 int cli_output_open(const char *path, const char *what, unsigned flags, int *status);
 
+/* A thread count from flag: n when 1..cores, else the core count after one warning line (-t 0,
+ * or more threads than cores, which would only take turns). */
+int cli_threads_check(const char *flag, int n);
+
 /* Engine flags every generating subcommand shares: -c/--ctx-size, -b/--batch-size,
- * -t/--threads, -tb/--threads-batch, --no-mmap, --mlock, -fa/--flash-attn (cli_flash_attn_flag) and the GPU flags below. 1
+ * -t/--threads, -tb/--threads-batch, --no-mmap, --mlock, --cpu-exact (the exact f32 CPU path),
+ * -fa/--flash-attn (cli_flash_attn_flag) and the GPU flags below. 1
  * when argv[*i] was one (its value consumed), 0 when not, -1 on a bad value (message printed). */
 int cli_engine_flag(int argc, char **argv, int *i, engine_params *ep);
 

@@ -203,6 +203,12 @@ static int load_gpu(engine *e, const engine_params *p, int n_dev, int32_t n_cell
         e->gpu_be = NULL;
         return -1;
     }
+    if (!p->cpu_exact && forward_cpu_fast(st[0].self, err, err_size)) {
+        forward_cpu_free(st[0].self);
+        p->gpu->ops->free(gpu);
+        e->gpu_be = NULL;
+        return -1;
+    }
     forward_cpu_threads(st[0].self, p->n_threads, p->n_threads_batch);
     chain *c = chain_new(&e->model, st, 2, e->n_batch, err, err_size);  /* frees both stages on failure */
     if (!c) {
@@ -313,6 +319,7 @@ int engine_load(engine **out, const char *path, const engine_params *p, char *er
         if (!(e->be = forward_cpu_new(&e->model, 0, hp->n_layer, n_cells, e->n_batch, e->n_ctx_seq, cpu_threads(p),
                                       err, err_size)))
             goto fail;
+        if (!p->cpu_exact && forward_cpu_fast(e->be, err, err_size)) goto fail;
         forward_cpu_threads(e->be, p->n_threads, p->n_threads_batch);
     }
     *out = e;

@@ -52,6 +52,8 @@ typedef struct {
                               positions, at most the training context */
     int n_threads;         /* CPU threads (-t) */
     int n_threads_batch;   /* CPU threads for passes of more than one token (-tb); 0: n_threads */
+    int cpu_exact;         /* 1: CPU layers take the exact f32 reference path (--cpu-exact); 0: the
+                              fast one (8-bit activations, persistent threads) */
     engine_split split;    /* -ngl, -sm, -dev, -ts, -mg (engine/plan.h); n_gpu_layers -1 (default):
                               every layer on the GPUs when `gpu` has a device; 0: the CPU */
     const engine_gpu_backend *gpu;  /* NULL: the CPU only */

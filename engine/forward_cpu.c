@@ -7,17 +7,17 @@
  * through its page table (scaled, softcapped, limited to the window on windowed layers) -> output
  * projection (+ bias) -> post-norm -> residual, RMSNorm -> gated FFN (SiLU or GELU) -> post-norm ->
  * residual; then the final norm, the output head (+ bias) and the logit softcap. Matrix products
- * dequantise weight rows into per-thread scratch and dot them with every token of the batch, a
- * block of rows at a time, so memory stays small for large models and the arithmetic is plain
- * f32; RoPE angles, norms and activations are computed exactly (double where it matters), where
+ * and the threads that run the loops are the exact or the fast path's (forward_cpu_exec.h); RoPE
+ * angles, norms and activations are computed exactly on both (double where it matters), where
  * llama.cpp approximates (its GELU reads an f16 table of the tanh form). */
 #include <math.h>
-#include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
+#include "engine/cpu_attn.h"
 #include "engine/forward_cpu.h"
+#include "engine/forward_cpu_exec.h"
 
 /* RoPE of one kind of layer, after ggml's rope_yarn: pair i of a token at pos turns by
  * theta = pos * base^(-2i/n_rot) / factors[i], interpolated by freq_scale and, with YaRN, mixed
@@ -48,9 +48,9 @@ struct forward_cpu {
     float *att;    /* attention output [n_head * head_dim] */
     float *gate;   /* [n_ff] */
     float *up;     /* [n_ff] */
-    float *scratch;       /* per thread: dequantised weight rows, [n_threads][MATMUL_ROWS][max_cols] */
-    int64_t max_cols;
+    forward_cpu_exec exec; /* the matrix products and the threads */
     float *scores;        /* per thread: attention scores, [n_threads][max_pos] */
+    int32_t *cells;       /* per thread: a head's cells in position order, [n_threads][max_pos] */
     rope_cfg rope_global, rope_swa; /* the RoPE of global and of windowed layers */
 };
 
@@ -62,103 +62,10 @@ static float *cell_v(const forward_cpu *f, int32_t l, int32_t cell) {
     return f->kv_v + ((size_t)(l - f->layer0) * (size_t)f->n_cells + (size_t)cell) * (size_t)f->kv_dim;
 }
 
-/* --- threads: [0, n) split into one contiguous range per thread -------------------------------- */
-
-typedef void (*par_fn)(void *ctx, int64_t lo, int64_t hi, int tid);
-
-typedef struct {
-    par_fn fn;
-    void *ctx;
-    int64_t lo, hi;
-    int tid;
-} par_job;
-
-static void *par_main(void *arg) {
-    par_job *j = arg;
-    j->fn(j->ctx, j->lo, j->hi, j->tid);
-    return NULL;
-}
-
-/* Runs fn over [0, n) on up to n_threads threads (thread 0 is the caller). A thread that cannot
- * be started has its range run by the caller, so the result is the same either way. */
-static void parallel_for(int n_threads, int64_t n, par_fn fn, void *ctx) {
-    enum { MAX_THREADS = 256 };
-    int nt = n_threads < 1 ? 1 : n_threads > MAX_THREADS ? MAX_THREADS : n_threads;
-    if (nt > n) nt = (int)(n > 0 ? n : 1);
-    par_job jobs[MAX_THREADS];
-    pthread_t th[MAX_THREADS];
-    int started[MAX_THREADS] = {0};
-    for (int t = 0; t < nt; t++) {
-        jobs[t] = (par_job){fn, ctx, n * t / nt, n * (t + 1) / nt, t};
-        if (t > 0) started[t] = pthread_create(&th[t], NULL, par_main, &jobs[t]) == 0;
-    }
-    fn(ctx, jobs[0].lo, jobs[0].hi, 0);
-    for (int t = 1; t < nt; t++) {
-        if (started[t]) pthread_join(th[t], NULL);
-        else fn(ctx, jobs[t].lo, jobs[t].hi, t);
-    }
-}
-
-/* --- matrix product: out[t][r] = dot(W row r, x[t]) ------------------------------------------- */
-
-static float dot_f32(const float *a, const float *b, int64_t n) {
-    /* Eight partial sums in a fixed order: vectorisable, and the same result on any thread. */
-    float s[8] = {0};
-    int64_t i = 0;
-    for (; i + 8 <= n; i += 8)
-        for (int j = 0; j < 8; j++) s[j] += a[i + j] * b[i + j];
-    for (; i < n; i++) s[i & 7] += a[i] * b[i];
-    return ((s[0] + s[1]) + (s[2] + s[3])) + ((s[4] + s[5]) + (s[6] + s[7]));
-}
-
-enum { MATMUL_ROWS = 16 };  /* weight rows dequantised together */
-
-typedef struct {
-    forward_cpu *f;
-    const llama_weight *w;
-    const float *x;      /* [n_tok][w->n_cols] */
-    int64_t n_tok;
-    float *out;          /* [n_tok][w->n_rows] */
-    int failed;          /* set by any thread whose dequantisation failed */
-    char err[256];
-    pthread_mutex_t lock;
-} matmul_ctx;
-
-static void matmul_range(void *arg, int64_t lo, int64_t hi, int tid) {
-    matmul_ctx *c = arg;
-    const llama_weight *w = c->w;
-    int64_t n = w->n_cols;
-    float *rows = c->f->scratch + (size_t)tid * MATMUL_ROWS * (size_t)c->f->max_cols;
-    /* A block of rows is dequantised once, then each token's activations are read once per
-     * block instead of once per row. */
-    for (int64_t r0 = lo; r0 < hi; r0 += MATMUL_ROWS) {
-        int64_t nr = hi - r0 < MATMUL_ROWS ? hi - r0 : MATMUL_ROWS;
-        for (int64_t r = 0; r < nr; r++) {
-            char err[256];
-            if (llama_weight_row(w, r0 + r, rows + r * n, err, sizeof err)) {
-                pthread_mutex_lock(&c->lock);
-                if (!c->failed) snprintf(c->err, sizeof c->err, "%s", err);
-                c->failed = 1;
-                pthread_mutex_unlock(&c->lock);
-                return;
-            }
-        }
-        for (int64_t t = 0; t < c->n_tok; t++) {
-            const float *x = c->x + t * n;
-            float *out = c->out + t * w->n_rows + r0;
-            for (int64_t r = 0; r < nr; r++) out[r] = dot_f32(rows + r * n, x, n);
-        }
-    }
-}
-
+/* The matrix product and the loops' threads: the exact or the fast path (forward_cpu_exec.h). */
 static int matmul(forward_cpu *f, const llama_weight *w, const float *x, int64_t n_tok, float *out,
                   char *err, size_t err_size) {
-    matmul_ctx c = {.f = f, .w = w, .x = x, .n_tok = n_tok, .out = out};
-    pthread_mutex_init(&c.lock, NULL);
-    parallel_for(f->nt, w->n_rows, matmul_range, &c);
-    pthread_mutex_destroy(&c.lock);
-    if (c.failed) snprintf(err, err_size, "%s", c.err);
-    return c.failed ? -1 : 0;
+    return forward_cpu_exec_matmul(&f->exec, f->nt, w, x, n_tok, out, err, err_size);
 }
 
 /* --- the other ops ------------------------------------------------------------------------------ */
@@ -243,6 +150,7 @@ static void attn_range(void *arg, int64_t lo, int64_t hi, int tid) {
     float *sc = f->scores + (size_t)tid * (size_t)f->max_pos;
     float scale = hp->attn_scale, cap = hp->attn_softcap;
     int swa = llama_layer_is_swa(hp, c->layer);
+    int fast = forward_cpu_exec_is_fast(&f->exec) && !(cap > 0);
     for (int64_t item = lo; item < hi; item++) {
         int64_t t = item / hp->n_head;
         int32_t h = (int32_t)(item % hp->n_head), kvh = h / group;
@@ -251,10 +159,19 @@ static void attn_range(void *arg, int64_t lo, int64_t hi, int tid) {
         const float *q = f->q + t * n_q + (int64_t)h * hd;
         /* A windowed layer sees positions pos - n_swa + 1 .. pos (llama.cpp masks p1 - p0 >= n_swa). */
         int32_t j0 = swa && pos >= hp->n_swa ? pos - hp->n_swa + 1 : 0;
+        if (fast) {
+            /* The fast path's vectorised head (no softcap there: Gemma 2 keeps the loop below). */
+            int32_t *cells = f->cells + (size_t)tid * (size_t)f->max_pos;
+            for (int32_t j = j0; j <= pos; j++) cells[j - j0] = pages[j / ENGINE_KV_PAGE] * ENGINE_KV_PAGE + j % ENGINE_KV_PAGE;
+            cpu_attn_head(f->exec.isa, f->att + t * n_q + (int64_t)h * hd, q, cell_k(f, c->layer, 0) + (size_t)kvh * hd,
+                          cell_v(f, c->layer, 0) + (size_t)kvh * hd, (size_t)f->kv_dim, cells, pos - j0 + 1, hd, scale,
+                          sc);
+            continue;
+        }
         float mx = -INFINITY;
         for (int32_t j = j0; j <= pos; j++) {
             int32_t cell = pages[j / ENGINE_KV_PAGE] * ENGINE_KV_PAGE + j % ENGINE_KV_PAGE;
-            sc[j] = dot_f32(q, cell_k(f, c->layer, cell) + (size_t)kvh * hd, hd) * scale;
+            sc[j] = forward_cpu_exec_dot(q, cell_k(f, c->layer, cell) + (size_t)kvh * hd, hd) * scale;
             if (cap > 0) sc[j] = cap * tanhf(sc[j] / cap);
             if (sc[j] > mx) mx = sc[j];
         }
@@ -331,7 +248,7 @@ static int fwd(void *self, const engine_fwd_batch *b, float *logits, char *err, 
             memcpy(cell_v(f, l, b->cell[t]), f->v + t * n_kv, (size_t)n_kv * sizeof(float));
         }
         attn_ctx ac = {f, b, l};
-        parallel_for(f->nt, (int64_t)n * hp->n_head, attn_range, &ac);
+        forward_cpu_exec_for(&f->exec, f->nt, (int64_t)n * hp->n_head, attn_range, &ac);
         if (matmul(f, &L->wo, f->att, n, f->xn, err, err_size)) return -1;
         add_bias(f->xn, L->bo, n, E);
         if (L->attn_post_norm)
@@ -432,6 +349,10 @@ const engine_backend_ops forward_cpu_ops = {
     .name = "CPU", .kv_elem_bytes = sizeof(float), .forward = fwd, .kv_copy = kv_copy, .kv_get = kv_get, .kv_set = kv_set, .free = ops_free,
 };
 
+int forward_cpu_fast(forward_cpu *f, char *err, size_t err_size) {
+    return forward_cpu_exec_fast(&f->exec, err, err_size);
+}
+
 void forward_cpu_threads(forward_cpu *f, int n_threads, int n_threads_batch) {
     f->threads_1 = n_threads < 1 || n_threads > f->n_threads ? f->n_threads : n_threads;
     f->threads_batch = n_threads_batch < 1 || n_threads_batch > f->n_threads ? f->n_threads : n_threads_batch;
@@ -469,8 +390,12 @@ forward_cpu *forward_cpu_new(const llama_model *m, int32_t layer0, int32_t layer
     f->rope_swa = rope_setup(hp, hp->rope_base_swa, 1.0, factors);
     int64_t E = hp->n_embd, n_q = (int64_t)hp->n_head * hp->head_dim;
     int64_t n_kv = (int64_t)hp->n_head_kv * hp->head_dim, F = hp->n_ff;
-    f->max_cols = E > F ? E : F;
-    if (n_q > f->max_cols) f->max_cols = n_q;
+    int64_t max_cols = E > F ? E : F;
+    if (n_q > max_cols) max_cols = n_q;
+    if (forward_cpu_exec_init(&f->exec, n_threads, max_cols, err, err_size)) {
+        forward_cpu_free(f);
+        return NULL;
+    }
     size_t B = (size_t)n_batch;
     f->x = malloc(B * E * sizeof(float));
     f->xn = malloc(B * E * sizeof(float));
@@ -480,10 +405,9 @@ forward_cpu *forward_cpu_new(const llama_model *m, int32_t layer0, int32_t layer
     f->att = malloc(B * n_q * sizeof(float));
     f->gate = malloc(B * F * sizeof(float));
     f->up = malloc(B * F * sizeof(float));
-    f->scratch = malloc((size_t)n_threads * MATMUL_ROWS * f->max_cols * sizeof(float));
     f->scores = malloc((size_t)n_threads * max_pos * sizeof(float));
-    if (!f->x || !f->xn || !f->q || !f->k || !f->v || !f->att || !f->gate || !f->up || !f->scratch ||
-        !f->scores) {
+    f->cells = malloc((size_t)n_threads * max_pos * sizeof(int32_t));
+    if (!f->x || !f->xn || !f->q || !f->k || !f->v || !f->att || !f->gate || !f->up || !f->scores || !f->cells) {
         snprintf(err, err_size, "out of memory for activations of a batch of %d; use a smaller -b", n_batch);
         forward_cpu_free(f);
         return NULL;
@@ -519,7 +443,8 @@ void forward_cpu_free(forward_cpu *f) {
     free(f->att);
     free(f->gate);
     free(f->up);
-    free(f->scratch);
+    forward_cpu_exec_free(&f->exec);
     free(f->scores);
+    free(f->cells);
     free(f);
 }

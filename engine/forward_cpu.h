@@ -1,5 +1,7 @@
-/* The CPU reference forward pass of a Llama model, a backend of engine/batch.h: f32
- * activations, weights dequantised a row at a time, an f32 paged KV cache. Results depend
+/* The CPU forward pass of a model, a backend of engine/batch.h: f32 activations and an f32 paged
+ * KV cache, with weights either dequantised a row at a time (the exact reference, the default of
+ * a new state) or multiplied as stored against 8-bit activations on a persistent thread pool
+ * (fast, forward_cpu_fast; engine/forward_cpu_exec.h). Results depend
  * neither on the thread count nor on the batch: every output value is computed by one thread in
  * a fixed order from its own token and sequence. */
 #ifndef MGI_ENGINE_FORWARD_CPU_H
@@ -22,6 +24,8 @@ typedef struct forward_cpu forward_cpu;
 forward_cpu *forward_cpu_new(const llama_model *m, int32_t layer0, int32_t layer1, int32_t n_cells,
                              int32_t n_batch, int32_t max_pos, int n_threads, char *err, size_t err_size);
 void forward_cpu_free(forward_cpu *f);
+/* Switches a new state to the fast path (before its first pass). 0, or -1 with a message. */
+int forward_cpu_fast(forward_cpu *f, char *err, size_t err_size);
 /* Threads for passes of one token and of more (llama.cpp's -t and -tb), each at most the
  * n_threads it was created with (a count out of 1..n_threads means n_threads). */
 void forward_cpu_threads(forward_cpu *f, int n_threads, int n_threads_batch);

@@ -14,6 +14,8 @@ ENFORCED="llama llama-hd128 llama-rope-freqs llama-linear llama-yarn qwen2 qwen3
 MUST_RUN="llama llama-hd128 llama-rope-freqs llama-linear llama-yarn qwen2 qwen3 gemma3 gemma2 phi3"
 set -u
 . tests/e2e/lib.sh
+# --cpu-exact throughout: these checks hold mgi's exact f32 CPU path to llama.cpp's goldens and
+# to itself bit for bit (tests/e2e/cpu_fast.sh holds the fast path to it).
 BUILD=${BUILD:-build}
 MKMODEL=$BUILD/scripts/mkmodel
 GOLD=tests/golden/arch
@@ -69,7 +71,7 @@ EOF
     if [ "${res%% *}" = 1 ]; then pass "arch $name: prompt ids as llama.cpp's (${res#* })"
     else fail "arch $name: prompt ids as llama.cpp's" "${res#* } $(head -c 200 "$TMP/tok.err")"; fi
 
-    "$MGI" perplexity -m "$f" -f "$TEXT" -c 128 -b 128 --log-disable >"$TMP/ppl" 2>"$TMP/ppl.err" </dev/null
+    "$MGI" perplexity --cpu-exact -m "$f" -f "$TEXT" -c 128 -b 128 --log-disable >"$TMP/ppl" 2>"$TMP/ppl.err" </dev/null
     rc=$?
     if [ $rc -ne 0 ]; then
         if [ $rc -eq 2 ] && [ "$(wc -l <"$TMP/ppl.err")" -eq 1 ] && [[ " $MUST_RUN " != *" $name "* ]]; then
@@ -103,12 +105,12 @@ EOF
 
     # greedy: every prompt of the golden, ids from mgi batch, text from mgi run
     n_runs=$(grep -c '' "$TMP/prompts")
-    "$MGI" batch -m "$f" -f "$TMP/prompts" -n 16 --temp 0 -c 128 --ordered --log-disable >"$TMP/batch" 2>"$TMP/batch.err" </dev/null
+    "$MGI" batch --cpu-exact -m "$f" -f "$TMP/prompts" -n 16 --temp 0 -c 128 --ordered --log-disable >"$TMP/batch" 2>"$TMP/batch.err" </dev/null
     rc=$?
     k=0
     while IFS= read -r p; do
         k=$((k + 1))
-        "$MGI" -m "$f" -p "$p" -n 16 --temp 0 -c 128 --log-disable >"$TMP/run.$k" 2>/dev/null </dev/null
+        "$MGI" --cpu-exact -m "$f" -p "$p" -n 16 --temp 0 -c 128 --log-disable >"$TMP/run.$k" 2>/dev/null </dev/null
     done <"$TMP/prompts"
     res=$(python3 - "$js" "$TMP" "$rc" "$n_runs" <<'EOF'
 import json, sys

@@ -10,6 +10,8 @@
 #    and mgi run's greedy text (one-token decode steps over the KV cache) byte-identical.
 # Also mgi info's recipe lines for gemma3.
 source "$(dirname "$0")/lib.sh"
+# --cpu-exact throughout: these checks hold mgi's exact f32 CPU path to llama.cpp's goldens and
+# to itself bit for bit (tests/e2e/cpu_fast.sh holds the fast path to it).
 real_models || e2e_done
 golden=$SHARED/golden/real
 ref=tests/golden/arch_real/f32ref.json
@@ -31,7 +33,7 @@ within() {
 
 for m in gemma3:"$GEMMA3" smollm2:"$SMOLLM"; do
     name=${m%%:*} file=${m#*:}
-    if "$MGI" perplexity -m "$file" -f "$golden/text.txt" -c 128 -b 128 -t 2 >"$TMP/ppl" 2>&1; then
+    if "$MGI" perplexity --cpu-exact -m "$file" -f "$golden/text.txt" -c 128 -b 128 -t 2 >"$TMP/ppl" 2>&1; then
         got=$(sed -n 's/^Final estimate: PPL = \([0-9.]*\).*/\1/p' "$TMP/ppl")
         within "$name perplexity vs llama.cpp on the f32 copy" "$got" "$(jget "$ref" "$name" ppl)" 0.0005
         if [ "$name" = gemma3 ]; then
@@ -44,7 +46,7 @@ for m in gemma3:"$GEMMA3" smollm2:"$SMOLLM"; do
     for p in 0 1 2; do
         prompt=$(jget "$golden/$name-p$p.json" prompt)
         want=$(jget "$ref" "$name" greedy_text "p$p")
-        got=$("$MGI" run -m "$file" -p "$prompt" -n 32 --temp 0 -c 256 -t 2 --log-disable 2>"$TMP/err")
+        got=$("$MGI" run --cpu-exact -m "$file" -p "$prompt" -n 32 --temp 0 -c 256 -t 2 --log-disable 2>"$TMP/err")
         if [ "$got" = "$want" ]; then pass "$name greedy text equals llama.cpp's in f32 (p$p, $(printf %s "$got" | wc -c) bytes)"
         else fail "$name greedy text (p$p)" "got '$(printf %s "$got" | head -c 200)', want '$(printf %s "$want" | head -c 200)'"; fi
     done

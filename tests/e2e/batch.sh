@@ -5,6 +5,8 @@
 # once and shared, with results equal to runs with it prepended; usage limits.
 set -u
 . "$(dirname "$0")/lib.sh"
+# --cpu-exact throughout: these checks hold mgi's exact f32 CPU path to llama.cpp's goldens and
+# to itself bit for bit (tests/e2e/cpu_fast.sh holds the fast path to it).
 F32=$SHARED/models/aidreams260K-f32.gguf
 if [ ! -f "$F32" ]; then echo "SKIP e2e batch: no $F32 (set SHARED)"; exit 0; fi
 if ! command -v python3 >/dev/null; then echo "SKIP e2e batch: python3 is needed to read JSON lines"; exit 0; fi
@@ -39,7 +41,7 @@ for line in open(sys.argv[1]):
 for k in sorted(rows): print(k, json.dumps(rows[k]))' "$1"
 }
 for np in 1 4 8; do
-    "$MGI" batch -m "$F32" -f "$TMP/req.jsonl" -np $np -n 24 --temp 0 -t 2 >"$TMP/out$np" 2>"$TMP/err$np"
+    "$MGI" batch --cpu-exact -m "$F32" -f "$TMP/req.jsonl" -np $np -n 24 --temp 0 -t 2 >"$TMP/out$np" 2>"$TMP/err$np"
     rc=$?
     n=$(wc -l <"$TMP/out$np")
     if [ $rc -eq 0 ] && [ "$n" -eq 20 ]; then pass "batch -np $np: 20 result lines"
@@ -57,16 +59,16 @@ if [ -n "$po" ] && [ -n "$ev" ] && [ "$po" -gt 0 ] && [ "$po" -le "$ev" ] && gre
 then pass "batch summary: prompt-only ($po of $ev prompt tokens) and decode-only step speeds"
 else fail "batch summary: prompt-only and decode-only step speeds" "$(grep 'batch:' "$TMP/err8" | tr '\n' ' ')"; fi
 # The warm-up step (on by default on a GPU, forced here on the CPU) leaves no trace in the results.
-"$MGI" batch -m "$F32" -f "$TMP/req.jsonl" -np 8 -n 24 --temp 0 -t 2 --warmup >"$TMP/outw" 2>"$TMP/errw"
+"$MGI" batch --cpu-exact -m "$F32" -f "$TMP/req.jsonl" -np 8 -n 24 --temp 0 -t 2 --warmup >"$TMP/outw" 2>"$TMP/errw"
 summary "$TMP/outw" >"$TMP/sumw" 2>/dev/null
 if cmp -s "$TMP/sum1" "$TMP/sumw" && grep -q "warm-up step of" "$TMP/errw"; then pass "batch --warmup: same results"
 else fail "batch --warmup: same results" "$(grep 'batch:' "$TMP/errw" | head -2 | tr '\n' ' ')"; fi
 # Small steps and passes (prefill chunks mixed with decode tokens), no continuous batching, no
 # prefix sharing: still the same results.
-"$MGI" batch -m "$F32" -f "$TMP/req.jsonl" -np 5 -b 7 -ub 3 -n 24 --temp 0 >"$TMP/outb" 2>/dev/null
+"$MGI" batch --cpu-exact -m "$F32" -f "$TMP/req.jsonl" -np 5 -b 7 -ub 3 -n 24 --temp 0 >"$TMP/outb" 2>/dev/null
 summary "$TMP/outb" >"$TMP/sumb" 2>/dev/null
 check "batch -b 7 -ub 3 equals -np 1" cmp -s "$TMP/sum1" "$TMP/sumb"
-"$MGI" batch -m "$F32" -f "$TMP/req.jsonl" -np 4 -nocb --no-prefix-reuse -n 24 --temp 0 >"$TMP/outc" 2>/dev/null
+"$MGI" batch --cpu-exact -m "$F32" -f "$TMP/req.jsonl" -np 4 -nocb --no-prefix-reuse -n 24 --temp 0 >"$TMP/outc" 2>/dev/null
 summary "$TMP/outc" >"$TMP/sumc" 2>/dev/null
 check "batch -nocb --no-prefix-reuse equals -np 1" cmp -s "$TMP/sum1" "$TMP/sumc"
 
@@ -86,7 +88,7 @@ for i, line in enumerate(reqs):
                     ("presence_penalty", "--presence-penalty"), ("frequency_penalty", "--frequency-penalty")):
         if k in r: args += [flag, str(r[k])]
     o = out[rid]
-    print('"$MGI" -m "$F32" --log-disable -t 2 %s >"$TMP/run.txt" 2>/dev/null; ' % " ".join(shlex.quote(a) for a in args) +
+    print('"$MGI" --cpu-exact -m "$F32" --log-disable -t 2 %s >"$TMP/run.txt" 2>/dev/null; ' % " ".join(shlex.quote(a) for a in args) +
           'printf %%s %s | cmp -s - "$TMP/run.txt" || echo %s' % (shlex.quote(o["text"]), shlex.quote(rid)))
 PY
 bad_ids=$(. "$TMP/runs.sh")
@@ -98,7 +100,7 @@ else fail "batch results equal single mgi runs" "differ for ids: $bad_ids"; fi
 printf '%s\n' '{"id": 1, "prompt": "Once upon a time", "temperature": 0, "n_predict": 40}' \
     '{"id": 2, "prompt": "Once upon a time", "temperature": 0, "n_predict": 40, "presence_penalty": 100, "repeat_last_n": -1}' \
     >"$TMP/pen.jsonl"
-"$MGI" batch -m "$F32" -f "$TMP/pen.jsonl" --ordered >"$TMP/pen.out" 2>/dev/null
+"$MGI" batch --cpu-exact -m "$F32" -f "$TMP/pen.jsonl" --ordered >"$TMP/pen.out" 2>/dev/null
 "$MGI" tokenize -m "$F32" -p "Once upon a time" --ids >"$TMP/pen.ids" 2>/dev/null
 python3 -c '
 import json, sys
@@ -116,9 +118,9 @@ printf '%s\n' '{"id": 1, "prompt": "Tom had a red ball", "temperature": 0, "n_pr
     '{"id": 2, "prompt": "Tom had a red ball", "temperature": 0, "n_predict": 120, "ignore_eos": true}' \
     '{"id": 3, "prompt": "Tom had a red ball", "temperature": 1, "seed": 3, "n_predict": 120, "ignore_eos": true}' \
     >"$TMP/eos.jsonl"
-"$MGI" batch -m "$F32" -f "$TMP/eos.jsonl" --ordered -ngl 0 >"$TMP/eos.out" 2>/dev/null
-"$MGI" batch -m "$F32" -f "$TMP/eos.jsonl" --ordered -ngl 0 --ignore-eos >"$TMP/eos2.out" 2>/dev/null
-"$MGI" -m "$F32" -p "Tom had a red ball" -n 120 --temp 0 --ignore-eos -ngl 0 --log-disable >"$TMP/eos-run.txt" 2>/dev/null
+"$MGI" batch --cpu-exact -m "$F32" -f "$TMP/eos.jsonl" --ordered -ngl 0 >"$TMP/eos.out" 2>/dev/null
+"$MGI" batch --cpu-exact -m "$F32" -f "$TMP/eos.jsonl" --ordered -ngl 0 --ignore-eos >"$TMP/eos2.out" 2>/dev/null
+"$MGI" --cpu-exact -m "$F32" -p "Tom had a red ball" -n 120 --temp 0 --ignore-eos -ngl 0 --log-disable >"$TMP/eos-run.txt" 2>/dev/null
 python3 -c '
 import json, sys
 a = [json.loads(l) for l in open(sys.argv[1])]
@@ -138,10 +140,10 @@ printf '%s\n' '{"id": 1, "prompt": "Once upon a time", "temperature": 0, "n_pred
     '{"id": 2, "prompt": "Once upon a time", "temperature": 0, "n_predict": 16, "logit_bias": {"280": 3.5}}' \
     '{"id": 3, "prompt": "Once upon a time", "temperature": 0, "n_predict": 16, "logit_bias": [[99999, 1]]}' \
     '{"id": 4, "prompt": "Once upon a time", "temperature": 0, "n_predict": 16}' >"$TMP/lb.jsonl"
-"$MGI" batch -m "$F32" -f "$TMP/lb.jsonl" --ordered -ngl 0 >"$TMP/lb.out" 2>/dev/null
+"$MGI" batch --cpu-exact -m "$F32" -f "$TMP/lb.jsonl" --ordered -ngl 0 >"$TMP/lb.out" 2>/dev/null
 lb_rc=$?
-"$MGI" -m "$F32" -p "Once upon a time" -n 16 --temp 0 -ngl 0 --log-disable -l 446-inf >"$TMP/lb1.txt" 2>/dev/null
-"$MGI" -m "$F32" -p "Once upon a time" -n 16 --temp 0 -ngl 0 --log-disable -l 280+3.5 >"$TMP/lb2.txt" 2>/dev/null
+"$MGI" --cpu-exact -m "$F32" -p "Once upon a time" -n 16 --temp 0 -ngl 0 --log-disable -l 446-inf >"$TMP/lb1.txt" 2>/dev/null
+"$MGI" --cpu-exact -m "$F32" -p "Once upon a time" -n 16 --temp 0 -ngl 0 --log-disable -l 280+3.5 >"$TMP/lb2.txt" 2>/dev/null
 python3 -c '
 import json, sys
 o = [json.loads(l) for l in open(sys.argv[1])]
@@ -153,7 +155,7 @@ check "batch logit_bias ([[id, false]], {\"id\": bias}) equals run -l; one out o
     test $? -eq 0 -a $lb_rc -eq 0
 
 # --ordered keeps input order.
-"$MGI" batch -m "$F32" -f "$TMP/req.jsonl" -np 8 -n 24 --temp 0 --ordered >"$TMP/ord" 2>/dev/null
+"$MGI" batch --cpu-exact -m "$F32" -f "$TMP/req.jsonl" -np 8 -n 24 --temp 0 --ordered >"$TMP/ord" 2>/dev/null
 python3 -c '
 import json, sys
 ids = [json.loads(l)["id"] for l in open(sys.argv[1])]
@@ -171,7 +173,7 @@ cat >"$TMP/bad.jsonl" <<'J'
 {"id": "typ", "prompt": 42}
 {"id": "ok2", "prompt": "Lily", "n_predict": 5}
 J
-"$MGI" batch -m "$F32" -f "$TMP/bad.jsonl" -np 4 -c 128 --temp 0 >"$TMP/bad.out" 2>"$TMP/bad.err"
+"$MGI" batch --cpu-exact -m "$F32" -f "$TMP/bad.jsonl" -np 4 -c 128 --temp 0 >"$TMP/bad.out" 2>"$TMP/bad.err"
 rc=$?
 python3 - "$TMP/bad.out" <<'PY'
 import json, sys
@@ -189,14 +191,14 @@ else fail "batch warns about unknown fields on stderr" "$(head -3 "$TMP/bad.err"
 
 # A system prompt is computed once and shared; results equal runs with it prepended.
 printf 'the dog ran\nthe cat sat\nthe bird sang\nthe fish swam\n' >"$TMP/sys.txt"
-"$MGI" batch -m "$F32" -f "$TMP/sys.txt" -np 4 -n 12 --temp 0 --system-prompt "Once upon a time, in a garden, " \
+"$MGI" batch --cpu-exact -m "$F32" -f "$TMP/sys.txt" -np 4 -n 12 --temp 0 --system-prompt "Once upon a time, in a garden, " \
     >"$TMP/sys.out" 2>"$TMP/sys.err"
 reused=$(sed -n 's/.*evaluated, \([0-9]*\) reused.*/\1/p' "$TMP/sys.err")
 if [ "${reused:-0}" -ge 30 ]; then pass "batch system prompt shared ($reused prompt tokens reused)"
 else fail "batch system prompt shared" "reused '${reused}': $(tail -1 "$TMP/sys.err")"; fi
 ok=1
 while IFS= read -r p; do
-    "$MGI" -m "$F32" -p "Once upon a time, in a garden, $p" -n 12 --temp 0 --log-disable >"$TMP/run.txt" 2>/dev/null
+    "$MGI" --cpu-exact -m "$F32" -p "Once upon a time, in a garden, $p" -n 12 --temp 0 --log-disable >"$TMP/run.txt" 2>/dev/null
     python3 -c '
 import json, sys
 rows = {o["prompt"]: o["text"] for o in map(json.loads, open(sys.argv[1]))}
@@ -204,7 +206,7 @@ sys.exit(0 if rows[sys.argv[2]] == open(sys.argv[3]).read() else 1)' "$TMP/sys.o
 done <"$TMP/sys.txt"
 check "batch with a system prompt equals runs with it prepended" test $ok -eq 1
 printf 'Once upon a time, in a garden, ' >"$TMP/sysf"
-"$MGI" batch -m "$F32" -f "$TMP/sys.txt" -np 2 -n 12 --temp 0 -sysf "$TMP/sysf" >"$TMP/sysf.out" 2>/dev/null
+"$MGI" batch --cpu-exact -m "$F32" -f "$TMP/sys.txt" -np 2 -n 12 --temp 0 -sysf "$TMP/sysf" >"$TMP/sysf.out" 2>/dev/null
 python3 -c '
 import json, sys
 a = sorted((o["id"], o["tokens"]) for o in map(json.loads, open(sys.argv[1])))
@@ -213,7 +215,7 @@ sys.exit(0 if a == b else 1)' "$TMP/sys.out" "$TMP/sysf.out"
 check "batch -sysf equals --system-prompt" test $? -eq 0
 
 # Automatic prefix reuse: a repeated prompt takes all but its last token from the cache.
-printf 'Once upon a time there was\nOnce upon a time there was\n' | "$MGI" batch -m "$F32" -f - -n 4 --temp 0 >"$TMP/pre.out" 2>/dev/null
+printf 'Once upon a time there was\nOnce upon a time there was\n' | "$MGI" batch --cpu-exact -m "$F32" -f - -n 4 --temp 0 >"$TMP/pre.out" 2>/dev/null
 python3 -c '
 import json, sys
 a, b = [json.loads(l) for l in open(sys.argv[1])]
@@ -224,8 +226,8 @@ check "batch reuses a common prefix across requests (n_reused)" test $? -eq 0
 python3 -c '
 import json
 for i in range(16): print(json.dumps({"id": i, "prompt": ["Once upon a time", "The dog", "Lily"][i % 3], "n_predict": 100, "ignore_eos": True, "temperature": 0}))' >"$TMP/long.jsonl"
-"$MGI" batch -m "$F32" -f "$TMP/long.jsonl" -np 2 -t 1 -o "$TMP/full.out" 2>/dev/null
-"$MGI" batch -m "$F32" -f "$TMP/long.jsonl" -np 2 -t 1 -o "$TMP/part.out" 2>"$TMP/kill.err" &
+"$MGI" batch --cpu-exact -m "$F32" -f "$TMP/long.jsonl" -np 2 -t 1 -o "$TMP/full.out" 2>/dev/null
+"$MGI" batch --cpu-exact -m "$F32" -f "$TMP/long.jsonl" -np 2 -t 1 -o "$TMP/part.out" 2>"$TMP/kill.err" &
 pid=$!
 for _ in $(seq 100); do [ -s "$TMP/part.out" ] && break; sleep 0.05; done
 kill -TERM $pid
@@ -235,7 +237,7 @@ n_before=$(wc -l <"$TMP/part.out")
 if [ $rc -eq 143 ] && [ "$n_before" -ge 1 ] && [ "$n_before" -lt 16 ]; then pass "batch SIGTERM exits 143 with $n_before whole lines written"
 else fail "batch SIGTERM exits 143 mid-run" "exit $rc, $n_before lines"; fi
 printf '{"id": 99, "text": "half a li' >>"$TMP/part.out"   # a line cut by a kill
-"$MGI" batch -m "$F32" -f "$TMP/long.jsonl" -np 2 -o "$TMP/part.out" --resume 2>"$TMP/resume.err"
+"$MGI" batch --cpu-exact -m "$F32" -f "$TMP/long.jsonl" -np 2 -o "$TMP/part.out" --resume 2>"$TMP/resume.err"
 rc=$?
 summary "$TMP/full.out" >"$TMP/sum_full"
 summary "$TMP/part.out" >"$TMP/sum_part" 2>/dev/null
@@ -244,25 +246,25 @@ if [ $rc -eq 0 ] && [ "$n_after" -eq 16 ] && cmp -s "$TMP/sum_full" "$TMP/sum_pa
     pass "batch --resume after SIGTERM: every id once, equal to an uninterrupted run"
 else fail "batch --resume after SIGTERM" "exit $rc, $n_after lines: $(tail -1 "$TMP/resume.err")"; fi
 check "batch --resume cut the partial line" grep -q "partial last line" "$TMP/resume.err"
-"$MGI" batch -m "$F32" -f "$TMP/long.jsonl" -np 2 -o "$TMP/part.out" --resume 2>/dev/null
+"$MGI" batch --cpu-exact -m "$F32" -f "$TMP/long.jsonl" -np 2 -o "$TMP/part.out" --resume 2>/dev/null
 check "batch --resume of a finished run adds nothing" test "$(wc -l <"$TMP/part.out")" -eq 16
 
 # -ns synthetic run; empty input; limits.
-"$MGI" batch -m "$F32" -ns 6 -np 3 -n 4 --temp 0 >"$TMP/ns.out" 2>"$TMP/ns.err"
+"$MGI" batch --cpu-exact -m "$F32" -ns 6 -np 3 -n 4 --temp 0 >"$TMP/ns.out" 2>"$TMP/ns.err"
 check "batch -ns 6 runs six built-in prompts" test "$(wc -l <"$TMP/ns.out")" -eq 6
 : >"$TMP/empty.txt"
-"$MGI" batch -m "$F32" -f "$TMP/empty.txt" >"$TMP/e.out" 2>"$TMP/e.err"
+"$MGI" batch --cpu-exact -m "$F32" -f "$TMP/empty.txt" >"$TMP/e.out" 2>"$TMP/e.err"
 rc=$?
 if [ $rc -eq 0 ] && [ ! -s "$TMP/e.out" ] && grep -q "no requests" "$TMP/e.err"; then pass "batch on an empty file: exit 0, a note, no output"
 else fail "batch on an empty file" "exit $rc: $(cat "$TMP/e.err")"; fi
-printf 'Once\n' | "$MGI" batch -m "$F32" -f - -n 3 --temp 0 >"$TMP/stdin.out" 2>/dev/null
+printf 'Once\n' | "$MGI" batch --cpu-exact -m "$F32" -f - -n 3 --temp 0 >"$TMP/stdin.out" 2>/dev/null
 check "batch -f - reads stdin" test "$(wc -l <"$TMP/stdin.out")" -eq 1
 if [ -w /dev/full ]; then
-    expect_error "batch output on a full disk: one line, exit 3" 3 "$MGI" batch -m "$F32" -f "$TMP/sys.txt" -n 2 -o /dev/full --log-disable
+    expect_error "batch output on a full disk: one line, exit 3" 3 "$MGI" batch --cpu-exact -m "$F32" -f "$TMP/sys.txt" -n 2 -o /dev/full --log-disable
 fi
-expect_error "batch -np 0 refused" 1 "$MGI" batch -m "$F32" -f "$TMP/req.jsonl" -np 0
-expect_error "batch -np past the context refused" 1 "$MGI" batch -m "$F32" -f "$TMP/req.jsonl" -np 9 -c 8
-expect_error "batch --resume without -o refused" 1 "$MGI" batch -m "$F32" -f "$TMP/req.jsonl" --resume
-expect_error "batch without requests refused" 1 "$MGI" batch -m "$F32"
-expect_error "batch missing input file" 2 "$MGI" batch -m "$F32" -f "$TMP/no-such-file"
+expect_error "batch -np 0 refused" 1 "$MGI" batch --cpu-exact -m "$F32" -f "$TMP/req.jsonl" -np 0
+expect_error "batch -np past the context refused" 1 "$MGI" batch --cpu-exact -m "$F32" -f "$TMP/req.jsonl" -np 9 -c 8
+expect_error "batch --resume without -o refused" 1 "$MGI" batch --cpu-exact -m "$F32" -f "$TMP/req.jsonl" --resume
+expect_error "batch without requests refused" 1 "$MGI" batch --cpu-exact -m "$F32"
+expect_error "batch missing input file" 2 "$MGI" batch --cpu-exact -m "$F32" -f "$TMP/no-such-file"
 e2e_done

@@ -5,6 +5,8 @@
 # its +/- (llama.cpp also quantises activations to 8 bits for quantised weights; we measure ~1.5e-3).
 set -u
 MGI=${MGI:-build/mgi}
+# --cpu-exact throughout: these checks hold mgi's exact f32 CPU path to llama.cpp's goldens and
+# to itself bit for bit (tests/e2e/cpu_fast.sh holds the fast path to it).
 SHARED=${SHARED:-../shared}
 DIR=$SHARED/golden/perplexity
 if [ ! -f "$DIR/README.md" ] || [ ! -f "$DIR/text.txt" ]; then echo "SKIP e2e perplexity: no $DIR (set SHARED)"; exit 0; fi
@@ -12,7 +14,7 @@ if [ ! -f "$DIR/README.md" ] || [ ! -f "$DIR/text.txt" ]; then echo "SKIP e2e pe
 # compare NAME MODEL TOL: our output against the README's row for MODEL.
 compare() {
     local name=$1 model=$2 tol=$3 out rc
-    out=$("$MGI" perplexity -m "$SHARED/models/$model" -f "$DIR/text.txt" -c 64 -b 64 --log-disable 2>&1)
+    out=$("$MGI" perplexity --cpu-exact -m "$SHARED/models/$model" -f "$DIR/text.txt" -c 64 -b 64 --log-disable 2>&1)
     rc=$?
     if [ $rc -ne 0 ]; then echo "FAIL $name: exit $rc: $out"; return; fi
     grep -F "| $model |" "$DIR/README.md" | awk -v out="$out" -v tol="$tol" -v name="$name" '
@@ -60,7 +62,7 @@ compare "perplexity mixq vs llama.cpp" aidreams260K-mixq.gguf 5e-3
 short=$(mktemp)
 trap 'rm -f "$short"' EXIT
 echo "The lighthouse keeper counted the ships." >"$short"
-out=$("$MGI" perplexity -m "$SHARED/models/aidreams260K-f32.gguf" -f "$short" -c 64 2>&1 >/dev/null)
+out=$("$MGI" perplexity --cpu-exact -m "$SHARED/models/aidreams260K-f32.gguf" -f "$short" -c 64 2>&1 >/dev/null)
 rc=$?
 lines=$(printf '%s' "$out" | grep -c '')
 if [ $rc -ne 0 ] && [ "$lines" -eq 1 ]; then echo "PASS perplexity refuses a text shorter than 2 chunks ($out)"
@@ -71,7 +73,7 @@ else echo "FAIL perplexity refuses a text shorter than 2 chunks: exit $rc, $line
 esc=$(mktemp)
 trap 'rm -f "$short" "$esc"' EXIT
 python3 -c 'import sys; sys.stdout.write(open(sys.argv[1]).read().replace("\n", "\\n"))' "$SHARED/golden/perplexity/text.txt" >"$esc"
-ppl() { "$MGI" perplexity -m "$SHARED/models/aidreams260K-f32.gguf" -c 64 -ngl 0 "$@" 2>/dev/null | grep '^Final estimate'; }
+ppl() { "$MGI" perplexity --cpu-exact -m "$SHARED/models/aidreams260K-f32.gguf" -c 64 -ngl 0 "$@" 2>/dev/null | grep '^Final estimate'; }
 p_text=$(ppl -f "$SHARED/golden/perplexity/text.txt") p_esc=$(ppl -f "$esc") p_raw=$(ppl -f "$esc" --no-escape)
 if ! grep -q '\\n' "$SHARED/golden/perplexity/text.txt" && grep -q '\\n' "$esc" && [ -n "$p_text" ] &&
     [ "$p_text" = "$p_esc" ] && [ -n "$p_raw" ] && [ "$p_raw" != "$p_text" ]; then

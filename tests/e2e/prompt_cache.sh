@@ -6,12 +6,14 @@
 # flushed and the exit status is 130/143.
 set -u
 . "$(dirname "$0")/lib.sh"
+# --cpu-exact throughout: these checks hold mgi's exact f32 CPU path to llama.cpp's goldens and
+# to itself bit for bit (tests/e2e/cpu_fast.sh holds the fast path to it).
 F32=$SHARED/models/aidreams260K-f32.gguf
 MIXQ=$SHARED/models/aidreams260K-mixq.gguf
 if [ ! -f "$F32" ] || [ ! -f "$MIXQ" ]; then echo "SKIP e2e prompt cache: no aidreams260K models (set SHARED)"; exit 0; fi
 P="Once upon a time there was a little dog who liked to run"
 C=$TMP/cache.bin
-run() { "$MGI" -m "$F32" -p "$P" -n 30 -t 2 "$@"; }
+run() { "$MGI" --cpu-exact -m "$F32" -p "$P" -n 30 -t 2 "$@"; }
 
 run --temp 0 --log-disable >"$TMP/fresh" 2>/dev/null
 run --temp 0 --prompt-cache "$C" >"$TMP/first" 2>"$TMP/first.err"
@@ -25,8 +27,8 @@ run --temp 0.8 -s 9 --log-disable >"$TMP/fresh_s" 2>/dev/null
 run --temp 0.8 -s 9 --prompt-cache "$C" >"$TMP/cached_s" 2>/dev/null
 check "prompt cache round trip equals a fresh run (seeded)" cmp -s "$TMP/fresh_s" "$TMP/cached_s"
 # A longer prompt sharing a prefix reuses part of the cache.
-"$MGI" -m "$F32" -p "$P and jump" -n 20 --temp 0 --log-disable >"$TMP/fresh_l" 2>/dev/null
-"$MGI" -m "$F32" -p "$P and jump" -n 20 --temp 0 --prompt-cache "$C" --prompt-cache-ro >"$TMP/cached_l" 2>"$TMP/l.err"
+"$MGI" --cpu-exact -m "$F32" -p "$P and jump" -n 20 --temp 0 --log-disable >"$TMP/fresh_l" 2>/dev/null
+"$MGI" --cpu-exact -m "$F32" -p "$P and jump" -n 20 --temp 0 --prompt-cache "$C" --prompt-cache-ro >"$TMP/cached_l" 2>"$TMP/l.err"
 check "prompt cache prefix reuse on a longer prompt equals a fresh run" cmp -s "$TMP/fresh_l" "$TMP/cached_l"
 
 # Damaged caches: one line naming the problem, ignored, output still right, exit 0.
@@ -52,7 +54,7 @@ head -c $((size - 100)) "$C" >"$TMP/trunc"
 damaged "truncated file" "truncated" "$TMP/trunc"
 head -c 30 "$C" >"$TMP/trunc_h"
 damaged "truncated header" "truncated" "$TMP/trunc_h"
-"$MGI" -m "$MIXQ" -p "$P" -n 2 --temp 0 --prompt-cache "$TMP/other" >/dev/null 2>&1
+"$MGI" --cpu-exact -m "$MIXQ" -p "$P" -n 2 --temp 0 --prompt-cache "$TMP/other" >/dev/null 2>&1
 damaged "another model's cache" "another model" "$TMP/other"
 printf 'this is not a cache file at all, just text\n%.0s' 1 2 3 >"$TMP/text"
 damaged "a foreign file" "bad magic" "$TMP/text"
@@ -70,12 +72,12 @@ rc=$?
 if [ $rc -eq 3 ] && grep -q "^mgi: prompt cache.*nothing was written" "$TMP/nd.err" && cmp -s "$TMP/fresh" "$TMP/nd.out" &&
     [ -z "$(ls "$TMP" | grep 'tmp\.')" ]; then pass "prompt cache a failed save: one line, exit 3, no partial file, output right"
 else fail "prompt cache a failed save" "exit $rc: $(grep '^mgi' "$TMP/nd.err")"; fi
-expect_error "prompt cache --prompt-cache-ro alone refused" 1 "$MGI" -m "$F32" -p "$P" --prompt-cache-ro
+expect_error "prompt cache --prompt-cache-ro alone refused" 1 "$MGI" --cpu-exact -m "$F32" -p "$P" --prompt-cache-ro
 
 # Signals during run: the text so far is flushed, exit 128 + signal.
 "$BUILD/scripts/mkmodel" --shape demo --quant q4_0 --ctx 4096 -o "$TMP/demo.gguf" >/dev/null 2>&1
 for sig in INT TERM; do
-    "$MGI" -m "$TMP/demo.gguf" -p "hello" -n -1 --ignore-eos --temp 0 -t 1 >"$TMP/sig.out" 2>"$TMP/sig.err" &
+    "$MGI" --cpu-exact -m "$TMP/demo.gguf" -p "hello" -n -1 --ignore-eos --temp 0 -t 1 >"$TMP/sig.out" 2>"$TMP/sig.err" &
     pid=$!
     for _ in $(seq 100); do [ -s "$TMP/sig.out" ] && break; sleep 0.02; done
     sleep 0.1

@@ -69,6 +69,7 @@ static void run_case(const char *model, const char *json, const char *label) {
     }
     free(js);
     engine_params ep = engine_default_params();
+    ep.cpu_exact = 1;  /* the exact f32 path: compared with llama.cpp's numbers or bit for bit */
     ep.n_ctx = 512;
     ep.n_threads = 2;
     char err[512];

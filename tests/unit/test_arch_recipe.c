@@ -142,6 +142,7 @@ static int load_engine(const char *file, int gpu_layers, char *err, size_t n) {
     engine_gpu_backend fake = {.ops = &fake_ops, .n_devices = fake_n_devices, .query = fake_query,
                                .create = fake_create};
     engine_params ep = engine_default_params();
+    ep.cpu_exact = 1;  /* the exact f32 path: compared with llama.cpp's numbers or bit for bit */
     ep.n_ctx = 64;
     ep.n_threads = 1;
     ep.gpu = &fake;
@@ -180,6 +181,7 @@ static void test_gpu_refusal(void) {
 
 static engine *open_engine(const char *path, int32_t n_batch, char *err, size_t n) {
     engine_params ep = engine_default_params();
+    ep.cpu_exact = 1;  /* the exact f32 path: compared with llama.cpp's numbers or bit for bit */
     ep.n_ctx = 64;
     ep.n_batch = n_batch;
     ep.n_threads = 2;

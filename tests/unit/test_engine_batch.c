@@ -14,6 +14,7 @@ enum { N = 100 };
 
 static engine *load(int32_t n_ctx, int32_t n_seq, int32_t n_batch) {
     engine_params p = engine_default_params();
+    p.cpu_exact = 1;  /* the exact f32 path: batches are compared bit for bit with single passes */
     p.n_ctx = n_ctx;
     p.n_seq_max = n_seq;
     p.n_batch = n_batch;

@@ -4,6 +4,7 @@
 
 int main(void) {
     engine_params ep = engine_default_params();
+    ep.cpu_exact = 1;  /* the exact f32 path: compared with llama.cpp's numbers or bit for bit */
     ep.n_threads = 2;
     golden_run_all(&ep, "golden", "CPU");
     return test_done();

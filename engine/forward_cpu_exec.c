@@ -1,0 +1,148 @@
+/* The CPU forward pass's two paths (engine/forward_cpu_exec.h): the exact product dequantises a
+ * block of weight rows into per-thread scratch and dots every token with them in f32; the fast
+ * one hands the weight as stored to cpu_matmul. Loops go to threads started per call on the exact
+ * path (as the reference always did) and to the persistent pool on the fast one. */
+#include <pthread.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "engine/forward_cpu_exec.h"
+
+enum { MATMUL_ROWS = 16 };  /* weight rows dequantised together */
+
+int forward_cpu_exec_init(forward_cpu_exec *x, int n_threads, int64_t max_cols, char *err, size_t err_size) {
+    *x = (forward_cpu_exec){.n_threads = n_threads, .max_cols = max_cols, .isa = QUANT_ISA_REF};
+    x->scratch = malloc((size_t)n_threads * MATMUL_ROWS * (size_t)max_cols * sizeof(float));
+    if (!x->scratch) {
+        snprintf(err, err_size, "out of memory for %d threads' weight rows; use a smaller -t", n_threads);
+        return -1;
+    }
+    return 0;
+}
+
+int forward_cpu_exec_fast(forward_cpu_exec *x, char *err, size_t err_size) {
+    if (x->pool) return 0;
+    if (threadpool_create(x->n_threads, &x->pool, err, err_size)) return -1;
+    x->isa = quant_isa_best();
+    cpu_matmul_init(&x->mm, x->pool, x->isa);
+    return 0;
+}
+
+void forward_cpu_exec_free(forward_cpu_exec *x) {
+    if (x->pool) cpu_matmul_free(&x->mm);
+    threadpool_destroy(x->pool);
+    free(x->scratch);
+    *x = (forward_cpu_exec){0};
+}
+
+/* --- loops -------------------------------------------------------------------------------------- */
+
+typedef struct {
+    forward_cpu_exec_fn fn;
+    void *ctx;
+    int64_t lo, hi;
+    int tid;
+} par_job;
+
+static void *par_main(void *arg) {
+    par_job *j = arg;
+    j->fn(j->ctx, j->lo, j->hi, j->tid);
+    return NULL;
+}
+
+/* [0, n) in one contiguous range per thread (thread 0 is the caller). A thread that cannot be
+ * started has its range run by the caller, so the result is the same either way. */
+static void parallel_for(int n_threads, int64_t n, forward_cpu_exec_fn fn, void *ctx) {
+    enum { MAX_THREADS = 256 };
+    int nt = n_threads < 1 ? 1 : n_threads > MAX_THREADS ? MAX_THREADS : n_threads;
+    if (nt > n) nt = (int)(n > 0 ? n : 1);
+    par_job jobs[MAX_THREADS];
+    pthread_t th[MAX_THREADS];
+    int started[MAX_THREADS] = {0};
+    for (int t = 0; t < nt; t++) {
+        jobs[t] = (par_job){fn, ctx, n * t / nt, n * (t + 1) / nt, t};
+        if (t > 0) started[t] = pthread_create(&th[t], NULL, par_main, &jobs[t]) == 0;
+    }
+    fn(ctx, jobs[0].lo, jobs[0].hi, 0);
+    for (int t = 1; t < nt; t++) {
+        if (started[t]) pthread_join(th[t], NULL);
+        else fn(ctx, jobs[t].lo, jobs[t].hi, t);
+    }
+}
+
+void forward_cpu_exec_for(forward_cpu_exec *x, int nt, int64_t n, forward_cpu_exec_fn fn, void *ctx) {
+    if (!x->pool) {
+        parallel_for(nt, n, fn, ctx);
+        return;
+    }
+    /* Items vary in cost (attention over longer or shorter histories): a few chunks per thread
+     * let a free thread take the next one. */
+    int64_t grain = n / (4 * (int64_t)x->n_threads);
+    threadpool_run(x->pool, n, grain < 1 ? 1 : grain, fn, ctx);
+}
+
+/* --- matrix products ---------------------------------------------------------------------------- */
+
+float forward_cpu_exec_dot(const float *a, const float *b, int64_t n) {
+    /* Eight partial sums in a fixed order: vectorisable, and the same result on any thread. */
+    float s[8] = {0};
+    int64_t i = 0;
+    for (; i + 8 <= n; i += 8)
+        for (int j = 0; j < 8; j++) s[j] += a[i + j] * b[i + j];
+    for (; i < n; i++) s[i & 7] += a[i] * b[i];
+    return ((s[0] + s[1]) + (s[2] + s[3])) + ((s[4] + s[5]) + (s[6] + s[7]));
+}
+
+typedef struct {
+    forward_cpu_exec *x;
+    const llama_weight *w;
+    const float *in;     /* [n_tok][w->n_cols] */
+    int64_t n_tok;
+    float *out;          /* [n_tok][w->n_rows] */
+    int failed;          /* set by any thread whose dequantisation failed */
+    char err[256];
+    pthread_mutex_t lock;
+} matmul_ctx;
+
+static void matmul_range(void *arg, int64_t lo, int64_t hi, int tid) {
+    matmul_ctx *c = arg;
+    const llama_weight *w = c->w;
+    int64_t n = w->n_cols;
+    float *rows = c->x->scratch + (size_t)tid * MATMUL_ROWS * (size_t)c->x->max_cols;
+    /* A block of rows is dequantised once, then each token's activations are read once per
+     * block instead of once per row. */
+    for (int64_t r0 = lo; r0 < hi; r0 += MATMUL_ROWS) {
+        int64_t nr = hi - r0 < MATMUL_ROWS ? hi - r0 : MATMUL_ROWS;
+        for (int64_t r = 0; r < nr; r++) {
+            char err[256];
+            if (llama_weight_row(w, r0 + r, rows + r * n, err, sizeof err)) {
+                pthread_mutex_lock(&c->lock);
+                if (!c->failed) snprintf(c->err, sizeof c->err, "%s", err);
+                c->failed = 1;
+                pthread_mutex_unlock(&c->lock);
+                return;
+            }
+        }
+        for (int64_t t = 0; t < c->n_tok; t++) {
+            const float *in = c->in + t * n;
+            float *out = c->out + t * w->n_rows + r0;
+            for (int64_t r = 0; r < nr; r++) out[r] = forward_cpu_exec_dot(rows + r * n, in, n);
+        }
+    }
+}
+
+int forward_cpu_exec_matmul(forward_cpu_exec *x, int nt, const llama_weight *w, const float *in, int64_t n_tok,
+                            float *out, char *err, size_t err_size) {
+    if (x->pool) {
+        cpu_weight cw = {w->type, w->n_cols, w->n_rows, w->row_bytes, w->data};
+        char why[256];
+        if (!cpu_matmul_check(&cw, why, sizeof why)) return cpu_matmul(&x->mm, &cw, in, n_tok, out, err, err_size);
+    }
+    matmul_ctx c = {.x = x, .w = w, .in = in, .n_tok = n_tok, .out = out};
+    pthread_mutex_init(&c.lock, NULL);
+    forward_cpu_exec_for(x, nt, w->n_rows, matmul_range, &c);
+    pthread_mutex_destroy(&c.lock);
+    if (c.failed) snprintf(err, err_size, "%s", c.err);
+    return c.failed ? -1 : 0;
+}

@@ -1,0 +1,50 @@
+/* The machinery under the CPU forward pass (engine/forward_cpu.c): how its matrix products are
+ * computed and how its loops are spread over threads. One recipe reader runs on either path:
+ *   exact: weight rows dequantised to f32 and dotted in f32, threads started per loop; the
+ *          yardstick the fidelity tests compare with llama.cpp's goldens.
+ *   fast:  weights multiplied in their stored blocks against 8-bit activations
+ *          (engine/cpu_matmul.h) and every loop on a persistent pool (engine/threadpool.h).
+ * Both give results that depend neither on the thread count nor on the batch. */
+#ifndef MGI_ENGINE_FORWARD_CPU_EXEC_H
+#define MGI_ENGINE_FORWARD_CPU_EXEC_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "engine/cpu_matmul.h"
+#include "engine/threadpool.h"
+#include "models/model.h"
+
+/* Work on items [lo, hi) of a loop, on thread tid (0 = the caller). */
+typedef void (*forward_cpu_exec_fn)(void *ctx, int64_t lo, int64_t hi, int tid);
+
+typedef struct {
+    int n_threads;        /* the most threads; scratch is sized for them */
+    int64_t max_cols;
+    float *scratch;       /* exact path: per thread, dequantised weight rows */
+    threadpool *pool;     /* fast path: NULL on the exact path */
+    cpu_matmul_ctx mm;
+    quant_isa isa;
+} forward_cpu_exec;
+
+/* The exact path for n_threads threads and weight rows of up to max_cols. 0, or -1 with a
+ * message (out of memory). */
+int forward_cpu_exec_init(forward_cpu_exec *x, int n_threads, int64_t max_cols, char *err, size_t err_size);
+void forward_cpu_exec_free(forward_cpu_exec *x);
+/* Switches to the fast path: starts the pool. 0, or -1 with a message. */
+int forward_cpu_exec_fast(forward_cpu_exec *x, char *err, size_t err_size);
+static inline int forward_cpu_exec_is_fast(const forward_cpu_exec *x) { return x->pool != NULL; }
+
+/* Runs fn over [0, n) on up to nt threads (exact path) or on the pool (fast path; the pool has
+ * n_threads threads whatever nt says). */
+void forward_cpu_exec_for(forward_cpu_exec *x, int nt, int64_t n, forward_cpu_exec_fn fn, void *ctx);
+
+/* out[t][r] = dot(W row r, in[t]) for t < n_tok, on up to nt threads. A weight type the fast
+ * kernels lack takes the exact product. 0, or -1 with a message. */
+int forward_cpu_exec_matmul(forward_cpu_exec *x, int nt, const llama_weight *w, const float *in, int64_t n_tok,
+                            float *out, char *err, size_t err_size);
+
+/* The f32 dot product of the exact path: eight partial sums in a fixed order. */
+float forward_cpu_exec_dot(const float *a, const float *b, int64_t n);
+
+#endif
