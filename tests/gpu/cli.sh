@@ -13,20 +13,20 @@ if [ ! -f "$F32" ]; then echo "SKIP gpu cli: no $F32 (set SHARED)"; exit 0; fi
 rc=$?
 if [ $rc -eq 0 ] && grep -q "backend CUDA" "$TMP/gpu.err"; then pass "gpu cli: default runs on CUDA"
 else fail "gpu cli: default runs on CUDA" "exit $rc: $(grep -m1 -E 'mgi:|backend' "$TMP/gpu.err")"; fi
-"$MGI" -m "$F32" -p "Once upon a time" -n 24 --temp 0 -ngl 0 >"$TMP/cpu.txt" 2>"$TMP/cpu.err"
+"$MGI" -m "$F32" -p "Once upon a time" -n 24 --temp 0 -ngl 0 --cpu-exact >"$TMP/cpu.txt" 2>"$TMP/cpu.err"
 if cmp -s "$TMP/gpu.txt" "$TMP/cpu.txt" && grep -q "backend CPU" "$TMP/cpu.err"; then
     pass "gpu cli: greedy text equals -ngl 0 (CPU)"
 else fail "gpu cli: greedy text equals -ngl 0 (CPU)" "gpu '$(head -c 80 "$TMP/gpu.txt")' cpu '$(head -c 80 "$TMP/cpu.txt")'"; fi
 "$MGI" -m "$F32" -p "Once upon a time" -n 24 --temp 0 -dev 0 -ngl 99 >"$TMP/dev.txt" 2>/dev/null
 check "gpu cli: -dev 0 -ngl 99 gives the same text" cmp -s "$TMP/gpu.txt" "$TMP/dev.txt"
-"$MGI" -m "$F32" -p "Once upon a time" -n 24 --temp 0 -ngl 2 >"$TMP/ngl2.txt" 2>"$TMP/ngl2.err"
+"$MGI" -m "$F32" -p "Once upon a time" -n 24 --temp 0 -ngl 2 --cpu-exact >"$TMP/ngl2.txt" 2>"$TMP/ngl2.err"
 check "gpu cli: -ngl 2 (2 of 4 layers on the GPU) gives the same text" cmp -s "$TMP/gpu.txt" "$TMP/ngl2.txt"
 expect_error "gpu cli: -dev 99 is refused" 1 "$MGI" -m "$F32" -p hi -n 2 -dev 99
 # --ignore-eos as llama.cpp: greedy goes on past the end-of-text token with the next best one (the
 # device's second pick per row) where this prompt's text would end at token 114; GPU = CPU, for
 # mgi run (its steps launched ahead) and mgi batch (a row with the field, one without).
 "$MGI" -m "$F32" -p "Tom had a red ball" -n 120 --temp 0 --ignore-eos >"$TMP/ie-gpu.txt" 2>/dev/null
-"$MGI" -m "$F32" -p "Tom had a red ball" -n 120 --temp 0 --ignore-eos -ngl 0 >"$TMP/ie-cpu.txt" 2>/dev/null
+"$MGI" -m "$F32" -p "Tom had a red ball" -n 120 --temp 0 --ignore-eos -ngl 0 --cpu-exact >"$TMP/ie-cpu.txt" 2>/dev/null
 "$MGI" -m "$F32" -p "Tom had a red ball" -n 120 --temp 0 >"$TMP/ie-stop.txt" 2>/dev/null
 if [ -s "$TMP/ie-gpu.txt" ] && cmp -s "$TMP/ie-gpu.txt" "$TMP/ie-cpu.txt" &&
     [ "$(wc -c <"$TMP/ie-gpu.txt")" -gt "$(wc -c <"$TMP/ie-stop.txt")" ]; then
@@ -35,7 +35,7 @@ else fail "gpu cli: --ignore-eos greedy" "gpu $(wc -c <"$TMP/ie-gpu.txt") bytes,
 printf '%s\n' '{"id": 1, "prompt": "Tom had a red ball", "temperature": 0, "n_predict": 120, "ignore_eos": true}' \
     '{"id": 2, "prompt": "Tom had a red ball", "temperature": 0, "n_predict": 120}' >"$TMP/ie.jsonl"
 "$MGI" batch -m "$F32" -f "$TMP/ie.jsonl" -np 2 --ordered >"$TMP/ie-b-gpu.out" 2>/dev/null
-"$MGI" batch -m "$F32" -f "$TMP/ie.jsonl" -np 2 --ordered -ngl 0 >"$TMP/ie-b-cpu.out" 2>/dev/null
+"$MGI" batch -m "$F32" -f "$TMP/ie.jsonl" -np 2 --ordered -ngl 0 --cpu-exact >"$TMP/ie-b-cpu.out" 2>/dev/null
 if [ -s "$TMP/ie-b-gpu.out" ] && python3 -c '
 import json, sys
 g = [json.loads(l) for l in open(sys.argv[1])]

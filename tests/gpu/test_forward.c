@@ -23,6 +23,7 @@ static engine_params gpu_params(void) {
     engine_params ep = engine_default_params();
     ep.gpu = &forward_cuda_gpu;
     ep.n_threads = 16;
+    ep.cpu_exact = 1; /* any CPU layers on the exact reference path, which the GPU is held to */
     return ep;
 }
 
@@ -98,6 +99,7 @@ static void test_vs_cpu(const char *shape, const char *quant) {
     gpu_random_tokens(tokens, N, 0x9e3779b97f4a7c15ULL);
     engine_params cpu = engine_default_params();
     cpu.n_threads = 16;
+    cpu.cpu_exact = 1; /* the exact f32 reference, not the fast path's 8-bit activations */
     float *ref = golden_eval_all(model, cpu, tokens, N, err, sizeof err);
     snprintf(name, sizeof name, "gpu vs cpu %s %s: CPU eval", shape, quant);
     if (!CHECK(ref != NULL, name, "%s", err)) goto out;

@@ -42,6 +42,10 @@ static engine_params one_gpu(void) {
     ep.gpu = &forward_cuda_gpu;
     ep.n_threads = 16;
     ep.split.split_mode = ENGINE_SPLIT_NONE;
+    /* -ngl partial's CPU layers on the exact path: the split's greedy tokens are held to one GPU's,
+     * and the fast path's 8-bit activations part from them at near-ties (its fidelity is
+     * tests/e2e/cpu_fast.sh's) */
+    ep.cpu_exact = 1;
     return ep;
 }
 
