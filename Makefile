@@ -160,8 +160,8 @@ demo: all
 	  [ -f $(DEMO_CHAT) ] && m=$(DEMO_CHAT); \
 	fi; \
 	if [ -n "$$m" ]; then \
-	  echo "$(BUILD)/mgi -m $$m -cnv -st -p 'What is the capital of France?' --temp 0 -n 64" >&2; \
-	  $(BUILD)/mgi -m $$m -cnv -st -p "What is the capital of France?" --temp 0 -n 64; \
+	  echo "$(BUILD)/mgi -m $$m -cnv -st -sys 'You are a helpful assistant.' -p 'What is the capital of France?' --temp 0 -n 64" >&2; \
+	  $(BUILD)/mgi -m $$m -cnv -st -sys "You are a helpful assistant." -p "What is the capital of France?" --temp 0 -n 64; \
 	else \
 	  echo "demo: SmolLM2-135M-Instruct could not be fetched (no network?): running a random-weight model instead" >&2; \
 	  m=$(DEMO_MODEL); [ -f $$m ] || $(BUILD)/scripts/mkmodel --shape demo --quant q4_0 -o $$m; \
