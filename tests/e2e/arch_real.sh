@@ -33,7 +33,9 @@ within() {
 
 for m in gemma3:"$GEMMA3" smollm2:"$SMOLLM"; do
     name=${m%%:*} file=${m#*:}
-    if "$MGI" perplexity --cpu-exact -m "$file" -f "$golden/text.txt" -c 128 -b 128 -t 2 >"$TMP/ppl" 2>&1; then
+    if [ -n "${MGI_ASAN:-}" ]; then
+        echo "SKIP $name perplexity under AddressSanitizer: 441 tokens of a real model on the exact path take minutes there (make test checks it; the greedy runs below still run)"
+    elif "$MGI" perplexity --cpu-exact -m "$file" -f "$golden/text.txt" -c 128 -b 128 -t 2 >"$TMP/ppl" 2>&1; then
         got=$(sed -n 's/^Final estimate: PPL = \([0-9.]*\).*/\1/p' "$TMP/ppl")
         within "$name perplexity vs llama.cpp on the f32 copy" "$got" "$(jget "$ref" "$name" ppl)" 0.0005
         if [ "$name" = gemma3 ]; then
