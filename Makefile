@@ -177,9 +177,11 @@ FUZZ_SECONDS ?= 60
 FUZZ_SRC     := $(wildcard tests/fuzz/fuzz_*.c)
 FUZZ_BIN     := $(FUZZ_SRC:tests/fuzz/%.c=build/fuzz/%)
 
+# -march=native: clang ignores the `#pragma GCC target` that quant/dot_*.c compile their ISA paths
+# with, so the fuzz build (run on the machine that builds it) enables the host's ISA instead.
 build/fuzz/fuzz_%: tests/fuzz/fuzz_%.c $(CPU_SRC)
 	@mkdir -p $(dir $@)
-	$(FUZZ_CC) $(CPPFLAGS) -std=c11 -O1 -g -fsanitize=fuzzer,address,undefined \
+	$(FUZZ_CC) $(CPPFLAGS) -std=c11 -O1 -g -march=native -fsanitize=fuzzer,address,undefined \
 	  -fno-sanitize-recover=all -o $@ $< $(CPU_SRC) $(LDLIBS_CPU)
 
 fuzz: $(FUZZ_BIN) $(BUILD)/tests/malformed/gen_malformed

@@ -11,14 +11,32 @@ static const quant_dot_table *const tables[QUANT_ISA_COUNT] = {
 
 static const char *const isa_names[QUANT_ISA_COUNT] = {"ref", "avx2", "avxvnni", "avx512"};
 
+/* clang-14's __builtin_cpu_supports knows neither "f16c" nor "avxvnni" (the fuzz build, compiled
+ * with clang and -march=native, takes them from the target's macros instead). */
+#ifdef __clang__
+#ifdef __F16C__
+#define CPU_F16C 1
+#else
+#define CPU_F16C 0
+#endif
+#ifdef __AVXVNNI__
+#define CPU_AVXVNNI 1
+#else
+#define CPU_AVXVNNI 0
+#endif
+#else
+#define CPU_F16C __builtin_cpu_supports("f16c")
+#define CPU_AVXVNNI __builtin_cpu_supports("avxvnni")
+#endif
+
 int quant_isa_supported(quant_isa isa) {
     switch (isa) {
     case QUANT_ISA_REF: return 1;
 #if defined(__x86_64__) || defined(__i386__)
     case QUANT_ISA_AVX2:
-        return __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma") && __builtin_cpu_supports("f16c");
+        return __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma") && CPU_F16C;
     case QUANT_ISA_AVXVNNI:
-        return quant_isa_supported(QUANT_ISA_AVX2) && __builtin_cpu_supports("avxvnni");
+        return quant_isa_supported(QUANT_ISA_AVX2) && CPU_AVXVNNI;
     case QUANT_ISA_AVX512:
         return quant_isa_supported(QUANT_ISA_AVX2) && __builtin_cpu_supports("avx512f") &&
                __builtin_cpu_supports("avx512bw") && __builtin_cpu_supports("avx512vl") &&
