@@ -16,6 +16,7 @@ typedef struct {
     int32_t *hist;    /* [n_ctx] tokens whose K/V the sequence holds (engine_seq_len of them) */
     int32_t n_fed;    /* prompt tokens evaluated or reused so far */
     int32_t pending;  /* generated token to evaluate next; -1: none */
+    int32_t lead;     /* a group's job waiting for its leader's prompt: the leader's slot; else -1 */
 } slot;
 
 /* A FIFO of jobs linked through sched_job.next. */
@@ -30,9 +31,12 @@ struct sched {
     slot *slots;
     fifo queue, done;
     engine_token *batch;  /* [n_batch] */
-    int32_t *row_slot;    /* [n_batch] slot of each logits row */
+    /* A step's picks: one per logits row, then one per group job whose leader's prompt ended in
+     * this step (it draws from its leader's row): [n_batch + n_slots] each. */
+    int32_t *row_slot;    /* slot of each pick */
+    int32_t *row_src;     /* logits row each pick draws from */
+    int32_t *ids;         /* the picks (the backend's when all are greedy) */
     float *logits;        /* [n_batch][n_vocab] */
-    int32_t *ids;         /* [n_batch] picks of a step's rows (the backend's when all are greedy) */
     int32_t rr;           /* slot that goes first in the next step (fairness when -b < slots) */
     sched_stats st;
 };
@@ -77,12 +81,16 @@ sched *sched_new(engine *e, const sched_params *p, char *err, size_t err_size) {
     s->n_vocab = engine_n_vocab(e);
     s->slots = calloc((size_t)s->n_slots, sizeof *s->slots);
     s->batch = malloc((size_t)p->n_batch * sizeof *s->batch);
-    s->row_slot = malloc((size_t)p->n_batch * sizeof *s->row_slot);
+    size_t picks = (size_t)p->n_batch + (size_t)s->n_slots;
+    s->row_slot = malloc(picks * sizeof *s->row_slot);
+    s->row_src = malloc(picks * sizeof *s->row_src);
     s->logits = malloc((size_t)p->n_batch * (size_t)s->n_vocab * sizeof *s->logits);
-    s->ids = malloc((size_t)p->n_batch * sizeof *s->ids);
-    if (!s->slots || !s->batch || !s->row_slot || !s->logits || !s->ids) goto oom;
-    for (int32_t i = 0; i < s->n_slots; i++)
+    s->ids = malloc(picks * sizeof *s->ids);
+    if (!s->slots || !s->batch || !s->row_slot || !s->row_src || !s->logits || !s->ids) goto oom;
+    for (int32_t i = 0; i < s->n_slots; i++) {
+        s->slots[i].lead = -1;
         if (!(s->slots[i].hist = malloc((size_t)n_ctx * sizeof(int32_t)))) goto oom;
+    }
     /* The system prompt: computed once in slot 0, shared by reference into every other slot. */
     for (int32_t i = 0; i < s->n_slots; i++) engine_seq_free(e, i);
     for (int32_t done = 0; done < p->n_system;) {
@@ -120,6 +128,7 @@ void sched_free(sched *s) {
     free(s->slots);
     free(s->batch);
     free(s->row_slot);
+    free(s->row_src);
     free(s->logits);
     free(s->ids);
     free(s);
@@ -127,7 +136,8 @@ void sched_free(sched *s) {
 
 sched_stats sched_get_stats(const sched *s) { return s->st; }
 
-/* Ends a job: state, timing, the slot freed (its cache stays, for the next prompt to share). */
+/* Ends a job: state, timing, the slot freed (its cache stays, for the next prompt to share).
+ * Group jobs still waiting for this slot's prompt cannot get it: they end as ERROR too. */
 static void finish(sched *s, slot *sl, sched_state state) {
     sched_job *j = sl->job;
     j->state = state;
@@ -137,7 +147,14 @@ static void finish(sched *s, slot *sl, sched_state state) {
     sl->smp = NULL;
     sl->job = NULL;
     sl->pending = -1;
+    sl->lead = -1;
     fifo_push(&s->done, j);
+    for (int32_t i = 0; i < s->n_slots; i++)
+        if (s->slots[i].job && s->slots[i].lead == (int32_t)(sl - s->slots)) {
+            snprintf(s->slots[i].job->err, sizeof s->slots[i].job->err, "the shared prompt failed: %.200s",
+                     state == SCHED_ERROR ? j->err : "its job ended before it was evaluated");
+            finish(s, &s->slots[i], SCHED_ERROR);
+        }
 }
 
 static void fail_job(sched_job *j, const char *msg) {
@@ -146,28 +163,40 @@ static void fail_job(sched_job *j, const char *msg) {
     j->t_start = j->t_prompt = j->t_end = now_ms();
 }
 
+static int32_t group_size(const sched_job *j) {
+    int32_t n = 0;
+    for (; j; j = j->choice_next) n++;
+    return n;
+}
+
 void sched_submit(sched *s, sched_job *j) {
-    j->state = SCHED_QUEUED;
-    j->out = NULL;
-    j->lp = NULL;
-    j->lp_top = NULL;
-    j->n_out = j->n_reused = 0;
-    j->err[0] = 0;
-    j->t_start = j->t_prompt = j->t_end = 0;
-    if (j->n_prompt < 1) {
-        fail_job(j, "the prompt is empty and this vocabulary adds no BOS token");
-        fifo_push(&s->done, j);
-        return;
+    for (sched_job *c = j; c; c = c->choice_next) {
+        c->state = SCHED_QUEUED;
+        c->out = NULL;
+        c->lp = NULL;
+        c->lp_top = NULL;
+        c->n_out = c->n_reused = 0;
+        c->err[0] = 0;
+        c->t_start = c->t_prompt = c->t_end = 0;
     }
-    if (j->n_prompt > s->n_ctx) {
-        char msg[200];
+    char msg[200] = "";
+    int32_t n_group = group_size(j);
+    if (j->n_prompt < 1)
+        snprintf(msg, sizeof msg, "the prompt is empty and this vocabulary adds no BOS token");
+    else if (j->n_prompt > s->n_ctx)
         snprintf(msg, sizeof msg, "the prompt is %d tokens but a sequence holds %d (-c / -np): shorten it or "
                  "raise -c", j->n_prompt, s->n_ctx);
-        fail_job(j, msg);
-        fifo_push(&s->done, j);
+    else if (n_group > s->n_slots)
+        snprintf(msg, sizeof msg, "%d choices of one prompt decode together, in as many sequences, but there are %d "
+                 "(-np): raise -np to %d", n_group, s->n_slots, n_group);
+    if (!*msg) {
+        fifo_push(&s->queue, j);
         return;
     }
-    fifo_push(&s->queue, j);
+    for (sched_job *c = j; c; c = c->choice_next) {
+        fail_job(c, msg);
+        fifo_push(&s->done, c);
+    }
 }
 
 bool sched_idle(const sched *s) {
@@ -183,6 +212,48 @@ static int32_t common_prefix(const int32_t *a, int32_t na, const int32_t *b, int
     int32_t n = na < nb ? na : nb, i = 0;
     while (i < n && a[i] == b[i]) i++;
     return i;
+}
+
+/* Takes job j into slot sl: its output room and sampler (with --ignore-eos, its grammar, the
+ * prompt as history). 0, or -1 when it failed (finished as ERROR; with err set, that error). */
+static int setup(sched *s, slot *sl, sched_job *j, const char *fail) {
+    char err[256];
+    sl->job = j;
+    sl->pending = -1;
+    j->state = SCHED_RUNNING;
+    j->t_start = now_ms();
+    int rc = 0;
+    if (fail) {
+        snprintf(err, sizeof err, "%s", fail);
+        rc = -1;
+    }
+    sampler_params sp = j->sp;
+    if (sp.repeat_last_n < 0) sp.repeat_last_n = s->n_ctx;
+    /* Room for every token it can generate: each but the last is evaluated after the prompt. */
+    int32_t most = s->n_ctx - j->n_prompt + 1;
+    if (j->n_predict > 0 && j->n_predict < most) most = j->n_predict;
+    if (!rc && !(j->out = malloc((size_t)most * sizeof *j->out))) {
+        snprintf(err, sizeof err, "out of memory");
+        rc = -1;
+    }
+    if (!rc && !(sl->smp = sampler_new(&sp, s->n_vocab, err, sizeof err))) rc = -1;
+    if (rc) {
+        snprintf(j->err, sizeof j->err, "%s", err);
+        finish(s, sl, SCHED_ERROR);
+        return -1;
+    }
+    _Static_assert(TOKENIZER_MAX_EOG <= SAMPLER_MAX_SKIP, "every end-of-generation id fits the sampler's skip list");
+    if (j->ignore_eos) { /* llama.cpp's --ignore-eos: end-of-generation tokens are never picked */
+        const int32_t *eog;
+        int n_eog = tokenizer_eog_ids(engine_tokenizer(s->e), &eog);
+        sampler_skip(sl->smp, eog, n_eog); /* n_eog <= TOKENIZER_MAX_EOG == SAMPLER_MAX_SKIP */
+    }
+    if (j->grammar && constrain_attach(sl->smp, j->grammar, j->gvocab, engine_tokenizer(s->e), j->err, sizeof j->err)) {
+        finish(s, sl, SCHED_ERROR);
+        return -1;
+    }
+    for (int32_t i = 0; i < j->n_prompt; i++) sampler_accept(sl->smp, j->prompt[i]);
+    return 0;
 }
 
 /* Puts job j into free slot k, sharing the longest cached prefix of its prompt. */
@@ -204,39 +275,35 @@ static void start(sched *s, int32_t k, sched_job *j) {
     int rc = best == k ? engine_seq_rm(s->e, k, reuse, -1, err, sizeof err)
                        : engine_seq_cp(s->e, best, k, 0, reuse, err, sizeof err);
     if (!rc && best != k) memcpy(sl->hist, s->slots[best].hist, (size_t)reuse * sizeof(int32_t));
-    sl->job = j;
-    sl->pending = -1;
     sl->n_fed = reuse;
-    j->state = SCHED_RUNNING;
-    j->t_start = now_ms();
     j->n_reused = reuse;
-    sampler_params sp = j->sp;
-    if (sp.repeat_last_n < 0) sp.repeat_last_n = s->n_ctx;
-    /* Room for every token it can generate: each but the last is evaluated after the prompt. */
-    int32_t most = s->n_ctx - j->n_prompt + 1;
-    if (j->n_predict > 0 && j->n_predict < most) most = j->n_predict;
-    if (!rc && !(j->out = malloc((size_t)most * sizeof *j->out))) {
-        snprintf(err, sizeof err, "out of memory");
-        rc = -1;
-    }
-    if (!rc && !(sl->smp = sampler_new(&sp, s->n_vocab, err, sizeof err))) rc = -1;
-    if (rc) {
-        snprintf(j->err, sizeof j->err, "%s", err);
-        finish(s, sl, SCHED_ERROR);
-        return;
-    }
-    _Static_assert(TOKENIZER_MAX_EOG <= SAMPLER_MAX_SKIP, "every end-of-generation id fits the sampler's skip list");
-    if (j->ignore_eos) { /* llama.cpp's --ignore-eos: end-of-generation tokens are never picked */
-        const int32_t *eog;
-        int n_eog = tokenizer_eog_ids(engine_tokenizer(s->e), &eog);
-        sampler_skip(sl->smp, eog, n_eog); /* n_eog <= TOKENIZER_MAX_EOG == SAMPLER_MAX_SKIP */
-    }
-    if (j->grammar && constrain_attach(sl->smp, j->grammar, j->gvocab, engine_tokenizer(s->e), j->err, sizeof j->err)) {
-        finish(s, sl, SCHED_ERROR);
-        return;
-    }
-    for (int32_t i = 0; i < j->n_prompt; i++) sampler_accept(sl->smp, j->prompt[i]);
+    if (setup(s, sl, j, rc ? err : NULL)) return;
     s->st.n_prompt_reused += reuse;
+}
+
+/* Puts group job j into free slot k to wait for the prompt that slot lead evaluates. */
+static void start_follower(sched *s, int32_t k, sched_job *j, int32_t lead) {
+    slot *sl = &s->slots[k];
+    sl->n_fed = j->n_prompt; /* nothing of its own to evaluate */
+    sl->lead = lead;
+    setup(s, sl, j, NULL);
+}
+
+/* Starts the group led by j (the caller has checked that enough slots are free). */
+static void start_group(sched *s, sched_job *j) {
+    int32_t k = 0;
+    while (s->slots[k].job) k++;
+    start(s, k, j);
+    for (sched_job *c = j->choice_next; c; c = c->choice_next) {
+        if (s->slots[k].job != j) { /* the leader failed at its start */
+            fail_job(c, j->err);
+            fifo_push(&s->done, c);
+            continue;
+        }
+        int32_t f = 0;
+        while (s->slots[f].job) f++;
+        start_follower(s, f, c, k);
+    }
 }
 
 /* Draws of a step's rows: each row's slot has its own sampler (candidates, generator), so the
@@ -250,11 +317,11 @@ static void *draw_main(void *arg) {
     draw_job *j = arg;
     sched *s = j->s;
     for (int32_t r = j->lo; r < j->hi; r++)
-        s->ids[r] = sampler_sample(s->slots[s->row_slot[r]].smp, s->logits + (size_t)r * s->n_vocab);
+        s->ids[r] = sampler_sample(s->slots[s->row_slot[r]].smp, s->logits + (size_t)s->row_src[r] * s->n_vocab);
     return NULL;
 }
 
-/* s->ids[r] for rows [0, rows) from s->logits. One draw takes ~45 us at a 32000-token vocabulary
+/* s->ids[r] for picks [0, rows) from s->logits. One draw takes ~45 us at a 32000-token vocabulary
  * (engine/sampler.c), so a step of 32 sampled rows spreads them over up to 8 threads (their
  * start costs ~10 us each) rather than spend ~1.4 ms beside a ~4 ms GPU step; a thread that
  * cannot start has its rows drawn by the caller. */
@@ -329,11 +396,14 @@ static int record_logprobs(sched_job *j, const float *logits, int32_t n_vocab, i
 }
 
 int sched_step(sched *s, char *err, size_t err_size) {
-    bool all_free = true;
-    for (int32_t i = 0; i < s->n_slots; i++) all_free &= s->slots[i].job == NULL;
-    if (s->p.cont_batching || all_free)
-        for (int32_t i = 0; i < s->n_slots && s->queue.head; i++)
-            if (!s->slots[i].job) start(s, i, fifo_pop(&s->queue));
+    int32_t n_free = 0;
+    for (int32_t i = 0; i < s->n_slots; i++) n_free += s->slots[i].job == NULL;
+    /* in order: a group waits at the head of the queue until it has its slots */
+    if (s->p.cont_batching || n_free == s->n_slots)
+        while (s->queue.head && group_size(s->queue.head) <= n_free) {
+            n_free -= group_size(s->queue.head);
+            start_group(s, fifo_pop(&s->queue));
+        }
 
     /* Decode tokens first (one per generating slot), then prefill chunks, from slot rr on. */
     int32_t n = 0, rows = 0, n_dec = 0;
@@ -362,9 +432,20 @@ int sched_step(sched *s, char *err, size_t err_size) {
         }
     s->rr = (s->rr + 1) % s->n_slots;
     if (n == 0) return 0;
-    /* When every row samples greedily the backend picks (on a GPU only ids come back). */
+    /* The group jobs whose leader's prompt ends in this step pick from the leader's row. */
+    int32_t picks = rows;
+    for (int32_t r = 0; r < rows; r++) {
+        s->row_src[r] = r;
+        if (s->slots[s->row_slot[r]].pending >= 0) continue;
+        for (int32_t f = 0; f < s->n_slots; f++)
+            if (s->slots[f].job && s->slots[f].lead == s->row_slot[r]) {
+                s->row_slot[picks] = f;
+                s->row_src[picks++] = r;
+            }
+    }
+    /* When every pick is greedy the backend picks (on a GPU only ids come back). */
     bool greedy = true;
-    for (int32_t r = 0; r < rows; r++)
+    for (int32_t r = 0; r < picks; r++)
         greedy &= sampler_is_greedy(s->slots[s->row_slot[r]].smp) != 0 && !s->slots[s->row_slot[r]].job->logprobs;
     double t0 = now_ms();
     int rc = greedy ? engine_decode_greedy(s->e, s->batch, n, s->ids, err, err_size)
@@ -390,12 +471,29 @@ int sched_step(sched *s, char *err, size_t err_size) {
         return -1;
     }
     for (int32_t i = 0; i < n; i++) s->slots[s->batch[i].seq].hist[s->batch[i].pos] = s->batch[i].token;
-    if (!greedy) draw_rows(s, rows);
-    for (int32_t r = 0; r < rows; r++) {
+    /* The prompt is in the leaders' caches: each waiting group job takes it by reference. */
+    for (int32_t r = rows; r < picks; r++) {
+        slot *f = &s->slots[s->row_slot[r]];
+        int32_t lead = s->row_slot[s->row_src[r]], np = f->job->n_prompt;
+        if (engine_seq_cp(s->e, lead, s->row_slot[r], 0, np, err, err_size)) {
+            snprintf(f->job->err, sizeof f->job->err, "%s", err);
+            finish(s, f, SCHED_ERROR);
+            continue;
+        }
+        memcpy(f->hist, s->slots[lead].hist, (size_t)np * sizeof(int32_t));
+        f->lead = -1;
+        f->job->n_reused = np;
+        s->st.n_prompt_reused += np;
+        if (greedy) s->ids[r] = s->ids[s->row_src[r]];
+    }
+    if (!greedy) draw_rows(s, picks);
+    for (int32_t r = 0; r < picks; r++) {
         slot *sl = &s->slots[s->row_slot[r]];
+        if (!sl->job) continue; /* a group job whose share of the prompt failed */
         if (sl->pending < 0) sl->job->t_prompt = now_ms();
         sl->pending = -1;
-        if (sl->job->logprobs && record_logprobs(sl->job, s->logits + (size_t)r * s->n_vocab, s->n_vocab, s->ids[r])) {
+        if (sl->job->logprobs &&
+            record_logprobs(sl->job, s->logits + (size_t)s->row_src[r] * s->n_vocab, s->n_vocab, s->ids[r])) {
             snprintf(sl->job->err, sizeof sl->job->err, "out of memory for the log-probabilities");
             engine_seq_free(s->e, (int32_t)(sl - s->slots));
             finish(s, sl, SCHED_ERROR);

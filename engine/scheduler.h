@@ -52,6 +52,15 @@ struct sched_job {
     int32_t n_logprobs;
     double *lp;
     sampler_logprob *lp_top;
+    /* Choices of one prompt (OpenAI's "n", llama-batched's -np): a submitted job whose
+     * choice_next is not NULL leads a group, the jobs linked through choice_next, each with the
+     * leader's prompt and its own sampling (seed, stops, grammar, logprobs, n_predict). Only the
+     * leader is submitted. The group starts once as many slots as it has jobs are free (a group
+     * larger than the slots finishes at once as ERROR); the prompt is evaluated once, in the
+     * leader's slot; then every other job shares those KV pages (engine_seq_cp, no copy) and
+     * draws its first token from the same logits, and all decode together, one token each per
+     * step. Each job of the group finishes on its own (sched_next_done returns each). */
+    sched_job *choice_next;
 };
 
 typedef struct {
@@ -64,7 +73,7 @@ typedef struct {
 
 typedef struct {
     int64_t n_prompt_eval;    /* prompt tokens computed (the system prompt's once) */
-    int64_t n_prompt_reused;  /* prompt tokens shared from a cached prefix */
+    int64_t n_prompt_reused;  /* prompt tokens shared from a cached prefix (or a group's leader) */
     int64_t n_gen;            /* tokens generated */
     int64_t n_steps;          /* forward passes */
     /* Steps that only decoded (no prompt tokens), the generation speed of a batch as llama.cpp's
