@@ -28,14 +28,18 @@ static const char batch_usage[] =
     "  \"repeat_penalty\", \"presence_penalty\", \"frequency_penalty\", \"repeat_last_n\", \"ignore_eos\",\n"
     "  \"logit_bias\": [[token id, bias or false], ...] or {\"token id\": bias}, \"max_tokens\" (= n_predict),\n"
     "  \"messages\" (rendered with the model's chat template) with \"chat_template_kwargs\", \"stop\"\n"
-    "  (a string or list: the text ends before it)}; absent fields take the flags' values. OpenAI Batch\n"
-    "  API lines {\"custom_id\", \"method\", \"url\": /v1/chat/completions or /v1/completions, \"body\"} are\n"
-    "  answered in OpenAI's output format (--resume matches custom_id). Structured output: \"grammar\":\n"
-    "  GBNF, \"json_schema\": {...}, \"response_format\": {\"type\": \"json_object\"|\"json_schema\", ...}.\n"
+    "  (a string or list: the text ends before it), \"logprobs\", \"top_logprobs\", \"n_probs\", \"n\"\n"
+    "  (or \"n_cmpl\": 1..128 choices of the prompt, evaluated once; choice i samples with seed + i)};\n"
+    "  absent fields take the flags' values. OpenAI Batch API lines {\"custom_id\", \"method\", \"url\":\n"
+    "  /v1/chat/completions or /v1/completions, \"body\"} are answered in OpenAI's output format\n"
+    "  (--resume matches custom_id). Structured output: \"grammar\": GBNF, \"json_schema\": {...},\n"
+    "  \"response_format\": {\"type\": \"json_object\"|\"json_schema\", ...}.\n"
     "  Output: one JSON line per request (id, prompt, text, tokens, finish_reason stop|length|error,\n"
     "  error, n_prompt (system prompt and BOS included), n_generated, n_reused, seed, timings), as\n"
-    "  each finishes. A bad line gets its own error line and the rest go on; the exit status is 0\n"
-    "  once every request has its line, 130/143 on SIGINT/SIGTERM (finished lines are kept whole).\n"
+    "  each finishes; with n > 1, \"choices\": [{index, text, tokens, finish_reason, error,\n"
+    "  n_generated, seed}, ...] in place of text..seed, and n_generated counts every choice. A bad\n"
+    "  line gets its own error line and the rest go on; the exit status is 0 once every request has\n"
+    "  its line, 130/143 on SIGINT/SIGTERM (finished lines are kept whole).\n"
     "  -m,   --model PATH         GGUF model file (required)\n"
     "  -f,   --file PATH          the requests; - reads stdin\n"
     "  -o,   --output PATH        append the result lines to PATH instead of stdout (a file is locked\n"
@@ -43,7 +47,8 @@ static const char batch_usage[] =
     "        --resume             with -o (a regular file): skip requests whose id PATH already holds;\n"
     "                             the ids must then be unique (without it a repeated id is an error line)\n"
     "        --ordered            write results in input order (default: as they finish)\n"
-    "  -np,  --parallel N         sequences decoded together (default 1)\n"
+    "  -np,  --parallel N         sequences decoded together; a request's n choices take n of them\n"
+    "                             (default: 1, or the largest n of the requests)\n"
     "  -ns,  --sequences N        without -f: run N requests from built-in prompts (default 0)\n"
     "  -cb,  --cont-batching      a finished sequence takes the next request at once (default on)\n"
     "  -nocb, --no-cont-batching  start new requests only when every sequence is free\n"
@@ -80,7 +85,7 @@ static const char *const builtin_prompts[] = {
 
 typedef struct {
     const char *model, *file, *output, *system, *system_file;
-    bool resume, ordered, cont_batching, prefix_reuse, log;
+    bool resume, ordered, cont_batching, prefix_reuse, log, np_given;
     int warmup; /* 1 on a GPU (the default), 2 on any backend (--warmup), 0 never (--no-warmup) */
     int n_parallel, n_sequences, n_ubatch;
     request_params rp;
@@ -118,6 +123,7 @@ static int parse(int argc, char **argv, batch_opts *o) {
         } else if (cli_is_flag(a, "-np", "--parallel")) {
             VALUE();
             if (cli_parse_int(a, v, 0, 1 << 16, &o->n_parallel)) return -1;
+            o->np_given = true;
         } else if (cli_is_flag(a, "-ns", "--sequences")) {
             VALUE();
             if (cli_parse_int(a, v, 1, 1 << 24, &o->n_sequences)) return -1;
@@ -174,145 +180,11 @@ static int parse(int argc, char **argv, batch_opts *o) {
 
 /* --- output lines ---------------------------------------------------------------------------- */
 
-/* Copies valid UTF-8 and replaces each malformed byte with U+FFFD, so the JSON is valid text. */
-static char *utf8_clean(const char *s, size_t n) {
-    char *out = malloc(3 * n + 1), *o = out;
-    if (!out) return NULL;
-    for (size_t i = 0; i < n;) {
-        unsigned char c = (unsigned char)s[i];
-        size_t len = c < 0x80 ? 1 : (c >> 5) == 6 ? 2 : (c >> 4) == 14 ? 3 : (c >> 3) == 30 ? 4 : 0;
-        bool ok = len && i + len <= n;
-        for (size_t k = 1; ok && k < len; k++) ok = ((unsigned char)s[i + k] >> 6) == 2;
-        if (ok && len == 2) ok = c >= 0xc2;
-        if (ok && len == 3) {
-            unsigned c1 = (unsigned char)s[i + 1];
-            ok = !(c == 0xe0 && c1 < 0xa0) && !(c == 0xed && c1 >= 0xa0);
-        }
-        if (ok && len == 4) {
-            unsigned c1 = (unsigned char)s[i + 1];
-            ok = c <= 0xf4 && !(c == 0xf0 && c1 < 0x90) && !(c == 0xf4 && c1 >= 0x90);
-        }
-        if (ok && c == 0) ok = false;  /* a NUL would end the C string */
-        if (ok) {
-            memcpy(o, s + i, len);
-            o += len;
-            i += len;
-        } else {
-            memcpy(o, "\xef\xbf\xbd", 3);
-            o += 3;
-            i++;
-        }
-    }
-    *o = 0;
-    return out;
-}
-
-/* One request as the CLI tracks it. */
-typedef struct {
-    request req;
-    sched_job job;
-    int32_t *prompt_ids;
-    int32_t n_prompt;
-    uint64_t seed;
-    int64_t line_no;  /* its line in the input (from 1) */
-    bool skip;        /* --resume: already in the output */
-    bool finished;
-    char *line;       /* the finished output line (with --ordered, until its turn) */
-    const tokenizer *tok;     /* for "stop": the recent text of the generated tokens */
-    const char *model;        /* for OpenAI result lines */
-    cli_chat_text stop_tail;
-} item;
-
-/* sched_job.stop_fn: a stop string has appeared in the text (an allocation failure stops too). */
-static int batch_stop(const sched_job *j, void *ctx) {
-    item *it = ctx;
-    return cli_stop_check(it->tok, it->req.stop, it->req.n_stop, &it->stop_tail, j->out[j->n_out - 1]) != 0;
-}
-
 /* By id, then by line: the first of equal ids comes first. */
 static int item_cmp(const void *a, const void *b) {
-    const item *x = *(item *const *)a, *y = *(item *const *)b;
+    const cli_batch_item *x = *(cli_batch_item *const *)a, *y = *(cli_batch_item *const *)b;
     int c = strcmp(x->req.id, y->req.id);
     return c ? c : (x->line_no > y->line_no) - (x->line_no < y->line_no);
-}
-
-static double round3(double x) { return round(x * 1000.0) / 1000.0; }
-
-/* The result line of a finished item (JSON + '\n'); NULL when out of memory. */
-static char *result_line(const item *it, const tokenizer *tok) {
-    const sched_job *j = &it->job;
-    const char *error = it->req.error ? it->req.error : j->state == SCHED_ERROR ? j->err : NULL;
-    cJSON *o = cJSON_CreateObject();
-    char *text = NULL, *prompt = NULL, *out = NULL;
-    if (!o || !cJSON_AddRawToObject(o, "id", it->req.id)) goto done;
-    if (it->req.prompt) {
-        if (!(prompt = utf8_clean(it->req.prompt, it->req.prompt_len)) || !cJSON_AddStringToObject(o, "prompt", prompt))
-            goto done;
-    }
-    /* The text as mgi run prints it: the pieces through the streaming detokeniser. */
-    size_t cap = 64, n = 0;
-    char *buf = malloc(cap);
-    tokenizer_stream st = {0};
-    for (int32_t i = 0; buf && i <= j->n_out; i++) {
-        size_t need = tokenizer_max_piece(tok) + 16;
-        if (n + need > cap) {
-            char *nb = realloc(buf, 2 * cap + need);
-            if (!nb) { free(buf); buf = NULL; break; }
-            buf = nb;
-            cap = 2 * cap + need;
-        }
-        n += i < j->n_out ? tokenizer_stream_put(tok, &st, j->out[i], buf + n, cap - n)
-                          : tokenizer_stream_flush(&st, buf + n, cap - n);
-    }
-    if (!buf) goto done;
-    /* llama-server's stop: the text ends before the first stop string */
-    size_t cut = it->req.n_stop ? cli_stop_cut(buf, n, it->req.stop, it->req.n_stop) : n;
-    text = utf8_clean(buf, cut);
-    free(buf);
-    if (!text || !cJSON_AddStringToObject(o, "text", text)) goto done;
-    cJSON *ids = cJSON_AddArrayToObject(o, "tokens");
-    for (int32_t i = 0; ids && i < j->n_out; i++) {
-        cJSON *v = cJSON_CreateNumber(j->out[i]);
-        if (!v) goto done;
-        cJSON_AddItemToArray(ids, v);
-    }
-    const char *reason = error ? "error" : j->state == SCHED_STOP ? "stop" : "length";
-    if (it->req.openai) {  /* OpenAI's format instead (cli/chat_batch.c) */
-        cJSON *lp = !error && it->req.n_logprobs >= 0 ? cli_logprobs_json(tok, j) : NULL;
-        out = cli_openai_result(&it->req, it->line_no, it->model, text, reason, error, it->req.error ? 400 : error ? 500 : 200,
-                                it->n_prompt, j->n_out, lp);
-        goto done;
-    }
-    cJSON *lp = !error && it->req.n_logprobs >= 0 ? cli_logprobs_json(tok, j) : NULL;
-    if (lp) cJSON_AddItemToObject(o, "logprobs", lp);
-    if (!ids || !cJSON_AddStringToObject(o, "finish_reason", reason)) goto done;
-    if (error && !cJSON_AddStringToObject(o, "error", error)) goto done;
-    double prompt_ms = j->t_prompt - j->t_start, gen_ms = j->t_end - j->t_prompt;
-    cJSON *t = NULL;
-    if (!cJSON_AddNumberToObject(o, "n_prompt", it->n_prompt) ||
-        !cJSON_AddNumberToObject(o, "n_generated", j->n_out) ||
-        !cJSON_AddNumberToObject(o, "n_reused", j->n_reused) ||
-        (!error && !cJSON_AddNumberToObject(o, "seed", (double)it->seed)) ||
-        !(t = cJSON_AddObjectToObject(o, "timings")) ||
-        !cJSON_AddNumberToObject(t, "prompt_ms", round3(prompt_ms)) ||
-        !cJSON_AddNumberToObject(t, "gen_ms", round3(gen_ms)) ||
-        !cJSON_AddNumberToObject(t, "tokens_per_second", round3(gen_ms > 0 ? 1e3 * j->n_out / gen_ms : 0)))
-        goto done;
-    char *js = cJSON_PrintUnformatted(o);
-    if (js) {
-        size_t len = strlen(js);
-        if ((out = malloc(len + 2))) {
-            memcpy(out, js, len);
-            out[len] = '\n';
-            out[len + 1] = 0;
-        }
-        free(js);
-    }
-done:
-    cJSON_Delete(o);
-    free(text);
-    free(prompt);
-    return out;
 }
 
 /* Writes a whole line with one write() (a retry only continues a short write); 0 or -1. A
@@ -449,7 +321,7 @@ static int warmup(engine *e, int32_t n_step, bool log, char *err, size_t err_siz
 }
 
 typedef struct {
-    item *items;
+    cli_batch_item *items;
     int64_t n_items, next;  /* --ordered: the first item not yet written */
     int fd;
     bool ordered;
@@ -459,19 +331,30 @@ typedef struct {
 
 /* A finished item (NULL: none, only flush): its line is written now, or with --ordered once
  * every earlier item is written. 0, or -1 with errno set (ENOMEM, or the write's error). */
-static int emit(out_state *os, item *it) {
+static int emit(out_state *os, cli_batch_item *it) {
     if (it) {
-        if (!(it->line = result_line(it, os->tok))) {
+        if (!(it->line = cli_batch_result_line(it, os->tok))) {
             errno = ENOMEM;
             return -1;
         }
         it->finished = true;
-        free(it->job.out);  /* the line holds what is kept; long runs stay small */
+        bool failed = it->req.error != NULL;
+        for (int32_t c = 0; c < it->req.n_choices; c++) {  /* the line holds what is kept: long runs stay small */
+            sched_job *j = &it->ch[c].job;
+            failed |= j->state == SCHED_ERROR;
+            free(j->out);
+            free(j->lp);
+            free(j->lp_top);
+            free(it->ch[c].stop_tail.s);
+            j->out = NULL;
+            j->lp = NULL;
+            j->lp_top = NULL;
+            it->ch[c].stop_tail.s = NULL;
+        }
         free(it->prompt_ids);
-        it->job.out = NULL;
         it->prompt_ids = NULL;
         os->n_done++;
-        os->n_err += it->req.error || it->job.state == SCHED_ERROR;
+        os->n_err += failed;
         if (!os->ordered) {
             int w = write_line(os->fd, it->line);
             free(it->line);
@@ -480,13 +363,47 @@ static int emit(out_state *os, item *it) {
         }
     }
     for (; os->next < os->n_items; os->next++) {
-        item *x = &os->items[os->next];
+        cli_batch_item *x = &os->items[os->next];
         if (x->skip) continue;
         if (!x->finished) break;
         int w = write_line(os->fd, x->line);
         free(x->line);
         x->line = NULL;
         if (w) return -1;
+    }
+    return 0;
+}
+
+/* "n" choices decode together, one sequence each: without -np the run gets as many sequences as
+ * the largest n asks; with -np a request asking for more is refused (its own error line), as
+ * llama-server refuses n_cmpl above its slots. 0, or -1 when out of memory. */
+static int fit_choices(cli_batch_item *items, int64_t n, batch_opts *o) {
+    int most = 1;
+    for (int64_t k = 0; k < n; k++) {
+        request *r = &items[k].req;
+        if (r->error || r->n_choices <= 1) continue;
+        if (!o->np_given) {
+            if (r->n_choices > most) most = r->n_choices;
+            continue;
+        }
+        if (r->n_choices <= o->n_parallel) continue;
+        char msg[200];
+        snprintf(msg, sizeof msg, "line %lld: \"n\" %d: the choices decode together, one sequence each, but -np is "
+                 "%d: raise -np to %d or lower n", (long long)items[k].line_no, r->n_choices, o->n_parallel,
+                 r->n_choices);
+        free(r->prompt);
+        r->prompt = NULL;
+        if (!(r->error = strdup(msg))) {
+            cli_error("out of memory");
+            return -1;
+        }
+    }
+    if (most > o->n_parallel) {
+        if (o->log)
+            fprintf(stderr, "batch: %d parallel sequences, for the largest \"n\" of the requests (-np sets them)\n",
+                    most);
+        o->n_parallel = most;
+        o->ep.n_seq_max = most;
     }
     return 0;
 }
@@ -541,16 +458,16 @@ static const cli_input batch_input = {
 /* Duplicate ids: with --resume the ids key the results, so one id twice would have the second
  * request taken as done once the first is in: the input is refused (exit 2). Without it the later
  * ones get an error line each and the rest run. 0, or -1 after a message (out of memory too). */
-static int check_ids(item *items, int64_t n, bool resume, const char *file) {
-    item **v = malloc((size_t)(n ? n : 1) * sizeof *v);
+static int check_ids(cli_batch_item *items, int64_t n, bool resume, const char *file) {
+    cli_batch_item **v = malloc((size_t)(n ? n : 1) * sizeof *v);
     if (!v) { cli_error("out of memory"); return -1; }
     for (int64_t k = 0; k < n; k++) v[k] = &items[k];
     qsort(v, (size_t)n, sizeof *v, item_cmp);
     int rc = 0;
     for (int64_t k = 1; k < n && !rc; k++) {
-        const item *first = v[k - 1];
+        const cli_batch_item *first = v[k - 1];
         while (k < n && !strcmp(v[k]->req.id, first->req.id)) {
-            item *dup = v[k++];
+            cli_batch_item *dup = v[k++];
             if (resume) {
                 cli_error("%s: id %s on lines %lld and %lld: with --resume every id must be unique (the ids "
                           "key the results in -o); give each request its own id", file, dup->req.id,
@@ -599,7 +516,7 @@ int cli_batch(int argc, char **argv) {
         grammar_free(gram);
         return cli_exit_status(EXIT_BADINPUT);
     }
-    item *items = NULL;
+    cli_batch_item *items = NULL;
     int64_t n_items = 0;
     idset done_ids = {0};
     grammar_vocab *gvocab = NULL; /* built once when some request has a grammar */
@@ -627,12 +544,14 @@ int cli_batch(int argc, char **argv) {
             line = builtin_prompts[k % (int64_t)(sizeof builtin_prompts / sizeof *builtin_prompts)];
             len = strlen(line);
         }
-        item *it = &items[n_items];
+        cli_batch_item *it = &items[n_items];
         if (request_parse(&it->req, line, len, k + 1, &o.rp)) { cli_error("out of memory"); goto out; }
         if (it->req.blank) {
             request_free(&it->req);
             continue;
         }
+        if (!(it->ch = calloc((size_t)it->req.n_choices, sizeof *it->ch))) { cli_error("out of memory"); goto out; }
+        for (int32_t c = 0; c < it->req.n_choices; c++) it->ch[c].it = it;
         it->line_no = k + 1;
         it->model = o.model;
         if (it->req.warning && o.log) fprintf(stderr, "batch: warning: %s\n", it->req.warning);
@@ -642,6 +561,7 @@ int cli_batch(int argc, char **argv) {
         rc = EXIT_BADINPUT;
         goto out;
     }
+    if (fit_choices(items, n_items, &o)) goto out;
     /* The output before anything runs: locked for the run (a second writer is refused), read back
      * with --resume (a regular file then; without it a FIFO or a pipe is fine too). */
     if (o.output) {
@@ -684,7 +604,7 @@ int cli_batch(int argc, char **argv) {
         tok = engine_tokenizer(e);
         /* "messages": rendered with the model's chat template, loaded once when a line has them */
         for (int64_t k = 0; k < n_items; k++) {
-            item *it = &items[k];
+            cli_batch_item *it = &items[k];
             if (it->skip || it->req.error || !it->req.messages) continue;
             if (!ct) {
                 int st;
@@ -748,7 +668,7 @@ int cli_batch(int argc, char **argv) {
                     n_sys ? ", system prompt shared" : "");
         }
         for (int64_t k = 0; k < n_items && !gvocab; k++) {
-            const item *it = &items[k];
+            const cli_batch_item *it = &items[k];
             if (it->skip || it->req.error || !(it->req.grammar || it->req.p.grammar)) continue;
             if (!(gvocab = constrain_vocab_new(tok, engine_n_vocab(e), err, sizeof err))) {
                 cli_error("%s", err);
@@ -756,7 +676,7 @@ int cli_batch(int argc, char **argv) {
             }
         }
         for (int64_t k = 0; k < n_items; k++) {
-            item *it = &items[k];
+            cli_batch_item *it = &items[k];
             if (it->skip || it->req.error) continue;
             /* a rendered conversation holds its own system message */
             int64_t n = tokenize(tok, it->req.messages ? NULL : o.system, it->req.prompt, it->req.prompt_len,
@@ -767,22 +687,28 @@ int cli_batch(int argc, char **argv) {
                 continue;
             }
             it->n_prompt = n > INT32_MAX ? INT32_MAX : (int32_t)n;
-            it->seed = it->req.p.seed >= 0 ? (uint64_t)it->req.p.seed : random_seed(k);
-            sched_job *j = &it->job;
-            j->prompt = it->prompt_ids;
-            j->n_prompt = it->n_prompt;
-            j->n_predict = it->req.p.n_predict;
-            j->sp = it->req.p.sp;
-            j->sp.seed = it->seed;
-            j->ignore_eos = it->req.p.ignore_eos;
-            j->grammar = it->req.grammar ? it->req.grammar : it->req.p.grammar;
-            j->gvocab = gvocab;
-            j->user = it;
             it->tok = tok;
-            if (it->req.n_stop) j->stop_fn = batch_stop;
-            j->logprobs = it->req.n_logprobs >= 0;
-            j->n_logprobs = j->logprobs ? it->req.n_logprobs : 0;
-            sched_submit(sc, j);
+            /* choice c samples with seed + c (llama-server's children), all from one prompt */
+            uint64_t seed = it->req.p.seed >= 0 ? (uint64_t)it->req.p.seed : random_seed(k);
+            for (int32_t c = 0; c < it->req.n_choices; c++) {
+                cli_batch_choice *ch = &it->ch[c];
+                sched_job *j = &ch->job;
+                ch->seed = seed + (uint64_t)c;
+                j->prompt = it->prompt_ids;
+                j->n_prompt = it->n_prompt;
+                j->n_predict = it->req.p.n_predict;
+                j->sp = it->req.p.sp;
+                j->sp.seed = ch->seed;
+                j->ignore_eos = it->req.p.ignore_eos;
+                j->grammar = it->req.grammar ? it->req.grammar : it->req.p.grammar;
+                j->gvocab = gvocab;
+                j->user = ch;
+                if (it->req.n_stop) j->stop_fn = cli_batch_stop;
+                j->logprobs = it->req.n_logprobs >= 0;
+                j->n_logprobs = j->logprobs ? it->req.n_logprobs : 0;
+                j->choice_next = c + 1 < it->req.n_choices ? &it->ch[c + 1].job : NULL;
+            }
+            sched_submit(sc, &it->ch[0].job);
         }
     }
 
@@ -798,8 +724,10 @@ int cli_batch(int argc, char **argv) {
      * the queue of finished jobs is drained before the idle check, so each gets its line. */
     for (;;) {
         sched_job *j;
-        while (sc && (j = sched_next_done(sc)))
-            if (emit(&os, j->user)) goto write_error;
+        while (sc && (j = sched_next_done(sc))) {
+            cli_batch_item *it = ((cli_batch_choice *)j->user)->it;
+            if (++it->n_finished == it->req.n_choices && emit(&os, it)) goto write_error;
+        }
         if (!sc || cli_signal() || sched_idle(sc)) break;
         if (sched_step(sc, err, sizeof err)) {
             cli_error("%s", err);
@@ -846,13 +774,16 @@ out:
     sched_free(sc);
     engine_free(e);
     for (int64_t k = 0; k < n_items; k++) {
+        for (int32_t c = 0; items[k].ch && c < items[k].req.n_choices; c++) {
+            free(items[k].ch[c].job.out);
+            free(items[k].ch[c].job.lp);
+            free(items[k].ch[c].job.lp_top);
+            free(items[k].ch[c].stop_tail.s);
+        }
+        free(items[k].ch);
         request_free(&items[k].req);
         free(items[k].prompt_ids);
-        free(items[k].job.out);
         free(items[k].line);
-        free(items[k].stop_tail.s);
-        free(items[k].job.lp);
-        free(items[k].job.lp_top);
     }
     chat_template_free(ct);
     free(items);

@@ -116,8 +116,8 @@ cJSON *cli_logprobs_json(const tokenizer *tok, const sched_job *j) {
 
 /* --- OpenAI Batch API output lines ------------------------------------------------------------ */
 
-char *cli_openai_result(const request *r, int64_t line_no, const char *model, const char *text, const char *reason,
-                        const char *error, int status, int32_t n_prompt, int32_t n_out, cJSON *logprobs) {
+char *cli_openai_result(const request *r, int64_t line_no, const char *model, cli_choice_out *ch, int32_t n_ch,
+                        const char *error, int status, int32_t n_prompt, int32_t n_out) {
     char rid[64], *out = NULL;
     snprintf(rid, sizeof rid, "%lld", (long long)line_no);
     const char *base = strrchr(model, '/');
@@ -139,26 +139,33 @@ char *cli_openai_result(const request *r, int64_t line_no, const char *model, co
     } else if (ok) {
         bool chat = r->openai == REQUEST_OPENAI_CHAT;
         snprintf(buf, sizeof buf, "%s-%s", chat ? "chatcmpl" : "cmpl", rid);
-        cJSON *choices, *c, *u;
+        cJSON *choices, *u;
         ok = cJSON_AddStringToObject(body, "id", buf) &&
              cJSON_AddStringToObject(body, "object", chat ? "chat.completion" : "text_completion") &&
              cJSON_AddNumberToObject(body, "created", (double)time(NULL)) && cJSON_AddStringToObject(body, "model", base) &&
-             (choices = cJSON_AddArrayToObject(body, "choices")) && (c = cJSON_CreateObject());
-        if (ok) cJSON_AddItemToArray(choices, c);
-        ok = ok && cJSON_AddNumberToObject(c, "index", 0);
-        if (ok && chat) {
-            cJSON *m = cJSON_AddObjectToObject(c, "message");
-            ok = m && cJSON_AddStringToObject(m, "role", "assistant") && cJSON_AddStringToObject(m, "content", text);
-        } else if (ok) {
-            ok = cJSON_AddStringToObject(c, "text", text);
+             (choices = cJSON_AddArrayToObject(body, "choices"));
+        for (int32_t k = 0; ok && k < n_ch; k++) {
+            cJSON *c = cJSON_CreateObject();
+            if (!(ok = c != NULL)) break;
+            cJSON_AddItemToArray(choices, c);
+            ok = cJSON_AddNumberToObject(c, "index", k);
+            if (ok && chat) {
+                cJSON *m = cJSON_AddObjectToObject(c, "message");
+                ok = m && cJSON_AddStringToObject(m, "role", "assistant") &&
+                     cJSON_AddStringToObject(m, "content", ch[k].text);
+            } else if (ok) {
+                ok = cJSON_AddStringToObject(c, "text", ch[k].text);
+            }
+            cJSON *lpo = NULL;
+            if (ok && ch[k].logprobs && (lpo = cJSON_AddObjectToObject(c, "logprobs"))) {
+                cJSON_AddItemToObject(lpo, "content", ch[k].logprobs);  /* OpenAI's chat form, for both urls */
+                ch[k].logprobs = NULL;
+            }
+            ok = ok && (lpo || cJSON_AddNullToObject(c, "logprobs")) &&
+                 cJSON_AddStringToObject(c, "finish_reason", ch[k].reason);
         }
-        cJSON *lpo = NULL;
-        if (ok && logprobs && (lpo = cJSON_AddObjectToObject(c, "logprobs"))) {
-            cJSON_AddItemToObject(lpo, "content", logprobs);  /* OpenAI's chat form, for both urls */
-            logprobs = NULL;
-        }
-        ok = ok && (lpo || cJSON_AddNullToObject(c, "logprobs")) && cJSON_AddStringToObject(c, "finish_reason", reason) &&
-             (u = cJSON_AddObjectToObject(body, "usage")) && cJSON_AddNumberToObject(u, "prompt_tokens", n_prompt) &&
+        /* usage: the prompt once, the completion tokens of every choice (as OpenAI counts n) */
+        ok = ok && (u = cJSON_AddObjectToObject(body, "usage")) && cJSON_AddNumberToObject(u, "prompt_tokens", n_prompt) &&
              cJSON_AddNumberToObject(u, "completion_tokens", n_out) &&
              cJSON_AddNumberToObject(u, "total_tokens", (double)n_prompt + n_out);
     }
@@ -168,6 +175,5 @@ char *cli_openai_result(const request *r, int64_t line_no, const char *model, co
     free(js);
     cJSON_Delete(id);
     cJSON_Delete(o);
-    cJSON_Delete(logprobs);
     return out;
 }

@@ -253,15 +253,56 @@ int cli_chat_request_render(request *r, const struct chat_template *ct, const to
 /* Adds token id's piece to tail (the recent text) and says whether a stop string now stands in
  * it: 1 yes, 0 no, -1 out of memory. Free tail->s when done. */
 int cli_stop_check(const tokenizer *tok, char *const *stop, int n_stop, cli_chat_text *tail, int32_t id);
+/* One choice of a result: its text, finish_reason, generated tokens and log-probabilities
+ * (owned: the result takes it and sets NULL; NULL: none asked). */
+typedef struct {
+    char *text;
+    const char *reason;
+    int32_t n_out;
+    struct cJSON *logprobs;
+} cli_choice_out;
 /* The result line (JSON + '\n') of an OpenAI Batch API request r (r->openai) as OpenAI writes it:
  * {"id", "custom_id", "response": {"status_code", "request_id", "body"}, "error": null}, the
- * body a chat.completion or text_completion, or {"error": {...}} with status 400 (a bad line)
- * or 500 (a failure while running). NULL when out of memory. */
-char *cli_openai_result(const request *r, int64_t line_no, const char *model, const char *text, const char *reason,
-                        const char *error, int status, int32_t n_prompt, int32_t n_out, struct cJSON *logprobs);
+ * body a chat.completion or text_completion with ch[0..n_ch) as its choices (usage: n_prompt
+ * and n_out, the tokens of every choice), or {"error": {...}} with status 400 (a bad line) or 500
+ * (a failure while running). NULL when out of memory. */
+char *cli_openai_result(const request *r, int64_t line_no, const char *model, cli_choice_out *ch, int32_t n_ch,
+                        const char *error, int status, int32_t n_prompt, int32_t n_out);
 /* A job's log-probabilities as a JSON list, one {"id", "token", "logprob", "bytes",
  * "top_logprobs": [...]} per generated token; NULL when out of memory. */
 struct cJSON *cli_logprobs_json(const tokenizer *tok, const sched_job *j);
 /* Where text[0..n) ends before its first stop string (n when none occurs). */
 size_t cli_stop_cut(const char *text, size_t n, char *const *stop, int n_stop);
+
+/* mgi batch's requests as it tracks them: cli/batch.c reads and runs them, cli/batch_result.c
+ * writes their lines. */
+typedef struct cli_batch_item cli_batch_item;
+typedef struct {
+    cli_batch_item *it;
+    sched_job job;            /* its user is this choice */
+    uint64_t seed;            /* the request's seed + the choice's index */
+    cli_chat_text stop_tail;  /* "stop": the recent text */
+} cli_batch_choice;
+struct cli_batch_item {
+    request req;
+    cli_batch_choice *ch;     /* [req.n_choices]; a bad line has one, never run */
+    int32_t n_finished;       /* choices finished */
+    int32_t *prompt_ids;
+    int32_t n_prompt;
+    int64_t line_no;          /* its line in the input (from 1) */
+    bool skip;                /* --resume: already in the output */
+    bool finished;
+    char *line;               /* the finished output line (with --ordered, until its turn) */
+    const tokenizer *tok;     /* for "stop" */
+    const char *model;        /* for OpenAI result lines */
+};
+/* sched_job.stop_fn of a choice (ctx: its cli_batch_choice): a stop string has appeared in its
+ * text (an allocation failure stops too). */
+int cli_batch_stop(const sched_job *j, void *ctx);
+/* The result line (JSON + '\n') of a finished item: one choice as {"id", "prompt", "text",
+ * "tokens", "logprobs", "finish_reason", "error", "n_prompt", "n_generated", "n_reused", "seed",
+ * "timings"}; n > 1 as {"id", "prompt", "choices": [{"index", "text", "tokens", "logprobs",
+ * "finish_reason", "error", "n_generated", "seed"}, ...], "n_prompt", "n_generated" (all
+ * choices), "n_reused", "timings"}; an OpenAI line in OpenAI's format. NULL when out of memory. */
+char *cli_batch_result_line(const cli_batch_item *it, const tokenizer *tok);
 #endif

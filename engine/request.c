@@ -139,6 +139,10 @@ static int apply_field(request *r, const cJSON *f, const char **why, const char 
         if (json_int(f, -1, 1 << 30, &i, why)) return -1;
         if (i == 0) { *why = "generates nothing"; return -1; }
         p->n_predict = (int32_t)i;
+    } else if (!strcmp(k, "n") || !strcmp(k, "n_cmpl")) {
+        *range = "1..128 choices";
+        if (json_int(f, 1, REQUEST_MAX_N, &i, why)) return -1;
+        r->n_choices = (int)i;
     } else if (!strcmp(k, "temperature") || !strcmp(k, "temp")) {
         *range = ">= 0 (0 = greedy)";
         if (json_num(f, 0, 1e30, &x, why)) return -1;
@@ -255,11 +259,6 @@ static int openai_envelope(request *r, const cJSON *obj, const cJSON **body, con
 static int openai_field(request *r, const cJSON *f, const char **why) {
     const char *k = f->string;
     if (!strcmp(k, "model") || !strcmp(k, "user")) return 0;  /* one model serves the whole file */
-    if (!strcmp(k, "n")) {
-        if (cJSON_IsNumber(f) && f->valuedouble == 1) return 0;
-        *why = "\"n\": only 1 choice per request is served; give each choice its own line";
-        return -1;
-    }
     if ((r->openai == REQUEST_OPENAI_CHAT && !strcmp(k, "prompt")) ||
         (r->openai == REQUEST_OPENAI_COMPLETION && !strcmp(k, "messages"))) {
         *why = r->openai == REQUEST_OPENAI_CHAT ? "/v1/chat/completions takes \"messages\", not \"prompt\""
@@ -464,6 +463,7 @@ int request_parse(request *r, const char *line, size_t len, int64_t line_no, con
     memset(r, 0, sizeof *r);
     r->p = *defaults;
     r->n_logprobs = -1;
+    r->n_choices = 1;
     if (len && line[len - 1] == '\r') len--;
     size_t lead = 0;
     while (lead < len && (line[lead] == ' ' || line[lead] == '\t')) lead++;

@@ -1,7 +1,7 @@
 /* Batch input lines: one request per line, plain text (the whole line is the prompt) or, when the
  * line starts with '{', a JSON object {"id", "prompt", "n_predict", "temperature", "seed",
  * "top_k", "top_p", "min_p", "repeat_penalty", "presence_penalty", "frequency_penalty",
- * "repeat_last_n", "ignore_eos", "logit_bias", "max_tokens" (n_predict's alias), "messages",
+ * "repeat_last_n", "ignore_eos", "logit_bias", "max_tokens" (n_predict's alias), "n", "messages",
  * "chat_template_kwargs", "stop", "logprobs", "top_logprobs", "n_probs", and llama-server's
  * structured output: "grammar" (GBNF text), "json_schema" (a schema object), "response_format"
  * ({"type": "json_object"} with an optional "schema", {"type": "json_schema", "json_schema":
@@ -18,7 +18,8 @@
 #include "engine/grammar.h"
 #include "engine/sampler.h"
 
-enum { REQUEST_MAX_STOP = 16, REQUEST_STOP_MAX_LEN = 256 };
+/* REQUEST_MAX_N: choices per request ("n"), each a sequence of its own while they decode */
+enum { REQUEST_MAX_STOP = 16, REQUEST_STOP_MAX_LEN = 256, REQUEST_MAX_N = 128 };
 
 typedef struct {
     int32_t n_predict;  /* -1: until end of text or the context is full; else >= 1 */
@@ -45,9 +46,12 @@ typedef struct {
     struct cJSON *messages, *chat_kwargs;
     char *stop[REQUEST_MAX_STOP];
     int n_stop;
+    /* "n" (or llama-server's "n_cmpl"): choices of the prompt, 1..REQUEST_MAX_N (default 1);
+     * choice i samples with seed + i, as llama-server's children do. */
+    int n_choices;
     /* An OpenAI Batch API line {"custom_id", "method": "POST", "url", "body"}: id is the
-     * custom_id, the body's fields are read as above (max_completion_tokens = max_tokens; n 1 and
-     * logprobs off only), and the result is written in OpenAI's format. */
+     * custom_id, the body's fields are read as above (max_completion_tokens = max_tokens), and the
+     * result is written in OpenAI's format. */
     int openai;         /* REQUEST_OPENAI_*, 0 for a native line */
     /* "logprobs": true with "top_logprobs" N (0..20), or llama-server's "n_probs" N: the top N
      * alternatives per generated token; -1 off. */

@@ -155,8 +155,21 @@ int main(void) {
                  "request OpenAI chat with a prompt");
     expect_error("{\"custom_id\": \"m\", \"url\": \"/v1/chat/completions\", \"body\": {}}", "needs \"messages\"",
                  "request OpenAI chat without messages");
-    expect_error("{\"custom_id\": \"n\", \"url\": \"/v1/completions\", \"body\": {\"prompt\": \"x\", \"n\": 2}}", "\"n\"",
-                 "request OpenAI n 2 refused");
+    r = parse("{\"custom_id\": \"n\", \"url\": \"/v1/completions\", \"body\": {\"prompt\": \"x\", \"n\": 2}}", 3);
+    CHECK(!r.error && r.n_choices == 2, "request OpenAI n 2", "error '%s' n %d", r.error ? r.error : "", r.n_choices);
+    request_free(&r);
+    r = parse("{\"prompt\": \"x\", \"n_cmpl\": 128}", 3);
+    CHECK(!r.error && r.n_choices == 128, "request n_cmpl 128 (llama-server's name)", "n %d", r.n_choices);
+    request_free(&r);
+    r = parse("{\"prompt\": \"x\"}", 3);
+    CHECK(r.n_choices == 1, "request n defaults to 1", "n %d", r.n_choices);
+    request_free(&r);
+    expect_error("{\"prompt\": \"x\", \"n\": 0}", "\"n\" is out of range", "request n 0");
+    expect_error("{\"prompt\": \"x\", \"n\": -1}", "\"n\" is out of range", "request n -1");
+    expect_error("{\"prompt\": \"x\", \"n\": 100000}", "\"n\" is out of range", "request n 100000");
+    expect_error("{\"prompt\": \"x\", \"n\": 2.5}", "\"n\" must be an integer", "request n 2.5");
+    expect_error("{\"custom_id\": \"n\", \"url\": \"/v1/completions\", \"body\": {\"prompt\": \"x\", \"n\": \"2\"}}",
+                 "\"n\" must be a number", "request OpenAI n a string");
     r = parse("{\"custom_id\": \"l\", \"url\": \"/v1/chat/completions\", \"body\": {\"messages\": [{\"role\": \"user\", "
               "\"content\": \"x\"}], \"top_logprobs\": 2, \"logprobs\": true}}", 3);
     int lp_ok = !r.error && r.n_logprobs == 2;
