@@ -14,8 +14,7 @@ int cli_batch_stop(const sched_job *j, void *ctx) {
     return cli_stop_check(c->it->tok, r->stop, r->n_stop, &c->stop_tail, j->out[j->n_out - 1]) != 0;
 }
 
-/* Copies valid UTF-8 and replaces each malformed byte with U+FFFD, so the JSON is valid text. */
-static char *utf8_clean(const char *s, size_t n) {
+char *cli_utf8_clean(const char *s, size_t n) {
     char *out = malloc(3 * n + 1), *o = out;
     if (!out) return NULL;
     for (size_t i = 0; i < n;) {
@@ -67,7 +66,7 @@ static char *job_text(const sched_job *j, const request *r, const tokenizer *tok
     }
     if (!buf) return NULL;
     size_t cut = r->n_stop ? cli_stop_cut(buf, n, r->stop, r->n_stop) : n;
-    char *text = utf8_clean(buf, cut);
+    char *text = cli_utf8_clean(buf, cut);
     free(buf);
     return text;
 }
@@ -141,7 +140,7 @@ char *cli_batch_result_line(const cli_batch_item *it, const tokenizer *tok) {
     char *prompt = NULL, *out = NULL;
     bool ok = o && cJSON_AddRawToObject(o, "id", it->req.id);
     if (ok && it->req.prompt)
-        ok = (prompt = utf8_clean(it->req.prompt, it->req.prompt_len)) && cJSON_AddStringToObject(o, "prompt", prompt);
+        ok = (prompt = cli_utf8_clean(it->req.prompt, it->req.prompt_len)) && cJSON_AddStringToObject(o, "prompt", prompt);
     free(prompt);
     /* the timings of the group: the prompt once, generation until the last choice ends */
     double t_end = j0->t_end;

@@ -274,6 +274,29 @@ struct cJSON *cli_logprobs_json(const tokenizer *tok, const sched_job *j);
 /* Where text[0..n) ends before its first stop string (n when none occurs). */
 size_t cli_stop_cut(const char *text, size_t n, char *const *stop, int n_stop);
 
+/* Copies valid UTF-8 and replaces each malformed byte (and NUL) with U+FFFD, so JSON holds valid
+ * text (cli/batch_result.c); NULL when out of memory. */
+char *cli_utf8_clean(const char *s, size_t n);
+
+/* mgi run -np N / --jsonl (cli/run_parallel.c): N continuations of one prompt. */
+typedef struct {
+    const int32_t *prompt;    /* [n_prompt] token ids */
+    int32_t n_prompt;
+    const char *text;         /* the prompt's text, printed before each sequence with echo */
+    size_t text_len;
+    int n_seq, n_predict;     /* n_predict <= 0: until end of text or the context is full */
+    int32_t n_batch;          /* tokens per step (-b) */
+    sampler_params sp;        /* sequence i samples with sp.seed + i */
+    const grammar *grammar;   /* NULL: none; else over gvocab */
+    const grammar_vocab *gvocab;
+    bool ignore_eos, special, echo, jsonl, log;
+    double t_load;            /* ms, for the timing lines */
+} cli_parallel_gen;
+/* Decodes the n_seq sequences together and prints each in turn: "--- sequence I of N ---", then
+ * its text and a newline; with jsonl one line {"index" (from 0), "text", "tokens", "n_tokens",
+ * "finish_reason", "error", "n_prompt", "seed"} each. The exit status. */
+int cli_run_parallel(engine *e, const cli_parallel_gen *g);
+
 /* mgi batch's requests as it tracks them: cli/batch.c reads and runs them, cli/batch_result.c
  * writes their lines. */
 typedef struct cli_batch_item cli_batch_item;

@@ -25,9 +25,15 @@ static const char run_usage[] =
     "  -f,   --file PATH          read the prompt from a file\n"
     "  -n,   --n-predict N        tokens to generate; -1 (or llama.cpp's -2) = until end of text or\n"
     "                             context full (default -1)\n"
-    "  -c,   --ctx-size N         context length in tokens; 0 = the model's (default 0)\n"
+    "  -c,   --ctx-size N         context length in tokens (of each sequence with -np); 0 = the\n"
+    "                             model's (default 0)\n"
     "  -b,   --batch-size N       prompt tokens per forward batch (default 2048)\n"
     "  -s,   --seed N             sampling seed; -1 = random, printed to stderr (default -1)\n"
+    "  -np,  --parallel N         N continuations of the prompt (1..128), as llama-batched: the prompt\n"
+    "                             evaluated once, the N decoded together, sequence i with seed + i - 1;\n"
+    "                             each printed whole after a line \"--- sequence I of N ---\" (default 1)\n"
+    "        --jsonl              print each sequence as one JSON line instead: {index (from 0), text,\n"
+    "                             tokens, n_tokens, finish_reason, n_prompt, seed} (default off)\n"
     CLI_SAMPLING_USAGE
     CLI_GRAMMAR_USAGE
     "  -e,   --escape             turn \\n \\r \\t \\' \\\" \\\\ and \\xNN in the prompt into those characters,\n"
@@ -64,9 +70,9 @@ typedef struct {
     char rev[RUN_MAX_REVERSE][RUN_REVERSE_MAX_LEN];      /* its texts, escapes processed (llama.cpp's too) */
     size_t rev_len[RUN_MAX_REVERSE];
     int n_reverse;
-    int n_predict;
+    int n_predict, n_parallel;
     int64_t seed;
-    bool ignore_eos, echo, log, prompt_cache_ro, no_escape, special, verbose_prompt;
+    bool ignore_eos, echo, log, prompt_cache_ro, no_escape, special, verbose_prompt, jsonl;
     engine_params ep;
     sampler_params sp;
     cli_chat_opts chat;  /* -cnv, -st, -sys, ... (cli/chat.c) */
@@ -78,6 +84,7 @@ static int parse(int argc, char **argv, run_opts *o) {
     o->ep = engine_default_params();
     o->sp = sampler_default_params();
     o->n_predict = -1;
+    o->n_parallel = 1;
     o->seed = -1;
     o->log = true;
     for (int i = 1; i < argc; i++) {
@@ -104,6 +111,10 @@ static int parse(int argc, char **argv, run_opts *o) {
             if (g < 0) return -1;
         } else if ((g = cli_grammar_flag(argc, argv, &i, &o->gram))) {
             if (g < 0) return -1;
+        } else if (cli_is_flag(a, "-np", "--parallel")) {
+            VALUE();
+            if (cli_parse_int(a, v, 1, REQUEST_MAX_N, &o->n_parallel)) return -1;
+        } else if (cli_is_flag(a, "--jsonl", NULL)) { o->jsonl = true;
         } else if (cli_is_flag(a, "--ignore-eos", NULL)) { o->ignore_eos = true;
         } else if (cli_is_flag(a, "--prompt-cache", NULL)) { VALUE(); o->prompt_cache = v;
         } else if (cli_is_flag(a, "--prompt-cache-ro", NULL)) { o->prompt_cache_ro = true;
@@ -159,6 +170,21 @@ static int parse(int argc, char **argv, run_opts *o) {
         cli_error("%s: not used in a conversation (-cnv/-st), whose turns end at the end-of-turn token",
                   o->prompt_cache ? "--prompt-cache" : o->n_reverse ? "-r/--reverse-prompt" : "--echo");
         return -1;
+    }
+    if ((o->n_parallel > 1 || o->jsonl) && (o->chat.on || o->prompt_cache || o->n_reverse)) {
+        cli_error("%s with %s is not supported: -np/--jsonl continue one plain prompt (for chat or stop "
+                  "strings with n choices, use mgi batch with \"messages\", \"stop\" and \"n\")",
+                  o->n_parallel > 1 ? "-np" : "--jsonl",
+                  o->chat.on ? "-cnv/-st" : o->prompt_cache ? "--prompt-cache" : "-r/--reverse-prompt");
+        return -1;
+    }
+    if (o->n_parallel > 1) { /* each sequence holds -c positions */
+        o->ep.n_seq_max = o->n_parallel;
+        if ((int64_t)o->ep.n_ctx * o->n_parallel > INT32_MAX) {
+            cli_error("-c %d x -np %d: more KV cells than mgi holds; lower -c", o->ep.n_ctx, o->n_parallel);
+            return -1;
+        }
+        o->ep.n_ctx *= o->n_parallel;
     }
     if (o->prompt_cache_ro && !o->prompt_cache) {
         cli_error("--prompt-cache-ro needs --prompt-cache FILE");
@@ -461,6 +487,16 @@ int cli_run(int argc, char **argv) {
     if (o.verbose_prompt) {
         fprintf(stderr, "prompt tokens: %lld\n", (long long)n_prompt);
         for (int64_t i = 0; i < n_prompt; i++) cli_print_piece(stderr, tok, ids[i]);
+    }
+    if (o.n_parallel > 1 || o.jsonl) {
+        cli_parallel_gen pg = {
+            .prompt = ids, .n_prompt = (int32_t)n_prompt, .text = text, .text_len = text_len, .n_seq = o.n_parallel,
+            .n_predict = o.n_predict, .n_batch = o.ep.n_batch, .sp = o.sp, .grammar = gram, .gvocab = gvocab,
+            .ignore_eos = o.ignore_eos, .special = o.special, .echo = o.echo, .jsonl = o.jsonl, .log = o.log,
+            .t_load = t_load,
+        };
+        rc = cli_run_parallel(e, &pg);
+        goto out;
     }
     if (o.echo) {
         fwrite(text, 1, text_len, stdout);
