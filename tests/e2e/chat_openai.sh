@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # mgi batch reading OpenAI Batch API files on the real SmolLM2-135M-Instruct: chat and
-# completion lines answered in OpenAI's output format, a bad url or body or an unserved field
-# answered with status 400 on that line while the rest go on, and a run killed halfway resumed
+# completion lines answered in OpenAI's output format (n choices too), a bad url or body or a bad
+# field answered with status 400 on that line while the rest go on, and a run killed halfway resumed
 # (--resume, matched on custom_id) with every custom_id written exactly once.
 source "$(dirname "$0")/lib.sh"
 if [ ! -x "$MGI" ]; then fail "chat openai" "$MGI is not built"; e2e_done; fi
@@ -13,7 +13,8 @@ cat >"$TMP/in.jsonl" <<J
 {"custom_id": "emb", "method": "POST", "url": "/v1/embeddings", "body": {"input": "x"}}
 {"custom_id": "nobody", "method": "POST", "url": "/v1/chat/completions", "body": "hi"}
 {"custom_id": "norole", "method": "POST", "url": "/v1/chat/completions", "body": {"messages": [{"content": "x"}]}}
-{"custom_id": "n3", "method": "POST", "url": "/v1/chat/completions", "body": {"messages": $Q, "n": 3}}
+{"custom_id": "n3", "method": "POST", "url": "/v1/chat/completions", "body": {"messages": $Q, "n": 3, "max_tokens": 4}}
+{"custom_id": "n0", "method": "POST", "url": "/v1/chat/completions", "body": {"messages": $Q, "n": 0}}
 J
 "$MGI" batch -m "$SMOLLM" -t 2 -f "$TMP/in.jsonl" >"$TMP/out" 2>"$TMP/err"
 check "openai batch exits 0" [ $? -eq 0 ]
@@ -27,7 +28,8 @@ check "openai chat line answers Paris in choices[0].message.content" grep -q Par
 check "openai chat line has OpenAI's envelope" [ "$(get q1 'r["response"]["status_code"], r["response"]["body"]["object"], r["error"], r["id"].startswith("batch_req_"), sorted(r)')" = "(200, 'chat.completion', None, True, ['custom_id', 'error', 'id', 'response'])" ]
 check "openai chat usage counts the peer's 27 prompt tokens" [ "$(get q1 'r["response"]["body"]["usage"]["prompt_tokens"], r["response"]["body"]["usage"]["total_tokens"] - r["response"]["body"]["usage"]["completion_tokens"]')" = "(27, 27)" ]
 check "openai completion line: text, stop before the stop string" [ "$(get q2 'r["response"]["body"]["object"], r["response"]["body"]["choices"][0]["text"], r["response"]["body"]["choices"][0]["finish_reason"]')" = "('text_completion', ' Paris', 'stop')" ]
-for c in emb nobody norole n3; do
+check "openai n 3: three choices, indices 0..2" [ "$(get n3 '[c["index"] for c in r["response"]["body"]["choices"]]')" = "[0, 1, 2]" ]
+for c in emb nobody norole n0; do
     check "openai $c is status 400 with an error message" [ "$(get $c 'r["response"]["status_code"], bool(r["response"]["body"]["error"]["message"])')" = "(400, True)" ]
 done
 check "openai unknown url named in the error" grep -q '/v1/chat/completions or /v1/completions' <<<"$(get emb 'r["response"]["body"]["error"]["message"]')"
