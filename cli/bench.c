@@ -10,6 +10,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "cli/bench_internal.h"
 #include "cli/cli.h"
 #include "engine/engine.h"
 #include "engine/membw.h"
@@ -49,58 +50,6 @@ static const char bench_usage[] =
     "        --progress              one line on stderr as each test starts\n"
     "  -v,   --verbose               engine parameters and the ceiling measurement on stderr\n"
     "  -h,   --help                  this text\n";
-
-/* One sweepable list of flag values: the default until the flag first appears, then every
- * value given, in order. */
-typedef struct {
-    int64_t *v;
-    int n;
-    bool given;
-} bench_list;
-
-#define BENCH_MAX_SPLIT ENGINE_MAX_DEVICES
-
-typedef struct {
-    float share[BENCH_MAX_SPLIT];
-    int n;
-} bench_split;
-
-enum { SM_NONE, SM_LAYER, SM_ROW };
-static const char *const split_names[] = {"none", "layer", "row"};
-enum { OUT_MD, OUT_CSV, OUT_JSON, OUT_JSONL };
-
-typedef struct {
-    char **models;
-    int n_models;
-    bench_list n_prompt, n_gen, pg, depth, batch, ubatch, ngl, threads, split_mode, main_gpu, fa;
-    bench_split *ts;
-    int n_ts;
-    bool ts_given;
-    engine_split *ls;  /* --layer-split values (n_layer_split 0: none given) */
-    int n_ls;
-    engine_split dev;  /* -dev: the devices (n_devices 0: all visible; n_gpu_layers 0: -dev none) */
-    int reps, output;
-    double bw;  /* 0: measure */
-    bool warmup, progress, verbose, cpu_exact;
-} bench_opts;
-
-/* What the file says about a model: the output columns and the bytes a decode step reads. */
-typedef struct {
-    const char *path;
-    char type[96];            /* "llama 7B Q4_0", as llama-bench's model_type */
-    uint64_t size;            /* bytes of all tensors */
-    uint64_t n_params;
-    uint64_t weight_bytes;    /* read per generated token: all but the embedding table, one row of it */
-    llama_hparams hp;
-} bench_model;
-
-/* One line of output: a test under one combination of parameters. */
-typedef struct {
-    int model;
-    int64_t ngl, split_mode, main_gpu, batch, ubatch, fa, threads, depth;
-    int ts, ls;
-    int64_t n_prompt, n_gen;
-} bench_test;
 
 static int list_push(bench_list *l, int64_t v) {
     int64_t *nv = realloc(l->v, (size_t)(l->n + 1) * sizeof *nv);
@@ -154,7 +103,7 @@ static int parse_ints(const char *flag, const char *s, bench_list *l, int64_t lo
 static int enum_item(const char *flag, const char *item, void *u) {
     bench_list *l = u;
     for (int i = 0; i < 3; i++)
-        if (!strcmp(item, split_names[i])) return list_push(l, i);
+        if (!strcmp(item, bench_split_names[i])) return list_push(l, i);
     cli_error("%s: '%s' is not a split mode (none, layer, row)", flag, item);
     return -1;
 }
@@ -224,7 +173,7 @@ static int check_layer_split(const bench_opts *o) {
         for (int b = 0; b < o->split_mode.n; b++)
             if (o->split_mode.v[b] != SM_LAYER) {
                 cli_error("--layer-split %s with -sm %s: --layer-split is for -sm layer only; drop one of the two "
-                          "flags", list, split_names[o->split_mode.v[b]]);
+                          "flags", list, bench_split_names[o->split_mode.v[b]]);
                 return -1;
             }
         for (int a = 0; a < o->ngl.n; a++)
@@ -417,15 +366,6 @@ static uint64_t kv_bytes_per_pos(const llama_hparams *hp, int elem_bytes) {
     return (uint64_t)hp->n_layer * 2u * (uint64_t)hp->n_head_kv * (uint64_t)hp->head_dim * (uint64_t)elem_bytes;
 }
 
-static void test_name(const bench_test *t, char *buf, size_t size) {
-    int n;
-    if (t->n_prompt && t->n_gen)
-        n = snprintf(buf, size, "pp%lld+tg%lld", (long long)t->n_prompt, (long long)t->n_gen);
-    else if (t->n_prompt) n = snprintf(buf, size, "pp%lld", (long long)t->n_prompt);
-    else n = snprintf(buf, size, "tg%lld", (long long)t->n_gen);
-    if (t->depth && n > 0 && (size_t)n < size) snprintf(buf + n, size - (size_t)n, " @ d%lld", (long long)t->depth);
-}
-
 /* Every combination in llama-bench's order: model, ngl, sm, mg, ts, b, ub, fa, t, depth, then
  * the pp tests, the tg tests and the pg tests. */
 static bench_test *make_tests(const bench_opts *o, int *n_out) {
@@ -501,253 +441,6 @@ static double median(const double *v, int n, double *scratch) {
     memcpy(scratch, v, (size_t)n * sizeof *v);
     qsort(scratch, (size_t)n, sizeof *scratch, cmp_double);
     return n % 2 ? scratch[n / 2] : 0.5 * (scratch[n / 2 - 1] + scratch[n / 2]);
-}
-
-/* --- output ---------------------------------------------------------------------------------- */
-
-typedef struct {
-    const bench_model *model;
-    const bench_test *test;
-    const char *backend;
-    char ts[256];               /* -ts as "3.00/1.00" */
-    char ls[256];               /* --layer-split as "0/3/7"; empty when not given */
-    char test_time[32];
-    double *ns, *tps;  /* per repetition */
-    int reps;
-    double avg_ns, stddev_ns, avg_ts, stddev_ts, median_ts;
-    double gbps, roofline_pct, bw;  /* gbps < 0: not a generation test */
-} bench_result;
-
-static void format_split(const bench_split *sp, char *buf, size_t size) {
-    size_t o = 0;
-    buf[0] = 0;
-    for (int i = 0; i < sp->n && o < size; i++) {
-        int w = snprintf(buf + o, size - o, "%s%.2f", i ? "/" : "", sp->share[i]);
-        if (w < 0) break;
-        o += (size_t)w;
-    }
-}
-
-static void fmt_bytes(char *buf, size_t size, uint64_t b) {
-    if (b >= (1ull << 30)) snprintf(buf, size, "%.2f GiB", b / 1073741824.0);
-    else snprintf(buf, size, "%.2f MiB", b / 1048576.0);
-}
-
-static void fmt_params(char *buf, size_t size, uint64_t n) {
-    if (n >= 1000000000ull) snprintf(buf, size, "%.2f B", n / 1e9);
-    else snprintf(buf, size, "%.2f M", n / 1e6);
-}
-
-/* Markdown columns: llama-bench's, each shown when llama-bench would show it (a swept or
- * non-default value), then ours. Width < 0: left-aligned. */
-enum { COL_MODEL, COL_SIZE, COL_PARAMS, COL_BACKEND, COL_NGL, COL_THREADS, COL_BATCH, COL_UBATCH, COL_FA,
-       COL_SM, COL_MG, COL_TS, COL_LS, COL_TEST, COL_TPS, COL_MEDIAN, COL_GBPS, COL_ROOF, COL_COUNT };
-static const struct { const char *name; int width; } md_cols[COL_COUNT] = {
-    {"model", -30}, {"size", 10}, {"params", 10}, {"backend", -10}, {"ngl", 3}, {"threads", 7},
-    {"n_batch", 7}, {"n_ubatch", 8}, {"fa", 2}, {"sm", 5}, {"mg", 2}, {"ts", 12}, {"layer_split", 12}, {"test", 15},
-    {"t/s", 20}, {"median t/s", 12}, {"GB/s", 8}, {"% roofline", 10},
-};
-
-static bool list_differs(const bench_list *l, int64_t def) {
-    return l->n > 1 || (l->n == 1 && l->v[0] != def);
-}
-
-static void md_columns(const bench_opts *o, const char *backend, bool *show) {
-    engine_params ep = engine_default_params();
-    for (int c = 0; c < COL_COUNT; c++) show[c] = true;
-    show[COL_THREADS] = !strcmp(backend, "CPU") || list_differs(&o->threads, ep.n_threads);
-    show[COL_BATCH] = list_differs(&o->batch, 2048);
-    show[COL_UBATCH] = list_differs(&o->ubatch, 512);
-    show[COL_FA] = list_differs(&o->fa, 0);
-    show[COL_SM] = list_differs(&o->split_mode, SM_LAYER);
-    show[COL_MG] = list_differs(&o->main_gpu, 0);
-    show[COL_TS] = o->ts_given;
-    show[COL_LS] = o->ls[0].n_layer_split > 0;
-}
-
-static void md_cell(const char *s, int width) {
-    printf(" %*s |", width, s);
-}
-
-static void md_header(const bool *show) {
-    printf("|");
-    for (int c = 0; c < COL_COUNT; c++)
-        if (show[c]) md_cell(md_cols[c].name, md_cols[c].width);
-    printf("\n|");
-    for (int c = 0; c < COL_COUNT; c++) {
-        if (!show[c]) continue;
-        int w = abs(md_cols[c].width);
-        putchar(' ');
-        for (int i = 0; i < w - (md_cols[c].width > 0); i++) putchar('-');
-        if (md_cols[c].width > 0) putchar(':');
-        printf(" |");
-    }
-    putchar('\n');
-}
-
-static void md_row(const bench_result *r, const bool *show) {
-    const bench_test *t = r->test;
-    char cell[COL_COUNT][256];
-    snprintf(cell[COL_MODEL], sizeof cell[0], "%s", r->model->type);
-    fmt_bytes(cell[COL_SIZE], sizeof cell[0], r->model->size);
-    fmt_params(cell[COL_PARAMS], sizeof cell[0], r->model->n_params);
-    snprintf(cell[COL_BACKEND], sizeof cell[0], "%s", r->backend);
-    snprintf(cell[COL_NGL], sizeof cell[0], "%lld", (long long)t->ngl);
-    snprintf(cell[COL_THREADS], sizeof cell[0], "%lld", (long long)t->threads);
-    snprintf(cell[COL_BATCH], sizeof cell[0], "%lld", (long long)t->batch);
-    snprintf(cell[COL_UBATCH], sizeof cell[0], "%lld", (long long)t->ubatch);
-    snprintf(cell[COL_FA], sizeof cell[0], "%lld", (long long)t->fa);
-    snprintf(cell[COL_SM], sizeof cell[0], "%s", split_names[t->split_mode]);
-    snprintf(cell[COL_MG], sizeof cell[0], "%lld", (long long)t->main_gpu);
-    snprintf(cell[COL_TS], sizeof cell[0], "%s", r->ts);
-    snprintf(cell[COL_LS], sizeof cell[0], "%s", r->ls);
-    test_name(t, cell[COL_TEST], sizeof cell[0]);
-    snprintf(cell[COL_TPS], sizeof cell[0], "%.2f ± %.2f", r->avg_ts, r->stddev_ts);
-    snprintf(cell[COL_MEDIAN], sizeof cell[0], "%.2f", r->median_ts);
-    if (r->gbps >= 0) {
-        snprintf(cell[COL_GBPS], sizeof cell[0], "%.2f", r->gbps);
-        if (r->roofline_pct >= 0) snprintf(cell[COL_ROOF], sizeof cell[0], "%.1f%%", r->roofline_pct);
-        else cell[COL_ROOF][0] = 0;
-    } else {
-        cell[COL_GBPS][0] = cell[COL_ROOF][0] = 0;
-    }
-    printf("|");
-    for (int c = 0; c < COL_COUNT; c++) {
-        if (!show[c]) continue;
-        /* "±" is two bytes but one column: widen by one so the table stays aligned. */
-        int w = md_cols[c].width + (c == COL_TPS);
-        md_cell(cell[c], w);
-    }
-    putchar('\n');
-}
-
-/* One record's fields in order; csv and json share it. kind: 's' string, 'i' integer,
- * 'f' number, 'b' boolean, 'n' integer list, 'g' number list; null marks an absent value. */
-typedef struct {
-    const char *name;
-    char kind;
-    bool null;
-    const char *s;
-    int64_t i;
-    double f;
-    const double *list;
-    int n;
-} bench_field;
-
-#define N_FIELDS 29  /* the fields record_fields writes */
-
-static int record_fields(const bench_result *r, const char *commit, bench_field *f) {
-    const bench_test *t = r->test;
-    int k = 0;
-#define S(nm, v) f[k++] = (bench_field){.name = nm, .kind = 's', .s = (v)}
-#define I(nm, v) f[k++] = (bench_field){.name = nm, .kind = 'i', .i = (v)}
-#define F(nm, v) f[k++] = (bench_field){.name = nm, .kind = 'f', .f = (v)}
-    S("build_commit", commit);
-    S("model_filename", r->model->path);
-    S("model_type", r->model->type);
-    I("model_size", (int64_t)r->model->size);
-    I("model_n_params", (int64_t)r->model->n_params);
-    S("backend", r->backend);
-    I("n_batch", t->batch);
-    I("n_ubatch", t->ubatch);
-    I("n_threads", t->threads);
-    I("n_gpu_layers", t->ngl);
-    S("split_mode", split_names[t->split_mode]);
-    I("main_gpu", t->main_gpu);
-    S("tensor_split", r->ts);
-    S("layer_split", r->ls);
-    f[k++] = (bench_field){.name = "flash_attn", .kind = 'b', .i = t->fa};
-    I("n_prompt", t->n_prompt);
-    I("n_gen", t->n_gen);
-    I("n_depth", t->depth);
-    S("test_time", r->test_time);
-    I("avg_ns", (int64_t)llround(r->avg_ns));
-    I("stddev_ns", (int64_t)llround(r->stddev_ns));
-    F("avg_ts", r->avg_ts);
-    F("stddev_ts", r->stddev_ts);
-    F("median_ts", r->median_ts);
-    f[k++] = (bench_field){.name = "samples_ns", .kind = 'n', .list = r->ns, .n = r->reps};
-    f[k++] = (bench_field){.name = "samples_ts", .kind = 'g', .list = r->tps, .n = r->reps};
-    F("gbps", r->gbps);
-    f[k - 1].null = r->gbps < 0;
-    F("roofline_pct", r->roofline_pct);
-    f[k - 1].null = r->gbps < 0 || r->roofline_pct < 0;
-    F("bw_ceiling_gbps", r->bw);
-#undef S
-#undef I
-#undef F
-    return k;
-}
-
-static void json_string(const char *s) {
-    putchar('"');
-    for (; *s; s++) {
-        unsigned char c = (unsigned char)*s;
-        if (c == '"' || c == '\\') printf("\\%c", c);
-        else if (c < 0x20) printf("\\u%04x", c);
-        else putchar(c);
-    }
-    putchar('"');
-}
-
-static void csv_string(const char *s) {
-    putchar('"');
-    for (; *s; s++) {
-        if (*s == '"') putchar('"');
-        putchar(*s);
-    }
-    putchar('"');
-}
-
-static void print_value(const bench_field *f, bool json) {
-    if (f->null) { if (json) printf("null"); return; }
-    switch (f->kind) {
-    case 's': if (json) json_string(f->s); else csv_string(f->s); break;
-    case 'i': printf("%lld", (long long)f->i); break;
-    case 'f': printf("%.6f", f->f); break;
-    case 'b': printf("%s", json ? (f->i ? "true" : "false") : (f->i ? "1" : "0")); break;
-    default:
-        /* Lists: a json array, or one csv cell of space-separated values. */
-        printf(json ? "[" : "\"");
-        for (int i = 0; i < f->n; i++) {
-            if (i) printf(json ? ", " : " ");
-            if (f->kind == 'n') printf("%lld", (long long)llround(f->list[i]));
-            else printf("%.6f", f->list[i]);
-        }
-        printf(json ? "]" : "\"");
-    }
-}
-
-static void print_record(const bench_result *r, const char *commit, int format, bool first, bool *show_md) {
-    bench_field f[N_FIELDS];
-    int n = record_fields(r, commit, f);
-    switch (format) {
-    case OUT_MD:
-        if (first) md_header(show_md);
-        md_row(r, show_md);
-        break;
-    case OUT_CSV:
-        if (first)
-            for (int i = 0; i < n; i++) printf("%s%s", f[i].name, i + 1 < n ? "," : "\n");
-        for (int i = 0; i < n; i++) {
-            print_value(&f[i], false);
-            putchar(i + 1 < n ? ',' : '\n');
-        }
-        break;
-    case OUT_JSON:
-    case OUT_JSONL: {
-        bool pretty = format == OUT_JSON;
-        printf(pretty ? (first ? "[\n  {\n" : ",\n  {\n") : "{");
-        for (int i = 0; i < n; i++) {
-            printf(pretty ? "    \"%s\": " : "\"%s\": ", f[i].name);
-            print_value(&f[i], true);
-            printf(i + 1 < n ? (pretty ? ",\n" : ", ") : "");
-        }
-        printf(pretty ? "\n  }" : "}\n");
-        break;
-    }
-    }
-    fflush(stdout);
 }
 
 /* --- running --------------------------------------------------------------------------------- */
@@ -961,14 +654,14 @@ int cli_bench(int argc, char **argv) {
         const bench_model *m = &models[t->model];
         if (t->depth + t->n_prompt + t->n_gen > m->hp.n_ctx_train) {
             char name[64];
-            test_name(t, name, sizeof name);
+            bench_test_name(t, name, sizeof name);
             cli_error("test %s needs %lld positions but %s holds %d (llama.context_length): lower -p/-n/-pg/-d",
                       name, (long long)(t->depth + t->n_prompt + t->n_gen), m->path, m->hp.n_ctx_train);
             goto out;
         }
     }
 
-    bool show_md[COL_COUNT];
+    bool show_md[BENCH_MD_COLS];
     bench_ceilings ceilings = {.n = 0};
     double bw = 0;
     const char *commit = cli_version();
@@ -979,10 +672,10 @@ int cli_bench(int argc, char **argv) {
             br.e = NULL;
             if ((rc = load_engine(&o, models, tests, n_tests, i, &br))) goto out;
             if ((rc = ceiling_for(&o, &ceilings, engine_backend(br.e), (int)t->main_gpu, &bw))) goto out;
-            if (i == 0) md_columns(&o, engine_backend(br.e), show_md);
+            if (i == 0) bench_md_columns(&o, engine_backend(br.e), show_md);
         }
         char name[64], err[512];
-        test_name(t, name, sizeof name);
+        bench_test_name(t, name, sizeof name);
         if (o.progress) fprintf(stderr, "bench %d/%d: %s %s\n", i + 1, n_tests, models[t->model].type, name);
         rc = EXIT_RUNTIME;
         if (o.warmup && run_once(&br, t, true, err, sizeof err) < 0) { cli_error("%s", err); goto out; }
@@ -990,7 +683,7 @@ int cli_bench(int argc, char **argv) {
                           .ns = samples, .tps = samples + o.reps, .reps = o.reps, .bw = bw};
         time_t now = time(NULL);
         strftime(r.test_time, sizeof r.test_time, "%Y-%m-%dT%H:%M:%SZ", gmtime(&now));
-        format_split(&o.ts[t->ts], r.ts, sizeof r.ts);
+        bench_format_split(&o.ts[t->ts], r.ts, sizeof r.ts);
         engine_split_layers_text(&o.ls[t->ls], r.ls, sizeof r.ls);
         for (char *c = r.ls; *c; c++)
             if (*c == ',') *c = '/';  /* as the flag is written in bench, where commas sweep */
@@ -1028,7 +721,7 @@ int cli_bench(int argc, char **argv) {
             r.gbps = bytes * r.avg_ts / 1e9;
             r.roofline_pct = r.bw > 0 ? 100.0 * r.gbps / r.bw : -1;
         }
-        print_record(&r, commit, o.output, i == 0, show_md);
+        bench_print_record(&r, commit, o.output, i == 0, show_md);
     }
     if (o.output == OUT_JSON) printf("\n]\n");
     if (o.output == OUT_MD) {
