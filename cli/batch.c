@@ -1,16 +1,12 @@
-/* mgi batch: many prompts (a text file with one prompt per line, or JSONL requests) run in
- * parallel sequences by the scheduler; one JSON line per request on stdout or -o FILE, written
- * whole as each request finishes, so a killed run can be resumed (--resume) without losing or
- * redoing anything finished. */
-#include <cjson/cJSON.h>
+/* mgi batch: many prompts (a text file with one prompt per line, or JSONL requests, each with
+ * one or n choices) run in parallel sequences by the scheduler; one JSON line per request
+ * (cli/batch_result.c) on stdout or -o FILE, written whole as each request finishes, so a killed
+ * run can be resumed (--resume, cli/batch_resume.c) without losing or redoing anything finished. */
 #include <errno.h>
-#include <fcntl.h>
-#include <math.h>
 #include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/stat.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -199,86 +195,6 @@ static int write_line(int fd, const char *s) {
         s += w;
         n -= (size_t)w;
     }
-    return 0;
-}
-
-/* --- --resume: the ids an earlier run finished ----------------------------------------------- */
-
-typedef struct {
-    char **v;
-    size_t n, cap;
-} idset;
-
-static int str_cmp(const void *a, const void *b) { return strcmp(*(char *const *)a, *(char *const *)b); }
-
-static bool idset_has(const idset *s, const char *id) {
-    return s->n && bsearch(&id, s->v, s->n, sizeof *s->v, str_cmp) != NULL;
-}
-
-static void idset_free(idset *s) {
-    for (size_t i = 0; i < s->n; i++) free(s->v[i]);
-    free(s->v);
-}
-
-/* Reads the -o file's result lines (fd, a regular file opened for reading and appending, locked)
- * into ids, first cutting a trailing partial line (a killed write). Bounded by the file's size
- * at open: nobody else appends while the lock is held. 0; -1 after a message. */
-static int resume_load(int fd, const char *path, idset *ids, bool log) {
-    struct stat st;
-    if (fstat(fd, &st) || !S_ISREG(st.st_mode)) {
-        cli_error("%s: the --resume output is not a regular file", path);
-        return -1;
-    }
-    size_t len = (size_t)st.st_size, got = 0;
-    char *text = malloc(len + 1);
-    if (!text) {
-        cli_error("%s: out of memory reading the --resume output (%zu bytes)", path, len);
-        return -1;
-    }
-    while (got < len) {
-        ssize_t r = pread(fd, text + got, len - got, (off_t)got);
-        if (r < 0 && errno == EINTR && !cli_signal()) continue;
-        if (r <= 0) {
-            cli_error("%s: cannot read the --resume output: %s", path, r < 0 ? strerror(errno) : "it shrank");
-            free(text);
-            return -1;
-        }
-        got += (size_t)r;
-    }
-    text[len] = 0;
-    size_t keep = len;
-    while (keep && text[keep - 1] != '\n') keep--;
-    if (keep < len) {
-        if (ftruncate(fd, (off_t)keep)) {
-            cli_error("%s: cannot cut the partial last line: %s", path, strerror(errno));
-            free(text);
-            return -1;
-        }
-        if (log) fprintf(stderr, "batch: %s: cut a partial last line (%zu bytes) left by an interrupted run\n", path,
-                         len - keep);
-    }
-    for (size_t at = 0; at < keep;) {
-        char *nl = memchr(text + at, '\n', keep - at);
-        size_t n = (size_t)(nl - (text + at));
-        cJSON *o = cJSON_ParseWithLength(text + at, n);
-        const cJSON *id = cJSON_GetObjectItemCaseSensitive(o, "custom_id");  /* OpenAI's lines */
-        if (!id) id = cJSON_GetObjectItemCaseSensitive(o, "id");
-        char *s = id ? cJSON_PrintUnformatted(id) : NULL;
-        if (s) {
-            if (ids->n == ids->cap) {
-                size_t cap = ids->cap ? 2 * ids->cap : 64;
-                char **v = realloc(ids->v, cap * sizeof *v);
-                if (!v) { free(s); cJSON_Delete(o); free(text); cli_error("out of memory"); return -1; }
-                ids->v = v;
-                ids->cap = cap;
-            }
-            ids->v[ids->n++] = s;
-        }
-        cJSON_Delete(o);
-        at += n + 1;
-    }
-    free(text);
-    if (ids->n) qsort(ids->v, ids->n, sizeof *ids->v, str_cmp);
     return 0;
 }
 
@@ -518,7 +434,7 @@ int cli_batch(int argc, char **argv) {
     }
     cli_batch_item *items = NULL;
     int64_t n_items = 0;
-    idset done_ids = {0};
+    cli_idset done_ids = {0};
     grammar_vocab *gvocab = NULL; /* built once when some request has a grammar */
     rc = EXIT_RUNTIME;
     engine *e = NULL;
@@ -573,10 +489,10 @@ int cli_batch(int argc, char **argv) {
             goto out;
         }
     }
-    if (o.resume && resume_load(fd, o.output, &done_ids, o.log)) { rc = cli_exit_status(EXIT_BADINPUT); goto out; }
+    if (o.resume && cli_batch_resume_load(fd, o.output, &done_ids, o.log)) { rc = cli_exit_status(EXIT_BADINPUT); goto out; }
     int64_t n_skip = 0, n_run = 0;
     for (int64_t k = 0; k < n_items; k++) {
-        items[k].skip = idset_has(&done_ids, items[k].req.id);
+        items[k].skip = cli_idset_has(&done_ids, items[k].req.id);
         n_skip += items[k].skip;
         n_run += !items[k].skip && !items[k].req.error;
     }
@@ -787,7 +703,7 @@ out:
     }
     chat_template_free(ct);
     free(items);
-    idset_free(&done_ids);
+    cli_idset_free(&done_ids);
     free(input);
     free(sys_text);
     grammar_vocab_free(gvocab);

@@ -61,7 +61,6 @@ typedef struct {
     int64_t n_prompt, n_gen;
 } bench_test;
 
-
 /* One record: a test's measurements under its parameters. */
 typedef struct {
     const bench_model *model;

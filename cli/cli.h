@@ -319,6 +319,16 @@ struct cli_batch_item {
     const tokenizer *tok;     /* for "stop" */
     const char *model;        /* for OpenAI result lines */
 };
+/* --resume (cli/batch_resume.c): a sorted set of ids (as JSON text). */
+typedef struct {
+    char **v;
+    size_t n, cap;
+} cli_idset;
+bool cli_idset_has(const cli_idset *s, const char *id);
+void cli_idset_free(cli_idset *s);
+/* Reads the -o file's result lines (fd, a regular file opened for reading and appending, locked)
+ * into ids, first cutting a trailing partial line (a killed write). 0; -1 after a message. */
+int cli_batch_resume_load(int fd, const char *path, cli_idset *ids, bool log);
 /* sched_job.stop_fn of a choice (ctx: its cli_batch_choice): a stop string has appeared in its
  * text (an allocation failure stops too). */
 int cli_batch_stop(const sched_job *j, void *ctx);
