@@ -5,7 +5,8 @@
  * starts from the longest prefix of its prompt that any slot's cache holds (a system prompt
  * evaluated once, or an earlier request's prompt), shared by page reference, not recomputed.
  * Each request samples with its own sampler and seed, and the engine's logits do not depend on
- * the batch, so a request's tokens equal those of running it alone (mgi run). */
+ * the batch, so a request's tokens equal those of running it alone (mgi run). Several choices of
+ * one prompt (sched_job.choice_next) take their slots together and share one evaluation of it. */
 #ifndef MGI_ENGINE_SCHEDULER_H
 #define MGI_ENGINE_SCHEDULER_H
 
