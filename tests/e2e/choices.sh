@@ -55,12 +55,12 @@ check "batch n 3 with -np 2 is an error line naming -np" [ "$(pyget "$TMP/np2.ou
 
 # --- OpenAI lines ------------------------------------------------------------------------------
 cat >"$TMP/oa.jsonl" <<J
-{"custom_id": "c2", "method": "POST", "url": "/v1/chat/completions", "body": {"messages": [{"role": "user", "content": "Say hi"}], "n": 2, "max_tokens": 8, "temperature": 0.8, "seed": $SEED}}
+{"custom_id": "c2", "method": "POST", "url": "/v1/chat/completions", "body": {"messages": [{"role": "user", "content": "Say hi"}], "n": 2, "max_tokens": 8, "logprobs": true, "temperature": 0.8, "seed": $SEED}}
 {"custom_id": "t2", "method": "POST", "url": "/v1/completions", "body": {"prompt": "$P", "n": 2, "max_tokens": 6, "temperature": 0}}
 {"custom_id": "bad", "method": "POST", "url": "/v1/completions", "body": {"prompt": "$P", "n": 0}}
 J
 "$MGI" batch -m "$SMOLLM" -t 2 -f "$TMP/oa.jsonl" --ordered >"$TMP/oa.out" 2>/dev/null
-check "openai n 2 chat: two choices, usage counts both" [ "$(pyget "$TMP/oa.out" '(lambda b: ([c["index"] for c in b["choices"]], b["usage"]["completion_tokens"], all(c["message"]["role"] == "assistant" for c in b["choices"])))(L[0]["response"]["body"])')" = "([0, 1], 16, True)" ]
+check "openai n 2 chat: two choices, usage counts both" [ "$(pyget "$TMP/oa.out" '(lambda b: ([c["index"] for c in b["choices"]], b["usage"]["completion_tokens"] == sum(len(c["logprobs"]["content"]) for c in b["choices"]) > 8, all(c["message"]["role"] == "assistant" for c in b["choices"])))(L[0]["response"]["body"])')" = "([0, 1], True, True)" ]
 check "openai n 2 completion: greedy choices equal" [ "$(pyget "$TMP/oa.out" '(lambda b: (len(b["choices"]), b["choices"][0]["text"] == b["choices"][1]["text"]))(L[1]["response"]["body"])')" = "(2, True)" ]
 check "openai n 0: status 400 naming n" [ "$(pyget "$TMP/oa.out" '(lambda r: (r["status_code"], "\"n\"" in r["body"]["error"]["message"]))(L[2]["response"])')" = "(400, True)" ]
 
