@@ -72,7 +72,7 @@ enum {
     NCCL_TIMEOUT_S = 120, /* a pass that has not finished by then is a dead peer: abort, never hang
                              (MGI_NCCL_TIMEOUT overrides it: nccl_timeout_s) */
     FUSE_MAX_N = 4,      /* passes of up to this many tokens take the fused layer (kernels.h's
-                            matvec_f32_norm etc.: v10's range) */
+                            cu_matvec_f32_norm etc.: v10's range) */
 };
 
 /* MGI_FUSE values (fuse_mode). */
@@ -157,17 +157,17 @@ typedef struct {
     float *x, *xn;      /* residual stream, normed input (or a matvec's output before the add) */
     float *qkv, *q;     /* Q/K/V outputs (group_view), Q after RoPE */
     float *att, *gu, *ff, *logits;
-    uint16_t *xh;       /* a matvec input in f16 for gemm_f16 (prompt passes) */
+    uint16_t *xh;       /* a matvec input in f16 for cu_gemm_f16 (prompt passes) */
     int xh_ready;       /* part_add wrote xn's tokens of the span as f16 into xh too (for the next group_mm) */
     int xn_parts;       /* > 1: the product meant for xn is that many split-K planes in gemm_scratch, which
-                         * part_add adds up itself (gemm_f16_split_parts) */
+                         * part_add adds up itself (cu_gemm_f16_split_parts) */
     void *att_scratch;
     size_t att_scratch_bytes;
     void *gemm_scratch; /* split-K partial sums of a GEMM over few tokens */
     size_t gemm_scratch_bytes;
     int n_sm;
     int32_t *d_meta;
-    int32_t *d_ids;     /* [OUT_CHUNK][2] greedy picks of each logits row (forward_greedy: kernels.h's argmax) */
+    int32_t *d_ids;     /* [OUT_CHUNK][2] greedy picks of each logits row (forward_greedy: kernels.h's cu_argmax) */
     void *p2p_mem;      /* this device's p2p_rank (row split with peer access) */
     uint16_t *h_kv;     /* pinned [2][ATT_CHUNK][kv_dim] for kv_get / kv_set */
     size_t w_bytes, kv_bytes, scratch_bytes, free_before;
@@ -202,7 +202,7 @@ struct forward_cuda {
     float *h_logits;    /* pinned [OUT_CHUNK][n_vocab] */
     int32_t *h_ids;     /* pinned [OUT_CHUNK][2] */
     argmax_skip skip;   /* the ids argmax's second pick skips (the batch's, the same on every pass) */
-    /* Decode steps through the host gate (kernels.h: host_gate): a one-part decode graph begins
+    /* Decode steps through the host gate (kernels.h: cu_host_gate): a one-part decode graph begins
      * with it and takes its metadata from h_meta (pinned, mapped) when the host opens it, instead
      * of from a copy queued before the launch. With `ahead` (engine_decode_ahead) the one-token
      * step after each one-token step is launched at once, before its token is known: the launch
@@ -214,7 +214,7 @@ struct forward_cuda {
     int gate_pass;          /* the pass being launched begins with the gate */
     int ahead_mode;         /* ahead_mode(), read once at create */
     int glu;                /* fused decode FFNs write SwiGLU from the gate/up matvec (ffn_half); MGI_GLU=0: apart */
-    int beside;             /* a QKV group of two fused matvecs (attn_half): 3 one launch (matvec_f32_norm_rope_pair),
+    int beside;             /* a QKV group of two fused matvecs (attn_half): 3 one launch (cu_matvec_f32_norm_rope_pair),
                              * else the second beside the first, on the SMs the first leaves (2, MGI_BESIDE=2) or
                              * shaped for every SM (1); 0 after it */
     int direct_out;         /* gate steps write logits / ids into h_logits / h_ids (run_head); MGI_DIRECT_OUT=0: copies */
@@ -290,7 +290,7 @@ static int weight_plan(dweight *d, const wslice *src, int n, char *err, size_t e
             return -1;
         }
     }
-    if (matvec_repacked_bytes(d->type, d->rows, d->k)) return 0;
+    if (cu_matvec_repacked_bytes(d->type, d->rows, d->k)) return 0;
     if (d->type == QUANT_F32 || d->type == QUANT_F16) {
         d->plain = 1;
         return 0;
@@ -334,7 +334,7 @@ static void group_view(const wgroup *g, float *buf, int32_t n_batch, int part_i,
 }
 
 static size_t weight_dev_bytes(const dweight *d) {
-    return d->plain ? dweight_raw(d) : matvec_repacked_bytes(d->type, d->rows, d->k);
+    return d->plain ? dweight_raw(d) : cu_matvec_repacked_bytes(d->type, d->rows, d->k);
 }
 
 /* Every device weight of a part in upload order. */
@@ -396,15 +396,15 @@ static void layout_scratch(part *p, arena *a) {
     int at = f->n_batch < ATT_CHUNK ? f->n_batch : ATT_CHUNK; /* tokens per attention launch */
     p->att_scratch_bytes = paged_attention_scratch_bytes(at, p->n_head, hp->head_dim, f->n_split);
     p->att_scratch = take(a, p->att_scratch_bytes);
-    /* gemm_f16_split's bound for any shape's split-K planes (every variant, v7's too): SMs x
+    /* cu_gemm_f16_split's bound for any shape's split-K planes (every variant, v7's too): SMs x
      * 128 KiB (kernels.h); the f16 panels of variants 4-7 (MGI_GEMM; 6 and 7 need what 4 does)
      * need more, so the buffer is sized for every variant. */
     p->gemm_scratch_bytes = (size_t)p->n_sm * (128u << 10);
     for (int i = 0; i < p->n_w; i++) {
         const dweight *w = p->ws[i];
-        if (w->plain || !gemm_supported(w->type)) continue;
+        if (w->plain || !cu_gemm_supported(w->type)) continue;
         for (int v = 4; v <= 5; v++) {
-            size_t b = gemm_variant_scratch_bytes(v, w->rows, w->k, f->n_batch);
+            size_t b = cu_gemm_f16_scratch_bytes(w->rows, w->k, f->n_batch);
             if (b > p->gemm_scratch_bytes) p->gemm_scratch_bytes = b;
         }
     }
@@ -505,7 +505,7 @@ static int upload_issue(part *p, uploader *u, progress_sum *ps, char *err, size_
         DEV_TRY(cudaEventRecord(u->ev[s], p->st));
         if (c->repack) {
             const dweight *d = c->repack;
-            DEV_TRY(matvec_repack(d->w, u->tmp, d->type, d->rows, d->k, p->st));
+            DEV_TRY(cu_matvec_repack(d->w, u->tmp, d->type, d->rows, d->k, p->st));
         }
         pthread_mutex_lock(&u->mu);
         u->issued[s] = j;
@@ -620,7 +620,7 @@ done:
  * to 64 (kernel lab, PERF-LOG runs 2 and 8). */
 enum { MM_MATVEC_N = 4 };
 
-static int mm_gemm(const dweight *w, int n) { return n > MM_MATVEC_N && !w->plain && gemm_supported(w->type); }
+static int mm_gemm(const dweight *w, int n) { return n > MM_MATVEC_N && !w->plain && cu_gemm_supported(w->type); }
 
 /* xh_ready: xh already holds x in f16 (its producer wrote both), so no conversion is launched.
  * parts (the product is xn's, for part_add): a split GEMM leaves its planes in gemm_scratch and
@@ -631,10 +631,10 @@ static int mm_h(part *p, const dweight *w, const float *x, int xh_ready, float *
     if (mm_gemm(w, n)) {
         if (!xh_ready) DEV_TRY(paged_to_f16(p->xh, x, (int64_t)n * w->k, p->st));
         if (parts)
-            DEV_TRY(gemm_f16_split_parts(y, w->w, w->type, p->xh, w->rows, w->k, n, p->gemm_scratch,
+            DEV_TRY(cu_gemm_f16_split_parts(y, w->w, w->type, p->xh, w->rows, w->k, n, p->gemm_scratch,
                                          p->gemm_scratch_bytes, parts, p->st));
         else
-            DEV_TRY(gemm_f16_split(y, w->w, w->type, p->xh, w->rows, w->k, n, p->gemm_scratch,
+            DEV_TRY(cu_gemm_f16_split(y, w->w, w->type, p->xh, w->rows, w->k, n, p->gemm_scratch,
                                    p->gemm_scratch_bytes, p->st));
         return 0;
     }
@@ -643,7 +643,7 @@ static int mm_h(part *p, const dweight *w, const float *x, int xh_ready, float *
         const float *xc = x + (int64_t)c * w->k;
         float *yc = y + (int64_t)c * w->rows;
         if (w->plain) DEV_TRY(paged_matvec_plain(yc, w->w, w->type, xc, w->rows, w->k, nc, p->st));
-        else DEV_TRY(matvec_f32(yc, w->w, w->type, xc, w->rows, w->k, nc, p->st));
+        else DEV_TRY(cu_matvec_f32(yc, w->w, w->type, xc, w->rows, w->k, nc, p->st));
     }
     return 0;
 }
@@ -686,7 +686,7 @@ static int layer_fz(const part *p, int32_t l, int n) {
     return fuse_on(p->f, n) && (p->layers[l - p->l0].fz[n] & FZ_LAYER) ? p->layers[l - p->l0].fz[n] : 0;
 }
 
-/* The group's products of rmsnorm(x) * nw for tokens [t0, t0 + nt) (x at token t0): the norm
+/* The group's products of cu_rmsnorm(x) * nw for tokens [t0, t0 + nt) (x at token t0): the norm
  * inside each matvec when all of them take it (fused), else one rmsnorm into xn and the plain
  * products. */
 static int group_mm_norm(part *p, const wgroup *g, const float *x, const float *nw, float *buf, int t0, int nt,
@@ -696,13 +696,13 @@ static int group_mm_norm(part *p, const wgroup *g, const float *x, const float *
     if (!fused) {
         float *xn = p->xn + (int64_t)t0 * E;
         p->xh_ready = 0; /* xn is rewritten here, without its f16 copy */
-        DEV_TRY(rmsnorm(xn, x, nw, nt, E, hp->rms_eps, p->st));
+        DEV_TRY(cu_rmsnorm(xn, x, nw, nt, E, hp->rms_eps, p->st));
         return group_mm(p, g, xn, buf, t0, nt, err, err_size);
     }
     for (int i = 0; i < g->n_m; i++) {
         const dweight *w = &g->m[i];
         float *y = matrix_out(g, buf, p->f->n_batch, i);
-        DEV_TRY(matvec_f32_norm(y + (int64_t)t0 * w->rows, w->w, w->type, x, nw, hp->rms_eps, w->rows, w->k, nt,
+        DEV_TRY(cu_matvec_f32_norm(y + (int64_t)t0 * w->rows, w->w, w->type, x, nw, hp->rms_eps, w->rows, w->k, nt,
                                 p->st));
     }
     return 0;
@@ -716,14 +716,14 @@ static int mm_acc(part *p, const dweight *w, const float *x, float *y, int t0, i
         /* prefilled: X is decode attention's output; the matvec's blocks start while attention
          * runs, long enough for their whole first weight fill to land before the wait (kernels.h) */
         if (prefilled)
-            DEV_TRY(matvec_f32_acc_prefilled(y, w->w, w->type, x, w->rows, w->k, n, p->st));
+            DEV_TRY(cu_matvec_f32_acc_prefilled(y, w->w, w->type, x, w->rows, w->k, n, p->st));
         else
-            DEV_TRY(matvec_f32_acc(y, w->w, w->type, x, w->rows, w->k, n, p->st));
+            DEV_TRY(cu_matvec_f32_acc(y, w->w, w->type, x, w->rows, w->k, n, p->st));
         return 0;
     }
     float *xn = p->xn + (int64_t)t0 * p->f->m->hp.n_embd;
     if (mm(p, w, x, xn, n, err, err_size)) return -1;
-    DEV_TRY(add(y, y, xn, (int64_t)n * w->rows, p->st));
+    DEV_TRY(cu_add(y, y, xn, (int64_t)n * w->rows, p->st));
     return 0;
 }
 
@@ -770,7 +770,7 @@ static int attn_half(part *p, int32_t l, span s, int fz, char *err, size_t err_s
             const dweight *w0 = &L->qkv.m[0], *w1 = &L->qkv.m[1];
             int64_t r[2][3];
             for (int i = 0; i < 2; i++) group_part_rows(&L->qkv, i, r[i]);
-            pe = matvec_f32_norm_rope_pair(w0->w, w0->type, w0->rows, r[0][0], r[0][1], w1->w, w1->type, w1->rows,
+            pe = cu_matvec_f32_norm_rope_pair(w0->w, w0->type, w0->rows, r[0][0], r[0][1], w1->w, w1->type, w1->rows,
                                            r[1][0], r[1][1], x, L->attn_norm, hp->rms_eps, w0->k, nt, q,
                                            p->kv_k + kv_off, p->kv_v + kv_off, d_pos + t0, d_cell + t0, p->kv_dim, hd,
                                            hp->n_rot, hp->rope_base, p->st);
@@ -784,12 +784,12 @@ static int attn_half(part *p, int32_t l, span s, int fz, char *err, size_t err_s
              * SMs the first one's grid leaves */
             if (i > 0 && f->beside) {
                 const dweight *w0 = &L->qkv.m[0];
-                const int front = f->beside >= 2 ? matvec_fused_blocks(w0->type, w0->rows, w0->k, nt) : 0;
-                DEV_TRY(matvec_f32_norm_rope_beside(w->w, w->type, x, L->attn_norm, hp->rms_eps, w->rows, w->k, nt, q,
+                const int front = f->beside >= 2 ? cu_matvec_fused_blocks(w0->type, w0->rows, w0->k, nt) : 0;
+                DEV_TRY(cu_matvec_f32_norm_rope_beside(w->w, w->type, x, L->attn_norm, hp->rms_eps, w->rows, w->k, nt, q,
                                                     p->kv_k + kv_off, p->kv_v + kv_off, d_pos + t0, d_cell + t0, r[0],
                                                     r[1], p->kv_dim, hd, hp->n_rot, hp->rope_base, front, p->st));
             } else {
-                DEV_TRY(matvec_f32_norm_rope(w->w, w->type, x, L->attn_norm, hp->rms_eps, w->rows, w->k, nt, q,
+                DEV_TRY(cu_matvec_f32_norm_rope(w->w, w->type, x, L->attn_norm, hp->rms_eps, w->rows, w->k, nt, q,
                                              p->kv_k + kv_off, p->kv_v + kv_off, d_pos + t0, d_cell + t0, r[0], r[1],
                                              p->kv_dim, hd, hp->n_rot, hp->rope_base, p->st));
             }
@@ -853,7 +853,7 @@ static int ffn_half(part *p, int32_t l, span s, int fz, char *err, size_t err_si
         gu->part_off[1] == gu->part_rows[0] && gu->part_rows[0] == gu->part_rows[1] && gu->part_rows[0] == p->n_ff) {
         float *ff = p->ff + (int64_t)t0 * p->n_ff;
         const dweight *w = &gu->m[0];
-        cudaError_t e = matvec_f32_norm_glu(ff, w->w, w->type, x, L->ffn_norm, f->m->hp.rms_eps, w->rows, w->k, nt, p->st);
+        cudaError_t e = cu_matvec_f32_norm_glu(ff, w->w, w->type, x, L->ffn_norm, f->m->hp.rms_eps, w->rows, w->k, nt, p->st);
         if (e == cudaSuccess) return mm_acc(p, dn, ff, x, t0, nt, 1, 0, err, err_size);
         if (e != cudaErrorNotSupported) DEV_TRY(e);
     }
@@ -862,11 +862,11 @@ static int ffn_half(part *p, int32_t l, span s, int fz, char *err, size_t err_si
         return -1;
     group_view(&L->gu, p->gu, f->n_batch, 0, &pg, &sg);
     group_view(&L->gu, p->gu, f->n_batch, 1, &pu, &su);
-    /* Unfused, SwiGLU stays apart: folding it into v6's input staging (matvec_f32_swiglu) measured
+    /* Unfused, SwiGLU stays apart: folding it into v6's input staging (cu_matvec_f32_swiglu) measured
      * slower in the decode step (kernel lab, PERF-LOG run 8); v10's fused layer folds it unless
      * MGI_FUSE=2. */
     if ((fz & FZ_DOWN) && f->fuse == FUSE_ALL) {
-        DEV_TRY(matvec_f32_swiglu_acc(x, dn->w, dn->type, pg + t0 * sg, sg, pu + t0 * su, su, dn->rows, dn->k, nt,
+        DEV_TRY(cu_matvec_f32_swiglu_acc(x, dn->w, dn->type, pg + t0 * sg, sg, pu + t0 * su, su, dn->rows, dn->k, nt,
                                       p->st));
         return 0;
     }
@@ -890,8 +890,8 @@ static int part_enter(part *p, span s, int norm, char *err, size_t err_size) {
     p->xh_ready = 0; /* xh and gemm_scratch hold nothing of this pass yet (an aborted pass may have */
     p->xn_parts = 1; /* left either behind) */
     if (p->embeds)
-        DEV_TRY(embed(x, p->tok_embd, m->tok_embd.type, p->d_meta + s.t0, s.nt, m->tok_embd.n_rows, E, p->st));
-    if (norm) DEV_TRY(rmsnorm(xn, x, p->layers[0].attn_norm, s.nt, E, hp->rms_eps, p->st));
+        DEV_TRY(cu_embed(x, p->tok_embd, m->tok_embd.type, p->d_meta + s.t0, s.nt, m->tok_embd.n_rows, E, p->st));
+    if (norm) DEV_TRY(cu_rmsnorm(xn, x, p->layers[0].attn_norm, s.nt, E, hp->rms_eps, p->st));
     return 0;
 }
 
@@ -910,7 +910,7 @@ static int part_add(part *p, span s, const float *w, char *err, size_t err_size)
         DEV_TRY(paged_add_rmsnorm_sum(x, xn, p->xh_ready ? p->xh : NULL, d, parts, (int64_t)s.nt * E, w, s.nt, E,
                                       hp->rms_eps, p->st));
     else if (w) DEV_TRY(paged_add_rmsnorm(x, xn, xn, w, s.nt, E, hp->rms_eps, p->st));
-    else DEV_TRY(add(x, x, xn, (int64_t)s.nt * E, p->st));
+    else DEV_TRY(cu_add(x, x, xn, (int64_t)s.nt * E, p->st));
     return 0;
 }
 
@@ -934,14 +934,14 @@ static int run_head(part *p, int n, int r0, int nr, int greedy, int identity, ch
             x = p->xn;
         }
         if (direct && !greedy) logits = f->h_logits;
-        DEV_TRY(matvec_f32_norm(logits, o->w, o->type, x, p->output_norm, hp->rms_eps, o->rows, o->k, nr, p->st));
+        DEV_TRY(cu_matvec_f32_norm(logits, o->w, o->type, x, p->output_norm, hp->rms_eps, o->rows, o->k, nr, p->st));
     } else {
         DEV_TRY(paged_gather_rows(p->xn, p->x, d_out + r0, nr, hp->n_embd, p->st));
-        DEV_TRY(rmsnorm(p->xn, p->xn, p->output_norm, nr, hp->n_embd, hp->rms_eps, p->st));
+        DEV_TRY(cu_rmsnorm(p->xn, p->xn, p->output_norm, nr, hp->n_embd, hp->rms_eps, p->st));
         if (mm(p, o, p->xn, p->logits, nr, err, err_size)) return -1;
     }
     if (greedy) {
-        DEV_TRY(argmax(direct ? f->h_ids : p->d_ids, p->logits, nr, hp->n_vocab, f->skip, p->st));
+        DEV_TRY(cu_argmax(direct ? f->h_ids : p->d_ids, p->logits, nr, hp->n_vocab, f->skip, p->st));
         if (!direct)
             DEV_TRY(cudaMemcpyAsync(f->h_ids, p->d_ids, (size_t)2 * nr * sizeof(int32_t), cudaMemcpyDeviceToHost, p->st));
         return 0;
@@ -977,7 +977,7 @@ static int run_segment(part *p, int seg, span s, int head, char *err, size_t err
             }
             if (l > p->l0 && layer_fz(p, l - 1, s.nt)) {
                 p->xh_ready = 0; /* xn rewritten without its f16 copy */
-                DEV_TRY(rmsnorm(p->xn + (int64_t)s.t0 * f->m->hp.n_embd, p->x + (int64_t)s.t0 * f->m->hp.n_embd,
+                DEV_TRY(cu_rmsnorm(p->xn + (int64_t)s.t0 * f->m->hp.n_embd, p->x + (int64_t)s.t0 * f->m->hp.n_embd,
                                 p->layers[l - p->l0].attn_norm, s.nt, f->m->hp.n_embd, f->m->hp.rms_eps, p->st));
             }
             const int norm_next = l + 1 < p->l1 && !layer_fz(p, l + 1, s.nt);
@@ -1033,7 +1033,7 @@ static int run_step_p2p(part *p, span s, int head, char *err, size_t err_size) {
  * host opens it (UVA: the pinned, mapped buffers' host addresses are their device addresses). */
 static int gate_launch(part *p, char *err, size_t err_size) {
     forward_cuda *f = p->f;
-    DEV_TRY(host_gate(p->d_meta, f->h_meta, f->gate, (int)meta_words(f), p->st));
+    DEV_TRY(cu_host_gate(p->d_meta, f->h_meta, f->gate, (int)meta_words(f), p->st));
     return 0;
 }
 
@@ -1284,7 +1284,7 @@ static int fuse_mode(void) {
     return FUSE_NO_SWIGLU;
 }
 
-/* A fused layer's QKV matvecs rotate Q and K and store K and V themselves (matvec_f32_norm_rope),
+/* A fused layer's QKV matvecs rotate Q and K and store K and V themselves (cu_matvec_f32_norm_rope),
  * one launch fewer per decode layer: the default (PERF-LOG run 38, tg128 on an H200: 8b q4_0
  * 611.5 -> 616.2, q4_k_m 563.5 -> 565.6); MGI_ROPE_FOLD=0 keeps the separate paged_rope_store. */
 static int rope_fold_mode(void) {
@@ -1326,7 +1326,7 @@ static int local_allreduce(forward_cuda *f, size_t count, char *err, size_t err_
         DEV_TRY(cudaEventRecord(f->p[i].ev_local, f->p[i].st));
         DEV_TRY(cudaStreamWaitEvent(r->st, f->p[i].ev_local, 0));
     }
-    for (int i = 1; i < f->n_part; i++) DEV_TRY(add(r->xn, r->xn, f->p[i].xn, (int64_t)count, r->st));
+    for (int i = 1; i < f->n_part; i++) DEV_TRY(cu_add(r->xn, r->xn, f->p[i].xn, (int64_t)count, r->st));
     DEV_TRY(cudaEventRecord(r->ev_local, r->st));
     for (int i = 1; i < f->n_part; i++) {
         DEV_TRY(cudaStreamWaitEvent(f->p[i].st, r->ev_local, 0));
@@ -1946,9 +1946,9 @@ static int kv_set(void *self, int32_t layer, const int32_t *cells, int32_t n, co
     return kv_io(self, layer, cells, n, NULL, NULL, k, v, err, err_size);
 }
 
-/* Whether the fused matvecs take w for n tokens (kernels.h: matvec_fused_supported). */
+/* Whether the fused matvecs take w for n tokens (kernels.h: cu_matvec_fused_supported). */
 static int fused_ok(const dweight *w, int n) {
-    return !w->plain && matvec_fused_supported(w->type, w->rows, w->k, n);
+    return !w->plain && cu_matvec_fused_supported(w->type, w->rows, w->k, n);
 }
 
 /* The fusion plan of a part, on its device after load (the fused matvecs depend on its shared
@@ -2346,7 +2346,7 @@ static void *cuda_create(const llama_model *m, const engine_plan *plan, int32_t 
         snprintf(err, err_size, "CUDA backend: layer split with the head on device %d, not the last", f->main);
         goto fail;
     }
-    if (!matvec_supported(m->tok_embd.type) || m->tok_embd.n_cols % 32 ||
+    if (!cu_matvec_supported(m->tok_embd.type) || m->tok_embd.n_cols % 32 ||
         ((m->tok_embd.type == QUANT_Q4_K || m->tok_embd.type == QUANT_Q6_K) && m->tok_embd.n_cols % 256)) {
         snprintf(err, err_size, "%s: type %s is not supported by the CUDA embedding kernel; use -ngl 0",
                  m->tok_embd.name, quant_type_name(m->tok_embd.type));

@@ -1,4 +1,4 @@
-/* Decode attention over an f16 KV cache (kernels.h: kv_store, attention_decode). Split-KV
+/* Decode attention over an f16 KV cache (kernels.h: cu_kv_store, cu_attention_decode). Split-KV
  * (flash-decoding): block (split, kv head, sequence) runs an online softmax over ATTN_SPLIT
  * positions for all the query heads sharing that kv head (K and V read once per group), its 4
  * warps taking interleaved positions; a combine pass merges the splits. Splits past a
@@ -19,7 +19,7 @@ __global__ void kv_store_kernel(uint16_t *kc, uint16_t *vc, const float *k, cons
     vc[at] = __half_as_ushort(__float2half_rn(v[i]));
 }
 
-extern "C" cudaError_t kv_store(uint16_t *k_cache, uint16_t *v_cache, const float *k, const float *v,
+extern "C" cudaError_t cu_kv_store(uint16_t *k_cache, uint16_t *v_cache, const float *k, const float *v,
                                 const int32_t *pos, int n_seq, int n_kv_head, int head_dim, int max_ctx,
                                 cudaStream_t stream) {
     if (n_seq <= 0 || n_kv_head <= 0 || head_dim <= 0 || max_ctx <= 0) return cudaErrorInvalidValue;
@@ -29,11 +29,11 @@ extern "C" cudaError_t kv_store(uint16_t *k_cache, uint16_t *v_cache, const floa
     return cudaGetLastError();
 }
 
-extern "C" size_t attention_scratch_bytes(int n_seq, int n_head, int head_dim, int max_ctx) {
+extern "C" size_t cu_attention_scratch_bytes(int n_seq, int n_head, int head_dim, int max_ctx) {
     return (size_t)n_seq * n_head * attn_splits(max_ctx) * (size_t)(head_dim + 2) * sizeof(float);
 }
 
-extern "C" cudaError_t attention_decode(float *out, const float *q, const uint16_t *k_cache,
+extern "C" cudaError_t cu_attention_decode(float *out, const float *q, const uint16_t *k_cache,
                                         const uint16_t *v_cache, const int32_t *len, void *scratch, int n_seq,
                                         int n_head, int n_kv_head, int head_dim, int max_ctx, float scale,
                                         cudaStream_t stream) {

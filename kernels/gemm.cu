@@ -1,4 +1,4 @@
-/* Prefill GEMM launchers (kernels.h: gemm_f16, gemm_f16_split) and the split-K heuristics;
+/* Prefill GEMM launchers (kernels.h: cu_gemm_f16, cu_gemm_f16_split) and the split-K heuristics;
  * kernels in gemm.cuh (v1-v3), gemm_panel.cuh (the f16-panel path of variants 4 and 5) and
  * gemm_wg.cuh (v7: wgmma on weights dequantised in registers, for small n). */
 #include "kernels/kernels.h"
@@ -14,7 +14,7 @@
 #define GEMM_SPLIT_WAVES 2
 #define GEMM_SPLIT_MAX 16
 
-extern "C" int gemm_supported(uint32_t wtype) {
+extern "C" int cu_gemm_supported(uint32_t wtype) {
     return wtype == QUANT_Q4_0 || wtype == QUANT_Q4_K || wtype == QUANT_Q6_K || wtype == QUANT_Q8_0;
 }
 
@@ -28,7 +28,7 @@ extern "C" void gemm_use_variant(int v) { g_variant = v >= 1 && v <= 7 ? v : 2; 
 static bool gp_variant(int v) { return v >= 4 && v <= 7; }
 
 /* v7 (gemm_wg.cuh) in one pass, or false where it does not run (not compute capability 9.0): the
- * gemm_f16 path of variant 7. Defined with the rest of v7 below. */
+ * cu_gemm_f16 path of variant 7. Defined with the rest of v7 below. */
 static bool g7_one_pass(float *y, const uint8_t *w, uint32_t wtype, const __half *x, int rows, int k, int n,
                         cudaStream_t stream, cudaError_t *e);
 
@@ -48,7 +48,7 @@ static gemm_shape gemm_shape_of(int variant, int64_t n) {
 static gemm_shape gemm_shape_for(int64_t n) { return gemm_shape_of(g_variant, n); }
 
 static int gemm_args_ok(uint32_t wtype, int64_t rows, int64_t k, int64_t n) {
-    return gemm_supported(wtype) && matvec_repacked_bytes(wtype, rows, k) != 0 && n > 0 && n <= INT32_MAX &&
+    return cu_gemm_supported(wtype) && cu_matvec_repacked_bytes(wtype, rows, k) != 0 && n > 0 && n <= INT32_MAX &&
            k % 8 == 0 && (n + GEMM_TOKS - 1) / GEMM_TOKS <= 65535;
 }
 
@@ -138,7 +138,7 @@ static cudaError_t gemm_launch(const gemm_shape &sh, float *y, const uint8_t *w,
     }
 }
 
-extern "C" cudaError_t gemm_f16(float *y, const void *w, uint32_t wtype, const uint16_t *x, int64_t rows, int64_t k,
+extern "C" cudaError_t cu_gemm_f16(float *y, const void *w, uint32_t wtype, const uint16_t *x, int64_t rows, int64_t k,
                                 int64_t n, cudaStream_t stream) {
     if (!gemm_args_ok(wtype, rows, k, n)) return cudaErrorInvalidValue;
     cudaError_t e;
@@ -468,11 +468,11 @@ extern "C" size_t gemm_variant_scratch_bytes(int variant, int64_t rows, int64_t 
     return need;
 }
 
-extern "C" size_t gemm_f16_scratch_bytes(int64_t rows, int64_t k, int n) {
+extern "C" size_t cu_gemm_f16_scratch_bytes(int64_t rows, int64_t k, int n) {
     return gemm_variant_scratch_bytes(g_variant, rows, k, n);
 }
 
-extern "C" cudaError_t gemm_f16_dequant(void *scratch, size_t scratch_bytes, const void *w, uint32_t wtype, int64_t rows,
+extern "C" cudaError_t cu_gemm_f16_dequant(void *scratch, size_t scratch_bytes, const void *w, uint32_t wtype, int64_t rows,
                                         int64_t k, cudaStream_t stream) {
     if (!gemm_args_ok(wtype, rows, k, 1)) return cudaErrorInvalidValue;
     bool ran = false;
@@ -481,7 +481,7 @@ extern "C" cudaError_t gemm_f16_dequant(void *scratch, size_t scratch_bytes, con
     return e != cudaSuccess ? e : ran ? cudaSuccess : cudaErrorInvalidValue;
 }
 
-extern "C" int gemm_split_slices(uint32_t wtype, int64_t rows, int64_t k, int n, size_t scratch_bytes) {
+extern "C" int cu_gemm_split_slices(uint32_t wtype, int64_t rows, int64_t k, int n, size_t scratch_bytes) {
     if (!gemm_args_ok(wtype, rows, k, n)) return 1;
     const size_t fit = scratch_bytes / ((size_t)n * (size_t)rows * sizeof(float));
     const int max_slices = fit < GEMM_SPLIT_MAX ? (int)fit : GEMM_SPLIT_MAX;
@@ -510,7 +510,7 @@ static bool gp_wanted(uint32_t wtype, int64_t k, int n) {
     return k * 512 <= base * (int64_t)n;
 }
 
-/* gemm_f16_split; with parts non-null the planes of a split are left unsummed in scratch and
+/* cu_gemm_f16_split; with parts non-null the planes of a split are left unsummed in scratch and
  * *parts says how many (1: y written). */
 static cudaError_t split_run(float *y, const void *w, uint32_t wtype, const uint16_t *x, int64_t rows, int64_t k, int n,
                              void *scratch, size_t scratch_bytes, int *parts, cudaStream_t stream) {
@@ -551,12 +551,12 @@ static cudaError_t split_run(float *y, const void *w, uint32_t wtype, const uint
     return gemm_sum_launch(y, part, s, (int64_t)n * rows, stream);
 }
 
-extern "C" cudaError_t gemm_f16_split(float *y, const void *w, uint32_t wtype, const uint16_t *x, int64_t rows,
+extern "C" cudaError_t cu_gemm_f16_split(float *y, const void *w, uint32_t wtype, const uint16_t *x, int64_t rows,
                                       int64_t k, int n, void *scratch, size_t scratch_bytes, cudaStream_t stream) {
     return split_run(y, w, wtype, x, rows, k, n, scratch, scratch_bytes, NULL, stream);
 }
 
-extern "C" cudaError_t gemm_f16_split_parts(float *y, const void *w, uint32_t wtype, const uint16_t *x, int64_t rows,
+extern "C" cudaError_t cu_gemm_f16_split_parts(float *y, const void *w, uint32_t wtype, const uint16_t *x, int64_t rows,
                                             int64_t k, int n, void *scratch, size_t scratch_bytes, int *parts,
                                             cudaStream_t stream) {
     if (!parts) return cudaErrorInvalidValue;

@@ -106,11 +106,11 @@ static bool matvec_v10_family(float *y, const void *w, uint32_t t, XS x, int r, 
     return matvec_variant >= 10 && matvec_v10_any<XH, XS, 0>(y, w, t, x, r, k, n, s, e, fill, late, sms_cap);
 }
 
-extern "C" int matvec_ring_stages(uint32_t wtype, int64_t rows, int64_t k, int n, int norm) {
+extern "C" int cu_matvec_ring_stages(uint32_t wtype, int64_t rows, int64_t k, int n, int norm) {
     int sms, smem_max, st = 0;
     const int cap = matvec_ring_cap;
     const bool nm = norm != 0;
-    if (matvec_repacked_bytes(wtype, rows, k) == 0) return 0;
+    if (cu_matvec_repacked_bytes(wtype, rows, k) == 0) return 0;
     switch (wtype) {
     case QUANT_Q4_0: mv10_takes<QUANT_Q4_0, MV11_OPT>(rows, k, n, nm, &sms, &smem_max, cap, &st); break;
     case QUANT_Q4_K: mv10_takes<QUANT_Q4_K, MV11_OPT>(rows, k, n, nm, &sms, &smem_max, cap, &st); break;
@@ -121,18 +121,18 @@ extern "C" int matvec_ring_stages(uint32_t wtype, int64_t rows, int64_t k, int n
     return st;
 }
 
-extern "C" int matvec_supported(uint32_t wtype) { return matvec_block_elems(wtype) != 0; }
+extern "C" int cu_matvec_supported(uint32_t wtype) { return matvec_block_elems(wtype) != 0; }
 
-extern "C" size_t matvec_repacked_bytes(uint32_t wtype, int64_t rows, int64_t k) {
+extern "C" size_t cu_matvec_repacked_bytes(uint32_t wtype, int64_t rows, int64_t k) {
     int64_t be = matvec_block_elems(wtype);
     if (be == 0 || rows <= 0 || k <= 0 || k % be != 0 || k > INT32_MAX || rows > INT32_MAX) return 0;
     if (matvec_uses_v2(wtype)) return (size_t)mv2_bytes((int)wtype, rows, k);
     return (size_t)rows * (size_t)dq_row_bytes(wtype, k);
 }
 
-extern "C" cudaError_t matvec_repack(void *out, const void *w, uint32_t wtype, int64_t rows, int64_t k,
+extern "C" cudaError_t cu_matvec_repack(void *out, const void *w, uint32_t wtype, int64_t rows, int64_t k,
                                      cudaStream_t stream) {
-    size_t bytes = matvec_repacked_bytes(wtype, rows, k);
+    size_t bytes = cu_matvec_repacked_bytes(wtype, rows, k);
     if (bytes == 0) return cudaErrorInvalidValue;
     if (!matvec_uses_v2(wtype)) return cudaMemcpyAsync(out, w, bytes, cudaMemcpyDeviceToDevice, stream);
     int64_t words = (int64_t)(bytes / 4);
@@ -160,7 +160,7 @@ template <typename XT, typename XS>
 static cudaError_t matvec_any(float *y, const void *w, uint32_t t, XS x, int64_t rows, int64_t k, int n,
                               cudaStream_t s) {
     constexpr bool XH = sizeof(XT) == 2;
-    if (matvec_repacked_bytes(t, rows, k) == 0 || n < 1 || n > MATVEC_MAX_N) return cudaErrorInvalidValue;
+    if (cu_matvec_repacked_bytes(t, rows, k) == 0 || n < 1 || n > MATVEC_MAX_N) return cudaErrorInvalidValue;
     const uint8_t *wb = (const uint8_t *)w;
     dim3 grid1((unsigned)((rows + MV1_ROWS - 1) / MV1_ROWS));
     int r = (int)rows, kk = (int)k;
@@ -178,17 +178,17 @@ static cudaError_t matvec_any(float *y, const void *w, uint32_t t, XS x, int64_t
     }
 }
 
-extern "C" cudaError_t matvec_f32(float *y, const void *w, uint32_t wtype, const float *x, int64_t rows,
+extern "C" cudaError_t cu_matvec_f32(float *y, const void *w, uint32_t wtype, const float *x, int64_t rows,
                                   int64_t k, int n, cudaStream_t stream) {
     return matvec_any<float>(y, w, wtype, mv_x{x}, rows, k, n, stream);
 }
 
-extern "C" cudaError_t matvec_f16(float *y, const void *w, uint32_t wtype, const uint16_t *x, int64_t rows,
+extern "C" cudaError_t cu_matvec_f16(float *y, const void *w, uint32_t wtype, const uint16_t *x, int64_t rows,
                                   int64_t k, int n, cudaStream_t stream) {
     return matvec_any<__half>(y, w, wtype, mv_x{x}, rows, k, n, stream);
 }
 
-extern "C" cudaError_t matvec_f32_swiglu(float *y, const void *w, uint32_t wtype, const float *g, int64_t sg,
+extern "C" cudaError_t cu_matvec_f32_swiglu(float *y, const void *w, uint32_t wtype, const float *g, int64_t sg,
                                          const float *u, int64_t su, int64_t rows, int64_t k, int n,
                                          cudaStream_t stream) {
     if (!g || !u) return cudaErrorInvalidValue;
@@ -198,9 +198,9 @@ extern "C" cudaError_t matvec_f32_swiglu(float *y, const void *w, uint32_t wtype
 
 /* ---- decode fusions: v10 and v11 only -------------------------------------------------------- */
 
-extern "C" int matvec_fused_supported(uint32_t wtype, int64_t rows, int64_t k, int n) {
+extern "C" int cu_matvec_fused_supported(uint32_t wtype, int64_t rows, int64_t k, int n) {
     int sms, smem_max;
-    if (matvec_variant < 10 || matvec_repacked_bytes(wtype, rows, k) == 0) return 0;
+    if (matvec_variant < 10 || cu_matvec_repacked_bytes(wtype, rows, k) == 0) return 0;
     /* the NORM source's shared memory is the largest of the three: it covers the others; v10's
      * (v11 runs v10 where no ring fits) */
     switch (wtype) {
@@ -216,23 +216,23 @@ extern "C" int matvec_fused_supported(uint32_t wtype, int64_t rows, int64_t k, i
 template <typename XS>
 static cudaError_t matvec_fused(float *y, const void *w, uint32_t t, XS x, int64_t rows, int64_t k, int n,
                                 cudaStream_t s, int fill = -1, int late = 0, int sms_cap = 0) {
-    if (!matvec_fused_supported(t, rows, k, n)) return cudaErrorNotSupported;
+    if (!cu_matvec_fused_supported(t, rows, k, n)) return cudaErrorNotSupported;
     cudaError_t e = cudaErrorNotSupported;
     matvec_v10_family<false, XS>(y, w, t, x, (int)rows, (int)k, n, s, &e, fill, late, sms_cap);
     return e;
 }
 
-extern "C" cudaError_t matvec_f32_norm(float *y, const void *w, uint32_t wtype, const float *x, const float *g,
+extern "C" cudaError_t cu_matvec_f32_norm(float *y, const void *w, uint32_t wtype, const float *x, const float *g,
                                        float eps, int64_t rows, int64_t k, int n, cudaStream_t stream) {
     if (!x || !g || (uintptr_t)x % 16 || (uintptr_t)g % 16) return cudaErrorInvalidValue;
     return matvec_fused(y, w, wtype, mv_x_norm{x, g, eps}, rows, k, n, stream);
 }
 
-extern "C" cudaError_t matvec_f32_norm_glu(float *y, const void *w, uint32_t wtype, const float *x, const float *g,
+extern "C" cudaError_t cu_matvec_f32_norm_glu(float *y, const void *w, uint32_t wtype, const float *x, const float *g,
                                            float eps, int64_t rows, int64_t k, int n, cudaStream_t stream) {
     if (!x || !g || (uintptr_t)x % 16 || (uintptr_t)g % 16 || rows % 32) return cudaErrorInvalidValue;
     /* v11 only (its copier follows the pairs of tiles); nothing else is tried */
-    if (matvec_variant != 11 || !matvec_fused_supported(wtype, rows, k, n)) return cudaErrorNotSupported;
+    if (matvec_variant != 11 || !cu_matvec_fused_supported(wtype, rows, k, n)) return cudaErrorNotSupported;
     cudaError_t e = cudaErrorNotSupported;
     matvec_v10_any<false, mv_x_norm_glu, MV11_OPT>(y, w, wtype, mv_x_norm_glu{{x, g, eps}}, (int)rows, (int)k, n,
                                                    stream, &e, -1);
@@ -256,8 +256,8 @@ static int fused_grid(int64_t rows, int64_t k, int n) {
     return 0;
 }
 
-extern "C" int matvec_fused_blocks(uint32_t wtype, int64_t rows, int64_t k, int n) {
-    if (!matvec_fused_supported(wtype, rows, k, n)) return 0;
+extern "C" int cu_matvec_fused_blocks(uint32_t wtype, int64_t rows, int64_t k, int n) {
+    if (!cu_matvec_fused_supported(wtype, rows, k, n)) return 0;
     switch (wtype) {
     case QUANT_Q4_0: return fused_grid<QUANT_Q4_0>(rows, k, n);
     case QUANT_Q4_K: return fused_grid<QUANT_Q4_K>(rows, k, n);
@@ -294,7 +294,7 @@ static cudaError_t norm_rope(int late, int sms_cap, const void *w, uint32_t wtyp
     return matvec_fused((float *)nullptr, w, wtype, src, rows, k, n, stream, -1, late, sms_cap);
 }
 
-extern "C" cudaError_t matvec_f32_norm_rope_pair(const void *w1, uint32_t t1, int64_t rows1, int64_t nq1, int64_t nk1,
+extern "C" cudaError_t cu_matvec_f32_norm_rope_pair(const void *w1, uint32_t t1, int64_t rows1, int64_t nq1, int64_t nk1,
                                                  const void *w2, uint32_t t2, int64_t rows2, int64_t nq2, int64_t nk2,
                                                  const float *x, const float *g, float eps, int64_t k, int n,
                                                  float *q_out, uint16_t *k_cache, uint16_t *v_cache,
@@ -307,8 +307,8 @@ extern "C" cudaError_t matvec_f32_norm_rope_pair(const void *w1, uint32_t t1, in
                      theta))
         return cudaErrorInvalidValue;
     /* v11 only, and the one pair of types a real file has (Q4_K_M: Q/K Q4_K, V Q6_K) */
-    if (matvec_variant != 11 || t1 != QUANT_Q4_K || t2 != QUANT_Q6_K || !matvec_fused_supported(t1, rows1, k, n) ||
-        !matvec_fused_supported(t2, rows2, k, n))
+    if (matvec_variant != 11 || t1 != QUANT_Q4_K || t2 != QUANT_Q6_K || !cu_matvec_fused_supported(t1, rows1, k, n) ||
+        !cu_matvec_fused_supported(t2, rows2, k, n))
         return cudaErrorNotSupported;
     cudaError_t e = cudaErrorNotSupported;
     const int pre = matvec_pre >= 0 ? matvec_pre : -1;
@@ -319,7 +319,7 @@ extern "C" cudaError_t matvec_f32_norm_rope_pair(const void *w1, uint32_t t1, in
     return e;
 }
 
-extern "C" cudaError_t matvec_f32_norm_rope(const void *w, uint32_t wtype, const float *x, const float *g, float eps,
+extern "C" cudaError_t cu_matvec_f32_norm_rope(const void *w, uint32_t wtype, const float *x, const float *g, float eps,
                                             int64_t rows, int64_t k, int n, float *q_out, uint16_t *k_cache,
                                             uint16_t *v_cache, const int32_t *pos, const int32_t *cell, int64_t nq,
                                             int64_t nk, int64_t kv_dim, int head_dim, int n_rot, float theta,
@@ -328,7 +328,7 @@ extern "C" cudaError_t matvec_f32_norm_rope(const void *w, uint32_t wtype, const
                      n_rot, theta, stream);
 }
 
-extern "C" cudaError_t matvec_f32_norm_rope_beside(const void *w, uint32_t wtype, const float *x, const float *g,
+extern "C" cudaError_t cu_matvec_f32_norm_rope_beside(const void *w, uint32_t wtype, const float *x, const float *g,
                                                    float eps, int64_t rows, int64_t k, int n, float *q_out,
                                                    uint16_t *k_cache, uint16_t *v_cache, const int32_t *pos,
                                                    const int32_t *cell, int64_t nq, int64_t nk, int64_t kv_dim,
@@ -343,19 +343,19 @@ extern "C" cudaError_t matvec_f32_norm_rope_beside(const void *w, uint32_t wtype
                      n_rot, theta, stream);
 }
 
-extern "C" cudaError_t matvec_f32_acc(float *y, const void *w, uint32_t wtype, const float *x, int64_t rows,
+extern "C" cudaError_t cu_matvec_f32_acc(float *y, const void *w, uint32_t wtype, const float *x, int64_t rows,
                                       int64_t k, int n, cudaStream_t stream) {
     if (!x) return cudaErrorInvalidValue;
     return matvec_fused(y, w, wtype, mv_x_acc{{x}}, rows, k, n, stream);
 }
 
-extern "C" cudaError_t matvec_f32_acc_prefilled(float *y, const void *w, uint32_t wtype, const float *x,
+extern "C" cudaError_t cu_matvec_f32_acc_prefilled(float *y, const void *w, uint32_t wtype, const float *x,
                                                 int64_t rows, int64_t k, int n, cudaStream_t stream) {
     if (!x) return cudaErrorInvalidValue;
     return matvec_fused(y, w, wtype, mv_x_acc{{x}}, rows, k, n, stream, 0);
 }
 
-extern "C" cudaError_t matvec_f32_swiglu_acc(float *y, const void *w, uint32_t wtype, const float *g, int64_t sg,
+extern "C" cudaError_t cu_matvec_f32_swiglu_acc(float *y, const void *w, uint32_t wtype, const float *g, int64_t sg,
                                              const float *u, int64_t su, int64_t rows, int64_t k, int n,
                                              cudaStream_t stream) {
     if (!g || !u) return cudaErrorInvalidValue;

@@ -48,11 +48,11 @@
 
 /* Where a kernel's X comes from (a template parameter of every variant): mv_x, a plain [n][k]
  * array in f32 or f16 (the kernel's XT / XH says which); mv_x_swiglu, silu(g) * u of two strided
- * f32 arrays, computed while X is staged (matvec_f32_swiglu). X is written by the previous
+ * f32 arrays, computed while X is staged (cu_matvec_f32_swiglu). X is written by the previous
  * kernel, so it is read with plain loads after pdl_wait() (pdl.cuh), never with __ldg, which the
  * compiler may treat as invariant and move.
  * The decode fusions (v10 only; the other variants static_assert they get none) are flags of the
- * source: NORM, X is rmsnorm(x) * g of a plain f32 [n][k] x (mv_x_norm: every block sums x^2
+ * source: NORM, X is cu_rmsnorm(x) * g of a plain f32 [n][k] x (mv_x_norm: every block sums x^2
  * itself while staging x * g, and scales its outputs by 1 / rms); ACC, Y += W . X instead of
  * Y = W . X (mv_x_acc, mv_x_swiglu_acc: the residual add of the attention output and FFN down
  * products). */
@@ -963,7 +963,7 @@ static inline bool mv6_device(int *sms, int *smem_max) {
     return true;
 }
 
-/* Lets v6 use all the shared memory a block may opt into, once per device (matvec_repack calls it
+/* Lets v6 use all the shared memory a block may opt into, once per device (cu_matvec_repack calls it
  * at load, before any graph capture). */
 template <int T, bool XH, int NB, bool RING = false, typename XS = mv_x>
 static inline bool mv6_prepare() {
@@ -1253,7 +1253,7 @@ __device__ __forceinline__ int mv10_sbyte(uint32_t w, int i) {
  * loads lets X arrive after PRE slots only: one slot where the warp's whole share fits the ring
  * (its units then land soon after X, while the first is computed), else two. Not for the wo
  * matvec, whose blocks start while decode attention runs, long enough for a whole fill to land
- * before the wait: the engine launches it as matvec_f32_acc_prefilled (pre 0, all slots before). */
+ * before the wait: the engine launches it as cu_matvec_f32_acc_prefilled (pre 0, all slots before). */
 __host__ __device__ constexpr int mv11_pre(int units, int stages) {
     return units <= stages ? 1 : stages < 2 ? stages : 2;
 }
@@ -1820,7 +1820,7 @@ __device__ __forceinline__ void mv10_block(float *y, const uint8_t *w, XS xv, in
             if (u0 + j < u1) gq[j].load(src, j);
     }
     kt_mark(tr, 1);
-    /* late (matvec_f32_norm_rope_beside): X was complete before this kernel was launched, and
+    /* late (cu_matvec_f32_norm_rope_beside): X was complete before this kernel was launched, and
      * the kernel before it touches nothing this one reads or writes; the wait moves to the end */
     if (!late) pdl_wait();
     kt_mark(tr, 2);
@@ -1940,7 +1940,7 @@ __device__ __forceinline__ void mv10_block(float *y, const uint8_t *w, XS xv, in
             if (live && row < rows) mv_rope_store(xv, row, c, s, ps);
         } else if (live && row < rows) {
             float *yp = y + (int64_t)c * rows + row; /* one thread of one block owns it */
-            if constexpr (XS::ACC) s += *yp; /* as kernels.h's add: y + (W . X) */
+            if constexpr (XS::ACC) s += *yp; /* as kernels.h's cu_add: y + (W . X) */
             *yp = s;
         }
     }
@@ -1970,7 +1970,7 @@ matvec_v10_dual(const uint8_t *w1, XS x1, int rows1, int stages1, int g1, const 
                                          (int)gridDim.x - g1);
 }
 
-/* Lets v10 use all the shared memory a block may opt into (matvec_repack calls it at load). */
+/* Lets v10 use all the shared memory a block may opt into (cu_matvec_repack calls it at load). */
 template <int T, bool XH, typename XS = mv_x, int O = 0, int NT = 1>
 static inline bool mv10_prepare() {
     return smem_optin<matvec_v10<T, XH, XS, O, NT>>() == cudaSuccess;

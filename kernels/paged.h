@@ -71,7 +71,7 @@ cudaError_t paged_attention_prefill(float *out, const float *q, const uint16_t *
 void paged_prefill_use_variant(int v);
 
 /* RoPE of one pass's Q and K and the K/V store, in one launch: for token t, q_out[t] (f32
- * [n_tok][n_head][head_dim], contiguous) = rope(q + t * sq), and rope(k + t * sk) and v + t * sv
+ * [n_tok][n_head][head_dim], contiguous) = cu_rope(q + t * sq), and cu_rope(k + t * sk) and v + t * sv
  * go to row cell[t] of the layer's f16 cache (kv_dim = n_kv_head * head_dim). RoPE as kernels.h's
  * rope: adjacent pairs of the first n_rot values of each head turned by pos * theta^(-2i/n_rot).
  * The strides let Q, K and V come from one fused matvec output or from three. */
@@ -85,14 +85,14 @@ cudaError_t paged_rope_store(float *q_out, uint16_t *k_cache, uint16_t *v_cache,
 cudaError_t paged_add_rmsnorm(float *x, float *out, const float *d, const float *weight, int rows, int dim,
                               float eps, cudaStream_t stream);
 /* The same with d the sum of `parts` planes d + s * plane (s = 0, 1, ..., added in that order:
- * gemm_f16_split_parts' planes, gemm_sum's bits), and with out_h non-null out also as f16 bits
+ * cu_gemm_f16_split_parts' planes, gemm_sum's bits), and with out_h non-null out also as f16 bits
  * there (paged_to_f16's rounding; 8-byte aligned when dim % 4 == 0): a GEMM's input without a
  * conversion launch. With parts > 1, plane >= rows * dim and out may be d but must not overlap the
  * later planes. weight NULL: only x += d (out and out_h untouched; out_h must be NULL). */
 cudaError_t paged_add_rmsnorm_sum(float *x, float *out, uint16_t *out_h, const float *d, int parts, int64_t plane,
                                   const float *weight, int rows, int dim, float eps, cudaStream_t stream);
 
-/* out[t][i] = silu(g[t * sg + i]) * u[t * su + i] for i < n_ff (kernels.h's swiglu over strided
+/* out[t][i] = silu(g[t * sg + i]) * u[t * su + i] for i < n_ff (kernels.h's cu_swiglu over strided
  * rows, for a fused gate/up matvec output). */
 cudaError_t paged_swiglu(float *out, const float *g, int64_t sg, const float *u, int64_t su, int n_tok, int n_ff,
                          cudaStream_t stream);
@@ -100,7 +100,7 @@ cudaError_t paged_swiglu(float *out, const float *g, int64_t sg, const float *u,
 cudaError_t paged_swiglu_f16(float *out, uint16_t *out_h, const float *g, int64_t sg, const float *u, int64_t su,
                              int n_tok, int n_ff, cudaStream_t stream);
 
-/* out[i] = in[i] rounded to f16 (bits), for kernels.h's gemm_f16 input. */
+/* out[i] = in[i] rounded to f16 (bits), for kernels.h's cu_gemm_f16 input. */
 cudaError_t paged_to_f16(uint16_t *out, const float *in, int64_t n, cudaStream_t stream);
 
 /* out[i][:] = in[idx[i]][:], rows of dim floats. */

@@ -10,10 +10,10 @@
  * and 4) as gemm, v4 against v5 1e-4, their dequantised panel 2^-8 of each row's largest |w|;
  * gemm v7 (variant 7 below the panel threshold) as the split-K gemm.
  * Matvec v10 (matvec_use_variant(10): X rounded to int8 per 32 values) and the decode fusions
- * built on it (matvec_f32_norm, _acc, _swiglu_acc) within tests/gpu/mvq.h's budget of that
- * rounding; matvec_f32_norm_glu against matvec_f32_norm then paged_swiglu (1e-3 of the rms); their PDL chain against the same chain unfused (1e-2 of the update of x) and in f64
+ * built on it (cu_matvec_f32_norm, _acc, _swiglu_acc) within tests/gpu/mvq.h's budget of that
+ * rounding; cu_matvec_f32_norm_glu against cu_matvec_f32_norm then paged_swiglu (1e-3 of the rms); their PDL chain against the same chain unfused (1e-2 of the update of x) and in f64
  * (5e-2). Every one of those checks runs for v11 too (matvec_use_variant(11): v10's arithmetic,
- * the weights through a shared-memory ring; its depth, matvec_ring_stages, is in the check's
+ * the weights through a shared-memory ring; its depth, cu_matvec_ring_stages, is in the check's
  * name, "no ring" where none fits and v10 runs). */
 #include <math.h>
 #include <stdio.h>
@@ -44,8 +44,8 @@ static void *dev_upload(const void *h, size_t bytes) {
 /* Quantised rows (host, bytes long) in matvec's repacked layout on the device, as the engine
  * holds them. */
 static void *dev_repacked(const void *w, size_t bytes, uint32_t t, int64_t rows, int64_t k) {
-    void *dw = dev_upload(w, bytes), *dr = dev_alloc(matvec_repacked_bytes(t, rows, k));
-    CUDA_CHECK(matvec_repack(dr, dw, t, rows, k, 0));
+    void *dw = dev_upload(w, bytes), *dr = dev_alloc(cu_matvec_repacked_bytes(t, rows, k));
+    CUDA_CHECK(cu_matvec_repack(dr, dw, t, rows, k, 0));
     CUDA_CHECK(cudaDeviceSynchronize());
     CUDA_CHECK(cudaFree(dw));
     return dr;
@@ -119,12 +119,12 @@ static void test_matvec(gen_rng *r, uint32_t t, int64_t rows, int64_t k, int n, 
         CHECK(0, name, "reference: %s", err);
         return;
     }
-    size_t rb = matvec_repacked_bytes(t, rows, k);
+    size_t rb = cu_matvec_repacked_bytes(t, rows, k);
     void *dw = dev_upload(w, wb), *dr = dev_alloc(rb);
-    CUDA_CHECK(matvec_repack(dr, dw, t, rows, k, 0));
+    CUDA_CHECK(cu_matvec_repack(dr, dw, t, rows, k, 0));
     void *dx = xh ? dev_upload(xh16, sizeof(uint16_t) * (size_t)(n * k)) : dev_upload(x, sizeof(float) * (size_t)(n * k));
     float *dy = dev_poisoned(n * rows);
-    cudaError_t e = xh ? matvec_f16(dy, dr, t, dx, rows, k, n, 0) : matvec_f32(dy, dr, t, dx, rows, k, n, 0);
+    cudaError_t e = xh ? cu_matvec_f16(dy, dr, t, dx, rows, k, n, 0) : cu_matvec_f32(dy, dr, t, dx, rows, k, n, 0);
     float *y = calloc((size_t)(n * rows), sizeof(float));
     int guard = e == cudaSuccess && dev_download(y, dy, n * rows);
     double rel = gen_rel_err(y, ref, n * rows);
@@ -184,15 +184,15 @@ static double *v10_ref(uint32_t t, const void *w, const float *x, int64_t rows, 
  * not apply, v6 / v3). */
 static const char *ring_name(int variant, uint32_t t, int64_t rows, int64_t k, int n, int norm, char *buf,
                              size_t size) {
-    const int st = variant >= 11 ? matvec_ring_stages(t, rows, k, n, norm) : 0;
+    const int st = variant >= 11 ? cu_matvec_ring_stages(t, rows, k, n, norm) : 0;
     if (variant < 11) snprintf(buf, size, "%s", "");
     else if (st) snprintf(buf, size, " ring %d", st);
     else snprintf(buf, size, "%s", " no ring");
     return buf;
 }
 
-/* Matvec v10 (variant 10) or v11 (11) for n tokens, X through matvec_f32 (xmode 0), matvec_f16 (1)
- * or matvec_f32_swiglu (2), X over a wide range per 32-value block (|x| up to ~50, ~1, ~1e-3, or a
+/* Matvec v10 (variant 10) or v11 (11) for n tokens, X through cu_matvec_f32 (xmode 0), cu_matvec_f16 (1)
+ * or cu_matvec_f32_swiglu (2), X over a wide range per 32-value block (|x| up to ~50, ~1, ~1e-3, or a
  * single outlier in small values) so that the per-block scales matter; mvq.h's budget per row and
  * token. */
 static void test_matvec_v10(gen_rng *r, int variant, uint32_t t, int64_t rows, int64_t k, int n, int xmode) {
@@ -218,16 +218,16 @@ static void test_matvec_v10(gen_rng *r, int variant, uint32_t t, int64_t rows, i
         CHECK(0, name, "reference: %s", err);
         return;
     }
-    void *dw = dev_upload(w, wb), *dr = dev_alloc(matvec_repacked_bytes(t, rows, k));
-    CUDA_CHECK(matvec_repack(dr, dw, t, rows, k, 0));
+    void *dw = dev_upload(w, wb), *dr = dev_alloc(cu_matvec_repacked_bytes(t, rows, k));
+    CUDA_CHECK(cu_matvec_repack(dr, dw, t, rows, k, 0));
     void *dx = xmode == 0 ? dev_upload(x, sizeof(float) * (size_t)nk)
              : xmode == 1 ? dev_upload(xh16, sizeof(uint16_t) * (size_t)nk)
                           : dev_upload(gu, sizeof(float) * (size_t)(2 * nk));
     float *dy = dev_poisoned(n * rows);
     matvec_use_variant(variant);
-    cudaError_t e = xmode == 0 ? matvec_f32(dy, dr, t, dx, rows, k, n, 0)
-                  : xmode == 1 ? matvec_f16(dy, dr, t, dx, rows, k, n, 0)
-                               : matvec_f32_swiglu(dy, dr, t, dx, 2 * k, (const float *)dx + k, 2 * k, rows, k, n, 0);
+    cudaError_t e = xmode == 0 ? cu_matvec_f32(dy, dr, t, dx, rows, k, n, 0)
+                  : xmode == 1 ? cu_matvec_f16(dy, dr, t, dx, rows, k, n, 0)
+                               : cu_matvec_f32_swiglu(dy, dr, t, dx, 2 * k, (const float *)dx + k, 2 * k, rows, k, n, 0);
     matvec_use_variant(6);
     float *y = calloc((size_t)(n * rows), sizeof(float));
     int guard = e == cudaSuccess && dev_download(y, dy, n * rows);
@@ -239,7 +239,7 @@ static void test_matvec_v10(gen_rng *r, int variant, uint32_t t, int64_t rows, i
     free(w); free(x); free(gu); free(xh16); free(ref); free(bud); free(y);
 }
 
-/* matvec_f32_swiglu: X = silu(g) * u from strided rows (as a stacked gate/up matvec leaves them),
+/* cu_matvec_f32_swiglu: X = silu(g) * u from strided rows (as a stacked gate/up matvec leaves them),
  * against f32 SwiGLU then the f64 dot. misalign shifts g and u by one float (scalar loads). */
 static void test_matvec_swiglu(gen_rng *r, uint32_t t, int64_t rows, int64_t k, int n, int misalign) {
     char name[128], err[256];
@@ -262,10 +262,10 @@ static void test_matvec_swiglu(gen_rng *r, uint32_t t, int64_t rows, int64_t k, 
         CHECK(0, name, "reference: %s", err);
         return;
     }
-    void *dw = dev_upload(w, wb), *dr = dev_alloc(matvec_repacked_bytes(t, rows, k));
-    CUDA_CHECK(matvec_repack(dr, dw, t, rows, k, 0));
+    void *dw = dev_upload(w, wb), *dr = dev_alloc(cu_matvec_repacked_bytes(t, rows, k));
+    CUDA_CHECK(cu_matvec_repack(dr, dw, t, rows, k, 0));
     float *dgu = dev_upload(gu, sizeof(float) * (size_t)(n * stride + 1)), *dy = dev_poisoned(n * rows);
-    cudaError_t e = matvec_f32_swiglu(dy, dr, t, dgu + g0, stride, dgu + u0, stride, rows, k, n, 0);
+    cudaError_t e = cu_matvec_f32_swiglu(dy, dr, t, dgu + g0, stride, dgu + u0, stride, rows, k, n, 0);
     float *y = calloc((size_t)(n * rows), sizeof(float));
     int guard = e == cudaSuccess && dev_download(y, dy, n * rows);
     double rel = gen_rel_err(y, ref, n * rows);
@@ -275,10 +275,10 @@ static void test_matvec_swiglu(gen_rng *r, uint32_t t, int64_t rows, int64_t k, 
     free(w); free(gu); free(x); free(ref); free(y);
 }
 
-/* The decode fusions (under variant 10 or 11): matvec_f32_norm (mode 0: X = rmsnorm(x) * g, the
- * reference X as the CPU path computes it: f64 sum of squares, f32 scale), matvec_f32_acc (1),
- * matvec_f32_swiglu_acc (2: X = silu(g) * u from gate/up rows of stride 2k) and
- * matvec_f32_acc_prefilled (3: as 1, its whole ring filled before the PDL wait), 1-3 adding onto a
+/* The decode fusions (under variant 10 or 11): cu_matvec_f32_norm (mode 0: X = cu_rmsnorm(x) * g, the
+ * reference X as the CPU path computes it: f64 sum of squares, f32 scale), cu_matvec_f32_acc (1),
+ * cu_matvec_f32_swiglu_acc (2: X = silu(g) * u from gate/up rows of stride 2k) and
+ * cu_matvec_f32_acc_prefilled (3: as 1, its whole ring filled before the PDL wait), 1-3 adding onto a
  * Y of random values; x per 32-value block over a wide range as in test_matvec_v10, norm
  * weights of both signs. mvq.h's budget per row and token, plus 1e-6 |y0| for the f32 add. */
 static void test_matvec_fused(gen_rng *r, int variant, uint32_t t, int64_t rows, int64_t k, int n, int mode) {
@@ -316,17 +316,17 @@ static void test_matvec_fused(gen_rng *r, int variant, uint32_t t, int64_t rows,
         CHECK(0, name, "reference: %s", err);
         return;
     }
-    void *dw = dev_upload(w, wb), *dr = dev_alloc(matvec_repacked_bytes(t, rows, k));
-    CUDA_CHECK(matvec_repack(dr, dw, t, rows, k, 0));
+    void *dw = dev_upload(w, wb), *dr = dev_alloc(cu_matvec_repacked_bytes(t, rows, k));
+    CUDA_CHECK(cu_matvec_repack(dr, dw, t, rows, k, 0));
     float *dx = dev_upload(raw, sizeof(float) * (size_t)(mode == 2 ? 2 * nk : nk));
     float *dg = dev_upload(g, sizeof(float) * (size_t)k), *dy = dev_poisoned(n * rows);
     if (mode) CUDA_CHECK(cudaMemcpy(dy, y0, sizeof(float) * (size_t)(n * rows), cudaMemcpyHostToDevice));
     matvec_use_variant(variant);
-    const int sup = matvec_fused_supported(t, rows, k, n);
-    cudaError_t e = mode == 0 ? matvec_f32_norm(dy, dr, t, dx, dg, eps, rows, k, n, 0)
-                  : mode == 1 ? matvec_f32_acc(dy, dr, t, dx, rows, k, n, 0)
-                  : mode == 3 ? matvec_f32_acc_prefilled(dy, dr, t, dx, rows, k, n, 0)
-                              : matvec_f32_swiglu_acc(dy, dr, t, dx, 2 * k, dx + k, 2 * k, rows, k, n, 0);
+    const int sup = cu_matvec_fused_supported(t, rows, k, n);
+    cudaError_t e = mode == 0 ? cu_matvec_f32_norm(dy, dr, t, dx, dg, eps, rows, k, n, 0)
+                  : mode == 1 ? cu_matvec_f32_acc(dy, dr, t, dx, rows, k, n, 0)
+                  : mode == 3 ? cu_matvec_f32_acc_prefilled(dy, dr, t, dx, rows, k, n, 0)
+                              : cu_matvec_f32_swiglu_acc(dy, dr, t, dx, 2 * k, dx + k, 2 * k, rows, k, n, 0);
     matvec_use_variant(6);
     float *y = calloc((size_t)(n * rows), sizeof(float));
     int guard = e == cudaSuccess && dev_download(y, dy, n * rows);
@@ -339,7 +339,7 @@ static void test_matvec_fused(gen_rng *r, int variant, uint32_t t, int64_t rows,
     free(w); free(raw); free(x); free(g); free(y0); free(ref); free(bud); free(y);
 }
 
-/* matvec_f32_norm_glu against matvec_f32_norm then paged_swiglu, which it folds together, on a
+/* cu_matvec_f32_norm_glu against cu_matvec_f32_norm then paged_swiglu, which it folds together, on a
  * stacked gate/up matrix of 2F rows: each of the n x F outputs within 1e-3 of the unfused vector's
  * rms (the products' sums are split among warps differently, so not bit for bit; a gate row
  * paired with the wrong up row, a tile read from the wrong place or a missed row is off by O(1)),
@@ -357,14 +357,14 @@ static void test_matvec_glu(gen_rng *r, int variant, uint32_t t, int64_t F, int6
     float *x = malloc(sizeof(float) * (size_t)nk), *g = malloc(sizeof(float) * (size_t)k);
     v10_fill(r, nk, k, NULL, x);
     for (int64_t i = 0; i < k; i++) g[i] = (float)gen_uniform(r, -1.5, 1.5);
-    void *dw = dev_upload(w, wb), *dr = dev_alloc(matvec_repacked_bytes(t, rows, k));
-    CUDA_CHECK(matvec_repack(dr, dw, t, rows, k, 0));
+    void *dw = dev_upload(w, wb), *dr = dev_alloc(cu_matvec_repacked_bytes(t, rows, k));
+    CUDA_CHECK(cu_matvec_repack(dr, dw, t, rows, k, 0));
     float *dx = dev_upload(x, sizeof(float) * (size_t)nk), *dg = dev_upload(g, sizeof(float) * (size_t)k);
     float *dgu = dev_alloc(sizeof(float) * (size_t)(n * rows)), *dwant = dev_poisoned(n * F), *dy = dev_poisoned(n * F);
     matvec_use_variant(variant);
-    cudaError_t e0 = matvec_f32_norm(dgu, dr, t, dx, dg, eps, rows, k, n, 0);
+    cudaError_t e0 = cu_matvec_f32_norm(dgu, dr, t, dx, dg, eps, rows, k, n, 0);
     if (e0 == cudaSuccess) e0 = paged_swiglu(dwant, dgu, rows, dgu + F, rows, n, (int)F, 0);
-    cudaError_t e = matvec_f32_norm_glu(dy, dr, t, dx, dg, eps, rows, k, n, 0);
+    cudaError_t e = cu_matvec_f32_norm_glu(dy, dr, t, dx, dg, eps, rows, k, n, 0);
     matvec_use_variant(6);
     float *want = malloc(sizeof(float) * (size_t)(n * F)), *y = malloc(sizeof(float) * (size_t)(n * F));
     int gw = dev_download(want, dwant, n * F), gy = e == cudaSuccess && dev_download(y, dy, n * F);
@@ -393,9 +393,9 @@ static void test_matvec_glu(gen_rng *r, int variant, uint32_t t, int64_t F, int6
     free(w); free(x); free(g); free(want); free(y);
 }
 
-/* matvec_f32_norm_rope (and for a second matrix matvec_f32_norm_rope_beside, on a stream with PDL;
- * shaped 1: on the SMs the first one's grid leaves; 2: both in one launch, matvec_f32_norm_rope_pair,
- * as the engine runs them) against matvec_f32_norm then paged_rope_store, which they fold together:
+/* cu_matvec_f32_norm_rope (and for a second matrix cu_matvec_f32_norm_rope_beside, on a stream with PDL;
+ * shaped 1: on the SMs the first one's grid leaves; 2: both in one launch, cu_matvec_f32_norm_rope_pair,
+ * as the engine runs them) against cu_matvec_f32_norm then paged_rope_store, which they fold together:
  * Q and both caches bit for bit (the same sums, the same rotation formula; a shaped V within one
  * f16 step (or 1e-5 of the largest stored value, near zero), its sums grouped by other blocks; the
  * one launch: Q within 1e-5 of its largest value, K and V as a shaped V), including the cells
@@ -422,8 +422,8 @@ static void test_matvec_norm_rope(gen_rng *r, int variant, uint32_t tqk, uint32_
         void *w = malloc(wb);
         gen_weights(r, types[m], rows[m], k, w);
         void *dw = dev_upload(w, wb);
-        dr[m] = dev_alloc(matvec_repacked_bytes(types[m], rows[m], k));
-        CUDA_CHECK(matvec_repack(dr[m], dw, types[m], rows[m], k, 0));
+        dr[m] = dev_alloc(cu_matvec_repacked_bytes(types[m], rows[m], k));
+        CUDA_CHECK(cu_matvec_repack(dr[m], dw, types[m], rows[m], k, 0));
         CUDA_CHECK(cudaDeviceSynchronize());
         CUDA_CHECK(cudaFree(dw));
         free(w);
@@ -456,10 +456,10 @@ static void test_matvec_norm_rope(gen_rng *r, int variant, uint32_t tqk, uint32_
     }
     float *y = dev_poisoned(n * (nq + 2 * kvd));
     matvec_use_variant(variant);
-    const int sup = matvec_fused_supported(tqk, rows[0], k, n) && (!rows[1] || matvec_fused_supported(tv, rows[1], k, n));
+    const int sup = cu_matvec_fused_supported(tqk, rows[0], k, n) && (!rows[1] || cu_matvec_fused_supported(tv, rows[1], k, n));
     /* reference: the products into y (Q K V side by side per token), then RoPE and the store */
-    cudaError_t e = matvec_f32_norm(y, dr[0], tqk, dx, dg, eps, rows[0], k, n, 0);
-    if (e == cudaSuccess && rows[1]) e = matvec_f32_norm(y + (int64_t)n * rows[0], dr[1], tv, dx, dg, eps, rows[1], k, n, 0);
+    cudaError_t e = cu_matvec_f32_norm(y, dr[0], tqk, dx, dg, eps, rows[0], k, n, 0);
+    if (e == cudaSuccess && rows[1]) e = cu_matvec_f32_norm(y + (int64_t)n * rows[0], dr[1], tv, dx, dg, eps, rows[1], k, n, 0);
     const int64_t st0 = rows[0], stv = one ? rows[0] : kvd;
     const float *yv = one ? y + nq + kvd : y + (int64_t)n * rows[0];
     if (e == cudaSuccess)
@@ -472,19 +472,19 @@ static void test_matvec_norm_rope(gen_rng *r, int variant, uint32_t tqk, uint32_
     CUDA_CHECK(cudaDeviceSynchronize());
     /* shaped: the V grid takes the SMs the Q/K grid leaves, as the engine launches it; 2: both in
      * one launch (v11 only: v10 must decline it) */
-    const int beside_blocks = shaped == 1 ? matvec_fused_blocks(tqk, rows[0], k, n) : 0;
+    const int beside_blocks = shaped == 1 ? cu_matvec_fused_blocks(tqk, rows[0], k, n) : 0;
     cudaError_t e2, e_v10 = cudaErrorNotSupported;
     if (shaped == 2 && variant != 11) /* declined; then the two launches apart, compared as usual */
-        e_v10 = matvec_f32_norm_rope_pair(dr[0], tqk, rows[0], nq, kvd, dr[1], tv, rows[1], 0, 0, dx, dg, eps, k, n,
+        e_v10 = cu_matvec_f32_norm_rope_pair(dr[0], tqk, rows[0], nq, kvd, dr[1], tv, rows[1], 0, 0, dx, dg, eps, k, n,
                                           q[1], kc[1], vc[1], dmeta, dmeta + 4, kvd, hd, n_rot, theta, st);
     if (shaped == 2 && variant == 11)
-        e2 = matvec_f32_norm_rope_pair(dr[0], tqk, rows[0], nq, kvd, dr[1], tv, rows[1], 0, 0, dx, dg, eps, k, n,
+        e2 = cu_matvec_f32_norm_rope_pair(dr[0], tqk, rows[0], nq, kvd, dr[1], tv, rows[1], 0, 0, dx, dg, eps, k, n,
                                        q[1], kc[1], vc[1], dmeta, dmeta + 4, kvd, hd, n_rot, theta, st);
     else
-        e2 = matvec_f32_norm_rope(dr[0], tqk, dx, dg, eps, rows[0], k, n, q[1], kc[1], vc[1], dmeta,
+        e2 = cu_matvec_f32_norm_rope(dr[0], tqk, dx, dg, eps, rows[0], k, n, q[1], kc[1], vc[1], dmeta,
                                   dmeta + 4, nq, kvd, kvd, hd, n_rot, theta, st);
     if (e2 == cudaSuccess && rows[1] && !(shaped == 2 && variant == 11))
-        e2 = matvec_f32_norm_rope_beside(dr[1], tv, dx, dg, eps, rows[1], k, n, NULL, NULL, vc[1], dmeta, dmeta + 4,
+        e2 = cu_matvec_f32_norm_rope_beside(dr[1], tv, dx, dg, eps, rows[1], k, n, NULL, NULL, vc[1], dmeta, dmeta + 4,
                                          0, 0, kvd, hd, n_rot, theta, beside_blocks, st);
     CUDA_CHECK(cudaStreamSynchronize(st));
     CUDA_CHECK(cudaStreamDestroy(st));
@@ -549,7 +549,7 @@ static void test_matvec_norm_rope(gen_rng *r, int variant, uint32_t tqk, uint32_
     free(x); free(g); free(cinit);
 }
 
-/* Cases the fused matvecs do not take: matvec_fused_supported says 0, each entry returns
+/* Cases the fused matvecs do not take: cu_matvec_fused_supported says 0, each entry returns
  * cudaErrorNotSupported and writes nothing (the engine then runs the unfused kernels); and the
  * production shapes it must take. */
 static void test_matvec_fused_cover(void) {
@@ -573,14 +573,14 @@ static void test_matvec_fused_cover(void) {
             char name[128];
             snprintf(name, sizeof name, "matvec fused coverage v%d: %s %s", variant, cases[i].why,
                      cases[i].want ? "taken" : "declined");
-            int sup = matvec_fused_supported(cases[i].t, cases[i].rows, cases[i].k, cases[i].n);
+            int sup = cu_matvec_fused_supported(cases[i].t, cases[i].rows, cases[i].k, cases[i].n);
             if (cases[i].want) {
-                CHECK(sup == 1, name, "matvec_fused_supported %d", sup);
+                CHECK(sup == 1, name, "cu_matvec_fused_supported %d", sup);
                 continue;
             }
-            cudaError_t e1 = matvec_f32_norm(dy, dw, cases[i].t, dx, dx, 1e-5f, cases[i].rows, cases[i].k, cases[i].n, 0);
-            cudaError_t e2 = matvec_f32_acc(dy, dw, cases[i].t, dx, cases[i].rows, cases[i].k, cases[i].n, 0);
-            cudaError_t e3 = matvec_f32_swiglu_acc(dy, dw, cases[i].t, dx, cases[i].k, dx, cases[i].k, cases[i].rows,
+            cudaError_t e1 = cu_matvec_f32_norm(dy, dw, cases[i].t, dx, dx, 1e-5f, cases[i].rows, cases[i].k, cases[i].n, 0);
+            cudaError_t e2 = cu_matvec_f32_acc(dy, dw, cases[i].t, dx, cases[i].rows, cases[i].k, cases[i].n, 0);
+            cudaError_t e3 = cu_matvec_f32_swiglu_acc(dy, dw, cases[i].t, dx, cases[i].k, dx, cases[i].k, cases[i].rows,
                                                    cases[i].k, cases[i].n, 0);
             float y[8];
             int untouched = dev_download(y, dy, 0);
@@ -591,12 +591,12 @@ static void test_matvec_fused_cover(void) {
         }
     }
     matvec_use_variant(6);
-    CHECK(!matvec_fused_supported(QUANT_Q4_0, 4096, 4096, 1), "matvec fused coverage: none with variant 6",
+    CHECK(!cu_matvec_fused_supported(QUANT_Q4_0, 4096, 4096, 1), "matvec fused coverage: none with variant 6",
           "supported");
     CUDA_CHECK(cudaFree(dy)); CUDA_CHECK(cudaFree(dx)); CUDA_CHECK(cudaFree(dw));
 }
 
-/* Where v11 runs its ring (matvec_ring_stages >= 2): every 8b decode shape (QKV stacked, wo,
+/* Where v11 runs its ring (cu_matvec_ring_stages >= 2): every 8b decode shape (QKV stacked, wo,
  * gate/up stacked, down, a 32000-token output head), 1 to 4 tokens (Q6_K 2), plain and with the
  * norm's shared memory; so its checks above test the ring, not a silent fallback to v10. With
  * 227 KB of shared memory per block (H100, H200), 4 tokens of Q4_0 at k = 18432 leave no room for
@@ -609,7 +609,7 @@ static void test_matvec_ring_cover(void) {
         for (size_t j = 0; j < sizeof shapes / sizeof shapes[0]; j++)
             for (int n = 1; n <= (types[i] == QUANT_Q6_K ? 2 : 4); n++)
                 for (int norm = 0; norm < 2; norm++) {
-                    const int st = matvec_ring_stages(types[i], shapes[j][0], shapes[j][1], n, norm);
+                    const int st = cu_matvec_ring_stages(types[i], shapes[j][0], shapes[j][1], n, norm);
                     snprintf(name, sizeof name, "matvec v11 ring coverage: %s %lldx%lld n=%d%s", quant_type_name(types[i]),
                              (long long)shapes[j][0], (long long)shapes[j][1], n, norm ? " norm" : "");
                     CHECK(st >= 2, name, "ring of %d stages", st);
@@ -618,17 +618,17 @@ static void test_matvec_ring_cover(void) {
     CUDA_CHECK(cudaGetDevice(&dev));
     CUDA_CHECK(cudaDeviceGetAttribute(&optin, cudaDevAttrMaxSharedMemoryPerBlockOptin, dev));
     if (optin == 227 * 1024) {
-        const int st = matvec_ring_stages(QUANT_Q4_0, 37, 18432, 4, 0);
+        const int st = cu_matvec_ring_stages(QUANT_Q4_0, 37, 18432, 4, 0);
         CHECK(st == 0, "matvec v11 ring coverage: Q4_0 37x18432 n=4 declined", "ring of %d stages", st);
     }
-    CHECK(matvec_ring_stages(QUANT_Q5_0, 64, 256, 1, 0) == 0 && matvec_ring_stages(QUANT_Q4_0, 64, 288, 1, 0) == 0 &&
-          matvec_ring_stages(QUANT_Q4_0, 4096, 4096, 5, 0) == 0 && matvec_ring_stages(QUANT_Q6_K, 4096, 4096, 3, 0) == 0,
+    CHECK(cu_matvec_ring_stages(QUANT_Q5_0, 64, 256, 1, 0) == 0 && cu_matvec_ring_stages(QUANT_Q4_0, 64, 288, 1, 0) == 0 &&
+          cu_matvec_ring_stages(QUANT_Q4_0, 4096, 4096, 5, 0) == 0 && cu_matvec_ring_stages(QUANT_Q6_K, 4096, 4096, 3, 0) == 0,
           "matvec v11 ring coverage: no ring outside v10's cases", "a ring");
 }
 
-/* One FFN block per round, as the decode step chains it: x += d and xn = rmsnorm(x)
+/* One FFN block per round, as the decode step chains it: x += d and xn = cu_rmsnorm(x)
  * (paged_add_rmsnorm), gu = Wgu . xn (gate and up stacked), o = Wdown . (silu(g) * u)
- * (matvec_f32_swiglu), x += o (add); ROUNDS rounds of 1..8 tokens back to back in one stream
+ * (cu_matvec_f32_swiglu), x += o (add); ROUNDS rounds of 1..8 tokens back to back in one stream
  * (programmatic dependent launch on), scratch (xn, gu, o) shared by every round, so a kernel
  * that read its input before the previous kernel finished, or wrote before the next-but-one
  * had read, gives a wrong x. Run eagerly, then captured as a graph and replayed on fresh data. */
@@ -651,7 +651,7 @@ static void chain_fill(gen_rng *r, float *x0, float *d, int64_t n) {
     for (int64_t i = 0; i < n; i++) { x0[i] = (float)gen_normal(r); d[i] = (float)gen_normal(r); }
 }
 
-/* One token's FFN block in f64, in place on its residual x: xn = rmsnorm(x) * nw, then
+/* One token's FFN block in f64, in place on its residual x: xn = cu_rmsnorm(x) * nw, then
  * x += Wdown . (silu(Wgate . xn) * (Wup . xn)) (gate and up stacked in wgu); xn and h scratch. */
 static void ffn_ref(double *x, const float *nw, const float *wgu, const float *wdn, int dim, int ff, double *xn,
                     double *h) {
@@ -704,13 +704,13 @@ static void test_chain(gen_rng *r, uint32_t tgu, uint32_t tdn) {
     float *fgu = dequant_matrix(tgu, wgu, 2 * ff, dim), *fdn = dequant_matrix(tdn, wdn, dim, ff);
     float *nw = malloc(sizeof(float) * dim);
     for (int j = 0; j < dim; j++) nw[j] = (float)gen_uniform(r, 0.5, 1.5);
-    void *dsrc = dev_upload(wgu, bgu), *dgu_w = dev_alloc(matvec_repacked_bytes(tgu, 2 * ff, dim));
-    CUDA_CHECK(matvec_repack(dgu_w, dsrc, tgu, 2 * ff, dim, 0));
+    void *dsrc = dev_upload(wgu, bgu), *dgu_w = dev_alloc(cu_matvec_repacked_bytes(tgu, 2 * ff, dim));
+    CUDA_CHECK(cu_matvec_repack(dgu_w, dsrc, tgu, 2 * ff, dim, 0));
     CUDA_CHECK(cudaDeviceSynchronize());
     CUDA_CHECK(cudaFree(dsrc));
     dsrc = dev_upload(wdn, bdn);
-    void *ddn_w = dev_alloc(matvec_repacked_bytes(tdn, dim, ff));
-    CUDA_CHECK(matvec_repack(ddn_w, dsrc, tdn, dim, ff, 0));
+    void *ddn_w = dev_alloc(cu_matvec_repacked_bytes(tdn, dim, ff));
+    CUDA_CHECK(cu_matvec_repack(ddn_w, dsrc, tdn, dim, ff, 0));
     CUDA_CHECK(cudaDeviceSynchronize());
     CUDA_CHECK(cudaFree(dsrc));
     float *dnw = dev_upload(nw, sizeof(float) * dim);
@@ -737,10 +737,10 @@ static void test_chain(gen_rng *r, uint32_t tgu, uint32_t tdn) {
                 const int n = i % MAXN + 1;
                 float *xi = dx + per * i;
                 e = paged_add_rmsnorm(xi, dxn, dd + per * i, dnw, n, dim, 1e-5f, st);
-                if (e == cudaSuccess) e = matvec_f32(dgu, dgu_w, tgu, dxn, 2 * ff, dim, n, st);
+                if (e == cudaSuccess) e = cu_matvec_f32(dgu, dgu_w, tgu, dxn, 2 * ff, dim, n, st);
                 if (e == cudaSuccess)
-                    e = matvec_f32_swiglu(dout, ddn_w, tdn, dgu, 2 * ff, dgu + ff, 2 * ff, dim, ff, n, st);
-                if (e == cudaSuccess) e = add(xi, xi, dout, (int64_t)n * dim, st);
+                    e = cu_matvec_f32_swiglu(dout, ddn_w, tdn, dgu, 2 * ff, dgu + ff, 2 * ff, dim, ff, n, st);
+                if (e == cudaSuccess) e = cu_add(xi, xi, dout, (int64_t)n * dim, st);
             }
         }
         e = chain_pass_end(pass, e, st, &graph, &exec);
@@ -767,12 +767,12 @@ static void test_chain(gen_rng *r, uint32_t tgu, uint32_t tdn) {
 
 /* The fused decode layer's FFN and residual as the engine chains them (MGI_FUSE=1, or 2 with
  * SwiGLU apart), ROUNDS rounds of 1..MAXN tokens back to back in one stream with PDL on, each
- * round its own x and d, the gate/up and SwiGLU scratch shared: x += Wo . d (matvec_f32_acc),
- * gu = Wgu . rmsnorm(x) (matvec_f32_norm), x += Wdown . silu(g) * u (matvec_f32_swiglu_acc, or
- * paged_swiglu then matvec_f32_acc). A kernel that read x or gu before the previous kernel
+ * round its own x and d, the gate/up and SwiGLU scratch shared: x += Wo . d (cu_matvec_f32_acc),
+ * gu = Wgu . cu_rmsnorm(x) (cu_matvec_f32_norm), x += Wdown . silu(g) * u (cu_matvec_f32_swiglu_acc, or
+ * paged_swiglu then cu_matvec_f32_acc). A kernel that read x or gu before the previous kernel
  * finished, or wrote before the one before had read, gives a wrong x. Eager, as a graph, and the
  * graph replayed on fresh data; each time the update of x (x - x0) against the same chain of
- * unfused kernels (matvec_f32, add, rmsnorm, paged_swiglu; v10 as well, so only f32 rounding
+ * unfused kernels (cu_matvec_f32, add, rmsnorm, paged_swiglu; v10 as well, so only f32 rounding
  * differs, and the int8 codes it flips: 1e-2, the worst of 1500 tokens in a CPU emulation 1.7e-3)
  * and against the f64 chain (v10's int8 X over three products: 5e-2, emulated worst 1e-2; a stale
  * input is off by ~1). */
@@ -820,18 +820,18 @@ static void test_fused_chain(gen_rng *r, int variant, uint32_t tw, uint32_t tdn,
     float *fdn = dequant_matrix(tdn, wdn, dim, ff);
     float *nw = malloc(sizeof(float) * dim);
     for (int j = 0; j < dim; j++) nw[j] = (float)gen_uniform(r, 0.5, 1.5);
-    void *dwo = dev_alloc(matvec_repacked_bytes(tw, dim, dim)), *dgu_w = dev_alloc(matvec_repacked_bytes(tw, 2 * ff, dim));
-    void *ddn_w = dev_alloc(matvec_repacked_bytes(tdn, dim, ff));
+    void *dwo = dev_alloc(cu_matvec_repacked_bytes(tw, dim, dim)), *dgu_w = dev_alloc(cu_matvec_repacked_bytes(tw, 2 * ff, dim));
+    void *ddn_w = dev_alloc(cu_matvec_repacked_bytes(tdn, dim, ff));
     void *dsrc = dev_upload(wo, bo);
-    CUDA_CHECK(matvec_repack(dwo, dsrc, tw, dim, dim, 0));
+    CUDA_CHECK(cu_matvec_repack(dwo, dsrc, tw, dim, dim, 0));
     CUDA_CHECK(cudaDeviceSynchronize());
     CUDA_CHECK(cudaFree(dsrc));
     dsrc = dev_upload(wgu, bgu);
-    CUDA_CHECK(matvec_repack(dgu_w, dsrc, tw, 2 * ff, dim, 0));
+    CUDA_CHECK(cu_matvec_repack(dgu_w, dsrc, tw, 2 * ff, dim, 0));
     CUDA_CHECK(cudaDeviceSynchronize());
     CUDA_CHECK(cudaFree(dsrc));
     dsrc = dev_upload(wdn, bdn);
-    CUDA_CHECK(matvec_repack(ddn_w, dsrc, tdn, dim, ff, 0));
+    CUDA_CHECK(cu_matvec_repack(ddn_w, dsrc, tdn, dim, ff, 0));
     CUDA_CHECK(cudaDeviceSynchronize());
     CUDA_CHECK(cudaFree(dsrc));
     float *dnw = dev_upload(nw, sizeof(float) * dim);
@@ -859,13 +859,13 @@ static void test_fused_chain(gen_rng *r, int variant, uint32_t tw, uint32_t tdn,
         for (int i = 0; i < CHAIN_ROUNDS && e == cudaSuccess; i++) {
             const int n = i % MAXN + 1;
             float *xi = dxu + per * i;
-            e = matvec_f32(dout, dwo, tw, dd + per * i, dim, dim, n, st);
-            if (e == cudaSuccess) e = add(xi, xi, dout, (int64_t)n * dim, st);
-            if (e == cudaSuccess) e = rmsnorm(dxn, xi, dnw, n, dim, eps, st);
-            if (e == cudaSuccess) e = matvec_f32(dgu, dgu_w, tw, dxn, 2 * ff, dim, n, st);
+            e = cu_matvec_f32(dout, dwo, tw, dd + per * i, dim, dim, n, st);
+            if (e == cudaSuccess) e = cu_add(xi, xi, dout, (int64_t)n * dim, st);
+            if (e == cudaSuccess) e = cu_rmsnorm(dxn, xi, dnw, n, dim, eps, st);
+            if (e == cudaSuccess) e = cu_matvec_f32(dgu, dgu_w, tw, dxn, 2 * ff, dim, n, st);
             if (e == cudaSuccess) e = paged_swiglu(dff, dgu, 2 * ff, dgu + ff, 2 * ff, n, ff, st);
-            if (e == cudaSuccess) e = matvec_f32(dout, ddn_w, tdn, dff, dim, ff, n, st);
-            if (e == cudaSuccess) e = add(xi, xi, dout, (int64_t)n * dim, st);
+            if (e == cudaSuccess) e = cu_matvec_f32(dout, ddn_w, tdn, dff, dim, ff, n, st);
+            if (e == cudaSuccess) e = cu_add(xi, xi, dout, (int64_t)n * dim, st);
         }
         if (e == cudaSuccess) e = cudaStreamSynchronize(st);
         if (pass == 1 && e == cudaSuccess) e = cudaStreamBeginCapture(st, cudaStreamCaptureModeThreadLocal);
@@ -873,13 +873,13 @@ static void test_fused_chain(gen_rng *r, int variant, uint32_t tw, uint32_t tdn,
             for (int i = 0; i < CHAIN_ROUNDS && e == cudaSuccess; i++) {
                 const int n = i % MAXN + 1;
                 float *xi = dx + per * i;
-                e = matvec_f32_acc(xi, dwo, tw, dd + per * i, dim, dim, n, st);
-                if (e == cudaSuccess) e = matvec_f32_norm(dgu, dgu_w, tw, xi, dnw, eps, 2 * ff, dim, n, st);
+                e = cu_matvec_f32_acc(xi, dwo, tw, dd + per * i, dim, dim, n, st);
+                if (e == cudaSuccess) e = cu_matvec_f32_norm(dgu, dgu_w, tw, xi, dnw, eps, 2 * ff, dim, n, st);
                 if (e == cudaSuccess && swiglu_apart) {
                     e = paged_swiglu(dff, dgu, 2 * ff, dgu + ff, 2 * ff, n, ff, st);
-                    if (e == cudaSuccess) e = matvec_f32_acc(xi, ddn_w, tdn, dff, dim, ff, n, st);
+                    if (e == cudaSuccess) e = cu_matvec_f32_acc(xi, ddn_w, tdn, dff, dim, ff, n, st);
                 } else if (e == cudaSuccess) {
-                    e = matvec_f32_swiglu_acc(xi, ddn_w, tdn, dgu, 2 * ff, dgu + ff, 2 * ff, dim, ff, n, st);
+                    e = cu_matvec_f32_swiglu_acc(xi, ddn_w, tdn, dgu, 2 * ff, dgu + ff, 2 * ff, dim, ff, n, st);
                 }
             }
         }
@@ -944,11 +944,11 @@ static void test_gemm(gen_rng *r, uint32_t t, int64_t rows, int64_t k, int64_t n
             mag[c * rows + i] = abs_acc;
         }
     }
-    void *dw = dev_upload(w, wb), *dr = dev_alloc(matvec_repacked_bytes(t, rows, k));
-    CUDA_CHECK(matvec_repack(dr, dw, t, rows, k, 0));
+    void *dw = dev_upload(w, wb), *dr = dev_alloc(cu_matvec_repacked_bytes(t, rows, k));
+    CUDA_CHECK(cu_matvec_repack(dr, dw, t, rows, k, 0));
     void *dx = dev_upload(xh, sizeof(uint16_t) * (size_t)(n * k));
     float *dy = dev_poisoned(n * rows), *y = calloc((size_t)(n * rows), sizeof(float));
-    cudaError_t e = gemm_f16(dy, dr, t, dx, rows, k, n, 0);
+    cudaError_t e = cu_gemm_f16(dy, dr, t, dx, rows, k, n, 0);
     int guard = e == cudaSuccess && dev_download(y, dy, n * rows);
     double rel = 0;  /* worst |y - ref| / sum |w x| over the outputs; NaN never passes */
     for (int64_t i = 0; i < n * rows; i++) {
@@ -961,7 +961,7 @@ static void test_gemm(gen_rng *r, uint32_t t, int64_t rows, int64_t k, int64_t n
     free(w); free(xh); free(ref); free(mag); free(row); free(y);
 }
 
-/* gemm_f16_split on one matrix for each of the nn token counts ns (largest last), fresh X each,
+/* cu_gemm_f16_split on one matrix for each of the nn token counts ns (largest last), fresh X each,
  * with the full scratch, with room for 2 slices only and with none (the one-pass fallback). The
  * reference covers ~48 sampled rows (every residue mod 128 differs: stride odd) plus the last
  * one, budget as test_gemm; every output must be written (no NaN poison left), and a second run
@@ -983,7 +983,7 @@ static void test_gemm_split(gen_rng *r, uint32_t t, int64_t rows, int64_t k, con
     for (int64_t s = 0; s < ns_rows; s++)
         quant_dequant_row(t, (const uint8_t *)w + rs[s] * quant_row_bytes(t, k), dq + s * k, k, err, sizeof err);
     size_t sb = 0;
-    for (int i = 0; i < nn; i++) if (gemm_f16_scratch_bytes(rows, k, ns[i]) > sb) sb = gemm_f16_scratch_bytes(rows, k, ns[i]);
+    for (int i = 0; i < nn; i++) if (cu_gemm_f16_scratch_bytes(rows, k, ns[i]) > sb) sb = cu_gemm_f16_scratch_bytes(rows, k, ns[i]);
     void *scr = sb ? dev_alloc(sb) : NULL;
     uint16_t *xh = malloc(sizeof(uint16_t) * (size_t)(nmax * k));
     float *xf = malloc(sizeof(float) * (size_t)(nmax * k));
@@ -993,7 +993,7 @@ static void test_gemm_split(gen_rng *r, uint32_t t, int64_t rows, int64_t k, con
     float *dy = dev_poisoned(nmax * rows);
     for (int ni = 0; ni < nn; ni++) {
         const int n = ns[ni];
-        const size_t full = gemm_f16_scratch_bytes(rows, k, n), plane = (size_t)n * (size_t)rows * sizeof(float);
+        const size_t full = cu_gemm_f16_scratch_bytes(rows, k, n), plane = (size_t)n * (size_t)rows * sizeof(float);
         for (int64_t i = 0; i < n * k; i++) {
             xh[i] = quant_f32_to_f16((float)gen_uniform(r, -1, 1));
             xf[i] = quant_f16_to_f32(xh[i]);
@@ -1017,7 +1017,7 @@ static void test_gemm_split(gen_rng *r, uint32_t t, int64_t rows, int64_t k, con
                      (long long)rows, (long long)k, n, v == 0 ? "full scratch" : v == 1 ? "2-plane scratch" : "no scratch",
                      bytes / plane);
             CUDA_CHECK(cudaMemset(dy, 0xff, (size_t)(nmax * rows + GUARD) * sizeof(float)));
-            cudaError_t e = gemm_f16_split(dy, dr, t, dx, rows, k, n, bytes ? scr : NULL, bytes, 0);
+            cudaError_t e = cu_gemm_f16_split(dy, dr, t, dx, rows, k, n, bytes ? scr : NULL, bytes, 0);
             int guard = e == cudaSuccess && dev_download(y, dy, n * rows);
             int64_t unwritten = 0;
             for (int64_t i = 0; i < n * rows; i++) unwritten += y[i] != y[i];
@@ -1032,15 +1032,15 @@ static void test_gemm_split(gen_rng *r, uint32_t t, int64_t rows, int64_t k, con
             if (v == 0 && e == cudaSuccess) { /* determinism: run again, compare bits */
                 memcpy(y1, y, sizeof(float) * (size_t)(n * rows));
                 CUDA_CHECK(cudaMemset(dy, 0xff, (size_t)n * rows * sizeof(float)));
-                e = gemm_f16_split(dy, dr, t, dx, rows, k, n, scr, bytes, 0);
+                e = cu_gemm_f16_split(dy, dr, t, dx, rows, k, n, scr, bytes, 0);
                 guard = guard && e == cudaSuccess && dev_download(y, dy, n * rows);
                 same = memcmp(y, y1, sizeof(float) * (size_t)(n * rows)) == 0;
             }
             if (v == 0 && e == cudaSuccess) {
-                /* the planes left unsummed (gemm_f16_split_parts), added here in slice order: the
+                /* the planes left unsummed (cu_gemm_f16_split_parts), added here in slice order: the
                  * same bits as the split's own sum */
                 CUDA_CHECK(cudaMemset(dy, 0xff, (size_t)n * rows * sizeof(float)));
-                e = gemm_f16_split_parts(dy, dr, t, dx, rows, k, n, scr, bytes, &parts, 0);
+                e = cu_gemm_f16_split_parts(dy, dr, t, dx, rows, k, n, scr, bytes, &parts, 0);
                 CUDA_CHECK(cudaDeviceSynchronize());
                 const int64_t tot = (int64_t)n * rows;
                 float *pl = malloc(sizeof(float) * (size_t)(parts > 1 ? parts * tot : 1));
@@ -1080,19 +1080,19 @@ static void test_gemm_split_graph(gen_rng *r, uint32_t t, int n) {
     const int64_t ra = 4096, ka = 4096, rb = 1024, kb = 14336;
     size_t wa_b = quant_row_bytes(t, ka) * (size_t)ra, wb_b = quant_row_bytes(t, kb) * (size_t)rb;
     void *w = malloc(wa_b > wb_b ? wa_b : wb_b);  /* either matrix in GGUF layout */
-    void *wa = dev_alloc(matvec_repacked_bytes(t, ra, ka)), *wbr = dev_alloc(matvec_repacked_bytes(t, rb, kb));
+    void *wa = dev_alloc(cu_matvec_repacked_bytes(t, ra, ka)), *wbr = dev_alloc(cu_matvec_repacked_bytes(t, rb, kb));
     gen_weights(r, t, ra, ka, w);
     void *dw = dev_upload(w, quant_row_bytes(t, ka) * (size_t)ra);
-    CUDA_CHECK(matvec_repack(wa, dw, t, ra, ka, 0));
+    CUDA_CHECK(cu_matvec_repack(wa, dw, t, ra, ka, 0));
     CUDA_CHECK(cudaDeviceSynchronize());
     CUDA_CHECK(cudaFree(dw));
     gen_weights(r, t, rb, kb, w);
     dw = dev_upload(w, quant_row_bytes(t, kb) * (size_t)rb);
-    CUDA_CHECK(matvec_repack(wbr, dw, t, rb, kb, 0));
+    CUDA_CHECK(cu_matvec_repack(wbr, dw, t, rb, kb, 0));
     CUDA_CHECK(cudaDeviceSynchronize());
     CUDA_CHECK(cudaFree(dw));
-    size_t sb = gemm_f16_scratch_bytes(ra, ka, n);
-    if (gemm_f16_scratch_bytes(rb, kb, n) > sb) sb = gemm_f16_scratch_bytes(rb, kb, n);
+    size_t sb = cu_gemm_f16_scratch_bytes(ra, ka, n);
+    if (cu_gemm_f16_scratch_bytes(rb, kb, n) > sb) sb = cu_gemm_f16_scratch_bytes(rb, kb, n);
     void *scr = dev_alloc(sb ? sb : 4);
     const size_t xab = sizeof(uint16_t) * (size_t)(n * ka), xbb = sizeof(uint16_t) * (size_t)(n * kb);
     uint16_t *xa = malloc(xab), *xb = malloc(xbb);
@@ -1108,8 +1108,8 @@ static void test_gemm_split_graph(gen_rng *r, uint32_t t, int n) {
     CUDA_CHECK(cudaStreamBeginCapture(st, cudaStreamCaptureModeGlobal));
     CUDA_CHECK(cudaMemcpyAsync(dxa, sxa, xab, cudaMemcpyDeviceToDevice, st));
     CUDA_CHECK(cudaMemcpyAsync(dxb, sxb, xbb, cudaMemcpyDeviceToDevice, st));
-    e1 = gemm_f16_split(ya, wa, t, dxa, ra, ka, n, scr, sb, st);
-    e2 = gemm_f16_split(yb, wbr, t, dxb, rb, kb, n, scr, sb, st);
+    e1 = cu_gemm_f16_split(ya, wa, t, dxa, ra, ka, n, scr, sb, st);
+    e2 = cu_gemm_f16_split(yb, wbr, t, dxb, rb, kb, n, scr, sb, st);
     CUDA_CHECK(cudaStreamEndCapture(st, &graph));
     cudaError_t e = e1 != cudaSuccess ? e1 : e2;
     if (e == cudaSuccess) e = cudaGraphInstantiate(&exec, graph, 0);
@@ -1125,8 +1125,8 @@ static void test_gemm_split_graph(gen_rng *r, uint32_t t, int n) {
         CUDA_CHECK(cudaDeviceSynchronize());
         CUDA_CHECK(cudaGraphLaunch(exec, st));
         CUDA_CHECK(cudaStreamSynchronize(st));
-        CUDA_CHECK(gemm_f16_split(ea, wa, t, sxa, ra, ka, n, scr, sb, 0));
-        CUDA_CHECK(gemm_f16_split(eb, wbr, t, sxb, rb, kb, n, scr, sb, 0));
+        CUDA_CHECK(cu_gemm_f16_split(ea, wa, t, sxa, ra, ka, n, scr, sb, 0));
+        CUDA_CHECK(cu_gemm_f16_split(eb, wbr, t, sxb, rb, kb, n, scr, sb, 0));
         guard = guard && dev_download(ga, ya, n * ra) && dev_download(gb, yb, n * rb) &&
                 dev_download(ha, ea, n * ra) && dev_download(hb, eb, n * rb);
         n_diff = n_nan = 0;
@@ -1151,7 +1151,7 @@ static void test_gemm_split_graph(gen_rng *r, uint32_t t, int n) {
     free(w); free(xa); free(xb); free(ga); free(gb); free(ha); free(hb);
 }
 
-/* The f16-panel GEMMs (gemm_use_variant 5, 4 and 6, gemm_f16_split with gemm_f16_scratch_bytes of
+/* The f16-panel GEMMs (gemm_use_variant 5, 4 and 6, cu_gemm_f16_split with cu_gemm_f16_scratch_bytes of
  * scratch under the panel limit `limit`: gemm_panel_limit) against the full f64 reference,
  * test_gemm's budget; a rerun must be bit-identical, and v4 and v6 must agree with v5 within 1e-4
  * of sum |w x| element by element (all multiply the same f16 values; only the order and rounding
@@ -1195,10 +1195,10 @@ static void test_gemm_panel(gen_rng *r, uint32_t t, int64_t rows, int64_t k, int
         gemm_use_variant(v);
         snprintf(name, sizeof name, "gemm panel v%d %s %lldx%lld n=%d, panel limit %zu KiB", v, quant_type_name(t),
                  (long long)rows, (long long)k, n, limit >> 10);
-        const size_t sb = gemm_f16_scratch_bytes(rows, k, n);
+        const size_t sb = cu_gemm_f16_scratch_bytes(rows, k, n);
         void *scr = dev_alloc(sb ? sb : 4);
         CUDA_CHECK(cudaMemset(dy, 0xff, (size_t)(total + GUARD) * sizeof(float)));
-        cudaError_t e = gemm_f16_split(dy, dr, t, dx, rows, k, n, scr, sb, 0);
+        cudaError_t e = cu_gemm_f16_split(dy, dr, t, dx, rows, k, n, scr, sb, 0);
         int guard = e == cudaSuccess && dev_download(y[vi], dy, total);
         double rel = 0;
         int64_t unwritten = 0;
@@ -1210,7 +1210,7 @@ static void test_gemm_panel(gen_rng *r, uint32_t t, int64_t rows, int64_t k, int
         int same = 0;
         if (e == cudaSuccess) {
             CUDA_CHECK(cudaMemset(dy, 0xff, (size_t)total * sizeof(float)));
-            e = gemm_f16_split(dy, dr, t, dx, rows, k, n, scr, sb, 0);
+            e = cu_gemm_f16_split(dy, dr, t, dx, rows, k, n, scr, sb, 0);
             guard = guard && e == cudaSuccess && dev_download(y1, dy, total);
             same = memcmp(y1, y[vi], sizeof(float) * (size_t)total) == 0;
         }
@@ -1242,7 +1242,7 @@ static void test_gemm_panel(gen_rng *r, uint32_t t, int64_t rows, int64_t k, int
     free(w); free(xh); free(ref); free(mag); free(row); free(xf); free(y[0]); free(y[1]); free(y[2]); free(y1);
 }
 
-/* gemm_f16_dequant's f16 panel of a one-panel matrix against quant_dequant_row: the layout
+/* cu_gemm_f16_dequant's f16 panel of a one-panel matrix against quant_dequant_row: the layout
  * (kernels.h), zero rows past the matrix, and each value within 2^-8 of its row's largest |w|
  * (one f16 rounding of the scaled code and of the scales; Q4_K's d sc q - dmin m can cancel, so
  * the bound is on the row, not the value). A wrong layout moves values by about that largest
@@ -1258,7 +1258,7 @@ static void test_gemm_dequant(gen_rng *r, uint32_t t, int64_t rows, int64_t k) {
     const size_t pbytes = (size_t)R * (size_t)C * 128, sb = pbytes + 1024;
     uint8_t *scr = dev_alloc(sb);
     CUDA_CHECK(cudaMemset(scr, 0xff, sb)); /* NaN halves wherever nothing is written */
-    cudaError_t e = gemm_f16_dequant(scr, sb, dr, t, rows, k, 0);
+    cudaError_t e = cu_gemm_f16_dequant(scr, sb, dr, t, rows, k, 0);
     uint16_t *panel = malloc(pbytes);
     const size_t off = (size_t)((((uintptr_t)scr + 1023) & ~(uintptr_t)1023) - (uintptr_t)scr);
     CUDA_CHECK(cudaDeviceSynchronize());
@@ -1351,7 +1351,7 @@ static void test_gemm_panels(gen_rng *r) {
  * 8-token wgmma), 8, 17 (32), 64, 100 and 128 (two 64-token warpgroups per block), 200 (two
  * token tiles); rows not a multiple of 16, 64 or the block's 256 (1, 37, 300, 1000, 4097); k of 1
  * to 56 super-blocks, for the 32-weight types with a half last chunk and a last super-block of
- * fewer chunks (2848); through gemm_f16 (one pass) and gemm_f16_split (its slice model with full
+ * fewer chunks (2848); through cu_gemm_f16 (one pass) and cu_gemm_f16_split (its slice model with full
  * scratch, with 2 planes and none, a bit-identical rerun), forced slice counts that leave a short
  * last slice, and a graph replay. Last in the suite: a fault in new wgmma code is sticky. */
 static void test_gemm_v7(gen_rng *r) {
@@ -1406,7 +1406,7 @@ static void test_embed(gen_rng *r, uint32_t t) {
     }
     void *dt = dev_upload(tab, rbytes * n_rows), *di = dev_upload(ids, sizeof ids);
     float *dout = dev_poisoned(5 * dim), out[5 * 512] = {0};
-    cudaError_t e = embed(dout, dt, t, di, 5, n_rows, dim, 0);
+    cudaError_t e = cu_embed(dout, dt, t, di, 5, n_rows, dim, 0);
     int guard = e == cudaSuccess && dev_download(out, dout, 5 * dim);
     double rel = gen_rel_err(out, ref, 4 * dim);
     int nan_ok = 1;
@@ -1431,7 +1431,7 @@ static void test_rmsnorm(gen_rng *r) {
     }
     float *dx = dev_upload(x, sizeof(float) * rows * dim), *dw = dev_upload(wt, sizeof(float) * dim);
     float *dy = dev_poisoned(rows * dim);
-    cudaError_t e = rmsnorm(dy, dx, dw, rows, dim, 1e-5f, 0);
+    cudaError_t e = cu_rmsnorm(dy, dx, dw, rows, dim, 1e-5f, 0);
     int guard = e == cudaSuccess && dev_download(y, dy, rows * dim);
     double rel = gen_rel_err(y, ref, rows * dim);
     CHECK(e == cudaSuccess && guard && rel < 1e-5, "rmsnorm 3x4100", "%s, guard %s, rel err %.3g",
@@ -1551,12 +1551,12 @@ static void test_rope(gen_rng *r) {
             }
     float *dx = dev_upload(x, sizeof(float) * n), *dy = dev_poisoned(n);
     int32_t *dp = dev_upload(pos, sizeof pos);
-    cudaError_t e = rope(dy, dx, dp, n_tok, n_head, hd, rot, theta, 0);
+    cudaError_t e = cu_rope(dy, dx, dp, n_tok, n_head, hd, rot, theta, 0);
     int guard = e == cudaSuccess && dev_download(y, dy, n);
     double rel = gen_rel_err(y, ref, n);
     CHECK(e == cudaSuccess && guard && rel < 5e-4, "rope 3x5x128 rot 96", "%s, guard %s, rel err %.3g",
           cudaGetErrorString(e), guard ? "ok" : "overwritten", rel);
-    e = rope(dx, dx, dp, n_tok, n_head, hd, rot, theta, 0); /* in place */
+    e = cu_rope(dx, dx, dp, n_tok, n_head, hd, rot, theta, 0); /* in place */
     CUDA_CHECK(cudaMemcpy(y, dx, sizeof(float) * n, cudaMemcpyDeviceToHost));
     rel = gen_rel_err(y, ref, n);
     CHECK(e == cudaSuccess && rel < 5e-4, "rope in place", "%s, rel err %.3g", cudaGetErrorString(e), rel);
@@ -1571,14 +1571,14 @@ static void test_elementwise(gen_rng *r) {
     for (int64_t i = 0; i < n; i++) { a[i] = (float)(4 * gen_normal(r)); b[i] = (float)gen_normal(r); }
     float *da = dev_upload(a, sizeof(float) * n), *db = dev_upload(b, sizeof(float) * n), *dy = dev_poisoned(n);
     for (int64_t i = 0; i < n; i++) ref[i] = a[i] / (1.0 + exp(-(double)a[i])) * b[i];
-    cudaError_t e = swiglu(dy, da, db, n, 0);
+    cudaError_t e = cu_swiglu(dy, da, db, n, 0);
     int guard = e == cudaSuccess && dev_download(y, dy, n);
     double rel = gen_rel_err(y, ref, n);
     CHECK(e == cudaSuccess && guard && rel < 1e-5, "swiglu 1000003", "%s, guard %s, rel err %.3g",
           cudaGetErrorString(e), guard ? "ok" : "overwritten", rel);
     for (int64_t i = 0; i < n; i++) ref[i] = (double)a[i] + b[i];
     CUDA_CHECK(cudaMemset(dy, 0xff, sizeof(float) * (size_t)(n + GUARD)));
-    e = add(dy, da, db, n, 0);
+    e = cu_add(dy, da, db, n, 0);
     guard = e == cudaSuccess && dev_download(y, dy, n);
     rel = gen_rel_err(y, ref, n);
     CHECK(e == cudaSuccess && guard && rel < 1e-6, "add 1000003", "%s, guard %s, rel err %.3g",
@@ -1614,19 +1614,19 @@ static void test_argmax(gen_rng *r) {
         }
     float *dl = dev_upload(l, sizeof(float) * n_seq * nv);
     int32_t *dout = dev_alloc(sizeof got);
-    cudaError_t e = argmax(dout, dl, n_seq, nv, skip, 0);
+    cudaError_t e = cu_argmax(dout, dl, n_seq, nv, skip, 0);
     CUDA_CHECK(cudaMemcpy(got, dout, sizeof got, cudaMemcpyDeviceToHost));
     CHECK(e == cudaSuccess && memcmp(got, want, sizeof got) == 0 && want[7] == 17 && want[9] == 1,
           "argmax 5x32000, and past 3 skipped ids", "%s, got %d %d / %d %d / %d %d / %d %d / %d %d", cudaGetErrorString(e),
           got[0], got[1], got[2], got[3], got[4], got[5], got[6], got[7], got[8], got[9]);
     argmax_skip bad = {ARGMAX_MAX_SKIP + 1, {0}};
-    CHECK(argmax(dout, dl, n_seq, nv, bad, 0) == cudaErrorInvalidValue, "argmax refuses more skips than it holds", "");
+    CHECK(cu_argmax(dout, dl, n_seq, nv, bad, 0) == cudaErrorInvalidValue, "argmax refuses more skips than it holds", "");
     (void)cudaGetLastError();
     CUDA_CHECK(cudaFree(dl)); CUDA_CHECK(cudaFree(dout));
     free(l);
 }
 
-/* kv_store of the new token, then attention over [0, len) against f64 softmax over the f16 cache. */
+/* cu_kv_store of the new token, then attention over [0, len) against f64 softmax over the f16 cache. */
 static void test_attention(gen_rng *r, int n_seq, int n_head, int n_kv, int hd, int max_ctx, const int32_t *len) {
     char name[96];
     snprintf(name, sizeof name, "attention %d seq, %d/%d heads, hd %d, ctx %d", n_seq, n_head, n_kv, hd, max_ctx);
@@ -1644,7 +1644,7 @@ static void test_attention(gen_rng *r, int n_seq, int n_head, int n_kv, int hd, 
     uint16_t *dk = dev_upload(kc, cn * 2), *dv = dev_upload(vc, cn * 2);
     float *dq = dev_upload(q, sizeof(float) * nq), *dkn = dev_upload(kn, sizeof(float) * nk), *dvn = dev_upload(vn, sizeof(float) * nk);
     int32_t *dpos = dev_upload(pos, sizeof(int32_t) * n_seq), *dlen = dev_upload(len, sizeof(int32_t) * n_seq);
-    cudaError_t e = kv_store(dk, dv, dkn, dvn, dpos, n_seq, n_kv, hd, max_ctx, 0);
+    cudaError_t e = cu_kv_store(dk, dv, dkn, dvn, dpos, n_seq, n_kv, hd, max_ctx, 0);
     /* the same store on the host copy */
     for (int s = 0; s < n_seq; s++)
         for (int h = 0; h < n_kv; h++)
@@ -1673,9 +1673,9 @@ static void test_attention(gen_rng *r, int n_seq, int n_head, int n_kv, int hd, 
                 ref[(s * n_head + h) * hd + i] = o / l;
             }
         }
-    void *scratch = dev_alloc(attention_scratch_bytes(n_seq, n_head, hd, max_ctx));
+    void *scratch = dev_alloc(cu_attention_scratch_bytes(n_seq, n_head, hd, max_ctx));
     float *dout = dev_poisoned(nq);
-    if (e == cudaSuccess) e = attention_decode(dout, dq, dk, dv, dlen, scratch, n_seq, n_head, n_kv, hd, max_ctx, scale, 0);
+    if (e == cudaSuccess) e = cu_attention_decode(dout, dq, dk, dv, dlen, scratch, n_seq, n_head, n_kv, hd, max_ctx, scale, 0);
     int guard = e == cudaSuccess && dev_download(out, dout, nq);
     double rel = gen_rel_err(out, ref, nq);
     CHECK(e == cudaSuccess && guard && rel < 1e-4, name, "%s, guard %s, rel err %.3g (budget 1e-4)",

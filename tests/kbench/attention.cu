@@ -28,7 +28,7 @@ static void bench(lab &L, gen_rng *r, cfg c) {
     CUDA_CHECK(cudaMalloc(&dk, cn * 2)); CUDA_CHECK(cudaMalloc(&dv, cn * 2));
     CUDA_CHECK(cudaMalloc(&dq, nq * 4)); CUDA_CHECK(cudaMalloc(&dout, nq * 4));
     CUDA_CHECK(cudaMalloc(&dlen, 4 * c.n_seq));
-    CUDA_CHECK(cudaMalloc(&scratch, attention_scratch_bytes(c.n_seq, c.n_head, c.hd, max_ctx)));
+    CUDA_CHECK(cudaMalloc(&scratch, cu_attention_scratch_bytes(c.n_seq, c.n_head, c.hd, max_ctx)));
     CUDA_CHECK(cudaMemcpy(dk, kc.data(), cn * 2, cudaMemcpyHostToDevice));
     CUDA_CHECK(cudaMemcpy(dv, vc.data(), cn * 2, cudaMemcpyHostToDevice));
     CUDA_CHECK(cudaMemcpy(dq, q.data(), nq * 4, cudaMemcpyHostToDevice));

@@ -8,7 +8,7 @@
  *    paged attention at position 1000 (one launch: the tiled kernel merges its splits itself),
  *    add + RMSNorm, SwiGLU, the head's RMSNorm, output matvec and argmax), without programmatic
  *    dependent launch, with it, with it and SwiGLU folded into the down matvec
- *    (matvec_f32_swiglu), and with each kernel family left out: what PDL, the fusion and each
+ *    (cu_matvec_f32_swiglu), and with each kernel family left out: what PDL, the fusion and each
  *    family cost; with v10 also the engine's fused layer (MGI_FUSE=1: RMSNorm inside the QKV,
  *    gate/up and head matvecs, the residual adds as the wo and down matvecs' y +=, SwiGLU inside
  *    down; 6 launches a layer instead of 9) and MGI_FUSE=2's (SwiGLU apart, 7).
@@ -84,10 +84,10 @@ static double upload(gen_rng *r, std::vector<layer> &ls) {
                 CUDA_CHECK(cudaMemcpy(src, h.data(), wb, cudaMemcpyHostToDevice));
                 srcs.push_back({key, src});
             }
-            size_t rb = matvec_repacked_bytes(m.type, m.rows, m.k);
+            size_t rb = cu_matvec_repacked_bytes(m.type, m.rows, m.k);
             bytes += (double)rb;
             CUDA_CHECK(cudaMalloc(&m.w, rb));
-            CUDA_CHECK(matvec_repack(m.w, src, m.type, m.rows, m.k, 0));
+            CUDA_CHECK(cu_matvec_repack(m.w, src, m.type, m.rows, m.k, 0));
             CUDA_CHECK(cudaMalloc(&m.y, m.rows * sizeof(float)));
         }
     CUDA_CHECK(cudaDeviceSynchronize()); /* matvecs read weights before their PDL wait */
@@ -148,7 +148,7 @@ static void run_matvecs(lab &L, gen_rng *r, const char *mix, bool stacked) {
     for (auto &l : ls) launches += (int)l.m.size();
     double ms = time_graph(L, [&](cudaStream_t st) {
         for (auto &l : ls)
-            for (auto &m : l.m) CUDA_CHECK(matvec_f32(m.y, m.w, m.type, x, m.rows, m.k, 1, st));
+            for (auto &m : l.m) CUDA_CHECK(cu_matvec_f32(m.y, m.w, m.type, x, m.rows, m.k, 1, st));
     });
     char what[64];
     snprintf(what, sizeof what, "8b %s%s", mix, stacked ? ", stacked" : "");
@@ -205,55 +205,55 @@ static void run_step(lab &L, gen_rng *r, const char *mix, bool fused) {
             const bool sep_v = m.size() == 5;
             const mat &qk = m[0], &o = m[sep_v ? 2 : 1], &gu = m[sep_v ? 3 : 2], &dn = m[sep_v ? 4 : 3];
             for (size_t i = 0; i < (sep_v ? 2u : 1u); i++)
-                go(matvec_f32_norm(m[i].y, m[i].w, m[i].type, x, normw, 1e-5f, m[i].rows, m[i].k, 1, st));
+                go(cu_matvec_f32_norm(m[i].y, m[i].w, m[i].type, x, normw, 1e-5f, m[i].rows, m[i].k, 1, st));
             const float *pv = sep_v ? m[1].y : qk.y + DIM + KV;
             go(paged_rope_store(q, kc + kv_layer * l, vc + kv_layer * l, qk.y, qk.rows, qk.y + DIM, qk.rows, pv, KV,
                                 meta, meta + 2, 1, HEADS, KV_HEADS, HD, HD, 500000.0f, st));
             go(paged_attention(att, q, kc + kv_layer * l, vc + kv_layer * l, meta, meta + 1, meta + 3, n_pages, scratch,
                                1, HEADS, KV_HEADS, HD, N_SPLIT, 1, scale, st));
-            go(matvec_f32_acc(x, o.w, o.type, att, o.rows, o.k, 1, st));
-            go(matvec_f32_norm(gu.y, gu.w, gu.type, x, normw, 1e-5f, gu.rows, gu.k, 1, st));
+            go(cu_matvec_f32_acc(x, o.w, o.type, att, o.rows, o.k, 1, st));
+            go(cu_matvec_f32_norm(gu.y, gu.w, gu.type, x, normw, 1e-5f, gu.rows, gu.k, 1, st));
             if (swiglu_apart) {
                 go(paged_swiglu(ff, gu.y, 2 * FF, gu.y + FF, 2 * FF, 1, FF, st));
-                go(matvec_f32_acc(x, dn.w, dn.type, ff, dn.rows, dn.k, 1, st));
+                go(cu_matvec_f32_acc(x, dn.w, dn.type, ff, dn.rows, dn.k, 1, st));
             } else {
-                go(matvec_f32_swiglu_acc(x, dn.w, dn.type, gu.y, 2 * FF, gu.y + FF, 2 * FF, dn.rows, dn.k, 1, st));
+                go(cu_matvec_f32_swiglu_acc(x, dn.w, dn.type, gu.y, 2 * FF, gu.y + FF, 2 * FF, dn.rows, dn.k, 1, st));
             }
         }
         const mat &out = ls[LAYERS].m[0];
-        go(matvec_f32_norm(logits, out.w, out.type, x, normw, 1e-5f, out.rows, out.k, 1, st));
-        go(argmax(ids, logits, 1, VOCAB, argmax_skip{}, st));
+        go(cu_matvec_f32_norm(logits, out.w, out.type, x, normw, 1e-5f, out.rows, out.k, 1, st));
+        go(cu_argmax(ids, logits, 1, VOCAB, argmax_skip{}, st));
     };
     auto record = [&](cudaStream_t st, bool fuse, int skip) {
         launches = 0;
         auto go = [&](cudaError_t e) { CUDA_CHECK(e); launches++; };
-        go(rmsnorm(xn, x, normw, 1, DIM, 1e-5f, st));
+        go(cu_rmsnorm(xn, x, normw, 1, DIM, 1e-5f, st));
         for (int l = 0; l < LAYERS; l++) {
             const std::vector<mat> &m = ls[l].m;
             const bool sep_v = m.size() == 5;
             const mat &qk = m[0], &o = m[sep_v ? 2 : 1], &gu = m[sep_v ? 3 : 2], &dn = m[sep_v ? 4 : 3];
             for (size_t i = 0; i < (sep_v ? 2u : 1u); i++)
-                go(matvec_f32(m[i].y, m[i].w, m[i].type, xn, m[i].rows, m[i].k, 1, st));
+                go(cu_matvec_f32(m[i].y, m[i].w, m[i].type, xn, m[i].rows, m[i].k, 1, st));
             const float *pv = sep_v ? m[1].y : qk.y + DIM + KV;
             if (!(skip & SK_ROPE)) go(paged_rope_store(q, kc + kv_layer * l, vc + kv_layer * l, qk.y, qk.rows, qk.y + DIM, qk.rows, pv, KV,
                                 meta, meta + 2, 1, HEADS, KV_HEADS, HD, HD, 500000.0f, st));
             if (!(skip & SK_ATTN)) go(paged_attention(att, q, kc + kv_layer * l, vc + kv_layer * l, meta, meta + 1, meta + 3, n_pages, scratch,
                                1, HEADS, KV_HEADS, HD, N_SPLIT, 1, scale, st));
-            go(matvec_f32(o.y, o.w, o.type, att, o.rows, o.k, 1, st));
+            go(cu_matvec_f32(o.y, o.w, o.type, att, o.rows, o.k, 1, st));
             if (!(skip & SK_NORM)) go(paged_add_rmsnorm(x, xn, o.y, normw, 1, DIM, 1e-5f, st));
-            go(matvec_f32(gu.y, gu.w, gu.type, xn, gu.rows, gu.k, 1, st));
+            go(cu_matvec_f32(gu.y, gu.w, gu.type, xn, gu.rows, gu.k, 1, st));
             if (fuse) {
-                go(matvec_f32_swiglu(dn.y, dn.w, dn.type, gu.y, 2 * FF, gu.y + FF, 2 * FF, dn.rows, dn.k, 1, st));
+                go(cu_matvec_f32_swiglu(dn.y, dn.w, dn.type, gu.y, 2 * FF, gu.y + FF, 2 * FF, dn.rows, dn.k, 1, st));
             } else {
                 if (!(skip & SK_SWIGLU)) go(paged_swiglu(ff, gu.y, 2 * FF, gu.y + FF, 2 * FF, 1, FF, st));
-                go(matvec_f32(dn.y, dn.w, dn.type, ff, dn.rows, dn.k, 1, st));
+                go(cu_matvec_f32(dn.y, dn.w, dn.type, ff, dn.rows, dn.k, 1, st));
             }
             if (!(skip & SK_NORM)) go(paged_add_rmsnorm(x, xn, dn.y, normw, 1, DIM, 1e-5f, st));
         }
         const mat &out = ls[LAYERS].m[0];
-        go(rmsnorm(xn, x, normw, 1, DIM, 1e-5f, st));
-        go(matvec_f32(logits, out.w, out.type, xn, out.rows, out.k, 1, st));
-        go(argmax(ids, logits, 1, VOCAB, argmax_skip{}, st));
+        go(cu_rmsnorm(xn, x, normw, 1, DIM, 1e-5f, st));
+        go(cu_matvec_f32(logits, out.w, out.type, xn, out.rows, out.k, 1, st));
+        go(cu_argmax(ids, logits, 1, VOCAB, argmax_skip{}, st));
     };
     struct { const char *what; bool pdl, fuse; int skip; } modes[] = {
         {"no PDL", false, false, 0}, {"PDL", true, false, 0}, {"PDL + SwiGLU in down matvec", true, true, 0},

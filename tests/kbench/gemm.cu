@@ -1,11 +1,11 @@
 /* Kernel lab: prefill / batched-decode GEMM (gemm.cuh, gemm_panel.cuh, gemm_wg.cuh) on repacked
  * weights, X f16. First table: the f16-panel path at n = 512 on the 8b shapes, v2 (the default)
- * against v5 (mma.sync), v4 (wgmma) and v6 (v4 without its proxy fence), through gemm_f16_split
- * with full scratch, the dequantisation phase alone (gemm_f16_dequant: GB/s of repacked bytes
+ * against v5 (mma.sync), v4 (wgmma) and v6 (v4 without its proxy fence), through cu_gemm_f16_split
+ * with full scratch, the dequantisation phase alone (cu_gemm_f16_dequant: GB/s of repacked bytes
  * read plus f16 written) and cuBLAS; MiB sets gemm_panel_limit (default 32). Second table (plain
  * "gemm" only): gemm v2, v1, v3 and v7 (wgmma on weights dequantised in registers) side by side
- * (gemm_use_variant) through gemm_f16_split with full scratch, the engine's path, and v3 in one
- * pass (gemm_f16) where the split cuts K. "gemm v7": v2 against v7 at n = 16, 32, 64, 128 on the
+ * (gemm_use_variant) through cu_gemm_f16_split with full scratch, the engine's path, and v3 in one
+ * pass (cu_gemm_f16) where the split cuts K. "gemm v7": v2 against v7 at n = 16, 32, 64, 128 on the
  * 8b decode shapes (q/k/v and gate/up stacked); "gemm v7split": v7 with its slice model against
  * forced slice counts (gemm_force_slices), to tune the model (oldplanes: the model before bf0e875);
  * "gemm choice": variant 7's v7 against its panels per matrix, and its rule (gp_wanted); n=N,...
@@ -40,7 +40,7 @@ struct lab_matrix {
 static void lab_matrix_make(lab_matrix &m, gen_rng *r, uint32_t t, int64_t rows, int64_t k) {
     char err[256];
     const size_t wb = quant_row_bytes(t, k) * rows;
-    m.rb = matvec_repacked_bytes(t, rows, k);
+    m.rb = cu_matvec_repacked_bytes(t, rows, k);
     std::vector<uint8_t> w(wb);
     gen_weights(r, t, rows, k, w.data());
     for (int64_t i = 0; i < rows; i += (rows / 64) | 1) m.rs.push_back(i);
@@ -58,7 +58,7 @@ static void lab_matrix_make(lab_matrix &m, gen_rng *r, uint32_t t, int64_t rows,
     CUDA_CHECK(cudaMalloc(&dw, wb));
     CUDA_CHECK(cudaMemcpy(dw, w.data(), wb, cudaMemcpyHostToDevice));
     CUDA_CHECK(cudaMalloc(&m.dr, m.rb));
-    CUDA_CHECK(matvec_repack(m.dr, dw, t, rows, k, 0));
+    CUDA_CHECK(cu_matvec_repack(m.dr, dw, t, rows, k, 0));
     CUDA_CHECK(cudaDeviceSynchronize());
     CUDA_CHECK(cudaFree(dw));
     CUDA_CHECK(cudaMalloc(&m.dw16, w16.size() * 2));
@@ -91,9 +91,9 @@ static double lab_check(const lab_matrix &m, const float *dy, const std::vector<
     return gen_rel_err(got.data(), ref.data(), (int64_t)got.size());
 }
 
-/* Kernels of the small-n tables: gemm_f16_split under variant 1, 2, 3 or 7 (split as the
+/* Kernels of the small-n tables: cu_gemm_f16_split under variant 1, 2, 3 or 7 (split as the
  * launcher picks, or for 7 with forced > 0 that many slices: gemm_force_slices), v3 in one pass
- * (gemm_f16), cuBLAS f16 (n >= 128 only). */
+ * (cu_gemm_f16), cuBLAS f16 (n >= 128 only). */
 enum { M_V3_ONE_PASS = 30, M_CUBLAS = 0 };
 struct lab_mode {
     int v, forced;
@@ -118,7 +118,7 @@ static void bench(lab &L, cublasHandle_t cb, gen_rng *r, uint32_t t, int64_t row
         if (m.v == M_V3_ONE_PASS || m.v == M_CUBLAS) continue;
         gemm_use_variant(m.v);
         gemm_force_slices(m.forced);
-        for (int n : ns) sb = std::max(sb, gemm_f16_scratch_bytes(rows, k, n));
+        for (int n : ns) sb = std::max(sb, cu_gemm_f16_scratch_bytes(rows, k, n));
     }
     gemm_force_slices(0);
     if (sb) CUDA_CHECK(cudaMalloc(&scr, sb));
@@ -135,16 +135,16 @@ static void bench(lab &L, cublasHandle_t cb, gen_rng *r, uint32_t t, int64_t row
             gemm_use_variant(m.v == M_V3_ONE_PASS ? 3 : m.v == M_CUBLAS ? 2 : m.v);
             gemm_force_slices(m.forced);
             int slices = 1;
-            if (m.v != M_CUBLAS && m.v != M_V3_ONE_PASS) slices = gemm_split_slices(t, rows, k, n, sb);
-            if (m.v == M_V3_ONE_PASS && gemm_f16_scratch_bytes(rows, k, n) == 0) continue; /* the same as v3 */
+            if (m.v != M_CUBLAS && m.v != M_V3_ONE_PASS) slices = cu_gemm_split_slices(t, rows, k, n, sb);
+            if (m.v == M_V3_ONE_PASS && cu_gemm_f16_scratch_bytes(rows, k, n) == 0) continue; /* the same as v3 */
             if (m.forced && slices != m.forced) continue; /* the shape or the scratch does not allow it */
             auto run = [&] {
                 if (m.v == M_CUBLAS)
                     CUBLAS_CHECK(cublasGemmEx(cb, CUBLAS_OP_T, CUBLAS_OP_N, (int)rows, n, (int)k, &one, dw16, CUDA_R_16F,
                                               (int)k, dx, CUDA_R_16F, (int)k, &zero, dy, CUDA_R_32F, (int)rows,
                                               CUBLAS_COMPUTE_32F, CUBLAS_GEMM_DEFAULT));
-                else if (m.v == M_V3_ONE_PASS) CUDA_CHECK(gemm_f16(dy, dr, t, (const uint16_t *)dx, rows, k, n, 0));
-                else CUDA_CHECK(gemm_f16_split(dy, dr, t, (const uint16_t *)dx, rows, k, n, scr, sb, 0));
+                else if (m.v == M_V3_ONE_PASS) CUDA_CHECK(cu_gemm_f16(dy, dr, t, (const uint16_t *)dx, rows, k, n, 0));
+                else CUDA_CHECK(cu_gemm_f16_split(dy, dr, t, (const uint16_t *)dx, rows, k, n, scr, sb, 0));
             };
             CUDA_CHECK(cudaMemset(dy, 0xff, (size_t)n * rows * 4));
             run();
@@ -187,13 +187,13 @@ static void bench_panel(lab &L, cublasHandle_t cb, gen_rng *r, uint32_t t, int64
     CUDA_CHECK(cudaMemcpy(dx, x.data(), x.size() * 2, cudaMemcpyHostToDevice));
     CUDA_CHECK(cudaMalloc(&dy, (size_t)n * rows * 4));
     size_t sb = 0;
-    for (int v : {2, 4, 5, 6}) sb = std::max(sb, gemm_variant_scratch_bytes(v, rows, k, n));
+    for (int v : {2, 4, 5, 6}) sb = std::max(sb, cu_gemm_f16_scratch_bytes(rows, k, n));
     CUDA_CHECK(cudaMalloc(&scr, sb));
     const std::vector<double> ref = lab_ref(mat, x, n, k);
     const double flop = 2.0 * rows * k * n;
     const float one = 1, zero = 0;
     double v2_ms = 0;
-    /* m: variant v of gemm_f16_split (v4 and v6 last: a wgmma fault ends the run), 0 the
+    /* m: variant v of cu_gemm_f16_split (v4 and v6 last: a wgmma fault ends the run), 0 the
      * dequantisation alone, -1 cuBLAS */
     static const int modes[] = {2, 5, 0, -1, 4, 6};
     for (int m : modes) {
@@ -202,8 +202,8 @@ static void bench_panel(lab &L, cublasHandle_t cb, gen_rng *r, uint32_t t, int64
                            m == 0 ? "dequant" : "cuBLAS f16";
         if (m > 0) gemm_use_variant(m);
         auto run = [&] {
-            if (m > 0) CUDA_CHECK(gemm_f16_split(dy, dr, t, (const uint16_t *)dx, rows, k, n, scr, sb, 0));
-            else if (m == 0) CUDA_CHECK(gemm_f16_dequant(scr, sb, dr, t, rows, k, 0));
+            if (m > 0) CUDA_CHECK(cu_gemm_f16_split(dy, dr, t, (const uint16_t *)dx, rows, k, n, scr, sb, 0));
+            else if (m == 0) CUDA_CHECK(cu_gemm_f16_dequant(scr, sb, dr, t, rows, k, 0));
             else
                 CUBLAS_CHECK(cublasGemmEx(cb, CUBLAS_OP_T, CUBLAS_OP_N, (int)rows, n, (int)k, &one, dw16, CUDA_R_16F,
                                           (int)k, dx, CUDA_R_16F, (int)k, &zero, dy, CUDA_R_32F, (int)rows,
@@ -260,7 +260,7 @@ static void bench_choice(lab &L, gen_rng *r, uint32_t t, int64_t rows, int64_t k
         for (int c = 0; c < 3; c++) { /* v7, panel, rule */
             gemm_panel_min_tokens(c == 0 ? 1 << 30 : c == 1 ? 128 : 512);
             gemm_panel_rule(c == 2);
-            auto run = [&] { CUDA_CHECK(gemm_f16_split(dy, mat.dr, t, (const uint16_t *)dx, rows, k, n, scr, sb, 0)); };
+            auto run = [&] { CUDA_CHECK(cu_gemm_f16_split(dy, mat.dr, t, (const uint16_t *)dx, rows, k, n, scr, sb, 0)); };
             CUDA_CHECK(cudaMemset(dy, 0xff, (size_t)n * rows * 4));
             run();
             CUDA_CHECK(cudaDeviceSynchronize());
