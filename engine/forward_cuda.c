@@ -1146,73 +1146,6 @@ static int nccl_timeout_s(void) {
     return v >= 1 && v <= 3600 ? (int)v : NCCL_TIMEOUT_S;
 }
 
-/* The GEMM of passes of more than 4 tokens (kernels.h's gemm_use_variant): 7, the default,
- * dequantises f16 weight panels and multiplies them with wgmma from GEMM_PANEL_MIN_TOKENS tokens,
- * and below that runs v7, wgmma on weights dequantised in registers (batched decode steps, short
- * prompts); both on compute capability 9.0, v2 elsewhere. MGI_GEMM=4 (panels, v2 below
- * GEMM_PANEL_MIN_TOKENS), 2 (in-register dequantisation, mma.sync), 5 (panels, mma.sync) or 6 (4
- * without the proxy fence) for A/B runs. PERF-LOG run 26: 8b q4_0 pp512 20160 with panels, 14050
- * with 2; run 32: a 64-sequence 8b q4_k_m decode step 5.08 ms with 7, 7.83 with 4. Process-wide,
- * set at create. */
-static int g_gemm_variant = 7;
-static void gemm_variant_from_env(void) {
-    const char *e = getenv("MGI_GEMM");
-    g_gemm_variant = e && e[0] && !e[1] && strchr("24567", e[0]) ? e[0] - '0' : 7;
-    gemm_use_variant(g_gemm_variant);
-    /* the panel path's token threshold and kernels.h's gemm_panel_rule, for A/B runs */
-    e = getenv("MGI_PANEL_MIN");
-    gemm_panel_min_tokens(e && atoi(e) > 0 ? atoi(e) : GEMM_PANEL_MIN_TOKENS);
-    e = getenv("MGI_PANEL_RULE");
-    gemm_panel_rule(!(e && !strcmp(e, "0")));
-    e = getenv("MGI_V7_PLANES"); /* kernels.h's gemm_v7_plane_model, for A/B runs */
-    gemm_v7_plane_model(!(e && !strcmp(e, "0")));
-    /* Decode attention (paged.h's paged_attention_use_variant): 3, the default, the tensor-core
-     * kernel's V3 (PERF-LOG run 34: 8b q4_k_m tg32 @ d16384 402.4 t/s, 361.1 with 2); MGI_ATT=2
-     * its first form, 1 the tiled CUDA-core kernel, for A/B runs */
-    const char *a = getenv("MGI_ATT");
-    paged_attention_use_variant(a && !strcmp(a, "1") ? 1 : a && !strcmp(a, "2") ? 2 : 3);
-}
-
-/* The prompt attention kernel (paged.h's paged_prefill_use_variant): 3, the default (wgmma on
- * compute capability 9.0, v2 elsewhere; PERF-LOG run 31: 8b q4_k_m pp512 @ d16384 14029 t/s, 12826
- * with v2, 6233 with v1), or MGI_PREFILL_ATT=1 (the first tensor-core kernel) or 2 (mma.sync, 128
- * rows a block) for A/B runs. Process-wide, set at create. */
-static void prefill_variant_from_env(void) {
-    const char *e = getenv("MGI_PREFILL_ATT");
-    paged_prefill_use_variant(e && (!strcmp(e, "1") || !strcmp(e, "2")) ? e[0] - '0' : 3);
-}
-
-/* The decode matvec (kernels.h's matvec_use_variant) for 1 to 4 tokens: 11, the default (v10 with
- * the weights streamed through a shared-memory ring by cp.async, at most 4 stages deep, v10 where
- * 2 do not fit; PERF-LOG run 31: 8b q4_0 tg128 608.8 t/s, 566.4 with v10); MGI_MATVEC=10 (int8 X,
- * dp4a, weights through registers), 11:S (a ring of at most S stages, 2-6: matvec_ring_depth) or 6
- * (tensor cores, f32 X exact) for A/B runs. The decode fusions (MGI_FUSE) go with 10 and 11.
- * Process-wide, set at create. */
-static void matvec_variant_from_env(void) {
-    const char *e = getenv("MGI_MATVEC");
-    int v = 11, depth = 0;
-    if (e && !strcmp(e, "6")) v = 6;
-    if (e && !strcmp(e, "10")) v = 10;
-    if (e && !strncmp(e, "11", 2) && (!e[2] || (e[2] == ':' && e[3] >= '2' && e[3] <= '6' && !e[4]))) {
-        v = 11;
-        depth = e[2] ? e[3] - '0' : 0;
-    }
-    matvec_use_variant(v);
-    matvec_ring_depth(depth); /* 0: the default */
-    /* the matvecs' PDL trigger right after their wait (default; PERF-LOG run 59: +3-4% tg128 on an
-     * H200); MGI_MV_EARLY=0 after their main loop, for A/B runs */
-    e = getenv("MGI_MV_EARLY");
-    matvec_pdl_early(!(e && !strcmp(e, "0")));
-    e = getenv("MGI_MV_BALANCE"); /* kernels.h's matvec_balanced_grid: on unless "0" (A/B runs) */
-    matvec_balanced_grid(!(e && !strcmp(e, "0")));
-    /* v11's ring slots filled before the PDL wait (kernels.h: matvec_ring_pre; default -1, the
-     * kernel's choice), for A/B runs */
-    e = getenv("MGI_MV_PRE");
-    matvec_ring_pre(e && *e >= '0' && *e <= '6' && !e[1] ? *e - '0' : -1);
-    e = getenv("MGI_PAIR_SMS"); /* kernels.h's matvec_pair_sms: the SMs of Q4_K_M's V grid (A/B runs) */
-    matvec_pair_sms(e ? atoi(e) : 0);
-}
-
 /* A host thread blocked inside NCCL cannot be timed out by polling: NCCL makes its connections
  * on a pair of devices' first call, inside ncclGroupEnd, and waits there for a peer that may never
  * come (seen on an H200 pair: accept() under the first all-reduce). So every NCCL call is
@@ -2281,9 +2214,6 @@ static void *cuda_create(const llama_model *m, const engine_plan *plan, int32_t 
     f->max_pages = (max_pos + ENGINE_KV_PAGE - 1) / ENGINE_KV_PAGE;
     f->n_split = f->max_pages < N_SPLIT_MAX ? f->max_pages : N_SPLIT_MAX;
     f->timeout_s = nccl_timeout_s();
-    gemm_variant_from_env();
-    prefill_variant_from_env();
-    matvec_variant_from_env();
     f->fault_stall = fault_peer_stall();
     f->fuse = fuse_mode();
     f->rope_fold = rope_fold_mode();

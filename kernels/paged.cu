@@ -437,7 +437,7 @@ static cudaError_t pt_launch(float *out, float *sc, const float *q, const uint16
  * throughput this needs). Softmax in base 2 (Q pre-scaled by log2 e). The warps' partial
  * (m, l, O) are merged in shared memory; then, as in the tiled kernel, one split writes the output,
  * or the last block of the (token, kv head) to arrive merges the splits in split order.
- * V3 (paged_attention_use_variant(3)) is the same walk with less fixed cost per launch:
+ * V3 (production; paged_attention_variant 3) is the same walk with less fixed cost per launch:
  *  - Q and P go in as hi in A rows 0..7 and lo in rows 8..15 (rows the group never fills), so
  *    one mma does what two did (16 + 16 per sub-tile, not 32 + 32) and hi and lo land in separate
  *    accumulator rows, added at the end; S in two chains per 8 positions (4 deep, not 16).
@@ -873,12 +873,10 @@ static cudaError_t pm_launch(float *out, uint16_t *out_h, float *sc, const float
                       kv_ready);
 }
 
-/* 3 (default): the tensor-core kernel's V3 where it applies (less fixed cost; PERF-LOG run 34); 2:
- * its first form; 1: the tiled CUDA-core kernel (A/B runs). */
-static int g_att_variant = 3;
-extern "C" void paged_attention_use_variant(int v) { g_att_variant = v == 1 || v == 2 ? v : 3; }
-
-static cudaError_t attention_run(float *out, uint16_t *out_h, const float *q, const uint16_t *k_cache,
+/* variant 3 (production): the tensor-core kernel's V3 where it applies (less fixed cost; PERF-LOG run
+ * 34: 8b q4_k_m tg32 @ d16384 402.4 t/s, 361.1 with 2); 2: its first form; 1: the tiled CUDA-core
+ * kernel (paged.h's paged_attention_variant, for the kernel lab and tests). */
+static cudaError_t attention_run(int variant, float *out, uint16_t *out_h, const float *q, const uint16_t *k_cache,
                                  const uint16_t *v_cache, const int32_t *pos, const int32_t *seq, const int32_t *pages,
                                  int page_stride, void *scratch, int n_tok, int n_head, int n_kv_head, int head_dim,
                                  int n_split, int kv_ready, float scale, cudaStream_t stream);
@@ -888,7 +886,7 @@ extern "C" cudaError_t paged_attention(float *out, const float *q, const uint16_
                                        const int32_t *pages, int page_stride, void *scratch, int n_tok,
                                        int n_head, int n_kv_head, int head_dim, int n_split, int kv_ready,
                                        float scale, cudaStream_t stream) {
-    return attention_run(out, nullptr, q, k_cache, v_cache, pos, seq, pages, page_stride, scratch, n_tok, n_head,
+    return attention_run(3, out, nullptr, q, k_cache, v_cache, pos, seq, pages, page_stride, scratch, n_tok, n_head,
                          n_kv_head, head_dim, n_split, kv_ready, scale, stream);
 }
 
@@ -898,13 +896,23 @@ extern "C" cudaError_t paged_attention_f16(float *out, uint16_t *out_h, const fl
                                            int n_head, int n_kv_head, int head_dim, int n_split, int kv_ready,
                                            float scale, cudaStream_t stream) {
     if (!out_h) return cudaErrorInvalidValue;
-    /* the tensor-core kernel's V3 only (the default); the caller converts out itself otherwise */
-    if (g_att_variant != 3 || (head_dim != 64 && head_dim != 128)) return cudaErrorNotSupported;
-    return attention_run(out, out_h, q, k_cache, v_cache, pos, seq, pages, page_stride, scratch, n_tok, n_head,
+    /* the tensor-core kernel's V3 only; the caller converts out itself otherwise */
+    if (head_dim != 64 && head_dim != 128) return cudaErrorNotSupported;
+    return attention_run(3, out, out_h, q, k_cache, v_cache, pos, seq, pages, page_stride, scratch, n_tok, n_head,
                          n_kv_head, head_dim, n_split, kv_ready, scale, stream);
 }
 
-static cudaError_t attention_run(float *out, uint16_t *out_h, const float *q, const uint16_t *k_cache,
+extern "C" cudaError_t paged_attention_variant(int variant, float *out, const float *q, const uint16_t *k_cache,
+                                               const uint16_t *v_cache, const int32_t *pos, const int32_t *seq,
+                                               const int32_t *pages, int page_stride, void *scratch, int n_tok,
+                                               int n_head, int n_kv_head, int head_dim, int n_split, int kv_ready,
+                                               float scale, cudaStream_t stream) {
+    if (variant < 1 || variant > 3) return cudaErrorInvalidValue;
+    return attention_run(variant, out, nullptr, q, k_cache, v_cache, pos, seq, pages, page_stride, scratch, n_tok,
+                         n_head, n_kv_head, head_dim, n_split, kv_ready, scale, stream);
+}
+
+static cudaError_t attention_run(int variant, float *out, uint16_t *out_h, const float *q, const uint16_t *k_cache,
                                  const uint16_t *v_cache, const int32_t *pos, const int32_t *seq, const int32_t *pages,
                                  int page_stride, void *scratch, int n_tok, int n_head, int n_kv_head, int head_dim,
                                  int n_split, int kv_ready, float scale, cudaStream_t stream) {
@@ -915,10 +923,10 @@ static cudaError_t attention_run(float *out, uint16_t *out_h, const float *q, co
     float *sc = (float *)scratch;
     if (head_dim % 8 == 0) {
         if (n_split > 256) return cudaErrorInvalidValue; /* the merge's weights must fit the tile area */
-        if (g_att_variant >= 2 && (head_dim == 64 || head_dim == 128)) { /* n_head / n_kv_head <= 8: checked above */
+        if (variant >= 2 && (head_dim == 64 || head_dim == 128)) { /* n_head / n_kv_head <= 8: checked above */
 #define PM_LAUNCH(D, V3) pm_launch<D, V3>(out, V3 ? out_h : nullptr, sc, q, k_cache, v_cache, pos, seq, pages, page_stride, grid, n_head, \
                                           n_kv_head, scale, kv_ready, stream)
-            if (g_att_variant == 3) return head_dim == 64 ? PM_LAUNCH(64, true) : PM_LAUNCH(128, true);
+            if (variant == 3) return head_dim == 64 ? PM_LAUNCH(64, true) : PM_LAUNCH(128, true);
             return head_dim == 64 ? PM_LAUNCH(64, false) : PM_LAUNCH(128, false);
 #undef PM_LAUNCH
         }

@@ -35,17 +35,22 @@ extern "C" {
  * sequence has one token in the launch and no kernel of the PDL chain writes those cells), so
  * the kernel copies its first of them before it waits for that kernel (pdl.cuh); 0: after. */
 #define PAGED_ATT_TOKENS 64
-/* Which kernel paged_attention runs, process-wide: 3 (default) the tensor-core one's V3 for
- * head_dim 64 and 128 (half the mma of 2, a merge of splits with its loads in flight), the tiled
- * CUDA-core one otherwise; V3 reads pos, seq and pages before its PDL wait, so they must not be
- * written by a kernel of the PDL chain (the engine copies them in before the step); 2 the
- * tensor-core one's first form (MGI_ATT=2); 1 always the tiled one (MGI_ATT=1); for A/B runs. */
-void paged_attention_use_variant(int v);
+/* paged_attention runs the tensor-core kernel's V3 for head_dim 64 and 128 (half the mma of its
+ * first form, a merge of splits with its loads in flight), the tiled CUDA-core one for other
+ * multiples of 8, the untiled one otherwise; V3 reads pos, seq and pages before its PDL wait, so
+ * they must not be written by a kernel of the PDL chain (the engine copies them in before the
+ * step). paged_attention_variant (kernel lab and tests): the same with variant 3 (paged_attention),
+ * 2 (the tensor-core kernel's first form) or 1 (the tiled one for every multiple of 8). */
 size_t paged_attention_scratch_bytes(int n_tok, int n_head, int head_dim, int n_split);
 cudaError_t paged_attention(float *out, const float *q, const uint16_t *k_cache, const uint16_t *v_cache,
                             const int32_t *pos, const int32_t *seq, const int32_t *pages, int page_stride,
                             void *scratch, int n_tok, int n_head, int n_kv_head, int head_dim, int n_split,
                             int kv_ready, float scale, cudaStream_t stream);
+cudaError_t paged_attention_variant(int variant, float *out, const float *q, const uint16_t *k_cache,
+                                    const uint16_t *v_cache, const int32_t *pos, const int32_t *seq,
+                                    const int32_t *pages, int page_stride, void *scratch, int n_tok, int n_head,
+                                    int n_kv_head, int head_dim, int n_split, int kv_ready, float scale,
+                                    cudaStream_t stream);
 /* The same, writing out also as f16 bits to out_h (paged_to_f16's rounding): the next GEMM's input
  * without a conversion launch. Only the default kernel (3, head_dim 64 or 128); otherwise
  * cudaErrorNotSupported with nothing launched. */
@@ -63,12 +68,13 @@ int paged_attention_prefill_supported(int n_head, int n_kv_head, int head_dim);
 cudaError_t paged_attention_prefill(float *out, const float *q, const uint16_t *k_cache, const uint16_t *v_cache,
                                     const int32_t *pages, int pos0, int n_tok, int n_head, int n_kv_head,
                                     int head_dim, float scale, cudaStream_t stream);
-/* The kernel paged_attention_prefill runs: 3 (the default; wgmma; v2 where the device is not
- * compute capability 9.0), 2 (mma.sync, 128 rows a block, two warp groups splitting the keys,
- * cp.async double buffering, ldmatrix) or 1 (the first, 64 rows a block, synchronous tile loads),
- * for A/B runs (the engine's MGI_PREFILL_ATT, the kernel lab, tests).
- * Process-wide, not for use while other threads launch. */
-void paged_prefill_use_variant(int v);
+/* paged_attention_prefill runs v3 (wgmma; v2 where the device is not compute capability 9.0).
+ * paged_attention_prefill_variant (kernel lab and tests): the same with variant 3, 2 (mma.sync, 128
+ * rows a block, two warp groups splitting the keys, cp.async double buffering, ldmatrix) or 1 (the
+ * first, 64 rows a block, synchronous tile loads). */
+cudaError_t paged_attention_prefill_variant(int variant, float *out, const float *q, const uint16_t *k_cache,
+                                            const uint16_t *v_cache, const int32_t *pages, int pos0, int n_tok,
+                                            int n_head, int n_kv_head, int head_dim, float scale, cudaStream_t stream);
 
 /* RoPE of one pass's Q and K and the K/V store, in one launch: for token t, q_out[t] (f32
  * [n_tok][n_head][head_dim], contiguous) = cu_rope(q + t * sq), and cu_rope(k + t * sk) and v + t * sv

@@ -3,13 +3,13 @@
  * Rows are (token, query head of the kv head's group) pairs, row = token * G + h, so the G query
  * heads of a kv head share every K/V tile a block reads. S = Q K^T and O += P V run with f16
  * operands (Q and P rounded) and f32 accumulation; the softmax is online per row. Three kernels,
- * chosen by paged_prefill_use_variant:
+ * chosen by paged_attention_prefill_variant (production: v3):
  *   v1: mma.sync, 4 warps x 16 rows, K/V tiles loaded synchronously (load, barrier, math,
  *       barrier), V fragments built from 16-bit shared loads; ~60 TFLOP/s on an H200 at depth
  *       16384.
  *   v2: mma.sync, 128 rows a block in two warp groups that split the key tiles between them,
  *       cp.async double buffering, ldmatrix fragments, exp2 softmax; ~290 TFLOP/s at 16384.
- *   v3 (default; sm_90a, v2 elsewhere): wgmma, 128 rows a block in two warpgroups sharing a
+ *   v3 (production; sm_90a, v2 elsewhere): wgmma, 128 rows a block in two warpgroups sharing a
  *       4-stage cp.async ring, P V of one tile overlapping the softmax of the next; ~430 TFLOP/s
  *       at 16384 (PERF-LOG run 31). */
 #include <math.h>
@@ -827,27 +827,32 @@ static cudaError_t pf3_launch(float *out, const float *q, const uint16_t *kc, co
     return cudaGetLastError();
 }
 
-/* paged_prefill_use_variant: 1, 2 or 3 (the default), read by every launch. */
-static int g_variant = 3;
-
-extern "C" void paged_prefill_use_variant(int v) { g_variant = v == 1 || v == 2 ? v : 3; }
-
 extern "C" int paged_attention_prefill_supported(int n_head, int n_kv_head, int head_dim) {
     if (n_head <= 0 || n_kv_head <= 0 || n_head % n_kv_head) return 0;
     const int G = n_head / n_kv_head;
     return (head_dim == 64 || head_dim == 128) && 16 % G == 0;
 }
 
+extern "C" cudaError_t paged_attention_prefill_variant(int variant, float *out, const float *q,
+                                                       const uint16_t *k_cache, const uint16_t *v_cache,
+                                                       const int32_t *pages, int pos0, int n_tok, int n_head,
+                                                       int n_kv_head, int head_dim, float scale, cudaStream_t stream) {
+    if (variant < 1 || variant > 3 || !paged_attention_prefill_supported(n_head, n_kv_head, head_dim) || n_tok <= 0 || pos0 < 0 ||
+        n_kv_head > 65535 || (int64_t)n_tok * (n_head / n_kv_head) > INT32_MAX - FA_ROWS ||
+        (int64_t)pos0 + n_tok > INT32_MAX - FA_KT)
+        return cudaErrorInvalidValue;
+    auto launch = variant == 1   ? (head_dim == 128 ? pf1_launch<128> : pf1_launch<64>)
+                  : variant == 3 ? (head_dim == 128 ? pf3_launch<128> : pf3_launch<64>)
+                                 : (head_dim == 128 ? pf2_launch<128> : pf2_launch<64>);
+    return launch(out, q, k_cache, v_cache, pages, pos0, n_tok, n_head, n_kv_head, scale, stream);
+}
+
+/* Production: v3 (wgmma; v2 off compute capability 9.0). PERF-LOG run 31: 8b q4_k_m pp512 @
+ * d16384 14029 t/s, 12826 with v2, 6233 with v1. */
 extern "C" cudaError_t paged_attention_prefill(float *out, const float *q, const uint16_t *k_cache,
                                                const uint16_t *v_cache, const int32_t *pages, int pos0, int n_tok,
                                                int n_head, int n_kv_head, int head_dim, float scale,
                                                cudaStream_t stream) {
-    if (!paged_attention_prefill_supported(n_head, n_kv_head, head_dim) || n_tok <= 0 || pos0 < 0 ||
-        n_kv_head > 65535 || (int64_t)n_tok * (n_head / n_kv_head) > INT32_MAX - FA_ROWS ||
-        (int64_t)pos0 + n_tok > INT32_MAX - FA_KT)
-        return cudaErrorInvalidValue;
-    auto launch = g_variant == 1   ? (head_dim == 128 ? pf1_launch<128> : pf1_launch<64>)
-                  : g_variant == 3 ? (head_dim == 128 ? pf3_launch<128> : pf3_launch<64>)
-                                   : (head_dim == 128 ? pf2_launch<128> : pf2_launch<64>);
-    return launch(out, q, k_cache, v_cache, pages, pos0, n_tok, n_head, n_kv_head, scale, stream);
+    return paged_attention_prefill_variant(3, out, q, k_cache, v_cache, pages, pos0, n_tok, n_head, n_kv_head,
+                                           head_dim, scale, stream);
 }

@@ -9,12 +9,14 @@
  * gemm as gemm, bit-identical on a rerun and in a graph replay; the f16-panel GEMMs (variants 5
  * and 4) as gemm, v4 against v5 1e-4, their dequantised panel 2^-8 of each row's largest |w|;
  * gemm v7 (variant 7 below the panel threshold) as the split-K gemm.
- * Matvec v10 (matvec_use_variant(10): X rounded to int8 per 32 values) and the decode fusions
- * built on it (cu_matvec_f32_norm, _acc, _swiglu_acc) within tests/gpu/mvq.h's budget of that
+ * Matvecs run as production runs them (cu_matvec_kernel: v11, v10, v3 or v1 by type and shape):
+ * v3 and v1 within 1e-4, v10 and v11 (X rounded to int8 per 32 values) and the decode fusions
+ * built on them (cu_matvec_f32_norm, _acc, _swiglu_acc) within tests/gpu/mvq.h's budget of that
  * rounding; cu_matvec_f32_norm_glu against cu_matvec_f32_norm then paged_swiglu (1e-3 of the rms); their PDL chain against the same chain unfused (1e-2 of the update of x) and in f64
- * (5e-2). Every one of those checks runs for v11 too (matvec_use_variant(11): v10's arithmetic,
- * the weights through a shared-memory ring; its depth, cu_matvec_ring_stages, is in the check's
- * name, "no ring" where none fits and v10 runs). */
+ * (5e-2). v11's ring depth (cu_matvec_ring_stages) is in those checks' names, "no ring" where none
+ * fits and v10 runs. The variants production does not run (matvec v2, v4-v9, v10's other
+ * options, other ring depths; gemm v1, v3, v5, v6) are checked by the kernel lab
+ * (tests/kbench/matvec.cu, gemm.cu). */
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -26,6 +28,7 @@
 #include "kernels/check.h"
 #include "kernels/kernels.h"
 #include "kernels/paged.h"
+#include "kernels/gemm_lab.h"
 
 #define GUARD 64 /* extra floats after every output, poisoned and checked untouched */
 
@@ -100,9 +103,29 @@ static double *matvec_ref(uint32_t t, const void *w, const float *x, int64_t row
     return ref;
 }
 
+static double *v10_ref(uint32_t t, const void *w, const float *x, int64_t rows, int64_t k, int n, mvq_budget **bud,
+                       char *err, size_t err_size);
+
+/* y against ref: within mvq.h's budget (bud) where the kernel rounds X to int8 (v10, v11), else
+ * within 1e-4 (||y - ref|| / ||ref||). */
+static void matvec_verdict(const char *name, cudaError_t e, int guard, const float *y, const double *ref,
+                           const mvq_budget *bud, int64_t count) {
+    const double rel = gen_rel_err(y, ref, count);
+    if (bud) {
+        char why[160] = "";
+        int ok = e == cudaSuccess && guard && mvq_check(y, ref, bud, count, why, sizeof why);
+        CHECK(ok, name, "%s, guard %s, %s (rel err %.3g)", cudaGetErrorString(e), guard ? "ok" : "overwritten", why,
+              rel);
+    } else {
+        CHECK(e == cudaSuccess && guard && rel < 1e-4, name, "%s, guard %s, rel err %.3g (budget 1e-4)",
+              cudaGetErrorString(e), guard ? "ok" : "overwritten", rel);
+    }
+}
+
 static void test_matvec(gen_rng *r, uint32_t t, int64_t rows, int64_t k, int n, int xh) {
     char name[128], err[256];
-    snprintf(name, sizeof name, "matvec %s %lldx%lld n=%d x=%s", quant_type_name(t), (long long)rows,
+    const int kern = cu_matvec_kernel(t, rows, k, n);
+    snprintf(name, sizeof name, "matvec v%d %s %lldx%lld n=%d x=%s", kern, quant_type_name(t), (long long)rows,
              (long long)k, n, xh ? "f16" : "f32");
     size_t wb = quant_row_bytes(t, k) * (size_t)rows;
     void *w = malloc(wb);
@@ -114,7 +137,8 @@ static void test_matvec(gen_rng *r, uint32_t t, int64_t rows, int64_t k, int n, 
         xh16[i] = quant_f32_to_f16(x[i]);
         if (xh) x[i] = quant_f16_to_f32(xh16[i]);
     }
-    double *ref = matvec_ref(t, w, x, rows, k, n, err, sizeof err);
+    mvq_budget *bud = NULL;
+    double *ref = kern >= 10 ? v10_ref(t, w, x, rows, k, n, &bud, err, sizeof err) : matvec_ref(t, w, x, rows, k, n, err, sizeof err);
     if (!ref) {
         CHECK(0, name, "reference: %s", err);
         return;
@@ -127,11 +151,9 @@ static void test_matvec(gen_rng *r, uint32_t t, int64_t rows, int64_t k, int n, 
     cudaError_t e = xh ? cu_matvec_f16(dy, dr, t, dx, rows, k, n, 0) : cu_matvec_f32(dy, dr, t, dx, rows, k, n, 0);
     float *y = calloc((size_t)(n * rows), sizeof(float));
     int guard = e == cudaSuccess && dev_download(y, dy, n * rows);
-    double rel = gen_rel_err(y, ref, n * rows);
-    CHECK(e == cudaSuccess && guard && rel < 1e-4, name, "%s, guard %s, rel err %.3g (budget 1e-4)",
-          cudaGetErrorString(e), guard ? "ok" : "overwritten", rel);
+    matvec_verdict(name, e, guard, y, ref, bud, n * rows);
     CUDA_CHECK(cudaFree(dw)); CUDA_CHECK(cudaFree(dr)); CUDA_CHECK(cudaFree(dx)); CUDA_CHECK(cudaFree(dy));
-    free(w); free(x); free(xh16); free(ref); free(y);
+    free(w); free(x); free(xh16); free(ref); free(bud); free(y);
 }
 
 /* nk values of X ([n][k]) for v10, in 32-value groups as it rounds them to int8 (one scale per
@@ -179,27 +201,25 @@ static double *v10_ref(uint32_t t, const void *w, const float *x, int64_t rows, 
     return ref;
 }
 
-/* The variant a v10-family check runs under (10 or 11) and, for 11, the part of its name that says
- * what ran: " ring S" (v11 with a ring S stages deep) or " no ring" (v10 runs, or where v10 does
- * not apply, v6 / v3). */
-static const char *ring_name(int variant, uint32_t t, int64_t rows, int64_t k, int n, int norm, char *buf,
-                             size_t size) {
-    const int st = variant >= 11 ? cu_matvec_ring_stages(t, rows, k, n, norm) : 0;
-    if (variant < 11) snprintf(buf, size, "%s", "");
-    else if (st) snprintf(buf, size, " ring %d", st);
+/* The part of a v10-family check's name that says what ran: " ring S" (v11 with a ring S stages
+ * deep) or " no ring" (v10 runs, or where v10 does not apply, v3). */
+static const char *ring_name(uint32_t t, int64_t rows, int64_t k, int n, int norm, char *buf, size_t size) {
+    const int st = cu_matvec_ring_stages(t, rows, k, n, norm);
+    if (st) snprintf(buf, size, " ring %d", st);
     else snprintf(buf, size, "%s", " no ring");
     return buf;
 }
 
-/* Matvec v10 (variant 10) or v11 (11) for n tokens, X through cu_matvec_f32 (xmode 0), cu_matvec_f16 (1)
+/* Matvec v11 (v10 where no ring fits) for n tokens, X through cu_matvec_f32 (xmode 0), cu_matvec_f16 (1)
  * or cu_matvec_f32_swiglu (2), X over a wide range per 32-value block (|x| up to ~50, ~1, ~1e-3, or a
  * single outlier in small values) so that the per-block scales matter; mvq.h's budget per row and
  * token. */
-static void test_matvec_v10(gen_rng *r, int variant, uint32_t t, int64_t rows, int64_t k, int n, int xmode) {
+static void test_matvec_v10(gen_rng *r, uint32_t t, int64_t rows, int64_t k, int n, int xmode) {
     static const char *xname[3] = {"f32", "f16", "swiglu"};
     char name[160], err[256], ring[32];
-    snprintf(name, sizeof name, "matvec v%d %s %lldx%lld n=%d x=%s%s", variant, quant_type_name(t), (long long)rows,
-             (long long)k, n, xname[xmode], ring_name(variant, t, rows, k, n, 0, ring, sizeof ring));
+    snprintf(name, sizeof name, "matvec v%d %s %lldx%lld n=%d x=%s%s", cu_matvec_kernel(t, rows, k, n),
+             quant_type_name(t), (long long)rows, (long long)k, n, xname[xmode],
+             ring_name(t, rows, k, n, 0, ring, sizeof ring));
     size_t wb = quant_row_bytes(t, k) * (size_t)rows;
     const int64_t nk = n * k;
     void *w = malloc(wb);
@@ -224,11 +244,9 @@ static void test_matvec_v10(gen_rng *r, int variant, uint32_t t, int64_t rows, i
              : xmode == 1 ? dev_upload(xh16, sizeof(uint16_t) * (size_t)nk)
                           : dev_upload(gu, sizeof(float) * (size_t)(2 * nk));
     float *dy = dev_poisoned(n * rows);
-    matvec_use_variant(variant);
     cudaError_t e = xmode == 0 ? cu_matvec_f32(dy, dr, t, dx, rows, k, n, 0)
                   : xmode == 1 ? cu_matvec_f16(dy, dr, t, dx, rows, k, n, 0)
                                : cu_matvec_f32_swiglu(dy, dr, t, dx, 2 * k, (const float *)dx + k, 2 * k, rows, k, n, 0);
-    matvec_use_variant(6);
     float *y = calloc((size_t)(n * rows), sizeof(float));
     int guard = e == cudaSuccess && dev_download(y, dy, n * rows);
     char why[160] = "";
@@ -243,7 +261,8 @@ static void test_matvec_v10(gen_rng *r, int variant, uint32_t t, int64_t rows, i
  * against f32 SwiGLU then the f64 dot. misalign shifts g and u by one float (scalar loads). */
 static void test_matvec_swiglu(gen_rng *r, uint32_t t, int64_t rows, int64_t k, int n, int misalign) {
     char name[128], err[256];
-    snprintf(name, sizeof name, "matvec swiglu %s %lldx%lld n=%d%s", quant_type_name(t), (long long)rows,
+    const int kern = cu_matvec_kernel(t, rows, k, n);
+    snprintf(name, sizeof name, "matvec swiglu v%d %s %lldx%lld n=%d%s", kern, quant_type_name(t), (long long)rows,
              (long long)k, n, misalign ? " unaligned" : "");
     const int64_t stride = 2 * k + 4 + (misalign ? 1 : 0); /* [n][gate k | up k | pad] */
     size_t wb = quant_row_bytes(t, k) * (size_t)rows;
@@ -257,7 +276,8 @@ static void test_matvec_swiglu(gen_rng *r, uint32_t t, int64_t rows, int64_t k, 
             float a = gu[g0 + c * stride + j];
             x[c * k + j] = a / (1.0f + expf(-a)) * gu[u0 + c * stride + j];
         }
-    double *ref = matvec_ref(t, w, x, rows, k, n, err, sizeof err);
+    mvq_budget *bud = NULL;
+    double *ref = kern >= 10 ? v10_ref(t, w, x, rows, k, n, &bud, err, sizeof err) : matvec_ref(t, w, x, rows, k, n, err, sizeof err);
     if (!ref) {
         CHECK(0, name, "reference: %s", err);
         return;
@@ -268,25 +288,22 @@ static void test_matvec_swiglu(gen_rng *r, uint32_t t, int64_t rows, int64_t k, 
     cudaError_t e = cu_matvec_f32_swiglu(dy, dr, t, dgu + g0, stride, dgu + u0, stride, rows, k, n, 0);
     float *y = calloc((size_t)(n * rows), sizeof(float));
     int guard = e == cudaSuccess && dev_download(y, dy, n * rows);
-    double rel = gen_rel_err(y, ref, n * rows);
-    CHECK(e == cudaSuccess && guard && rel < 1e-4, name, "%s, guard %s, rel err %.3g (budget 1e-4)",
-          cudaGetErrorString(e), guard ? "ok" : "overwritten", rel);
+    matvec_verdict(name, e, guard, y, ref, bud, n * rows);
     CUDA_CHECK(cudaFree(dw)); CUDA_CHECK(cudaFree(dr)); CUDA_CHECK(cudaFree(dgu)); CUDA_CHECK(cudaFree(dy));
-    free(w); free(gu); free(x); free(ref); free(y);
+    free(w); free(gu); free(x); free(ref); free(bud); free(y);
 }
 
-/* The decode fusions (under variant 10 or 11): cu_matvec_f32_norm (mode 0: X = cu_rmsnorm(x) * g, the
+/* The decode fusions (v11, v10 where no ring fits): cu_matvec_f32_norm (mode 0: X = cu_rmsnorm(x) * g, the
  * reference X as the CPU path computes it: f64 sum of squares, f32 scale), cu_matvec_f32_acc (1),
  * cu_matvec_f32_swiglu_acc (2: X = silu(g) * u from gate/up rows of stride 2k) and
  * cu_matvec_f32_acc_prefilled (3: as 1, its whole ring filled before the PDL wait), 1-3 adding onto a
  * Y of random values; x per 32-value block over a wide range as in test_matvec_v10, norm
  * weights of both signs. mvq.h's budget per row and token, plus 1e-6 |y0| for the f32 add. */
-static void test_matvec_fused(gen_rng *r, int variant, uint32_t t, int64_t rows, int64_t k, int n, int mode) {
+static void test_matvec_fused(gen_rng *r, uint32_t t, int64_t rows, int64_t k, int n, int mode) {
     static const char *mname[4] = {"norm", "acc", "swiglu acc", "acc prefilled"};
     char name[160], err[256], ring[32];
-    snprintf(name, sizeof name, "matvec fused%s %s %s %lldx%lld n=%d%s", variant == 11 ? " v11" : "", mname[mode],
-             quant_type_name(t), (long long)rows, (long long)k, n,
-             ring_name(variant, t, rows, k, n, mode == 0, ring, sizeof ring));
+    snprintf(name, sizeof name, "matvec fused %s %s %lldx%lld n=%d%s", mname[mode], quant_type_name(t),
+             (long long)rows, (long long)k, n, ring_name(t, rows, k, n, mode == 0, ring, sizeof ring));
     const int64_t nk = n * k;
     const float eps = 1e-5f;
     size_t wb = quant_row_bytes(t, k) * (size_t)rows;
@@ -321,13 +338,11 @@ static void test_matvec_fused(gen_rng *r, int variant, uint32_t t, int64_t rows,
     float *dx = dev_upload(raw, sizeof(float) * (size_t)(mode == 2 ? 2 * nk : nk));
     float *dg = dev_upload(g, sizeof(float) * (size_t)k), *dy = dev_poisoned(n * rows);
     if (mode) CUDA_CHECK(cudaMemcpy(dy, y0, sizeof(float) * (size_t)(n * rows), cudaMemcpyHostToDevice));
-    matvec_use_variant(variant);
     const int sup = cu_matvec_fused_supported(t, rows, k, n);
     cudaError_t e = mode == 0 ? cu_matvec_f32_norm(dy, dr, t, dx, dg, eps, rows, k, n, 0)
                   : mode == 1 ? cu_matvec_f32_acc(dy, dr, t, dx, rows, k, n, 0)
                   : mode == 3 ? cu_matvec_f32_acc_prefilled(dy, dr, t, dx, rows, k, n, 0)
                               : cu_matvec_f32_swiglu_acc(dy, dr, t, dx, 2 * k, dx + k, 2 * k, rows, k, n, 0);
-    matvec_use_variant(6);
     float *y = calloc((size_t)(n * rows), sizeof(float));
     int guard = e == cudaSuccess && dev_download(y, dy, n * rows);
     char why[160] = "";
@@ -345,12 +360,12 @@ static void test_matvec_fused(gen_rng *r, int variant, uint32_t t, int64_t rows,
  * paired with the wrong up row, a tile read from the wrong place or a missed row is off by O(1)),
  * nothing written past n x F. Variant 10, and rows not a whole number of pairs of tiles, are
  * declined with nothing launched. */
-static void test_matvec_glu(gen_rng *r, int variant, uint32_t t, int64_t F, int64_t k, int n) {
+static void test_matvec_glu(gen_rng *r, uint32_t t, int64_t F, int64_t k, int n) {
     char name[160], ring[32];
     const int64_t rows = 2 * F, nk = n * k;
     const float eps = 1e-5f;
-    snprintf(name, sizeof name, "matvec norm glu v%d %s 2x%lldx%lld n=%d%s", variant, quant_type_name(t), (long long)F,
-             (long long)k, n, ring_name(variant, t, rows, k, n, 1, ring, sizeof ring));
+    snprintf(name, sizeof name, "matvec norm glu %s 2x%lldx%lld n=%d%s", quant_type_name(t), (long long)F,
+             (long long)k, n, ring_name(t, rows, k, n, 1, ring, sizeof ring));
     size_t wb = quant_row_bytes(t, k) * (size_t)rows;
     void *w = malloc(wb);
     gen_weights(r, t, rows, k, w);
@@ -361,33 +376,26 @@ static void test_matvec_glu(gen_rng *r, int variant, uint32_t t, int64_t F, int6
     CUDA_CHECK(cu_matvec_repack(dr, dw, t, rows, k, 0));
     float *dx = dev_upload(x, sizeof(float) * (size_t)nk), *dg = dev_upload(g, sizeof(float) * (size_t)k);
     float *dgu = dev_alloc(sizeof(float) * (size_t)(n * rows)), *dwant = dev_poisoned(n * F), *dy = dev_poisoned(n * F);
-    matvec_use_variant(variant);
     cudaError_t e0 = cu_matvec_f32_norm(dgu, dr, t, dx, dg, eps, rows, k, n, 0);
     if (e0 == cudaSuccess) e0 = paged_swiglu(dwant, dgu, rows, dgu + F, rows, n, (int)F, 0);
     cudaError_t e = cu_matvec_f32_norm_glu(dy, dr, t, dx, dg, eps, rows, k, n, 0);
-    matvec_use_variant(6);
     float *want = malloc(sizeof(float) * (size_t)(n * F)), *y = malloc(sizeof(float) * (size_t)(n * F));
     int gw = dev_download(want, dwant, n * F), gy = e == cudaSuccess && dev_download(y, dy, n * F);
-    if (variant != 11) {
-        CHECK(e == cudaErrorNotSupported && dev_download(y, dy, 0), name, "v%d: %s, want cudaErrorNotSupported",
-              variant, cudaGetErrorString(e));
-    } else {
-        double ss = 0, worst = 0;
-        for (int64_t i = 0; i < n * F; i++) ss += (double)want[i] * want[i];
-        const double rms = sqrt(ss / (double)(n * F)) + 1e-30;
-        int64_t at = -1;
-        for (int64_t i = 0; gy && i < n * F; i++) {
-            const double d = fabs((double)y[i] - want[i]) / rms;
-            if (!(d <= worst)) {
-                worst = d;
-                at = i;
-            }
+    double ss = 0, worst = 0;
+    for (int64_t i = 0; i < n * F; i++) ss += (double)want[i] * want[i];
+    const double rms = sqrt(ss / (double)(n * F)) + 1e-30;
+    int64_t at = -1;
+    for (int64_t i = 0; gy && i < n * F; i++) {
+        const double d = fabs((double)y[i] - want[i]) / rms;
+        if (!(d <= worst)) {
+            worst = d;
+            at = i;
         }
-        CHECK(e0 == cudaSuccess && e == cudaSuccess && gw && gy && worst <= 1e-3, name,
-              "%s / %s, guard %s, worst %.3g of the rms %.3g at %lld (%g vs %g)", cudaGetErrorString(e0),
-              cudaGetErrorString(e), gy ? "ok" : "overwritten", worst, rms, (long long)at, at >= 0 ? y[at] : 0.0,
-              at >= 0 ? want[at] : 0.0);
     }
+    CHECK(e0 == cudaSuccess && e == cudaSuccess && gw && gy && worst <= 1e-3, name,
+          "%s / %s, guard %s, worst %.3g of the rms %.3g at %lld (%g vs %g)", cudaGetErrorString(e0),
+          cudaGetErrorString(e), gy ? "ok" : "overwritten", worst, rms, (long long)at, at >= 0 ? y[at] : 0.0,
+          at >= 0 ? want[at] : 0.0);
     CUDA_CHECK(cudaFree(dw)); CUDA_CHECK(cudaFree(dr)); CUDA_CHECK(cudaFree(dx)); CUDA_CHECK(cudaFree(dg));
     CUDA_CHECK(cudaFree(dgu)); CUDA_CHECK(cudaFree(dwant)); CUDA_CHECK(cudaFree(dy));
     free(w); free(x); free(g); free(want); free(y);
@@ -402,16 +410,16 @@ static void test_matvec_glu(gen_rng *r, int variant, uint32_t t, int64_t F, int6
  * and values it must not touch (both sets of caches start from the same random bits). Q, K and V
  * in one matrix (tqk == tv: Q4_0 layers) or Q and K in one and V in another (Q4_K_M's Q6_K V);
  * n tokens at random positions up to 4000 in distinct random cells; n_rot below head_dim too. */
-static void test_matvec_norm_rope(gen_rng *r, int variant, uint32_t tqk, uint32_t tv, int n_head, int n_kv,
+static void test_matvec_norm_rope(gen_rng *r, uint32_t tqk, uint32_t tv, int n_head, int n_kv,
                                   int hd, int n_rot, int64_t k, int n, int shaped) {
     const int64_t nq = (int64_t)n_head * hd, kvd = (int64_t)n_kv * hd, cells = 64;
     const float eps = 1e-5f, theta = 500000.0f;
     char name[200], ring[32];
     const int one = tqk == tv;
-    snprintf(name, sizeof name, "matvec norm rope v%d %s%s%s%s heads %d/%d hd %d rot %d k %lld n=%d%s", variant,
+    snprintf(name, sizeof name, "matvec norm rope %s%s%s%s heads %d/%d hd %d rot %d k %lld n=%d%s",
              quant_type_name(tqk), one ? "" : " + ", one ? "" : quant_type_name(tv),
              one ? "" : shaped == 2 ? " (one launch)" : shaped ? " (beside, shaped)" : " (beside)", n_head, n_kv, hd, n_rot,
-             (long long)k, n, ring_name(variant, tqk, nq + kvd * (one ? 2 : 1), k, n, 1, ring, sizeof ring));
+             (long long)k, n, ring_name(tqk, nq + kvd * (one ? 2 : 1), k, n, 1, ring, sizeof ring));
     /* matrices: [0] Q K (and V when one), [1] V */
     int64_t rows[2] = {nq + kvd * (one ? 2 : 1), one ? 0 : kvd};
     uint32_t types[2] = {tqk, tv};
@@ -455,7 +463,6 @@ static void test_matvec_norm_rope(gen_rng *r, int variant, uint32_t tqk, uint32_
         q[v] = dev_poisoned(n * nq);
     }
     float *y = dev_poisoned(n * (nq + 2 * kvd));
-    matvec_use_variant(variant);
     const int sup = cu_matvec_fused_supported(tqk, rows[0], k, n) && (!rows[1] || cu_matvec_fused_supported(tv, rows[1], k, n));
     /* reference: the products into y (Q K V side by side per token), then RoPE and the store */
     cudaError_t e = cu_matvec_f32_norm(y, dr[0], tqk, dx, dg, eps, rows[0], k, n, 0);
@@ -471,24 +478,20 @@ static void test_matvec_norm_rope(gen_rng *r, int variant, uint32_t tqk, uint32_
     CUDA_CHECK(cudaStreamCreateWithFlags(&st, cudaStreamNonBlocking));
     CUDA_CHECK(cudaDeviceSynchronize());
     /* shaped: the V grid takes the SMs the Q/K grid leaves, as the engine launches it; 2: both in
-     * one launch (v11 only: v10 must decline it) */
+     * one launch */
     const int beside_blocks = shaped == 1 ? cu_matvec_fused_blocks(tqk, rows[0], k, n) : 0;
-    cudaError_t e2, e_v10 = cudaErrorNotSupported;
-    if (shaped == 2 && variant != 11) /* declined; then the two launches apart, compared as usual */
-        e_v10 = cu_matvec_f32_norm_rope_pair(dr[0], tqk, rows[0], nq, kvd, dr[1], tv, rows[1], 0, 0, dx, dg, eps, k, n,
-                                          q[1], kc[1], vc[1], dmeta, dmeta + 4, kvd, hd, n_rot, theta, st);
-    if (shaped == 2 && variant == 11)
+    cudaError_t e2;
+    if (shaped == 2)
         e2 = cu_matvec_f32_norm_rope_pair(dr[0], tqk, rows[0], nq, kvd, dr[1], tv, rows[1], 0, 0, dx, dg, eps, k, n,
                                        q[1], kc[1], vc[1], dmeta, dmeta + 4, kvd, hd, n_rot, theta, st);
     else
         e2 = cu_matvec_f32_norm_rope(dr[0], tqk, dx, dg, eps, rows[0], k, n, q[1], kc[1], vc[1], dmeta,
                                   dmeta + 4, nq, kvd, kvd, hd, n_rot, theta, st);
-    if (e2 == cudaSuccess && rows[1] && !(shaped == 2 && variant == 11))
+    if (e2 == cudaSuccess && rows[1] && shaped != 2)
         e2 = cu_matvec_f32_norm_rope_beside(dr[1], tv, dx, dg, eps, rows[1], k, n, NULL, NULL, vc[1], dmeta, dmeta + 4,
                                          0, 0, kvd, hd, n_rot, theta, beside_blocks, st);
     CUDA_CHECK(cudaStreamSynchronize(st));
     CUDA_CHECK(cudaStreamDestroy(st));
-    matvec_use_variant(6);
     CUDA_CHECK(cudaDeviceSynchronize());
     float *hq[2];
     uint16_t *hc[2];
@@ -503,9 +506,9 @@ static void test_matvec_norm_rope(gen_rng *r, int variant, uint32_t tqk, uint32_
     /* shaped, the V grid's blocks hold other tiles than the reference's, and their warps' partial
      * sums are grouped otherwise: V within one f16 step of the reference (the rounding of the sum
      * can land on either side); everything else bit for bit */
-    /* the one launch shapes Q/K's grid too (matvec_pair_sms): Q within 1e-5 of its largest value
+    /* the one launch shapes Q/K's grid too (mv10_dual_split): Q within 1e-5 of its largest value
      * and K as V below */
-    const int loose = shaped == 2 && variant == 11;
+    const int loose = shaped == 2;
     float qmax = 0;
     for (int64_t i = 0; i < n * nq; i++) qmax = fmaxf(qmax, fabsf(hq[0][i]));
     int64_t dq = 0, dcache = 0, changed = 0, vstep = 0;
@@ -533,11 +536,11 @@ static void test_matvec_norm_rope(gen_rng *r, int variant, uint32_t tqk, uint32_
     /* the reference itself stored n tokens' K and V (a stored f16 equal to the random one is rare) */
     const int stored = changed > n * kvd;
     CHECK(sup && e == cudaSuccess && e2 == cudaSuccess && guard && dq == 0 && dcache == 0 && stored &&
-              (shaped != 1 || beside_blocks > 0) && e_v10 == cudaErrorNotSupported, name,
-          "%s%s%s%s / %s, guard %s, %lld of %lld Q values and %lld cache values differ (%lld cache values by one "
+              (shaped != 1 || beside_blocks > 0), name,
+          "%s%s%s / %s, guard %s, %lld of %lld Q values and %lld cache values differ (%lld cache values by one "
           "f16 step; one more: %g vs %g), %lld cache values stored",
           sup ? "" : "not supported?! ", shaped == 1 && beside_blocks <= 0 ? "no grid for the front?! " : "",
-          e_v10 != cudaErrorNotSupported ? "v10 took the one launch?! " : "", cudaGetErrorString(e), cudaGetErrorString(e2), guard ? "ok" : "overwritten",
+          cudaGetErrorString(e), cudaGetErrorString(e2), guard ? "ok" : "overwritten",
           (long long)dq, (long long)(n * nq), (long long)dcache, (long long)vstep, (double)bad_b, (double)bad_a,
           (long long)changed);
     for (int v = 0; v < 2; v++) {
@@ -567,11 +570,10 @@ static void test_matvec_fused_cover(void) {
     };
     float *dy = dev_poisoned(8), *dx = dev_alloc(sizeof(float) * 4 * 14336 * 2);
     void *dw = dev_alloc(64);
-    for (int variant = 10; variant <= 11; variant++) {
-        matvec_use_variant(variant);
+    {
         for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
             char name[128];
-            snprintf(name, sizeof name, "matvec fused coverage v%d: %s %s", variant, cases[i].why,
+            snprintf(name, sizeof name, "matvec fused coverage: %s %s", cases[i].why,
                      cases[i].want ? "taken" : "declined");
             int sup = cu_matvec_fused_supported(cases[i].t, cases[i].rows, cases[i].k, cases[i].n);
             if (cases[i].want) {
@@ -590,9 +592,6 @@ static void test_matvec_fused_cover(void) {
                   untouched ? "untouched" : "written");
         }
     }
-    matvec_use_variant(6);
-    CHECK(!cu_matvec_fused_supported(QUANT_Q4_0, 4096, 4096, 1), "matvec fused coverage: none with variant 6",
-          "supported");
     CUDA_CHECK(cudaFree(dy)); CUDA_CHECK(cudaFree(dx)); CUDA_CHECK(cudaFree(dw));
 }
 
@@ -628,7 +627,8 @@ static void test_matvec_ring_cover(void) {
 
 /* One FFN block per round, as the decode step chains it: x += d and xn = cu_rmsnorm(x)
  * (paged_add_rmsnorm), gu = Wgu . xn (gate and up stacked), o = Wdown . (silu(g) * u)
- * (cu_matvec_f32_swiglu), x += o (add); ROUNDS rounds of 1..8 tokens back to back in one stream
+ * (cu_matvec_f32_swiglu), x += o (add); ROUNDS rounds of 5..8 tokens (v3's exact X: 1 to 4 run v10
+ * / v11, whose chain test_fused_chain checks) back to back in one stream
  * (programmatic dependent launch on), scratch (xn, gu, o) shared by every round, so a kernel
  * that read its input before the previous kernel finished, or wrote before the next-but-one
  * had read, gives a wrong x. Run eagerly, then captured as a graph and replayed on fresh data. */
@@ -734,7 +734,7 @@ static void test_chain(gen_rng *r, uint32_t tgu, uint32_t tdn) {
         if (pass == 1) CUDA_CHECK(cudaStreamBeginCapture(st, cudaStreamCaptureModeThreadLocal));
         if (pass < 2) {
             for (int i = 0; i < CHAIN_ROUNDS && e == cudaSuccess; i++) {
-                const int n = i % MAXN + 1;
+                const int n = 5 + i % 4;
                 float *xi = dx + per * i;
                 e = paged_add_rmsnorm(xi, dxn, dd + per * i, dnw, n, dim, 1e-5f, st);
                 if (e == cudaSuccess) e = cu_matvec_f32(dgu, dgu_w, tgu, dxn, 2 * ff, dim, n, st);
@@ -747,7 +747,7 @@ static void test_chain(gen_rng *r, uint32_t tgu, uint32_t tdn) {
         CUDA_CHECK(cudaMemcpy(got, dx, sizeof(float) * per * CHAIN_ROUNDS, cudaMemcpyDeviceToHost));
         double worst = 0;
         for (int i = 0; i < CHAIN_ROUNDS; i++) {
-            const int n = i % MAXN + 1;
+            const int n = 5 + i % 4;
             chain_ref(ref + per * i, x0 + per * i, d + per * i, nw, fgu, fdn, n, dim, ff);
             double rel = gen_rel_err(got + per * i, ref + per * i, (int64_t)n * dim);
             if (!(rel <= worst)) worst = isnan(rel) ? INFINITY : rel;
@@ -803,11 +803,11 @@ static double update_err(const float *a, const double *b, const float *bf, const
     return den > 0 ? sqrt(num / den) : sqrt(num);
 }
 
-static void test_fused_chain(gen_rng *r, int variant, uint32_t tw, uint32_t tdn, int swiglu_apart) {
+static void test_fused_chain(gen_rng *r, uint32_t tw, uint32_t tdn, int swiglu_apart) {
     const int dim = 1024, ff = 2816, MAXN = tw == QUANT_Q6_K || tdn == QUANT_Q6_K ? 2 : 4;
     const float eps = 1e-5f;
     char name[160];
-    snprintf(name, sizeof name, "PDL chain fused v%d: acc %s > norm %s > %s %s, %d rounds", variant,
+    snprintf(name, sizeof name, "PDL chain fused: acc %s > norm %s > %s %s, %d rounds",
              quant_type_name(tw), quant_type_name(tw), swiglu_apart ? "swiglu, acc" : "swiglu acc",
              quant_type_name(tdn), CHAIN_ROUNDS);
     size_t bo = quant_row_bytes(tw, dim) * dim, bgu = quant_row_bytes(tw, dim) * 2 * ff,
@@ -847,7 +847,6 @@ static void test_fused_chain(gen_rng *r, int variant, uint32_t tw, uint32_t tdn,
     CUDA_CHECK(cudaStreamCreateWithFlags(&st, cudaStreamNonBlocking));
     cudaGraph_t graph = NULL;
     cudaGraphExec_t exec = NULL;
-    matvec_use_variant(variant);
     for (int pass = 0; pass < 3; pass++) { /* eager, graph, graph replayed on new data */
         chain_fill(r, x0, d, (int64_t)all);
         CUDA_CHECK(cudaMemcpy(dx, x0, sizeof(float) * all, cudaMemcpyHostToDevice));
@@ -902,7 +901,6 @@ static void test_fused_chain(gen_rng *r, int variant, uint32_t tw, uint32_t tdn,
               "%s, worst rel err of the update against the unfused chain %.3g (budget 1e-2), against f64 %.3g "
               "(budget 5e-2)", cudaGetErrorString(e), worst_u, worst_r);
     }
-    matvec_use_variant(6);
     if (exec) CUDA_CHECK(cudaGraphExecDestroy(exec));
     if (graph) CUDA_CHECK(cudaGraphDestroy(graph));
     CUDA_CHECK(cudaStreamDestroy(st));
@@ -917,7 +915,10 @@ static void test_fused_chain(gen_rng *r, int variant, uint32_t tw, uint32_t tdn,
  * sum of |w x| of its row, whatever the cancellation in the sum itself: the budget is 2e-3 (~4u)
  * of that sum, element by element. A norm-relative budget fails by chance on short rows whose
  * dot products cancel (seen: 1x256). */
-static int g_gemm_variant = 2; /* the gemm_use_variant in force, for the check names */
+/* The GEMM configuration the gemm checks pass (gemm_lab.h; kernels.h's cu_gemm_* run
+ * CU_GEMM_PRODUCTION): variant 2 unless a check sets another, the panel path from 128 tokens. */
+static cu_gemm_cfg g_gcfg = {2, 0, 1, 0, 1, 0};
+static int g_gemm_variant = 2; /* g_gcfg.variant, for the check names */
 
 static void test_gemm(gen_rng *r, uint32_t t, int64_t rows, int64_t k, int64_t n) {
     char name[128], err[256];
@@ -948,7 +949,7 @@ static void test_gemm(gen_rng *r, uint32_t t, int64_t rows, int64_t k, int64_t n
     CUDA_CHECK(cu_matvec_repack(dr, dw, t, rows, k, 0));
     void *dx = dev_upload(xh, sizeof(uint16_t) * (size_t)(n * k));
     float *dy = dev_poisoned(n * rows), *y = calloc((size_t)(n * rows), sizeof(float));
-    cudaError_t e = cu_gemm_f16(dy, dr, t, dx, rows, k, n, 0);
+    cudaError_t e = cu_gemm_f16_with(&g_gcfg, dy, dr, t, dx, rows, k, n, 0);
     int guard = e == cudaSuccess && dev_download(y, dy, n * rows);
     double rel = 0;  /* worst |y - ref| / sum |w x| over the outputs; NaN never passes */
     for (int64_t i = 0; i < n * rows; i++) {
@@ -983,7 +984,7 @@ static void test_gemm_split(gen_rng *r, uint32_t t, int64_t rows, int64_t k, con
     for (int64_t s = 0; s < ns_rows; s++)
         quant_dequant_row(t, (const uint8_t *)w + rs[s] * quant_row_bytes(t, k), dq + s * k, k, err, sizeof err);
     size_t sb = 0;
-    for (int i = 0; i < nn; i++) if (cu_gemm_f16_scratch_bytes(rows, k, ns[i]) > sb) sb = cu_gemm_f16_scratch_bytes(rows, k, ns[i]);
+    for (int i = 0; i < nn; i++) if (cu_gemm_scratch_bytes_with(&g_gcfg, rows, k, ns[i]) > sb) sb = cu_gemm_scratch_bytes_with(&g_gcfg, rows, k, ns[i]);
     void *scr = sb ? dev_alloc(sb) : NULL;
     uint16_t *xh = malloc(sizeof(uint16_t) * (size_t)(nmax * k));
     float *xf = malloc(sizeof(float) * (size_t)(nmax * k));
@@ -993,7 +994,7 @@ static void test_gemm_split(gen_rng *r, uint32_t t, int64_t rows, int64_t k, con
     float *dy = dev_poisoned(nmax * rows);
     for (int ni = 0; ni < nn; ni++) {
         const int n = ns[ni];
-        const size_t full = cu_gemm_f16_scratch_bytes(rows, k, n), plane = (size_t)n * (size_t)rows * sizeof(float);
+        const size_t full = cu_gemm_scratch_bytes_with(&g_gcfg, rows, k, n), plane = (size_t)n * (size_t)rows * sizeof(float);
         for (int64_t i = 0; i < n * k; i++) {
             xh[i] = quant_f32_to_f16((float)gen_uniform(r, -1, 1));
             xf[i] = quant_f16_to_f32(xh[i]);
@@ -1017,7 +1018,7 @@ static void test_gemm_split(gen_rng *r, uint32_t t, int64_t rows, int64_t k, con
                      (long long)rows, (long long)k, n, v == 0 ? "full scratch" : v == 1 ? "2-plane scratch" : "no scratch",
                      bytes / plane);
             CUDA_CHECK(cudaMemset(dy, 0xff, (size_t)(nmax * rows + GUARD) * sizeof(float)));
-            cudaError_t e = cu_gemm_f16_split(dy, dr, t, dx, rows, k, n, bytes ? scr : NULL, bytes, 0);
+            cudaError_t e = cu_gemm_f16_split_with(&g_gcfg, dy, dr, t, dx, rows, k, n, bytes ? scr : NULL, bytes, 0);
             int guard = e == cudaSuccess && dev_download(y, dy, n * rows);
             int64_t unwritten = 0;
             for (int64_t i = 0; i < n * rows; i++) unwritten += y[i] != y[i];
@@ -1032,7 +1033,7 @@ static void test_gemm_split(gen_rng *r, uint32_t t, int64_t rows, int64_t k, con
             if (v == 0 && e == cudaSuccess) { /* determinism: run again, compare bits */
                 memcpy(y1, y, sizeof(float) * (size_t)(n * rows));
                 CUDA_CHECK(cudaMemset(dy, 0xff, (size_t)n * rows * sizeof(float)));
-                e = cu_gemm_f16_split(dy, dr, t, dx, rows, k, n, scr, bytes, 0);
+                e = cu_gemm_f16_split_with(&g_gcfg, dy, dr, t, dx, rows, k, n, scr, bytes, 0);
                 guard = guard && e == cudaSuccess && dev_download(y, dy, n * rows);
                 same = memcmp(y, y1, sizeof(float) * (size_t)(n * rows)) == 0;
             }
@@ -1040,7 +1041,7 @@ static void test_gemm_split(gen_rng *r, uint32_t t, int64_t rows, int64_t k, con
                 /* the planes left unsummed (cu_gemm_f16_split_parts), added here in slice order: the
                  * same bits as the split's own sum */
                 CUDA_CHECK(cudaMemset(dy, 0xff, (size_t)n * rows * sizeof(float)));
-                e = cu_gemm_f16_split_parts(dy, dr, t, dx, rows, k, n, scr, bytes, &parts, 0);
+                e = cu_gemm_f16_split_parts_with(&g_gcfg, dy, dr, t, dx, rows, k, n, scr, bytes, &parts, 0);
                 CUDA_CHECK(cudaDeviceSynchronize());
                 const int64_t tot = (int64_t)n * rows;
                 float *pl = malloc(sizeof(float) * (size_t)(parts > 1 ? parts * tot : 1));
@@ -1091,8 +1092,8 @@ static void test_gemm_split_graph(gen_rng *r, uint32_t t, int n) {
     CUDA_CHECK(cu_matvec_repack(wbr, dw, t, rb, kb, 0));
     CUDA_CHECK(cudaDeviceSynchronize());
     CUDA_CHECK(cudaFree(dw));
-    size_t sb = cu_gemm_f16_scratch_bytes(ra, ka, n);
-    if (cu_gemm_f16_scratch_bytes(rb, kb, n) > sb) sb = cu_gemm_f16_scratch_bytes(rb, kb, n);
+    size_t sb = cu_gemm_scratch_bytes_with(&g_gcfg, ra, ka, n);
+    if (cu_gemm_scratch_bytes_with(&g_gcfg, rb, kb, n) > sb) sb = cu_gemm_scratch_bytes_with(&g_gcfg, rb, kb, n);
     void *scr = dev_alloc(sb ? sb : 4);
     const size_t xab = sizeof(uint16_t) * (size_t)(n * ka), xbb = sizeof(uint16_t) * (size_t)(n * kb);
     uint16_t *xa = malloc(xab), *xb = malloc(xbb);
@@ -1108,8 +1109,8 @@ static void test_gemm_split_graph(gen_rng *r, uint32_t t, int n) {
     CUDA_CHECK(cudaStreamBeginCapture(st, cudaStreamCaptureModeGlobal));
     CUDA_CHECK(cudaMemcpyAsync(dxa, sxa, xab, cudaMemcpyDeviceToDevice, st));
     CUDA_CHECK(cudaMemcpyAsync(dxb, sxb, xbb, cudaMemcpyDeviceToDevice, st));
-    e1 = cu_gemm_f16_split(ya, wa, t, dxa, ra, ka, n, scr, sb, st);
-    e2 = cu_gemm_f16_split(yb, wbr, t, dxb, rb, kb, n, scr, sb, st);
+    e1 = cu_gemm_f16_split_with(&g_gcfg, ya, wa, t, dxa, ra, ka, n, scr, sb, st);
+    e2 = cu_gemm_f16_split_with(&g_gcfg, yb, wbr, t, dxb, rb, kb, n, scr, sb, st);
     CUDA_CHECK(cudaStreamEndCapture(st, &graph));
     cudaError_t e = e1 != cudaSuccess ? e1 : e2;
     if (e == cudaSuccess) e = cudaGraphInstantiate(&exec, graph, 0);
@@ -1125,8 +1126,8 @@ static void test_gemm_split_graph(gen_rng *r, uint32_t t, int n) {
         CUDA_CHECK(cudaDeviceSynchronize());
         CUDA_CHECK(cudaGraphLaunch(exec, st));
         CUDA_CHECK(cudaStreamSynchronize(st));
-        CUDA_CHECK(cu_gemm_f16_split(ea, wa, t, sxa, ra, ka, n, scr, sb, 0));
-        CUDA_CHECK(cu_gemm_f16_split(eb, wbr, t, sxb, rb, kb, n, scr, sb, 0));
+        CUDA_CHECK(cu_gemm_f16_split_with(&g_gcfg, ea, wa, t, sxa, ra, ka, n, scr, sb, 0));
+        CUDA_CHECK(cu_gemm_f16_split_with(&g_gcfg, eb, wbr, t, sxb, rb, kb, n, scr, sb, 0));
         guard = guard && dev_download(ga, ya, n * ra) && dev_download(gb, yb, n * rb) &&
                 dev_download(ha, ea, n * ra) && dev_download(hb, eb, n * rb);
         n_diff = n_nan = 0;
@@ -1151,8 +1152,8 @@ static void test_gemm_split_graph(gen_rng *r, uint32_t t, int n) {
     free(w); free(xa); free(xb); free(ga); free(gb); free(ha); free(hb);
 }
 
-/* The f16-panel GEMMs (gemm_use_variant 5, 4 and 6, cu_gemm_f16_split with cu_gemm_f16_scratch_bytes of
- * scratch under the panel limit `limit`: gemm_panel_limit) against the full f64 reference,
+/* The f16-panel GEMMs (cfg variants 5, 4 and 6, cu_gemm_f16_split_with with cu_gemm_scratch_bytes_with of
+ * scratch under the panel limit `limit`: cfg.panel_limit) against the full f64 reference,
  * test_gemm's budget; a rerun must be bit-identical, and v4 and v6 must agree with v5 within 1e-4
  * of sum |w x| element by element (all multiply the same f16 values; only the order and rounding
  * of the f32 sums differ), which tells a wgmma fault from a panel or dequantisation fault. nv: the
@@ -1189,16 +1190,16 @@ static void test_gemm_panel(gen_rng *r, uint32_t t, int64_t rows, int64_t k, int
                    malloc(sizeof(float) * (size_t)total)};
     float *y1 = malloc(sizeof(float) * (size_t)total);
     int ran[3] = {0, 0, 0};
-    gemm_panel_limit(limit);
+    g_gcfg.panel_limit = limit;
     for (int vi = 0; vi < nv; vi++) {
         const int v = vs[vi];
-        gemm_use_variant(v);
+        g_gcfg.variant = v;
         snprintf(name, sizeof name, "gemm panel v%d %s %lldx%lld n=%d, panel limit %zu KiB", v, quant_type_name(t),
                  (long long)rows, (long long)k, n, limit >> 10);
-        const size_t sb = cu_gemm_f16_scratch_bytes(rows, k, n);
+        const size_t sb = cu_gemm_scratch_bytes_with(&g_gcfg, rows, k, n);
         void *scr = dev_alloc(sb ? sb : 4);
         CUDA_CHECK(cudaMemset(dy, 0xff, (size_t)(total + GUARD) * sizeof(float)));
-        cudaError_t e = cu_gemm_f16_split(dy, dr, t, dx, rows, k, n, scr, sb, 0);
+        cudaError_t e = cu_gemm_f16_split_with(&g_gcfg, dy, dr, t, dx, rows, k, n, scr, sb, 0);
         int guard = e == cudaSuccess && dev_download(y[vi], dy, total);
         double rel = 0;
         int64_t unwritten = 0;
@@ -1210,7 +1211,7 @@ static void test_gemm_panel(gen_rng *r, uint32_t t, int64_t rows, int64_t k, int
         int same = 0;
         if (e == cudaSuccess) {
             CUDA_CHECK(cudaMemset(dy, 0xff, (size_t)total * sizeof(float)));
-            e = cu_gemm_f16_split(dy, dr, t, dx, rows, k, n, scr, sb, 0);
+            e = cu_gemm_f16_split_with(&g_gcfg, dy, dr, t, dx, rows, k, n, scr, sb, 0);
             guard = guard && e == cudaSuccess && dev_download(y1, dy, total);
             same = memcmp(y1, y[vi], sizeof(float) * (size_t)total) == 0;
         }
@@ -1236,8 +1237,8 @@ static void test_gemm_panel(gen_rng *r, uint32_t t, int64_t rows, int64_t k, int
         CHECK(ran[0] && ran[vi] && worst < 1e-4, name, "worst |v%d - v5| %.3g of sum |w x| at token %lld row %lld "
               "(budget 1e-4)", vs[vi], worst, (long long)(at / rows), (long long)(at % rows));
     }
-    gemm_panel_limit(0);
-    gemm_use_variant(2);
+    g_gcfg.panel_limit = 0;
+    g_gcfg.variant = 2;
     CUDA_CHECK(cudaFree(dr)); CUDA_CHECK(cudaFree(dx)); CUDA_CHECK(cudaFree(dy));
     free(w); free(xh); free(ref); free(mag); free(row); free(xf); free(y[0]); free(y[1]); free(y[2]); free(y1);
 }
@@ -1309,7 +1310,7 @@ static void test_gemm_panels(gen_rng *r) {
             const int64_t odd_k = t == QUANT_Q4_0 || t == QUANT_Q8_0 ? 2848 : 2816;
             if (pass == 0) {
                 g_gemm_variant = 5;
-                gemm_use_variant(5);
+                g_gcfg.variant = 5;
                 test_gemm_split(r, t, 4096, 4096, ns, 4);
                 test_gemm_split(r, t, 14336, 4096, ns, 4);
                 test_gemm_split(r, t, 4096, 14336, ns, 4);
@@ -1329,7 +1330,7 @@ static void test_gemm_panels(gen_rng *r) {
     }
     for (int v = 4; v <= 6; v += 2) {
         g_gemm_variant = v;
-        gemm_use_variant(v);
+        g_gcfg.variant = v;
         for (int i = 0; i < 4; i++) {
             test_gemm_split(r, types[i], 4096, 4096, ns, 4);
             test_gemm_split(r, types[i], 14336, 4096, ns, 4);
@@ -1342,10 +1343,10 @@ static void test_gemm_panels(gen_rng *r) {
         }
     }
     g_gemm_variant = 2;
-    gemm_use_variant(2);
+    g_gcfg.variant = 2;
 }
 
-/* v7 (gemm_wg.cuh: wgmma on weights dequantised in registers; gemm_use_variant(7) runs it below
+/* v7 (gemm_wg.cuh: wgmma on weights dequantised in registers; cfg variant 7 runs it below
  * the panel threshold, raised here past every n so that each call takes it; v2 off compute
  * capability 9.0) against the CPU with test_gemm's budget, for every type: n = 1 and 5 (its
  * 8-token wgmma), 8, 17 (32), 64, 100 and 128 (two 64-token warpgroups per block), 200 (two
@@ -1358,8 +1359,8 @@ static void test_gemm_v7(gen_rng *r) {
     static const uint32_t types[] = {QUANT_Q4_0, QUANT_Q4_K, QUANT_Q6_K, QUANT_Q8_0};
     static const int ns[] = {1, 5, 8, 17, 64, 100, 128}, nbig[] = {5, 16, 33, 64, 100, 128, 200};
     g_gemm_variant = 7;
-    gemm_use_variant(7);
-    gemm_panel_min_tokens(1 << 30);
+    g_gcfg.variant = 7;
+    g_gcfg.panel_min_n = 1 << 30;
     for (int i = 0; i < 4; i++) {
         const uint32_t t = types[i];
         const int64_t odd_k = t == QUANT_Q4_0 || t == QUANT_Q8_0 ? 2848 : 2816;
@@ -1377,17 +1378,17 @@ static void test_gemm_v7(gen_rng *r) {
         test_gemm_split(r, t, 1000, odd_k, nbig, 7);
         test_gemm_split(r, t, 37, odd_k, ns, 7);
         for (int s = 3; s <= 5; s += 2) { /* 14336 = 56 super-blocks: slices of 76 (3) or 48 (5) chunks */
-            gemm_force_slices(s);
+            g_gcfg.force_slices = s;
             test_gemm_split(r, t, 300, 14336, ns, 7);
             test_gemm_split(r, t, 1000, odd_k, ns, 7);
         }
-        gemm_force_slices(0);
+        g_gcfg.force_slices = 0;
         test_gemm_split_graph(r, t, 64);
         test_gemm_split_graph(r, t, 17);
     }
-    gemm_panel_min_tokens(0);
+    g_gcfg.panel_min_n = 0;
     g_gemm_variant = 2;
-    gemm_use_variant(2);
+    g_gcfg.variant = 2;
 }
 
 static void test_embed(gen_rng *r, uint32_t t) {
@@ -1713,7 +1714,7 @@ static void paged_attn_ref(double *out, const float *qh, const uint16_t *kc, con
 /* paged_attention_prefill: n_tok consecutive tokens from pos0 through a shuffled page table of an
  * f16 cache holding other cells too (the cells of the last page past the last position hold
  * NaN, as cells not yet written may), against f64 causal attention; the kernels in the bit mask
- * variants (bit v - 1: paged_prefill_use_variant(v)), v2 and v3 run twice must give the same
+ * variants (bit v - 1: paged_attention_prefill_variant(v)), v2 and v3 run twice must give the same
  * bits. */
 static void test_prefill_attention(gen_rng *r, unsigned variants, int n_head, int n_kv, int hd, int pos0,
                                    int n_tok) {
@@ -1753,14 +1754,13 @@ static void test_prefill_attention(gen_rng *r, unsigned variants, int n_head, in
         char name[160];
         snprintf(name, sizeof name, "paged prompt attention v%d %d/%d heads, hd %d, positions %d..%d", v, n_head, n_kv,
                  hd, pos0, last);
-        paged_prefill_use_variant(v);
         float *dout = dev_poisoned(nq), *dout2 = dev_poisoned(nq);
-        cudaError_t e = paged_attention_prefill(dout, dq, dk, dv, dp, pos0, n_tok, n_head, n_kv, hd, scale, 0);
+        cudaError_t e = paged_attention_prefill_variant(v, dout, dq, dk, dv, dp, pos0, n_tok, n_head, n_kv, hd, scale, 0);
         int guard = e == cudaSuccess && dev_download(out, dout, nq);
         double rel = gen_rel_err(out, ref, nq);
         int same = 1;
         if (v >= 2 && e == cudaSuccess) {
-            e = paged_attention_prefill(dout2, dq, dk, dv, dp, pos0, n_tok, n_head, n_kv, hd, scale, 0);
+            e = paged_attention_prefill_variant(v, dout2, dq, dk, dv, dp, pos0, n_tok, n_head, n_kv, hd, scale, 0);
             guard = guard && e == cudaSuccess && dev_download(out2, dout2, nq);
             same = memcmp(out, out2, sizeof(float) * (size_t)nq) == 0;
         }
@@ -1769,7 +1769,6 @@ static void test_prefill_attention(gen_rng *r, unsigned variants, int n_head, in
               guard ? "ok" : "overwritten", rel, v >= 2 ? (same ? "identical" : "DIFFERENT") : "not checked");
         CUDA_CHECK(cudaFree(dout)); CUDA_CHECK(cudaFree(dout2));
     }
-    paged_prefill_use_variant(3); /* the default again */
     CUDA_CHECK(cudaFree(dk)); CUDA_CHECK(cudaFree(dv)); CUDA_CHECK(cudaFree(dq)); CUDA_CHECK(cudaFree(dp));
     free(pages); free(kc); free(vc); free(q); free(out); free(out2); free(ref); free(sc);
 }
@@ -1780,7 +1779,7 @@ static void test_prefill_attention(gen_rng *r, unsigned variants, int n_head, in
  * shared, as in the engine, by a launch of all tokens, one of the last token alone and the full
  * launch again: all must agree bit for bit (the merge order is fixed, and the arrival counters
  * must be where every launch size expects them, left at zero). */
-static int g_att_v = 3; /* the variant paged_attention_use_variant was last given (for the names) */
+static int g_att_v = 3; /* the paged_attention_variant the decode attention checks run */
 static void test_paged_attention(gen_rng *r, int n_head, int n_kv, int hd, int n_split, int n_tok, const int32_t *pos) {
     char name[160];
     snprintf(name, sizeof name, "paged decode attention (variant %d) %d/%d heads, hd %d, %d splits, %d tokens (pos %d..)",
@@ -1821,11 +1820,11 @@ static void test_paged_attention(gen_rng *r, int n_head, int n_kv, int hd, int n
     CUDA_CHECK(cudaStreamCreateWithFlags(&st, cudaStreamNonBlocking));
     /* kv_ready 0 first; every later launch 1 (the cells were uploaded before any launch, so V3 may
      * copy them before its PDL wait), and the last must give the first's bits */
-    cudaError_t e = paged_attention(dout, dq, dk, dv, dpos, dseq, dpt, per_seq, scratch, n_tok, n_head, n_kv, hd, n_split,
+    cudaError_t e = paged_attention_variant(g_att_v, dout, dq, dk, dv, dpos, dseq, dpt, per_seq, scratch, n_tok, n_head, n_kv, hd, n_split,
                                     0, scale, st);
     const int64_t last = (int64_t)(n_tok - 1) * n_head * hd; /* the last token's q and output */
     if (e == cudaSuccess)
-        e = paged_attention(dout2 + last, dq + last, dk, dv, dpos + n_tok - 1, dseq + n_tok - 1, dpt, per_seq, scratch, 1,
+        e = paged_attention_variant(g_att_v, dout2 + last, dq + last, dk, dv, dpos + n_tok - 1, dseq + n_tok - 1, dpt, per_seq, scratch, 1,
                             n_head, n_kv, hd, n_split, 1, scale, st);
     if (e == cudaSuccess) e = cudaStreamSynchronize(st);
     int same_one = e == cudaSuccess && dev_download(out2, dout2, nq); /* guard intact; compared below */
@@ -1835,7 +1834,7 @@ static void test_paged_attention(gen_rng *r, int n_head, int n_kv, int hd, int n
     const int alt_split = n_split > 1 ? n_split / 2 : 3;
     float *out3 = calloc((size_t)nq, sizeof(float));
     if (e == cudaSuccess)
-        e = paged_attention(dout2, dq, dk, dv, dpos, dseq, dpt, per_seq, scratch, n_tok, n_head, n_kv, hd, alt_split,
+        e = paged_attention_variant(g_att_v, dout2, dq, dk, dv, dpos, dseq, dpt, per_seq, scratch, n_tok, n_head, n_kv, hd, alt_split,
                             1, scale, st);
     if (e == cudaSuccess) e = cudaStreamSynchronize(st);
     int guard3 = e == cudaSuccess && dev_download(out3, dout2, nq);
@@ -1846,11 +1845,13 @@ static void test_paged_attention(gen_rng *r, int n_head, int n_kv, int hd, int n
     uint16_t *dh = dev_alloc(sizeof(uint16_t) * (size_t)nq), *hh = malloc(sizeof(uint16_t) * (size_t)nq);
     int with_h = 0;
     if (e == cudaSuccess) {
-        e = paged_attention_f16(dout2, dh, dq, dk, dv, dpos, dseq, dpt, per_seq, scratch, n_tok, n_head, n_kv, hd,
-                                n_split, 1, scale, st);
+        /* V3's only (paged_attention_f16 runs production's kernel) */
+        e = g_att_v != 3 ? cudaErrorNotSupported
+                         : paged_attention_f16(dout2, dh, dq, dk, dv, dpos, dseq, dpt, per_seq, scratch, n_tok, n_head,
+                                               n_kv, hd, n_split, 1, scale, st);
         with_h = e == cudaSuccess;
         if (e == cudaErrorNotSupported)
-            e = paged_attention(dout2, dq, dk, dv, dpos, dseq, dpt, per_seq, scratch, n_tok, n_head, n_kv, hd, n_split,
+            e = paged_attention_variant(g_att_v, dout2, dq, dk, dv, dpos, dseq, dpt, per_seq, scratch, n_tok, n_head, n_kv, hd, n_split,
                                 1, scale, st);
     }
     if (e == cudaSuccess) e = cudaStreamSynchronize(st);
@@ -1924,8 +1925,9 @@ int main(void) {
     printf("# seed-time %lld\n", (long long)r.s);
     const uint32_t types[] = {QUANT_F32, QUANT_F16, QUANT_Q4_0, QUANT_Q5_0, QUANT_Q8_0, QUANT_Q4_K, QUANT_Q6_K};
     const int64_t shapes[][2] = {{1, 256}, {37, 512}, {131, 2816}, {1000, 4096}, {17, 14336}};
-    /* the exact-X checks below are for v6 (f32 X split into f16 halves); v10 has its own */
-    matvec_use_variant(6);
+    /* every type through the production choice (cu_matvec_kernel): the v10 / v11 cases within
+     * mvq.h's budget, v3 (f32 X split exactly into f16 halves: 5 to 8 tokens, k not a whole
+     * number of v10 groups) and v1 within 1e-4 */
     for (size_t ti = 0; ti < sizeof types / sizeof types[0] && want("matvec"); ti++) {
         uint32_t t = types[ti];
         for (size_t si = 0; si < sizeof shapes / sizeof shapes[0]; si++) {
@@ -1948,116 +1950,81 @@ int main(void) {
     const uint32_t v10_types[] = {QUANT_Q4_0, QUANT_Q4_K, QUANT_Q8_0, QUANT_Q6_K};
     const int64_t v10_shapes[][2] = {{1, 256}, {37, 256}, {1000, 256}, {37, 4096}, {1000, 4096}, {4096, 4096},
                                      {37, 14336}, {1000, 14336}};
-    /* v10 and v11: every case under both variants */
-    for (int variant = 10; variant <= 11 && want("v10"); variant++) {
-        test_matvec_v10(&r, variant, QUANT_Q8_0, 37, 384, 1, 0); /* Q8_0's groups are 128 weights */
-        test_matvec_v10(&r, variant, QUANT_Q8_0, 1000, 2944, 1, 1);
+    /* v11 (v10 where no ring fits); v10 on the cases v11 takes, other ring depths, ring slots before
+     * the PDL wait and grids: the kernel lab (tests/kbench/matvec.cu: matvec, matvec ring) */
+    if (want("v10")) {
+        test_matvec_v10(&r, QUANT_Q8_0, 37, 384, 1, 0); /* Q8_0's groups are 128 weights */
+        test_matvec_v10(&r, QUANT_Q8_0, 1000, 2944, 1, 1);
         for (size_t i = 0; i < sizeof v10_types / sizeof v10_types[0]; i++) {
             const uint32_t t = v10_types[i];
             for (size_t si = 0; si < sizeof v10_shapes / sizeof v10_shapes[0]; si++)
-                test_matvec_v10(&r, variant, t, v10_shapes[si][0], v10_shapes[si][1], 1, 0);
-            test_matvec_v10(&r, variant, t, 1000, 4096, 1, 1);
-            test_matvec_v10(&r, variant, t, 37, 14336, 1, 1);
-            test_matvec_v10(&r, variant, t, 1000, 4096, 1, 2);
-            test_matvec_v10(&r, variant, t, 37, 2816, 1, 2);
+                test_matvec_v10(&r, t, v10_shapes[si][0], v10_shapes[si][1], 1, 0);
+            test_matvec_v10(&r, t, 1000, 4096, 1, 1);
+            test_matvec_v10(&r, t, 37, 14336, 1, 1);
+            test_matvec_v10(&r, t, 1000, 4096, 1, 2);
+            test_matvec_v10(&r, t, 37, 2816, 1, 2);
             /* several tokens (Q6_K: 2; more run v3, whose budget is tighter) */
             for (int n = 2; n <= 4; n++) {
-                test_matvec_v10(&r, variant, t, 37, 512, n, n - 2);
-                test_matvec_v10(&r, variant, t, 1000, 4096, n, 0);
+                test_matvec_v10(&r, t, 37, 512, n, n - 2);
+                test_matvec_v10(&r, t, 1000, 4096, n, 0);
             }
-            test_matvec_v10(&r, variant, t, 300, 14336, 2, 2);
+            test_matvec_v10(&r, t, 300, 14336, 2, 2);
             /* many units per warp (v11: the ring wraps several times; 14336 rows: 6-7 units a
              * warp, 32000: 15-16), and the ring at its shallowest (4 tokens at k = 14336: 2 stages
              * for Q4_0 and Q8_0, 3 for Q6_K at 2 tokens) */
-            test_matvec_v10(&r, variant, t, 14336, 4096, 1, 0);
-            test_matvec_v10(&r, variant, t, 32000, 4096, 1, 0);
-            test_matvec_v10(&r, variant, t, 4096, 14336, t == QUANT_Q6_K ? 2 : 4, 0);
+            test_matvec_v10(&r, t, 14336, 4096, 1, 0);
+            test_matvec_v10(&r, t, 32000, 4096, 1, 0);
+            test_matvec_v10(&r, t, 4096, 14336, t == QUANT_Q6_K ? 2 : 4, 0);
         }
         /* no ring fits beside 4 tokens of X at k = 18432: v11 runs v10 */
-        test_matvec_v10(&r, variant, QUANT_Q4_0, 37, 18432, 4, 0);
+        test_matvec_v10(&r, QUANT_Q4_0, 37, 18432, 4, 0);
     }
     if (want("v10")) test_matvec_ring_cover();
-    /* other ring depths (matvec_ring_depth: the lab's range, MGI_MATVEC=11:S) on a few cases each */
-    for (int depth = 2; depth <= 6 && want("v10"); depth++) {
-        if (depth == 4) continue; /* the default, above */
-        matvec_ring_depth(depth);
-        for (size_t i = 0; i < sizeof v10_types / sizeof v10_types[0]; i++) {
-            const uint32_t t = v10_types[i];
-            test_matvec_v10(&r, 11, t, 14336, 4096, 1, 0);
-            test_matvec_v10(&r, 11, t, 1000, 14336, 1, depth & 1);
-            test_matvec_v10(&r, 11, t, 37, 2816, 2, 2);
-            test_matvec_fused(&r, 11, t, 4096, 4096, 1, depth % 3);
-        }
-        matvec_ring_depth(0);
-    }
-    /* the ring slots filled before the PDL wait forced to 0 (all) .. 3 (matvec_ring_pre; by
-     * default mv11_pre's choice, above), where a warp's units fit the ring and where they do not */
-    for (int pre = 0; pre <= 3 && want("v10"); pre++) {
-        matvec_ring_pre(pre);
-        for (size_t i = 0; i < sizeof v10_types / sizeof v10_types[0]; i++) {
-            const uint32_t t = v10_types[i];
-            test_matvec_fused(&r, 11, t, 28672, 4096, 1, 0);
-            test_matvec_fused(&r, 11, t, 4096, 14336, 1, pre & 1 ? 1 : 2);
-            test_matvec_fused(&r, 11, t, 1000, 4096, 1, 3);
-        }
-        matvec_ring_pre(-1);
-    }
-    /* the balanced grid (matvec_balanced_grid: fewer blocks, every one with the same tiles) */
-    if (want("v10")) {
-        matvec_balanced_grid(1);
-        for (size_t i = 0; i < sizeof v10_types / sizeof v10_types[0]; i++) {
-            const uint32_t t = v10_types[i];
-            test_matvec_fused(&r, 11, t, 28672, 4096, 1, 0); /* 1792 tiles: 128 blocks of 14 */
-            test_matvec_fused(&r, 11, t, 4096, 14336, 2, 1);
-            test_matvec_v10(&r, 11, t, 1000, 4096, 1, 0);
-        }
-        matvec_balanced_grid(0);
-    }
     /* the decode fusions: every v10 type, n = 1 to its maximum, odd shapes (Q8_0's 128-weight
-     * groups: 384), the production shapes of wo, down, QKV and gate/up; under v10 and v11 */
+     * groups: 384), the production shapes of wo, down, QKV and gate/up */
     if (want("fused")) test_matvec_fused_cover();
-    for (int variant = 10; variant <= 11 && want("fused"); variant++) {
+    if (want("fused")) {
         for (size_t i = 0; i < sizeof v10_types / sizeof v10_types[0]; i++) {
             const uint32_t t = v10_types[i];
             const int maxn = t == QUANT_Q6_K ? 2 : 4;
             for (int mode = 0; mode < 3; mode++) {
                 /* one partial tile, with several values: mvq_check's rms test of a single value
                  * fails ~2% of correct runs (CPU emulation) */
-                test_matvec_fused(&r, variant, t, 3, 256, maxn, mode);
-                for (int n = 1; n <= maxn; n++) test_matvec_fused(&r, variant, t, 37, 2816, n, mode);
-                test_matvec_fused(&r, variant, t, 1000, 4096, maxn, mode);
+                test_matvec_fused(&r, t, 3, 256, maxn, mode);
+                for (int n = 1; n <= maxn; n++) test_matvec_fused(&r, t, 37, 2816, n, mode);
+                test_matvec_fused(&r, t, 1000, 4096, maxn, mode);
             }
-            for (int n = 1; n <= maxn; n++) test_matvec_fused(&r, variant, t, 4096, 4096, n, n % 3);
-            test_matvec_fused(&r, variant, t, 6144, 4096, 1, 0);    /* 8b QKV stacked */
-            test_matvec_fused(&r, variant, t, 4096, 14336, maxn, 2); /* 8b down */
-            test_matvec_fused(&r, variant, t, 131, 14336, 1, 1);
-            test_matvec_fused(&r, variant, t, 28672, 4096, maxn, 0); /* 8b gate/up stacked */
-            test_matvec_fused(&r, variant, t, 4096, 4096, 1, 3);     /* 8b wo, as the engine runs it */
-            test_matvec_fused(&r, variant, t, 1000, 2816, 2, 3);
+            for (int n = 1; n <= maxn; n++) test_matvec_fused(&r, t, 4096, 4096, n, n % 3);
+            test_matvec_fused(&r, t, 6144, 4096, 1, 0);    /* 8b QKV stacked */
+            test_matvec_fused(&r, t, 4096, 14336, maxn, 2); /* 8b down */
+            test_matvec_fused(&r, t, 131, 14336, 1, 1);
+            test_matvec_fused(&r, t, 28672, 4096, maxn, 0); /* 8b gate/up stacked */
+            test_matvec_fused(&r, t, 4096, 4096, 1, 3);     /* 8b wo, as the engine runs it */
+            test_matvec_fused(&r, t, 1000, 2816, 2, 3);
         }
-        test_matvec_fused(&r, variant, QUANT_Q8_0, 37, 384, 3, 0);
-        test_matvec_fused(&r, variant, QUANT_Q8_0, 37, 384, 1, 2);
+        test_matvec_fused(&r, QUANT_Q8_0, 37, 384, 3, 0);
+        test_matvec_fused(&r, QUANT_Q8_0, 37, 384, 1, 2);
         /* the RoPE + K/V-store fold: 8b's heads (32 / 8 x 128), 1b's (x 64), partial rotation */
-        for (int n = 1; n <= 4; n++) test_matvec_norm_rope(&r, variant, QUANT_Q4_0, QUANT_Q4_0, 32, 8, 128, 128, 4096, n, 0);
+        for (int n = 1; n <= 4; n++) test_matvec_norm_rope(&r, QUANT_Q4_0, QUANT_Q4_0, 32, 8, 128, 128, 4096, n, 0);
         /* Q4_K_M's layers with a Q6_K V: the 8b's (V shaped for the SMs Q/K leaves, and not), the 1b's */
         for (int sh = 0; sh <= 2; sh++) {
-            test_matvec_norm_rope(&r, variant, QUANT_Q4_K, QUANT_Q6_K, 32, 8, 128, 128, 4096, 1, sh);
-            test_matvec_norm_rope(&r, variant, QUANT_Q4_K, QUANT_Q6_K, 32, 8, 128, 128, 4096, 2, sh);
-            test_matvec_norm_rope(&r, variant, QUANT_Q4_K, QUANT_Q6_K, 32, 8, 64, 64, 2048, 1, sh);
+            test_matvec_norm_rope(&r, QUANT_Q4_K, QUANT_Q6_K, 32, 8, 128, 128, 4096, 1, sh);
+            test_matvec_norm_rope(&r, QUANT_Q4_K, QUANT_Q6_K, 32, 8, 128, 128, 4096, 2, sh);
+            test_matvec_norm_rope(&r, QUANT_Q4_K, QUANT_Q6_K, 32, 8, 64, 64, 2048, 1, sh);
         }
-        test_matvec_norm_rope(&r, variant, QUANT_Q8_0, QUANT_Q8_0, 32, 8, 64, 64, 2048, 3, 0);
-        test_matvec_norm_rope(&r, variant, QUANT_Q4_K, QUANT_Q4_K, 6, 2, 64, 32, 512, 4, 0);
-        test_matvec_norm_rope(&r, variant, QUANT_Q6_K, QUANT_Q6_K, 4, 4, 128, 96, 1024, 2, 0);
+        test_matvec_norm_rope(&r, QUANT_Q8_0, QUANT_Q8_0, 32, 8, 64, 64, 2048, 3, 0);
+        test_matvec_norm_rope(&r, QUANT_Q4_K, QUANT_Q4_K, 6, 2, 64, 32, 512, 4, 0);
+        test_matvec_norm_rope(&r, QUANT_Q6_K, QUANT_Q6_K, 4, 4, 128, 96, 1024, 2, 0);
         /* SwiGLU in the gate/up matvec: 8b's and 1b's FFNs, every type, 1-4 tokens, few tiles */
-        for (int n = 1; n <= 4; n++) test_matvec_glu(&r, variant, QUANT_Q4_0, 14336, 4096, n);
-        test_matvec_glu(&r, variant, QUANT_Q4_K, 14336, 4096, 1);
-        test_matvec_glu(&r, variant, QUANT_Q4_K, 5632, 2048, 3);
-        test_matvec_glu(&r, variant, QUANT_Q8_0, 5632, 2048, 2);
-        test_matvec_glu(&r, variant, QUANT_Q6_K, 1408, 1024, 2);
-        test_matvec_glu(&r, variant, QUANT_Q4_0, 48, 256, 1);
-        test_fused_chain(&r, variant, QUANT_Q4_0, QUANT_Q4_0, 0);
-        test_fused_chain(&r, variant, QUANT_Q4_K, QUANT_Q6_K, 0);
-        test_fused_chain(&r, variant, QUANT_Q8_0, QUANT_Q4_0, 1);
+        for (int n = 1; n <= 4; n++) test_matvec_glu(&r, QUANT_Q4_0, 14336, 4096, n);
+        test_matvec_glu(&r, QUANT_Q4_K, 14336, 4096, 1);
+        test_matvec_glu(&r, QUANT_Q4_K, 5632, 2048, 3);
+        test_matvec_glu(&r, QUANT_Q8_0, 5632, 2048, 2);
+        test_matvec_glu(&r, QUANT_Q6_K, 1408, 1024, 2);
+        test_matvec_glu(&r, QUANT_Q4_0, 48, 256, 1);
+        test_fused_chain(&r, QUANT_Q4_0, QUANT_Q4_0, 0);
+        test_fused_chain(&r, QUANT_Q4_K, QUANT_Q6_K, 0);
+        test_fused_chain(&r, QUANT_Q8_0, QUANT_Q4_0, 1);
     }
     if (want("fused")) {
         test_chain(&r, QUANT_Q4_0, QUANT_Q4_0);
@@ -2073,7 +2040,7 @@ int main(void) {
     for (int vi = 0; vi < 3 && want("gemm"); vi++) {
         const int v = gemm_variants[vi];
         g_gemm_variant = v;
-        gemm_use_variant(v);
+        g_gcfg.variant = v;
         for (int i = 0; i < 4; i++) {
             uint32_t t = gemm_types[i];
             const int64_t odd_k = t == QUANT_Q4_0 || t == QUANT_Q8_0 ? 2848 : 2816; /* 32-weight types: a half chunk */
@@ -2096,7 +2063,7 @@ int main(void) {
             test_gemm_split_graph(&r, t, 64);
         }
     }
-    gemm_use_variant(2);
+    g_gcfg.variant = 2;
     if (want("small")) {
         test_rmsnorm(&r);
         for (int dim = 4096; dim <= 4102; dim += 6)
@@ -2122,9 +2089,9 @@ int main(void) {
         const int32_t p5[8] = {14, 15, 16, 17, 47, 48, 79, 320};
         int32_t p6[64];
         for (int i = 0; i < 64; i++) p6[i] = (int32_t)(gen_u64(&r) % 3000);
-        /* variant 2 (default): the tensor-core kernel for head_dim 64 and 128; 3: its V3; 1: the tiled one */
+        /* variant 3 (production): the tensor-core kernel's V3 for head_dim 64 and 128; 2: its first form; 1:
+         * the tiled one */
         for (int v = 3; v >= 1; v--) {
-            paged_attention_use_variant(v);
             g_att_v = v;
             test_paged_attention(&r, 32, 8, 128, 32, 1, p1);
             test_paged_attention(&r, 32, 8, 128, 32, 5, p2);
@@ -2142,7 +2109,7 @@ int main(void) {
             test_paged_attention(&r, 8, 2, 128, 256, 1, p4); /* the most splits: the merge's weights */
             test_paged_attention(&r, 64, 8, 64, 256, 1, p7); /* 8 heads a kv head, hd 64, 37 splits */
         }
-        paged_attention_use_variant(3); /* the default again */
+        g_att_v = 3;
         test_prefill_cases(&r, 3); /* prompt attention v1 and v2 */
     }
     if (want("panel")) test_gemm_panels(&r); /* late: a fault in the wgmma kernels cannot take other checks with it */

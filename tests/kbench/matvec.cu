@@ -20,7 +20,7 @@
 #include "tests/gpu/mvq.h"
 #include "tests/kbench/lab.h"
 #include "kernels/kernels.h"
-#include "kernels/matvec.cuh"
+#include "tests/kbench/matvec_lab.cuh"
 
 struct shape { int64_t rows, k; };
 

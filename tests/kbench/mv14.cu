@@ -284,7 +284,6 @@ int main() {
         }
         double us11 = 0;
         if (copies > 1) {
-            matvec_use_variant(11);
             us11 = L.time_ms([&] { for (int c = 0; c < copies; c++) CUDA_CHECK(cu_matvec_f32(dy, w11[c], QUANT_Q4_0, dx, rows, k, 1, 0)); }, 5) * 1e3 / copies;
         }
         printf("| %lldx%lld | %.1f | %s | %s | %s | %.2f us, %.1f%% |\n", (long long)rows, (long long)k, vbytes / 1e6, cell[0],
