@@ -30,8 +30,6 @@ enum {
     N_SPLIT_MAX = 32,    /* attention splits per token (blocks per kv head; a decode step's graph
                             launches them all, most exiting at once at short contexts) */
     ATT_BLOCKS_PER_SM = 4, /* attention launches aim at this many blocks per SM (att_splits) */
-    GEMM_PANEL_MIN_TOKENS = 512, /* prompt GEMMs of fewer tokens run v7 (gemm_panel_min_tokens): PERF-LOG
-                            run 91, 8b pp256 12270 t/s with panels, 17730 with v7 */
     STAGE_SLOTS = 8,     /* pinned staging buffers per part for the upload */
     STAGE_BYTES = 16 << 20,
     N_READERS = 4,       /* threads per part copying the mapped file into staging buffers */
@@ -43,8 +41,6 @@ enum {
                             matvec_f32_norm etc.: v10's range) */
 };
 
-/* MGI_FUSE values (fuse_mode). */
-enum { FUSE_OFF = 0, FUSE_ALL = 1, FUSE_NO_SWIGLU = 2 };
 /* A layer's fusion plan for one token count (fcu_plan_fusions): which products take the fused
  * matvecs (QKV and gate/up: every matrix of the group), and whether the layer runs fused. */
 enum { FZ_QKV = 1, FZ_WO = 2, FZ_GU = 4, FZ_DOWN = 8, FZ_LAYER = 16 };
@@ -172,12 +168,6 @@ struct forward_cuda {
      * (fcu_ahead_cancel). */
     kernels_gate *gate;     /* pinned, mapped */
     int gate_pass;          /* the pass being launched begins with the gate */
-    int ahead_mode;         /* ahead_mode(), read once at create */
-    int glu;                /* fused decode FFNs write SwiGLU from the gate/up matvec (fcu_ffn_half); MGI_GLU=0: apart */
-    int beside;             /* a QKV group of two fused matvecs (fcu_attn_half): 3 one launch (matvec_f32_norm_rope_pair),
-                             * else the second beside the first, on the SMs the first leaves (2, MGI_BESIDE=2) or
-                             * shaped for every SM (1); 0 after it */
-    int direct_out;         /* gate steps write logits / ids into h_logits / h_ids (fcu_run_head); MGI_DIRECT_OUT=0: copies */
     int ahead, armed, armed_greedy, armed_ev;
     cudaEvent_t step_ev[2]; /* the end of the step waited for, and of the one launched ahead */
     int ev_next;
@@ -191,10 +181,6 @@ struct forward_cuda {
     int broken;         /* an NCCL failure or timeout: the communicators are gone */
     int timeout_s;      /* fcu_nccl_timeout_s(), read once at create */
     int fault_stall;    /* fcu_fault_peer_stall(), read once at create */
-    int fuse;           /* fuse_mode(), read once at create */
-    int rope_fold;      /* rope_fold_mode(), read once at create */
-    int att_early;      /* att_early_mode(), read once at create */
-    int pipe_ub;        /* pipe_ub_mode(), read once at create */
     char trace_path[512];   /* MGI_TRACE's FILE ("" when off): two decode steps' block timeline */
     int trace_step;         /* MGI_TRACE's N: the first replay of a one-part decode graph it traces */
     void *trace_buf;        /* device, TRACE_BYTES, while tracing */

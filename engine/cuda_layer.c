@@ -93,7 +93,7 @@ static int group_mm(part *p, const wgroup *g, const float *x, float *buf, int t0
  * wo and down products are partial sums, added by the all-reduce before the norm), at most
  * FUSE_MAX_N tokens. */
 static int fuse_on(const forward_cuda *f, int n) {
-    return f->fuse != FUSE_OFF && f->split != ENGINE_SPLIT_ROW && n <= FUSE_MAX_N;
+    return f->split != ENGINE_SPLIT_ROW && n <= FUSE_MAX_N;
 }
 
 /* The FZ_* plan of layer l for a pass of n tokens (0: the unfused layer). */
@@ -174,9 +174,9 @@ int fcu_attn_half(part *p, int32_t l, span s, int fz, char *err, size_t err_size
     int64_t sq, sk, sv;
     float *x = p->x + (int64_t)t0 * E, *xn = p->xn + (int64_t)t0 * E;
     float *q = p->q + (int64_t)t0 * p->nq, *att = p->att + (int64_t)t0 * p->nq;
-    if ((fz & FZ_QKV) && f->rope_fold) { /* Q, K, V straight to q and the caches */
+    if (fz & FZ_QKV) { /* Q, K, V straight to q and the caches */
         cudaError_t pe = cudaErrorNotSupported;
-        if (L->qkv.n_m == 2 && f->beside == 3) { /* Q4_K_M's Q/K and Q6_K V: one launch for both */
+        if (L->qkv.n_m == 2) { /* Q4_K_M's Q/K and Q6_K V: one launch for both */
             const dweight *w0 = &L->qkv.m[0], *w1 = &L->qkv.m[1];
             int64_t r[2][3];
             for (int i = 0; i < 2; i++) group_part_rows(&L->qkv, i, r[i]);
@@ -192,9 +192,9 @@ int fcu_attn_half(part *p, int32_t l, span s, int fz, char *err, size_t err_size
             group_part_rows(&L->qkv, i, r);
             /* a second matrix (Q4_K_M's Q6_K V) runs beside the first (both read x only), on the
              * SMs the first one's grid leaves */
-            if (i > 0 && f->beside) {
+            if (i > 0) {
                 const dweight *w0 = &L->qkv.m[0];
-                const int front = f->beside >= 2 ? matvec_fused_blocks(w0->type, w0->rows, w0->k, nt) : 0;
+                const int front = matvec_fused_blocks(w0->type, w0->rows, w0->k, nt);
                 DEV_TRY(matvec_f32_norm_rope_beside(w->w, w->type, x, L->attn_norm, hp->rms_eps, w->rows, w->k, nt, q,
                                                     p->kv_k + kv_off, p->kv_v + kv_off, d_pos + t0, d_cell + t0, r[0],
                                                     r[1], p->kv_dim, hd, hp->n_rot, hp->rope_base, front, p->st));
@@ -229,13 +229,13 @@ int fcu_attn_half(part *p, int32_t l, span s, int fz, char *err, size_t err_size
                 e = paged_attention_f16(att + (size_t)c * p->nq, p->xh + (size_t)c * p->nq, q + (size_t)c * p->nq,
                                         p->kv_k + kv_off, p->kv_v + kv_off, d_pos + t0 + c, d_seq + t0 + c, d_pages,
                                         f->max_pages, p->att_scratch, nc, p->n_head, p->n_head_kv, hd,
-                                        att_splits(f, p, nc), f->one_per_seq && f->att_early, scale, p->st);
+                                        att_splits(f, p, nc), f->one_per_seq, scale, p->st);
             if (e == cudaErrorNotSupported) {
                 h16 = 0; /* (the first chunk: every chunk takes the same kernel) */
                 e = paged_attention(att + (size_t)c * p->nq, q + (size_t)c * p->nq, p->kv_k + kv_off,
                                     p->kv_v + kv_off, d_pos + t0 + c, d_seq + t0 + c, d_pages, f->max_pages,
                                     p->att_scratch, nc, p->n_head, p->n_head_kv, hd, att_splits(f, p, nc),
-                                    f->one_per_seq && f->att_early, scale, p->st);
+                                    f->one_per_seq, scale, p->st);
             }
             DEV_TRY(e);
         }
@@ -246,8 +246,8 @@ int fcu_attn_half(part *p, int32_t l, span s, int fz, char *err, size_t err_size
 }
 
 /* FFN half of layer l: xn (normed) -> gate/up, SwiGLU, down into xn (a partial sum in row mode).
- * With fz: x -> gate/up with the FFN norm inside (or before it), and down added to x, SwiGLU
- * inside it (MGI_FUSE=1) or apart. */
+ * With fz: x -> gate/up with the FFN norm inside (or before it), SwiGLU inside it where gate and
+ * up are one stacked matrix, and down added to x. */
 int fcu_ffn_half(part *p, int32_t l, span s, int fz, char *err, size_t err_size) {
     forward_cuda *f = p->f;
     const dlayer *L = &p->layers[l - p->l0];
@@ -259,7 +259,7 @@ int fcu_ffn_half(part *p, int32_t l, span s, int fz, char *err, size_t err_size)
     const wgroup *gu = &L->gu;
     /* gate and up stacked in one matrix: the fused matvec writes silu(gate) * up itself (no SwiGLU
      * launch), where v11 takes it */
-    if ((fz & FZ_GU) && (fz & FZ_DOWN) && f->fuse != FUSE_ALL && f->glu && gu->n_m == 1 && gu->n_parts == 2 &&
+    if ((fz & FZ_GU) && (fz & FZ_DOWN) && gu->n_m == 1 && gu->n_parts == 2 &&
         gu->part_off[1] == gu->part_rows[0] && gu->part_rows[0] == gu->part_rows[1] && gu->part_rows[0] == p->n_ff) {
         float *ff = p->ff + (int64_t)t0 * p->n_ff;
         const dweight *w = &gu->m[0];
@@ -272,14 +272,8 @@ int fcu_ffn_half(part *p, int32_t l, span s, int fz, char *err, size_t err_size)
         return -1;
     group_view(&L->gu, p->gu, f->n_batch, 0, &pg, &sg);
     group_view(&L->gu, p->gu, f->n_batch, 1, &pu, &su);
-    /* Unfused, SwiGLU stays apart: folding it into v6's input staging (matvec_f32_swiglu) measured
-     * slower in the decode step (kernel lab, PERF-LOG run 8); v10's fused layer folds it unless
-     * MGI_FUSE=2. */
-    if ((fz & FZ_DOWN) && f->fuse == FUSE_ALL) {
-        DEV_TRY(matvec_f32_swiglu_acc(x, dn->w, dn->type, pg + t0 * sg, sg, pu + t0 * su, su, dn->rows, dn->k, nt,
-                                      p->st));
-        return 0;
-    }
+    /* SwiGLU apart otherwise: folding it into the down matvec's input staging measured slower, unfused
+     * (PERF-LOG run 8) and fused (run 26: 8b q4_0 tg128 510 vs 518 apart) */
     float *ff = p->ff + (int64_t)t0 * p->n_ff;
     if (!fz && mm_gemm(dn, nt)) { /* down's GEMM input in f16 from SwiGLU itself */
         DEV_TRY(paged_swiglu_f16(ff, p->xh, pg + t0 * sg, sg, pu + t0 * su, su, nt, p->n_ff, p->st));
@@ -335,7 +329,7 @@ int fcu_run_head(part *p, int n, int r0, int nr, int greedy, int identity, char 
     /* A step through the gate writes its outputs straight into the pinned buffers (mapped; UVA:
      * their host addresses are their device addresses): no copy at the step's end, whose fixed
      * cost would come between this step and the next. */
-    const int direct = f->gate_pass && f->direct_out;
+    const int direct = f->gate_pass;
     float *logits = p->logits;
     if (fuse_on(f, nr) && p->head_fz[nr]) { /* the output norm inside the head's matvec */
         const float *x = p->x;
@@ -369,24 +363,22 @@ static int fused_ok(const dweight *w, int n) {
 
 /* The fusion plan of a part, on its device after load (the fused matvecs depend on its shared
  * memory): per layer and token count which products take a fused matvec, and whether the layer
- * runs fused. All fused, a layer is 3 launches fewer than unfused (with SwiGLU apart, 2 fewer);
- * each product that falls back costs one back (the norm or the add on its own; down with SwiGLU
- * folded two), so the layer runs fused while that leaves it no longer than the unfused one (as
- * long: no norm launch between it and fused neighbours). A model no fused matvec takes keeps the
- * unfused layers. */
+ * runs fused. All fused, a layer is at least 2 launches fewer than unfused (its norms and adds);
+ * each product that falls back costs one back (the norm or the add on its own), so the layer runs
+ * fused while that leaves it no longer than the unfused one (as long: no norm launch between it and
+ * fused neighbours). A model no fused matvec takes keeps the unfused layers. */
 void fcu_plan_fusions(part *p) {
-    forward_cuda *f = p->f;
     for (int n = 1; n <= FUSE_MAX_N; n++) {
-        p->head_fz[n] = f->fuse != FUSE_OFF && p->head && fused_ok(&p->output, n);
+        p->head_fz[n] = p->head && fused_ok(&p->output, n);
         for (int32_t l = 0; l < p->l1 - p->l0; l++) {
             dlayer *L = &p->layers[l];
             int qkv = 1, gu = 1;
             for (int i = 0; i < L->qkv.n_m; i++) qkv &= fused_ok(&L->qkv.m[i], n);
             for (int i = 0; i < L->gu.n_m; i++) gu &= fused_ok(&L->gu.m[i], n);
             int wo = fused_ok(&L->wo, n), down = fused_ok(&L->down, n);
-            int all = f->fuse == FUSE_ALL, extra = !qkv + !wo + !gu + (all ? 2 : 1) * !down;
+            int extra = !qkv + !wo + !gu + !down;
             L->fz[n] = (uint8_t)((qkv ? FZ_QKV : 0) | (wo ? FZ_WO : 0) | (gu ? FZ_GU : 0) | (down ? FZ_DOWN : 0) |
-                                 (f->fuse != FUSE_OFF && extra <= (all ? 3 : 2) ? FZ_LAYER : 0));
+                                 (extra <= 2 ? FZ_LAYER : 0));
         }
     }
 }

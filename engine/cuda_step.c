@@ -225,7 +225,6 @@ static int run_pass(forward_cuda *f, int n, int head, int graphs, int capture, c
          * micro-batches; 1.44x with 128) and 1.20x for 8b (1.25x with 128). */
         ub = (n + 4 * f->n_part - 1) / (4 * f->n_part);
         ub = (ub + PIPE_MIN - 1) / PIPE_MIN * PIPE_MIN;
-        if (f->pipe_ub) ub = f->pipe_ub < n ? f->pipe_ub : n;
     }
     for (int t0 = 0; t0 < n; t0 += ub) {
         span s = {n, t0, n - t0 < ub ? n - t0 : ub};
@@ -469,7 +468,7 @@ static int fwd_pass(void *self, const engine_fwd_batch *b, float *logits, int32_
     size_t words = 5 * (size_t)n + (size_t)(b->n_seqs - 1) * (size_t)f->max_pages + (size_t)need;
     size_t xb = (size_t)n * (size_t)hp->n_embd * sizeof(float);
     /* a one-part decode step from its graph: the metadata through the gate, not a copy */
-    const int gate = identity && n <= GRAPH_MAX_TOK && f->n_part == 1 && !b->x_in && f->ahead_mode;
+    const int gate = identity && n <= GRAPH_MAX_TOK && f->n_part == 1 && !b->x_in;
     for (int i = 0; i < f->n_part && !gate; i++) {
         part *p = &f->p[i];
         DEV_TRY(cudaSetDevice(p->dev));

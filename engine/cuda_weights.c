@@ -144,9 +144,8 @@ static void layout_scratch(part *p, arena *a) {
     int at = f->n_batch < ATT_CHUNK ? f->n_batch : ATT_CHUNK; /* tokens per attention launch */
     p->att_scratch_bytes = paged_attention_scratch_bytes(at, p->n_head, hp->head_dim, f->n_split);
     p->att_scratch = take(a, p->att_scratch_bytes);
-    /* gemm_f16_split's bound for any shape's split-K planes (every variant, v7's too): SMs x
-     * 128 KiB (kernels.h); the f16 panels of variants 4-7 (MGI_GEMM; 6 and 7 need what 4 does)
-     * need more, so the buffer is sized for every variant. */
+    /* gemm_f16_split's bound for any shape's split-K planes: SMs x 128 KiB (kernels.h); the f16
+     * panels of the prompt GEMM (variant 7's need what 4's do) may need more. */
     p->gemm_scratch_bytes = (size_t)p->n_sm * (128u << 10);
     for (int i = 0; i < p->n_w; i++) {
         const dweight *w = p->ws[i];

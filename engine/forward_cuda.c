@@ -21,11 +21,10 @@
  * A layer is nine launches: Q/K/V as one stacked matvec (when the three share a type), RoPE with
  * the K/V store, paged attention, the output matvec, residual add + FFN norm, gate/up stacked,
  * SwiGLU, down, residual add + the next layer's attention norm. Passes of up to FUSE_MAX_N tokens
- * on one device or a layer split take seven where the matvecs allow (MGI_FUSE, fuse_mode; the
- * plan per layer and token count: fcu_plan_fusions): each RMSNorm inside the matvec that reads it, the
- * residual adds as the wo and down matvecs' `y +=` (and with MGI_FUSE=1, six: SwiGLU while the
- * down matvec stages its input); after a fused layer x holds the whole residual and xn is only
- * scratch. The kernels of a decode step overlap their launch and first weight loads with the
+ * on one device or a layer split take fewer where the matvecs allow (the plan per layer and token
+ * count: fcu_plan_fusions): each RMSNorm inside the matvec that reads it, RoPE and the K/V store
+ * inside the QKV matvec, SwiGLU inside the stacked gate/up matvec, the residual adds as the wo and
+ * down matvecs' `y +=`; after a fused layer x holds the whole residual and xn is only scratch. The kernels of a decode step overlap their launch and first weight loads with the
  * previous kernel's tail (programmatic dependent launch, kernels/pdl.cuh).
  *
  * Per pass, everything that changes (token ids, positions, sequence indices, cells, the rows
@@ -45,116 +44,6 @@
 #include "engine/cuda_internal.h"
 #include "engine/devices.h"
 #include "quant/quant.h"
-
-/* The GEMM of passes of more than 4 tokens (kernels.h's gemm_use_variant): 7, the default,
- * dequantises f16 weight panels and multiplies them with wgmma from GEMM_PANEL_MIN_TOKENS tokens,
- * and below that runs v7, wgmma on weights dequantised in registers (batched decode steps, short
- * prompts); both on compute capability 9.0, v2 elsewhere. MGI_GEMM=4 (panels, v2 below
- * GEMM_PANEL_MIN_TOKENS), 2 (in-register dequantisation, mma.sync), 5 (panels, mma.sync) or 6 (4
- * without the proxy fence) for A/B runs. PERF-LOG run 26: 8b q4_0 pp512 20160 with panels, 14050
- * with 2; run 32: a 64-sequence 8b q4_k_m decode step 5.08 ms with 7, 7.83 with 4. Process-wide,
- * set at create. */
-static int g_gemm_variant = 7;
-static void gemm_variant_from_env(void) {
-    const char *e = getenv("MGI_GEMM");
-    g_gemm_variant = e && e[0] && !e[1] && strchr("24567", e[0]) ? e[0] - '0' : 7;
-    gemm_use_variant(g_gemm_variant);
-    /* the panel path's token threshold and kernels.h's gemm_panel_rule, for A/B runs */
-    e = getenv("MGI_PANEL_MIN");
-    gemm_panel_min_tokens(e && atoi(e) > 0 ? atoi(e) : GEMM_PANEL_MIN_TOKENS);
-    e = getenv("MGI_PANEL_RULE");
-    gemm_panel_rule(!(e && !strcmp(e, "0")));
-    e = getenv("MGI_V7_PLANES"); /* kernels.h's gemm_v7_plane_model, for A/B runs */
-    gemm_v7_plane_model(!(e && !strcmp(e, "0")));
-    /* Decode attention (paged.h's paged_attention_use_variant): 3, the default, the tensor-core
-     * kernel's V3 (PERF-LOG run 34: 8b q4_k_m tg32 @ d16384 402.4 t/s, 361.1 with 2); MGI_ATT=2
-     * its first form, 1 the tiled CUDA-core kernel, for A/B runs */
-    const char *a = getenv("MGI_ATT");
-    paged_attention_use_variant(a && !strcmp(a, "1") ? 1 : a && !strcmp(a, "2") ? 2 : 3);
-}
-
-/* The prompt attention kernel (paged.h's paged_prefill_use_variant): 3, the default (wgmma on
- * compute capability 9.0, v2 elsewhere; PERF-LOG run 31: 8b q4_k_m pp512 @ d16384 14029 t/s, 12826
- * with v2, 6233 with v1), or MGI_PREFILL_ATT=1 (the first tensor-core kernel) or 2 (mma.sync, 128
- * rows a block) for A/B runs. Process-wide, set at create. */
-static void prefill_variant_from_env(void) {
-    const char *e = getenv("MGI_PREFILL_ATT");
-    paged_prefill_use_variant(e && (!strcmp(e, "1") || !strcmp(e, "2")) ? e[0] - '0' : 3);
-}
-
-/* The decode matvec (kernels.h's matvec_use_variant) for 1 to 4 tokens: 11, the default (v10 with
- * the weights streamed through a shared-memory ring by cp.async, at most 4 stages deep, v10 where
- * 2 do not fit; PERF-LOG run 31: 8b q4_0 tg128 608.8 t/s, 566.4 with v10); MGI_MATVEC=10 (int8 X,
- * dp4a, weights through registers), 11:S (a ring of at most S stages, 2-6: matvec_ring_depth) or 6
- * (tensor cores, f32 X exact) for A/B runs. The decode fusions (MGI_FUSE) go with 10 and 11.
- * Process-wide, set at create. */
-static void matvec_variant_from_env(void) {
-    const char *e = getenv("MGI_MATVEC");
-    int v = 11, depth = 0;
-    if (e && !strcmp(e, "6")) v = 6;
-    if (e && !strcmp(e, "10")) v = 10;
-    if (e && !strncmp(e, "11", 2) && (!e[2] || (e[2] == ':' && e[3] >= '2' && e[3] <= '6' && !e[4]))) {
-        v = 11;
-        depth = e[2] ? e[3] - '0' : 0;
-    }
-    matvec_use_variant(v);
-    matvec_ring_depth(depth); /* 0: the default */
-    /* the matvecs' PDL trigger right after their wait (default; PERF-LOG run 59: +3-4% tg128 on an
-     * H200); MGI_MV_EARLY=0 after their main loop, for A/B runs */
-    e = getenv("MGI_MV_EARLY");
-    matvec_pdl_early(!(e && !strcmp(e, "0")));
-    e = getenv("MGI_MV_BALANCE"); /* kernels.h's matvec_balanced_grid: on unless "0" (A/B runs) */
-    matvec_balanced_grid(!(e && !strcmp(e, "0")));
-    /* v11's ring slots filled before the PDL wait (kernels.h: matvec_ring_pre; default -1, the
-     * kernel's choice), for A/B runs */
-    e = getenv("MGI_MV_PRE");
-    matvec_ring_pre(e && *e >= '0' && *e <= '6' && !e[1] ? *e - '0' : -1);
-    e = getenv("MGI_PAIR_SMS"); /* kernels.h's matvec_pair_sms: the SMs of Q4_K_M's V grid (A/B runs) */
-    matvec_pair_sms(e ? atoi(e) : 0);
-}
-
-/* MGI_FUSE: 0 the unfused nine-launch layer everywhere, 1 the whole fused layer (SwiGLU too, while
- * the down matvec stages X), anything else (2, the default) the fused layer with SwiGLU as its own
- * kernel: on an H200 that was the fastest (PERF-LOG run 26: 8b q4_0 tg128 518 vs 510 with 1 and
- * 504 unfused). For A/B runs on the device. */
-static int fuse_mode(void) {
-    const char *e = getenv("MGI_FUSE");
-    if (e && !strcmp(e, "0")) return FUSE_OFF;
-    if (e && !strcmp(e, "1")) return FUSE_ALL;
-    return FUSE_NO_SWIGLU;
-}
-
-/* A fused layer's QKV matvecs rotate Q and K and store K and V themselves (matvec_f32_norm_rope),
- * one launch fewer per decode layer: the default (PERF-LOG run 38, tg128 on an H200: 8b q4_0
- * 611.5 -> 616.2, q4_k_m 563.5 -> 565.6); MGI_ROPE_FOLD=0 keeps the separate paged_rope_store. */
-static int rope_fold_mode(void) {
-    const char *e = getenv("MGI_ROPE_FOLD");
-    return !(e && !strcmp(e, "0"));
-}
-
-/* Decode steps' attention copies its first K/V sub-tiles before its PDL wait (paged.h's
- * kv_ready, passes of one token per sequence): the default; MGI_ATT_EARLY=0 waits first, for A/B
- * runs. */
-static int att_early_mode(void) {
-    const char *e = getenv("MGI_ATT_EARLY");
-    return !(e && !strcmp(e, "0"));
-}
-
-/* MGI_PIPE_UB=N, for A/B runs: the layer split's micro-batches of N tokens (whole PIPE_MIN tiles),
- * instead of run_pass's rule (0). */
-static int pipe_ub_mode(void) {
-    const char *e = getenv("MGI_PIPE_UB");
-    int v = e ? atoi(e) : 0;
-    return v >= PIPE_MIN ? v / PIPE_MIN * PIPE_MIN : 0;
-}
-
-/* MGI_AHEAD, for A/B runs: 0 one-part decode steps take their metadata by a copy queued before
- * the launch (no gate), 1 through the host gate but never launched ahead, anything else (2, the
- * default) the gate and engine_decode_ahead's launches (forward_cuda.gate). */
-static int ahead_mode(void) {
-    const char *e = getenv("MGI_AHEAD");
-    return e && !strcmp(e, "0") ? 0 : e && !strcmp(e, "1") ? 1 : 2;
-}
 
 /* --- KV cells --------------------------------------------------------------------------------- */
 
@@ -369,26 +258,7 @@ static void *cuda_create(const llama_model *m, const engine_plan *plan, int32_t 
     f->max_pages = (max_pos + ENGINE_KV_PAGE - 1) / ENGINE_KV_PAGE;
     f->n_split = f->max_pages < N_SPLIT_MAX ? f->max_pages : N_SPLIT_MAX;
     f->timeout_s = fcu_nccl_timeout_s();
-    gemm_variant_from_env();
-    prefill_variant_from_env();
-    matvec_variant_from_env();
     f->fault_stall = fcu_fault_peer_stall();
-    f->fuse = fuse_mode();
-    f->rope_fold = rope_fold_mode();
-    f->att_early = att_early_mode();
-    f->pipe_ub = pipe_ub_mode();
-    f->ahead_mode = ahead_mode();
-    {
-        const char *e = getenv("MGI_DIRECT_OUT"); /* fcu_run_head's direct writes; 0 for A/B runs */
-        f->direct_out = !(e && !strcmp(e, "0"));
-        e = getenv("MGI_GLU"); /* fcu_ffn_half's SwiGLU in the gate/up matvec; 0 for A/B runs */
-        f->glu = !(e && !strcmp(e, "0"));
-        /* fcu_attn_half's two QKV matvecs in one launch (3), else the second beside the first on the SMs
-         * the first leaves (2), beside shaped for the whole device (1), after it (0); MGI_BESIDE=0-2
-         * for A/B runs */
-        e = getenv("MGI_BESIDE");
-        f->beside = e && e[0] >= '0' && e[0] <= '2' && !e[1] ? e[0] - '0' : 3;
-    }
     fcu_trace_mode(f);
     /* The engine's pool holds at least one cell per position of each of its sequences, so no
      * pass has more sequences than n_cells / max_pos (nor more than tokens). */
@@ -557,7 +427,7 @@ static int cuda_describe(void *self, char *buf, size_t size) {
 /* batch.h: ahead. One part only: the gate and the cancel's trash page are part 0's. */
 static void cuda_ahead(void *self, int on) {
     forward_cuda *f = self;
-    f->ahead = on && f->n_part == 1 && f->ahead_mode == 2;
+    f->ahead = on && f->n_part == 1;
 }
 
 /* The pinned logits buffer the head's rows are copied into (batch.h: out_buffer). */
