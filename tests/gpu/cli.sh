@@ -118,7 +118,7 @@ for l in open(sys.argv[1]): r = json.loads(l); print(r["id"], r["finish_reason"]
     else
         fail "gpu cli: 160 layers over peer access" "${BUILD:-build}/scripts/mkmodel could not write the model"
     fi
-    # A peer that stops answering (engine/forward_cuda.c: MGI_FAULT=nccl-peer-stall keeps the last
+    # A peer that stops answering (engine/cuda_comm.c: MGI_FAULT=nccl-peer-stall keeps the last
     # device out of the all-reduces and the first device's sends): one error line, exit 3, no hang;
     # the line must be the stall's (no progress, or NCCL's own error), not some other failure.
     for sm in row layer; do
