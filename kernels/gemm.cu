@@ -466,11 +466,11 @@ extern "C" size_t cu_gemm_f16_scratch_bytes(int64_t rows, int64_t k, int n) {
     return cu_gemm_scratch_bytes_with(&g_production, rows, k, n);
 }
 
-extern "C" cudaError_t cu_gemm_f16_dequant(void *scratch, size_t scratch_bytes, const void *w, uint32_t wtype, int64_t rows,
-                                        int64_t k, cudaStream_t stream) {
-    if (!gemm_args_ok(wtype, rows, k, 1)) return cudaErrorInvalidValue;
+extern "C" cudaError_t cu_gemm_f16_dequant(const cu_gemm_cfg *c, void *scratch, size_t scratch_bytes, const void *w,
+                                           uint32_t wtype, int64_t rows, int64_t k, cudaStream_t stream) {
+    if (!c || !gemm_args_ok(wtype, rows, k, 1)) return cudaErrorInvalidValue;
     bool ran = false;
-    cudaError_t e = gp_run(5, GEMM_PANEL_BYTES, NULL, (const uint8_t *)w, wtype, NULL, (int)rows, (int)k, 1, scratch,
+    cudaError_t e = gp_run(5, gp_limit(c), NULL, (const uint8_t *)w, wtype, NULL, (int)rows, (int)k, 1, scratch,
                            scratch_bytes, stream, false, &ran);
     return e != cudaSuccess ? e : ran ? cudaSuccess : cudaErrorInvalidValue;
 }

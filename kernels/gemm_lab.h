@@ -60,12 +60,12 @@ size_t cu_gemm_scratch_bytes_with(const cu_gemm_cfg *c, int64_t rows, int64_t k,
  * path's own split is not counted). */
 int cu_gemm_split_slices(const cu_gemm_cfg *c, uint32_t wtype, int64_t rows, int64_t k, int n, size_t scratch_bytes);
 /* Only the dequantisation launches the panel path would make for this matrix and scratch (panels
- * up to 32 MiB), no products. The last panel stays at the start of the scratch (rounded up to
+ * up to c's panel cap), no products. The last panel stays at the start of the scratch (rounded up to
  * 1024 bytes) as [P / 128][pc][128 rows][64] f16, P the panel's rows (a multiple of 128; rows past
  * the matrix are zeros) and pc its 64-weight chunks: for a matrix that is one panel, weight (r, j)
  * at ((r / 128) * C + j / 64) * 8192 + (r % 128) * 64 + j % 64, C = k / 64 rounded up.
  * cudaErrorInvalidValue when the scratch cannot hold a panel. */
-cudaError_t cu_gemm_f16_dequant(void *scratch, size_t scratch_bytes, const void *w, uint32_t wtype, int64_t rows,
+cudaError_t cu_gemm_f16_dequant(const cu_gemm_cfg *c, void *scratch, size_t scratch_bytes, const void *w, uint32_t wtype, int64_t rows,
                                 int64_t k, cudaStream_t stream);
 
 #ifdef __cplusplus

@@ -229,23 +229,6 @@ typedef struct {
 } argmax_skip;
 cudaError_t cu_argmax(int32_t *out, const float *logits, int n_seq, int n_vocab, argmax_skip skip, cudaStream_t stream);
 
-/* ---- decode attention (attention.cu) ---------------------------------------------------------
- * KV cache of one layer, f16: k_cache/v_cache [n_seq][n_kv_head][max_ctx][head_dim].
- * cu_kv_store writes the new token's k, v (f32 [n_seq][n_kv_head][head_dim]) at position pos[s]. */
-cudaError_t cu_kv_store(uint16_t *k_cache, uint16_t *v_cache, const float *k, const float *v,
-                     const int32_t *pos, int n_seq, int n_kv_head, int head_dim, int max_ctx,
-                     cudaStream_t stream);
-/* One query token per sequence: out, q [n_seq][n_head][head_dim] f32; the query attends to
- * positions [0, len[s]) (len on the device, so a captured graph replays at any length). GQA:
- * head h reads kv head h / (n_head / n_kv_head). head_dim <= 256. Split-KV: blocks over
- * ATTN_SPLIT positions, then a combine pass; scratch holds cu_attention_scratch_bytes. */
-#define ATTN_SPLIT 128
-size_t cu_attention_scratch_bytes(int n_seq, int n_head, int head_dim, int max_ctx);
-cudaError_t cu_attention_decode(float *out, const float *q, const uint16_t *k_cache,
-                             const uint16_t *v_cache, const int32_t *len, void *scratch, int n_seq,
-                             int n_head, int n_kv_head, int head_dim, int max_ctx, float scale,
-                             cudaStream_t stream);
-
 #ifdef __cplusplus
 }
 #endif

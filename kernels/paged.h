@@ -69,9 +69,9 @@ cudaError_t paged_attention_prefill(float *out, const float *q, const uint16_t *
                                     const int32_t *pages, int pos0, int n_tok, int n_head, int n_kv_head,
                                     int head_dim, float scale, cudaStream_t stream);
 /* paged_attention_prefill runs v3 (wgmma; v2 where the device is not compute capability 9.0).
- * paged_attention_prefill_variant (kernel lab and tests): the same with variant 3, 2 (mma.sync, 128
- * rows a block, two warp groups splitting the keys, cp.async double buffering, ldmatrix) or 1 (the
- * first, 64 rows a block, synchronous tile loads). */
+ * paged_attention_prefill_variant (kernel lab and tests): the same with variant 3 or 2 (mma.sync,
+ * 128 rows a block, two warp groups splitting the keys, cp.async double buffering, ldmatrix); the
+ * first kernel, v1, is the kernel lab's (tests/kbench/prefill_v1.cuh). */
 cudaError_t paged_attention_prefill_variant(int variant, float *out, const float *q, const uint16_t *k_cache,
                                             const uint16_t *v_cache, const int32_t *pages, int pos0, int n_tok,
                                             int n_head, int n_kv_head, int head_dim, float scale, cudaStream_t stream);

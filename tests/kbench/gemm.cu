@@ -211,7 +211,7 @@ static void bench_panel(lab &L, cublasHandle_t cb, gen_rng *r, uint32_t t, int64
         if (m > 0) g_gcfg.variant = m;
         auto run = [&] {
             if (m > 0) CUDA_CHECK(cu_gemm_f16_split_with(&g_gcfg, dy, dr, t, (const uint16_t *)dx, rows, k, n, scr, sb, 0));
-            else if (m == 0) CUDA_CHECK(cu_gemm_f16_dequant(scr, sb, dr, t, rows, k, 0));
+            else if (m == 0) CUDA_CHECK(cu_gemm_f16_dequant(&g_gcfg, scr, sb, dr, t, rows, k, 0));
             else
                 CUBLAS_CHECK(cublasGemmEx(cb, CUBLAS_OP_T, CUBLAS_OP_N, (int)rows, n, (int)k, &one, dw16, CUDA_R_16F,
                                           (int)k, dx, CUDA_R_16F, (int)k, &zero, dy, CUDA_R_32F, (int)rows,

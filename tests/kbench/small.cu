@@ -1,5 +1,5 @@
-/* Kernel lab: the small decode ops (rmsnorm, rope, swiglu, add, embed, argmax, cu_kv_store) at
- * 8b-decode sizes. Each is checked against an f64 CPU reference on fresh random data, then timed
+/* Kernel lab: the small decode ops (rmsnorm, rope, swiglu, add, embed, argmax, and
+ * attention_lab.cuh's kv_store) at 8b-decode sizes. Each is checked against an f64 CPU reference on fresh random data, then timed
  * (median of 50 after an L2 flush); GB/s = bytes read + written / time. At these sizes the
  * figure is launch- and latency-bound: the microseconds are what fusing or a CUDA graph saves. */
 #include <cmath>
@@ -9,6 +9,7 @@
 #include "tests/gpu/gen.h"
 #include "tests/kbench/lab.h"
 #include "kernels/kernels.h"
+#include "tests/kbench/attention_lab.cuh" /* lab_kv_store */
 
 static int g_fail = 0;
 
@@ -148,7 +149,7 @@ int main() {
         uint16_t *kc, *vc;
         CUDA_CHECK(cudaMalloc(&kc, (size_t)nkv * ctx * hd * 2));
         CUDA_CHECK(cudaMalloc(&vc, (size_t)nkv * ctx * hd * 2));
-        auto fn = [&] { CUDA_CHECK(cu_kv_store(kc, vc, dk, dv, dp, 1, nkv, hd, ctx, 0)); };
+        auto fn = [&] { CUDA_CHECK(lab_kv_store(kc, vc, dk, dv, dp, 1, nkv, hd, ctx, 0)); };
         fn();
         double num = 0, den = 0;
         for (int h = 0; h < nkv; h++) {
