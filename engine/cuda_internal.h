@@ -20,6 +20,7 @@
 #include "kernels/kernels.h"
 #include "kernels/p2p.h"
 #include "kernels/paged.h"
+#include "kernels/recipe.h"
 
 enum {
     GRAPH_MAX_TOK = 64,  /* decode steps of up to this many sequences run from captured graphs */
@@ -75,10 +76,21 @@ typedef struct {
     int64_t part_off[3]; /* its first row in that matrix */
 } wgroup;
 
+/* A small f32 vector of the model on a part's device (a norm, a bias; for a row split the slice of
+ * the heads the part holds): the layout sets *dev, the setup copies n floats from src. */
+typedef struct {
+    float **dev;
+    const float *src;
+    size_t n;
+} dvec;
+
 typedef struct {
     wgroup qkv, gu;
     dweight wo, down;
-    float *attn_norm, *ffn_norm;
+    float *attn_norm, *ffn_norm;  /* [n_embd] */
+    /* The recipe's vectors, NULL where the model has none: bq [nq] and bk, bv [kv_dim] for the part's
+     * heads, bo [n_embd], q_norm and k_norm [head_dim]. */
+    float *bq, *bk, *bv, *bo, *q_norm, *k_norm;
     uint8_t fz[FUSE_MAX_N + 1]; /* FZ_* by token count */
 } dlayer;
 
@@ -117,6 +129,10 @@ typedef struct {
     dweight **ws;       /* every matvec weight, in upload order */
     int n_w;
     float *output_norm;
+    float *output_b;    /* [n_vocab] or NULL */
+    double *rope_angle; /* [n_rot / 2] the general layer's RoPE angles (fcu_rope_angles); NULL for plain Llama */
+    dvec *vecs;         /* every dvec of the part (fcu_part_plan) */
+    int n_vecs;
     uint16_t *kv_k, *kv_v;  /* [l1 - l0][kv_cells][kv_dim] f16 */
     float *x, *xn;      /* residual stream, normed input (or a matvec's output before the add) */
     float *qkv, *q;     /* Q/K/V outputs (group_view), Q after RoPE */
@@ -142,6 +158,12 @@ typedef struct {
 
 struct forward_cuda {
     const llama_model *m;
+    /* The model's recipe is not plain Llama (models/model.h: model_non_llama_feature): every layer
+     * is the unfused one at every token count, recipe.h's cu_qkv_rope_store its Q/K/V epilogue
+     * (biases, per-head norms, RoPE of either layout and any scaling), bo added to the residual. */
+    int general;
+    double *h_angle;    /* [n_rot / 2] the general layer's RoPE angles per position (host) */
+    double rope_mscale; /* their cos and sin times this */
     engine_plan plan;
     int n_part, split;
     part p[ENGINE_MAX_DEVICES];
@@ -218,6 +240,7 @@ int fcu_part_plan(part *p, char *err, size_t err_size);
 int fcu_setup_parts(forward_cuda *f, engine_progress_fn progress, void *pctx, char *err, size_t err_size);
 
 /* cuda_layer.c */
+int fcu_rope_angles(forward_cuda *f, char *err, size_t err_size);
 int fcu_layer_fz(const part *p, int32_t l, int n);
 int fcu_part_enter(part *p, span s, int norm, char *err, size_t err_size);
 int fcu_attn_half(part *p, int32_t l, span s, int fz, char *err, size_t err_size);

@@ -160,7 +160,10 @@ static void group_part_rows(const wgroup *g, int i, int64_t r[3]) {
 
 /* Attention half of layer l: xn (normed) -> QKV, RoPE + K/V store, attention, output matvec
  * into xn (a partial sum in row mode). With fz (a fused layer's plan): x -> QKV with the attention
- * norm inside (or before it), and the output matvec added to x. */
+ * norm inside (or before it), and the output matvec added to x. The general layer (f->general)
+ * is unfused, its Q/K/V epilogue recipe.h's (biases, per-head norms, RoPE of the recipe), and bo
+ * goes straight into x: every part of a row split keeps x whole and adds it once there, while the
+ * product in xn is a partial sum. */
 int fcu_attn_half(part *p, int32_t l, span s, int fz, char *err, size_t err_size) {
     forward_cuda *f = p->f;
     const llama_hparams *hp = &f->m->hp;
@@ -169,7 +172,7 @@ int fcu_attn_half(part *p, int32_t l, span s, int fz, char *err, size_t err_size
     const int32_t *d_pos = p->d_meta + s.n, *d_seq = d_pos + s.n, *d_cell = d_seq + s.n;
     const int32_t *d_pages = d_cell + 2 * s.n;
     size_t kv_off = (size_t)(l - p->l0) * (size_t)f->kv_cells * (size_t)p->kv_dim;
-    float scale = 1.0f / sqrtf((float)hd);
+    float scale = hp->attn_scale; /* 1 / sqrt(head_dim) unless the recipe says */
     float *pq, *pk, *pv;
     int64_t sq, sk, sv;
     float *x = p->x + (int64_t)t0 * E, *xn = p->xn + (int64_t)t0 * E;
@@ -211,9 +214,17 @@ int fcu_attn_half(part *p, int32_t l, span s, int fz, char *err, size_t err_size
         group_view(&L->qkv, p->qkv, f->n_batch, 0, &pq, &sq);
         group_view(&L->qkv, p->qkv, f->n_batch, 1, &pk, &sk);
         group_view(&L->qkv, p->qkv, f->n_batch, 2, &pv, &sv);
-        DEV_TRY(paged_rope_store(q, p->kv_k + kv_off, p->kv_v + kv_off, pq + t0 * sq, sq, pk + t0 * sk, sk,
-                                 pv + t0 * sv, sv, d_pos + t0, d_cell + t0, nt, p->n_head, p->n_head_kv, hd,
-                                 hp->n_rot, hp->rope_base, p->st));
+        if (f->general) {
+            const cu_qkv_recipe r = {L->bq, L->bk, L->bv, L->q_norm, L->k_norm, hp->rms_eps, p->rope_angle,
+                                     f->rope_mscale, hp->rope_kind == LLAMA_ROPE_NEOX};
+            DEV_TRY(cu_qkv_rope_store(q, p->kv_k + kv_off, p->kv_v + kv_off, pq + t0 * sq, sq, pk + t0 * sk, sk,
+                                      pv + t0 * sv, sv, d_pos + t0, d_cell + t0, &r, nt, p->n_head, p->n_head_kv, hd,
+                                      hp->n_rot, p->st));
+        } else {
+            DEV_TRY(paged_rope_store(q, p->kv_k + kv_off, p->kv_v + kv_off, pq + t0 * sq, sq, pk + t0 * sk, sk,
+                                     pv + t0 * sv, sv, d_pos + t0, d_cell + t0, nt, p->n_head, p->n_head_kv, hd,
+                                     hp->n_rot, hp->rope_base, p->st));
+        }
     }
     int h16 = 0; /* attention wrote wo's GEMM input in f16 too */
     if (f->pf_pos0 >= 0) {
@@ -240,6 +251,7 @@ int fcu_attn_half(part *p, int32_t l, span s, int fz, char *err, size_t err_size
             DEV_TRY(e);
         }
     }
+    if (L->bo) DEV_TRY(cu_bias_add(x, E, L->bo, nt, E, p->st));
     /* wo follows attention: prefilled */
     return fz ? mm_acc(p, &L->wo, att, x, t0, nt, fz & FZ_WO, 1, err, err_size)
               : mm_xn(p, &L->wo, att, h16, nt, t0, err, err_size);
@@ -343,6 +355,7 @@ int fcu_run_head(part *p, int n, int r0, int nr, int greedy, int identity, char 
         DEV_TRY(paged_gather_rows(p->xn, p->x, d_out + r0, nr, hp->n_embd, p->st));
         DEV_TRY(cu_rmsnorm(p->xn, p->xn, p->output_norm, nr, hp->n_embd, hp->rms_eps, p->st));
         if (mm(p, o, p->xn, p->logits, nr, err, err_size)) return -1;
+        if (p->output_b) DEV_TRY(cu_bias_add(p->logits, hp->n_vocab, p->output_b, nr, hp->n_vocab, p->st));
     }
     if (greedy) {
         DEV_TRY(cu_argmax(direct ? f->h_ids : p->d_ids, p->logits, nr, hp->n_vocab, f->skip, p->st));
@@ -366,12 +379,18 @@ static int fused_ok(const dweight *w, int n) {
  * runs fused. All fused, a layer is at least 2 launches fewer than unfused (its norms and adds);
  * each product that falls back costs one back (the norm or the add on its own), so the layer runs
  * fused while that leaves it no longer than the unfused one (as long: no norm launch between it and
- * fused neighbours). A model no fused matvec takes keeps the unfused layers. */
+ * fused neighbours). A model no fused matvec takes keeps the unfused layers, and so does a
+ * general one (their epilogues know only the plain Llama layer); the head fuses its norm unless
+ * the model has an output bias. */
 void fcu_plan_fusions(part *p) {
     for (int n = 1; n <= FUSE_MAX_N; n++) {
-        p->head_fz[n] = p->head && fused_ok(&p->output, n);
+        p->head_fz[n] = p->head && !p->output_b && fused_ok(&p->output, n);
         for (int32_t l = 0; l < p->l1 - p->l0; l++) {
             dlayer *L = &p->layers[l];
+            if (p->f->general) {
+                L->fz[n] = 0;
+                continue;
+            }
             int qkv = 1, gu = 1;
             for (int i = 0; i < L->qkv.n_m; i++) qkv &= fused_ok(&L->qkv.m[i], n);
             for (int i = 0; i < L->gu.n_m; i++) gu &= fused_ok(&L->gu.m[i], n);
@@ -381,4 +400,51 @@ void fcu_plan_fusions(part *p) {
                                  (extra <= 2 ? FZ_LAYER : 0));
         }
     }
+}
+
+/* The general layer's RoPE (forward_cuda.general) as the CPU reference sets it up
+ * (engine/forward_cpu.c: rope_setup and rope, after ggml's rope_yarn): pair i of a token at
+ * position p turns by p * base^(-2i/n_rot) / factors[i] times freq_scale, with YaRN blended back
+ * towards the unscaled angle below the correction dimensions, cos and sin times mscale. The
+ * factors are model_rope_factors' for the backend's positions per sequence, as the CPU's. Fills
+ * f->h_angle (the angle per position of each pair) and f->rope_mscale. */
+int fcu_rope_angles(forward_cuda *f, char *err, size_t err_size) {
+    const llama_model *m = f->m;
+    const llama_hparams *hp = &m->hp;
+    const int half = hp->n_rot / 2;
+    const float *factors = model_rope_factors(m, f->max_pos);
+    const double base = hp->rope_base, freq_scale = hp->rope_freq_scale;
+    const int yarn = hp->rope_scaling == LLAMA_SCALING_YARN;
+    double corr0 = 0, corr1 = 0, mscale = hp->rope_attn_factor;
+    if (yarn) {
+        double n = hp->n_rot, ctx = hp->n_ctx_orig, factor = 1.0 / hp->rope_freq_scale;
+        double lo = floor(n * log(ctx / (hp->yarn_beta_fast * 2 * M_PI)) / (2 * log(base)));
+        double hi = ceil(n * log(ctx / (hp->yarn_beta_slow * 2 * M_PI)) / (2 * log(base)));
+        corr0 = fmax(0.0, lo);
+        corr1 = fmin(n - 1, hi);
+        double ctx_factor = 1.0;
+        if (factor > 1 && hp->yarn_log_mul != 0)
+            ctx_factor = (0.1 * log(factor) + 1) / (0.1 * hp->yarn_log_mul * log(factor) + 1);
+        else if (factor > 1)
+            ctx_factor = 0.1 * log(factor) + 1;
+        ctx_factor /= 1.0 + 0.1 * log(factor);
+        mscale *= ctx_factor * (1.0 + 0.1 * log(1.0 / freq_scale));
+    }
+    f->h_angle = malloc((size_t)(half > 0 ? half : 1) * sizeof(double));
+    if (!f->h_angle) {
+        snprintf(err, err_size, "out of memory");
+        return -1;
+    }
+    for (int i = 0; i < half; i++) {
+        double a = pow(base, -2.0 * i / (double)hp->n_rot);
+        if (factors) a /= factors[i];
+        double mix = freq_scale; /* theta = extrap * mix */
+        if (yarn) {
+            double y = (i - corr0) / fmax(0.001, corr1 - corr0), ramp = 1.0 - fmin(1.0, fmax(0.0, y));
+            mix = freq_scale * (1.0 - ramp) + ramp;
+        }
+        f->h_angle[i] = a * mix;
+    }
+    f->rope_mscale = mscale;
+    return 0;
 }

@@ -105,11 +105,8 @@ static void layout_weights(part *p, arena *a) {
     const llama_model *m = p->f->m;
     const llama_hparams *hp = &m->hp;
     p->tok_embd = p->embeds ? take(a, raw_bytes(&m->tok_embd)) : NULL;
-    p->output_norm = p->head ? take(a, (size_t)hp->n_embd * sizeof(float)) : NULL;
-    for (int32_t l = 0; l < p->l1 - p->l0; l++) {
-        p->layers[l].attn_norm = take(a, (size_t)hp->n_embd * sizeof(float));
-        p->layers[l].ffn_norm = take(a, (size_t)hp->n_embd * sizeof(float));
-    }
+    for (int i = 0; i < p->n_vecs; i++) *p->vecs[i].dev = take(a, p->vecs[i].n * sizeof(float));
+    p->rope_angle = p->f->h_angle ? take(a, (size_t)(hp->n_rot / 2) * sizeof(double)) : NULL;
     for (int i = 0; i < p->n_w; i++) p->ws[i]->w = take(a, weight_dev_bytes(p->ws[i]));
 }
 
@@ -369,19 +366,42 @@ done:
 
 /* --- a part: its plan, its block and its upload, all parts at once --------------------------------- */
 
-/* What part p holds, from the plan: its weights' slices. */
+/* Appends a vector of n floats at src (NULL: the model has none, *dev stays NULL). */
+static void vec_add(part *p, float **dev, const float *src, size_t n) {
+    *dev = NULL;
+    if (src) p->vecs[p->n_vecs++] = (dvec){dev, src, n};
+}
+
+/* What part p holds, from the plan: its weights' slices and its vectors'. */
 int fcu_part_plan(part *p, char *err, size_t err_size) {
     forward_cuda *f = p->f;
     const llama_model *m = f->m;
     const llama_hparams *hp = &m->hp;
     int64_t hd = hp->head_dim, E = hp->n_embd;
+    p->vecs = calloc(2 + 8 * (size_t)(p->l1 - p->l0), sizeof *p->vecs);
+    if (!p->vecs) {
+        snprintf(err, err_size, "out of memory");
+        return -1;
+    }
     if (p->head) {
         wslice out = whole(&m->output);
         if (weight_plan(&p->output, &out, 1, err, err_size)) return -1;
+        vec_add(p, &p->output_norm, m->output_norm, (size_t)E);
+        vec_add(p, &p->output_b, m->output_b, (size_t)hp->n_vocab);
     }
     for (int32_t l = p->l0; l < p->l1; l++) {
         const llama_layer *S = &m->layers[l];
         dlayer *L = &p->layers[l - p->l0];
+        /* a row split's part adds the biases of its own heads; bo goes to the residual, which
+         * every part keeps whole (fcu_attn_half) */
+        vec_add(p, &L->attn_norm, S->attn_norm, (size_t)E);
+        vec_add(p, &L->ffn_norm, S->ffn_norm, (size_t)E);
+        vec_add(p, &L->bq, S->bq ? S->bq + p->qh0 * hd : NULL, (size_t)p->nq);
+        vec_add(p, &L->bk, S->bk ? S->bk + p->kvh0 * hd : NULL, (size_t)p->kv_dim);
+        vec_add(p, &L->bv, S->bv ? S->bv + p->kvh0 * hd : NULL, (size_t)p->kv_dim);
+        vec_add(p, &L->bo, S->bo, (size_t)E);
+        vec_add(p, &L->q_norm, S->q_norm, (size_t)hd);
+        vec_add(p, &L->k_norm, S->k_norm, (size_t)hd);
         wslice qkv[3] = {{&S->wq, p->qh0 * hd, p->qh1 * hd, 0, E}, {&S->wk, p->kvh0 * hd, p->kvh1 * hd, 0, E},
                          {&S->wv, p->kvh0 * hd, p->kvh1 * hd, 0, E}};
         wslice gu[2] = {{&S->w_gate, p->ff0, p->ff1, 0, E}, {&S->w_up, p->ff0, p->ff1, 0, E}};
@@ -444,12 +464,10 @@ static int part_setup(part *p, progress_sum *ps, char *err, size_t err_size) {
     layout_scratch(p, &a);
     DEV_TRY(cudaHostAlloc((void **)&p->h_kv, 2 * (size_t)ATT_CHUNK * (size_t)p->kv_dim * sizeof(uint16_t),
                           cudaHostAllocDefault));
-    size_t nb = (size_t)hp->n_embd * sizeof(float);
-    if (p->head) DEV_TRY(cudaMemcpy(p->output_norm, m->output_norm, nb, cudaMemcpyHostToDevice));
-    for (int32_t l = p->l0; l < p->l1; l++) {
-        DEV_TRY(cudaMemcpy(p->layers[l - p->l0].attn_norm, m->layers[l].attn_norm, nb, cudaMemcpyHostToDevice));
-        DEV_TRY(cudaMemcpy(p->layers[l - p->l0].ffn_norm, m->layers[l].ffn_norm, nb, cudaMemcpyHostToDevice));
-    }
+    for (int i = 0; i < p->n_vecs; i++)
+        DEV_TRY(cudaMemcpy(*p->vecs[i].dev, p->vecs[i].src, p->vecs[i].n * sizeof(float), cudaMemcpyHostToDevice));
+    if (p->rope_angle)
+        DEV_TRY(cudaMemcpy(p->rope_angle, f->h_angle, (size_t)(hp->n_rot / 2) * sizeof(double), cudaMemcpyHostToDevice));
     int rc = upload_weights(p, tmp, ps, err, err_size);
     cudaFree(tmp);
     if (rc) return -1;

@@ -24,8 +24,15 @@
  * on one device or a layer split take fewer where the matvecs allow (the plan per layer and token
  * count: fcu_plan_fusions): each RMSNorm inside the matvec that reads it, RoPE and the K/V store
  * inside the QKV matvec, SwiGLU inside the stacked gate/up matvec, the residual adds as the wo and
- * down matvecs' `y +=`; after a fused layer x holds the whole residual and xn is only scratch. The kernels of a decode step overlap their launch and first weight loads with the
- * previous kernel's tail (programmatic dependent launch, kernels/pdl.cuh).
+ * down matvecs' `y +=`; after a fused layer x holds the whole residual and xn is only scratch.
+ * The kernels of a decode step overlap their launch and first weight loads with the previous
+ * kernel's tail (programmatic dependent launch, kernels/pdl.cuh).
+ *
+ * A model whose layer recipe is not plain Llama (models/model.h) runs the general layer: unfused
+ * at every token count, Q/K/V biases, per-head Q/K norms and RoPE of the recipe (either pair
+ * layout, frequency factors, scaling) in one epilogue kernel (kernels/recipe.h), bo and the
+ * output bias added by their own; what it cannot run (model_gpu_missing_feature) is refused at
+ * load in one line.
  *
  * Per pass, everything that changes (token ids, positions, sequence indices, cells, the rows
  * that want logits, the page tables) goes to each part in one copy of one int32 buffer laid out
@@ -168,6 +175,7 @@ static void part_free(part *p) {
     if (p->st) cudaStreamDestroy(p->st);
     free(p->layers);
     free(p->ws);
+    free(p->vecs);
 }
 
 static void cuda_free(void *self) {
@@ -202,6 +210,7 @@ static void cuda_free(void *self) {
     for (int i = 0; i < 2; i++)
         if (f->step_ev[i]) cudaEventDestroy(f->step_ev[i]);
     free(f->h_keep);
+    free(f->h_angle);
     cudaFreeHost((void *)f->p2p_report);
     cudaFreeHost(f->h_logits);
     cudaFreeHost(f->h_ids);
@@ -227,7 +236,7 @@ static void *cuda_create(const llama_model *m, const engine_plan *plan, int32_t 
                  "8 heads per KV head, head_dim <= 256); use -ngl 0", hp->n_head, hp->n_head_kv, hp->head_dim);
         return NULL;
     }
-    const char *feature = model_non_llama_feature(m);  /* engine_load refuses these first */
+    const char *feature = model_gpu_missing_feature(m);  /* engine_load refuses these first */
     if (feature) {
         snprintf(err, err_size, "CUDA backend: architecture %s's %s is not implemented on the GPU yet; run it on "
                  "the CPU with -ngl 0", hp->arch, feature);
@@ -257,6 +266,8 @@ static void *cuda_create(const llama_model *m, const engine_plan *plan, int32_t 
     f->max_pos = max_pos;
     f->max_pages = (max_pos + ENGINE_KV_PAGE - 1) / ENGINE_KV_PAGE;
     f->n_split = f->max_pages < N_SPLIT_MAX ? f->max_pages : N_SPLIT_MAX;
+    f->general = model_non_llama_feature(m) != NULL;
+    if (f->general && fcu_rope_angles(f, err, err_size)) goto fail;
     f->timeout_s = fcu_nccl_timeout_s();
     f->fault_stall = fcu_fault_peer_stall();
     fcu_trace_mode(f);
