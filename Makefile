@@ -51,10 +51,10 @@ LDFLAGS += -fsanitize=address,undefined
 endif
 
 # --- sources: every file in a folder belongs to that folder's library --------------------------
-# engine/*_cuda.c files call the CUDA runtime; everything else in the libraries is plain C that
+# engine/*_cuda.c and engine/cuda_*.c files call the CUDA runtime; everything else in the libraries is plain C that
 # the CPU tests link without CUDA.
-CPU_SRC  := $(wildcard gguf/*.c quant/*.c models/*.c) $(filter-out %_cuda.c,$(wildcard engine/*.c))
-GPU_CSRC := $(wildcard engine/*_cuda.c)
+CPU_SRC  := $(wildcard gguf/*.c quant/*.c models/*.c) $(filter-out %_cuda.c engine/cuda_%.c,$(wildcard engine/*.c))
+GPU_CSRC := $(wildcard engine/*_cuda.c engine/cuda_*.c)
 CU_SRC   := $(wildcard kernels/*.cu)
 CLI_SRC  := $(wildcard cli/*.c)
 UNIT_SRC := $(wildcard tests/unit/test_*.c)

@@ -183,7 +183,7 @@ static int plan_text(const gguf_ctx *g, const engine_params *ep, int explicit_fl
         return 0;
     }
     /* engine_load refuses such a model on the GPU (it would run the wrong layer there). */
-    const char *feature = model_non_llama_feature(&m);
+    const char *feature = model_gpu_missing_feature(&m);
     if (feature) {
         snprintf(plan, plan_cap, "plan: none on the GPU: the CUDA backend does not run architecture %s's %s; "
                  "with -ngl 0 it runs on the CPU\n", hp->arch, feature);

@@ -297,8 +297,8 @@ int engine_load(engine **out, const char *path, const engine_params *p, char *er
     int n_dev = p->gpu && p->split.n_gpu_layers != 0 ? p->gpu->n_devices(why, sizeof why) : 0;
     int32_t n_cells = (int32_t)n_cells64;
     if (n_dev > 0) {
-        /* The CUDA backend runs the plain Llama layer only: any other recipe would run wrong there. */
-        const char *feature = model_non_llama_feature(&e->model);
+        /* A recipe the CUDA backend does not run would run wrong there. */
+        const char *feature = model_gpu_missing_feature(&e->model);
         if (feature) {
             snprintf(err, err_size, "CUDA backend: architecture %s's %s is not implemented on the GPU yet; run it on "
                      "the CPU with -ngl 0", hp->arch, feature);

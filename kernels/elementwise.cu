@@ -23,12 +23,12 @@ static unsigned ew_grid(int64_t n) {
     return (unsigned)(g > 65535 ? 65535 : g);
 }
 
-extern "C" cudaError_t swiglu(float *out, const float *gate, const float *up, int64_t n, cudaStream_t stream) {
+extern "C" cudaError_t cu_swiglu(float *out, const float *gate, const float *up, int64_t n, cudaStream_t stream) {
     if (n <= 0) return cudaErrorInvalidValue;
     return pdl_launch(swiglu_kernel, dim3(ew_grid(n)), dim3(256), 0, stream, out, gate, up, n);
 }
 
-extern "C" cudaError_t add(float *out, const float *a, const float *b, int64_t n, cudaStream_t stream) {
+extern "C" cudaError_t cu_add(float *out, const float *a, const float *b, int64_t n, cudaStream_t stream) {
     if (n <= 0) return cudaErrorInvalidValue;
     return pdl_launch(add_kernel, dim3(ew_grid(n)), dim3(256), 0, stream, out, a, b, n);
 }

@@ -31,7 +31,7 @@ __global__ void embed_kernel(float *out, const uint8_t *table, const int32_t *id
 
 extern "C" cudaError_t embed_trace_set(kt_rec *buf, unsigned cap, cudaStream_t s) { return kt_set(buf, cap, s); }
 
-extern "C" cudaError_t embed(float *out, const void *table, uint32_t ttype, const int32_t *ids, int n_tok,
+extern "C" cudaError_t cu_embed(float *out, const void *table, uint32_t ttype, const int32_t *ids, int n_tok,
                              int64_t n_rows, int64_t dim, cudaStream_t stream) {
     int64_t be = (ttype == QUANT_Q4_K || ttype == QUANT_Q6_K) ? QK_K : 32;
     if (n_tok <= 0 || dim <= 0 || dim % be || dq_row_bytes(ttype, dim) == 0) return cudaErrorInvalidValue;

@@ -1,4 +1,4 @@
-/* The host gate (kernels.h: host_gate): a decode step's first kernel, which holds the step on the
+/* The host gate (kernels.h: cu_host_gate): a decode step's first kernel, which holds the step on the
  * device until the host has written its inputs. It lets the engine launch a step's graph before
  * the token it will read is known (the launch call, 8-16 us of host time, then overlaps the step
  * before it), and takes the place of the per-step metadata copy. */
@@ -48,7 +48,7 @@ __global__ void __launch_bounds__(256) host_gate_kernel(int32_t *dst, const int3
 
 extern "C" cudaError_t gate_trace_set(kt_rec *buf, unsigned cap, cudaStream_t s) { return kt_set(buf, cap, s); }
 
-extern "C" cudaError_t host_gate(int32_t *dst, const int32_t *src, kernels_gate *g, int max_words,
+extern "C" cudaError_t cu_host_gate(int32_t *dst, const int32_t *src, kernels_gate *g, int max_words,
                                  cudaStream_t stream) {
     if (!dst || !src || !g || max_words < 0) return cudaErrorInvalidValue;
     return pdl_launch(host_gate_kernel, dim3(1), dim3(256), 0, stream, dst, src, g, max_words);

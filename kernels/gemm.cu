@@ -1,7 +1,10 @@
-/* Prefill GEMM launchers (kernels.h: gemm_f16, gemm_f16_split) and the split-K heuristics;
- * kernels in gemm.cuh (v1-v3), gemm_panel.cuh (the f16-panel path of variants 4 and 5) and
- * gemm_wg.cuh (v7: wgmma on weights dequantised in registers, for small n). */
+/* Prefill GEMM launchers (kernels.h: cu_gemm_f16, cu_gemm_f16_split; gemm_lab.h: the same under
+ * another cu_gemm_cfg) and the split-K heuristics; kernels in gemm.cuh (v1-v3), gemm_panel.cuh
+ * (the f16-panel path of variants 4 to 6) and gemm_wg.cuh (v7: wgmma on weights dequantised in
+ * registers, for small n). Production runs CU_GEMM_PRODUCTION: variant 7 (v7, and from 512 tokens
+ * the wgmma panel path where it measured faster; v2 off compute capability 9.0). */
 #include "kernels/kernels.h"
+#include "kernels/gemm_lab.h"
 #include "kernels/gemm.cuh"
 #include "kernels/gemm_panel.cuh"
 #include "kernels/gemm_wg.cuh"
@@ -14,21 +17,20 @@
 #define GEMM_SPLIT_WAVES 2
 #define GEMM_SPLIT_MAX 16
 
-extern "C" int gemm_supported(uint32_t wtype) {
+extern "C" int cu_gemm_supported(uint32_t wtype) {
     return wtype == QUANT_Q4_0 || wtype == QUANT_Q4_K || wtype == QUANT_Q6_K || wtype == QUANT_Q8_0;
 }
 
-/* gemm_use_variant: 1 to 7 (2 the default), read by every launch. */
-static int g_variant = 2;
+static const cu_gemm_cfg g_production = CU_GEMM_PRODUCTION;
 
-extern "C" void gemm_use_variant(int v) { g_variant = v >= 1 && v <= 7 ? v : 2; }
+extern "C" cu_gemm_cfg cu_gemm_production(void) { return g_production; }
 
-/* Variants of the f16-panel path (from gemm_panel_min_tokens on): 4 (wgmma), 5 (mma.sync), 6 (4
+/* Variants of the f16-panel path (from cfg.panel_min_n tokens on): 4 (wgmma), 5 (mma.sync), 6 (4
  * without the proxy fence), 7 (4's panels; v7 below the threshold). */
 static bool gp_variant(int v) { return v >= 4 && v <= 7; }
 
 /* v7 (gemm_wg.cuh) in one pass, or false where it does not run (not compute capability 9.0): the
- * gemm_f16 path of variant 7. Defined with the rest of v7 below. */
+ * cu_gemm_f16 path of variant 7. Defined with the rest of v7 below. */
 static bool g7_one_pass(float *y, const uint8_t *w, uint32_t wtype, const __half *x, int rows, int k, int n,
                         cudaStream_t stream, cudaError_t *e);
 
@@ -45,18 +47,18 @@ static gemm_shape gemm_shape_of(int variant, int64_t n) {
     return {variant == 3 ? 3 : 2, wr, gemm2_rows(wr), gemm2_toks(wr)};
 }
 
-static gemm_shape gemm_shape_for(int64_t n) { return gemm_shape_of(g_variant, n); }
+static gemm_shape gemm_shape_for(const cu_gemm_cfg *c, int64_t n) { return gemm_shape_of(c->variant, n); }
 
 static int gemm_args_ok(uint32_t wtype, int64_t rows, int64_t k, int64_t n) {
-    return gemm_supported(wtype) && matvec_repacked_bytes(wtype, rows, k) != 0 && n > 0 && n <= INT32_MAX &&
+    return cu_gemm_supported(wtype) && cu_matvec_repacked_bytes(wtype, rows, k) != 0 && n > 0 && n <= INT32_MAX &&
            k % 8 == 0 && (n + GEMM_TOKS - 1) / GEMM_TOKS <= 65535;
 }
 
-/* The current device's SMs for the split-K models and the panel GEMM (mv6_device: cached per
+/* The current device's SMs for the split-K models and the panel GEMM (mv_device: cached per
  * device, so safe inside a capture), or 0 with no device, leaving no error behind for the caller. */
 static int split_sms() {
     int sms = 0, smem_max = 0;
-    if (mv6_device(&sms, &smem_max) && sms > 0) return sms;
+    if (mv_device(&sms, &smem_max) && sms > 0) return sms;
     cudaGetLastError();
     return 0;
 }
@@ -138,38 +140,35 @@ static cudaError_t gemm_launch(const gemm_shape &sh, float *y, const uint8_t *w,
     }
 }
 
-extern "C" cudaError_t gemm_f16(float *y, const void *w, uint32_t wtype, const uint16_t *x, int64_t rows, int64_t k,
-                                int64_t n, cudaStream_t stream) {
-    if (!gemm_args_ok(wtype, rows, k, n)) return cudaErrorInvalidValue;
+extern "C" cudaError_t cu_gemm_f16_with(const cu_gemm_cfg *c, float *y, const void *w, uint32_t wtype,
+                                        const uint16_t *x, int64_t rows, int64_t k, int64_t n, cudaStream_t stream) {
+    if (!c || !gemm_args_ok(wtype, rows, k, n)) return cudaErrorInvalidValue;
     cudaError_t e;
-    if (g_variant == 7 &&
+    if (c->variant == 7 &&
         g7_one_pass(y, (const uint8_t *)w, wtype, (const __half *)x, (int)rows, (int)k, (int)n, stream, &e))
         return e;
-    return gemm_launch(gemm_shape_for(n), y, (const uint8_t *)w, wtype, (const __half *)x, (int)rows, (int)k, (int)n, 1,
-                       (int)mv2_chunks(k), stream);
+    return gemm_launch(gemm_shape_for(c, n), y, (const uint8_t *)w, wtype, (const __half *)x, (int)rows, (int)k, (int)n,
+                       1, (int)mv2_chunks(k), stream);
+}
+
+extern "C" cudaError_t cu_gemm_f16(float *y, const void *w, uint32_t wtype, const uint16_t *x, int64_t rows, int64_t k,
+                                int64_t n, cudaStream_t stream) {
+    return cu_gemm_f16_with(&g_production, y, w, wtype, x, rows, k, n, stream);
 }
 
 /* ---------------------------------------------------------------- f16-panel path (4, 5) ----- */
-/* Panels of at most GEMM_PANEL_BYTES of f16 (gemm_panel_limit may lower it): about half of the
+/* Panels of at most GEMM_PANEL_BYTES of f16 (cfg.panel_limit may lower it): about half of the
  * H200's L2, so a panel written by gp_dequant is still there when the GEMM reads it. */
 #define GEMM_PANEL_BYTES ((size_t)32 << 20)
 #define GEMM_PANEL_MIN ((size_t)128 * 256 * 2) /* 128 rows x 256 weights */
 
-static size_t g_panel_limit = 0;
+static size_t gp_limit(const cu_gemm_cfg *c) {
+    return c->panel_limit && c->panel_limit < GEMM_PANEL_BYTES ? c->panel_limit : GEMM_PANEL_BYTES;
+}
 
-extern "C" void gemm_panel_limit(size_t bytes) { g_panel_limit = bytes; }
-
-/* Token counts from which variants 4-7 take the panel path (gemm_panel_min_tokens; at least
- * GP_MIN_N): below it v2 runs (variant 7: v7). */
-static int g_panel_min_n = GP_MIN_N;
-extern "C" void gemm_panel_min_tokens(int n) { g_panel_min_n = n > GP_MIN_N ? n : GP_MIN_N; }
-
-static size_t gp_limit() { return g_panel_limit && g_panel_limit < GEMM_PANEL_BYTES ? g_panel_limit : GEMM_PANEL_BYTES; }
-
-/* Variant 7's choice between v7 and the panel path (gemm_panel_rule): 1, the default, the panel
- * only where it measured faster; 0 every call from g_panel_min_n tokens, for A/B runs. */
-static int g_panel_rule = 1;
-extern "C" void gemm_panel_rule(int rule) { g_panel_rule = rule; }
+/* Token counts from which variants 4-7 take the panel path (at least GP_MIN_N): below it v2 runs
+ * (variant 7: v7). */
+static int gp_min_n(const cu_gemm_cfg *c) { return c->panel_min_n > GP_MIN_N ? c->panel_min_n : GP_MIN_N; }
 
 /* How a [rows, k] matrix is cut into panels of at most `limit` bytes: prows rows (a multiple of
  * 128) by pcs chunks (a multiple of 4, i.e. whole 256-weight super-blocks, or all C); nrp x nkp
@@ -266,14 +265,14 @@ static cudaError_t gp_gemm_launch(int variant, int bn, const gp_args &a, int sli
  * first k panel writes its rows of Y, the others add to them, so Y is the same on every run.
  * A matrix that is one panel may also split k across blockIdx.z into planes after the panel
  * (when its tiles fill less than half the SMs), summed in order by gemm_sum. */
-static cudaError_t gp_run(int variant, float *y, const uint8_t *w, uint32_t wtype, const __half *x, int rows, int k,
-                          int n, void *scratch, size_t bytes, cudaStream_t s, bool products, bool *ran) {
+static cudaError_t gp_run(int variant, size_t limit, float *y, const uint8_t *w, uint32_t wtype, const __half *x, int rows,
+                          int k, int n, void *scratch, size_t bytes, cudaStream_t s, bool products, bool *ran) {
     *ran = false;
     const uintptr_t p0 = (uintptr_t)scratch, p1 = (p0 + 1023) & ~(uintptr_t)1023;
     if (!scratch || bytes < p1 - p0) return cudaSuccess;
     const size_t avail = bytes - (p1 - p0);
     gp_geom gm;
-    if (!gp_geometry(rows, k, avail < gp_limit() ? avail : gp_limit(), &gm)) return cudaSuccess;
+    if (!gp_geometry(rows, k, avail < limit ? avail : limit, &gm)) return cudaSuccess;
     const int sms = split_sms();
     if (!sms) return cudaSuccess;
     /* v4 and v6 need wgmma (compute capability 9.0 only); elsewhere *ran stays false and the
@@ -342,10 +341,6 @@ static g7_shape g7_shape_for(int64_t n) {
     return {16, 1, nw, 256, nw};
 }
 
-/* Kernel lab: v7's slice count forced (gemm_force_slices; 0: the model of g7_slices). */
-static int g_force_slices = 0;
-extern "C" void gemm_force_slices(int s) { g_force_slices = s > 0 ? s : 0; }
-
 /* v7's split-K. A v7 block fills an SM (512 threads, 60-200 KB of shared memory), so blocks run
  * in waves of SMs, and every block pays a start-up (launch, the ring's first loads: about G7_FILL
  * chunk times) before it streams. Of the slice counts S allowed as in gemm_slices (whole
@@ -354,19 +349,17 @@ extern "C" void gemm_force_slices(int s) { g_force_slices = s > 0 ? s : 0; }
  *   waves x (chunks per slice + G7_FILL) + (2 S + 1) planes' traffic + 1 (gemm_sum's launch)
  * in chunk times, counting traffic at the rate all SMs stream weights (SMs x one block's chunk
  * of weights per chunk time). A model, to be checked against forced splits on the GPU
- * (gemm_force_slices; kbench gemm v7split). */
+ * (cfg.force_slices; kbench gemm v7split). */
 #define G7_FILL 4
 
 /* The planes' traffic in chunk times assumes a chunk time is the weights' memory time, true of the
  * small-n shapes; the 128 x 128 tile of n > 64 is bound by its dequantisation and MMAs instead:
  * 4096 x 4096 Q4_K at 256 tokens ran 68 chunk times in 49.6 us, 0.73 us each, about 4 times the
  * 0.17 us its weights take to stream (PERF-LOG run 93), so its planes cost a quarter as many chunk
- * times. gemm_v7_plane_model(0) restores the one rate for every shape, for A/B runs. */
+ * times. cfg.plane_model 0 restores the one rate for every shape, for A/B runs. */
 #define G7_TILE_COMPUTE 4
-static int g_plane_model = 1;
-extern "C" void gemm_v7_plane_model(int on) { g_plane_model = on; }
 
-static int g7_slices(const g7_shape &sh, uint32_t wtype, int64_t rows, int64_t k, int64_t n, int max_slices, int *cps) {
+static int g7_slices(const cu_gemm_cfg *c, const g7_shape &sh, uint32_t wtype, int64_t rows, int64_t k, int64_t n, int max_slices, int *cps) {
     const int64_t C = mv2_chunks(k), groups = (C + 3) / 4;
     const int64_t tiles = ((rows + sh.brows - 1) / sh.brows) * ((n + sh.btoks - 1) / sh.btoks);
     *cps = (int)C;
@@ -379,9 +372,9 @@ static int g7_slices(const g7_shape &sh, uint32_t wtype, int64_t rows, int64_t k
     if (smax < 2) return 1;
     const double chunk = (double)(sh.brows / 16) * (double)mv2_bytes((int)wtype, 16, 64);
     const double plane = (double)n * (double)rows * sizeof(float);
-    const double plane_div = g_plane_model && sh.btoks == 128 ? G7_TILE_COMPUTE : 1;
+    const double plane_div = c->plane_model && sh.btoks == 128 ? G7_TILE_COMPUTE : 1;
     int64_t best_cs = C, lo = 1, hi = smax;
-    if (g_force_slices) lo = hi = g_force_slices < smax ? g_force_slices : smax;
+    if (c->force_slices > 0) lo = hi = c->force_slices < smax ? c->force_slices : smax;
     double best = -1;
     for (int64_t s = lo; s <= hi; s++) {
         const int64_t cs = 4 * ((groups + s - 1) / s), sl = (C + cs - 1) / cs; /* chunks per slice, slices */
@@ -447,18 +440,19 @@ static bool g7_one_pass(float *y, const uint8_t *w, uint32_t wtype, const __half
     return true;
 }
 
-extern "C" size_t gemm_variant_scratch_bytes(int variant, int64_t rows, int64_t k, int n) {
-    if (rows <= 0 || k <= 0 || n <= 0 || rows > INT32_MAX || k > INT32_MAX) return 0;
+extern "C" size_t cu_gemm_scratch_bytes_with(const cu_gemm_cfg *c, int64_t rows, int64_t k, int n) {
+    if (!c || rows <= 0 || k <= 0 || n <= 0 || rows > INT32_MAX || k > INT32_MAX) return 0;
+    const int variant = c->variant;
     int cps;
     int s = gemm_slices(gemm_shape_of(variant, n), rows, k, n, GEMM_SPLIT_MAX, &cps);
     if (variant == 7) /* v7's split below the panel threshold (the types' splits differ), or v2's off sm_90 */
         for (uint32_t t : {QUANT_Q4_0, QUANT_Q4_K, QUANT_Q6_K, QUANT_Q8_0}) {
-            const int s7 = g7_slices(g7_shape_for(n), t, rows, k, n, GEMM_SPLIT_MAX, &cps);
+            const int s7 = g7_slices(c, g7_shape_for(n), t, rows, k, n, GEMM_SPLIT_MAX, &cps);
             if (s7 > s) s = s7;
         }
     size_t need = s > 1 ? (size_t)s * (size_t)n * (size_t)rows * sizeof(float) : 0;
     gp_geom gm;
-    if (gp_variant(variant) && n >= g_panel_min_n && gp_geometry(rows, k, gp_limit(), &gm)) {
+    if (gp_variant(variant) && n >= gp_min_n(c) && gp_geometry(rows, k, gp_limit(c), &gm)) {
         /* alignment, the panel, and room for split-K planes (a one-panel matrix, few tiles; no
          * device: no split) */
         size_t p = 1024 + gm.bytes;
@@ -468,30 +462,31 @@ extern "C" size_t gemm_variant_scratch_bytes(int variant, int64_t rows, int64_t 
     return need;
 }
 
-extern "C" size_t gemm_f16_scratch_bytes(int64_t rows, int64_t k, int n) {
-    return gemm_variant_scratch_bytes(g_variant, rows, k, n);
+extern "C" size_t cu_gemm_f16_scratch_bytes(int64_t rows, int64_t k, int n) {
+    return cu_gemm_scratch_bytes_with(&g_production, rows, k, n);
 }
 
-extern "C" cudaError_t gemm_f16_dequant(void *scratch, size_t scratch_bytes, const void *w, uint32_t wtype, int64_t rows,
-                                        int64_t k, cudaStream_t stream) {
-    if (!gemm_args_ok(wtype, rows, k, 1)) return cudaErrorInvalidValue;
+extern "C" cudaError_t cu_gemm_f16_dequant(const cu_gemm_cfg *c, void *scratch, size_t scratch_bytes, const void *w,
+                                           uint32_t wtype, int64_t rows, int64_t k, cudaStream_t stream) {
+    if (!c || !gemm_args_ok(wtype, rows, k, 1)) return cudaErrorInvalidValue;
     bool ran = false;
-    cudaError_t e = gp_run(5, NULL, (const uint8_t *)w, wtype, NULL, (int)rows, (int)k, 1, scratch, scratch_bytes, stream,
-                           false, &ran);
+    cudaError_t e = gp_run(5, gp_limit(c), NULL, (const uint8_t *)w, wtype, NULL, (int)rows, (int)k, 1, scratch,
+                           scratch_bytes, stream, false, &ran);
     return e != cudaSuccess ? e : ran ? cudaSuccess : cudaErrorInvalidValue;
 }
 
-extern "C" int gemm_split_slices(uint32_t wtype, int64_t rows, int64_t k, int n, size_t scratch_bytes) {
-    if (!gemm_args_ok(wtype, rows, k, n)) return 1;
+extern "C" int cu_gemm_split_slices(const cu_gemm_cfg *c, uint32_t wtype, int64_t rows, int64_t k, int n,
+                                    size_t scratch_bytes) {
+    if (!c || !gemm_args_ok(wtype, rows, k, n)) return 1;
     const size_t fit = scratch_bytes / ((size_t)n * (size_t)rows * sizeof(float));
     const int max_slices = fit < GEMM_SPLIT_MAX ? (int)fit : GEMM_SPLIT_MAX;
     int cps;
-    if (g_variant == 7 && g7_applies(wtype, rows, k))
-        return g7_slices(g7_shape_for(n), wtype, rows, k, n, max_slices, &cps);
-    return gemm_slices(gemm_shape_for(n), rows, k, n, max_slices, &cps);
+    if (c->variant == 7 && g7_applies(wtype, rows, k))
+        return g7_slices(c, g7_shape_for(n), wtype, rows, k, n, max_slices, &cps);
+    return gemm_slices(gemm_shape_for(c, n), rows, k, n, max_slices, &cps);
 }
 
-/* Whether variant 7 takes the panel path for a call (from g_panel_min_n tokens). The panel path
+/* Whether variant 7 takes the panel path for a call (from cfg.panel_min_n tokens). The panel path
  * pays, per call, a dequantising pass and its k panels (at most 4096 weights of k each) adding into
  * Y one after another, a cost that grows with k and that more tokens repay; v7 dequantises in
  * registers for every 128-token tile, dearer for Q6_K than for Q4_K and cheap for Q4_0 and Q8_0.
@@ -501,26 +496,28 @@ extern "C" int gemm_split_slices(uint32_t wtype, int64_t rows, int64_t k, int n,
  * on Q4_0; Q8_0 taken with it). At 512
  * tokens: Q4_K 5120 x 4096 86 us against v7's 96, Q4_K 8192 x 28672 798 against 621, Q6_K 9216 x
  * 8192 296 against 329, Q4_0 4096 x 14336 198 against 139; at 2048 tokens Q4_K 8192 x 28672 2316
- * against 2468. Under gemm_panel_rule 0, and for variants 4-6 (their checks and A/B runs), every
- * call from g_panel_min_n tokens takes it. */
-static bool gp_wanted(uint32_t wtype, int64_t k, int n) {
-    if (!gp_variant(g_variant) || n < g_panel_min_n) return false;
-    if (g_variant != 7 || !g_panel_rule) return true;
+ * against 2468. Under cfg.panel_rule 0, and for variants 4-6 (their checks and A/B runs), every
+ * call from cfg.panel_min_n tokens takes it. */
+static bool gp_wanted(const cu_gemm_cfg *c, uint32_t wtype, int64_t k, int n) {
+    if (!gp_variant(c->variant) || n < gp_min_n(c)) return false;
+    if (c->variant != 7 || !c->panel_rule) return true;
     const int64_t base = wtype == QUANT_Q6_K ? 8192 : wtype == QUANT_Q4_K ? 4096 : 1024;
     return k * 512 <= base * (int64_t)n;
 }
 
-/* gemm_f16_split; with parts non-null the planes of a split are left unsummed in scratch and
+/* cu_gemm_f16_split; with parts non-null the planes of a split are left unsummed in scratch and
  * *parts says how many (1: y written). */
-static cudaError_t split_run(float *y, const void *w, uint32_t wtype, const uint16_t *x, int64_t rows, int64_t k, int n,
-                             void *scratch, size_t scratch_bytes, int *parts, cudaStream_t stream) {
+static cudaError_t split_run(const cu_gemm_cfg *c, float *y, const void *w, uint32_t wtype, const uint16_t *x,
+                             int64_t rows, int64_t k, int n, void *scratch, size_t scratch_bytes, int *parts,
+                             cudaStream_t stream) {
     if (parts) *parts = 1;
-    if (!gemm_args_ok(wtype, rows, k, n)) return cudaErrorInvalidValue;
+    if (!c || !gemm_args_ok(wtype, rows, k, n)) return cudaErrorInvalidValue;
     const uint8_t *wb = (const uint8_t *)w;
     const __half *xh = (const __half *)x;
-    if (gp_wanted(wtype, k, n)) {
+    if (gp_wanted(c, wtype, k, n)) {
         bool ran = false;
-        cudaError_t e = gp_run(g_variant, y, wb, wtype, xh, (int)rows, (int)k, n, scratch, scratch_bytes, stream, true, &ran);
+        cudaError_t e = gp_run(c->variant, gp_limit(c), y, wb, wtype, xh, (int)rows, (int)k, n, scratch, scratch_bytes,
+                               stream, true, &ran);
         if (e != cudaSuccess || ran) return e;
     }
     const size_t plane = (size_t)n * (size_t)rows * sizeof(float);
@@ -529,9 +526,9 @@ static cudaError_t split_run(float *y, const void *w, uint32_t wtype, const uint
     float *part = (float *)scratch;
     int cps;
     cudaError_t e;
-    if (g_variant == 7 && g7_applies(wtype, rows, k)) {
+    if (c->variant == 7 && g7_applies(wtype, rows, k)) {
         const g7_shape sh = g7_shape_for(n);
-        const int s = g7_slices(sh, wtype, rows, k, n, max_slices, &cps);
+        const int s = g7_slices(c, sh, wtype, rows, k, n, max_slices, &cps);
         if (s == 1) return g7_launch(sh, y, wb, wtype, xh, (int)rows, (int)k, n, 1, cps, stream);
         if ((e = g7_launch(sh, part, wb, wtype, xh, (int)rows, (int)k, n, s, cps, stream)) != cudaSuccess) return e;
         if (parts) {
@@ -540,7 +537,7 @@ static cudaError_t split_run(float *y, const void *w, uint32_t wtype, const uint
         }
         return gemm_sum_launch(y, part, s, (int64_t)n * rows, stream);
     }
-    const gemm_shape sh = gemm_shape_for(n);
+    const gemm_shape sh = gemm_shape_for(c, n);
     const int s = gemm_slices(sh, rows, k, n, max_slices, &cps);
     if (s == 1) return gemm_launch(sh, y, wb, wtype, xh, (int)rows, (int)k, n, 1, cps, stream);
     if ((e = gemm_launch(sh, part, wb, wtype, xh, (int)rows, (int)k, n, s, cps, stream)) != cudaSuccess) return e;
@@ -551,14 +548,27 @@ static cudaError_t split_run(float *y, const void *w, uint32_t wtype, const uint
     return gemm_sum_launch(y, part, s, (int64_t)n * rows, stream);
 }
 
-extern "C" cudaError_t gemm_f16_split(float *y, const void *w, uint32_t wtype, const uint16_t *x, int64_t rows,
-                                      int64_t k, int n, void *scratch, size_t scratch_bytes, cudaStream_t stream) {
-    return split_run(y, w, wtype, x, rows, k, n, scratch, scratch_bytes, NULL, stream);
+extern "C" cudaError_t cu_gemm_f16_split_with(const cu_gemm_cfg *c, float *y, const void *w, uint32_t wtype,
+                                              const uint16_t *x, int64_t rows, int64_t k, int n, void *scratch,
+                                              size_t scratch_bytes, cudaStream_t stream) {
+    return split_run(c, y, w, wtype, x, rows, k, n, scratch, scratch_bytes, NULL, stream);
 }
 
-extern "C" cudaError_t gemm_f16_split_parts(float *y, const void *w, uint32_t wtype, const uint16_t *x, int64_t rows,
+extern "C" cudaError_t cu_gemm_f16_split(float *y, const void *w, uint32_t wtype, const uint16_t *x, int64_t rows,
+                                      int64_t k, int n, void *scratch, size_t scratch_bytes, cudaStream_t stream) {
+    return split_run(&g_production, y, w, wtype, x, rows, k, n, scratch, scratch_bytes, NULL, stream);
+}
+
+extern "C" cudaError_t cu_gemm_f16_split_parts(float *y, const void *w, uint32_t wtype, const uint16_t *x, int64_t rows,
                                             int64_t k, int n, void *scratch, size_t scratch_bytes, int *parts,
                                             cudaStream_t stream) {
     if (!parts) return cudaErrorInvalidValue;
-    return split_run(y, w, wtype, x, rows, k, n, scratch, scratch_bytes, parts, stream);
+    return split_run(&g_production, y, w, wtype, x, rows, k, n, scratch, scratch_bytes, parts, stream);
+}
+
+extern "C" cudaError_t cu_gemm_f16_split_parts_with(const cu_gemm_cfg *c, float *y, const void *w, uint32_t wtype,
+                                                    const uint16_t *x, int64_t rows, int64_t k, int n, void *scratch,
+                                                    size_t scratch_bytes, int *parts, cudaStream_t stream) {
+    if (!parts) return cudaErrorInvalidValue;
+    return split_run(c, y, w, wtype, x, rows, k, n, scratch, scratch_bytes, parts, stream);
 }

@@ -8,14 +8,14 @@
  *   v1  block = 128 rows x 64 tokens, 8 warps of 32 rows x 32 tokens (2 x 4 mma tiles), X in
  *       64-weight chunks of [64 tokens][72] halves (padded: conflict-free B loads), the next
  *       chunk's X and weights loaded into registers while the current one is multiplied.
- *   v2  (production below 256 tokens and off compute capability 9.0) warps of 32 rows x 64
+ *   v2  (production off compute capability 9.0) warps of 32 rows x 64
  *       tokens (2 x 8 mma tiles) in blocks of 128 rows x 128 tokens (n > 64) or 256 rows x 64
  *       tokens (n <= 64), X in a 3-stage cp.async ring read with ldmatrix: see the v2 section.
- *   v3  (lab: gemm_use_variant(3)) v2's warps and blocks with the weights through shared memory
+ *   v3  (lab: gemm_lab.h's variant 3) v2's warps and blocks with the weights through shared memory
  *       too: a GEMM3_STAGES ring of (X chunk, weight chunk) stages filled by cp.async, so three
  *       chunks of weights are in flight per block instead of one in registers: see the v3 section.
- *   v4, v5, v6  (v4 the engine's default from 256 tokens on compute capability 9.0; v5, v6 lab
- *       / MGI_GEMM) the weights dequantised once per call into f16 panels by this file's gemm_w,
+ *   v4, v5, v6  (v4's wgmma panels production from 512 tokens on compute capability 9.0 where
+ *       they measured faster than v7; v5, v6 lab: gemm_lab.h) the weights dequantised once per call into f16 panels by this file's gemm_w,
  *       then a plain f16 GEMM per panel (v4: wgmma): see gemm_panel.cuh.
  *   split-K (small n, where rows/128 x n/64 blocks leave most SMs idle): blockIdx.z takes a
  *       slice of cps chunks and writes its partial tile to its own [n][rows] plane; gemm_sum adds
@@ -25,7 +25,8 @@
 #ifndef MGI_KERNELS_GEMM_CUH
 #define MGI_KERNELS_GEMM_CUH
 
-#include "kernels/matvec.cuh"
+#include "kernels/matvec_layout.cuh"
+#include "kernels/matvec_src.cuh"
 #include "kernels/pdl.cuh"
 
 #define GEMM_ROWS 128

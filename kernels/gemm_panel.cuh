@@ -1,4 +1,4 @@
-/* Prefill GEMM through an f16 panel (gemm_use_variant 4 and 5, n >= GP_MIN_N): the weights are
+/* Prefill GEMM through an f16 panel (gemm_lab.h's variants 4 to 7, n >= GP_MIN_N): the weights are
  * dequantised once per call, panel by panel, into f16 rows in scratch (gp_dequant), and a plain
  * f16 tensor-core GEMM multiplies each panel with X (v5: mma.sync; v4: wgmma, sm_90a), adding
  * into Y across the k panels in a fixed order. v2 (gemm.cuh) dequantises inside its main loop,

@@ -1,4 +1,4 @@
-/* Batched-decode GEMM on wgmma (gemm_use_variant 7, compute capability 9.0): Y[n][rows] =
+/* Batched-decode GEMM on wgmma (variant 7, production, compute capability 9.0): Y[n][rows] =
  * W[rows][k] . X[n][k] for the small token counts of batched decode steps and short prompt
  * passes, W quantised in matvec.cuh's repacked layout, X in f16. v2 / v3 (gemm.cuh) are
  * issue-bound there (a warp dequantises, loads B fragments and issues 8-16 mma.sync per A

@@ -17,7 +17,7 @@ extern "C" {
  * launched with programmatic dependent launch (sm_90): it may start while the previous kernel
  * of the stream finishes, and waits for it on the device before touching its data
  * (kernels/pdl.cuh has the rules). Matvec weights are read before that wait, so a matvec must
- * not be the kernel right after the one that wrote its weights (matvec_repack: synchronise
+ * not be the kernel right after the one that wrote its weights (cu_matvec_repack: synchronise
  * after loading). kernels_use_pdl(0) launches without the attribute (kernel lab comparisons;
  * process-wide, not for use while other threads launch). */
 void kernels_use_pdl(int on);
@@ -38,234 +38,173 @@ typedef struct {
 /* ---- decode matrix-vector products (matvec.cu) -----------------------------------------------
  * Y[n][rows] = W[rows][k] . X[n][k] for n = 1..MATVEC_MAX_N tokens, weights read once for all
  * n. W is a weight matrix of GGUF type wtype (F32, F16, Q4_0, Q5_0, Q8_0, Q4_K, Q6_K), after a
- * one-time matvec_repack into the layout the kernel reads; k is the row length (a multiple of the
+ * one-time cu_matvec_repack into the layout the kernel reads; k is the row length (a multiple of the
  * type's block size). Accumulation is in f32. X in f32 is split exactly into two f16 halves for
- * the tensor-core paths, so |x| must stay below 65504; one token of Q4_0 or Q4_K rounds X to int8
- * per 32 values instead (matvec_use_variant). */
+ * the tensor-core paths, so |x| must stay below 65504; v10 and v11 (below) round X to int8 per
+ * 32 values instead. */
 #define MATVEC_MAX_N 8
 
 /* 1 when matvec handles this weight type. */
-int matvec_supported(uint32_t wtype);
+int cu_matvec_supported(uint32_t wtype);
 /* Bytes of the repacked form of a [rows, k] matrix; 0 when the type is unsupported or k is not
  * a multiple of its block size. */
-size_t matvec_repacked_bytes(uint32_t wtype, int64_t rows, int64_t k);
-/* Repacks a matrix in GGUF layout (on the device) into out (matvec_repacked_bytes). Once per
+size_t cu_matvec_repacked_bytes(uint32_t wtype, int64_t rows, int64_t k);
+/* Repacks a matrix in GGUF layout (on the device) into out (cu_matvec_repacked_bytes). Once per
  * weight, at load; the source may be freed afterwards. */
-cudaError_t matvec_repack(void *out, const void *w, uint32_t wtype, int64_t rows, int64_t k,
+cudaError_t cu_matvec_repack(void *out, const void *w, uint32_t wtype, int64_t rows, int64_t k,
                           cudaStream_t stream);
-/* The variant matvec_f32 / matvec_f16 / matvec_f32_swiglu run for 1 to 4 tokens: 10 (default; Q4_0,
- * Q4_K, Q8_0, Q6_K: X rounded to int8 per 32 values as llama.cpp's GPU path does, dp4a; relative
- * error ~1e-3 instead of ~1e-7; n up to 4, Q6_K up to 2; other types and counts stay on 6 and 3),
- * 11 (v10's cases and results, the weights streamed through a shared-memory ring per warp by
- * cp.async; v10 where the ring does not fit: matvec_ring_stages) or 6 (tensor cores, f32 X exact:
- * v6 for one token, v3 for more). Same repacked layout for all. Process-wide; set it before
- * launching (not while other threads launch). */
-void matvec_use_variant(int v);
-/* The ring depth (stages of one unit per warp) variant 11 runs a case with on the current device
- * (norm: matvec_f32_norm's, whose shared memory is the largest); 0 when it runs v10 instead or the
- * case is no v10 case. Whatever the variant in force. */
-int matvec_ring_stages(uint32_t wtype, int64_t rows, int64_t k, int n, int norm);
-/* Variant 11's deepest ring, 2 to 6 stages (default 4; outside that range, the default): each
- * case takes as many as fit beside X in shared memory. Process-wide, for A/B runs, as
- * matvec_use_variant. */
-void matvec_ring_depth(int max_stages);
-/* 1 (default): v10 / v11 issue their PDL trigger right after their wait, so that the next
- * kernel's blocks may start on each SM as soon as this kernel's block there leaves (PERF-LOG run
- * 59); 0: after the main loop. Process-wide, for A/B runs, as matvec_use_variant. */
-void matvec_pdl_early(int on);
-/* v11's ring slots per warp filled before its PDL wait, the rest right behind X's loads: -1
- * (default) matvec.cuh's mv11_pre choice for one token (one or two slots), all for more tokens; 0
- * all of them before the wait (the form before PERF-LOG run 63); N > 0 N. Process-wide, for A/B
- * runs. */
-void matvec_ring_pre(int slots);
-/* 1 (default): v10 / v11 launch the fewest blocks that keep the most tiles of 16 rows per block,
- * so that the shares are as even as the tiles allow (8b gate/up: 128 blocks of 14 tiles, not 132
- * of 13 or 14, whose last blocks ended 3-5 us after the first: MGI_TRACE, PERF-LOG run 59; +1.2%
- * tg128 on 8b q4_0 and q4_k_m, 1b unchanged: run 69); 0: one block per SM. Process-wide, for A/B
- * runs. */
-void matvec_balanced_grid(int on);
-/* matvec_f32_norm_rope_pair's split of the SMs: 0 (default) the split whose largest block reads
- * the fewest bytes (matvec.cuh: mv10_dual_split); N > 0 matrix 2's grid shaped for N SMs, matrix
- * 1's for the rest. Process-wide, for A/B runs. */
-void matvec_pair_sms(int n);
+/* The kernel cu_matvec_f32 / cu_matvec_f16 / cu_matvec_f32_swiglu and the fusions run, by type and
+ * shape (matvec.cuh): for 1 to 4 tokens (Q6_K: 2) of Q4_0, Q4_K, Q8_0, Q6_K with k a multiple of
+ * 256 (Q8_0: 128), v11 (X rounded to int8 per 32 values as llama.cpp's GPU path does, dp4a;
+ * relative error ~1e-3 instead of ~1e-7; the weights streamed through a shared-memory ring per
+ * warp by cp.async), or v10 (the same through registers) where no ring of 2 stages fits; other
+ * counts and shapes of those types v3 (tensor cores, f32 X exact), F32, F16, Q5_0 v1. Same
+ * repacked layout for all. cu_matvec_ring_stages: the ring depth (stages of one unit per warp)
+ * v11 runs a case with on the current device (norm: cu_matvec_f32_norm's, whose shared memory
+ * is the largest); 0 when v10 runs it or it is no v10 case. */
+int cu_matvec_ring_stages(uint32_t wtype, int64_t rows, int64_t k, int n, int norm);
+/* The kernel cu_matvec_f32 / _f16 / _f32_swiglu runs for this case on the current device: 11, 10,
+ * 3 or 1 as above; 0 where the arguments are not a case (cu_matvec_repacked_bytes 0, n outside
+ * 1..MATVEC_MAX_N). Tests pick their error budget by it. */
+int cu_matvec_kernel(uint32_t wtype, int64_t rows, int64_t k, int n);
 /* X in f32 [n][k] or in f16 bits [n][k]; Y f32 [n][rows]. */
-cudaError_t matvec_f32(float *y, const void *w, uint32_t wtype, const float *x, int64_t rows,
+cudaError_t cu_matvec_f32(float *y, const void *w, uint32_t wtype, const float *x, int64_t rows,
                        int64_t k, int n, cudaStream_t stream);
-cudaError_t matvec_f16(float *y, const void *w, uint32_t wtype, const uint16_t *x, int64_t rows,
+cudaError_t cu_matvec_f16(float *y, const void *w, uint32_t wtype, const uint16_t *x, int64_t rows,
                        int64_t k, int n, cudaStream_t stream);
-/* matvec_f32 of X[t][i] = silu(g[t * sg + i]) * u[t * su + i] (i < k): SwiGLU computed while X is
+/* cu_matvec_f32 of X[t][i] = silu(g[t * sg + i]) * u[t * su + i] (i < k): SwiGLU computed while X is
  * staged (same f32 formula as paged_swiglu), so the FFN's down matvec needs no separate SwiGLU
  * launch and no X buffer. Any strides; aligned (g, u 16-byte aligned, sg, su multiples of 4)
- * rows are read as float4. Same types, n and results as matvec_f32 of paged_swiglu's output. */
-cudaError_t matvec_f32_swiglu(float *y, const void *w, uint32_t wtype, const float *g, int64_t sg,
+ * rows are read as float4. Same types, n and results as cu_matvec_f32 of paged_swiglu's output. */
+cudaError_t cu_matvec_f32_swiglu(float *y, const void *w, uint32_t wtype, const float *g, int64_t sg,
                               const float *u, int64_t su, int64_t rows, int64_t k, int n,
                               cudaStream_t stream);
-/* Decode fusions, one launch each where the decode step had two or three (v10 and v11 only, so X
+/* Decode fusions, one launch each where the decode step had two or three (v11 and v10 only, so X
  * is rounded to int8 per 32 values as v10 rounds it; same budget):
- *   matvec_f32_norm: Y = W . rmsnorm(X) with rmsnorm as kernels.h's (X[t] / sqrt(mean(X[t]^2) +
+ *   cu_matvec_f32_norm: Y = W . cu_rmsnorm(X) with rmsnorm as kernels.h's (X[t] / sqrt(mean(X[t]^2) +
  *     eps) * g, g [k]); every block sums X^2 itself while staging X * g and scales its outputs by
  *     1 / rms, so no normed copy of X is written. x and g 16-byte aligned.
- *   matvec_f32_acc: Y += W . X (the residual add of kernels.h's add, fused).
- *   matvec_f32_swiglu_acc: Y += W . (silu(g) * u), matvec_f32_swiglu's X (same strides).
- * Y must not overlap X (or g, u). matvec_fused_supported says whether they take a case: the
- * variant is 10 or 11, wtype Q4_0, Q4_K, Q8_0 or Q6_K, n 1 to 4 (Q6_K: 2), k a multiple of 256
+ *   cu_matvec_f32_acc: Y += W . X (the residual add of kernels.h's cu_add, fused).
+ *   cu_matvec_f32_swiglu_acc: Y += W . (silu(g) * u), cu_matvec_f32_swiglu's X (same strides).
+ * Y must not overlap X (or g, u). cu_matvec_fused_supported says whether they take a case: wtype
+ * Q4_0, Q4_K, Q8_0 or Q6_K, n 1 to 4 (Q6_K: 2), k a multiple of 256
  * (Q8_0: 128) and the shared memory fits the current device; otherwise they launch nothing and
  * return cudaErrorNotSupported (the caller runs the unfused kernels). */
-int matvec_fused_supported(uint32_t wtype, int64_t rows, int64_t k, int n);
-/* matvec_f32_norm of a gate/up matrix, gate rows [0, F) stacked on up rows [F, 2F) (rows = 2F, F a
+int cu_matvec_fused_supported(uint32_t wtype, int64_t rows, int64_t k, int n);
+/* cu_matvec_f32_norm of a gate/up matrix, gate rows [0, F) stacked on up rows [F, 2F) (rows = 2F, F a
  * multiple of 16), whose epilogue writes Y [n][F] = silu(gate) * up (paged_swiglu's formula)
- * instead of both products: the decode FFN without its SwiGLU launch. v11 only (matvec_use_variant
- * 11, the default, and a ring that fits); otherwise cudaErrorNotSupported with nothing launched. */
-cudaError_t matvec_f32_norm_glu(float *y, const void *w, uint32_t wtype, const float *x, const float *g, float eps,
+ * instead of both products: the decode FFN without its SwiGLU launch. v11 only (a ring that fits:
+ * cu_matvec_ring_stages); otherwise cudaErrorNotSupported with nothing launched. */
+cudaError_t cu_matvec_f32_norm_glu(float *y, const void *w, uint32_t wtype, const float *x, const float *g, float eps,
                                 int64_t rows, int64_t k, int n, cudaStream_t stream);
-cudaError_t matvec_f32_norm(float *y, const void *w, uint32_t wtype, const float *x, const float *g, float eps,
+cudaError_t cu_matvec_f32_norm(float *y, const void *w, uint32_t wtype, const float *x, const float *g, float eps,
                             int64_t rows, int64_t k, int n, cudaStream_t stream);
-cudaError_t matvec_f32_acc(float *y, const void *w, uint32_t wtype, const float *x, int64_t rows, int64_t k, int n,
+cudaError_t cu_matvec_f32_acc(float *y, const void *w, uint32_t wtype, const float *x, int64_t rows, int64_t k, int n,
                            cudaStream_t stream);
-/* matvec_f32_acc for an X whose kernel runs long after this one's blocks can start (decode
+/* cu_matvec_f32_acc for an X whose kernel runs long after this one's blocks can start (decode
  * attention before wo): v11 copies its whole first ring fill before its PDL wait, which lands
- * while that kernel runs (matvec_ring_pre: otherwise one or two slots; PERF-LOG run 66). */
-cudaError_t matvec_f32_acc_prefilled(float *y, const void *w, uint32_t wtype, const float *x, int64_t rows, int64_t k,
+ * while that kernel runs (otherwise one or two slots: matvec_dp4a.cuh's mv11_pre; PERF-LOG run 66). */
+cudaError_t cu_matvec_f32_acc_prefilled(float *y, const void *w, uint32_t wtype, const float *x, int64_t rows, int64_t k,
                                      int n, cudaStream_t stream);
-cudaError_t matvec_f32_swiglu_acc(float *y, const void *w, uint32_t wtype, const float *g, int64_t sg,
+cudaError_t cu_matvec_f32_swiglu_acc(float *y, const void *w, uint32_t wtype, const float *g, int64_t sg,
                                   const float *u, int64_t su, int64_t rows, int64_t k, int n, cudaStream_t stream);
-/* matvec_f32_norm for a layer's Q, K and V rows with paged_rope_store (paged.h) in its epilogue,
+/* cu_matvec_f32_norm for a layer's Q, K and V rows with paged_rope_store (paged.h) in its epilogue,
  * so a decode layer needs no RoPE + K/V-store launch: the first nq rows of W are Q rows (heads of
  * head_dim, rotated into q_out [n][nq]), the next nk K rows (0 or kv_dim: rotated, stored as f16 at
  * k_cache + cell[t] * kv_dim), the rest V rows (0 or kv_dim: stored at v_cache + cell[t] * kv_dim);
  * pos[t] the token's position, n_rot and theta as paged_rope_store's. Nothing is written to a Y.
- * Results equal to matvec_f32_norm then paged_rope_store, bit for bit. Same cases as
- * matvec_f32_norm (matvec_fused_supported), plus nq a multiple of head_dim, head_dim and n_rot even,
+ * Results equal to cu_matvec_f32_norm then paged_rope_store, bit for bit. Same cases as
+ * cu_matvec_f32_norm (cu_matvec_fused_supported), plus nq a multiple of head_dim, head_dim and n_rot even,
  * n_rot <= head_dim; else cudaErrorInvalidValue or cudaErrorNotSupported, nothing launched. */
-cudaError_t matvec_f32_norm_rope(const void *w, uint32_t wtype, const float *x, const float *g, float eps,
+cudaError_t cu_matvec_f32_norm_rope(const void *w, uint32_t wtype, const float *x, const float *g, float eps,
                                  int64_t rows, int64_t k, int n, float *q_out, uint16_t *k_cache,
                                  uint16_t *v_cache, const int32_t *pos, const int32_t *cell, int64_t nq, int64_t nk,
                                  int64_t kv_dim, int head_dim, int n_rot, float theta, cudaStream_t stream);
-/* The same, launched right behind another matvec_f32_norm_rope of the same x (a layer whose V is
+/* The same, launched right behind another cu_matvec_f32_norm_rope of the same x (a layer whose V is
  * in another type than its Q and K: Q4_K_M's Q6_K V): it reads x at once instead of after its PDL
  * wait, and waits for that kernel only before it exits, so the two run side by side. Only where
  * x was complete before the kernel in front of it passed its own wait, and that kernel neither
  * reads nor writes what this one writes (pdl.cuh's rule 1 exception). front_blocks: that kernel's
- * grid (matvec_fused_blocks), whose blocks hold one SM each; this grid is shaped for the SMs it
+ * grid (cu_matvec_fused_blocks), whose blocks hold one SM each; this grid is shaped for the SMs it
  * leaves, so that none of its blocks queues behind it (0: shaped for the whole device); its blocks
- * then group the sums otherwise than matvec_f32_norm_rope's, so its outputs equal those within
+ * then group the sums otherwise than cu_matvec_f32_norm_rope's, so its outputs equal those within
  * rounding, not bit for bit. */
-cudaError_t matvec_f32_norm_rope_beside(const void *w, uint32_t wtype, const float *x, const float *g, float eps,
+cudaError_t cu_matvec_f32_norm_rope_beside(const void *w, uint32_t wtype, const float *x, const float *g, float eps,
                                         int64_t rows, int64_t k, int n, float *q_out, uint16_t *k_cache,
                                         uint16_t *v_cache, const int32_t *pos, const int32_t *cell, int64_t nq,
                                         int64_t nk, int64_t kv_dim, int head_dim, int n_rot, float theta,
                                         int front_blocks, cudaStream_t stream);
-/* Two matvec_f32_norm_rope of one x in one launch: matrix 1 (t1, rows1 rows of which nq1 Q, nk1 K,
+/* Two cu_matvec_f32_norm_rope of one x in one launch: matrix 1 (t1, rows1 rows of which nq1 Q, nk1 K,
  * the rest V) and matrix 2 (the same with nq2, nk2), each with its own type, the SMs shared
- * between their grids (matvec_pair_sms). A layer whose V is in another type than Q and K
- * (Q4_K_M: Q4_K, V Q6_K) then starts all three at once. Outputs equal matvec_f32_norm_rope's
+ * between their grids so that the largest block of either reads the fewest bytes (PERF-LOG run 86). A layer whose V is in another type than Q and K
+ * (Q4_K_M: Q4_K, V Q6_K) then starts all three at once. Outputs equal cu_matvec_f32_norm_rope's
  * within rounding (the grids' blocks group the sums otherwise), not bit for bit. Only v11,
  * t1 Q4_K with t2 Q6_K, n 1 or 2, and where both grids fit beside each other; otherwise
  * cudaErrorNotSupported with nothing launched (the caller launches the two apart). */
-cudaError_t matvec_f32_norm_rope_pair(const void *w1, uint32_t t1, int64_t rows1, int64_t nq1, int64_t nk1,
+cudaError_t cu_matvec_f32_norm_rope_pair(const void *w1, uint32_t t1, int64_t rows1, int64_t nq1, int64_t nk1,
                                       const void *w2, uint32_t t2, int64_t rows2, int64_t nq2, int64_t nk2,
                                       const float *x, const float *g, float eps, int64_t k, int n, float *q_out,
                                       uint16_t *k_cache, uint16_t *v_cache, const int32_t *pos, const int32_t *cell,
                                       int64_t kv_dim, int head_dim, int n_rot, float theta, cudaStream_t stream);
-/* The blocks of the grid matvec_f32_norm_rope (or _norm) launches for this case; 0 where
- * matvec_fused_supported says no. */
-int matvec_fused_blocks(uint32_t wtype, int64_t rows, int64_t k, int n);
+/* The blocks of the grid cu_matvec_f32_norm_rope (or _norm) launches for this case; 0 where
+ * cu_matvec_fused_supported says no. */
+int cu_matvec_fused_blocks(uint32_t wtype, int64_t rows, int64_t k, int n);
 
 /* ---- prefill matrix products (gemm.cu) --------------------------------------------------------
  * Y[n][rows] = W[rows][k] . X[n][k] for many tokens on the tensor cores, X in f16 bits, Y f32,
- * W as repacked by matvec_repack (the same buffer serves decode). Weights are rounded to f16
+ * W as repacked by cu_matvec_repack (the same buffer serves decode). Weights are rounded to f16
  * after scaling (relative error ~3e-4 per product against the f32 CPU path). */
-int gemm_supported(uint32_t wtype); /* Q4_0, Q4_K, Q6_K, Q8_0 */
-cudaError_t gemm_f16(float *y, const void *w, uint32_t wtype, const uint16_t *x, int64_t rows, int64_t k,
+int cu_gemm_supported(uint32_t wtype); /* Q4_0, Q4_K, Q6_K, Q8_0 */
+cudaError_t cu_gemm_f16(float *y, const void *w, uint32_t wtype, const uint16_t *x, int64_t rows, int64_t k,
                      int64_t n, cudaStream_t stream);
-/* Split-K for small n (batched decode, prefill micro-batches), where gemm_f16's blocks (128 rows
+/* Split-K for small n (batched decode, prefill micro-batches), where cu_gemm_f16's blocks (128 rows
  * x 128 tokens, 256 x 64 for n <= 64; gemm.cuh) leave most SMs idle: the K loop is cut into S
  * slices of whole 256-weight groups (S sized for about 2 blocks per SM, at most 16), each slice
  * writes an f32 [n][rows] plane of scratch, and a second kernel adds the S planes in slice order:
  * the same inputs and scratch_bytes give bit-identical Y on every run (a different S, from a
- * smaller scratch, rounds differently). gemm_f16_scratch_bytes is the scratch for the full split
+ * smaller scratch, rounds differently). cu_gemm_f16_scratch_bytes is the scratch for the full split
  * on the current device, 0 when the shape needs none; it is not monotonic in rows or k, so size
- * the buffer as the largest value over the matrices it will serve (never above SMs x 128 KB,
- * 17.3 MB on 132 SMs). With less scratch the split uses the slices that fit, with no room for 2
- * (or scratch NULL) it runs gemm_f16. Both kernels launch with PDL (kernels_use_pdl), as does
- * gemm_f16: weights are read before waiting on the previous kernel. */
-size_t gemm_f16_scratch_bytes(int64_t rows, int64_t k, int n);
-cudaError_t gemm_f16_split(float *y, const void *w, uint32_t wtype, const uint16_t *x, int64_t rows, int64_t k,
+ * the buffer as the largest value over the matrices it will serve (split-K planes never need
+ * more than SMs x 128 KB, 17.3 MB on 132 SMs; from 512 tokens the f16 panel, up to 32 MiB, plus
+ * 1 KiB, plus SMs x 128 KiB where the matrix is one panel). With less scratch the split uses the slices that fit, with no room for 2
+ * (or scratch NULL) it runs cu_gemm_f16. Both kernels launch with PDL (kernels_use_pdl), as does
+ * cu_gemm_f16: weights are read before waiting on the previous kernel. */
+size_t cu_gemm_f16_scratch_bytes(int64_t rows, int64_t k, int n);
+cudaError_t cu_gemm_f16_split(float *y, const void *w, uint32_t wtype, const uint16_t *x, int64_t rows, int64_t k,
                            int n, void *scratch, size_t scratch_bytes, cudaStream_t stream);
-/* gemm_f16_split without its adding launch: *parts = 1 when Y was written (no split, or a path that
+/* cu_gemm_f16_split without its adding launch: *parts = 1 when Y was written (no split, or a path that
  * adds its own), else the S >= 2 planes [S][n][rows] it left in scratch, which the caller adds in
- * slice order (0, 1, ..., S - 1, as gemm_sum does: the same bits as gemm_f16_split's Y) inside the
+ * slice order (0, 1, ..., S - 1, as gemm_sum does: the same bits as cu_gemm_f16_split's Y) inside the
  * kernel that reads Y (paged_add_rmsnorm_sum), one launch fewer. */
-cudaError_t gemm_f16_split_parts(float *y, const void *w, uint32_t wtype, const uint16_t *x, int64_t rows, int64_t k,
+cudaError_t cu_gemm_f16_split_parts(float *y, const void *w, uint32_t wtype, const uint16_t *x, int64_t rows, int64_t k,
                                  int n, void *scratch, size_t scratch_bytes, int *parts, cudaStream_t stream);
-/* The GEMM kernel every later gemm_f16 / gemm_f16_split / gemm_f16_scratch_bytes call uses,
- * process-wide (the engine sets 4, or MGI_GEMM's; the library's own default is 2): 1 (gemm.cuh's
- * v1), 2 (v2), 3 (v3: weights through shared memory as well), or for n >= 128 (or
- * gemm_panel_min_tokens) in gemm_f16_split the f16-panel path (gemm_panel.cuh): the weights
- * dequantised once per call into f16 panels of up to 32 MiB in the scratch, then an f16
- * tensor-core GEMM per panel, 4 (wgmma, compute capability 9.0 only; v2 elsewhere) or 5
- * (mma.sync); 6 is 4 without its per-chunk proxy fence (lab: gemm_panel.cuh says why). Variants
- * 4 to 6 run v2 below that token count, in gemm_f16 (no scratch) and when the scratch cannot
- * hold a panel of 128 rows x 256 weights; less scratch than gemm_f16_scratch_bytes gives smaller
- * panels, the same results to rounding (each panel's k range adds into Y in order: bit-identical
- * reruns). Variant 7 is 4 with gemm_wg.cuh's v7 (wgmma on weights dequantised in registers,
- * split-K with its own model) wherever 4 would run v2; v2 off compute capability 9.0. Size
- * scratch after choosing. */
-void gemm_use_variant(int v);
-/* Kernel lab: variant 7 splits K into s slices (as far as the shape and the scratch allow)
- * instead of its model's choice; 0 restores the model. Process-wide; size the scratch after it
- * (gemm_f16_scratch_bytes follows the model, which may choose fewer slices). */
-void gemm_force_slices(int s);
-/* A/B runs: 0 counts v7's split-K planes at the weights' streaming rate for every tile shape (the
- * model before commit bf0e875), 1 (the default) a quarter of that for the compute-bound 128 x 128
- * tile of more than 64 tokens (gemm.cu's G7_TILE_COMPUTE). Process-wide; size scratch after it. */
-void gemm_v7_plane_model(int on);
-/* Kernel lab and tests: the number of K slices gemm_f16_split would use for this call under the
- * variant in force (1: no split; the panel path's own split is not counted). */
-int gemm_split_slices(uint32_t wtype, int64_t rows, int64_t k, int n, size_t scratch_bytes);
-/* The scratch gemm_f16_split needs under variant v (gemm_f16_scratch_bytes is this for the
- * variant in force): for 4 to 7 at n >= 128 the f16 panel (the whole matrix's f16 size up to
- * 32 MiB) plus 1 KiB, plus SMs x 128 KiB of split-K room where the matrix is one panel; the same
- * for every n >= 128 (split-K planes alone never need more than SMs x 128 KiB). An engine that
- * may switch variants sizes its buffer as the largest value over its matrices and the variants. */
-size_t gemm_variant_scratch_bytes(int v, int64_t rows, int64_t k, int n);
-/* Kernel lab and tests: caps the f16 panel of variants 4 to 7 at bytes (0: the default 32 MiB;
- * never above it), to time other panel sizes or force several row and k panels on small
- * matrices. Process-wide; call gemm_f16_scratch_bytes after it. */
-void gemm_panel_limit(size_t bytes);
-/* Token counts below n (never below 128) run v2 (variant 7: v7) even when variant 4-7 is chosen:
- * a panel is dequantised once per call, which fewer tokens do not repay (the layer split's
- * 128-token micro-batches ran at half v2's speed). Process-wide; the engine sets 512. */
-void gemm_panel_min_tokens(int n);
-/* Variant 7 from that count: 1 (the default) takes the panel only where it measured faster than
- * v7, k <= base x n / 512 with base 8192 for Q6_K, 4096 for Q4_K and 1024 for the other types
- * (gemm.cu's gp_wanted); 0 for every matrix, for A/B runs. Process-wide. */
-void gemm_panel_rule(int rule);
-/* Kernel lab and tests: only the dequantisation launches a variant 4-7 gemm_f16_split would make
- * for this matrix and scratch, no products. The last panel stays at the start of the scratch
- * (rounded up to 1024 bytes) as [P / 128][pc][128 rows][64] f16, P the panel's rows (a multiple
- * of 128; rows past the matrix are zeros) and pc its 64-weight chunks: for a matrix that is one
- * panel, weight (r, j) at ((r / 128) * C + j / 64) * 8192 + (r % 128) * 64 + j % 64, C = k / 64
- * rounded up. cudaErrorInvalidValue when the scratch cannot hold a panel. */
-cudaError_t gemm_f16_dequant(void *scratch, size_t scratch_bytes, const void *w, uint32_t wtype, int64_t rows,
-                             int64_t k, cudaStream_t stream);
+/* The kernels cu_gemm_f16 / cu_gemm_f16_split run (gemm.cu; "variant 7"): on compute capability
+ * 9.0 v7 (gemm_wg.cuh: wgmma on weights dequantised in registers, split-K with its own model),
+ * and from 512 tokens in cu_gemm_f16_split, where it measured faster (gemm.cu's gp_wanted), the
+ * f16-panel path (gemm_panel.cuh: the weights dequantised once per call into f16 panels of up to
+ * 32 MiB in the scratch, then a wgmma GEMM per panel); v2 (gemm.cuh) elsewhere. PERF-LOG run 26:
+ * 8b q4_0 pp512 20160 t/s with panels, 14050 with v2; run 32: a 64-sequence 8b q4_k_m decode step
+ * 5.08 ms with v7, 7.83 with panels and v2; run 91: 8b pp256 17730 with v7, 12270 with panels.
+ * Less scratch than cu_gemm_f16_scratch_bytes gives smaller panels, the same results to rounding
+ * (each panel's k range adds into Y in order: bit-identical reruns). The other variants and
+ * thresholds: gemm_lab.h (kernel lab and tests). */
 
 /* ---- small ops ------------------------------------------------------------------------------ */
 /* out[r][:] = in[r][:] / sqrt(mean(in[r]^2) + eps) * weight[:], rows of dim f32 (norm.cu). */
-cudaError_t rmsnorm(float *out, const float *in, const float *weight, int rows, int dim, float eps,
+cudaError_t cu_rmsnorm(float *out, const float *in, const float *weight, int rows, int dim, float eps,
                     cudaStream_t stream);
 /* Rotary embedding, llama layout (adjacent pairs x[2i], x[2i+1] rotated by
  * pos * theta^(-2i/rot_dim)) over the first rot_dim values of each head; x [n_tok][n_head][head_dim]
  * f32; pos [n_tok] int32 on the device (rope.cu). out may equal in. */
-cudaError_t rope(float *out, const float *in, const int32_t *pos, int n_tok, int n_head,
+cudaError_t cu_rope(float *out, const float *in, const int32_t *pos, int n_tok, int n_head,
                  int head_dim, int rot_dim, float theta, cudaStream_t stream);
 /* out[i] = silu(gate[i]) * up[i] (elementwise.cu). */
-cudaError_t swiglu(float *out, const float *gate, const float *up, int64_t n, cudaStream_t stream);
+cudaError_t cu_swiglu(float *out, const float *gate, const float *up, int64_t n, cudaStream_t stream);
 /* out[i] = a[i] + b[i]; out may equal a or b (elementwise.cu). */
-cudaError_t add(float *out, const float *a, const float *b, int64_t n, cudaStream_t stream);
+cudaError_t cu_add(float *out, const float *a, const float *b, int64_t n, cudaStream_t stream);
 /* out[t][:] = row ids[t] of table [n_rows][dim] in GGUF layout of type ttype, dequantised to f32
  * (embed.cu). Ids outside [0, n_rows) give a row of NaN, never a stray read. */
-cudaError_t embed(float *out, const void *table, uint32_t ttype, const int32_t *ids, int n_tok,
+cudaError_t cu_embed(float *out, const void *table, uint32_t ttype, const int32_t *ids, int n_tok,
                   int64_t n_rows, int64_t dim, cudaStream_t stream);
 /* The host gate (gate.cu): a decode step launched before the host has its inputs waits on the
  * device, one block spinning, until the host sets go; it then copies `words` int32 (at most
@@ -277,7 +216,7 @@ typedef struct {
     volatile int32_t go;    /* then words, in one aligned 8 bytes: the kernel reads both at once */
     volatile int32_t words;
 } __attribute__((aligned(8))) kernels_gate;
-cudaError_t host_gate(int32_t *dst, const int32_t *src, kernels_gate *g, int max_words, cudaStream_t stream);
+cudaError_t cu_host_gate(int32_t *dst, const int32_t *src, kernels_gate *g, int max_words, cudaStream_t stream);
 /* Greedy picks of n_seq rows of logits (sample.cu), two per row: out[2 s] = index of the largest
  * of logits[s][0..n_vocab), out[2 s + 1] = the same among the indices not in skip (the end-of-
  * generation ids that llama.cpp's --ignore-eos biases to -inf; 0 when every index is skipped);
@@ -288,24 +227,7 @@ typedef struct {
     int32_t n;
     int32_t id[ARGMAX_MAX_SKIP];
 } argmax_skip;
-cudaError_t argmax(int32_t *out, const float *logits, int n_seq, int n_vocab, argmax_skip skip, cudaStream_t stream);
-
-/* ---- decode attention (attention.cu) ---------------------------------------------------------
- * KV cache of one layer, f16: k_cache/v_cache [n_seq][n_kv_head][max_ctx][head_dim].
- * kv_store writes the new token's k, v (f32 [n_seq][n_kv_head][head_dim]) at position pos[s]. */
-cudaError_t kv_store(uint16_t *k_cache, uint16_t *v_cache, const float *k, const float *v,
-                     const int32_t *pos, int n_seq, int n_kv_head, int head_dim, int max_ctx,
-                     cudaStream_t stream);
-/* One query token per sequence: out, q [n_seq][n_head][head_dim] f32; the query attends to
- * positions [0, len[s]) (len on the device, so a captured graph replays at any length). GQA:
- * head h reads kv head h / (n_head / n_kv_head). head_dim <= 256. Split-KV: blocks over
- * ATTN_SPLIT positions, then a combine pass; scratch holds attention_scratch_bytes. */
-#define ATTN_SPLIT 128
-size_t attention_scratch_bytes(int n_seq, int n_head, int head_dim, int max_ctx);
-cudaError_t attention_decode(float *out, const float *q, const uint16_t *k_cache,
-                             const uint16_t *v_cache, const int32_t *len, void *scratch, int n_seq,
-                             int n_head, int n_kv_head, int head_dim, int max_ctx, float scale,
-                             cudaStream_t stream);
+cudaError_t cu_argmax(int32_t *out, const float *logits, int n_seq, int n_vocab, argmax_skip skip, cudaStream_t stream);
 
 #ifdef __cplusplus
 }

@@ -1,45 +1,26 @@
-/* Launchers of the decode matvec (kernels.h): repacking at load, then the production variant per
- * weight type (v10, int8 X and dp4a, for 1 to 4 tokens (Q6_K: 2) of Q4_0, Q4_K, Q8_0, Q6_K, or
- * v11, v10 with the weights through a shared-memory ring, after matvec_use_variant(11); v6
- * for one token and v3 for several, tensor cores, where v10 does not apply or after
- * matvec_use_variant(6); v1 for F32, F16, Q5_0), all with programmatic dependent launch, X plain
- * or SwiGLU'd while staged; and the decode fusions (RMSNorm of X, Y +=), v10 / v11 only. Variants
- * live in matvec.cuh, where the kernel lab times them. */
+/* Launchers of the decode matvec (kernels.h): repacking at load, then per weight type and shape
+ * v11 (int8 X and dp4a, the weights through a shared-memory ring; 1 to 4 tokens (Q6_K: 2) of
+ * Q4_0, Q4_K, Q8_0, Q6_K), v10 where no ring fits, v3 (tensor cores) where neither applies, v1
+ * for F32, F16 and Q5_0; all with programmatic dependent launch, X plain or SwiGLU'd while
+ * staged; and the decode fusions (RMSNorm of X, Y +=, RoPE and the K/V store), v10 / v11 only.
+ * The kernels are matvec.cuh's; the kernel lab times the variants that lost. */
 #include "kernels/kernels.h"
 #include "kernels/matvec.cuh"
 
 extern "C" cudaError_t matvec_trace_set(kt_rec *buf, unsigned cap, cudaStream_t s) { return kt_set(buf, cap, s); }
 
-/* The production variant of the tensor-core path (matvec.cuh; the kernel lab times the others):
- * v6 (persistent, MATVEC_NB groups in flight per warp) for n = 1, v3 for more tokens. */
-#define MATVEC_V 6
-#define MATVEC_NB (MATVEC_V == 7 ? 3 : 2)
-
-/* matvec_use_variant: 10 (the default) sends n = 1 to 4 (Q6_K: 2) of Q4_0, Q4_K, Q8_0, Q6_K to
- * v10 (int8 X, dp4a; same repacked layout): for one token of Q4_0 / Q4_K 10-20% faster than v6
- * at every 8b shape (PERF-LOG runs 17-19); 11 sends the same cases to v11 (v10's arithmetic and
- * results, the weights through a per-warp cp.async ring in shared memory, MV11_STAGES deep at
- * most (matvec_ring_depth); v10 where no ring of 2 stages fits beside X), not yet measured; 6
- * keeps v6 and v3 (f32 X exact). */
-static int matvec_variant = 10;
-static int matvec_ring_cap = MV11_STAGES; /* v11's deepest ring (matvec_ring_depth) */
-
-extern "C" void matvec_use_variant(int v) { matvec_variant = v == 10 || v == 11 ? v : 6; }
-
-static int matvec_early = 1; /* matvec_pdl_early */
-extern "C" void matvec_pdl_early(int on) { matvec_early = on != 0; }
-
-static int matvec_balance = 1; /* matvec_balanced_grid */
-extern "C" void matvec_balanced_grid(int on) { matvec_balance = on != 0; }
-
-static int matvec_pre = -1; /* matvec_ring_pre */
-static int matvec_pair_n = 0; /* matvec_pair_sms */
-extern "C" void matvec_pair_sms(int n) { matvec_pair_n = n > 0 ? n : 0; }
-extern "C" void matvec_ring_pre(int slots) { matvec_pre = slots >= -1 ? slots : -1; }
-
-extern "C" void matvec_ring_depth(int max_stages) {
-    matvec_ring_cap = max_stages >= 2 && max_stages <= MV11_STAGES_MAX ? max_stages : MV11_STAGES;
-}
+/* The production choices of v10 / v11 (matvec.cuh), each the winner of an A/B run the kernel lab
+ * can still repeat by passing other values to matvec_v10_launch:
+ *   MV11_STAGES (4) the ring's deepest (each case takes as many stages as fit beside X);
+ *   early: the PDL trigger right after the wait, so that the next kernel's blocks may start on
+ *     each SM as soon as this kernel's block there leaves (PERF-LOG run 59: +3-4% tg128);
+ *   balanced grid: the fewest blocks that keep the most tiles of 16 rows per block, so that the
+ *     shares are as even as the tiles allow (8b gate/up: 128 blocks of 14 tiles, not 132 of 13
+ *     or 14; run 69: +1.2% tg128 on 8b q4_0 and q4_k_m);
+ *   ring slots before the PDL wait: the launch's own (mv11_pre's one or two for one token, all
+ *     for more; all for cu_matvec_f32_acc_prefilled: run 66);
+ *   the pair's SM split: mv10_dual_split's (run 86). */
+enum { MV_EARLY = 1, MV_BALANCE = 1 };
 
 /* The tensor-core variants read the repacked layout of matvec.cuh; other types keep their GGUF
  * rows for v1. */
@@ -56,12 +37,10 @@ static int64_t matvec_block_elems(uint32_t t) {
     }
 }
 
-/* Every production v6 and v10 instantiation: f32 X, f16 X, SwiGLU X; v10's fused sources. */
+/* Every production v10 and v11 instantiation: f32 X, f16 X, SwiGLU X and the fused sources (v3
+ * and v1 stay within the default 48 KB of shared memory). */
 template <int T>
-static void mv6_prepare_all() {
-    mv6_prepare<T, false, MATVEC_NB>();
-    mv6_prepare<T, true, MATVEC_NB>();
-    mv6_prepare<T, false, MATVEC_NB, false, mv_x_swiglu>();
+static void mv_prepare_all() {
     mv10_prepare_all<T, false>();
     mv10_prepare_all<T, true>();
     mv10_prepare_all<T, false, mv_x_swiglu>();
@@ -80,37 +59,34 @@ static void mv6_prepare_all() {
 }
 
 /* v10 (O = 0) or v11 (MV11_OPT) for weight type t; false with nothing launched where it does not
- * apply (another type, n, k or shared memory: mv10_takes). */
+ * apply (another type, n, k or shared memory: mv10_takes). fill: v11's ring slots before its PDL
+ * wait (-1: mv11_pre's choice, 0: all). */
 template <bool XH, typename XS, int O>
 static bool matvec_v10_any(float *y, const void *w, uint32_t t, XS x, int r, int k, int n, cudaStream_t s,
                            cudaError_t *e, int fill, int late = 0, int sms_cap = 0) {
-    /* matvec_ring_pre's count (A/B runs) wins over the launch's own; -1 is the kernel's choice */
-    const int pdl = pdl_enabled(), cap = matvec_ring_cap, ea = matvec_early;
-    const int pre = matvec_pre >= 0 ? matvec_pre : fill, bal = matvec_balance;
+    const int pdl = pdl_enabled(), cap = MV11_STAGES, ea = MV_EARLY, bal = MV_BALANCE;
     switch (t) {
-    case QUANT_Q4_0: return matvec_v10_launch<QUANT_Q4_0, XH, XS, O>(y, w, x, r, k, n, s, pdl, e, cap, ea, pre, bal, late, sms_cap);
-    case QUANT_Q4_K: return matvec_v10_launch<QUANT_Q4_K, XH, XS, O>(y, w, x, r, k, n, s, pdl, e, cap, ea, pre, bal, late, sms_cap);
-    case QUANT_Q8_0: return matvec_v10_launch<QUANT_Q8_0, XH, XS, O>(y, w, x, r, k, n, s, pdl, e, cap, ea, pre, bal, late, sms_cap);
-    case QUANT_Q6_K: return matvec_v10_launch<QUANT_Q6_K, XH, XS, O>(y, w, x, r, k, n, s, pdl, e, cap, ea, pre, bal, late, sms_cap);
+    case QUANT_Q4_0: return matvec_v10_launch<QUANT_Q4_0, XH, XS, O>(y, w, x, r, k, n, s, pdl, e, cap, ea, fill, bal, late, sms_cap);
+    case QUANT_Q4_K: return matvec_v10_launch<QUANT_Q4_K, XH, XS, O>(y, w, x, r, k, n, s, pdl, e, cap, ea, fill, bal, late, sms_cap);
+    case QUANT_Q8_0: return matvec_v10_launch<QUANT_Q8_0, XH, XS, O>(y, w, x, r, k, n, s, pdl, e, cap, ea, fill, bal, late, sms_cap);
+    case QUANT_Q6_K: return matvec_v10_launch<QUANT_Q6_K, XH, XS, O>(y, w, x, r, k, n, s, pdl, e, cap, ea, fill, bal, late, sms_cap);
     default: return false;
     }
 }
 
-/* The variant's v10-family launch (v11, falling back to v10, or v10); false where neither applies
- * or the variant is 6. */
+/* v11, or v10 where no ring fits; false where neither applies. */
 template <bool XH, typename XS>
 static bool matvec_v10_family(float *y, const void *w, uint32_t t, XS x, int r, int k, int n, cudaStream_t s,
                               cudaError_t *e, int fill = -1, int late = 0, int sms_cap = 0) {
-    if (matvec_variant == 11 && matvec_v10_any<XH, XS, MV11_OPT>(y, w, t, x, r, k, n, s, e, fill, late, sms_cap))
-        return true;
-    return matvec_variant >= 10 && matvec_v10_any<XH, XS, 0>(y, w, t, x, r, k, n, s, e, fill, late, sms_cap);
+    return matvec_v10_any<XH, XS, MV11_OPT>(y, w, t, x, r, k, n, s, e, fill, late, sms_cap) ||
+           matvec_v10_any<XH, XS, 0>(y, w, t, x, r, k, n, s, e, fill, late, sms_cap);
 }
 
-extern "C" int matvec_ring_stages(uint32_t wtype, int64_t rows, int64_t k, int n, int norm) {
+extern "C" int cu_matvec_ring_stages(uint32_t wtype, int64_t rows, int64_t k, int n, int norm) {
     int sms, smem_max, st = 0;
-    const int cap = matvec_ring_cap;
+    const int cap = MV11_STAGES;
     const bool nm = norm != 0;
-    if (matvec_repacked_bytes(wtype, rows, k) == 0) return 0;
+    if (cu_matvec_repacked_bytes(wtype, rows, k) == 0) return 0;
     switch (wtype) {
     case QUANT_Q4_0: mv10_takes<QUANT_Q4_0, MV11_OPT>(rows, k, n, nm, &sms, &smem_max, cap, &st); break;
     case QUANT_Q4_K: mv10_takes<QUANT_Q4_K, MV11_OPT>(rows, k, n, nm, &sms, &smem_max, cap, &st); break;
@@ -121,29 +97,48 @@ extern "C" int matvec_ring_stages(uint32_t wtype, int64_t rows, int64_t k, int n
     return st;
 }
 
-extern "C" int matvec_supported(uint32_t wtype) { return matvec_block_elems(wtype) != 0; }
+template <int T>
+static int mv_kernel_of(int64_t rows, int64_t k, int n) {
+    int sms, smem_max;
+    if (mv10_takes<T, MV11_OPT>(rows, k, n, false, &sms, &smem_max)) return 11;
+    if (mv10_takes<T, 0>(rows, k, n, false, &sms, &smem_max)) return 10;
+    return 3;
+}
 
-extern "C" size_t matvec_repacked_bytes(uint32_t wtype, int64_t rows, int64_t k) {
+extern "C" int cu_matvec_kernel(uint32_t wtype, int64_t rows, int64_t k, int n) {
+    if (cu_matvec_repacked_bytes(wtype, rows, k) == 0 || n < 1 || n > MATVEC_MAX_N) return 0;
+    switch (wtype) {
+    case QUANT_Q4_0: return mv_kernel_of<QUANT_Q4_0>(rows, k, n);
+    case QUANT_Q4_K: return mv_kernel_of<QUANT_Q4_K>(rows, k, n);
+    case QUANT_Q8_0: return mv_kernel_of<QUANT_Q8_0>(rows, k, n);
+    case QUANT_Q6_K: return mv_kernel_of<QUANT_Q6_K>(rows, k, n);
+    default: return 1;
+    }
+}
+
+extern "C" int cu_matvec_supported(uint32_t wtype) { return matvec_block_elems(wtype) != 0; }
+
+extern "C" size_t cu_matvec_repacked_bytes(uint32_t wtype, int64_t rows, int64_t k) {
     int64_t be = matvec_block_elems(wtype);
     if (be == 0 || rows <= 0 || k <= 0 || k % be != 0 || k > INT32_MAX || rows > INT32_MAX) return 0;
     if (matvec_uses_v2(wtype)) return (size_t)mv2_bytes((int)wtype, rows, k);
     return (size_t)rows * (size_t)dq_row_bytes(wtype, k);
 }
 
-extern "C" cudaError_t matvec_repack(void *out, const void *w, uint32_t wtype, int64_t rows, int64_t k,
+extern "C" cudaError_t cu_matvec_repack(void *out, const void *w, uint32_t wtype, int64_t rows, int64_t k,
                                      cudaStream_t stream) {
-    size_t bytes = matvec_repacked_bytes(wtype, rows, k);
+    size_t bytes = cu_matvec_repacked_bytes(wtype, rows, k);
     if (bytes == 0) return cudaErrorInvalidValue;
     if (!matvec_uses_v2(wtype)) return cudaMemcpyAsync(out, w, bytes, cudaMemcpyDeviceToDevice, stream);
     int64_t words = (int64_t)(bytes / 4);
     unsigned grid = (unsigned)((words + 255) / 256);
     uint8_t *o = (uint8_t *)out;
     const uint8_t *src = (const uint8_t *)w;
-    switch (wtype) { /* v6's shared-memory limit is raised here, outside any graph capture */
-    case QUANT_Q4_0: mv6_prepare_all<QUANT_Q4_0>(); break;
-    case QUANT_Q4_K: mv6_prepare_all<QUANT_Q4_K>(); break;
-    case QUANT_Q8_0: mv6_prepare_all<QUANT_Q8_0>(); break;
-    default: mv6_prepare_all<QUANT_Q6_K>(); break;
+    switch (wtype) { /* v10's and v11's shared-memory limit is raised here, outside any graph capture */
+    case QUANT_Q4_0: mv_prepare_all<QUANT_Q4_0>(); break;
+    case QUANT_Q4_K: mv_prepare_all<QUANT_Q4_K>(); break;
+    case QUANT_Q8_0: mv_prepare_all<QUANT_Q8_0>(); break;
+    default: mv_prepare_all<QUANT_Q6_K>(); break;
     }
     switch (wtype) {
     case QUANT_Q4_0: matvec_v2_repack<QUANT_Q4_0><<<grid, 256, 0, stream>>>(o, src, (int)rows, (int)k); break;
@@ -160,17 +155,17 @@ template <typename XT, typename XS>
 static cudaError_t matvec_any(float *y, const void *w, uint32_t t, XS x, int64_t rows, int64_t k, int n,
                               cudaStream_t s) {
     constexpr bool XH = sizeof(XT) == 2;
-    if (matvec_repacked_bytes(t, rows, k) == 0 || n < 1 || n > MATVEC_MAX_N) return cudaErrorInvalidValue;
+    if (cu_matvec_repacked_bytes(t, rows, k) == 0 || n < 1 || n > MATVEC_MAX_N) return cudaErrorInvalidValue;
     const uint8_t *wb = (const uint8_t *)w;
     dim3 grid1((unsigned)((rows + MV1_ROWS - 1) / MV1_ROWS));
     int r = (int)rows, kk = (int)k;
     cudaError_t e = cudaSuccess;
     if (matvec_v10_family<XH, XS>(y, w, t, x, r, kk, n, s, &e)) return e;
     switch (t) {
-    case QUANT_Q4_0: return matvec_v2_launch<QUANT_Q4_0, XH, MATVEC_V, XS>(y, w, x, r, kk, n, s);
-    case QUANT_Q4_K: return matvec_v2_launch<QUANT_Q4_K, XH, MATVEC_V, XS>(y, w, x, r, kk, n, s);
-    case QUANT_Q8_0: return matvec_v2_launch<QUANT_Q8_0, XH, MATVEC_V, XS>(y, w, x, r, kk, n, s);
-    case QUANT_Q6_K: return matvec_v2_launch<QUANT_Q6_K, XH, MATVEC_V, XS>(y, w, x, r, kk, n, s);
+    case QUANT_Q4_0: return matvec_v3_launch<QUANT_Q4_0, XH, XS>(y, w, x, r, kk, n, s);
+    case QUANT_Q4_K: return matvec_v3_launch<QUANT_Q4_K, XH, XS>(y, w, x, r, kk, n, s);
+    case QUANT_Q8_0: return matvec_v3_launch<QUANT_Q8_0, XH, XS>(y, w, x, r, kk, n, s);
+    case QUANT_Q6_K: return matvec_v3_launch<QUANT_Q6_K, XH, XS>(y, w, x, r, kk, n, s);
     case QUANT_F32: return pdl_launch(matvec_v1<QUANT_F32, XT, XS>, grid1, dim3(256), MV1_SMEM, s, y, wb, x, r, kk, n);
     case QUANT_F16: return pdl_launch(matvec_v1<QUANT_F16, XT, XS>, grid1, dim3(256), MV1_SMEM, s, y, wb, x, r, kk, n);
     case QUANT_Q5_0: return pdl_launch(matvec_v1<QUANT_Q5_0, XT, XS>, grid1, dim3(256), MV1_SMEM, s, y, wb, x, r, kk, n);
@@ -178,17 +173,17 @@ static cudaError_t matvec_any(float *y, const void *w, uint32_t t, XS x, int64_t
     }
 }
 
-extern "C" cudaError_t matvec_f32(float *y, const void *w, uint32_t wtype, const float *x, int64_t rows,
+extern "C" cudaError_t cu_matvec_f32(float *y, const void *w, uint32_t wtype, const float *x, int64_t rows,
                                   int64_t k, int n, cudaStream_t stream) {
     return matvec_any<float>(y, w, wtype, mv_x{x}, rows, k, n, stream);
 }
 
-extern "C" cudaError_t matvec_f16(float *y, const void *w, uint32_t wtype, const uint16_t *x, int64_t rows,
+extern "C" cudaError_t cu_matvec_f16(float *y, const void *w, uint32_t wtype, const uint16_t *x, int64_t rows,
                                   int64_t k, int n, cudaStream_t stream) {
     return matvec_any<__half>(y, w, wtype, mv_x{x}, rows, k, n, stream);
 }
 
-extern "C" cudaError_t matvec_f32_swiglu(float *y, const void *w, uint32_t wtype, const float *g, int64_t sg,
+extern "C" cudaError_t cu_matvec_f32_swiglu(float *y, const void *w, uint32_t wtype, const float *g, int64_t sg,
                                          const float *u, int64_t su, int64_t rows, int64_t k, int n,
                                          cudaStream_t stream) {
     if (!g || !u) return cudaErrorInvalidValue;
@@ -198,9 +193,9 @@ extern "C" cudaError_t matvec_f32_swiglu(float *y, const void *w, uint32_t wtype
 
 /* ---- decode fusions: v10 and v11 only -------------------------------------------------------- */
 
-extern "C" int matvec_fused_supported(uint32_t wtype, int64_t rows, int64_t k, int n) {
+extern "C" int cu_matvec_fused_supported(uint32_t wtype, int64_t rows, int64_t k, int n) {
     int sms, smem_max;
-    if (matvec_variant < 10 || matvec_repacked_bytes(wtype, rows, k) == 0) return 0;
+    if (cu_matvec_repacked_bytes(wtype, rows, k) == 0) return 0;
     /* the NORM source's shared memory is the largest of the three: it covers the others; v10's
      * (v11 runs v10 where no ring fits) */
     switch (wtype) {
@@ -212,27 +207,27 @@ extern "C" int matvec_fused_supported(uint32_t wtype, int64_t rows, int64_t k, i
     }
 }
 
-/* v10 or v11 (the variant's) with a fused source, or cudaErrorNotSupported with nothing launched. */
+/* v11 (v10 where no ring fits) with a fused source, or cudaErrorNotSupported with nothing launched. */
 template <typename XS>
 static cudaError_t matvec_fused(float *y, const void *w, uint32_t t, XS x, int64_t rows, int64_t k, int n,
                                 cudaStream_t s, int fill = -1, int late = 0, int sms_cap = 0) {
-    if (!matvec_fused_supported(t, rows, k, n)) return cudaErrorNotSupported;
+    if (!cu_matvec_fused_supported(t, rows, k, n)) return cudaErrorNotSupported;
     cudaError_t e = cudaErrorNotSupported;
     matvec_v10_family<false, XS>(y, w, t, x, (int)rows, (int)k, n, s, &e, fill, late, sms_cap);
     return e;
 }
 
-extern "C" cudaError_t matvec_f32_norm(float *y, const void *w, uint32_t wtype, const float *x, const float *g,
+extern "C" cudaError_t cu_matvec_f32_norm(float *y, const void *w, uint32_t wtype, const float *x, const float *g,
                                        float eps, int64_t rows, int64_t k, int n, cudaStream_t stream) {
     if (!x || !g || (uintptr_t)x % 16 || (uintptr_t)g % 16) return cudaErrorInvalidValue;
     return matvec_fused(y, w, wtype, mv_x_norm{x, g, eps}, rows, k, n, stream);
 }
 
-extern "C" cudaError_t matvec_f32_norm_glu(float *y, const void *w, uint32_t wtype, const float *x, const float *g,
+extern "C" cudaError_t cu_matvec_f32_norm_glu(float *y, const void *w, uint32_t wtype, const float *x, const float *g,
                                            float eps, int64_t rows, int64_t k, int n, cudaStream_t stream) {
     if (!x || !g || (uintptr_t)x % 16 || (uintptr_t)g % 16 || rows % 32) return cudaErrorInvalidValue;
     /* v11 only (its copier follows the pairs of tiles); nothing else is tried */
-    if (matvec_variant != 11 || !matvec_fused_supported(wtype, rows, k, n)) return cudaErrorNotSupported;
+    if (!cu_matvec_fused_supported(wtype, rows, k, n)) return cudaErrorNotSupported;
     cudaError_t e = cudaErrorNotSupported;
     matvec_v10_any<false, mv_x_norm_glu, MV11_OPT>(y, w, wtype, mv_x_norm_glu{{x, g, eps}}, (int)rows, (int)k, n,
                                                    stream, &e, -1);
@@ -245,19 +240,19 @@ template <int T>
 static int fused_grid(int64_t rows, int64_t k, int n) {
     int sms, smem_max, st;
     int64_t grid;
-    const int cap = matvec_ring_cap, bal = matvec_balance;
-    if (matvec_variant == 11 && mv10_takes<T, MV11_OPT>(rows, k, n, true, &sms, &smem_max, cap) &&
+    const int cap = MV11_STAGES, bal = MV_BALANCE;
+    if (mv10_takes<T, MV11_OPT>(rows, k, n, true, &sms, &smem_max, cap) &&
         mv10_shape<T, MV11_OPT>(rows, k, n, true, sms, smem_max, cap, &grid, &st, bal) <= (size_t)smem_max)
         return (int)grid;
-    if (matvec_variant >= 10 && mv10_takes<T, 0>(rows, k, n, true, &sms, &smem_max, cap)) {
+    if (mv10_takes<T, 0>(rows, k, n, true, &sms, &smem_max, cap)) {
         mv10_shape<T, 0>(rows, k, n, true, sms, smem_max, cap, &grid, &st, bal);
         return (int)grid;
     }
     return 0;
 }
 
-extern "C" int matvec_fused_blocks(uint32_t wtype, int64_t rows, int64_t k, int n) {
-    if (!matvec_fused_supported(wtype, rows, k, n)) return 0;
+extern "C" int cu_matvec_fused_blocks(uint32_t wtype, int64_t rows, int64_t k, int n) {
+    if (!cu_matvec_fused_supported(wtype, rows, k, n)) return 0;
     switch (wtype) {
     case QUANT_Q4_0: return fused_grid<QUANT_Q4_0>(rows, k, n);
     case QUANT_Q4_K: return fused_grid<QUANT_Q4_K>(rows, k, n);
@@ -294,7 +289,7 @@ static cudaError_t norm_rope(int late, int sms_cap, const void *w, uint32_t wtyp
     return matvec_fused((float *)nullptr, w, wtype, src, rows, k, n, stream, -1, late, sms_cap);
 }
 
-extern "C" cudaError_t matvec_f32_norm_rope_pair(const void *w1, uint32_t t1, int64_t rows1, int64_t nq1, int64_t nk1,
+extern "C" cudaError_t cu_matvec_f32_norm_rope_pair(const void *w1, uint32_t t1, int64_t rows1, int64_t nq1, int64_t nk1,
                                                  const void *w2, uint32_t t2, int64_t rows2, int64_t nq2, int64_t nk2,
                                                  const float *x, const float *g, float eps, int64_t k, int n,
                                                  float *q_out, uint16_t *k_cache, uint16_t *v_cache,
@@ -307,19 +302,17 @@ extern "C" cudaError_t matvec_f32_norm_rope_pair(const void *w1, uint32_t t1, in
                      theta))
         return cudaErrorInvalidValue;
     /* v11 only, and the one pair of types a real file has (Q4_K_M: Q/K Q4_K, V Q6_K) */
-    if (matvec_variant != 11 || t1 != QUANT_Q4_K || t2 != QUANT_Q6_K || !matvec_fused_supported(t1, rows1, k, n) ||
-        !matvec_fused_supported(t2, rows2, k, n))
+    if (t1 != QUANT_Q4_K || t2 != QUANT_Q6_K || !cu_matvec_fused_supported(t1, rows1, k, n) ||
+        !cu_matvec_fused_supported(t2, rows2, k, n))
         return cudaErrorNotSupported;
     cudaError_t e = cudaErrorNotSupported;
-    const int pre = matvec_pre >= 0 ? matvec_pre : -1;
     mv10_dual_launch<QUANT_Q4_K, QUANT_Q6_K, mv_x_norm_rope, MV11_OPT>(w1, s1, (int)rows1, w2, s2, (int)rows2, (int)k,
-                                                                       n, stream, pdl_enabled(), &e, matvec_ring_cap,
-                                                                       matvec_early, pre, matvec_balance,
-                                                                       matvec_pair_n);
+                                                                       n, stream, pdl_enabled(), &e, MV11_STAGES, MV_EARLY,
+                                                                       -1, MV_BALANCE);
     return e;
 }
 
-extern "C" cudaError_t matvec_f32_norm_rope(const void *w, uint32_t wtype, const float *x, const float *g, float eps,
+extern "C" cudaError_t cu_matvec_f32_norm_rope(const void *w, uint32_t wtype, const float *x, const float *g, float eps,
                                             int64_t rows, int64_t k, int n, float *q_out, uint16_t *k_cache,
                                             uint16_t *v_cache, const int32_t *pos, const int32_t *cell, int64_t nq,
                                             int64_t nk, int64_t kv_dim, int head_dim, int n_rot, float theta,
@@ -328,7 +321,7 @@ extern "C" cudaError_t matvec_f32_norm_rope(const void *w, uint32_t wtype, const
                      n_rot, theta, stream);
 }
 
-extern "C" cudaError_t matvec_f32_norm_rope_beside(const void *w, uint32_t wtype, const float *x, const float *g,
+extern "C" cudaError_t cu_matvec_f32_norm_rope_beside(const void *w, uint32_t wtype, const float *x, const float *g,
                                                    float eps, int64_t rows, int64_t k, int n, float *q_out,
                                                    uint16_t *k_cache, uint16_t *v_cache, const int32_t *pos,
                                                    const int32_t *cell, int64_t nq, int64_t nk, int64_t kv_dim,
@@ -338,24 +331,24 @@ extern "C" cudaError_t matvec_f32_norm_rope_beside(const void *w, uint32_t wtype
      * at once instead of queueing behind that kernel's; not under an eighth of the device (a grid
      * that narrow would end last) */
     int sms, smem_max, cap = 0;
-    if (front_blocks > 0 && mv6_device(&sms, &smem_max) && sms - front_blocks >= sms / 8) cap = sms - front_blocks;
+    if (front_blocks > 0 && mv_device(&sms, &smem_max) && sms - front_blocks >= sms / 8) cap = sms - front_blocks;
     return norm_rope(1, cap, w, wtype, x, g, eps, rows, k, n, q_out, k_cache, v_cache, pos, cell, nq, nk, kv_dim, head_dim,
                      n_rot, theta, stream);
 }
 
-extern "C" cudaError_t matvec_f32_acc(float *y, const void *w, uint32_t wtype, const float *x, int64_t rows,
+extern "C" cudaError_t cu_matvec_f32_acc(float *y, const void *w, uint32_t wtype, const float *x, int64_t rows,
                                       int64_t k, int n, cudaStream_t stream) {
     if (!x) return cudaErrorInvalidValue;
     return matvec_fused(y, w, wtype, mv_x_acc{{x}}, rows, k, n, stream);
 }
 
-extern "C" cudaError_t matvec_f32_acc_prefilled(float *y, const void *w, uint32_t wtype, const float *x,
+extern "C" cudaError_t cu_matvec_f32_acc_prefilled(float *y, const void *w, uint32_t wtype, const float *x,
                                                 int64_t rows, int64_t k, int n, cudaStream_t stream) {
     if (!x) return cudaErrorInvalidValue;
     return matvec_fused(y, w, wtype, mv_x_acc{{x}}, rows, k, n, stream, 0);
 }
 
-extern "C" cudaError_t matvec_f32_swiglu_acc(float *y, const void *w, uint32_t wtype, const float *g, int64_t sg,
+extern "C" cudaError_t cu_matvec_f32_swiglu_acc(float *y, const void *w, uint32_t wtype, const float *g, int64_t sg,
                                              const float *u, int64_t su, int64_t rows, int64_t k, int n,
                                              cudaStream_t stream) {
     if (!g || !u) return cudaErrorInvalidValue;

@@ -18,7 +18,7 @@ __global__ void __launch_bounds__(256) rmsnorm_kernel(float *out, const float *i
     for (int i = threadIdx.x; i < dim; i += blockDim.x) o[i] = x[i] * r * weight[i];
 }
 
-extern "C" cudaError_t rmsnorm(float *out, const float *in, const float *weight, int rows, int dim, float eps,
+extern "C" cudaError_t cu_rmsnorm(float *out, const float *in, const float *weight, int rows, int dim, float eps,
                                cudaStream_t stream) {
     if (rows <= 0 || dim <= 0) return cudaErrorInvalidValue;
     return pdl_launch(rmsnorm_kernel, dim3(rows), dim3(256), 0, stream, out, in, weight, dim, eps);

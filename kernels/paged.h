@@ -35,17 +35,22 @@ extern "C" {
  * sequence has one token in the launch and no kernel of the PDL chain writes those cells), so
  * the kernel copies its first of them before it waits for that kernel (pdl.cuh); 0: after. */
 #define PAGED_ATT_TOKENS 64
-/* Which kernel paged_attention runs, process-wide: 3 (default) the tensor-core one's V3 for
- * head_dim 64 and 128 (half the mma of 2, a merge of splits with its loads in flight), the tiled
- * CUDA-core one otherwise; V3 reads pos, seq and pages before its PDL wait, so they must not be
- * written by a kernel of the PDL chain (the engine copies them in before the step); 2 the
- * tensor-core one's first form (MGI_ATT=2); 1 always the tiled one (MGI_ATT=1); for A/B runs. */
-void paged_attention_use_variant(int v);
+/* paged_attention runs the tensor-core kernel's V3 for head_dim 64 and 128 (half the mma of its
+ * first form, a merge of splits with its loads in flight), the tiled CUDA-core one for other
+ * multiples of 8, the untiled one otherwise; V3 reads pos, seq and pages before its PDL wait, so
+ * they must not be written by a kernel of the PDL chain (the engine copies them in before the
+ * step). paged_attention_variant (kernel lab and tests): the same with variant 3 (paged_attention),
+ * 2 (the tensor-core kernel's first form) or 1 (the tiled one for every multiple of 8). */
 size_t paged_attention_scratch_bytes(int n_tok, int n_head, int head_dim, int n_split);
 cudaError_t paged_attention(float *out, const float *q, const uint16_t *k_cache, const uint16_t *v_cache,
                             const int32_t *pos, const int32_t *seq, const int32_t *pages, int page_stride,
                             void *scratch, int n_tok, int n_head, int n_kv_head, int head_dim, int n_split,
                             int kv_ready, float scale, cudaStream_t stream);
+cudaError_t paged_attention_variant(int variant, float *out, const float *q, const uint16_t *k_cache,
+                                    const uint16_t *v_cache, const int32_t *pos, const int32_t *seq,
+                                    const int32_t *pages, int page_stride, void *scratch, int n_tok, int n_head,
+                                    int n_kv_head, int head_dim, int n_split, int kv_ready, float scale,
+                                    cudaStream_t stream);
 /* The same, writing out also as f16 bits to out_h (paged_to_f16's rounding): the next GEMM's input
  * without a conversion launch. Only the default kernel (3, head_dim 64 or 128); otherwise
  * cudaErrorNotSupported with nothing launched. */
@@ -63,15 +68,16 @@ int paged_attention_prefill_supported(int n_head, int n_kv_head, int head_dim);
 cudaError_t paged_attention_prefill(float *out, const float *q, const uint16_t *k_cache, const uint16_t *v_cache,
                                     const int32_t *pages, int pos0, int n_tok, int n_head, int n_kv_head,
                                     int head_dim, float scale, cudaStream_t stream);
-/* The kernel paged_attention_prefill runs: 3 (the default; wgmma; v2 where the device is not
- * compute capability 9.0), 2 (mma.sync, 128 rows a block, two warp groups splitting the keys,
- * cp.async double buffering, ldmatrix) or 1 (the first, 64 rows a block, synchronous tile loads),
- * for A/B runs (the engine's MGI_PREFILL_ATT, the kernel lab, tests).
- * Process-wide, not for use while other threads launch. */
-void paged_prefill_use_variant(int v);
+/* paged_attention_prefill runs v3 (wgmma; v2 where the device is not compute capability 9.0).
+ * paged_attention_prefill_variant (kernel lab and tests): the same with variant 3 or 2 (mma.sync,
+ * 128 rows a block, two warp groups splitting the keys, cp.async double buffering, ldmatrix); the
+ * first kernel, v1, is the kernel lab's (tests/kbench/prefill_v1.cuh). */
+cudaError_t paged_attention_prefill_variant(int variant, float *out, const float *q, const uint16_t *k_cache,
+                                            const uint16_t *v_cache, const int32_t *pages, int pos0, int n_tok,
+                                            int n_head, int n_kv_head, int head_dim, float scale, cudaStream_t stream);
 
 /* RoPE of one pass's Q and K and the K/V store, in one launch: for token t, q_out[t] (f32
- * [n_tok][n_head][head_dim], contiguous) = rope(q + t * sq), and rope(k + t * sk) and v + t * sv
+ * [n_tok][n_head][head_dim], contiguous) = cu_rope(q + t * sq), and cu_rope(k + t * sk) and v + t * sv
  * go to row cell[t] of the layer's f16 cache (kv_dim = n_kv_head * head_dim). RoPE as kernels.h's
  * rope: adjacent pairs of the first n_rot values of each head turned by pos * theta^(-2i/n_rot).
  * The strides let Q, K and V come from one fused matvec output or from three. */
@@ -85,14 +91,14 @@ cudaError_t paged_rope_store(float *q_out, uint16_t *k_cache, uint16_t *v_cache,
 cudaError_t paged_add_rmsnorm(float *x, float *out, const float *d, const float *weight, int rows, int dim,
                               float eps, cudaStream_t stream);
 /* The same with d the sum of `parts` planes d + s * plane (s = 0, 1, ..., added in that order:
- * gemm_f16_split_parts' planes, gemm_sum's bits), and with out_h non-null out also as f16 bits
+ * cu_gemm_f16_split_parts' planes, gemm_sum's bits), and with out_h non-null out also as f16 bits
  * there (paged_to_f16's rounding; 8-byte aligned when dim % 4 == 0): a GEMM's input without a
  * conversion launch. With parts > 1, plane >= rows * dim and out may be d but must not overlap the
  * later planes. weight NULL: only x += d (out and out_h untouched; out_h must be NULL). */
 cudaError_t paged_add_rmsnorm_sum(float *x, float *out, uint16_t *out_h, const float *d, int parts, int64_t plane,
                                   const float *weight, int rows, int dim, float eps, cudaStream_t stream);
 
-/* out[t][i] = silu(g[t * sg + i]) * u[t * su + i] for i < n_ff (kernels.h's swiglu over strided
+/* out[t][i] = silu(g[t * sg + i]) * u[t * su + i] for i < n_ff (kernels.h's cu_swiglu over strided
  * rows, for a fused gate/up matvec output). */
 cudaError_t paged_swiglu(float *out, const float *g, int64_t sg, const float *u, int64_t su, int n_tok, int n_ff,
                          cudaStream_t stream);
@@ -100,7 +106,7 @@ cudaError_t paged_swiglu(float *out, const float *g, int64_t sg, const float *u,
 cudaError_t paged_swiglu_f16(float *out, uint16_t *out_h, const float *g, int64_t sg, const float *u, int64_t su,
                              int n_tok, int n_ff, cudaStream_t stream);
 
-/* out[i] = in[i] rounded to f16 (bits), for kernels.h's gemm_f16 input. */
+/* out[i] = in[i] rounded to f16 (bits), for kernels.h's cu_gemm_f16 input. */
 cudaError_t paged_to_f16(uint16_t *out, const float *in, int64_t n, cudaStream_t stream);
 
 /* out[i][:] = in[idx[i]][:], rows of dim floats. */

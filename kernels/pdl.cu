@@ -12,8 +12,8 @@ extern "C" void kernels_use_pdl(int on) { pdl_on = on != 0; }
 
 /* Each traced unit gets its own part of the buffer (its records carry their kind). */
 extern "C" cudaError_t kernels_trace(void *buf, size_t bytes, cudaStream_t s) {
-    cudaError_t (*set[])(kt_rec *, unsigned, cudaStream_t) = {matvec_trace_set, paged_trace_set, embed_trace_set,
-                                                          gate_trace_set};
+    cudaError_t (*set[])(kt_rec *, unsigned, cudaStream_t) = {matvec_trace_set, paged_trace_set, paged_attention_trace_set,
+                                                          embed_trace_set, gate_trace_set};
     const int n = (int)(sizeof set / sizeof set[0]);
     const size_t part = buf ? bytes / n / sizeof(kt_rec) : 0;
     const unsigned cap = part > 0xffffffffu ? 0xffffffffu : (unsigned)part;

@@ -16,7 +16,7 @@
  *  1. Before pdl_wait() a kernel reads only data no kernel of the decode step writes (weights;
  *     decode attention with kv_ready also the K/V cells of earlier passes: paged.h), and writes
  *     no global memory at all (no write-after-read race with the previous kernel). The one
- *     exception, matvec_f32_norm_rope_beside (kernels.h), runs whole before its wait: it is
+ *     exception, cu_matvec_f32_norm_rope_beside (kernels.h), runs whole before its wait: it is
  *     launched only behind a matvec that has passed its own wait on the same input (so that
  *     input is complete) and that touches nothing it writes.
  *  2. Every thread of every PDL kernel executes pdl_wait() before it exits, even one with
@@ -25,7 +25,7 @@
  *     completion implies its predecessor's completion, so waiting for the previous grid is
  *     waiting for all earlier ones (kernel C may read what kernel A wrote two launches before).
  * Matvec weights are read before the wait: a matvec must not directly follow the kernel that
- * wrote its weights (matvec_repack at load, which the engine follows by a synchronisation). */
+ * wrote its weights (cu_matvec_repack at load, which the engine follows by a synchronisation). */
 #ifndef MGI_KERNELS_PDL_CUH
 #define MGI_KERNELS_PDL_CUH
 

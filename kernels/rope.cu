@@ -19,7 +19,7 @@ __global__ void rope_kernel(float *out, const float *in, const int32_t *pos, int
     out[base + 1] = x1;
 }
 
-extern "C" cudaError_t rope(float *out, const float *in, const int32_t *pos, int n_tok, int n_head,
+extern "C" cudaError_t cu_rope(float *out, const float *in, const int32_t *pos, int n_tok, int n_head,
                             int head_dim, int rot_dim, float theta, cudaStream_t stream) {
     if (n_tok <= 0 || n_head <= 0 || head_dim <= 0 || head_dim % 2 || rot_dim % 2 || rot_dim > head_dim)
         return cudaErrorInvalidValue;

@@ -65,7 +65,7 @@ __global__ void __launch_bounds__(1024) argmax_kernel(int32_t *out, const float 
     }
 }
 
-extern "C" cudaError_t argmax(int32_t *out, const float *logits, int n_seq, int n_vocab, argmax_skip skip,
+extern "C" cudaError_t cu_argmax(int32_t *out, const float *logits, int n_seq, int n_vocab, argmax_skip skip,
                               cudaStream_t stream) {
     if (n_seq <= 0 || n_vocab <= 0 || skip.n < 0 || skip.n > ARGMAX_MAX_SKIP) return cudaErrorInvalidValue;
     return pdl_launch(argmax_kernel, dim3(n_seq), dim3(1024), 0, stream, out, logits, n_vocab, skip);

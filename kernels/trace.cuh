@@ -9,8 +9,8 @@
  *
  * Each translation unit that includes this file has its own kt_buf / kt_cap / kt_n (static
  * __device__: the kernels are built without relocatable device code), set by that unit's
- * kt_set through its extern "C" setter (matvec.cu, paged.cu, embed.cu); kernels_trace hands each
- * unit its own part of the caller's buffer. */
+ * kt_set through its extern "C" setter (matvec.cu, paged.cu, paged_attention.cu, embed.cu,
+ * gate.cu); kernels_trace hands each unit its own part of the caller's buffer. */
 #ifndef MGI_KERNELS_TRACE_CUH
 #define MGI_KERNELS_TRACE_CUH
 
@@ -70,9 +70,10 @@ static inline cudaError_t kt_set(kt_rec *buf, unsigned cap, cudaStream_t s) {
     return e;
 }
 
-/* The per-unit setters kernels_trace calls (matvec.cu, paged.cu). */
+/* The per-unit setters kernels_trace calls (kernels/pdl.cu). */
 extern "C" cudaError_t matvec_trace_set(kt_rec *buf, unsigned cap, cudaStream_t s);
 extern "C" cudaError_t paged_trace_set(kt_rec *buf, unsigned cap, cudaStream_t s);
+extern "C" cudaError_t paged_attention_trace_set(kt_rec *buf, unsigned cap, cudaStream_t s);
 extern "C" cudaError_t embed_trace_set(kt_rec *buf, unsigned cap, cudaStream_t s);
 extern "C" cudaError_t gate_trace_set(kt_rec *buf, unsigned cap, cudaStream_t s);
 

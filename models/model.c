@@ -446,6 +446,22 @@ const char *model_non_llama_feature(const llama_model *m) {
     return NULL;
 }
 
+const char *model_gpu_missing_feature(const llama_model *m) {
+    const llama_hparams *hp = &m->hp;
+    /* What the CUDA backend's general layer (engine/cuda_layer.c) does not run yet; it runs
+     * biases, per-head Q/K norms, NEOX RoPE, rope_freqs, LongRoPE, linear and YaRN scaling, any
+     * head size and attention scale, fused QKV and gate/up tensors. */
+    if (hp->swa_pattern) return "sliding-window attention";
+    if (hp->attn_softcap > 0 || hp->final_softcap > 0) return "softcapping";
+    for (int32_t l = 0; l < hp->n_layer; l++) {
+        const llama_layer *L = &m->layers[l];
+        if (L->attn_post_norm || L->ffn_post_norm) return "post-attention / post-FFN norms";
+    }
+    if (hp->act != LLAMA_ACT_SILU) return "GELU-gated FFN";
+    if (hp->embd_scale != 1.0f) return "input scaling";
+    return NULL;
+}
+
 int llama_weight_row(const llama_weight *w, int64_t r, float *dst, char *err, size_t err_size) {
     if (r < 0 || r >= w->n_rows)
         return model_fail(err, err_size, "row %lld of tensor %s is out of range (%lld rows)", (long long)r, w->name,

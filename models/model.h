@@ -119,9 +119,13 @@ const char *model_arch_list(void);
 int llama_layer_is_swa(const llama_hparams *hp, int32_t l);
 
 /* The first part of m's recipe that is not plain Llama (attention biases, a sliding window, ...),
- * as a phrase for messages, or NULL when m runs the plain Llama layer. A backend that implements
- * only the plain layer refuses a model with it. */
+ * as a phrase for messages, or NULL when m runs the plain Llama layer (the CUDA backend's fused
+ * decode layers take only that one). */
 const char *model_non_llama_feature(const llama_model *m);
+
+/* The first part of m's recipe that the CUDA backend does not run (a sliding window, softcaps,
+ * post-norms, GELU gating, input scaling), as a phrase for messages, or NULL when it runs m. */
+const char *model_gpu_missing_feature(const llama_model *m);
 
 /* The RoPE factors a context of n_ctx_seq positions per sequence uses, n_rot / 2 values or NULL:
  * rope_freqs when the file has them, else LongRoPE's long factors when n_ctx_seq, rounded up to a

@@ -68,7 +68,8 @@ void model_describe(const llama_model *m, char *buf, size_t size) {
     put(&t, "q/k norm        %s\n", L->q_norm ? "per-head RMSNorm before RoPE" : "none");
     put(&t, "output          %s\n", m->tied_output ? "tied to token_embd.weight" : "output.weight");
     if (hp->final_softcap > 0) put(&t, "logit softcap   %g\n", hp->final_softcap);
-    const char *f = model_non_llama_feature(m);
+    const char *f = model_gpu_missing_feature(m);
     if (f) put(&t, "gpu             CPU only (-ngl 0): the CUDA backend does not run its %s\n", f);
+    else if (model_non_llama_feature(m)) put(&t, "gpu             CPU or CUDA (the general layer, unfused)\n");
     else put(&t, "gpu             the plain Llama layer: CPU or CUDA\n");
 }

@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""Summarises an MGI_TRACE file (engine/forward_cuda.c: decode steps' block timeline, one
+"""Summarises an MGI_TRACE file (engine/cuda_step.c: decode steps' block timeline, one
 line per block: kind tag block smid grid, %globaltimer at marks 0-5, clock64 at marks 0-5).
 
 Usage: scripts/trace_report.py TRACE [--layers N]

@@ -44,6 +44,23 @@ sys.exit(0 if [x["tokens"] for x in g] == [x["tokens"] for x in c] and 2 not in 
          g[1]["finish_reason"] == "stop" and len(g[0]["tokens"]) > len(g[1]["tokens"]) else 1)' "$TMP/ie-b-gpu.out" "$TMP/ie-b-cpu.out"
 then pass "gpu cli: mgi batch ignore_eos per request, one row past the end-of-text token, one stopping there (= CPU)"
 else fail "gpu cli: mgi batch ignore_eos" "$(head -c 300 "$TMP/ie-b-gpu.out")"; fi
+# The real models (tests/e2e/lib.sh: real_models): SmolLM2-135M, a plain Llama, gives the CPU's
+# greedy text on the GPU (SKIP where the GPU does not take its Q4_1 weights); gemma-3-270m's sliding
+# window is refused there in one line naming it and -ngl 0.
+if real_models; then
+    "$MGI" -m "$SMOLLM" -p "The capital of France is" -n 24 --temp 0 >"$TMP/sm-gpu.txt" 2>"$TMP/sm-gpu.err"
+    rc=$?
+    if [ $rc -ne 0 ] && grep -q "not supported by the CUDA backend" "$TMP/sm-gpu.err"; then
+        echo "SKIP gpu cli: SmolLM2-135M on the GPU: $(grep -m1 '^mgi:' "$TMP/sm-gpu.err")"
+    else
+        "$MGI" -m "$SMOLLM" -p "The capital of France is" -n 24 --temp 0 -ngl 0 --cpu-exact >"$TMP/sm-cpu.txt" 2>/dev/null
+        if [ $rc -eq 0 ] && [ -s "$TMP/sm-gpu.txt" ] && cmp -s "$TMP/sm-gpu.txt" "$TMP/sm-cpu.txt"; then
+            pass "gpu cli: SmolLM2-135M greedy text on the GPU equals the CPU's"
+        else fail "gpu cli: SmolLM2-135M greedy text on the GPU equals the CPU's" "exit $rc, gpu '$(head -c 80 "$TMP/sm-gpu.txt")' cpu '$(head -c 80 "$TMP/sm-cpu.txt")'"; fi
+    fi
+    expect_error "gpu cli: gemma-3-270m is refused on the GPU" nz "$MGI" -m "$GEMMA3" -p hi -n 2
+    check "gpu cli: the refusal names the sliding window and -ngl 0" grep -q "sliding-window attention.*-ngl 0" "$TMP/err"
+fi
 "$MGI" bench -m "$F32" -p 16 -n 8 -r 1 -ngl 2 >"$TMP/bench-ngl.txt" 2>&1
 check "gpu cli: bench with partial offload (-ngl 2) runs on CPU+CUDA" grep -q "CPU+CUDA" "$TMP/bench-ngl.txt"
 n_dev=$("$MGI" devices 2>/dev/null | grep -cE '^[0-9]+ ')
@@ -118,7 +135,7 @@ for l in open(sys.argv[1]): r = json.loads(l); print(r["id"], r["finish_reason"]
     else
         fail "gpu cli: 160 layers over peer access" "${BUILD:-build}/scripts/mkmodel could not write the model"
     fi
-    # A peer that stops answering (engine/forward_cuda.c: MGI_FAULT=nccl-peer-stall keeps the last
+    # A peer that stops answering (engine/cuda_comm.c: MGI_FAULT=nccl-peer-stall keeps the last
     # device out of the all-reduces and the first device's sends): one error line, exit 3, no hang;
     # the line must be the stall's (no progress, or NCCL's own error), not some other failure.
     for sm in row layer; do

@@ -2,8 +2,7 @@
  * mixq, the CPU path's budgets, tests/golden.h); GPU against CPU logits, teacher-forced, on
  * synthetic models written by mkmodel (mean KLD <= 5e-4; prompts pass through the GEMM, decode
  * steps through matvecs); the same tokens after an 8-token prompt in decode passes of 1 to 4
- * tokens (the default fused layers, the unfused ones with MGI_FUSE=0, and MGI_FUSE=1's) against
- * the same CPU logits; the same prompt twice gives the same tokens; sequences decoded
+ * tokens (the fused layers where the matvecs take them) against the same CPU logits; the same prompt twice gives the same tokens; sequences decoded
  * together (graph replays included) match the same sequences run alone (the same budget); KV
  * cells read back and written into another sequence, and copy-on-write after a shared prefix,
  * give the same logits; decode steps launched ahead (engine_decode_ahead), used or cancelled,
@@ -58,23 +57,14 @@ static double mean_kld(const float *ref, const float *got, int r0, int n, int32_
 }
 
 /* The tokens after a P-token prompt (the GEMM path) in decode passes of 1, 2, 3, 4, 1, ... tokens
- * of one sequence, logits of every token, with MGI_FUSE=fuse (NULL: unset, the default) at load:
- * the fused layers (and their fallbacks: Q6_K over 2 tokens) or the unfused ones. One-token passes
- * replay a captured graph from the second on. Returns the logits [n][n_vocab] (rows < P from the
- * prompt pass) or NULL with err. */
-static float *eval_decode(const char *model, const int32_t *tokens, int n, int P, const char *fuse, char *err,
-                          size_t es) {
-    char *old = getenv("MGI_FUSE") ? strdup(getenv("MGI_FUSE")) : NULL;
-    if (fuse) setenv("MGI_FUSE", fuse, 1);
-    else unsetenv("MGI_FUSE");
+ * of one sequence, logits of every token: the fused layers (and their fallbacks: Q6_K over 2
+ * tokens). One-token passes replay a captured graph from the second on. Returns the logits
+ * [n][n_vocab] (rows < P from the prompt pass) or NULL with err. */
+static float *eval_decode(const char *model, const int32_t *tokens, int n, int P, char *err, size_t es) {
     engine_params ep = gpu_params();
     engine *e = NULL;
     float *out = NULL;
-    int rc = engine_load(&e, model, &ep, err, es);
-    if (old) setenv("MGI_FUSE", old, 1);
-    else unsetenv("MGI_FUSE");
-    free(old);
-    if (rc) return NULL;
+    if (engine_load(&e, model, &ep, err, es)) return NULL;
     int32_t V = engine_n_vocab(e);
     out = malloc((size_t)n * (size_t)V * sizeof *out);
     int ok = out && !engine_eval(e, tokens, P, 0, out, 1, err, es);
@@ -125,28 +115,15 @@ static void test_vs_cpu(const char *shape, const char *quant) {
     }
     free(got);
     enum { P = 8 };
-    static const char *fuse_modes[3] = {NULL, "0", "1"};
-    float *dec[3] = {NULL, NULL, NULL};
-    for (int i = 0; i < 3; i++) {
-        dec[i] = eval_decode(model, tokens, N, P, fuse_modes[i], err, sizeof err);
-        snprintf(name, sizeof name, "gpu vs cpu %s %s: decode passes of 1-4 tokens, MGI_FUSE=%s", shape, quant,
-                 fuse_modes[i] ? fuse_modes[i] : "(default 2)");
-        if (!CHECK(dec[i] != NULL, name, "%s", err)) continue;
+    float *dec = eval_decode(model, tokens, N, P, err, sizeof err);
+    snprintf(name, sizeof name, "gpu vs cpu %s %s: decode passes of 1-4 tokens", shape, quant);
+    if (CHECK(dec != NULL, name, "%s", err)) {
         int top1 = 0;
-        double kld = mean_kld(ref, dec[i], P, N, 32000, &top1);
+        double kld = mean_kld(ref, dec, P, N, 32000, &top1);
         CHECK(kld <= 5e-4, name, "mean KLD %.3g over 5e-4 (top-1 %d/%d)", kld, top1, N - P);
         printf("# %s: mean KLD %.3g, top-1 %d/%d\n", name, kld, top1, N - P);
     }
-    if (dec[0] && dec[1]) { /* fused against unfused: each rounds X to int8, the fused one x * g
-                             * before the 1/rms scale, so they differ by rounding (1.2-1.5e-4 on an
-                             * H200); the budget is the GPU-vs-CPU one */
-        int top1 = 0;
-        double kld = mean_kld(dec[1], dec[0], P, N, 32000, &top1);
-        snprintf(name, sizeof name, "gpu %s %s: decode fused = unfused (mean KLD %.3g <= 5e-4, top-1 %d/%d)", shape,
-                 quant, kld, top1, N - P);
-        CHECK(kld <= 5e-4, name, "differ");
-    }
-    for (int i = 0; i < 3; i++) free(dec[i]);
+    free(dec);
 out:
     free(ref);
     unlink(model);
@@ -366,16 +343,15 @@ out:
 }
 
 /* Decode steps launched ahead (engine_decode_ahead) give the logits and ids of the same calls
- * with none launched, on an engine whose steps take their metadata by a copy (MGI_AHEAD=0):
- * ahead_script's calls, which also cancel launched steps in every way there is. */
+ * with none launched, on a second engine: ahead_script's calls, which also cancel launched steps
+ * in every way there is. */
 static void test_ahead(const char *model) {
     char err[512];
     engine_params ep = gpu_params();
     engine *ref = NULL, *e = NULL;
-    setenv("MGI_AHEAD", "0", 1);
-    int rc = engine_load(&ref, model, &ep, err, sizeof err);
-    unsetenv("MGI_AHEAD");
-    if (!CHECK(rc == ENGINE_OK, "gpu ahead: load (MGI_AHEAD=0)", "%s", err)) return;
+    if (!CHECK(engine_load(&ref, model, &ep, err, sizeof err) == ENGINE_OK, "gpu ahead: load (reference)", "%s",
+               err))
+        return;
     if (!CHECK(engine_load(&e, model, &ep, err, sizeof err) == ENGINE_OK, "gpu ahead: load", "%s", err)) {
         engine_free(ref);
         return;

@@ -4,17 +4,19 @@
  * exactly into two f16 halves on the tensor-core path), gemm 2e-3 (weights and X in f16),
  * embed 1e-6 (exact), rmsnorm, swiglu,
  * add 1e-5, rope 5e-4 (f32 angles at positions up to 4000), attention 1e-4, paged prompt
- * attention 3e-3 (Q and P in f16; kernels v1-v3, v2 and v3 bit-identical on a rerun), the swiglu-fused matvec 1e-4 (as matvec), the PDL chain
+ * attention 3e-3 (Q and P in f16; kernels v2 and v3, bit-identical on a rerun), the swiglu-fused matvec 1e-4 (as matvec), the PDL chain
  * (add_rmsnorm > matvec > swiglu matvec > add, shared scratch) 2e-4 of the residual; the split-K
  * gemm as gemm, bit-identical on a rerun and in a graph replay; the f16-panel GEMMs (variants 5
  * and 4) as gemm, v4 against v5 1e-4, their dequantised panel 2^-8 of each row's largest |w|;
  * gemm v7 (variant 7 below the panel threshold) as the split-K gemm.
- * Matvec v10 (matvec_use_variant(10): X rounded to int8 per 32 values) and the decode fusions
- * built on it (matvec_f32_norm, _acc, _swiglu_acc) within tests/gpu/mvq.h's budget of that
- * rounding; matvec_f32_norm_glu against matvec_f32_norm then paged_swiglu (1e-3 of the rms); their PDL chain against the same chain unfused (1e-2 of the update of x) and in f64
- * (5e-2). Every one of those checks runs for v11 too (matvec_use_variant(11): v10's arithmetic,
- * the weights through a shared-memory ring; its depth, matvec_ring_stages, is in the check's
- * name, "no ring" where none fits and v10 runs). */
+ * Matvecs run as production runs them (cu_matvec_kernel: v11, v10, v3 or v1 by type and shape):
+ * v3 and v1 within 1e-4, v10 and v11 (X rounded to int8 per 32 values) and the decode fusions
+ * built on them (cu_matvec_f32_norm, _acc, _swiglu_acc) within tests/gpu/mvq.h's budget of that
+ * rounding; cu_matvec_f32_norm_glu against cu_matvec_f32_norm then paged_swiglu (1e-3 of the rms); their PDL chain against the same chain unfused (1e-2 of the update of x) and in f64
+ * (5e-2). v11's ring depth (cu_matvec_ring_stages) is in those checks' names, "no ring" where none
+ * fits and v10 runs. The variants production does not run (matvec v2, v4-v9, v10's other
+ * options, other ring depths; gemm v1, v3, v5, v6) are checked by the kernel lab
+ * (tests/kbench/matvec.cu, gemm.cu). */
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -26,6 +28,7 @@
 #include "kernels/check.h"
 #include "kernels/kernels.h"
 #include "kernels/paged.h"
+#include "kernels/gemm_lab.h"
 
 #define GUARD 64 /* extra floats after every output, poisoned and checked untouched */
 
@@ -44,8 +47,8 @@ static void *dev_upload(const void *h, size_t bytes) {
 /* Quantised rows (host, bytes long) in matvec's repacked layout on the device, as the engine
  * holds them. */
 static void *dev_repacked(const void *w, size_t bytes, uint32_t t, int64_t rows, int64_t k) {
-    void *dw = dev_upload(w, bytes), *dr = dev_alloc(matvec_repacked_bytes(t, rows, k));
-    CUDA_CHECK(matvec_repack(dr, dw, t, rows, k, 0));
+    void *dw = dev_upload(w, bytes), *dr = dev_alloc(cu_matvec_repacked_bytes(t, rows, k));
+    CUDA_CHECK(cu_matvec_repack(dr, dw, t, rows, k, 0));
     CUDA_CHECK(cudaDeviceSynchronize());
     CUDA_CHECK(cudaFree(dw));
     return dr;
@@ -100,9 +103,29 @@ static double *matvec_ref(uint32_t t, const void *w, const float *x, int64_t row
     return ref;
 }
 
+static double *v10_ref(uint32_t t, const void *w, const float *x, int64_t rows, int64_t k, int n, mvq_budget **bud,
+                       char *err, size_t err_size);
+
+/* y against ref: within mvq.h's budget (bud) where the kernel rounds X to int8 (v10, v11), else
+ * within 1e-4 (||y - ref|| / ||ref||). */
+static void matvec_verdict(const char *name, cudaError_t e, int guard, const float *y, const double *ref,
+                           const mvq_budget *bud, int64_t count) {
+    const double rel = gen_rel_err(y, ref, count);
+    if (bud) {
+        char why[160] = "";
+        int ok = e == cudaSuccess && guard && mvq_check(y, ref, bud, count, why, sizeof why);
+        CHECK(ok, name, "%s, guard %s, %s (rel err %.3g)", cudaGetErrorString(e), guard ? "ok" : "overwritten", why,
+              rel);
+    } else {
+        CHECK(e == cudaSuccess && guard && rel < 1e-4, name, "%s, guard %s, rel err %.3g (budget 1e-4)",
+              cudaGetErrorString(e), guard ? "ok" : "overwritten", rel);
+    }
+}
+
 static void test_matvec(gen_rng *r, uint32_t t, int64_t rows, int64_t k, int n, int xh) {
     char name[128], err[256];
-    snprintf(name, sizeof name, "matvec %s %lldx%lld n=%d x=%s", quant_type_name(t), (long long)rows,
+    const int kern = cu_matvec_kernel(t, rows, k, n);
+    snprintf(name, sizeof name, "matvec v%d %s %lldx%lld n=%d x=%s", kern, quant_type_name(t), (long long)rows,
              (long long)k, n, xh ? "f16" : "f32");
     size_t wb = quant_row_bytes(t, k) * (size_t)rows;
     void *w = malloc(wb);
@@ -114,24 +137,23 @@ static void test_matvec(gen_rng *r, uint32_t t, int64_t rows, int64_t k, int n, 
         xh16[i] = quant_f32_to_f16(x[i]);
         if (xh) x[i] = quant_f16_to_f32(xh16[i]);
     }
-    double *ref = matvec_ref(t, w, x, rows, k, n, err, sizeof err);
+    mvq_budget *bud = NULL;
+    double *ref = kern >= 10 ? v10_ref(t, w, x, rows, k, n, &bud, err, sizeof err) : matvec_ref(t, w, x, rows, k, n, err, sizeof err);
     if (!ref) {
         CHECK(0, name, "reference: %s", err);
         return;
     }
-    size_t rb = matvec_repacked_bytes(t, rows, k);
+    size_t rb = cu_matvec_repacked_bytes(t, rows, k);
     void *dw = dev_upload(w, wb), *dr = dev_alloc(rb);
-    CUDA_CHECK(matvec_repack(dr, dw, t, rows, k, 0));
+    CUDA_CHECK(cu_matvec_repack(dr, dw, t, rows, k, 0));
     void *dx = xh ? dev_upload(xh16, sizeof(uint16_t) * (size_t)(n * k)) : dev_upload(x, sizeof(float) * (size_t)(n * k));
     float *dy = dev_poisoned(n * rows);
-    cudaError_t e = xh ? matvec_f16(dy, dr, t, dx, rows, k, n, 0) : matvec_f32(dy, dr, t, dx, rows, k, n, 0);
+    cudaError_t e = xh ? cu_matvec_f16(dy, dr, t, dx, rows, k, n, 0) : cu_matvec_f32(dy, dr, t, dx, rows, k, n, 0);
     float *y = calloc((size_t)(n * rows), sizeof(float));
     int guard = e == cudaSuccess && dev_download(y, dy, n * rows);
-    double rel = gen_rel_err(y, ref, n * rows);
-    CHECK(e == cudaSuccess && guard && rel < 1e-4, name, "%s, guard %s, rel err %.3g (budget 1e-4)",
-          cudaGetErrorString(e), guard ? "ok" : "overwritten", rel);
+    matvec_verdict(name, e, guard, y, ref, bud, n * rows);
     CUDA_CHECK(cudaFree(dw)); CUDA_CHECK(cudaFree(dr)); CUDA_CHECK(cudaFree(dx)); CUDA_CHECK(cudaFree(dy));
-    free(w); free(x); free(xh16); free(ref); free(y);
+    free(w); free(x); free(xh16); free(ref); free(bud); free(y);
 }
 
 /* nk values of X ([n][k]) for v10, in 32-value groups as it rounds them to int8 (one scale per
@@ -179,27 +201,25 @@ static double *v10_ref(uint32_t t, const void *w, const float *x, int64_t rows, 
     return ref;
 }
 
-/* The variant a v10-family check runs under (10 or 11) and, for 11, the part of its name that says
- * what ran: " ring S" (v11 with a ring S stages deep) or " no ring" (v10 runs, or where v10 does
- * not apply, v6 / v3). */
-static const char *ring_name(int variant, uint32_t t, int64_t rows, int64_t k, int n, int norm, char *buf,
-                             size_t size) {
-    const int st = variant >= 11 ? matvec_ring_stages(t, rows, k, n, norm) : 0;
-    if (variant < 11) snprintf(buf, size, "%s", "");
-    else if (st) snprintf(buf, size, " ring %d", st);
+/* The part of a v10-family check's name that says what ran: " ring S" (v11 with a ring S stages
+ * deep) or " no ring" (v10 runs, or where v10 does not apply, v3). */
+static const char *ring_name(uint32_t t, int64_t rows, int64_t k, int n, int norm, char *buf, size_t size) {
+    const int st = cu_matvec_ring_stages(t, rows, k, n, norm);
+    if (st) snprintf(buf, size, " ring %d", st);
     else snprintf(buf, size, "%s", " no ring");
     return buf;
 }
 
-/* Matvec v10 (variant 10) or v11 (11) for n tokens, X through matvec_f32 (xmode 0), matvec_f16 (1)
- * or matvec_f32_swiglu (2), X over a wide range per 32-value block (|x| up to ~50, ~1, ~1e-3, or a
+/* Matvec v11 (v10 where no ring fits) for n tokens, X through cu_matvec_f32 (xmode 0), cu_matvec_f16 (1)
+ * or cu_matvec_f32_swiglu (2), X over a wide range per 32-value block (|x| up to ~50, ~1, ~1e-3, or a
  * single outlier in small values) so that the per-block scales matter; mvq.h's budget per row and
  * token. */
-static void test_matvec_v10(gen_rng *r, int variant, uint32_t t, int64_t rows, int64_t k, int n, int xmode) {
+static void test_matvec_v10(gen_rng *r, uint32_t t, int64_t rows, int64_t k, int n, int xmode) {
     static const char *xname[3] = {"f32", "f16", "swiglu"};
     char name[160], err[256], ring[32];
-    snprintf(name, sizeof name, "matvec v%d %s %lldx%lld n=%d x=%s%s", variant, quant_type_name(t), (long long)rows,
-             (long long)k, n, xname[xmode], ring_name(variant, t, rows, k, n, 0, ring, sizeof ring));
+    snprintf(name, sizeof name, "matvec v%d %s %lldx%lld n=%d x=%s%s", cu_matvec_kernel(t, rows, k, n),
+             quant_type_name(t), (long long)rows, (long long)k, n, xname[xmode],
+             ring_name(t, rows, k, n, 0, ring, sizeof ring));
     size_t wb = quant_row_bytes(t, k) * (size_t)rows;
     const int64_t nk = n * k;
     void *w = malloc(wb);
@@ -218,17 +238,15 @@ static void test_matvec_v10(gen_rng *r, int variant, uint32_t t, int64_t rows, i
         CHECK(0, name, "reference: %s", err);
         return;
     }
-    void *dw = dev_upload(w, wb), *dr = dev_alloc(matvec_repacked_bytes(t, rows, k));
-    CUDA_CHECK(matvec_repack(dr, dw, t, rows, k, 0));
+    void *dw = dev_upload(w, wb), *dr = dev_alloc(cu_matvec_repacked_bytes(t, rows, k));
+    CUDA_CHECK(cu_matvec_repack(dr, dw, t, rows, k, 0));
     void *dx = xmode == 0 ? dev_upload(x, sizeof(float) * (size_t)nk)
              : xmode == 1 ? dev_upload(xh16, sizeof(uint16_t) * (size_t)nk)
                           : dev_upload(gu, sizeof(float) * (size_t)(2 * nk));
     float *dy = dev_poisoned(n * rows);
-    matvec_use_variant(variant);
-    cudaError_t e = xmode == 0 ? matvec_f32(dy, dr, t, dx, rows, k, n, 0)
-                  : xmode == 1 ? matvec_f16(dy, dr, t, dx, rows, k, n, 0)
-                               : matvec_f32_swiglu(dy, dr, t, dx, 2 * k, (const float *)dx + k, 2 * k, rows, k, n, 0);
-    matvec_use_variant(6);
+    cudaError_t e = xmode == 0 ? cu_matvec_f32(dy, dr, t, dx, rows, k, n, 0)
+                  : xmode == 1 ? cu_matvec_f16(dy, dr, t, dx, rows, k, n, 0)
+                               : cu_matvec_f32_swiglu(dy, dr, t, dx, 2 * k, (const float *)dx + k, 2 * k, rows, k, n, 0);
     float *y = calloc((size_t)(n * rows), sizeof(float));
     int guard = e == cudaSuccess && dev_download(y, dy, n * rows);
     char why[160] = "";
@@ -239,11 +257,12 @@ static void test_matvec_v10(gen_rng *r, int variant, uint32_t t, int64_t rows, i
     free(w); free(x); free(gu); free(xh16); free(ref); free(bud); free(y);
 }
 
-/* matvec_f32_swiglu: X = silu(g) * u from strided rows (as a stacked gate/up matvec leaves them),
+/* cu_matvec_f32_swiglu: X = silu(g) * u from strided rows (as a stacked gate/up matvec leaves them),
  * against f32 SwiGLU then the f64 dot. misalign shifts g and u by one float (scalar loads). */
 static void test_matvec_swiglu(gen_rng *r, uint32_t t, int64_t rows, int64_t k, int n, int misalign) {
     char name[128], err[256];
-    snprintf(name, sizeof name, "matvec swiglu %s %lldx%lld n=%d%s", quant_type_name(t), (long long)rows,
+    const int kern = cu_matvec_kernel(t, rows, k, n);
+    snprintf(name, sizeof name, "matvec swiglu v%d %s %lldx%lld n=%d%s", kern, quant_type_name(t), (long long)rows,
              (long long)k, n, misalign ? " unaligned" : "");
     const int64_t stride = 2 * k + 4 + (misalign ? 1 : 0); /* [n][gate k | up k | pad] */
     size_t wb = quant_row_bytes(t, k) * (size_t)rows;
@@ -257,36 +276,34 @@ static void test_matvec_swiglu(gen_rng *r, uint32_t t, int64_t rows, int64_t k, 
             float a = gu[g0 + c * stride + j];
             x[c * k + j] = a / (1.0f + expf(-a)) * gu[u0 + c * stride + j];
         }
-    double *ref = matvec_ref(t, w, x, rows, k, n, err, sizeof err);
+    mvq_budget *bud = NULL;
+    double *ref = kern >= 10 ? v10_ref(t, w, x, rows, k, n, &bud, err, sizeof err) : matvec_ref(t, w, x, rows, k, n, err, sizeof err);
     if (!ref) {
         CHECK(0, name, "reference: %s", err);
         return;
     }
-    void *dw = dev_upload(w, wb), *dr = dev_alloc(matvec_repacked_bytes(t, rows, k));
-    CUDA_CHECK(matvec_repack(dr, dw, t, rows, k, 0));
+    void *dw = dev_upload(w, wb), *dr = dev_alloc(cu_matvec_repacked_bytes(t, rows, k));
+    CUDA_CHECK(cu_matvec_repack(dr, dw, t, rows, k, 0));
     float *dgu = dev_upload(gu, sizeof(float) * (size_t)(n * stride + 1)), *dy = dev_poisoned(n * rows);
-    cudaError_t e = matvec_f32_swiglu(dy, dr, t, dgu + g0, stride, dgu + u0, stride, rows, k, n, 0);
+    cudaError_t e = cu_matvec_f32_swiglu(dy, dr, t, dgu + g0, stride, dgu + u0, stride, rows, k, n, 0);
     float *y = calloc((size_t)(n * rows), sizeof(float));
     int guard = e == cudaSuccess && dev_download(y, dy, n * rows);
-    double rel = gen_rel_err(y, ref, n * rows);
-    CHECK(e == cudaSuccess && guard && rel < 1e-4, name, "%s, guard %s, rel err %.3g (budget 1e-4)",
-          cudaGetErrorString(e), guard ? "ok" : "overwritten", rel);
+    matvec_verdict(name, e, guard, y, ref, bud, n * rows);
     CUDA_CHECK(cudaFree(dw)); CUDA_CHECK(cudaFree(dr)); CUDA_CHECK(cudaFree(dgu)); CUDA_CHECK(cudaFree(dy));
-    free(w); free(gu); free(x); free(ref); free(y);
+    free(w); free(gu); free(x); free(ref); free(bud); free(y);
 }
 
-/* The decode fusions (under variant 10 or 11): matvec_f32_norm (mode 0: X = rmsnorm(x) * g, the
- * reference X as the CPU path computes it: f64 sum of squares, f32 scale), matvec_f32_acc (1),
- * matvec_f32_swiglu_acc (2: X = silu(g) * u from gate/up rows of stride 2k) and
- * matvec_f32_acc_prefilled (3: as 1, its whole ring filled before the PDL wait), 1-3 adding onto a
+/* The decode fusions (v11, v10 where no ring fits): cu_matvec_f32_norm (mode 0: X = cu_rmsnorm(x) * g, the
+ * reference X as the CPU path computes it: f64 sum of squares, f32 scale), cu_matvec_f32_acc (1),
+ * cu_matvec_f32_swiglu_acc (2: X = silu(g) * u from gate/up rows of stride 2k) and
+ * cu_matvec_f32_acc_prefilled (3: as 1, its whole ring filled before the PDL wait), 1-3 adding onto a
  * Y of random values; x per 32-value block over a wide range as in test_matvec_v10, norm
  * weights of both signs. mvq.h's budget per row and token, plus 1e-6 |y0| for the f32 add. */
-static void test_matvec_fused(gen_rng *r, int variant, uint32_t t, int64_t rows, int64_t k, int n, int mode) {
+static void test_matvec_fused(gen_rng *r, uint32_t t, int64_t rows, int64_t k, int n, int mode) {
     static const char *mname[4] = {"norm", "acc", "swiglu acc", "acc prefilled"};
     char name[160], err[256], ring[32];
-    snprintf(name, sizeof name, "matvec fused%s %s %s %lldx%lld n=%d%s", variant == 11 ? " v11" : "", mname[mode],
-             quant_type_name(t), (long long)rows, (long long)k, n,
-             ring_name(variant, t, rows, k, n, mode == 0, ring, sizeof ring));
+    snprintf(name, sizeof name, "matvec fused %s %s %lldx%lld n=%d%s", mname[mode], quant_type_name(t),
+             (long long)rows, (long long)k, n, ring_name(t, rows, k, n, mode == 0, ring, sizeof ring));
     const int64_t nk = n * k;
     const float eps = 1e-5f;
     size_t wb = quant_row_bytes(t, k) * (size_t)rows;
@@ -316,18 +333,16 @@ static void test_matvec_fused(gen_rng *r, int variant, uint32_t t, int64_t rows,
         CHECK(0, name, "reference: %s", err);
         return;
     }
-    void *dw = dev_upload(w, wb), *dr = dev_alloc(matvec_repacked_bytes(t, rows, k));
-    CUDA_CHECK(matvec_repack(dr, dw, t, rows, k, 0));
+    void *dw = dev_upload(w, wb), *dr = dev_alloc(cu_matvec_repacked_bytes(t, rows, k));
+    CUDA_CHECK(cu_matvec_repack(dr, dw, t, rows, k, 0));
     float *dx = dev_upload(raw, sizeof(float) * (size_t)(mode == 2 ? 2 * nk : nk));
     float *dg = dev_upload(g, sizeof(float) * (size_t)k), *dy = dev_poisoned(n * rows);
     if (mode) CUDA_CHECK(cudaMemcpy(dy, y0, sizeof(float) * (size_t)(n * rows), cudaMemcpyHostToDevice));
-    matvec_use_variant(variant);
-    const int sup = matvec_fused_supported(t, rows, k, n);
-    cudaError_t e = mode == 0 ? matvec_f32_norm(dy, dr, t, dx, dg, eps, rows, k, n, 0)
-                  : mode == 1 ? matvec_f32_acc(dy, dr, t, dx, rows, k, n, 0)
-                  : mode == 3 ? matvec_f32_acc_prefilled(dy, dr, t, dx, rows, k, n, 0)
-                              : matvec_f32_swiglu_acc(dy, dr, t, dx, 2 * k, dx + k, 2 * k, rows, k, n, 0);
-    matvec_use_variant(6);
+    const int sup = cu_matvec_fused_supported(t, rows, k, n);
+    cudaError_t e = mode == 0 ? cu_matvec_f32_norm(dy, dr, t, dx, dg, eps, rows, k, n, 0)
+                  : mode == 1 ? cu_matvec_f32_acc(dy, dr, t, dx, rows, k, n, 0)
+                  : mode == 3 ? cu_matvec_f32_acc_prefilled(dy, dr, t, dx, rows, k, n, 0)
+                              : cu_matvec_f32_swiglu_acc(dy, dr, t, dx, 2 * k, dx + k, 2 * k, rows, k, n, 0);
     float *y = calloc((size_t)(n * rows), sizeof(float));
     int guard = e == cudaSuccess && dev_download(y, dy, n * rows);
     char why[160] = "";
@@ -339,79 +354,72 @@ static void test_matvec_fused(gen_rng *r, int variant, uint32_t t, int64_t rows,
     free(w); free(raw); free(x); free(g); free(y0); free(ref); free(bud); free(y);
 }
 
-/* matvec_f32_norm_glu against matvec_f32_norm then paged_swiglu, which it folds together, on a
+/* cu_matvec_f32_norm_glu against cu_matvec_f32_norm then paged_swiglu, which it folds together, on a
  * stacked gate/up matrix of 2F rows: each of the n x F outputs within 1e-3 of the unfused vector's
  * rms (the products' sums are split among warps differently, so not bit for bit; a gate row
  * paired with the wrong up row, a tile read from the wrong place or a missed row is off by O(1)),
  * nothing written past n x F. Variant 10, and rows not a whole number of pairs of tiles, are
  * declined with nothing launched. */
-static void test_matvec_glu(gen_rng *r, int variant, uint32_t t, int64_t F, int64_t k, int n) {
+static void test_matvec_glu(gen_rng *r, uint32_t t, int64_t F, int64_t k, int n) {
     char name[160], ring[32];
     const int64_t rows = 2 * F, nk = n * k;
     const float eps = 1e-5f;
-    snprintf(name, sizeof name, "matvec norm glu v%d %s 2x%lldx%lld n=%d%s", variant, quant_type_name(t), (long long)F,
-             (long long)k, n, ring_name(variant, t, rows, k, n, 1, ring, sizeof ring));
+    snprintf(name, sizeof name, "matvec norm glu %s 2x%lldx%lld n=%d%s", quant_type_name(t), (long long)F,
+             (long long)k, n, ring_name(t, rows, k, n, 1, ring, sizeof ring));
     size_t wb = quant_row_bytes(t, k) * (size_t)rows;
     void *w = malloc(wb);
     gen_weights(r, t, rows, k, w);
     float *x = malloc(sizeof(float) * (size_t)nk), *g = malloc(sizeof(float) * (size_t)k);
     v10_fill(r, nk, k, NULL, x);
     for (int64_t i = 0; i < k; i++) g[i] = (float)gen_uniform(r, -1.5, 1.5);
-    void *dw = dev_upload(w, wb), *dr = dev_alloc(matvec_repacked_bytes(t, rows, k));
-    CUDA_CHECK(matvec_repack(dr, dw, t, rows, k, 0));
+    void *dw = dev_upload(w, wb), *dr = dev_alloc(cu_matvec_repacked_bytes(t, rows, k));
+    CUDA_CHECK(cu_matvec_repack(dr, dw, t, rows, k, 0));
     float *dx = dev_upload(x, sizeof(float) * (size_t)nk), *dg = dev_upload(g, sizeof(float) * (size_t)k);
     float *dgu = dev_alloc(sizeof(float) * (size_t)(n * rows)), *dwant = dev_poisoned(n * F), *dy = dev_poisoned(n * F);
-    matvec_use_variant(variant);
-    cudaError_t e0 = matvec_f32_norm(dgu, dr, t, dx, dg, eps, rows, k, n, 0);
+    cudaError_t e0 = cu_matvec_f32_norm(dgu, dr, t, dx, dg, eps, rows, k, n, 0);
     if (e0 == cudaSuccess) e0 = paged_swiglu(dwant, dgu, rows, dgu + F, rows, n, (int)F, 0);
-    cudaError_t e = matvec_f32_norm_glu(dy, dr, t, dx, dg, eps, rows, k, n, 0);
-    matvec_use_variant(6);
+    cudaError_t e = cu_matvec_f32_norm_glu(dy, dr, t, dx, dg, eps, rows, k, n, 0);
     float *want = malloc(sizeof(float) * (size_t)(n * F)), *y = malloc(sizeof(float) * (size_t)(n * F));
     int gw = dev_download(want, dwant, n * F), gy = e == cudaSuccess && dev_download(y, dy, n * F);
-    if (variant != 11) {
-        CHECK(e == cudaErrorNotSupported && dev_download(y, dy, 0), name, "v%d: %s, want cudaErrorNotSupported",
-              variant, cudaGetErrorString(e));
-    } else {
-        double ss = 0, worst = 0;
-        for (int64_t i = 0; i < n * F; i++) ss += (double)want[i] * want[i];
-        const double rms = sqrt(ss / (double)(n * F)) + 1e-30;
-        int64_t at = -1;
-        for (int64_t i = 0; gy && i < n * F; i++) {
-            const double d = fabs((double)y[i] - want[i]) / rms;
-            if (!(d <= worst)) {
-                worst = d;
-                at = i;
-            }
+    double ss = 0, worst = 0;
+    for (int64_t i = 0; i < n * F; i++) ss += (double)want[i] * want[i];
+    const double rms = sqrt(ss / (double)(n * F)) + 1e-30;
+    int64_t at = -1;
+    for (int64_t i = 0; gy && i < n * F; i++) {
+        const double d = fabs((double)y[i] - want[i]) / rms;
+        if (!(d <= worst)) {
+            worst = d;
+            at = i;
         }
-        CHECK(e0 == cudaSuccess && e == cudaSuccess && gw && gy && worst <= 1e-3, name,
-              "%s / %s, guard %s, worst %.3g of the rms %.3g at %lld (%g vs %g)", cudaGetErrorString(e0),
-              cudaGetErrorString(e), gy ? "ok" : "overwritten", worst, rms, (long long)at, at >= 0 ? y[at] : 0.0,
-              at >= 0 ? want[at] : 0.0);
     }
+    CHECK(e0 == cudaSuccess && e == cudaSuccess && gw && gy && worst <= 1e-3, name,
+          "%s / %s, guard %s, worst %.3g of the rms %.3g at %lld (%g vs %g)", cudaGetErrorString(e0),
+          cudaGetErrorString(e), gy ? "ok" : "overwritten", worst, rms, (long long)at, at >= 0 ? y[at] : 0.0,
+          at >= 0 ? want[at] : 0.0);
     CUDA_CHECK(cudaFree(dw)); CUDA_CHECK(cudaFree(dr)); CUDA_CHECK(cudaFree(dx)); CUDA_CHECK(cudaFree(dg));
     CUDA_CHECK(cudaFree(dgu)); CUDA_CHECK(cudaFree(dwant)); CUDA_CHECK(cudaFree(dy));
     free(w); free(x); free(g); free(want); free(y);
 }
 
-/* matvec_f32_norm_rope (and for a second matrix matvec_f32_norm_rope_beside, on a stream with PDL;
- * shaped 1: on the SMs the first one's grid leaves; 2: both in one launch, matvec_f32_norm_rope_pair,
- * as the engine runs them) against matvec_f32_norm then paged_rope_store, which they fold together:
+/* cu_matvec_f32_norm_rope (and for a second matrix cu_matvec_f32_norm_rope_beside, on a stream with PDL;
+ * shaped 1: on the SMs the first one's grid leaves; 2: both in one launch, cu_matvec_f32_norm_rope_pair,
+ * as the engine runs them) against cu_matvec_f32_norm then paged_rope_store, which they fold together:
  * Q and both caches bit for bit (the same sums, the same rotation formula; a shaped V within one
  * f16 step (or 1e-5 of the largest stored value, near zero), its sums grouped by other blocks; the
  * one launch: Q within 1e-5 of its largest value, K and V as a shaped V), including the cells
  * and values it must not touch (both sets of caches start from the same random bits). Q, K and V
  * in one matrix (tqk == tv: Q4_0 layers) or Q and K in one and V in another (Q4_K_M's Q6_K V);
  * n tokens at random positions up to 4000 in distinct random cells; n_rot below head_dim too. */
-static void test_matvec_norm_rope(gen_rng *r, int variant, uint32_t tqk, uint32_t tv, int n_head, int n_kv,
+static void test_matvec_norm_rope(gen_rng *r, uint32_t tqk, uint32_t tv, int n_head, int n_kv,
                                   int hd, int n_rot, int64_t k, int n, int shaped) {
     const int64_t nq = (int64_t)n_head * hd, kvd = (int64_t)n_kv * hd, cells = 64;
     const float eps = 1e-5f, theta = 500000.0f;
     char name[200], ring[32];
     const int one = tqk == tv;
-    snprintf(name, sizeof name, "matvec norm rope v%d %s%s%s%s heads %d/%d hd %d rot %d k %lld n=%d%s", variant,
+    snprintf(name, sizeof name, "matvec norm rope %s%s%s%s heads %d/%d hd %d rot %d k %lld n=%d%s",
              quant_type_name(tqk), one ? "" : " + ", one ? "" : quant_type_name(tv),
              one ? "" : shaped == 2 ? " (one launch)" : shaped ? " (beside, shaped)" : " (beside)", n_head, n_kv, hd, n_rot,
-             (long long)k, n, ring_name(variant, tqk, nq + kvd * (one ? 2 : 1), k, n, 1, ring, sizeof ring));
+             (long long)k, n, ring_name(tqk, nq + kvd * (one ? 2 : 1), k, n, 1, ring, sizeof ring));
     /* matrices: [0] Q K (and V when one), [1] V */
     int64_t rows[2] = {nq + kvd * (one ? 2 : 1), one ? 0 : kvd};
     uint32_t types[2] = {tqk, tv};
@@ -422,8 +430,8 @@ static void test_matvec_norm_rope(gen_rng *r, int variant, uint32_t tqk, uint32_
         void *w = malloc(wb);
         gen_weights(r, types[m], rows[m], k, w);
         void *dw = dev_upload(w, wb);
-        dr[m] = dev_alloc(matvec_repacked_bytes(types[m], rows[m], k));
-        CUDA_CHECK(matvec_repack(dr[m], dw, types[m], rows[m], k, 0));
+        dr[m] = dev_alloc(cu_matvec_repacked_bytes(types[m], rows[m], k));
+        CUDA_CHECK(cu_matvec_repack(dr[m], dw, types[m], rows[m], k, 0));
         CUDA_CHECK(cudaDeviceSynchronize());
         CUDA_CHECK(cudaFree(dw));
         free(w);
@@ -455,11 +463,10 @@ static void test_matvec_norm_rope(gen_rng *r, int variant, uint32_t tqk, uint32_
         q[v] = dev_poisoned(n * nq);
     }
     float *y = dev_poisoned(n * (nq + 2 * kvd));
-    matvec_use_variant(variant);
-    const int sup = matvec_fused_supported(tqk, rows[0], k, n) && (!rows[1] || matvec_fused_supported(tv, rows[1], k, n));
+    const int sup = cu_matvec_fused_supported(tqk, rows[0], k, n) && (!rows[1] || cu_matvec_fused_supported(tv, rows[1], k, n));
     /* reference: the products into y (Q K V side by side per token), then RoPE and the store */
-    cudaError_t e = matvec_f32_norm(y, dr[0], tqk, dx, dg, eps, rows[0], k, n, 0);
-    if (e == cudaSuccess && rows[1]) e = matvec_f32_norm(y + (int64_t)n * rows[0], dr[1], tv, dx, dg, eps, rows[1], k, n, 0);
+    cudaError_t e = cu_matvec_f32_norm(y, dr[0], tqk, dx, dg, eps, rows[0], k, n, 0);
+    if (e == cudaSuccess && rows[1]) e = cu_matvec_f32_norm(y + (int64_t)n * rows[0], dr[1], tv, dx, dg, eps, rows[1], k, n, 0);
     const int64_t st0 = rows[0], stv = one ? rows[0] : kvd;
     const float *yv = one ? y + nq + kvd : y + (int64_t)n * rows[0];
     if (e == cudaSuccess)
@@ -471,24 +478,20 @@ static void test_matvec_norm_rope(gen_rng *r, int variant, uint32_t tqk, uint32_
     CUDA_CHECK(cudaStreamCreateWithFlags(&st, cudaStreamNonBlocking));
     CUDA_CHECK(cudaDeviceSynchronize());
     /* shaped: the V grid takes the SMs the Q/K grid leaves, as the engine launches it; 2: both in
-     * one launch (v11 only: v10 must decline it) */
-    const int beside_blocks = shaped == 1 ? matvec_fused_blocks(tqk, rows[0], k, n) : 0;
-    cudaError_t e2, e_v10 = cudaErrorNotSupported;
-    if (shaped == 2 && variant != 11) /* declined; then the two launches apart, compared as usual */
-        e_v10 = matvec_f32_norm_rope_pair(dr[0], tqk, rows[0], nq, kvd, dr[1], tv, rows[1], 0, 0, dx, dg, eps, k, n,
-                                          q[1], kc[1], vc[1], dmeta, dmeta + 4, kvd, hd, n_rot, theta, st);
-    if (shaped == 2 && variant == 11)
-        e2 = matvec_f32_norm_rope_pair(dr[0], tqk, rows[0], nq, kvd, dr[1], tv, rows[1], 0, 0, dx, dg, eps, k, n,
+     * one launch */
+    const int beside_blocks = shaped == 1 ? cu_matvec_fused_blocks(tqk, rows[0], k, n) : 0;
+    cudaError_t e2;
+    if (shaped == 2)
+        e2 = cu_matvec_f32_norm_rope_pair(dr[0], tqk, rows[0], nq, kvd, dr[1], tv, rows[1], 0, 0, dx, dg, eps, k, n,
                                        q[1], kc[1], vc[1], dmeta, dmeta + 4, kvd, hd, n_rot, theta, st);
     else
-        e2 = matvec_f32_norm_rope(dr[0], tqk, dx, dg, eps, rows[0], k, n, q[1], kc[1], vc[1], dmeta,
+        e2 = cu_matvec_f32_norm_rope(dr[0], tqk, dx, dg, eps, rows[0], k, n, q[1], kc[1], vc[1], dmeta,
                                   dmeta + 4, nq, kvd, kvd, hd, n_rot, theta, st);
-    if (e2 == cudaSuccess && rows[1] && !(shaped == 2 && variant == 11))
-        e2 = matvec_f32_norm_rope_beside(dr[1], tv, dx, dg, eps, rows[1], k, n, NULL, NULL, vc[1], dmeta, dmeta + 4,
+    if (e2 == cudaSuccess && rows[1] && shaped != 2)
+        e2 = cu_matvec_f32_norm_rope_beside(dr[1], tv, dx, dg, eps, rows[1], k, n, NULL, NULL, vc[1], dmeta, dmeta + 4,
                                          0, 0, kvd, hd, n_rot, theta, beside_blocks, st);
     CUDA_CHECK(cudaStreamSynchronize(st));
     CUDA_CHECK(cudaStreamDestroy(st));
-    matvec_use_variant(6);
     CUDA_CHECK(cudaDeviceSynchronize());
     float *hq[2];
     uint16_t *hc[2];
@@ -503,9 +506,9 @@ static void test_matvec_norm_rope(gen_rng *r, int variant, uint32_t tqk, uint32_
     /* shaped, the V grid's blocks hold other tiles than the reference's, and their warps' partial
      * sums are grouped otherwise: V within one f16 step of the reference (the rounding of the sum
      * can land on either side); everything else bit for bit */
-    /* the one launch shapes Q/K's grid too (matvec_pair_sms): Q within 1e-5 of its largest value
+    /* the one launch shapes Q/K's grid too (mv10_dual_split): Q within 1e-5 of its largest value
      * and K as V below */
-    const int loose = shaped == 2 && variant == 11;
+    const int loose = shaped == 2;
     float qmax = 0;
     for (int64_t i = 0; i < n * nq; i++) qmax = fmaxf(qmax, fabsf(hq[0][i]));
     int64_t dq = 0, dcache = 0, changed = 0, vstep = 0;
@@ -533,11 +536,11 @@ static void test_matvec_norm_rope(gen_rng *r, int variant, uint32_t tqk, uint32_
     /* the reference itself stored n tokens' K and V (a stored f16 equal to the random one is rare) */
     const int stored = changed > n * kvd;
     CHECK(sup && e == cudaSuccess && e2 == cudaSuccess && guard && dq == 0 && dcache == 0 && stored &&
-              (shaped != 1 || beside_blocks > 0) && e_v10 == cudaErrorNotSupported, name,
-          "%s%s%s%s / %s, guard %s, %lld of %lld Q values and %lld cache values differ (%lld cache values by one "
+              (shaped != 1 || beside_blocks > 0), name,
+          "%s%s%s / %s, guard %s, %lld of %lld Q values and %lld cache values differ (%lld cache values by one "
           "f16 step; one more: %g vs %g), %lld cache values stored",
           sup ? "" : "not supported?! ", shaped == 1 && beside_blocks <= 0 ? "no grid for the front?! " : "",
-          e_v10 != cudaErrorNotSupported ? "v10 took the one launch?! " : "", cudaGetErrorString(e), cudaGetErrorString(e2), guard ? "ok" : "overwritten",
+          cudaGetErrorString(e), cudaGetErrorString(e2), guard ? "ok" : "overwritten",
           (long long)dq, (long long)(n * nq), (long long)dcache, (long long)vstep, (double)bad_b, (double)bad_a,
           (long long)changed);
     for (int v = 0; v < 2; v++) {
@@ -549,7 +552,7 @@ static void test_matvec_norm_rope(gen_rng *r, int variant, uint32_t tqk, uint32_
     free(x); free(g); free(cinit);
 }
 
-/* Cases the fused matvecs do not take: matvec_fused_supported says 0, each entry returns
+/* Cases the fused matvecs do not take: cu_matvec_fused_supported says 0, each entry returns
  * cudaErrorNotSupported and writes nothing (the engine then runs the unfused kernels); and the
  * production shapes it must take. */
 static void test_matvec_fused_cover(void) {
@@ -567,20 +570,19 @@ static void test_matvec_fused_cover(void) {
     };
     float *dy = dev_poisoned(8), *dx = dev_alloc(sizeof(float) * 4 * 14336 * 2);
     void *dw = dev_alloc(64);
-    for (int variant = 10; variant <= 11; variant++) {
-        matvec_use_variant(variant);
+    {
         for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
             char name[128];
-            snprintf(name, sizeof name, "matvec fused coverage v%d: %s %s", variant, cases[i].why,
+            snprintf(name, sizeof name, "matvec fused coverage: %s %s", cases[i].why,
                      cases[i].want ? "taken" : "declined");
-            int sup = matvec_fused_supported(cases[i].t, cases[i].rows, cases[i].k, cases[i].n);
+            int sup = cu_matvec_fused_supported(cases[i].t, cases[i].rows, cases[i].k, cases[i].n);
             if (cases[i].want) {
-                CHECK(sup == 1, name, "matvec_fused_supported %d", sup);
+                CHECK(sup == 1, name, "cu_matvec_fused_supported %d", sup);
                 continue;
             }
-            cudaError_t e1 = matvec_f32_norm(dy, dw, cases[i].t, dx, dx, 1e-5f, cases[i].rows, cases[i].k, cases[i].n, 0);
-            cudaError_t e2 = matvec_f32_acc(dy, dw, cases[i].t, dx, cases[i].rows, cases[i].k, cases[i].n, 0);
-            cudaError_t e3 = matvec_f32_swiglu_acc(dy, dw, cases[i].t, dx, cases[i].k, dx, cases[i].k, cases[i].rows,
+            cudaError_t e1 = cu_matvec_f32_norm(dy, dw, cases[i].t, dx, dx, 1e-5f, cases[i].rows, cases[i].k, cases[i].n, 0);
+            cudaError_t e2 = cu_matvec_f32_acc(dy, dw, cases[i].t, dx, cases[i].rows, cases[i].k, cases[i].n, 0);
+            cudaError_t e3 = cu_matvec_f32_swiglu_acc(dy, dw, cases[i].t, dx, cases[i].k, dx, cases[i].k, cases[i].rows,
                                                    cases[i].k, cases[i].n, 0);
             float y[8];
             int untouched = dev_download(y, dy, 0);
@@ -590,13 +592,10 @@ static void test_matvec_fused_cover(void) {
                   untouched ? "untouched" : "written");
         }
     }
-    matvec_use_variant(6);
-    CHECK(!matvec_fused_supported(QUANT_Q4_0, 4096, 4096, 1), "matvec fused coverage: none with variant 6",
-          "supported");
     CUDA_CHECK(cudaFree(dy)); CUDA_CHECK(cudaFree(dx)); CUDA_CHECK(cudaFree(dw));
 }
 
-/* Where v11 runs its ring (matvec_ring_stages >= 2): every 8b decode shape (QKV stacked, wo,
+/* Where v11 runs its ring (cu_matvec_ring_stages >= 2): every 8b decode shape (QKV stacked, wo,
  * gate/up stacked, down, a 32000-token output head), 1 to 4 tokens (Q6_K 2), plain and with the
  * norm's shared memory; so its checks above test the ring, not a silent fallback to v10. With
  * 227 KB of shared memory per block (H100, H200), 4 tokens of Q4_0 at k = 18432 leave no room for
@@ -609,7 +608,7 @@ static void test_matvec_ring_cover(void) {
         for (size_t j = 0; j < sizeof shapes / sizeof shapes[0]; j++)
             for (int n = 1; n <= (types[i] == QUANT_Q6_K ? 2 : 4); n++)
                 for (int norm = 0; norm < 2; norm++) {
-                    const int st = matvec_ring_stages(types[i], shapes[j][0], shapes[j][1], n, norm);
+                    const int st = cu_matvec_ring_stages(types[i], shapes[j][0], shapes[j][1], n, norm);
                     snprintf(name, sizeof name, "matvec v11 ring coverage: %s %lldx%lld n=%d%s", quant_type_name(types[i]),
                              (long long)shapes[j][0], (long long)shapes[j][1], n, norm ? " norm" : "");
                     CHECK(st >= 2, name, "ring of %d stages", st);
@@ -618,17 +617,18 @@ static void test_matvec_ring_cover(void) {
     CUDA_CHECK(cudaGetDevice(&dev));
     CUDA_CHECK(cudaDeviceGetAttribute(&optin, cudaDevAttrMaxSharedMemoryPerBlockOptin, dev));
     if (optin == 227 * 1024) {
-        const int st = matvec_ring_stages(QUANT_Q4_0, 37, 18432, 4, 0);
+        const int st = cu_matvec_ring_stages(QUANT_Q4_0, 37, 18432, 4, 0);
         CHECK(st == 0, "matvec v11 ring coverage: Q4_0 37x18432 n=4 declined", "ring of %d stages", st);
     }
-    CHECK(matvec_ring_stages(QUANT_Q5_0, 64, 256, 1, 0) == 0 && matvec_ring_stages(QUANT_Q4_0, 64, 288, 1, 0) == 0 &&
-          matvec_ring_stages(QUANT_Q4_0, 4096, 4096, 5, 0) == 0 && matvec_ring_stages(QUANT_Q6_K, 4096, 4096, 3, 0) == 0,
+    CHECK(cu_matvec_ring_stages(QUANT_Q5_0, 64, 256, 1, 0) == 0 && cu_matvec_ring_stages(QUANT_Q4_0, 64, 288, 1, 0) == 0 &&
+          cu_matvec_ring_stages(QUANT_Q4_0, 4096, 4096, 5, 0) == 0 && cu_matvec_ring_stages(QUANT_Q6_K, 4096, 4096, 3, 0) == 0,
           "matvec v11 ring coverage: no ring outside v10's cases", "a ring");
 }
 
-/* One FFN block per round, as the decode step chains it: x += d and xn = rmsnorm(x)
+/* One FFN block per round, as the decode step chains it: x += d and xn = cu_rmsnorm(x)
  * (paged_add_rmsnorm), gu = Wgu . xn (gate and up stacked), o = Wdown . (silu(g) * u)
- * (matvec_f32_swiglu), x += o (add); ROUNDS rounds of 1..8 tokens back to back in one stream
+ * (cu_matvec_f32_swiglu), x += o (add); ROUNDS rounds of 5..8 tokens (v3's exact X: 1 to 4 run v10
+ * / v11, whose chain test_fused_chain checks) back to back in one stream
  * (programmatic dependent launch on), scratch (xn, gu, o) shared by every round, so a kernel
  * that read its input before the previous kernel finished, or wrote before the next-but-one
  * had read, gives a wrong x. Run eagerly, then captured as a graph and replayed on fresh data. */
@@ -651,7 +651,7 @@ static void chain_fill(gen_rng *r, float *x0, float *d, int64_t n) {
     for (int64_t i = 0; i < n; i++) { x0[i] = (float)gen_normal(r); d[i] = (float)gen_normal(r); }
 }
 
-/* One token's FFN block in f64, in place on its residual x: xn = rmsnorm(x) * nw, then
+/* One token's FFN block in f64, in place on its residual x: xn = cu_rmsnorm(x) * nw, then
  * x += Wdown . (silu(Wgate . xn) * (Wup . xn)) (gate and up stacked in wgu); xn and h scratch. */
 static void ffn_ref(double *x, const float *nw, const float *wgu, const float *wdn, int dim, int ff, double *xn,
                     double *h) {
@@ -704,13 +704,13 @@ static void test_chain(gen_rng *r, uint32_t tgu, uint32_t tdn) {
     float *fgu = dequant_matrix(tgu, wgu, 2 * ff, dim), *fdn = dequant_matrix(tdn, wdn, dim, ff);
     float *nw = malloc(sizeof(float) * dim);
     for (int j = 0; j < dim; j++) nw[j] = (float)gen_uniform(r, 0.5, 1.5);
-    void *dsrc = dev_upload(wgu, bgu), *dgu_w = dev_alloc(matvec_repacked_bytes(tgu, 2 * ff, dim));
-    CUDA_CHECK(matvec_repack(dgu_w, dsrc, tgu, 2 * ff, dim, 0));
+    void *dsrc = dev_upload(wgu, bgu), *dgu_w = dev_alloc(cu_matvec_repacked_bytes(tgu, 2 * ff, dim));
+    CUDA_CHECK(cu_matvec_repack(dgu_w, dsrc, tgu, 2 * ff, dim, 0));
     CUDA_CHECK(cudaDeviceSynchronize());
     CUDA_CHECK(cudaFree(dsrc));
     dsrc = dev_upload(wdn, bdn);
-    void *ddn_w = dev_alloc(matvec_repacked_bytes(tdn, dim, ff));
-    CUDA_CHECK(matvec_repack(ddn_w, dsrc, tdn, dim, ff, 0));
+    void *ddn_w = dev_alloc(cu_matvec_repacked_bytes(tdn, dim, ff));
+    CUDA_CHECK(cu_matvec_repack(ddn_w, dsrc, tdn, dim, ff, 0));
     CUDA_CHECK(cudaDeviceSynchronize());
     CUDA_CHECK(cudaFree(dsrc));
     float *dnw = dev_upload(nw, sizeof(float) * dim);
@@ -734,20 +734,20 @@ static void test_chain(gen_rng *r, uint32_t tgu, uint32_t tdn) {
         if (pass == 1) CUDA_CHECK(cudaStreamBeginCapture(st, cudaStreamCaptureModeThreadLocal));
         if (pass < 2) {
             for (int i = 0; i < CHAIN_ROUNDS && e == cudaSuccess; i++) {
-                const int n = i % MAXN + 1;
+                const int n = 5 + i % 4;
                 float *xi = dx + per * i;
                 e = paged_add_rmsnorm(xi, dxn, dd + per * i, dnw, n, dim, 1e-5f, st);
-                if (e == cudaSuccess) e = matvec_f32(dgu, dgu_w, tgu, dxn, 2 * ff, dim, n, st);
+                if (e == cudaSuccess) e = cu_matvec_f32(dgu, dgu_w, tgu, dxn, 2 * ff, dim, n, st);
                 if (e == cudaSuccess)
-                    e = matvec_f32_swiglu(dout, ddn_w, tdn, dgu, 2 * ff, dgu + ff, 2 * ff, dim, ff, n, st);
-                if (e == cudaSuccess) e = add(xi, xi, dout, (int64_t)n * dim, st);
+                    e = cu_matvec_f32_swiglu(dout, ddn_w, tdn, dgu, 2 * ff, dgu + ff, 2 * ff, dim, ff, n, st);
+                if (e == cudaSuccess) e = cu_add(xi, xi, dout, (int64_t)n * dim, st);
             }
         }
         e = chain_pass_end(pass, e, st, &graph, &exec);
         CUDA_CHECK(cudaMemcpy(got, dx, sizeof(float) * per * CHAIN_ROUNDS, cudaMemcpyDeviceToHost));
         double worst = 0;
         for (int i = 0; i < CHAIN_ROUNDS; i++) {
-            const int n = i % MAXN + 1;
+            const int n = 5 + i % 4;
             chain_ref(ref + per * i, x0 + per * i, d + per * i, nw, fgu, fdn, n, dim, ff);
             double rel = gen_rel_err(got + per * i, ref + per * i, (int64_t)n * dim);
             if (!(rel <= worst)) worst = isnan(rel) ? INFINITY : rel;
@@ -765,14 +765,14 @@ static void test_chain(gen_rng *r, uint32_t tgu, uint32_t tdn) {
     free(wgu); free(wdn); free(fgu); free(fdn); free(nw); free(x0); free(d); free(got); free(ref);
 }
 
-/* The fused decode layer's FFN and residual as the engine chains them (MGI_FUSE=1, or 2 with
+/* The fused decode layer's FFN and residual as the engine chains them (or in its other form, with
  * SwiGLU apart), ROUNDS rounds of 1..MAXN tokens back to back in one stream with PDL on, each
- * round its own x and d, the gate/up and SwiGLU scratch shared: x += Wo . d (matvec_f32_acc),
- * gu = Wgu . rmsnorm(x) (matvec_f32_norm), x += Wdown . silu(g) * u (matvec_f32_swiglu_acc, or
- * paged_swiglu then matvec_f32_acc). A kernel that read x or gu before the previous kernel
+ * round its own x and d, the gate/up and SwiGLU scratch shared: x += Wo . d (cu_matvec_f32_acc),
+ * gu = Wgu . cu_rmsnorm(x) (cu_matvec_f32_norm), x += Wdown . silu(g) * u (cu_matvec_f32_swiglu_acc, or
+ * paged_swiglu then cu_matvec_f32_acc). A kernel that read x or gu before the previous kernel
  * finished, or wrote before the one before had read, gives a wrong x. Eager, as a graph, and the
  * graph replayed on fresh data; each time the update of x (x - x0) against the same chain of
- * unfused kernels (matvec_f32, add, rmsnorm, paged_swiglu; v10 as well, so only f32 rounding
+ * unfused kernels (cu_matvec_f32, add, rmsnorm, paged_swiglu; v10 as well, so only f32 rounding
  * differs, and the int8 codes it flips: 1e-2, the worst of 1500 tokens in a CPU emulation 1.7e-3)
  * and against the f64 chain (v10's int8 X over three products: 5e-2, emulated worst 1e-2; a stale
  * input is off by ~1). */
@@ -803,11 +803,11 @@ static double update_err(const float *a, const double *b, const float *bf, const
     return den > 0 ? sqrt(num / den) : sqrt(num);
 }
 
-static void test_fused_chain(gen_rng *r, int variant, uint32_t tw, uint32_t tdn, int swiglu_apart) {
+static void test_fused_chain(gen_rng *r, uint32_t tw, uint32_t tdn, int swiglu_apart) {
     const int dim = 1024, ff = 2816, MAXN = tw == QUANT_Q6_K || tdn == QUANT_Q6_K ? 2 : 4;
     const float eps = 1e-5f;
     char name[160];
-    snprintf(name, sizeof name, "PDL chain fused v%d: acc %s > norm %s > %s %s, %d rounds", variant,
+    snprintf(name, sizeof name, "PDL chain fused: acc %s > norm %s > %s %s, %d rounds",
              quant_type_name(tw), quant_type_name(tw), swiglu_apart ? "swiglu, acc" : "swiglu acc",
              quant_type_name(tdn), CHAIN_ROUNDS);
     size_t bo = quant_row_bytes(tw, dim) * dim, bgu = quant_row_bytes(tw, dim) * 2 * ff,
@@ -820,18 +820,18 @@ static void test_fused_chain(gen_rng *r, int variant, uint32_t tw, uint32_t tdn,
     float *fdn = dequant_matrix(tdn, wdn, dim, ff);
     float *nw = malloc(sizeof(float) * dim);
     for (int j = 0; j < dim; j++) nw[j] = (float)gen_uniform(r, 0.5, 1.5);
-    void *dwo = dev_alloc(matvec_repacked_bytes(tw, dim, dim)), *dgu_w = dev_alloc(matvec_repacked_bytes(tw, 2 * ff, dim));
-    void *ddn_w = dev_alloc(matvec_repacked_bytes(tdn, dim, ff));
+    void *dwo = dev_alloc(cu_matvec_repacked_bytes(tw, dim, dim)), *dgu_w = dev_alloc(cu_matvec_repacked_bytes(tw, 2 * ff, dim));
+    void *ddn_w = dev_alloc(cu_matvec_repacked_bytes(tdn, dim, ff));
     void *dsrc = dev_upload(wo, bo);
-    CUDA_CHECK(matvec_repack(dwo, dsrc, tw, dim, dim, 0));
+    CUDA_CHECK(cu_matvec_repack(dwo, dsrc, tw, dim, dim, 0));
     CUDA_CHECK(cudaDeviceSynchronize());
     CUDA_CHECK(cudaFree(dsrc));
     dsrc = dev_upload(wgu, bgu);
-    CUDA_CHECK(matvec_repack(dgu_w, dsrc, tw, 2 * ff, dim, 0));
+    CUDA_CHECK(cu_matvec_repack(dgu_w, dsrc, tw, 2 * ff, dim, 0));
     CUDA_CHECK(cudaDeviceSynchronize());
     CUDA_CHECK(cudaFree(dsrc));
     dsrc = dev_upload(wdn, bdn);
-    CUDA_CHECK(matvec_repack(ddn_w, dsrc, tdn, dim, ff, 0));
+    CUDA_CHECK(cu_matvec_repack(ddn_w, dsrc, tdn, dim, ff, 0));
     CUDA_CHECK(cudaDeviceSynchronize());
     CUDA_CHECK(cudaFree(dsrc));
     float *dnw = dev_upload(nw, sizeof(float) * dim);
@@ -847,7 +847,6 @@ static void test_fused_chain(gen_rng *r, int variant, uint32_t tw, uint32_t tdn,
     CUDA_CHECK(cudaStreamCreateWithFlags(&st, cudaStreamNonBlocking));
     cudaGraph_t graph = NULL;
     cudaGraphExec_t exec = NULL;
-    matvec_use_variant(variant);
     for (int pass = 0; pass < 3; pass++) { /* eager, graph, graph replayed on new data */
         chain_fill(r, x0, d, (int64_t)all);
         CUDA_CHECK(cudaMemcpy(dx, x0, sizeof(float) * all, cudaMemcpyHostToDevice));
@@ -859,13 +858,13 @@ static void test_fused_chain(gen_rng *r, int variant, uint32_t tw, uint32_t tdn,
         for (int i = 0; i < CHAIN_ROUNDS && e == cudaSuccess; i++) {
             const int n = i % MAXN + 1;
             float *xi = dxu + per * i;
-            e = matvec_f32(dout, dwo, tw, dd + per * i, dim, dim, n, st);
-            if (e == cudaSuccess) e = add(xi, xi, dout, (int64_t)n * dim, st);
-            if (e == cudaSuccess) e = rmsnorm(dxn, xi, dnw, n, dim, eps, st);
-            if (e == cudaSuccess) e = matvec_f32(dgu, dgu_w, tw, dxn, 2 * ff, dim, n, st);
+            e = cu_matvec_f32(dout, dwo, tw, dd + per * i, dim, dim, n, st);
+            if (e == cudaSuccess) e = cu_add(xi, xi, dout, (int64_t)n * dim, st);
+            if (e == cudaSuccess) e = cu_rmsnorm(dxn, xi, dnw, n, dim, eps, st);
+            if (e == cudaSuccess) e = cu_matvec_f32(dgu, dgu_w, tw, dxn, 2 * ff, dim, n, st);
             if (e == cudaSuccess) e = paged_swiglu(dff, dgu, 2 * ff, dgu + ff, 2 * ff, n, ff, st);
-            if (e == cudaSuccess) e = matvec_f32(dout, ddn_w, tdn, dff, dim, ff, n, st);
-            if (e == cudaSuccess) e = add(xi, xi, dout, (int64_t)n * dim, st);
+            if (e == cudaSuccess) e = cu_matvec_f32(dout, ddn_w, tdn, dff, dim, ff, n, st);
+            if (e == cudaSuccess) e = cu_add(xi, xi, dout, (int64_t)n * dim, st);
         }
         if (e == cudaSuccess) e = cudaStreamSynchronize(st);
         if (pass == 1 && e == cudaSuccess) e = cudaStreamBeginCapture(st, cudaStreamCaptureModeThreadLocal);
@@ -873,13 +872,13 @@ static void test_fused_chain(gen_rng *r, int variant, uint32_t tw, uint32_t tdn,
             for (int i = 0; i < CHAIN_ROUNDS && e == cudaSuccess; i++) {
                 const int n = i % MAXN + 1;
                 float *xi = dx + per * i;
-                e = matvec_f32_acc(xi, dwo, tw, dd + per * i, dim, dim, n, st);
-                if (e == cudaSuccess) e = matvec_f32_norm(dgu, dgu_w, tw, xi, dnw, eps, 2 * ff, dim, n, st);
+                e = cu_matvec_f32_acc(xi, dwo, tw, dd + per * i, dim, dim, n, st);
+                if (e == cudaSuccess) e = cu_matvec_f32_norm(dgu, dgu_w, tw, xi, dnw, eps, 2 * ff, dim, n, st);
                 if (e == cudaSuccess && swiglu_apart) {
                     e = paged_swiglu(dff, dgu, 2 * ff, dgu + ff, 2 * ff, n, ff, st);
-                    if (e == cudaSuccess) e = matvec_f32_acc(xi, ddn_w, tdn, dff, dim, ff, n, st);
+                    if (e == cudaSuccess) e = cu_matvec_f32_acc(xi, ddn_w, tdn, dff, dim, ff, n, st);
                 } else if (e == cudaSuccess) {
-                    e = matvec_f32_swiglu_acc(xi, ddn_w, tdn, dgu, 2 * ff, dgu + ff, 2 * ff, dim, ff, n, st);
+                    e = cu_matvec_f32_swiglu_acc(xi, ddn_w, tdn, dgu, 2 * ff, dgu + ff, 2 * ff, dim, ff, n, st);
                 }
             }
         }
@@ -902,7 +901,6 @@ static void test_fused_chain(gen_rng *r, int variant, uint32_t tw, uint32_t tdn,
               "%s, worst rel err of the update against the unfused chain %.3g (budget 1e-2), against f64 %.3g "
               "(budget 5e-2)", cudaGetErrorString(e), worst_u, worst_r);
     }
-    matvec_use_variant(6);
     if (exec) CUDA_CHECK(cudaGraphExecDestroy(exec));
     if (graph) CUDA_CHECK(cudaGraphDestroy(graph));
     CUDA_CHECK(cudaStreamDestroy(st));
@@ -917,7 +915,10 @@ static void test_fused_chain(gen_rng *r, int variant, uint32_t tw, uint32_t tdn,
  * sum of |w x| of its row, whatever the cancellation in the sum itself: the budget is 2e-3 (~4u)
  * of that sum, element by element. A norm-relative budget fails by chance on short rows whose
  * dot products cancel (seen: 1x256). */
-static int g_gemm_variant = 2; /* the gemm_use_variant in force, for the check names */
+/* The GEMM configuration the gemm checks pass (gemm_lab.h; kernels.h's cu_gemm_* run
+ * CU_GEMM_PRODUCTION): variant 2 unless a check sets another, the panel path from 128 tokens. */
+static cu_gemm_cfg g_gcfg = {2, 0, 1, 0, 1, 0};
+static int g_gemm_variant = 2; /* g_gcfg.variant, for the check names */
 
 static void test_gemm(gen_rng *r, uint32_t t, int64_t rows, int64_t k, int64_t n) {
     char name[128], err[256];
@@ -944,11 +945,11 @@ static void test_gemm(gen_rng *r, uint32_t t, int64_t rows, int64_t k, int64_t n
             mag[c * rows + i] = abs_acc;
         }
     }
-    void *dw = dev_upload(w, wb), *dr = dev_alloc(matvec_repacked_bytes(t, rows, k));
-    CUDA_CHECK(matvec_repack(dr, dw, t, rows, k, 0));
+    void *dw = dev_upload(w, wb), *dr = dev_alloc(cu_matvec_repacked_bytes(t, rows, k));
+    CUDA_CHECK(cu_matvec_repack(dr, dw, t, rows, k, 0));
     void *dx = dev_upload(xh, sizeof(uint16_t) * (size_t)(n * k));
     float *dy = dev_poisoned(n * rows), *y = calloc((size_t)(n * rows), sizeof(float));
-    cudaError_t e = gemm_f16(dy, dr, t, dx, rows, k, n, 0);
+    cudaError_t e = cu_gemm_f16_with(&g_gcfg, dy, dr, t, dx, rows, k, n, 0);
     int guard = e == cudaSuccess && dev_download(y, dy, n * rows);
     double rel = 0;  /* worst |y - ref| / sum |w x| over the outputs; NaN never passes */
     for (int64_t i = 0; i < n * rows; i++) {
@@ -961,7 +962,7 @@ static void test_gemm(gen_rng *r, uint32_t t, int64_t rows, int64_t k, int64_t n
     free(w); free(xh); free(ref); free(mag); free(row); free(y);
 }
 
-/* gemm_f16_split on one matrix for each of the nn token counts ns (largest last), fresh X each,
+/* cu_gemm_f16_split on one matrix for each of the nn token counts ns (largest last), fresh X each,
  * with the full scratch, with room for 2 slices only and with none (the one-pass fallback). The
  * reference covers ~48 sampled rows (every residue mod 128 differs: stride odd) plus the last
  * one, budget as test_gemm; every output must be written (no NaN poison left), and a second run
@@ -983,7 +984,7 @@ static void test_gemm_split(gen_rng *r, uint32_t t, int64_t rows, int64_t k, con
     for (int64_t s = 0; s < ns_rows; s++)
         quant_dequant_row(t, (const uint8_t *)w + rs[s] * quant_row_bytes(t, k), dq + s * k, k, err, sizeof err);
     size_t sb = 0;
-    for (int i = 0; i < nn; i++) if (gemm_f16_scratch_bytes(rows, k, ns[i]) > sb) sb = gemm_f16_scratch_bytes(rows, k, ns[i]);
+    for (int i = 0; i < nn; i++) if (cu_gemm_scratch_bytes_with(&g_gcfg, rows, k, ns[i]) > sb) sb = cu_gemm_scratch_bytes_with(&g_gcfg, rows, k, ns[i]);
     void *scr = sb ? dev_alloc(sb) : NULL;
     uint16_t *xh = malloc(sizeof(uint16_t) * (size_t)(nmax * k));
     float *xf = malloc(sizeof(float) * (size_t)(nmax * k));
@@ -993,7 +994,7 @@ static void test_gemm_split(gen_rng *r, uint32_t t, int64_t rows, int64_t k, con
     float *dy = dev_poisoned(nmax * rows);
     for (int ni = 0; ni < nn; ni++) {
         const int n = ns[ni];
-        const size_t full = gemm_f16_scratch_bytes(rows, k, n), plane = (size_t)n * (size_t)rows * sizeof(float);
+        const size_t full = cu_gemm_scratch_bytes_with(&g_gcfg, rows, k, n), plane = (size_t)n * (size_t)rows * sizeof(float);
         for (int64_t i = 0; i < n * k; i++) {
             xh[i] = quant_f32_to_f16((float)gen_uniform(r, -1, 1));
             xf[i] = quant_f16_to_f32(xh[i]);
@@ -1017,7 +1018,7 @@ static void test_gemm_split(gen_rng *r, uint32_t t, int64_t rows, int64_t k, con
                      (long long)rows, (long long)k, n, v == 0 ? "full scratch" : v == 1 ? "2-plane scratch" : "no scratch",
                      bytes / plane);
             CUDA_CHECK(cudaMemset(dy, 0xff, (size_t)(nmax * rows + GUARD) * sizeof(float)));
-            cudaError_t e = gemm_f16_split(dy, dr, t, dx, rows, k, n, bytes ? scr : NULL, bytes, 0);
+            cudaError_t e = cu_gemm_f16_split_with(&g_gcfg, dy, dr, t, dx, rows, k, n, bytes ? scr : NULL, bytes, 0);
             int guard = e == cudaSuccess && dev_download(y, dy, n * rows);
             int64_t unwritten = 0;
             for (int64_t i = 0; i < n * rows; i++) unwritten += y[i] != y[i];
@@ -1032,15 +1033,15 @@ static void test_gemm_split(gen_rng *r, uint32_t t, int64_t rows, int64_t k, con
             if (v == 0 && e == cudaSuccess) { /* determinism: run again, compare bits */
                 memcpy(y1, y, sizeof(float) * (size_t)(n * rows));
                 CUDA_CHECK(cudaMemset(dy, 0xff, (size_t)n * rows * sizeof(float)));
-                e = gemm_f16_split(dy, dr, t, dx, rows, k, n, scr, bytes, 0);
+                e = cu_gemm_f16_split_with(&g_gcfg, dy, dr, t, dx, rows, k, n, scr, bytes, 0);
                 guard = guard && e == cudaSuccess && dev_download(y, dy, n * rows);
                 same = memcmp(y, y1, sizeof(float) * (size_t)(n * rows)) == 0;
             }
             if (v == 0 && e == cudaSuccess) {
-                /* the planes left unsummed (gemm_f16_split_parts), added here in slice order: the
+                /* the planes left unsummed (cu_gemm_f16_split_parts), added here in slice order: the
                  * same bits as the split's own sum */
                 CUDA_CHECK(cudaMemset(dy, 0xff, (size_t)n * rows * sizeof(float)));
-                e = gemm_f16_split_parts(dy, dr, t, dx, rows, k, n, scr, bytes, &parts, 0);
+                e = cu_gemm_f16_split_parts_with(&g_gcfg, dy, dr, t, dx, rows, k, n, scr, bytes, &parts, 0);
                 CUDA_CHECK(cudaDeviceSynchronize());
                 const int64_t tot = (int64_t)n * rows;
                 float *pl = malloc(sizeof(float) * (size_t)(parts > 1 ? parts * tot : 1));
@@ -1080,19 +1081,19 @@ static void test_gemm_split_graph(gen_rng *r, uint32_t t, int n) {
     const int64_t ra = 4096, ka = 4096, rb = 1024, kb = 14336;
     size_t wa_b = quant_row_bytes(t, ka) * (size_t)ra, wb_b = quant_row_bytes(t, kb) * (size_t)rb;
     void *w = malloc(wa_b > wb_b ? wa_b : wb_b);  /* either matrix in GGUF layout */
-    void *wa = dev_alloc(matvec_repacked_bytes(t, ra, ka)), *wbr = dev_alloc(matvec_repacked_bytes(t, rb, kb));
+    void *wa = dev_alloc(cu_matvec_repacked_bytes(t, ra, ka)), *wbr = dev_alloc(cu_matvec_repacked_bytes(t, rb, kb));
     gen_weights(r, t, ra, ka, w);
     void *dw = dev_upload(w, quant_row_bytes(t, ka) * (size_t)ra);
-    CUDA_CHECK(matvec_repack(wa, dw, t, ra, ka, 0));
+    CUDA_CHECK(cu_matvec_repack(wa, dw, t, ra, ka, 0));
     CUDA_CHECK(cudaDeviceSynchronize());
     CUDA_CHECK(cudaFree(dw));
     gen_weights(r, t, rb, kb, w);
     dw = dev_upload(w, quant_row_bytes(t, kb) * (size_t)rb);
-    CUDA_CHECK(matvec_repack(wbr, dw, t, rb, kb, 0));
+    CUDA_CHECK(cu_matvec_repack(wbr, dw, t, rb, kb, 0));
     CUDA_CHECK(cudaDeviceSynchronize());
     CUDA_CHECK(cudaFree(dw));
-    size_t sb = gemm_f16_scratch_bytes(ra, ka, n);
-    if (gemm_f16_scratch_bytes(rb, kb, n) > sb) sb = gemm_f16_scratch_bytes(rb, kb, n);
+    size_t sb = cu_gemm_scratch_bytes_with(&g_gcfg, ra, ka, n);
+    if (cu_gemm_scratch_bytes_with(&g_gcfg, rb, kb, n) > sb) sb = cu_gemm_scratch_bytes_with(&g_gcfg, rb, kb, n);
     void *scr = dev_alloc(sb ? sb : 4);
     const size_t xab = sizeof(uint16_t) * (size_t)(n * ka), xbb = sizeof(uint16_t) * (size_t)(n * kb);
     uint16_t *xa = malloc(xab), *xb = malloc(xbb);
@@ -1108,8 +1109,8 @@ static void test_gemm_split_graph(gen_rng *r, uint32_t t, int n) {
     CUDA_CHECK(cudaStreamBeginCapture(st, cudaStreamCaptureModeGlobal));
     CUDA_CHECK(cudaMemcpyAsync(dxa, sxa, xab, cudaMemcpyDeviceToDevice, st));
     CUDA_CHECK(cudaMemcpyAsync(dxb, sxb, xbb, cudaMemcpyDeviceToDevice, st));
-    e1 = gemm_f16_split(ya, wa, t, dxa, ra, ka, n, scr, sb, st);
-    e2 = gemm_f16_split(yb, wbr, t, dxb, rb, kb, n, scr, sb, st);
+    e1 = cu_gemm_f16_split_with(&g_gcfg, ya, wa, t, dxa, ra, ka, n, scr, sb, st);
+    e2 = cu_gemm_f16_split_with(&g_gcfg, yb, wbr, t, dxb, rb, kb, n, scr, sb, st);
     CUDA_CHECK(cudaStreamEndCapture(st, &graph));
     cudaError_t e = e1 != cudaSuccess ? e1 : e2;
     if (e == cudaSuccess) e = cudaGraphInstantiate(&exec, graph, 0);
@@ -1125,8 +1126,8 @@ static void test_gemm_split_graph(gen_rng *r, uint32_t t, int n) {
         CUDA_CHECK(cudaDeviceSynchronize());
         CUDA_CHECK(cudaGraphLaunch(exec, st));
         CUDA_CHECK(cudaStreamSynchronize(st));
-        CUDA_CHECK(gemm_f16_split(ea, wa, t, sxa, ra, ka, n, scr, sb, 0));
-        CUDA_CHECK(gemm_f16_split(eb, wbr, t, sxb, rb, kb, n, scr, sb, 0));
+        CUDA_CHECK(cu_gemm_f16_split_with(&g_gcfg, ea, wa, t, sxa, ra, ka, n, scr, sb, 0));
+        CUDA_CHECK(cu_gemm_f16_split_with(&g_gcfg, eb, wbr, t, sxb, rb, kb, n, scr, sb, 0));
         guard = guard && dev_download(ga, ya, n * ra) && dev_download(gb, yb, n * rb) &&
                 dev_download(ha, ea, n * ra) && dev_download(hb, eb, n * rb);
         n_diff = n_nan = 0;
@@ -1151,8 +1152,8 @@ static void test_gemm_split_graph(gen_rng *r, uint32_t t, int n) {
     free(w); free(xa); free(xb); free(ga); free(gb); free(ha); free(hb);
 }
 
-/* The f16-panel GEMMs (gemm_use_variant 5, 4 and 6, gemm_f16_split with gemm_f16_scratch_bytes of
- * scratch under the panel limit `limit`: gemm_panel_limit) against the full f64 reference,
+/* The f16-panel GEMMs (cfg variants 5, 4 and 6, cu_gemm_f16_split_with with cu_gemm_scratch_bytes_with of
+ * scratch under the panel limit `limit`: cfg.panel_limit) against the full f64 reference,
  * test_gemm's budget; a rerun must be bit-identical, and v4 and v6 must agree with v5 within 1e-4
  * of sum |w x| element by element (all multiply the same f16 values; only the order and rounding
  * of the f32 sums differ), which tells a wgmma fault from a panel or dequantisation fault. nv: the
@@ -1189,16 +1190,16 @@ static void test_gemm_panel(gen_rng *r, uint32_t t, int64_t rows, int64_t k, int
                    malloc(sizeof(float) * (size_t)total)};
     float *y1 = malloc(sizeof(float) * (size_t)total);
     int ran[3] = {0, 0, 0};
-    gemm_panel_limit(limit);
+    g_gcfg.panel_limit = limit;
     for (int vi = 0; vi < nv; vi++) {
         const int v = vs[vi];
-        gemm_use_variant(v);
+        g_gcfg.variant = v;
         snprintf(name, sizeof name, "gemm panel v%d %s %lldx%lld n=%d, panel limit %zu KiB", v, quant_type_name(t),
                  (long long)rows, (long long)k, n, limit >> 10);
-        const size_t sb = gemm_f16_scratch_bytes(rows, k, n);
+        const size_t sb = cu_gemm_scratch_bytes_with(&g_gcfg, rows, k, n);
         void *scr = dev_alloc(sb ? sb : 4);
         CUDA_CHECK(cudaMemset(dy, 0xff, (size_t)(total + GUARD) * sizeof(float)));
-        cudaError_t e = gemm_f16_split(dy, dr, t, dx, rows, k, n, scr, sb, 0);
+        cudaError_t e = cu_gemm_f16_split_with(&g_gcfg, dy, dr, t, dx, rows, k, n, scr, sb, 0);
         int guard = e == cudaSuccess && dev_download(y[vi], dy, total);
         double rel = 0;
         int64_t unwritten = 0;
@@ -1210,7 +1211,7 @@ static void test_gemm_panel(gen_rng *r, uint32_t t, int64_t rows, int64_t k, int
         int same = 0;
         if (e == cudaSuccess) {
             CUDA_CHECK(cudaMemset(dy, 0xff, (size_t)total * sizeof(float)));
-            e = gemm_f16_split(dy, dr, t, dx, rows, k, n, scr, sb, 0);
+            e = cu_gemm_f16_split_with(&g_gcfg, dy, dr, t, dx, rows, k, n, scr, sb, 0);
             guard = guard && e == cudaSuccess && dev_download(y1, dy, total);
             same = memcmp(y1, y[vi], sizeof(float) * (size_t)total) == 0;
         }
@@ -1236,13 +1237,13 @@ static void test_gemm_panel(gen_rng *r, uint32_t t, int64_t rows, int64_t k, int
         CHECK(ran[0] && ran[vi] && worst < 1e-4, name, "worst |v%d - v5| %.3g of sum |w x| at token %lld row %lld "
               "(budget 1e-4)", vs[vi], worst, (long long)(at / rows), (long long)(at % rows));
     }
-    gemm_panel_limit(0);
-    gemm_use_variant(2);
+    g_gcfg.panel_limit = 0;
+    g_gcfg.variant = 2;
     CUDA_CHECK(cudaFree(dr)); CUDA_CHECK(cudaFree(dx)); CUDA_CHECK(cudaFree(dy));
     free(w); free(xh); free(ref); free(mag); free(row); free(xf); free(y[0]); free(y[1]); free(y[2]); free(y1);
 }
 
-/* gemm_f16_dequant's f16 panel of a one-panel matrix against quant_dequant_row: the layout
+/* cu_gemm_f16_dequant's f16 panel of a one-panel matrix against quant_dequant_row: the layout
  * (kernels.h), zero rows past the matrix, and each value within 2^-8 of its row's largest |w|
  * (one f16 rounding of the scaled code and of the scales; Q4_K's d sc q - dmin m can cancel, so
  * the bound is on the row, not the value). A wrong layout moves values by about that largest
@@ -1258,7 +1259,7 @@ static void test_gemm_dequant(gen_rng *r, uint32_t t, int64_t rows, int64_t k) {
     const size_t pbytes = (size_t)R * (size_t)C * 128, sb = pbytes + 1024;
     uint8_t *scr = dev_alloc(sb);
     CUDA_CHECK(cudaMemset(scr, 0xff, sb)); /* NaN halves wherever nothing is written */
-    cudaError_t e = gemm_f16_dequant(scr, sb, dr, t, rows, k, 0);
+    cudaError_t e = cu_gemm_f16_dequant(&g_gcfg, scr, sb, dr, t, rows, k, 0);
     uint16_t *panel = malloc(pbytes);
     const size_t off = (size_t)((((uintptr_t)scr + 1023) & ~(uintptr_t)1023) - (uintptr_t)scr);
     CUDA_CHECK(cudaDeviceSynchronize());
@@ -1309,7 +1310,7 @@ static void test_gemm_panels(gen_rng *r) {
             const int64_t odd_k = t == QUANT_Q4_0 || t == QUANT_Q8_0 ? 2848 : 2816;
             if (pass == 0) {
                 g_gemm_variant = 5;
-                gemm_use_variant(5);
+                g_gcfg.variant = 5;
                 test_gemm_split(r, t, 4096, 4096, ns, 4);
                 test_gemm_split(r, t, 14336, 4096, ns, 4);
                 test_gemm_split(r, t, 4096, 14336, ns, 4);
@@ -1329,7 +1330,7 @@ static void test_gemm_panels(gen_rng *r) {
     }
     for (int v = 4; v <= 6; v += 2) {
         g_gemm_variant = v;
-        gemm_use_variant(v);
+        g_gcfg.variant = v;
         for (int i = 0; i < 4; i++) {
             test_gemm_split(r, types[i], 4096, 4096, ns, 4);
             test_gemm_split(r, types[i], 14336, 4096, ns, 4);
@@ -1342,24 +1343,24 @@ static void test_gemm_panels(gen_rng *r) {
         }
     }
     g_gemm_variant = 2;
-    gemm_use_variant(2);
+    g_gcfg.variant = 2;
 }
 
-/* v7 (gemm_wg.cuh: wgmma on weights dequantised in registers; gemm_use_variant(7) runs it below
+/* v7 (gemm_wg.cuh: wgmma on weights dequantised in registers; cfg variant 7 runs it below
  * the panel threshold, raised here past every n so that each call takes it; v2 off compute
  * capability 9.0) against the CPU with test_gemm's budget, for every type: n = 1 and 5 (its
  * 8-token wgmma), 8, 17 (32), 64, 100 and 128 (two 64-token warpgroups per block), 200 (two
  * token tiles); rows not a multiple of 16, 64 or the block's 256 (1, 37, 300, 1000, 4097); k of 1
  * to 56 super-blocks, for the 32-weight types with a half last chunk and a last super-block of
- * fewer chunks (2848); through gemm_f16 (one pass) and gemm_f16_split (its slice model with full
+ * fewer chunks (2848); through cu_gemm_f16 (one pass) and cu_gemm_f16_split (its slice model with full
  * scratch, with 2 planes and none, a bit-identical rerun), forced slice counts that leave a short
  * last slice, and a graph replay. Last in the suite: a fault in new wgmma code is sticky. */
 static void test_gemm_v7(gen_rng *r) {
     static const uint32_t types[] = {QUANT_Q4_0, QUANT_Q4_K, QUANT_Q6_K, QUANT_Q8_0};
     static const int ns[] = {1, 5, 8, 17, 64, 100, 128}, nbig[] = {5, 16, 33, 64, 100, 128, 200};
     g_gemm_variant = 7;
-    gemm_use_variant(7);
-    gemm_panel_min_tokens(1 << 30);
+    g_gcfg.variant = 7;
+    g_gcfg.panel_min_n = 1 << 30;
     for (int i = 0; i < 4; i++) {
         const uint32_t t = types[i];
         const int64_t odd_k = t == QUANT_Q4_0 || t == QUANT_Q8_0 ? 2848 : 2816;
@@ -1377,17 +1378,17 @@ static void test_gemm_v7(gen_rng *r) {
         test_gemm_split(r, t, 1000, odd_k, nbig, 7);
         test_gemm_split(r, t, 37, odd_k, ns, 7);
         for (int s = 3; s <= 5; s += 2) { /* 14336 = 56 super-blocks: slices of 76 (3) or 48 (5) chunks */
-            gemm_force_slices(s);
+            g_gcfg.force_slices = s;
             test_gemm_split(r, t, 300, 14336, ns, 7);
             test_gemm_split(r, t, 1000, odd_k, ns, 7);
         }
-        gemm_force_slices(0);
+        g_gcfg.force_slices = 0;
         test_gemm_split_graph(r, t, 64);
         test_gemm_split_graph(r, t, 17);
     }
-    gemm_panel_min_tokens(0);
+    g_gcfg.panel_min_n = 0;
     g_gemm_variant = 2;
-    gemm_use_variant(2);
+    g_gcfg.variant = 2;
 }
 
 static void test_embed(gen_rng *r, uint32_t t) {
@@ -1406,7 +1407,7 @@ static void test_embed(gen_rng *r, uint32_t t) {
     }
     void *dt = dev_upload(tab, rbytes * n_rows), *di = dev_upload(ids, sizeof ids);
     float *dout = dev_poisoned(5 * dim), out[5 * 512] = {0};
-    cudaError_t e = embed(dout, dt, t, di, 5, n_rows, dim, 0);
+    cudaError_t e = cu_embed(dout, dt, t, di, 5, n_rows, dim, 0);
     int guard = e == cudaSuccess && dev_download(out, dout, 5 * dim);
     double rel = gen_rel_err(out, ref, 4 * dim);
     int nan_ok = 1;
@@ -1431,7 +1432,7 @@ static void test_rmsnorm(gen_rng *r) {
     }
     float *dx = dev_upload(x, sizeof(float) * rows * dim), *dw = dev_upload(wt, sizeof(float) * dim);
     float *dy = dev_poisoned(rows * dim);
-    cudaError_t e = rmsnorm(dy, dx, dw, rows, dim, 1e-5f, 0);
+    cudaError_t e = cu_rmsnorm(dy, dx, dw, rows, dim, 1e-5f, 0);
     int guard = e == cudaSuccess && dev_download(y, dy, rows * dim);
     double rel = gen_rel_err(y, ref, rows * dim);
     CHECK(e == cudaSuccess && guard && rel < 1e-5, "rmsnorm 3x4100", "%s, guard %s, rel err %.3g",
@@ -1551,12 +1552,12 @@ static void test_rope(gen_rng *r) {
             }
     float *dx = dev_upload(x, sizeof(float) * n), *dy = dev_poisoned(n);
     int32_t *dp = dev_upload(pos, sizeof pos);
-    cudaError_t e = rope(dy, dx, dp, n_tok, n_head, hd, rot, theta, 0);
+    cudaError_t e = cu_rope(dy, dx, dp, n_tok, n_head, hd, rot, theta, 0);
     int guard = e == cudaSuccess && dev_download(y, dy, n);
     double rel = gen_rel_err(y, ref, n);
     CHECK(e == cudaSuccess && guard && rel < 5e-4, "rope 3x5x128 rot 96", "%s, guard %s, rel err %.3g",
           cudaGetErrorString(e), guard ? "ok" : "overwritten", rel);
-    e = rope(dx, dx, dp, n_tok, n_head, hd, rot, theta, 0); /* in place */
+    e = cu_rope(dx, dx, dp, n_tok, n_head, hd, rot, theta, 0); /* in place */
     CUDA_CHECK(cudaMemcpy(y, dx, sizeof(float) * n, cudaMemcpyDeviceToHost));
     rel = gen_rel_err(y, ref, n);
     CHECK(e == cudaSuccess && rel < 5e-4, "rope in place", "%s, rel err %.3g", cudaGetErrorString(e), rel);
@@ -1571,14 +1572,14 @@ static void test_elementwise(gen_rng *r) {
     for (int64_t i = 0; i < n; i++) { a[i] = (float)(4 * gen_normal(r)); b[i] = (float)gen_normal(r); }
     float *da = dev_upload(a, sizeof(float) * n), *db = dev_upload(b, sizeof(float) * n), *dy = dev_poisoned(n);
     for (int64_t i = 0; i < n; i++) ref[i] = a[i] / (1.0 + exp(-(double)a[i])) * b[i];
-    cudaError_t e = swiglu(dy, da, db, n, 0);
+    cudaError_t e = cu_swiglu(dy, da, db, n, 0);
     int guard = e == cudaSuccess && dev_download(y, dy, n);
     double rel = gen_rel_err(y, ref, n);
     CHECK(e == cudaSuccess && guard && rel < 1e-5, "swiglu 1000003", "%s, guard %s, rel err %.3g",
           cudaGetErrorString(e), guard ? "ok" : "overwritten", rel);
     for (int64_t i = 0; i < n; i++) ref[i] = (double)a[i] + b[i];
     CUDA_CHECK(cudaMemset(dy, 0xff, sizeof(float) * (size_t)(n + GUARD)));
-    e = add(dy, da, db, n, 0);
+    e = cu_add(dy, da, db, n, 0);
     guard = e == cudaSuccess && dev_download(y, dy, n);
     rel = gen_rel_err(y, ref, n);
     CHECK(e == cudaSuccess && guard && rel < 1e-6, "add 1000003", "%s, guard %s, rel err %.3g",
@@ -1614,76 +1615,16 @@ static void test_argmax(gen_rng *r) {
         }
     float *dl = dev_upload(l, sizeof(float) * n_seq * nv);
     int32_t *dout = dev_alloc(sizeof got);
-    cudaError_t e = argmax(dout, dl, n_seq, nv, skip, 0);
+    cudaError_t e = cu_argmax(dout, dl, n_seq, nv, skip, 0);
     CUDA_CHECK(cudaMemcpy(got, dout, sizeof got, cudaMemcpyDeviceToHost));
     CHECK(e == cudaSuccess && memcmp(got, want, sizeof got) == 0 && want[7] == 17 && want[9] == 1,
           "argmax 5x32000, and past 3 skipped ids", "%s, got %d %d / %d %d / %d %d / %d %d / %d %d", cudaGetErrorString(e),
           got[0], got[1], got[2], got[3], got[4], got[5], got[6], got[7], got[8], got[9]);
     argmax_skip bad = {ARGMAX_MAX_SKIP + 1, {0}};
-    CHECK(argmax(dout, dl, n_seq, nv, bad, 0) == cudaErrorInvalidValue, "argmax refuses more skips than it holds", "");
+    CHECK(cu_argmax(dout, dl, n_seq, nv, bad, 0) == cudaErrorInvalidValue, "argmax refuses more skips than it holds", "");
     (void)cudaGetLastError();
     CUDA_CHECK(cudaFree(dl)); CUDA_CHECK(cudaFree(dout));
     free(l);
-}
-
-/* kv_store of the new token, then attention over [0, len) against f64 softmax over the f16 cache. */
-static void test_attention(gen_rng *r, int n_seq, int n_head, int n_kv, int hd, int max_ctx, const int32_t *len) {
-    char name[96];
-    snprintf(name, sizeof name, "attention %d seq, %d/%d heads, hd %d, ctx %d", n_seq, n_head, n_kv, hd, max_ctx);
-    size_t cn = (size_t)n_seq * n_kv * max_ctx * hd;
-    uint16_t *kc = malloc(cn * 2), *vc = malloc(cn * 2);
-    for (size_t i = 0; i < cn; i++) { kc[i] = quant_f32_to_f16((float)gen_normal(r)); vc[i] = quant_f32_to_f16((float)gen_normal(r)); }
-    int nq = n_seq * n_head * hd, nk = n_seq * n_kv * hd;
-    float *q = malloc(sizeof(float) * nq), *kn = malloc(sizeof(float) * nk), *vn = malloc(sizeof(float) * nk);
-    float *out = calloc((size_t)nq, sizeof(float));
-    double *ref = malloc(sizeof(double) * nq), *sc = malloc(sizeof(double) * max_ctx);
-    for (int i = 0; i < nq; i++) q[i] = (float)gen_normal(r);
-    for (int i = 0; i < nk; i++) { kn[i] = (float)gen_normal(r); vn[i] = (float)gen_normal(r); }
-    int32_t pos[8];
-    for (int s = 0; s < n_seq; s++) pos[s] = len[s] - 1;
-    uint16_t *dk = dev_upload(kc, cn * 2), *dv = dev_upload(vc, cn * 2);
-    float *dq = dev_upload(q, sizeof(float) * nq), *dkn = dev_upload(kn, sizeof(float) * nk), *dvn = dev_upload(vn, sizeof(float) * nk);
-    int32_t *dpos = dev_upload(pos, sizeof(int32_t) * n_seq), *dlen = dev_upload(len, sizeof(int32_t) * n_seq);
-    cudaError_t e = kv_store(dk, dv, dkn, dvn, dpos, n_seq, n_kv, hd, max_ctx, 0);
-    /* the same store on the host copy */
-    for (int s = 0; s < n_seq; s++)
-        for (int h = 0; h < n_kv; h++)
-            for (int d = 0; d < hd; d++) {
-                size_t at = (((size_t)s * n_kv + h) * max_ctx + pos[s]) * hd + d;
-                kc[at] = quant_f32_to_f16(kn[(s * n_kv + h) * hd + d]);
-                vc[at] = quant_f32_to_f16(vn[(s * n_kv + h) * hd + d]);
-            }
-    const float scale = 1.0f / sqrtf((float)hd);
-    for (int s = 0; s < n_seq; s++)
-        for (int h = 0; h < n_head; h++) {
-            int kvh = h / (n_head / n_kv);
-            const uint16_t *kb = kc + ((size_t)s * n_kv + kvh) * max_ctx * hd, *vb = vc + ((size_t)s * n_kv + kvh) * max_ctx * hd;
-            const float *qh = q + (s * n_head + h) * hd;
-            double m = -INFINITY, l = 0;
-            for (int p = 0; p < len[s]; p++) {
-                double d = 0;
-                for (int i = 0; i < hd; i++) d += (double)qh[i] * quant_f16_to_f32(kb[(size_t)p * hd + i]);
-                sc[p] = d * scale;
-                if (sc[p] > m) m = sc[p];
-            }
-            for (int p = 0; p < len[s]; p++) { sc[p] = exp(sc[p] - m); l += sc[p]; }
-            for (int i = 0; i < hd; i++) {
-                double o = 0;
-                for (int p = 0; p < len[s]; p++) o += sc[p] * quant_f16_to_f32(vb[(size_t)p * hd + i]);
-                ref[(s * n_head + h) * hd + i] = o / l;
-            }
-        }
-    void *scratch = dev_alloc(attention_scratch_bytes(n_seq, n_head, hd, max_ctx));
-    float *dout = dev_poisoned(nq);
-    if (e == cudaSuccess) e = attention_decode(dout, dq, dk, dv, dlen, scratch, n_seq, n_head, n_kv, hd, max_ctx, scale, 0);
-    int guard = e == cudaSuccess && dev_download(out, dout, nq);
-    double rel = gen_rel_err(out, ref, nq);
-    CHECK(e == cudaSuccess && guard && rel < 1e-4, name, "%s, guard %s, rel err %.3g (budget 1e-4)",
-          cudaGetErrorString(e), guard ? "ok" : "overwritten", rel);
-    CUDA_CHECK(cudaFree(dk)); CUDA_CHECK(cudaFree(dv)); CUDA_CHECK(cudaFree(dq)); CUDA_CHECK(cudaFree(dkn));
-    CUDA_CHECK(cudaFree(dvn)); CUDA_CHECK(cudaFree(dpos)); CUDA_CHECK(cudaFree(dlen)); CUDA_CHECK(cudaFree(scratch));
-    CUDA_CHECK(cudaFree(dout));
-    free(kc); free(vc); free(q); free(kn); free(vn); free(out); free(ref); free(sc);
 }
 
 /* f64 softmax attention of one query head qh over positions 0..L-1 of kv head kvh, position p in
@@ -1713,7 +1654,7 @@ static void paged_attn_ref(double *out, const float *qh, const uint16_t *kc, con
 /* paged_attention_prefill: n_tok consecutive tokens from pos0 through a shuffled page table of an
  * f16 cache holding other cells too (the cells of the last page past the last position hold
  * NaN, as cells not yet written may), against f64 causal attention; the kernels in the bit mask
- * variants (bit v - 1: paged_prefill_use_variant(v)), v2 and v3 run twice must give the same
+ * variants (bit v - 1: paged_attention_prefill_variant(v)), v2 and v3 run twice must give the same
  * bits. */
 static void test_prefill_attention(gen_rng *r, unsigned variants, int n_head, int n_kv, int hd, int pos0,
                                    int n_tok) {
@@ -1753,14 +1694,13 @@ static void test_prefill_attention(gen_rng *r, unsigned variants, int n_head, in
         char name[160];
         snprintf(name, sizeof name, "paged prompt attention v%d %d/%d heads, hd %d, positions %d..%d", v, n_head, n_kv,
                  hd, pos0, last);
-        paged_prefill_use_variant(v);
         float *dout = dev_poisoned(nq), *dout2 = dev_poisoned(nq);
-        cudaError_t e = paged_attention_prefill(dout, dq, dk, dv, dp, pos0, n_tok, n_head, n_kv, hd, scale, 0);
+        cudaError_t e = paged_attention_prefill_variant(v, dout, dq, dk, dv, dp, pos0, n_tok, n_head, n_kv, hd, scale, 0);
         int guard = e == cudaSuccess && dev_download(out, dout, nq);
         double rel = gen_rel_err(out, ref, nq);
         int same = 1;
         if (v >= 2 && e == cudaSuccess) {
-            e = paged_attention_prefill(dout2, dq, dk, dv, dp, pos0, n_tok, n_head, n_kv, hd, scale, 0);
+            e = paged_attention_prefill_variant(v, dout2, dq, dk, dv, dp, pos0, n_tok, n_head, n_kv, hd, scale, 0);
             guard = guard && e == cudaSuccess && dev_download(out2, dout2, nq);
             same = memcmp(out, out2, sizeof(float) * (size_t)nq) == 0;
         }
@@ -1769,7 +1709,6 @@ static void test_prefill_attention(gen_rng *r, unsigned variants, int n_head, in
               guard ? "ok" : "overwritten", rel, v >= 2 ? (same ? "identical" : "DIFFERENT") : "not checked");
         CUDA_CHECK(cudaFree(dout)); CUDA_CHECK(cudaFree(dout2));
     }
-    paged_prefill_use_variant(3); /* the default again */
     CUDA_CHECK(cudaFree(dk)); CUDA_CHECK(cudaFree(dv)); CUDA_CHECK(cudaFree(dq)); CUDA_CHECK(cudaFree(dp));
     free(pages); free(kc); free(vc); free(q); free(out); free(out2); free(ref); free(sc);
 }
@@ -1780,7 +1719,7 @@ static void test_prefill_attention(gen_rng *r, unsigned variants, int n_head, in
  * shared, as in the engine, by a launch of all tokens, one of the last token alone and the full
  * launch again: all must agree bit for bit (the merge order is fixed, and the arrival counters
  * must be where every launch size expects them, left at zero). */
-static int g_att_v = 3; /* the variant paged_attention_use_variant was last given (for the names) */
+static int g_att_v = 3; /* the paged_attention_variant the decode attention checks run */
 static void test_paged_attention(gen_rng *r, int n_head, int n_kv, int hd, int n_split, int n_tok, const int32_t *pos) {
     char name[160];
     snprintf(name, sizeof name, "paged decode attention (variant %d) %d/%d heads, hd %d, %d splits, %d tokens (pos %d..)",
@@ -1821,11 +1760,11 @@ static void test_paged_attention(gen_rng *r, int n_head, int n_kv, int hd, int n
     CUDA_CHECK(cudaStreamCreateWithFlags(&st, cudaStreamNonBlocking));
     /* kv_ready 0 first; every later launch 1 (the cells were uploaded before any launch, so V3 may
      * copy them before its PDL wait), and the last must give the first's bits */
-    cudaError_t e = paged_attention(dout, dq, dk, dv, dpos, dseq, dpt, per_seq, scratch, n_tok, n_head, n_kv, hd, n_split,
+    cudaError_t e = paged_attention_variant(g_att_v, dout, dq, dk, dv, dpos, dseq, dpt, per_seq, scratch, n_tok, n_head, n_kv, hd, n_split,
                                     0, scale, st);
     const int64_t last = (int64_t)(n_tok - 1) * n_head * hd; /* the last token's q and output */
     if (e == cudaSuccess)
-        e = paged_attention(dout2 + last, dq + last, dk, dv, dpos + n_tok - 1, dseq + n_tok - 1, dpt, per_seq, scratch, 1,
+        e = paged_attention_variant(g_att_v, dout2 + last, dq + last, dk, dv, dpos + n_tok - 1, dseq + n_tok - 1, dpt, per_seq, scratch, 1,
                             n_head, n_kv, hd, n_split, 1, scale, st);
     if (e == cudaSuccess) e = cudaStreamSynchronize(st);
     int same_one = e == cudaSuccess && dev_download(out2, dout2, nq); /* guard intact; compared below */
@@ -1835,7 +1774,7 @@ static void test_paged_attention(gen_rng *r, int n_head, int n_kv, int hd, int n
     const int alt_split = n_split > 1 ? n_split / 2 : 3;
     float *out3 = calloc((size_t)nq, sizeof(float));
     if (e == cudaSuccess)
-        e = paged_attention(dout2, dq, dk, dv, dpos, dseq, dpt, per_seq, scratch, n_tok, n_head, n_kv, hd, alt_split,
+        e = paged_attention_variant(g_att_v, dout2, dq, dk, dv, dpos, dseq, dpt, per_seq, scratch, n_tok, n_head, n_kv, hd, alt_split,
                             1, scale, st);
     if (e == cudaSuccess) e = cudaStreamSynchronize(st);
     int guard3 = e == cudaSuccess && dev_download(out3, dout2, nq);
@@ -1846,11 +1785,13 @@ static void test_paged_attention(gen_rng *r, int n_head, int n_kv, int hd, int n
     uint16_t *dh = dev_alloc(sizeof(uint16_t) * (size_t)nq), *hh = malloc(sizeof(uint16_t) * (size_t)nq);
     int with_h = 0;
     if (e == cudaSuccess) {
-        e = paged_attention_f16(dout2, dh, dq, dk, dv, dpos, dseq, dpt, per_seq, scratch, n_tok, n_head, n_kv, hd,
-                                n_split, 1, scale, st);
+        /* V3's only (paged_attention_f16 runs production's kernel) */
+        e = g_att_v != 3 ? cudaErrorNotSupported
+                         : paged_attention_f16(dout2, dh, dq, dk, dv, dpos, dseq, dpt, per_seq, scratch, n_tok, n_head,
+                                               n_kv, hd, n_split, 1, scale, st);
         with_h = e == cudaSuccess;
         if (e == cudaErrorNotSupported)
-            e = paged_attention(dout2, dq, dk, dv, dpos, dseq, dpt, per_seq, scratch, n_tok, n_head, n_kv, hd, n_split,
+            e = paged_attention_variant(g_att_v, dout2, dq, dk, dv, dpos, dseq, dpt, per_seq, scratch, n_tok, n_head, n_kv, hd, n_split,
                                 1, scale, st);
     }
     if (e == cudaSuccess) e = cudaStreamSynchronize(st);
@@ -1924,8 +1865,9 @@ int main(void) {
     printf("# seed-time %lld\n", (long long)r.s);
     const uint32_t types[] = {QUANT_F32, QUANT_F16, QUANT_Q4_0, QUANT_Q5_0, QUANT_Q8_0, QUANT_Q4_K, QUANT_Q6_K};
     const int64_t shapes[][2] = {{1, 256}, {37, 512}, {131, 2816}, {1000, 4096}, {17, 14336}};
-    /* the exact-X checks below are for v6 (f32 X split into f16 halves); v10 has its own */
-    matvec_use_variant(6);
+    /* every type through the production choice (cu_matvec_kernel): the v10 / v11 cases within
+     * mvq.h's budget, v3 (f32 X split exactly into f16 halves: 5 to 8 tokens, k not a whole
+     * number of v10 groups) and v1 within 1e-4 */
     for (size_t ti = 0; ti < sizeof types / sizeof types[0] && want("matvec"); ti++) {
         uint32_t t = types[ti];
         for (size_t si = 0; si < sizeof shapes / sizeof shapes[0]; si++) {
@@ -1948,116 +1890,81 @@ int main(void) {
     const uint32_t v10_types[] = {QUANT_Q4_0, QUANT_Q4_K, QUANT_Q8_0, QUANT_Q6_K};
     const int64_t v10_shapes[][2] = {{1, 256}, {37, 256}, {1000, 256}, {37, 4096}, {1000, 4096}, {4096, 4096},
                                      {37, 14336}, {1000, 14336}};
-    /* v10 and v11: every case under both variants */
-    for (int variant = 10; variant <= 11 && want("v10"); variant++) {
-        test_matvec_v10(&r, variant, QUANT_Q8_0, 37, 384, 1, 0); /* Q8_0's groups are 128 weights */
-        test_matvec_v10(&r, variant, QUANT_Q8_0, 1000, 2944, 1, 1);
+    /* v11 (v10 where no ring fits); v10 on the cases v11 takes, other ring depths, ring slots before
+     * the PDL wait and grids: the kernel lab (tests/kbench/matvec.cu: matvec, matvec ring) */
+    if (want("v10")) {
+        test_matvec_v10(&r, QUANT_Q8_0, 37, 384, 1, 0); /* Q8_0's groups are 128 weights */
+        test_matvec_v10(&r, QUANT_Q8_0, 1000, 2944, 1, 1);
         for (size_t i = 0; i < sizeof v10_types / sizeof v10_types[0]; i++) {
             const uint32_t t = v10_types[i];
             for (size_t si = 0; si < sizeof v10_shapes / sizeof v10_shapes[0]; si++)
-                test_matvec_v10(&r, variant, t, v10_shapes[si][0], v10_shapes[si][1], 1, 0);
-            test_matvec_v10(&r, variant, t, 1000, 4096, 1, 1);
-            test_matvec_v10(&r, variant, t, 37, 14336, 1, 1);
-            test_matvec_v10(&r, variant, t, 1000, 4096, 1, 2);
-            test_matvec_v10(&r, variant, t, 37, 2816, 1, 2);
+                test_matvec_v10(&r, t, v10_shapes[si][0], v10_shapes[si][1], 1, 0);
+            test_matvec_v10(&r, t, 1000, 4096, 1, 1);
+            test_matvec_v10(&r, t, 37, 14336, 1, 1);
+            test_matvec_v10(&r, t, 1000, 4096, 1, 2);
+            test_matvec_v10(&r, t, 37, 2816, 1, 2);
             /* several tokens (Q6_K: 2; more run v3, whose budget is tighter) */
             for (int n = 2; n <= 4; n++) {
-                test_matvec_v10(&r, variant, t, 37, 512, n, n - 2);
-                test_matvec_v10(&r, variant, t, 1000, 4096, n, 0);
+                test_matvec_v10(&r, t, 37, 512, n, n - 2);
+                test_matvec_v10(&r, t, 1000, 4096, n, 0);
             }
-            test_matvec_v10(&r, variant, t, 300, 14336, 2, 2);
+            test_matvec_v10(&r, t, 300, 14336, 2, 2);
             /* many units per warp (v11: the ring wraps several times; 14336 rows: 6-7 units a
              * warp, 32000: 15-16), and the ring at its shallowest (4 tokens at k = 14336: 2 stages
              * for Q4_0 and Q8_0, 3 for Q6_K at 2 tokens) */
-            test_matvec_v10(&r, variant, t, 14336, 4096, 1, 0);
-            test_matvec_v10(&r, variant, t, 32000, 4096, 1, 0);
-            test_matvec_v10(&r, variant, t, 4096, 14336, t == QUANT_Q6_K ? 2 : 4, 0);
+            test_matvec_v10(&r, t, 14336, 4096, 1, 0);
+            test_matvec_v10(&r, t, 32000, 4096, 1, 0);
+            test_matvec_v10(&r, t, 4096, 14336, t == QUANT_Q6_K ? 2 : 4, 0);
         }
         /* no ring fits beside 4 tokens of X at k = 18432: v11 runs v10 */
-        test_matvec_v10(&r, variant, QUANT_Q4_0, 37, 18432, 4, 0);
+        test_matvec_v10(&r, QUANT_Q4_0, 37, 18432, 4, 0);
     }
     if (want("v10")) test_matvec_ring_cover();
-    /* other ring depths (matvec_ring_depth: the lab's range, MGI_MATVEC=11:S) on a few cases each */
-    for (int depth = 2; depth <= 6 && want("v10"); depth++) {
-        if (depth == 4) continue; /* the default, above */
-        matvec_ring_depth(depth);
-        for (size_t i = 0; i < sizeof v10_types / sizeof v10_types[0]; i++) {
-            const uint32_t t = v10_types[i];
-            test_matvec_v10(&r, 11, t, 14336, 4096, 1, 0);
-            test_matvec_v10(&r, 11, t, 1000, 14336, 1, depth & 1);
-            test_matvec_v10(&r, 11, t, 37, 2816, 2, 2);
-            test_matvec_fused(&r, 11, t, 4096, 4096, 1, depth % 3);
-        }
-        matvec_ring_depth(0);
-    }
-    /* the ring slots filled before the PDL wait forced to 0 (all) .. 3 (matvec_ring_pre; by
-     * default mv11_pre's choice, above), where a warp's units fit the ring and where they do not */
-    for (int pre = 0; pre <= 3 && want("v10"); pre++) {
-        matvec_ring_pre(pre);
-        for (size_t i = 0; i < sizeof v10_types / sizeof v10_types[0]; i++) {
-            const uint32_t t = v10_types[i];
-            test_matvec_fused(&r, 11, t, 28672, 4096, 1, 0);
-            test_matvec_fused(&r, 11, t, 4096, 14336, 1, pre & 1 ? 1 : 2);
-            test_matvec_fused(&r, 11, t, 1000, 4096, 1, 3);
-        }
-        matvec_ring_pre(-1);
-    }
-    /* the balanced grid (matvec_balanced_grid: fewer blocks, every one with the same tiles) */
-    if (want("v10")) {
-        matvec_balanced_grid(1);
-        for (size_t i = 0; i < sizeof v10_types / sizeof v10_types[0]; i++) {
-            const uint32_t t = v10_types[i];
-            test_matvec_fused(&r, 11, t, 28672, 4096, 1, 0); /* 1792 tiles: 128 blocks of 14 */
-            test_matvec_fused(&r, 11, t, 4096, 14336, 2, 1);
-            test_matvec_v10(&r, 11, t, 1000, 4096, 1, 0);
-        }
-        matvec_balanced_grid(0);
-    }
     /* the decode fusions: every v10 type, n = 1 to its maximum, odd shapes (Q8_0's 128-weight
-     * groups: 384), the production shapes of wo, down, QKV and gate/up; under v10 and v11 */
+     * groups: 384), the production shapes of wo, down, QKV and gate/up */
     if (want("fused")) test_matvec_fused_cover();
-    for (int variant = 10; variant <= 11 && want("fused"); variant++) {
+    if (want("fused")) {
         for (size_t i = 0; i < sizeof v10_types / sizeof v10_types[0]; i++) {
             const uint32_t t = v10_types[i];
             const int maxn = t == QUANT_Q6_K ? 2 : 4;
             for (int mode = 0; mode < 3; mode++) {
                 /* one partial tile, with several values: mvq_check's rms test of a single value
                  * fails ~2% of correct runs (CPU emulation) */
-                test_matvec_fused(&r, variant, t, 3, 256, maxn, mode);
-                for (int n = 1; n <= maxn; n++) test_matvec_fused(&r, variant, t, 37, 2816, n, mode);
-                test_matvec_fused(&r, variant, t, 1000, 4096, maxn, mode);
+                test_matvec_fused(&r, t, 3, 256, maxn, mode);
+                for (int n = 1; n <= maxn; n++) test_matvec_fused(&r, t, 37, 2816, n, mode);
+                test_matvec_fused(&r, t, 1000, 4096, maxn, mode);
             }
-            for (int n = 1; n <= maxn; n++) test_matvec_fused(&r, variant, t, 4096, 4096, n, n % 3);
-            test_matvec_fused(&r, variant, t, 6144, 4096, 1, 0);    /* 8b QKV stacked */
-            test_matvec_fused(&r, variant, t, 4096, 14336, maxn, 2); /* 8b down */
-            test_matvec_fused(&r, variant, t, 131, 14336, 1, 1);
-            test_matvec_fused(&r, variant, t, 28672, 4096, maxn, 0); /* 8b gate/up stacked */
-            test_matvec_fused(&r, variant, t, 4096, 4096, 1, 3);     /* 8b wo, as the engine runs it */
-            test_matvec_fused(&r, variant, t, 1000, 2816, 2, 3);
+            for (int n = 1; n <= maxn; n++) test_matvec_fused(&r, t, 4096, 4096, n, n % 3);
+            test_matvec_fused(&r, t, 6144, 4096, 1, 0);    /* 8b QKV stacked */
+            test_matvec_fused(&r, t, 4096, 14336, maxn, 2); /* 8b down */
+            test_matvec_fused(&r, t, 131, 14336, 1, 1);
+            test_matvec_fused(&r, t, 28672, 4096, maxn, 0); /* 8b gate/up stacked */
+            test_matvec_fused(&r, t, 4096, 4096, 1, 3);     /* 8b wo, as the engine runs it */
+            test_matvec_fused(&r, t, 1000, 2816, 2, 3);
         }
-        test_matvec_fused(&r, variant, QUANT_Q8_0, 37, 384, 3, 0);
-        test_matvec_fused(&r, variant, QUANT_Q8_0, 37, 384, 1, 2);
+        test_matvec_fused(&r, QUANT_Q8_0, 37, 384, 3, 0);
+        test_matvec_fused(&r, QUANT_Q8_0, 37, 384, 1, 2);
         /* the RoPE + K/V-store fold: 8b's heads (32 / 8 x 128), 1b's (x 64), partial rotation */
-        for (int n = 1; n <= 4; n++) test_matvec_norm_rope(&r, variant, QUANT_Q4_0, QUANT_Q4_0, 32, 8, 128, 128, 4096, n, 0);
+        for (int n = 1; n <= 4; n++) test_matvec_norm_rope(&r, QUANT_Q4_0, QUANT_Q4_0, 32, 8, 128, 128, 4096, n, 0);
         /* Q4_K_M's layers with a Q6_K V: the 8b's (V shaped for the SMs Q/K leaves, and not), the 1b's */
         for (int sh = 0; sh <= 2; sh++) {
-            test_matvec_norm_rope(&r, variant, QUANT_Q4_K, QUANT_Q6_K, 32, 8, 128, 128, 4096, 1, sh);
-            test_matvec_norm_rope(&r, variant, QUANT_Q4_K, QUANT_Q6_K, 32, 8, 128, 128, 4096, 2, sh);
-            test_matvec_norm_rope(&r, variant, QUANT_Q4_K, QUANT_Q6_K, 32, 8, 64, 64, 2048, 1, sh);
+            test_matvec_norm_rope(&r, QUANT_Q4_K, QUANT_Q6_K, 32, 8, 128, 128, 4096, 1, sh);
+            test_matvec_norm_rope(&r, QUANT_Q4_K, QUANT_Q6_K, 32, 8, 128, 128, 4096, 2, sh);
+            test_matvec_norm_rope(&r, QUANT_Q4_K, QUANT_Q6_K, 32, 8, 64, 64, 2048, 1, sh);
         }
-        test_matvec_norm_rope(&r, variant, QUANT_Q8_0, QUANT_Q8_0, 32, 8, 64, 64, 2048, 3, 0);
-        test_matvec_norm_rope(&r, variant, QUANT_Q4_K, QUANT_Q4_K, 6, 2, 64, 32, 512, 4, 0);
-        test_matvec_norm_rope(&r, variant, QUANT_Q6_K, QUANT_Q6_K, 4, 4, 128, 96, 1024, 2, 0);
+        test_matvec_norm_rope(&r, QUANT_Q8_0, QUANT_Q8_0, 32, 8, 64, 64, 2048, 3, 0);
+        test_matvec_norm_rope(&r, QUANT_Q4_K, QUANT_Q4_K, 6, 2, 64, 32, 512, 4, 0);
+        test_matvec_norm_rope(&r, QUANT_Q6_K, QUANT_Q6_K, 4, 4, 128, 96, 1024, 2, 0);
         /* SwiGLU in the gate/up matvec: 8b's and 1b's FFNs, every type, 1-4 tokens, few tiles */
-        for (int n = 1; n <= 4; n++) test_matvec_glu(&r, variant, QUANT_Q4_0, 14336, 4096, n);
-        test_matvec_glu(&r, variant, QUANT_Q4_K, 14336, 4096, 1);
-        test_matvec_glu(&r, variant, QUANT_Q4_K, 5632, 2048, 3);
-        test_matvec_glu(&r, variant, QUANT_Q8_0, 5632, 2048, 2);
-        test_matvec_glu(&r, variant, QUANT_Q6_K, 1408, 1024, 2);
-        test_matvec_glu(&r, variant, QUANT_Q4_0, 48, 256, 1);
-        test_fused_chain(&r, variant, QUANT_Q4_0, QUANT_Q4_0, 0);
-        test_fused_chain(&r, variant, QUANT_Q4_K, QUANT_Q6_K, 0);
-        test_fused_chain(&r, variant, QUANT_Q8_0, QUANT_Q4_0, 1);
+        for (int n = 1; n <= 4; n++) test_matvec_glu(&r, QUANT_Q4_0, 14336, 4096, n);
+        test_matvec_glu(&r, QUANT_Q4_K, 14336, 4096, 1);
+        test_matvec_glu(&r, QUANT_Q4_K, 5632, 2048, 3);
+        test_matvec_glu(&r, QUANT_Q8_0, 5632, 2048, 2);
+        test_matvec_glu(&r, QUANT_Q6_K, 1408, 1024, 2);
+        test_matvec_glu(&r, QUANT_Q4_0, 48, 256, 1);
+        test_fused_chain(&r, QUANT_Q4_0, QUANT_Q4_0, 0);
+        test_fused_chain(&r, QUANT_Q4_K, QUANT_Q6_K, 0);
+        test_fused_chain(&r, QUANT_Q8_0, QUANT_Q4_0, 1);
     }
     if (want("fused")) {
         test_chain(&r, QUANT_Q4_0, QUANT_Q4_0);
@@ -2073,7 +1980,7 @@ int main(void) {
     for (int vi = 0; vi < 3 && want("gemm"); vi++) {
         const int v = gemm_variants[vi];
         g_gemm_variant = v;
-        gemm_use_variant(v);
+        g_gcfg.variant = v;
         for (int i = 0; i < 4; i++) {
             uint32_t t = gemm_types[i];
             const int64_t odd_k = t == QUANT_Q4_0 || t == QUANT_Q8_0 ? 2848 : 2816; /* 32-weight types: a half chunk */
@@ -2096,7 +2003,7 @@ int main(void) {
             test_gemm_split_graph(&r, t, 64);
         }
     }
-    gemm_use_variant(2);
+    g_gcfg.variant = 2;
     if (want("small")) {
         test_rmsnorm(&r);
         for (int dim = 4096; dim <= 4102; dim += 6)
@@ -2111,20 +2018,15 @@ int main(void) {
         test_argmax(&r);
     }
     if (want("attention")) {
-        const int32_t l1[2] = {1, 777}, l2[3] = {300, 1024, 45}, l3[1] = {5}, l4[2] = {299, 2};
-        test_attention(&r, 2, 8, 2, 128, 1000, l1);
-        test_attention(&r, 3, 32, 4, 64, 1024, l2);
-        test_attention(&r, 1, 8, 8, 8, 16, l3);
-        test_attention(&r, 2, 4, 2, 36, 300, l4); /* head_dim % 8 != 0: variant 1 */
         const int32_t p1[1] = {1000}, p2[5] = {0, 63, 64, 200, 4095}, p3[4] = {5, 130, 129, 700}, p4[1] = {16383};
         const int32_t p7[1] = {9400}; /* 37 active 256-position splits: V3's merge past 32 and 8 */
         /* positions around the tensor-core kernel's 16-position sub-tiles and 4-warp rounds */
         const int32_t p5[8] = {14, 15, 16, 17, 47, 48, 79, 320};
         int32_t p6[64];
         for (int i = 0; i < 64; i++) p6[i] = (int32_t)(gen_u64(&r) % 3000);
-        /* variant 2 (default): the tensor-core kernel for head_dim 64 and 128; 3: its V3; 1: the tiled one */
+        /* variant 3 (production): the tensor-core kernel's V3 for head_dim 64 and 128; 2: its first form; 1:
+         * the tiled one */
         for (int v = 3; v >= 1; v--) {
-            paged_attention_use_variant(v);
             g_att_v = v;
             test_paged_attention(&r, 32, 8, 128, 32, 1, p1);
             test_paged_attention(&r, 32, 8, 128, 32, 5, p2);
@@ -2142,8 +2044,8 @@ int main(void) {
             test_paged_attention(&r, 8, 2, 128, 256, 1, p4); /* the most splits: the merge's weights */
             test_paged_attention(&r, 64, 8, 64, 256, 1, p7); /* 8 heads a kv head, hd 64, 37 splits */
         }
-        paged_attention_use_variant(3); /* the default again */
-        test_prefill_cases(&r, 3); /* prompt attention v1 and v2 */
+        g_att_v = 3;
+        test_prefill_cases(&r, 2); /* prompt attention v2 (v1: the kernel lab's, kbench prefill) */
     }
     if (want("panel")) test_gemm_panels(&r); /* late: a fault in the wgmma kernels cannot take other checks with it */
     if (want("prefill3")) test_prefill_cases(&r, 4); /* prompt attention v3 (wgmma) */

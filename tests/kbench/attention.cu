@@ -1,5 +1,7 @@
-/* Kernel lab: split-KV decode attention (attention.cuh, variants 1 and 2). Checks against an f64 CPU softmax over
- * the same f16 cache, then times kv-cache reads at several context lengths: GB/s = (K + V bytes
+/* Kernel lab: split-KV decode attention over a contiguous KV cache (attention_lab.cuh, variants 1
+ * and 2). First the store of a new token and attention over odd lengths, every sequence, against
+ * an f64 CPU softmax over the same f16 cache (budget 1e-4, outputs poisoned first); then each
+ * variant checked the same way on sequence 0 and timed on kv-cache reads at several context lengths: GB/s = (K + V bytes
  * read + q + out) / time, against the measured copy bandwidth. Usage: attention */
 #include <cmath>
 #include <cstdio>
@@ -7,7 +9,7 @@
 #include "tests/gpu/gen.h"
 #include "tests/kbench/lab.h"
 #include "kernels/kernels.h"
-#include "kernels/attention.cuh"
+#include "tests/kbench/attention_lab.cuh"
 
 struct cfg { int n_seq, n_head, n_kv, hd, len; };
 
@@ -28,7 +30,7 @@ static void bench(lab &L, gen_rng *r, cfg c) {
     CUDA_CHECK(cudaMalloc(&dk, cn * 2)); CUDA_CHECK(cudaMalloc(&dv, cn * 2));
     CUDA_CHECK(cudaMalloc(&dq, nq * 4)); CUDA_CHECK(cudaMalloc(&dout, nq * 4));
     CUDA_CHECK(cudaMalloc(&dlen, 4 * c.n_seq));
-    CUDA_CHECK(cudaMalloc(&scratch, attention_scratch_bytes(c.n_seq, c.n_head, c.hd, max_ctx)));
+    CUDA_CHECK(cudaMalloc(&scratch, lab_attention_scratch_bytes(c.n_seq, c.n_head, c.hd, max_ctx)));
     CUDA_CHECK(cudaMemcpy(dk, kc.data(), cn * 2, cudaMemcpyHostToDevice));
     CUDA_CHECK(cudaMemcpy(dv, vc.data(), cn * 2, cudaMemcpyHostToDevice));
     CUDA_CHECK(cudaMemcpy(dq, q.data(), nq * 4, cudaMemcpyHostToDevice));
@@ -76,12 +78,100 @@ static void bench(lab &L, gen_rng *r, cfg c) {
     CUDA_CHECK(cudaFree(dlen)); CUDA_CHECK(cudaFree(scratch));
 }
 
+/* lab_kv_store of the new token, then lab_attention_decode over [0, len) against f64 softmax
+ * over the f16 cache. */
+static void check_store_attention(gen_rng *r, int n_seq, int n_head, int n_kv, int hd, int max_ctx, const int32_t *len) {
+    const size_t cn = (size_t)n_seq * n_kv * max_ctx * hd;
+    std::vector<uint16_t> kc(cn), vc(cn);
+    for (size_t i = 0; i < cn; i++) {
+        kc[i] = quant_f32_to_f16((float)gen_normal(r));
+        vc[i] = quant_f32_to_f16((float)gen_normal(r));
+    }
+    const int nq = n_seq * n_head * hd, nk = n_seq * n_kv * hd;
+    std::vector<float> q(nq), kn(nk), vn(nk), out(nq);
+    std::vector<double> ref(nq), sc(max_ctx);
+    for (auto &v : q) v = (float)gen_normal(r);
+    for (int i = 0; i < nk; i++) {
+        kn[i] = (float)gen_normal(r);
+        vn[i] = (float)gen_normal(r);
+    }
+    std::vector<int32_t> pos(n_seq), lens(len, len + n_seq);
+    for (int s = 0; s < n_seq; s++) pos[s] = len[s] - 1;
+    uint16_t *dk, *dv;
+    float *dq, *dkn, *dvn, *dout;
+    int32_t *dpos, *dlen;
+    void *scratch;
+    CUDA_CHECK(cudaMalloc(&dk, cn * 2)); CUDA_CHECK(cudaMalloc(&dv, cn * 2));
+    CUDA_CHECK(cudaMalloc(&dq, nq * 4)); CUDA_CHECK(cudaMalloc(&dout, nq * 4));
+    CUDA_CHECK(cudaMalloc(&dkn, nk * 4)); CUDA_CHECK(cudaMalloc(&dvn, nk * 4));
+    CUDA_CHECK(cudaMalloc(&dpos, 4 * n_seq)); CUDA_CHECK(cudaMalloc(&dlen, 4 * n_seq));
+    CUDA_CHECK(cudaMalloc(&scratch, lab_attention_scratch_bytes(n_seq, n_head, hd, max_ctx)));
+    CUDA_CHECK(cudaMemcpy(dk, kc.data(), cn * 2, cudaMemcpyHostToDevice));
+    CUDA_CHECK(cudaMemcpy(dv, vc.data(), cn * 2, cudaMemcpyHostToDevice));
+    CUDA_CHECK(cudaMemcpy(dq, q.data(), nq * 4, cudaMemcpyHostToDevice));
+    CUDA_CHECK(cudaMemcpy(dkn, kn.data(), nk * 4, cudaMemcpyHostToDevice));
+    CUDA_CHECK(cudaMemcpy(dvn, vn.data(), nk * 4, cudaMemcpyHostToDevice));
+    CUDA_CHECK(cudaMemcpy(dpos, pos.data(), 4 * n_seq, cudaMemcpyHostToDevice));
+    CUDA_CHECK(cudaMemcpy(dlen, lens.data(), 4 * n_seq, cudaMemcpyHostToDevice));
+    CUDA_CHECK(cudaMemset(dout, 0xff, nq * 4)); /* NaN: an output never written fails */
+    cudaError_t e = lab_kv_store(dk, dv, dkn, dvn, dpos, n_seq, n_kv, hd, max_ctx, 0);
+    for (int s = 0; s < n_seq; s++) /* the same store on the host copy */
+        for (int h = 0; h < n_kv; h++)
+            for (int d = 0; d < hd; d++) {
+                const size_t at = (((size_t)s * n_kv + h) * max_ctx + pos[s]) * hd + d;
+                kc[at] = quant_f32_to_f16(kn[(s * n_kv + h) * hd + d]);
+                vc[at] = quant_f32_to_f16(vn[(s * n_kv + h) * hd + d]);
+            }
+    const float scale = 1.0f / sqrtf((float)hd);
+    for (int s = 0; s < n_seq; s++)
+        for (int h = 0; h < n_head; h++) {
+            const int kvh = h / (n_head / n_kv);
+            const uint16_t *kb = kc.data() + ((size_t)s * n_kv + kvh) * max_ctx * hd;
+            const uint16_t *vb = vc.data() + ((size_t)s * n_kv + kvh) * max_ctx * hd;
+            const float *qh = q.data() + (s * n_head + h) * hd;
+            double m = -INFINITY, l = 0;
+            for (int p = 0; p < len[s]; p++) {
+                double d = 0;
+                for (int i = 0; i < hd; i++) d += (double)qh[i] * quant_f16_to_f32(kb[(size_t)p * hd + i]);
+                sc[p] = d * scale;
+                m = std::max(m, sc[p]);
+            }
+            for (int p = 0; p < len[s]; p++) {
+                sc[p] = exp(sc[p] - m);
+                l += sc[p];
+            }
+            for (int i = 0; i < hd; i++) {
+                double o = 0;
+                for (int p = 0; p < len[s]; p++) o += sc[p] * quant_f16_to_f32(vb[(size_t)p * hd + i]);
+                ref[(s * n_head + h) * hd + i] = o / l;
+            }
+        }
+    if (e == cudaSuccess)
+        e = lab_attention_decode(dout, dq, dk, dv, dlen, scratch, n_seq, n_head, n_kv, hd, max_ctx, scale, 0);
+    if (e == cudaSuccess) e = cudaMemcpy(out.data(), dout, nq * 4, cudaMemcpyDeviceToHost);
+    const double rel = e == cudaSuccess ? gen_rel_err(out.data(), ref.data(), nq) : INFINITY;
+    const bool ok = e == cudaSuccess && rel < 1e-4;
+    if (!ok) g_fail++;
+    printf("%s kbench attention store + decode %d seq, %d/%d heads, hd %d, ctx %d: %s, rel err %.3g (budget 1e-4)\n",
+           ok ? "PASS" : "FAIL", n_seq, n_head, n_kv, hd, max_ctx, cudaGetErrorString(e), rel);
+    for (void *p : {(void *)dk, (void *)dv, (void *)dq, (void *)dout, (void *)dkn, (void *)dvn, (void *)dpos,
+                    (void *)dlen, scratch})
+        CUDA_CHECK(cudaFree(p));
+}
+
 int main() {
     if (!lab_has_device("attention")) return 0;
     lab L;
     L.announce();
-    printf("| var | seqs | heads | hd | len | us | GB/s | %%copy | rel err |\n|---|---|---|---|---|---|---|---|---|\n");
     gen_rng r = {0xA5A5A5A55A5A5A5Aull ^ (uint64_t)time(NULL)};
+    {
+        const int32_t l1[2] = {1, 777}, l2[3] = {300, 1024, 45}, l3[1] = {5}, l4[2] = {299, 2};
+        check_store_attention(&r, 2, 8, 2, 128, 1000, l1);
+        check_store_attention(&r, 3, 32, 4, 64, 1024, l2);
+        check_store_attention(&r, 1, 8, 8, 8, 16, l3);
+        check_store_attention(&r, 2, 4, 2, 36, 300, l4); /* head_dim % 8 != 0: variant 1 */
+    }
+    printf("| var | seqs | heads | hd | len | us | GB/s | %%copy | rel err |\n|---|---|---|---|---|---|---|---|---|\n");
     const cfg cs[] = {{1, 32, 8, 128, 1024}, {1, 32, 8, 128, 4096}, {1, 32, 8, 128, 16384},
                       {8, 32, 8, 128, 4096}, {1, 32, 8, 64, 4096}, {1, 64, 8, 128, 8192}};
     for (cfg c : cs) bench(L, &r, c);

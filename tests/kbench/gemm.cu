@@ -1,13 +1,13 @@
 /* Kernel lab: prefill / batched-decode GEMM (gemm.cuh, gemm_panel.cuh, gemm_wg.cuh) on repacked
  * weights, X f16. First table: the f16-panel path at n = 512 on the 8b shapes, v2 (the default)
- * against v5 (mma.sync), v4 (wgmma) and v6 (v4 without its proxy fence), through gemm_f16_split
- * with full scratch, the dequantisation phase alone (gemm_f16_dequant: GB/s of repacked bytes
- * read plus f16 written) and cuBLAS; MiB sets gemm_panel_limit (default 32). Second table (plain
+ * against v5 (mma.sync), v4 (wgmma) and v6 (v4 without its proxy fence), through cu_gemm_f16_split
+ * with full scratch, the dequantisation phase alone (cu_gemm_f16_dequant: GB/s of repacked bytes
+ * read plus f16 written) and cuBLAS; MiB sets cfg.panel_limit (default 32). Second table (plain
  * "gemm" only): gemm v2, v1, v3 and v7 (wgmma on weights dequantised in registers) side by side
- * (gemm_use_variant) through gemm_f16_split with full scratch, the engine's path, and v3 in one
- * pass (gemm_f16) where the split cuts K. "gemm v7": v2 against v7 at n = 16, 32, 64, 128 on the
+ * (gemm_lab.h's cu_gemm_cfg variant) through cu_gemm_f16_split_with with full scratch, the engine's path, and v3 in one
+ * pass (cu_gemm_f16) where the split cuts K. "gemm v7": v2 against v7 at n = 16, 32, 64, 128 on the
  * 8b decode shapes (q/k/v and gate/up stacked); "gemm v7split": v7 with its slice model against
- * forced slice counts (gemm_force_slices), to tune the model (oldplanes: the model before bf0e875);
+ * forced slice counts (cfg.force_slices), to tune the model (oldplanes: the model before bf0e875);
  * "gemm choice": variant 7's v7 against its panels per matrix, and its rule (gp_wanted); n=N,...
  * sets the token counts of v7split and choice. Each run is checked on ~64 sampled
  * rows against quant_dequant_row + f64 and timed (median of 10 after an L2 flush) as TFLOP/s =
@@ -23,6 +23,10 @@
 #include "tests/gpu/gen.h"
 #include "tests/kbench/lab.h"
 #include "kernels/kernels.h"
+#include "kernels/gemm_lab.h"
+
+/* The configuration every launch here passes (gemm_lab.h; the engine's is CU_GEMM_PRODUCTION). */
+static cu_gemm_cfg g_gcfg = {2, 0, 1, 0, 1, 0};
 
 static int g_fail = 0;
 static bool g_no_wgmma = false; /* "nowgmma": leave v4, v6 and v7 out */
@@ -40,7 +44,7 @@ struct lab_matrix {
 static void lab_matrix_make(lab_matrix &m, gen_rng *r, uint32_t t, int64_t rows, int64_t k) {
     char err[256];
     const size_t wb = quant_row_bytes(t, k) * rows;
-    m.rb = matvec_repacked_bytes(t, rows, k);
+    m.rb = cu_matvec_repacked_bytes(t, rows, k);
     std::vector<uint8_t> w(wb);
     gen_weights(r, t, rows, k, w.data());
     for (int64_t i = 0; i < rows; i += (rows / 64) | 1) m.rs.push_back(i);
@@ -58,7 +62,7 @@ static void lab_matrix_make(lab_matrix &m, gen_rng *r, uint32_t t, int64_t rows,
     CUDA_CHECK(cudaMalloc(&dw, wb));
     CUDA_CHECK(cudaMemcpy(dw, w.data(), wb, cudaMemcpyHostToDevice));
     CUDA_CHECK(cudaMalloc(&m.dr, m.rb));
-    CUDA_CHECK(matvec_repack(m.dr, dw, t, rows, k, 0));
+    CUDA_CHECK(cu_matvec_repack(m.dr, dw, t, rows, k, 0));
     CUDA_CHECK(cudaDeviceSynchronize());
     CUDA_CHECK(cudaFree(dw));
     CUDA_CHECK(cudaMalloc(&m.dw16, w16.size() * 2));
@@ -91,9 +95,9 @@ static double lab_check(const lab_matrix &m, const float *dy, const std::vector<
     return gen_rel_err(got.data(), ref.data(), (int64_t)got.size());
 }
 
-/* Kernels of the small-n tables: gemm_f16_split under variant 1, 2, 3 or 7 (split as the
- * launcher picks, or for 7 with forced > 0 that many slices: gemm_force_slices), v3 in one pass
- * (gemm_f16), cuBLAS f16 (n >= 128 only). */
+/* Kernels of the small-n tables: cu_gemm_f16_split under variant 1, 2, 3 or 7 (split as the
+ * launcher picks, or for 7 with forced > 0 that many slices: cfg.force_slices), v3 in one pass
+ * (cu_gemm_f16), cuBLAS f16 (n >= 128 only). */
 enum { M_V3_ONE_PASS = 30, M_CUBLAS = 0 };
 struct lab_mode {
     int v, forced;
@@ -116,11 +120,11 @@ static void bench(lab &L, cublasHandle_t cb, gen_rng *r, uint32_t t, int64_t row
     size_t sb = 0;
     for (const lab_mode &m : modes) {
         if (m.v == M_V3_ONE_PASS || m.v == M_CUBLAS) continue;
-        gemm_use_variant(m.v);
-        gemm_force_slices(m.forced);
-        for (int n : ns) sb = std::max(sb, gemm_f16_scratch_bytes(rows, k, n));
+        g_gcfg.variant = m.v;
+        g_gcfg.force_slices = m.forced;
+        for (int n : ns) sb = std::max(sb, cu_gemm_scratch_bytes_with(&g_gcfg, rows, k, n));
     }
-    gemm_force_slices(0);
+    g_gcfg.force_slices = 0;
     if (sb) CUDA_CHECK(cudaMalloc(&scr, sb));
     for (int n : ns) {
         for (auto &v : x) v = quant_f32_to_f16((float)gen_uniform(r, -1, 1));
@@ -132,19 +136,19 @@ static void bench(lab &L, cublasHandle_t cb, gen_rng *r, uint32_t t, int64_t row
         for (const lab_mode &m : modes) {
             if (m.v == M_CUBLAS && n < 128) continue;
             if (m.v == 7 && (g_no_wgmma || n >= 512)) continue; /* from 512 tokens variant 7 may take the panels */
-            gemm_use_variant(m.v == M_V3_ONE_PASS ? 3 : m.v == M_CUBLAS ? 2 : m.v);
-            gemm_force_slices(m.forced);
+            g_gcfg.variant = m.v == M_V3_ONE_PASS ? 3 : m.v == M_CUBLAS ? 2 : m.v;
+            g_gcfg.force_slices = m.forced;
             int slices = 1;
-            if (m.v != M_CUBLAS && m.v != M_V3_ONE_PASS) slices = gemm_split_slices(t, rows, k, n, sb);
-            if (m.v == M_V3_ONE_PASS && gemm_f16_scratch_bytes(rows, k, n) == 0) continue; /* the same as v3 */
+            if (m.v != M_CUBLAS && m.v != M_V3_ONE_PASS) slices = cu_gemm_split_slices(&g_gcfg, t, rows, k, n, sb);
+            if (m.v == M_V3_ONE_PASS && cu_gemm_scratch_bytes_with(&g_gcfg, rows, k, n) == 0) continue; /* the same as v3 */
             if (m.forced && slices != m.forced) continue; /* the shape or the scratch does not allow it */
             auto run = [&] {
                 if (m.v == M_CUBLAS)
                     CUBLAS_CHECK(cublasGemmEx(cb, CUBLAS_OP_T, CUBLAS_OP_N, (int)rows, n, (int)k, &one, dw16, CUDA_R_16F,
                                               (int)k, dx, CUDA_R_16F, (int)k, &zero, dy, CUDA_R_32F, (int)rows,
                                               CUBLAS_COMPUTE_32F, CUBLAS_GEMM_DEFAULT));
-                else if (m.v == M_V3_ONE_PASS) CUDA_CHECK(gemm_f16(dy, dr, t, (const uint16_t *)dx, rows, k, n, 0));
-                else CUDA_CHECK(gemm_f16_split(dy, dr, t, (const uint16_t *)dx, rows, k, n, scr, sb, 0));
+                else if (m.v == M_V3_ONE_PASS) CUDA_CHECK(cu_gemm_f16_with(&g_gcfg, dy, dr, t, (const uint16_t *)dx, rows, k, n, 0));
+                else CUDA_CHECK(cu_gemm_f16_split_with(&g_gcfg, dy, dr, t, (const uint16_t *)dx, rows, k, n, scr, sb, 0));
             };
             CUDA_CHECK(cudaMemset(dy, 0xff, (size_t)n * rows * 4));
             run();
@@ -165,8 +169,8 @@ static void bench(lab &L, cublasHandle_t cb, gen_rng *r, uint32_t t, int64_t row
             fflush(stdout);
         }
     }
-    gemm_force_slices(0);
-    gemm_use_variant(2);
+    g_gcfg.force_slices = 0;
+    g_gcfg.variant = 2;
     if (scr) CUDA_CHECK(cudaFree(scr));
     CUDA_CHECK(cudaFree(dx)); CUDA_CHECK(cudaFree(dy));
     lab_matrix_free(mat);
@@ -187,23 +191,27 @@ static void bench_panel(lab &L, cublasHandle_t cb, gen_rng *r, uint32_t t, int64
     CUDA_CHECK(cudaMemcpy(dx, x.data(), x.size() * 2, cudaMemcpyHostToDevice));
     CUDA_CHECK(cudaMalloc(&dy, (size_t)n * rows * 4));
     size_t sb = 0;
-    for (int v : {2, 4, 5, 6}) sb = std::max(sb, gemm_variant_scratch_bytes(v, rows, k, n));
+    for (int v : {2, 4, 5, 6}) {
+        cu_gemm_cfg c = g_gcfg;
+        c.variant = v;
+        sb = std::max(sb, cu_gemm_scratch_bytes_with(&c, rows, k, n));
+    }
     CUDA_CHECK(cudaMalloc(&scr, sb));
     const std::vector<double> ref = lab_ref(mat, x, n, k);
     const double flop = 2.0 * rows * k * n;
     const float one = 1, zero = 0;
     double v2_ms = 0;
-    /* m: variant v of gemm_f16_split (v4 and v6 last: a wgmma fault ends the run), 0 the
+    /* m: variant v of cu_gemm_f16_split (v4 and v6 last: a wgmma fault ends the run), 0 the
      * dequantisation alone, -1 cuBLAS */
     static const int modes[] = {2, 5, 0, -1, 4, 6};
     for (int m : modes) {
         if (m >= 4 && m != 5 && g_no_wgmma) continue;
         const char *name = m == 2 ? "gemm v2" : m == 5 ? "gemm v5" : m == 4 ? "gemm v4" : m == 6 ? "gemm v6" :
                            m == 0 ? "dequant" : "cuBLAS f16";
-        if (m > 0) gemm_use_variant(m);
+        if (m > 0) g_gcfg.variant = m;
         auto run = [&] {
-            if (m > 0) CUDA_CHECK(gemm_f16_split(dy, dr, t, (const uint16_t *)dx, rows, k, n, scr, sb, 0));
-            else if (m == 0) CUDA_CHECK(gemm_f16_dequant(scr, sb, dr, t, rows, k, 0));
+            if (m > 0) CUDA_CHECK(cu_gemm_f16_split_with(&g_gcfg, dy, dr, t, (const uint16_t *)dx, rows, k, n, scr, sb, 0));
+            else if (m == 0) CUDA_CHECK(cu_gemm_f16_dequant(&g_gcfg, scr, sb, dr, t, rows, k, 0));
             else
                 CUBLAS_CHECK(cublasGemmEx(cb, CUBLAS_OP_T, CUBLAS_OP_N, (int)rows, n, (int)k, &one, dw16, CUDA_R_16F,
                                           (int)k, dx, CUDA_R_16F, (int)k, &zero, dy, CUDA_R_32F, (int)rows,
@@ -230,14 +238,14 @@ static void bench_panel(lab &L, cublasHandle_t cb, gen_rng *r, uint32_t t, int64
                (long long)k, n, name, ms * 1e3, perf, speed, m == 0 ? "-" : ok ? "ok" : "FAIL");
         fflush(stdout);
     }
-    gemm_use_variant(2);
+    g_gcfg.variant = 2;
     CUDA_CHECK(cudaFree(scr));
     CUDA_CHECK(cudaFree(dx)); CUDA_CHECK(cudaFree(dy));
     lab_matrix_free(mat);
 }
 
 /* Variant 7's choice at prompt token counts: v7 alone, the panel path alone, and the rule
- * (gemm_panel_rule 1 from 512 tokens, as the engine sets it), each timed and checked, with the
+ * (panel_rule 1 from 512 tokens, as production runs it), each timed and checked, with the
  * matrix's panel count; the rule's line says how far it is from the faster of the two. */
 static void bench_choice(lab &L, gen_rng *r, uint32_t t, int64_t rows, int64_t k, const std::vector<int> &ns) {
     const int nmax = *std::max_element(ns.begin(), ns.end());
@@ -248,9 +256,11 @@ static void bench_choice(lab &L, gen_rng *r, uint32_t t, int64_t rows, int64_t k
     float *dy;
     CUDA_CHECK(cudaMalloc(&dx, x.size() * 2));
     CUDA_CHECK(cudaMalloc(&dy, (size_t)nmax * rows * 4));
-    gemm_use_variant(7);
+    g_gcfg.variant = 7;
     size_t sb = 0;
-    for (int n : ns) sb = std::max(sb, gemm_variant_scratch_bytes(7, rows, k, n < 256 ? 256 : n));
+    cu_gemm_cfg most = g_gcfg; /* the panel from 128 tokens: room for every configuration below */
+    most.panel_min_n = 128;
+    for (int n : ns) sb = std::max(sb, cu_gemm_scratch_bytes_with(&most, rows, k, n < 256 ? 256 : n));
     CUDA_CHECK(cudaMalloc(&scr, sb));
     for (int n : ns) {
         for (auto &v : x) v = quant_f32_to_f16((float)gen_uniform(r, -1, 1));
@@ -258,9 +268,9 @@ static void bench_choice(lab &L, gen_rng *r, uint32_t t, int64_t rows, int64_t k
         const std::vector<double> ref = lab_ref(mat, x, n, k);
         double ms[3];
         for (int c = 0; c < 3; c++) { /* v7, panel, rule */
-            gemm_panel_min_tokens(c == 0 ? 1 << 30 : c == 1 ? 128 : 512);
-            gemm_panel_rule(c == 2);
-            auto run = [&] { CUDA_CHECK(gemm_f16_split(dy, mat.dr, t, (const uint16_t *)dx, rows, k, n, scr, sb, 0)); };
+            g_gcfg.panel_min_n = c == 0 ? 1 << 30 : c == 1 ? 128 : 512;
+            g_gcfg.panel_rule = c == 2;
+            auto run = [&] { CUDA_CHECK(cu_gemm_f16_split_with(&g_gcfg, dy, mat.dr, t, (const uint16_t *)dx, rows, k, n, scr, sb, 0)); };
             CUDA_CHECK(cudaMemset(dy, 0xff, (size_t)n * rows * 4));
             run();
             CUDA_CHECK(cudaDeviceSynchronize());
@@ -277,9 +287,9 @@ static void bench_choice(lab &L, gen_rng *r, uint32_t t, int64_t rows, int64_t k
             fflush(stdout);
         }
     }
-    gemm_panel_rule(1);
-    gemm_panel_min_tokens(512);
-    gemm_use_variant(2);
+    g_gcfg.panel_rule = 1;
+    g_gcfg.panel_min_n = 512;
+    g_gcfg.variant = 2;
     CUDA_CHECK(cudaFree(scr));
     CUDA_CHECK(cudaFree(dx)); CUDA_CHECK(cudaFree(dy));
     lab_matrix_free(mat);
@@ -306,9 +316,9 @@ int main(int argc, char **argv) {
             if (choice_ns.empty()) choice_ns = {256, 512, 1024};
             split_ns = choice_ns;
         }
-        else if (!strcmp(argv[i], "oldplanes")) gemm_v7_plane_model(0); /* v7split: the model before bf0e875 */
+        else if (!strcmp(argv[i], "oldplanes")) g_gcfg.plane_model = 0; /* v7split: the model before bf0e875 */
         else if (!strcmp(argv[i], "nowgmma")) g_no_wgmma = true;
-        else if (atoi(argv[i]) > 0) gemm_panel_limit((size_t)atoi(argv[i]) << 20);
+        else if (atoi(argv[i]) > 0) g_gcfg.panel_limit = (size_t)atoi(argv[i]) << 20;
         else {
             fprintf(stderr, "usage: gemm [panel | v7 | v7split [oldplanes] | choice] [n=N,N...] [MiB] [nowgmma]\n");
             return 1;
@@ -318,7 +328,7 @@ int main(int argc, char **argv) {
     cublasHandle_t cb;
     CUBLAS_CHECK(cublasCreate(&cb));
     gen_rng r = {0x777ull ^ (uint64_t)time(NULL)};
-    gemm_panel_min_tokens(512); /* as the engine (GEMM_PANEL_MIN_TOKENS): variant 7 runs v7 below it */
+    g_gcfg.panel_min_n = 512; /* as production (CU_GEMM_PRODUCTION): variant 7 runs v7 below it */
     const char *const small_head =
         "| type | rows x k | n | kernel | slices | us | weight GB/s | TFLOP/s | vs v2 | rel err |\n"
         "|---|---|---|---|---|---|---|---|---|---|\n";

@@ -20,7 +20,7 @@
 #include "tests/gpu/mvq.h"
 #include "tests/kbench/lab.h"
 #include "kernels/kernels.h"
-#include "kernels/matvec.cuh"
+#include "tests/kbench/matvec_lab.cuh"
 
 struct shape { int64_t rows, k; };
 
@@ -167,7 +167,7 @@ static int selftest_v10(gen_rng *r) {
 static void bench(lab &L, gen_rng *r, uint32_t t, shape s, int n, bool xh) {
     char err[256];
     const int64_t rows = s.rows, k = s.k;
-    size_t wb = quant_row_bytes(t, k) * rows, rb = matvec_repacked_bytes(t, rows, k);
+    size_t wb = quant_row_bytes(t, k) * rows, rb = cu_matvec_repacked_bytes(t, rows, k);
     std::vector<uint8_t> w(wb);
     gen_weights(r, t, rows, k, w.data());
     std::vector<float> x(n * k);
@@ -206,7 +206,7 @@ static void bench(lab &L, gen_rng *r, uint32_t t, shape s, int n, bool xh) {
         CUDA_CHECK(cudaMalloc(&raw[c], wb));
         CUDA_CHECK(cudaMemcpy(raw[c], dw_raw, wb, cudaMemcpyDeviceToDevice));
         CUDA_CHECK(cudaMalloc(&rep[c], rb));
-        CUDA_CHECK(matvec_repack(rep[c], dw_raw, t, rows, k, 0));
+        CUDA_CHECK(cu_matvec_repack(rep[c], dw_raw, t, rows, k, 0));
     }
     size_t xbytes = (size_t)n * k * (xh ? 2 : 4);
     CUDA_CHECK(cudaMalloc(&dx, xbytes));

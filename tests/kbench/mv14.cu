@@ -254,12 +254,12 @@ int main() {
         uint8_t *graw;
         CUDA_CHECK(cudaMalloc(&graw, gbytes));
         CUDA_CHECK(cudaMemcpy(graw, g.data(), gbytes, cudaMemcpyHostToDevice));
-        const size_t rbytes = matvec_repacked_bytes(QUANT_Q4_0, rows, k);
+        const size_t rbytes = cu_matvec_repacked_bytes(QUANT_Q4_0, rows, k);
         for (int c = 0; c < copies; c++) {
             CUDA_CHECK(cudaMalloc(&w14[c], vbytes));
             CUDA_CHECK(cudaMemcpy(w14[c], v.data(), vbytes, cudaMemcpyHostToDevice));
             CUDA_CHECK(cudaMalloc(&w11[c], rbytes));
-            CUDA_CHECK(matvec_repack(w11[c], graw, QUANT_Q4_0, rows, k, 0));
+            CUDA_CHECK(cu_matvec_repack(w11[c], graw, QUANT_Q4_0, rows, k, 0));
         }
         CUDA_CHECK(cudaDeviceSynchronize());
         void (*forms[3])(float *, const uint8_t *, const float *, int, int) = {v14_kernel<0>, v14_kernel<2>, v14_kernel<3>};
@@ -284,8 +284,7 @@ int main() {
         }
         double us11 = 0;
         if (copies > 1) {
-            matvec_use_variant(11);
-            us11 = L.time_ms([&] { for (int c = 0; c < copies; c++) CUDA_CHECK(matvec_f32(dy, w11[c], QUANT_Q4_0, dx, rows, k, 1, 0)); }, 5) * 1e3 / copies;
+            us11 = L.time_ms([&] { for (int c = 0; c < copies; c++) CUDA_CHECK(cu_matvec_f32(dy, w11[c], QUANT_Q4_0, dx, rows, k, 1, 0)); }, 5) * 1e3 / copies;
         }
         printf("| %lldx%lld | %.1f | %s | %s | %s | %.2f us, %.1f%% |\n", (long long)rows, (long long)k, vbytes / 1e6, cell[0],
                cell[1], cell[2], us11, us11 > 0 ? 1e2 / L.copy_gbs * vbytes / (us11 * 1e3) : 0.0);

@@ -5,8 +5,8 @@
  * f64 CPU reference on sampled tokens (first, middle, last; every head), budget 3e-3 as in
  * test_kernels; every variant after the first also against the first over every row. Each timed
  * launch follows an L2 flush: at depth 16384 one layer's K/V (64 MB for 8 kv heads of 128) is
- * more than the L2 anyway. Usage: prefill [variant ...] (default: 1 2 3; v3 is the experimental
- * wgmma kernel, so `prefill 1 2` leaves it out). */
+ * more than the L2 anyway. Usage: prefill [variant ...] (default: 1 2 3; v3 is production's, v2
+ * its fallback off compute capability 9.0, v1 the lab's: prefill_v1.cuh). */
 #include <cmath>
 #include <cstdio>
 #include <cstdlib>
@@ -14,6 +14,7 @@
 #include "tests/gpu/gen.h"
 #include "tests/kbench/lab.h"
 #include "kernels/paged.h"
+#include "tests/kbench/prefill_v1.cuh"
 
 struct cfg { const char *what; int n_head, n_kv, hd, n_tok, pos0; };
 
@@ -74,13 +75,18 @@ static void bench(lab &L, gen_rng *r, const cfg &c, const std::vector<int> &vars
     CUDA_CHECK(cudaMemcpy(dv, vc.data(), cn * 2, cudaMemcpyHostToDevice));
     CUDA_CHECK(cudaMemcpy(dq, q.data(), nq * 4, cudaMemcpyHostToDevice));
     CUDA_CHECK(cudaMemcpy(dp, pages.data(), n_pages * sizeof(int32_t), cudaMemcpyHostToDevice));
+    int v = 0; /* the variant run() launches */
     auto run = [&] {
-        CUDA_CHECK(paged_attention_prefill(dout, dq, dk, dv, dp, c.pos0, c.n_tok, c.n_head, c.n_kv, c.hd, scale, 0));
+        if (v == 1) /* the lab's own */
+            CUDA_CHECK(c.hd == 128 ? pf1_launch<128>(dout, dq, dk, dv, dp, c.pos0, c.n_tok, c.n_head, c.n_kv, scale, 0)
+                                   : pf1_launch<64>(dout, dq, dk, dv, dp, c.pos0, c.n_tok, c.n_head, c.n_kv, scale, 0));
+        else
+            CUDA_CHECK(paged_attention_prefill_variant(v, dout, dq, dk, dv, dp, c.pos0, c.n_tok, c.n_head, c.n_kv,
+                                                       c.hd, scale, 0));
     };
     const double keys = c.pos0 + (c.n_tok + 1) / 2.0, flop = 4.0 * c.n_head * c.hd * c.n_tok * keys;
     for (size_t vi = 0; vi < vars.size(); vi++) {
-        const int v = vars[vi];
-        paged_prefill_use_variant(v);
+        v = vars[vi];
         CUDA_CHECK(cudaMemset(dout, 0xff, nq * 4));
         run();
         CUDA_CHECK(cudaMemcpy(out.data(), dout, nq * 4, cudaMemcpyDeviceToHost));
@@ -106,7 +112,6 @@ static void bench(lab &L, gen_rng *r, const cfg &c, const std::vector<int> &vars
                ok ? "ok" : "FAIL");
         fflush(stdout);
     }
-    paged_prefill_use_variant(2);
     for (void *p : {(void *)dk, (void *)dv, (void *)dq, (void *)dout, (void *)dp}) CUDA_CHECK(cudaFree(p));
 }
 

@@ -1,5 +1,5 @@
-/* Kernel lab: the small decode ops (rmsnorm, rope, swiglu, add, embed, argmax, kv_store) at
- * 8b-decode sizes. Each is checked against an f64 CPU reference on fresh random data, then timed
+/* Kernel lab: the small decode ops (rmsnorm, rope, swiglu, add, embed, argmax, and
+ * attention_lab.cuh's kv_store) at 8b-decode sizes. Each is checked against an f64 CPU reference on fresh random data, then timed
  * (median of 50 after an L2 flush); GB/s = bytes read + written / time. At these sizes the
  * figure is launch- and latency-bound: the microseconds are what fusing or a CUDA graph saves. */
 #include <cmath>
@@ -9,6 +9,7 @@
 #include "tests/gpu/gen.h"
 #include "tests/kbench/lab.h"
 #include "kernels/kernels.h"
+#include "tests/kbench/attention_lab.cuh" /* lab_kv_store */
 
 static int g_fail = 0;
 
@@ -54,7 +55,7 @@ int main() {
         }
         float *dx = up(x), *dw = up(w), *dy;
         CUDA_CHECK(cudaMalloc(&dy, x.size() * 4));
-        auto fn = [&] { CUDA_CHECK(rmsnorm(dy, dx, dw, rows, dim, 1e-5f, 0)); };
+        auto fn = [&] { CUDA_CHECK(cu_rmsnorm(dy, dx, dw, rows, dim, 1e-5f, 0)); };
         fn();
         auto y = down(dy, x.size());
         char sz[64];
@@ -77,7 +78,7 @@ int main() {
         float *dx = up(x), *dy;
         int32_t *dp = up(pos);
         CUDA_CHECK(cudaMalloc(&dy, x.size() * 4));
-        auto fn = [&] { CUDA_CHECK(rope(dy, dx, dp, 1, nh, hd, hd, 500000.0f, 0)); };
+        auto fn = [&] { CUDA_CHECK(cu_rope(dy, dx, dp, 1, nh, hd, hd, 500000.0f, 0)); };
         fn();
         auto y = down(dy, x.size());
         row(L, "rope", "1x32x128", gen_rel_err(y.data(), ref.data(), (int64_t)y.size()), 5e-4, 2.0 * x.size() * 4, fn);
@@ -91,11 +92,11 @@ int main() {
         for (int i = 0; i < ff; i++) { ref[i] = a[i] / (1 + exp(-(double)a[i])) * b[i]; ref2[i] = (double)a[i] + b[i]; }
         float *da = up(a), *db = up(b), *dy;
         CUDA_CHECK(cudaMalloc(&dy, ff * 4));
-        auto fn = [&] { CUDA_CHECK(swiglu(dy, da, db, ff, 0)); };
+        auto fn = [&] { CUDA_CHECK(cu_swiglu(dy, da, db, ff, 0)); };
         fn();
         auto y = down(dy, ff);
         row(L, "swiglu", "14336", gen_rel_err(y.data(), ref.data(), ff), 1e-5, 3.0 * ff * 4, fn);
-        auto fn2 = [&] { CUDA_CHECK(add(dy, da, db, ff, 0)); };
+        auto fn2 = [&] { CUDA_CHECK(cu_add(dy, da, db, ff, 0)); };
         fn2();
         y = down(dy, ff);
         row(L, "add", "14336", gen_rel_err(y.data(), ref2.data(), ff), 1e-6, 3.0 * ff * 4, fn2);
@@ -115,7 +116,7 @@ int main() {
         int32_t *di = up(ids);
         float *dy;
         CUDA_CHECK(cudaMalloc(&dy, dim * 4));
-        auto fn = [&] { CUDA_CHECK(embed(dy, dt, t, di, 1, n_rows, dim, 0)); };
+        auto fn = [&] { CUDA_CHECK(cu_embed(dy, dt, t, di, 1, n_rows, dim, 0)); };
         fn();
         auto y = down(dy, dim);
         char nm[32];
@@ -131,7 +132,7 @@ int main() {
         int32_t *dout;
         CUDA_CHECK(cudaMalloc(&dout, 8));
         argmax_skip skip = {1, {2}};
-        auto fn = [&] { CUDA_CHECK(argmax(dout, dl, 1, nv, skip, 0)); };
+        auto fn = [&] { CUDA_CHECK(cu_argmax(dout, dl, 1, nv, skip, 0)); };
         fn();
         auto got = down(dout, 2);
         row(L, "argmax", "1x32000", got[0] == 31007 && got[1] == 31007 ? 0.0 : 1.0, 0.5, nv * 4.0, fn);
@@ -148,7 +149,7 @@ int main() {
         uint16_t *kc, *vc;
         CUDA_CHECK(cudaMalloc(&kc, (size_t)nkv * ctx * hd * 2));
         CUDA_CHECK(cudaMalloc(&vc, (size_t)nkv * ctx * hd * 2));
-        auto fn = [&] { CUDA_CHECK(kv_store(kc, vc, dk, dv, dp, 1, nkv, hd, ctx, 0)); };
+        auto fn = [&] { CUDA_CHECK(lab_kv_store(kc, vc, dk, dv, dp, 1, nkv, hd, ctx, 0)); };
         fn();
         double num = 0, den = 0;
         for (int h = 0; h < nkv; h++) {
@@ -159,7 +160,7 @@ int main() {
                 den += (double)k[h * hd + e] * k[h * hd + e];
             }
         }
-        row(L, "kv_store", "8x128 at 1234", sqrt(num / den), 1e-3, 2.0 * k.size() * 6, fn);
+        row(L, "cu_kv_store", "8x128 at 1234", sqrt(num / den), 1e-3, 2.0 * k.size() * 6, fn);
         CUDA_CHECK(cudaFree(dk)); CUDA_CHECK(cudaFree(dv)); CUDA_CHECK(cudaFree(dp));
         CUDA_CHECK(cudaFree(kc)); CUDA_CHECK(cudaFree(vc));
     }

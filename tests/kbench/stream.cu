@@ -25,7 +25,7 @@
 #include <cstdint>
 #include <vector>
 #include "tests/kbench/lab.h"
-#include "kernels/matvec.cuh" /* v11's ring copy, v10's streaming and shared loads, v9's bulk fill and mbarrier wait */
+#include "tests/kbench/matvec_lab.cuh" /* v11's ring copy, v10's streaming and shared loads, v9's bulk fill and mbarrier wait */
 
 enum { W = 16, S = 4, SLOT = 2304, COPIES = 24 };
 static_assert(SLOT == MV9_SLOT, "a unit as v9 fills it");

@@ -1,15 +1,22 @@
-/* Decode attention kernels (launchers in attention.cu), as templates so the kernel lab can time
- * every variant. KV cache layout and split-KV scheme: kernels.h. Variant 1 (lanes over head_dim,
- * a warp reduction per position and head) handles any head_dim <= 256; variant 2 (lanes over
- * positions) needs head_dim % 8 == 0 and is production where it applies. */
-#ifndef MGI_KERNELS_ATTENTION_CUH
-#define MGI_KERNELS_ATTENTION_CUH
+/* Kernel lab: decode attention over a contiguous f16 KV cache per sequence (k_cache / v_cache
+ * [n_seq][n_kv_head][max_ctx][head_dim]), the engine's first decode attention, which the paged
+ * kernels (kernels/paged.h) replaced; timed and checked against an f64 softmax by
+ * tests/kbench/attention.cu. Split-KV (flash-decoding): block (split, kv head, sequence) runs an
+ * online softmax over ATTN_SPLIT positions for all the query heads sharing that kv head (K and V
+ * read once per group), its 4 warps taking interleaved positions; a combine pass merges the
+ * splits. Splits past a sequence's length exit at once, so the grid depends only on max_ctx.
+ * Variant 1 (lanes over head_dim, a warp reduction per position and head) handles any head_dim
+ * <= 256; variant 2 (lanes over positions) needs head_dim % 8 == 0. */
+#ifndef MGI_KBENCH_ATTENTION_LAB_CUH
+#define MGI_KBENCH_ATTENTION_LAB_CUH
 
 #include <math.h>
 #include <stdint.h>
 #include <cuda_fp16.h>
 #include "kernels/kernels.h"
 #include "kernels/reduce.cuh"
+
+#define ATTN_SPLIT 128 /* positions a block */
 
 #define ATTN_WARPS 4
 #define ATTN_MAX_G 8 /* query heads per kv head */
@@ -288,6 +295,47 @@ static inline cudaError_t attn_launch(float *out, const float *q, const uint16_t
     if (e != cudaSuccess) return e;
     attn_combine_kernel<<<dim3((unsigned)n_head, (unsigned)n_seq), 128, 0, stream>>>(out, sc, n_head, head_dim, n_split);
     return cudaGetLastError();
+}
+
+static __global__ void kv_store_kernel(uint16_t *kc, uint16_t *vc, const float *k, const float *v, const int32_t *pos,
+                                int n_seq, int n_kv_head, int head_dim, int max_ctx) {
+    int64_t i = blockIdx.x * (int64_t)blockDim.x + threadIdx.x;
+    if (i >= (int64_t)n_seq * n_kv_head * head_dim) return;
+    int e = (int)(i % head_dim);
+    int64_t sh = i / head_dim; /* seq * n_kv_head + head */
+    int p = pos[sh / n_kv_head];
+    if (p < 0 || p >= max_ctx) return;
+    int64_t at = (sh * max_ctx + p) * head_dim + e;
+    kc[at] = __half_as_ushort(__float2half_rn(k[i]));
+    vc[at] = __half_as_ushort(__float2half_rn(v[i]));
+}
+
+/* The new token's k, v (f32 [n_seq][n_kv_head][head_dim]) at position pos[s]. */
+static inline cudaError_t lab_kv_store(uint16_t *k_cache, uint16_t *v_cache, const float *k, const float *v,
+                                const int32_t *pos, int n_seq, int n_kv_head, int head_dim, int max_ctx,
+                                cudaStream_t stream) {
+    if (n_seq <= 0 || n_kv_head <= 0 || head_dim <= 0 || max_ctx <= 0) return cudaErrorInvalidValue;
+    int64_t n = (int64_t)n_seq * n_kv_head * head_dim;
+    kv_store_kernel<<<(unsigned)((n + 255) / 256), 256, 0, stream>>>(k_cache, v_cache, k, v, pos, n_seq,
+                                                                      n_kv_head, head_dim, max_ctx);
+    return cudaGetLastError();
+}
+
+static inline size_t lab_attention_scratch_bytes(int n_seq, int n_head, int head_dim, int max_ctx) {
+    return (size_t)n_seq * n_head * attn_splits(max_ctx) * (size_t)(head_dim + 2) * sizeof(float);
+}
+
+/* One query token per sequence over positions [0, len[s]): variant 2 where head_dim % 8 == 0, else 1. */
+static inline cudaError_t lab_attention_decode(float *out, const float *q, const uint16_t *k_cache,
+                                        const uint16_t *v_cache, const int32_t *len, void *scratch, int n_seq,
+                                        int n_head, int n_kv_head, int head_dim, int max_ctx, float scale,
+                                        cudaStream_t stream) {
+    if (n_seq <= 0 || n_head <= 0 || n_kv_head <= 0 || n_head % n_kv_head || n_head / n_kv_head > ATTN_MAX_G ||
+        head_dim <= 0 || head_dim > 256 || max_ctx <= 0 || n_seq > 65535)
+        return cudaErrorInvalidValue;
+    if (head_dim % 8 == 0)
+        return attn_launch<2>(out, q, k_cache, v_cache, len, scratch, n_seq, n_head, n_kv_head, head_dim, max_ctx, scale, stream);
+    return attn_launch<1>(out, q, k_cache, v_cache, len, scratch, n_seq, n_head, n_kv_head, head_dim, max_ctx, scale, stream);
 }
 
 #endif

@@ -1,0 +1,450 @@
+/* The CUDA backend's layer (cuda_internal.h): the products (matvec or GEMM, one group of stacked
+ * matrices at a time), the attention half (QKV, RoPE with the K/V store, paged attention, wo), the
+ * FFN half (gate/up, SwiGLU, down), the residual adds with the next norm, the output head, and
+ * the plan of which decode layers take the fused matvecs. */
+#include <math.h>
+#include <pthread.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "engine/cuda_internal.h"
+#include "quant/quant.h"
+
+/* y[n][rows] = W . x[n][k]: more than MM_MATVEC_N tokens go through the tensor-core GEMM (x
+ * rounded to f16) where it handles the weight type, split along k when the tokens are too few
+ * to fill the GPU (batched decode, pipeline micro-batches), else through matvecs of up to
+ * MATVEC_MAX_N tokens. The matvec does its FMAs on the CUDA cores: at 14336x4096 Q4_0 it takes
+ * ~17 us for one token, ~60 for 4 and ~98 for 8, while the split GEMM takes ~60 for any count up
+ * to 64 (kernel lab, PERF-LOG runs 2 and 8). */
+enum { MM_MATVEC_N = 4 };
+
+/* Where matrix mi of a group writes its outputs in buf (sized for n_batch tokens): each matrix's
+ * take n_batch x its rows, after the matrices before it; its token stride is its rows. */
+static float *matrix_out(const wgroup *g, float *buf, int32_t n_batch, int mi) {
+    for (int j = 0; j < mi; j++) buf += (int64_t)n_batch * g->m[j].rows;
+    return buf;
+}
+
+/* Where part i of a group's output lives in buf and its token stride. */
+static void group_view(const wgroup *g, float *buf, int32_t n_batch, int part_i, float **p, int64_t *stride) {
+    const int mi = g->part_m[part_i];
+    *p = matrix_out(g, buf, n_batch, mi) + g->part_off[part_i];
+    *stride = g->m[mi].rows;
+}
+
+static int mm_gemm(const dweight *w, int n) { return n > MM_MATVEC_N && !w->plain && cu_gemm_supported(w->type); }
+
+/* xh_ready: xh already holds x in f16 (its producer wrote both), so no conversion is launched.
+ * parts (the product is xn's, for fcu_part_add): a split GEMM leaves its planes in gemm_scratch and
+ * *parts says how many (1: y written). */
+static int mm_h(part *p, const dweight *w, const float *x, int xh_ready, float *y, int n, int *parts, char *err,
+                size_t err_size) {
+    if (parts) *parts = 1;
+    if (mm_gemm(w, n)) {
+        if (!xh_ready) DEV_TRY(paged_to_f16(p->xh, x, (int64_t)n * w->k, p->st));
+        if (parts)
+            DEV_TRY(cu_gemm_f16_split_parts(y, w->w, w->type, p->xh, w->rows, w->k, n, p->gemm_scratch,
+                                         p->gemm_scratch_bytes, parts, p->st));
+        else
+            DEV_TRY(cu_gemm_f16_split(y, w->w, w->type, p->xh, w->rows, w->k, n, p->gemm_scratch,
+                                   p->gemm_scratch_bytes, p->st));
+        return 0;
+    }
+    for (int c = 0; c < n; c += MATVEC_MAX_N) {
+        int nc = n - c < MATVEC_MAX_N ? n - c : MATVEC_MAX_N;
+        const float *xc = x + (int64_t)c * w->k;
+        float *yc = y + (int64_t)c * w->rows;
+        if (w->plain) DEV_TRY(paged_matvec_plain(yc, w->w, w->type, xc, w->rows, w->k, nc, p->st));
+        else DEV_TRY(cu_matvec_f32(yc, w->w, w->type, xc, w->rows, w->k, nc, p->st));
+    }
+    return 0;
+}
+
+static int mm(part *p, const dweight *w, const float *x, float *y, int n, char *err, size_t err_size) {
+    return mm_h(p, w, x, 0, y, n, NULL, err, err_size);
+}
+
+/* mm into xn for the fcu_part_add that follows in the same segment (one device or a layer split: a
+ * row split adds the parts' xn across devices first), which adds a split GEMM's planes itself. */
+static int mm_xn(part *p, const dweight *w, const float *x, int xh_ready, int n, int t0, char *err, size_t err_size) {
+    float *xn = p->xn + (int64_t)t0 * p->f->m->hp.n_embd;
+    const int own = p->f->split != ENGINE_SPLIT_ROW;
+    return mm_h(p, w, x, xh_ready, xn, n, own ? &p->xn_parts : NULL, err, err_size);
+}
+
+/* The group's products for tokens [t0, t0 + nt) of the pass; x's f16 copy is made once for all
+ * of them (or not at all after fcu_part_add made it: xh_ready). */
+static int group_mm(part *p, const wgroup *g, const float *x, float *buf, int t0, int nt, char *err,
+                    size_t err_size) {
+    int ready = p->xh_ready;
+    p->xh_ready = 0;
+    for (int i = 0; i < g->n_m; i++) {
+        float *y = matrix_out(g, buf, p->f->n_batch, i);
+        if (mm_h(p, &g->m[i], x, ready, y + (int64_t)t0 * g->m[i].rows, nt, NULL, err, err_size)) return -1;
+        ready |= mm_gemm(&g->m[i], nt);
+    }
+    return 0;
+}
+
+/* Whether a pass of n tokens may take fused layers: one device or a layer split (a row split's
+ * wo and down products are partial sums, added by the all-reduce before the norm), at most
+ * FUSE_MAX_N tokens. */
+static int fuse_on(const forward_cuda *f, int n) {
+    return f->split != ENGINE_SPLIT_ROW && n <= FUSE_MAX_N;
+}
+
+/* The FZ_* plan of layer l for a pass of n tokens (0: the unfused layer). */
+int fcu_layer_fz(const part *p, int32_t l, int n) {
+    return fuse_on(p->f, n) && (p->layers[l - p->l0].fz[n] & FZ_LAYER) ? p->layers[l - p->l0].fz[n] : 0;
+}
+
+/* The group's products of cu_rmsnorm(x) * nw for tokens [t0, t0 + nt) (x at token t0): the norm
+ * inside each matvec when all of them take it (fused), else one rmsnorm into xn and the plain
+ * products. */
+static int group_mm_norm(part *p, const wgroup *g, const float *x, const float *nw, float *buf, int t0, int nt,
+                         int fused, char *err, size_t err_size) {
+    const llama_hparams *hp = &p->f->m->hp;
+    int E = hp->n_embd;
+    if (!fused) {
+        float *xn = p->xn + (int64_t)t0 * E;
+        p->xh_ready = 0; /* xn is rewritten here, without its f16 copy */
+        DEV_TRY(cu_rmsnorm(xn, x, nw, nt, E, hp->rms_eps, p->st));
+        return group_mm(p, g, xn, buf, t0, nt, err, err_size);
+    }
+    for (int i = 0; i < g->n_m; i++) {
+        const dweight *w = &g->m[i];
+        float *y = matrix_out(g, buf, p->f->n_batch, i);
+        DEV_TRY(cu_matvec_f32_norm(y + (int64_t)t0 * w->rows, w->w, w->type, x, nw, hp->rms_eps, w->rows, w->k, nt,
+                                p->st));
+    }
+    return 0;
+}
+
+/* y += W . x for n tokens (y: the residual at token t0): fused into the matvec, or the product
+ * into xn and an add. */
+static int mm_acc(part *p, const dweight *w, const float *x, float *y, int t0, int n, int fused, int prefilled,
+                  char *err, size_t err_size) {
+    if (fused) {
+        /* prefilled: X is decode attention's output; the matvec's blocks start while attention
+         * runs, long enough for their whole first weight fill to land before the wait (kernels.h) */
+        if (prefilled)
+            DEV_TRY(cu_matvec_f32_acc_prefilled(y, w->w, w->type, x, w->rows, w->k, n, p->st));
+        else
+            DEV_TRY(cu_matvec_f32_acc(y, w->w, w->type, x, w->rows, w->k, n, p->st));
+        return 0;
+    }
+    float *xn = p->xn + (int64_t)t0 * p->f->m->hp.n_embd;
+    if (mm(p, w, x, xn, n, err, err_size)) return -1;
+    DEV_TRY(cu_add(y, y, xn, (int64_t)n * w->rows, p->st));
+    return 0;
+}
+
+/* Splits per token of an n_tok-token attention launch: one token takes up to f->n_split (its
+ * context is cut into that many ranges), a batch of tokens fewer, so that the launch still has
+ * about ATT_BLOCKS_PER_SM blocks per SM but each block walks several tiles and fewer partials
+ * are merged (kernel lab, decode attention: 64 tokens at position 200 take 61 us with 4 splits,
+ * 110 with 32). It depends on n_tok only, so a captured decode graph stays valid. */
+static int att_splits(const forward_cuda *f, const part *p, int n_tok) {
+    int pairs = n_tok * p->n_head_kv, want = (ATT_BLOCKS_PER_SM * p->n_sm + pairs - 1) / pairs;
+    return want < 1 ? 1 : want > f->n_split ? f->n_split : want;
+}
+
+/* The rows of Q, K and V (r[0..2]) that matrix i of a QKV group holds (0 for a part held by
+ * another matrix). */
+static void group_part_rows(const wgroup *g, int i, int64_t r[3]) {
+    for (int j = 0; j < 3; j++) r[j] = g->part_m[j] == i ? g->part_rows[j] : 0;
+}
+
+/* Attention half of layer l: xn (normed) -> QKV, RoPE + K/V store, attention, output matvec
+ * into xn (a partial sum in row mode). With fz (a fused layer's plan): x -> QKV with the attention
+ * norm inside (or before it), and the output matvec added to x. The general layer (f->general)
+ * is unfused, its Q/K/V epilogue recipe.h's (biases, per-head norms, RoPE of the recipe), and bo
+ * goes straight into x: every part of a row split keeps x whole and adds it once there, while the
+ * product in xn is a partial sum. */
+int fcu_attn_half(part *p, int32_t l, span s, int fz, char *err, size_t err_size) {
+    forward_cuda *f = p->f;
+    const llama_hparams *hp = &f->m->hp;
+    const dlayer *L = &p->layers[l - p->l0];
+    int E = hp->n_embd, hd = hp->head_dim, t0 = s.t0, nt = s.nt;
+    const int32_t *d_pos = p->d_meta + s.n, *d_seq = d_pos + s.n, *d_cell = d_seq + s.n;
+    const int32_t *d_pages = d_cell + 2 * s.n;
+    size_t kv_off = (size_t)(l - p->l0) * (size_t)f->kv_cells * (size_t)p->kv_dim;
+    float scale = hp->attn_scale; /* 1 / sqrt(head_dim) unless the recipe says */
+    float *pq, *pk, *pv;
+    int64_t sq, sk, sv;
+    float *x = p->x + (int64_t)t0 * E, *xn = p->xn + (int64_t)t0 * E;
+    float *q = p->q + (int64_t)t0 * p->nq, *att = p->att + (int64_t)t0 * p->nq;
+    if (fz & FZ_QKV) { /* Q, K, V straight to q and the caches */
+        cudaError_t pe = cudaErrorNotSupported;
+        if (L->qkv.n_m == 2) { /* Q4_K_M's Q/K and Q6_K V: one launch for both */
+            const dweight *w0 = &L->qkv.m[0], *w1 = &L->qkv.m[1];
+            int64_t r[2][3];
+            for (int i = 0; i < 2; i++) group_part_rows(&L->qkv, i, r[i]);
+            pe = cu_matvec_f32_norm_rope_pair(w0->w, w0->type, w0->rows, r[0][0], r[0][1], w1->w, w1->type, w1->rows,
+                                           r[1][0], r[1][1], x, L->attn_norm, hp->rms_eps, w0->k, nt, q,
+                                           p->kv_k + kv_off, p->kv_v + kv_off, d_pos + t0, d_cell + t0, p->kv_dim, hd,
+                                           hp->n_rot, hp->rope_base, p->st);
+            if (pe != cudaSuccess && pe != cudaErrorNotSupported) DEV_TRY(pe);
+        }
+        for (int i = 0; pe != cudaSuccess && i < L->qkv.n_m; i++) {
+            const dweight *w = &L->qkv.m[i];
+            int64_t r[3];
+            group_part_rows(&L->qkv, i, r);
+            /* a second matrix (Q4_K_M's Q6_K V) runs beside the first (both read x only), on the
+             * SMs the first one's grid leaves */
+            if (i > 0) {
+                const dweight *w0 = &L->qkv.m[0];
+                const int front = cu_matvec_fused_blocks(w0->type, w0->rows, w0->k, nt);
+                DEV_TRY(cu_matvec_f32_norm_rope_beside(w->w, w->type, x, L->attn_norm, hp->rms_eps, w->rows, w->k, nt, q,
+                                                    p->kv_k + kv_off, p->kv_v + kv_off, d_pos + t0, d_cell + t0, r[0],
+                                                    r[1], p->kv_dim, hd, hp->n_rot, hp->rope_base, front, p->st));
+            } else {
+                DEV_TRY(cu_matvec_f32_norm_rope(w->w, w->type, x, L->attn_norm, hp->rms_eps, w->rows, w->k, nt, q,
+                                             p->kv_k + kv_off, p->kv_v + kv_off, d_pos + t0, d_cell + t0, r[0], r[1],
+                                             p->kv_dim, hd, hp->n_rot, hp->rope_base, p->st));
+            }
+        }
+    } else {
+        if (fz ? group_mm_norm(p, &L->qkv, x, L->attn_norm, p->qkv, t0, nt, fz & FZ_QKV, err, err_size)
+               : group_mm(p, &L->qkv, xn, p->qkv, t0, nt, err, err_size))
+            return -1;
+        group_view(&L->qkv, p->qkv, f->n_batch, 0, &pq, &sq);
+        group_view(&L->qkv, p->qkv, f->n_batch, 1, &pk, &sk);
+        group_view(&L->qkv, p->qkv, f->n_batch, 2, &pv, &sv);
+        if (f->general) {
+            const cu_qkv_recipe r = {L->bq, L->bk, L->bv, L->q_norm, L->k_norm, hp->rms_eps, p->rope_angle,
+                                     f->rope_mscale, hp->rope_kind == LLAMA_ROPE_NEOX};
+            DEV_TRY(cu_qkv_rope_store(q, p->kv_k + kv_off, p->kv_v + kv_off, pq + t0 * sq, sq, pk + t0 * sk, sk,
+                                      pv + t0 * sv, sv, d_pos + t0, d_cell + t0, &r, nt, p->n_head, p->n_head_kv, hd,
+                                      hp->n_rot, p->st));
+        } else {
+            DEV_TRY(paged_rope_store(q, p->kv_k + kv_off, p->kv_v + kv_off, pq + t0 * sq, sq, pk + t0 * sk, sk,
+                                     pv + t0 * sv, sv, d_pos + t0, d_cell + t0, nt, p->n_head, p->n_head_kv, hd,
+                                     hp->n_rot, hp->rope_base, p->st));
+        }
+    }
+    int h16 = 0; /* attention wrote wo's GEMM input in f16 too */
+    if (f->pf_pos0 >= 0) {
+        DEV_TRY(paged_attention_prefill(att, q, p->kv_k + kv_off, p->kv_v + kv_off, d_pages, f->pf_pos0 + t0, nt,
+                                        p->n_head, p->n_head_kv, hd, scale, p->st));
+    } else {
+        /* an unfused pass whose wo runs on the GEMM: attention writes its f16 input too */
+        h16 = !fz && mm_gemm(&L->wo, nt);
+        for (int c = 0; c < nt; c += ATT_CHUNK) {
+            int nc = nt - c < ATT_CHUNK ? nt - c : ATT_CHUNK;
+            cudaError_t e = cudaErrorNotSupported;
+            if (h16)
+                e = paged_attention_f16(att + (size_t)c * p->nq, p->xh + (size_t)c * p->nq, q + (size_t)c * p->nq,
+                                        p->kv_k + kv_off, p->kv_v + kv_off, d_pos + t0 + c, d_seq + t0 + c, d_pages,
+                                        f->max_pages, p->att_scratch, nc, p->n_head, p->n_head_kv, hd,
+                                        att_splits(f, p, nc), f->one_per_seq, scale, p->st);
+            if (e == cudaErrorNotSupported) {
+                h16 = 0; /* (the first chunk: every chunk takes the same kernel) */
+                e = paged_attention(att + (size_t)c * p->nq, q + (size_t)c * p->nq, p->kv_k + kv_off,
+                                    p->kv_v + kv_off, d_pos + t0 + c, d_seq + t0 + c, d_pages, f->max_pages,
+                                    p->att_scratch, nc, p->n_head, p->n_head_kv, hd, att_splits(f, p, nc),
+                                    f->one_per_seq, scale, p->st);
+            }
+            DEV_TRY(e);
+        }
+    }
+    if (L->bo) DEV_TRY(cu_bias_add(x, E, L->bo, nt, E, p->st));
+    /* wo follows attention: prefilled */
+    return fz ? mm_acc(p, &L->wo, att, x, t0, nt, fz & FZ_WO, 1, err, err_size)
+              : mm_xn(p, &L->wo, att, h16, nt, t0, err, err_size);
+}
+
+/* FFN half of layer l: xn (normed) -> gate/up, SwiGLU, down into xn (a partial sum in row mode).
+ * With fz: x -> gate/up with the FFN norm inside (or before it), SwiGLU inside it where gate and
+ * up are one stacked matrix, and down added to x. */
+int fcu_ffn_half(part *p, int32_t l, span s, int fz, char *err, size_t err_size) {
+    forward_cuda *f = p->f;
+    const dlayer *L = &p->layers[l - p->l0];
+    int E = f->m->hp.n_embd, t0 = s.t0, nt = s.nt;
+    float *pg, *pu;
+    int64_t sg, su;
+    float *x = p->x + (int64_t)t0 * E, *xn = p->xn + (int64_t)t0 * E;
+    const dweight *dn = &L->down;
+    const wgroup *gu = &L->gu;
+    /* gate and up stacked in one matrix: the fused matvec writes silu(gate) * up itself (no SwiGLU
+     * launch), where v11 takes it */
+    if ((fz & FZ_GU) && (fz & FZ_DOWN) && gu->n_m == 1 && gu->n_parts == 2 &&
+        gu->part_off[1] == gu->part_rows[0] && gu->part_rows[0] == gu->part_rows[1] && gu->part_rows[0] == p->n_ff) {
+        float *ff = p->ff + (int64_t)t0 * p->n_ff;
+        const dweight *w = &gu->m[0];
+        cudaError_t e = cu_matvec_f32_norm_glu(ff, w->w, w->type, x, L->ffn_norm, f->m->hp.rms_eps, w->rows, w->k, nt, p->st);
+        if (e == cudaSuccess) return mm_acc(p, dn, ff, x, t0, nt, 1, 0, err, err_size);
+        if (e != cudaErrorNotSupported) DEV_TRY(e);
+    }
+    if (fz ? group_mm_norm(p, &L->gu, x, L->ffn_norm, p->gu, t0, nt, fz & FZ_GU, err, err_size)
+           : group_mm(p, &L->gu, xn, p->gu, t0, nt, err, err_size))
+        return -1;
+    group_view(&L->gu, p->gu, f->n_batch, 0, &pg, &sg);
+    group_view(&L->gu, p->gu, f->n_batch, 1, &pu, &su);
+    /* SwiGLU apart otherwise: folding it into the down matvec's input staging measured slower, unfused
+     * (PERF-LOG run 8) and fused (run 26: 8b q4_0 tg128 510 vs 518 apart) */
+    float *ff = p->ff + (int64_t)t0 * p->n_ff;
+    if (!fz && mm_gemm(dn, nt)) { /* down's GEMM input in f16 from SwiGLU itself */
+        DEV_TRY(paged_swiglu_f16(ff, p->xh, pg + t0 * sg, sg, pu + t0 * su, su, nt, p->n_ff, p->st));
+        return mm_xn(p, dn, ff, 1, nt, t0, err, err_size);
+    }
+    DEV_TRY(paged_swiglu(ff, pg + t0 * sg, sg, pu + t0 * su, su, nt, p->n_ff, p->st));
+    return fz ? mm_acc(p, dn, ff, x, t0, nt, fz & FZ_DOWN, 0, err, err_size) : mm(p, dn, ff, xn, nt, err, err_size);
+}
+
+/* The start of the part's first layer: embed (when the pass starts at layer 0 and the part holds
+ * the table) and, with norm (the first layer is not fused), the attention norm; x already holds
+ * the hidden state otherwise. */
+int fcu_part_enter(part *p, span s, int norm, char *err, size_t err_size) {
+    const llama_model *m = p->f->m;
+    const llama_hparams *hp = &m->hp;
+    int E = hp->n_embd;
+    float *x = p->x + (int64_t)s.t0 * E, *xn = p->xn + (int64_t)s.t0 * E;
+    p->xh_ready = 0; /* xh and gemm_scratch hold nothing of this pass yet (an aborted pass may have */
+    p->xn_parts = 1; /* left either behind) */
+    if (p->embeds)
+        DEV_TRY(cu_embed(x, p->tok_embd, m->tok_embd.type, p->d_meta + s.t0, s.nt, m->tok_embd.n_rows, E, p->st));
+    if (norm) DEV_TRY(cu_rmsnorm(xn, x, p->layers[0].attn_norm, s.nt, E, hp->rms_eps, p->st));
+    return 0;
+}
+
+/* Residual add of xn into x, then the norm `w` of the next block into xn (w NULL: add only). */
+int fcu_part_add(part *p, span s, const float *w, char *err, size_t err_size) {
+    const llama_hparams *hp = &p->f->m->hp;
+    int E = hp->n_embd;
+    float *x = p->x + (int64_t)s.t0 * E, *xn = p->xn + (int64_t)s.t0 * E;
+    /* a pass the GEMMs take (more than MM_MATVEC_N tokens): the norm's output in f16 too, the next
+     * group_mm's input (those groups' matrices are all of E columns) */
+    const int parts = p->xn_parts > 1 ? p->xn_parts : 1;
+    const float *d = parts > 1 ? (const float *)p->gemm_scratch : xn;
+    p->xn_parts = 1;
+    p->xh_ready = w && s.nt > MM_MATVEC_N;
+    if (p->xh_ready || parts > 1) /* w NULL (the last layer): the planes' add alone */
+        DEV_TRY(paged_add_rmsnorm_sum(x, xn, p->xh_ready ? p->xh : NULL, d, parts, (int64_t)s.nt * E, w, s.nt, E,
+                                      hp->rms_eps, p->st));
+    else if (w) DEV_TRY(paged_add_rmsnorm(x, xn, xn, w, s.nt, E, hp->rms_eps, p->st));
+    else DEV_TRY(cu_add(x, x, xn, (int64_t)s.nt * E, p->st));
+    return 0;
+}
+
+/* Logits rows r0..r0+nr of the pass (tokens listed at d_meta's out section) into h_logits, or
+ * when greedy only each row's argmax into h_ids (the head part). identity: every token is an
+ * output row, in order (a decode step), so a fused head reads x in place. */
+int fcu_run_head(part *p, int n, int r0, int nr, int greedy, int identity, char *err, size_t err_size) {
+    forward_cuda *f = p->f;
+    const llama_hparams *hp = &f->m->hp;
+    const int32_t *d_out = p->d_meta + 4 * n;
+    const dweight *o = &p->output;
+    /* A step through the gate writes its outputs straight into the pinned buffers (mapped; UVA:
+     * their host addresses are their device addresses): no copy at the step's end, whose fixed
+     * cost would come between this step and the next. */
+    const int direct = f->gate_pass;
+    float *logits = p->logits;
+    if (fuse_on(f, nr) && p->head_fz[nr]) { /* the output norm inside the head's matvec */
+        const float *x = p->x;
+        if (!identity || r0 != 0 || nr != n) {
+            DEV_TRY(paged_gather_rows(p->xn, p->x, d_out + r0, nr, hp->n_embd, p->st));
+            x = p->xn;
+        }
+        if (direct && !greedy) logits = f->h_logits;
+        DEV_TRY(cu_matvec_f32_norm(logits, o->w, o->type, x, p->output_norm, hp->rms_eps, o->rows, o->k, nr, p->st));
+    } else {
+        DEV_TRY(paged_gather_rows(p->xn, p->x, d_out + r0, nr, hp->n_embd, p->st));
+        DEV_TRY(cu_rmsnorm(p->xn, p->xn, p->output_norm, nr, hp->n_embd, hp->rms_eps, p->st));
+        if (mm(p, o, p->xn, p->logits, nr, err, err_size)) return -1;
+        if (p->output_b) DEV_TRY(cu_bias_add(p->logits, hp->n_vocab, p->output_b, nr, hp->n_vocab, p->st));
+    }
+    if (greedy) {
+        DEV_TRY(cu_argmax(direct ? f->h_ids : p->d_ids, p->logits, nr, hp->n_vocab, f->skip, p->st));
+        if (!direct)
+            DEV_TRY(cudaMemcpyAsync(f->h_ids, p->d_ids, (size_t)2 * nr * sizeof(int32_t), cudaMemcpyDeviceToHost, p->st));
+        return 0;
+    }
+    if (logits != f->h_logits)
+        DEV_TRY(cudaMemcpyAsync(f->h_logits, p->logits, (size_t)nr * (size_t)hp->n_vocab * sizeof(float),
+                                cudaMemcpyDeviceToHost, p->st));
+    return 0;
+}
+
+/* Whether the fused matvecs take w for n tokens (kernels.h: cu_matvec_fused_supported). */
+static int fused_ok(const dweight *w, int n) {
+    return !w->plain && cu_matvec_fused_supported(w->type, w->rows, w->k, n);
+}
+
+/* The fusion plan of a part, on its device after load (the fused matvecs depend on its shared
+ * memory): per layer and token count which products take a fused matvec, and whether the layer
+ * runs fused. All fused, a layer is at least 2 launches fewer than unfused (its norms and adds);
+ * each product that falls back costs one back (the norm or the add on its own), so the layer runs
+ * fused while that leaves it no longer than the unfused one (as long: no norm launch between it and
+ * fused neighbours). A model no fused matvec takes keeps the unfused layers, and so does a
+ * general one (their epilogues know only the plain Llama layer); the head fuses its norm unless
+ * the model has an output bias. */
+void fcu_plan_fusions(part *p) {
+    for (int n = 1; n <= FUSE_MAX_N; n++) {
+        p->head_fz[n] = p->head && !p->output_b && fused_ok(&p->output, n);
+        for (int32_t l = 0; l < p->l1 - p->l0; l++) {
+            dlayer *L = &p->layers[l];
+            if (p->f->general) {
+                L->fz[n] = 0;
+                continue;
+            }
+            int qkv = 1, gu = 1;
+            for (int i = 0; i < L->qkv.n_m; i++) qkv &= fused_ok(&L->qkv.m[i], n);
+            for (int i = 0; i < L->gu.n_m; i++) gu &= fused_ok(&L->gu.m[i], n);
+            int wo = fused_ok(&L->wo, n), down = fused_ok(&L->down, n);
+            int extra = !qkv + !wo + !gu + !down;
+            L->fz[n] = (uint8_t)((qkv ? FZ_QKV : 0) | (wo ? FZ_WO : 0) | (gu ? FZ_GU : 0) | (down ? FZ_DOWN : 0) |
+                                 (extra <= 2 ? FZ_LAYER : 0));
+        }
+    }
+}
+
+/* The general layer's RoPE (forward_cuda.general) as the CPU reference sets it up
+ * (engine/forward_cpu.c: rope_setup and rope, after ggml's rope_yarn): pair i of a token at
+ * position p turns by p * base^(-2i/n_rot) / factors[i] times freq_scale, with YaRN blended back
+ * towards the unscaled angle below the correction dimensions, cos and sin times mscale. The
+ * factors are model_rope_factors' for the backend's positions per sequence, as the CPU's. Fills
+ * f->h_angle (the angle per position of each pair) and f->rope_mscale. */
+int fcu_rope_angles(forward_cuda *f, char *err, size_t err_size) {
+    const llama_model *m = f->m;
+    const llama_hparams *hp = &m->hp;
+    const int half = hp->n_rot / 2;
+    const float *factors = model_rope_factors(m, f->max_pos);
+    const double base = hp->rope_base, freq_scale = hp->rope_freq_scale;
+    const int yarn = hp->rope_scaling == LLAMA_SCALING_YARN;
+    double corr0 = 0, corr1 = 0, mscale = hp->rope_attn_factor;
+    if (yarn) {
+        double n = hp->n_rot, ctx = hp->n_ctx_orig, factor = 1.0 / hp->rope_freq_scale;
+        double lo = floor(n * log(ctx / (hp->yarn_beta_fast * 2 * M_PI)) / (2 * log(base)));
+        double hi = ceil(n * log(ctx / (hp->yarn_beta_slow * 2 * M_PI)) / (2 * log(base)));
+        corr0 = fmax(0.0, lo);
+        corr1 = fmin(n - 1, hi);
+        double ctx_factor = 1.0;
+        if (factor > 1 && hp->yarn_log_mul != 0)
+            ctx_factor = (0.1 * log(factor) + 1) / (0.1 * hp->yarn_log_mul * log(factor) + 1);
+        else if (factor > 1)
+            ctx_factor = 0.1 * log(factor) + 1;
+        ctx_factor /= 1.0 + 0.1 * log(factor);
+        mscale *= ctx_factor * (1.0 + 0.1 * log(1.0 / freq_scale));
+    }
+    f->h_angle = malloc((size_t)(half > 0 ? half : 1) * sizeof(double));
+    if (!f->h_angle) {
+        snprintf(err, err_size, "out of memory");
+        return -1;
+    }
+    for (int i = 0; i < half; i++) {
+        double a = pow(base, -2.0 * i / (double)hp->n_rot);
+        if (factors) a /= factors[i];
+        double mix = freq_scale; /* theta = extrap * mix */
+        if (yarn) {
+            double y = (i - corr0) / fmax(0.001, corr1 - corr0), ramp = 1.0 - fmin(1.0, fmax(0.0, y));
+            mix = freq_scale * (1.0 - ramp) + ramp;
+        }
+        f->h_angle[i] = a * mix;
+    }
+    f->rope_mscale = mscale;
+    return 0;
+}

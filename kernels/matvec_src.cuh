@@ -1,0 +1,112 @@
+/* Where a decode matvec's X comes from: the source types every matvec kernel takes as a template
+ * parameter, and the device functions that read (and for the fused sources normalise, rotate and
+ * store) them. */
+#ifndef MGI_KERNELS_MATVEC_SRC_CUH
+#define MGI_KERNELS_MATVEC_SRC_CUH
+
+#include <stdint.h>
+#include <cuda_fp16.h>
+#include "kernels/rope.cuh"
+
+/* Where a kernel's X comes from (a template parameter of every variant): mv_x, a plain [n][k]
+ * array in f32 or f16 (the kernel's XT / XH says which); mv_x_swiglu, silu(g) * u of two strided
+ * f32 arrays, computed while X is staged (cu_matvec_f32_swiglu). X is written by the previous
+ * kernel, so it is read with plain loads after pdl_wait() (pdl.cuh), never with __ldg, which the
+ * compiler may treat as invariant and move.
+ * The decode fusions (v10 and v11 only; v1 and v3 static_assert they get none) are flags of the
+ * source: NORM, X is cu_rmsnorm(x) * g of a plain f32 [n][k] x (mv_x_norm: every block sums x^2
+ * itself while staging x * g, and scales its outputs by 1 / rms); ACC, Y += W . X instead of
+ * Y = W . X (mv_x_acc, mv_x_swiglu_acc: the residual add of the attention output and FFN down
+ * products). */
+struct mv_x { const void *p; static constexpr bool NORM = false, ACC = false, ROPE = false, GLU = false; };
+struct mv_x_swiglu {
+    const float *g, *u;
+    int64_t sg, su;
+    bool vec; /* vec: float4 loads */
+    static constexpr bool NORM = false, ACC = false, ROPE = false, GLU = false;
+};
+struct mv_x_acc : mv_x { static constexpr bool ACC = true; };
+struct mv_x_swiglu_acc : mv_x_swiglu { static constexpr bool ACC = true; };
+/* x [n][k] f32 (rows 16-byte aligned), g [k] the norm's weight, eps the norm's epsilon. */
+struct mv_x_norm {
+    const float *x, *g;
+    float eps;
+    static constexpr bool NORM = true, ACC = false, ROPE = false, GLU = false;
+};
+/* GLU (v11 only): a NORM source whose matrix is an FFN's gate rows [0, F) stacked on its up rows
+ * [F, 2F) (F a multiple of 16); the epilogue writes silu(gate_j) * up_j (paged_swiglu's formula)
+ * to Y [n][F] instead of both rows, so the decode step needs no SwiGLU launch. Blocks take whole
+ * pairs of tiles, gate tile j with up tile j (logical tile 2j is gate tile j, 2j + 1 up tile j),
+ * so the block that sums one sums the other. */
+struct mv_x_norm_glu : mv_x_norm { static constexpr bool GLU = true; };
+/* ROPE: a NORM source whose products are a layer's Q, K and V rows (in that order; this matrix's
+ * first nq rows are Q, the next nk K, the rest V), which the epilogue does not write to Y but
+ * hands on as paged_rope_store does (rope_pair, the same rotation): Q rotated into q_out
+ * [n][nq], K rotated and V into the f16 caches at row cell[t] of kv_dim values; pos[t], cell[t] per
+ * token. A rotated pair is rows 2j, 2j + 1 of one 16-row tile, so the block that sums one sums the
+ * other, and a lane gets its partner's value by one shuffle. Saves the RoPE + K/V-store launch of
+ * every decode layer. */
+struct mv_x_norm_rope : mv_x_norm {
+    float *q_out;
+    uint16_t *kc, *vc;
+    const int32_t *pos, *cell;
+    int nq, nk, kv_dim, head_dim, n_rot;
+    float theta;
+    static constexpr bool ROPE = true;
+};
+template <typename XS> __host__ __device__ constexpr bool mv_fused() { return XS::NORM || XS::ACC; }
+
+/* Where a ROPE source's row `row` (value v, its pair partner's value pv) of token t goes. */
+__device__ __forceinline__ void mv_rope_store(const mv_x_norm_rope &x, int64_t row, int t, float v, float pv) {
+    const int64_t cell = x.cell[t];
+    if (row >= x.nq + x.nk) { /* V */
+        x.vc[cell * x.kv_dim + (row - x.nq - x.nk)] = __half_as_ushort(__float2half_rn(v));
+        return;
+    }
+    const bool is_k = row >= x.nq;
+    const int64_t e = is_k ? row - x.nq : row;
+    const bool odd = e & 1;
+    float x0 = odd ? pv : v, x1 = odd ? v : pv;
+    rope_pair(x0, x1, x.pos[t], (int)(e % x.head_dim) & ~1, x.n_rot, x.theta);
+    const float out = odd ? x1 : x0;
+    if (is_k) x.kc[cell * x.kv_dim + e] = __half_as_ushort(__float2half_rn(out));
+    else x.q_out[(int64_t)t * x.nq + e] = out;
+}
+
+__device__ __forceinline__ float4 mv_x_f32(const mv_x &s, int tok, int kk, int k) {
+    return *(const float4 *)((const float *)s.p + (int64_t)tok * k + kk);
+}
+
+/* kernels.h's SwiGLU formula (paged_swiglu), so the fused path rounds the same way. */
+__device__ __forceinline__ float mv_silu_mul(float a, float b) { return a / (1.0f + expf(-a)) * b; }
+
+__device__ __forceinline__ float4 mv_x_f32(const mv_x_swiglu &s, int tok, int kk, int) {
+    const float *g = s.g + tok * s.sg + kk, *u = s.u + tok * s.su + kk;
+    float4 a, b;
+    if (s.vec) {
+        a = *(const float4 *)g;
+        b = *(const float4 *)u;
+    } else {
+        a = make_float4(g[0], g[1], g[2], g[3]);
+        b = make_float4(u[0], u[1], u[2], u[3]);
+    }
+    return make_float4(mv_silu_mul(a.x, b.x), mv_silu_mul(a.y, b.y), mv_silu_mul(a.z, b.z), mv_silu_mul(a.w, b.w));
+}
+
+/* Four f32 values of X at (tok, kk) for staging; for a NORM source x * g, with x^2 of the raw
+ * values added to ss (the 1 / rms factor comes after the product: the int8 rounding per 32 values
+ * is the same, up to f32 rounding, whether or not X is scaled first). */
+template <typename XS>
+__device__ __forceinline__ float4 mv_x_stage(const XS &s, int tok, int kk, int k, float &ss) {
+    if constexpr (XS::NORM) {
+        const float4 v = *(const float4 *)(s.x + (int64_t)tok * k + kk);
+        const float4 g = __ldg((const float4 *)(s.g + kk)); /* a weight: nothing in the step writes it */
+        ss = fmaf(v.x, v.x, fmaf(v.y, v.y, fmaf(v.z, v.z, fmaf(v.w, v.w, ss))));
+        return make_float4(v.x * g.x, v.y * g.y, v.z * g.z, v.w * g.w);
+    } else {
+        return mv_x_f32(s, tok, kk, k);
+    }
+}
+
+
+#endif
