@@ -55,7 +55,7 @@ static double mean_kld(const float *ref, const float *got, int r0, int n, int *t
     for (int r = r0; r < n; r++) {
         const float *a = ref + (size_t)r * g_vocab, *b = got + (size_t)r * g_vocab;
         kld += kl_div(a, b, g_vocab);
-        *top1 += cu_argmax(a, g_vocab) == cu_argmax(b, g_vocab);
+        *top1 += argmax(a, g_vocab) == argmax(b, g_vocab);
     }
     return kld / (n - r0);
 }
