@@ -15,8 +15,9 @@
  *       too: a GEMM3_STAGES ring of (X chunk, weight chunk) stages filled by cp.async, so three
  *       chunks of weights are in flight per block instead of one in registers: see the v3 section.
  *   v4, v5, v6  (v4's wgmma panels production from 512 tokens on compute capability 9.0 where
- *       they measured faster than v7; v5, v6 lab: gemm_lab.h) the weights dequantised once per call into f16 panels by this file's gemm_w,
- *       then a plain f16 GEMM per panel (v4: wgmma): see gemm_panel.cuh.
+ *       they measured faster than v7; v5, v6 lab: gemm_lab.h) the weights dequantised once per
+ *       call into f16 panels by this file's gemm_w, then a plain f16 GEMM per panel (v4: wgmma):
+ *       see gemm_panel.cuh.
  *   split-K (small n, where rows/128 x n/64 blocks leave most SMs idle): blockIdx.z takes a
  *       slice of cps chunks and writes its partial tile to its own [n][rows] plane; gemm_sum adds
  *       the planes in slice order, so the result is the same on every run.

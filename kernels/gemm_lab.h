@@ -65,8 +65,8 @@ int cu_gemm_split_slices(const cu_gemm_cfg *c, uint32_t wtype, int64_t rows, int
  * the matrix are zeros) and pc its 64-weight chunks: for a matrix that is one panel, weight (r, j)
  * at ((r / 128) * C + j / 64) * 8192 + (r % 128) * 64 + j % 64, C = k / 64 rounded up.
  * cudaErrorInvalidValue when the scratch cannot hold a panel. */
-cudaError_t cu_gemm_f16_dequant(const cu_gemm_cfg *c, void *scratch, size_t scratch_bytes, const void *w, uint32_t wtype, int64_t rows,
-                                int64_t k, cudaStream_t stream);
+cudaError_t cu_gemm_f16_dequant(const cu_gemm_cfg *c, void *scratch, size_t scratch_bytes, const void *w,
+                                uint32_t wtype, int64_t rows, int64_t k, cudaStream_t stream);
 
 #ifdef __cplusplus
 }

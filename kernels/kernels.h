@@ -166,8 +166,8 @@ cudaError_t cu_gemm_f16(float *y, const void *w, uint32_t wtype, const uint16_t 
  * on the current device, 0 when the shape needs none; it is not monotonic in rows or k, so size
  * the buffer as the largest value over the matrices it will serve (split-K planes never need
  * more than SMs x 128 KB, 17.3 MB on 132 SMs; from 512 tokens the f16 panel, up to 32 MiB, plus
- * 1 KiB, plus SMs x 128 KiB where the matrix is one panel). With less scratch the split uses the slices that fit, with no room for 2
- * (or scratch NULL) it runs cu_gemm_f16. Both kernels launch with PDL (kernels_use_pdl), as does
+ * 1 KiB, plus SMs x 128 KiB where the matrix is one panel). With less scratch the split uses the
+ * slices that fit, with no room for 2 (or scratch NULL) it runs cu_gemm_f16. Both kernels launch with PDL (kernels_use_pdl), as does
  * cu_gemm_f16: weights are read before waiting on the previous kernel. */
 size_t cu_gemm_f16_scratch_bytes(int64_t rows, int64_t k, int n);
 cudaError_t cu_gemm_f16_split(float *y, const void *w, uint32_t wtype, const uint16_t *x, int64_t rows, int64_t k,
