@@ -2,6 +2,7 @@
  * the CPU runs (cpuid, once per call: __builtin_cpu_supports reads a table filled at start-up),
  * and the kernel of a (path, type), falling back to lower paths where a path has none. */
 #include <stdio.h>
+#include <string.h>
 #include "dot_kernels.h"
 #include "quant.h"
 
@@ -111,6 +112,27 @@ void quant_act_quant_row(quant_isa isa, uint32_t wtype, const float *x, void *xq
             tables[i]->act[a](x, xq, n);
             return;
         }
+}
+
+void quant_act_quant_row_pair(quant_isa isa, uint32_t wtype, const float *x, void *hi, void *lo, int64_t n) {
+    quant_act a = quant_act_of(wtype);
+    if (a == QUANT_ACT_F32) {
+        memcpy(hi, x, (size_t)n * sizeof(float));
+        memset(lo, 0, (size_t)n * sizeof(float));
+        return;
+    }
+    /* block by block, so the residual needs only one block of scratch */
+    enum { BLK = QK_K };
+    int64_t blk = a == QUANT_ACT_Q8 ? 32 : QK_K;
+    size_t bb = quant_act_row_bytes(wtype, blk);
+    float r[BLK];
+    for (int64_t i = 0; i < n; i += blk) {
+        uint8_t *h = (uint8_t *)hi + (size_t)(i / blk) * bb, *l = (uint8_t *)lo + (size_t)(i / blk) * bb;
+        quant_act_quant_row(isa, wtype, x + i, h, blk);
+        quant_act_dequant_row(wtype, h, r, blk);
+        for (int64_t j = 0; j < blk; j++) r[j] = x[i + j] - r[j];
+        quant_act_quant_row(isa, wtype, r, l, blk);
+    }
 }
 
 void quant_act_dequant_row(uint32_t wtype, const void *xq, float *x, int64_t n) {

@@ -36,7 +36,8 @@ static void case_type(uint32_t t, threadpool *pools[4], char *why, size_t wn, in
     float *wd = malloc((size_t)(n_rows * n_cols) * sizeof *wd), *tmp = malloc((size_t)n_cols * sizeof *tmp);
     float *x = malloc((size_t)(70 * n_cols) * sizeof *x), *xd = malloc((size_t)n_cols * sizeof *xd);
     float *out = malloc((size_t)(70 * n_rows) * sizeof *out), *first = malloc((size_t)(70 * n_rows) * sizeof *first);
-    void *xq = malloc(xb);
+    void *xq = malloc(xb), *xq_lo = malloc(xb);
+    float *xd_lo = malloc((size_t)n_cols * sizeof *xd_lo);
     for (int64_t r = 0; r < n_rows; r++) {
         for (int64_t c = 0; c < n_cols; c++) tmp[c] = rng_normal() * 0.05f;
         quant_quant_row(t, tmp, w + (size_t)r * rb, n_cols, NULL, 0);
@@ -64,16 +65,18 @@ static void case_type(uint32_t t, threadpool *pools[4], char *why, size_t wn, in
                     (*bad_det)++;
                 if (pi) continue;
                 for (int64_t k = 0; k < nt; k++) {
-                    quant_act_quant_row(QUANT_ISA_REF, t, x + k * n_cols, xq, n_cols);
+                    /* paired activations (cpu_matmul_init's default): the products of hi and lo */
+                    quant_act_quant_row_pair(QUANT_ISA_REF, t, x + k * n_cols, xq, xq_lo, n_cols);
                     quant_act_dequant_row(t, xq, xd, n_cols);
+                    quant_act_dequant_row(t, xq_lo, xd_lo, n_cols);
                     for (int64_t r = 0; r < n_rows; r++) {
                         double want = 0, mag = 0, wmax = 0;
                         for (int64_t c2 = 0; c2 < n_cols; c2++) wmax = fmax(wmax, fabs(wd[r * n_cols + c2]));
                         for (int64_t c2 = 0; c2 < n_cols; c2++) {
-                            want += (double)wd[r * n_cols + c2] * xd[c2];
-                            mag += (fabs(wd[r * n_cols + c2]) + (be > 1 ? wmax : 0)) * fabs(xd[c2]);
+                            want += (double)wd[r * n_cols + c2] * xd[c2] + (double)wd[r * n_cols + c2] * xd_lo[c2];
+                            mag += (fabs(wd[r * n_cols + c2]) + (be > 1 ? wmax : 0)) * (fabs(xd[c2]) + fabs(xd_lo[c2]));
                         }
-                        int64_t nb = be == 1 ? n_cols : n_cols / (be == 32 ? 32 : QK_K);
+                        int64_t nb = 2 * (be == 1 ? n_cols : n_cols / (be == 32 ? 32 : QK_K));
                         double tol = (double)(nb + 16) * 0x1p-23 * mag;
                         double got = out[k * n_rows + r];
                         if (!(fabs(got - want) <= tol) && !(*bad)++)
@@ -85,7 +88,7 @@ static void case_type(uint32_t t, threadpool *pools[4], char *why, size_t wn, in
             }
         }
     }
-    free(w), free(wd), free(tmp), free(x), free(xd), free(out), free(first), free(xq);
+    free(w), free(wd), free(tmp), free(x), free(xd), free(out), free(first), free(xq), free(xq_lo), free(xd_lo);
 }
 
 static void test_products(void) {
