@@ -105,13 +105,14 @@ static quant_isa clamp_isa(quant_isa isa) {
     return isa;
 }
 
+static quant_act_kern act_kernel(quant_isa isa, quant_act a) {
+    quant_act_kern k = NULL;
+    for (int i = clamp_isa(isa); i >= 0 && !k; i--) k = tables[i]->act[a];
+    return k;
+}
+
 void quant_act_quant_row(quant_isa isa, uint32_t wtype, const float *x, void *xq, int64_t n) {
-    quant_act a = quant_act_of(wtype);
-    for (int i = clamp_isa(isa); i >= 0; i--)
-        if (tables[i]->act[a]) {
-            tables[i]->act[a](x, xq, n);
-            return;
-        }
+    act_kernel(isa, quant_act_of(wtype))(x, xq, n);
 }
 
 void quant_act_quant_row_pair(quant_isa isa, uint32_t wtype, const float *x, void *hi, void *lo, int64_t n) {
@@ -123,15 +124,16 @@ void quant_act_quant_row_pair(quant_isa isa, uint32_t wtype, const float *x, voi
     }
     /* block by block, so the residual needs only one block of scratch */
     enum { BLK = QK_K };
+    quant_act_kern k = act_kernel(isa, a);
     int64_t blk = a == QUANT_ACT_Q8 ? 32 : QK_K;
     size_t bb = quant_act_row_bytes(wtype, blk);
     float r[BLK];
     for (int64_t i = 0; i < n; i += blk) {
         uint8_t *h = (uint8_t *)hi + (size_t)(i / blk) * bb, *l = (uint8_t *)lo + (size_t)(i / blk) * bb;
-        quant_act_quant_row(isa, wtype, x + i, h, blk);
+        k(x + i, h, blk);
         quant_act_dequant_row(wtype, h, r, blk);
         for (int64_t j = 0; j < blk; j++) r[j] = x[i + j] - r[j];
-        quant_act_quant_row(isa, wtype, r, l, blk);
+        k(r, l, blk);
     }
 }
 
