@@ -142,7 +142,8 @@ int cpu_matmul(cpu_matmul_ctx *c, const cpu_weight *w, const float *x, int64_t n
     int pair = c->act_pair && quant_act_of(w->type) != QUANT_ACT_F32;
     int64_t n_in = n_tok;  /* tokens */
     n_tok *= 1 + pair;     /* activation rows from here on */
-    if ((uint64_t)n_tok > SIZE_MAX / xq_bytes / sizeof(float) || (uint64_t)n_tok > SIZE_MAX / (uint64_t)w->n_rows / sizeof(float)) {
+    if ((uint64_t)n_tok > SIZE_MAX / xq_bytes / sizeof(float) ||
+        (uint64_t)n_tok > SIZE_MAX / (uint64_t)w->n_rows / sizeof(float)) {
         snprintf(err, err_size, "cpu matmul: %lld tokens of %zu bytes overflow", (long long)n_in, xq_bytes);
         return -1;
     }

@@ -29,7 +29,7 @@ typedef struct {
     /* 1 (cpu_matmul_init's choice): each activation row goes in as a pair of 8-bit rows, the
      * row and its rounding residual (quant_act_quant_row_pair), the pair's products summed: twice
      * the integer work for ~16-bit activations, which keeps a real model's logits within a mean
-     * KLD of ~1e-5 of the exact path's; 8-bit activations alone stay ~4e-3 away, as llama.cpp's
+     * KLD of ~1e-7 of the exact path's; 8-bit activations alone stay ~4e-3 away, as llama.cpp's
      * do. 0: one 8-bit row (for comparisons). */
     int act_pair;
     void *act;

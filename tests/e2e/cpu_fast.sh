@@ -29,9 +29,11 @@ if [ -n "${SMOLLM:-}" ]; then
     q="What is the capital of France?"
     "$MGI" -m "$SMOLLM" -cnv -st -p "$q" --temp 0 -n 12 -t 2 >"$TMP/chat-fast.out" 2>/dev/null
     "$MGI" -m "$SMOLLM" -cnv -st -p "$q" --temp 0 -n 12 -t 2 --cpu-exact >"$TMP/chat-exact.out" 2>/dev/null
-    check "SmolLM2 chat with its default system prompt: the fast answer equals the exact one ($(head -c 60 "$TMP/chat-exact.out"))" \
+    answer=$(head -c 60 "$TMP/chat-exact.out")
+    check "SmolLM2 chat with its default system prompt: the fast answer equals the exact one ($answer)" \
         cmp -s "$TMP/chat-fast.out" "$TMP/chat-exact.out"
-    grep -q Paris "$TMP/chat-exact.out" || fail "SmolLM2 chat on the exact path" "no Paris in: $(head -c 200 "$TMP/chat-exact.out")"
+    grep -q Paris "$TMP/chat-exact.out" ||
+        fail "SmolLM2 chat on the exact path" "no Paris in: $(head -c 200 "$TMP/chat-exact.out")"
 fi
 
 if [ -n "${GEMMA3:-}" ]; then

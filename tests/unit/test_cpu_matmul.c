@@ -109,7 +109,8 @@ static void test_products(void) {
         char why[300] = "", name[128];
         int bad = 0, bad_det = 0;
         case_type(types[ti], pools, why, sizeof why, &bad, &bad_det);
-        snprintf(name, sizeof name, "cpu_matmul %s: 1, 3, 13, 33, 70 tokens x 37 rows, paired and 8-bit activations, equal the f64 product",
+        snprintf(name, sizeof name,
+                 "cpu_matmul %s: 1, 3, 13, 33, 70 tokens x 37 rows, paired and 8-bit activations, equal the f64 product",
                  quant_type_name(types[ti]));
         CHECK(!bad, name, "%s (%d bad)", why, bad);
         snprintf(name, sizeof name, "cpu_matmul %s: bit-identical on no pool and 1, 2, 3 threads",
