@@ -8,9 +8,10 @@
 
 static const quant_dot_table *const tables[QUANT_ISA_COUNT] = {
     &quant_dot_table_ref, &quant_dot_table_avx2, &quant_dot_table_avxvnni, &quant_dot_table_avx512,
+    &quant_dot_table_avx512w,
 };
 
-static const char *const isa_names[QUANT_ISA_COUNT] = {"ref", "avx2", "avxvnni", "avx512"};
+static const char *const isa_names[QUANT_ISA_COUNT] = {"ref", "avx2", "avxvnni", "avx512", "avx512w"};
 
 /* clang-14's __builtin_cpu_supports knows neither "f16c" nor "avxvnni" (the fuzz build, compiled
  * with clang and -march=native, takes them from the target's macros instead). */
@@ -42,6 +43,8 @@ int quant_isa_supported(quant_isa isa) {
         return quant_isa_supported(QUANT_ISA_AVX2) && __builtin_cpu_supports("avx512f") &&
                __builtin_cpu_supports("avx512bw") && __builtin_cpu_supports("avx512vl") &&
                __builtin_cpu_supports("avx512vnni");
+    case QUANT_ISA_AVX512W:
+        return quant_isa_supported(QUANT_ISA_AVX512) && __builtin_cpu_is("intel");
 #endif
     default: return 0;
     }
