@@ -20,14 +20,16 @@
 #define PANEL_TOK 256
 
 void cpu_matmul_init(cpu_matmul_ctx *c, threadpool *pool, quant_isa isa) {
-    *c = (cpu_matmul_ctx){.pool = pool, .isa = isa};
+    *c = (cpu_matmul_ctx){.pool = pool, .isa = isa, .act_pair = 1};
 }
 
 void cpu_matmul_free(cpu_matmul_ctx *c) {
     free(c->act);
     free(c->panels);
+    free(c->pair_out);
     c->act = c->panels = NULL;
-    c->act_cap = c->panels_cap = 0;
+    c->pair_out = NULL;
+    c->act_cap = c->panels_cap = c->pair_out_cap = 0;
 }
 
 int cpu_matmul_check(const cpu_weight *w, char *err, size_t err_size) {
@@ -47,7 +49,8 @@ typedef struct {
     const cpu_weight *w;
     const float *x;
     float *out;
-    int64_t n_tok, n_tb, row_block;
+    int64_t n_tok, n_tb, row_block;  /* n_tok: activation rows (2 a token when paired) */
+    int pair;
     size_t xq_bytes;     /* bytes of one quantised activation row */
     size_t panel_bytes;  /* one panel; each thread has `group` of them in c->panels */
     int group;           /* panels per item */
@@ -56,9 +59,15 @@ typedef struct {
 static void matmul_quant_rows(void *arg, int64_t b, int64_t e, int thread) {
     (void)thread;
     matmul_job *j = arg;
-    for (int64_t t = b; t < e; t++)
-        quant_act_quant_row(j->c->isa, j->w->type, j->x + t * j->w->n_cols,
-                            (uint8_t *)j->c->act + (size_t)t * j->xq_bytes, j->w->n_cols);
+    uint8_t *act = j->c->act;
+    for (int64_t t = b; t < e; t++) {
+        const float *x = j->x + t * j->w->n_cols;
+        if (j->pair)
+            quant_act_quant_row_pair(j->c->isa, j->w->type, x, act + (size_t)(2 * t) * j->xq_bytes,
+                                     act + (size_t)(2 * t + 1) * j->xq_bytes, j->w->n_cols);
+        else
+            quant_act_quant_row(j->c->isa, j->w->type, x, act + (size_t)t * j->xq_bytes, j->w->n_cols);
+    }
 }
 
 static void matmul_tiles(void *arg, int64_t b, int64_t e, int thread) {
@@ -130,12 +139,24 @@ int cpu_matmul(cpu_matmul_ctx *c, const cpu_weight *w, const float *x, int64_t n
     if (cpu_matmul_check(w, err, err_size)) return -1;
     if (n_tok <= 0) return 0;
     size_t xq_bytes = quant_act_row_bytes(w->type, w->n_cols);
-    if ((uint64_t)n_tok > SIZE_MAX / xq_bytes) {
-        snprintf(err, err_size, "cpu matmul: %lld tokens of %zu bytes overflow", (long long)n_tok, xq_bytes);
+    int pair = c->act_pair && quant_act_of(w->type) != QUANT_ACT_F32;
+    int64_t n_in = n_tok;  /* tokens */
+    n_tok *= 1 + pair;     /* activation rows from here on */
+    if ((uint64_t)n_tok > SIZE_MAX / xq_bytes / sizeof(float) ||
+        (uint64_t)n_tok > SIZE_MAX / (uint64_t)w->n_rows / sizeof(float)) {
+        snprintf(err, err_size, "cpu matmul: %lld tokens of %zu bytes overflow", (long long)n_in, xq_bytes);
         return -1;
     }
     if (matmul_grow(&c->act, &c->act_cap, (size_t)n_tok * xq_bytes, "quantised activations", err, err_size))
         return -1;
+    float *final_out = out;
+    if (pair) {
+        void *p = c->pair_out;
+        if (matmul_grow(&p, &c->pair_out_cap, (size_t)n_tok * (size_t)w->n_rows * sizeof(float), "paired products",
+                        err, err_size))
+            return -1;
+        out = c->pair_out = p;
+    }
     int n_threads = c->pool ? threadpool_size(c->pool) : 1;
     int q5 = w->type == QUANT_Q5_0 || w->type == QUANT_Q5_1;
     int use_panels = n_tok >= (q5 ? CPU_MATMUL_PANEL_MIN_TOK_Q5 : CPU_MATMUL_PANEL_MIN_TOK) &&
@@ -155,12 +176,12 @@ int cpu_matmul(cpu_matmul_ctx *c, const cpu_weight *w, const float *x, int64_t n
     matmul_job j = {
         .c = c, .w = w, .x = x, .out = out, .n_tok = n_tok,
         .n_tb = (n_tok + TOK_BLOCK - 1) / TOK_BLOCK, .row_block = row_block, .xq_bytes = xq_bytes,
-        .panel_bytes = panel_bytes, .group = group,
+        .panel_bytes = panel_bytes, .group = group, .pair = pair,
     };
-    if (c->pool && n_tok >= 2 * n_threads)
-        threadpool_run(c->pool, n_tok, 1, matmul_quant_rows, &j);
+    if (c->pool && n_in >= 2 * n_threads)
+        threadpool_run(c->pool, n_in, 1, matmul_quant_rows, &j);
     else
-        matmul_quant_rows(&j, 0, n_tok, 0);
+        matmul_quant_rows(&j, 0, n_in, 0);
     threadpool_fn fn = matmul_tiles;
     int64_t n_items = (w->n_rows + row_block - 1) / row_block * j.n_tb;
     if (use_panels) {
@@ -172,5 +193,11 @@ int cpu_matmul(cpu_matmul_ctx *c, const cpu_weight *w, const float *x, int64_t n
         threadpool_run(c->pool, n_items, 1, fn, &j);
     else
         fn(&j, 0, n_items, 0);
+    if (pair)
+        for (int64_t t = 0; t < n_in; t++) {
+            const float *hi = out + (size_t)(2 * t) * (size_t)w->n_rows, *lo = hi + w->n_rows;
+            float *o = final_out + (size_t)t * (size_t)w->n_rows;
+            for (int64_t r = 0; r < w->n_rows; r++) o[r] = hi[r] + lo[r];
+        }
     return 0;
 }

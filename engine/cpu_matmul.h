@@ -26,10 +26,18 @@ typedef struct {
 typedef struct {
     threadpool *pool;
     quant_isa isa;
+    /* 1 (cpu_matmul_init's choice): each activation row goes in as a pair of 8-bit rows, the
+     * row and its rounding residual (quant_act_quant_row_pair), the pair's products summed: twice
+     * the integer work for ~16-bit activations, which keeps a real model's logits within a mean
+     * KLD of ~1e-7 of the exact path's; 8-bit activations alone stay ~4e-3 away, as llama.cpp's
+     * do. 0: one 8-bit row (for comparisons). */
+    int act_pair;
     void *act;
     size_t act_cap;
     void *panels;       /* one panel per thread, panel_bytes apart */
     size_t panels_cap;
+    float *pair_out;    /* act_pair: the products of both rows of each pair, summed into out */
+    size_t pair_out_cap;
 } cpu_matmul_ctx;
 
 /* Prompts of at least this many tokens use the panel kernels (quant/dot.h) where the type has

@@ -1,7 +1,7 @@
 /* The CPU forward pass of a model, a backend of engine/batch.h: f32 activations and an f32 paged
  * KV cache, with weights either dequantised a row at a time (the exact reference, the default of
- * a new state) or multiplied as stored against 8-bit activations on a persistent thread pool
- * (fast, forward_cpu_fast; engine/forward_cpu_exec.h). Results depend
+ * a new state) or multiplied as stored against paired 8-bit activations on a persistent thread
+ * pool (fast, forward_cpu_fast; engine/forward_cpu_exec.h). Results depend
  * neither on the thread count nor on the batch: every output value is computed by one thread in
  * a fixed order from its own token and sequence. */
 #ifndef MGI_ENGINE_FORWARD_CPU_H

@@ -2,7 +2,7 @@
  * computed and how its loops are spread over threads. One recipe reader runs on either path:
  *   exact: weight rows dequantised to f32 and dotted in f32, threads started per loop; the
  *          yardstick the fidelity tests compare with llama.cpp's goldens.
- *   fast:  weights multiplied in their stored blocks against 8-bit activations
+ *   fast:  weights multiplied in their stored blocks against paired 8-bit activations
  *          (engine/cpu_matmul.h) and every loop on a persistent pool (engine/threadpool.h).
  * Both give results that depend neither on the thread count nor on the batch. */
 #ifndef MGI_ENGINE_FORWARD_CPU_EXEC_H

@@ -2,14 +2,16 @@
  * the CPU runs (cpuid, once per call: __builtin_cpu_supports reads a table filled at start-up),
  * and the kernel of a (path, type), falling back to lower paths where a path has none. */
 #include <stdio.h>
+#include <string.h>
 #include "dot_kernels.h"
 #include "quant.h"
 
 static const quant_dot_table *const tables[QUANT_ISA_COUNT] = {
     &quant_dot_table_ref, &quant_dot_table_avx2, &quant_dot_table_avxvnni, &quant_dot_table_avx512,
+    &quant_dot_table_avx512w,
 };
 
-static const char *const isa_names[QUANT_ISA_COUNT] = {"ref", "avx2", "avxvnni", "avx512"};
+static const char *const isa_names[QUANT_ISA_COUNT] = {"ref", "avx2", "avxvnni", "avx512", "avx512w"};
 
 /* clang-14's __builtin_cpu_supports knows neither "f16c" nor "avxvnni" (the fuzz build, compiled
  * with clang and -march=native, takes them from the target's macros instead). */
@@ -41,6 +43,8 @@ int quant_isa_supported(quant_isa isa) {
         return quant_isa_supported(QUANT_ISA_AVX2) && __builtin_cpu_supports("avx512f") &&
                __builtin_cpu_supports("avx512bw") && __builtin_cpu_supports("avx512vl") &&
                __builtin_cpu_supports("avx512vnni");
+    case QUANT_ISA_AVX512W:
+        return quant_isa_supported(QUANT_ISA_AVX512) && __builtin_cpu_is("intel");
 #endif
     default: return 0;
     }
@@ -104,13 +108,36 @@ static quant_isa clamp_isa(quant_isa isa) {
     return isa;
 }
 
+static quant_act_kern act_kernel(quant_isa isa, quant_act a) {
+    quant_act_kern k = NULL;
+    for (int i = clamp_isa(isa); i >= 0 && !k; i--) k = tables[i]->act[a];
+    return k;
+}
+
 void quant_act_quant_row(quant_isa isa, uint32_t wtype, const float *x, void *xq, int64_t n) {
+    act_kernel(isa, quant_act_of(wtype))(x, xq, n);
+}
+
+void quant_act_quant_row_pair(quant_isa isa, uint32_t wtype, const float *x, void *hi, void *lo, int64_t n) {
     quant_act a = quant_act_of(wtype);
-    for (int i = clamp_isa(isa); i >= 0; i--)
-        if (tables[i]->act[a]) {
-            tables[i]->act[a](x, xq, n);
-            return;
-        }
+    if (a == QUANT_ACT_F32) {
+        memcpy(hi, x, (size_t)n * sizeof(float));
+        memset(lo, 0, (size_t)n * sizeof(float));
+        return;
+    }
+    /* block by block, so the residual needs only one block of scratch */
+    enum { BLK = QK_K };
+    quant_act_kern k = act_kernel(isa, a);
+    int64_t blk = a == QUANT_ACT_Q8 ? 32 : QK_K;
+    size_t bb = quant_act_row_bytes(wtype, blk);
+    float r[BLK];
+    for (int64_t i = 0; i < n; i += blk) {
+        uint8_t *h = (uint8_t *)hi + (size_t)(i / blk) * bb, *l = (uint8_t *)lo + (size_t)(i / blk) * bb;
+        k(x + i, h, blk);
+        quant_act_dequant_row(wtype, h, r, blk);
+        for (int64_t j = 0; j < blk; j++) r[j] = x[i + j] - r[j];
+        k(r, l, blk);
+    }
 }
 
 void quant_act_dequant_row(uint32_t wtype, const void *xq, float *x, int64_t n) {

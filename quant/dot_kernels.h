@@ -29,6 +29,7 @@ extern const quant_dot_table quant_dot_table_ref;
 extern const quant_dot_table quant_dot_table_avx2;
 extern const quant_dot_table quant_dot_table_avxvnni;
 extern const quant_dot_table quant_dot_table_avx512;
+extern const quant_dot_table quant_dot_table_avx512w;
 
 /* Panel layout (quant/dot_panel.c): codes[n / 4][16][4] u8, then scale[n_sub][16] and
  * bias[n_sub][16] f32, n_sub = n / sub-block length; weight = scale * code + bias. */

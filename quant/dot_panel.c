@@ -14,6 +14,7 @@
 
 static const quant_dot_table *const panel_tables[QUANT_ISA_COUNT] = {
     &quant_dot_table_ref, &quant_dot_table_avx2, &quant_dot_table_avxvnni, &quant_dot_table_avx512,
+    &quant_dot_table_avx512w,
 };
 
 /* Sub-block length of a type's panel (0: no panel) and its kind. */

@@ -7,6 +7,7 @@
  *   SIMD_PANEL_T               tokens per panel pass (4 ymm registers per token)
  *   SIMD_PANEL_WIDE            1 when SIMD_DPBUSD_ACC takes u8 codes up to 255 (no int16 step)
  *   SIMD_ROW_512               1: the 32-weight row kernels take two blocks a step in 512 bits
+ *   SIMD_PANEL_512             1: the panel kernels hold a panel's 16 rows in one 512-bit register
  *   SIMD_TABLE                 the quant_dot_table to define
  * Every kernel takes up to QUANT_DOT_TOK activation rows: a weight block is loaded and unpacked
  * once and multiplied into each token's accumulators (the prompt case). The token count is a
@@ -419,9 +420,9 @@ AI void q6_K_body(int64_t n, const void *w, const void *x, size_t xs, int nt, fl
  * Per sub-block: each 64-byte run of codes holds 4 codes of each of 16 rows, taken as two
  * 256-bit halves; each token's 4 activation bytes are broadcast against them, so one integer
  * product adds 4 terms to each of 8 rows' lanes. After the sub-block, one scale-and-bias step in
- * f32 serves all 16 rows. SIMD_PANEL_T tokens share each code load. (A 512-bit version, 16 rows
- * a register and up to 8 tokens, measured 20-25% slower on the Zen 5 this was tuned on, and so
- * did 4 tokens a pass: 2 it is.) */
+ * f32 serves all 16 rows. SIMD_PANEL_T tokens share each code load. (The 512-bit version below,
+ * 16 rows a register, measured 20-25% slower on the Zen 5 this was tuned on, and so did 4 tokens
+ * a pass: 2 it is; on Intel's server cores the 512-bit one wins, see quant/dot.h.) */
 #define PANEL_MAX_T 8
 QUANT_STATIC_ASSERT(QUANT_PANEL_ROWS == 16, "the panel kernels are written for 16 rows");
 
@@ -469,6 +470,50 @@ AI void panel_body(quant_panel_kind k, int64_t n, const void *panel, int nr, con
     }
 }
 
+#if SIMD_PANEL_512
+/* The same with all 16 rows in one 512-bit register: one integer product per token and 4 codes
+ * instead of two, and one scale-and-bias step. */
+AI void panel_body512(quant_panel_kind k, int64_t n, const void *panel, int nr, const void *x, size_t xs, int nt,
+                      float *out, size_t os) {
+    const int L = k == QUANT_PANEL_16_Q8K ? 16 : 32;
+    const uint8_t *codes = panel;
+    const float *scale = quant_panel_scale(panel, n), *bias = scale + (n / L) * 16;
+    __m512 acc[PANEL_MAX_T];
+    for (int t = 0; t < nt; t++) acc[t] = _mm512_setzero_ps();
+    for (int64_t s = 0; s < n / L; s++) {
+        __m512i isum[PANEL_MAX_T];
+        const int8_t *xq[PANEL_MAX_T];
+        float dx[PANEL_MAX_T], xsum[PANEL_MAX_T];
+        for (int t = 0; t < nt; t++) {
+            isum[t] = _mm512_setzero_si512();
+            xq[t] = quant_panel_act(k, XROW(x, xs, t), s, L, &dx[t], &xsum[t]);
+        }
+        const uint8_t *cs = codes + (size_t)s * (size_t)L * 16;
+        for (int g = 0; g < L / 4; g++) {
+            __m512i w = _mm512_loadu_si512((const void *)(cs + 64 * g));
+            for (int t = 0; t < nt; t++) {
+                int32_t xi;
+                memcpy(&xi, xq[t] + 4 * g, 4);
+                isum[t] = _mm512_dpbusd_epi32(isum[t], w, _mm512_set1_epi32(xi));
+            }
+        }
+        __m512 sc = _mm512_loadu_ps(scale + 16 * s), bi = _mm512_loadu_ps(bias + 16 * s);
+        for (int t = 0; t < nt; t++) {
+            acc[t] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(isum[t]), _mm512_mul_ps(sc, _mm512_set1_ps(dx[t])), acc[t]);
+            acc[t] = _mm512_fmadd_ps(bi, _mm512_set1_ps(xsum[t]), acc[t]);
+        }
+    }
+    for (int t = 0; t < nt; t++) {
+        float tmp[16];
+        _mm512_storeu_ps(tmp, acc[t]);
+        memcpy(out + (size_t)t * os, tmp, (size_t)nr * sizeof(float));
+    }
+}
+#define PANEL_BODY panel_body512
+#else
+#define PANEL_BODY panel_body
+#endif
+
 #define PANEL_KERN(kind, name)                                                                         \
     static void name(int64_t n, const void *p, int nr, const void *x, size_t xs, int64_t n_tok, float *o, \
                      size_t os) {                                                                      \
@@ -477,14 +522,14 @@ AI void panel_body(quant_panel_kind k, int64_t n, const void *panel, int nr, con
             const void *xt = XROW(x, xs, t0);                                                          \
             float *ot = o + (size_t)t0 * os;                                                           \
             switch (nt) {                                                                              \
-            case 1: panel_body(kind, n, p, nr, xt, xs, 1, ot, os); break;                              \
-            case 2: panel_body(kind, n, p, nr, xt, xs, 2, ot, os); break;                              \
-            case 3: panel_body(kind, n, p, nr, xt, xs, 3, ot, os); break;                              \
-            case 4: panel_body(kind, n, p, nr, xt, xs, 4, ot, os); break;                              \
-            case 5: panel_body(kind, n, p, nr, xt, xs, 5 < SIMD_PANEL_T ? 5 : SIMD_PANEL_T, ot, os); break; \
-            case 6: panel_body(kind, n, p, nr, xt, xs, 6 < SIMD_PANEL_T ? 6 : SIMD_PANEL_T, ot, os); break; \
-            case 7: panel_body(kind, n, p, nr, xt, xs, 7 < SIMD_PANEL_T ? 7 : SIMD_PANEL_T, ot, os); break; \
-            default: panel_body(kind, n, p, nr, xt, xs, SIMD_PANEL_T, ot, os); break;                  \
+            case 1: PANEL_BODY(kind, n, p, nr, xt, xs, 1, ot, os); break;                              \
+            case 2: PANEL_BODY(kind, n, p, nr, xt, xs, 2, ot, os); break;                              \
+            case 3: PANEL_BODY(kind, n, p, nr, xt, xs, 3, ot, os); break;                              \
+            case 4: PANEL_BODY(kind, n, p, nr, xt, xs, 4, ot, os); break;                              \
+            case 5: PANEL_BODY(kind, n, p, nr, xt, xs, 5 < SIMD_PANEL_T ? 5 : SIMD_PANEL_T, ot, os); break; \
+            case 6: PANEL_BODY(kind, n, p, nr, xt, xs, 6 < SIMD_PANEL_T ? 6 : SIMD_PANEL_T, ot, os); break; \
+            case 7: PANEL_BODY(kind, n, p, nr, xt, xs, 7 < SIMD_PANEL_T ? 7 : SIMD_PANEL_T, ot, os); break; \
+            default: PANEL_BODY(kind, n, p, nr, xt, xs, SIMD_PANEL_T, ot, os); break;                  \
             }                                                                                          \
         }                                                                                              \
     }

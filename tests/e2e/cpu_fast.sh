@@ -1,13 +1,14 @@
 #!/usr/bin/env bash
-# The fast CPU path (mgi's default on the CPU: 8-bit activations, a persistent thread pool)
-# against the exact f32 reference (--cpu-exact), through tests/unit/test_cpu_fidelity.c:
-# teacher-forced KLD and top-1 agreement and greedy agreement up to the first near-tie, on
-# synthetic q4_0 and q4_k_m files (mkmodel's tiny shape) and the two real models. The synthetic
-# files are held to a mean KLD of 5e-4. The real ones to 1e-2: 8-bit activations move their
-# logits by up to ~1.4 (mean KLD 3.5e-3 SmolLM2, 5.2e-3 gemma3 when written), and llama.cpp's own
-# 8-bit path sits as far from the exact one: gemma3's perplexity below must be within 0.5% of
-# llama.cpp's on the fast path as it is on the exact one (tests/e2e/arch_real.sh). Also the
-# thread-count warning of -t 0 and of more threads than cores.
+# The fast CPU path (mgi's default on the CPU: activations as pairs of 8-bit rows, a persistent
+# thread pool) against the exact f32 reference (--cpu-exact), through
+# tests/unit/test_cpu_fidelity.c: teacher-forced KLD and top-1 agreement and greedy agreement up
+# to the first near-tie, on synthetic q4_0 and q4_k_m files (mkmodel's tiny shape) and the two
+# real models, all held to a mean KLD of 5e-4 and 95% top-1 (issue 24). The real ones sat at
+# ~4e-3 with 8-bit activations alone, as llama.cpp's own path does. Then SmolLM2's chat with its
+# default system prompt, whose first token is a near-tie (exact top-2 margin 0.08) that 8-bit
+# activations tipped into word salad: the fast answer must equal the exact one. gemma3's
+# perplexity on the fast path must be within 0.5% of llama.cpp's as it is on the exact one
+# (tests/e2e/arch_real.sh). Also the thread-count warning of -t 0 and of more threads than cores.
 source "$(dirname "$0")/lib.sh"
 BUILD=${BUILD:-build}
 
@@ -19,10 +20,21 @@ models=("$TMP/tiny-q4_0.gguf" "$TMP/tiny-q4_k_m.gguf")
 if [ -n "${MGI_ASAN:-}" ]; then
     echo "SKIP fast CPU fidelity on the real models under AddressSanitizer: minutes there (make test checks them)"
 else
-    real_models && models+=("$SMOLLM@1e-2" "$GEMMA3@1e-2")
+    real_models && models+=("$SMOLLM" "$GEMMA3")
 fi
 "$BUILD/tests/test_cpu_fidelity" "${models[@]}"
 [ $? -eq 0 ] || fail "fast CPU fidelity" "test_cpu_fidelity failed"
+
+if [ -n "${SMOLLM:-}" ]; then
+    q="What is the capital of France?"
+    "$MGI" -m "$SMOLLM" -cnv -st -p "$q" --temp 0 -n 12 -t 2 >"$TMP/chat-fast.out" 2>/dev/null
+    "$MGI" -m "$SMOLLM" -cnv -st -p "$q" --temp 0 -n 12 -t 2 --cpu-exact >"$TMP/chat-exact.out" 2>/dev/null
+    answer=$(head -c 60 "$TMP/chat-exact.out")
+    check "SmolLM2 chat with its default system prompt: the fast answer equals the exact one ($answer)" \
+        cmp -s "$TMP/chat-fast.out" "$TMP/chat-exact.out"
+    grep -q Paris "$TMP/chat-exact.out" ||
+        fail "SmolLM2 chat on the exact path" "no Paris in: $(head -c 200 "$TMP/chat-exact.out")"
+fi
 
 if [ -n "${GEMMA3:-}" ]; then
     want=$(grep -o 'PPL = [0-9.]*' "$SHARED/golden/real/gemma3-ppl.txt" | head -1 | cut -d' ' -f3)

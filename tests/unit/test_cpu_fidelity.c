@@ -1,7 +1,9 @@
-/* The fast CPU path (8-bit activations, persistent pool) against the exact f32 reference on the
- * same files: teacher-forced over the opening of ../shared/golden/perplexity/text.txt, the mean
- * KL divergence of the fast logits from the exact ones must stay within 5e-4 and the top tokens
- * agree at 95% of positions (the budget the goldens hold llama.cpp's own 8-bit path to); then the
+/* The fast CPU path (activations as pairs of 8-bit rows, persistent pool) against the exact f32
+ * reference on the same files: teacher-forced over the opening of
+ * ../shared/golden/perplexity/text.txt, the mean KL divergence of the fast logits from the exact
+ * ones must stay within 5e-4 and the top tokens agree at 95% of all positions and of those with a
+ * clear winner (issue 24's budget; llama.cpp's own 8-bit activations stay ~4e-3 from the exact
+ * path on the real models, 8-bit activations alone did the same here); then the
  * exact path's greedy continuation of the text's first tokens, teacher-forced through the fast
  * path, must pick the same tokens up to the first near-tie of the exact logits (the report says
  * where they part and by how much). tests/e2e/cpu_fast.sh writes the synthetic files, fetches the
@@ -18,9 +20,9 @@
 #define N_TEXT 96      /* teacher-forced positions */
 #define N_PROMPT 16    /* the greedy check's prompt: the text's first tokens */
 #define N_GREEDY 24    /* its greedy steps */
-/* Top-2 margins (logits) under which 8-bit activations may tip the choice: their rounding moves
- * logits by ~0.01-0.1 on these files. */
-#define NEAR_TIE 0.25f
+/* Top-2 margins (logits) under which the fast path may tip the choice: paired activations move
+ * logits by < 0.01 on these files (8-bit ones alone by ~0.01-1). */
+#define NEAR_TIE 0.05f
 /* Top-1 agreement counts the positions where the exact logits have a clear winner: random
  * synthetic weights give many positions whose two best logits are within 0.01, which any
  * rounding decides by chance. */
@@ -96,10 +98,10 @@ static void run_model(const char *arg, const char *text) {
         }
         kld /= N_TEXT;
         double pct = 100.0 * top1 / N_TEXT, pct_clear = n_clear ? 100.0 * top1_clear / n_clear : 100.0;
-        snprintf(name, sizeof name, "%s: fast vs exact over %d positions (mean KLD %.3g <= %.0e, top-1 %.1f%%; "
+        snprintf(name, sizeof name, "%s: fast vs exact over %d positions (mean KLD %.3g <= %.0e, top-1 %.1f%% >= 95%%, "
                  "%.1f%% >= 95%% of the %d with a top-2 margin >= %.2f; max |dlogit| %.3g)", label, N_TEXT, kld,
                  kld_budget, pct, pct_clear, n_clear, CLEAR_MARGIN, max_d);
-        CHECK(kld <= kld_budget && pct_clear >= 95.0, name, "out of budget");
+        CHECK(kld <= kld_budget && pct >= 95.0 && pct_clear >= 95.0, name, "out of budget");
     }
     free(ref);
     free(got);

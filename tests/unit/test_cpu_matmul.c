@@ -1,7 +1,8 @@
 /* Unit tests of engine/cpu_matmul.h: products of every weight type with odd row counts and token
  * counts (decode and prompt tilings) on no pool and pools of 1..3 threads and every path this
- * CPU runs, against f64 sums over the dequantised weights and the quantised activations (the
- * budget is f32 rounding, derived in test_dot.c), bit-identical whatever the thread count (each
+ * CPU runs, with activation pairs (the default) and 8-bit rows alone, against f64 sums over the
+ * dequantised weights and the quantised activations (the budget is f32 rounding, derived in
+ * test_dot.c), bit-identical whatever the thread count (each
  * output element is one kernel's work, so the split must not change it); and the checks on a
  * weight's description. */
 #include <math.h>
@@ -36,7 +37,8 @@ static void case_type(uint32_t t, threadpool *pools[4], char *why, size_t wn, in
     float *wd = malloc((size_t)(n_rows * n_cols) * sizeof *wd), *tmp = malloc((size_t)n_cols * sizeof *tmp);
     float *x = malloc((size_t)(70 * n_cols) * sizeof *x), *xd = malloc((size_t)n_cols * sizeof *xd);
     float *out = malloc((size_t)(70 * n_rows) * sizeof *out), *first = malloc((size_t)(70 * n_rows) * sizeof *first);
-    void *xq = malloc(xb);
+    void *xq = malloc(xb), *xq_lo = malloc(xb);
+    float *xd_lo = malloc((size_t)n_cols * sizeof *xd_lo);
     for (int64_t r = 0; r < n_rows; r++) {
         for (int64_t c = 0; c < n_cols; c++) tmp[c] = rng_normal() * 0.05f;
         quant_quant_row(t, tmp, w + (size_t)r * rb, n_cols, NULL, 0);
@@ -47,11 +49,13 @@ static void case_type(uint32_t t, threadpool *pools[4], char *why, size_t wn, in
     char err[256];
     for (int isa = 0; isa < QUANT_ISA_COUNT; isa++) {
         if (!quant_isa_supported((quant_isa)isa)) continue;
+        for (int pair = 1; pair >= 0; pair--)
         for (int ti = 0; ti < 5; ti++) {
             int64_t nt = toks[ti];
             for (int pi = 0; pi < 4; pi++) {
                 cpu_matmul_ctx c;
                 cpu_matmul_init(&c, pools[pi], (quant_isa)isa);
+                c.act_pair = pair;
                 for (int64_t i = 0; i < nt * n_rows; i++) out[i] = NAN;
                 int rc = cpu_matmul(&c, &W, x, nt, out, err, sizeof err);
                 cpu_matmul_free(&c);
@@ -64,28 +68,33 @@ static void case_type(uint32_t t, threadpool *pools[4], char *why, size_t wn, in
                     (*bad_det)++;
                 if (pi) continue;
                 for (int64_t k = 0; k < nt; k++) {
-                    quant_act_quant_row(QUANT_ISA_REF, t, x + k * n_cols, xq, n_cols);
+                    /* paired activations (cpu_matmul_init's default): the products of hi and lo */
+                    quant_act_quant_row_pair(QUANT_ISA_REF, t, x + k * n_cols, xq, xq_lo, n_cols);
+                    if (!pair) quant_act_quant_row(QUANT_ISA_REF, t, x + k * n_cols, xq, n_cols);
                     quant_act_dequant_row(t, xq, xd, n_cols);
+                    quant_act_dequant_row(t, xq_lo, xd_lo, n_cols);
+                    if (!pair) memset(xd_lo, 0, (size_t)n_cols * sizeof *xd_lo);
                     for (int64_t r = 0; r < n_rows; r++) {
                         double want = 0, mag = 0, wmax = 0;
                         for (int64_t c2 = 0; c2 < n_cols; c2++) wmax = fmax(wmax, fabs(wd[r * n_cols + c2]));
                         for (int64_t c2 = 0; c2 < n_cols; c2++) {
-                            want += (double)wd[r * n_cols + c2] * xd[c2];
-                            mag += (fabs(wd[r * n_cols + c2]) + (be > 1 ? wmax : 0)) * fabs(xd[c2]);
+                            want += (double)wd[r * n_cols + c2] * xd[c2] + (double)wd[r * n_cols + c2] * xd_lo[c2];
+                            mag += (fabs(wd[r * n_cols + c2]) + (be > 1 ? wmax : 0)) * (fabs(xd[c2]) + fabs(xd_lo[c2]));
                         }
-                        int64_t nb = be == 1 ? n_cols : n_cols / (be == 32 ? 32 : QK_K);
+                        int64_t nb = (1 + pair) * (be == 1 ? n_cols : n_cols / (be == 32 ? 32 : QK_K));
                         double tol = (double)(nb + 16) * 0x1p-23 * mag;
                         double got = out[k * n_rows + r];
                         if (!(fabs(got - want) <= tol) && !(*bad)++)
-                            snprintf(why, wn, "%s %s %lld tokens: out[%lld][%lld] = %.9g, want %.9g (tol %.3g)",
-                                     quant_type_name(t), quant_isa_name((quant_isa)isa), (long long)nt, (long long)k,
+                            snprintf(why, wn, "%s %s %s %lld tokens: out[%lld][%lld] = %.9g, want %.9g (tol %.3g)",
+                                     quant_type_name(t), quant_isa_name((quant_isa)isa),
+                                     pair ? "paired" : "8-bit", (long long)nt, (long long)k,
                                      (long long)r, got, want, tol);
                     }
                 }
             }
         }
     }
-    free(w), free(wd), free(tmp), free(x), free(xd), free(out), free(first), free(xq);
+    free(w), free(wd), free(tmp), free(x), free(xd), free(out), free(first), free(xq), free(xq_lo), free(xd_lo);
 }
 
 static void test_products(void) {
@@ -100,7 +109,8 @@ static void test_products(void) {
         char why[300] = "", name[128];
         int bad = 0, bad_det = 0;
         case_type(types[ti], pools, why, sizeof why, &bad, &bad_det);
-        snprintf(name, sizeof name, "cpu_matmul %s: 1, 3, 13, 33, 70 tokens x 37 rows equal the f64 product",
+        snprintf(name, sizeof name,
+                 "cpu_matmul %s: 1, 3, 13, 33, 70 tokens x 37 rows, paired and 8-bit activations, equal the f64 product",
                  quant_type_name(types[ti]));
         CHECK(!bad, name, "%s (%d bad)", why, bad);
         snprintf(name, sizeof name, "cpu_matmul %s: bit-identical on no pool and 1, 2, 3 threads",

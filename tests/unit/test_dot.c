@@ -283,6 +283,47 @@ static void test_act(void) {
     CHECK(!bad, "activation quantisation: zero blocks, the extreme code, sums", "%d bad", bad);
 }
 
+/* The activation pair (quant_act_quant_row_pair): hi is the plain 8-bit row, and hi + lo stands
+ * for x within half a 127 * 254th of each block's largest magnitude (lo rounds x - hi to the nearest
+ * of its codes, whose step is at most hi's over 254), on every path, for both 8-bit formats; the
+ * float formats copy x and leave lo zero. */
+static void test_act_pair(void) {
+    static const uint32_t wt[] = {QUANT_Q4_1, QUANT_Q6_K, QUANT_F16};
+    float x[512], hi_v[512], lo_v[512];
+    uint8_t hi[2048], lo[2048], plain[2048];
+    int bad = 0;
+    double worst = 0;
+    for (int isa = 0; isa < QUANT_ISA_COUNT; isa++) {
+        if (!quant_isa_supported((quant_isa)isa)) continue;
+        for (size_t ti = 0; ti < sizeof wt / sizeof wt[0]; ti++) {
+            uint32_t t = wt[ti];
+            int blk = quant_act_of(t) == QUANT_ACT_Q8 ? 32 : quant_act_of(t) == QUANT_ACT_Q8_K ? QK_K : 1;
+            for (int rep = 0; rep < 20; rep++) {
+                fill_normal(x, 512);
+                size_t nb = quant_act_row_bytes(t, 512);
+                quant_act_quant_row_pair((quant_isa)isa, t, x, hi, lo, 512);
+                quant_act_quant_row(QUANT_ISA_REF, t, x, plain, 512);
+                if (memcmp(hi, plain, nb)) bad++;
+                quant_act_dequant_row(t, hi, hi_v, 512);
+                quant_act_dequant_row(t, lo, lo_v, 512);
+                for (int b = 0; b < 512; b += blk) {
+                    double amax = 0;
+                    for (int j = b; j < b + blk; j++) amax = fmax(amax, fabs(x[j]));
+                    double budget = blk == 1 ? 0 : amax / (2 * 127.0 * 254.0) * (1 + 1e-3) + amax * 0x1p-22;
+                    for (int j = b; j < b + blk; j++) {
+                        double e = fabs((double)hi_v[j] + lo_v[j] - x[j]);
+                        if (!(e <= budget)) bad++;
+                        if (budget > 0) worst = fmax(worst, e / budget);
+                        if (blk == 1 && lo_v[j] != 0) bad++;
+                    }
+                }
+            }
+        }
+    }
+    CHECK(!bad, "activation pairs: hi is the 8-bit row, hi + lo within amax / (2 * 127 * 254) of x", "%d bad", bad);
+    printf("  info: activation pair worst error / budget %.3f\n", worst);
+}
+
 int main(void) {
     uint64_t seed = 0;
     const char *env = getenv("QUANT_SEED");
@@ -298,6 +339,7 @@ int main(void) {
            (unsigned long long)seed);
     test_check();
     test_act();
+    test_act_pair();
     test_types();
     return test_done();
 }

@@ -1,0 +1,22 @@
+/* The AVX-512 VNNI path with 512-bit panel kernels (quant/dot.h's QUANT_ISA_AVX512W, taken on
+ * Intel processors): dot_avx512.c's kernels, the prompt's panels holding 16 rows a register.
+ * Intel's server cores run two 512-bit integer products a cycle, so these do twice the work of
+ * a 256-bit one per instruction; Zen 5 ran them slower, and keeps dot_avx512.c's. */
+#include "dot_kernels.h"
+
+#if defined(__x86_64__) || defined(__i386__)
+#pragma GCC target("avx2,fma,f16c,avx512f,avx512bw,avx512vl,avx512vnni")
+
+#define SIMD_DOT_U8S8(u, s) _mm256_dpbusd_epi32(_mm256_setzero_si256(), (u), (s))
+#define SIMD_MADD16_ACC(acc, a, b) _mm256_dpwssd_epi32((acc), (a), (b))
+#define SIMD_DPBUSD_ACC(acc, u, s) _mm256_dpbusd_epi32((acc), (u), (s))
+#define SIMD_PANEL_T 2
+#define SIMD_ROW_512 1
+#define SIMD_PANEL_512 1
+#define SIMD_PANEL_WIDE 1
+#define SIMD_TABLE quant_dot_table_avx512w
+#include "dot_simd.h"
+
+#else
+const quant_dot_table quant_dot_table_avx512w = {0};
+#endif
