@@ -47,3 +47,16 @@ real_models() {
     SMOLLM=$REAL_DIR/SmolLM2-135M-Instruct.Q4_1.gguf
     GEMMA3=$REAL_DIR/gemma-3-270m-q4_k_m.gguf
 }
+
+# real_models for the GPU tests: a GPU machine may have no network (and the models are too large
+# to travel with the tree), so there a failed fetch is a SKIP; the CPU suite, which CI runs, keeps
+# real_models' failure.
+real_models_or_skip() {
+    REAL_DIR=${REAL_DIR:-models-real}
+    if ! "$SHARED/tools/fetch_real_models.sh" "$REAL_DIR" >"$TMP/fetch.out" 2>"$TMP/fetch.err"; then
+        echo "SKIP $1: the real models are not here and could not be fetched ($(tail -c 120 "$TMP/fetch.err" | tr '\n' ' '))"
+        return 1
+    fi
+    SMOLLM=$REAL_DIR/SmolLM2-135M-Instruct.Q4_1.gguf
+    GEMMA3=$REAL_DIR/gemma-3-270m-q4_k_m.gguf
+}
