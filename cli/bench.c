@@ -45,7 +45,7 @@ static const char bench_usage[] =
     "        --bw GBPS               memory ceiling for % roofline; default: measured at start\n"
     "                                (CPU: multi-threaded memcpy, bytes read + written)\n"
     "        --cpu-exact             CPU layers on the exact f32 reference path (default: the fast\n"
-    "                                path, 8-bit activations)\n"
+    "                                path, paired 8-bit activations)\n"
     "        --no-warmup             skip the untimed warm-up run of each test\n"
     "        --progress              one line on stderr as each test starts\n"
     "  -v,   --verbose               engine parameters and the ceiling measurement on stderr\n"
