@@ -13,6 +13,7 @@
 #define SIMD_PANEL_T 2
 #define SIMD_ROW_512 1
 #define SIMD_PANEL_512 1
+#define SIMD_K_512 1
 #define SIMD_PANEL_WIDE 1
 #define SIMD_TABLE quant_dot_table_avx512w
 #include "dot_simd.h"
