@@ -5,6 +5,11 @@
 #include "dot_kernels.h"
 
 #if defined(__x86_64__) || defined(__i386__)
+/* -O3: at -O2 GCC left the per-token loops of the row kernels rolled, their accumulators on the
+ * stack (a load and store per block and token); fully unrolled they stay in registers: prompts
+ * ran 20-30% and mini q4_k_m decode 12% faster on a Sapphire Rapids class VM. (Measured on this
+ * path only; the other paths keep -O2.) */
+#pragma GCC optimize("O3")
 #pragma GCC target("avx2,fma,f16c,avx512f,avx512bw,avx512vl,avx512vnni")
 
 #define SIMD_DOT_U8S8(u, s) _mm256_dpbusd_epi32(_mm256_setzero_si256(), (u), (s))
@@ -13,6 +18,7 @@
 #define SIMD_PANEL_T 2
 #define SIMD_ROW_512 1
 #define SIMD_PANEL_512 1
+#define SIMD_K_512 1
 #define SIMD_PANEL_WIDE 1
 #define SIMD_TABLE quant_dot_table_avx512w
 #include "dot_simd.h"
