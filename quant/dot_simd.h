@@ -370,23 +370,29 @@ AI void q3_K_body(int64_t n, const void *w, const void *x, size_t xs, int nt, fl
     K_LOOP_END(dw, -4.0f * dw * (float)bsum_dot16(BSUMS(t), scales))
 }
 
+/* A Q4_K / Q5_K block's 8 scales and 8 mins (6 bits each, packed in 12 bytes: layout in blocks.h)
+ * by 32-bit masks and shifts: the scales as bytes of *scs, the mins widened to 16 bits. */
+AI void qk_scales_mins(const uint8_t *scales, uint64_t *scs, __m128i *mins) {
+    uint32_t u[4];
+    memcpy(u, scales, 12);
+    u[3] = ((u[2] >> 4) & 0x0f0f0f0fu) | (((u[1] >> 6) & 0x03030303u) << 4);
+    uint32_t m_lo = u[1] & 0x3f3f3f3fu;
+    u[1] = (u[2] & 0x0f0f0f0fu) | (((u[0] >> 6) & 0x03030303u) << 4);
+    u[2] = m_lo;
+    u[0] &= 0x3f3f3f3fu;
+    *scs = (uint64_t)u[0] | (uint64_t)u[1] << 32;
+    *mins = _mm_cvtepu8_epi16(_mm_set_epi32(0, 0, (int)u[3], (int)u[2]));
+}
+
 /* Q4_K (hbits 0) and Q5_K (hbits 1): 8 sub-blocks of 32, one scale per 32-byte run. */
 AI void q45_K_body(int hbits, int64_t n, const void *w, const void *x, size_t xs, int nt, float *out) {
     const __m256i m4 = _mm256_set1_epi8(15), one = _mm256_set1_epi8(1);
     K_LOOP_BEGIN(block_q4_K, hbits ? sizeof(block_q5_K) : sizeof(block_q4_K))
     const block_q5_K *b5 = (const block_q5_K *)b;
     const uint8_t *qs = hbits ? b5->qs : b->qs;
-    /* The 8 scales and 8 mins (layout in blocks.h) by 32-bit masks and shifts: bytes of u[0..1]
-     * are the scales, bytes of u[2..3] the mins. */
-    uint32_t u[4];
-    memcpy(u, b->scales, 12);
-    u[3] = ((u[2] >> 4) & 0x0f0f0f0fu) | (((u[1] >> 6) & 0x03030303u) << 4);
-    uint32_t m_lo = u[1] & 0x3f3f3f3fu;
-    u[1] = (u[2] & 0x0f0f0f0fu) | (((u[0] >> 6) & 0x03030303u) << 4);
-    u[2] = m_lo;
-    u[0] &= 0x3f3f3f3fu;
-    uint64_t scs = (uint64_t)u[0] | (uint64_t)u[1] << 32;
-    __m128i mins = _mm_cvtepu8_epi16(_mm_set_epi32(0, 0, (int)u[3], (int)u[2]));
+    uint64_t scs;
+    __m128i mins;
+    qk_scales_mins(b->scales, &scs, &mins);
     __m256i hv = hbits ? _mm256_loadu_si256((const __m256i *)b5->qh) : _mm256_setzero_si256();
     for (int g = 0; g < 4; g++) {
         __m256i raw = _mm256_loadu_si256((const __m256i *)(qs + 32 * g));
@@ -459,15 +465,9 @@ AI void q45_K_body512(int hbits, int64_t n, const void *w, const void *x, size_t
         const block_q5_K *b5 = (const block_q5_K *)b;
         prefetch_ahead(b, bsize);
         const uint8_t *qs = hbits ? b5->qs : b->qs;
-        uint32_t u[4];  /* scales and mins as in q45_K_body */
-        memcpy(u, b->scales, 12);
-        u[3] = ((u[2] >> 4) & 0x0f0f0f0fu) | (((u[1] >> 6) & 0x03030303u) << 4);
-        uint32_t m_lo = u[1] & 0x3f3f3f3fu;
-        u[1] = (u[2] & 0x0f0f0f0fu) | (((u[0] >> 6) & 0x03030303u) << 4);
-        u[2] = m_lo;
-        u[0] &= 0x3f3f3f3fu;
-        uint64_t scs = (uint64_t)u[0] | (uint64_t)u[1] << 32;
-        __m128i mins = _mm_cvtepu8_epi16(_mm_set_epi32(0, 0, (int)u[3], (int)u[2]));
+        uint64_t scs;
+        __m128i mins;
+        qk_scales_mins(b->scales, &scs, &mins);
         /* fifth bits: the low half reads bit 2g of each byte, the high half bit 2g + 1 */
         __m512i hv = _mm512_setzero_si512();
         if (hbits) hv = _mm512_srlv_epi16(_mm512_broadcast_i64x4(_mm256_loadu_si256((const __m256i *)b5->qh)), sh1);
