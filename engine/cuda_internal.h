@@ -43,8 +43,10 @@ enum {
 };
 
 /* A layer's fusion plan for one token count (fcu_plan_fusions): which products take the fused
- * matvecs (QKV and gate/up: every matrix of the group), and whether the layer runs fused. */
-enum { FZ_QKV = 1, FZ_WO = 2, FZ_GU = 4, FZ_DOWN = 8, FZ_LAYER = 16 };
+ * matvecs (QKV and gate/up: every matrix of the group), and whether the layer runs fused. FZ_QKV
+ * is plain Llama's QKV with the norm, RoPE and K/V store inside the matvec; a general layer's
+ * QKV takes FZ_QKVN instead: the norm inside the matvec, recipe.h's epilogue after it. */
+enum { FZ_QKV = 1, FZ_WO = 2, FZ_GU = 4, FZ_DOWN = 8, FZ_LAYER = 16, FZ_QKVN = 32 };
 
 /* A part of one matrix of the file: rows [r0, r1) and columns [c0, c1) (c0, c1 on block bounds). */
 typedef struct {

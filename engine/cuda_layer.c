@@ -208,7 +208,7 @@ int fcu_attn_half(part *p, int32_t l, span s, int fz, char *err, size_t err_size
             }
         }
     } else {
-        if (fz ? group_mm_norm(p, &L->qkv, x, L->attn_norm, p->qkv, t0, nt, fz & FZ_QKV, err, err_size)
+        if (fz ? group_mm_norm(p, &L->qkv, x, L->attn_norm, p->qkv, t0, nt, fz & FZ_QKVN, err, err_size)
                : group_mm(p, &L->qkv, xn, p->qkv, t0, nt, err, err_size))
             return -1;
         group_view(&L->qkv, p->qkv, f->n_batch, 0, &pq, &sq);
@@ -379,72 +379,42 @@ static int fused_ok(const dweight *w, int n) {
  * runs fused. All fused, a layer is at least 2 launches fewer than unfused (its norms and adds);
  * each product that falls back costs one back (the norm or the add on its own), so the layer runs
  * fused while that leaves it no longer than the unfused one (as long: no norm launch between it and
- * fused neighbours). A model no fused matvec takes keeps the unfused layers, and so does a
- * general one (their epilogues know only the plain Llama layer); the head fuses its norm unless
- * the model has an output bias. */
+ * fused neighbours). A model no fused matvec takes keeps the unfused layers. A general layer's
+ * QKV matvec takes only the norm (FZ_QKVN: its biases, Q/K norms and RoPE of any layout are
+ * recipe.h's one epilogue kernel after it); its wo and down add into x as Llama's do (bo goes into
+ * x beside them), its gate/up take the norm and, stacked, the SwiGLU. The head fuses its norm
+ * unless the model has an output bias. */
 void fcu_plan_fusions(part *p) {
     for (int n = 1; n <= FUSE_MAX_N; n++) {
         p->head_fz[n] = p->head && !p->output_b && fused_ok(&p->output, n);
         for (int32_t l = 0; l < p->l1 - p->l0; l++) {
             dlayer *L = &p->layers[l];
-            if (p->f->general) {
-                L->fz[n] = 0;
-                continue;
-            }
             int qkv = 1, gu = 1;
             for (int i = 0; i < L->qkv.n_m; i++) qkv &= fused_ok(&L->qkv.m[i], n);
             for (int i = 0; i < L->gu.n_m; i++) gu &= fused_ok(&L->gu.m[i], n);
             int wo = fused_ok(&L->wo, n), down = fused_ok(&L->down, n);
             int extra = !qkv + !wo + !gu + !down;
-            L->fz[n] = (uint8_t)((qkv ? FZ_QKV : 0) | (wo ? FZ_WO : 0) | (gu ? FZ_GU : 0) | (down ? FZ_DOWN : 0) |
+            const int qkv_flag = p->f->general ? FZ_QKVN : FZ_QKV;
+            L->fz[n] = (uint8_t)((qkv ? qkv_flag : 0) | (wo ? FZ_WO : 0) | (gu ? FZ_GU : 0) | (down ? FZ_DOWN : 0) |
                                  (extra <= 2 ? FZ_LAYER : 0));
         }
     }
 }
 
 /* The general layer's RoPE (forward_cuda.general) as the CPU reference sets it up
- * (engine/forward_cpu.c: rope_setup and rope, after ggml's rope_yarn): pair i of a token at
- * position p turns by p * base^(-2i/n_rot) / factors[i] times freq_scale, with YaRN blended back
- * towards the unscaled angle below the correction dimensions, cos and sin times mscale. The
- * factors are model_rope_factors' for the backend's positions per sequence, as the CPU's. Fills
- * f->h_angle (the angle per position of each pair) and f->rope_mscale. */
+ * (models/model.h: llama_rope_angles), with model_rope_factors' factors for the backend's
+ * positions per sequence, as the CPU's. Fills f->h_angle (the angle per position of each pair)
+ * and f->rope_mscale. */
 int fcu_rope_angles(forward_cuda *f, char *err, size_t err_size) {
     const llama_model *m = f->m;
     const llama_hparams *hp = &m->hp;
     const int half = hp->n_rot / 2;
-    const float *factors = model_rope_factors(m, f->max_pos);
-    const double base = hp->rope_base, freq_scale = hp->rope_freq_scale;
-    const int yarn = hp->rope_scaling == LLAMA_SCALING_YARN;
-    double corr0 = 0, corr1 = 0, mscale = hp->rope_attn_factor;
-    if (yarn) {
-        double n = hp->n_rot, ctx = hp->n_ctx_orig, factor = 1.0 / hp->rope_freq_scale;
-        double lo = floor(n * log(ctx / (hp->yarn_beta_fast * 2 * M_PI)) / (2 * log(base)));
-        double hi = ceil(n * log(ctx / (hp->yarn_beta_slow * 2 * M_PI)) / (2 * log(base)));
-        corr0 = fmax(0.0, lo);
-        corr1 = fmin(n - 1, hi);
-        double ctx_factor = 1.0;
-        if (factor > 1 && hp->yarn_log_mul != 0)
-            ctx_factor = (0.1 * log(factor) + 1) / (0.1 * hp->yarn_log_mul * log(factor) + 1);
-        else if (factor > 1)
-            ctx_factor = 0.1 * log(factor) + 1;
-        ctx_factor /= 1.0 + 0.1 * log(factor);
-        mscale *= ctx_factor * (1.0 + 0.1 * log(1.0 / freq_scale));
-    }
     f->h_angle = malloc((size_t)(half > 0 ? half : 1) * sizeof(double));
     if (!f->h_angle) {
         snprintf(err, err_size, "out of memory");
         return -1;
     }
-    for (int i = 0; i < half; i++) {
-        double a = pow(base, -2.0 * i / (double)hp->n_rot);
-        if (factors) a /= factors[i];
-        double mix = freq_scale; /* theta = extrap * mix */
-        if (yarn) {
-            double y = (i - corr0) / fmax(0.001, corr1 - corr0), ramp = 1.0 - fmin(1.0, fmax(0.0, y));
-            mix = freq_scale * (1.0 - ramp) + ramp;
-        }
-        f->h_angle[i] = a * mix;
-    }
-    f->rope_mscale = mscale;
+    f->rope_mscale = llama_rope_angles(hp, hp->rope_base, hp->rope_freq_scale, model_rope_factors(m, f->max_pos),
+                                       f->h_angle);
     return 0;
 }

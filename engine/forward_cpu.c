@@ -19,14 +19,11 @@
 #include "engine/forward_cpu.h"
 #include "engine/forward_cpu_exec.h"
 
-/* RoPE of one kind of layer, after ggml's rope_yarn: pair i of a token at pos turns by
- * theta = pos * base^(-2i/n_rot) / factors[i], interpolated by freq_scale and, with YaRN, mixed
- * back towards the unscaled angle over the pairs below corr0..corr1; cos and sin are scaled by
- * mscale. */
+/* RoPE of one kind of layer (models/model.h: llama_rope_angles): pair i of a token at pos turns
+ * by pos * angle[i], cos and sin scaled by mscale. */
 typedef struct {
-    double base, freq_scale, mscale, corr0, corr1;
-    int yarn;
-    const float *factors;  /* [n_rot / 2] or NULL */
+    double *angle;  /* [n_rot / 2] */
+    double mscale;
 } rope_cfg;
 
 struct forward_cpu {
@@ -82,14 +79,7 @@ static void rmsnorm(float *out, const float *x, const float *w, int64_t n, float
 static void rope(float *v, int32_t n_heads, int32_t head_dim, int32_t n_rot, llama_rope_kind kind, int32_t pos,
                  const rope_cfg *rc) {
     for (int32_t i = 0; i < n_rot / 2; i++) {
-        double extrap = (double)pos * pow(rc->base, -2.0 * i / (double)n_rot);
-        if (rc->factors) extrap /= rc->factors[i];
-        double theta = rc->freq_scale * extrap;
-        if (rc->yarn) {
-            double y = (i - rc->corr0) / fmax(0.001, rc->corr1 - rc->corr0);
-            double ramp = 1.0 - fmin(1.0, fmax(0.0, y));
-            theta = theta * (1.0 - ramp) + extrap * ramp;
-        }
+        double theta = (double)pos * rc->angle[i];
         float c = (float)(cos(theta) * rc->mscale), s = (float)(sin(theta) * rc->mscale);
         int32_t i0 = kind == LLAMA_ROPE_NEOX ? i : 2 * i, i1 = kind == LLAMA_ROPE_NEOX ? i + n_rot / 2 : 2 * i + 1;
         for (int32_t h = 0; h < n_heads; h++) {
@@ -99,27 +89,6 @@ static void rope(float *v, int32_t n_heads, int32_t head_dim, int32_t n_rot, lla
             p[i1] = a * s + b * c;
         }
     }
-}
-
-/* The RoPE of layers with this base and scale, as llama.cpp sets it up: YaRN's ramp between the
- * correction dimensions of beta_fast and beta_slow, and its magnitude factor net of the
- * cancellation llama.cpp applies (1 + 0.1 ln s, over 1 + 0.1 log_mul ln s when the file has
- * yarn_log_multiplier), times rope.scaling.attn_factor. */
-static rope_cfg rope_setup(const llama_hparams *hp, double base, double freq_scale, const float *factors) {
-    rope_cfg rc = {.base = base, .freq_scale = freq_scale, .mscale = hp->rope_attn_factor, .factors = factors};
-    if (hp->rope_scaling != LLAMA_SCALING_YARN) return rc;
-    rc.yarn = 1;
-    double n = hp->n_rot, ctx = hp->n_ctx_orig, factor = 1.0 / hp->rope_freq_scale;
-    double lo = floor(n * log(ctx / (hp->yarn_beta_fast * 2 * M_PI)) / (2 * log(base)));
-    double hi = ceil(n * log(ctx / (hp->yarn_beta_slow * 2 * M_PI)) / (2 * log(base)));
-    rc.corr0 = fmax(0.0, lo);
-    rc.corr1 = fmin(n - 1, hi);
-    double ctx_factor = 1.0;  /* llama.cpp's yarn_attn_factor before its cancellation */
-    if (factor > 1 && hp->yarn_log_mul != 0) ctx_factor = (0.1 * log(factor) + 1) / (0.1 * hp->yarn_log_mul * log(factor) + 1);
-    else if (factor > 1) ctx_factor = 0.1 * log(factor) + 1;
-    ctx_factor /= 1.0 + 0.1 * log(factor);
-    rc.mscale *= ctx_factor * (1.0 + 0.1 * log(1.0 / freq_scale));
-    return rc;
 }
 
 static float gelu_tanh(float x) {
@@ -386,8 +355,16 @@ forward_cpu *forward_cpu_new(const llama_model *m, int32_t layer0, int32_t layer
     f->n_threads = f->threads_1 = f->threads_batch = f->nt = n_threads;
     /* LongRoPE's factors depend on the context a sequence may reach, which is max_pos. */
     const float *factors = model_rope_factors(m, max_pos);
-    f->rope_global = rope_setup(hp, hp->rope_base, hp->rope_freq_scale, factors);
-    f->rope_swa = rope_setup(hp, hp->rope_base_swa, 1.0, factors);
+    const size_t half = (size_t)(hp->n_rot / 2 > 0 ? hp->n_rot / 2 : 1);
+    f->rope_global.angle = malloc(half * sizeof(double));
+    f->rope_swa.angle = malloc(half * sizeof(double));
+    if (!f->rope_global.angle || !f->rope_swa.angle) {
+        snprintf(err, err_size, "out of memory");
+        forward_cpu_free(f);
+        return NULL;
+    }
+    f->rope_global.mscale = llama_rope_angles(hp, hp->rope_base, hp->rope_freq_scale, factors, f->rope_global.angle);
+    f->rope_swa.mscale = llama_rope_angles(hp, hp->rope_base_swa, 1.0, factors, f->rope_swa.angle);
     int64_t E = hp->n_embd, n_q = (int64_t)hp->n_head * hp->head_dim;
     int64_t n_kv = (int64_t)hp->n_head_kv * hp->head_dim, F = hp->n_ff;
     int64_t max_cols = E > F ? E : F;
@@ -446,5 +423,7 @@ void forward_cpu_free(forward_cpu *f) {
     forward_cpu_exec_free(&f->exec);
     free(f->scores);
     free(f->cells);
+    free(f->rope_global.angle);
+    free(f->rope_swa.angle);
     free(f);
 }

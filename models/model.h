@@ -133,6 +133,14 @@ const char *model_gpu_missing_feature(const llama_model *m);
  * otherwise (llama.cpp's choice, so both run the same factors for the same -c and -np). */
 const float *model_rope_factors(const llama_model *m, int32_t n_ctx_seq);
 
+/* RoPE of the layers with this base and frequency scale (global layers: rope_base and
+ * rope_freq_scale; windowed ones: rope_base_swa and 1), after ggml's rope_yarn: fills angle
+ * (n_rot / 2 values) with each pair's angle per position, base^(-2i/n_rot) / factors[i] (factors
+ * may be NULL) times freq_scale, YaRN's ramp blending it back towards the unscaled angle below the
+ * correction dimensions; returns the factor cos and sin are multiplied by (attn_factor, YaRN's
+ * magnitude). A token at pos turns pair i by pos * angle[i]. */
+double llama_rope_angles(const llama_hparams *hp, double base, double freq_scale, const float *factors, double *angle);
+
 /* m's recipe as lines "label   value\n" for people (mgi info): RoPE kind, base and scaling, head
  * size, windows and which layers are global, softcaps, biases, Q/K norms, tied head, GPU support.
  * Truncated to size (always NUL-terminated). */
