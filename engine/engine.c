@@ -203,7 +203,7 @@ static int load_gpu(engine *e, const engine_params *p, int n_dev, int32_t n_cell
         e->gpu_be = NULL;
         return -1;
     }
-    if (!p->cpu_exact && forward_cpu_fast(st[0].self, err, err_size)) {
+    if (!p->cpu_exact && forward_cpu_fast(st[0].self, !p->cpu_act_single, err, err_size)) {
         forward_cpu_free(st[0].self);
         p->gpu->ops->free(gpu);
         e->gpu_be = NULL;
@@ -263,6 +263,10 @@ int engine_load(engine **out, const char *path, const engine_params *p, char *er
         goto fail;
     }
     e->n_ctx_seq = (int32_t)(n_ctx / n_seq);
+    if (p->cpu_act_single != 0 && p->cpu_act_single != 1) {
+        snprintf(err, err_size, "engine parameter cpu_act_single is %d; it must be 0 or 1", p->cpu_act_single);
+        goto fail;
+    }
     if (p->n_batch < 1 || p->n_threads < 1 || p->n_threads_batch < 0) {
         snprintf(err, err_size, "batch size (%d) and threads (%d, batch %d) must be at least 1", p->n_batch,
                  p->n_threads, p->n_threads_batch);
@@ -319,7 +323,7 @@ int engine_load(engine **out, const char *path, const engine_params *p, char *er
         if (!(e->be = forward_cpu_new(&e->model, 0, hp->n_layer, n_cells, e->n_batch, e->n_ctx_seq, cpu_threads(p),
                                       err, err_size)))
             goto fail;
-        if (!p->cpu_exact && forward_cpu_fast(e->be, err, err_size)) goto fail;
+        if (!p->cpu_exact && forward_cpu_fast(e->be, !p->cpu_act_single, err, err_size)) goto fail;
         forward_cpu_threads(e->be, p->n_threads, p->n_threads_batch);
     }
     *out = e;

@@ -54,6 +54,9 @@ typedef struct {
     int n_threads_batch;   /* CPU threads for passes of more than one token (-tb); 0: n_threads */
     int cpu_exact;         /* 1: CPU layers take the exact f32 reference path (--cpu-exact); 0: the
                               fast one (8-bit activations, persistent threads) */
+    int cpu_act_single;    /* fast path: 1 rounds each activation to one 8-bit value, as llama.cpp
+                              and the GPU's decode matvecs do, instead of the default pair (value
+                              and residual); the yardstick of the GPU decode tests. 0 or 1 */
     engine_split split;    /* -ngl, -sm, -dev, -ts, -mg (engine/plan.h); n_gpu_layers -1 (default):
                               every layer on the GPUs when `gpu` has a device; 0: the CPU */
     const engine_gpu_backend *gpu;  /* NULL: the CPU only */

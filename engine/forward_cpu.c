@@ -318,8 +318,10 @@ const engine_backend_ops forward_cpu_ops = {
     .name = "CPU", .kv_elem_bytes = sizeof(float), .forward = fwd, .kv_copy = kv_copy, .kv_get = kv_get, .kv_set = kv_set, .free = ops_free,
 };
 
-int forward_cpu_fast(forward_cpu *f, char *err, size_t err_size) {
-    return forward_cpu_exec_fast(&f->exec, err, err_size);
+int forward_cpu_fast(forward_cpu *f, int paired, char *err, size_t err_size) {
+    if (forward_cpu_exec_fast(&f->exec, err, err_size)) return -1;
+    f->exec.mm.act_pair = paired;
+    return 0;
 }
 
 void forward_cpu_threads(forward_cpu *f, int n_threads, int n_threads_batch) {

@@ -24,8 +24,9 @@ typedef struct forward_cpu forward_cpu;
 forward_cpu *forward_cpu_new(const llama_model *m, int32_t layer0, int32_t layer1, int32_t n_cells,
                              int32_t n_batch, int32_t max_pos, int n_threads, char *err, size_t err_size);
 void forward_cpu_free(forward_cpu *f);
-/* Switches a new state to the fast path (before its first pass). 0, or -1 with a message. */
-int forward_cpu_fast(forward_cpu *f, char *err, size_t err_size);
+/* Switches a new state to the fast path (before its first pass), its activations rounded to pairs
+ * of 8-bit values (paired 1) or to one each (0: llama.cpp's rounding). 0, or -1 with a message. */
+int forward_cpu_fast(forward_cpu *f, int paired, char *err, size_t err_size);
 /* Threads for passes of one token and of more (llama.cpp's -t and -tb), each at most the
  * n_threads it was created with (a count out of 1..n_threads means n_threads). */
 void forward_cpu_threads(forward_cpu *f, int n_threads, int n_threads_batch);

@@ -6,11 +6,12 @@
  * same tokens after an 8-token prompt in decode passes of 1 to 4 tokens (the matvecs, graphs), and
  * 4 sequences decoded together (the scheduler's batched passes), each within mean KLD 5e-4 of the
  * CPU's logits; on f32 files of each family's small shape also the same greedy tokens. q4_k_m and
- * q4_0 on the mini shape (n_embd 1024): the decode matvecs round activations to 8 bits, as the
- * CPU's fast path and llama.cpp do, which on these random NEOX models moves the logits by more
- * than 5e-4 on the CPU too (Qwen3 q4_0: fast path vs exact 3.8e-3, Llama 2.6e-4), so the decode
- * checks' budget is the larger of 5e-4 and the CPU fast path's own distance from the exact one:
- * the GPU no further from the exact logits than the CPU's 8-bit path. Gemma's sliding window and softcaps stay refused on the GPU, in one line naming the
+ * q4_0 on the mini shape (n_embd 1024): the decode matvecs round activations to 8 bits, as
+ * llama.cpp does, which on these random NEOX models moves the logits by more than 5e-4 on the CPU
+ * too (Qwen3 q4_0: the CPU's fast path with one 8-bit value per activation, cpu_act_single, vs
+ * exact 3.8e-3, Llama 2.6e-4; its default pairs stay far inside 5e-4), so the decode checks'
+ * budget is the larger of 5e-4 and that single-rounding path's own distance from the exact one:
+ * the GPU no further from the exact logits than 8-bit activations on the CPU. Gemma's sliding window and softcaps stay refused on the GPU, in one line naming the
  * feature and -ngl 0. Without a CUDA device: SKIP. */
 #include <math.h>
 #include <stdio.h>
@@ -25,11 +26,13 @@
 enum { N = 64, P = 8 };
 static int32_t g_vocab; /* the model's under test */
 
-/* gpu 1: one GPU; 0: the CPU's exact path; -1: the CPU's fast path (8-bit activations). */
+/* gpu 1: one GPU; 0: the CPU's exact path; -1: the CPU's fast path with activations rounded to
+ * one 8-bit value each (cpu_act_single), as the GPU's decode matvecs and llama.cpp round them. */
 static engine_params params(int gpu, int n_ctx) {
     engine_params ep = engine_default_params();
     ep.n_threads = 16;
     ep.cpu_exact = gpu >= 0; /* the exact f32 reference, not the fast path's 8-bit activations */
+    ep.cpu_act_single = gpu < 0;
     ep.n_ctx = n_ctx;
     if (gpu == 1) {
         ep.gpu = &forward_cuda_gpu;

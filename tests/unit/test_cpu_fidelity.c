@@ -102,6 +102,27 @@ static void run_model(const char *arg, const char *text) {
                  "%.1f%% >= 95%% of the %d with a top-2 margin >= %.2f; max |dlogit| %.3g)", label, N_TEXT, kld,
                  kld_budget, pct, pct_clear, n_clear, CLEAR_MARGIN, max_d);
         CHECK(kld <= kld_budget && pct >= 95.0 && pct_clear >= 95.0, name, "out of budget");
+        /* One 8-bit value per activation (cpu_act_single: llama.cpp's rounding, the GPU decode
+         * tests' yardstick) lands further from the exact logits than the pairs. */
+        engine_params single = fast;
+        single.cpu_act_single = 1;
+        float *one = golden_eval_all(model, single, toks, N_TEXT, err, sizeof err);
+        snprintf(name, sizeof name, "%s: teacher-forced with single 8-bit activations", label);
+        if (CHECK(one != NULL, name, "%s", err)) {
+            double k1 = 0;
+            for (int i = 0; i < N_TEXT; i++) k1 += kl_div(ref + (size_t)i * nv, one + (size_t)i * nv, nv);
+            k1 /= N_TEXT;
+            snprintf(name, sizeof name, "%s: single 8-bit activations further from exact than pairs (mean KLD %.3g "
+                     "> %.3g)", label, k1, kld);
+            CHECK(k1 > kld, name, "the single rounding is not further");
+        }
+        free(one);
+        single.cpu_act_single = 2;
+        snprintf(name, sizeof name, "%s: cpu_act_single 2 refused", label);
+        e = NULL;
+        int rc = engine_load(&e, model, &single, err, sizeof err);
+        CHECK(rc != ENGINE_OK && strstr(err, "cpu_act_single"), name, "rc %d: %s", rc, err);
+        engine_free(e);
     }
     free(ref);
     free(got);
