@@ -91,6 +91,8 @@ typedef struct {
     /* The recipe's vectors, NULL where the model has none: bq [nq] and bk, bv [kv_dim] for the part's
      * heads, bo [n_embd], q_norm and k_norm [head_dim]. */
     float *bq, *bk, *bv, *bo, *q_norm, *k_norm;
+    /* Gemma's norms of the attention and FFN outputs before their residual adds [n_embd], or NULL */
+    float *attn_post_norm, *ffn_post_norm;
     uint8_t fz[FUSE_MAX_N + 1]; /* FZ_* by token count */
 } dlayer;
 
@@ -131,6 +133,7 @@ typedef struct {
     float *output_norm;
     float *output_b;    /* [n_vocab] or NULL */
     double *rope_angle; /* [n_rot / 2] the general layer's RoPE angles (fcu_rope_angles); NULL for plain Llama */
+    double *rope_angle_swa; /* [n_rot / 2] those of windowed layers (rope_base_swa); NULL without a window */
     dvec *vecs;         /* every dvec of the part (fcu_part_plan) */
     int n_vecs;
     uint16_t *kv_k, *kv_v;  /* [l1 - l0][kv_cells][kv_dim] f16 */
@@ -164,6 +167,8 @@ struct forward_cuda {
     int general;
     double *h_angle;    /* [n_rot / 2] the general layer's RoPE angles per position (host) */
     double rope_mscale; /* their cos and sin times this */
+    double *h_angle_swa;    /* the same for windowed layers (llama_layer_is_swa), NULL without a window */
+    double rope_mscale_swa;
     engine_plan plan;
     int n_part, split;
     part p[ENGINE_MAX_DEVICES];
@@ -244,7 +249,7 @@ int fcu_rope_angles(forward_cuda *f, char *err, size_t err_size);
 int fcu_layer_fz(const part *p, int32_t l, int n);
 int fcu_part_enter(part *p, span s, int norm, char *err, size_t err_size);
 int fcu_attn_half(part *p, int32_t l, span s, int fz, char *err, size_t err_size);
-int fcu_part_add(part *p, span s, const float *w, char *err, size_t err_size);
+int fcu_part_add(part *p, span s, const float *post, const float *w, char *err, size_t err_size);
 int fcu_ffn_half(part *p, int32_t l, span s, int fz, char *err, size_t err_size);
 int fcu_run_head(part *p, int n, int r0, int nr, int greedy, int identity, char *err, size_t err_size);
 void fcu_plan_fusions(part *p);

@@ -177,6 +177,10 @@ int fcu_attn_half(part *p, int32_t l, span s, int fz, char *err, size_t err_size
     int64_t sq, sk, sv;
     float *x = p->x + (int64_t)t0 * E, *xn = p->xn + (int64_t)t0 * E;
     float *q = p->q + (int64_t)t0 * p->nq, *att = p->att + (int64_t)t0 * p->nq;
+    /* the layer's window (0: none) and score softcap (0: none): paged_attention_recipe's */
+    const int swa = llama_layer_is_swa(hp, l), window = swa ? hp->n_swa : 0;
+    const float softcap = hp->attn_softcap > 0 ? hp->attn_softcap : 0.0f;
+    const int recipe = window > 0 || softcap > 0;
     if (fz & FZ_QKV) { /* Q, K, V straight to q and the caches */
         cudaError_t pe = cudaErrorNotSupported;
         if (L->qkv.n_m == 2) { /* Q4_K_M's Q/K and Q6_K V: one launch for both */
@@ -215,8 +219,10 @@ int fcu_attn_half(part *p, int32_t l, span s, int fz, char *err, size_t err_size
         group_view(&L->qkv, p->qkv, f->n_batch, 1, &pk, &sk);
         group_view(&L->qkv, p->qkv, f->n_batch, 2, &pv, &sv);
         if (f->general) {
-            const cu_qkv_recipe r = {L->bq, L->bk, L->bv, L->q_norm, L->k_norm, hp->rms_eps, p->rope_angle,
-                                     f->rope_mscale, hp->rope_kind == LLAMA_ROPE_NEOX};
+            const int swa_rope = swa && p->rope_angle_swa; /* windowed layers turn by rope_base_swa */
+            const cu_qkv_recipe r = {L->bq, L->bk, L->bv, L->q_norm, L->k_norm, hp->rms_eps,
+                                     swa_rope ? p->rope_angle_swa : p->rope_angle,
+                                     swa_rope ? f->rope_mscale_swa : f->rope_mscale, hp->rope_kind == LLAMA_ROPE_NEOX};
             DEV_TRY(cu_qkv_rope_store(q, p->kv_k + kv_off, p->kv_v + kv_off, pq + t0 * sq, sq, pk + t0 * sk, sk,
                                       pv + t0 * sv, sv, d_pos + t0, d_cell + t0, &r, nt, p->n_head, p->n_head_kv, hd,
                                       hp->n_rot, p->st));
@@ -227,12 +233,12 @@ int fcu_attn_half(part *p, int32_t l, span s, int fz, char *err, size_t err_size
         }
     }
     int h16 = 0; /* attention wrote wo's GEMM input in f16 too */
-    if (f->pf_pos0 >= 0) {
+    if (f->pf_pos0 >= 0 && !recipe) { /* (the prompt kernels know neither a window nor a softcap) */
         DEV_TRY(paged_attention_prefill(att, q, p->kv_k + kv_off, p->kv_v + kv_off, d_pages, f->pf_pos0 + t0, nt,
                                         p->n_head, p->n_head_kv, hd, scale, p->st));
     } else {
         /* an unfused pass whose wo runs on the GEMM: attention writes its f16 input too */
-        h16 = !fz && mm_gemm(&L->wo, nt);
+        h16 = !fz && !recipe && mm_gemm(&L->wo, nt);
         for (int c = 0; c < nt; c += ATT_CHUNK) {
             int nc = nt - c < ATT_CHUNK ? nt - c : ATT_CHUNK;
             cudaError_t e = cudaErrorNotSupported;
@@ -243,10 +249,16 @@ int fcu_attn_half(part *p, int32_t l, span s, int fz, char *err, size_t err_size
                                         att_splits(f, p, nc), f->one_per_seq, scale, p->st);
             if (e == cudaErrorNotSupported) {
                 h16 = 0; /* (the first chunk: every chunk takes the same kernel) */
-                e = paged_attention(att + (size_t)c * p->nq, q + (size_t)c * p->nq, p->kv_k + kv_off,
-                                    p->kv_v + kv_off, d_pos + t0 + c, d_seq + t0 + c, d_pages, f->max_pages,
-                                    p->att_scratch, nc, p->n_head, p->n_head_kv, hd, att_splits(f, p, nc),
-                                    f->one_per_seq, scale, p->st);
+                if (recipe)
+                    e = paged_attention_recipe(att + (size_t)c * p->nq, q + (size_t)c * p->nq, p->kv_k + kv_off,
+                                               p->kv_v + kv_off, d_pos + t0 + c, d_seq + t0 + c, d_pages,
+                                               f->max_pages, p->att_scratch, nc, p->n_head, p->n_head_kv, hd,
+                                               att_splits(f, p, nc), scale, window, softcap, p->st);
+                else
+                    e = paged_attention(att + (size_t)c * p->nq, q + (size_t)c * p->nq, p->kv_k + kv_off,
+                                        p->kv_v + kv_off, d_pos + t0 + c, d_seq + t0 + c, d_pages, f->max_pages,
+                                        p->att_scratch, nc, p->n_head, p->n_head_kv, hd, att_splits(f, p, nc),
+                                        f->one_per_seq, scale, p->st);
             }
             DEV_TRY(e);
         }
@@ -287,11 +299,14 @@ int fcu_ffn_half(part *p, int32_t l, span s, int fz, char *err, size_t err_size)
     /* SwiGLU apart otherwise: folding it into the down matvec's input staging measured slower, unfused
      * (PERF-LOG run 8) and fused (run 26: 8b q4_0 tg128 510 vs 518 apart) */
     float *ff = p->ff + (int64_t)t0 * p->n_ff;
+    const int gelu = f->m->hp.act == LLAMA_ACT_GELU_TANH; /* Gemma's gate (fz is 0 then: layer_fusable) */
     if (!fz && mm_gemm(dn, nt)) { /* down's GEMM input in f16 from SwiGLU itself */
-        DEV_TRY(paged_swiglu_f16(ff, p->xh, pg + t0 * sg, sg, pu + t0 * su, su, nt, p->n_ff, p->st));
+        if (gelu) DEV_TRY(cu_geglu(ff, p->xh, pg + t0 * sg, sg, pu + t0 * su, su, nt, p->n_ff, p->st));
+        else DEV_TRY(paged_swiglu_f16(ff, p->xh, pg + t0 * sg, sg, pu + t0 * su, su, nt, p->n_ff, p->st));
         return mm_xn(p, dn, ff, 1, nt, t0, err, err_size);
     }
-    DEV_TRY(paged_swiglu(ff, pg + t0 * sg, sg, pu + t0 * su, su, nt, p->n_ff, p->st));
+    if (gelu) DEV_TRY(cu_geglu(ff, NULL, pg + t0 * sg, sg, pu + t0 * su, su, nt, p->n_ff, p->st));
+    else DEV_TRY(paged_swiglu(ff, pg + t0 * sg, sg, pu + t0 * su, su, nt, p->n_ff, p->st));
     return fz ? mm_acc(p, dn, ff, x, t0, nt, fz & FZ_DOWN, 0, err, err_size) : mm(p, dn, ff, xn, nt, err, err_size);
 }
 
@@ -305,21 +320,30 @@ int fcu_part_enter(part *p, span s, int norm, char *err, size_t err_size) {
     float *x = p->x + (int64_t)s.t0 * E, *xn = p->xn + (int64_t)s.t0 * E;
     p->xh_ready = 0; /* xh and gemm_scratch hold nothing of this pass yet (an aborted pass may have */
     p->xn_parts = 1; /* left either behind) */
-    if (p->embeds)
+    if (p->embeds) {
         DEV_TRY(cu_embed(x, p->tok_embd, m->tok_embd.type, p->d_meta + s.t0, s.nt, m->tok_embd.n_rows, E, p->st));
+        if (hp->embd_scale != 1.0f) DEV_TRY(cu_scale(x, (int64_t)s.nt * E, hp->embd_scale, p->st)); /* Gemma */
+    }
     if (norm) DEV_TRY(cu_rmsnorm(xn, x, p->layers[0].attn_norm, s.nt, E, hp->rms_eps, p->st));
     return 0;
 }
 
-/* Residual add of xn into x, then the norm `w` of the next block into xn (w NULL: add only). */
-int fcu_part_add(part *p, span s, const float *w, char *err, size_t err_size) {
+/* Residual add of xn into x, then the norm `w` of the next block into xn (w NULL: add only). post
+ * (Gemma's post-attention or post-FFN norm, NULL: none) norms the product in xn first: after a row
+ * split's all-reduce, so the whole sum is normed. */
+int fcu_part_add(part *p, span s, const float *post, const float *w, char *err, size_t err_size) {
     const llama_hparams *hp = &p->f->m->hp;
     int E = hp->n_embd;
     float *x = p->x + (int64_t)s.t0 * E, *xn = p->xn + (int64_t)s.t0 * E;
     /* a pass the GEMMs take (more than MM_MATVEC_N tokens): the norm's output in f16 too, the next
      * group_mm's input (those groups' matrices are all of E columns) */
-    const int parts = p->xn_parts > 1 ? p->xn_parts : 1;
+    int parts = p->xn_parts > 1 ? p->xn_parts : 1;
     const float *d = parts > 1 ? (const float *)p->gemm_scratch : xn;
+    if (post) { /* the planes' sum normed into xn, which the add then takes as one plane */
+        DEV_TRY(cu_rmsnorm_parts(xn, d, parts, (int64_t)s.nt * E, post, s.nt, E, hp->rms_eps, p->st));
+        parts = 1;
+        d = xn;
+    }
     p->xn_parts = 1;
     p->xh_ready = w && s.nt > MM_MATVEC_N;
     if (p->xh_ready || parts > 1) /* w NULL (the last layer): the planes' add alone */
@@ -349,7 +373,7 @@ int fcu_run_head(part *p, int n, int r0, int nr, int greedy, int identity, char 
             DEV_TRY(paged_gather_rows(p->xn, p->x, d_out + r0, nr, hp->n_embd, p->st));
             x = p->xn;
         }
-        if (direct && !greedy) logits = f->h_logits;
+        if (direct && !greedy && !(hp->final_softcap > 0)) logits = f->h_logits;
         DEV_TRY(cu_matvec_f32_norm(logits, o->w, o->type, x, p->output_norm, hp->rms_eps, o->rows, o->k, nr, p->st));
     } else {
         DEV_TRY(paged_gather_rows(p->xn, p->x, d_out + r0, nr, hp->n_embd, p->st));
@@ -357,6 +381,8 @@ int fcu_run_head(part *p, int n, int r0, int nr, int greedy, int identity, char 
         if (mm(p, o, p->xn, p->logits, nr, err, err_size)) return -1;
         if (p->output_b) DEV_TRY(cu_bias_add(p->logits, hp->n_vocab, p->output_b, nr, hp->n_vocab, p->st));
     }
+    /* Gemma 2's final softcap, before the argmax or the copy (logits is p->logits then) */
+    if (hp->final_softcap > 0) DEV_TRY(cu_softcap(p->logits, (int64_t)nr * hp->n_vocab, hp->final_softcap, p->st));
     if (greedy) {
         DEV_TRY(cu_argmax(direct ? f->h_ids : p->d_ids, p->logits, nr, hp->n_vocab, f->skip, p->st));
         if (!direct)
@@ -367,6 +393,13 @@ int fcu_run_head(part *p, int n, int r0, int nr, int greedy, int identity, char 
         DEV_TRY(cudaMemcpyAsync(f->h_logits, p->logits, (size_t)nr * (size_t)hp->n_vocab * sizeof(float),
                                 cudaMemcpyDeviceToHost, p->st));
     return 0;
+}
+
+/* Whether layer L may take any fused matvec (fcu_plan_fusions): the fused epilogues add wo's and
+ * down's products to x as they are and gate with SiLU, so a layer with post norms (Gemma: the
+ * product is normed before its add, in fcu_part_add) or a GELU gate runs unfused. */
+static int layer_fusable(const forward_cuda *f, const dlayer *L) {
+    return !L->attn_post_norm && !L->ffn_post_norm && f->m->hp.act == LLAMA_ACT_SILU;
 }
 
 /* Whether the fused matvecs take w for n tokens (kernels.h: cu_matvec_fused_supported). */
@@ -387,7 +420,7 @@ void fcu_plan_fusions(part *p) {
         p->head_fz[n] = p->head && !p->output_b && fused_ok(&p->output, n);
         for (int32_t l = 0; l < p->l1 - p->l0; l++) {
             dlayer *L = &p->layers[l];
-            if (p->f->general) {
+            if (p->f->general || !layer_fusable(p->f, L)) {
                 L->fz[n] = 0;
                 continue;
             }
@@ -403,17 +436,16 @@ void fcu_plan_fusions(part *p) {
 }
 
 /* The general layer's RoPE (forward_cuda.general) as the CPU reference sets it up
- * (engine/forward_cpu.c: rope_setup and rope, after ggml's rope_yarn): pair i of a token at
- * position p turns by p * base^(-2i/n_rot) / factors[i] times freq_scale, with YaRN blended back
- * towards the unscaled angle below the correction dimensions, cos and sin times mscale. The
- * factors are model_rope_factors' for the backend's positions per sequence, as the CPU's. Fills
- * f->h_angle (the angle per position of each pair) and f->rope_mscale. */
-int fcu_rope_angles(forward_cuda *f, char *err, size_t err_size) {
+ * (engine/forward_cpu.c: rope_setup and rope, after ggml's rope_yarn) for layers of this base and
+ * freq_scale: pair i of a token at position p turns by p * base^(-2i/n_rot) / factors[i] times
+ * freq_scale, with YaRN blended back towards the unscaled angle below the correction dimensions,
+ * cos and sin times *mscale. The factors are model_rope_factors' for the backend's positions per
+ * sequence, as the CPU's. NULL when out of memory. */
+static double *rope_table(const forward_cuda *f, double base, double freq_scale, double *mscale_out) {
     const llama_model *m = f->m;
     const llama_hparams *hp = &m->hp;
     const int half = hp->n_rot / 2;
     const float *factors = model_rope_factors(m, f->max_pos);
-    const double base = hp->rope_base, freq_scale = hp->rope_freq_scale;
     const int yarn = hp->rope_scaling == LLAMA_SCALING_YARN;
     double corr0 = 0, corr1 = 0, mscale = hp->rope_attn_factor;
     if (yarn) {
@@ -430,11 +462,8 @@ int fcu_rope_angles(forward_cuda *f, char *err, size_t err_size) {
         ctx_factor /= 1.0 + 0.1 * log(factor);
         mscale *= ctx_factor * (1.0 + 0.1 * log(1.0 / freq_scale));
     }
-    f->h_angle = malloc((size_t)(half > 0 ? half : 1) * sizeof(double));
-    if (!f->h_angle) {
-        snprintf(err, err_size, "out of memory");
-        return -1;
-    }
+    double *angle = malloc((size_t)(half > 0 ? half : 1) * sizeof(double));
+    if (!angle) return NULL;
     for (int i = 0; i < half; i++) {
         double a = pow(base, -2.0 * i / (double)hp->n_rot);
         if (factors) a /= factors[i];
@@ -443,8 +472,24 @@ int fcu_rope_angles(forward_cuda *f, char *err, size_t err_size) {
             double y = (i - corr0) / fmax(0.001, corr1 - corr0), ramp = 1.0 - fmin(1.0, fmax(0.0, y));
             mix = freq_scale * (1.0 - ramp) + ramp;
         }
-        f->h_angle[i] = a * mix;
+        angle[i] = a * mix;
     }
-    f->rope_mscale = mscale;
+    *mscale_out = mscale;
+    return angle;
+}
+
+/* Fills f->h_angle and f->rope_mscale (the global layers': rope_base and rope_freq_scale) and, for
+ * a model with windowed layers, f->h_angle_swa and f->rope_mscale_swa: rope_base_swa and no
+ * frequency scale, the CPU reference's rope_swa (the factors and YaRN's ramp as there). */
+int fcu_rope_angles(forward_cuda *f, char *err, size_t err_size) {
+    const llama_hparams *hp = &f->m->hp;
+    f->h_angle = rope_table(f, hp->rope_base, hp->rope_freq_scale, &f->rope_mscale);
+    int swa = 0;
+    for (int32_t l = 0; l < hp->n_layer; l++) swa |= llama_layer_is_swa(hp, l);
+    if (f->h_angle && swa) f->h_angle_swa = rope_table(f, hp->rope_base_swa, 1.0, &f->rope_mscale_swa);
+    if (!f->h_angle || (swa && !f->h_angle_swa)) {
+        snprintf(err, err_size, "out of memory");
+        return -1;
+    }
     return 0;
 }
