@@ -233,9 +233,14 @@ int fcu_attn_half(part *p, int32_t l, span s, int fz, char *err, size_t err_size
         }
     }
     int h16 = 0; /* attention wrote wo's GEMM input in f16 too */
-    if (f->pf_pos0 >= 0 && !recipe) { /* (the prompt kernels know neither a window nor a softcap) */
-        DEV_TRY(paged_attention_prefill(att, q, p->kv_k + kv_off, p->kv_v + kv_off, d_pages, f->pf_pos0 + t0, nt,
-                                        p->n_head, p->n_head_kv, hd, scale, p->st));
+    if (f->pf_pos0 >= 0) {
+        if (recipe)
+            DEV_TRY(paged_attention_prefill_recipe(3, att, q, p->kv_k + kv_off, p->kv_v + kv_off, d_pages,
+                                                   f->pf_pos0 + t0, nt, p->n_head, p->n_head_kv, hd, scale, window,
+                                                   softcap, p->st));
+        else
+            DEV_TRY(paged_attention_prefill(att, q, p->kv_k + kv_off, p->kv_v + kv_off, d_pages, f->pf_pos0 + t0,
+                                            nt, p->n_head, p->n_head_kv, hd, scale, p->st));
     } else {
         /* an unfused pass whose wo runs on the GEMM: attention writes its f16 input too */
         h16 = !fz && !recipe && mm_gemm(&L->wo, nt);

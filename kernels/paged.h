@@ -85,6 +85,15 @@ cudaError_t paged_attention_prefill_variant(int variant, float *out, const float
                                             const uint16_t *v_cache, const int32_t *pages, int pos0, int n_tok,
                                             int n_head, int n_kv_head, int head_dim, float scale, cudaStream_t stream);
 
+/* paged_attention_prefill_variant for the general layer's recipes: window > 0 lets the token at
+ * position p see keys max(0, p - window + 1)..p only (pages wholly before a block's window are not
+ * read), softcap > 0 turns each scaled score s into softcap * tanh(s / softcap) before the softmax;
+ * variant 3 is production's (v2 off compute capability 9.0), 2 for tests. */
+cudaError_t paged_attention_prefill_recipe(int variant, float *out, const float *q, const uint16_t *k_cache,
+                                           const uint16_t *v_cache, const int32_t *pages, int pos0, int n_tok,
+                                           int n_head, int n_kv_head, int head_dim, float scale, int window,
+                                           float softcap, cudaStream_t stream);
+
 /* RoPE of one pass's Q and K and the K/V store, in one launch: for token t, q_out[t] (f32
  * [n_tok][n_head][head_dim], contiguous) = cu_rope(q + t * sq), and cu_rope(k + t * sk) and v + t * sv
  * go to row cell[t] of the layer's f16 cache (kv_dim = n_kv_head * head_dim). RoPE as kernels.h's

@@ -7,6 +7,9 @@
  *     tiles: the window's first tile may start mid-page) and 36 (the untiled kernel), windows
  *     below, across and above a page, one and several splits; 1e-4 (attention's budget in
  *     test_kernels.c). Window 0 with softcap 0 must give paged_attention's numbers (1e-4).
+ *   paged_attention_prefill_recipe, v2 and v3: the same window and softcap over prompt passes of
+ *     one sequence (shuffled pages), within 3e-3 (Q and P in f16); without either, the bits of
+ *     paged_attention_prefill_variant.
  *   cu_geglu (recipe.h): gelu_tanh(g) * u over strided rows, and its f16 copy the output rounded;
  *     1e-6.
  *   cu_rmsnorm_parts: the planes' sum normed times the weight, 1 and 3 planes, in place; 1e-5.
@@ -153,6 +156,59 @@ static void test_attention(gen_rng *r, int n_head, int n_kv, int hd, int n_split
     free(perm); free(seq); free(kc); free(vc); free(q); free(out); free(ref); free(sc);
 }
 
+/* paged_attention_prefill_recipe (variant v): n_tok consecutive tokens of one sequence from pos0
+ * through a shuffled page table, against attn_ref (3e-3: Q and P in f16, test_kernels.c's prompt
+ * attention budget); window 0 and softcap 0 also equal paged_attention_prefill_variant's bits. */
+static void test_prefill(gen_rng *r, int v, int n_head, int n_kv, int hd, int window, float cap, int pos0, int n_tok) {
+    char name[200];
+    snprintf(name, sizeof name, "prefill attention recipe v%d %d/%d heads, hd %d, window %d, softcap %g, %d tokens "
+             "from %d", v, n_head, n_kv, hd, window, cap, n_tok, pos0);
+    const int last = pos0 + n_tok - 1, n_pages = last / PAGED_PAGE + 1 + 3, n_cells = n_pages * PAGED_PAGE;
+    const int kv_dim = n_kv * hd, nq = n_tok * n_head * hd, per_seq = last / PAGED_PAGE + 1;
+    int32_t *perm = malloc(sizeof(int32_t) * (size_t)n_pages);
+    for (int i = 0; i < n_pages; i++) perm[i] = i;
+    for (int i = n_pages - 1; i > 0; i--) {
+        int j = (int)(gen_u64(r) % (uint64_t)(i + 1)), tmp = perm[i];
+        perm[i] = perm[j];
+        perm[j] = tmp;
+    }
+    size_t cn = (size_t)n_cells * kv_dim;
+    uint16_t *kc = malloc(cn * 2), *vc = malloc(cn * 2);
+    for (size_t i = 0; i < cn; i++) {
+        kc[i] = quant_f32_to_f16((float)gen_normal(r));
+        vc[i] = quant_f32_to_f16((float)gen_normal(r));
+    }
+    float *q = malloc(sizeof(float) * (size_t)nq), *out = calloc((size_t)nq, sizeof(float));
+    float *plain = calloc((size_t)nq, sizeof(float));
+    double *ref = malloc(sizeof(double) * (size_t)nq), *sc = malloc(sizeof(double) * (size_t)(last + 1));
+    for (int i = 0; i < nq; i++) q[i] = (float)(3.0 * gen_normal(r));
+    const float scale = 1.0f / sqrtf((float)hd);
+    for (int t = 0; t < n_tok; t++)
+        for (int h = 0; h < n_head; h++)
+            attn_ref(ref + ((size_t)t * n_head + h) * hd, q + ((size_t)t * n_head + h) * hd, kc, vc, perm, pos0 + t,
+                     window, cap, kv_dim, h / (n_head / n_kv), hd, scale, sc);
+    uint16_t *dk = dev_upload(kc, cn * 2), *dv = dev_upload(vc, cn * 2);
+    float *dq = dev_upload(q, sizeof(float) * (size_t)nq), *dout = dev_poisoned(nq);
+    int32_t *dpt = dev_upload(perm, sizeof(int32_t) * (size_t)per_seq);
+    cudaError_t e = paged_attention_prefill_recipe(v, dout, dq, dk, dv, dpt, pos0, n_tok, n_head, n_kv, hd, scale,
+                                                   window, cap, 0);
+    if (e == cudaSuccess) e = cudaDeviceSynchronize();
+    int guard = e == cudaSuccess && dev_download(out, dout, nq), same = 1;
+    if (e == cudaSuccess && window == 0 && cap == 0) {
+        e = paged_attention_prefill_variant(v, dout, dq, dk, dv, dpt, pos0, n_tok, n_head, n_kv, hd, scale, 0);
+        if (e == cudaSuccess) e = cudaDeviceSynchronize();
+        guard &= e == cudaSuccess && dev_download(plain, dout, nq);
+        same = memcmp(plain, out, sizeof(float) * (size_t)nq) == 0;
+    }
+    double rel = gen_rel_err(out, ref, nq);
+    CHECK(e == cudaSuccess && guard && rel < 3e-3 && same, name,
+          "%s, guard %s, rel err %.3g (budget 3e-3)%s", cudaGetErrorString(e), guard ? "ok" : "overwritten", rel,
+          same ? "" : ", bits differ from paged_attention_prefill_variant's");
+    CUDA_CHECK(cudaFree(dk)); CUDA_CHECK(cudaFree(dv)); CUDA_CHECK(cudaFree(dq)); CUDA_CHECK(cudaFree(dout));
+    CUDA_CHECK(cudaFree(dpt));
+    free(perm); free(kc); free(vc); free(q); free(out); free(plain); free(ref); free(sc);
+}
+
 static double gelu_tanh_ref(float x) {
     const double k = 0.7978845608028654;
     return (float)(0.5 * x * (1.0 + tanh(k * (x + 0.044715 * (double)x * x * x))));
@@ -274,6 +330,18 @@ int main(void) {
     const int32_t one[] = {777};
     test_attention(&r, 8, 4, 256, 4, 512, 50, 1, one);
     test_attention(&r, 8, 4, 256, 1, 16, 0, 1, one);
+    /* prompt attention: windows inside one tile, across tiles and blocks, past the whole context */
+    static const struct { int n_head, n_kv, hd, pos0, n_tok; } pf[] = {
+        {8, 2, 128, 0, 200}, {8, 4, 128, 150, 77}, {16, 2, 64, 0, 130}, {4, 4, 64, 1000, 33}, {8, 8, 128, 3000, 1},
+        {4, 1, 128, 0, 520},
+    };
+    static const struct { int window; float cap; } pr[] = {{0, 0}, {16, 0}, {0, 3}, {16, 3}, {100, 50}, {64, 0},
+                                                           {1, 0}, {513, 0}, {8192, 3}};
+    for (int v = 2; v <= 3; v++)
+        for (size_t i = 0; i < sizeof pf / sizeof pf[0]; i++)
+            for (size_t c = 0; c < sizeof pr / sizeof pr[0]; c++)
+                test_prefill(&r, v, pf[i].n_head, pf[i].n_kv, pf[i].hd, pr[c].window, pr[c].cap, pf[i].pos0,
+                             pf[i].n_tok);
     test_geglu(&r, 1, 640, 0);
     test_geglu(&r, 7, 2049, 1);
     test_rmsnorm_parts(&r, 1, 640, 1);
