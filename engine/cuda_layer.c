@@ -258,7 +258,7 @@ int fcu_attn_half(part *p, int32_t l, span s, int fz, char *err, size_t err_size
                     e = paged_attention_recipe(att + (size_t)c * p->nq, q + (size_t)c * p->nq, p->kv_k + kv_off,
                                                p->kv_v + kv_off, d_pos + t0 + c, d_seq + t0 + c, d_pages,
                                                f->max_pages, p->att_scratch, nc, p->n_head, p->n_head_kv, hd,
-                                               att_splits(f, p, nc), scale, window, softcap, p->st);
+                                               att_splits(f, p, nc), f->one_per_seq, scale, window, softcap, p->st);
                 else
                     e = paged_attention(att + (size_t)c * p->nq, q + (size_t)c * p->nq, p->kv_k + kv_off,
                                         p->kv_v + kv_off, d_pos + t0 + c, d_seq + t0 + c, d_pages, f->max_pages,

@@ -32,8 +32,8 @@
  * at every token count, Q/K/V biases, per-head Q/K norms and RoPE of the recipe (either pair
  * layout, frequency factors, scaling) in one epilogue kernel (kernels/recipe.h), bo and the
  * output bias added by their own. Gemma's pieces: windowed layers (their own RoPE table of
- * rope_base_swa) and the attention softcap take paged_attention_recipe (the tiled decode kernel)
- * and paged_attention_prefill_recipe (prompt passes), post norms are applied to the product in fcu_part_add before its add,
+ * rope_base_swa) and the attention softcap take paged_attention_recipe (decode kernels) and
+ * paged_attention_prefill_recipe (prompt passes), post norms are applied to the product in fcu_part_add before its add,
  * the GELU gate, the input scale after the embedding and the logit softcap after the head are
  * recipe.h kernels. What it cannot run (model_gpu_missing_feature) is refused at load in one line.
  *

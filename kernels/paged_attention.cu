@@ -202,7 +202,8 @@ static size_t pt_smem_bytes(int tp, int head_dim, int G) {
     return (size_t)4 * tp * (head_dim + 8) * sizeof(uint16_t) + ((size_t)G * head_dim + tp * PA_MAX_G + 3 * PA_MAX_G) * sizeof(float);
 }
 
-template <int TP>
+/* RC: the window and softcap of paged_attention_recipe compiled in (the plain instance without). */
+template <int TP, bool RC>
 __global__ void __launch_bounds__(PT_THREADS) paged_attn_tile_kernel(float *out, float *scratch, const float *q,
         const uint16_t *kc, const uint16_t *vc, const int32_t *pos, const int32_t *seq, const int32_t *pages,
         int page_stride, int n_head, int n_kv_head, int head_dim, float scale, int window, float softcap) {
@@ -217,7 +218,7 @@ __global__ void __launch_bounds__(PT_THREADS) paged_attn_tile_kernel(float *out,
     const int hd = head_dim, RS = head_dim + 8, cpr = head_dim / 8;
     /* a window's first position lo: the walk starts at lo's tile (TP-aligned, so no tile crosses a
      * page and every tile holds a position in range) and masks what precedes lo in that tile */
-    const int lo = pa_window_lo(pos[t], window), base = lo / TP * TP, L = pos[t] + 1 - base;
+    const int lo = RC ? pa_window_lo(pos[t], window) : 0, base = lo / TP * TP, L = pos[t] + 1 - base;
     const int chunk = ((L + n_split - 1) / n_split + PAGED_PAGE - 1) / PAGED_PAGE * PAGED_PAGE;
     const int p0 = base + split * chunk, p1 = base + min(L, split * chunk + chunk), n_act = (L + chunk - 1) / chunk;
     /* one split holds the whole context: it writes the output itself, the empty ones leave */
@@ -291,8 +292,8 @@ __global__ void __launch_bounds__(PT_THREADS) paged_attn_tile_kernel(float *out,
 #pragma unroll
                 for (int u = 0; u < HPT; u++) {
                     const int h = hg + NPG * u;
-                    if (softcap > 0.0f) acc[u] = softcap * tanhf(acc[u] / softcap);
-                    if (h < G) sc[j * PA_MAX_G + h] = j < nrow && p0 + tile * TP + j >= lo ? acc[u] : -INFINITY;
+                    if (RC && softcap > 0.0f) acc[u] = softcap * tanhf(acc[u] / softcap);
+                    if (h < G) sc[j * PA_MAX_G + h] = j < nrow && (!RC || p0 + tile * TP + j >= lo) ? acc[u] : -INFINITY;
                 }
             }
             __syncthreads();
@@ -377,10 +378,12 @@ static cudaError_t pt_launch(float *out, float *sc, const float *q, const uint16
                              dim3 grid, int n_head, int n_kv_head, int head_dim, float scale, int window,
                              float softcap, cudaStream_t stream) {
     const size_t smem = pt_smem_bytes(TP, head_dim, n_head / n_kv_head); /* above the 48 KB default */
-    cudaError_t e = smem_optin<paged_attn_tile_kernel<TP>>();
+    const bool rc = window > 0 || softcap > 0.0f;
+    cudaError_t e = rc ? smem_optin<paged_attn_tile_kernel<TP, true>>() : smem_optin<paged_attn_tile_kernel<TP, false>>();
     if (e != cudaSuccess) return e;
-    return pdl_launch(paged_attn_tile_kernel<TP>, grid, dim3(PT_THREADS), smem, stream, out, sc, q, k_cache, v_cache,
-                      pos, seq, pages, page_stride, n_head, n_kv_head, head_dim, scale, window, softcap);
+    return pdl_launch(rc ? paged_attn_tile_kernel<TP, true> : paged_attn_tile_kernel<TP, false>, grid, dim3(PT_THREADS),
+                      smem, stream, out, sc, q, k_cache, v_cache, pos, seq, pages, page_stride, n_head, n_kv_head,
+                      head_dim, scale, window, softcap);
 }
 
 /* variant 3 (production): the tensor-core kernel's V3 where it applies (less fixed cost; PERF-LOG run
@@ -416,11 +419,11 @@ extern "C" cudaError_t paged_attention_f16(float *out, uint16_t *out_h, const fl
 extern "C" cudaError_t paged_attention_recipe(float *out, const float *q, const uint16_t *k_cache,
                                               const uint16_t *v_cache, const int32_t *pos, const int32_t *seq,
                                               const int32_t *pages, int page_stride, void *scratch, int n_tok,
-                                              int n_head, int n_kv_head, int head_dim, int n_split, float scale,
-                                              int window, float softcap, cudaStream_t stream) {
-    if (window < 0 || softcap < 0.0f) return cudaErrorInvalidValue;
+                                              int n_head, int n_kv_head, int head_dim, int n_split, int kv_ready,
+                                              float scale, int window, float softcap, cudaStream_t stream) {
+    if (window < 0 || !(softcap >= 0.0f)) return cudaErrorInvalidValue;
     return attention_run(3, out, nullptr, q, k_cache, v_cache, pos, seq, pages, page_stride, scratch, n_tok, n_head,
-                         n_kv_head, head_dim, n_split, 0, scale, window, softcap, stream);
+                         n_kv_head, head_dim, n_split, kv_ready, scale, window, softcap, stream);
 }
 
 extern "C" cudaError_t paged_attention_variant(int variant, float *out, const float *q, const uint16_t *k_cache,
@@ -445,13 +448,17 @@ static cudaError_t attention_run(int variant, float *out, uint16_t *out_h, const
     float *sc = (float *)scratch;
     if (head_dim % 8 == 0) {
         if (n_split > 256) return cudaErrorInvalidValue; /* the merge's weights must fit the tile area */
-        /* the tensor-core kernels know neither a window nor a softcap: the tiled one runs those */
-        const int plain = window <= 0 && !(softcap > 0.0f);
-        if (variant >= 2 && plain && (head_dim == 64 || head_dim == 128)) { /* n_head / n_kv_head <= 8: checked above */
-#define PM_LAUNCH(D, V3) pm_launch<D, V3>(out, V3 ? out_h : nullptr, sc, q, k_cache, v_cache, pos, seq, pages, page_stride, grid, n_head, \
-                                          n_kv_head, scale, kv_ready, stream)
-            if (variant == 3) return head_dim == 64 ? PM_LAUNCH(64, true) : PM_LAUNCH(128, true);
-            return head_dim == 64 ? PM_LAUNCH(64, false) : PM_LAUNCH(128, false);
+        /* a window or a softcap: the tensor-core kernels' RC instances (V3's, or the first form's) */
+        const bool rc = window > 0 || softcap > 0.0f;
+        if (variant >= 2 && (head_dim == 64 || head_dim == 128)) { /* n_head / n_kv_head <= 8: checked above */
+#define PM_LAUNCH(D, V3, RC) pm_launch<D, V3, RC>(out, V3 ? out_h : nullptr, sc, q, k_cache, v_cache, pos, seq, pages, \
+                                                  page_stride, grid, n_head, n_kv_head, scale, kv_ready, window, softcap, stream)
+            if (rc) {
+                if (variant == 3) return head_dim == 64 ? PM_LAUNCH(64, true, true) : PM_LAUNCH(128, true, true);
+                return head_dim == 64 ? PM_LAUNCH(64, false, true) : PM_LAUNCH(128, false, true);
+            }
+            if (variant == 3) return head_dim == 64 ? PM_LAUNCH(64, true, false) : PM_LAUNCH(128, true, false);
+            return head_dim == 64 ? PM_LAUNCH(64, false, false) : PM_LAUNCH(128, false, false);
 #undef PM_LAUNCH
         }
         /* 64-position tiles up to head_dim 128 (~76 KB of shared memory), 32 above */

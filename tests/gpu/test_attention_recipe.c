@@ -3,8 +3,8 @@
  *   paged_attention_recipe (kernels/paged.h): a sliding window (token at pos sees
  *     max(0, pos - window + 1)..pos, the CPU reference's boundary) and a score softcap
  *     (cap * tanh(s / cap) of the scaled score), alone and together, through shuffled page tables
- *     of 3 sequences, for head sizes 64 and 128 (the tiled kernel, 64-position tiles), 256 (32-position
- *     tiles: the window's first tile may start mid-page) and 36 (the untiled kernel), windows
+ *     of 3 sequences, for head sizes 64 and 128 (the tensor-core kernel V3), 256 (the tiled kernel's
+ *     32-position tiles: the window's first tile may start mid-page) and 36 (the untiled kernel), windows
  *     below, across and above a page, one and several splits; 1e-4 (attention's budget in
  *     test_kernels.c). Window 0 with softcap 0 must give paged_attention's numbers (1e-4).
  *   paged_attention_prefill_recipe, v2 and v3: the same window and softcap over prompt passes of
@@ -135,7 +135,7 @@ static void test_attention(gen_rng *r, int n_head, int n_kv, int hd, int n_split
     void *scratch = dev_alloc(sb);
     CUDA_CHECK(cudaMemset(scratch, 0, sb));
     cudaError_t e = paged_attention_recipe(dout, dq, dk, dv, dpos, dseq, dpt, per_seq, scratch, n_tok, n_head, n_kv, hd,
-                                           n_split, scale, window, cap, 0);
+                                           n_split, 0, scale, window, cap, 0);
     if (e == cudaSuccess) e = cudaDeviceSynchronize();
     int guard = e == cudaSuccess && dev_download(out, dout, nq);
     double rel = gen_rel_err(out, ref, nq), rel_plain = 0;
