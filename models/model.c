@@ -447,12 +447,14 @@ const char *model_non_llama_feature(const llama_model *m) {
 }
 
 const char *model_gpu_missing_feature(const llama_model *m) {
-    (void)m;
     /* The CUDA backend's general layer (engine/cuda_layer.c) runs every recipe the CPU reference
      * does: biases, per-head Q/K norms, NEOX RoPE, rope_freqs, LongRoPE, linear and YaRN scaling,
      * any head size and attention scale, fused QKV and gate/up tensors, and Gemma's sliding
      * windows (with their own RoPE base), attention and logit softcaps, post norms, GELU gate and
-     * input scale. Nothing is refused today; a recipe the CPU gains comes here first. */
+     * input scale. Not the one combination no architecture has: it adds bo to the residual
+     * itself (a row split's parts hold partial products), so bo cannot go under a post norm. */
+    for (int32_t l = 0; l < m->hp.n_layer; l++)
+        if (m->layers[l].bo && m->layers[l].attn_post_norm) return "attention output bias under a post-attention norm";
     return NULL;
 }
 
