@@ -124,9 +124,10 @@ static int group_mm_norm(part *p, const wgroup *g, const float *x, const float *
 }
 
 /* y += W . x for n tokens (y: the residual at token t0): fused into the matvec, or the product
- * into xn and an add. */
+ * into xn and an add. post (a post norm, NULL: none; never with fused: layer_fz_allowed) norms the
+ * product before the add. */
 static int mm_acc(part *p, const dweight *w, const float *x, float *y, int t0, int n, int fused, int prefilled,
-                  char *err, size_t err_size) {
+                  const float *post, char *err, size_t err_size) {
     if (fused) {
         /* prefilled: X is decode attention's output; the matvec's blocks start while attention
          * runs, long enough for their whole first weight fill to land before the wait (kernels.h) */
@@ -136,8 +137,10 @@ static int mm_acc(part *p, const dweight *w, const float *x, float *y, int t0, i
             DEV_TRY(cu_matvec_f32_acc(y, w->w, w->type, x, w->rows, w->k, n, p->st));
         return 0;
     }
-    float *xn = p->xn + (int64_t)t0 * p->f->m->hp.n_embd;
+    const llama_hparams *hp = &p->f->m->hp;
+    float *xn = p->xn + (int64_t)t0 * hp->n_embd;
     if (mm(p, w, x, xn, n, err, err_size)) return -1;
+    if (post) DEV_TRY(cu_rmsnorm_parts(xn, xn, 1, 0, post, n, (int)w->rows, hp->rms_eps, p->st));
     DEV_TRY(cu_add(y, y, xn, (int64_t)n * w->rows, p->st));
     return 0;
 }
@@ -270,7 +273,7 @@ int fcu_attn_half(part *p, int32_t l, span s, int fz, char *err, size_t err_size
     }
     if (L->bo) DEV_TRY(cu_bias_add(x, E, L->bo, nt, E, p->st));
     /* wo follows attention: prefilled */
-    return fz ? mm_acc(p, &L->wo, att, x, t0, nt, fz & FZ_WO, 1, err, err_size)
+    return fz ? mm_acc(p, &L->wo, att, x, t0, nt, fz & FZ_WO, 1, L->attn_post_norm, err, err_size)
               : mm_xn(p, &L->wo, att, h16, nt, t0, err, err_size);
 }
 
@@ -288,12 +291,12 @@ int fcu_ffn_half(part *p, int32_t l, span s, int fz, char *err, size_t err_size)
     const wgroup *gu = &L->gu;
     /* gate and up stacked in one matrix: the fused matvec writes silu(gate) * up itself (no SwiGLU
      * launch), where v11 takes it */
-    if ((fz & FZ_GU) && (fz & FZ_DOWN) && gu->n_m == 1 && gu->n_parts == 2 &&
+    if ((fz & FZ_GU) && (fz & FZ_DOWN) && f->m->hp.act == LLAMA_ACT_SILU && gu->n_m == 1 && gu->n_parts == 2 &&
         gu->part_off[1] == gu->part_rows[0] && gu->part_rows[0] == gu->part_rows[1] && gu->part_rows[0] == p->n_ff) {
         float *ff = p->ff + (int64_t)t0 * p->n_ff;
         const dweight *w = &gu->m[0];
         cudaError_t e = cu_matvec_f32_norm_glu(ff, w->w, w->type, x, L->ffn_norm, f->m->hp.rms_eps, w->rows, w->k, nt, p->st);
-        if (e == cudaSuccess) return mm_acc(p, dn, ff, x, t0, nt, 1, 0, err, err_size);
+        if (e == cudaSuccess) return mm_acc(p, dn, ff, x, t0, nt, 1, 0, NULL, err, err_size);
         if (e != cudaErrorNotSupported) DEV_TRY(e);
     }
     if (fz ? group_mm_norm(p, &L->gu, x, L->ffn_norm, p->gu, t0, nt, fz & FZ_GU, err, err_size)
@@ -304,7 +307,7 @@ int fcu_ffn_half(part *p, int32_t l, span s, int fz, char *err, size_t err_size)
     /* SwiGLU apart otherwise: folding it into the down matvec's input staging measured slower, unfused
      * (PERF-LOG run 8) and fused (run 26: 8b q4_0 tg128 510 vs 518 apart) */
     float *ff = p->ff + (int64_t)t0 * p->n_ff;
-    const int gelu = f->m->hp.act == LLAMA_ACT_GELU_TANH; /* Gemma's gate (fz is 0 then: layer_fusable) */
+    const int gelu = f->m->hp.act == LLAMA_ACT_GELU_TANH; /* Gemma's gate: apart, also in a fused layer */
     if (!fz && mm_gemm(dn, nt)) { /* down's GEMM input in f16 from SwiGLU itself */
         if (gelu) DEV_TRY(cu_geglu(ff, p->xh, pg + t0 * sg, sg, pu + t0 * su, su, nt, p->n_ff, p->st));
         else DEV_TRY(paged_swiglu_f16(ff, p->xh, pg + t0 * sg, sg, pu + t0 * su, su, nt, p->n_ff, p->st));
@@ -312,7 +315,8 @@ int fcu_ffn_half(part *p, int32_t l, span s, int fz, char *err, size_t err_size)
     }
     if (gelu) DEV_TRY(cu_geglu(ff, NULL, pg + t0 * sg, sg, pu + t0 * su, su, nt, p->n_ff, p->st));
     else DEV_TRY(paged_swiglu(ff, pg + t0 * sg, sg, pu + t0 * su, su, nt, p->n_ff, p->st));
-    return fz ? mm_acc(p, dn, ff, x, t0, nt, fz & FZ_DOWN, 0, err, err_size) : mm(p, dn, ff, xn, nt, err, err_size);
+    return fz ? mm_acc(p, dn, ff, x, t0, nt, fz & FZ_DOWN, 0, L->ffn_post_norm, err, err_size)
+              : mm(p, dn, ff, xn, nt, err, err_size);
 }
 
 /* The start of the part's first layer: embed (when the pass starts at layer 0 and the part holds
@@ -400,11 +404,15 @@ int fcu_run_head(part *p, int n, int r0, int nr, int greedy, int identity, char 
     return 0;
 }
 
-/* Whether layer L may take any fused matvec (fcu_plan_fusions): the fused epilogues add wo's and
- * down's products to x as they are and gate with SiLU, so a layer with post norms (Gemma: the
- * product is normed before its add, in fcu_part_add) or a GELU gate runs unfused. */
-static int layer_fusable(const forward_cuda *f, const dlayer *L) {
-    return !L->attn_post_norm && !L->ffn_post_norm && f->m->hp.act == LLAMA_ACT_SILU;
+/* The FZ_* products layer L's recipe lets fcu_plan_fusions fuse: the fused accumulating matvecs
+ * add wo's and down's products to x as they are, so a post norm (Gemma: the product normed before
+ * its add; mm_acc's unfused path and fcu_part_add do it) keeps that product unfused. A GELU gate
+ * keeps the fused SiLU gate (cu_matvec_f32_norm_glu) out: fcu_ffn_half checks the gate itself. */
+static int layer_fz_allowed(const dlayer *L) {
+    int ok = FZ_QKV | FZ_WO | FZ_GU | FZ_DOWN | FZ_LAYER;
+    if (L->attn_post_norm) ok &= ~FZ_WO;
+    if (L->ffn_post_norm) ok &= ~FZ_DOWN;
+    return ok;
 }
 
 /* Whether the fused matvecs take w for n tokens (kernels.h: cu_matvec_fused_supported). */
@@ -425,14 +433,15 @@ void fcu_plan_fusions(part *p) {
         p->head_fz[n] = p->head && !p->output_b && fused_ok(&p->output, n);
         for (int32_t l = 0; l < p->l1 - p->l0; l++) {
             dlayer *L = &p->layers[l];
-            if (p->f->general || !layer_fusable(p->f, L)) {
+            if (p->f->general) {
                 L->fz[n] = 0;
                 continue;
             }
+            const int allowed = layer_fz_allowed(L);
             int qkv = 1, gu = 1;
             for (int i = 0; i < L->qkv.n_m; i++) qkv &= fused_ok(&L->qkv.m[i], n);
             for (int i = 0; i < L->gu.n_m; i++) gu &= fused_ok(&L->gu.m[i], n);
-            int wo = fused_ok(&L->wo, n), down = fused_ok(&L->down, n);
+            int wo = fused_ok(&L->wo, n) && (allowed & FZ_WO), down = fused_ok(&L->down, n) && (allowed & FZ_DOWN);
             int extra = !qkv + !wo + !gu + !down;
             L->fz[n] = (uint8_t)((qkv ? FZ_QKV : 0) | (wo ? FZ_WO : 0) | (gu ? FZ_GU : 0) | (down ? FZ_DOWN : 0) |
                                  (extra <= 2 ? FZ_LAYER : 0));
