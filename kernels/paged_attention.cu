@@ -293,7 +293,8 @@ __global__ void __launch_bounds__(PT_THREADS) paged_attn_tile_kernel(float *out,
                 for (int u = 0; u < HPT; u++) {
                     const int h = hg + NPG * u;
                     if (RC && softcap > 0.0f) acc[u] = softcap * tanhf(acc[u] / softcap);
-                    if (h < G) sc[j * PA_MAX_G + h] = j < nrow && (!RC || p0 + tile * TP + j >= lo) ? acc[u] : -INFINITY;
+                    const bool in = j < nrow && (!RC || p0 + tile * TP + j >= lo); /* RC: lo on */
+                    if (h < G) sc[j * PA_MAX_G + h] = in ? acc[u] : -INFINITY;
                 }
             }
             __syncthreads();
@@ -471,7 +472,8 @@ static cudaError_t attention_run(int variant, float *out, uint16_t *out_h, const
     cudaError_t e;
     sc += pt_counters(n_head); /* the untiled kernels use no counters */
 #define PA_LAUNCH(E) (e = pdl_launch(paged_attn_split_kernel<E>, grid, dim3(PA_WARPS * 32), 0, stream, sc, q, k_cache, \
-                                     v_cache, pos, seq, pages, page_stride, n_head, n_kv_head, head_dim, scale, window, softcap))
+                                     v_cache, pos, seq, pages, page_stride, n_head, n_kv_head, head_dim, scale, window, \
+                                     softcap))
     if (epl <= 1) PA_LAUNCH(1);
     else if (epl <= 2) PA_LAUNCH(2);
     else if (epl <= 4) PA_LAUNCH(4);
