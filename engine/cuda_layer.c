@@ -1,7 +1,8 @@
 /* The CUDA backend's layer (cuda_internal.h): the products (matvec or GEMM, one group of stacked
- * matrices at a time), the attention half (QKV, RoPE with the K/V store, paged attention, wo), the
- * FFN half (gate/up, SwiGLU, down), the residual adds with the next norm, the output head, and
- * the plan of which decode layers take the fused matvecs. */
+ * matrices at a time), the attention half (QKV, RoPE with the K/V store, paged attention with the
+ * layer's window and softcap, wo), the FFN half (gate/up, SwiGLU or GELU, down), the residual adds
+ * with a post norm and the next norm, the output head (and its softcap), and the plan of which
+ * decode layers take the fused matvecs. */
 #include <math.h>
 #include <pthread.h>
 #include <stdio.h>
