@@ -45,7 +45,8 @@ enum {
 /* A layer's fusion plan for one token count (fcu_plan_fusions): which products take the fused
  * matvecs (QKV and gate/up: every matrix of the group), and whether the layer runs fused. FZ_QKV
  * is plain Llama's QKV with the norm, RoPE and K/V store inside the matvec; a general layer's
- * QKV takes FZ_QKVN instead: the norm inside the matvec, recipe.h's epilogue after it. */
+ * QKV takes FZ_QKVN instead: the norm and the recipe's epilogue (biases, per-head norms, RoPE of
+ * either layout, the K/V store) inside the matvec (kernels.h: cu_matvec_f32_norm_recipe). */
 enum { FZ_QKV = 1, FZ_WO = 2, FZ_GU = 4, FZ_DOWN = 8, FZ_LAYER = 16, FZ_QKVN = 32 };
 
 /* A part of one matrix of the file: rows [r0, r1) and columns [c0, c1) (c0, c1 on block bounds). */
@@ -93,6 +94,8 @@ typedef struct {
     /* The recipe's vectors, NULL where the model has none: bq [nq] and bk, bv [kv_dim] for the part's
      * heads, bo [n_embd], q_norm and k_norm [head_dim]. */
     float *bq, *bk, *bv, *bo, *q_norm, *k_norm;
+    /* Gemma's norms of the attention and FFN outputs before their residual adds [n_embd], or NULL */
+    float *attn_post_norm, *ffn_post_norm;
     uint8_t fz[FUSE_MAX_N + 1]; /* FZ_* by token count */
 } dlayer;
 
@@ -133,6 +136,7 @@ typedef struct {
     float *output_norm;
     float *output_b;    /* [n_vocab] or NULL */
     double *rope_angle; /* [n_rot / 2] the general layer's RoPE angles (fcu_rope_angles); NULL for plain Llama */
+    double *rope_angle_swa; /* [n_rot / 2] those of windowed layers (rope_base_swa); NULL without a window */
     dvec *vecs;         /* every dvec of the part (fcu_part_plan) */
     int n_vecs;
     uint16_t *kv_k, *kv_v;  /* [l1 - l0][kv_cells][kv_dim] f16 */
@@ -149,6 +153,8 @@ typedef struct {
     size_t gemm_scratch_bytes;
     int n_sm;
     int32_t *d_meta;
+    unsigned *qkv_count; /* general layers: [FUSE_MAX_N + 1][n_head + n_head_kv], zero between launches
+                          * (kernels.h: cu_recipe_epi's counts) */
     int32_t *d_ids;     /* [OUT_CHUNK][2] greedy picks of each logits row (forward_greedy: kernels.h's cu_argmax) */
     void *p2p_mem;      /* this device's p2p_rank (row split with peer access) */
     uint16_t *h_kv;     /* pinned [2][ATT_CHUNK][kv_dim] for kv_get / kv_set */
@@ -166,6 +172,8 @@ struct forward_cuda {
     int general;
     double *h_angle;    /* [n_rot / 2] the general layer's RoPE angles per position (host) */
     double rope_mscale; /* their cos and sin times this */
+    double *h_angle_swa;    /* the same for windowed layers (llama_layer_is_swa), NULL without a window */
+    double rope_mscale_swa;
     engine_plan plan;
     int n_part, split;
     part p[ENGINE_MAX_DEVICES];
@@ -246,7 +254,7 @@ int fcu_rope_angles(forward_cuda *f, char *err, size_t err_size);
 int fcu_layer_fz(const part *p, int32_t l, int n);
 int fcu_part_enter(part *p, span s, int norm, char *err, size_t err_size);
 int fcu_attn_half(part *p, int32_t l, span s, int fz, char *err, size_t err_size);
-int fcu_part_add(part *p, span s, const float *w, char *err, size_t err_size);
+int fcu_part_add(part *p, span s, const float *post, const float *w, char *err, size_t err_size);
 int fcu_ffn_half(part *p, int32_t l, span s, int fz, char *err, size_t err_size);
 int fcu_run_head(part *p, int n, int r0, int nr, int greedy, int identity, char *err, size_t err_size);
 void fcu_plan_fusions(part *p);

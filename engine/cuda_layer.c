@@ -1,7 +1,8 @@
 /* The CUDA backend's layer (cuda_internal.h): the products (matvec or GEMM, one group of stacked
- * matrices at a time), the attention half (QKV, RoPE with the K/V store, paged attention, wo), the
- * FFN half (gate/up, SwiGLU, down), the residual adds with the next norm, the output head, and
- * the plan of which decode layers take the fused matvecs. */
+ * matrices at a time), the attention half (QKV, RoPE with the K/V store, paged attention with the
+ * layer's window and softcap, wo), the FFN half (gate/up, SwiGLU or GELU, down), the residual adds
+ * with a post norm and the next norm, the output head (and its softcap), and the plan of which
+ * decode layers take the fused matvecs. */
 #include <math.h>
 #include <pthread.h>
 #include <stdio.h>
@@ -124,9 +125,10 @@ static int group_mm_norm(part *p, const wgroup *g, const float *x, const float *
 }
 
 /* y += W . x for n tokens (y: the residual at token t0): fused into the matvec, or the product
- * into xn and an add. */
+ * into xn and an add. post (a post norm, NULL: none; never with fused: layer_fz_allowed) norms the
+ * product before the add. */
 static int mm_acc(part *p, const dweight *w, const float *x, float *y, int t0, int n, int fused, int prefilled,
-                  char *err, size_t err_size) {
+                  const float *post, char *err, size_t err_size) {
     if (fused) {
         /* prefilled: X is decode attention's output; the matvec's blocks start while attention
          * runs, long enough for their whole first weight fill to land before the wait (kernels.h) */
@@ -136,8 +138,10 @@ static int mm_acc(part *p, const dweight *w, const float *x, float *y, int t0, i
             DEV_TRY(cu_matvec_f32_acc(y, w->w, w->type, x, w->rows, w->k, n, p->st));
         return 0;
     }
-    float *xn = p->xn + (int64_t)t0 * p->f->m->hp.n_embd;
+    const llama_hparams *hp = &p->f->m->hp;
+    float *xn = p->xn + (int64_t)t0 * hp->n_embd;
     if (mm(p, w, x, xn, n, err, err_size)) return -1;
+    if (post) DEV_TRY(cu_rmsnorm_parts(xn, xn, 1, 0, post, n, (int)w->rows, hp->rms_eps, p->st));
     DEV_TRY(cu_add(y, y, xn, (int64_t)n * w->rows, p->st));
     return 0;
 }
@@ -177,7 +181,42 @@ int fcu_attn_half(part *p, int32_t l, span s, int fz, char *err, size_t err_size
     int64_t sq, sk, sv;
     float *x = p->x + (int64_t)t0 * E, *xn = p->xn + (int64_t)t0 * E;
     float *q = p->q + (int64_t)t0 * p->nq, *att = p->att + (int64_t)t0 * p->nq;
-    if (fz & FZ_QKV) { /* Q, K, V straight to q and the caches */
+    /* the layer's window (0: none) and score softcap (0: none): paged_attention_recipe's */
+    const int swa = llama_layer_is_swa(hp, l), window = swa ? hp->n_swa : 0;
+    const float softcap = hp->attn_softcap > 0 ? hp->attn_softcap : 0.0f;
+    const int recipe = window > 0 || softcap > 0;
+    /* the general layer's Q/K/V epilogue: windowed layers turn by rope_base_swa */
+    const int swa_rope = swa && p->rope_angle_swa;
+    const cu_qkv_recipe rr = {L->bq, L->bk, L->bv, L->q_norm, L->k_norm, hp->rms_eps,
+                              swa_rope ? p->rope_angle_swa : p->rope_angle,
+                              swa_rope ? f->rope_mscale_swa : f->rope_mscale, hp->rope_kind == LLAMA_ROPE_NEOX};
+    if (fz & FZ_QKVN) { /* the general layer's: the recipe inside the QKV matvec */
+        const cu_recipe_epi epi = {rr, p->qkv_count, p->n_head, p->n_head_kv};
+        cudaError_t pe = cudaErrorNotSupported;
+        float *raw[2] = {NULL, NULL};
+        for (int i = 0; i < L->qkv.n_m && i < 2; i++)
+            raw[i] = matrix_out(&L->qkv, p->qkv, f->n_batch, i) + (int64_t)t0 * L->qkv.m[i].rows;
+        if (L->qkv.n_m == 2) {
+            const dweight *w0 = &L->qkv.m[0], *w1 = &L->qkv.m[1];
+            int64_t r[2][3];
+            for (int i = 0; i < 2; i++) group_part_rows(&L->qkv, i, r[i]);
+            pe = cu_matvec_f32_norm_recipe_pair(w0->w, w0->type, w0->rows, r[0][0], r[0][1], raw[0], w1->w, w1->type,
+                                                w1->rows, r[1][0], r[1][1], raw[1], x, L->attn_norm, hp->rms_eps,
+                                                w0->k, nt, q, p->kv_k + kv_off, p->kv_v + kv_off, d_pos + t0,
+                                                d_cell + t0, p->kv_dim, hd, hp->n_rot, &epi, p->st);
+            if (pe != cudaSuccess && pe != cudaErrorNotSupported) DEV_TRY(pe);
+        }
+        for (int i = 0; pe != cudaSuccess && i < L->qkv.n_m; i++) {
+            const dweight *w = &L->qkv.m[i];
+            int64_t r[3];
+            group_part_rows(&L->qkv, i, r);
+            float *ri = matrix_out(&L->qkv, p->qkv, f->n_batch, i) + (int64_t)t0 * w->rows;
+            const int front = i > 0 ? cu_matvec_fused_blocks(L->qkv.m[0].type, L->qkv.m[0].rows, L->qkv.m[0].k, nt) : -1;
+            DEV_TRY(cu_matvec_f32_norm_recipe(w->w, w->type, x, L->attn_norm, hp->rms_eps, w->rows, w->k, nt, q,
+                                              p->kv_k + kv_off, p->kv_v + kv_off, d_pos + t0, d_cell + t0, r[0], r[1],
+                                              p->kv_dim, hd, hp->n_rot, &epi, ri, front, p->st));
+        }
+    } else if (fz & FZ_QKV) { /* Q, K, V straight to q and the caches */
         cudaError_t pe = cudaErrorNotSupported;
         if (L->qkv.n_m == 2) { /* Q4_K_M's Q/K and Q6_K V: one launch for both */
             const dweight *w0 = &L->qkv.m[0], *w1 = &L->qkv.m[1];
@@ -208,17 +247,15 @@ int fcu_attn_half(part *p, int32_t l, span s, int fz, char *err, size_t err_size
             }
         }
     } else {
-        if (fz ? group_mm_norm(p, &L->qkv, x, L->attn_norm, p->qkv, t0, nt, fz & FZ_QKVN, err, err_size)
+        if (fz ? group_mm_norm(p, &L->qkv, x, L->attn_norm, p->qkv, t0, nt, 0, err, err_size)
                : group_mm(p, &L->qkv, xn, p->qkv, t0, nt, err, err_size))
             return -1;
         group_view(&L->qkv, p->qkv, f->n_batch, 0, &pq, &sq);
         group_view(&L->qkv, p->qkv, f->n_batch, 1, &pk, &sk);
         group_view(&L->qkv, p->qkv, f->n_batch, 2, &pv, &sv);
         if (f->general) {
-            const cu_qkv_recipe r = {L->bq, L->bk, L->bv, L->q_norm, L->k_norm, hp->rms_eps, p->rope_angle,
-                                     f->rope_mscale, hp->rope_kind == LLAMA_ROPE_NEOX};
             DEV_TRY(cu_qkv_rope_store(q, p->kv_k + kv_off, p->kv_v + kv_off, pq + t0 * sq, sq, pk + t0 * sk, sk,
-                                      pv + t0 * sv, sv, d_pos + t0, d_cell + t0, &r, nt, p->n_head, p->n_head_kv, hd,
+                                      pv + t0 * sv, sv, d_pos + t0, d_cell + t0, &rr, nt, p->n_head, p->n_head_kv, hd,
                                       hp->n_rot, p->st));
         } else {
             DEV_TRY(paged_rope_store(q, p->kv_k + kv_off, p->kv_v + kv_off, pq + t0 * sq, sq, pk + t0 * sk, sk,
@@ -228,11 +265,16 @@ int fcu_attn_half(part *p, int32_t l, span s, int fz, char *err, size_t err_size
     }
     int h16 = 0; /* attention wrote wo's GEMM input in f16 too */
     if (f->pf_pos0 >= 0) {
-        DEV_TRY(paged_attention_prefill(att, q, p->kv_k + kv_off, p->kv_v + kv_off, d_pages, f->pf_pos0 + t0, nt,
-                                        p->n_head, p->n_head_kv, hd, scale, p->st));
+        if (recipe)
+            DEV_TRY(paged_attention_prefill_recipe(3, att, q, p->kv_k + kv_off, p->kv_v + kv_off, d_pages,
+                                                   f->pf_pos0 + t0, nt, p->n_head, p->n_head_kv, hd, scale, window,
+                                                   softcap, p->st));
+        else
+            DEV_TRY(paged_attention_prefill(att, q, p->kv_k + kv_off, p->kv_v + kv_off, d_pages, f->pf_pos0 + t0,
+                                            nt, p->n_head, p->n_head_kv, hd, scale, p->st));
     } else {
         /* an unfused pass whose wo runs on the GEMM: attention writes its f16 input too */
-        h16 = !fz && mm_gemm(&L->wo, nt);
+        h16 = !fz && !recipe && mm_gemm(&L->wo, nt);
         for (int c = 0; c < nt; c += ATT_CHUNK) {
             int nc = nt - c < ATT_CHUNK ? nt - c : ATT_CHUNK;
             cudaError_t e = cudaErrorNotSupported;
@@ -243,17 +285,23 @@ int fcu_attn_half(part *p, int32_t l, span s, int fz, char *err, size_t err_size
                                         att_splits(f, p, nc), f->one_per_seq, scale, p->st);
             if (e == cudaErrorNotSupported) {
                 h16 = 0; /* (the first chunk: every chunk takes the same kernel) */
-                e = paged_attention(att + (size_t)c * p->nq, q + (size_t)c * p->nq, p->kv_k + kv_off,
-                                    p->kv_v + kv_off, d_pos + t0 + c, d_seq + t0 + c, d_pages, f->max_pages,
-                                    p->att_scratch, nc, p->n_head, p->n_head_kv, hd, att_splits(f, p, nc),
-                                    f->one_per_seq, scale, p->st);
+                if (recipe)
+                    e = paged_attention_recipe(att + (size_t)c * p->nq, q + (size_t)c * p->nq, p->kv_k + kv_off,
+                                               p->kv_v + kv_off, d_pos + t0 + c, d_seq + t0 + c, d_pages,
+                                               f->max_pages, p->att_scratch, nc, p->n_head, p->n_head_kv, hd,
+                                               att_splits(f, p, nc), f->one_per_seq, scale, window, softcap, p->st);
+                else
+                    e = paged_attention(att + (size_t)c * p->nq, q + (size_t)c * p->nq, p->kv_k + kv_off,
+                                        p->kv_v + kv_off, d_pos + t0 + c, d_seq + t0 + c, d_pages, f->max_pages,
+                                        p->att_scratch, nc, p->n_head, p->n_head_kv, hd, att_splits(f, p, nc),
+                                        f->one_per_seq, scale, p->st);
             }
             DEV_TRY(e);
         }
     }
     if (L->bo) DEV_TRY(cu_bias_add(x, E, L->bo, nt, E, p->st));
     /* wo follows attention: prefilled */
-    return fz ? mm_acc(p, &L->wo, att, x, t0, nt, fz & FZ_WO, 1, err, err_size)
+    return fz ? mm_acc(p, &L->wo, att, x, t0, nt, fz & FZ_WO, 1, L->attn_post_norm, err, err_size)
               : mm_xn(p, &L->wo, att, h16, nt, t0, err, err_size);
 }
 
@@ -271,12 +319,12 @@ int fcu_ffn_half(part *p, int32_t l, span s, int fz, char *err, size_t err_size)
     const wgroup *gu = &L->gu;
     /* gate and up stacked in one matrix: the fused matvec writes silu(gate) * up itself (no SwiGLU
      * launch), where v11 takes it */
-    if ((fz & FZ_GU) && (fz & FZ_DOWN) && gu->n_m == 1 && gu->n_parts == 2 &&
+    if ((fz & FZ_GU) && (fz & FZ_DOWN) && f->m->hp.act == LLAMA_ACT_SILU && gu->n_m == 1 && gu->n_parts == 2 &&
         gu->part_off[1] == gu->part_rows[0] && gu->part_rows[0] == gu->part_rows[1] && gu->part_rows[0] == p->n_ff) {
         float *ff = p->ff + (int64_t)t0 * p->n_ff;
         const dweight *w = &gu->m[0];
         cudaError_t e = cu_matvec_f32_norm_glu(ff, w->w, w->type, x, L->ffn_norm, f->m->hp.rms_eps, w->rows, w->k, nt, p->st);
-        if (e == cudaSuccess) return mm_acc(p, dn, ff, x, t0, nt, 1, 0, err, err_size);
+        if (e == cudaSuccess) return mm_acc(p, dn, ff, x, t0, nt, 1, 0, NULL, err, err_size);
         if (e != cudaErrorNotSupported) DEV_TRY(e);
     }
     if (fz ? group_mm_norm(p, &L->gu, x, L->ffn_norm, p->gu, t0, nt, fz & FZ_GU, err, err_size)
@@ -287,12 +335,16 @@ int fcu_ffn_half(part *p, int32_t l, span s, int fz, char *err, size_t err_size)
     /* SwiGLU apart otherwise: folding it into the down matvec's input staging measured slower, unfused
      * (PERF-LOG run 8) and fused (run 26: 8b q4_0 tg128 510 vs 518 apart) */
     float *ff = p->ff + (int64_t)t0 * p->n_ff;
+    const int gelu = f->m->hp.act == LLAMA_ACT_GELU_TANH; /* Gemma's gate: apart, also in a fused layer */
     if (!fz && mm_gemm(dn, nt)) { /* down's GEMM input in f16 from SwiGLU itself */
-        DEV_TRY(paged_swiglu_f16(ff, p->xh, pg + t0 * sg, sg, pu + t0 * su, su, nt, p->n_ff, p->st));
+        if (gelu) DEV_TRY(cu_geglu(ff, p->xh, pg + t0 * sg, sg, pu + t0 * su, su, nt, p->n_ff, p->st));
+        else DEV_TRY(paged_swiglu_f16(ff, p->xh, pg + t0 * sg, sg, pu + t0 * su, su, nt, p->n_ff, p->st));
         return mm_xn(p, dn, ff, 1, nt, t0, err, err_size);
     }
-    DEV_TRY(paged_swiglu(ff, pg + t0 * sg, sg, pu + t0 * su, su, nt, p->n_ff, p->st));
-    return fz ? mm_acc(p, dn, ff, x, t0, nt, fz & FZ_DOWN, 0, err, err_size) : mm(p, dn, ff, xn, nt, err, err_size);
+    if (gelu) DEV_TRY(cu_geglu(ff, NULL, pg + t0 * sg, sg, pu + t0 * su, su, nt, p->n_ff, p->st));
+    else DEV_TRY(paged_swiglu(ff, pg + t0 * sg, sg, pu + t0 * su, su, nt, p->n_ff, p->st));
+    return fz ? mm_acc(p, dn, ff, x, t0, nt, fz & FZ_DOWN, 0, L->ffn_post_norm, err, err_size)
+              : mm(p, dn, ff, xn, nt, err, err_size);
 }
 
 /* The start of the part's first layer: embed (when the pass starts at layer 0 and the part holds
@@ -305,21 +357,30 @@ int fcu_part_enter(part *p, span s, int norm, char *err, size_t err_size) {
     float *x = p->x + (int64_t)s.t0 * E, *xn = p->xn + (int64_t)s.t0 * E;
     p->xh_ready = 0; /* xh and gemm_scratch hold nothing of this pass yet (an aborted pass may have */
     p->xn_parts = 1; /* left either behind) */
-    if (p->embeds)
+    if (p->embeds) {
         DEV_TRY(cu_embed(x, p->tok_embd, m->tok_embd.type, p->d_meta + s.t0, s.nt, m->tok_embd.n_rows, E, p->st));
+        if (hp->embd_scale != 1.0f) DEV_TRY(cu_scale(x, (int64_t)s.nt * E, hp->embd_scale, p->st)); /* Gemma */
+    }
     if (norm) DEV_TRY(cu_rmsnorm(xn, x, p->layers[0].attn_norm, s.nt, E, hp->rms_eps, p->st));
     return 0;
 }
 
-/* Residual add of xn into x, then the norm `w` of the next block into xn (w NULL: add only). */
-int fcu_part_add(part *p, span s, const float *w, char *err, size_t err_size) {
+/* Residual add of xn into x, then the norm `w` of the next block into xn (w NULL: add only). post
+ * (Gemma's post-attention or post-FFN norm, NULL: none) norms the product in xn first: after a row
+ * split's all-reduce, so the whole sum is normed. */
+int fcu_part_add(part *p, span s, const float *post, const float *w, char *err, size_t err_size) {
     const llama_hparams *hp = &p->f->m->hp;
     int E = hp->n_embd;
     float *x = p->x + (int64_t)s.t0 * E, *xn = p->xn + (int64_t)s.t0 * E;
     /* a pass the GEMMs take (more than MM_MATVEC_N tokens): the norm's output in f16 too, the next
      * group_mm's input (those groups' matrices are all of E columns) */
-    const int parts = p->xn_parts > 1 ? p->xn_parts : 1;
+    int parts = p->xn_parts > 1 ? p->xn_parts : 1;
     const float *d = parts > 1 ? (const float *)p->gemm_scratch : xn;
+    if (post) { /* the planes' sum normed into xn, which the add then takes as one plane */
+        DEV_TRY(cu_rmsnorm_parts(xn, d, parts, (int64_t)s.nt * E, post, s.nt, E, hp->rms_eps, p->st));
+        parts = 1;
+        d = xn;
+    }
     p->xn_parts = 1;
     p->xh_ready = w && s.nt > MM_MATVEC_N;
     if (p->xh_ready || parts > 1) /* w NULL (the last layer): the planes' add alone */
@@ -349,7 +410,7 @@ int fcu_run_head(part *p, int n, int r0, int nr, int greedy, int identity, char 
             DEV_TRY(paged_gather_rows(p->xn, p->x, d_out + r0, nr, hp->n_embd, p->st));
             x = p->xn;
         }
-        if (direct && !greedy) logits = f->h_logits;
+        if (direct && !greedy && !(hp->final_softcap > 0)) logits = f->h_logits;
         DEV_TRY(cu_matvec_f32_norm(logits, o->w, o->type, x, p->output_norm, hp->rms_eps, o->rows, o->k, nr, p->st));
     } else {
         DEV_TRY(paged_gather_rows(p->xn, p->x, d_out + r0, nr, hp->n_embd, p->st));
@@ -357,6 +418,8 @@ int fcu_run_head(part *p, int n, int r0, int nr, int greedy, int identity, char 
         if (mm(p, o, p->xn, p->logits, nr, err, err_size)) return -1;
         if (p->output_b) DEV_TRY(cu_bias_add(p->logits, hp->n_vocab, p->output_b, nr, hp->n_vocab, p->st));
     }
+    /* Gemma 2's final softcap, before the argmax or the copy (logits is p->logits then) */
+    if (hp->final_softcap > 0) DEV_TRY(cu_softcap(p->logits, (int64_t)nr * hp->n_vocab, hp->final_softcap, p->st));
     if (greedy) {
         DEV_TRY(cu_argmax(direct ? f->h_ids : p->d_ids, p->logits, nr, hp->n_vocab, f->skip, p->st));
         if (!direct)
@@ -367,6 +430,17 @@ int fcu_run_head(part *p, int n, int r0, int nr, int greedy, int identity, char 
         DEV_TRY(cudaMemcpyAsync(f->h_logits, p->logits, (size_t)nr * (size_t)hp->n_vocab * sizeof(float),
                                 cudaMemcpyDeviceToHost, p->st));
     return 0;
+}
+
+/* The FZ_* products layer L's recipe lets fcu_plan_fusions fuse: the fused accumulating matvecs
+ * add wo's and down's products to x as they are, so a post norm (Gemma: the product normed before
+ * its add; mm_acc's unfused path and fcu_part_add do it) keeps that product unfused. A GELU gate
+ * keeps the fused SiLU gate (cu_matvec_f32_norm_glu) out: fcu_ffn_half checks the gate itself. */
+static int layer_fz_allowed(const dlayer *L) {
+    int ok = FZ_QKV | FZ_WO | FZ_GU | FZ_DOWN | FZ_LAYER;
+    if (L->attn_post_norm) ok &= ~FZ_WO;
+    if (L->ffn_post_norm) ok &= ~FZ_DOWN;
+    return ok;
 }
 
 /* Whether the fused matvecs take w for n tokens (kernels.h: cu_matvec_fused_supported). */
@@ -389,10 +463,11 @@ void fcu_plan_fusions(part *p) {
         p->head_fz[n] = p->head && !p->output_b && fused_ok(&p->output, n);
         for (int32_t l = 0; l < p->l1 - p->l0; l++) {
             dlayer *L = &p->layers[l];
+            const int allowed = layer_fz_allowed(L);
             int qkv = 1, gu = 1;
             for (int i = 0; i < L->qkv.n_m; i++) qkv &= fused_ok(&L->qkv.m[i], n);
             for (int i = 0; i < L->gu.n_m; i++) gu &= fused_ok(&L->gu.m[i], n);
-            int wo = fused_ok(&L->wo, n), down = fused_ok(&L->down, n);
+            int wo = fused_ok(&L->wo, n) && (allowed & FZ_WO), down = fused_ok(&L->down, n) && (allowed & FZ_DOWN);
             int extra = !qkv + !wo + !gu + !down;
             const int qkv_flag = p->f->general ? FZ_QKVN : FZ_QKV;
             L->fz[n] = (uint8_t)((qkv ? qkv_flag : 0) | (wo ? FZ_WO : 0) | (gu ? FZ_GU : 0) | (down ? FZ_DOWN : 0) |
@@ -402,19 +477,25 @@ void fcu_plan_fusions(part *p) {
 }
 
 /* The general layer's RoPE (forward_cuda.general) as the CPU reference sets it up
- * (models/model.h: llama_rope_angles), with model_rope_factors' factors for the backend's
- * positions per sequence, as the CPU's. Fills f->h_angle (the angle per position of each pair)
- * and f->rope_mscale. */
+ * (models/model.h: llama_rope_angles) for the global layers (rope_base, rope_freq_scale) into
+ * f->h_angle and f->rope_mscale and, for a model with windowed layers, the CPU's rope_swa
+ * (rope_base_swa, no frequency scale; the factors and YaRN's ramp as there) into f->h_angle_swa
+ * and f->rope_mscale_swa. The factors are model_rope_factors' for the backend's positions per
+ * sequence, as the CPU's. */
 int fcu_rope_angles(forward_cuda *f, char *err, size_t err_size) {
     const llama_model *m = f->m;
     const llama_hparams *hp = &m->hp;
-    const int half = hp->n_rot / 2;
-    f->h_angle = malloc((size_t)(half > 0 ? half : 1) * sizeof(double));
-    if (!f->h_angle) {
+    const size_t half = (size_t)(hp->n_rot / 2 > 0 ? hp->n_rot / 2 : 1);
+    const float *factors = model_rope_factors(m, f->max_pos);
+    int swa = 0;
+    for (int32_t l = 0; l < hp->n_layer; l++) swa |= llama_layer_is_swa(hp, l);
+    f->h_angle = malloc(half * sizeof(double));
+    if (swa) f->h_angle_swa = malloc(half * sizeof(double));
+    if (!f->h_angle || (swa && !f->h_angle_swa)) {
         snprintf(err, err_size, "out of memory");
         return -1;
     }
-    f->rope_mscale = llama_rope_angles(hp, hp->rope_base, hp->rope_freq_scale, model_rope_factors(m, f->max_pos),
-                                       f->h_angle);
+    f->rope_mscale = llama_rope_angles(hp, hp->rope_base, hp->rope_freq_scale, factors, f->h_angle);
+    if (swa) f->rope_mscale_swa = llama_rope_angles(hp, hp->rope_base_swa, 1.0, factors, f->h_angle_swa);
     return 0;
 }

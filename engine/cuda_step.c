@@ -42,10 +42,12 @@ static int run_segment(part *p, int seg, span s, int head, char *err, size_t err
                                 p->layers[l - p->l0].attn_norm, s.nt, f->m->hp.n_embd, f->m->hp.rms_eps, p->st));
             }
             const int norm_next = l + 1 < p->l1 && !fcu_layer_fz(p, l + 1, s.nt);
+            const dlayer *L = &p->layers[l - p->l0];
             if (fcu_attn_half(p, l, s, 0, err, err_size) ||
-                fcu_part_add(p, s, p->layers[l - p->l0].ffn_norm, err, err_size) ||
+                fcu_part_add(p, s, L->attn_post_norm, L->ffn_norm, err, err_size) ||
                 fcu_ffn_half(p, l, s, 0, err, err_size) ||
-                fcu_part_add(p, s, norm_next ? p->layers[l + 1 - p->l0].attn_norm : NULL, err, err_size))
+                fcu_part_add(p, s, L->ffn_post_norm, norm_next ? p->layers[l + 1 - p->l0].attn_norm : NULL, err,
+                             err_size))
                 return -1;
         }
     } else if (seg == 0) {
@@ -53,13 +55,15 @@ static int run_segment(part *p, int seg, span s, int head, char *err, size_t err
     } else {
         int32_t l = f->l0 + (seg - 1) / 2;
         if (seg % 2) {
-            if (fcu_part_add(p, s, p->layers[l - p->l0].ffn_norm, err, err_size) || fcu_ffn_half(p, l, s, 0, err, err_size))
+            if (fcu_part_add(p, s, p->layers[l - p->l0].attn_post_norm, p->layers[l - p->l0].ffn_norm, err, err_size) ||
+                fcu_ffn_half(p, l, s, 0, err, err_size))
                 return -1;
         } else if (l + 1 < f->l1) {
-            if (fcu_part_add(p, s, p->layers[l + 1 - p->l0].attn_norm, err, err_size) ||
+            if (fcu_part_add(p, s, p->layers[l - p->l0].ffn_post_norm, p->layers[l + 1 - p->l0].attn_norm, err,
+                             err_size) ||
                 fcu_attn_half(p, l + 1, s, 0, err, err_size))
                 return -1;
-        } else if (fcu_part_add(p, s, NULL, err, err_size)) {
+        } else if (fcu_part_add(p, s, p->layers[l - p->l0].ffn_post_norm, NULL, err, err_size)) {
             return -1;
         }
     }

@@ -107,6 +107,7 @@ static void layout_weights(part *p, arena *a) {
     p->tok_embd = p->embeds ? take(a, raw_bytes(&m->tok_embd)) : NULL;
     for (int i = 0; i < p->n_vecs; i++) *p->vecs[i].dev = take(a, p->vecs[i].n * sizeof(float));
     p->rope_angle = p->f->h_angle ? take(a, (size_t)(hp->n_rot / 2) * sizeof(double)) : NULL;
+    p->rope_angle_swa = p->f->h_angle_swa ? take(a, (size_t)(hp->n_rot / 2) * sizeof(double)) : NULL;
     for (int i = 0; i < p->n_w; i++) p->ws[i]->w = take(a, weight_dev_bytes(p->ws[i]));
 }
 
@@ -154,6 +155,9 @@ static void layout_scratch(part *p, arena *a) {
     }
     p->gemm_scratch = take(a, p->gemm_scratch_bytes);
     p->d_meta = take(a, fcu_meta_words(f) * sizeof(int32_t));
+    /* the fused recipe epilogue's per-(token, head) counts (kernels.h: cu_recipe_epi) */
+    p->qkv_count = f->general ? take(a, (size_t)(FUSE_MAX_N + 1) * (size_t)(p->n_head + p->n_head_kv) * sizeof(unsigned))
+                              : NULL;
 }
 
 /* --- weight upload: readers fill pinned slots from the mapped file, the part's thread copies ---- */
@@ -378,7 +382,7 @@ int fcu_part_plan(part *p, char *err, size_t err_size) {
     const llama_model *m = f->m;
     const llama_hparams *hp = &m->hp;
     int64_t hd = hp->head_dim, E = hp->n_embd;
-    p->vecs = calloc(2 + 8 * (size_t)(p->l1 - p->l0), sizeof *p->vecs);
+    p->vecs = calloc(2 + 10 * (size_t)(p->l1 - p->l0), sizeof *p->vecs);
     if (!p->vecs) {
         snprintf(err, err_size, "out of memory");
         return -1;
@@ -402,6 +406,8 @@ int fcu_part_plan(part *p, char *err, size_t err_size) {
         vec_add(p, &L->bo, S->bo, (size_t)E);
         vec_add(p, &L->q_norm, S->q_norm, (size_t)hd);
         vec_add(p, &L->k_norm, S->k_norm, (size_t)hd);
+        vec_add(p, &L->attn_post_norm, S->attn_post_norm, (size_t)E);
+        vec_add(p, &L->ffn_post_norm, S->ffn_post_norm, (size_t)E);
         wslice qkv[3] = {{&S->wq, p->qh0 * hd, p->qh1 * hd, 0, E}, {&S->wk, p->kvh0 * hd, p->kvh1 * hd, 0, E},
                          {&S->wv, p->kvh0 * hd, p->kvh1 * hd, 0, E}};
         wslice gu[2] = {{&S->w_gate, p->ff0, p->ff1, 0, E}, {&S->w_up, p->ff0, p->ff1, 0, E}};
@@ -468,6 +474,9 @@ static int part_setup(part *p, progress_sum *ps, char *err, size_t err_size) {
         DEV_TRY(cudaMemcpy(*p->vecs[i].dev, p->vecs[i].src, p->vecs[i].n * sizeof(float), cudaMemcpyHostToDevice));
     if (p->rope_angle)
         DEV_TRY(cudaMemcpy(p->rope_angle, f->h_angle, (size_t)(hp->n_rot / 2) * sizeof(double), cudaMemcpyHostToDevice));
+    if (p->rope_angle_swa)
+        DEV_TRY(cudaMemcpy(p->rope_angle_swa, f->h_angle_swa, (size_t)(hp->n_rot / 2) * sizeof(double),
+                           cudaMemcpyHostToDevice));
     int rc = upload_weights(p, tmp, ps, err, err_size);
     cudaFree(tmp);
     if (rc) return -1;
@@ -477,6 +486,9 @@ static int part_setup(part *p, progress_sum *ps, char *err, size_t err_size) {
     DEV_TRY(cudaMemsetAsync(p->kv_v, 0, kv_each, p->st));
     /* paged_attention's arrival counters live in its scratch and start at zero (paged.h). */
     DEV_TRY(cudaMemsetAsync(p->att_scratch, 0, p->att_scratch_bytes, p->st));
+    if (p->qkv_count)
+        DEV_TRY(cudaMemsetAsync(p->qkv_count, 0,
+                                (size_t)(FUSE_MAX_N + 1) * (size_t)(p->n_head + p->n_head_kv) * sizeof(unsigned), p->st));
     DEV_TRY(cudaStreamSynchronize(p->st));
     return 0;
 }

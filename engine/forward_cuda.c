@@ -31,8 +31,11 @@
  * A model whose layer recipe is not plain Llama (models/model.h) runs the general layer: unfused
  * at every token count, Q/K/V biases, per-head Q/K norms and RoPE of the recipe (either pair
  * layout, frequency factors, scaling) in one epilogue kernel (kernels/recipe.h), bo and the
- * output bias added by their own; what it cannot run (model_gpu_missing_feature) is refused at
- * load in one line.
+ * output bias added by their own. Gemma's pieces: windowed layers (their own RoPE table of
+ * rope_base_swa) and the attention softcap take paged_attention_recipe (decode kernels) and
+ * paged_attention_prefill_recipe (prompt passes), post norms are applied to the product in fcu_part_add before its add,
+ * the GELU gate, the input scale after the embedding and the logit softcap after the head are
+ * recipe.h kernels. What it cannot run (model_gpu_missing_feature) is refused at load in one line.
  *
  * Per pass, everything that changes (token ids, positions, sequence indices, cells, the rows
  * that want logits, the page tables) goes to each part in one copy of one int32 buffer laid out
@@ -211,6 +214,7 @@ static void cuda_free(void *self) {
         if (f->step_ev[i]) cudaEventDestroy(f->step_ev[i]);
     free(f->h_keep);
     free(f->h_angle);
+    free(f->h_angle_swa);
     cudaFreeHost((void *)f->p2p_report);
     cudaFreeHost(f->h_logits);
     cudaFreeHost(f->h_ids);

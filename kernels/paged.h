@@ -51,6 +51,15 @@ cudaError_t paged_attention_variant(int variant, float *out, const float *q, con
                                     const int32_t *pages, int page_stride, void *scratch, int n_tok, int n_head,
                                     int n_kv_head, int head_dim, int n_split, int kv_ready, float scale,
                                     cudaStream_t stream);
+/* paged_attention for the general layer's recipes: a windowed layer (window > 0) lets token t see
+ * positions max(0, pos[t] - window + 1)..pos[t] only, and softcap > 0 turns each scaled score s
+ * into softcap * tanh(s / softcap) before the softmax (Gemma 2); 0 and 0: paged_attention. The
+ * same kernels as paged_attention (their instances with the mask and the softcap compiled in);
+ * pages wholly before the window are not read, and a token's splits divide its window. */
+cudaError_t paged_attention_recipe(float *out, const float *q, const uint16_t *k_cache, const uint16_t *v_cache,
+                                   const int32_t *pos, const int32_t *seq, const int32_t *pages, int page_stride,
+                                   void *scratch, int n_tok, int n_head, int n_kv_head, int head_dim, int n_split,
+                                   int kv_ready, float scale, int window, float softcap, cudaStream_t stream);
 /* The same, writing out also as f16 bits to out_h (paged_to_f16's rounding): the next GEMM's input
  * without a conversion launch. Only the default kernel (3, head_dim 64 or 128); otherwise
  * cudaErrorNotSupported with nothing launched. */
@@ -75,6 +84,15 @@ cudaError_t paged_attention_prefill(float *out, const float *q, const uint16_t *
 cudaError_t paged_attention_prefill_variant(int variant, float *out, const float *q, const uint16_t *k_cache,
                                             const uint16_t *v_cache, const int32_t *pages, int pos0, int n_tok,
                                             int n_head, int n_kv_head, int head_dim, float scale, cudaStream_t stream);
+
+/* paged_attention_prefill_variant for the general layer's recipes: window > 0 lets the token at
+ * position p see keys max(0, p - window + 1)..p only (pages wholly before a block's window are not
+ * read), softcap > 0 turns each scaled score s into softcap * tanh(s / softcap) before the softmax;
+ * variant 3 is production's (v2 off compute capability 9.0), 2 for tests. */
+cudaError_t paged_attention_prefill_recipe(int variant, float *out, const float *q, const uint16_t *k_cache,
+                                           const uint16_t *v_cache, const int32_t *pages, int pos0, int n_tok,
+                                           int n_head, int n_kv_head, int head_dim, float scale, int window,
+                                           float softcap, cudaStream_t stream);
 
 /* RoPE of one pass's Q and K and the K/V store, in one launch: for token t, q_out[t] (f32
  * [n_tok][n_head][head_dim], contiguous) = cu_rope(q + t * sq), and cu_rope(k + t * sk) and v + t * sv

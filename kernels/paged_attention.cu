@@ -21,6 +21,12 @@
 #define PA_WARPS 4
 #define PA_MIN_SPLIT 64
 
+/* The first position a query at pos sees: pos - window + 1 on a windowed layer (window > 0; the
+ * CPU reference's and llama.cpp's mask, p1 - p0 >= window hidden), 0 otherwise. */
+__device__ __forceinline__ int pa_window_lo(int pos, int window) {
+    return window > 0 && pos >= window ? pos - window + 1 : 0;
+}
+
 extern "C" size_t paged_attention_scratch_bytes(int n_tok, int n_head, int head_dim, int n_split) {
     return ((size_t)pt_counters(n_head) + (size_t)n_tok * n_head * n_split * (size_t)(head_dim + 2)) * sizeof(float);
 }
@@ -57,14 +63,14 @@ __device__ __forceinline__ void pa_load(float out[EPL], const uint16_t *row, int
 template <int EPL>
 __global__ void __launch_bounds__(PA_WARPS * 32) paged_attn_split_kernel(float *scratch, const float *q,
         const uint16_t *kc, const uint16_t *vc, const int32_t *pos, const int32_t *seq, const int32_t *pages,
-        int page_stride, int n_head, int n_kv_head, int head_dim, float scale) {
+        int page_stride, int n_head, int n_kv_head, int head_dim, float scale, int window, float softcap) {
     pdl_trigger(); /* PDL (pdl.cuh): the next kernel may start; this one waits for the last */
     pdl_wait();
     const int split = blockIdx.x, kvh = blockIdx.y, t = blockIdx.z, n_split = gridDim.x, n_tok = gridDim.z;
     const int G = n_head / n_kv_head, warp = threadIdx.x >> 5, lane = threadIdx.x & 31;
-    const int L = pos[t] + 1;
+    const int lo = pa_window_lo(pos[t], window), L = pos[t] + 1 - lo; /* positions lo..pos[t] */
     const int chunk = max(PA_MIN_SPLIT, (L + n_split - 1) / n_split);
-    const int p0 = split * chunk, p1 = min(L, p0 + chunk);
+    const int p0 = lo + split * chunk, p1 = lo + min(L, split * chunk + chunk);
     const int64_t hd = head_dim, kv_dim = (int64_t)n_kv_head * head_dim;
     const bool vec = head_dim % EPL == 0;
     float *ms = scratch, *ls = scratch + (int64_t)n_tok * n_head * n_split;
@@ -113,6 +119,7 @@ __global__ void __launch_bounds__(PA_WARPS * 32) paged_attn_split_kernel(float *
 #pragma unroll
                 for (int i = 0; i < EPL; i++) s = fmaf(qr[h][i], kr[u][i], s);
                 s = warp_sum(s);
+                if (softcap > 0.0f) s = softcap * tanhf(s / softcap);
                 float mn = fmaxf(m[h], s), corr = __expf(m[h] - mn), pe = __expf(s - mn);
                 l[h] = l[h] * corr + pe;
 #pragma unroll
@@ -195,10 +202,11 @@ static size_t pt_smem_bytes(int tp, int head_dim, int G) {
     return (size_t)4 * tp * (head_dim + 8) * sizeof(uint16_t) + ((size_t)G * head_dim + tp * PA_MAX_G + 3 * PA_MAX_G) * sizeof(float);
 }
 
-template <int TP>
+/* RC: the window and softcap of paged_attention_recipe compiled in (the plain instance without). */
+template <int TP, bool RC>
 __global__ void __launch_bounds__(PT_THREADS) paged_attn_tile_kernel(float *out, float *scratch, const float *q,
         const uint16_t *kc, const uint16_t *vc, const int32_t *pos, const int32_t *seq, const int32_t *pages,
-        int page_stride, int n_head, int n_kv_head, int head_dim, float scale) {
+        int page_stride, int n_head, int n_kv_head, int head_dim, float scale, int window, float softcap) {
     constexpr int NPG = PT_THREADS / TP;                      /* thread groups in the score phase */
     constexpr int HPT = (PA_MAX_G + NPG - 1) / NPG;           /* heads per thread there, at most */
     extern __shared__ __align__(16) unsigned char pt_smem[];
@@ -208,9 +216,11 @@ __global__ void __launch_bounds__(PT_THREADS) paged_attn_tile_kernel(float *out,
     const int split = blockIdx.x, kvh = blockIdx.y, t = blockIdx.z, n_split = gridDim.x;
     const int G = n_head / n_kv_head, tid = threadIdx.x, warp = tid >> 5, lane = tid & 31;
     const int hd = head_dim, RS = head_dim + 8, cpr = head_dim / 8;
-    const int L = pos[t] + 1;
+    /* a window's first position lo: the walk starts at lo's tile (TP-aligned, so no tile crosses a
+     * page and every tile holds a position in range) and masks what precedes lo in that tile */
+    const int lo = RC ? pa_window_lo(pos[t], window) : 0, base = lo / TP * TP, L = pos[t] + 1 - base;
     const int chunk = ((L + n_split - 1) / n_split + PAGED_PAGE - 1) / PAGED_PAGE * PAGED_PAGE;
-    const int p0 = split * chunk, p1 = min(L, p0 + chunk), n_act = (L + chunk - 1) / chunk;
+    const int p0 = base + split * chunk, p1 = base + min(L, split * chunk + chunk), n_act = (L + chunk - 1) / chunk;
     /* one split holds the whole context: it writes the output itself, the empty ones leave */
     if (n_act == 1 && split > 0) return;
     const int64_t kv_dim = (int64_t)n_kv_head * head_dim, parts = (int64_t)gridDim.z * n_head * n_split;
@@ -282,7 +292,9 @@ __global__ void __launch_bounds__(PT_THREADS) paged_attn_tile_kernel(float *out,
 #pragma unroll
                 for (int u = 0; u < HPT; u++) {
                     const int h = hg + NPG * u;
-                    if (h < G) sc[j * PA_MAX_G + h] = j < nrow ? acc[u] : -INFINITY;
+                    if (RC && softcap > 0.0f) acc[u] = softcap * tanhf(acc[u] / softcap);
+                    const bool in = j < nrow && (!RC || p0 + tile * TP + j >= lo); /* RC: lo on */
+                    if (h < G) sc[j * PA_MAX_G + h] = in ? acc[u] : -INFINITY;
                 }
             }
             __syncthreads();
@@ -364,12 +376,15 @@ __global__ void __launch_bounds__(PT_THREADS) paged_attn_tile_kernel(float *out,
 template <int TP>
 static cudaError_t pt_launch(float *out, float *sc, const float *q, const uint16_t *k_cache, const uint16_t *v_cache,
                              const int32_t *pos, const int32_t *seq, const int32_t *pages, int page_stride,
-                             dim3 grid, int n_head, int n_kv_head, int head_dim, float scale, cudaStream_t stream) {
+                             dim3 grid, int n_head, int n_kv_head, int head_dim, float scale, int window,
+                             float softcap, cudaStream_t stream) {
     const size_t smem = pt_smem_bytes(TP, head_dim, n_head / n_kv_head); /* above the 48 KB default */
-    cudaError_t e = smem_optin<paged_attn_tile_kernel<TP>>();
+    const bool rc = window > 0 || softcap > 0.0f;
+    cudaError_t e = rc ? smem_optin<paged_attn_tile_kernel<TP, true>>() : smem_optin<paged_attn_tile_kernel<TP, false>>();
     if (e != cudaSuccess) return e;
-    return pdl_launch(paged_attn_tile_kernel<TP>, grid, dim3(PT_THREADS), smem, stream, out, sc, q, k_cache, v_cache,
-                      pos, seq, pages, page_stride, n_head, n_kv_head, head_dim, scale);
+    return pdl_launch(rc ? paged_attn_tile_kernel<TP, true> : paged_attn_tile_kernel<TP, false>, grid, dim3(PT_THREADS),
+                      smem, stream, out, sc, q, k_cache, v_cache, pos, seq, pages, page_stride, n_head, n_kv_head,
+                      head_dim, scale, window, softcap);
 }
 
 /* variant 3 (production): the tensor-core kernel's V3 where it applies (less fixed cost; PERF-LOG run
@@ -378,7 +393,8 @@ static cudaError_t pt_launch(float *out, float *sc, const float *q, const uint16
 static cudaError_t attention_run(int variant, float *out, uint16_t *out_h, const float *q, const uint16_t *k_cache,
                                  const uint16_t *v_cache, const int32_t *pos, const int32_t *seq, const int32_t *pages,
                                  int page_stride, void *scratch, int n_tok, int n_head, int n_kv_head, int head_dim,
-                                 int n_split, int kv_ready, float scale, cudaStream_t stream);
+                                 int n_split, int kv_ready, float scale, int window, float softcap,
+                                 cudaStream_t stream);
 
 extern "C" cudaError_t paged_attention(float *out, const float *q, const uint16_t *k_cache,
                                        const uint16_t *v_cache, const int32_t *pos, const int32_t *seq,
@@ -386,7 +402,7 @@ extern "C" cudaError_t paged_attention(float *out, const float *q, const uint16_
                                        int n_head, int n_kv_head, int head_dim, int n_split, int kv_ready,
                                        float scale, cudaStream_t stream) {
     return attention_run(3, out, nullptr, q, k_cache, v_cache, pos, seq, pages, page_stride, scratch, n_tok, n_head,
-                         n_kv_head, head_dim, n_split, kv_ready, scale, stream);
+                         n_kv_head, head_dim, n_split, kv_ready, scale, 0, 0.0f, stream);
 }
 
 extern "C" cudaError_t paged_attention_f16(float *out, uint16_t *out_h, const float *q, const uint16_t *k_cache,
@@ -398,7 +414,17 @@ extern "C" cudaError_t paged_attention_f16(float *out, uint16_t *out_h, const fl
     /* the tensor-core kernel's V3 only; the caller converts out itself otherwise */
     if (head_dim != 64 && head_dim != 128) return cudaErrorNotSupported;
     return attention_run(3, out, out_h, q, k_cache, v_cache, pos, seq, pages, page_stride, scratch, n_tok, n_head,
-                         n_kv_head, head_dim, n_split, kv_ready, scale, stream);
+                         n_kv_head, head_dim, n_split, kv_ready, scale, 0, 0.0f, stream);
+}
+
+extern "C" cudaError_t paged_attention_recipe(float *out, const float *q, const uint16_t *k_cache,
+                                              const uint16_t *v_cache, const int32_t *pos, const int32_t *seq,
+                                              const int32_t *pages, int page_stride, void *scratch, int n_tok,
+                                              int n_head, int n_kv_head, int head_dim, int n_split, int kv_ready,
+                                              float scale, int window, float softcap, cudaStream_t stream) {
+    if (window < 0 || !(softcap >= 0.0f)) return cudaErrorInvalidValue;
+    return attention_run(3, out, nullptr, q, k_cache, v_cache, pos, seq, pages, page_stride, scratch, n_tok, n_head,
+                         n_kv_head, head_dim, n_split, kv_ready, scale, window, softcap, stream);
 }
 
 extern "C" cudaError_t paged_attention_variant(int variant, float *out, const float *q, const uint16_t *k_cache,
@@ -408,13 +434,14 @@ extern "C" cudaError_t paged_attention_variant(int variant, float *out, const fl
                                                float scale, cudaStream_t stream) {
     if (variant < 1 || variant > 3) return cudaErrorInvalidValue;
     return attention_run(variant, out, nullptr, q, k_cache, v_cache, pos, seq, pages, page_stride, scratch, n_tok,
-                         n_head, n_kv_head, head_dim, n_split, kv_ready, scale, stream);
+                         n_head, n_kv_head, head_dim, n_split, kv_ready, scale, 0, 0.0f, stream);
 }
 
 static cudaError_t attention_run(int variant, float *out, uint16_t *out_h, const float *q, const uint16_t *k_cache,
                                  const uint16_t *v_cache, const int32_t *pos, const int32_t *seq, const int32_t *pages,
                                  int page_stride, void *scratch, int n_tok, int n_head, int n_kv_head, int head_dim,
-                                 int n_split, int kv_ready, float scale, cudaStream_t stream) {
+                                 int n_split, int kv_ready, float scale, int window, float softcap,
+                                 cudaStream_t stream) {
     if (n_tok <= 0 || n_tok > PAGED_ATT_TOKENS || n_head <= 0 || n_kv_head <= 0 || n_head % n_kv_head ||
         n_head / n_kv_head > PA_MAX_G || head_dim <= 0 || head_dim > 256 || n_split <= 0 || page_stride <= 0)
         return cudaErrorInvalidValue;
@@ -422,24 +449,31 @@ static cudaError_t attention_run(int variant, float *out, uint16_t *out_h, const
     float *sc = (float *)scratch;
     if (head_dim % 8 == 0) {
         if (n_split > 256) return cudaErrorInvalidValue; /* the merge's weights must fit the tile area */
+        /* a window or a softcap: the tensor-core kernels' RC instances (V3's, or the first form's) */
+        const bool rc = window > 0 || softcap > 0.0f;
         if (variant >= 2 && (head_dim == 64 || head_dim == 128)) { /* n_head / n_kv_head <= 8: checked above */
-#define PM_LAUNCH(D, V3) pm_launch<D, V3>(out, V3 ? out_h : nullptr, sc, q, k_cache, v_cache, pos, seq, pages, page_stride, grid, n_head, \
-                                          n_kv_head, scale, kv_ready, stream)
-            if (variant == 3) return head_dim == 64 ? PM_LAUNCH(64, true) : PM_LAUNCH(128, true);
-            return head_dim == 64 ? PM_LAUNCH(64, false) : PM_LAUNCH(128, false);
+#define PM_LAUNCH(D, V3, RC) pm_launch<D, V3, RC>(out, V3 ? out_h : nullptr, sc, q, k_cache, v_cache, pos, seq, pages, \
+                                                  page_stride, grid, n_head, n_kv_head, scale, kv_ready, window, softcap, stream)
+            if (rc) {
+                if (variant == 3) return head_dim == 64 ? PM_LAUNCH(64, true, true) : PM_LAUNCH(128, true, true);
+                return head_dim == 64 ? PM_LAUNCH(64, false, true) : PM_LAUNCH(128, false, true);
+            }
+            if (variant == 3) return head_dim == 64 ? PM_LAUNCH(64, true, false) : PM_LAUNCH(128, true, false);
+            return head_dim == 64 ? PM_LAUNCH(64, false, false) : PM_LAUNCH(128, false, false);
 #undef PM_LAUNCH
         }
         /* 64-position tiles up to head_dim 128 (~76 KB of shared memory), 32 above */
         return head_dim <= 128 ? pt_launch<64>(out, sc, q, k_cache, v_cache, pos, seq, pages, page_stride, grid, n_head,
-                                               n_kv_head, head_dim, scale, stream)
+                                               n_kv_head, head_dim, scale, window, softcap, stream)
                                : pt_launch<32>(out, sc, q, k_cache, v_cache, pos, seq, pages, page_stride, grid, n_head,
-                                               n_kv_head, head_dim, scale, stream);
+                                               n_kv_head, head_dim, scale, window, softcap, stream);
     }
     int epl = (head_dim + 31) / 32;
     cudaError_t e;
     sc += pt_counters(n_head); /* the untiled kernels use no counters */
 #define PA_LAUNCH(E) (e = pdl_launch(paged_attn_split_kernel<E>, grid, dim3(PA_WARPS * 32), 0, stream, sc, q, k_cache, \
-                                     v_cache, pos, seq, pages, page_stride, n_head, n_kv_head, head_dim, scale))
+                                     v_cache, pos, seq, pages, page_stride, n_head, n_kv_head, head_dim, scale, window, \
+                                     softcap))
     if (epl <= 1) PA_LAUNCH(1);
     else if (epl <= 2) PA_LAUNCH(2);
     else if (epl <= 4) PA_LAUNCH(4);

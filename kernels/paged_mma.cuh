@@ -167,11 +167,15 @@ __device__ __forceinline__ void pm_merge_v3(float *out, uint16_t *out_h, const f
     }
 }
 
-template <int D, bool V3>
+/* RC (paged_attention_recipe): a window (window > 0: positions before lo = pos - window + 1
+ * masked, the walk from lo's page on, so the page rounds of V3 stay whole pages) and a score
+ * softcap (cap2 = softcap log2(e), in the base-2 units of the scores); the plain instances
+ * compile without either. */
+template <int D, bool V3, bool RC>
 __global__ void __launch_bounds__(PM_WARPS * 32, 2) paged_attn_mma_kernel(float *out, uint16_t *out_h, float *scratch,
         const float *q,
         const uint16_t *kc, const uint16_t *vc, const int32_t *pos, const int32_t *seq, const int32_t *pages,
-        int page_stride, int n_head, int n_kv_head, float scale_log2, int kv_ready) {
+        int page_stride, int n_head, int n_kv_head, float scale_log2, int kv_ready, int window, float cap2) {
     constexpr int RS = D + 8;                 /* halves per K/V row in shared memory (16 bytes of pad) */
     constexpr int SLOT = 2 * PM_SUB * RS;     /* halves per ring slot: K rows, then V rows */
     constexpr int CPR = D / 8;                /* 16-byte chunks per row */
@@ -184,9 +188,10 @@ __global__ void __launch_bounds__(PM_WARPS * 32, 2) paged_attn_mma_kernel(float 
     const int split = blockIdx.x, kvh = blockIdx.y, t = blockIdx.z, n_split = gridDim.x;
     const int G = n_head / n_kv_head, tid = threadIdx.x, warp = tid >> 5, lane = tid & 31;
     const int g = lane >> 2, tq = lane & 3;
-    const int L = pos[t] + 1;
+    const int P = pos[t], lo = RC && window > 0 && P >= window ? P - window + 1 : 0;
+    const int base = lo / PAGED_PAGE * PAGED_PAGE, L = P + 1 - base; /* positions base..P walked */
     const int chunk = (max(PM_MIN_CHUNK, (L + n_split - 1) / n_split) + PAGED_PAGE - 1) / PAGED_PAGE * PAGED_PAGE;
-    const int p0 = split * chunk, p1 = min(L, p0 + chunk), n_act = (L + chunk - 1) / chunk;
+    const int p0 = base + split * chunk, p1 = base + min(L, split * chunk + chunk), n_act = (L + chunk - 1) / chunk;
     const int32_t *pt = pages + (int64_t)seq[t] * page_stride;
     int lane_page = 0; /* V3: the page of round `lane` of this split (chunk is whole pages) */
     if constexpr (V3) { /* pdl_wait below, after the first copies (kv_ready) */
@@ -251,7 +256,7 @@ __global__ void __launch_bounds__(PM_WARPS * 32, 2) paged_attn_mma_kernel(float 
         int pre = 0;
         if constexpr (V3) {
             if (kv_ready)
-                for (; pre < PM_STAGES - 1 && pre < mine && p0 + (warp + pre * PM_WARPS + 1) * PM_SUB <= L - 1; pre++)
+                for (; pre < PM_STAGES - 1 && pre < mine && p0 + (warp + pre * PM_WARPS + 1) * PM_SUB <= P; pre++)
                     issue(pre);
             kt_mark(tr, 1);
             pdl_wait();
@@ -326,19 +331,30 @@ __global__ void __launch_bounds__(PM_WARPS * 32, 2) paged_attn_mma_kernel(float 
 #pragma unroll
             for (int n = 0; n < 2; n++) {
                 const int p = b + 8 * n + 2 * tq;
+                if constexpr (RC) {
+                    if (cap2 > 0.0f) {
+                        s[n][0] = cap2 * tanhf(s[n][0] / cap2);
+                        s[n][1] = cap2 * tanhf(s[n][1] / cap2);
+                    }
+                    if (p < lo) s[n][0] = -INFINITY;
+                    if (p + 1 < lo) s[n][1] = -INFINITY;
+                }
                 if (p >= p1) s[n][0] = -INFINITY;
                 if (p + 1 >= p1) s[n][1] = -INFINITY;
                 mx = fmaxf(mx, fmaxf(s[n][0], s[n][1]));
             }
             mx = fmaxf(mx, __shfl_xor_sync(0xffffffffu, mx, 1));
             mx = fmaxf(mx, __shfl_xor_sync(0xffffffffu, mx, 2)); /* finite: position b is in range */
-            const float corr = exp2f(m - mx);
+            /* RC: a sub-tile wholly before the window, with none in range before it, leaves mx at
+             * -inf: its weights 0 and m, l, O as they were (zero) */
+            const float sub = RC && mx == -INFINITY ? 0.0f : mx;
+            const float corr = exp2f(m - sub);
             m = mx;
             float pw[2][2];
 #pragma unroll
             for (int n = 0; n < 2; n++) {
-                pw[n][0] = exp2f(s[n][0] - mx);
-                pw[n][1] = exp2f(s[n][1] - mx);
+                pw[n][0] = exp2f(s[n][0] - sub);
+                pw[n][1] = exp2f(s[n][1] - sub);
             }
             l = l * corr + (pw[0][0] + pw[0][1]) + (pw[1][0] + pw[1][1]);
             uint32_t ph0, pl0, ph1, pl1; /* P row g: positions 2tq.. (a0) and 8 + 2tq.. (a2) */
@@ -447,15 +463,16 @@ __global__ void __launch_bounds__(PM_WARPS * 32, 2) paged_attn_mma_kernel(float 
     if (tid == 0) *count = 0;
 }
 
-template <int D, bool V3>
+template <int D, bool V3, bool RC>
 static cudaError_t pm_launch(float *out, uint16_t *out_h, float *sc, const float *q, const uint16_t *k_cache, const uint16_t *v_cache,
                              const int32_t *pos, const int32_t *seq, const int32_t *pages, int page_stride,
-                             dim3 grid, int n_head, int n_kv_head, float scale, int kv_ready, cudaStream_t stream) {
-    cudaError_t e = smem_optin<paged_attn_mma_kernel<D, V3>>();
+                             dim3 grid, int n_head, int n_kv_head, float scale, int kv_ready, int window, float softcap,
+                             cudaStream_t stream) {
+    cudaError_t e = smem_optin<paged_attn_mma_kernel<D, V3, RC>>();
     if (e != cudaSuccess) return e;
-    return pdl_launch(paged_attn_mma_kernel<D, V3>, grid, dim3(PM_WARPS * 32), pm_smem_bytes(D), stream, out, out_h, sc, q,
-                      k_cache, v_cache, pos, seq, pages, page_stride, n_head, n_kv_head, scale * 1.4426950408889634f,
-                      kv_ready);
+    return pdl_launch(paged_attn_mma_kernel<D, V3, RC>, grid, dim3(PM_WARPS * 32), pm_smem_bytes(D), stream, out, out_h,
+                      sc, q, k_cache, v_cache, pos, seq, pages, page_stride, n_head, n_kv_head,
+                      scale * 1.4426950408889634f, kv_ready, window, softcap * 1.4426950408889634f);
 }
 
 #endif

@@ -104,10 +104,10 @@ __device__ __forceinline__ float fa_exp2(float x) {
     return y;
 }
 
-template <int D>
+template <int D, bool RC>
 __global__ void __launch_bounds__(FA_THREADS, 1) paged_attn_prefill2_kernel(float *out, const float *q,
         const uint16_t *kc, const uint16_t *vc, const int32_t *pages, int pos0, int n_tok, int n_head,
-        int n_kv_head, float qscale) {
+        int n_kv_head, float qscale, int window, float cap2) {
     using lay = fa_layout<D>;
     constexpr int DS = lay::DS, NT = FA_KT / 8; /* n8 tiles of keys a tile */
     extern __shared__ __align__(16) unsigned char fa_smem[];
@@ -118,7 +118,10 @@ __global__ void __launch_bounds__(FA_THREADS, 1) paged_attn_prefill2_kernel(floa
     /* the last rows see the most keys: their blocks start first, so the short ones fill the tail */
     const int row0 = (int)(gridDim.x - 1 - blockIdx.x) * FA_ROWS;
     const int kv_end = pos0 + (min(rows, row0 + FA_ROWS) - 1) / G + 1; /* keys the block reads: [0, kv_end) */
-    const int n_tiles = (kv_end + FA_KT - 1) / FA_KT;
+    /* RC, a windowed layer: no row of the block sees a key before its first row's window, so the
+     * tiles wholly before it are skipped; tile i of the loop is page tile0 + i */
+    const int tile0 = RC && window > 0 ? max(0, pos0 + row0 / G - window + 1) / FA_KT : 0;
+    const int n_tiles = (kv_end + FA_KT - 1) / FA_KT - tile0;
     const int my_tiles = (n_tiles - wg + 1) / 2; /* tiles wg, wg + 2, ... below n_tiles */
     const int64_t kv_dim = (int64_t)n_kv_head * D;
 
@@ -133,8 +136,8 @@ __global__ void __launch_bounds__(FA_THREADS, 1) paged_attn_prefill2_kernel(floa
     const uint32_t ring = fa_saddr(qs + lay::Q + wg * lay::RING);
     const uint32_t sdst = ring + (uint32_t)(cr * DS + ce) * 2;
     auto issue = [&](int i, int st) {
-        const int64_t at = pages[i] * page_bytes;
-        const int left = kv_end - i * FA_KT - cr; /* rows u * RPI below this are in range */
+        const int64_t at = pages[tile0 + i] * page_bytes;
+        const int left = kv_end - (tile0 + i) * FA_KT - cr; /* rows u * RPI below this are in range */
         const uint32_t dk = sdst + (uint32_t)st * lay::STAGE * 2, dv = dk + lay::TILE * 2;
 #pragma unroll
         for (int u = 0; u < FA_KT / RPI; u++) {
@@ -178,7 +181,7 @@ __global__ void __launch_bounds__(FA_THREADS, 1) paged_attn_prefill2_kernel(floa
     for (int mi = 0; mi < 2; mi++) m[mi][0] = m[mi][1] = -INFINITY, l[mi][0] = l[mi][1] = 0.0f;
 
     for (int j = 0; j < my_tiles; j++) {
-        const int i = wg + 2 * j, st = j & 1, p0 = i * FA_KT;
+        const int i = wg + 2 * j, st = j & 1, p0 = (tile0 + i) * FA_KT;
         fa_wait_all();
         /* tile j landed for the whole group, and every warp of it is done with stage st ^ 1 */
         fa_group_sync(1 + wg);
@@ -207,6 +210,28 @@ __global__ void __launch_bounds__(FA_THREADS, 1) paged_attn_prefill2_kernel(floa
                 fa_mma(s[1][2 * nn], a1, b[0], b[1]);
                 fa_mma(s[1][2 * nn + 1], a1, b[2], b[3]);
             }
+        }
+        if constexpr (RC) { /* the softcap (log2 units: cap2 = cap log2(e)), then the window's mask */
+            if (cap2 > 0.0f)
+#pragma unroll
+                for (int mi = 0; mi < 2; mi++)
+#pragma unroll
+                    for (int n = 0; n < NT; n++)
+#pragma unroll
+                        for (int e = 0; e < 4; e++) s[mi][n][e] = cap2 * tanhf(s[mi][n][e] / cap2);
+            if (window > 0)
+#pragma unroll
+                for (int mi = 0; mi < 2; mi++)
+#pragma unroll
+                    for (int h = 0; h < 2; h++) {
+                        /* the row's first key, relative to the thread's first column 2t of the tile */
+                        const int lo = pos0 + min(wrow + 16 * mi + 8 * h + g, rows - 1) / G - window + 1 - p0 - 2 * t;
+#pragma unroll
+                        for (int n = 0; n < NT; n++) {
+                            if (8 * n < lo) s[mi][n][2 * h] = -INFINITY;
+                            if (8 * n + 1 < lo) s[mi][n][2 * h + 1] = -INFINITY;
+                        }
+                    }
         }
         /* causal mask, only where the tile crosses the diagonal of the warp's rows */
         if (p0 + FA_KT - 1 > lim_lo) {
@@ -333,16 +358,17 @@ __global__ void __launch_bounds__(FA_THREADS, 1) paged_attn_prefill2_kernel(floa
         }
 }
 
-template <int D>
+template <int D, bool RC>
 static cudaError_t pf2_launch(float *out, const float *q, const uint16_t *kc, const uint16_t *vc,
                               const int32_t *pages, int pos0, int n_tok, int n_head, int n_kv_head, float scale,
-                              cudaStream_t stream) {
-    cudaError_t e = smem_optin<paged_attn_prefill2_kernel<D>>(); /* above the 48 KB default */
+                              int window, float softcap, cudaStream_t stream) {
+    cudaError_t e = smem_optin<paged_attn_prefill2_kernel<D, RC>>(); /* above the 48 KB default */
     if (e != cudaSuccess) return e;
     const int rows = n_tok * (n_head / n_kv_head);
     dim3 grid((unsigned)((rows + FA_ROWS - 1) / FA_ROWS), (unsigned)n_kv_head);
-    paged_attn_prefill2_kernel<D><<<grid, FA_THREADS, fa_layout<D>::BYTES, stream>>>(
-        out, q, kc, vc, pages, pos0, n_tok, n_head, n_kv_head, scale * 1.4426950408889634f);
+    paged_attn_prefill2_kernel<D, RC><<<grid, FA_THREADS, fa_layout<D>::BYTES, stream>>>(
+        out, q, kc, vc, pages, pos0, n_tok, n_head, n_kv_head, scale * 1.4426950408889634f, window,
+        softcap * 1.4426950408889634f);
     return cudaGetLastError();
 }
 
@@ -460,10 +486,10 @@ __device__ __forceinline__ void f3_mma_pv(float (&d)[64], const uint32_t (&a)[4]
 }
 #endif
 
-template <int D>
+template <int D, bool RC>
 __global__ void __launch_bounds__(F3_THREADS, 1) paged_attn_prefill3_kernel(float *out, const float *q,
         const uint16_t *kc, const uint16_t *vc, const int32_t *pages, int pos0, int n_tok, int n_head,
-        int n_kv_head, float qscale) {
+        int n_kv_head, float qscale, int window, float cap2) {
 #if defined(__CUDA_ARCH_FEAT_SM90_ALL)
     using lay = f3_layout<D>;
     constexpr int NO = D / 2, KS = D / 16; /* O accumulators a thread; k16 steps of Q K^T */
@@ -475,7 +501,10 @@ __global__ void __launch_bounds__(F3_THREADS, 1) paged_attn_prefill3_kernel(floa
     const int kvh = blockIdx.y, G = n_head / n_kv_head, rows = n_tok * G;
     const int row0 = (int)(gridDim.x - 1 - blockIdx.x) * F3_ROWS; /* the longest rows first, as v2 */
     const int kv_end = pos0 + (min(rows, row0 + F3_ROWS) - 1) / G + 1;
-    const int n_tiles = (kv_end + FA_KT - 1) / FA_KT;
+    /* RC, a windowed layer: the tiles wholly before the block's first row's window are skipped
+     * (v2's); tile i of the loop is page tile0 + i */
+    const int tile0 = RC && window > 0 ? max(0, pos0 + row0 / G - window + 1) / FA_KT : 0;
+    const int n_tiles = (kv_end + FA_KT - 1) / FA_KT - tile0;
     const int64_t kv_dim = (int64_t)n_kv_head * D;
 
     /* Copy of tile i (page i) into stage i % F3_STAGES, or an empty group past the last tile (the
@@ -490,8 +519,8 @@ __global__ void __launch_bounds__(F3_THREADS, 1) paged_attn_prefill3_kernel(floa
     const uint32_t doff = (uint32_t)((cc >> 3) * lay::KVP + cr * 128 + (((cc & 7) ^ (cr & 7)) << 4));
     auto issue = [&](int i) {
         if (i < n_tiles) {
-            const int64_t at = pages[i] * page_bytes;
-            const int left = kv_end - i * FA_KT - cr;
+            const int64_t at = pages[tile0 + i] * page_bytes;
+            const int left = kv_end - (tile0 + i) * FA_KT - cr;
             const uint32_t dk = sring + (uint32_t)(i % F3_STAGES) * lay::STAGE + doff, dv = dk + lay::PANELS * lay::KVP;
 #pragma unroll
             for (int u = 0; u < FA_KT / RPI; u++) {
@@ -542,10 +571,25 @@ __global__ void __launch_bounds__(F3_THREADS, 1) paged_attn_prefill3_kernel(floa
      * is only read: ptxas serialises every wgmma of a pipeline stage in which other instructions
      * write a wgmma accumulator, and P V is still in flight here. */
     auto softmax = [&](int i, uint32_t (&p)[4][4], float corr[2]) {
-        const int p0 = i * FA_KT;
+        const int p0 = (tile0 + i) * FA_KT;
         float x[32];
 #pragma unroll
         for (int k = 0; k < 32; k++) x[k] = s[k];
+        if constexpr (RC) { /* v2's softcap and window mask */
+            if (cap2 > 0.0f)
+#pragma unroll
+                for (int k = 0; k < 32; k++) x[k] = cap2 * tanhf(x[k] / cap2);
+            if (window > 0)
+#pragma unroll
+                for (int h = 0; h < 2; h++) {
+                    const int lo = pos0 + min(wrow + 16 * w4 + 8 * h + g, rows - 1) / G - window + 1 - p0 - 2 * t;
+#pragma unroll
+                    for (int n = 0; n < FA_KT / 8; n++) {
+                        if (8 * n < lo) x[4 * n + 2 * h] = -INFINITY;
+                        if (8 * n + 1 < lo) x[4 * n + 2 * h + 1] = -INFINITY;
+                    }
+                }
+        }
         if (p0 + FA_KT - 1 > lim_lo) {
 #pragma unroll
             for (int h = 0; h < 2; h++) {
@@ -655,17 +699,19 @@ __global__ void __launch_bounds__(F3_THREADS, 1) paged_attn_prefill3_kernel(floa
 
 /* wgmma runs on compute capability 9.0 only (optin.cuh's wgmma_device); elsewhere v3 falls back
  * to v2. */
-template <int D>
+template <int D, bool RC>
 static cudaError_t pf3_launch(float *out, const float *q, const uint16_t *kc, const uint16_t *vc,
                               const int32_t *pages, int pos0, int n_tok, int n_head, int n_kv_head, float scale,
-                              cudaStream_t stream) {
-    if (!wgmma_device()) return pf2_launch<D>(out, q, kc, vc, pages, pos0, n_tok, n_head, n_kv_head, scale, stream);
-    cudaError_t e = smem_optin<paged_attn_prefill3_kernel<D>>();
+                              int window, float softcap, cudaStream_t stream) {
+    if (!wgmma_device())
+        return pf2_launch<D, RC>(out, q, kc, vc, pages, pos0, n_tok, n_head, n_kv_head, scale, window, softcap, stream);
+    cudaError_t e = smem_optin<paged_attn_prefill3_kernel<D, RC>>();
     if (e != cudaSuccess) return e;
     const int rows = n_tok * (n_head / n_kv_head);
     dim3 grid((unsigned)((rows + F3_ROWS - 1) / F3_ROWS), (unsigned)n_kv_head);
-    paged_attn_prefill3_kernel<D><<<grid, F3_THREADS, f3_layout<D>::BYTES, stream>>>(
-        out, q, kc, vc, pages, pos0, n_tok, n_head, n_kv_head, scale * 1.4426950408889634f);
+    paged_attn_prefill3_kernel<D, RC><<<grid, F3_THREADS, f3_layout<D>::BYTES, stream>>>(
+        out, q, kc, vc, pages, pos0, n_tok, n_head, n_kv_head, scale * 1.4426950408889634f, window,
+        softcap * 1.4426950408889634f);
     return cudaGetLastError();
 }
 
@@ -675,17 +721,34 @@ extern "C" int paged_attention_prefill_supported(int n_head, int n_kv_head, int 
     return (head_dim == 64 || head_dim == 128) && 16 % G == 0;
 }
 
+static int prefill_args_ok(int variant, int pos0, int n_tok, int n_head, int n_kv_head, int head_dim) {
+    return variant >= 2 && variant <= 3 && paged_attention_prefill_supported(n_head, n_kv_head, head_dim) &&
+           n_tok > 0 && pos0 >= 0 && n_kv_head <= 65535 &&
+           (int64_t)n_tok * (n_head / n_kv_head) <= INT32_MAX - FA_ROWS && (int64_t)pos0 + n_tok <= INT32_MAX - FA_KT;
+}
+
 extern "C" cudaError_t paged_attention_prefill_variant(int variant, float *out, const float *q,
                                                        const uint16_t *k_cache, const uint16_t *v_cache,
                                                        const int32_t *pages, int pos0, int n_tok, int n_head,
                                                        int n_kv_head, int head_dim, float scale, cudaStream_t stream) {
-    if (variant < 2 || variant > 3 || !paged_attention_prefill_supported(n_head, n_kv_head, head_dim) || n_tok <= 0 || pos0 < 0 ||
-        n_kv_head > 65535 || (int64_t)n_tok * (n_head / n_kv_head) > INT32_MAX - FA_ROWS ||
-        (int64_t)pos0 + n_tok > INT32_MAX - FA_KT)
+    if (!prefill_args_ok(variant, pos0, n_tok, n_head, n_kv_head, head_dim)) return cudaErrorInvalidValue;
+    auto launch = variant == 3 ? (head_dim == 128 ? pf3_launch<128, false> : pf3_launch<64, false>)
+                               : (head_dim == 128 ? pf2_launch<128, false> : pf2_launch<64, false>);
+    return launch(out, q, k_cache, v_cache, pages, pos0, n_tok, n_head, n_kv_head, scale, 0, 0.0f, stream);
+}
+
+/* The kernels' RC instances: the window's mask and the softcap compiled in only there, so the
+ * plain layers' kernels stay as they were. */
+extern "C" cudaError_t paged_attention_prefill_recipe(int variant, float *out, const float *q,
+                                                      const uint16_t *k_cache, const uint16_t *v_cache,
+                                                      const int32_t *pages, int pos0, int n_tok, int n_head,
+                                                      int n_kv_head, int head_dim, float scale, int window,
+                                                      float softcap, cudaStream_t stream) {
+    if (!prefill_args_ok(variant, pos0, n_tok, n_head, n_kv_head, head_dim) || window < 0 || !(softcap >= 0.0f))
         return cudaErrorInvalidValue;
-    auto launch = variant == 3 ? (head_dim == 128 ? pf3_launch<128> : pf3_launch<64>)
-                               : (head_dim == 128 ? pf2_launch<128> : pf2_launch<64>);
-    return launch(out, q, k_cache, v_cache, pages, pos0, n_tok, n_head, n_kv_head, scale, stream);
+    auto launch = variant == 3 ? (head_dim == 128 ? pf3_launch<128, true> : pf3_launch<64, true>)
+                               : (head_dim == 128 ? pf2_launch<128, true> : pf2_launch<64, true>);
+    return launch(out, q, k_cache, v_cache, pages, pos0, n_tok, n_head, n_kv_head, scale, window, softcap, stream);
 }
 
 /* Production: v3 (wgmma; v2 off compute capability 9.0). PERF-LOG run 31: 8b q4_k_m pp512 @

@@ -99,3 +99,87 @@ extern "C" cudaError_t cu_bias_add(float *x, int64_t stride, const float *b, int
     return pdl_launch(bias_add_kernel, dim3((unsigned)(g > 65535 ? 65535 : g)), dim3(256), 0, stream, x, stride, b,
                       n_rows, width);
 }
+
+/* One block per row: the planes' sum into out, its sum of squares reduced in double, then the
+ * scale. */
+enum { RN_THREADS = 256 };
+__global__ void __launch_bounds__(RN_THREADS) rmsnorm_parts_kernel(float *out, const float *d, int parts,
+                                                                    int64_t plane, const float *w, int dim, float eps) {
+    pdl_trigger();
+    pdl_wait();
+    __shared__ double part[RN_THREADS / 32];
+    const int64_t r0 = (int64_t)blockIdx.x * dim;
+    double ss = 0;
+    for (int i = threadIdx.x; i < dim; i += RN_THREADS) {
+        float v = d[r0 + i];
+        for (int s = 1; s < parts; s++) v += d[s * plane + r0 + i]; /* plane order, as gemm_sum */
+        out[r0 + i] = v;
+        ss += (double)v * v;
+    }
+    for (int o = 16; o; o >>= 1) ss += __shfl_xor_sync(0xffffffffu, ss, o);
+    if ((threadIdx.x & 31) == 0) part[threadIdx.x / 32] = ss;
+    __syncthreads();
+    double sum = 0;
+    for (int i = 0; i < RN_THREADS / 32; i++) sum += part[i];
+    const float scale = (float)(1.0 / sqrt(sum / dim + eps));
+    for (int i = threadIdx.x; i < dim; i += RN_THREADS) out[r0 + i] = out[r0 + i] * scale * w[i];
+}
+
+extern "C" cudaError_t cu_rmsnorm_parts(float *out, const float *d, int parts, int64_t plane, const float *w, int rows,
+                                        int dim, float eps, cudaStream_t stream) {
+    if (!out || !d || !w || parts < 1 || rows <= 0 || dim <= 0 || (parts > 1 && plane < (int64_t)rows * dim))
+        return cudaErrorInvalidValue;
+    return pdl_launch(rmsnorm_parts_kernel, dim3((unsigned)rows), dim3(RN_THREADS), 0, stream, out, d, parts, plane, w,
+                      dim, eps);
+}
+
+__global__ void scale_kernel(float *x, int64_t n, float s) {
+    pdl_trigger();
+    pdl_wait();
+    for (int64_t i = blockIdx.x * (int64_t)blockDim.x + threadIdx.x; i < n; i += (int64_t)gridDim.x * blockDim.x)
+        x[i] *= s;
+}
+
+__global__ void softcap_kernel(float *x, int64_t n, float cap) {
+    pdl_trigger();
+    pdl_wait();
+    for (int64_t i = blockIdx.x * (int64_t)blockDim.x + threadIdx.x; i < n; i += (int64_t)gridDim.x * blockDim.x)
+        x[i] = cap * tanhf(x[i] / cap);
+}
+
+static dim3 flat_grid(int64_t n) {
+    const int64_t g = (n + 255) / 256;
+    return dim3((unsigned)(g > 65535 ? 65535 : g));
+}
+
+extern "C" cudaError_t cu_scale(float *x, int64_t n, float s, cudaStream_t stream) {
+    if (!x || n <= 0) return cudaErrorInvalidValue;
+    return pdl_launch(scale_kernel, flat_grid(n), dim3(256), 0, stream, x, n, s);
+}
+
+extern "C" cudaError_t cu_softcap(float *x, int64_t n, float cap, cudaStream_t stream) {
+    if (!x || n <= 0 || !(cap > 0.0f)) return cudaErrorInvalidValue;
+    return pdl_launch(softcap_kernel, flat_grid(n), dim3(256), 0, stream, x, n, cap);
+}
+
+__global__ void geglu_kernel(float *out, uint16_t *out_h, const float *g, int64_t sg, const float *u, int64_t su,
+                             int n_ff, int64_t n) {
+    pdl_trigger();
+    pdl_wait();
+    for (int64_t i = blockIdx.x * (int64_t)blockDim.x + threadIdx.x; i < n; i += (int64_t)gridDim.x * blockDim.x) {
+        const int64_t t = i / n_ff, c = i % n_ff;
+        const float x = g[t * sg + c];
+        const double k = 0.7978845608028654; /* sqrt(2 / pi) */
+        const float gl = (float)(0.5 * x * (1.0 + tanh(k * (x + 0.044715 * (double)x * x * x))));
+        const float y = gl * u[t * su + c];
+        out[i] = y;
+        if (out_h) out_h[i] = qr_f16(y);
+    }
+}
+
+extern "C" cudaError_t cu_geglu(float *out, uint16_t *out_h, const float *g, int64_t sg, const float *u, int64_t su,
+                                int n_tok, int n_ff, cudaStream_t stream) {
+    if (!out || !g || !u || n_tok <= 0 || n_ff <= 0 || sg < n_ff || su < n_ff) return cudaErrorInvalidValue;
+    const int64_t n = (int64_t)n_tok * n_ff;
+    return pdl_launch(geglu_kernel, flat_grid(n), dim3(256), 0, stream, out, out_h, g, sg, u, su, n_ff, n);
+}

@@ -1,7 +1,8 @@
 /* Kernels of the layer recipes beyond plain Llama (recipe.cu), for the CUDA backend's general
  * layer: Q/K/V biases, per-head RMSNorm of Q and K, RoPE in either pair layout with a per-pair
  * angle table (frequency factors, linear and YaRN scaling folded in by the caller), the K/V store
- * into the paged cache (paged.h's layout), and a bias over strided rows. Launchers follow
+ * into the paged cache (paged.h's layout), a bias over strided rows, and Gemma's pieces: post norms,
+ * the input scale, the logit softcap and the GELU gate. Launchers follow
  * kernels.h's conventions: device pointers, output first, stream last, nothing allocated, the
  * launch status returned; kernels know no model. Every kernel is launched with PDL and reads
  * nothing before its wait (pdl.cuh's rules), so it sits anywhere in a decode step's chain. */
@@ -41,6 +42,26 @@ cudaError_t cu_qkv_rope_store(float *q_out, uint16_t *k_cache, uint16_t *v_cache
 
 /* x[t * stride + i] += b[i] for t < n_rows, i < width. */
 cudaError_t cu_bias_add(float *x, int64_t stride, const float *b, int n_rows, int64_t width, cudaStream_t stream);
+
+/* out[r] = rmsnorm(d[r]) * w (x / sqrt(mean(x^2) + eps) * w, the sum of squares in double as the
+ * CPU reference's), d the sum of `parts` planes d + s * plane added in plane order (paged.h's
+ * paged_add_rmsnorm_sum's planes; parts 1: d alone); rows of dim f32. out may be d. Gemma's
+ * post-attention and post-FFN norms of a product before its residual add. */
+cudaError_t cu_rmsnorm_parts(float *out, const float *d, int parts, int64_t plane, const float *w, int rows, int dim,
+                             float eps, cudaStream_t stream);
+
+/* x[i] *= s for i < n (the embedding scale of Gemma's input). */
+cudaError_t cu_scale(float *x, int64_t n, float s, cudaStream_t stream);
+
+/* x[i] = cap * tanh(x[i] / cap) for i < n, cap > 0 (Gemma 2's final logit softcap). */
+cudaError_t cu_softcap(float *x, int64_t n, float cap, cudaStream_t stream);
+
+/* out[t][i] = gelu_tanh(g[t * sg + i]) * u[t * su + i] for i < n_ff, gelu_tanh(x) =
+ * 0.5 x (1 + tanh(sqrt(2 / pi) (x + 0.044715 x^3))) in double as the CPU reference computes it,
+ * rounded to f32 before the product; with out_h non-null out also as f16 bits there (paged.h's
+ * paged_to_f16 rounding: the next GEMM's input). Gemma's gated FFN. */
+cudaError_t cu_geglu(float *out, uint16_t *out_h, const float *g, int64_t sg, const float *u, int64_t su, int n_tok,
+                     int n_ff, cudaStream_t stream);
 
 #ifdef __cplusplus
 }

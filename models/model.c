@@ -447,18 +447,14 @@ const char *model_non_llama_feature(const llama_model *m) {
 }
 
 const char *model_gpu_missing_feature(const llama_model *m) {
-    const llama_hparams *hp = &m->hp;
-    /* What the CUDA backend's general layer (engine/cuda_layer.c) does not run yet; it runs
-     * biases, per-head Q/K norms, NEOX RoPE, rope_freqs, LongRoPE, linear and YaRN scaling, any
-     * head size and attention scale, fused QKV and gate/up tensors. */
-    if (hp->swa_pattern) return "sliding-window attention";
-    if (hp->attn_softcap > 0 || hp->final_softcap > 0) return "softcapping";
-    for (int32_t l = 0; l < hp->n_layer; l++) {
-        const llama_layer *L = &m->layers[l];
-        if (L->attn_post_norm || L->ffn_post_norm) return "post-attention / post-FFN norms";
-    }
-    if (hp->act != LLAMA_ACT_SILU) return "GELU-gated FFN";
-    if (hp->embd_scale != 1.0f) return "input scaling";
+    /* The CUDA backend's general layer (engine/cuda_layer.c) runs every recipe the CPU reference
+     * does: biases, per-head Q/K norms, NEOX RoPE, rope_freqs, LongRoPE, linear and YaRN scaling,
+     * any head size and attention scale, fused QKV and gate/up tensors, and Gemma's sliding
+     * windows (with their own RoPE base), attention and logit softcaps, post norms, GELU gate and
+     * input scale. Not the one combination no architecture has: it adds bo to the residual
+     * itself (a row split's parts hold partial products), so bo cannot go under a post norm. */
+    for (int32_t l = 0; l < m->hp.n_layer; l++)
+        if (m->layers[l].bo && m->layers[l].attn_post_norm) return "attention output bias under a post-attention norm";
     return NULL;
 }
 

@@ -123,8 +123,9 @@ int llama_layer_is_swa(const llama_hparams *hp, int32_t l);
  * decode layers take only that one). */
 const char *model_non_llama_feature(const llama_model *m);
 
-/* The first part of m's recipe that the CUDA backend does not run (a sliding window, softcaps,
- * post-norms, GELU gating, input scaling), as a phrase for messages, or NULL when it runs m. */
+/* The first part of m's recipe that the CUDA backend does not run, as a phrase for messages, or
+ * NULL when it runs m (every recipe of the supported architectures, Gemma 2 and 3 included; only
+ * an attention output bias under a post-attention norm, which none has, is refused). */
 const char *model_gpu_missing_feature(const llama_model *m);
 
 /* The RoPE factors a context of n_ctx_seq positions per sequence uses, n_rot / 2 values or NULL:
