@@ -45,8 +45,8 @@ enum {
 /* A layer's fusion plan for one token count (fcu_plan_fusions): which products take the fused
  * matvecs (QKV and gate/up: every matrix of the group), and whether the layer runs fused. FZ_QKV
  * is plain Llama's QKV with the norm, RoPE and K/V store inside the matvec; a general layer's
- * QKV takes FZ_QKVN instead: the norm and the recipe's epilogue (biases, per-head norms, RoPE of
- * either layout, the K/V store) inside the matvec (kernels.h: cu_matvec_f32_norm_recipe). */
+ * QKV takes FZ_QKVN instead: the norm inside the matvec, recipe.h's epilogue kernel after it
+ * (folding that into the matvec's epilogue measured slower: PERF-LOG). */
 enum { FZ_QKV = 1, FZ_WO = 2, FZ_GU = 4, FZ_DOWN = 8, FZ_LAYER = 16, FZ_QKVN = 32 };
 
 /* A part of one matrix of the file: rows [r0, r1) and columns [c0, c1) (c0, c1 on block bounds). */
@@ -153,8 +153,6 @@ typedef struct {
     size_t gemm_scratch_bytes;
     int n_sm;
     int32_t *d_meta;
-    unsigned *qkv_count; /* general layers: [FUSE_MAX_N + 1][n_head + n_head_kv], zero between launches
-                          * (kernels.h: cu_recipe_epi's counts) */
     int32_t *d_ids;     /* [OUT_CHUNK][2] greedy picks of each logits row (forward_greedy: kernels.h's cu_argmax) */
     void *p2p_mem;      /* this device's p2p_rank (row split with peer access) */
     uint16_t *h_kv;     /* pinned [2][ATT_CHUNK][kv_dim] for kv_get / kv_set */

@@ -190,33 +190,7 @@ int fcu_attn_half(part *p, int32_t l, span s, int fz, char *err, size_t err_size
     const cu_qkv_recipe rr = {L->bq, L->bk, L->bv, L->q_norm, L->k_norm, hp->rms_eps,
                               swa_rope ? p->rope_angle_swa : p->rope_angle,
                               swa_rope ? f->rope_mscale_swa : f->rope_mscale, hp->rope_kind == LLAMA_ROPE_NEOX};
-    if (fz & FZ_QKVN) { /* the general layer's: the recipe inside the QKV matvec */
-        const cu_recipe_epi epi = {rr, p->qkv_count, p->n_head, p->n_head_kv};
-        cudaError_t pe = cudaErrorNotSupported;
-        float *raw[2] = {NULL, NULL};
-        for (int i = 0; i < L->qkv.n_m && i < 2; i++)
-            raw[i] = matrix_out(&L->qkv, p->qkv, f->n_batch, i) + (int64_t)t0 * L->qkv.m[i].rows;
-        if (L->qkv.n_m == 2) {
-            const dweight *w0 = &L->qkv.m[0], *w1 = &L->qkv.m[1];
-            int64_t r[2][3];
-            for (int i = 0; i < 2; i++) group_part_rows(&L->qkv, i, r[i]);
-            pe = cu_matvec_f32_norm_recipe_pair(w0->w, w0->type, w0->rows, r[0][0], r[0][1], raw[0], w1->w, w1->type,
-                                                w1->rows, r[1][0], r[1][1], raw[1], x, L->attn_norm, hp->rms_eps,
-                                                w0->k, nt, q, p->kv_k + kv_off, p->kv_v + kv_off, d_pos + t0,
-                                                d_cell + t0, p->kv_dim, hd, hp->n_rot, &epi, p->st);
-            if (pe != cudaSuccess && pe != cudaErrorNotSupported) DEV_TRY(pe);
-        }
-        for (int i = 0; pe != cudaSuccess && i < L->qkv.n_m; i++) {
-            const dweight *w = &L->qkv.m[i];
-            int64_t r[3];
-            group_part_rows(&L->qkv, i, r);
-            float *ri = matrix_out(&L->qkv, p->qkv, f->n_batch, i) + (int64_t)t0 * w->rows;
-            const int front = i > 0 ? cu_matvec_fused_blocks(L->qkv.m[0].type, L->qkv.m[0].rows, L->qkv.m[0].k, nt) : -1;
-            DEV_TRY(cu_matvec_f32_norm_recipe(w->w, w->type, x, L->attn_norm, hp->rms_eps, w->rows, w->k, nt, q,
-                                              p->kv_k + kv_off, p->kv_v + kv_off, d_pos + t0, d_cell + t0, r[0], r[1],
-                                              p->kv_dim, hd, hp->n_rot, &epi, ri, front, p->st));
-        }
-    } else if (fz & FZ_QKV) { /* Q, K, V straight to q and the caches */
+    if (fz & FZ_QKV) { /* Q, K, V straight to q and the caches */
         cudaError_t pe = cudaErrorNotSupported;
         if (L->qkv.n_m == 2) { /* Q4_K_M's Q/K and Q6_K V: one launch for both */
             const dweight *w0 = &L->qkv.m[0], *w1 = &L->qkv.m[1];
@@ -247,7 +221,7 @@ int fcu_attn_half(part *p, int32_t l, span s, int fz, char *err, size_t err_size
             }
         }
     } else {
-        if (fz ? group_mm_norm(p, &L->qkv, x, L->attn_norm, p->qkv, t0, nt, 0, err, err_size)
+        if (fz ? group_mm_norm(p, &L->qkv, x, L->attn_norm, p->qkv, t0, nt, fz & FZ_QKVN, err, err_size)
                : group_mm(p, &L->qkv, xn, p->qkv, t0, nt, err, err_size))
             return -1;
         group_view(&L->qkv, p->qkv, f->n_batch, 0, &pq, &sq);

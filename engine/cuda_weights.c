@@ -155,9 +155,6 @@ static void layout_scratch(part *p, arena *a) {
     }
     p->gemm_scratch = take(a, p->gemm_scratch_bytes);
     p->d_meta = take(a, fcu_meta_words(f) * sizeof(int32_t));
-    /* the fused recipe epilogue's per-(token, head) counts (kernels.h: cu_recipe_epi) */
-    p->qkv_count = f->general ? take(a, (size_t)(FUSE_MAX_N + 1) * (size_t)(p->n_head + p->n_head_kv) * sizeof(unsigned))
-                              : NULL;
 }
 
 /* --- weight upload: readers fill pinned slots from the mapped file, the part's thread copies ---- */
@@ -486,9 +483,6 @@ static int part_setup(part *p, progress_sum *ps, char *err, size_t err_size) {
     DEV_TRY(cudaMemsetAsync(p->kv_v, 0, kv_each, p->st));
     /* paged_attention's arrival counters live in its scratch and start at zero (paged.h). */
     DEV_TRY(cudaMemsetAsync(p->att_scratch, 0, p->att_scratch_bytes, p->st));
-    if (p->qkv_count)
-        DEV_TRY(cudaMemsetAsync(p->qkv_count, 0,
-                                (size_t)(FUSE_MAX_N + 1) * (size_t)(p->n_head + p->n_head_kv) * sizeof(unsigned), p->st));
     DEV_TRY(cudaStreamSynchronize(p->st));
     return 0;
 }

@@ -8,7 +8,6 @@
 #include <stddef.h>
 #include <stdint.h>
 #include <cuda_runtime_api.h>
-#include "kernels/recipe.h"
 
 #ifdef __cplusplus
 extern "C" {
@@ -147,31 +146,6 @@ cudaError_t cu_matvec_f32_norm_rope_pair(const void *w1, uint32_t t1, int64_t ro
                                       const float *x, const float *g, float eps, int64_t k, int n, float *q_out,
                                       uint16_t *k_cache, uint16_t *v_cache, const int32_t *pos, const int32_t *cell,
                                       int64_t kv_dim, int head_dim, int n_rot, float theta, cudaStream_t stream);
-/* The general layer's QKV (engine/cuda_layer.c: biases, per-head Q/K norms, RoPE of either pair
- * layout from an angle table) in the epilogue of cu_matvec_f32_norm: cu_matvec_f32_norm_rope's
- * rows and stores (nq Q rows, nk K rows, the rest V), with recipe.h's cu_qkv_rope_store arithmetic
- * instead of paged_rope_store's (outputs equal cu_matvec_f32_norm then cu_qkv_rope_store within
- * rounding: the head's sum of squares adds up in another order). raw [n][rows]: scratch for the
- * matrix's Q/K rows before the recipe (a head spans blocks); count [n][n_head + n_kv_head]: zeroed
- * once by the caller, left zeroed by every launch that ends. */
-typedef struct {
-    cu_qkv_recipe r;
-    unsigned *count;
-    int n_head, n_kv_head; /* the heads of the part (r's biases are theirs) */
-} cu_recipe_epi;
-/* front_blocks < 0: launched on its own; >= 0: beside another, as cu_matvec_f32_norm_rope_beside. */
-cudaError_t cu_matvec_f32_norm_recipe(const void *w, uint32_t wtype, const float *x, const float *g, float eps,
-                                      int64_t rows, int64_t k, int n, float *q_out, uint16_t *k_cache,
-                                      uint16_t *v_cache, const int32_t *pos, const int32_t *cell, int64_t nq,
-                                      int64_t nk, int64_t kv_dim, int head_dim, int n_rot, const cu_recipe_epi *epi,
-                                      float *raw, int front_blocks, cudaStream_t stream);
-/* Two of them in one launch, as cu_matvec_f32_norm_rope_pair (Q4_K with Q6_K, 1 or 2 tokens). */
-cudaError_t cu_matvec_f32_norm_recipe_pair(const void *w1, uint32_t t1, int64_t rows1, int64_t nq1, int64_t nk1,
-                                           float *raw1, const void *w2, uint32_t t2, int64_t rows2, int64_t nq2,
-                                           int64_t nk2, float *raw2, const float *x, const float *g, float eps,
-                                           int64_t k, int n, float *q_out, uint16_t *k_cache, uint16_t *v_cache,
-                                           const int32_t *pos, const int32_t *cell, int64_t kv_dim, int head_dim,
-                                           int n_rot, const cu_recipe_epi *epi, cudaStream_t stream);
 /* The blocks of the grid cu_matvec_f32_norm_rope (or _norm) launches for this case; 0 where
  * cu_matvec_fused_supported says no. */
 int cu_matvec_fused_blocks(uint32_t wtype, int64_t rows, int64_t k, int n);

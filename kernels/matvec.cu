@@ -46,7 +46,6 @@ static void mv_prepare_all() {
     mv10_prepare_all<T, false, mv_x_swiglu>();
     mv10_prepare_all<T, false, mv_x_norm>();
     mv10_prepare_all<T, false, mv_x_norm_rope>();
-    mv10_prepare_all<T, false, mv_x_norm_recipe>();
     mv10_prepare_all<T, false, mv_x_acc>();
     mv10_prepare_all<T, false, mv_x_swiglu_acc>();
     mv10_prepare_all<T, false, mv_x, MV11_OPT>();
@@ -54,7 +53,6 @@ static void mv_prepare_all() {
     mv10_prepare_all<T, false, mv_x_swiglu, MV11_OPT>();
     mv10_prepare_all<T, false, mv_x_norm, MV11_OPT>();
     mv10_prepare_all<T, false, mv_x_norm_rope, MV11_OPT>();
-    mv10_prepare_all<T, false, mv_x_norm_recipe, MV11_OPT>();
     mv10_prepare_all<T, false, mv_x_norm_glu, MV11_OPT>();
     mv10_prepare_all<T, false, mv_x_acc, MV11_OPT>();
     mv10_prepare_all<T, false, mv_x_swiglu_acc, MV11_OPT>();
@@ -336,63 +334,6 @@ extern "C" cudaError_t cu_matvec_f32_norm_rope_beside(const void *w, uint32_t wt
     if (front_blocks > 0 && mv_device(&sms, &smem_max) && sms - front_blocks >= sms / 8) cap = sms - front_blocks;
     return norm_rope(1, cap, w, wtype, x, g, eps, rows, k, n, q_out, k_cache, v_cache, pos, cell, nq, nk, kv_dim, head_dim,
                      n_rot, theta, stream);
-}
-
-/* norm_recipe's source: rope_source's checks, then the recipe's (an angle table where there is
- * rotation, the counts, raw where the matrix holds Q or K rows). */
-static bool recipe_source(mv_x_norm_recipe *src, const float *x, const float *g, float eps, int64_t rows,
-                          float *q_out, uint16_t *k_cache, uint16_t *v_cache, const int32_t *pos, const int32_t *cell,
-                          int64_t nq, int64_t nk, int64_t kv_dim, int head_dim, int n_rot, const cu_recipe_epi *epi,
-                          float *raw) {
-    mv_x_norm_rope base;
-    if (!epi || !rope_source(&base, x, g, eps, rows, q_out, k_cache, v_cache, pos, cell, nq, nk, kv_dim, head_dim,
-                             n_rot, 0.0f) ||
-        (n_rot && !epi->r.angle) || !epi->count || epi->n_head <= 0 || epi->n_kv_head <= 0 ||
-        nq > (int64_t)epi->n_head * head_dim || nk > (int64_t)epi->n_kv_head * head_dim || (nq + nk && !raw))
-        return false;
-    *src = mv_x_norm_recipe{base, epi->r, raw, epi->count, epi->n_head, epi->n_head + epi->n_kv_head};
-    return true;
-}
-
-extern "C" cudaError_t cu_matvec_f32_norm_recipe(const void *w, uint32_t wtype, const float *x, const float *g,
-                                                 float eps, int64_t rows, int64_t k, int n, float *q_out,
-                                                 uint16_t *k_cache, uint16_t *v_cache, const int32_t *pos,
-                                                 const int32_t *cell, int64_t nq, int64_t nk, int64_t kv_dim,
-                                                 int head_dim, int n_rot, const cu_recipe_epi *epi, float *raw,
-                                                 int front_blocks, cudaStream_t stream) {
-    mv_x_norm_recipe src;
-    if (!recipe_source(&src, x, g, eps, rows, q_out, k_cache, v_cache, pos, cell, nq, nk, kv_dim, head_dim, n_rot, epi,
-                       raw))
-        return cudaErrorInvalidValue;
-    if (front_blocks < 0) return matvec_fused((float *)nullptr, w, wtype, src, rows, k, n, stream);
-    /* beside a grid in front: as cu_matvec_f32_norm_rope_beside */
-    int sms, smem_max, cap = 0;
-    if (front_blocks > 0 && mv_device(&sms, &smem_max) && sms - front_blocks >= sms / 8) cap = sms - front_blocks;
-    return matvec_fused((float *)nullptr, w, wtype, src, rows, k, n, stream, -1, 1, cap);
-}
-
-extern "C" cudaError_t cu_matvec_f32_norm_recipe_pair(const void *w1, uint32_t t1, int64_t rows1, int64_t nq1,
-                                                      int64_t nk1, float *raw1, const void *w2, uint32_t t2,
-                                                      int64_t rows2, int64_t nq2, int64_t nk2, float *raw2,
-                                                      const float *x, const float *g, float eps, int64_t k, int n,
-                                                      float *q_out, uint16_t *k_cache, uint16_t *v_cache,
-                                                      const int32_t *pos, const int32_t *cell, int64_t kv_dim,
-                                                      int head_dim, int n_rot, const cu_recipe_epi *epi,
-                                                      cudaStream_t stream) {
-    mv_x_norm_recipe s1, s2;
-    if (!recipe_source(&s1, x, g, eps, rows1, q_out, k_cache, v_cache, pos, cell, nq1, nk1, kv_dim, head_dim, n_rot,
-                       epi, raw1) ||
-        !recipe_source(&s2, x, g, eps, rows2, q_out, k_cache, v_cache, pos, cell, nq2, nk2, kv_dim, head_dim, n_rot,
-                       epi, raw2))
-        return cudaErrorInvalidValue;
-    if (t1 != QUANT_Q4_K || t2 != QUANT_Q6_K || !cu_matvec_fused_supported(t1, rows1, k, n) ||
-        !cu_matvec_fused_supported(t2, rows2, k, n))
-        return cudaErrorNotSupported;
-    cudaError_t e = cudaErrorNotSupported;
-    mv10_dual_launch<QUANT_Q4_K, QUANT_Q6_K, mv_x_norm_recipe, MV11_OPT>(w1, s1, (int)rows1, w2, s2, (int)rows2,
-                                                                         (int)k, n, stream, pdl_enabled(), &e,
-                                                                         MV11_STAGES, MV_EARLY, -1, MV_BALANCE);
-    return e;
 }
 
 extern "C" cudaError_t cu_matvec_f32_acc(float *y, const void *w, uint32_t wtype, const float *x, int64_t rows,

@@ -304,9 +304,7 @@ __device__ __forceinline__ void mv10_block(float *y, const uint8_t *w, XS xv, in
             for (int wp = 0; wp < W; wp++) s += red[((tl * W + wp) * NT + c) * 16 + r];
             if constexpr (XS::NORM) s *= rinv[c];
         }
-        if constexpr (XS::RECIPE) {
-            if (live && row < rows) mv_recipe_put(xv, row, c, s, rows);
-        } else if constexpr (XS::ROPE) {
+        if constexpr (XS::ROPE) {
             const float ps = __shfl_xor_sync(0xffffffffu, s, 1); /* row ^ 1: same tile and token */
             if (live && row < rows) mv_rope_store(xv, row, c, s, ps);
         } else if (live && row < rows) {
@@ -315,8 +313,6 @@ __device__ __forceinline__ void mv10_block(float *y, const uint8_t *w, XS xv, in
             *yp = s;
         }
     }
-    /* red is free again (every thread is past the loop after the finish's first barrier) */
-    if constexpr (XS::RECIPE) mv_recipe_finish<NT>(xv, rows, t0 * 16, t1 * 16, (int *)red);
     if (late) pdl_wait(); /* pdl.cuh's rule 2: this grid's end implies the one before it ended */
     kt_mark(tr, 5);
 }
