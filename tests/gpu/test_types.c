@@ -4,8 +4,9 @@
  * are what a converter writes) and fresh random X:
  *   cu_matvec_f32 for 1 to 8 tokens on three shapes, cu_matvec_f16 for 3: relative error 1e-4
  *   (the kernel dequantises to f32 and accumulates in f32; X is not rounded);
- *   64 tokens as the engine's products take them (kernels.h: the GEMM where cu_gemm_supported
- *   says so, 2e-3 for its f16 weights and X; else matvecs of MATVEC_MAX_N tokens, 1e-4);
+ *   6 to 200 tokens as the engine's products take them (cuda_layer.c's mm_h): the GEMM where
+ *   cu_gemm_supported says so (cu_gemm_f16_split_parts, one plane; cu_gemm_f16 too), 2e-3 for its
+ *   f16 weights and X; else matvecs of MATVEC_MAX_N tokens, 1e-4;
  *   cu_embed: exact (1e-6), an out-of-range id a row of NaN, the guard after the output intact;
  *   whole models: a mini-shape Llama (4 layers) written by mkmodel with that type for every
  *   matrix, token_embd and output included, on the GPU against the CPU's exact path: 64 tokens
@@ -110,13 +111,26 @@ static void *dev_weights(const uint8_t *w, uint32_t t, int64_t rows, int64_t k) 
 }
 
 /* Y = W . X for n tokens by the production path: mode 0 cu_matvec_f32, 1 cu_matvec_f16 (X in
- * f16 bits), 2 the engine's product for n tokens (the GEMM where it takes the type, else
- * matvecs of MATVEC_MAX_N tokens). */
+ * f16 bits), 2 the engine's product for n tokens (cu_gemm_f16_split_parts where the GEMM takes
+ * the type, else matvecs of MATVEC_MAX_N tokens), 3 cu_gemm_f16. */
 static cudaError_t product(float *dy, const void *dw, uint32_t t, const float *dx, const uint16_t *dxh, int64_t rows,
                            int64_t k, int n, int mode) {
     if (mode == 0) return cu_matvec_f32(dy, dw, t, dx, rows, k, n, 0);
     if (mode == 1) return cu_matvec_f16(dy, dw, t, dxh, rows, k, n, 0);
-    if (cu_gemm_supported(t)) return cu_gemm_f16(dy, dw, t, dxh, rows, k, n, 0);
+    if (mode == 3) return cu_gemm_f16(dy, dw, t, dxh, rows, k, n, 0);
+    if (cu_gemm_supported(t)) { /* as cuda_layer.c's mm_h calls it: the planes of a split-K left unsummed */
+        int parts = 0;
+        void *scratch = NULL;
+        const size_t sb = cu_gemm_f16_scratch_bytes(rows, k, n);
+        if (sb) CUDA_CHECK(cudaMalloc(&scratch, sb));
+        cudaError_t e = cu_gemm_f16_split_parts(dy, dw, t, dxh, rows, k, n, scratch, sb, &parts, 0);
+        if (scratch) CUDA_CHECK(cudaFree(scratch));
+        if (e == cudaSuccess && parts != 1) {
+            fprintf(stderr, "# %s: %d split-K planes, none expected\n", quant_type_name(t), parts);
+            return cudaErrorInvalidValue;
+        }
+        return e;
+    }
     for (int c = 0; c < n; c += MATVEC_MAX_N) {
         const int nc = n - c < MATVEC_MAX_N ? n - c : MATVEC_MAX_N;
         cudaError_t e = cu_matvec_f32(dy + (int64_t)c * rows, dw, t, dx + (int64_t)c * k, rows, k, nc, 0);
@@ -126,11 +140,12 @@ static cudaError_t product(float *dy, const void *dw, uint32_t t, const float *d
 }
 
 static void test_product(gen_rng *r, uint32_t t, int64_t rows, int64_t k, int n, int mode) {
-    static const char *modes[] = {"matvec x=f32", "matvec x=f16", "prompt product"};
+    static const char *modes[] = {"matvec x=f32", "matvec x=f16", "prompt product", "cu_gemm_f16"};
     char name[160], err[256] = "";
-    const int gemm = mode == 2 && cu_gemm_supported(t);
+    const int gemm = mode >= 2 && cu_gemm_supported(t);
+    if (mode == 3 && !gemm) return;
     snprintf(name, sizeof name, "%s %s %lldx%lld n=%d (%s)", modes[mode], quant_type_name(t), (long long)rows,
-             (long long)k, n, mode == 2 ? (gemm ? "gemm" : "matvecs") : "production kernel");
+             (long long)k, n, mode >= 2 ? (gemm ? "gemm" : "matvecs") : "production kernel");
     uint8_t *w = NULL;
     float *deq = NULL;
     float *x = malloc(sizeof(float) * (size_t)(n * k)), *y = calloc((size_t)(n * rows), sizeof(float));
@@ -285,6 +300,9 @@ int main(void) {
         test_product(&r, t, 131, 2816, 3, 1);
         test_product(&r, t, 300, 1024, 64, 2);
         test_product(&r, t, 131, 2816, 37, 2);
+        test_product(&r, t, 1000, 4096, 200, 2);
+        test_product(&r, t, 131, 2816, 6, 2);
+        test_product(&r, t, 300, 1024, 100, 3);
         test_embed(&r, t);
     }
     static const char *quants[] = {"q4_1", "q5_k", "q5_1", "q2_k", "q3_k", "bf16"};
