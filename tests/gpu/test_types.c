@@ -11,8 +11,8 @@
  *   whole models: a mini-shape Llama (4 layers) written by mkmodel with that type for every
  *   matrix, token_embd and output included, on the GPU against the CPU's exact path: 64 tokens
  *   teacher-forced and the same tokens after an 8-token prompt in decode passes of 1 to 4 tokens,
- *   mean KLD <= 5e-4 each; and a Phi-3 model of Q4_K_M with its fused QKV in Q5_K, as
- *   llama.cpp's Q4_K_M files are.
+ *   mean KLD <= 5e-4 each; a Phi-3 model of Q4_K_M with its fused QKV in Q5_K, as llama.cpp's
+ *   Q4_K_M files are; a Qwen3 model in Q5_K (ffn_down Q5_1) with its head tied to token_embd.
  * A type the backend refuses fails its checks with the load's one-line message. Without a CUDA
  * device: SKIP. */
 #include <math.h>
@@ -313,5 +313,6 @@ int main(void) {
         test_model(label, args);
     }
     test_model("phi-s-q4_k_m-qkv-q5_k", "--shape phi-s --quant q4_k_m --tensor-type attn_qkv=q5_k");
+    test_model("qwen3-s-q5_k-tied", "--shape qwen3-s --quant q5_k");
     return test_done();
 }
