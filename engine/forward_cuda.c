@@ -319,8 +319,9 @@ static void *cuda_create(const llama_model *m, const engine_plan *plan, int32_t 
         snprintf(err, err_size, "CUDA backend: layer split with the head on device %d, not the last", f->main);
         goto fail;
     }
-    if (!cu_matvec_supported(m->tok_embd.type) || m->tok_embd.n_cols % 32 ||
-        ((m->tok_embd.type == QUANT_Q4_K || m->tok_embd.type == QUANT_Q6_K) && m->tok_embd.n_cols % 256)) {
+    const quant_traits *et = quant_traits_of(m->tok_embd.type); /* cu_embed: whole blocks of at least 32 */
+    if (!cu_matvec_supported(m->tok_embd.type) || !et || m->tok_embd.n_cols % 32 ||
+        m->tok_embd.n_cols % et->block_elems) {
         snprintf(err, err_size, "%s: type %s is not supported by the CUDA embedding kernel; use -ngl 0",
                  m->tok_embd.name, quant_type_name(m->tok_embd.type));
         goto fail;

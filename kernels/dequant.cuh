@@ -32,13 +32,45 @@ __device__ __forceinline__ void dq_k4_scale_min(const uint8_t *s, int j, int *sc
 __host__ __device__ __forceinline__ int64_t dq_row_bytes(uint32_t t, int64_t k) {
     switch (t) {
     case QUANT_F32: return k * 4;
-    case QUANT_F16: return k * 2;
+    case QUANT_F16: case QUANT_BF16: return k * 2;
     case QUANT_Q4_0: return k / QK4_0 * (int64_t)sizeof(block_q4_0);
+    case QUANT_Q4_1: return k / QK4_1 * (int64_t)sizeof(block_q4_1);
     case QUANT_Q5_0: return k / QK5_0 * (int64_t)sizeof(block_q5_0);
+    case QUANT_Q5_1: return k / QK5_1 * (int64_t)sizeof(block_q5_1);
     case QUANT_Q8_0: return k / QK8_0 * (int64_t)sizeof(block_q8_0);
+    case QUANT_Q2_K: return k / QK_K * (int64_t)sizeof(block_q2_K);
+    case QUANT_Q3_K: return k / QK_K * (int64_t)sizeof(block_q3_K);
     case QUANT_Q4_K: return k / QK_K * (int64_t)sizeof(block_q4_K);
+    case QUANT_Q5_K: return k / QK_K * (int64_t)sizeof(block_q5_K);
     case QUANT_Q6_K: return k / QK_K * (int64_t)sizeof(block_q6_K);
     default: return 0;
+    }
+}
+
+/* Weights a row of type t must be a multiple of for dq_unit (its block, at least 32); 0 for a
+ * type dq_unit does not take. */
+__host__ __device__ __forceinline__ int64_t dq_block_elems(uint32_t t) {
+    switch (t) {
+    case QUANT_F32: case QUANT_F16: case QUANT_BF16: return 32;
+    case QUANT_Q4_0: case QUANT_Q4_1: case QUANT_Q5_0: case QUANT_Q5_1: case QUANT_Q8_0: return 32;
+    case QUANT_Q2_K: case QUANT_Q3_K: case QUANT_Q4_K: case QUANT_Q5_K: case QUANT_Q6_K: return QK_K;
+    default: return 0;
+    }
+}
+
+/* Sub-block i's 6-bit Q3_K scale less its offset of 32 (quant/rows.h: quant_k3_scale). */
+__device__ __forceinline__ int dq_k3_scale(const uint8_t *s, int i) {
+    int lo = i < 8 ? s[i] & 15 : s[i - 8] >> 4;
+    int hi = (s[8 + (i & 3)] >> (2 * (i >> 2))) & 3;
+    return (lo | (hi << 4)) - 32;
+}
+
+/* The 12 scale bytes at p (2-aligned) into s. */
+__device__ __forceinline__ void dq_scales12(const uint8_t *p, uint8_t s[12]) {
+#pragma unroll
+    for (int i = 0; i < 12; i += 2) {
+        uint32_t v = dq_u16(p + i);
+        s[i] = (uint8_t)v; s[i + 1] = (uint8_t)(v >> 8);
     }
 }
 
@@ -64,6 +96,18 @@ __device__ __forceinline__ void dq_unit(const uint8_t *row, int64_t u, float w[3
                 w[8 * i + 2 * j] = f.x; w[8 * i + 2 * j + 1] = f.y;
             }
         }
+    } else if constexpr (T == QUANT_BF16) {
+        const uint4 *p = (const uint4 *)(row + u * 64); /* bf16 is the high half of an f32 */
+#pragma unroll
+        for (int i = 0; i < 4; i++) {
+            uint4 v = __ldg(p + i);
+            uint32_t r[4] = {v.x, v.y, v.z, v.w};
+#pragma unroll
+            for (int j = 0; j < 4; j++) {
+                w[8 * i + 2 * j] = __uint_as_float(r[j] << 16);
+                w[8 * i + 2 * j + 1] = __uint_as_float(r[j] & 0xffff0000u);
+            }
+        }
     } else if constexpr (T == QUANT_Q4_0) {
         const uint8_t *b = row + u * sizeof(block_q4_0);
         float d = dq_half(dq_u16(b));
@@ -74,6 +118,29 @@ __device__ __forceinline__ void dq_unit(const uint8_t *row, int64_t u, float w[3
             w[j + 16] = d * (float)((int)((q >> 4) & 15) - 8);
             w[j + 1] = d * (float)((int)((q >> 8) & 15) - 8);
             w[j + 17] = d * (float)((int)((q >> 12) & 15) - 8);
+        }
+    } else if constexpr (T == QUANT_Q4_1) {
+        const uint8_t *b = row + u * sizeof(block_q4_1);
+        float d = dq_half(dq_u16(b)), m = dq_half(dq_u16(b + 2));
+#pragma unroll
+        for (int j = 0; j < 16; j += 2) {
+            uint32_t q = dq_u16(b + 4 + j);
+            w[j] = d * (float)(q & 15) + m;
+            w[j + 16] = d * (float)((q >> 4) & 15) + m;
+            w[j + 1] = d * (float)((q >> 8) & 15) + m;
+            w[j + 17] = d * (float)((q >> 12) & 15) + m;
+        }
+    } else if constexpr (T == QUANT_Q5_1) {
+        const uint8_t *b = row + u * sizeof(block_q5_1);
+        float d = dq_half(dq_u16(b)), m = dq_half(dq_u16(b + 2));
+        uint32_t qh = dq_u16(b + 4) | dq_u16(b + 6) << 16;
+#pragma unroll
+        for (int j = 0; j < 16; j += 2) {
+            uint32_t q = dq_u16(b + 8 + j);
+            w[j] = d * (float)((q & 15) | ((qh >> j) & 1) << 4) + m;
+            w[j + 16] = d * (float)(((q >> 4) & 15) | ((qh >> (j + 16)) & 1) << 4) + m;
+            w[j + 1] = d * (float)(((q >> 8) & 15) | ((qh >> (j + 1)) & 1) << 4) + m;
+            w[j + 17] = d * (float)(((q >> 12) & 15) | ((qh >> (j + 17)) & 1) << 4) + m;
         }
     } else if constexpr (T == QUANT_Q5_0) {
         const uint8_t *b = row + u * sizeof(block_q5_0);
@@ -100,11 +167,7 @@ __device__ __forceinline__ void dq_unit(const uint8_t *row, int64_t u, float w[3
         const uint8_t *b = row + (u >> 3) * sizeof(block_q4_K);
         int j = (int)(u & 7), sc, m;
         uint8_t s[12];
-#pragma unroll
-        for (int i = 0; i < 12; i += 2) {
-            uint32_t v = dq_u16(b + 4 + i);
-            s[i] = (uint8_t)v; s[i + 1] = (uint8_t)(v >> 8);
-        }
+        dq_scales12(b + 4, s);
         dq_k4_scale_min(s, j, &sc, &m);
         float d = dq_half(dq_u16(b)) * (float)sc, mn = dq_half(dq_u16(b + 2)) * (float)m;
         const uint8_t *q = b + 16 + 32 * (j >> 1);
@@ -114,6 +177,56 @@ __device__ __forceinline__ void dq_unit(const uint8_t *row, int64_t u, float w[3
             uint32_t v = dq_u16(q + l);
             w[l] = d * (float)((v >> shift) & 15) - mn;
             w[l + 1] = d * (float)((v >> (8 + shift)) & 15) - mn;
+        }
+    } else if constexpr (T == QUANT_Q5_K) {
+        /* Q4_K's nibbles plus bit j of qh[l] (sub-block j = 2g or 2g + 1) as the fifth bit */
+        const uint8_t *b = row + (u >> 3) * sizeof(block_q5_K);
+        int j = (int)(u & 7), sc, m;
+        uint8_t s[12];
+        dq_scales12(b + 4, s);
+        dq_k4_scale_min(s, j, &sc, &m);
+        float d = dq_half(dq_u16(b)) * (float)sc, mn = dq_half(dq_u16(b + 2)) * (float)m;
+        const uint8_t *qh = b + 16, *q = b + 48 + 32 * (j >> 1);
+        int shift = 4 * (j & 1);
+#pragma unroll
+        for (int l = 0; l < 32; l += 2) {
+            uint32_t v = dq_u16(q + l), h = dq_u16(qh + l);
+            w[l] = d * (float)(((v >> shift) & 15) | ((h >> j) & 1) << 4) - mn;
+            w[l + 1] = d * (float)(((v >> (8 + shift)) & 15) | ((h >> (8 + j)) & 1) << 4) - mn;
+        }
+    } else if constexpr (T == QUANT_Q2_K) {
+        /* Unit j of a block: half h = j / 4, 2-bit field j & 3 of qs[32h + l]; sub-blocks 2j
+         * (l < 16) and 2j + 1 */
+        const uint8_t *b = row + (u >> 3) * sizeof(block_q2_K);
+        int j = (int)(u & 7), shift = 2 * (j & 3);
+        const uint8_t *q = b + 16 + 32 * (j >> 2);
+        float d = dq_half(dq_u16(b + 80)), dmin = dq_half(dq_u16(b + 82));
+        uint32_t sv = dq_u16(b + 2 * j);
+        float d0 = d * (float)(sv & 15), m0 = dmin * (float)((sv >> 4) & 15);
+        float d1 = d * (float)((sv >> 8) & 15), m1 = dmin * (float)((sv >> 12) & 15);
+#pragma unroll
+        for (int l = 0; l < 32; l += 2) {
+            uint32_t v = dq_u16(q + l);
+            float dl = l < 16 ? d0 : d1, ml = l < 16 ? m0 : m1;
+            w[l] = dl * (float)((v >> shift) & 3) - ml;
+            w[l + 1] = dl * (float)((v >> (8 + shift)) & 3) - ml;
+        }
+    } else if constexpr (T == QUANT_Q3_K) {
+        /* Q2_K's placement of the low 2 bits; the high bit of weight l of unit j is bit j of
+         * hmask[l] (clear: -4); scales 2j (l < 16) and 2j + 1 */
+        const uint8_t *b = row + (u >> 3) * sizeof(block_q3_K);
+        int j = (int)(u & 7), shift = 2 * (j & 3);
+        const uint8_t *q = b + 32 + 32 * (j >> 2);
+        uint8_t s[12];
+        dq_scales12(b + 96, s);
+        float d = dq_half(dq_u16(b + 108));
+        float d0 = d * (float)dq_k3_scale(s, 2 * j), d1 = d * (float)dq_k3_scale(s, 2 * j + 1);
+#pragma unroll
+        for (int l = 0; l < 32; l += 2) {
+            uint32_t v = dq_u16(q + l), h = dq_u16(b + l);
+            float dl = l < 16 ? d0 : d1;
+            w[l] = dl * (float)((int)((v >> shift) & 3) - ((h >> j) & 1 ? 0 : 4));
+            w[l + 1] = dl * (float)((int)((v >> (8 + shift)) & 3) - ((h >> (8 + j)) & 1 ? 0 : 4));
         }
     } else if constexpr (T == QUANT_Q6_K) {
         /* Unit j of a block: half h = j / 4; low 4 bits from ql[64h + 32(j&1) + l] (high nibble

@@ -33,8 +33,8 @@ extern "C" cudaError_t embed_trace_set(kt_rec *buf, unsigned cap, cudaStream_t s
 
 extern "C" cudaError_t cu_embed(float *out, const void *table, uint32_t ttype, const int32_t *ids, int n_tok,
                              int64_t n_rows, int64_t dim, cudaStream_t stream) {
-    int64_t be = (ttype == QUANT_Q4_K || ttype == QUANT_Q6_K) ? QK_K : 32;
-    if (n_tok <= 0 || dim <= 0 || dim % be || dq_row_bytes(ttype, dim) == 0) return cudaErrorInvalidValue;
+    int64_t be = dq_block_elems(ttype);
+    if (n_tok <= 0 || dim <= 0 || be == 0 || dim % be || dq_row_bytes(ttype, dim) == 0) return cudaErrorInvalidValue;
     const uint8_t *t = (const uint8_t *)table;
     switch (ttype) {
     case QUANT_F32: return pdl_launch(embed_kernel<QUANT_F32>, dim3(n_tok), dim3(128), 0, stream, out, t, ids, n_rows, dim);
@@ -44,6 +44,12 @@ extern "C" cudaError_t cu_embed(float *out, const void *table, uint32_t ttype, c
     case QUANT_Q8_0: return pdl_launch(embed_kernel<QUANT_Q8_0>, dim3(n_tok), dim3(128), 0, stream, out, t, ids, n_rows, dim);
     case QUANT_Q4_K: return pdl_launch(embed_kernel<QUANT_Q4_K>, dim3(n_tok), dim3(128), 0, stream, out, t, ids, n_rows, dim);
     case QUANT_Q6_K: return pdl_launch(embed_kernel<QUANT_Q6_K>, dim3(n_tok), dim3(128), 0, stream, out, t, ids, n_rows, dim);
+    case QUANT_BF16: return pdl_launch(embed_kernel<QUANT_BF16>, dim3(n_tok), dim3(128), 0, stream, out, t, ids, n_rows, dim);
+    case QUANT_Q4_1: return pdl_launch(embed_kernel<QUANT_Q4_1>, dim3(n_tok), dim3(128), 0, stream, out, t, ids, n_rows, dim);
+    case QUANT_Q5_1: return pdl_launch(embed_kernel<QUANT_Q5_1>, dim3(n_tok), dim3(128), 0, stream, out, t, ids, n_rows, dim);
+    case QUANT_Q2_K: return pdl_launch(embed_kernel<QUANT_Q2_K>, dim3(n_tok), dim3(128), 0, stream, out, t, ids, n_rows, dim);
+    case QUANT_Q3_K: return pdl_launch(embed_kernel<QUANT_Q3_K>, dim3(n_tok), dim3(128), 0, stream, out, t, ids, n_rows, dim);
+    case QUANT_Q5_K: return pdl_launch(embed_kernel<QUANT_Q5_K>, dim3(n_tok), dim3(128), 0, stream, out, t, ids, n_rows, dim);
     default: return cudaErrorInvalidValue;
     }
 }

@@ -2,12 +2,14 @@
  * another cu_gemm_cfg) and the split-K heuristics; kernels in gemm.cuh (v1-v3), gemm_panel.cuh
  * (the f16-panel path of variants 4 to 6) and gemm_wg.cuh (v7: wgmma on weights dequantised in
  * registers, for small n). Production runs CU_GEMM_PRODUCTION: variant 7 (v7, and from 512 tokens
- * the wgmma panel path where it measured faster; v2 off compute capability 9.0). */
+ * the wgmma panel path where it measured faster; v2 off compute capability 9.0). The types kept in
+ * GGUF layout (Q4_1, Q5_1, Q2_K, Q3_K, Q5_K) take gemm_gguf.cuh's kernel in every variant. */
 #include "kernels/kernels.h"
 #include "kernels/gemm_lab.h"
 #include "kernels/gemm.cuh"
 #include "kernels/gemm_panel.cuh"
 #include "kernels/gemm_wg.cuh"
+#include "kernels/gemm_gguf.cuh"
 #include "kernels/optin.cuh"
 
 /* The split aims at GEMM_SPLIT_WAVES blocks per SM (two resident blocks of 256 threads each fit
@@ -17,9 +19,13 @@
 #define GEMM_SPLIT_WAVES 2
 #define GEMM_SPLIT_MAX 16
 
-extern "C" int cu_gemm_supported(uint32_t wtype) {
+/* The types the repacked GEMMs read (v1-v7, panels); gemm_gguf.cuh's kernel takes others in
+ * GGUF layout, in front of them (cu_gemm_f16, cu_gemm_f16_split, _parts). */
+static bool gemm_repacked(uint32_t wtype) {
     return wtype == QUANT_Q4_0 || wtype == QUANT_Q4_K || wtype == QUANT_Q6_K || wtype == QUANT_Q8_0;
 }
+
+extern "C" int cu_gemm_supported(uint32_t wtype) { return gemm_repacked(wtype) || gemm_gguf_takes(wtype); }
 
 static const cu_gemm_cfg g_production = CU_GEMM_PRODUCTION;
 
@@ -50,7 +56,7 @@ static gemm_shape gemm_shape_of(int variant, int64_t n) {
 static gemm_shape gemm_shape_for(const cu_gemm_cfg *c, int64_t n) { return gemm_shape_of(c->variant, n); }
 
 static int gemm_args_ok(uint32_t wtype, int64_t rows, int64_t k, int64_t n) {
-    return cu_gemm_supported(wtype) && cu_matvec_repacked_bytes(wtype, rows, k) != 0 && n > 0 && n <= INT32_MAX &&
+    return gemm_repacked(wtype) && cu_matvec_repacked_bytes(wtype, rows, k) != 0 && n > 0 && n <= INT32_MAX &&
            k % 8 == 0 && (n + GEMM_TOKS - 1) / GEMM_TOKS <= 65535;
 }
 
@@ -142,6 +148,7 @@ static cudaError_t gemm_launch(const gemm_shape &sh, float *y, const uint8_t *w,
 
 extern "C" cudaError_t cu_gemm_f16_with(const cu_gemm_cfg *c, float *y, const void *w, uint32_t wtype,
                                         const uint16_t *x, int64_t rows, int64_t k, int64_t n, cudaStream_t stream) {
+    if (c && gemm_gguf_takes(wtype)) return gemm_gguf_run(y, w, wtype, x, rows, k, n, stream);
     if (!c || !gemm_args_ok(wtype, rows, k, n)) return cudaErrorInvalidValue;
     cudaError_t e;
     if (c->variant == 7 &&
@@ -511,6 +518,7 @@ static cudaError_t split_run(const cu_gemm_cfg *c, float *y, const void *w, uint
                              int64_t rows, int64_t k, int n, void *scratch, size_t scratch_bytes, int *parts,
                              cudaStream_t stream) {
     if (parts) *parts = 1;
+    if (c && gemm_gguf_takes(wtype)) return gemm_gguf_run(y, w, wtype, x, rows, k, n, stream); /* no split */
     if (!c || !gemm_args_ok(wtype, rows, k, n)) return cudaErrorInvalidValue;
     const uint8_t *wb = (const uint8_t *)w;
     const __half *xh = (const __half *)x;

@@ -37,7 +37,8 @@ typedef struct {
 
 /* ---- decode matrix-vector products (matvec.cu) -----------------------------------------------
  * Y[n][rows] = W[rows][k] . X[n][k] for n = 1..MATVEC_MAX_N tokens, weights read once for all
- * n. W is a weight matrix of GGUF type wtype (F32, F16, Q4_0, Q5_0, Q8_0, Q4_K, Q6_K), after a
+ * n. W is a weight matrix of GGUF type wtype (F32, F16, BF16, Q4_0, Q4_1, Q5_0, Q5_1, Q8_0, Q2_K,
+ * Q3_K, Q4_K, Q5_K, Q6_K), after a
  * one-time cu_matvec_repack into the layout the kernel reads; k is the row length (a multiple of the
  * type's block size). Accumulation is in f32. X in f32 is split exactly into two f16 halves for
  * the tensor-core paths, so |x| must stay below 65504; v10 and v11 (below) round X to int8 per
@@ -154,7 +155,9 @@ int cu_matvec_fused_blocks(uint32_t wtype, int64_t rows, int64_t k, int n);
  * Y[n][rows] = W[rows][k] . X[n][k] for many tokens on the tensor cores, X in f16 bits, Y f32,
  * W as repacked by cu_matvec_repack (the same buffer serves decode). Weights are rounded to f16
  * after scaling (relative error ~3e-4 per product against the f32 CPU path). */
-int cu_gemm_supported(uint32_t wtype); /* Q4_0, Q4_K, Q6_K, Q8_0 */
+/* Q4_0, Q4_K, Q6_K, Q8_0 (repacked); Q4_1, Q5_1, Q2_K, Q3_K, Q5_K in GGUF layout (gemm_gguf.cuh:
+ * a plain tensor-core kernel, no split-K, scratch unused; up to MATVEC_MAX_N tokens matvec v1) */
+int cu_gemm_supported(uint32_t wtype);
 cudaError_t cu_gemm_f16(float *y, const void *w, uint32_t wtype, const uint16_t *x, int64_t rows, int64_t k,
                      int64_t n, cudaStream_t stream);
 /* Split-K for small n (batched decode, prefill micro-batches), where cu_gemm_f16's blocks (128 rows
@@ -203,7 +206,8 @@ cudaError_t cu_swiglu(float *out, const float *gate, const float *up, int64_t n,
 /* out[i] = a[i] + b[i]; out may equal a or b (elementwise.cu). */
 cudaError_t cu_add(float *out, const float *a, const float *b, int64_t n, cudaStream_t stream);
 /* out[t][:] = row ids[t] of table [n_rows][dim] in GGUF layout of type ttype, dequantised to f32
- * (embed.cu). Ids outside [0, n_rows) give a row of NaN, never a stray read. */
+ * (embed.cu): the types matvec takes, dim a multiple of 32 and of the type's block. Ids outside
+ * [0, n_rows) give a row of NaN, never a stray read. */
 cudaError_t cu_embed(float *out, const void *table, uint32_t ttype, const int32_t *ids, int n_tok,
                   int64_t n_rows, int64_t dim, cudaStream_t stream);
 /* The host gate (gate.cu): a decode step launched before the host has its inputs waits on the

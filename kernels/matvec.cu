@@ -1,7 +1,7 @@
 /* Launchers of the decode matvec (kernels.h): repacking at load, then per weight type and shape
  * v11 (int8 X and dp4a, the weights through a shared-memory ring; 1 to 4 tokens (Q6_K: 2) of
  * Q4_0, Q4_K, Q8_0, Q6_K), v10 where no ring fits, v3 (tensor cores) where neither applies, v1
- * for F32, F16 and Q5_0; all with programmatic dependent launch, X plain or SwiGLU'd while
+ * for F32, F16, BF16, Q4_1, Q5_0, Q5_1, Q2_K, Q3_K and Q5_K (GGUF rows, f32 X); all with programmatic dependent launch, X plain or SwiGLU'd while
  * staged; and the decode fusions (RMSNorm of X, Y +=, RoPE and the K/V store), v10 / v11 only.
  * The kernels are matvec.cuh's; the kernel lab times the variants that lost. */
 #include "kernels/kernels.h"
@@ -28,14 +28,8 @@ static int matvec_uses_v2(uint32_t t) {
     return t == QUANT_Q4_0 || t == QUANT_Q4_K || t == QUANT_Q8_0 || t == QUANT_Q6_K;
 }
 
-static int64_t matvec_block_elems(uint32_t t) {
-    switch (t) {
-    case QUANT_F32: case QUANT_F16: return 32; /* v1 works in units of 32 */
-    case QUANT_Q4_0: case QUANT_Q5_0: case QUANT_Q8_0: return 32;
-    case QUANT_Q4_K: case QUANT_Q6_K: return QK_K;
-    default: return 0;
-    }
-}
+/* v1 works in units of 32 weights (dequant.cuh: dq_unit), K-quants in whole super-blocks. */
+static int64_t matvec_block_elems(uint32_t t) { return dq_block_elems(t); }
 
 /* Every production v10 and v11 instantiation: f32 X, f16 X, SwiGLU X and the fused sources (v3
  * and v1 stay within the default 48 KB of shared memory). */
@@ -169,6 +163,12 @@ static cudaError_t matvec_any(float *y, const void *w, uint32_t t, XS x, int64_t
     case QUANT_F32: return pdl_launch(matvec_v1<QUANT_F32, XT, XS>, grid1, dim3(256), MV1_SMEM, s, y, wb, x, r, kk, n);
     case QUANT_F16: return pdl_launch(matvec_v1<QUANT_F16, XT, XS>, grid1, dim3(256), MV1_SMEM, s, y, wb, x, r, kk, n);
     case QUANT_Q5_0: return pdl_launch(matvec_v1<QUANT_Q5_0, XT, XS>, grid1, dim3(256), MV1_SMEM, s, y, wb, x, r, kk, n);
+    case QUANT_BF16: return pdl_launch(matvec_v1<QUANT_BF16, XT, XS>, grid1, dim3(256), MV1_SMEM, s, y, wb, x, r, kk, n);
+    case QUANT_Q4_1: return pdl_launch(matvec_v1<QUANT_Q4_1, XT, XS>, grid1, dim3(256), MV1_SMEM, s, y, wb, x, r, kk, n);
+    case QUANT_Q5_1: return pdl_launch(matvec_v1<QUANT_Q5_1, XT, XS>, grid1, dim3(256), MV1_SMEM, s, y, wb, x, r, kk, n);
+    case QUANT_Q2_K: return pdl_launch(matvec_v1<QUANT_Q2_K, XT, XS>, grid1, dim3(256), MV1_SMEM, s, y, wb, x, r, kk, n);
+    case QUANT_Q3_K: return pdl_launch(matvec_v1<QUANT_Q3_K, XT, XS>, grid1, dim3(256), MV1_SMEM, s, y, wb, x, r, kk, n);
+    case QUANT_Q5_K: return pdl_launch(matvec_v1<QUANT_Q5_K, XT, XS>, grid1, dim3(256), MV1_SMEM, s, y, wb, x, r, kk, n);
     default: return cudaErrorInvalidValue;
     }
 }

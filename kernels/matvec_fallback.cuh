@@ -1,6 +1,6 @@
 /* The decode matvec's fallbacks, for what v10 / v11 (matvec_dp4a.cuh, matvec_ring.cuh) do not take:
- *   v1  generic: weights in GGUF layout, dequantised to f32, f32 FMAs; F32, F16 and Q5_0 (types
- *       kept unrepacked). A block of 8 warps takes 32 rows (4 per warp, lanes over 32-weight
+ *   v1  generic: weights in GGUF layout, dequantised to f32, f32 FMAs; the types kept unrepacked
+ *       (F32, F16, BF16, Q4_1, Q5_0, Q5_1, Q2_K, Q3_K, Q5_K: dequant.cuh's dq_unit). A block of 8 warps takes 32 rows (4 per warp, lanes over 32-weight
  *       units), X staged in shared memory (padded against bank conflicts) in passes of
  *       mv1_pass(n) values.
  *   v3  tensor cores, on the repacked layout (matvec_layout.cuh): Q4_0, Q4_K, Q8_0, Q6_K where
