@@ -53,6 +53,8 @@ enum { FZ_QKV = 1, FZ_WO = 2, FZ_GU = 4, FZ_DOWN = 8, FZ_LAYER = 16, FZ_QKVN = 3
 typedef struct {
     const llama_weight *w;
     int64_t r0, r1, c0, c1;
+    int neox_hd;        /* > 0: Q or K rows of a NEOX model, uploaded NEOX-interleaved within heads of
+                           this many rows (forward_cuda.neox_rows) */
 } wslice;
 
 /* One matvec's weight on the device: one (part of a) matrix of the file, or several read by the
@@ -168,6 +170,14 @@ struct forward_cuda {
      * is the unfused one at every token count, recipe.h's cu_qkv_rope_store its Q/K/V epilogue
      * (biases, per-head norms, RoPE of either layout and any scaling), bo added to the residual. */
     int general;
+    /* A general model with NEOX RoPE: each Q and K head's first n_rot rows are uploaded interleaved
+     * (row 2j its value j, 2j + 1 its value j + n_rot/2), so that the pairs RoPE turns together are
+     * adjacent rows as in Llama's layout and the fused QKV epilogue can turn them (kernels.h:
+     * cu_rope_epi); recipe.h's kernel reads them so too (neox_rows). */
+    int neox_rows;
+    /* A general model without per-head Q/K norms: its decode layers' QKV takes the fused epilogue
+     * with biases and the angle table (FZ_QKV with cu_rope_epi) instead of FZ_QKVN. */
+    int rope_fused;
     double *h_angle;    /* [n_rot / 2] the general layer's RoPE angles per position (host) */
     double rope_mscale; /* their cos and sin times this */
     double *h_angle_swa;    /* the same for windowed layers (llama_layer_is_swa), NULL without a window */

@@ -189,7 +189,10 @@ int fcu_attn_half(part *p, int32_t l, span s, int fz, char *err, size_t err_size
     const int swa_rope = swa && p->rope_angle_swa;
     const cu_qkv_recipe rr = {L->bq, L->bk, L->bv, L->q_norm, L->k_norm, hp->rms_eps,
                               swa_rope ? p->rope_angle_swa : p->rope_angle,
-                              swa_rope ? f->rope_mscale_swa : f->rope_mscale, hp->rope_kind == LLAMA_ROPE_NEOX};
+                              swa_rope ? f->rope_mscale_swa : f->rope_mscale, hp->rope_kind == LLAMA_ROPE_NEOX,
+                              f->neox_rows};
+    /* a general layer's fused QKV: its biases and angle table in the epilogue (plain Llama: NULL) */
+    const cu_rope_epi re = {L->bq, L->bk, L->bv, rr.angle, rr.mscale, f->neox_rows}, *epi = f->general ? &re : NULL;
     if (fz & FZ_QKV) { /* Q, K, V straight to q and the caches */
         cudaError_t pe = cudaErrorNotSupported;
         if (L->qkv.n_m == 2) { /* Q4_K_M's Q/K and Q6_K V: one launch for both */
@@ -199,7 +202,7 @@ int fcu_attn_half(part *p, int32_t l, span s, int fz, char *err, size_t err_size
             pe = cu_matvec_f32_norm_rope_pair(w0->w, w0->type, w0->rows, r[0][0], r[0][1], w1->w, w1->type, w1->rows,
                                            r[1][0], r[1][1], x, L->attn_norm, hp->rms_eps, w0->k, nt, q,
                                            p->kv_k + kv_off, p->kv_v + kv_off, d_pos + t0, d_cell + t0, p->kv_dim, hd,
-                                           hp->n_rot, hp->rope_base, p->st);
+                                           hp->n_rot, hp->rope_base, epi, p->st);
             if (pe != cudaSuccess && pe != cudaErrorNotSupported) DEV_TRY(pe);
         }
         for (int i = 0; pe != cudaSuccess && i < L->qkv.n_m; i++) {
@@ -213,11 +216,11 @@ int fcu_attn_half(part *p, int32_t l, span s, int fz, char *err, size_t err_size
                 const int front = cu_matvec_fused_blocks(w0->type, w0->rows, w0->k, nt);
                 DEV_TRY(cu_matvec_f32_norm_rope_beside(w->w, w->type, x, L->attn_norm, hp->rms_eps, w->rows, w->k, nt, q,
                                                     p->kv_k + kv_off, p->kv_v + kv_off, d_pos + t0, d_cell + t0, r[0],
-                                                    r[1], p->kv_dim, hd, hp->n_rot, hp->rope_base, front, p->st));
+                                                    r[1], p->kv_dim, hd, hp->n_rot, hp->rope_base, epi, front, p->st));
             } else {
                 DEV_TRY(cu_matvec_f32_norm_rope(w->w, w->type, x, L->attn_norm, hp->rms_eps, w->rows, w->k, nt, q,
                                              p->kv_k + kv_off, p->kv_v + kv_off, d_pos + t0, d_cell + t0, r[0], r[1],
-                                             p->kv_dim, hd, hp->n_rot, hp->rope_base, p->st));
+                                             p->kv_dim, hd, hp->n_rot, hp->rope_base, epi, p->st));
             }
         }
     } else {
@@ -428,10 +431,12 @@ static int fused_ok(const dweight *w, int n) {
  * each product that falls back costs one back (the norm or the add on its own), so the layer runs
  * fused while that leaves it no longer than the unfused one (as long: no norm launch between it and
  * fused neighbours). A model no fused matvec takes keeps the unfused layers. A general layer's
- * QKV matvec takes only the norm (FZ_QKVN: its biases, Q/K norms and RoPE of any layout are
- * recipe.h's one epilogue kernel after it); its wo and down add into x as Llama's do (bo goes into
- * x beside them), its gate/up take the norm and, stacked, the SwiGLU. The head fuses its norm
- * unless the model has an output bias. */
+ * QKV matvec takes its biases and RoPE from an angle table in its epilogue (FZ_QKV with
+ * cu_rope_epi; NEOX pairs are adjacent rows: forward_cuda.neox_rows), or where the model has
+ * per-head Q/K norms, which need a whole head, only the norm (FZ_QKVN: recipe.h's epilogue kernel
+ * after it); its wo and down add into x as Llama's do (bo goes into x beside them), its gate/up
+ * take the norm and, stacked, the SwiGLU. The head fuses its norm unless the model has an output
+ * bias. */
 void fcu_plan_fusions(part *p) {
     for (int n = 1; n <= FUSE_MAX_N; n++) {
         p->head_fz[n] = p->head && !p->output_b && fused_ok(&p->output, n);
@@ -443,7 +448,7 @@ void fcu_plan_fusions(part *p) {
             for (int i = 0; i < L->gu.n_m; i++) gu &= fused_ok(&L->gu.m[i], n);
             int wo = fused_ok(&L->wo, n) && (allowed & FZ_WO), down = fused_ok(&L->down, n) && (allowed & FZ_DOWN);
             int extra = !qkv + !wo + !gu + !down;
-            const int qkv_flag = p->f->general ? FZ_QKVN : FZ_QKV;
+            const int qkv_flag = p->f->general && !p->f->rope_fused ? FZ_QKVN : FZ_QKV;
             L->fz[n] = (uint8_t)((qkv ? qkv_flag : 0) | (wo ? FZ_WO : 0) | (gu ? FZ_GU : 0) | (down ? FZ_DOWN : 0) |
                                  (extra <= 2 ? FZ_LAYER : 0));
         }

@@ -28,7 +28,7 @@ static void *take(arena *a, size_t bytes) {
 
 static size_t slice_row_bytes(const wslice *s) { return quant_row_bytes(s->w->type, s->c1 - s->c0); }
 static size_t slice_bytes(const wslice *s) { return (size_t)(s->r1 - s->r0) * slice_row_bytes(s); }
-static wslice whole(const llama_weight *w) { return (wslice){w, 0, w->n_rows, 0, w->n_cols}; }
+static wslice whole(const llama_weight *w) { return (wslice){w, 0, w->n_rows, 0, w->n_cols, 0}; }
 
 static size_t dweight_raw(const dweight *d) {
     size_t b = 0;
@@ -174,7 +174,7 @@ typedef struct {
     size_t pitch, width;
     int64_t rows;
     uint8_t *dst;
-    const dweight *repack;  /* set on a weight's last chunk when it must be repacked from tmp */
+    const dweight *repack;  /* set on a weight's last chunk: weight_landed (interleave, repack) */
 } up_chunk;
 
 typedef struct {
@@ -241,6 +241,44 @@ static void progress_add(progress_sum *ps, uint64_t bytes) {
     pthread_mutex_unlock(&ps->mu);
 }
 
+/* The NEOX interleave of a slice at base (its rows of rb bytes contiguous, whole heads of hd rows,
+ * rot = n_rot): row 2j of a head takes the head's row j, row 2j + 1 its row j + rot/2; rows past
+ * rot stay. Through the part's GEMM scratch (free while the weights load), a head at a time, on
+ * its stream. */
+static int interleave_heads(part *p, uint8_t *base, size_t rb, int64_t rows, int hd, int rot, char *err,
+                            size_t err_size) {
+    const size_t hb = (size_t)rot * rb, half = (size_t)rot / 2;
+    if (hb > p->gemm_scratch_bytes) {
+        snprintf(err, err_size, "device %d: %d rows of %zu bytes (a head's rotary rows) do not fit the %zu bytes of "
+                 "scratch that reorder them", p->dev, rot, rb, p->gemm_scratch_bytes);
+        return -1;
+    }
+    uint8_t *s = p->gemm_scratch;
+    for (int64_t h = 0; h + hd <= rows; h += hd) {
+        uint8_t *hp = base + (size_t)h * rb;
+        DEV_TRY(cudaMemcpyAsync(s, hp, hb, cudaMemcpyDeviceToDevice, p->st));
+        DEV_TRY(cudaMemcpy2DAsync(hp, 2 * rb, s, rb, rb, half, cudaMemcpyDeviceToDevice, p->st));
+        DEV_TRY(cudaMemcpy2DAsync(hp + rb, 2 * rb, s + half * rb, rb, rb, half, cudaMemcpyDeviceToDevice, p->st));
+    }
+    return 0;
+}
+
+/* A weight whose last chunk is in: its NEOX slices interleaved where they landed (tmp, or its place
+ * when plain), then the repack. */
+static int weight_landed(part *p, const dweight *d, uint8_t *tmp, char *err, size_t err_size) {
+    uint8_t *base = d->plain ? (uint8_t *)d->w : tmp;
+    size_t off = 0;
+    for (int s = 0; s < d->n_src; s++) {
+        const wslice *sl = &d->src[s];
+        if (sl->neox_hd && interleave_heads(p, base + off, slice_row_bytes(sl), sl->r1 - sl->r0, sl->neox_hd,
+                                            p->f->m->hp.n_rot, err, err_size))
+            return -1;
+        off += slice_bytes(sl);
+    }
+    if (!d->plain) DEV_TRY(cu_matvec_repack(d->w, tmp, d->type, d->rows, d->k, p->st));
+    return 0;
+}
+
 /* The part's thread: copies chunks in order as they are filled, repacks finished weights. */
 static int upload_issue(part *p, uploader *u, progress_sum *ps, char *err, size_t err_size) {
     for (int j = 0; j < u->n; j++) {
@@ -257,10 +295,7 @@ static int upload_issue(part *p, uploader *u, progress_sum *ps, char *err, size_
         size_t bytes = c->width * (size_t)c->rows;
         DEV_TRY(cudaMemcpyAsync(c->dst, u->slot[s], bytes, cudaMemcpyHostToDevice, p->st));
         DEV_TRY(cudaEventRecord(u->ev[s], p->st));
-        if (c->repack) {
-            const dweight *d = c->repack;
-            DEV_TRY(cu_matvec_repack(d->w, u->tmp, d->type, d->rows, d->k, p->st));
-        }
+        if (c->repack && weight_landed(p, c->repack, u->tmp, err, err_size)) return -1;
         pthread_mutex_lock(&u->mu);
         u->issued[s] = j;
         pthread_cond_broadcast(&u->cv);
@@ -319,7 +354,7 @@ static int upload_weights(part *p, uint8_t *tmp, progress_sum *ps, char *err, si
          * repack and the next weight's copy into tmp are ordered on the one stream. */
         size_t off = 0;
         for (int s = 0; s < d->n_src; s++) {
-            const dweight *last = !d->plain && s == d->n_src - 1 ? d : NULL;
+            const dweight *last = s == d->n_src - 1 ? d : NULL; /* plain: for its NEOX slices only */
             add_chunks(u.c, &u.n, &d->src[s], (d->plain ? (uint8_t *)d->w : tmp) + off, last);
             off += slice_bytes(&d->src[s]);
         }
@@ -405,10 +440,11 @@ int fcu_part_plan(part *p, char *err, size_t err_size) {
         vec_add(p, &L->k_norm, S->k_norm, (size_t)hd);
         vec_add(p, &L->attn_post_norm, S->attn_post_norm, (size_t)E);
         vec_add(p, &L->ffn_post_norm, S->ffn_post_norm, (size_t)E);
-        wslice qkv[3] = {{&S->wq, p->qh0 * hd, p->qh1 * hd, 0, E}, {&S->wk, p->kvh0 * hd, p->kvh1 * hd, 0, E},
-                         {&S->wv, p->kvh0 * hd, p->kvh1 * hd, 0, E}};
-        wslice gu[2] = {{&S->w_gate, p->ff0, p->ff1, 0, E}, {&S->w_up, p->ff0, p->ff1, 0, E}};
-        wslice wo = {&S->wo, 0, E, p->qh0 * hd, p->qh1 * hd}, down = {&S->w_down, 0, E, p->ff0, p->ff1};
+        const int nx = p->f->neox_rows ? (int)hd : 0; /* Q and K heads NEOX-interleaved */
+        wslice qkv[3] = {{&S->wq, p->qh0 * hd, p->qh1 * hd, 0, E, nx}, {&S->wk, p->kvh0 * hd, p->kvh1 * hd, 0, E, nx},
+                         {&S->wv, p->kvh0 * hd, p->kvh1 * hd, 0, E, 0}};
+        wslice gu[2] = {{&S->w_gate, p->ff0, p->ff1, 0, E, 0}, {&S->w_up, p->ff0, p->ff1, 0, E, 0}};
+        wslice wo = {&S->wo, 0, E, p->qh0 * hd, p->qh1 * hd, 0}, down = {&S->w_down, 0, E, p->ff0, p->ff1, 0};
         if (group_plan(&L->qkv, qkv, 3, err, err_size) || weight_plan(&L->wo, &wo, 1, err, err_size) ||
             group_plan(&L->gu, gu, 2, err, err_size) || weight_plan(&L->down, &down, 1, err, err_size))
             return -1;

@@ -109,18 +109,35 @@ cudaError_t cu_matvec_f32_acc_prefilled(float *y, const void *w, uint32_t wtype,
                                      int n, cudaStream_t stream);
 cudaError_t cu_matvec_f32_swiglu_acc(float *y, const void *w, uint32_t wtype, const float *g, int64_t sg,
                                   const float *u, int64_t su, int64_t rows, int64_t k, int n, cudaStream_t stream);
+/* What the general layer (engine/cuda_layer.c) changes in cu_matvec_f32_norm_rope's epilogue, for
+ * recipes without per-head norms: bq, bk, bv (NULL: none) added to the Q, K and V rows' sums
+ * first (the part's heads, in their true order); angle: pair j of a token at position p turns by
+ * p * angle[j], cos and sin in double times mscale rounded to f32 (recipe.h's cu_qkv_rope_store
+ * arithmetic) instead of paged_rope_store's base; neox_rows: the matrix holds each Q and K head's
+ * first n_rot rows NEOX-interleaved (row 2j its value j, row 2j + 1 its value j + n_rot / 2: the
+ * pairs that NEOX RoPE turns together are adjacent rows, as NORM pairs are), and the values go to
+ * their true places. */
+typedef struct {
+    const float *bq, *bk, *bv;
+    const double *angle;
+    double mscale;
+    int neox_rows;
+} cu_rope_epi;
+
 /* cu_matvec_f32_norm for a layer's Q, K and V rows with paged_rope_store (paged.h) in its epilogue,
  * so a decode layer needs no RoPE + K/V-store launch: the first nq rows of W are Q rows (heads of
  * head_dim, rotated into q_out [n][nq]), the next nk K rows (0 or kv_dim: rotated, stored as f16 at
  * k_cache + cell[t] * kv_dim), the rest V rows (0 or kv_dim: stored at v_cache + cell[t] * kv_dim);
- * pos[t] the token's position, n_rot and theta as paged_rope_store's. Nothing is written to a Y.
+ * pos[t] the token's position, n_rot and theta as paged_rope_store's (epi NULL; else epi's
+ * biases and rotation: cu_rope_epi). Nothing is written to a Y.
  * Results equal to cu_matvec_f32_norm then paged_rope_store, bit for bit. Same cases as
  * cu_matvec_f32_norm (cu_matvec_fused_supported), plus nq a multiple of head_dim, head_dim and n_rot even,
  * n_rot <= head_dim; else cudaErrorInvalidValue or cudaErrorNotSupported, nothing launched. */
 cudaError_t cu_matvec_f32_norm_rope(const void *w, uint32_t wtype, const float *x, const float *g, float eps,
                                  int64_t rows, int64_t k, int n, float *q_out, uint16_t *k_cache,
                                  uint16_t *v_cache, const int32_t *pos, const int32_t *cell, int64_t nq, int64_t nk,
-                                 int64_t kv_dim, int head_dim, int n_rot, float theta, cudaStream_t stream);
+                                 int64_t kv_dim, int head_dim, int n_rot, float theta, const cu_rope_epi *epi,
+                                 cudaStream_t stream);
 /* The same, launched right behind another cu_matvec_f32_norm_rope of the same x (a layer whose V is
  * in another type than its Q and K: Q4_K_M's Q6_K V): it reads x at once instead of after its PDL
  * wait, and waits for that kernel only before it exits, so the two run side by side. Only where
@@ -134,7 +151,7 @@ cudaError_t cu_matvec_f32_norm_rope_beside(const void *w, uint32_t wtype, const 
                                         int64_t rows, int64_t k, int n, float *q_out, uint16_t *k_cache,
                                         uint16_t *v_cache, const int32_t *pos, const int32_t *cell, int64_t nq,
                                         int64_t nk, int64_t kv_dim, int head_dim, int n_rot, float theta,
-                                        int front_blocks, cudaStream_t stream);
+                                        const cu_rope_epi *epi, int front_blocks, cudaStream_t stream);
 /* Two cu_matvec_f32_norm_rope of one x in one launch: matrix 1 (t1, rows1 rows of which nq1 Q, nk1 K,
  * the rest V) and matrix 2 (the same with nq2, nk2), each with its own type, the SMs shared
  * between their grids so that the largest block of either reads the fewest bytes (PERF-LOG run 86). A layer whose V is in another type than Q and K
@@ -146,7 +163,8 @@ cudaError_t cu_matvec_f32_norm_rope_pair(const void *w1, uint32_t t1, int64_t ro
                                       const void *w2, uint32_t t2, int64_t rows2, int64_t nq2, int64_t nk2,
                                       const float *x, const float *g, float eps, int64_t k, int n, float *q_out,
                                       uint16_t *k_cache, uint16_t *v_cache, const int32_t *pos, const int32_t *cell,
-                                      int64_t kv_dim, int head_dim, int n_rot, float theta, cudaStream_t stream);
+                                      int64_t kv_dim, int head_dim, int n_rot, float theta, const cu_rope_epi *epi,
+                                      cudaStream_t stream);
 /* The blocks of the grid cu_matvec_f32_norm_rope (or _norm) launches for this case; 0 where
  * cu_matvec_fused_supported says no. */
 int cu_matvec_fused_blocks(uint32_t wtype, int64_t rows, int64_t k, int n);

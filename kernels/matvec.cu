@@ -266,15 +266,16 @@ extern "C" int cu_matvec_fused_blocks(uint32_t wtype, int64_t rows, int64_t k, i
  * the arguments are not one kernels.h allows. */
 static bool rope_source(mv_x_norm_rope *src, const float *x, const float *g, float eps, int64_t rows, float *q_out,
                         uint16_t *k_cache, uint16_t *v_cache, const int32_t *pos, const int32_t *cell, int64_t nq,
-                        int64_t nk, int64_t kv_dim, int head_dim, int n_rot, float theta) {
+                        int64_t nk, int64_t kv_dim, int head_dim, int n_rot, float theta, const cu_rope_epi *epi) {
     const int64_t nv = rows - nq - nk;
     if (!x || !g || (uintptr_t)x % 16 || (uintptr_t)g % 16 || !pos || !cell || head_dim <= 0 || head_dim % 2 ||
         n_rot < 0 || n_rot % 2 || n_rot > head_dim || nq < 0 || nq % head_dim || (nq && !q_out) ||
         (nk != 0 && nk != kv_dim) || (nk && !k_cache) || (nv != 0 && nv != kv_dim) || (nv && !v_cache) ||
-        kv_dim <= 0 || kv_dim % head_dim || rows % 2 || nq > INT32_MAX || kv_dim > INT32_MAX)
+        kv_dim <= 0 || kv_dim % head_dim || rows % 2 || nq > INT32_MAX || kv_dim > INT32_MAX ||
+        (epi && n_rot && epi->angle == nullptr && epi->neox_rows))
         return false;
     *src = mv_x_norm_rope{{x, g, eps}, q_out, k_cache, v_cache, pos, cell, (int)nq, (int)nk, (int)kv_dim,
-                          head_dim, n_rot, theta};
+                          head_dim, n_rot, theta, epi ? *epi : cu_rope_epi{}};
     return true;
 }
 
@@ -282,9 +283,10 @@ static cudaError_t norm_rope(int late, int sms_cap, const void *w, uint32_t wtyp
                                             int64_t rows, int64_t k, int n, float *q_out, uint16_t *k_cache,
                                             uint16_t *v_cache, const int32_t *pos, const int32_t *cell, int64_t nq,
                                             int64_t nk, int64_t kv_dim, int head_dim, int n_rot, float theta,
-                                            cudaStream_t stream) {
+                                            const cu_rope_epi *epi, cudaStream_t stream) {
     mv_x_norm_rope src;
-    if (!rope_source(&src, x, g, eps, rows, q_out, k_cache, v_cache, pos, cell, nq, nk, kv_dim, head_dim, n_rot, theta))
+    if (!rope_source(&src, x, g, eps, rows, q_out, k_cache, v_cache, pos, cell, nq, nk, kv_dim, head_dim, n_rot, theta,
+                     epi))
         return cudaErrorInvalidValue;
     return matvec_fused((float *)nullptr, w, wtype, src, rows, k, n, stream, -1, late, sms_cap);
 }
@@ -294,12 +296,13 @@ extern "C" cudaError_t cu_matvec_f32_norm_rope_pair(const void *w1, uint32_t t1,
                                                  const float *x, const float *g, float eps, int64_t k, int n,
                                                  float *q_out, uint16_t *k_cache, uint16_t *v_cache,
                                                  const int32_t *pos, const int32_t *cell, int64_t kv_dim,
-                                                 int head_dim, int n_rot, float theta, cudaStream_t stream) {
+                                                 int head_dim, int n_rot, float theta, const cu_rope_epi *epi,
+                                                 cudaStream_t stream) {
     mv_x_norm_rope s1, s2;
     if (!rope_source(&s1, x, g, eps, rows1, q_out, k_cache, v_cache, pos, cell, nq1, nk1, kv_dim, head_dim, n_rot,
-                     theta) ||
+                     theta, epi) ||
         !rope_source(&s2, x, g, eps, rows2, q_out, k_cache, v_cache, pos, cell, nq2, nk2, kv_dim, head_dim, n_rot,
-                     theta))
+                     theta, epi))
         return cudaErrorInvalidValue;
     /* v11 only, and the one pair of types a real file has (Q4_K_M: Q/K Q4_K, V Q6_K) */
     if (t1 != QUANT_Q4_K || t2 != QUANT_Q6_K || !cu_matvec_fused_supported(t1, rows1, k, n) ||
@@ -316,24 +319,24 @@ extern "C" cudaError_t cu_matvec_f32_norm_rope(const void *w, uint32_t wtype, co
                                             int64_t rows, int64_t k, int n, float *q_out, uint16_t *k_cache,
                                             uint16_t *v_cache, const int32_t *pos, const int32_t *cell, int64_t nq,
                                             int64_t nk, int64_t kv_dim, int head_dim, int n_rot, float theta,
-                                            cudaStream_t stream) {
+                                            const cu_rope_epi *epi, cudaStream_t stream) {
     return norm_rope(0, 0, w, wtype, x, g, eps, rows, k, n, q_out, k_cache, v_cache, pos, cell, nq, nk, kv_dim, head_dim,
-                     n_rot, theta, stream);
+                     n_rot, theta, epi, stream);
 }
 
 extern "C" cudaError_t cu_matvec_f32_norm_rope_beside(const void *w, uint32_t wtype, const float *x, const float *g,
                                                    float eps, int64_t rows, int64_t k, int n, float *q_out,
                                                    uint16_t *k_cache, uint16_t *v_cache, const int32_t *pos,
                                                    const int32_t *cell, int64_t nq, int64_t nk, int64_t kv_dim,
-                                                   int head_dim, int n_rot, float theta, int front_blocks,
-                                                   cudaStream_t stream) {
+                                                   int head_dim, int n_rot, float theta, const cu_rope_epi *epi,
+                                                   int front_blocks, cudaStream_t stream) {
     /* the SMs the grid in front leaves (its blocks hold one SM each): this grid's blocks all start
      * at once instead of queueing behind that kernel's; not under an eighth of the device (a grid
      * that narrow would end last) */
     int sms, smem_max, cap = 0;
     if (front_blocks > 0 && mv_device(&sms, &smem_max) && sms - front_blocks >= sms / 8) cap = sms - front_blocks;
     return norm_rope(1, cap, w, wtype, x, g, eps, rows, k, n, q_out, k_cache, v_cache, pos, cell, nq, nk, kv_dim, head_dim,
-                     n_rot, theta, stream);
+                     n_rot, theta, epi, stream);
 }
 
 extern "C" cudaError_t cu_matvec_f32_acc(float *y, const void *w, uint32_t wtype, const float *x, int64_t rows,

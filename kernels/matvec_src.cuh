@@ -6,6 +6,7 @@
 
 #include <stdint.h>
 #include <cuda_fp16.h>
+#include "kernels/kernels.h"
 #include "kernels/rope.cuh"
 
 /* Where a kernel's X comes from (a template parameter of every variant): mv_x, a plain [n][k]
@@ -52,6 +53,7 @@ struct mv_x_norm_rope : mv_x_norm {
     const int32_t *pos, *cell;
     int nq, nk, kv_dim, head_dim, n_rot;
     float theta;
+    cu_rope_epi epi; /* zero: plain Llama's (no biases, theta's rotation, true order) */
     static constexpr bool ROPE = true;
 };
 template <typename XS> __host__ __device__ constexpr bool mv_fused() { return XS::NORM || XS::ACC; }
@@ -60,17 +62,41 @@ template <typename XS> __host__ __device__ constexpr bool mv_fused() { return XS
 __device__ __forceinline__ void mv_rope_store(const mv_x_norm_rope &x, int64_t row, int t, float v, float pv) {
     const int64_t cell = x.cell[t];
     if (row >= x.nq + x.nk) { /* V */
-        x.vc[cell * x.kv_dim + (row - x.nq - x.nk)] = __half_as_ushort(__float2half_rn(v));
+        const int64_t e = row - x.nq - x.nk;
+        if (x.epi.bv) v += x.epi.bv[e];
+        x.vc[cell * x.kv_dim + e] = __half_as_ushort(__float2half_rn(v));
         return;
     }
     const bool is_k = row >= x.nq;
-    const int64_t e = is_k ? row - x.nq : row;
+    const int64_t e = is_k ? row - x.nq : row, head0 = e - e % x.head_dim;
+    const int o = (int)(e % x.head_dim);
     const bool odd = e & 1;
+    /* this row's and its partner's true places in the head (NEOX-interleaved rows: cu_rope_epi) */
+    int to = o, tp = o ^ 1;
+    if (x.epi.neox_rows && o < x.n_rot) {
+        const int j = o >> 1, half = x.n_rot >> 1;
+        to = odd ? j + half : j;
+        tp = odd ? j : j + half;
+    }
+    const float *b = is_k ? x.epi.bk : x.epi.bq;
+    if (b) {
+        v += b[head0 + to];
+        pv += b[head0 + tp];
+    }
     float x0 = odd ? pv : v, x1 = odd ? v : pv;
-    rope_pair(x0, x1, x.pos[t], (int)(e % x.head_dim) & ~1, x.n_rot, x.theta);
+    if (!x.epi.angle) {
+        rope_pair(x0, x1, x.pos[t], o & ~1, x.n_rot, x.theta);
+    } else if (o < x.n_rot) { /* recipe.cu's arithmetic */
+        double sn, cs;
+        sincos((double)x.pos[t] * x.epi.angle[o >> 1], &sn, &cs);
+        const float cf = (float)(cs * x.epi.mscale), sf = (float)(sn * x.epi.mscale);
+        const float y0 = x0 * cf - x1 * sf, y1 = x0 * sf + x1 * cf;
+        x0 = y0;
+        x1 = y1;
+    }
     const float out = odd ? x1 : x0;
-    if (is_k) x.kc[cell * x.kv_dim + e] = __half_as_ushort(__float2half_rn(out));
-    else x.q_out[(int64_t)t * x.nq + e] = out;
+    if (is_k) x.kc[cell * x.kv_dim + head0 + to] = __half_as_ushort(__float2half_rn(out));
+    else x.q_out[(int64_t)t * x.nq + head0 + to] = out;
 }
 
 __device__ __forceinline__ float4 mv_x_f32(const mv_x &s, int tok, int kk, int k) {

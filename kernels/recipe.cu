@@ -32,8 +32,11 @@ __global__ void __launch_bounds__(QR_THREADS) qkv_rope_store_kernel(
         return;
     }
     double ss = 0;
+    const int half = n_rot / 2;
     for (int e = threadIdx.x; e < head_dim; e += QR_THREADS) {
-        const float x = src[e] + (bias ? bias[e] : 0.0f);
+        /* value e's row: NEOX-interleaved rows hold it at 2e or 2(e - half) + 1 */
+        const int se = r.neox_rows && e < n_rot ? (e < half ? 2 * e : 2 * (e - half) + 1) : e;
+        const float x = src[se] + (bias ? bias[e] : 0.0f);
         buf[e] = x;
         ss += (double)x * x;
     }
@@ -48,7 +51,7 @@ __global__ void __launch_bounds__(QR_THREADS) qkv_rope_store_kernel(
     }
     __syncthreads();
     float *qo = q_out + ((int64_t)t * n_head + h) * head_dim;
-    const int half = n_rot / 2, p = pos[t];
+    const int p = pos[t];
     for (int i = threadIdx.x; i < half; i += QR_THREADS) {
         const int i0 = r.neox ? i : 2 * i, i1 = r.neox ? i + half : 2 * i + 1;
         double s, c;

@@ -27,6 +27,8 @@ typedef struct {
     const double *angle;        /* [n_rot / 2]: pair i of a token at position p turns by p * angle[i] */
     double mscale;              /* cos and sin times this (YaRN's magnitude, attn_factor); 1: none */
     int neox;                   /* pairs (i, i + n_rot/2) (GPT-NeoX layout); 0: (2i, 2i + 1) */
+    int neox_rows;              /* q and k hold each head's first n_rot values NEOX-interleaved (value i at
+                                 * 2i, value i + n_rot/2 at 2i + 1: kernels.h's cu_rope_epi), v as it is */
 } cu_qkv_recipe;
 
 /* For token t of n_tok: each query head of q + t * sq, key head of k + t * sk and value head of

@@ -483,13 +483,13 @@ static void test_matvec_norm_rope(gen_rng *r, uint32_t tqk, uint32_t tv, int n_h
     cudaError_t e2;
     if (shaped == 2)
         e2 = cu_matvec_f32_norm_rope_pair(dr[0], tqk, rows[0], nq, kvd, dr[1], tv, rows[1], 0, 0, dx, dg, eps, k, n,
-                                       q[1], kc[1], vc[1], dmeta, dmeta + 4, kvd, hd, n_rot, theta, st);
+                                       q[1], kc[1], vc[1], dmeta, dmeta + 4, kvd, hd, n_rot, theta, NULL, st);
     else
         e2 = cu_matvec_f32_norm_rope(dr[0], tqk, dx, dg, eps, rows[0], k, n, q[1], kc[1], vc[1], dmeta,
-                                  dmeta + 4, nq, kvd, kvd, hd, n_rot, theta, st);
+                                  dmeta + 4, nq, kvd, kvd, hd, n_rot, theta, NULL, st);
     if (e2 == cudaSuccess && rows[1] && shaped != 2)
         e2 = cu_matvec_f32_norm_rope_beside(dr[1], tv, dx, dg, eps, rows[1], k, n, NULL, NULL, vc[1], dmeta, dmeta + 4,
-                                         0, 0, kvd, hd, n_rot, theta, beside_blocks, st);
+                                         0, 0, kvd, hd, n_rot, theta, NULL, beside_blocks, st);
     CUDA_CHECK(cudaStreamSynchronize(st));
     CUDA_CHECK(cudaStreamDestroy(st));
     CUDA_CHECK(cudaDeviceSynchronize());
