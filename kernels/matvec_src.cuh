@@ -86,9 +86,12 @@ __device__ __forceinline__ void mv_rope_store(const mv_x_norm_rope &x, int64_t r
     float x0 = odd ? pv : v, x1 = odd ? v : pv;
     if (!x.epi.angle) {
         rope_pair(x0, x1, x.pos[t], o & ~1, x.n_rot, x.theta);
-    } else if (o < x.n_rot) { /* recipe.cu's arithmetic */
-        double sn, cs;
-        sincos((double)x.pos[t] * x.epi.angle[o >> 1], &sn, &cs);
+    } else if (o < x.n_rot) {
+        /* the angle in double, reduced to [0, 2 pi) there, its cos and sin in f32 (within an ulp
+         * of recipe.cu's double ones; this kernel keeps no double-precision trigonometry) */
+        const double th = (double)x.pos[t] * x.epi.angle[o >> 1];
+        float sn, cs;
+        sincosf((float)(th - 6.283185307179586 * floor(th * 0.15915494309189535)), &sn, &cs);
         const float cf = (float)(cs * x.epi.mscale), sf = (float)(sn * x.epi.mscale);
         const float y0 = x0 * cf - x1 * sf, y1 = x0 * sf + x1 * cf;
         x0 = y0;

@@ -105,7 +105,7 @@ extern "C" cudaError_t cu_bias_add(float *x, int64_t stride, const float *b, int
 
 /* One block per row: the planes' sum into out, its sum of squares reduced in double, then the
  * scale. */
-enum { RN_THREADS = 256 };
+enum { RN_THREADS = 1024 }; /* a decode step's one row per block: the whole block on it */
 __global__ void __launch_bounds__(RN_THREADS) rmsnorm_parts_kernel(float *out, const float *d, int parts,
                                                                     int64_t plane, const float *w, int dim, float eps) {
     pdl_trigger();
