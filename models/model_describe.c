@@ -70,6 +70,6 @@ void model_describe(const llama_model *m, char *buf, size_t size) {
     if (hp->final_softcap > 0) put(&t, "logit softcap   %g\n", hp->final_softcap);
     const char *f = model_gpu_missing_feature(m);
     if (f) put(&t, "gpu             CPU only (-ngl 0): the CUDA backend does not run its %s\n", f);
-    else if (model_non_llama_feature(m)) put(&t, "gpu             CPU or CUDA (the general layer, unfused)\n");
+    else if (model_non_llama_feature(m)) put(&t, "gpu             CPU or CUDA (the general layer)\n");
     else put(&t, "gpu             the plain Llama layer: CPU or CUDA\n");
 }

@@ -68,7 +68,7 @@ if [ -x "$gen" ] && "$gen" --good "$TMP/bases" >/dev/null; then
     check "info recipe gemma2 window and softcaps" grep -q '^attention *scale 0.353553, softcap 50, window 4 on 1 of 2 layers (global: 1)$' "$TMP/info"
     check "info recipe gemma2 logit softcap" grep -q '^logit softcap *30$' "$TMP/info"
     check "info recipe gemma2 post-norms, GELU" grep -q '^recipe: *gemma2: RMSNorm before attention and FFN and after each, GELU (tanh)-gated FFN$' "$TMP/info"
-    check "info recipe gemma2 runs on the GPU's general layer" grep -q '^gpu *CPU or CUDA (the general layer, unfused)$' "$TMP/info"
+    check "info recipe gemma2 runs on the GPU's general layer" grep -q '^gpu *CPU or CUDA (the general layer)$' "$TMP/info"
     "$MGI" info "$TMP/bases/good-qwen2.gguf" >"$TMP/info" 2>&1
     check "info recipe qwen2 NEOX" grep -q '^rope *NEOX (i, i + n_rot/2), 8 of 8 values' "$TMP/info"
     check "info recipe qwen2 biases" grep -q '^biases *Q/K/V $' "$TMP/info"
