@@ -336,9 +336,11 @@ __global__ void __launch_bounds__(G7_THREADS, 1) gemm_v7(float *y, const uint8_t
         gemm2_cp_commit(); /* group 0 also holds the weights of stages 1..S-3: harmless */
     }
     int st = 0;
-    /* chunk c, at place CC in its super-block (Q4_K's scale index: a constant) */
-    auto chunk = [&](int c, auto cc_const) {
+    /* chunk c, at place CC in its super-block (Q4_K's scale index: a constant). DRAIN: every
+     * wgmma retired before this chunk's A registers are written (the tail loop below) */
+    auto chunk = [&](int c, auto cc_const, auto drain_const) {
         constexpr int CC = decltype(cc_const)::value;
+        constexpr bool DRAIN = decltype(drain_const)::value;
         gemm2_cp_wait<S - 3>(); /* groups committed: S - 2 + (c - c0); chunk c's is the (c - c0 + 1)-th */
         gp4_fence_proxy();      /* this thread's copies, visible to wgmma's async-proxy reads */
         __syncthreads();        /* everyone's; every warpgroup has retired chunk c - 2 */
@@ -349,6 +351,10 @@ __global__ void __launch_bounds__(G7_THREADS, 1) gemm_v7(float *y, const uint8_t
                 load_x(cn, sn);
             }
             gemm2_cp_commit();
+        }
+        if constexpr (DRAIN) { /* the previous chunk's wgmma may still read the registers a reuses */
+            gp4_wait<0>();
+            g7_fence_acc(acc[0]);
         }
         const uint8_t *sw = gs + st * STAGE + XB, *sb = gs + S * STAGE + ((c >> 2) & (G7_NSB - 1)) * NT * W::SBB;
         uint32_t a[4][4];
@@ -388,16 +394,21 @@ __global__ void __launch_bounds__(G7_THREADS, 1) gemm_v7(float *y, const uint8_t
     };
     /* whole super-blocks, then (32-weight types, k not a multiple of 256) the last chunks one by
      * one; no exit from the middle of the unrolled body, where ptxas would serialise every wgmma
-     * (it cannot follow a wgmma group in flight across several exits) */
+     * (it cannot follow a wgmma group in flight across several exits). The tail loop is rolled:
+     * each pass writes the same A registers while the last pass's wgmma (left in flight by
+     * wait_group 1) may still read them, so its chunks drain the wgmma first. Without that, k of
+     * 640 (two tail chunks) gave wrong and varying sums from 33 tokens on (tests/gpu/test_kernels:
+     * gemm_split v7 256x640), the small models' FFN down. */
+    const std::false_type keep;
     int cb = c0;
     for (; cb + 4 <= c1; cb += 4) {
-        chunk(cb, std::integral_constant<int, 0>());
-        chunk(cb + 1, std::integral_constant<int, 1>());
-        chunk(cb + 2, std::integral_constant<int, 2>());
-        chunk(cb + 3, std::integral_constant<int, 3>());
+        chunk(cb, std::integral_constant<int, 0>(), keep);
+        chunk(cb + 1, std::integral_constant<int, 1>(), keep);
+        chunk(cb + 2, std::integral_constant<int, 2>(), keep);
+        chunk(cb + 3, std::integral_constant<int, 3>(), keep);
     }
     if constexpr (W::SBB == 0) /* Q4_K and Q6_K slices are whole super-blocks */
-        for (; cb < c1; cb++) chunk(cb, std::integral_constant<int, 0>());
+        for (; cb < c1; cb++) chunk(cb, std::integral_constant<int, 0>(), std::true_type());
     gp4_wait<0>();
     g7_fence_acc(acc[0]);
     gemm2_cp_wait<0>(); /* no copy may still target shared memory when the block exits */

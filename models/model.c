@@ -452,10 +452,7 @@ const char *model_gpu_missing_feature(const llama_model *m) {
      * any head size and attention scale, fused QKV and gate/up tensors, and Gemma's sliding
      * windows (with their own RoPE base), attention and logit softcaps, post norms, GELU gate and
      * input scale. Not the one combination no architecture has: it adds bo to the residual
-     * itself (a row split's parts hold partial products), so bo cannot go under a post norm. And
-     * heads above 128 values: its prompt passes of 64 tokens or more gave NaN on gemma-3-270m
-     * (head 256; decode and 32-token passes matched the CPU, PERF-LOG), a bug not yet found. */
-    if (m->hp.head_dim > 128) return "head size above 128 (attention.key_length) in prompt passes";
+     * itself (a row split's parts hold partial products), so bo cannot go under a post norm. */
     for (int32_t l = 0; l < m->hp.n_layer; l++)
         if (m->layers[l].bo && m->layers[l].attn_post_norm) return "attention output bias under a post-attention norm";
     return NULL;

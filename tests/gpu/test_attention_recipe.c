@@ -330,6 +330,15 @@ int main(void) {
     const int32_t one[] = {777};
     test_attention(&r, 8, 4, 256, 4, 512, 50, 1, one);
     test_attention(&r, 8, 4, 256, 1, 16, 0, 1, one);
+    /* a whole launch of tokens (PAGED_ATT_TOKENS), head 256: a prompt pass's shape where the
+     * tensor-core prefill kernels do not apply */
+    int32_t run[PAGED_ATT_TOKENS];
+    for (int i = 0; i < PAGED_ATT_TOKENS; i++) run[i] = 100 + i;
+    for (int ns = 1; ns <= 16; ns *= 4) {
+        test_attention(&r, 4, 1, 256, ns, 0, 0, PAGED_ATT_TOKENS, run);
+        test_attention(&r, 4, 1, 256, ns, 512, 0, PAGED_ATT_TOKENS, run);
+        test_attention(&r, 8, 4, 128, ns, 0, 0, PAGED_ATT_TOKENS, run);
+    }
     /* prompt attention: windows inside one tile, across tiles and blocks, past the whole context */
     static const struct { int n_head, n_kv, hd, pos0, n_tok; } pf[] = {
         {8, 2, 128, 0, 200}, {8, 4, 128, 150, 77}, {16, 2, 64, 0, 130}, {4, 4, 64, 1000, 33}, {8, 8, 128, 3000, 1},

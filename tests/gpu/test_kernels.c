@@ -1377,6 +1377,12 @@ static void test_gemm_v7(gen_rng *r) {
         test_gemm_split(r, t, 4096, 14336, ns, 7);
         test_gemm_split(r, t, 1000, odd_k, nbig, 7);
         test_gemm_split(r, t, 37, odd_k, ns, 7);
+        /* small models' matrices (n_embd 256: one super-block of k; FFN 640: 32-weight types
+         * with two chunks past the super-blocks), few tiles, so split */
+        test_gemm_split(r, t, 256, 256, nbig, 7);
+        test_gemm_split(r, t, 128, 256, nbig, 7);
+        test_gemm_split(r, t, 2048, 256, nbig, 7);
+        if (t == QUANT_Q4_0 || t == QUANT_Q8_0) test_gemm_split(r, t, 256, 640, nbig, 7);
         for (int s = 3; s <= 5; s += 2) { /* 14336 = 56 super-blocks: slices of 76 (3) or 48 (5) chunks */
             g_gcfg.force_slices = s;
             test_gemm_split(r, t, 300, 14336, ns, 7);

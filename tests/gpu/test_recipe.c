@@ -179,6 +179,10 @@ static const recipe_case cases[] = {
     {"mini-phi3-q4_0", "--shape mini --arch phi3 --quant q4_0 --ctx 4096", 4096, 32000},
     {"gemma2", "--shape gemma2-s --quant f32", 4096, 2048},
     {"gemma3", "--shape gemma3-s --quant f32", 4096, 2048},
+    /* quantised small shapes: FFN down of k 640 (ten chunks: the prompt GEMM's tail loop, Q4_0 and
+     * Q8_0) and gemma-3-270m's head of 256 */
+    {"llama-q4_0", "--shape llama-s --quant q4_0", 4096, 2048},
+    {"gemma3-head256-q4_k_m", "--shape gemma3-s --head-dim 256 --quant q4_k_m", 4096, 2048},
     /* the mini shape keeps the family's window (4096 and 1024): these check the quantised
      * products with post norms, GELU, softcaps and the input scale */
     {"mini-gemma2-q4_k_m", "--shape mini --arch gemma2 --quant q4_k_m --ctx 4096", 4096, 32000},
