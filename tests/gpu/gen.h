@@ -81,6 +81,21 @@ static inline void gen_weights(gen_rng *r, uint32_t t, int64_t rows, int64_t k, 
     }
 }
 
+/* n tokens' RoPE metadata as paged_rope_store takes it: positions in [0, 4000) (f32 angles lose
+ * digits there) and distinct cells in [0, cells), so that no two tokens write one cache row. */
+static inline void gen_pos_cells(gen_rng *r, int32_t *pos, int32_t *cell, int n, int64_t cells) {
+    for (int t = 0; t < n; t++) {
+        pos[t] = (int32_t)gen_uniform(r, 0, 4000);
+        int c, dup;
+        do {
+            c = (int)gen_uniform(r, 0, (double)cells);
+            dup = c >= cells;
+            for (int u = 0; u < t; u++) dup |= cell[u] == c;
+        } while (dup);
+        cell[t] = c;
+    }
+}
+
 /* ||a - b|| / ||b|| over n values (b the reference); NaN anywhere gives +inf. */
 static inline double gen_rel_err(const float *a, const double *b, int64_t n) {
     double num = 0, den = 0;

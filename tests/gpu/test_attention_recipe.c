@@ -21,48 +21,12 @@
 #include <string.h>
 #include <time.h>
 #include "tests/unit/test.h"
+#include "tests/gpu/dev.h"
 #include "tests/gpu/gen.h"
 #include "kernels/check.h"
 #include "kernels/paged.h"
 #include "kernels/recipe.h"
 #include "quant/quant.h"
-
-#define GUARD 64 /* extra floats after every output, poisoned and checked untouched */
-
-static void *dev_alloc(size_t bytes) {
-    void *p = NULL;
-    CUDA_CHECK(cudaMalloc(&p, bytes));
-    return p;
-}
-
-static void *dev_upload(const void *h, size_t bytes) {
-    void *p = dev_alloc(bytes);
-    CUDA_CHECK(cudaMemcpy(p, h, bytes, cudaMemcpyHostToDevice));
-    return p;
-}
-
-/* Output buffer of n floats + GUARD, every byte 0xff (a NaN). */
-static float *dev_poisoned(int64_t n) {
-    float *p = dev_alloc((size_t)(n + GUARD) * sizeof(float));
-    CUDA_CHECK(cudaMemset(p, 0xff, (size_t)(n + GUARD) * sizeof(float)));
-    return p;
-}
-
-/* Downloads n floats; returns 0 if the guard after them was written. */
-static int dev_download(float *h, const float *d, int64_t n) {
-    float *tmp = malloc((size_t)(n + GUARD) * sizeof(float));
-    CUDA_CHECK(cudaDeviceSynchronize());
-    CUDA_CHECK(cudaMemcpy(tmp, d, (size_t)(n + GUARD) * sizeof(float), cudaMemcpyDeviceToHost));
-    memcpy(h, tmp, (size_t)n * sizeof(float));
-    int ok = 1;
-    for (int i = 0; i < GUARD; i++) {
-        uint32_t u;
-        memcpy(&u, &tmp[n + i], 4);
-        if (u != 0xffffffffu) ok = 0;
-    }
-    free(tmp);
-    return ok;
-}
 
 /* f64 attention of query head qh at position pos over the positions its window lets it see
  * (forward_cpu.c's attn_range: j0 = pos - window + 1 when windowed and pos >= window), scores

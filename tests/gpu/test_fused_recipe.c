@@ -17,19 +17,13 @@
 #include <string.h>
 #include <time.h>
 #include "tests/unit/test.h"
+#include "tests/gpu/dev.h"
 #include "tests/gpu/gen.h"
 #include "kernels/check.h"
 #include "kernels/kernels.h"
 #include "kernels/paged.h"
 #include "kernels/recipe.h"
 #include "quant/quant.h"
-
-static void *dev_upload(const void *h, size_t bytes) {
-    void *p = NULL;
-    CUDA_CHECK(cudaMalloc(&p, bytes));
-    CUDA_CHECK(cudaMemcpy(p, h, bytes, cudaMemcpyHostToDevice));
-    return p;
-}
 
 static float *dev_floats(gen_rng *r, int64_t n, double lo, double hi) {
     float *h = malloc(sizeof(float) * (size_t)(n > 0 ? n : 1));
@@ -91,16 +85,7 @@ static void test_fused(gen_rng *r, const recipe_case *rc, uint32_t tqk, uint32_t
     }
     rec.angle = dev_upload(angle, sizeof(double) * (size_t)(n_rot / 2 + 1));
     int32_t meta[8];
-    for (int t = 0; t < n; t++) {
-        meta[t] = (int32_t)gen_uniform(r, 0, 4000);
-        int c, dup;
-        do { /* distinct cells */
-            c = (int)gen_uniform(r, 0, (double)cells);
-            dup = c >= cells;
-            for (int u = 0; u < t; u++) dup |= meta[4 + u] == c;
-        } while (dup);
-        meta[4 + t] = c;
-    }
+    gen_pos_cells(r, meta, meta + 4, n, cells); /* meta: n positions, then from [4] n cells */
     int32_t *dmeta = dev_upload(meta, sizeof meta);
     const size_t cache_b = sizeof(uint16_t) * (size_t)(cells * kvd);
     uint16_t *cinit = malloc(2 * cache_b);

@@ -23,26 +23,13 @@
 #include <string.h>
 #include <time.h>
 #include "tests/unit/test.h"
+#include "tests/gpu/dev.h"
 #include "tests/gpu/gen.h"
 #include "tests/gpu/mvq.h"
 #include "kernels/check.h"
 #include "kernels/kernels.h"
 #include "kernels/paged.h"
 #include "kernels/gemm_lab.h"
-
-#define GUARD 64 /* extra floats after every output, poisoned and checked untouched */
-
-static void *dev_alloc(size_t bytes) {
-    void *p = NULL;
-    CUDA_CHECK(cudaMalloc(&p, bytes));
-    return p;
-}
-
-static void *dev_upload(const void *h, size_t bytes) {
-    void *p = dev_alloc(bytes);
-    CUDA_CHECK(cudaMemcpy(p, h, bytes, cudaMemcpyHostToDevice));
-    return p;
-}
 
 /* Quantised rows (host, bytes long) in matvec's repacked layout on the device, as the engine
  * holds them. */
@@ -52,29 +39,6 @@ static void *dev_repacked(const void *w, size_t bytes, uint32_t t, int64_t rows,
     CUDA_CHECK(cudaDeviceSynchronize());
     CUDA_CHECK(cudaFree(dw));
     return dr;
-}
-
-/* Output buffer of n floats + GUARD, every byte 0xff (a NaN). */
-static float *dev_poisoned(int64_t n) {
-    float *p = dev_alloc((size_t)(n + GUARD) * sizeof(float));
-    CUDA_CHECK(cudaMemset(p, 0xff, (size_t)(n + GUARD) * sizeof(float)));
-    return p;
-}
-
-/* Downloads n floats; returns 0 if the guard after them was written. */
-static int dev_download(float *h, const float *d, int64_t n) {
-    float *tmp = malloc((size_t)(n + GUARD) * sizeof(float));
-    CUDA_CHECK(cudaDeviceSynchronize());
-    CUDA_CHECK(cudaMemcpy(tmp, d, (size_t)(n + GUARD) * sizeof(float), cudaMemcpyDeviceToHost));
-    memcpy(h, tmp, (size_t)n * sizeof(float));
-    int ok = 1;
-    for (int i = 0; i < GUARD; i++) {
-        uint32_t u;
-        memcpy(&u, &tmp[n + i], 4);
-        if (u != 0xffffffffu) ok = 0;
-    }
-    free(tmp);
-    return ok;
 }
 
 /* The f64 reference of Y[n][rows] = W . X[n][k] (W in GGUF layout), or NULL with err. */
@@ -440,16 +404,7 @@ static void test_matvec_norm_rope(gen_rng *r, uint32_t tqk, uint32_t tv, int n_h
     v10_fill(r, n * k, k, NULL, x);
     for (int64_t i = 0; i < k; i++) g[i] = (float)gen_uniform(r, -1.5, 1.5);
     int32_t meta[8];
-    for (int t = 0; t < n; t++) {
-        meta[t] = (int32_t)gen_uniform(r, 0, 4000);
-        int c, dup;
-        do { /* distinct cells */
-            c = (int)gen_uniform(r, 0, (double)cells);
-            dup = c >= cells;
-            for (int u = 0; u < t; u++) dup |= meta[4 + u] == c;
-        } while (dup);
-        meta[4 + t] = c;
-    }
+    gen_pos_cells(r, meta, meta + 4, n, cells); /* meta: n positions, then from [4] n cells */
     const size_t cache_b = sizeof(uint16_t) * (size_t)(cells * kvd);
     uint16_t *cinit = malloc(2 * cache_b);
     for (int64_t i = 0; i < 2 * cells * kvd; i++) cinit[i] = (uint16_t)gen_uniform(r, 0, 65535); /* any bits */

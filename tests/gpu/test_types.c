@@ -26,43 +26,11 @@
 #include "kernels/check.h"
 #include "kernels/kernels.h"
 #include "tests/golden.h"
+#include "tests/gpu/dev.h"
 #include "tests/gpu/gen.h"
 #include "tests/gpu/models.h"
 
-#define GUARD 64 /* floats after every output, poisoned and checked untouched */
-
 static const uint32_t g_types[] = {QUANT_Q4_1, QUANT_Q5_1, QUANT_Q5_K, QUANT_Q2_K, QUANT_Q3_K, QUANT_BF16};
-
-static void *dev_upload(const void *h, size_t bytes) {
-    void *p = NULL;
-    CUDA_CHECK(cudaMalloc(&p, bytes));
-    CUDA_CHECK(cudaMemcpy(p, h, bytes, cudaMemcpyHostToDevice));
-    return p;
-}
-
-/* n floats + GUARD on the device, every byte 0xff (a NaN). */
-static float *dev_poisoned(int64_t n) {
-    float *p = NULL;
-    CUDA_CHECK(cudaMalloc((void **)&p, (size_t)(n + GUARD) * sizeof(float)));
-    CUDA_CHECK(cudaMemset(p, 0xff, (size_t)(n + GUARD) * sizeof(float)));
-    return p;
-}
-
-/* Downloads n floats; 0 when the guard after them was written. */
-static int dev_download(float *h, const float *d, int64_t n) {
-    float *tmp = malloc((size_t)(n + GUARD) * sizeof(float));
-    CUDA_CHECK(cudaDeviceSynchronize());
-    CUDA_CHECK(cudaMemcpy(tmp, d, (size_t)(n + GUARD) * sizeof(float), cudaMemcpyDeviceToHost));
-    memcpy(h, tmp, (size_t)n * sizeof(float));
-    int ok = 1;
-    for (int i = 0; i < GUARD; i++) {
-        uint32_t u;
-        memcpy(&u, &tmp[n + i], 4);
-        if (u != 0xffffffffu) ok = 0;
-    }
-    free(tmp);
-    return ok;
-}
 
 /* rows x k weights of type t: normal with std 1 / sqrt(k), a scale per row drawn in (0.5, 2)
  * so rows differ, quantised row by row by the CPU; the GGUF bytes into *w and the dequantised
