@@ -55,6 +55,29 @@ static void attn_ref(double *out, const float *qh, const uint16_t *kc, const uin
     }
 }
 
+/* Pages first..first + n - 1 in a random order (Fisher-Yates): page tables whose pages are neither
+ * in order nor next to each other, so a kernel that assumes either reads wrong rows. */
+static int32_t *shuffled_pages(gen_rng *r, int n, int first) {
+    int32_t *perm = malloc(sizeof(int32_t) * (size_t)n);
+    for (int i = 0; i < n; i++) perm[i] = i + first;
+    for (int i = n - 1; i > 0; i--) {
+        int j = (int)(gen_u64(r) % (uint64_t)(i + 1)), tmp = perm[i];
+        perm[i] = perm[j];
+        perm[j] = tmp;
+    }
+    return perm;
+}
+
+/* K and V caches of cn f16 values each, standard normal, drawn K then V per value. */
+static void random_caches(gen_rng *r, size_t cn, uint16_t **kc, uint16_t **vc) {
+    *kc = malloc(cn * 2);
+    *vc = malloc(cn * 2);
+    for (size_t i = 0; i < cn; i++) {
+        (*kc)[i] = quant_f32_to_f16((float)gen_normal(r));
+        (*vc)[i] = quant_f32_to_f16((float)gen_normal(r));
+    }
+}
+
 /* n_tok tokens at positions pos (token t in sequence t % 3) against attn_ref; window 0 and cap 0
  * also against paged_attention. */
 static void test_attention(gen_rng *r, int n_head, int n_kv, int hd, int n_split, int window, float cap, int n_tok,
@@ -67,20 +90,11 @@ static void test_attention(gen_rng *r, int n_head, int n_kv, int hd, int n_split
     for (int t = 0; t < n_tok; t++) if (pos[t] > max_pos) max_pos = pos[t];
     const int per_seq = max_pos / PAGED_PAGE + 1, n_pages = SEQS * per_seq + 2, n_cells = n_pages * PAGED_PAGE;
     const int kv_dim = n_kv * hd, nq = n_tok * n_head * hd;
-    int32_t *perm = malloc(sizeof(int32_t) * (size_t)(SEQS * per_seq)), *seq = malloc(sizeof(int32_t) * (size_t)n_tok);
-    for (int i = 0; i < SEQS * per_seq; i++) perm[i] = i + 2;
-    for (int i = SEQS * per_seq - 1; i > 0; i--) {
-        int j = (int)(gen_u64(r) % (uint64_t)(i + 1)), tmp = perm[i];
-        perm[i] = perm[j];
-        perm[j] = tmp;
-    }
+    int32_t *perm = shuffled_pages(r, SEQS * per_seq, 2), *seq = malloc(sizeof(int32_t) * (size_t)n_tok);
     for (int t = 0; t < n_tok; t++) seq[t] = t % SEQS;
     size_t cn = (size_t)n_cells * kv_dim;
-    uint16_t *kc = malloc(cn * 2), *vc = malloc(cn * 2);
-    for (size_t i = 0; i < cn; i++) {
-        kc[i] = quant_f32_to_f16((float)gen_normal(r));
-        vc[i] = quant_f32_to_f16((float)gen_normal(r));
-    }
+    uint16_t *kc, *vc;
+    random_caches(r, cn, &kc, &vc);
     float *q = malloc(sizeof(float) * (size_t)nq), *out = calloc((size_t)nq, sizeof(float));
     double *ref = malloc(sizeof(double) * (size_t)nq), *sc = malloc(sizeof(double) * (size_t)(max_pos + 1));
     /* large enough scores that a softcap of 3 bends them */
@@ -129,19 +143,10 @@ static void test_prefill(gen_rng *r, int v, int n_head, int n_kv, int hd, int wi
              "from %d", v, n_head, n_kv, hd, window, cap, n_tok, pos0);
     const int last = pos0 + n_tok - 1, n_pages = last / PAGED_PAGE + 1 + 3, n_cells = n_pages * PAGED_PAGE;
     const int kv_dim = n_kv * hd, nq = n_tok * n_head * hd, per_seq = last / PAGED_PAGE + 1;
-    int32_t *perm = malloc(sizeof(int32_t) * (size_t)n_pages);
-    for (int i = 0; i < n_pages; i++) perm[i] = i;
-    for (int i = n_pages - 1; i > 0; i--) {
-        int j = (int)(gen_u64(r) % (uint64_t)(i + 1)), tmp = perm[i];
-        perm[i] = perm[j];
-        perm[j] = tmp;
-    }
+    int32_t *perm = shuffled_pages(r, n_pages, 0);
     size_t cn = (size_t)n_cells * kv_dim;
-    uint16_t *kc = malloc(cn * 2), *vc = malloc(cn * 2);
-    for (size_t i = 0; i < cn; i++) {
-        kc[i] = quant_f32_to_f16((float)gen_normal(r));
-        vc[i] = quant_f32_to_f16((float)gen_normal(r));
-    }
+    uint16_t *kc, *vc;
+    random_caches(r, cn, &kc, &vc);
     float *q = malloc(sizeof(float) * (size_t)nq), *out = calloc((size_t)nq, sizeof(float));
     float *plain = calloc((size_t)nq, sizeof(float));
     double *ref = malloc(sizeof(double) * (size_t)nq), *sc = malloc(sizeof(double) * (size_t)(last + 1));
