@@ -98,6 +98,11 @@ typedef struct {
     float *bq, *bk, *bv, *bo, *q_norm, *k_norm;
     /* Gemma's norms of the attention and FFN outputs before their residual adds [n_embd], or NULL */
     float *attn_post_norm, *ffn_post_norm;
+    /* The general layer's Q/K/V epilogue (recipe.h) and its fused QKV's (kernels.h) over the
+     * pointers above and the part's angle table of the layer's kind (windowed or global): built
+     * once the part is laid out (cuda_weights.c: layer_recipes); plain Llama's go unused. */
+    cu_qkv_recipe rr;
+    cu_rope_epi re;
     uint8_t fz[FUSE_MAX_N + 1]; /* FZ_* by token count */
 } dlayer;
 

@@ -185,14 +185,8 @@ int fcu_attn_half(part *p, int32_t l, span s, int fz, char *err, size_t err_size
     const int swa = llama_layer_is_swa(hp, l), window = swa ? hp->n_swa : 0;
     const float softcap = hp->attn_softcap > 0 ? hp->attn_softcap : 0.0f;
     const int recipe = window > 0 || softcap > 0;
-    /* the general layer's Q/K/V epilogue: windowed layers turn by rope_base_swa */
-    const int swa_rope = swa && p->rope_angle_swa;
-    const cu_qkv_recipe rr = {L->bq, L->bk, L->bv, L->q_norm, L->k_norm, hp->rms_eps,
-                              swa_rope ? p->rope_angle_swa : p->rope_angle,
-                              swa_rope ? f->rope_mscale_swa : f->rope_mscale, hp->rope_kind == LLAMA_ROPE_NEOX,
-                              f->neox_rows};
     /* a general layer's fused QKV: its biases and angle table in the epilogue (plain Llama: NULL) */
-    const cu_rope_epi re = {L->bq, L->bk, L->bv, rr.angle, rr.mscale, f->neox_rows}, *epi = f->general ? &re : NULL;
+    const cu_rope_epi *epi = f->general ? &L->re : NULL;
     if (fz & FZ_QKV) { /* Q, K, V straight to q and the caches */
         cudaError_t pe = cudaErrorNotSupported;
         if (L->qkv.n_m == 2) { /* Q4_K_M's Q/K and Q6_K V: one launch for both */
@@ -232,7 +226,7 @@ int fcu_attn_half(part *p, int32_t l, span s, int fz, char *err, size_t err_size
         group_view(&L->qkv, p->qkv, f->n_batch, 2, &pv, &sv);
         if (f->general) {
             DEV_TRY(cu_qkv_rope_store(q, p->kv_k + kv_off, p->kv_v + kv_off, pq + t0 * sq, sq, pk + t0 * sk, sk,
-                                      pv + t0 * sv, sv, d_pos + t0, d_cell + t0, &rr, nt, p->n_head, p->n_head_kv, hd,
+                                      pv + t0 * sv, sv, d_pos + t0, d_cell + t0, &L->rr, nt, p->n_head, p->n_head_kv, hd,
                                       hp->n_rot, p->st));
         } else {
             DEV_TRY(paged_rope_store(q, p->kv_k + kv_off, p->kv_v + kv_off, pq + t0 * sq, sq, pk + t0 * sk, sk,

@@ -111,6 +111,22 @@ static void layout_weights(part *p, arena *a) {
     for (int i = 0; i < p->n_w; i++) p->ws[i]->w = take(a, weight_dev_bytes(p->ws[i]));
 }
 
+/* Each layer's recipe structs (dlayer.rr, .re) over its laid-out vectors and the part's angle
+ * table: windowed layers turn by rope_base_swa's where the model has one. */
+static void layer_recipes(part *p) {
+    const forward_cuda *f = p->f;
+    const llama_hparams *hp = &f->m->hp;
+    for (int32_t l = p->l0; l < p->l1; l++) {
+        dlayer *L = &p->layers[l - p->l0];
+        const int swa_rope = llama_layer_is_swa(hp, l) && p->rope_angle_swa;
+        L->rr = (cu_qkv_recipe){L->bq, L->bk, L->bv, L->q_norm, L->k_norm, hp->rms_eps,
+                                swa_rope ? p->rope_angle_swa : p->rope_angle,
+                                swa_rope ? f->rope_mscale_swa : f->rope_mscale, hp->rope_kind == LLAMA_ROPE_NEOX,
+                                f->neox_rows};
+        L->re = (cu_rope_epi){L->bq, L->bk, L->bv, L->rr.angle, L->rr.mscale, f->neox_rows};
+    }
+}
+
 static void layout_kv(part *p, arena *a) {
     size_t n = (size_t)(p->l1 - p->l0) * (size_t)p->f->kv_cells * (size_t)p->kv_dim;
     p->kv_k = take(a, n * sizeof(uint16_t));
@@ -499,6 +515,7 @@ static int part_setup(part *p, progress_sum *ps, char *err, size_t err_size) {
     }
     a = (arena){.base = p->block};
     layout_weights(p, &a);
+    layer_recipes(p);
     layout_kv(p, &a);
     layout_scratch(p, &a);
     DEV_TRY(cudaHostAlloc((void **)&p->h_kv, 2 * (size_t)ATT_CHUNK * (size_t)p->kv_dim * sizeof(uint16_t),
