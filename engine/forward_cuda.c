@@ -272,9 +272,7 @@ static void *cuda_create(const llama_model *m, const engine_plan *plan, int32_t 
     f->n_split = f->max_pages < N_SPLIT_MAX ? f->max_pages : N_SPLIT_MAX;
     f->general = model_non_llama_feature(m) != NULL;
     f->neox_rows = f->general && hp->rope_kind == LLAMA_ROPE_NEOX && hp->n_rot > 0;
-    f->rope_fused = f->general;
-    for (int32_t l = 0; l < hp->n_layer; l++)
-        if (m->layers[l].q_norm || m->layers[l].k_norm) f->rope_fused = 0;
+    f->rope_fused = f->general && !model_has_qk_norm(m);
     if (f->general && fcu_rope_angles(f, err, err_size)) goto fail;
     f->timeout_s = fcu_nccl_timeout_s();
     f->fault_stall = fcu_fault_peer_stall();

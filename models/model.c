@@ -446,6 +446,12 @@ const char *model_non_llama_feature(const llama_model *m) {
     return NULL;
 }
 
+int model_has_qk_norm(const llama_model *m) {
+    for (int32_t l = 0; l < m->hp.n_layer; l++)
+        if (m->layers[l].q_norm || m->layers[l].k_norm) return 1;
+    return 0;
+}
+
 const char *model_gpu_missing_feature(const llama_model *m) {
     /* The CUDA backend's general layer (engine/cuda_layer.c) runs every recipe the CPU reference
      * does: biases, per-head Q/K norms, NEOX RoPE, rope_freqs, LongRoPE, linear and YaRN scaling,

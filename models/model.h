@@ -123,6 +123,11 @@ int llama_layer_is_swa(const llama_hparams *hp, int32_t l);
  * decode layers take only that one). */
 const char *model_non_llama_feature(const llama_model *m);
 
+/* 1 when some layer of m norms each query or key head before RoPE (Qwen3's and Gemma 3's
+ * per-head RMSNorm): a norm over a whole head, so RoPE cannot ride in an epilogue that sees a
+ * head's rows in pieces (the CUDA backend's fused QKV: forward_cuda.rope_fused). */
+int model_has_qk_norm(const llama_model *m);
+
 /* The first part of m's recipe that the CUDA backend does not run, as a phrase for messages, or
  * NULL when it runs m (every recipe of the supported architectures, Gemma 2 and 3 included; only
  * an attention output bias under a post-attention norm, which none has, is refused). */
