@@ -177,8 +177,9 @@ FUZZ_SECONDS ?= 60
 FUZZ_SRC     := $(wildcard tests/fuzz/fuzz_*.c)
 FUZZ_BIN     := $(FUZZ_SRC:tests/fuzz/%.c=build/fuzz/%)
 
-# -march=native: clang ignores the `#pragma GCC target` that quant/dot_*.c compile their ISA paths
-# with, so the fuzz build (run on the machine that builds it) enables the host's ISA instead.
+# -march=native: the host's ISA for the portable code (quant/dot_*.c give their ISA paths their own
+# targets, for clang too: a `#pragma clang attribute` beside the GCC one, so a host without
+# AVX-VNNI or AVX-512 still builds them).
 build/fuzz/fuzz_%: tests/fuzz/fuzz_%.c $(CPU_SRC)
 	@mkdir -p $(dir $@)
 	$(FUZZ_CC) $(CPPFLAGS) -std=c11 -O1 -g -march=native -fsanitize=fuzzer,address,undefined \

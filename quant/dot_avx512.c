@@ -6,6 +6,11 @@
 
 #if defined(__x86_64__) || defined(__i386__)
 #pragma GCC target("avx2,fma,f16c,avx512f,avx512bw,avx512vl,avx512vnni")
+/* clang ignores the GCC pragma: the same target for every function defined below, so the
+ * path builds whatever the host (or -march) has */
+#ifdef __clang__
+#pragma clang attribute push(__attribute__((target("avx2,fma,f16c,avx512f,avx512bw,avx512vl,avx512vnni"))), apply_to = function)
+#endif
 
 #define SIMD_DOT_U8S8(u, s) _mm256_dpbusd_epi32(_mm256_setzero_si256(), (u), (s))
 #define SIMD_MADD16_ACC(acc, a, b) _mm256_dpwssd_epi32((acc), (a), (b))
@@ -16,6 +21,9 @@
 #define SIMD_TABLE quant_dot_table_avx512
 #include "dot_simd.h"
 
+#ifdef __clang__
+#pragma clang attribute pop
+#endif
 #else
 const quant_dot_table quant_dot_table_avx512 = {0};
 #endif
