@@ -1,11 +1,13 @@
 /* Launchers of the decode matvec (kernels.h): repacking at load, then per weight type and shape
  * v11 (int8 X and dp4a, the weights through a shared-memory ring; 1 to 4 tokens (Q6_K: 2) of
- * Q4_0, Q4_K, Q8_0, Q6_K), v10 where no ring fits, v3 (tensor cores) where neither applies, v1
- * for F32, F16, BF16, Q4_1, Q5_0, Q5_1, Q2_K, Q3_K and Q5_K (GGUF rows, f32 X); all with programmatic dependent launch, X plain or SwiGLU'd while
+ * Q4_0, Q4_K, Q8_0, Q6_K), v10 where no ring fits, v3 (tensor cores) where neither applies, v12
+ * (int8 X and dp4a on GGUF rows: 1 to 4 tokens of Q5_K), v1 for F32, F16, BF16, Q4_1, Q5_0, Q5_1,
+ * Q2_K, Q3_K and Q5_K's other cases (GGUF rows, f32 X); all with programmatic dependent launch, X plain or SwiGLU'd while
  * staged; and the decode fusions (RMSNorm of X, Y +=, RoPE and the K/V store), v10 / v11 only.
  * The kernels are matvec.cuh's; the kernel lab times the variants that lost. */
 #include "kernels/kernels.h"
 #include "kernels/matvec.cuh"
+#include "kernels/matvec_k5.cuh"
 
 extern "C" cudaError_t matvec_trace_set(kt_rec *buf, unsigned cap, cudaStream_t s) { return kt_set(buf, cap, s); }
 
@@ -106,6 +108,7 @@ extern "C" int cu_matvec_kernel(uint32_t wtype, int64_t rows, int64_t k, int n) 
     case QUANT_Q4_K: return mv_kernel_of<QUANT_Q4_K>(rows, k, n);
     case QUANT_Q8_0: return mv_kernel_of<QUANT_Q8_0>(rows, k, n);
     case QUANT_Q6_K: return mv_kernel_of<QUANT_Q6_K>(rows, k, n);
+    case QUANT_Q5_K: return mv12_takes(wtype, k, n) ? 12 : 1;
     default: return 1;
     }
 }
@@ -123,7 +126,10 @@ extern "C" cudaError_t cu_matvec_repack(void *out, const void *w, uint32_t wtype
                                      cudaStream_t stream) {
     size_t bytes = cu_matvec_repacked_bytes(wtype, rows, k);
     if (bytes == 0) return cudaErrorInvalidValue;
-    if (!matvec_uses_v2(wtype)) return cudaMemcpyAsync(out, w, bytes, cudaMemcpyDeviceToDevice, stream);
+    if (!matvec_uses_v2(wtype)) {
+        if (wtype == QUANT_Q5_K) mv12_prepare_all(); /* v12's shared-memory limit, outside any graph capture */
+        return cudaMemcpyAsync(out, w, bytes, cudaMemcpyDeviceToDevice, stream);
+    }
     int64_t words = (int64_t)(bytes / 4);
     unsigned grid = (unsigned)((words + 255) / 256);
     uint8_t *o = (uint8_t *)out;
@@ -155,6 +161,7 @@ static cudaError_t matvec_any(float *y, const void *w, uint32_t t, XS x, int64_t
     int r = (int)rows, kk = (int)k;
     cudaError_t e = cudaSuccess;
     if (matvec_v10_family<XH, XS>(y, w, t, x, r, kk, n, s, &e)) return e;
+    if (mv12_takes(t, k, n)) return matvec_v12_launch<XT, XS>(y, w, x, r, kk, n, s);
     switch (t) {
     case QUANT_Q4_0: return matvec_v3_launch<QUANT_Q4_0, XH, XS>(y, w, x, r, kk, n, s);
     case QUANT_Q4_K: return matvec_v3_launch<QUANT_Q4_K, XH, XS>(y, w, x, r, kk, n, s);

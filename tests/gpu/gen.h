@@ -63,7 +63,10 @@ static inline void gen_weights(gen_rng *r, uint32_t t, int64_t rows, int64_t k, 
         } else if (t == QUANT_Q8_0) {
             for (int i = 2; i < 34; i++) if (p[i] == 0x80) p[i] = 0x81;
             gen_put_f16(p, (float)(sigma / 73.3 * jit));
-        } else if (t == QUANT_Q4_K) {
+        } else if (t == QUANT_Q4_K || t == QUANT_Q5_K) {
+            /* every sub-block's min equal to its scale, dmin the codes' mean times d: zero-mean
+             * weights (Q4_K codes 0..15, Q5_K 0..31: half the d for twice the range) */
+            const int q5 = t == QUANT_Q5_K;
             uint8_t v[8], *sc = p + 4;
             for (int i = 0; i < 8; i++) v[i] = (uint8_t)(1 + gen_u64(r) % 63);
             for (int i = 0; i < 4; i++) {
@@ -71,9 +74,9 @@ static inline void gen_weights(gen_rng *r, uint32_t t, int64_t rows, int64_t k, 
                 sc[4 + i] = sc[i];
                 sc[8 + i] = (uint8_t)((v[4 + i] & 15) | ((v[4 + i] & 15) << 4));
             }
-            float d = (float)(sigma / 168.0 * jit);
+            float d = (float)(sigma / (q5 ? 336.0 : 168.0) * jit);
             gen_put_f16(p, d);
-            gen_put_f16(p + 2, quant_f16_to_f32(quant_f32_to_f16(d)) * 7.5f);
+            gen_put_f16(p + 2, quant_f16_to_f32(quant_f32_to_f16(d)) * (q5 ? 15.5f : 7.5f));
         } else if (t == QUANT_Q6_K) {
             for (int i = 192; i < 208; i++) if (p[i] == 0x80) p[i] = 0x81;
             gen_put_f16(p + 208, (float)(sigma / 1367.0 * jit));

@@ -1824,7 +1824,7 @@ int main(void) {
     }
     gen_rng r = {(uint64_t)time(NULL) * 2654435761u | 1};
     printf("# seed-time %lld\n", (long long)r.s);
-    const uint32_t types[] = {QUANT_F32, QUANT_F16, QUANT_Q4_0, QUANT_Q5_0, QUANT_Q8_0, QUANT_Q4_K, QUANT_Q6_K};
+    const uint32_t types[] = {QUANT_F32, QUANT_F16, QUANT_Q4_0, QUANT_Q5_0, QUANT_Q8_0, QUANT_Q4_K, QUANT_Q5_K, QUANT_Q6_K};
     const int64_t shapes[][2] = {{1, 256}, {37, 512}, {131, 2816}, {1000, 4096}, {17, 14336}};
     /* every type through the production choice (cu_matvec_kernel): the v10 / v11 cases within
      * mvq.h's budget, v3 (f32 X split exactly into f16 halves: 5 to 8 tokens, k not a whole
