@@ -81,7 +81,7 @@ cudaError_t cu_matvec_f16(float *y, const void *w, uint32_t wtype, const uint16_
 cudaError_t cu_matvec_f32_swiglu(float *y, const void *w, uint32_t wtype, const float *g, int64_t sg,
                               const float *u, int64_t su, int64_t rows, int64_t k, int n,
                               cudaStream_t stream);
-/* Decode fusions, one launch each where the decode step had two or three (v11 and v10 only, so X
+/* Decode fusions, one launch each where the decode step had two or three (v11, v10, v12 only, so X
  * is rounded to int8 per 32 values as v10 rounds it; same budget):
  *   cu_matvec_f32_norm: Y = W . cu_rmsnorm(X) with rmsnorm as kernels.h's (X[t] / sqrt(mean(X[t]^2) +
  *     eps) * g, g [k]); every block sums X^2 itself while staging X * g and scales its outputs by
@@ -89,7 +89,7 @@ cudaError_t cu_matvec_f32_swiglu(float *y, const void *w, uint32_t wtype, const 
  *   cu_matvec_f32_acc: Y += W . X (the residual add of kernels.h's cu_add, fused).
  *   cu_matvec_f32_swiglu_acc: Y += W . (silu(g) * u), cu_matvec_f32_swiglu's X (same strides).
  * Y must not overlap X (or g, u). cu_matvec_fused_supported says whether they take a case: wtype
- * Q4_0, Q4_K, Q8_0 or Q6_K, n 1 to 4 (Q6_K: 2), k a multiple of 256
+ * Q4_0, Q4_K, Q8_0, Q5_K (v12) or Q6_K, n 1 to 4 (Q6_K: 2), k a multiple of 256
  * (Q8_0: 128) and the shared memory fits the current device; otherwise they launch nothing and
  * return cudaErrorNotSupported (the caller runs the unfused kernels). */
 int cu_matvec_fused_supported(uint32_t wtype, int64_t rows, int64_t k, int n);

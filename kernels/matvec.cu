@@ -3,7 +3,7 @@
  * Q4_0, Q4_K, Q8_0, Q6_K), v10 where no ring fits, v3 (tensor cores) where neither applies, v12
  * (int8 X and dp4a on GGUF rows: 1 to 4 tokens of Q5_K), v1 for F32, F16, BF16, Q4_1, Q5_0, Q5_1,
  * Q2_K, Q3_K and Q5_K's other cases (GGUF rows, f32 X); all with programmatic dependent launch, X plain or SwiGLU'd while
- * staged; and the decode fusions (RMSNorm of X, Y +=, RoPE and the K/V store), v10 / v11 only.
+ * staged; and the decode fusions (RMSNorm of X, Y +=, RoPE and the K/V store), v10 / v11 / v12 only.
  * The kernels are matvec.cuh's; the kernel lab times the variants that lost. */
 #include "kernels/kernels.h"
 #include "kernels/matvec.cuh"
@@ -198,7 +198,7 @@ extern "C" cudaError_t cu_matvec_f32_swiglu(float *y, const void *w, uint32_t wt
     return matvec_any<float>(y, w, wtype, mv_x_swiglu{g, u, sg, su, vec}, rows, k, n, stream);
 }
 
-/* ---- decode fusions: v10 and v11 only -------------------------------------------------------- */
+/* ---- decode fusions: v10, v11 and v12 ------------------------------------------------------ */
 
 extern "C" int cu_matvec_fused_supported(uint32_t wtype, int64_t rows, int64_t k, int n) {
     int sms, smem_max;
@@ -210,15 +210,17 @@ extern "C" int cu_matvec_fused_supported(uint32_t wtype, int64_t rows, int64_t k
     case QUANT_Q4_K: return mv10_takes<QUANT_Q4_K>(rows, k, n, true, &sms, &smem_max);
     case QUANT_Q8_0: return mv10_takes<QUANT_Q8_0>(rows, k, n, true, &sms, &smem_max);
     case QUANT_Q6_K: return mv10_takes<QUANT_Q6_K>(rows, k, n, true, &sms, &smem_max);
+    case QUANT_Q5_K: return mv12_takes(wtype, k, n);
     default: return 0;
     }
 }
 
-/* v11 (v10 where no ring fits) with a fused source, or cudaErrorNotSupported with nothing launched. */
+/* v11 (v10 where no ring fits; v12 for Q5_K) with a fused source, or cudaErrorNotSupported with nothing launched. */
 template <typename XS>
 static cudaError_t matvec_fused(float *y, const void *w, uint32_t t, XS x, int64_t rows, int64_t k, int n,
                                 cudaStream_t s, int fill = -1, int late = 0, int sms_cap = 0) {
     if (!cu_matvec_fused_supported(t, rows, k, n)) return cudaErrorNotSupported;
+    if (t == QUANT_Q5_K) return matvec_v12_launch<float, XS>(y, w, x, (int)rows, (int)k, n, s); /* no ring: fill unused */
     cudaError_t e = cudaErrorNotSupported;
     matvec_v10_family<false, XS>(y, w, t, x, (int)rows, (int)k, n, s, &e, fill, late, sms_cap);
     return e;
@@ -265,6 +267,7 @@ extern "C" int cu_matvec_fused_blocks(uint32_t wtype, int64_t rows, int64_t k, i
     case QUANT_Q4_K: return fused_grid<QUANT_Q4_K>(rows, k, n);
     case QUANT_Q8_0: return fused_grid<QUANT_Q8_0>(rows, k, n);
     case QUANT_Q6_K: return fused_grid<QUANT_Q6_K>(rows, k, n);
+    case QUANT_Q5_K: return mv12_grid(rows);
     default: return 0;
     }
 }

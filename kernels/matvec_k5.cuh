@@ -21,10 +21,15 @@
  * X is staged once per block (a persistent grid of at most two blocks per SM) as int8 in shared
  * memory, laid out per 256 values as [half h][chunk i][32] (natural index 64 i + 32 h + m at
  * 128 h + 32 i + m), so the 16 lanes of a half-warp read 128 consecutive bytes, and d per 32.
+ * The decode fusions as v10's (matvec_src.cuh): a NORM source's x * g staged and the sums scaled
+ * by 1 / rms (every block sums x^2 itself), ACC's Y +=, and ROPE's epilogue (a quad of rows holds
+ * each rotated pair: rows 2j, 2j + 1); not GLU (v11 only). No early start beside another grid
+ * (cu_matvec_f32_norm_rope_beside): v12 waits for it as for any previous kernel.
  * Error: that of v10 (matvec_dp4a.cuh; tests/gpu/mvq.h's budget). */
 #ifndef MGI_KERNELS_MATVEC_K5_CUH
 #define MGI_KERNELS_MATVEC_K5_CUH
 
+#include <algorithm>
 #include "kernels/matvec_layout.cuh"
 #include "kernels/matvec_src.cuh"
 #include "kernels/pdl.cuh"
@@ -52,15 +57,16 @@ __device__ __forceinline__ void mv12_load(mv12_ld &l, const uint8_t *sb, int i, 
     }
 }
 
-/* Four f32 values of X at (tok, kk): f16 X in memory, or what the source gives (mv_x, SwiGLU). */
+/* Four f32 values of X at (tok, kk): f16 X in memory, or what the source gives (mv_x, SwiGLU; a
+ * NORM source's x * g, with x^2 added to ss). */
 template <typename XT, typename XS>
-__device__ __forceinline__ float4 mv12_x(const XS &x, int tok, int kk, int k) {
+__device__ __forceinline__ float4 mv12_x(const XS &x, int tok, int kk, int k, float &ss) {
     if constexpr (sizeof(XT) == 2) {
         const uint2 h = *(const uint2 *)((const XT *)x.p + (int64_t)tok * k + kk);
         const float2 a = __half22float2(*(const __half2 *)&h.x), b = __half22float2(*(const __half2 *)&h.y);
         return make_float4(a.x, a.y, b.x, b.y);
     } else {
-        return mv_x_f32(x, tok, kk, k);
+        return mv_x_stage(x, tok, kk, k, ss);
     }
 }
 
@@ -100,7 +106,7 @@ __device__ __forceinline__ void mv12_dot(float (&acc)[NT], const mv12_ld &l, con
 
 template <typename XT, typename XS, int NT>
 __global__ void __launch_bounds__(32 * MV12_WARPS, 2) matvec_v12(float *y, const uint8_t *w, XS x, int rows, int k) {
-    static_assert(!mv_fused<XS>(), "v12: no fused norm or accumulation (v10 and v11 only)");
+    static_assert(!XS::GLU, "v12: no gate/up epilogue (v11 only)");
     extern __shared__ __align__(16) uint8_t mv12_s[];
     uint8_t *xq = mv12_s;                      /* [NT][k] int8, [h][i][32] per 256 */
     float *xd = (float *)(mv12_s + NT * k);    /* [NT][k / 32] */
@@ -125,22 +131,40 @@ __global__ void __launch_bounds__(32 * MV12_WARPS, 2) matvec_v12(float *y, const
     issue(nxt, 0);
     pdl_wait(); /* X belongs to the previous kernel */
     pdl_trigger();
-    /* stage X: 4 values a thread, the 8 threads of a 32-value block share max|x| */
-    for (int f = threadIdx.x; f < NT * k / 4; f += blockDim.x) {
-        const int tok = f / (k / 4), kk = 4 * (f % (k / 4));
-        const float4 v = mv12_x<XT>(x, tok, kk, k);
-        float m = fmaxf(fmaxf(fabsf(v.x), fabsf(v.y)), fmaxf(fabsf(v.z), fabsf(v.w)));
-        m = fmaxf(m, __shfl_xor_sync(0xffffffffu, m, 1));
-        m = fmaxf(m, __shfl_xor_sync(0xffffffffu, m, 2));
-        m = fmaxf(m, __shfl_xor_sync(0xffffffffu, m, 4));
-        const float inv = m > 0.0f ? 127.0f / m : 0.0f;
-        const uint32_t q = (uint32_t)(__float2int_rn(v.x * inv) & 255) | (uint32_t)(__float2int_rn(v.y * inv) & 255) << 8 |
-                           (uint32_t)(__float2int_rn(v.z * inv) & 255) << 16 | (uint32_t)__float2int_rn(v.w * inv) << 24;
-        const int e = kk & 255, ci = e >> 6, h = (e >> 5) & 1, mm = e & 31;
-        *(uint32_t *)(xq + (int64_t)tok * k + (kk & ~255) + 128 * h + 32 * ci + mm) = q;
-        if ((kk & 31) == 0) xd[tok * (k / 32) + kk / 32] = m * (1.0f / 127.0f);
+    /* stage X token by token: 4 values a thread, the 8 threads of a 32-value block share max|x|
+     * (k / 4 is a multiple of 64: whole warps take part in every round) */
+    __shared__ float ssw[NT][MV12_WARPS], rinv[NT];
+    for (int tok = 0; tok < NT; tok++) {
+        float ss = 0.0f; /* NORM: this thread's sum of x^2 */
+        for (int f = threadIdx.x; f < k / 4; f += blockDim.x) {
+            const int kk = 4 * f;
+            const float4 v = mv12_x<XT>(x, tok, kk, k, ss);
+            float m = fmaxf(fmaxf(fabsf(v.x), fabsf(v.y)), fmaxf(fabsf(v.z), fabsf(v.w)));
+            m = fmaxf(m, __shfl_xor_sync(0xffffffffu, m, 1));
+            m = fmaxf(m, __shfl_xor_sync(0xffffffffu, m, 2));
+            m = fmaxf(m, __shfl_xor_sync(0xffffffffu, m, 4));
+            const float inv = m > 0.0f ? 127.0f / m : 0.0f;
+            const uint32_t q = (uint32_t)(__float2int_rn(v.x * inv) & 255) | (uint32_t)(__float2int_rn(v.y * inv) & 255) << 8 |
+                               (uint32_t)(__float2int_rn(v.z * inv) & 255) << 16 | (uint32_t)__float2int_rn(v.w * inv) << 24;
+            const int e = kk & 255, ci = e >> 6, h = (e >> 5) & 1, mm = e & 31;
+            *(uint32_t *)(xq + (int64_t)tok * k + (kk & ~255) + 128 * h + 32 * ci + mm) = q;
+            if ((kk & 31) == 0) xd[tok * (k / 32) + kk / 32] = m * (1.0f / 127.0f);
+        }
+        if constexpr (XS::NORM) {
+#pragma unroll
+            for (int o = 16; o > 0; o >>= 1) ss += __shfl_xor_sync(0xffffffffu, ss, o);
+            if (lane == 0) ssw[tok][warp] = ss;
+        }
     }
     __syncthreads();
+    if constexpr (XS::NORM) { /* kernels/norm.cu's factor, the warps' sums added in warp order (as v10) */
+        if (threadIdx.x < NT) {
+            float ss = 0.0f;
+            for (int wp = 0; wp < MV12_WARPS; wp++) ss += ssw[threadIdx.x][wp];
+            rinv[threadIdx.x] = rsqrtf(ss / (float)k + x.eps);
+        }
+        __syncthreads();
+    }
     float acc[MV12_NR][NT];
 #pragma unroll
     for (int r = 0; r < MV12_NR; r++)
@@ -157,35 +181,58 @@ __global__ void __launch_bounds__(32 * MV12_WARPS, 2) matvec_v12(float *y, const
 #pragma unroll
             for (int r = 0; r < MV12_NR; r++) mv12_dot<NT>(acc[r], cur[r], xs, xds, i, k);
         }
-        if (it % nsb == nsb - 1) { /* the quad's rows are done: reduce over the warp, write */
+        if (it % nsb == nsb - 1) { /* the quad's rows are done: sums over the warp (every lane gets them) */
             const int q = q0 + (it / nsb) * qstride;
 #pragma unroll
             for (int r = 0; r < MV12_NR; r++)
 #pragma unroll
                 for (int c = 0; c < NT; c++) {
-                    float s = acc[r][c];
 #pragma unroll
-                    for (int o = 16; o > 0; o >>= 1) s += __shfl_xor_sync(0xffffffffu, s, o);
-                    const int row = q * MV12_NR + r;
-                    if (lane == 0 && row < rows) y[(int64_t)c * rows + row] = s;
-                    acc[r][c] = 0.0f;
+                    for (int o = 16; o > 0; o >>= 1) acc[r][c] += __shfl_xor_sync(0xffffffffu, acc[r][c], o);
+                    if constexpr (XS::NORM) acc[r][c] *= rinv[c];
                 }
+            /* lane r NT + c writes row r of token c (a ROPE source: with its pair partner r ^ 1,
+             * which the quad holds too) */
+#pragma unroll
+            for (int r = 0; r < MV12_NR; r++)
+#pragma unroll
+                for (int c = 0; c < NT; c++) {
+                    const int row = q * MV12_NR + r;
+                    if (lane != r * NT + c || row >= rows) continue;
+                    if constexpr (XS::ROPE) {
+                        mv_rope_store(x, row, c, acc[r][c], acc[r ^ 1][c]);
+                    } else {
+                        float *yp = y + (int64_t)c * rows + row;
+                        if constexpr (XS::ACC) *yp += acc[r][c]; /* as kernels.h's cu_add: y + (W . X) */
+                        else *yp = acc[r][c];
+                    }
+                }
+#pragma unroll
+            for (int r = 0; r < MV12_NR; r++)
+#pragma unroll
+                for (int c = 0; c < NT; c++) acc[r][c] = 0.0f;
         }
     }
 }
 
 /* The grid: at most two blocks per SM, enough warps for every quad of rows once. */
+static inline int mv12_grid(int64_t rows) {
+    int sms, smem_max;
+    if (!mv_device(&sms, &smem_max)) return 0;
+    const int64_t quads = (rows + MV12_NR - 1) / MV12_NR;
+    return (int)std::min<int64_t>((quads + MV12_WARPS - 1) / MV12_WARPS, 2 * sms);
+}
+
 template <typename XT, typename XS, int NT>
 static inline cudaError_t matvec_v12_launch_t(float *y, const void *w, XS x, int rows, int k, cudaStream_t s) {
-    int sms, smem_max;
-    if (!mv_device(&sms, &smem_max)) return cudaErrorUnknown;
-    const int quads = (rows + MV12_NR - 1) / MV12_NR;
-    const int grid = min((quads + MV12_WARPS - 1) / MV12_WARPS, 2 * sms);
+    const int grid = mv12_grid(rows);
+    if (grid == 0) return cudaErrorUnknown;
     return pdl_launch(matvec_v12<XT, XS, NT>, dim3(grid), dim3(32 * MV12_WARPS), mv12_smem(k, NT), s, y,
                       (const uint8_t *)w, x, rows, k);
 }
 
-/* Whether v12 takes a case: Q5_K, 1 to 4 tokens, X within the device's shared memory per block. */
+/* Whether v12 takes a case: Q5_K, 1 to 4 tokens, X within the device's shared memory per block
+ * (the same with every source: the fused ones add only static arrays of NT floats). */
 static inline bool mv12_takes(uint32_t t, int64_t k, int n) {
     int sms, smem_max;
     return t == QUANT_Q5_K && n >= 1 && n <= 4 && k % 256 == 0 && mv_device(&sms, &smem_max) &&
@@ -207,6 +254,10 @@ static inline void mv12_prepare_all() {
     mv12_prepare_t<float, mv_x>();
     mv12_prepare_t<__half, mv_x>();
     mv12_prepare_t<float, mv_x_swiglu>();
+    mv12_prepare_t<float, mv_x_norm>();
+    mv12_prepare_t<float, mv_x_norm_rope>();
+    mv12_prepare_t<float, mv_x_acc>();
+    mv12_prepare_t<float, mv_x_swiglu_acc>();
 }
 
 template <typename XT, typename XS>

@@ -257,7 +257,7 @@ static void test_matvec_swiglu(gen_rng *r, uint32_t t, int64_t rows, int64_t k, 
     free(w); free(gu); free(x); free(ref); free(bud); free(y);
 }
 
-/* The decode fusions (v11, v10 where no ring fits): cu_matvec_f32_norm (mode 0: X = cu_rmsnorm(x) * g, the
+/* The decode fusions (v11, v10 where no ring fits; v12 for Q5_K): cu_matvec_f32_norm (mode 0: X = cu_rmsnorm(x) * g, the
  * reference X as the CPU path computes it: f64 sum of squares, f32 scale), cu_matvec_f32_acc (1),
  * cu_matvec_f32_swiglu_acc (2: X = silu(g) * u from gate/up rows of stride 2k) and
  * cu_matvec_f32_acc_prefilled (3: as 1, its whole ring filled before the PDL wait), 1-3 adding onto a
@@ -520,6 +520,9 @@ static void test_matvec_fused_cover(void) {
         {QUANT_Q4_0, 4096, 4096, 5, 0, "5 tokens"},
         {QUANT_Q4_0, 64, 288, 1, 0, "k not a multiple of 256"},
         {QUANT_Q8_0, 64, 320, 1, 0, "Q8_0 k not a multiple of 128"},
+        {QUANT_Q5_K, 5120, 3072, 1, 1, "Phi-4-mini QKV Q5_K (v12)"},
+        {QUANT_Q5_K, 4096, 14336, 4, 1, "Q5_K down, 4 tokens (v12)"},
+        {QUANT_Q5_K, 4096, 4096, 5, 0, "Q5_K 5 tokens"},
         {QUANT_Q5_0, 64, 256, 1, 0, "Q5_0"},
         {QUANT_F16, 64, 256, 1, 0, "F16"},
     };
@@ -1905,6 +1908,15 @@ int main(void) {
         }
         test_matvec_fused(&r, QUANT_Q8_0, 37, 384, 3, 0);
         test_matvec_fused(&r, QUANT_Q8_0, 37, 384, 1, 2);
+        /* v12 (Q5_K on its GGUF rows): every mode, 1 to 4 tokens, an odd number of super-blocks
+         * (2816: the second half-warp idle on the last), Phi-4-mini's fused QKV */
+        for (int mode = 0; mode < 4; mode++) {
+            test_matvec_fused(&r, QUANT_Q5_K, 3, 256, 4, mode);
+            for (int n = 1; n <= 4; n++) test_matvec_fused(&r, QUANT_Q5_K, 37, 2816, n, mode);
+            test_matvec_fused(&r, QUANT_Q5_K, 1000, 4096, 2, mode);
+        }
+        test_matvec_fused(&r, QUANT_Q5_K, 5120, 3072, 1, 0);
+        test_matvec_fused(&r, QUANT_Q5_K, 3072, 8192, 3, 2);
         /* the RoPE + K/V-store fold: 8b's heads (32 / 8 x 128), 1b's (x 64), partial rotation */
         for (int n = 1; n <= 4; n++) test_matvec_norm_rope(&r, QUANT_Q4_0, QUANT_Q4_0, 32, 8, 128, 128, 4096, n, 0);
         /* Q4_K_M's layers with a Q6_K V: the 8b's (V shaped for the SMs Q/K leaves, and not), the 1b's */
@@ -1916,6 +1928,8 @@ int main(void) {
         test_matvec_norm_rope(&r, QUANT_Q8_0, QUANT_Q8_0, 32, 8, 64, 64, 2048, 3, 0);
         test_matvec_norm_rope(&r, QUANT_Q4_K, QUANT_Q4_K, 6, 2, 64, 32, 512, 4, 0);
         test_matvec_norm_rope(&r, QUANT_Q6_K, QUANT_Q6_K, 4, 4, 128, 96, 1024, 2, 0);
+        /* Phi-4-mini's fused Q5_K QKV (24 / 8 heads of 128, 96 dims rotated): v12's epilogue */
+        for (int n = 1; n <= 4; n++) test_matvec_norm_rope(&r, QUANT_Q5_K, QUANT_Q5_K, 24, 8, 128, 96, 3072, n, 0);
         /* SwiGLU in the gate/up matvec: 8b's and 1b's FFNs, every type, 1-4 tokens, few tiles */
         for (int n = 1; n <= 4; n++) test_matvec_glu(&r, QUANT_Q4_0, 14336, 4096, n);
         test_matvec_glu(&r, QUANT_Q4_K, 14336, 4096, 1);
