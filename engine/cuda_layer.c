@@ -141,8 +141,10 @@ static int mm_acc(part *p, const dweight *w, const float *x, float *y, int t0, i
     const llama_hparams *hp = &p->f->m->hp;
     float *xn = p->xn + (int64_t)t0 * hp->n_embd;
     if (mm(p, w, x, xn, n, err, err_size)) return -1;
-    if (post) DEV_TRY(cu_rmsnorm_parts(xn, xn, 1, 0, post, n, (int)w->rows, hp->rms_eps, p->st));
-    DEV_TRY(cu_add(y, y, xn, (int64_t)n * w->rows, p->st));
+    if (post) /* the post norm and the add in one launch */
+        DEV_TRY(paged_post_add_rmsnorm(y, xn, NULL, xn, 1, 0, post, NULL, n, (int)w->rows, hp->rms_eps, p->st));
+    else
+        DEV_TRY(cu_add(y, y, xn, (int64_t)n * w->rows, p->st));
     return 0;
 }
 
@@ -347,14 +349,12 @@ int fcu_part_add(part *p, span s, const float *post, const float *w, char *err, 
      * group_mm's input (those groups' matrices are all of E columns) */
     int parts = p->xn_parts > 1 ? p->xn_parts : 1;
     const float *d = parts > 1 ? (const float *)p->gemm_scratch : xn;
-    if (post) { /* the planes' sum normed into xn, which the add then takes as one plane */
-        DEV_TRY(cu_rmsnorm_parts(xn, d, parts, (int64_t)s.nt * E, post, s.nt, E, hp->rms_eps, p->st));
-        parts = 1;
-        d = xn;
-    }
     p->xn_parts = 1;
     p->xh_ready = w && s.nt > MM_MATVEC_N;
-    if (p->xh_ready || parts > 1) /* w NULL (the last layer): the planes' add alone */
+    if (post) /* the planes' sum normed, added, and the next norm: one launch */
+        DEV_TRY(paged_post_add_rmsnorm(x, xn, p->xh_ready ? p->xh : NULL, d, parts, (int64_t)s.nt * E, post, w, s.nt,
+                                       E, hp->rms_eps, p->st));
+    else if (p->xh_ready || parts > 1) /* w NULL (the last layer): the planes' add alone */
         DEV_TRY(paged_add_rmsnorm_sum(x, xn, p->xh_ready ? p->xh : NULL, d, parts, (int64_t)s.nt * E, w, s.nt, E,
                                       hp->rms_eps, p->st));
     else if (w) DEV_TRY(paged_add_rmsnorm(x, xn, xn, w, s.nt, E, hp->rms_eps, p->st));

@@ -3,7 +3,8 @@
  * (the f16-panel path of variants 4 to 6) and gemm_wg.cuh (v7: wgmma on weights dequantised in
  * registers, for small n). Production runs CU_GEMM_PRODUCTION: variant 7 (v7, and from 512 tokens
  * the wgmma panel path where it measured faster; v2 off compute capability 9.0). The types kept in
- * GGUF layout (Q4_1, Q5_1, Q2_K, Q3_K, Q5_K) take gemm_gguf.cuh's kernel in every variant. */
+ * GGUF layout (Q4_1, Q5_1, Q2_K, Q3_K, Q5_K) take gemm_gguf.cuh's kernel, and from the panel
+ * path's token counts (cu_gemm_f16_split) its panels, dequantised from the GGUF rows. */
 #include "kernels/kernels.h"
 #include "kernels/gemm_lab.h"
 #include "kernels/gemm.cuh"
@@ -233,6 +234,7 @@ static cudaError_t gp_dequant_launch(__half *panel, const uint8_t *w, uint32_t w
                                      int nrb, int c0, int pc, cudaStream_t s) {
     const int R16 = (rows + 15) / 16, C = (int)mv2_chunks(k), tb0 = row0 / 16;
     const dim3 grid((unsigned)((pc + GP_DQ_CH - 1) / GP_DQ_CH), (unsigned)nrb);
+    if (gemm_gguf_takes(wtype)) return gp_dequant_gguf_launch(panel, w, wtype, rows, k, row0, nrb, c0, pc, s);
     switch (wtype) {
     case QUANT_Q4_0: return pdl_launch(gp_dequant<QUANT_Q4_0>, grid, dim3(256), 0, s, panel, w, R16, C, tb0, c0, pc);
     case QUANT_Q4_K: return pdl_launch(gp_dequant<QUANT_Q4_K>, grid, dim3(256), 0, s, panel, w, R16, C, tb0, c0, pc);
@@ -518,7 +520,17 @@ static cudaError_t split_run(const cu_gemm_cfg *c, float *y, const void *w, uint
                              int64_t rows, int64_t k, int n, void *scratch, size_t scratch_bytes, int *parts,
                              cudaStream_t stream) {
     if (parts) *parts = 1;
-    if (c && gemm_gguf_takes(wtype)) return gemm_gguf_run(y, w, wtype, x, rows, k, n, stream); /* no split */
+    if (c && gemm_gguf_takes(wtype)) {
+        /* the panel path (each weight dequantised once, the wgmma GEMM) from its token counts and
+         * where the scratch holds a panel; else gemm_gguf's own kernel, with no split */
+        if (gp_variant(c->variant) && n >= gp_min_n(c) && (int64_t)n <= INT32_MAX && k % 32 == 0) {
+            bool ran = false;
+            cudaError_t e = gp_run(c->variant, gp_limit(c), y, (const uint8_t *)w, wtype, (const __half *)x, (int)rows,
+                                   (int)k, n, scratch, scratch_bytes, stream, true, &ran);
+            if (e != cudaSuccess || ran) return e;
+        }
+        return gemm_gguf_run(y, w, wtype, x, rows, k, n, stream);
+    }
     if (!c || !gemm_args_ok(wtype, rows, k, n)) return cudaErrorInvalidValue;
     const uint8_t *wb = (const uint8_t *)w;
     const __half *xh = (const __half *)x;

@@ -7,12 +7,15 @@
  * shared memory so that rows and tokens may end anywhere. Weights are rounded to f16 after
  * scaling, as in the other GEMMs (kernels.h: ~3e-4 per product). Up to MATVEC_MAX_N tokens,
  * where a tile would be mostly padding, the launcher runs matvec v1 on the f16 X instead
- * (exact in f32). Launched without PDL: it waits for the kernel before it to finish. */
+ * (exact in f32). Launched without PDL: it waits for the kernel before it to finish. From the
+ * panel path's token counts (cu_gemm_f16_split) these types take it instead: gp_dequant_gguf
+ * below, then the panel GEMM. */
 #ifndef MGI_KERNELS_GEMM_GGUF_CUH
 #define MGI_KERNELS_GEMM_GGUF_CUH
 
 #include <mma.h>
 #include "kernels/dequant.cuh"
+#include "kernels/gemm_panel.cuh"
 
 #define GG_ROWS 32
 #define GG_TOKS 64
@@ -79,6 +82,48 @@ __global__ void __launch_bounds__(128) gemm_gguf(float *y, const uint8_t *w, con
     for (int i = tid; i < GG_TOKS * GG_ROWS; i += blockDim.x) {
         const int t = i / GG_ROWS, r = i % GG_ROWS;
         if (t0 + t < n && r0 + r < rows) y[(int64_t)(t0 + t) * rows + r0 + r] = cs[t * GG_CLD + r];
+    }
+}
+
+/* The f16 panel (gemm_panel.cuh's layout: [128-row block][chunk][128 rows][64]) of rows [row0,
+ * row0 + 128 nrb) x chunks [c0, c0 + pc) of a matrix in GGUF rows, for the panel GEMM (v4) from
+ * panel_min_n tokens: each weight dequantised once per call (dq_unit, rounded to f16 after
+ * scaling as every GEMM here rounds), where gemm_gguf dequantises each 32 x 32 tile once per
+ * 64 tokens. A block is one (128 rows, 64 weights) panel block, a thread one 32-weight unit of
+ * one row; rows past the matrix and weights past k are zeros. Weights are read before pdl_wait,
+ * the panel written after it (the previous GEMM may still read the panel). */
+template <int T>
+__global__ void __launch_bounds__(256) gp_dequant_gguf(__half *panel, const uint8_t *w, int rows, int k, int row0,
+                                                       int c0, int pc) {
+    const int cl = blockIdx.x, rl = threadIdx.x >> 1, half = threadIdx.x & 1;
+    const int64_t row = (int64_t)row0 + blockIdx.y * 128 + rl, u = 2 * (int64_t)(c0 + cl) + half;
+    float wv[32];
+    const bool live = row < rows && u * 32 < k;
+    if (live) dq_unit<T>(w + row * dq_row_bytes(T, k), u, wv);
+    pdl_wait();
+    pdl_trigger();
+    uint4 *dst = (uint4 *)(panel + ((int64_t)blockIdx.y * pc + cl) * GP_BLOCK + rl * 64 + half * 32);
+#pragma unroll
+    for (int i = 0; i < 4; i++) {
+        uint32_t h[4];
+#pragma unroll
+        for (int j = 0; j < 4; j++) {
+            const __half2 v = live ? __floats2half2_rn(wv[8 * i + 2 * j], wv[8 * i + 2 * j + 1]) : __floats2half2_rn(0.0f, 0.0f);
+            h[j] = *(const uint32_t *)&v;
+        }
+        dst[i] = make_uint4(h[0], h[1], h[2], h[3]);
+    }
+}
+
+static cudaError_t gp_dequant_gguf_launch(__half *panel, const uint8_t *w, uint32_t t, int rows, int k, int row0,
+                                          int nrb, int c0, int pc, cudaStream_t s) {
+    const dim3 grid((unsigned)pc, (unsigned)nrb);
+    switch (t) {
+    case QUANT_Q4_1: return pdl_launch(gp_dequant_gguf<QUANT_Q4_1>, grid, dim3(256), 0, s, panel, w, rows, k, row0, c0, pc);
+    case QUANT_Q5_1: return pdl_launch(gp_dequant_gguf<QUANT_Q5_1>, grid, dim3(256), 0, s, panel, w, rows, k, row0, c0, pc);
+    case QUANT_Q2_K: return pdl_launch(gp_dequant_gguf<QUANT_Q2_K>, grid, dim3(256), 0, s, panel, w, rows, k, row0, c0, pc);
+    case QUANT_Q3_K: return pdl_launch(gp_dequant_gguf<QUANT_Q3_K>, grid, dim3(256), 0, s, panel, w, rows, k, row0, c0, pc);
+    default: return pdl_launch(gp_dequant_gguf<QUANT_Q5_K>, grid, dim3(256), 0, s, panel, w, rows, k, row0, c0, pc);
     }
 }
 

@@ -267,7 +267,7 @@ extern "C" int cu_matvec_fused_blocks(uint32_t wtype, int64_t rows, int64_t k, i
     case QUANT_Q4_K: return fused_grid<QUANT_Q4_K>(rows, k, n);
     case QUANT_Q8_0: return fused_grid<QUANT_Q8_0>(rows, k, n);
     case QUANT_Q6_K: return fused_grid<QUANT_Q6_K>(rows, k, n);
-    case QUANT_Q5_K: return mv12_grid(rows);
+    case QUANT_Q5_K: return mv12_grid(rows, k, n);
     default: return 0;
     }
 }

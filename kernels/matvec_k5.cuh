@@ -9,21 +9,26 @@
  * qh[32], qs[128]. Chunk i (0..3) is qs[32 i .. 32 i + 32): low nibbles sub-block 2 i, high
  * nibbles sub-block 2 i + 1, their fifth bits qh[l] bits 2 i and 2 i + 1; w = d sc q - dmin m.
  *
- * A warp takes NR rows at a time, its half-warps alternate super-blocks, and lane l of a half
- * takes chunk l / 4, bytes 8 (l % 4) .. + 8 of it (8 weights of each of the chunk's two
- * sub-blocks): one 16-byte header load (d, dmin, scales: the same address for the 16 lanes), 8
- * bytes of qh, 8 of qs per row and super-block. The lane forms the 5-bit codes as bytes
- * (nibble | fifth bit << 4) and one dp4a per 4 weights multiplies them with X's int8 codes; a
- * second dp4a sums X's codes for the min term (so the min meets the same rounded X). The next
- * super-blocks' loads are issued before the current ones are used (two sets in registers), and
- * the first before pdl_wait (weights only: pdl.cuh rule 1).
+ * A block takes a group of MV12_NR rows at a time (so a RoPE pair 2j, 2j + 1 is one block's), its
+ * warps the group's steps of two super-blocks (one per half-warp), each warp through a ring of
+ * MV12_STAGES steps in shared memory filled by cp.async, so that a warp has two steps (~2.8 KB)
+ * in flight while it computes a third, ~60 KB per SM at 24 warps: warps that held their next
+ * step in registers, one in flight each, streamed ~0.8 TB/s (PERF-LOG run 120: 12-15 us for
+ * Phi-4-mini's 10.8 MB QKV). Lane l of a half-warp takes chunk l / 4, bytes 8 (l % 4) .. + 8 of
+ * it (8 weights of each of the chunk's two sub-blocks): one 16-byte header load (d, dmin,
+ * scales: the same address for the 16 lanes), 8 bytes of qh, 8 of qs per row and super-block.
+ * The lane forms the 5-bit codes as bytes (nibble | fifth bit << 4) and one dp4a per 4 weights
+ * multiplies them with X's int8 codes; a second dp4a sums X's codes for the min term (so the min
+ * meets the same rounded X). A warp's steps run on across the block's groups; the first ones are
+ * issued before pdl_wait (weights only: pdl.cuh rule 1); the warps' sums meet in shared memory,
+ * added in warp order.
  *
- * X is staged once per block (a persistent grid of at most two blocks per SM) as int8 in shared
+ * X is staged once per block (a persistent grid of up to 24 warps per SM) as int8 in shared
  * memory, laid out per 256 values as [half h][chunk i][32] (natural index 64 i + 32 h + m at
  * 128 h + 32 i + m), so the 16 lanes of a half-warp read 128 consecutive bytes, and d per 32.
  * The decode fusions as v10's (matvec_src.cuh): a NORM source's x * g staged and the sums scaled
- * by 1 / rms (every block sums x^2 itself), ACC's Y +=, and ROPE's epilogue (a quad of rows holds
- * each rotated pair: rows 2j, 2j + 1); not GLU (v11 only). No early start beside another grid
+ * by 1 / rms (every block sums x^2 itself), ACC's Y +=, and ROPE's epilogue (a block's group of rows
+ * holds each rotated pair: rows 2j, 2j + 1); not GLU (v11 only). No early start beside another grid
  * (cu_matvec_f32_norm_rope_beside): v12 waits for it as for any previous kernel.
  * Error: that of v10 (matvec_dp4a.cuh; tests/gpu/mvq.h's budget). */
 #ifndef MGI_KERNELS_MATVEC_K5_CUH
@@ -35,27 +40,29 @@
 #include "kernels/pdl.cuh"
 
 #define MV12_WARPS 8
-#define MV12_NR 4 /* rows per warp at a time */
+#define MV12_NR 4 /* rows of a step (RoPE partners 2j, 2j + 1 in one) */
 
-/* Shared memory of nt tokens: int8 X [nt][k], d of X per 32 [nt][k / 32]. */
+/* Shared memory of X for nt tokens: int8 X [nt][k], d of X per 32 [nt][k / 32] (16-byte multiple). */
 __host__ __device__ __forceinline__ size_t mv12_smem(int64_t k, int nt) { return (size_t)nt * (size_t)(k + k / 32 * 4); }
 
-/* One row's loads of one super-block (zeros past the matrix: d = 0 makes them add nothing). */
+/* One row's data of one super-block, as a lane uses it. */
 struct mv12_ld {
     uint4 hd;    /* d, dmin, scales[12] */
     uint2 qh, qs;
 };
 
-__device__ __forceinline__ void mv12_load(mv12_ld &l, const uint8_t *sb, int i, int j0, bool ok) {
-    if (ok) {
-        l.hd = __ldg((const uint4 *)sb);
-        l.qh = __ldg((const uint2 *)(sb + 16 + j0));
-        l.qs = __ldg((const uint2 *)(sb + 48 + 32 * i + j0));
-    } else {
-        l.hd = make_uint4(0, 0, 0, 0);
-        l.qh = l.qs = make_uint2(0, 0);
-    }
+/* A warp's ring slot (a step: MV12_NR rows x 2 super-blocks): [row][half] headers (16 bytes), then
+ * [row][lane] 8 bytes of qh, then [row][lane] 8 bytes of qs. */
+#define MV12_STAGES 3
+#define MV12_STATIC 2048 /* bytes of static shared memory a v12 kernel may have (ssw, rinv, red) */
+#define MV12_SLOT (MV12_NR * (32 + 32 * 8 + 32 * 8))
+
+__device__ __forceinline__ void mv12_cp(uint32_t dst, const void *src, int bytes16) {
+    if (bytes16) asm volatile("cp.async.cg.shared.global [%0], [%1], 16;" ::"r"(dst), "l"(src) : "memory");
+    else asm volatile("cp.async.ca.shared.global [%0], [%1], 8;" ::"r"(dst), "l"(src) : "memory");
 }
+__device__ __forceinline__ void mv12_commit() { asm volatile("cp.async.commit_group;" ::: "memory"); }
+__device__ __forceinline__ void mv12_wait() { asm volatile("cp.async.wait_group %0;" ::"n"(MV12_STAGES - 2) : "memory"); }
 
 /* Four f32 values of X at (tok, kk): f16 X in memory, or what the source gives (mv_x, SwiGLU; a
  * NORM source's x * g, with x^2 added to ss). */
@@ -104,36 +111,60 @@ __device__ __forceinline__ void mv12_dot(float (&acc)[NT], const mv12_ld &l, con
     }
 }
 
+/* Warps of a block for rows of S super-blocks: one per step of a group of rows (a step is 2
+ * super-blocks), at most MV12_WARPS. */
+__host__ __device__ __forceinline__ int mv12_warps(int64_t k) {
+    const int64_t steps = (k / 256 + 1) / 2;
+    return steps < MV12_WARPS ? (int)steps : MV12_WARPS;
+}
+
 template <typename XT, typename XS, int NT>
-__global__ void __launch_bounds__(32 * MV12_WARPS, 2) matvec_v12(float *y, const uint8_t *w, XS x, int rows, int k) {
+__global__ void __launch_bounds__(32 * MV12_WARPS, 3) matvec_v12(float *y, const uint8_t *w, XS x, int rows, int k) {
     static_assert(!XS::GLU, "v12: no gate/up epilogue (v11 only)");
     extern __shared__ __align__(16) uint8_t mv12_s[];
     uint8_t *xq = mv12_s;                      /* [NT][k] int8, [h][i][32] per 256 */
     float *xd = (float *)(mv12_s + NT * k);    /* [NT][k / 32] */
+    __shared__ float ssw[NT][MV12_WARPS], rinv[NT], red[2][MV12_WARPS][MV12_NR][NT];
+    static_assert(sizeof(ssw) + sizeof(rinv) + sizeof(red) <= MV12_STATIC, "v12: MV12_STATIC too small");
     const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31, half = lane >> 4, l = lane & 15;
-    const int i = l >> 2, j0 = 8 * (l & 3);
-    const int S = k / 256, nsb = (S + 1) / 2; /* super-blocks per row, steps of a half-warp per row */
+    const int i = l >> 2, j0 = 8 * (l & 3), nw = blockDim.x >> 5;
+    const int S = k / 256, nst = (S + 1) / 2; /* super-blocks per row; steps per group of rows */
     const int64_t rb = (int64_t)S * 176;
-    const int quads = (rows + MV12_NR - 1) / MV12_NR, qstride = gridDim.x * MV12_WARPS;
-    /* the warp's work: row quads q = q0, q0 + qstride, ..., each in nsb steps */
-    const int q0 = blockIdx.x * MV12_WARPS + warp;
-    const int steps = q0 < quads ? ((quads - 1 - q0) / qstride + 1) * nsb : 0;
-    mv12_ld cur[MV12_NR], nxt[MV12_NR];
-    auto issue = [&](mv12_ld (&b)[MV12_NR], int it) {
-        const int q = q0 + (it / nsb) * qstride, sb = 2 * (it % nsb) + half;
+    const int groups = (rows + MV12_NR - 1) / MV12_NR;
+    /* the block takes groups blockIdx.x, + gridDim.x, ...; warp w steps w, w + nw, ... of each
+     * (nw <= nst: every warp has a step in every group) */
+    int ip = blockIdx.x, is = warp; /* the next step to issue */
+    /* the warp's ring (after X): step n in slot n % MV12_STAGES; every issue commits one group
+     * (empty past the work), so wait_group counts steps */
+    const uint32_t ring = (uint32_t)__cvta_generic_to_shared(mv12_s + mv12_smem(k, NT)) + warp * MV12_STAGES * MV12_SLOT;
+    int slot_in = 0;
+    auto issue = [&]() {
+        const int sb = 2 * is + half;
+        const uint32_t sl = ring + slot_in * MV12_SLOT;
 #pragma unroll
         for (int r = 0; r < MV12_NR; r++) {
-            const int row = q * MV12_NR + r;
-            const bool ok = it < steps && row < rows && sb < S;
-            mv12_load(b[r], w + (int64_t)row * rb + (int64_t)sb * 176, i, j0, ok);
+            const int row = ip * MV12_NR + r;
+            if (ip < groups && row < rows && sb < S) {
+                const uint8_t *p = w + (int64_t)row * rb + (int64_t)sb * 176;
+                if (l == 0) mv12_cp(sl + 32 * r + 16 * half, p, 1);
+                mv12_cp(sl + MV12_NR * 32 + 256 * r + 8 * lane, p + 16 + j0, 0);
+                mv12_cp(sl + MV12_NR * 288 + 256 * r + 8 * lane, p + 48 + 32 * i + j0, 0);
+            }
+        }
+        mv12_commit();
+        slot_in = slot_in + 1 == MV12_STAGES ? 0 : slot_in + 1;
+        is += nw;
+        if (is >= nst) {
+            is = warp;
+            ip += gridDim.x;
         }
     };
-    issue(nxt, 0);
+#pragma unroll
+    for (int st = 0; st < MV12_STAGES - 1; st++) issue();
     pdl_wait(); /* X belongs to the previous kernel */
     pdl_trigger();
     /* stage X token by token: 4 values a thread, the 8 threads of a 32-value block share max|x|
      * (k / 4 is a multiple of 64: whole warps take part in every round) */
-    __shared__ float ssw[NT][MV12_WARPS], rinv[NT];
     for (int tok = 0; tok < NT; tok++) {
         float ss = 0.0f; /* NORM: this thread's sum of x^2 */
         for (int f = threadIdx.x; f < k / 4; f += blockDim.x) {
@@ -160,74 +191,100 @@ __global__ void __launch_bounds__(32 * MV12_WARPS, 2) matvec_v12(float *y, const
     if constexpr (XS::NORM) { /* kernels/norm.cu's factor, the warps' sums added in warp order (as v10) */
         if (threadIdx.x < NT) {
             float ss = 0.0f;
-            for (int wp = 0; wp < MV12_WARPS; wp++) ss += ssw[threadIdx.x][wp];
+            for (int wp = 0; wp < nw; wp++) ss += ssw[threadIdx.x][wp];
             rinv[threadIdx.x] = rsqrtf(ss / (float)k + x.eps);
         }
         __syncthreads();
     }
-    float acc[MV12_NR][NT];
+    int buf = 0, slot_out = 0;
+    for (int p = blockIdx.x; p < groups; p += gridDim.x, buf ^= 1) {
+        float acc[MV12_NR][NT];
 #pragma unroll
-    for (int r = 0; r < MV12_NR; r++)
+        for (int r = 0; r < MV12_NR; r++)
 #pragma unroll
-        for (int c = 0; c < NT; c++) acc[r][c] = 0.0f;
-    for (int it = 0; it < steps; it++) {
+            for (int c = 0; c < NT; c++) acc[r][c] = 0.0f;
+        for (int st = warp; st < nst; st += nw) {
+            mv12_wait(); /* this step's group landed (MV12_STAGES - 2 younger ones may be out) */
+            __syncwarp();
+            const uint8_t *sl = mv12_s + mv12_smem(k, NT) + (warp * MV12_STAGES + slot_out) * MV12_SLOT;
+            mv12_ld cur[MV12_NR];
 #pragma unroll
-        for (int r = 0; r < MV12_NR; r++) cur[r] = nxt[r];
-        issue(nxt, it + 1);
-        const int sb = 2 * (it % nsb) + half;
-        if (sb < S) {
-            const uint8_t *xs = xq + 256 * sb + 32 * i + j0;
-            const float *xds = xd + 8 * sb + 2 * i;
+            for (int r = 0; r < MV12_NR; r++) {
+                cur[r].hd = *(const uint4 *)(sl + 32 * r + 16 * half);
+                cur[r].qh = *(const uint2 *)(sl + MV12_NR * 32 + 256 * r + 8 * lane);
+                cur[r].qs = *(const uint2 *)(sl + MV12_NR * 288 + 256 * r + 8 * lane);
+            }
+            __syncwarp(); /* every lane has read the slot before it is refilled */
+            issue();
+            slot_out = slot_out + 1 == MV12_STAGES ? 0 : slot_out + 1;
+            const int sb = 2 * st + half;
+            if (sb < S) {
+                const uint8_t *xs = xq + 256 * sb + 32 * i + j0;
+                const float *xds = xd + 8 * sb + 2 * i;
 #pragma unroll
-            for (int r = 0; r < MV12_NR; r++) mv12_dot<NT>(acc[r], cur[r], xs, xds, i, k);
+                for (int r = 0; r < MV12_NR; r++) mv12_dot<NT>(acc[r], cur[r], xs, xds, i, k);
+            }
         }
-        if (it % nsb == nsb - 1) { /* the quad's rows are done: sums over the warp (every lane gets them) */
-            const int q = q0 + (it / nsb) * qstride;
+        /* the warp's sums, then the block's in warp order (red double-buffered: a group's readers
+         * are done before any warp passes the next group's barrier) */
 #pragma unroll
-            for (int r = 0; r < MV12_NR; r++)
+        for (int r = 0; r < MV12_NR; r++)
 #pragma unroll
-                for (int c = 0; c < NT; c++) {
+            for (int c = 0; c < NT; c++) {
 #pragma unroll
-                    for (int o = 16; o > 0; o >>= 1) acc[r][c] += __shfl_xor_sync(0xffffffffu, acc[r][c], o);
-                    if constexpr (XS::NORM) acc[r][c] *= rinv[c];
+                for (int o = 16; o > 0; o >>= 1) acc[r][c] += __shfl_xor_sync(0xffffffffu, acc[r][c], o);
+                if (lane == 0) red[buf][warp][r][c] = acc[r][c];
+            }
+        __syncthreads();
+        if (threadIdx.x < MV12_NR * NT) {
+            const int r = threadIdx.x / NT, c = threadIdx.x % NT, row = p * MV12_NR + r;
+            float v = 0.0f, pv = 0.0f; /* this row's sum and its pair partner's (rows 2j, 2j + 1) */
+            for (int wp = 0; wp < nw; wp++) {
+                v += red[buf][wp][r][c];
+                pv += red[buf][wp][r ^ 1][c];
+            }
+            if constexpr (XS::NORM) {
+                v *= rinv[c];
+                pv *= rinv[c];
+            }
+            if (row < rows) {
+                if constexpr (XS::ROPE) {
+                    mv_rope_store(x, row, c, v, pv);
+                } else {
+                    float *yp = y + (int64_t)c * rows + row;
+                    if constexpr (XS::ACC) *yp += v; /* as kernels.h's cu_add: y + (W . X) */
+                    else *yp = v;
                 }
-            /* lane r NT + c writes row r of token c (a ROPE source: with its pair partner r ^ 1,
-             * which the quad holds too) */
-#pragma unroll
-            for (int r = 0; r < MV12_NR; r++)
-#pragma unroll
-                for (int c = 0; c < NT; c++) {
-                    const int row = q * MV12_NR + r;
-                    if (lane != r * NT + c || row >= rows) continue;
-                    if constexpr (XS::ROPE) {
-                        mv_rope_store(x, row, c, acc[r][c], acc[r ^ 1][c]);
-                    } else {
-                        float *yp = y + (int64_t)c * rows + row;
-                        if constexpr (XS::ACC) *yp += acc[r][c]; /* as kernels.h's cu_add: y + (W . X) */
-                        else *yp = acc[r][c];
-                    }
-                }
-#pragma unroll
-            for (int r = 0; r < MV12_NR; r++)
-#pragma unroll
-                for (int c = 0; c < NT; c++) acc[r][c] = 0.0f;
+            }
         }
     }
 }
 
-/* The grid: at most two blocks per SM, enough warps for every quad of rows once. */
-static inline int mv12_grid(int64_t rows) {
-    int sms, smem_max;
-    if (!mv_device(&sms, &smem_max)) return 0;
-    const int64_t quads = (rows + MV12_NR - 1) / MV12_NR;
-    return (int)std::min<int64_t>((quads + MV12_WARPS - 1) / MV12_WARPS, 2 * sms);
+/* Shared memory of a block: X (mv12_smem), then each warp's ring. */
+static inline size_t mv12_block_smem(int64_t k, int nt) {
+    return mv12_smem(k, nt) + (size_t)mv12_warps((int)k) * MV12_STAGES * MV12_SLOT;
+}
+
+/* The grid: up to 24 warps per SM (3 blocks of 8: __launch_bounds__'s registers) where shared
+ * memory holds them, no more blocks than groups of rows. */
+static inline int mv12_grid(int64_t rows, int64_t k, int nt) {
+    static int per_sm[64];
+    int sms, smem_max, dev = 0;
+    if (!mv_device(&sms, &smem_max) || cudaGetDevice(&dev) != cudaSuccess || dev < 0 || dev >= 64) return 0;
+    if (per_sm[dev] == 0 &&
+        cudaDeviceGetAttribute(&per_sm[dev], cudaDevAttrMaxSharedMemoryPerMultiprocessor, dev) != cudaSuccess)
+        return 0;
+    const int64_t groups = (rows + MV12_NR - 1) / MV12_NR;
+    const int64_t by_smem = (int64_t)per_sm[dev] / (int64_t)(mv12_block_smem(k, nt) + 1024);
+    const int64_t per = std::max<int64_t>(1, std::min<int64_t>(3 * MV12_WARPS / mv12_warps((int)k), by_smem));
+    return (int)std::min<int64_t>(groups, (int64_t)sms * per);
 }
 
 template <typename XT, typename XS, int NT>
 static inline cudaError_t matvec_v12_launch_t(float *y, const void *w, XS x, int rows, int k, cudaStream_t s) {
-    const int grid = mv12_grid(rows);
+    const int grid = mv12_grid(rows, k, NT);
     if (grid == 0) return cudaErrorUnknown;
-    return pdl_launch(matvec_v12<XT, XS, NT>, dim3(grid), dim3(32 * MV12_WARPS), mv12_smem(k, NT), s, y,
+    return pdl_launch(matvec_v12<XT, XS, NT>, dim3(grid), dim3(32 * mv12_warps(k)), mv12_block_smem(k, NT), s, y,
                       (const uint8_t *)w, x, rows, k);
 }
 
@@ -236,18 +293,27 @@ static inline cudaError_t matvec_v12_launch_t(float *y, const void *w, XS x, int
 static inline bool mv12_takes(uint32_t t, int64_t k, int n) {
     int sms, smem_max;
     return t == QUANT_Q5_K && n >= 1 && n <= 4 && k % 256 == 0 && mv_device(&sms, &smem_max) &&
-           mv12_smem(k, n) <= (size_t)smem_max;
+           mv12_block_smem(k, n) + MV12_STATIC <= (size_t)smem_max;
 }
 
-/* Raises the shared-memory limit of every production instantiation (at load, outside graph capture). */
+/* Raises the shared-memory limit of every production instantiation (at load, outside graph capture)
+ * to what the device allows beside the kernel's static arrays (asking for more is an error, which
+ * would also stay behind for the next cudaGetLastError). */
+template <typename K>
+static inline void mv12_prepare_k(K kern, int smem_max) {
+    cudaFuncAttributes a;
+    if (cudaFuncGetAttributes(&a, kern) == cudaSuccess && (size_t)smem_max > a.sharedSizeBytes)
+        cudaFuncSetAttribute(kern, cudaFuncAttributeMaxDynamicSharedMemorySize, smem_max - (int)a.sharedSizeBytes);
+}
+
 template <typename XT, typename XS>
 static inline void mv12_prepare_t() {
     int sms, smem_max;
     if (!mv_device(&sms, &smem_max)) return;
-    cudaFuncSetAttribute(matvec_v12<XT, XS, 1>, cudaFuncAttributeMaxDynamicSharedMemorySize, smem_max);
-    cudaFuncSetAttribute(matvec_v12<XT, XS, 2>, cudaFuncAttributeMaxDynamicSharedMemorySize, smem_max);
-    cudaFuncSetAttribute(matvec_v12<XT, XS, 3>, cudaFuncAttributeMaxDynamicSharedMemorySize, smem_max);
-    cudaFuncSetAttribute(matvec_v12<XT, XS, 4>, cudaFuncAttributeMaxDynamicSharedMemorySize, smem_max);
+    mv12_prepare_k(matvec_v12<XT, XS, 1>, smem_max);
+    mv12_prepare_k(matvec_v12<XT, XS, 2>, smem_max);
+    mv12_prepare_k(matvec_v12<XT, XS, 3>, smem_max);
+    mv12_prepare_k(matvec_v12<XT, XS, 4>, smem_max);
 }
 
 static inline void mv12_prepare_all() {

@@ -60,7 +60,8 @@ extern "C" cudaError_t paged_rope_store(float *q_out, uint16_t *k_cache, uint16_
  * step's single row is read in one round trip rather than a chain of dependent loads. */
 __global__ void __launch_bounds__(1024) paged_add_rmsnorm_kernel(float *x, float *out, uint16_t *out_h,
                                                                  const float *d, int parts, int64_t plane,
-                                                                 const float *weight, int dim, float eps) {
+                                                                 const float *post, const float *weight, int dim,
+                                                                 float eps) {
     pdl_trigger(); /* PDL (pdl.cuh): the next kernel may start; this one waits for the last */
     pdl_wait();
     float *xr = x + (int64_t)blockIdx.x * dim, *o = out + (int64_t)blockIdx.x * dim;
@@ -68,6 +69,22 @@ __global__ void __launch_bounds__(1024) paged_add_rmsnorm_kernel(float *x, float
     const float *dr = d + (int64_t)blockIdx.x * dim;
     const bool vec = dim % 4 == 0;
     const int step = vec ? 4 * blockDim.x : blockDim.x;
+    float pscale = 0.0f;
+    if (post) { /* the post norm's scale of the planes' sum, the sum kept in out (each thread its own) */
+        double ssd = 0;
+        for (int i = vec ? 4 * threadIdx.x : threadIdx.x; i < dim; i += step) {
+            const int nv = vec ? 4 : 1;
+            for (int e = 0; e < nv; e++) {
+                float b = dr[i + e];
+                for (int s = 1; s < parts; s++) b += dr[s * plane + i + e]; /* plane order, as gemm_sum */
+                o[i + e] = b;
+                ssd += (double)b * b;
+            }
+        }
+        pscale = (float)(1.0 / sqrt(block_sum_d(ssd) / dim + eps));
+        dr = o;
+        parts = 1;
+    }
     float ss = 0;
     for (int i = vec ? 4 * threadIdx.x : threadIdx.x; i < dim; i += step) {
         if (vec) {
@@ -76,12 +93,17 @@ __global__ void __launch_bounds__(1024) paged_add_rmsnorm_kernel(float *x, float
                 const float4 c = *(const float4 *)(dr + s * plane + i);
                 b.x += c.x; b.y += c.y; b.z += c.z; b.w += c.w;
             }
+            if (post) {
+                const float4 pw = *(const float4 *)(post + i);
+                b = make_float4(b.x * pscale * pw.x, b.y * pscale * pw.y, b.z * pscale * pw.z, b.w * pscale * pw.w);
+            }
             a.x += b.x; a.y += b.y; a.z += b.z; a.w += b.w;
             *(float4 *)(xr + i) = a;
             ss = fmaf(a.x, a.x, fmaf(a.y, a.y, fmaf(a.z, a.z, fmaf(a.w, a.w, ss))));
         } else {
             float b = dr[i];
             for (int s = 1; s < parts; s++) b += dr[s * plane + i];
+            if (post) b = b * pscale * post[i];
             float a = xr[i] + b;
             xr[i] = a;
             ss = fmaf(a, a, ss);
@@ -107,31 +129,37 @@ __global__ void __launch_bounds__(1024) paged_add_rmsnorm_kernel(float *x, float
 }
 
 static cudaError_t add_rmsnorm_launch(float *x, float *out, uint16_t *out_h, const float *d, int parts,
-                                      int64_t plane, const float *weight, int rows, int dim, float eps,
-                                      cudaStream_t stream) {
+                                      int64_t plane, const float *post, const float *weight, int rows, int dim,
+                                      float eps, cudaStream_t stream) {
     if (rows <= 0 || dim <= 0) return cudaErrorInvalidValue;
     int per = dim % 4 == 0 ? dim / 4 : dim, threads = (per + 31) / 32 * 32;
     return pdl_launch(paged_add_rmsnorm_kernel, dim3(rows), dim3(threads < 1024 ? threads : 1024), 0, stream, x, out,
-                      out_h, d, parts, plane, weight, dim, eps);
+                      out_h, d, parts, plane, post, weight, dim, eps);
 }
 
 extern "C" cudaError_t paged_add_rmsnorm(float *x, float *out, const float *d, const float *weight, int rows,
                                          int dim, float eps, cudaStream_t stream) {
     if (!weight || !out) return cudaErrorInvalidValue;
-    return add_rmsnorm_launch(x, out, nullptr, d, 1, 0, weight, rows, dim, eps, stream);
+    return add_rmsnorm_launch(x, out, nullptr, d, 1, 0, nullptr, weight, rows, dim, eps, stream);
 }
 
 extern "C" cudaError_t paged_add_rmsnorm_sum(float *x, float *out, uint16_t *out_h, const float *d, int parts,
                                              int64_t plane, const float *weight, int rows, int dim, float eps,
                                              cudaStream_t stream) {
+    return paged_post_add_rmsnorm(x, out, out_h, d, parts, plane, nullptr, weight, rows, dim, eps, stream);
+}
+
+extern "C" cudaError_t paged_post_add_rmsnorm(float *x, float *out, uint16_t *out_h, const float *d, int parts,
+                                              int64_t plane, const float *post, const float *weight, int rows, int dim,
+                                              float eps, cudaStream_t stream) {
     /* each thread reads only its own elements of every plane before writing them to out, so out
      * may be plane 0 (d itself) but not overlap the later planes */
     const float *later = d + plane, *end = d + parts * plane;
     if (parts < 1 || (parts > 1 && (plane < (int64_t)rows * dim || (plane % 4 && dim % 4 == 0) ||
                                     (out && out < end && later < out + (int64_t)rows * dim))) ||
-        (out_h && dim % 4 == 0 && (uintptr_t)out_h % 8) || (weight && !out) || (!weight && out_h))
+        (out_h && dim % 4 == 0 && (uintptr_t)out_h % 8) || ((weight || post) && !out) || (!weight && out_h))
         return cudaErrorInvalidValue;
-    return add_rmsnorm_launch(x, out, out_h, d, parts, plane, weight, rows, dim, eps, stream);
+    return add_rmsnorm_launch(x, out, out_h, d, parts, plane, post, weight, rows, dim, eps, stream);
 }
 
 __global__ void paged_swiglu_kernel(float *out, uint16_t *out_h, const float *g, int64_t sg, const float *u, int64_t su,

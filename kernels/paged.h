@@ -115,6 +115,13 @@ cudaError_t paged_add_rmsnorm(float *x, float *out, const float *d, const float 
  * later planes. weight NULL: only x += d (out and out_h untouched; out_h must be NULL). */
 cudaError_t paged_add_rmsnorm_sum(float *x, float *out, uint16_t *out_h, const float *d, int parts, int64_t plane,
                                   const float *weight, int rows, int dim, float eps, cudaStream_t stream);
+/* paged_add_rmsnorm_sum with Gemma's post norm (post: its weight, NULL: none) of the planes' sum
+ * before the add: x += sum / sqrt(mean(sum^2) + eps) * post (the sum of squares in double, as the
+ * CPU reference's), then out = the next norm as above. out must be given (it may be d): it holds
+ * the sum in between, and keeps it when weight is NULL. One launch where a Gemma layer had two. */
+cudaError_t paged_post_add_rmsnorm(float *x, float *out, uint16_t *out_h, const float *d, int parts, int64_t plane,
+                                   const float *post, const float *weight, int rows, int dim, float eps,
+                                   cudaStream_t stream);
 
 /* out[t][i] = silu(g[t * sg + i]) * u[t * su + i] for i < n_ff (kernels.h's cu_swiglu over strided
  * rows, for a fused gate/up matvec output). */

@@ -103,39 +103,6 @@ extern "C" cudaError_t cu_bias_add(float *x, int64_t stride, const float *b, int
                       n_rows, width);
 }
 
-/* One block per row: the planes' sum into out, its sum of squares reduced in double, then the
- * scale. */
-enum { RN_THREADS = 1024 }; /* a decode step's one row per block: the whole block on it */
-__global__ void __launch_bounds__(RN_THREADS) rmsnorm_parts_kernel(float *out, const float *d, int parts,
-                                                                    int64_t plane, const float *w, int dim, float eps) {
-    pdl_trigger();
-    pdl_wait();
-    __shared__ double part[RN_THREADS / 32];
-    const int64_t r0 = (int64_t)blockIdx.x * dim;
-    double ss = 0;
-    for (int i = threadIdx.x; i < dim; i += RN_THREADS) {
-        float v = d[r0 + i];
-        for (int s = 1; s < parts; s++) v += d[s * plane + r0 + i]; /* plane order, as gemm_sum */
-        out[r0 + i] = v;
-        ss += (double)v * v;
-    }
-    for (int o = 16; o; o >>= 1) ss += __shfl_xor_sync(0xffffffffu, ss, o);
-    if ((threadIdx.x & 31) == 0) part[threadIdx.x / 32] = ss;
-    __syncthreads();
-    double sum = 0;
-    for (int i = 0; i < RN_THREADS / 32; i++) sum += part[i];
-    const float scale = (float)(1.0 / sqrt(sum / dim + eps));
-    for (int i = threadIdx.x; i < dim; i += RN_THREADS) out[r0 + i] = out[r0 + i] * scale * w[i];
-}
-
-extern "C" cudaError_t cu_rmsnorm_parts(float *out, const float *d, int parts, int64_t plane, const float *w, int rows,
-                                        int dim, float eps, cudaStream_t stream) {
-    if (!out || !d || !w || parts < 1 || rows <= 0 || dim <= 0 || (parts > 1 && plane < (int64_t)rows * dim))
-        return cudaErrorInvalidValue;
-    return pdl_launch(rmsnorm_parts_kernel, dim3((unsigned)rows), dim3(RN_THREADS), 0, stream, out, d, parts, plane, w,
-                      dim, eps);
-}
-
 __global__ void scale_kernel(float *x, int64_t n, float s) {
     pdl_trigger();
     pdl_wait();

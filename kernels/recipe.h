@@ -45,13 +45,6 @@ cudaError_t cu_qkv_rope_store(float *q_out, uint16_t *k_cache, uint16_t *v_cache
 /* x[t * stride + i] += b[i] for t < n_rows, i < width. */
 cudaError_t cu_bias_add(float *x, int64_t stride, const float *b, int n_rows, int64_t width, cudaStream_t stream);
 
-/* out[r] = rmsnorm(d[r]) * w (x / sqrt(mean(x^2) + eps) * w, the sum of squares in double as the
- * CPU reference's), d the sum of `parts` planes d + s * plane added in plane order (paged.h's
- * paged_add_rmsnorm_sum's planes; parts 1: d alone); rows of dim f32. out may be d. Gemma's
- * post-attention and post-FFN norms of a product before its residual add. */
-cudaError_t cu_rmsnorm_parts(float *out, const float *d, int parts, int64_t plane, const float *w, int rows, int dim,
-                             float eps, cudaStream_t stream);
-
 /* x[i] *= s for i < n (the embedding scale of Gemma's input). */
 cudaError_t cu_scale(float *x, int64_t n, float s, cudaStream_t stream);
 

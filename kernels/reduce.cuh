@@ -31,4 +31,22 @@ __device__ __forceinline__ float block_sum(float v) {
     return part[32];
 }
 
+/* block_sum in double (the CPU reference's sums of squares), 33 doubles of shared memory. */
+__device__ __forceinline__ double block_sum_d(double v) {
+    __shared__ double part_d[33];
+    int lane = threadIdx.x & 31, warp = threadIdx.x >> 5, nw = (blockDim.x + 31) >> 5;
+#pragma unroll
+    for (int o = 16; o > 0; o >>= 1) v += __shfl_xor_sync(0xffffffffu, v, o);
+    if (lane == 0) part_d[warp] = v;
+    __syncthreads();
+    if (warp == 0) {
+        double s = lane < nw ? part_d[lane] : 0.0;
+#pragma unroll
+        for (int o = 16; o > 0; o >>= 1) s += __shfl_xor_sync(0xffffffffu, s, o);
+        if (lane == 0) part_d[32] = s;
+    }
+    __syncthreads();
+    return part_d[32];
+}
+
 #endif

@@ -12,7 +12,8 @@
  *     paged_attention_prefill_variant.
  *   cu_geglu (recipe.h): gelu_tanh(g) * u over strided rows, and its f16 copy the output rounded;
  *     1e-6.
- *   cu_rmsnorm_parts: the planes' sum normed times the weight, 1 and 3 planes, in place; 1e-5.
+ *   paged_post_add_rmsnorm: the planes' sum post-normed, added, then the next norm (or the add
+ *   only), 1 and 3 planes, in place; 1e-5.
  *   cu_softcap and cu_scale: 1e-6.
  * Without a CUDA device: SKIP. */
 #include <math.h>
@@ -212,42 +213,56 @@ static void test_geglu(gen_rng *r, int n_tok, int n_ff, int with_h) {
     free(gu); free(out); free(ref); free(hh);
 }
 
-static void test_rmsnorm_parts(gen_rng *r, int rows, int dim, int parts) {
+/* paged_post_add_rmsnorm (Gemma's post norm, the residual add and the next norm in one launch):
+ * x += rmsnorm(sum of the planes) * post, then out = rmsnorm(x) * w (w NULL: the add only), against
+ * f64 with the planes added in f32 in order as the kernel adds them; out over plane 0 (in place),
+ * the guard after x intact. 1e-5 of each. */
+static void test_post_add(gen_rng *r, int rows, int dim, int parts, int with_w) {
     char name[160];
-    snprintf(name, sizeof name, "cu_rmsnorm_parts %d rows x %d, %d plane%s, in place", rows, dim, parts,
-             parts > 1 ? "s" : "");
+    snprintf(name, sizeof name, "paged_post_add_rmsnorm %d rows x %d, %d plane%s%s", rows, dim, parts,
+             parts > 1 ? "s" : "", with_w ? ", then the next norm" : ", add only");
     const int64_t plane = (int64_t)rows * dim + 32, n = (int64_t)rows * dim;
     float *d = malloc(sizeof(float) * (size_t)(parts * plane)), *w = malloc(sizeof(float) * (size_t)dim);
-    float *out = malloc(sizeof(float) * (size_t)n);
-    double *ref = malloc(sizeof(double) * (size_t)n);
+    float *pw = malloc(sizeof(float) * (size_t)dim), *x = malloc(sizeof(float) * (size_t)n);
+    float *xo = calloc((size_t)n, sizeof(float)), *out = calloc((size_t)n, sizeof(float));
+    double *xr = malloc(sizeof(double) * (size_t)n), *ref = malloc(sizeof(double) * (size_t)n);
     for (int64_t i = 0; i < parts * plane; i++) d[i] = (float)gen_normal(r);
-    for (int i = 0; i < dim; i++) w[i] = (float)gen_uniform(r, 0.5, 2.0);
+    for (int64_t i = 0; i < n; i++) x[i] = (float)(3.0 * gen_normal(r));
+    for (int i = 0; i < dim; i++) {
+        w[i] = (float)gen_uniform(r, 0.5, 2.0);
+        pw[i] = (float)gen_uniform(r, -2.0, 2.0);
+    }
     for (int row = 0; row < rows; row++) {
-        double ss = 0;
+        const int64_t o = (int64_t)row * dim;
+        double ss = 0, sx = 0;
         for (int i = 0; i < dim; i++) {
-            float v = d[(int64_t)row * dim + i];
-            for (int s = 1; s < parts; s++) v += d[s * plane + (int64_t)row * dim + i];
-            ref[(int64_t)row * dim + i] = v;
+            float v = d[o + i];
+            for (int s = 1; s < parts; s++) v += d[s * plane + o + i];
+            ref[o + i] = v;
             ss += (double)v * v;
         }
-        double sc = 1.0 / sqrt(ss / dim + 1e-6);
-        for (int i = 0; i < dim; i++) ref[(int64_t)row * dim + i] *= sc * w[i];
+        const double sc = 1.0 / sqrt(ss / dim + 1e-6);
+        for (int i = 0; i < dim; i++) {
+            xr[o + i] = x[o + i] + ref[o + i] * sc * pw[i];
+            sx += xr[o + i] * xr[o + i];
+        }
+        const double sn = 1.0 / sqrt(sx / dim + 1e-6);
+        for (int i = 0; i < dim; i++) ref[o + i] = xr[o + i] * sn * w[i];
     }
-    /* in place over plane 0, the guard after it poisoned (plane 0's tail is the gap to plane 1) */
-    float *dd = dev_alloc(sizeof(float) * (size_t)(parts * plane + GUARD));
+    float *dd = dev_alloc(sizeof(float) * (size_t)(parts * plane)), *dx = dev_poisoned(n);
     CUDA_CHECK(cudaMemcpy(dd, d, sizeof(float) * (size_t)(parts * plane), cudaMemcpyHostToDevice));
-    if (parts == 1) CUDA_CHECK(cudaMemset(dd + n, 0xff, sizeof(float) * GUARD));
-    float *dw = dev_upload(w, sizeof(float) * (size_t)dim);
-    cudaError_t e = cu_rmsnorm_parts(dd, dd, parts, plane, dw, rows, dim, 1e-6f, 0);
+    CUDA_CHECK(cudaMemcpy(dx, x, sizeof(float) * (size_t)n, cudaMemcpyHostToDevice));
+    float *dw = dev_upload(w, sizeof(float) * (size_t)dim), *dp = dev_upload(pw, sizeof(float) * (size_t)dim);
+    cudaError_t e = paged_post_add_rmsnorm(dx, dd, NULL, dd, parts, plane, dp, with_w ? dw : NULL, rows, dim, 1e-6f, 0);
     if (e == cudaSuccess) e = cudaDeviceSynchronize();
-    int guard = e == cudaSuccess;
-    if (guard && parts > 1) CUDA_CHECK(cudaMemcpy(out, dd, sizeof(float) * (size_t)n, cudaMemcpyDeviceToHost));
-    else if (guard) guard = dev_download(out, dd, n);
-    double rel = gen_rel_err(out, ref, n);
-    CHECK(e == cudaSuccess && guard && rel < 1e-5, name, "%s, guard %s, rel err %.3g (budget 1e-5)",
-          cudaGetErrorString(e), guard ? "ok" : "overwritten", rel);
-    CUDA_CHECK(cudaFree(dd)); CUDA_CHECK(cudaFree(dw));
-    free(d); free(w); free(out); free(ref);
+    int guard = e == cudaSuccess && dev_download(xo, dx, n);
+    if (e == cudaSuccess) CUDA_CHECK(cudaMemcpy(out, dd, sizeof(float) * (size_t)n, cudaMemcpyDeviceToHost));
+    const double rx = gen_rel_err(xo, xr, n), ro = with_w ? gen_rel_err(out, ref, n) : 0;
+    CHECK(e == cudaSuccess && guard && rx < 1e-5 && ro < 1e-5, name,
+          "%s, guard %s, x rel err %.3g, out rel err %.3g (budget 1e-5)", cudaGetErrorString(e),
+          guard ? "ok" : "overwritten", rx, ro);
+    CUDA_CHECK(cudaFree(dd)); CUDA_CHECK(cudaFree(dx)); CUDA_CHECK(cudaFree(dw)); CUDA_CHECK(cudaFree(dp));
+    free(d); free(w); free(pw); free(x); free(xo); free(out); free(xr); free(ref);
 }
 
 static void test_softcap_scale(gen_rng *r, int64_t n) {
@@ -322,9 +337,11 @@ int main(void) {
                              pf[i].n_tok);
     test_geglu(&r, 1, 640, 0);
     test_geglu(&r, 7, 2049, 1);
-    test_rmsnorm_parts(&r, 1, 640, 1);
-    test_rmsnorm_parts(&r, 9, 1152, 1);
-    test_rmsnorm_parts(&r, 9, 1152, 3);
+    test_post_add(&r, 1, 640, 1, 1);
+    test_post_add(&r, 1, 3840, 1, 0);
+    test_post_add(&r, 9, 1152, 1, 1);
+    test_post_add(&r, 9, 1152, 3, 1);
+    test_post_add(&r, 5, 642, 3, 1); /* dim % 4 != 0: the scalar path */
     test_softcap_scale(&r, 262144 + 7);
     return test_done();
 }

@@ -5,9 +5,9 @@
  *   cu_matvec_f32 for 1 to 8 tokens on three shapes, cu_matvec_f16 for 3: relative error 1e-4
  *   where the kernel dequantises to f32 and accumulates in f32 (v1: X is not rounded), mvq.h's
  *   budget where it rounds X to int8 per 32 values (v12: Q5_K, 1 to 4 tokens);
- *   6 to 200 tokens as the engine's products take them (cuda_layer.c's mm_h): the GEMM where
- *   cu_gemm_supported says so (cu_gemm_f16_split_parts, one plane; cu_gemm_f16 too), 2e-3 for its
- *   f16 weights and X; else matvecs of MATVEC_MAX_N tokens, 1e-4;
+ *   6 to 520 tokens as the engine's products take them (cuda_layer.c's mm_h): the GEMM where
+ *   cu_gemm_supported says so (cu_gemm_f16_split_parts, one plane; from 512 tokens the panel path;
+ *   cu_gemm_f16 too), 2e-3 for its f16 weights and X; else matvecs of MATVEC_MAX_N tokens, 1e-4;
  *   cu_embed: exact (1e-6), an out-of-range id a row of NaN, the guard after the output intact;
  *   whole models: a mini-shape Llama (4 layers) written by mkmodel with that type for every
  *   matrix, token_embd and output included, on the GPU against the CPU's exact path: 64 tokens
@@ -305,6 +305,8 @@ int main(void) {
         test_product(&r, t, 131, 2816, 37, 2);
         test_product(&r, t, 1000, 4096, 200, 2);
         test_product(&r, t, 131, 2816, 6, 2);
+        test_product(&r, t, 300, 1024, 512, 2); /* the panel path: panels dequantised from GGUF rows */
+        test_product(&r, t, 131, 2816, 520, 2);
         test_product(&r, t, 300, 1024, 100, 3);
         test_embed(&r, t);
     }
