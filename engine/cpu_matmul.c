@@ -49,6 +49,7 @@ typedef struct {
     const cpu_weight *w;
     const float *x;
     float *out;
+    float *final_out;    /* pair: [tokens][n_rows], each pair's two rows of out summed */
     int64_t n_tok, n_tb, row_block;  /* n_tok: activation rows (2 a token when paired) */
     int pair;
     size_t xq_bytes;     /* bytes of one quantised activation row */
@@ -70,6 +71,19 @@ static void matmul_quant_rows(void *arg, int64_t b, int64_t e, int thread) {
     }
 }
 
+/* pair: the final rows of activation rows [t0, t0 + nt) (whole pairs: t0 and nt are even, every
+ * token block being even) and weight rows [r0, r0 + nr), hi + lo, summed by the item that
+ * computed them while they are in cache rather than in one serial pass afterwards. */
+static void matmul_pair_sum(const matmul_job *j, int64_t t0, int64_t nt, int64_t r0, int64_t nr) {
+    if (!j->pair) return;
+    size_t R = (size_t)j->w->n_rows;
+    for (int64_t t = t0; t < t0 + nt; t += 2) {
+        const float *hi = j->out + (size_t)t * R + (size_t)r0, *lo = hi + R;
+        float *o = j->final_out + (size_t)(t / 2) * R + (size_t)r0;
+        for (int64_t r = 0; r < nr; r++) o[r] = hi[r] + lo[r];
+    }
+}
+
 static void matmul_tiles(void *arg, int64_t b, int64_t e, int thread) {
     (void)thread;
     matmul_job *j = arg;
@@ -82,6 +96,7 @@ static void matmul_tiles(void *arg, int64_t b, int64_t e, int thread) {
         quant_dot_rows(j->c->isa, w->type, w->n_cols, (const uint8_t *)w->data + (size_t)r0 * w->row_bytes,
                        w->row_bytes, nr, (const uint8_t *)j->c->act + (size_t)t0 * j->xq_bytes, j->xq_bytes, nt,
                        j->out + (size_t)t0 * (size_t)w->n_rows + (size_t)r0, (size_t)w->n_rows);
+        matmul_pair_sum(j, t0, nt, r0, nr);
     }
 }
 
@@ -118,6 +133,8 @@ static void matmul_panels(void *arg, int64_t b, int64_t e, int thread) {
                                 j->out + (size_t)t * (size_t)w->n_rows + (size_t)r, (size_t)w->n_rows);
             }
         }
+        int64_t nr = w->n_rows - r0 < rows_per ? w->n_rows - r0 : rows_per;
+        matmul_pair_sum(j, t0, nt, r0, nr);
     }
 }
 
@@ -174,7 +191,7 @@ int cpu_matmul(cpu_matmul_ctx *c, const cpu_weight *w, const float *x, int64_t n
     int64_t row_block = ROW_BLOCK;
     while (row_block > 1 && n_tok <= TOK_BLOCK && w->n_rows / row_block < 8 * n_threads) row_block /= 2;
     matmul_job j = {
-        .c = c, .w = w, .x = x, .out = out, .n_tok = n_tok,
+        .c = c, .w = w, .x = x, .out = out, .final_out = final_out, .n_tok = n_tok,
         .n_tb = (n_tok + TOK_BLOCK - 1) / TOK_BLOCK, .row_block = row_block, .xq_bytes = xq_bytes,
         .panel_bytes = panel_bytes, .group = group, .pair = pair,
     };
@@ -193,11 +210,5 @@ int cpu_matmul(cpu_matmul_ctx *c, const cpu_weight *w, const float *x, int64_t n
         threadpool_run(c->pool, n_items, 1, fn, &j);
     else
         fn(&j, 0, n_items, 0);
-    if (pair)
-        for (int64_t t = 0; t < n_in; t++) {
-            const float *hi = out + (size_t)(2 * t) * (size_t)w->n_rows, *lo = hi + w->n_rows;
-            float *o = final_out + (size_t)t * (size_t)w->n_rows;
-            for (int64_t r = 0; r < w->n_rows; r++) o[r] = hi[r] + lo[r];
-        }
     return 0;
 }
