@@ -612,8 +612,8 @@ AI void panel_body512(quant_panel_kind k, int64_t n, const void *panel, int nr, 
     const int L = k == QUANT_PANEL_16_Q8K ? 16 : 32;
     const uint8_t *codes = panel;
     const float *scale = quant_panel_scale(panel, n), *bias = scale + (n / L) * 16;
-    __m512 acc[PANEL_MAX_T];
-    UNROLL for (int t = 0; t < nt; t++) acc[t] = _mm512_setzero_ps();
+    __m512 acc[PANEL_MAX_T], blk[PANEL_MAX_T];
+    UNROLL for (int t = 0; t < nt; t++) acc[t] = blk[t] = _mm512_setzero_ps();
     for (int64_t s = 0; s < n / L; s++) {
         __m512i isum[PANEL_MAX_T];
         const int8_t *xq[PANEL_MAX_T];
@@ -632,10 +632,24 @@ AI void panel_body512(quant_panel_kind k, int64_t n, const void *panel, int nr, 
             }
         }
         __m512 sc = _mm512_loadu_ps(scale + 16 * s), bi = _mm512_loadu_ps(bias + 16 * s);
+        if (k == QUANT_PANEL_32_Q8) {
+            UNROLL for (int t = 0; t < nt; t++) {
+                acc[t] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(isum[t]), _mm512_mul_ps(sc, _mm512_set1_ps(dx[t])), acc[t]);
+                acc[t] = _mm512_fmadd_ps(bi, _mm512_set1_ps(xsum[t]), acc[t]);
+            }
+            continue;
+        }
+        /* Q8_K activations: dx is one per 256, so the scaled sums of a super-block gather in
+         * blk and take dx once at its end (a multiply less per sub-block and token). */
         UNROLL for (int t = 0; t < nt; t++) {
-            acc[t] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(isum[t]), _mm512_mul_ps(sc, _mm512_set1_ps(dx[t])), acc[t]);
+            blk[t] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(isum[t]), sc, blk[t]);
             acc[t] = _mm512_fmadd_ps(bi, _mm512_set1_ps(xsum[t]), acc[t]);
         }
+        if ((s + 1) % (QK_K / L) == 0)
+            UNROLL for (int t = 0; t < nt; t++) {
+                acc[t] = _mm512_fmadd_ps(blk[t], _mm512_set1_ps(dx[t]), acc[t]);
+                blk[t] = _mm512_setzero_ps();
+            }
     }
     UNROLL for (int t = 0; t < nt; t++) {
         float tmp[16];
