@@ -161,6 +161,27 @@ static void attn_range(void *arg, int64_t lo, int64_t hi, int tid) {
     }
 }
 
+/* The gated activation of tokens [lo, hi), gate[i] = act(gate[i]) * up[i]: the same per-element
+ * code on any thread, so results do not depend on -t. On the pool: a prompt's n_ff x tokens
+ * exp() calls took ~9% of a 128-token prompt on one core while the other waited. */
+typedef struct {
+    forward_cpu *f;
+    int64_t F;
+} gate_ctx;
+
+static void gate_range(void *arg, int64_t lo, int64_t hi, int tid) {
+    (void)tid;
+    const gate_ctx *c = arg;
+    float *gate = c->f->gate, *up = c->f->up;
+    if (c->f->m->hp.act == LLAMA_ACT_GELU_TANH)
+        for (int64_t i = lo * c->F; i < hi * c->F; i++) gate[i] = gelu_tanh(gate[i]) * up[i];
+    else
+        for (int64_t i = lo * c->F; i < hi * c->F; i++) {
+            float g = gate[i];
+            gate[i] = g / (1.0f + expf(-g)) * up[i];
+        }
+}
+
 /* --- one forward pass ---------------------------------------------------------------------------- */
 
 static int fwd(void *self, const engine_fwd_batch *b, float *logits, char *err, size_t err_size) {
@@ -228,13 +249,8 @@ static int fwd(void *self, const engine_fwd_batch *b, float *logits, char *err, 
         if (matmul(f, &L->w_gate, f->xn, n, f->gate, err, err_size) ||
             matmul(f, &L->w_up, f->xn, n, f->up, err, err_size))
             return -1;
-        if (hp->act == LLAMA_ACT_GELU_TANH)
-            for (int64_t i = 0; i < n * F; i++) f->gate[i] = gelu_tanh(f->gate[i]) * f->up[i];
-        else
-            for (int64_t i = 0; i < n * F; i++) {
-                float g = f->gate[i];
-                f->gate[i] = g / (1.0f + expf(-g)) * f->up[i];
-            }
+        gate_ctx gc = {f, F};
+        forward_cpu_exec_for(&f->exec, f->nt, n, gate_range, &gc);
         if (matmul(f, &L->w_down, f->gate, n, f->xn, err, err_size)) return -1;
         if (L->ffn_post_norm)
             for (int32_t t = 0; t < n; t++) rmsnorm(f->xn + t * E, f->xn + t * E, L->ffn_post_norm, E, hp->rms_eps);

@@ -14,10 +14,10 @@
 #include "blocks.h"
 
 /* Instruction-set paths, lowest first. QUANT_ISA_AVXVNNI needs AVX2 + AVX-VNNI, QUANT_ISA_AVX512
- * AVX2 + AVX-512 F/BW/VL and VNNI. QUANT_ISA_AVX512W is QUANT_ISA_AVX512 with 512-bit panel
- * kernels, taken on Intel processors only: their two 512-bit units run them 15-20% faster on
- * layer matrices and 40-55% on output heads (Sapphire Rapids class, one core), where Zen 5 ran
- * them 20-25% slower than the 256-bit ones. */
+ * AVX2 + AVX-512 F/BW/VL and VNNI. QUANT_ISA_AVX512W is QUANT_ISA_AVX512 tuned for Intel
+ * processors, taken on those only: 512-bit row kernels for the K types and 2 tokens a panel
+ * pass (Sapphire Rapids class); QUANT_ISA_AVX512 keeps the 256-bit row kernels of Zen 5 and
+ * takes 8 tokens a panel pass. */
 typedef enum {
     QUANT_ISA_REF = 0, QUANT_ISA_AVX2 = 1, QUANT_ISA_AVXVNNI = 2, QUANT_ISA_AVX512 = 3, QUANT_ISA_AVX512W = 4,
     QUANT_ISA_COUNT
