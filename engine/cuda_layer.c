@@ -290,14 +290,17 @@ int fcu_ffn_half(part *p, int32_t l, span s, int fz, char *err, size_t err_size)
     float *x = p->x + (int64_t)t0 * E, *xn = p->xn + (int64_t)t0 * E;
     const dweight *dn = &L->down;
     const wgroup *gu = &L->gu;
-    /* gate and up stacked in one matrix: the fused matvec writes silu(gate) * up itself (no SwiGLU
-     * launch), where v11 takes it */
-    if ((fz & FZ_GU) && (fz & FZ_DOWN) && f->m->hp.act == LLAMA_ACT_SILU && gu->n_m == 1 && gu->n_parts == 2 &&
+    const int gelu = f->m->hp.act == LLAMA_ACT_GELU_TANH; /* Gemma's gate */
+    /* gate and up stacked in one matrix: the fused matvec writes silu or gelu(gate) * up itself (no
+     * gate launch), where v11 takes it; down then adds to x, through the post norm where the
+     * recipe has one (Gemma: FZ_DOWN is off, mm_acc's unfused path) */
+    if ((fz & FZ_GU) && (f->m->hp.act == LLAMA_ACT_SILU || gelu) && gu->n_m == 1 && gu->n_parts == 2 &&
         gu->part_off[1] == gu->part_rows[0] && gu->part_rows[0] == gu->part_rows[1] && gu->part_rows[0] == p->n_ff) {
         float *ff = p->ff + (int64_t)t0 * p->n_ff;
         const dweight *w = &gu->m[0];
-        cudaError_t e = cu_matvec_f32_norm_glu(ff, w->w, w->type, x, L->ffn_norm, f->m->hp.rms_eps, w->rows, w->k, nt, p->st);
-        if (e == cudaSuccess) return mm_acc(p, dn, ff, x, t0, nt, 1, 0, NULL, err, err_size);
+        cudaError_t e = cu_matvec_f32_norm_glu(ff, w->w, w->type, x, L->ffn_norm, f->m->hp.rms_eps, w->rows, w->k, nt,
+                                               gelu, p->st);
+        if (e == cudaSuccess) return mm_acc(p, dn, ff, x, t0, nt, fz & FZ_DOWN, 0, L->ffn_post_norm, err, err_size);
         if (e != cudaErrorNotSupported) DEV_TRY(e);
     }
     if (fz ? group_mm_norm(p, &L->gu, x, L->ffn_norm, p->gu, t0, nt, fz & FZ_GU, err, err_size)
@@ -308,7 +311,6 @@ int fcu_ffn_half(part *p, int32_t l, span s, int fz, char *err, size_t err_size)
     /* SwiGLU apart otherwise: folding it into the down matvec's input staging measured slower, unfused
      * (PERF-LOG run 8) and fused (run 26: 8b q4_0 tg128 510 vs 518 apart) */
     float *ff = p->ff + (int64_t)t0 * p->n_ff;
-    const int gelu = f->m->hp.act == LLAMA_ACT_GELU_TANH; /* Gemma's gate: apart, also in a fused layer */
     if (!fz && mm_gemm(dn, nt)) { /* down's GEMM input in f16 from SwiGLU itself */
         if (gelu) DEV_TRY(cu_geglu(ff, p->xh, pg + t0 * sg, sg, pu + t0 * su, su, nt, p->n_ff, p->st));
         else DEV_TRY(paged_swiglu_f16(ff, p->xh, pg + t0 * sg, sg, pu + t0 * su, su, nt, p->n_ff, p->st));
@@ -405,8 +407,9 @@ int fcu_run_head(part *p, int n, int r0, int nr, int greedy, int identity, char 
 
 /* The FZ_* products layer L's recipe lets fcu_plan_fusions fuse: the fused accumulating matvecs
  * add wo's and down's products to x as they are, so a post norm (Gemma: the product normed before
- * its add; mm_acc's unfused path and fcu_part_add do it) keeps that product unfused. A GELU gate
- * keeps the fused SiLU gate (cu_matvec_f32_norm_glu) out: fcu_ffn_half checks the gate itself. */
+ * its add; mm_acc's unfused path and fcu_part_add do it) keeps that product unfused. The gate's
+ * activation, SiLU or Gemma's GELU, goes into the fused gate/up's epilogue (cu_matvec_f32_norm_glu,
+ * where fcu_ffn_half finds gate and up stacked). */
 static int layer_fz_allowed(const dlayer *L) {
     int ok = FZ_QKV | FZ_WO | FZ_GU | FZ_DOWN | FZ_LAYER;
     if (L->attn_post_norm) ok &= ~FZ_WO;

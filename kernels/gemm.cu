@@ -522,8 +522,9 @@ static cudaError_t split_run(const cu_gemm_cfg *c, float *y, const void *w, uint
     if (parts) *parts = 1;
     if (c && gemm_gguf_takes(wtype)) {
         /* the panel path (each weight dequantised once, the wgmma GEMM) from its token counts and
-         * where the scratch holds a panel; else gemm_gguf's own kernel, with no split */
-        if (gp_variant(c->variant) && n >= gp_min_n(c) && (int64_t)n <= INT32_MAX && k % 32 == 0) {
+         * where the scratch holds a panel; else gemm_gguf's own kernel, with no split (k is whole
+         * blocks of the type, 32 weights or more) */
+        if (gp_variant(c->variant) && n >= gp_min_n(c)) {
             bool ran = false;
             cudaError_t e = gp_run(c->variant, gp_limit(c), y, (const uint8_t *)w, wtype, (const __half *)x, (int)rows,
                                    (int)k, n, scratch, scratch_bytes, stream, true, &ran);

@@ -94,11 +94,12 @@ cudaError_t cu_matvec_f32_swiglu(float *y, const void *w, uint32_t wtype, const 
  * return cudaErrorNotSupported (the caller runs the unfused kernels). */
 int cu_matvec_fused_supported(uint32_t wtype, int64_t rows, int64_t k, int n);
 /* cu_matvec_f32_norm of a gate/up matrix, gate rows [0, F) stacked on up rows [F, 2F) (rows = 2F, F a
- * multiple of 16), whose epilogue writes Y [n][F] = silu(gate) * up (paged_swiglu's formula)
- * instead of both products: the decode FFN without its SwiGLU launch. v11 only (a ring that fits:
- * cu_matvec_ring_stages); otherwise cudaErrorNotSupported with nothing launched. */
+ * multiple of 16), whose epilogue writes Y [n][F] = silu(gate) * up (paged_swiglu's formula; gelu 1:
+ * gelu_tanh(gate) * up, cu_geglu's) instead of both products: the decode FFN without its gate
+ * launch. v11 only (a ring that fits: cu_matvec_ring_stages); otherwise cudaErrorNotSupported with
+ * nothing launched. */
 cudaError_t cu_matvec_f32_norm_glu(float *y, const void *w, uint32_t wtype, const float *x, const float *g, float eps,
-                                int64_t rows, int64_t k, int n, cudaStream_t stream);
+                                int64_t rows, int64_t k, int n, int gelu, cudaStream_t stream);
 cudaError_t cu_matvec_f32_norm(float *y, const void *w, uint32_t wtype, const float *x, const float *g, float eps,
                             int64_t rows, int64_t k, int n, cudaStream_t stream);
 cudaError_t cu_matvec_f32_acc(float *y, const void *w, uint32_t wtype, const float *x, int64_t rows, int64_t k, int n,

@@ -50,6 +50,7 @@ static void mv_prepare_all() {
     mv10_prepare_all<T, false, mv_x_norm, MV11_OPT>();
     mv10_prepare_all<T, false, mv_x_norm_rope, MV11_OPT>();
     mv10_prepare_all<T, false, mv_x_norm_glu, MV11_OPT>();
+    mv10_prepare_all<T, false, mv_x_norm_geglu, MV11_OPT>();
     mv10_prepare_all<T, false, mv_x_acc, MV11_OPT>();
     mv10_prepare_all<T, false, mv_x_swiglu_acc, MV11_OPT>();
 }
@@ -233,13 +234,18 @@ extern "C" cudaError_t cu_matvec_f32_norm(float *y, const void *w, uint32_t wtyp
 }
 
 extern "C" cudaError_t cu_matvec_f32_norm_glu(float *y, const void *w, uint32_t wtype, const float *x, const float *g,
-                                           float eps, int64_t rows, int64_t k, int n, cudaStream_t stream) {
-    if (!x || !g || (uintptr_t)x % 16 || (uintptr_t)g % 16 || rows % 32) return cudaErrorInvalidValue;
+                                           float eps, int64_t rows, int64_t k, int n, int gelu, cudaStream_t stream) {
+    if (!x || !g || (uintptr_t)x % 16 || (uintptr_t)g % 16 || rows % 32 || (gelu != 0 && gelu != 1))
+        return cudaErrorInvalidValue;
     /* v11 only (its copier follows the pairs of tiles); nothing else is tried */
     if (!cu_matvec_fused_supported(wtype, rows, k, n)) return cudaErrorNotSupported;
     cudaError_t e = cudaErrorNotSupported;
-    matvec_v10_any<false, mv_x_norm_glu, MV11_OPT>(y, w, wtype, mv_x_norm_glu{{x, g, eps}}, (int)rows, (int)k, n,
-                                                   stream, &e, -1);
+    if (gelu)
+        matvec_v10_any<false, mv_x_norm_geglu, MV11_OPT>(y, w, wtype, mv_x_norm_geglu{{{x, g, eps}}}, (int)rows,
+                                                         (int)k, n, stream, &e, -1);
+    else
+        matvec_v10_any<false, mv_x_norm_glu, MV11_OPT>(y, w, wtype, mv_x_norm_glu{{x, g, eps}}, (int)rows, (int)k, n,
+                                                       stream, &e, -1);
     return e;
 }
 

@@ -268,14 +268,10 @@ static inline size_t mv12_block_smem(int64_t k, int nt) {
 /* The grid: up to 24 warps per SM (3 blocks of 8: __launch_bounds__'s registers) where shared
  * memory holds them, no more blocks than groups of rows. */
 static inline int mv12_grid(int64_t rows, int64_t k, int nt) {
-    static int per_sm[64];
-    int sms, smem_max, dev = 0;
-    if (!mv_device(&sms, &smem_max) || cudaGetDevice(&dev) != cudaSuccess || dev < 0 || dev >= 64) return 0;
-    if (per_sm[dev] == 0 &&
-        cudaDeviceGetAttribute(&per_sm[dev], cudaDevAttrMaxSharedMemoryPerMultiprocessor, dev) != cudaSuccess)
-        return 0;
+    int sms, smem_max, smem_sm;
+    if (!mv_device(&sms, &smem_max, &smem_sm)) return 0;
     const int64_t groups = (rows + MV12_NR - 1) / MV12_NR;
-    const int64_t by_smem = (int64_t)per_sm[dev] / (int64_t)(mv12_block_smem(k, nt) + 1024);
+    const int64_t by_smem = (int64_t)smem_sm / (int64_t)(mv12_block_smem(k, nt) + 1024);
     const int64_t per = std::max<int64_t>(1, std::min<int64_t>(3 * MV12_WARPS / mv12_warps((int)k), by_smem));
     return (int)std::min<int64_t>(groups, (int64_t)sms * per);
 }

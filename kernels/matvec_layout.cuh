@@ -125,20 +125,23 @@ __device__ __forceinline__ float2 mv_k4_scale(uint4 r, int j) {
 #define MV_TILES 24
 
 /* Multiprocessor count and opt-in shared memory per block of the current device (cached). */
-static inline bool mv_device(int *sms, int *smem_max) {
-    static int cache[64][2];
+static inline bool mv_device(int *sms, int *smem_max, int *smem_sm = nullptr) {
+    static int cache[64][3];
     int dev = 0;
     if (cudaGetDevice(&dev) != cudaSuccess || dev < 0 || dev >= 64) return false;
     if (cache[dev][0] == 0) {
-        int a = 0, b = 0;
+        int a = 0, b = 0, c = 0;
         if (cudaDeviceGetAttribute(&a, cudaDevAttrMultiProcessorCount, dev) != cudaSuccess ||
-            cudaDeviceGetAttribute(&b, cudaDevAttrMaxSharedMemoryPerBlockOptin, dev) != cudaSuccess)
+            cudaDeviceGetAttribute(&b, cudaDevAttrMaxSharedMemoryPerBlockOptin, dev) != cudaSuccess ||
+            cudaDeviceGetAttribute(&c, cudaDevAttrMaxSharedMemoryPerMultiprocessor, dev) != cudaSuccess)
             return false;
         cache[dev][1] = b;
+        cache[dev][2] = c;
         cache[dev][0] = a;
     }
     *sms = cache[dev][0];
     *smem_max = cache[dev][1];
+    if (smem_sm) *smem_sm = cache[dev][2];
     return true;
 }
 

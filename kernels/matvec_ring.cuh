@@ -274,7 +274,7 @@ __device__ __forceinline__ void mv10_block(float *y, const uint8_t *w, XS xv, in
     }
     __syncthreads();
     kt_mark(tr, 4);
-    if constexpr (XS::GLU) { /* silu(gate) * up of each pair of rows, the sums in warp order */
+    if constexpr (XS::GLU) { /* silu or gelu(gate) * up of each pair of rows, the sums in warp order */
         const int np = nt / 2;
         const int64_t F = rows / 2;
         for (int i = threadIdx.x; i < np * NT * 16; i += blockDim.x) {
@@ -286,7 +286,10 @@ __device__ __forceinline__ void mv10_block(float *y, const uint8_t *w, XS xv, in
                 us += red[(((2 * pl + 1) * W + wp) * NT + c) * 16 + r];
             }
             const int64_t j = (t0 / 2 + pl) * 16 + r;
-            if (j < F) y[(int64_t)c * F + j] = mv_silu_mul(gs * rinv[c], us * rinv[c]);
+            if (j < F) {
+                if constexpr (XS::GELU) y[(int64_t)c * F + j] = act_gelu_tanh(gs * rinv[c]) * (us * rinv[c]);
+                else y[(int64_t)c * F + j] = mv_silu_mul(gs * rinv[c], us * rinv[c]);
+            }
         }
         if (late) pdl_wait(); /* pdl.cuh's rule 2: this grid's end implies the one before it ended */
         kt_mark(tr, 5);

@@ -8,6 +8,7 @@
 #include <cuda_fp16.h>
 #include "kernels/kernels.h"
 #include "kernels/rope.cuh"
+#include "kernels/act.cuh"
 
 /* Where a kernel's X comes from (a template parameter of every variant): mv_x, a plain [n][k]
  * array in f32 or f16 (the kernel's XT / XH says which); mv_x_swiglu, silu(g) * u of two strided
@@ -39,7 +40,9 @@ struct mv_x_norm {
  * to Y [n][F] instead of both rows, so the decode step needs no SwiGLU launch. Blocks take whole
  * pairs of tiles, gate tile j with up tile j (logical tile 2j is gate tile j, 2j + 1 up tile j),
  * so the block that sums one sums the other. */
-struct mv_x_norm_glu : mv_x_norm { static constexpr bool GLU = true; };
+struct mv_x_norm_glu : mv_x_norm { static constexpr bool GLU = true, GELU = false; };
+/* The same with Gemma's gate: gelu_tanh(gate_j) * up_j (cu_geglu's formula) */
+struct mv_x_norm_geglu : mv_x_norm_glu { static constexpr bool GELU = true; };
 /* ROPE: a NORM source whose products are a layer's Q, K and V rows (in that order; this matrix's
  * first nq rows are Q, the next nk K, the rest V), which the epilogue does not write to Y but
  * hands on as paged_rope_store does (rope_pair, the same rotation): Q rotated into q_out

@@ -35,12 +35,13 @@ extern "C" {
  * sequence has one token in the launch and no kernel of the PDL chain writes those cells), so
  * the kernel copies its first of them before it waits for that kernel (pdl.cuh); 0: after. */
 #define PAGED_ATT_TOKENS 64
-/* paged_attention runs the tensor-core kernel's V3 for head_dim 64 and 128 (half the mma of its
+/* paged_attention runs the tensor-core kernel's V3 for head_dim 64, 128 and 256 (half the mma of its
  * first form, a merge of splits with its loads in flight), the tiled CUDA-core one for other
  * multiples of 8, the untiled one otherwise; V3 reads pos, seq and pages before its PDL wait, so
  * they must not be written by a kernel of the PDL chain (the engine copies them in before the
  * step). paged_attention_variant (kernel lab and tests): the same with variant 3 (paged_attention),
- * 2 (the tensor-core kernel's first form) or 1 (the tiled one for every multiple of 8). */
+ * 2 (the tensor-core kernel's first form, head_dim 64 and 128) or 1 (the tiled one for every multiple
+ * of 8). */
 size_t paged_attention_scratch_bytes(int n_tok, int n_head, int head_dim, int n_split);
 cudaError_t paged_attention(float *out, const float *q, const uint16_t *k_cache, const uint16_t *v_cache,
                             const int32_t *pos, const int32_t *seq, const int32_t *pages, int page_stride,
@@ -61,7 +62,7 @@ cudaError_t paged_attention_recipe(float *out, const float *q, const uint16_t *k
                                    void *scratch, int n_tok, int n_head, int n_kv_head, int head_dim, int n_split,
                                    int kv_ready, float scale, int window, float softcap, cudaStream_t stream);
 /* The same, writing out also as f16 bits to out_h (paged_to_f16's rounding): the next GEMM's input
- * without a conversion launch. Only the default kernel (3, head_dim 64 or 128); otherwise
+ * without a conversion launch. Only the default kernel (3, head_dim 64, 128 or 256); otherwise
  * cudaErrorNotSupported with nothing launched. */
 cudaError_t paged_attention_f16(float *out, uint16_t *out_h, const float *q, const uint16_t *k_cache,
                                 const uint16_t *v_cache, const int32_t *pos, const int32_t *seq, const int32_t *pages,

@@ -412,7 +412,7 @@ extern "C" cudaError_t paged_attention_f16(float *out, uint16_t *out_h, const fl
                                            float scale, cudaStream_t stream) {
     if (!out_h) return cudaErrorInvalidValue;
     /* the tensor-core kernel's V3 only; the caller converts out itself otherwise */
-    if (head_dim != 64 && head_dim != 128) return cudaErrorNotSupported;
+    if (head_dim != 64 && head_dim != 128 && head_dim != 256) return cudaErrorNotSupported;
     return attention_run(3, out, out_h, q, k_cache, v_cache, pos, seq, pages, page_stride, scratch, n_tok, n_head,
                          n_kv_head, head_dim, n_split, kv_ready, scale, 0, 0.0f, stream);
 }
@@ -451,17 +451,19 @@ static cudaError_t attention_run(int variant, float *out, uint16_t *out_h, const
         if (n_split > 256) return cudaErrorInvalidValue; /* the merge's weights must fit the tile area */
         /* a window or a softcap: the tensor-core kernels' RC instances (V3's, or the first form's) */
         const bool rc = window > 0 || softcap > 0.0f;
-        if (variant >= 2 && (head_dim == 64 || head_dim == 128)) { /* n_head / n_kv_head <= 8: checked above */
 #define PM_LAUNCH(D, V3, RC) pm_launch<D, V3, RC>(out, V3 ? out_h : nullptr, sc, q, k_cache, v_cache, pos, seq, pages, \
                                                   page_stride, grid, n_head, n_kv_head, scale, kv_ready, window, softcap, stream)
+        if (variant == 3 && head_dim == 256) /* Gemma's heads: V3 only (the tiled kernel took ~12 us a layer) */
+            return rc ? PM_LAUNCH(256, true, true) : PM_LAUNCH(256, true, false);
+        if (variant >= 2 && (head_dim == 64 || head_dim == 128)) { /* n_head / n_kv_head <= 8: checked above */
             if (rc) {
                 if (variant == 3) return head_dim == 64 ? PM_LAUNCH(64, true, true) : PM_LAUNCH(128, true, true);
                 return head_dim == 64 ? PM_LAUNCH(64, false, true) : PM_LAUNCH(128, false, true);
             }
             if (variant == 3) return head_dim == 64 ? PM_LAUNCH(64, true, false) : PM_LAUNCH(128, true, false);
             return head_dim == 64 ? PM_LAUNCH(64, false, false) : PM_LAUNCH(128, false, false);
-#undef PM_LAUNCH
         }
+#undef PM_LAUNCH
         /* 64-position tiles up to head_dim 128 (~76 KB of shared memory), 32 above */
         return head_dim <= 128 ? pt_launch<64>(out, sc, q, k_cache, v_cache, pos, seq, pages, page_stride, grid, n_head,
                                                n_kv_head, head_dim, scale, window, softcap, stream)

@@ -8,7 +8,8 @@
 #include "kernels/optin.cuh"
 #include "kernels/trace.cuh"
 
-/* ---- split-KV decode attention on the tensor cores (head_dim 64 or 128, <= 8 heads per kv head) ---
+/* ---- split-KV decode attention on the tensor cores (head_dim 64, 128 or 256 (V3 only: 254
+ * registers a thread, no spill, its ring 99 KB), <= 8 heads per kv head) ---
  * The tiled kernel above does its dot products on the CUDA cores in three barrier-separated phases
  * per 64-position tile: ~8 us per layer even with one tile, ~75 us at 16k positions (~900 GB/s of
  * K/V), while the bytes alone would take ~20 us. Here each warp is on its own: block (split, kv

@@ -3,6 +3,7 @@
  * sum and RoPE's pairs (adjacent or half a rotation apart) are read from one place. */
 #include <cuda_fp16.h>
 
+#include "kernels/act.cuh"
 #include "kernels/pdl.cuh"
 #include "kernels/recipe.h"
 
@@ -138,10 +139,7 @@ __global__ void geglu_kernel(float *out, uint16_t *out_h, const float *g, int64_
     pdl_wait();
     for (int64_t i = blockIdx.x * (int64_t)blockDim.x + threadIdx.x; i < n; i += (int64_t)gridDim.x * blockDim.x) {
         const int64_t t = i / n_ff, c = i % n_ff;
-        const float x = g[t * sg + c];
-        const double k = 0.7978845608028654; /* sqrt(2 / pi) */
-        const float gl = (float)(0.5 * x * (1.0 + tanh(k * (x + 0.044715 * (double)x * x * x))));
-        const float y = gl * u[t * su + c];
+        const float y = act_gelu_tanh(g[t * sg + c]) * u[t * su + c];
         out[i] = y;
         if (out_h) out_h[i] = qr_f16(y);
     }

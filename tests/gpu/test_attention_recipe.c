@@ -3,8 +3,8 @@
  *   paged_attention_recipe (kernels/paged.h): a sliding window (token at pos sees
  *     max(0, pos - window + 1)..pos, the CPU reference's boundary) and a score softcap
  *     (cap * tanh(s / cap) of the scaled score), alone and together, through shuffled page tables
- *     of 3 sequences, for head sizes 64 and 128 (the tensor-core kernel V3), 256 (the tiled kernel's
- *     32-position tiles: the window's first tile may start mid-page) and 36 (the untiled kernel), windows
+ *     of 3 sequences, for head sizes 64, 128 and 256 (the tensor-core kernel V3), 192 (the tiled
+ *     kernel's 32-position tiles: the window's first tile may start mid-page) and 36 (the untiled kernel), windows
  *     below, across and above a page, one and several splits; 1e-4 (attention's budget in
  *     test_kernels.c). Window 0 with softcap 0 must give paged_attention's numbers (1e-4).
  *   paged_attention_prefill_recipe, v2 and v3: the same window and softcap over prompt passes of
@@ -301,7 +301,7 @@ int main(void) {
     /* positions: early (inside the first window), at the window's edge, mid-page and deep */
     const int32_t pos[] = {0, 5, 15, 16, 17, 63, 64, 100, 129, 200, 511, 700, 1000, 1500, 2047, 2100};
     const int n_pos = (int)(sizeof pos / sizeof pos[0]);
-    static const struct { int n_head, n_kv, hd; } heads[] = {{8, 4, 128}, {4, 1, 256}, {8, 2, 64}, {4, 2, 36}};
+    static const struct { int n_head, n_kv, hd; } heads[] = {{8, 4, 128}, {4, 1, 256}, {8, 2, 64}, {4, 2, 192}, {4, 2, 36}};
     static const struct { int window; float cap; } recipes[] = {
         {0, 0}, {16, 0}, {0, 3}, {16, 3}, {4096, 50}, {100, 0}, {512, 0}, {1, 0}, {64, 0}, {65, 3},
     };

@@ -12,7 +12,7 @@
  * Matvecs run as production runs them (cu_matvec_kernel: v11, v10, v3 or v1 by type and shape):
  * v3 and v1 within 1e-4, v10 and v11 (X rounded to int8 per 32 values) and the decode fusions
  * built on them (cu_matvec_f32_norm, _acc, _swiglu_acc) within tests/gpu/mvq.h's budget of that
- * rounding; cu_matvec_f32_norm_glu against cu_matvec_f32_norm then paged_swiglu (1e-3 of the rms); their PDL chain against the same chain unfused (1e-2 of the update of x) and in f64
+ * rounding; cu_matvec_f32_norm_glu against cu_matvec_f32_norm then paged_swiglu or cu_geglu (1e-3 of the rms); their PDL chain against the same chain unfused (1e-2 of the update of x) and in f64
  * (5e-2). v11's ring depth (cu_matvec_ring_stages) is in those checks' names, "no ring" where none
  * fits and v10 runs. The variants production does not run (matvec v2, v4-v9, v10's other
  * options, other ring depths; gemm v1, v3, v5, v6) are checked by the kernel lab
@@ -29,6 +29,7 @@
 #include "kernels/check.h"
 #include "kernels/kernels.h"
 #include "kernels/paged.h"
+#include "kernels/recipe.h"
 #include "kernels/gemm_lab.h"
 
 /* Quantised rows (host, bytes long) in matvec's repacked layout on the device, as the engine
@@ -318,18 +319,18 @@ static void test_matvec_fused(gen_rng *r, uint32_t t, int64_t rows, int64_t k, i
     free(w); free(raw); free(x); free(g); free(y0); free(ref); free(bud); free(y);
 }
 
-/* cu_matvec_f32_norm_glu against cu_matvec_f32_norm then paged_swiglu, which it folds together, on a
+/* cu_matvec_f32_norm_glu against cu_matvec_f32_norm then paged_swiglu (gelu: cu_geglu), which it folds together, on a
  * stacked gate/up matrix of 2F rows: each of the n x F outputs within 1e-3 of the unfused vector's
  * rms (the products' sums are split among warps differently, so not bit for bit; a gate row
  * paired with the wrong up row, a tile read from the wrong place or a missed row is off by O(1)),
  * nothing written past n x F. Variant 10, and rows not a whole number of pairs of tiles, are
  * declined with nothing launched. */
-static void test_matvec_glu(gen_rng *r, uint32_t t, int64_t F, int64_t k, int n) {
+static void test_matvec_glu(gen_rng *r, uint32_t t, int64_t F, int64_t k, int n, int gelu) {
     char name[160], ring[32];
     const int64_t rows = 2 * F, nk = n * k;
     const float eps = 1e-5f;
-    snprintf(name, sizeof name, "matvec norm glu %s 2x%lldx%lld n=%d%s", quant_type_name(t), (long long)F,
-             (long long)k, n, ring_name(t, rows, k, n, 1, ring, sizeof ring));
+    snprintf(name, sizeof name, "matvec norm %s %s 2x%lldx%lld n=%d%s", gelu ? "geglu" : "glu", quant_type_name(t),
+             (long long)F, (long long)k, n, ring_name(t, rows, k, n, 1, ring, sizeof ring));
     size_t wb = quant_row_bytes(t, k) * (size_t)rows;
     void *w = malloc(wb);
     gen_weights(r, t, rows, k, w);
@@ -341,8 +342,10 @@ static void test_matvec_glu(gen_rng *r, uint32_t t, int64_t F, int64_t k, int n)
     float *dx = dev_upload(x, sizeof(float) * (size_t)nk), *dg = dev_upload(g, sizeof(float) * (size_t)k);
     float *dgu = dev_alloc(sizeof(float) * (size_t)(n * rows)), *dwant = dev_poisoned(n * F), *dy = dev_poisoned(n * F);
     cudaError_t e0 = cu_matvec_f32_norm(dgu, dr, t, dx, dg, eps, rows, k, n, 0);
-    if (e0 == cudaSuccess) e0 = paged_swiglu(dwant, dgu, rows, dgu + F, rows, n, (int)F, 0);
-    cudaError_t e = cu_matvec_f32_norm_glu(dy, dr, t, dx, dg, eps, rows, k, n, 0);
+    if (e0 == cudaSuccess)
+        e0 = gelu ? cu_geglu(dwant, NULL, dgu, rows, dgu + F, rows, n, (int)F, 0)
+                  : paged_swiglu(dwant, dgu, rows, dgu + F, rows, n, (int)F, 0);
+    cudaError_t e = cu_matvec_f32_norm_glu(dy, dr, t, dx, dg, eps, rows, k, n, gelu, 0);
     float *want = malloc(sizeof(float) * (size_t)(n * F)), *y = malloc(sizeof(float) * (size_t)(n * F));
     int gw = dev_download(want, dwant, n * F), gy = e == cudaSuccess && dev_download(y, dy, n * F);
     double ss = 0, worst = 0;
@@ -1931,12 +1934,15 @@ int main(void) {
         /* Phi-4-mini's fused Q5_K QKV (24 / 8 heads of 128, 96 dims rotated): v12's epilogue */
         for (int n = 1; n <= 4; n++) test_matvec_norm_rope(&r, QUANT_Q5_K, QUANT_Q5_K, 24, 8, 128, 96, 3072, n, 0);
         /* SwiGLU in the gate/up matvec: 8b's and 1b's FFNs, every type, 1-4 tokens, few tiles */
-        for (int n = 1; n <= 4; n++) test_matvec_glu(&r, QUANT_Q4_0, 14336, 4096, n);
-        test_matvec_glu(&r, QUANT_Q4_K, 14336, 4096, 1);
-        test_matvec_glu(&r, QUANT_Q4_K, 5632, 2048, 3);
-        test_matvec_glu(&r, QUANT_Q8_0, 5632, 2048, 2);
-        test_matvec_glu(&r, QUANT_Q6_K, 1408, 1024, 2);
-        test_matvec_glu(&r, QUANT_Q4_0, 48, 256, 1);
+        for (int n = 1; n <= 4; n++) test_matvec_glu(&r, QUANT_Q4_0, 14336, 4096, n, 0);
+        test_matvec_glu(&r, QUANT_Q4_K, 14336, 4096, 1, 0);
+        test_matvec_glu(&r, QUANT_Q4_K, 5632, 2048, 3, 0);
+        test_matvec_glu(&r, QUANT_Q8_0, 5632, 2048, 2, 0);
+        test_matvec_glu(&r, QUANT_Q6_K, 1408, 1024, 2, 0);
+        test_matvec_glu(&r, QUANT_Q4_0, 48, 256, 1, 0);
+        /* Gemma's GELU gate: gemma3-12b's gate/up, a small one */
+        for (int n = 1; n <= 2; n++) test_matvec_glu(&r, QUANT_Q4_K, 15360, 3840, n, 1);
+        test_matvec_glu(&r, QUANT_Q4_0, 640, 256, 3, 1);
         test_fused_chain(&r, QUANT_Q4_0, QUANT_Q4_0, 0);
         test_fused_chain(&r, QUANT_Q4_K, QUANT_Q6_K, 0);
         test_fused_chain(&r, QUANT_Q8_0, QUANT_Q4_0, 1);
@@ -1999,8 +2005,8 @@ int main(void) {
         const int32_t p5[8] = {14, 15, 16, 17, 47, 48, 79, 320};
         int32_t p6[64];
         for (int i = 0; i < 64; i++) p6[i] = (int32_t)(gen_u64(&r) % 3000);
-        /* variant 3 (production): the tensor-core kernel's V3 for head_dim 64 and 128; 2: its first form; 1:
-         * the tiled one */
+        /* variant 3 (production): the tensor-core kernel's V3 for head_dim 64, 128 and 256; 2: its first
+         * form (64 and 128); 1: the tiled one */
         for (int v = 3; v >= 1; v--) {
             g_att_v = v;
             test_paged_attention(&r, 32, 8, 128, 32, 1, p1);
@@ -2011,7 +2017,10 @@ int main(void) {
             test_paged_attention(&r, 64, 8, 64, 5, 8, p5); /* 8 per kv head, hd 64 */
             test_paged_attention(&r, 32, 16, 128, 3, 8, p5); /* 2 per kv head */
             test_paged_attention(&r, 32, 8, 128, 4, 64, p6); /* a 64-sequence batch step */
-            test_paged_attention(&r, 16, 8, 256, 16, 4, p3); /* 32-position tiles */
+            test_paged_attention(&r, 16, 8, 256, 16, 4, p3); /* V3's 256 (v1, v2: 32-position tiles) */
+            test_paged_attention(&r, 16, 8, 256, 3, 8, p5);  /* Gemma 3 12b's heads at V3's sub-tile edges */
+            test_paged_attention(&r, 8, 1, 256, 256, 1, p7); /* hd 256, 8 heads a kv head, 37 splits */
+            test_paged_attention(&r, 24, 4, 192, 5, 4, p3);  /* hd 192: the tiled kernel's 32-position tiles */
             test_paged_attention(&r, 6, 2, 40, 3, 4, p3);    /* head_dim not a power of two */
             test_paged_attention(&r, 4, 4, 16, 3, 4, p3);    /* aidreams260K's shape */
             test_paged_attention(&r, 6, 2, 36, 32, 4, p3);   /* head_dim % 8 != 0: the untiled kernel */
