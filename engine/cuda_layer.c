@@ -115,6 +115,15 @@ static int group_mm_norm(part *p, const wgroup *g, const float *x, const float *
         DEV_TRY(cu_rmsnorm(xn, x, nw, nt, E, hp->rms_eps, p->st));
         return group_mm(p, g, xn, buf, t0, nt, err, err_size);
     }
+    if (g->n_m == 2) { /* Q/K and V in two types (Q4_K_M): both matrices in one launch where it takes them */
+        const dweight *w0 = &g->m[0], *w1 = &g->m[1];
+        float *y0 = matrix_out(g, buf, p->f->n_batch, 0), *y1 = matrix_out(g, buf, p->f->n_batch, 1);
+        cudaError_t e = cu_matvec_f32_norm_pair(y0 + (int64_t)t0 * w0->rows, w0->w, w0->type, w0->rows,
+                                                y1 + (int64_t)t0 * w1->rows, w1->w, w1->type, w1->rows, x, nw,
+                                                hp->rms_eps, w0->k, nt, p->st);
+        if (e == cudaSuccess) return 0;
+        if (e != cudaErrorNotSupported) DEV_TRY(e);
+    }
     for (int i = 0; i < g->n_m; i++) {
         const dweight *w = &g->m[i];
         float *y = matrix_out(g, buf, p->f->n_batch, i);

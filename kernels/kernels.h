@@ -167,6 +167,14 @@ cudaError_t cu_matvec_f32_norm_rope_pair(const void *w1, uint32_t t1, int64_t ro
                                       uint16_t *k_cache, uint16_t *v_cache, const int32_t *pos, const int32_t *cell,
                                       int64_t kv_dim, int head_dim, int n_rot, float theta, const cu_rope_epi *epi,
                                       cudaStream_t stream);
+/* Two cu_matvec_f32_norm of one x in one launch, as cu_matvec_f32_norm_rope_pair shares the SMs:
+ * Y1 [n][rows1] = W1 . norm(x), Y2 [n][rows2] = W2 . norm(x) (the recipes whose Q/K norms need
+ * a whole head: Qwen3, Gemma 3, whose Q4_K_M V is Q6_K). Outputs equal cu_matvec_f32_norm's within
+ * rounding. Only v11, t1 Q4_K with t2 Q6_K, n 1 or 2, where both grids fit beside each other;
+ * otherwise cudaErrorNotSupported with nothing launched. */
+cudaError_t cu_matvec_f32_norm_pair(float *y1, const void *w1, uint32_t t1, int64_t rows1, float *y2, const void *w2,
+                                 uint32_t t2, int64_t rows2, const float *x, const float *g, float eps, int64_t k, int n,
+                                 cudaStream_t stream);
 /* The blocks of the grid cu_matvec_f32_norm_rope (or _norm) launches for this case; 0 where
  * cu_matvec_fused_supported says no. */
 int cu_matvec_fused_blocks(uint32_t wtype, int64_t rows, int64_t k, int n);

@@ -325,9 +325,25 @@ extern "C" cudaError_t cu_matvec_f32_norm_rope_pair(const void *w1, uint32_t t1,
         !cu_matvec_fused_supported(t2, rows2, k, n))
         return cudaErrorNotSupported;
     cudaError_t e = cudaErrorNotSupported;
-    mv10_dual_launch<QUANT_Q4_K, QUANT_Q6_K, mv_x_norm_rope, MV11_OPT>(w1, s1, (int)rows1, w2, s2, (int)rows2, (int)k,
-                                                                       n, stream, pdl_enabled(), &e, MV11_STAGES, MV_EARLY,
-                                                                       -1, MV_BALANCE);
+    mv10_dual_launch<QUANT_Q4_K, QUANT_Q6_K, mv_x_norm_rope, MV11_OPT>(nullptr, w1, s1, (int)rows1, nullptr, w2, s2,
+                                                                       (int)rows2, (int)k, n, stream, pdl_enabled(), &e,
+                                                                       MV11_STAGES, MV_EARLY, -1, MV_BALANCE);
+    return e;
+}
+
+extern "C" cudaError_t cu_matvec_f32_norm_pair(float *y1, const void *w1, uint32_t t1, int64_t rows1, float *y2,
+                                            const void *w2, uint32_t t2, int64_t rows2, const float *x, const float *g,
+                                            float eps, int64_t k, int n, cudaStream_t stream) {
+    if (!y1 || !y2 || !x || !g || (uintptr_t)x % 16 || (uintptr_t)g % 16) return cudaErrorInvalidValue;
+    /* v11 only, and the pair of types a real file has (Q4_K_M: Q/K Q4_K, V Q6_K) */
+    if (t1 != QUANT_Q4_K || t2 != QUANT_Q6_K || !cu_matvec_fused_supported(t1, rows1, k, n) ||
+        !cu_matvec_fused_supported(t2, rows2, k, n))
+        return cudaErrorNotSupported;
+    const mv_x_norm s{x, g, eps};
+    cudaError_t e = cudaErrorNotSupported;
+    mv10_dual_launch<QUANT_Q4_K, QUANT_Q6_K, mv_x_norm, MV11_OPT>(y1, w1, s, (int)rows1, y2, w2, s, (int)rows2, (int)k,
+                                                                  n, stream, pdl_enabled(), &e, MV11_STAGES, MV_EARLY,
+                                                                  -1, MV_BALANCE);
     return e;
 }
 

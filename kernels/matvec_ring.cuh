@@ -329,16 +329,17 @@ matvec_v10(float *y, const uint8_t *w, XS xv, int rows, int k, int stages, int e
 /* Two matvecs of one X in one launch, each with its own type, source and ring depth: blocks
  * [0, g1) are the first's grid, the rest the second's (a layer's Q/K in one type and V in another:
  * both start at once, where a second launch would start a launch latency later and queue behind
- * the first's blocks). No Y: sources that write their own outputs (ROPE). */
+ * the first's blocks). Sources that write their own outputs (ROPE: y1, y2 null) or NORM sources
+ * into y1 and y2. */
 template <int T1, int T2, typename XS, int O, int NT>
 __global__ void __launch_bounds__(mv10_opt<O>::W * 32, mv10_opt<O>::BPS)
-matvec_v10_dual(const uint8_t *w1, XS x1, int rows1, int stages1, int g1, const uint8_t *w2, XS x2, int rows2,
-                int stages2, int k, int early, int pre) {
-    static_assert(XS::ROPE, "matvec_v10_dual: sources that store their own outputs");
+matvec_v10_dual(float *y1, const uint8_t *w1, XS x1, int rows1, int stages1, int g1, float *y2, const uint8_t *w2,
+                XS x2, int rows2, int stages2, int k, int early, int pre) {
+    static_assert(XS::ROPE || (XS::NORM && !XS::ACC && !XS::GLU), "matvec_v10_dual: ROPE or plain NORM sources");
     if ((int)blockIdx.x < g1)
-        mv10_block<T1, false, XS, O, NT>(nullptr, w1, x1, rows1, k, stages1, early, pre, 0, (int)blockIdx.x, g1);
+        mv10_block<T1, false, XS, O, NT>(y1, w1, x1, rows1, k, stages1, early, pre, 0, (int)blockIdx.x, g1);
     else
-        mv10_block<T2, false, XS, O, NT>(nullptr, w2, x2, rows2, k, stages2, early, pre, 0, (int)blockIdx.x - g1,
+        mv10_block<T2, false, XS, O, NT>(y2, w2, x2, rows2, k, stages2, early, pre, 0, (int)blockIdx.x - g1,
                                          (int)gridDim.x - g1);
 }
 
@@ -515,9 +516,9 @@ static inline int mv10_dual_split(int rows1, int rows2, int k, int nt, bool norm
  * the second matrix's grid shaped for that many and the first's for the rest; false (nothing
  * launched) where either does not fit. */
 template <int T1, int T2, typename XS, int O, int NT>
-static inline bool mv10_dual_launch_nt(const void *w1, XS x1, int rows1, const void *w2, XS x2, int rows2, int k,
-                                       cudaStream_t s, int pdl, cudaError_t *e, int cap, int early, int pre,
-                                       int balance, int second_sms) {
+static inline bool mv10_dual_launch_nt(float *y1, const void *w1, XS x1, int rows1, float *y2, const void *w2, XS x2,
+                                       int rows2, int k, cudaStream_t s, int pdl, cudaError_t *e, int cap, int early,
+                                       int pre, int balance, int second_sms) {
     using P = mv10_opt<O>;
     int sms, smem_max, st1, st2;
     int64_t g1, g2;
@@ -532,21 +533,22 @@ static inline bool mv10_dual_launch_nt(const void *w1, XS x1, int rows1, const v
     if (smem == SIZE_MAX || (smem > 48 * 1024 && smem_optin<matvec_v10_dual<T1, T2, XS, O, NT>>() != cudaSuccess))
         return false;
     *e = pdl_launch_as(pdl, matvec_v10_dual<T1, T2, XS, O, NT>, dim3((unsigned)(g1 + g2)), dim3(P::W * 32), smem, s,
-                       (const uint8_t *)w1, x1, rows1, st1, (int)g1, (const uint8_t *)w2, x2, rows2, st2, k, early, pre);
+                       y1, (const uint8_t *)w1, x1, rows1, st1, (int)g1, y2, (const uint8_t *)w2, x2, rows2, st2, k,
+                       early, pre);
     return true;
 }
 
 template <int T1, int T2, typename XS, int O>
-static inline bool mv10_dual_launch(const void *w1, XS x1, int rows1, const void *w2, XS x2, int rows2, int k, int n,
-                                    cudaStream_t s, int pdl, cudaError_t *e, int cap, int early, int pre, int balance,
-                                    int second_sms = 0) {
+static inline bool mv10_dual_launch(float *y1, const void *w1, XS x1, int rows1, float *y2, const void *w2, XS x2,
+                                    int rows2, int k, int n, cudaStream_t s, int pdl, cudaError_t *e, int cap,
+                                    int early, int pre, int balance, int second_sms = 0) {
     static_assert(mv10_opt<O>::RING, "matvec_v10_dual: v11's options");
     if (n == 1)
-        return mv10_dual_launch_nt<T1, T2, XS, O, 1>(w1, x1, rows1, w2, x2, rows2, k, s, pdl, e, cap, early, pre,
-                                                     balance, second_sms);
+        return mv10_dual_launch_nt<T1, T2, XS, O, 1>(y1, w1, x1, rows1, y2, w2, x2, rows2, k, s, pdl, e, cap, early,
+                                                     pre, balance, second_sms);
     if (n == 2)
-        return mv10_dual_launch_nt<T1, T2, XS, O, 2>(w1, x1, rows1, w2, x2, rows2, k, s, pdl, e, cap, early, pre,
-                                                     balance, second_sms);
+        return mv10_dual_launch_nt<T1, T2, XS, O, 2>(y1, w1, x1, rows1, y2, w2, x2, rows2, k, s, pdl, e, cap, early,
+                                                     pre, balance, second_sms);
     return false; /* Q6_K (mv10_max_n) and the cases measured: one or two tokens */
 }
 

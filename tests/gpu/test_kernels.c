@@ -12,7 +12,8 @@
  * Matvecs run as production runs them (cu_matvec_kernel: v11, v10, v3 or v1 by type and shape):
  * v3 and v1 within 1e-4, v10 and v11 (X rounded to int8 per 32 values) and the decode fusions
  * built on them (cu_matvec_f32_norm, _acc, _swiglu_acc) within tests/gpu/mvq.h's budget of that
- * rounding; cu_matvec_f32_norm_glu against cu_matvec_f32_norm then paged_swiglu or cu_geglu (1e-3 of the rms); their PDL chain against the same chain unfused (1e-2 of the update of x) and in f64
+ * rounding; cu_matvec_f32_norm_glu against cu_matvec_f32_norm then paged_swiglu or cu_geglu (1e-3 of the rms),
+ * cu_matvec_f32_norm_pair against two cu_matvec_f32_norm (1e-4 of the rms); their PDL chain against the same chain unfused (1e-2 of the update of x) and in f64
  * (5e-2). v11's ring depth (cu_matvec_ring_stages) is in those checks' names, "no ring" where none
  * fits and v10 runs. The variants production does not run (matvec v2, v4-v9, v10's other
  * options, other ring depths; gemm v1, v3, v5, v6) are checked by the kernel lab
@@ -366,6 +367,62 @@ static void test_matvec_glu(gen_rng *r, uint32_t t, int64_t F, int64_t k, int n,
     CUDA_CHECK(cudaFree(dw)); CUDA_CHECK(cudaFree(dr)); CUDA_CHECK(cudaFree(dx)); CUDA_CHECK(cudaFree(dg));
     CUDA_CHECK(cudaFree(dgu)); CUDA_CHECK(cudaFree(dwant)); CUDA_CHECK(cudaFree(dy));
     free(w); free(x); free(g); free(want); free(y);
+}
+
+/* cu_matvec_f32_norm_pair (Q4_K rows1 and Q6_K rows2 of one x in one launch) against two
+ * cu_matvec_f32_norm: each output within 1e-4 of its matrix's rms (the pair's grids group the
+ * sums otherwise; a block on the wrong matrix or a missed tile is off by O(1)), nothing written
+ * past either output. */
+static void test_matvec_norm_pair(gen_rng *r, int64_t rows1, int64_t rows2, int64_t k, int n) {
+    char name[160];
+    const uint32_t t1 = QUANT_Q4_K, t2 = QUANT_Q6_K;
+    const int64_t nk = n * k, rows[2] = {rows1, rows2};
+    const uint32_t types[2] = {t1, t2};
+    const float eps = 1e-6f;
+    snprintf(name, sizeof name, "matvec norm pair Q4_K %lld + Q6_K %lld x %lld n=%d", (long long)rows1,
+             (long long)rows2, (long long)k, n);
+    float *x = malloc(sizeof(float) * (size_t)nk), *g = malloc(sizeof(float) * (size_t)k);
+    v10_fill(r, nk, k, NULL, x);
+    for (int64_t i = 0; i < k; i++) g[i] = (float)gen_uniform(r, -1.5, 1.5);
+    float *dx = dev_upload(x, sizeof(float) * (size_t)nk), *dg = dev_upload(g, sizeof(float) * (size_t)k);
+    void *dw[2], *dr[2];
+    float *dwant[2], *dy[2];
+    cudaError_t e0 = cudaSuccess;
+    for (int m = 0; m < 2; m++) {
+        size_t wb = quant_row_bytes(types[m], k) * (size_t)rows[m];
+        void *w = malloc(wb);
+        gen_weights(r, types[m], rows[m], k, w);
+        dw[m] = dev_upload(w, wb);
+        dr[m] = dev_alloc(cu_matvec_repacked_bytes(types[m], rows[m], k));
+        CUDA_CHECK(cu_matvec_repack(dr[m], dw[m], types[m], rows[m], k, 0));
+        dwant[m] = dev_poisoned(n * rows[m]);
+        dy[m] = dev_poisoned(n * rows[m]);
+        if (e0 == cudaSuccess) e0 = cu_matvec_f32_norm(dwant[m], dr[m], types[m], dx, dg, eps, rows[m], k, n, 0);
+        free(w);
+    }
+    cudaError_t e = cu_matvec_f32_norm_pair(dy[0], dr[0], t1, rows1, dy[1], dr[1], t2, rows2, dx, dg, eps, k, n, 0);
+    double worst = 0;
+    int ok = e0 == cudaSuccess && e == cudaSuccess;
+    for (int m = 0; m < 2 && ok; m++) {
+        float *want = malloc(sizeof(float) * (size_t)(n * rows[m])), *y = malloc(sizeof(float) * (size_t)(n * rows[m]));
+        ok = dev_download(want, dwant[m], n * rows[m]) && dev_download(y, dy[m], n * rows[m]);
+        double ss = 0;
+        for (int64_t i = 0; i < n * rows[m]; i++) ss += (double)want[i] * want[i];
+        const double rms = sqrt(ss / (double)(n * rows[m])) + 1e-30;
+        for (int64_t i = 0; ok && i < n * rows[m]; i++) {
+            const double d = fabs((double)y[i] - want[i]) / rms;
+            if (!(d <= worst)) worst = d;
+        }
+        free(want); free(y);
+    }
+    CHECK(ok && worst <= 1e-4, name, "%s / %s, guards %s, worst %.3g of the rms", cudaGetErrorString(e0),
+          cudaGetErrorString(e), ok ? "ok" : "overwritten or failed", worst);
+    for (int m = 0; m < 2; m++) {
+        CUDA_CHECK(cudaFree(dw[m])); CUDA_CHECK(cudaFree(dr[m]));
+        CUDA_CHECK(cudaFree(dwant[m])); CUDA_CHECK(cudaFree(dy[m]));
+    }
+    CUDA_CHECK(cudaFree(dx)); CUDA_CHECK(cudaFree(dg));
+    free(x); free(g);
 }
 
 /* cu_matvec_f32_norm_rope (and for a second matrix cu_matvec_f32_norm_rope_beside, on a stream with PDL;
@@ -1943,6 +2000,14 @@ int main(void) {
         /* Gemma's GELU gate: gemma3-12b's gate/up, a small one */
         for (int n = 1; n <= 2; n++) test_matvec_glu(&r, QUANT_Q4_K, 15360, 3840, n, 1);
         test_matvec_glu(&r, QUANT_Q4_0, 640, 256, 3, 1);
+        /* Q/K and V of the per-head-norm recipes in one launch: gemma3-12b's, qwen3-8b's, a small one */
+        for (int n = 1; n <= 2; n++) test_matvec_norm_pair(&r, 6144, 2048, 3840, n);
+        test_matvec_norm_pair(&r, 5120, 1024, 4096, 1);
+        test_matvec_norm_pair(&r, 384, 128, 256, 2);
+        /* 3 tokens: declined */
+        CHECK(cu_matvec_f32_norm_pair((float *)16, (void *)16, QUANT_Q4_K, 384, (float *)16, (void *)16, QUANT_Q6_K, 128,
+                                      (const float *)16, (const float *)16, 1e-6f, 256, 3, 0) == cudaErrorNotSupported,
+              "matvec norm pair: 3 tokens declined", "launched or failed otherwise");
         test_fused_chain(&r, QUANT_Q4_0, QUANT_Q4_0, 0);
         test_fused_chain(&r, QUANT_Q4_K, QUANT_Q6_K, 0);
         test_fused_chain(&r, QUANT_Q8_0, QUANT_Q4_0, 1);
