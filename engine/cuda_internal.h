@@ -156,6 +156,8 @@ typedef struct {
                          * fcu_part_add adds up itself (cu_gemm_f16_split_parts) */
     void *att_scratch;
     size_t att_scratch_bytes;
+    float *post_part;      /* [FUSE_MAX_N][n_embd]: a post-normed product's rows (cu_matvec_f32_acc_post) */
+    unsigned *post_count;  /* its arrival counter, zeroed at setup */
     void *gemm_scratch; /* split-K partial sums of a GEMM over few tokens */
     size_t gemm_scratch_bytes;
     int n_sm;

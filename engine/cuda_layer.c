@@ -134,10 +134,17 @@ static int group_mm_norm(part *p, const wgroup *g, const float *x, const float *
 }
 
 /* y += W . x for n tokens (y: the residual at token t0): fused into the matvec, or the product
- * into xn and an add. post (a post norm, NULL: none; never with fused: layer_fz_allowed) norms the
- * product before the add. */
+ * into xn and an add. post (a post norm, NULL: none) norms the product before the add: fused, in
+ * the matvec's last block where it takes it (cu_matvec_f32_acc_post), else in the add's launch. */
 static int mm_acc(part *p, const dweight *w, const float *x, float *y, int t0, int n, int fused, int prefilled,
                   const float *post, char *err, size_t err_size) {
+    if (fused && post) {
+        cudaError_t e = cu_matvec_f32_acc_post(y, w->w, w->type, x, post, p->f->m->hp.rms_eps, p->post_part,
+                                               p->post_count, w->rows, w->k, n, prefilled, p->st);
+        if (e == cudaSuccess) return 0;
+        if (e != cudaErrorNotSupported) DEV_TRY(e);
+        fused = 0; /* Q5_K (v12): the product, then the post norm and the add in one launch */
+    }
     if (fused) {
         /* prefilled: X is decode attention's output; the matvec's blocks start while attention
          * runs, long enough for their whole first weight fill to land before the wait (kernels.h) */
@@ -414,18 +421,6 @@ int fcu_run_head(part *p, int n, int r0, int nr, int greedy, int identity, char 
     return 0;
 }
 
-/* The FZ_* products layer L's recipe lets fcu_plan_fusions fuse: the fused accumulating matvecs
- * add wo's and down's products to x as they are, so a post norm (Gemma: the product normed before
- * its add; mm_acc's unfused path and fcu_part_add do it) keeps that product unfused. The gate's
- * activation, SiLU or Gemma's GELU, goes into the fused gate/up's epilogue (cu_matvec_f32_norm_glu,
- * where fcu_ffn_half finds gate and up stacked). */
-static int layer_fz_allowed(const dlayer *L) {
-    int ok = FZ_QKV | FZ_WO | FZ_GU | FZ_DOWN | FZ_LAYER;
-    if (L->attn_post_norm) ok &= ~FZ_WO;
-    if (L->ffn_post_norm) ok &= ~FZ_DOWN;
-    return ok;
-}
-
 /* Whether the fused matvecs take w for n tokens (kernels.h: cu_matvec_fused_supported). */
 static int fused_ok(const dweight *w, int n) {
     return !w->plain && cu_matvec_fused_supported(w->type, w->rows, w->k, n);
@@ -440,19 +435,18 @@ static int fused_ok(const dweight *w, int n) {
  * QKV matvec takes its biases and RoPE from an angle table in its epilogue (FZ_QKV with
  * cu_rope_epi; NEOX pairs are adjacent rows: forward_cuda.neox_rows), or where the model has
  * per-head Q/K norms, which need a whole head, only the norm (FZ_QKVN: recipe.h's epilogue kernel
- * after it); its wo and down add into x as Llama's do (bo goes into x beside them), its gate/up
- * take the norm and, stacked, the SwiGLU. The head fuses its norm unless the model has an output
- * bias. */
+ * after it); its wo and down add into x as Llama's do (bo goes into x beside them; a post norm,
+ * Gemma's, in the matvec's last block: mm_acc), its gate/up take the norm and, stacked, the gate's
+ * activation (SiLU or Gemma's GELU). The head fuses its norm unless the model has an output bias. */
 void fcu_plan_fusions(part *p) {
     for (int n = 1; n <= FUSE_MAX_N; n++) {
         p->head_fz[n] = p->head && !p->output_b && fused_ok(&p->output, n);
         for (int32_t l = 0; l < p->l1 - p->l0; l++) {
             dlayer *L = &p->layers[l];
-            const int allowed = layer_fz_allowed(L);
             int qkv = 1, gu = 1;
             for (int i = 0; i < L->qkv.n_m; i++) qkv &= fused_ok(&L->qkv.m[i], n);
             for (int i = 0; i < L->gu.n_m; i++) gu &= fused_ok(&L->gu.m[i], n);
-            int wo = fused_ok(&L->wo, n) && (allowed & FZ_WO), down = fused_ok(&L->down, n) && (allowed & FZ_DOWN);
+            int wo = fused_ok(&L->wo, n), down = fused_ok(&L->down, n);
             int extra = !qkv + !wo + !gu + !down;
             const int qkv_flag = p->f->general && !p->f->rope_fused ? FZ_QKVN : FZ_QKV;
             L->fz[n] = (uint8_t)((qkv ? qkv_flag : 0) | (wo ? FZ_WO : 0) | (gu ? FZ_GU : 0) | (down ? FZ_DOWN : 0) |

@@ -158,6 +158,8 @@ static void layout_scratch(part *p, arena *a) {
     int at = f->n_batch < ATT_CHUNK ? f->n_batch : ATT_CHUNK; /* tokens per attention launch */
     p->att_scratch_bytes = paged_attention_scratch_bytes(at, p->n_head, hp->head_dim, f->n_split);
     p->att_scratch = take(a, p->att_scratch_bytes);
+    p->post_part = take(a, (size_t)FUSE_MAX_N * E * sizeof(float));
+    p->post_count = take(a, sizeof(unsigned));
     /* cu_gemm_f16_split's bound for any shape's split-K planes: SMs x 128 KiB (kernels.h); the f16
      * panels of the prompt GEMM (variant 7's need what 4's do) may need more. */
     p->gemm_scratch_bytes = (size_t)p->n_sm * (128u << 10);
@@ -536,6 +538,7 @@ static int part_setup(part *p, progress_sum *ps, char *err, size_t err_size) {
     DEV_TRY(cudaMemsetAsync(p->kv_v, 0, kv_each, p->st));
     /* paged_attention's arrival counters live in its scratch and start at zero (paged.h). */
     DEV_TRY(cudaMemsetAsync(p->att_scratch, 0, p->att_scratch_bytes, p->st));
+    DEV_TRY(cudaMemsetAsync(p->post_count, 0, sizeof(unsigned), p->st)); /* as is cu_matvec_f32_acc_post's */
     DEV_TRY(cudaStreamSynchronize(p->st));
     return 0;
 }

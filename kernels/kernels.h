@@ -109,6 +109,16 @@ cudaError_t cu_matvec_f32_acc(float *y, const void *w, uint32_t wtype, const flo
  * while that kernel runs (otherwise one or two slots: matvec_dp4a.cuh's mv11_pre; PERF-LOG run 66). */
 cudaError_t cu_matvec_f32_acc_prefilled(float *y, const void *w, uint32_t wtype, const float *x, int64_t rows, int64_t k,
                                      int n, cudaStream_t stream);
+/* cu_matvec_f32_acc with Gemma's post norm of the product before the add: Y += W . X / rms(W . X)
+ * * post, the rms over the rows of each token (paged_post_add_rmsnorm's arithmetic, sum of squares
+ * in double), so the layer needs no post-norm launch. part: scratch of n * rows floats, count: an
+ * unsigned that is 0 (device memory zeroed once: each launch leaves it 0). One launch at a time
+ * per part/count. prefilled: as cu_matvec_f32_acc_prefilled. v11 or v10 (Q4_0, Q4_K, Q8_0, Q6_K as
+ * cu_matvec_fused_supported), rows % 4 == 0, y, post and part 16-byte aligned; otherwise
+ * cudaErrorNotSupported with nothing launched. */
+cudaError_t cu_matvec_f32_acc_post(float *y, const void *w, uint32_t wtype, const float *x, const float *post, float eps,
+                                float *part, unsigned *count, int64_t rows, int64_t k, int n, int prefilled,
+                                cudaStream_t stream);
 cudaError_t cu_matvec_f32_swiglu_acc(float *y, const void *w, uint32_t wtype, const float *g, int64_t sg,
                                   const float *u, int64_t su, int64_t rows, int64_t k, int n, cudaStream_t stream);
 /* What the general layer (engine/cuda_layer.c) changes in cu_matvec_f32_norm_rope's epilogue, for

@@ -44,6 +44,7 @@ static void mv_prepare_all() {
     mv10_prepare_all<T, false, mv_x_norm_rope>();
     mv10_prepare_all<T, false, mv_x_acc>();
     mv10_prepare_all<T, false, mv_x_swiglu_acc>();
+    mv10_prepare_all<T, false, mv_x_acc_post>();
     mv10_prepare_all<T, false, mv_x, MV11_OPT>();
     mv10_prepare_all<T, true, mv_x, MV11_OPT>();
     mv10_prepare_all<T, false, mv_x_swiglu, MV11_OPT>();
@@ -53,6 +54,7 @@ static void mv_prepare_all() {
     mv10_prepare_all<T, false, mv_x_norm_geglu, MV11_OPT>();
     mv10_prepare_all<T, false, mv_x_acc, MV11_OPT>();
     mv10_prepare_all<T, false, mv_x_swiglu_acc, MV11_OPT>();
+    mv10_prepare_all<T, false, mv_x_acc_post, MV11_OPT>();
 }
 
 /* v10 (O = 0) or v11 (MV11_OPT) for weight type t; false with nothing launched where it does not
@@ -375,6 +377,20 @@ extern "C" cudaError_t cu_matvec_f32_acc(float *y, const void *w, uint32_t wtype
                                       int64_t k, int n, cudaStream_t stream) {
     if (!x) return cudaErrorInvalidValue;
     return matvec_fused(y, w, wtype, mv_x_acc{{x}}, rows, k, n, stream);
+}
+
+extern "C" cudaError_t cu_matvec_f32_acc_post(float *y, const void *w, uint32_t wtype, const float *x, const float *post,
+                                           float eps, float *part, unsigned *count, int64_t rows, int64_t k, int n,
+                                           int prefilled, cudaStream_t stream) {
+    if (!x || !post || !part || !count) return cudaErrorInvalidValue;
+    /* v11, or v10 where no ring fits: v12 (Q5_K) has no post-norm tail, which reads float4s */
+    if (wtype == QUANT_Q5_K || rows % 4 || (uintptr_t)y % 16 || (uintptr_t)post % 16 || (uintptr_t)part % 16 ||
+        !cu_matvec_fused_supported(wtype, rows, k, n))
+        return cudaErrorNotSupported;
+    cudaError_t e = cudaErrorNotSupported;
+    matvec_v10_family<false>(y, w, wtype, mv_x_acc_post{{x}, post, eps, part, count}, (int)rows, (int)k, n, stream, &e,
+                             prefilled ? 0 : -1);
+    return e;
 }
 
 extern "C" cudaError_t cu_matvec_f32_acc_prefilled(float *y, const void *w, uint32_t wtype, const float *x,

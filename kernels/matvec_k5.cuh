@@ -121,6 +121,7 @@ __host__ __device__ __forceinline__ int mv12_warps(int64_t k) {
 template <typename XT, typename XS, int NT>
 __global__ void __launch_bounds__(32 * MV12_WARPS, 3) matvec_v12(float *y, const uint8_t *w, XS x, int rows, int k) {
     static_assert(!XS::GLU, "v12: no gate/up epilogue (v11 only)");
+    static_assert(!XS::POST, "v12: no post norm (v10 and v11 only)");
     extern __shared__ __align__(16) uint8_t mv12_s[];
     uint8_t *xq = mv12_s;                      /* [NT][k] int8, [h][i][32] per 256 */
     float *xd = (float *)(mv12_s + NT * k);    /* [NT][k / 32] */

@@ -123,6 +123,79 @@ __device__ __forceinline__ void mv11_issue(uint32_t wq, uint32_t wl, const mv11_
     }
 }
 
+/* POST's tail (mv_x_acc_post), after every thread of the block stored its rows' sums in part:
+ * the arrival (V3 attention's pattern: barrier, fence, atomic; partials visible before the count
+ * moves), and in the last block to arrive, per token, the products' sum of squares in double in a
+ * fixed order (the warps' sums in warp order) and y += part / rms * post, paged_post_add_rmsnorm's
+ * arithmetic. Every thread keeps MV_POST_V float4 loads in flight per pass: the first form, one
+ * dependent L2 round trip per 512 rows, took ~9 us for 3840 rows (a separate launch ~5). rows % 4
+ * == 0 and 16-byte aligned rows (cu_matvec_f32_acc_post checks). smem: the block's dynamic shared
+ * memory, free by now. True in the last block. */
+#define MV_POST_V 2
+template <int NT>
+__device__ __forceinline__ bool mv_post_tail(float *y, const mv_x_acc_post &xv, int rows, int nblk, uint8_t *smem) {
+    int *last = (int *)smem;
+    double *rd = (double *)(smem + 16);
+    __syncthreads();
+    if (threadIdx.x == 0) {
+        __threadfence();
+        const bool l = atomicAdd(xv.count, 1u) == (unsigned)nblk - 1;
+        if (l) __threadfence();
+        *last = l;
+    }
+    __syncthreads();
+    if (!*last) return false;
+    const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5, nw = (int)(blockDim.x >> 5), nv = rows >> 2;
+    const int step = MV_POST_V * (int)blockDim.x;
+    const float4 *g4 = (const float4 *)xv.post;
+    for (int c = 0; c < NT; c++) {
+        const float4 *p4 = (const float4 *)(xv.part + (int64_t)c * rows); /* written by other SMs: __ldcg */
+        float4 *y4 = (float4 *)(y + (int64_t)c * rows);
+        double ssd = 0;
+        for (int b = 0; b < nv; b += step) {
+            float4 v[MV_POST_V];
+#pragma unroll
+            for (int j = 0; j < MV_POST_V; j++) {
+                const int i = b + j * (int)blockDim.x + (int)threadIdx.x;
+                v[j] = i < nv ? __ldcg(p4 + i) : make_float4(0.f, 0.f, 0.f, 0.f);
+            }
+#pragma unroll
+            for (int j = 0; j < MV_POST_V; j++)
+                ssd += ((double)v[j].x * v[j].x + (double)v[j].y * v[j].y) +
+                       ((double)v[j].z * v[j].z + (double)v[j].w * v[j].w);
+        }
+#pragma unroll
+        for (int o = 16; o > 0; o >>= 1) ssd += __shfl_xor_sync(0xffffffffu, ssd, o);
+        if (lane == 0) rd[warp] = ssd;
+        __syncthreads();
+        double ss = 0;
+        for (int w = 0; w < nw; w++) ss += rd[w];
+        const float ps = (float)(1.0 / sqrt(ss / rows + xv.eps));
+        for (int b = 0; b < nv; b += step) {
+            float4 v[MV_POST_V], g[MV_POST_V], a[MV_POST_V];
+#pragma unroll
+            for (int j = 0; j < MV_POST_V; j++) {
+                const int i = b + j * (int)blockDim.x + (int)threadIdx.x;
+                if (i < nv) {
+                    v[j] = __ldcg(p4 + i);
+                    g[j] = __ldg(g4 + i);
+                    a[j] = y4[i];
+                }
+            }
+#pragma unroll
+            for (int j = 0; j < MV_POST_V; j++) {
+                const int i = b + j * (int)blockDim.x + (int)threadIdx.x;
+                if (i < nv)
+                    y4[i] = make_float4(a[j].x + v[j].x * ps * g[j].x, a[j].y + v[j].y * ps * g[j].y,
+                                        a[j].z + v[j].z * ps * g[j].z, a[j].w + v[j].w * ps * g[j].w);
+            }
+        }
+        __syncthreads(); /* rd is the next token's */
+    }
+    if (threadIdx.x == 0) *xv.count = 0;
+    return true;
+}
+
 /* v10's block bid of a grid of nblk blocks (matvec_v10: the launch's own; matvec_v10_dual: one of
  * its two parts). */
 template <int T, bool XH, typename XS, int O, int NT>
@@ -311,13 +384,19 @@ __device__ __forceinline__ void mv10_block(float *y, const uint8_t *w, XS xv, in
             const float ps = __shfl_xor_sync(0xffffffffu, s, 1); /* row ^ 1: same tile and token */
             if (live && row < rows) mv_rope_store(xv, row, c, s, ps);
         } else if (live && row < rows) {
-            float *yp = y + (int64_t)c * rows + row; /* one thread of one block owns it */
-            if constexpr (XS::ACC) s += *yp; /* as kernels.h's cu_add: y + (W . X) */
-            *yp = s;
+            if constexpr (XS::POST) {
+                xv.part[(int64_t)c * rows + row] = s; /* normed and added by the last block */
+            } else {
+                float *yp = y + (int64_t)c * rows + row; /* one thread of one block owns it */
+                if constexpr (XS::ACC) s += *yp; /* as kernels.h's cu_add: y + (W . X) */
+                *yp = s;
+            }
         }
     }
     if (late) pdl_wait(); /* pdl.cuh's rule 2: this grid's end implies the one before it ended */
     kt_mark(tr, 5);
+    if constexpr (XS::POST)
+        if (mv_post_tail<NT>(y, xv, rows, nblk, mv10_smem_buf)) kt_mark(tr, 5); /* the last block's end */
 }
 
 template <int T, bool XH, typename XS = mv_x, int O = 0, int NT = 1>

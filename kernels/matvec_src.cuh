@@ -20,20 +20,35 @@
  * itself while staging x * g, and scales its outputs by 1 / rms); ACC, Y += W . X instead of
  * Y = W . X (mv_x_acc, mv_x_swiglu_acc: the residual add of the attention output and FFN down
  * products). */
-struct mv_x { const void *p; static constexpr bool NORM = false, ACC = false, ROPE = false, GLU = false; };
+struct mv_x {
+    const void *p;
+    static constexpr bool NORM = false, ACC = false, ROPE = false, GLU = false, POST = false;
+};
 struct mv_x_swiglu {
     const float *g, *u;
     int64_t sg, su;
     bool vec; /* vec: float4 loads */
-    static constexpr bool NORM = false, ACC = false, ROPE = false, GLU = false;
+    static constexpr bool NORM = false, ACC = false, ROPE = false, GLU = false, POST = false;
 };
 struct mv_x_acc : mv_x { static constexpr bool ACC = true; };
+/* POST (v10 and v11 only): an ACC source whose product goes through Gemma's post norm before the
+ * add, Y += post_norm(W . X) (paged_post_add_rmsnorm's arithmetic). The norm needs every row of
+ * the product: each block puts its rows' sums in part [n][rows] (scratch), and the last block to
+ * arrive at count (zero between launches; that block sets it back) norms and adds them all, so the
+ * layer needs no post-norm launch. */
+struct mv_x_acc_post : mv_x {
+    const float *post; /* the post norm's weight [rows] */
+    float eps;
+    float *part;
+    unsigned *count;
+    static constexpr bool ACC = true, POST = true;
+};
 struct mv_x_swiglu_acc : mv_x_swiglu { static constexpr bool ACC = true; };
 /* x [n][k] f32 (rows 16-byte aligned), g [k] the norm's weight, eps the norm's epsilon. */
 struct mv_x_norm {
     const float *x, *g;
     float eps;
-    static constexpr bool NORM = true, ACC = false, ROPE = false, GLU = false;
+    static constexpr bool NORM = true, ACC = false, ROPE = false, GLU = false, POST = false;
 };
 /* GLU (v11 only): a NORM source whose matrix is an FFN's gate rows [0, F) stacked on its up rows
  * [F, 2F) (F a multiple of 16); the epilogue writes silu(gate_j) * up_j (paged_swiglu's formula)

@@ -13,7 +13,8 @@
  * v3 and v1 within 1e-4, v10 and v11 (X rounded to int8 per 32 values) and the decode fusions
  * built on them (cu_matvec_f32_norm, _acc, _swiglu_acc) within tests/gpu/mvq.h's budget of that
  * rounding; cu_matvec_f32_norm_glu against cu_matvec_f32_norm then paged_swiglu or cu_geglu (1e-3 of the rms),
- * cu_matvec_f32_norm_pair against two cu_matvec_f32_norm (1e-4 of the rms); their PDL chain against the same chain unfused (1e-2 of the update of x) and in f64
+ * cu_matvec_f32_norm_pair against two cu_matvec_f32_norm (1e-4 of the rms), cu_matvec_f32_acc_post against
+ * the matvec then paged_post_add_rmsnorm (1e-5 of the added term's rms); their PDL chain against the same chain unfused (1e-2 of the update of x) and in f64
  * (5e-2). v11's ring depth (cu_matvec_ring_stages) is in those checks' names, "no ring" where none
  * fits and v10 runs. The variants production does not run (matvec v2, v4-v9, v10's other
  * options, other ring depths; gemm v1, v3, v5, v6) are checked by the kernel lab
@@ -367,6 +368,64 @@ static void test_matvec_glu(gen_rng *r, uint32_t t, int64_t F, int64_t k, int n,
     CUDA_CHECK(cudaFree(dw)); CUDA_CHECK(cudaFree(dr)); CUDA_CHECK(cudaFree(dx)); CUDA_CHECK(cudaFree(dg));
     CUDA_CHECK(cudaFree(dgu)); CUDA_CHECK(cudaFree(dwant)); CUDA_CHECK(cudaFree(dy));
     free(w); free(x); free(g); free(want); free(y);
+}
+
+/* cu_matvec_f32_acc_post (Gemma's post norm in the accumulating matvec's last block) against the
+ * production matvec then paged_post_add_rmsnorm's post norm and add: y within 1e-5 of the added
+ * term's rms (the same sums; the sum of squares grouped otherwise, in double), launched twice on
+ * two copies of y (the second needs the first to have set the arrival counter back: it must read
+ * 0 after each), nothing written past y. Q5_K (v12) is declined with nothing launched. */
+static void test_matvec_acc_post(gen_rng *r, uint32_t t, int64_t rows, int64_t k, int n, int prefilled) {
+    char name[160];
+    const int64_t nk = n * k, ny = n * rows;
+    const float eps = 1e-6f;
+    snprintf(name, sizeof name, "matvec acc post %s %lldx%lld n=%d%s", quant_type_name(t), (long long)rows,
+             (long long)k, n, prefilled ? " prefilled" : "");
+    size_t wb = quant_row_bytes(t, k) * (size_t)rows;
+    void *w = malloc(wb);
+    gen_weights(r, t, rows, k, w);
+    float *x = malloc(sizeof(float) * (size_t)nk), *y0 = malloc(sizeof(float) * (size_t)ny);
+    float *post = malloc(sizeof(float) * (size_t)rows);
+    v10_fill(r, nk, k, NULL, x);
+    for (int64_t i = 0; i < ny; i++) y0[i] = (float)gen_uniform(r, -3, 3);
+    for (int64_t i = 0; i < rows; i++) post[i] = (float)gen_uniform(r, 0.2, 2.0);
+    void *dw = dev_upload(w, wb), *dr = dev_alloc(cu_matvec_repacked_bytes(t, rows, k));
+    CUDA_CHECK(cu_matvec_repack(dr, dw, t, rows, k, 0));
+    float *dx = dev_upload(x, sizeof(float) * (size_t)nk), *dpost = dev_upload(post, sizeof(float) * (size_t)rows);
+    float *dprod = dev_alloc(sizeof(float) * (size_t)ny), *dsum = dev_alloc(sizeof(float) * (size_t)ny);
+    float *dwant = dev_poisoned(ny), *dy1 = dev_poisoned(ny), *dy2 = dev_poisoned(ny);
+    float *dpart = dev_alloc(sizeof(float) * (size_t)ny);
+    unsigned *dcount = dev_alloc(sizeof(unsigned)), c1 = 1, c2 = 1;
+    CUDA_CHECK(cudaMemset(dcount, 0, sizeof(unsigned)));
+    for (float *d = dwant; d; d = d == dwant ? dy1 : d == dy1 ? dy2 : NULL)
+        CUDA_CHECK(cudaMemcpy(d, y0, sizeof(float) * (size_t)ny, cudaMemcpyHostToDevice));
+    cudaError_t e0 = cu_matvec_f32(dprod, dr, t, dx, rows, k, n, 0);
+    if (e0 == cudaSuccess)
+        e0 = paged_post_add_rmsnorm(dwant, dsum, NULL, dprod, 1, 0, dpost, NULL, n, (int)rows, eps, 0);
+    cudaError_t e = cu_matvec_f32_acc_post(dy1, dr, t, dx, dpost, eps, dpart, dcount, rows, k, n, prefilled, 0);
+    if (e == cudaSuccess) {
+        CUDA_CHECK(cudaMemcpy(&c1, dcount, sizeof(unsigned), cudaMemcpyDeviceToHost));
+        e = cu_matvec_f32_acc_post(dy2, dr, t, dx, dpost, eps, dpart, dcount, rows, k, n, prefilled, 0);
+    }
+    if (e == cudaSuccess) CUDA_CHECK(cudaMemcpy(&c2, dcount, sizeof(unsigned), cudaMemcpyDeviceToHost));
+    float *want = malloc(sizeof(float) * (size_t)ny), *y1 = malloc(sizeof(float) * (size_t)ny),
+          *y2 = malloc(sizeof(float) * (size_t)ny);
+    int ok = e0 == cudaSuccess && e == cudaSuccess && dev_download(want, dwant, ny) && dev_download(y1, dy1, ny) &&
+             dev_download(y2, dy2, ny);
+    double ss = 0, worst = 0;
+    for (int64_t i = 0; ok && i < ny; i++) ss += ((double)want[i] - y0[i]) * ((double)want[i] - y0[i]);
+    const double rms = sqrt(ss / (double)ny) + 1e-30;
+    for (int64_t i = 0; ok && i < ny; i++) {
+        const double d = fmax(fabs((double)y1[i] - want[i]), fabs((double)y2[i] - want[i])) / rms;
+        if (!(d <= worst)) worst = d;
+    }
+    CHECK(ok && worst <= 1e-5 && rms > 0.1 && c1 == 0 && c2 == 0, name,
+          "%s / %s, %s, worst %.3g of the added term's rms %.3g, counter after %u, %u", cudaGetErrorString(e0),
+          cudaGetErrorString(e), ok ? "guards ok" : "failed or overwritten", worst, rms, c1, c2);
+    CUDA_CHECK(cudaFree(dw)); CUDA_CHECK(cudaFree(dr)); CUDA_CHECK(cudaFree(dx)); CUDA_CHECK(cudaFree(dpost));
+    CUDA_CHECK(cudaFree(dprod)); CUDA_CHECK(cudaFree(dsum)); CUDA_CHECK(cudaFree(dwant)); CUDA_CHECK(cudaFree(dy1));
+    CUDA_CHECK(cudaFree(dy2)); CUDA_CHECK(cudaFree(dpart)); CUDA_CHECK(cudaFree(dcount));
+    free(w); free(x); free(y0); free(post); free(want); free(y1); free(y2);
 }
 
 /* cu_matvec_f32_norm_pair (Q4_K rows1 and Q6_K rows2 of one x in one launch) against two
@@ -2004,6 +2063,16 @@ int main(void) {
         for (int n = 1; n <= 2; n++) test_matvec_norm_pair(&r, 6144, 2048, 3840, n);
         test_matvec_norm_pair(&r, 5120, 1024, 4096, 1);
         test_matvec_norm_pair(&r, 384, 128, 256, 2);
+        /* Gemma's post norms in wo's and down's last block: gemma3-12b's wo (Q4_K) and down (Q6_K
+         * and Q4_K), a small Q4_0 and Q8_0 one; Q5_K declined */
+        for (int n = 1; n <= 4; n++) test_matvec_acc_post(&r, QUANT_Q4_K, 3840, 4096, n, n == 1);
+        for (int n = 1; n <= 2; n++) test_matvec_acc_post(&r, QUANT_Q6_K, 3840, 15360, n, 0);
+        test_matvec_acc_post(&r, QUANT_Q4_K, 3840, 15360, 1, 0);
+        test_matvec_acc_post(&r, QUANT_Q4_0, 640, 1024, 3, 1);
+        test_matvec_acc_post(&r, QUANT_Q8_0, 640, 2048, 2, 0);
+        CHECK(cu_matvec_f32_acc_post((float *)16, (void *)16, QUANT_Q5_K, (const float *)16, (const float *)16, 1e-6f,
+                                     (float *)16, (unsigned *)16, 3072, 3072, 1, 0, 0) == cudaErrorNotSupported,
+              "matvec acc post: Q5_K declined", "launched or failed otherwise");
         /* 3 tokens: declined */
         CHECK(cu_matvec_f32_norm_pair((float *)16, (void *)16, QUANT_Q4_K, 384, (float *)16, (void *)16, QUANT_Q6_K, 128,
                                       (const float *)16, (const float *)16, 1e-6f, 256, 3, 0) == cudaErrorNotSupported,
