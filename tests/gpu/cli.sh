@@ -60,11 +60,12 @@ if real_models_or_skip "gpu cli: real models"; then
     fi
     # head 256, n_embd 640 (k of 10 chunks: the prompt GEMM's tail loop): greedy text, and the
     # perplexity of 128-token passes (the prompt GEMMs and attention) within 0.1% of the CPU's.
-    # 15 tokens: the 16th is a near-tie (" and" over "." by 0.012 logits on the exact path, 0.043
-    # with 8-bit activations), which the GPU's 8-bit decode activations may flip.
-    "$MGI" -m "$GEMMA3" -p "The capital of France is" -n 15 --temp 0 >"$TMP/g3-gpu.txt" 2>"$TMP/g3-gpu.err"
+    # 11 tokens: the 12th is a near-tie (" largest" over " capital" by 0.014 logits on the exact
+    # path; mgi batch's top_logprobs), which the GPU's 8-bit decode activations may flip (the
+    # head-256 tensor-core attention, itself closer to f64 than the tiled kernel it replaced, did).
+    "$MGI" -m "$GEMMA3" -p "The capital of France is" -n 11 --temp 0 >"$TMP/g3-gpu.txt" 2>"$TMP/g3-gpu.err"
     rc=$?
-    "$MGI" -m "$GEMMA3" -p "The capital of France is" -n 15 --temp 0 -ngl 0 --cpu-exact >"$TMP/g3-cpu.txt" 2>/dev/null
+    "$MGI" -m "$GEMMA3" -p "The capital of France is" -n 11 --temp 0 -ngl 0 --cpu-exact >"$TMP/g3-cpu.txt" 2>/dev/null
     if [ $rc -eq 0 ] && [ -s "$TMP/g3-gpu.txt" ] && cmp -s "$TMP/g3-gpu.txt" "$TMP/g3-cpu.txt"; then
         pass "gpu cli: gemma-3-270m greedy text on the GPU equals the CPU's"
     else fail "gpu cli: gemma-3-270m greedy text on the GPU equals the CPU's" "exit $rc, gpu '$(head -c 80 "$TMP/g3-gpu.txt")' cpu '$(head -c 80 "$TMP/g3-cpu.txt")' $(head -c 200 "$TMP/g3-gpu.err")"; fi
