@@ -102,6 +102,28 @@ static void matmul_tiles(void *arg, int64_t b, int64_t e, int thread) {
     }
 }
 
+/* Interleaved groups (decode with a repacked weight): as matmul_tiles, row blocks being whole
+ * groups of QUANT_ILV_ROWS. */
+static void matmul_ilv(void *arg, int64_t b, int64_t e, int thread) {
+    (void)thread;
+    matmul_job *j = arg;
+    const cpu_weight *w = j->w;
+    size_t gb = quant_ilv_group_bytes(w->type, w->n_cols);
+    for (int64_t i = b; i < e; i++) {
+        int64_t rb = i / j->n_tb, tb = i % j->n_tb;
+        int64_t r0 = rb * j->row_block, t0 = tb * TOK_BLOCK;
+        int64_t nr = w->n_rows - r0 < j->row_block ? w->n_rows - r0 : j->row_block;
+        int64_t nt = j->n_tok - t0 < TOK_BLOCK ? j->n_tok - t0 : TOK_BLOCK;
+        for (int64_t r = r0; r < r0 + nr; r += QUANT_ILV_ROWS) {
+            int gr = r0 + nr - r < QUANT_ILV_ROWS ? (int)(r0 + nr - r) : QUANT_ILV_ROWS;
+            quant_ilv_dot(j->c->isa, w->type, w->n_cols, (const uint8_t *)w->ilv + (size_t)(r / QUANT_ILV_ROWS) * gb, gr,
+                          (const uint8_t *)j->c->act + (size_t)t0 * j->xq_bytes, j->xq_bytes, nt,
+                          j->out + (size_t)t0 * (size_t)w->n_rows + (size_t)r, (size_t)w->n_rows);
+        }
+        matmul_pair_sum(j, t0, nt, r0, nr);
+    }
+}
+
 /* Panels: an item is a group of `group` panels x PANEL_TOK tokens. The group is unpacked once,
  * then tokens go 8 at a time through every panel of it, so each token's outputs are written as
  * whole cache lines (2 panels = 32 rows = 128 bytes): rows of the output lie n_rows * 4 bytes
@@ -137,6 +159,23 @@ static void matmul_panels(void *arg, int64_t b, int64_t e, int thread) {
         }
         int64_t nr = w->n_rows - r0 < rows_per ? w->n_rows - r0 : rows_per;
         matmul_pair_sum(j, t0, nt, r0, nr);
+    }
+}
+
+size_t cpu_matmul_repack_bytes(const cpu_weight *w, quant_isa isa) {
+    if (!quant_ilv_usable(isa, w->type)) return 0;
+    size_t gb = quant_ilv_group_bytes(w->type, w->n_cols);
+    size_t ng = (size_t)((w->n_rows + QUANT_ILV_ROWS - 1) / QUANT_ILV_ROWS);
+    return gb && ng <= SIZE_MAX / gb ? gb * ng : 0;
+}
+
+void cpu_matmul_repack(const cpu_weight *w, int64_t g0, int64_t g1, void *dst) {
+    size_t gb = quant_ilv_group_bytes(w->type, w->n_cols);
+    for (int64_t g = g0; g < g1; g++) {
+        int64_t r = g * QUANT_ILV_ROWS;
+        int nr = w->n_rows - r < QUANT_ILV_ROWS ? (int)(w->n_rows - r) : QUANT_ILV_ROWS;
+        quant_ilv_pack(w->type, w->n_cols, (const uint8_t *)w->data + (size_t)r * w->row_bytes, w->row_bytes, nr,
+                       (uint8_t *)dst + (size_t)g * gb);
     }
 }
 
@@ -196,8 +235,13 @@ int cpu_matmul(cpu_matmul_ctx *c, const cpu_weight *w, const float *x, int64_t n
      * alternately by the threads, restarted both at every claim. Zen 5, 2 threads, mini q4_k_m
      * tg: ~95-115 -> ~150-190 t/s. */
     int one_pass = n_tok <= QUANT_DOT_TOK;
-    int64_t row_block = one_pass ? DECODE_ROW_BLOCK : ROW_BLOCK;
-    while (row_block > 1 && n_tok <= TOK_BLOCK && w->n_rows / row_block < (one_pass ? 4 : 8) * n_threads)
+    /* Interleaved: every token through each group while it is in cache; row blocks of whole
+     * groups. */
+    int ilv = !use_panels && w->ilv && quant_ilv_usable(c->isa, w->type);
+    int64_t row_block = one_pass || ilv ? DECODE_ROW_BLOCK : ROW_BLOCK;
+    int64_t min_block = ilv ? QUANT_ILV_ROWS : 1;
+    while (row_block > min_block && n_tok <= TOK_BLOCK &&
+           w->n_rows / row_block < (one_pass || ilv ? 4 : 8) * n_threads)
         row_block /= 2;
     matmul_job j = {
         .c = c, .w = w, .x = x, .out = out, .final_out = final_out, .n_tok = n_tok,
@@ -208,7 +252,7 @@ int cpu_matmul(cpu_matmul_ctx *c, const cpu_weight *w, const float *x, int64_t n
         threadpool_run(c->pool, n_in, 1, matmul_quant_rows, &j);
     else
         matmul_quant_rows(&j, 0, n_in, 0);
-    threadpool_fn fn = matmul_tiles;
+    threadpool_fn fn = ilv ? matmul_ilv : matmul_tiles;
     int64_t n_items = (w->n_rows + row_block - 1) / row_block * j.n_tb;
     if (use_panels) {
         fn = matmul_panels;

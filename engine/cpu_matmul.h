@@ -12,12 +12,15 @@
 #include "quant/dot.h"
 
 /* A weight matrix as stored: n_rows rows of n_cols elements of `type`, row r at
- * data + r * row_bytes. Described by raw fields so any loader's tensors fit. */
+ * data + r * row_bytes. Described by raw fields so any loader's tensors fit. ilv, when not NULL:
+ * the same rows repacked (cpu_matmul_repack) in groups of QUANT_ILV_ROWS, which products of
+ * few tokens read instead of data. */
 typedef struct {
     uint32_t type;
     int64_t n_cols, n_rows;  /* [n_rows][n_cols] */
     size_t row_bytes;        /* >= quant_row_bytes(type, n_cols) */
     const void *data;
+    const void *ilv;         /* [ceil(n_rows / 16)] groups of quant_ilv_group_bytes, or NULL */
 } cpu_weight;
 
 /* Per-caller state: the pool (NULL: the caller alone), the instruction-set path, the
@@ -47,6 +50,11 @@ typedef struct {
  * Q5_0 ~40. At 128 tokens panels run 1.7x (Q6_K) to 3.3x (Q4_0) the row kernels. */
 #define CPU_MATMUL_PANEL_MIN_TOK 16
 #define CPU_MATMUL_PANEL_MIN_TOK_Q5 48
+
+/* Bytes of w's interleaved form on path isa (quant/dot.h), 0 where it has none; and the repacking
+ * of groups [g0, g1) of it into dst (the whole form's buffer), so that threads may share it. */
+size_t cpu_matmul_repack_bytes(const cpu_weight *w, quant_isa isa);
+void cpu_matmul_repack(const cpu_weight *w, int64_t g0, int64_t g1, void *dst);
 
 /* isa: quant_isa_best() for real work; lower paths for tests and comparisons. */
 void cpu_matmul_init(cpu_matmul_ctx *c, threadpool *pool, quant_isa isa);

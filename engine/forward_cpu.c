@@ -337,7 +337,22 @@ const engine_backend_ops forward_cpu_ops = {
 int forward_cpu_fast(forward_cpu *f, int paired, char *err, size_t err_size) {
     if (forward_cpu_exec_fast(&f->exec, err, err_size)) return -1;
     f->exec.mm.act_pair = paired;
-    return 0;
+    /* the matrices of this state's layers and its head, in the order a pass multiplies them */
+    int n = 0, cap = 7 * (f->layer1 - f->layer0) + 1;
+    const llama_weight **w = malloc((size_t)cap * sizeof *w);
+    if (!w) {
+        snprintf(err, err_size, "out of memory");
+        return -1;
+    }
+    for (int32_t l = f->layer0; l < f->layer1; l++) {
+        const llama_layer *L = &f->m->layers[l];
+        const llama_weight *lw[] = {&L->wq, &L->wk, &L->wv, &L->wo, &L->w_gate, &L->w_up, &L->w_down};
+        for (int i = 0; i < 7; i++) w[n++] = lw[i];
+    }
+    if (f->layer1 == f->m->hp.n_layer) w[n++] = &f->m->output;
+    int rc = forward_cpu_exec_repack(&f->exec, w, n, err, err_size);
+    free(w);
+    return rc;
 }
 
 void forward_cpu_threads(forward_cpu *f, int n_threads, int n_threads_batch) {

@@ -2,7 +2,8 @@
  * counts (decode and prompt tilings) on no pool and pools of 1..3 threads and every path this
  * CPU runs, with activation pairs (the default) and 8-bit rows alone, against f64 sums over the
  * dequantised weights and the quantised activations (the budget is f32 rounding, derived in
- * test_dot.c), bit-identical whatever the thread count (each
+ * test_dot.c), each weight also repacked into interleaved groups where the path has them (the
+ * decode form), bit-identical whatever the thread count (each
  * output element is one kernel's work, so the split must not change it); and the checks on a
  * weight's description. */
 #include <math.h>
@@ -49,9 +50,16 @@ static void case_type(uint32_t t, threadpool *pools[4], char *why, size_t wn, in
     char err[256];
     for (int isa = 0; isa < QUANT_ISA_COUNT; isa++) {
         if (!quant_isa_supported((quant_isa)isa)) continue;
+        /* the weight as stored, then (where the path has it) repacked into interleaved groups */
+        W.ilv = NULL;
+        size_t ilv_bytes = cpu_matmul_repack_bytes(&W, (quant_isa)isa);
+        void *ilv = ilv_bytes ? malloc(ilv_bytes) : NULL;
+        if (ilv) cpu_matmul_repack(&W, 0, (n_rows + QUANT_ILV_ROWS - 1) / QUANT_ILV_ROWS, ilv);
+        for (int il = 0; il < 1 + (ilv != NULL); il++)
         for (int pair = 1; pair >= 0; pair--)
         for (int ti = 0; ti < 5; ti++) {
             int64_t nt = toks[ti];
+            W.ilv = il ? ilv : NULL;
             for (int pi = 0; pi < 4; pi++) {
                 cpu_matmul_ctx c;
                 cpu_matmul_init(&c, pools[pi], (quant_isa)isa);
@@ -85,14 +93,15 @@ static void case_type(uint32_t t, threadpool *pools[4], char *why, size_t wn, in
                         double tol = (double)(nb + 16) * 0x1p-23 * mag;
                         double got = out[k * n_rows + r];
                         if (!(fabs(got - want) <= tol) && !(*bad)++)
-                            snprintf(why, wn, "%s %s %s %lld tokens: out[%lld][%lld] = %.9g, want %.9g (tol %.3g)",
-                                     quant_type_name(t), quant_isa_name((quant_isa)isa),
+                            snprintf(why, wn, "%s %s%s %s %lld tokens: out[%lld][%lld] = %.9g, want %.9g (tol %.3g)",
+                                     quant_type_name(t), quant_isa_name((quant_isa)isa), il ? " interleaved" : "",
                                      pair ? "paired" : "8-bit", (long long)nt, (long long)k,
                                      (long long)r, got, want, tol);
                     }
                 }
             }
         }
+        free(ilv);
     }
     free(w), free(wd), free(tmp), free(x), free(xd), free(out), free(first), free(xq), free(xq_lo), free(xd_lo);
 }
@@ -110,7 +119,7 @@ static void test_products(void) {
         int bad = 0, bad_det = 0;
         case_type(types[ti], pools, why, sizeof why, &bad, &bad_det);
         snprintf(name, sizeof name,
-                 "cpu_matmul %s: 1, 3, 13, 33, 70 tokens x 37 rows, paired and 8-bit activations, equal the f64 product",
+                 "cpu_matmul %s: 1, 3, 13, 33, 70 tokens x 37 rows, paired and 8-bit activations, stored and repacked, equal the f64 product",
                  quant_type_name(types[ti]));
         CHECK(!bad, name, "%s (%d bad)", why, bad);
         snprintf(name, sizeof name, "cpu_matmul %s: bit-identical on no pool and 1, 2, 3 threads",

@@ -116,13 +116,14 @@ static void note(verdict *v, double err, double budget) {
 /* The quantised types have panels (quant/dot.h). */
 static int be_panel(uint32_t t) { return quant_traits_of(t)->block_elems > 1; }
 
-enum { ROWS = 19, TOKS = 7, N_OUT = 2 * QUANT_ISA_COUNT };
+enum { ROWS = 19, TOKS = 7, N_OUT = 3 * QUANT_ISA_COUNT };
 
-/* Output o of a case: a path's row kernel (o < QUANT_ISA_COUNT) or its panel kernel. */
+/* Output o of a case: a path's row kernel (o < QUANT_ISA_COUNT), its panel kernel or its
+ * interleaved-group kernel. */
 static const char *out_name(int o) {
     static char buf[N_OUT][32];
     snprintf(buf[o], sizeof buf[o], "%s%s", quant_isa_name((quant_isa)(o % QUANT_ISA_COUNT)),
-             o >= QUANT_ISA_COUNT ? " panel" : "");
+             o >= 2 * QUANT_ISA_COUNT ? " interleaved" : o >= QUANT_ISA_COUNT ? " panel" : "");
     return buf[o];
 }
 
@@ -136,6 +137,7 @@ static void run_case(uint32_t t, int64_t n, int raw, verdict *vq, verdict *vx, v
     static float out[N_OUT][TOKS * ROWS];
     int have[N_OUT] = {0};
     void *panel = malloc(quant_panel_bytes(t, n) + 1);
+    void *group = malloc(quant_ilv_group_bytes(t, n) + 1);
     make_weights(t, n, ROWS, raw, w, rb);
     for (int r = 0; r < ROWS; r++) quant_dequant_row(t, w + (size_t)r * rb, wd + (size_t)r * n, n, NULL, 0);
     for (int k = 0; k < TOKS; k++) fill_normal(x + (size_t)k * n, n);
@@ -158,9 +160,19 @@ static void run_case(uint32_t t, int64_t n, int raw, verdict *vq, verdict *vx, v
             quant_panel_dot((quant_isa)isa, t, n, panel, nr, xq[isa], xb, TOKS, out[QUANT_ISA_COUNT + isa] + r0, ROWS);
         }
         have[QUANT_ISA_COUNT + isa] = 1;
+        if (!quant_ilv_usable((quant_isa)isa, t)) continue;
+        for (int r0 = 0; r0 < ROWS; r0 += QUANT_ILV_ROWS) {
+            int nr = ROWS - r0 < QUANT_ILV_ROWS ? ROWS - r0 : QUANT_ILV_ROWS;
+            quant_ilv_pack(t, n, w + (size_t)r0 * rb, rb, nr, group);
+            quant_ilv_dot((quant_isa)isa, t, n, group, nr, xq[isa], xb, TOKS, out[2 * QUANT_ISA_COUNT + isa] + r0, ROWS);
+        }
+        have[2 * QUANT_ISA_COUNT + isa] = 1;
     }
     if (be_panel(t) && !have[QUANT_ISA_COUNT])
         fail(vs, "%s: the portable path has no panel kernel", quant_type_name(t));
+    int want_ilv = t == QUANT_Q4_0 || t == QUANT_Q4_1 || t == QUANT_Q4_K || t == QUANT_Q6_K;
+    if (want_ilv && quant_isa_supported(QUANT_ISA_AVX512) && !have[2 * QUANT_ISA_COUNT + QUANT_ISA_AVX512])
+        fail(vs, "%s: the AVX-512 path has no interleaved kernel", quant_type_name(t));
     for (int k = 0; k < TOKS; k++) {
         quant_act_dequant_row(t, xq[0] + (size_t)k * xb, xd, n);
         const float *xk = x + (size_t)k * n;
@@ -204,6 +216,7 @@ static void run_case(uint32_t t, int64_t n, int raw, verdict *vq, verdict *vx, v
     }
     for (int isa = 0; isa < QUANT_ISA_COUNT; isa++) free(xq[isa]);
     free(panel);
+    free(group);
     free(w);
     free(x);
     free(wd);
@@ -228,7 +241,7 @@ static void test_types(void) {
         snprintf(name, sizeof name, "dot %s: within the activation-quantisation budget of the exact dot", quant_type_name(t));
         CHECK(!vx.bad, name, "%s (%d bad)", vx.why, vx.bad);
         snprintf(name, sizeof name, "dot %s: SIMD paths%s match the portable one", quant_type_name(t),
-                 be_panel(t) ? " and every panel kernel" : "");
+                 be_panel(t) ? " and every panel and interleaved kernel" : "");
         CHECK(!vs.bad, name, "%s (%d bad)", vs.why, vs.bad);
         printf("  info: %s worst error / budget: %.3f quantised, %.3f exact, %.3f SIMD vs portable\n",
                quant_type_name(t), vq.worst, vx.worst, vs.worst);
