@@ -147,18 +147,24 @@ static void matmul_panels(void *arg, int64_t b, int64_t e, int thread) {
                              nr, buf + (size_t)np * j->panel_bytes);
         }
         packed = gi;
+        /* pairs: each token's two rows summed by the kernel into the final output */
         for (int64_t t = t0; t < t0 + nt; t += 8) {
             int64_t n8 = t0 + nt - t < 8 ? t0 + nt - t : 8;
             for (int k = 0; k < np; k++) {
                 int64_t r = r0 + (int64_t)k * QUANT_PANEL_ROWS;
                 int nr = w->n_rows - r < QUANT_PANEL_ROWS ? (int)(w->n_rows - r) : QUANT_PANEL_ROWS;
-                quant_panel_dot(j->c->isa, w->type, w->n_cols, buf + (size_t)k * j->panel_bytes, nr,
-                                (const uint8_t *)j->c->act + (size_t)t * j->xq_bytes, j->xq_bytes, n8,
-                                j->out + (size_t)t * (size_t)w->n_rows + (size_t)r, (size_t)w->n_rows);
+                const uint8_t *xt = (const uint8_t *)j->c->act + (size_t)t * j->xq_bytes;
+                if (j->pair)
+                    quant_panel_dot_pair(j->c->isa, w->type, w->n_cols, buf + (size_t)k * j->panel_bytes, nr, xt,
+                                         j->xq_bytes, n8 / 2,
+                                         j->final_out + (size_t)(t / 2) * (size_t)w->n_rows + (size_t)r,
+                                         (size_t)w->n_rows);
+                else
+                    quant_panel_dot(j->c->isa, w->type, w->n_cols, buf + (size_t)k * j->panel_bytes, nr, xt,
+                                    j->xq_bytes, n8, j->out + (size_t)t * (size_t)w->n_rows + (size_t)r,
+                                    (size_t)w->n_rows);
             }
         }
-        int64_t nr = w->n_rows - r0 < rows_per ? w->n_rows - r0 : rows_per;
-        matmul_pair_sum(j, t0, nt, r0, nr);
     }
 }
 

@@ -99,6 +99,11 @@ void quant_panel_pack(uint32_t wtype, int64_t n, const void *w, size_t w_stride,
 /* out[t * out_stride + r] = dot(panel row r, activation row t) for r < nr, t < n_tok. */
 void quant_panel_dot(quant_isa isa, uint32_t wtype, int64_t n, const void *panel, int nr, const void *xq,
                      size_t xq_stride, int64_t n_tok, float *out, size_t out_stride);
+/* The same for n_tok tokens whose activations are pairs (quant_act_quant_row_pair): rows 2t (hi)
+ * and 2t + 1 (lo), xq_stride bytes apart; out[t * out_stride + r] = the sum of both rows'
+ * products, in one pass where the path has a pair kernel (the AVX-512 ones). */
+void quant_panel_dot_pair(quant_isa isa, uint32_t wtype, int64_t n, const void *panel, int nr, const void *xq,
+                          size_t xq_stride, int64_t n_tok, float *out, size_t out_stride);
 
 /* ---- interleaved rows: the decode case ------------------------------------------------------
  * A token or a few read each weight once, from memory, so the weights keep their 4- or 6-bit

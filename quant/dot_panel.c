@@ -222,3 +222,20 @@ void quant_panel_dot(quant_isa isa, uint32_t wtype, int64_t n, const void *panel
     while (i > 0 && !quant_panel_usable((quant_isa)i, wtype)) i--;
     panel_tables[i]->panel[panel_kind(wtype)](n, panel, nr, xq, xq_stride, n_tok, out, out_stride);
 }
+
+void quant_panel_dot_pair(quant_isa isa, uint32_t wtype, int64_t n, const void *panel, int nr, const void *xq,
+                          size_t xq_stride, int64_t n_tok, float *out, size_t out_stride) {
+    int i = (unsigned)isa < QUANT_ISA_COUNT ? (int)isa : QUANT_ISA_COUNT - 1;
+    while (i > 0 && !quant_panel_usable((quant_isa)i, wtype)) i--;
+    quant_panel_kern k = panel_tables[i]->panel_pair[panel_kind(wtype)];
+    if (k) {
+        k(n, panel, nr, xq, xq_stride, n_tok, out, out_stride);
+        return;
+    }
+    for (int64_t t = 0; t < n_tok; t++) {
+        float two[2][QUANT_PANEL_ROWS];
+        panel_tables[i]->panel[panel_kind(wtype)](n, panel, nr, (const uint8_t *)xq + (size_t)(2 * t) * xq_stride,
+                                                  xq_stride, 2, two[0], QUANT_PANEL_ROWS);
+        for (int r = 0; r < nr; r++) out[(size_t)t * out_stride + (size_t)r] = two[0][r] + two[1][r];
+    }
+}

@@ -606,9 +606,12 @@ AI void panel_body(quant_panel_kind k, int64_t n, const void *panel, int nr, con
 
 #if SIMD_PANEL_512
 /* The same with all 16 rows in one 512-bit register: one integer product per token and 4 codes
- * instead of two, and one scale-and-bias step. */
-AI void panel_body512(quant_panel_kind k, int64_t n, const void *panel, int nr, const void *x, size_t xs, int nt,
-                      float *out, size_t os) {
+ * instead of two, and one scale-and-bias step. pair: the nt activation rows are nt / 2 tokens'
+ * pairs (hi, lo; quant_act_quant_row_pair), each pair summed into one accumulator and written
+ * as one output row: one bias step and one store a token instead of two, and no pass afterwards
+ * adding the two rows' products. */
+AI void panel_body512_p(int pair, quant_panel_kind k, int64_t n, const void *panel, int nr, const void *x, size_t xs,
+                        int nt, float *out, size_t os) {
     const int L = k == QUANT_PANEL_16_Q8K ? 16 : 32;
     const uint8_t *codes = panel;
     const float *scale = quant_panel_scale(panel, n), *bias = scale + (n / L) * 16;
@@ -632,31 +635,34 @@ AI void panel_body512(quant_panel_kind k, int64_t n, const void *panel, int nr, 
             }
         }
         __m512 sc = _mm512_loadu_ps(scale + 16 * s), bi = _mm512_loadu_ps(bias + 16 * s);
+        /* a pair's two rows go to accumulator t / 2 (pair) or each to its own */
+#define PA(t) acc[pair ? (t) / 2 : (t)]
         if (k == QUANT_PANEL_32_Q8) {
-            UNROLL for (int t = 0; t < nt; t++) {
-                acc[t] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(isum[t]), _mm512_mul_ps(sc, _mm512_set1_ps(dx[t])), acc[t]);
-                acc[t] = _mm512_fmadd_ps(bi, _mm512_set1_ps(xsum[t]), acc[t]);
-            }
+            UNROLL for (int t = 0; t < nt; t++)
+                PA(t) = _mm512_fmadd_ps(_mm512_cvtepi32_ps(isum[t]), _mm512_mul_ps(sc, _mm512_set1_ps(dx[t])), PA(t));
+            UNROLL for (int t = 0; t < nt; t += 1 + pair)
+                PA(t) = _mm512_fmadd_ps(bi, _mm512_set1_ps(pair ? xsum[t] + xsum[t + 1] : xsum[t]), PA(t));
             continue;
         }
         /* Q8_K activations: dx is one per 256, so the scaled sums of a super-block gather in
          * blk and take dx once at its end (a multiply less per sub-block and token). */
-        UNROLL for (int t = 0; t < nt; t++) {
-            blk[t] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(isum[t]), sc, blk[t]);
-            acc[t] = _mm512_fmadd_ps(bi, _mm512_set1_ps(xsum[t]), acc[t]);
-        }
+        UNROLL for (int t = 0; t < nt; t++) blk[t] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(isum[t]), sc, blk[t]);
+        UNROLL for (int t = 0; t < nt; t += 1 + pair)
+            PA(t) = _mm512_fmadd_ps(bi, _mm512_set1_ps(pair ? xsum[t] + xsum[t + 1] : xsum[t]), PA(t));
         if ((s + 1) % (QK_K / L) == 0)
             UNROLL for (int t = 0; t < nt; t++) {
-                acc[t] = _mm512_fmadd_ps(blk[t], _mm512_set1_ps(dx[t]), acc[t]);
+                PA(t) = _mm512_fmadd_ps(blk[t], _mm512_set1_ps(dx[t]), PA(t));
                 blk[t] = _mm512_setzero_ps();
             }
+#undef PA
     }
-    UNROLL for (int t = 0; t < nt; t++) {
+    UNROLL for (int t = 0; t < nt / (1 + pair); t++) {
         float tmp[16];
         _mm512_storeu_ps(tmp, acc[t]);
         memcpy(out + (size_t)t * os, tmp, (size_t)nr * sizeof(float));
     }
 }
+#define panel_body512(...) panel_body512_p(0, __VA_ARGS__)
 #define PANEL_BODY panel_body512
 #else
 #define PANEL_BODY panel_body
@@ -684,6 +690,32 @@ AI void panel_body512(quant_panel_kind k, int64_t n, const void *panel, int nr, 
 PANEL_KERN(QUANT_PANEL_32_Q8, panel_32_q8)
 PANEL_KERN(QUANT_PANEL_32_Q8K, panel_32_q8k)
 PANEL_KERN(QUANT_PANEL_16_Q8K, panel_16_q8k)
+
+#if SIMD_PANEL_512
+/* Pairs (quant/dot.h: quant_panel_dot_pair): n_tok tokens, 2 * n_tok activation rows. */
+#define PANEL_PAIR_KERN(kind, name)                                                                    \
+    static void name(int64_t n, const void *p, int nr, const void *x, size_t xs, int64_t n_tok, float *o, \
+                     size_t os) {                                                                      \
+        enum { TP = SIMD_PANEL_T / 2 > 0 ? SIMD_PANEL_T / 2 : 1 };                                     \
+        for (int64_t t0 = 0; t0 < n_tok; t0 += TP) {                                                   \
+            int64_t nt = n_tok - t0 < TP ? n_tok - t0 : TP;                                            \
+            const void *xt = XROW(x, xs, 2 * t0);                                                      \
+            float *ot = o + (size_t)t0 * os;                                                           \
+            switch (nt) {                                                                              \
+            case 1: panel_body512_p(1, kind, n, p, nr, xt, xs, 2, ot, os); break;                      \
+            case 2: panel_body512_p(1, kind, n, p, nr, xt, xs, 2 * (2 < TP ? 2 : TP), ot, os); break;  \
+            case 3: panel_body512_p(1, kind, n, p, nr, xt, xs, 2 * (3 < TP ? 3 : TP), ot, os); break;  \
+            default: panel_body512_p(1, kind, n, p, nr, xt, xs, 2 * TP, ot, os); break;                \
+            }                                                                                          \
+        }                                                                                              \
+    }
+PANEL_PAIR_KERN(QUANT_PANEL_32_Q8, panel_pair_32_q8)
+PANEL_PAIR_KERN(QUANT_PANEL_32_Q8K, panel_pair_32_q8k)
+PANEL_PAIR_KERN(QUANT_PANEL_16_Q8K, panel_pair_16_q8k)
+#define PANEL_PAIR_TABLE {panel_pair_32_q8, panel_pair_32_q8k, panel_pair_16_q8k}
+#else
+#define PANEL_PAIR_TABLE {0}
+#endif
 
 #if SIMD_PANEL_512
 /* ---- interleaved groups (the decode case; layouts in dot_ilv.c) -----------------------------
@@ -918,6 +950,7 @@ const quant_dot_table SIMD_TABLE = {
     .act = {[QUANT_ACT_Q8] = act_q8, [QUANT_ACT_Q8_K] = act_q8_K},
     .panel = {panel_32_q8, panel_32_q8k, panel_16_q8k},
     .ilv = ILV_TABLE,
+    .panel_pair = PANEL_PAIR_TABLE,
     .panel_wide = SIMD_PANEL_WIDE,
     .axpy = axpy,
 };

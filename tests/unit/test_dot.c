@@ -135,6 +135,8 @@ static void run_case(uint32_t t, int64_t n, int raw, verdict *vq, verdict *vx, v
     float *xd = malloc((size_t)n * sizeof *xd);
     uint8_t *xq[QUANT_ISA_COUNT];
     static float out[N_OUT][TOKS * ROWS];
+    static float pair_out[QUANT_ISA_COUNT][TOKS / 2 * ROWS];
+    static double tol_of[TOKS * ROWS];
     int have[N_OUT] = {0};
     void *panel = malloc(quant_panel_bytes(t, n) + 1);
     void *group = malloc(quant_ilv_group_bytes(t, n) + 1);
@@ -158,6 +160,8 @@ static void run_case(uint32_t t, int64_t n, int raw, verdict *vq, verdict *vx, v
             int nr = ROWS - r0 < QUANT_PANEL_ROWS ? ROWS - r0 : QUANT_PANEL_ROWS;
             quant_panel_pack(t, n, w + (size_t)r0 * rb, rb, nr, panel);
             quant_panel_dot((quant_isa)isa, t, n, panel, nr, xq[isa], xb, TOKS, out[QUANT_ISA_COUNT + isa] + r0, ROWS);
+            /* rows 2p and 2p + 1 taken as token p's pair */
+            quant_panel_dot_pair((quant_isa)isa, t, n, panel, nr, xq[isa], xb, TOKS / 2, pair_out[isa] + r0, ROWS);
         }
         have[QUANT_ISA_COUNT + isa] = 1;
         if (!quant_ilv_usable((quant_isa)isa, t)) continue;
@@ -194,6 +198,7 @@ static void run_case(uint32_t t, int64_t n, int raw, verdict *vq, verdict *vx, v
                 }
             }
             double r_tol = (double)(nb + 16) * 0x1p-23 * absq + 1e-35;
+            tol_of[k * ROWS + r] = r_tol;
             for (int isa = 0; isa < N_OUT; isa++) {
                 if (!have[isa]) continue;
                 double got = out[isa][k * ROWS + r];
@@ -213,6 +218,21 @@ static void run_case(uint32_t t, int64_t n, int raw, verdict *vq, verdict *vx, v
                 if (isa > 0) note(vs, fabs(got - ref), 2 * r_tol);
             }
         }
+    }
+    /* a pair's panel product: the sum of its two rows' panel products, within both budgets */
+    for (int isa = 0; isa < QUANT_ISA_COUNT; isa++) {
+        if (!have[QUANT_ISA_COUNT + isa]) continue;
+        for (int p = 0; p < TOKS / 2; p++)
+            for (int r = 0; r < ROWS; r++) {
+                double want = (double)out[QUANT_ISA_COUNT + isa][2 * p * ROWS + r] +
+                              out[QUANT_ISA_COUNT + isa][(2 * p + 1) * ROWS + r];
+                double tol = 2 * (tol_of[2 * p * ROWS + r] + tol_of[(2 * p + 1) * ROWS + r]);
+                double got = pair_out[isa][p * ROWS + r];
+                if (!(fabs(got - want) <= tol))
+                    fail(vs, "%s n=%lld %s pair panel row %d token %d: %.9g vs the rows' sum %.9g (tol %.3g)",
+                         quant_type_name(t), (long long)n, quant_isa_name((quant_isa)isa), r, p, got, want, tol);
+                note(vs, fabs(got - want), tol);
+            }
     }
     for (int isa = 0; isa < QUANT_ISA_COUNT; isa++) free(xq[isa]);
     free(panel);
@@ -241,7 +261,7 @@ static void test_types(void) {
         snprintf(name, sizeof name, "dot %s: within the activation-quantisation budget of the exact dot", quant_type_name(t));
         CHECK(!vx.bad, name, "%s (%d bad)", vx.why, vx.bad);
         snprintf(name, sizeof name, "dot %s: SIMD paths%s match the portable one", quant_type_name(t),
-                 be_panel(t) ? " and every panel and interleaved kernel" : "");
+                 be_panel(t) ? " and every panel (rows and pairs) and interleaved kernel" : "");
         CHECK(!vs.bad, name, "%s (%d bad)", vs.why, vs.bad);
         printf("  info: %s worst error / budget: %.3f quantised, %.3f exact, %.3f SIMD vs portable\n",
                quant_type_name(t), vq.worst, vx.worst, vs.worst);
