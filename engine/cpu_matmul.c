@@ -143,8 +143,14 @@ static void matmul_panels(void *arg, int64_t b, int64_t e, int thread) {
         for (int64_t r = r0; r < w->n_rows && r < r0 + rows_per; r += QUANT_PANEL_ROWS, np++) {
             if (packed == gi) continue;
             int nr = w->n_rows - r < QUANT_PANEL_ROWS ? (int)(w->n_rows - r) : QUANT_PANEL_ROWS;
-            quant_panel_pack(w->type, w->n_cols, (const uint8_t *)w->data + (size_t)r * w->row_bytes, w->row_bytes,
-                             nr, buf + (size_t)np * j->panel_bytes);
+            if (w->ilv)  /* the repacked group: a split of nibbles */
+                quant_panel_pack_ilv(w->type, w->n_cols,
+                                     (const uint8_t *)w->ilv +
+                                         (size_t)(r / QUANT_ILV_ROWS) * quant_ilv_group_bytes(w->type, w->n_cols),
+                                     buf + (size_t)np * j->panel_bytes);
+            else
+                quant_panel_pack(w->type, w->n_cols, (const uint8_t *)w->data + (size_t)r * w->row_bytes,
+                                 w->row_bytes, nr, buf + (size_t)np * j->panel_bytes);
         }
         packed = gi;
         /* pairs: each token's two rows summed by the kernel into the final output */

@@ -99,6 +99,10 @@ void quant_panel_pack(uint32_t wtype, int64_t n, const void *w, size_t w_stride,
 /* out[t * out_stride + r] = dot(panel row r, activation row t) for r < nr, t < n_tok. */
 void quant_panel_dot(quant_isa isa, uint32_t wtype, int64_t n, const void *panel, int nr, const void *xq,
                      size_t xq_stride, int64_t n_tok, float *out, size_t out_stride);
+/* The panel of one interleaved group (quant_ilv_pack's, QUANT_ILV_ROWS == QUANT_PANEL_ROWS rows):
+ * the same bytes as quant_panel_pack of the group's rows (rows past the group's last real row
+ * may hold -0 for 0), without going back to the stored rows. */
+void quant_panel_pack_ilv(uint32_t wtype, int64_t n, const void *group, void *panel);
 /* The same for n_tok tokens whose activations are pairs (quant_act_quant_row_pair): rows 2t (hi)
  * and 2t + 1 (lo), xq_stride bytes apart; out[t * out_stride + r] = the sum of both rows'
  * products, in one pass where the path has a pair kernel (the AVX-512 ones). */
@@ -116,6 +120,7 @@ void quant_panel_dot_pair(quant_isa isa, uint32_t wtype, int64_t n, const void *
  * (Q4_K: 2.8% more, its packed 6-bit scales and mins widened to bytes). Q4_0, Q4_1, Q4_K and
  * Q6_K on the AVX-512 paths. */
 #define QUANT_ILV_ROWS 16
+QUANT_STATIC_ASSERT(QUANT_ILV_ROWS == QUANT_PANEL_ROWS, "a group is one panel's rows");
 
 /* 1 when (isa, wtype) has the interleaved kernel. */
 int quant_ilv_usable(quant_isa isa, uint32_t wtype);

@@ -160,6 +160,19 @@ static void run_case(uint32_t t, int64_t n, int raw, verdict *vq, verdict *vx, v
             int nr = ROWS - r0 < QUANT_PANEL_ROWS ? ROWS - r0 : QUANT_PANEL_ROWS;
             quant_panel_pack(t, n, w + (size_t)r0 * rb, rb, nr, panel);
             quant_panel_dot((quant_isa)isa, t, n, panel, nr, xq[isa], xb, TOKS, out[QUANT_ISA_COUNT + isa] + r0, ROWS);
+            if (quant_ilv_group_bytes(t, n) && quant_ilv_usable((quant_isa)isa, t)) {
+                /* the panel from the interleaved group gives the same products, bit for bit */
+                static float again[TOKS * ROWS];
+                void *p2 = malloc(quant_panel_bytes(t, n));
+                quant_ilv_pack(t, n, w + (size_t)r0 * rb, rb, nr, group);
+                quant_panel_pack_ilv(t, n, group, p2);
+                quant_panel_dot((quant_isa)isa, t, n, p2, nr, xq[isa], xb, TOKS, again, ROWS);
+                for (int k = 0; k < TOKS; k++)
+                    if (memcmp(again + k * ROWS, out[QUANT_ISA_COUNT + isa] + k * ROWS + r0, (size_t)nr * sizeof(float)))
+                        fail(vs, "%s n=%lld %s: the panel of the interleaved group gives other products (token %d)",
+                             quant_type_name(t), (long long)n, quant_isa_name((quant_isa)isa), k);
+                free(p2);
+            }
             /* rows 2p and 2p + 1 taken as token p's pair */
             quant_panel_dot_pair((quant_isa)isa, t, n, panel, nr, xq[isa], xb, TOKS / 2, pair_out[isa] + r0, ROWS);
         }
