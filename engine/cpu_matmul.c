@@ -114,13 +114,18 @@ static void matmul_ilv(void *arg, int64_t b, int64_t e, int thread) {
         int64_t r0 = rb * j->row_block, t0 = tb * TOK_BLOCK;
         int64_t nr = w->n_rows - r0 < j->row_block ? w->n_rows - r0 : j->row_block;
         int64_t nt = j->n_tok - t0 < TOK_BLOCK ? j->n_tok - t0 : TOK_BLOCK;
+        /* pairs: each token's two rows summed by the kernel into the final output */
         for (int64_t r = r0; r < r0 + nr; r += QUANT_ILV_ROWS) {
             int gr = r0 + nr - r < QUANT_ILV_ROWS ? (int)(r0 + nr - r) : QUANT_ILV_ROWS;
-            quant_ilv_dot(j->c->isa, w->type, w->n_cols, (const uint8_t *)w->ilv + (size_t)(r / QUANT_ILV_ROWS) * gb, gr,
-                          (const uint8_t *)j->c->act + (size_t)t0 * j->xq_bytes, j->xq_bytes, nt,
-                          j->out + (size_t)t0 * (size_t)w->n_rows + (size_t)r, (size_t)w->n_rows);
+            const uint8_t *g = (const uint8_t *)w->ilv + (size_t)(r / QUANT_ILV_ROWS) * gb;
+            const uint8_t *xt = (const uint8_t *)j->c->act + (size_t)t0 * j->xq_bytes;
+            if (j->pair)
+                quant_ilv_dot_pair(j->c->isa, w->type, w->n_cols, g, gr, xt, j->xq_bytes, nt / 2,
+                                   j->final_out + (size_t)(t0 / 2) * (size_t)w->n_rows + (size_t)r, (size_t)w->n_rows);
+            else
+                quant_ilv_dot(j->c->isa, w->type, w->n_cols, g, gr, xt, j->xq_bytes, nt,
+                              j->out + (size_t)t0 * (size_t)w->n_rows + (size_t)r, (size_t)w->n_rows);
         }
-        matmul_pair_sum(j, t0, nt, r0, nr);
     }
 }
 

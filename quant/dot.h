@@ -132,5 +132,9 @@ void quant_ilv_pack(uint32_t wtype, int64_t n, const void *w, size_t w_stride, i
 /* out[t * out_stride + r] = dot(group row r, activation row t) for r < nr, t < n_tok. */
 void quant_ilv_dot(quant_isa isa, uint32_t wtype, int64_t n, const void *group, int nr, const void *xq,
                    size_t xq_stride, int64_t n_tok, float *out, size_t out_stride);
+/* The same for n_tok tokens whose activations are pairs (rows 2t and 2t + 1, as
+ * quant_panel_dot_pair): out row t = the sum of both rows' products, in one pass. */
+void quant_ilv_dot_pair(quant_isa isa, uint32_t wtype, int64_t n, const void *group, int nr, const void *xq,
+                        size_t xq_stride, int64_t n_tok, float *out, size_t out_stride);
 
 #endif

@@ -96,3 +96,8 @@ void quant_ilv_dot(quant_isa isa, uint32_t wtype, int64_t n, const void *group, 
                    size_t xq_stride, int64_t n_tok, float *out, size_t out_stride) {
     ilv_tables[isa]->ilv[wtype](n, group, nr, xq, xq_stride, n_tok, out, out_stride);
 }
+
+void quant_ilv_dot_pair(quant_isa isa, uint32_t wtype, int64_t n, const void *group, int nr, const void *xq,
+                        size_t xq_stride, int64_t n_tok, float *out, size_t out_stride) {
+    ilv_tables[isa]->ilv_pair[wtype](n, group, nr, xq, xq_stride, n_tok, out, out_stride);
+}

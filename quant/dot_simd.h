@@ -730,8 +730,11 @@ PANEL_PAIR_KERN(QUANT_PANEL_16_Q8K, panel_pair_16_q8k)
 AI void ilv_prefetch(const void *p, size_t bytes) {
     for (size_t o = 0; o < bytes; o += 64) _mm_prefetch((const char *)p + o, _MM_HINT_T0);
 }
+/* pair: the nt activation rows are nt / 2 tokens' pairs, each pair summed in one accumulator
+ * (PA) and written as one output row. */
+#define PA(t) acc[pair ? (t) / 2 : (t)]
 #define ILV_GROUP_OUT(acc)                                                       \
-    for (int t = 0; t < nt; t++) {                                               \
+    for (int t = 0; t < nt / (1 + pair); t++) {                                  \
         float tmp[16];                                                           \
         _mm512_storeu_ps(tmp, (acc)[t]);                                         \
         memcpy(out + (size_t)t * os, tmp, (size_t)nr * sizeof(float));           \
@@ -744,7 +747,7 @@ AI __m512i bcast4(const int8_t *p) {
 }
 
 /* Q4_0 (has_m 0: weight = d * (q - 8)) and Q4_1 (weight = d * q + m). */
-AI void ilv_q4_body(int has_m, int64_t n, const void *g, int nr, const void *x, size_t xs, int nt, float *out,
+AI void ilv_q4_body(int pair, int has_m, int64_t n, const void *g, int nr, const void *x, size_t xs, int nt, float *out,
                     size_t os) {
     const __m512i m4 = _mm512_set1_epi8(15);
     const size_t bs = has_m ? 320 : 288;
@@ -770,10 +773,10 @@ AI void ilv_q4_body(int has_m, int64_t n, const void *g, int nr, const void *x, 
             const block_q8_a *a = (const block_q8_a *)XROW(x, xs, t) + i;
             __m512 f = _mm512_cvtepi32_ps(_mm512_add_epi32(s0[t], s1[t]));
             if (has_m) {
-                acc[t] = _mm512_fmadd_ps(_mm512_mul_ps(f, _mm512_set1_ps(a->d)), d, acc[t]);
-                acc[t] = _mm512_fmadd_ps(m, _mm512_set1_ps(a->s), acc[t]);
+                PA(t) = _mm512_fmadd_ps(_mm512_mul_ps(f, _mm512_set1_ps(a->d)), d, PA(t));
+                PA(t) = _mm512_fmadd_ps(m, _mm512_set1_ps(a->s), PA(t));
             } else {
-                acc[t] = _mm512_fmadd_ps(_mm512_fmadd_ps(f, _mm512_set1_ps(a->d), _mm512_set1_ps(-8.0f * a->s)), d, acc[t]);
+                PA(t) = _mm512_fmadd_ps(_mm512_fmadd_ps(f, _mm512_set1_ps(a->d), _mm512_set1_ps(-8.0f * a->s)), d, PA(t));
             }
         }
     }
@@ -789,7 +792,7 @@ AI __m512 ilv_s8_ps(const uint8_t *p, __m512 v) {
 }
 
 /* Q4_K: weight = d * sc * q - dmin * mn per sub-block of 32; the mins meet the activation sums. */
-AI void ilv_q4_K_body(int64_t n, const void *g, int nr, const void *x, size_t xs, int nt, float *out, size_t os) {
+AI void ilv_q4_K_body(int pair, int64_t n, const void *g, int nr, const void *x, size_t xs, int nt, float *out, size_t os) {
     const __m512i m4 = _mm512_set1_epi8(15);
     __m512 acc[QUANT_DOT_TOK];
     for (int t = 0; t < nt; t++) acc[t] = _mm512_setzero_ps();
@@ -826,13 +829,13 @@ AI void ilv_q4_K_body(int64_t n, const void *g, int nr, const void *x, size_t xs
             }
         }
         for (int t = 0; t < nt; t++)
-            acc[t] = _mm512_fmadd_ps(blk[t], _mm512_set1_ps(((const block_q8_K *)XROW(x, xs, t) + i)->d), acc[t]);
+            PA(t) = _mm512_fmadd_ps(blk[t], _mm512_set1_ps(((const block_q8_K *)XROW(x, xs, t) + i)->d), PA(t));
     }
     ILV_GROUP_OUT(acc)
 }
 
 /* Q6_K: weight = d * sc * (q - 32) per sub-block of 16; the offset meets the activation sums. */
-AI void ilv_q6_K_body(int64_t n, const void *g, int nr, const void *x, size_t xs, int nt, float *out, size_t os) {
+AI void ilv_q6_K_body(int pair, int64_t n, const void *g, int nr, const void *x, size_t xs, int nt, float *out, size_t os) {
     const __m512i m4 = _mm512_set1_epi8(15), m3 = _mm512_set1_epi8(3);
     __m512 acc[QUANT_DOT_TOK];
     for (int t = 0; t < nt; t++) acc[t] = _mm512_setzero_ps();
@@ -871,35 +874,51 @@ AI void ilv_q6_K_body(int64_t n, const void *g, int nr, const void *x, size_t xs
                     }
                 }
         for (int t = 0; t < nt; t++)
-            acc[t] = _mm512_fmadd_ps(blk[t], _mm512_set1_ps(((const block_q8_K *)XROW(x, xs, t) + i)->d), acc[t]);
+            PA(t) = _mm512_fmadd_ps(blk[t], _mm512_set1_ps(((const block_q8_K *)XROW(x, xs, t) + i)->d), PA(t));
     }
     ILV_GROUP_OUT(acc)
 }
 
-#define ILV_Q4_0(...) ilv_q4_body(0, __VA_ARGS__)
-#define ILV_Q4_1(...) ilv_q4_body(1, __VA_ARGS__)
+#define ILV_Q4_0(...) ilv_q4_body(PAIR, 0, __VA_ARGS__)
+#define ILV_Q4_1(...) ilv_q4_body(PAIR, 1, __VA_ARGS__)
+#define ILV_Q4_K(...) ilv_q4_K_body(PAIR, __VA_ARGS__)
+#define ILV_Q6_K(...) ilv_q6_K_body(PAIR, __VA_ARGS__)
+/* n_tok activation rows, or (PAIR) n_tok tokens of 2 rows each, QUANT_DOT_TOK rows a pass */
 #define ILV_KERN(name, call)                                                                               \
     static void name(int64_t n, const void *g, int nr, const void *x, size_t xs, int64_t n_tok, float *o,  \
                      size_t os) {                                                                          \
-        for (int64_t t0 = 0; t0 < n_tok; t0 += QUANT_DOT_TOK) {                                            \
-            int64_t nt = n_tok - t0 < QUANT_DOT_TOK ? n_tok - t0 : QUANT_DOT_TOK;                          \
-            const void *xt = XROW(x, xs, t0);                                                              \
+        enum { TP = QUANT_DOT_TOK / (1 + PAIR) };                                                          \
+        for (int64_t t0 = 0; t0 < n_tok; t0 += TP) {                                                       \
+            int64_t nt = n_tok - t0 < TP ? n_tok - t0 : TP;                                                \
+            const void *xt = XROW(x, xs, (1 + PAIR) * t0);                                                 \
             float *ot = o + (size_t)t0 * os;                                                               \
-            switch (nt) {                                                                                  \
-            case 1: call(n, g, nr, xt, xs, 1, ot, os); break;                                              \
+            switch (nt * (1 + PAIR)) {                                                                     \
+            case 1: call(n, g, nr, xt, xs, 1 + PAIR, ot, os); break;                                       \
             case 2: call(n, g, nr, xt, xs, 2, ot, os); break;                                              \
-            case 3: call(n, g, nr, xt, xs, 3, ot, os); break;                                              \
+            case 3: call(n, g, nr, xt, xs, 3 + PAIR, ot, os); break;                                       \
             default: call(n, g, nr, xt, xs, 4, ot, os); break;                                             \
             }                                                                                              \
         }                                                                                                  \
     }
+#define PAIR 0
 ILV_KERN(ilv_q4_0, ILV_Q4_0)
 ILV_KERN(ilv_q4_1, ILV_Q4_1)
-ILV_KERN(ilv_q4_K, ilv_q4_K_body)
-ILV_KERN(ilv_q6_K, ilv_q6_K_body)
+ILV_KERN(ilv_q4_K, ILV_Q4_K)
+ILV_KERN(ilv_q6_K, ILV_Q6_K)
+#undef PAIR
+#define PAIR 1
+ILV_KERN(ilv_pair_q4_0, ILV_Q4_0)
+ILV_KERN(ilv_pair_q4_1, ILV_Q4_1)
+ILV_KERN(ilv_pair_q4_K, ILV_Q4_K)
+ILV_KERN(ilv_pair_q6_K, ILV_Q6_K)
+#undef PAIR
+#undef PA
 #define ILV_TABLE {[QUANT_Q4_0] = ilv_q4_0, [QUANT_Q4_1] = ilv_q4_1, [QUANT_Q4_K] = ilv_q4_K, [QUANT_Q6_K] = ilv_q6_K}
+#define ILV_PAIR_TABLE \
+    {[QUANT_Q4_0] = ilv_pair_q4_0, [QUANT_Q4_1] = ilv_pair_q4_1, [QUANT_Q4_K] = ilv_pair_q4_K, [QUANT_Q6_K] = ilv_pair_q6_K}
 #else
 #define ILV_TABLE {0}
+#define ILV_PAIR_TABLE {0}
 #endif
 
 /* ---- specialisations and the table ---------------------------------------------------------- */
@@ -950,6 +969,7 @@ const quant_dot_table SIMD_TABLE = {
     .act = {[QUANT_ACT_Q8] = act_q8, [QUANT_ACT_Q8_K] = act_q8_K},
     .panel = {panel_32_q8, panel_32_q8k, panel_16_q8k},
     .ilv = ILV_TABLE,
+    .ilv_pair = ILV_PAIR_TABLE,
     .panel_pair = PANEL_PAIR_TABLE,
     .panel_wide = SIMD_PANEL_WIDE,
     .axpy = axpy,

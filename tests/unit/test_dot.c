@@ -135,7 +135,7 @@ static void run_case(uint32_t t, int64_t n, int raw, verdict *vq, verdict *vx, v
     float *xd = malloc((size_t)n * sizeof *xd);
     uint8_t *xq[QUANT_ISA_COUNT];
     static float out[N_OUT][TOKS * ROWS];
-    static float pair_out[QUANT_ISA_COUNT][TOKS / 2 * ROWS];
+    static float pair_out[QUANT_ISA_COUNT][TOKS / 2 * ROWS], ilv_pair_out[QUANT_ISA_COUNT][TOKS / 2 * ROWS];
     static double tol_of[TOKS * ROWS];
     int have[N_OUT] = {0};
     void *panel = malloc(quant_panel_bytes(t, n) + 1);
@@ -182,6 +182,7 @@ static void run_case(uint32_t t, int64_t n, int raw, verdict *vq, verdict *vx, v
             int nr = ROWS - r0 < QUANT_ILV_ROWS ? ROWS - r0 : QUANT_ILV_ROWS;
             quant_ilv_pack(t, n, w + (size_t)r0 * rb, rb, nr, group);
             quant_ilv_dot((quant_isa)isa, t, n, group, nr, xq[isa], xb, TOKS, out[2 * QUANT_ISA_COUNT + isa] + r0, ROWS);
+            quant_ilv_dot_pair((quant_isa)isa, t, n, group, nr, xq[isa], xb, TOKS / 2, ilv_pair_out[isa] + r0, ROWS);
         }
         have[2 * QUANT_ISA_COUNT + isa] = 1;
     }
@@ -245,6 +246,14 @@ static void run_case(uint32_t t, int64_t n, int raw, verdict *vq, verdict *vx, v
                     fail(vs, "%s n=%lld %s pair panel row %d token %d: %.9g vs the rows' sum %.9g (tol %.3g)",
                          quant_type_name(t), (long long)n, quant_isa_name((quant_isa)isa), r, p, got, want, tol);
                 note(vs, fabs(got - want), tol);
+                if (!have[2 * QUANT_ISA_COUNT + isa]) continue;
+                want = (double)out[2 * QUANT_ISA_COUNT + isa][2 * p * ROWS + r] +
+                       out[2 * QUANT_ISA_COUNT + isa][(2 * p + 1) * ROWS + r];
+                got = ilv_pair_out[isa][p * ROWS + r];
+                if (!(fabs(got - want) <= tol))
+                    fail(vs, "%s n=%lld %s pair interleaved row %d token %d: %.9g vs the rows' sum %.9g (tol %.3g)",
+                         quant_type_name(t), (long long)n, quant_isa_name((quant_isa)isa), r, p, got, want, tol);
+                note(vs, fabs(got - want), tol);
             }
     }
     for (int isa = 0; isa < QUANT_ISA_COUNT; isa++) free(xq[isa]);
@@ -274,7 +283,7 @@ static void test_types(void) {
         snprintf(name, sizeof name, "dot %s: within the activation-quantisation budget of the exact dot", quant_type_name(t));
         CHECK(!vx.bad, name, "%s (%d bad)", vx.why, vx.bad);
         snprintf(name, sizeof name, "dot %s: SIMD paths%s match the portable one", quant_type_name(t),
-                 be_panel(t) ? " and every panel (rows and pairs) and interleaved kernel" : "");
+                 be_panel(t) ? " and every panel and interleaved kernel (rows and pairs)" : "");
         CHECK(!vs.bad, name, "%s (%d bad)", vs.why, vs.bad);
         printf("  info: %s worst error / budget: %.3f quantised, %.3f exact, %.3f SIMD vs portable\n",
                quant_type_name(t), vq.worst, vx.worst, vs.worst);
