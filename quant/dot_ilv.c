@@ -4,6 +4,8 @@
  *   Q4_0  qs[4][16][4] u8: run j of row r = the row's qs[4j..4j+3] (low nibbles: weights 4j+k,
  *         high: 16+4j+k) | d[16] f16                                                 288 bytes
  *   Q4_1  as Q4_0 | d[16] f16 | m[16] f16                                                320 bytes
+ *   Q8_0  qs[8][16][4] u8: run j of row r = the row's qs[4j..4j+3] + 128 (unsigned, as dpbusd
+ *         takes them; the offset meets the activation sums) | d[16] f16                544 bytes
  *   Q4_K  qs[4][8][16][4]: [g][m] = the row's qs[32g+4m..+3] (low nibbles: sub-block 2g, high:
  *         2g+1, weights 4m+k of it) | sc[8][16] u8 | mn[8][16] u8 | d[16] f16 | dmin[16] f16
  *                                                                                     2368 bytes
@@ -28,6 +30,7 @@ static size_t ilv_block_bytes(uint32_t t) {
     switch (t) {
     case QUANT_Q4_0: return 16 * R + 2 * R;
     case QUANT_Q4_1: return 16 * R + 4 * R;
+    case QUANT_Q8_0: return 32 * R + 2 * R;
     case QUANT_Q4_K: return 128 * R + 16 * R + 4 * R;
     case QUANT_Q6_K: return 128 * R + 64 * R + 16 * R + 2 * R;
     default: return 0;
@@ -65,6 +68,13 @@ void quant_ilv_pack(uint32_t wtype, int64_t n, const void *w, size_t w_stride, i
                 for (int j = 0; j < 4; j++) put4(o + 64 * j, r, qs + 4 * j);
                 memcpy(o + 256 + 2 * r, b, 2);
                 if (has_m) memcpy(o + 288 + 2 * r, b + 2, 2);
+                break;
+            }
+            case QUANT_Q8_0: {
+                const block_q8_0 *b = (const block_q8_0 *)row + i;
+                for (int j = 0; j < 8; j++)
+                    for (int k = 0; k < 4; k++) o[64 * j + 4 * r + k] = (uint8_t)(b->qs[4 * j + k] + 128);
+                memcpy(o + 512 + 2 * r, &b->d, 2);
                 break;
             }
             case QUANT_Q4_K: {

@@ -273,6 +273,18 @@ void quant_panel_pack_ilv(uint32_t wtype, int64_t n, const void *group, void *pa
         }
         break;
     }
+    case QUANT_Q8_0:
+        for (int64_t b = 0; b < n / 32; b++, g += 544) {
+            memcpy(codes + (size_t)b * 8 * RUN, g, 8 * RUN);
+            for (int r = 0; r < R; r++) {
+                uint16_t h;
+                memcpy(&h, g + 512 + 2 * r, 2);
+                float d = quant_f16_to_f32(h);
+                scale[b * R + r] = d;
+                bias[b * R + r] = -128.0f * d;
+            }
+        }
+        break;
     case QUANT_Q4_K:
         for (int64_t b = 0; b < n / QK_K; b++, g += 2368) {
             for (int q = 0; q < 4; q++)

@@ -783,6 +783,35 @@ AI void ilv_q4_body(int pair, int has_m, int64_t n, const void *g, int nr, const
     ILV_GROUP_OUT(acc)
 }
 
+/* Q8_0: weight = d * (u - 128), u the stored code + 128. */
+AI void ilv_q8_0_body(int pair, int64_t n, const void *g, int nr, const void *x, size_t xs, int nt, float *out,
+                      size_t os) {
+    __m512 acc[QUANT_DOT_TOK];
+    for (int t = 0; t < nt; t++) acc[t] = _mm512_setzero_ps();
+    const uint8_t *p = g;
+    for (int64_t i = 0; i < n / 32; i++, p += 544) {
+        ilv_prefetch(p, 544);
+        __m512i s0[QUANT_DOT_TOK], s1[QUANT_DOT_TOK];
+        for (int t = 0; t < nt; t++) s0[t] = s1[t] = _mm512_setzero_si512();
+        for (int j = 0; j < 4; j++) {
+            __m512i u0 = _mm512_loadu_si512((const void *)(p + 64 * j));
+            __m512i u1 = _mm512_loadu_si512((const void *)(p + 64 * (j + 4)));
+            for (int t = 0; t < nt; t++) {
+                const int8_t *xq = ((const block_q8_a *)XROW(x, xs, t) + i)->qs;
+                s0[t] = _mm512_dpbusd_epi32(s0[t], u0, bcast4(xq + 4 * j));
+                s1[t] = _mm512_dpbusd_epi32(s1[t], u1, bcast4(xq + 16 + 4 * j));
+            }
+        }
+        __m512 d = _mm512_cvtph_ps(_mm256_loadu_si256((const __m256i *)(p + 512)));
+        for (int t = 0; t < nt; t++) {
+            const block_q8_a *a = (const block_q8_a *)XROW(x, xs, t) + i;
+            __m512 f = _mm512_cvtepi32_ps(_mm512_add_epi32(s0[t], s1[t]));
+            PA(t) = _mm512_fmadd_ps(_mm512_fmadd_ps(f, _mm512_set1_ps(a->d), _mm512_set1_ps(-128.0f * a->s)), d, PA(t));
+        }
+    }
+    ILV_GROUP_OUT(acc)
+}
+
 /* 16 bytes at p (one per row) as f32, times v. */
 AI __m512 ilv_u8_ps(const uint8_t *p, __m512 v) {
     return _mm512_mul_ps(_mm512_cvtepi32_ps(_mm512_cvtepu8_epi32(_mm_loadu_si128((const __m128i *)p))), v);
@@ -882,6 +911,7 @@ AI void ilv_q6_K_body(int pair, int64_t n, const void *g, int nr, const void *x,
 #define ILV_Q4_0(...) ilv_q4_body(PAIR, 0, __VA_ARGS__)
 #define ILV_Q4_1(...) ilv_q4_body(PAIR, 1, __VA_ARGS__)
 #define ILV_Q4_K(...) ilv_q4_K_body(PAIR, __VA_ARGS__)
+#define ILV_Q8_0(...) ilv_q8_0_body(PAIR, __VA_ARGS__)
 #define ILV_Q6_K(...) ilv_q6_K_body(PAIR, __VA_ARGS__)
 /* n_tok activation rows, or (PAIR) n_tok tokens of 2 rows each, QUANT_DOT_TOK rows a pass */
 #define ILV_KERN(name, call)                                                                               \
@@ -904,18 +934,23 @@ AI void ilv_q6_K_body(int pair, int64_t n, const void *g, int nr, const void *x,
 ILV_KERN(ilv_q4_0, ILV_Q4_0)
 ILV_KERN(ilv_q4_1, ILV_Q4_1)
 ILV_KERN(ilv_q4_K, ILV_Q4_K)
+ILV_KERN(ilv_q8_0, ILV_Q8_0)
 ILV_KERN(ilv_q6_K, ILV_Q6_K)
 #undef PAIR
 #define PAIR 1
 ILV_KERN(ilv_pair_q4_0, ILV_Q4_0)
 ILV_KERN(ilv_pair_q4_1, ILV_Q4_1)
 ILV_KERN(ilv_pair_q4_K, ILV_Q4_K)
+ILV_KERN(ilv_pair_q8_0, ILV_Q8_0)
 ILV_KERN(ilv_pair_q6_K, ILV_Q6_K)
 #undef PAIR
 #undef PA
-#define ILV_TABLE {[QUANT_Q4_0] = ilv_q4_0, [QUANT_Q4_1] = ilv_q4_1, [QUANT_Q4_K] = ilv_q4_K, [QUANT_Q6_K] = ilv_q6_K}
-#define ILV_PAIR_TABLE \
-    {[QUANT_Q4_0] = ilv_pair_q4_0, [QUANT_Q4_1] = ilv_pair_q4_1, [QUANT_Q4_K] = ilv_pair_q4_K, [QUANT_Q6_K] = ilv_pair_q6_K}
+#define ILV_TABLE                                                                                       \
+    {[QUANT_Q4_0] = ilv_q4_0, [QUANT_Q4_1] = ilv_q4_1, [QUANT_Q8_0] = ilv_q8_0, [QUANT_Q4_K] = ilv_q4_K, \
+     [QUANT_Q6_K] = ilv_q6_K}
+#define ILV_PAIR_TABLE                                                                                   \
+    {[QUANT_Q4_0] = ilv_pair_q4_0, [QUANT_Q4_1] = ilv_pair_q4_1, [QUANT_Q8_0] = ilv_pair_q8_0,          \
+     [QUANT_Q4_K] = ilv_pair_q4_K, [QUANT_Q6_K] = ilv_pair_q6_K}
 #else
 #define ILV_TABLE {0}
 #define ILV_PAIR_TABLE {0}
