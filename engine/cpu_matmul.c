@@ -57,6 +57,7 @@ typedef struct {
     size_t xq_bytes;     /* bytes of one quantised activation row */
     size_t panel_bytes;  /* one panel; each thread has `group` of them in c->panels */
     int group;           /* panels per item */
+    size_t thread_panels; /* bytes between threads' panel buffers (the most any weight of the product needs) */
 } matmul_job;
 
 static void matmul_quant_rows(void *arg, int64_t b, int64_t e, int thread) {
@@ -137,7 +138,7 @@ static void matmul_ilv(void *arg, int64_t b, int64_t e, int thread) {
 static void matmul_panels(void *arg, int64_t b, int64_t e, int thread) {
     matmul_job *j = arg;
     const cpu_weight *w = j->w;
-    uint8_t *buf = (uint8_t *)j->c->panels + (size_t)thread * j->panel_bytes * (size_t)j->group;
+    uint8_t *buf = (uint8_t *)j->c->panels + (size_t)thread * j->thread_panels;
     int64_t packed = -1;  /* the group now in the buffer */
     int64_t rows_per = (int64_t)j->group * QUANT_PANEL_ROWS;
     for (int64_t i = b; i < e; i++) {
@@ -209,29 +210,12 @@ static int matmul_grow(void **buf, size_t *cap, size_t need, const char *what, c
     return 0;
 }
 
-int cpu_matmul(cpu_matmul_ctx *c, const cpu_weight *w, const float *x, int64_t n_tok, float *out, char *err,
-               size_t err_size) {
-    if (cpu_matmul_check(w, err, err_size)) return -1;
-    if (n_tok <= 0) return 0;
+/* One weight's part of a product: its job, kernel and item count, the activations already
+ * quantised (same format for every weight of a multi-product). out_tmp: the pair products'
+ * scratch of this weight. */
+static void matmul_setup(cpu_matmul_ctx *c, const cpu_weight *w, const float *x, int64_t n_tok, int pair,
+                         float *out, float *out_tmp, matmul_job *j, threadpool_fn *fn, int64_t *n_items) {
     size_t xq_bytes = quant_act_row_bytes(w->type, w->n_cols);
-    int pair = c->act_pair && quant_act_of(w->type) != QUANT_ACT_F32;
-    int64_t n_in = n_tok;  /* tokens */
-    n_tok *= 1 + pair;     /* activation rows from here on */
-    if ((uint64_t)n_tok > SIZE_MAX / xq_bytes / sizeof(float) ||
-        (uint64_t)n_tok > SIZE_MAX / (uint64_t)w->n_rows / sizeof(float)) {
-        snprintf(err, err_size, "cpu matmul: %lld tokens of %zu bytes overflow", (long long)n_in, xq_bytes);
-        return -1;
-    }
-    if (matmul_grow(&c->act, &c->act_cap, (size_t)n_tok * xq_bytes, "quantised activations", err, err_size))
-        return -1;
-    float *final_out = out;
-    if (pair) {
-        void *p = c->pair_out;
-        if (matmul_grow(&p, &c->pair_out_cap, (size_t)n_tok * (size_t)w->n_rows * sizeof(float), "paired products",
-                        err, err_size))
-            return -1;
-        out = c->pair_out = p;
-    }
     int n_threads = c->pool ? threadpool_size(c->pool) : 1;
     int q5 = w->type == QUANT_Q5_0 || w->type == QUANT_Q5_1;
     int use_panels = n_tok >= (q5 ? CPU_MATMUL_PANEL_MIN_TOK_Q5 : CPU_MATMUL_PANEL_MIN_TOK) &&
@@ -241,9 +225,6 @@ int cpu_matmul(cpu_matmul_ctx *c, const cpu_weight *w, const float *x, int64_t n
     int64_t n_panels = (w->n_rows + QUANT_PANEL_ROWS - 1) / QUANT_PANEL_ROWS;
     int group = 2;
     while (group > 1 && n_panels / group < 4 * n_threads) group /= 2;
-    if (use_panels && matmul_grow(&c->panels, &c->panels_cap, panel_bytes * (size_t)group * (size_t)n_threads,
-                                  "panels", err, err_size))
-        return -1;
     /* Decode has one row block per item: shrink blocks until every thread gets several, so one
      * slow core does not hold up the product. Where the tokens take one pass over the rows
      * (n_tok <= QUANT_DOT_TOK: each weight is read once, from memory) blocks start at
@@ -260,25 +241,105 @@ int cpu_matmul(cpu_matmul_ctx *c, const cpu_weight *w, const float *x, int64_t n
     while (row_block > min_block && n_tok <= TOK_BLOCK &&
            w->n_rows / row_block < (one_pass || ilv ? 4 : 8) * n_threads)
         row_block /= 2;
-    matmul_job j = {
-        .c = c, .w = w, .x = x, .out = out, .final_out = final_out, .n_tok = n_tok,
+    *j = (matmul_job){
+        .c = c, .w = w, .x = x, .out = pair ? out_tmp : out, .final_out = out, .n_tok = n_tok,
         .n_tb = (n_tok + TOK_BLOCK - 1) / TOK_BLOCK, .row_block = row_block, .xq_bytes = xq_bytes,
         .panel_bytes = panel_bytes, .group = group, .pair = pair,
     };
-    if (c->pool && n_in >= 2 * n_threads)
-        threadpool_run(c->pool, n_in, 1, matmul_quant_rows, &j);
-    else
-        matmul_quant_rows(&j, 0, n_in, 0);
-    threadpool_fn fn = ilv ? matmul_ilv : matmul_tiles;
-    int64_t n_items = (w->n_rows + row_block - 1) / row_block * j.n_tb;
+    *fn = ilv ? matmul_ilv : matmul_tiles;
+    *n_items = (w->n_rows + row_block - 1) / row_block * j->n_tb;
     if (use_panels) {
-        fn = matmul_panels;
-        j.n_tb = (n_tok + PANEL_TOK - 1) / PANEL_TOK;
-        n_items = (n_panels + group - 1) / group * j.n_tb;
+        *fn = matmul_panels;
+        j->n_tb = (n_tok + PANEL_TOK - 1) / PANEL_TOK;
+        *n_items = (n_panels + group - 1) / group * j->n_tb;
     }
-    if (c->pool)
-        threadpool_run(c->pool, n_items, 1, fn, &j);
+}
+
+/* The items of several weights' products as one pool job: item i belongs to the first weight
+ * k with i < start[k + 1]. */
+typedef struct {
+    matmul_job job[CPU_MATMUL_MAX_MULTI];
+    threadpool_fn fn[CPU_MATMUL_MAX_MULTI];
+    int64_t start[CPU_MATMUL_MAX_MULTI + 1];
+    int n;
+} multi_job;
+
+static void matmul_multi_items(void *arg, int64_t b, int64_t e, int thread) {
+    multi_job *m = arg;
+    for (int k = 0; k < m->n && b < e; k++) {
+        int64_t lo = m->start[k], hi = m->start[k + 1];
+        if (b >= hi) continue;
+        int64_t ee = e < hi ? e : hi;
+        m->fn[k](&m->job[k], b - lo, ee - lo, thread);
+        b = ee;
+    }
+}
+
+int cpu_matmul_multi(cpu_matmul_ctx *c, const cpu_weight *const *w, int n_w, const float *x, int64_t n_tok,
+                     float *const *out, char *err, size_t err_size) {
+    if (n_w < 1 || n_w > CPU_MATMUL_MAX_MULTI) {
+        snprintf(err, err_size, "cpu matmul: %d weights in one product (1..%d)", n_w, CPU_MATMUL_MAX_MULTI);
+        return -1;
+    }
+    uint64_t rows = 0;
+    for (int k = 0; k < n_w; k++) {
+        if (cpu_matmul_check(w[k], err, err_size)) return -1;
+        if (k && (w[k]->type != w[0]->type || w[k]->n_cols != w[0]->n_cols)) {
+            snprintf(err, err_size, "cpu matmul: weights of one product differ in type or width (%s x %lld, %s x %lld)",
+                     quant_type_name(w[0]->type), (long long)w[0]->n_cols, quant_type_name(w[k]->type),
+                     (long long)w[k]->n_cols);
+            return -1;
+        }
+        rows += (uint64_t)w[k]->n_rows;
+    }
+    if (n_tok <= 0) return 0;
+    size_t xq_bytes = quant_act_row_bytes(w[0]->type, w[0]->n_cols);
+    int pair = c->act_pair && quant_act_of(w[0]->type) != QUANT_ACT_F32;
+    int64_t n_in = n_tok;  /* tokens */
+    n_tok *= 1 + pair;     /* activation rows from here on */
+    if ((uint64_t)n_tok > SIZE_MAX / xq_bytes / sizeof(float) || (uint64_t)n_tok > SIZE_MAX / rows / sizeof(float)) {
+        snprintf(err, err_size, "cpu matmul: %lld tokens of %zu bytes overflow", (long long)n_in, xq_bytes);
+        return -1;
+    }
+    if (matmul_grow(&c->act, &c->act_cap, (size_t)n_tok * xq_bytes, "quantised activations", err, err_size))
+        return -1;
+    if (pair) {
+        void *p = c->pair_out;
+        if (matmul_grow(&p, &c->pair_out_cap, (size_t)n_tok * (size_t)rows * sizeof(float), "paired products", err,
+                        err_size))
+            return -1;
+        c->pair_out = p;
+    }
+    multi_job m;
+    m.n = n_w;
+    m.start[0] = 0;
+    size_t panels_need = 0, tmp_off = 0;
+    for (int k = 0; k < n_w; k++) {
+        int64_t n_items;
+        matmul_setup(c, w[k], x, n_tok, pair, out[k], pair ? c->pair_out + tmp_off : NULL, &m.job[k], &m.fn[k],
+                     &n_items);
+        tmp_off += (size_t)n_tok * (size_t)w[k]->n_rows;
+        m.start[k + 1] = m.start[k] + n_items;
+        size_t pn = m.job[k].panel_bytes * (size_t)m.job[k].group;
+        if (pn > panels_need) panels_need = pn;
+    }
+    /* one stride for every weight: threads' buffers must not overlap whichever weights they run */
+    for (int k = 0; k < n_w; k++) m.job[k].thread_panels = panels_need;
+    int n_threads = c->pool ? threadpool_size(c->pool) : 1;
+    if (panels_need && matmul_grow(&c->panels, &c->panels_cap, panels_need * (size_t)n_threads, "panels", err, err_size))
+        return -1;
+    if (c->pool && n_in >= 2 * n_threads)
+        threadpool_run(c->pool, n_in, 1, matmul_quant_rows, &m.job[0]);
     else
-        fn(&j, 0, n_items, 0);
+        matmul_quant_rows(&m.job[0], 0, n_in, 0);
+    if (c->pool)
+        threadpool_run(c->pool, m.start[n_w], 1, matmul_multi_items, &m);
+    else
+        matmul_multi_items(&m, 0, m.start[n_w], 0);
     return 0;
+}
+
+int cpu_matmul(cpu_matmul_ctx *c, const cpu_weight *w, const float *x, int64_t n_tok, float *out, char *err,
+               size_t err_size) {
+    return cpu_matmul_multi(c, &w, 1, x, n_tok, &out, err, err_size);
 }

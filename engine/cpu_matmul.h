@@ -70,4 +70,12 @@ int cpu_matmul_check(const cpu_weight *w, char *err, size_t err_size);
 int cpu_matmul(cpu_matmul_ctx *c, const cpu_weight *w, const float *x, int64_t n_tok, float *out, char *err,
                size_t err_size);
 
+/* Several products of one input (Q, K and V; gate and up) as one: the activations quantised once
+ * and every weight's items in one pool job, so a decode step waits for the pool fewer times.
+ * out[k] = W_k x as cpu_matmul gives it, bit for bit; the weights must share type and width
+ * (else -1 with a message). At most CPU_MATMUL_MAX_MULTI weights. */
+#define CPU_MATMUL_MAX_MULTI 4
+int cpu_matmul_multi(cpu_matmul_ctx *c, const cpu_weight *const *w, int n_w, const float *x, int64_t n_tok,
+                     float *const *out, char *err, size_t err_size);
+
 #endif

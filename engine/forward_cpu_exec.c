@@ -234,3 +234,22 @@ int forward_cpu_exec_matmul(forward_cpu_exec *x, int nt, const llama_weight *w, 
     if (c.failed) snprintf(err, err_size, "%s", c.err);
     return c.failed ? -1 : 0;
 }
+
+int forward_cpu_exec_matmuls(forward_cpu_exec *x, int nt, const llama_weight *const *w, int n_w, const float *in,
+                             int64_t n_tok, float *const *out, char *err, size_t err_size) {
+    /* one product where the fast path takes all of them alike, else one at a time */
+    int one = x->pool != NULL && n_w <= CPU_MATMUL_MAX_MULTI;
+    cpu_weight cw[CPU_MATMUL_MAX_MULTI];
+    const cpu_weight *pw[CPU_MATMUL_MAX_MULTI];
+    for (int k = 0; k < n_w && one; k++) {
+        char why[256];
+        cw[k] = cpu_weight_of(w[k]);
+        cw[k].ilv = ilv_find(x, w[k]);
+        pw[k] = &cw[k];
+        one = !cpu_matmul_check(&cw[k], why, sizeof why) && w[k]->type == w[0]->type && w[k]->n_cols == w[0]->n_cols;
+    }
+    if (one) return cpu_matmul_multi(&x->mm, pw, n_w, in, n_tok, out, err, err_size);
+    for (int k = 0; k < n_w; k++)
+        if (forward_cpu_exec_matmul(x, nt, w[k], in, n_tok, out[k], err, err_size)) return -1;
+    return 0;
+}

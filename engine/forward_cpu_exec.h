@@ -56,6 +56,12 @@ void forward_cpu_exec_for(forward_cpu_exec *x, int nt, int64_t n, forward_cpu_ex
 int forward_cpu_exec_matmul(forward_cpu_exec *x, int nt, const llama_weight *w, const float *in, int64_t n_tok,
                             float *out, char *err, size_t err_size);
 
+/* out[k] = W_k in for k < n_w, weights of one input: on the fast path, where they share type and
+ * width, as one product (cpu_matmul_multi: one activation quantisation, one pool job); else
+ * one forward_cpu_exec_matmul each. Results as forward_cpu_exec_matmul's. 0, or -1 with a
+ * message. */
+int forward_cpu_exec_matmuls(forward_cpu_exec *x, int nt, const llama_weight *const *w, int n_w, const float *in,
+                             int64_t n_tok, float *const *out, char *err, size_t err_size);
 /* The f32 dot product of the exact path: eight partial sums in a fixed order. */
 float forward_cpu_exec_dot(const float *a, const float *b, int64_t n);
 
