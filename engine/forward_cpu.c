@@ -354,6 +354,8 @@ int forward_cpu_fast(forward_cpu *f, int paired, char *err, size_t err_size) {
     return rc;
 }
 
+size_t forward_cpu_repacked_bytes(const forward_cpu *f) { return f->exec.ilv_bytes; }
+
 void forward_cpu_threads(forward_cpu *f, int n_threads, int n_threads_batch) {
     f->threads_1 = n_threads < 1 || n_threads > f->n_threads ? f->n_threads : n_threads;
     f->threads_batch = n_threads_batch < 1 || n_threads_batch > f->n_threads ? f->n_threads : n_threads_batch;
