@@ -12,12 +12,15 @@
 #include "quant/dot.h"
 
 /* A weight matrix as stored: n_rows rows of n_cols elements of `type`, row r at
- * data + r * row_bytes. Described by raw fields so any loader's tensors fit. */
+ * data + r * row_bytes. Described by raw fields so any loader's tensors fit. ilv, when not NULL:
+ * the same rows repacked (cpu_matmul_repack) in groups of QUANT_ILV_ROWS, which products of
+ * few tokens read instead of data. */
 typedef struct {
     uint32_t type;
     int64_t n_cols, n_rows;  /* [n_rows][n_cols] */
     size_t row_bytes;        /* >= quant_row_bytes(type, n_cols) */
     const void *data;
+    const void *ilv;         /* [ceil(n_rows / 16)] groups of quant_ilv_group_bytes, or NULL */
 } cpu_weight;
 
 /* Per-caller state: the pool (NULL: the caller alone), the instruction-set path, the
@@ -48,6 +51,11 @@ typedef struct {
 #define CPU_MATMUL_PANEL_MIN_TOK 16
 #define CPU_MATMUL_PANEL_MIN_TOK_Q5 48
 
+/* Bytes of w's interleaved form on path isa (quant/dot.h), 0 where it has none; and the repacking
+ * of groups [g0, g1) of it into dst (the whole form's buffer), so that threads may share it. */
+size_t cpu_matmul_repack_bytes(const cpu_weight *w, quant_isa isa);
+void cpu_matmul_repack(const cpu_weight *w, int64_t g0, int64_t g1, void *dst);
+
 /* isa: quant_isa_best() for real work; lower paths for tests and comparisons. */
 void cpu_matmul_init(cpu_matmul_ctx *c, threadpool *pool, quant_isa isa);
 void cpu_matmul_free(cpu_matmul_ctx *c);
@@ -61,5 +69,13 @@ int cpu_matmul_check(const cpu_weight *w, char *err, size_t err_size);
  * memory for the activation buffer). */
 int cpu_matmul(cpu_matmul_ctx *c, const cpu_weight *w, const float *x, int64_t n_tok, float *out, char *err,
                size_t err_size);
+
+/* Several products of one input (Q, K and V; gate and up) as one: the activations quantised once
+ * and every weight's items in one pool job, so a decode step waits for the pool fewer times.
+ * out[k] = W_k x as cpu_matmul gives it, bit for bit; the weights must share type and width
+ * (else -1 with a message). At most CPU_MATMUL_MAX_MULTI weights. */
+#define CPU_MATMUL_MAX_MULTI 4
+int cpu_matmul_multi(cpu_matmul_ctx *c, const cpu_weight *const *w, int n_w, const float *x, int64_t n_tok,
+                     float *const *out, char *err, size_t err_size);
 
 #endif

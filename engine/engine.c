@@ -370,6 +370,13 @@ int engine_split_stats(engine *e, int start, engine_dev_share *out, int max) {
 
 void engine_describe(const engine *e, char *buf, size_t size) {
     if (size) buf[0] = 0;
+    if (size && e->ops == &forward_cpu_ops && e->be) {
+        size_t b = forward_cpu_repacked_bytes(e->be);
+        if (b)
+            snprintf(buf, size, "CPU: %.2f MiB of weights repacked for the fast path (anonymous memory, beside the "
+                                "file's mapping)\n", (double)b / (1 << 20));
+        return;
+    }
     if (!e->gpu || !e->gpu->describe || !size) return;
     size_t o = 0;
     if (e->plan.cpu_layers > 0) {

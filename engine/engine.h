@@ -96,7 +96,8 @@ const char *engine_backend(const engine *e);
 /* What engine_load could not do but went on without (--mlock refused by the limits), or NULL. */
 const char *engine_load_warning(const engine *e);
 /* What holds the model, one line per device (and the CPU's layers when -ngl is partial) with
- * weights, KV cache and memory, for the load log; "" on the CPU backend. */
+ * weights, KV cache and memory, for the load log; on the CPU backend the memory its fast path
+ * adds (weights repacked for decode), or "". */
 void engine_describe(const engine *e, char *buf, size_t size);
 /* Per-device time shares of the passes between a call with start != 0 and one with start == 0
  * (which fills out[0..max)); the number of devices, 0 on the CPU backend. With one device a

@@ -219,10 +219,9 @@ static int fwd(void *self, const engine_fwd_batch *b, float *logits, char *err, 
         const llama_layer *L = &m->layers[l];
         const rope_cfg *rc = llama_layer_is_swa(hp, l) ? &f->rope_swa : &f->rope_global;
         for (int32_t t = 0; t < n; t++) rmsnorm(f->xn + t * E, f->x + t * E, L->attn_norm, E, hp->rms_eps);
-        if (matmul(f, &L->wq, f->xn, n, f->q, err, err_size) ||
-            matmul(f, &L->wk, f->xn, n, f->k, err, err_size) ||
-            matmul(f, &L->wv, f->xn, n, f->v, err, err_size))
-            return -1;
+        const llama_weight *qkv[] = {&L->wq, &L->wk, &L->wv};
+        float *qkv_out[] = {f->q, f->k, f->v};
+        if (forward_cpu_exec_matmuls(&f->exec, f->nt, qkv, 3, f->xn, n, qkv_out, err, err_size)) return -1;
         add_bias(f->q, L->bq, n, n_q);
         add_bias(f->k, L->bk, n, n_kv);
         add_bias(f->v, L->bv, n, n_kv);
@@ -246,9 +245,9 @@ static int fwd(void *self, const engine_fwd_batch *b, float *logits, char *err, 
         for (int64_t i = 0; i < n * E; i++) f->x[i] += f->xn[i];
 
         for (int32_t t = 0; t < n; t++) rmsnorm(f->xn + t * E, f->x + t * E, L->ffn_norm, E, hp->rms_eps);
-        if (matmul(f, &L->w_gate, f->xn, n, f->gate, err, err_size) ||
-            matmul(f, &L->w_up, f->xn, n, f->up, err, err_size))
-            return -1;
+        const llama_weight *gu[] = {&L->w_gate, &L->w_up};
+        float *gu_out[] = {f->gate, f->up};
+        if (forward_cpu_exec_matmuls(&f->exec, f->nt, gu, 2, f->xn, n, gu_out, err, err_size)) return -1;
         gate_ctx gc = {f, F};
         forward_cpu_exec_for(&f->exec, f->nt, n, gate_range, &gc);
         if (matmul(f, &L->w_down, f->gate, n, f->xn, err, err_size)) return -1;
@@ -337,8 +336,25 @@ const engine_backend_ops forward_cpu_ops = {
 int forward_cpu_fast(forward_cpu *f, int paired, char *err, size_t err_size) {
     if (forward_cpu_exec_fast(&f->exec, err, err_size)) return -1;
     f->exec.mm.act_pair = paired;
-    return 0;
+    /* the matrices of this state's layers and its head, in the order a pass multiplies them */
+    int n = 0, cap = 7 * (f->layer1 - f->layer0) + 1;
+    const llama_weight **w = malloc((size_t)cap * sizeof *w);
+    if (!w) {
+        snprintf(err, err_size, "out of memory");
+        return -1;
+    }
+    for (int32_t l = f->layer0; l < f->layer1; l++) {
+        const llama_layer *L = &f->m->layers[l];
+        const llama_weight *lw[] = {&L->wq, &L->wk, &L->wv, &L->wo, &L->w_gate, &L->w_up, &L->w_down};
+        for (int i = 0; i < 7; i++) w[n++] = lw[i];
+    }
+    if (f->layer1 == f->m->hp.n_layer) w[n++] = &f->m->output;
+    int rc = forward_cpu_exec_repack(&f->exec, w, n, err, err_size);
+    free(w);
+    return rc;
 }
+
+size_t forward_cpu_repacked_bytes(const forward_cpu *f) { return f->exec.ilv_bytes; }
 
 void forward_cpu_threads(forward_cpu *f, int n_threads, int n_threads_batch) {
     f->threads_1 = n_threads < 1 || n_threads > f->n_threads ? f->n_threads : n_threads;

@@ -27,6 +27,9 @@ void forward_cpu_free(forward_cpu *f);
 /* Switches a new state to the fast path (before its first pass), its activations rounded to pairs
  * of 8-bit values (paired 1) or to one each (0: llama.cpp's rounding). 0, or -1 with a message. */
 int forward_cpu_fast(forward_cpu *f, int paired, char *err, size_t err_size);
+/* Bytes of anonymous memory holding weights repacked by forward_cpu_fast (0 on the exact path):
+ * memory the fast path adds to the file's. */
+size_t forward_cpu_repacked_bytes(const forward_cpu *f);
 /* Threads for passes of one token and of more (llama.cpp's -t and -tb), each at most the
  * n_threads it was created with (a count out of 1..n_threads means n_threads). */
 void forward_cpu_threads(forward_cpu *f, int n_threads, int n_threads_batch);

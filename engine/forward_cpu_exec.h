@@ -25,6 +25,13 @@ typedef struct {
     threadpool *pool;     /* fast path: NULL on the exact path */
     cpu_matmul_ctx mm;
     quant_isa isa;
+    /* Fast path: weights repacked for decode (forward_cpu_exec_repack), in one anonymous mapping
+     * of ilv_bytes (huge pages where the kernel gives them): ilv[i] is ilv_of[i]'s form. */
+    const llama_weight **ilv_of;
+    const void **ilv;
+    int n_ilv, ilv_next;  /* ilv_next: where the lookup starts (products come in a fixed order) */
+    void *ilv_mem;
+    size_t ilv_bytes, ilv_map_bytes;
 } forward_cpu_exec;
 
 /* The exact path for n_threads threads and weight rows of up to max_cols. 0, or -1 with a
@@ -33,6 +40,11 @@ int forward_cpu_exec_init(forward_cpu_exec *x, int n_threads, int64_t max_cols, 
 void forward_cpu_exec_free(forward_cpu_exec *x);
 /* Switches to the fast path: starts the pool. 0, or -1 with a message. */
 int forward_cpu_exec_fast(forward_cpu_exec *x, char *err, size_t err_size);
+/* Fast path: repacks the weights among w[0..n) that have an interleaved form on this CPU
+ * (engine/cpu_matmul.h) into anonymous memory, which products of few tokens then read instead
+ * of the file mapping: the memory adds x->ilv_bytes to the weights'. 0, or -1 with a message
+ * (out of memory). */
+int forward_cpu_exec_repack(forward_cpu_exec *x, const llama_weight *const *w, int n, char *err, size_t err_size);
 static inline int forward_cpu_exec_is_fast(const forward_cpu_exec *x) { return x->pool != NULL; }
 
 /* Runs fn over [0, n) on up to nt threads (exact path) or on the pool (fast path; the pool has
@@ -44,6 +56,12 @@ void forward_cpu_exec_for(forward_cpu_exec *x, int nt, int64_t n, forward_cpu_ex
 int forward_cpu_exec_matmul(forward_cpu_exec *x, int nt, const llama_weight *w, const float *in, int64_t n_tok,
                             float *out, char *err, size_t err_size);
 
+/* out[k] = W_k in for k < n_w, weights of one input: on the fast path, where they share type and
+ * width, as one product (cpu_matmul_multi: one activation quantisation, one pool job); else
+ * one forward_cpu_exec_matmul each. Results as forward_cpu_exec_matmul's. 0, or -1 with a
+ * message. */
+int forward_cpu_exec_matmuls(forward_cpu_exec *x, int nt, const llama_weight *const *w, int n_w, const float *in,
+                             int64_t n_tok, float *const *out, char *err, size_t err_size);
 /* The f32 dot product of the exact path: eight partial sums in a fixed order. */
 float forward_cpu_exec_dot(const float *a, const float *b, int64_t n);
 

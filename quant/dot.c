@@ -134,8 +134,11 @@ void quant_act_quant_row_pair(quant_isa isa, uint32_t wtype, const float *x, voi
     for (int64_t i = 0; i < n; i += blk) {
         uint8_t *h = (uint8_t *)hi + (size_t)(i / blk) * bb, *l = (uint8_t *)lo + (size_t)(i / blk) * bb;
         k(x + i, h, blk);
-        quant_act_dequant_row(wtype, h, r, blk);
-        for (int64_t j = 0; j < blk; j++) r[j] = x[i + j] - r[j];
+        /* x - d * q, the operations of quant_act_dequant_row without its per-element block
+         * arithmetic (it ran ~4x slower and took 3% of a small model's decode) */
+        float d = a == QUANT_ACT_Q8 ? ((const block_q8_a *)h)->d : ((const block_q8_K *)h)->d;
+        const int8_t *q = a == QUANT_ACT_Q8 ? ((const block_q8_a *)h)->qs : ((const block_q8_K *)h)->qs;
+        for (int64_t j = 0; j < blk; j++) r[j] = x[i + j] - d * (float)q[j];
         k(r, l, blk);
     }
 }

@@ -99,5 +99,42 @@ void quant_panel_pack(uint32_t wtype, int64_t n, const void *w, size_t w_stride,
 /* out[t * out_stride + r] = dot(panel row r, activation row t) for r < nr, t < n_tok. */
 void quant_panel_dot(quant_isa isa, uint32_t wtype, int64_t n, const void *panel, int nr, const void *xq,
                      size_t xq_stride, int64_t n_tok, float *out, size_t out_stride);
+/* The panel of one interleaved group (quant_ilv_pack's, QUANT_ILV_ROWS == QUANT_PANEL_ROWS rows):
+ * the same bytes as quant_panel_pack of the group's rows (rows past the group's last real row
+ * may hold -0 for 0), without going back to the stored rows. */
+void quant_panel_pack_ilv(uint32_t wtype, int64_t n, const void *group, void *panel);
+/* The same for n_tok tokens whose activations are pairs (quant_act_quant_row_pair): rows 2t (hi)
+ * and 2t + 1 (lo), xq_stride bytes apart; out[t * out_stride + r] = the sum of both rows'
+ * products, in one pass where the path has a pair kernel (the AVX-512 ones). */
+void quant_panel_dot_pair(quant_isa isa, uint32_t wtype, int64_t n, const void *panel, int nr, const void *xq,
+                          size_t xq_stride, int64_t n_tok, float *out, size_t out_stride);
+
+/* ---- interleaved rows: the decode case ------------------------------------------------------
+ * A token or a few read each weight once, from memory, so the weights keep their 4- or 6-bit
+ * codes; a row kernel then spends most of its time on one row's per-block float work (scale,
+ * convert, add), done again for every row. Interleaved, QUANT_ILV_ROWS rows share it: a group
+ * of 16 rows stores each block's codes 4 weights of a row at a time, row after row (one 64-byte
+ * load holds 4 codes of each of 16 rows in each nibble, so one 512-bit integer product adds 4
+ * terms to each of 16 rows' lanes), then the 16 rows' scales side by side (one f32 step serves
+ * 16 rows). Repacked once at load (engine/forward_cpu_exec.c), in the bytes of the stored rows
+ * (Q4_K: 2.8% more, its packed 6-bit scales and mins widened to bytes). Q4_0, Q4_1, Q8_0, Q4_K
+ * and Q6_K on the AVX-512 paths. */
+#define QUANT_ILV_ROWS 16
+QUANT_STATIC_ASSERT(QUANT_ILV_ROWS == QUANT_PANEL_ROWS, "a group is one panel's rows");
+
+/* 1 when (isa, wtype) has the interleaved kernel. */
+int quant_ilv_usable(quant_isa isa, uint32_t wtype);
+/* Bytes of one group of QUANT_ILV_ROWS rows of n elements (0: no interleaved form). */
+size_t quant_ilv_group_bytes(uint32_t wtype, int64_t n);
+/* Repacks nr (1..QUANT_ILV_ROWS) rows at w, w_stride bytes apart, into one group; rows past nr
+ * are zero (all-zero weights). */
+void quant_ilv_pack(uint32_t wtype, int64_t n, const void *w, size_t w_stride, int nr, void *group);
+/* out[t * out_stride + r] = dot(group row r, activation row t) for r < nr, t < n_tok. */
+void quant_ilv_dot(quant_isa isa, uint32_t wtype, int64_t n, const void *group, int nr, const void *xq,
+                   size_t xq_stride, int64_t n_tok, float *out, size_t out_stride);
+/* The same for n_tok tokens whose activations are pairs (rows 2t and 2t + 1, as
+ * quant_panel_dot_pair): out row t = the sum of both rows' products, in one pass. */
+void quant_ilv_dot_pair(quant_isa isa, uint32_t wtype, int64_t n, const void *group, int nr, const void *xq,
+                        size_t xq_stride, int64_t n_tok, float *out, size_t out_stride);
 
 #endif

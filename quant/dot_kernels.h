@@ -20,6 +20,9 @@ typedef void (*quant_panel_kern)(int64_t n, const void *panel, int nr, const voi
 typedef struct {
     quant_dot_kern dot[QUANT_TYPE_COUNT];  /* by weight type id */
     quant_panel_kern panel[QUANT_PANEL_KINDS];
+    quant_panel_kern panel_pair[QUANT_PANEL_KINDS]; /* quant_panel_dot_pair's; NULL: the panel kernel per row */
+    quant_panel_kern ilv[QUANT_TYPE_COUNT]; /* interleaved groups (quant/dot.h), by weight type */
+    quant_panel_kern ilv_pair[QUANT_TYPE_COUNT]; /* the same for activation pairs */
     int panel_wide;                        /* the panel kernels take codes up to 255 */
     void (*axpy)(float *y, float a, const float *x, int64_t n);
     quant_act_kern act[QUANT_ACT_COUNT];   /* by activation format */

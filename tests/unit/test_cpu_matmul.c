@@ -2,7 +2,8 @@
  * counts (decode and prompt tilings) on no pool and pools of 1..3 threads and every path this
  * CPU runs, with activation pairs (the default) and 8-bit rows alone, against f64 sums over the
  * dequantised weights and the quantised activations (the budget is f32 rounding, derived in
- * test_dot.c), bit-identical whatever the thread count (each
+ * test_dot.c), each weight also repacked into interleaved groups where the path has them (the
+ * decode form), bit-identical whatever the thread count (each
  * output element is one kernel's work, so the split must not change it); and the checks on a
  * weight's description. */
 #include <math.h>
@@ -49,9 +50,16 @@ static void case_type(uint32_t t, threadpool *pools[4], char *why, size_t wn, in
     char err[256];
     for (int isa = 0; isa < QUANT_ISA_COUNT; isa++) {
         if (!quant_isa_supported((quant_isa)isa)) continue;
+        /* the weight as stored, then (where the path has it) repacked into interleaved groups */
+        W.ilv = NULL;
+        size_t ilv_bytes = cpu_matmul_repack_bytes(&W, (quant_isa)isa);
+        void *ilv = ilv_bytes ? malloc(ilv_bytes) : NULL;
+        if (ilv) cpu_matmul_repack(&W, 0, (n_rows + QUANT_ILV_ROWS - 1) / QUANT_ILV_ROWS, ilv);
+        for (int il = 0; il < 1 + (ilv != NULL); il++)
         for (int pair = 1; pair >= 0; pair--)
         for (int ti = 0; ti < 5; ti++) {
             int64_t nt = toks[ti];
+            W.ilv = il ? ilv : NULL;
             for (int pi = 0; pi < 4; pi++) {
                 cpu_matmul_ctx c;
                 cpu_matmul_init(&c, pools[pi], (quant_isa)isa);
@@ -85,14 +93,15 @@ static void case_type(uint32_t t, threadpool *pools[4], char *why, size_t wn, in
                         double tol = (double)(nb + 16) * 0x1p-23 * mag;
                         double got = out[k * n_rows + r];
                         if (!(fabs(got - want) <= tol) && !(*bad)++)
-                            snprintf(why, wn, "%s %s %s %lld tokens: out[%lld][%lld] = %.9g, want %.9g (tol %.3g)",
-                                     quant_type_name(t), quant_isa_name((quant_isa)isa),
+                            snprintf(why, wn, "%s %s%s %s %lld tokens: out[%lld][%lld] = %.9g, want %.9g (tol %.3g)",
+                                     quant_type_name(t), quant_isa_name((quant_isa)isa), il ? " interleaved" : "",
                                      pair ? "paired" : "8-bit", (long long)nt, (long long)k,
                                      (long long)r, got, want, tol);
                     }
                 }
             }
         }
+        free(ilv);
     }
     free(w), free(wd), free(tmp), free(x), free(xd), free(out), free(first), free(xq), free(xq_lo), free(xd_lo);
 }
@@ -110,7 +119,7 @@ static void test_products(void) {
         int bad = 0, bad_det = 0;
         case_type(types[ti], pools, why, sizeof why, &bad, &bad_det);
         snprintf(name, sizeof name,
-                 "cpu_matmul %s: 1, 3, 13, 33, 70 tokens x 37 rows, paired and 8-bit activations, equal the f64 product",
+                 "cpu_matmul %s: 1, 3, 13, 33, 70 tokens x 37 rows, paired and 8-bit activations, stored and repacked, equal the f64 product",
                  quant_type_name(types[ti]));
         CHECK(!bad, name, "%s (%d bad)", why, bad);
         snprintf(name, sizeof name, "cpu_matmul %s: bit-identical on no pool and 1, 2, 3 threads",
@@ -140,6 +149,89 @@ static void test_checks(void) {
           "\"%s\"", err);
 }
 
+/* cpu_matmul_multi: three weights of one input (Q, K, V shapes: 256, 16, 21 rows) as one product
+ * give each weight's cpu_matmul result bit for bit, stored and repacked, decode and prompt
+ * tilings, on the pool; weights of different types are refused. */
+static void test_multi(void) {
+    char err[256];
+    threadpool *pool = NULL;
+    if (threadpool_create(2, &pool, err, sizeof err)) {
+        CHECK(0, "threadpool_create for the multi-product test", "%s", err);
+        return;
+    }
+    static const uint32_t mt[] = {QUANT_Q4_0, QUANT_Q4_K, QUANT_Q6_K, QUANT_Q5_0};
+    /* Q's 256 rows take 2 panels an item, K's and V's 1: their panel buffers differ in size */
+    static const int64_t rows[3] = {256, 16, 21}, toks[] = {1, 2, 20, 70};
+    int bad = 0;
+    char why[256] = "";
+    for (size_t ti = 0; ti < sizeof mt / sizeof mt[0]; ti++) {
+        uint32_t t = mt[ti];
+        int64_t n_cols = quant_traits_of(t)->block_elems == 32 ? 352 : 512;
+        size_t rb = quant_row_bytes(t, n_cols);
+        uint8_t *w[3];
+        void *ilv[3];
+        cpu_weight W[3];
+        const cpu_weight *pw[3];
+        float *tmp = malloc((size_t)n_cols * sizeof *tmp), *x = malloc((size_t)(70 * n_cols) * sizeof *x);
+        for (int k = 0; k < 3; k++) {
+            w[k] = malloc(rb * (size_t)rows[k]);
+            for (int64_t r = 0; r < rows[k]; r++) {
+                for (int64_t c2 = 0; c2 < n_cols; c2++) tmp[c2] = rng_normal() * 0.05f;
+                quant_quant_row(t, tmp, w[k] + (size_t)r * rb, n_cols, NULL, 0);
+            }
+            W[k] = (cpu_weight){.type = t, .n_cols = n_cols, .n_rows = rows[k], .row_bytes = rb, .data = w[k]};
+            size_t ib = cpu_matmul_repack_bytes(&W[k], quant_isa_best());
+            ilv[k] = ib ? malloc(ib) : NULL;
+            if (ilv[k]) cpu_matmul_repack(&W[k], 0, (rows[k] + QUANT_ILV_ROWS - 1) / QUANT_ILV_ROWS, ilv[k]);
+            pw[k] = &W[k];
+        }
+        for (int64_t i = 0; i < 70 * n_cols; i++) x[i] = rng_normal();
+        for (int il = 0; il < 2; il++)
+            for (size_t ki = 0; ki < sizeof toks / sizeof toks[0]; ki++) {
+                int64_t nt = toks[ki];
+                float *one[3], *all[3];
+                cpu_matmul_ctx c;
+                cpu_matmul_init(&c, pool, quant_isa_best());
+                for (int k = 0; k < 3; k++) {
+                    W[k].ilv = il ? ilv[k] : NULL;
+                    one[k] = malloc((size_t)(nt * rows[k]) * sizeof(float));
+                    all[k] = malloc((size_t)(nt * rows[k]) * sizeof(float));
+                    if (cpu_matmul(&c, &W[k], x, nt, one[k], err, sizeof err) && !bad++)
+                        snprintf(why, sizeof why, "%s", err);
+                }
+                if (cpu_matmul_multi(&c, pw, 3, x, nt, all, err, sizeof err) && !bad++) snprintf(why, sizeof why, "%s", err);
+                for (int k = 0; k < 3; k++) {
+                    if (memcmp(one[k], all[k], (size_t)(nt * rows[k]) * sizeof(float)) && !bad++)
+                        snprintf(why, sizeof why, "%s%s %lld tokens: weight %d differs from its own product",
+                                 quant_type_name(t), il ? " repacked" : "", (long long)nt, k);
+                    free(one[k]);
+                    free(all[k]);
+                }
+                cpu_matmul_free(&c);
+            }
+        for (int k = 0; k < 3; k++) free(w[k]), free(ilv[k]);
+        free(tmp);
+        free(x);
+    }
+    CHECK(!bad, "cpu_matmul_multi: Q, K, V shapes in one product equal their own products bit for bit", "%s (%d bad)",
+          why, bad);
+    /* mixed types are refused with a message */
+    uint8_t a[18 * 2] = {0}, b2[144] = {0};
+    cpu_weight A = {.type = QUANT_Q4_0, .n_cols = 32, .n_rows = 2, .row_bytes = 18, .data = a};
+    cpu_weight B = {.type = QUANT_Q4_K, .n_cols = 256, .n_rows = 1, .row_bytes = 144, .data = b2};
+    const cpu_weight *ab[] = {&A, &B};
+    float xin[256] = {0}, o1[2], o2[1];
+    float *outs[] = {o1, o2};
+    cpu_matmul_ctx c;
+    cpu_matmul_init(&c, pool, quant_isa_best());
+    err[0] = 0;
+    int rc = cpu_matmul_multi(&c, ab, 2, xin, 1, outs, err, sizeof err);
+    cpu_matmul_free(&c);
+    CHECK(rc == -1 && strstr(err, "differ"), "cpu_matmul_multi: weights of different types refused", "rc %d, '%s'", rc,
+          err);
+    threadpool_destroy(pool);
+}
+
 int main(void) {
     uint64_t seed = 0;
     const char *env = getenv("QUANT_SEED");
@@ -155,5 +247,6 @@ int main(void) {
            (unsigned long long)seed);
     test_checks();
     test_products();
+    test_multi();
     return test_done();
 }

@@ -116,13 +116,14 @@ static void note(verdict *v, double err, double budget) {
 /* The quantised types have panels (quant/dot.h). */
 static int be_panel(uint32_t t) { return quant_traits_of(t)->block_elems > 1; }
 
-enum { ROWS = 19, TOKS = 7, N_OUT = 2 * QUANT_ISA_COUNT };
+enum { ROWS = 19, TOKS = 7, N_OUT = 3 * QUANT_ISA_COUNT };
 
-/* Output o of a case: a path's row kernel (o < QUANT_ISA_COUNT) or its panel kernel. */
+/* Output o of a case: a path's row kernel (o < QUANT_ISA_COUNT), its panel kernel or its
+ * interleaved-group kernel. */
 static const char *out_name(int o) {
     static char buf[N_OUT][32];
     snprintf(buf[o], sizeof buf[o], "%s%s", quant_isa_name((quant_isa)(o % QUANT_ISA_COUNT)),
-             o >= QUANT_ISA_COUNT ? " panel" : "");
+             o >= 2 * QUANT_ISA_COUNT ? " interleaved" : o >= QUANT_ISA_COUNT ? " panel" : "");
     return buf[o];
 }
 
@@ -134,8 +135,11 @@ static void run_case(uint32_t t, int64_t n, int raw, verdict *vq, verdict *vx, v
     float *xd = malloc((size_t)n * sizeof *xd);
     uint8_t *xq[QUANT_ISA_COUNT];
     static float out[N_OUT][TOKS * ROWS];
+    static float pair_out[QUANT_ISA_COUNT][TOKS / 2 * ROWS], ilv_pair_out[QUANT_ISA_COUNT][TOKS / 2 * ROWS];
+    static double tol_of[TOKS * ROWS];
     int have[N_OUT] = {0};
     void *panel = malloc(quant_panel_bytes(t, n) + 1);
+    void *group = malloc(quant_ilv_group_bytes(t, n) + 1);
     make_weights(t, n, ROWS, raw, w, rb);
     for (int r = 0; r < ROWS; r++) quant_dequant_row(t, w + (size_t)r * rb, wd + (size_t)r * n, n, NULL, 0);
     for (int k = 0; k < TOKS; k++) fill_normal(x + (size_t)k * n, n);
@@ -156,11 +160,37 @@ static void run_case(uint32_t t, int64_t n, int raw, verdict *vq, verdict *vx, v
             int nr = ROWS - r0 < QUANT_PANEL_ROWS ? ROWS - r0 : QUANT_PANEL_ROWS;
             quant_panel_pack(t, n, w + (size_t)r0 * rb, rb, nr, panel);
             quant_panel_dot((quant_isa)isa, t, n, panel, nr, xq[isa], xb, TOKS, out[QUANT_ISA_COUNT + isa] + r0, ROWS);
+            if (quant_ilv_group_bytes(t, n) && quant_ilv_usable((quant_isa)isa, t)) {
+                /* the panel from the interleaved group gives the same products, bit for bit */
+                static float again[TOKS * ROWS];
+                void *p2 = malloc(quant_panel_bytes(t, n));
+                quant_ilv_pack(t, n, w + (size_t)r0 * rb, rb, nr, group);
+                quant_panel_pack_ilv(t, n, group, p2);
+                quant_panel_dot((quant_isa)isa, t, n, p2, nr, xq[isa], xb, TOKS, again, ROWS);
+                for (int k = 0; k < TOKS; k++)
+                    if (memcmp(again + k * ROWS, out[QUANT_ISA_COUNT + isa] + k * ROWS + r0, (size_t)nr * sizeof(float)))
+                        fail(vs, "%s n=%lld %s: the panel of the interleaved group gives other products (token %d)",
+                             quant_type_name(t), (long long)n, quant_isa_name((quant_isa)isa), k);
+                free(p2);
+            }
+            /* rows 2p and 2p + 1 taken as token p's pair */
+            quant_panel_dot_pair((quant_isa)isa, t, n, panel, nr, xq[isa], xb, TOKS / 2, pair_out[isa] + r0, ROWS);
         }
         have[QUANT_ISA_COUNT + isa] = 1;
+        if (!quant_ilv_usable((quant_isa)isa, t)) continue;
+        for (int r0 = 0; r0 < ROWS; r0 += QUANT_ILV_ROWS) {
+            int nr = ROWS - r0 < QUANT_ILV_ROWS ? ROWS - r0 : QUANT_ILV_ROWS;
+            quant_ilv_pack(t, n, w + (size_t)r0 * rb, rb, nr, group);
+            quant_ilv_dot((quant_isa)isa, t, n, group, nr, xq[isa], xb, TOKS, out[2 * QUANT_ISA_COUNT + isa] + r0, ROWS);
+            quant_ilv_dot_pair((quant_isa)isa, t, n, group, nr, xq[isa], xb, TOKS / 2, ilv_pair_out[isa] + r0, ROWS);
+        }
+        have[2 * QUANT_ISA_COUNT + isa] = 1;
     }
     if (be_panel(t) && !have[QUANT_ISA_COUNT])
         fail(vs, "%s: the portable path has no panel kernel", quant_type_name(t));
+    int want_ilv = t == QUANT_Q4_0 || t == QUANT_Q4_1 || t == QUANT_Q8_0 || t == QUANT_Q4_K || t == QUANT_Q6_K;
+    if (want_ilv && quant_isa_supported(QUANT_ISA_AVX512) && !have[2 * QUANT_ISA_COUNT + QUANT_ISA_AVX512])
+        fail(vs, "%s: the AVX-512 path has no interleaved kernel", quant_type_name(t));
     for (int k = 0; k < TOKS; k++) {
         quant_act_dequant_row(t, xq[0] + (size_t)k * xb, xd, n);
         const float *xk = x + (size_t)k * n;
@@ -182,6 +212,7 @@ static void run_case(uint32_t t, int64_t n, int raw, verdict *vq, verdict *vx, v
                 }
             }
             double r_tol = (double)(nb + 16) * 0x1p-23 * absq + 1e-35;
+            tol_of[k * ROWS + r] = r_tol;
             for (int isa = 0; isa < N_OUT; isa++) {
                 if (!have[isa]) continue;
                 double got = out[isa][k * ROWS + r];
@@ -202,8 +233,32 @@ static void run_case(uint32_t t, int64_t n, int raw, verdict *vq, verdict *vx, v
             }
         }
     }
+    /* a pair's panel product: the sum of its two rows' panel products, within both budgets */
+    for (int isa = 0; isa < QUANT_ISA_COUNT; isa++) {
+        if (!have[QUANT_ISA_COUNT + isa]) continue;
+        for (int p = 0; p < TOKS / 2; p++)
+            for (int r = 0; r < ROWS; r++) {
+                double want = (double)out[QUANT_ISA_COUNT + isa][2 * p * ROWS + r] +
+                              out[QUANT_ISA_COUNT + isa][(2 * p + 1) * ROWS + r];
+                double tol = 2 * (tol_of[2 * p * ROWS + r] + tol_of[(2 * p + 1) * ROWS + r]);
+                double got = pair_out[isa][p * ROWS + r];
+                if (!(fabs(got - want) <= tol))
+                    fail(vs, "%s n=%lld %s pair panel row %d token %d: %.9g vs the rows' sum %.9g (tol %.3g)",
+                         quant_type_name(t), (long long)n, quant_isa_name((quant_isa)isa), r, p, got, want, tol);
+                note(vs, fabs(got - want), tol);
+                if (!have[2 * QUANT_ISA_COUNT + isa]) continue;
+                want = (double)out[2 * QUANT_ISA_COUNT + isa][2 * p * ROWS + r] +
+                       out[2 * QUANT_ISA_COUNT + isa][(2 * p + 1) * ROWS + r];
+                got = ilv_pair_out[isa][p * ROWS + r];
+                if (!(fabs(got - want) <= tol))
+                    fail(vs, "%s n=%lld %s pair interleaved row %d token %d: %.9g vs the rows' sum %.9g (tol %.3g)",
+                         quant_type_name(t), (long long)n, quant_isa_name((quant_isa)isa), r, p, got, want, tol);
+                note(vs, fabs(got - want), tol);
+            }
+    }
     for (int isa = 0; isa < QUANT_ISA_COUNT; isa++) free(xq[isa]);
     free(panel);
+    free(group);
     free(w);
     free(x);
     free(wd);
@@ -228,7 +283,7 @@ static void test_types(void) {
         snprintf(name, sizeof name, "dot %s: within the activation-quantisation budget of the exact dot", quant_type_name(t));
         CHECK(!vx.bad, name, "%s (%d bad)", vx.why, vx.bad);
         snprintf(name, sizeof name, "dot %s: SIMD paths%s match the portable one", quant_type_name(t),
-                 be_panel(t) ? " and every panel kernel" : "");
+                 be_panel(t) ? " and every panel and interleaved kernel (rows and pairs)" : "");
         CHECK(!vs.bad, name, "%s (%d bad)", vs.why, vs.bad);
         printf("  info: %s worst error / budget: %.3f quantised, %.3f exact, %.3f SIMD vs portable\n",
                quant_type_name(t), vq.worst, vx.worst, vs.worst);
