@@ -62,17 +62,23 @@ static void repack_range(void *arg, int64_t lo, int64_t hi, int tid) {
 #define ILV_ALIGN 4096
 #define ILV_HUGE (2u << 20)
 
+/* The bytes w's repacked form takes in the mapping (whole ILV_ALIGN units), 0 where the fast
+ * path does not repack it. */
+static size_t ilv_span(const cpu_weight *cw, quant_isa isa) {
+    char why[256];
+    size_t b = cpu_matmul_check(cw, why, sizeof why) ? 0 : cpu_matmul_repack_bytes(cw, isa);
+    return (b + ILV_ALIGN - 1) & ~(size_t)(ILV_ALIGN - 1);
+}
+
 int forward_cpu_exec_repack(forward_cpu_exec *x, const llama_weight *const *w, int n, char *err, size_t err_size) {
     if (!x->pool || x->ilv_mem || n <= 0) return 0;
     size_t total = 0;
     int k = 0;
     for (int i = 0; i < n; i++) {
         cpu_weight cw = cpu_weight_of(w[i]);
-        char why[256];
-        size_t b = cpu_matmul_check(&cw, why, sizeof why) ? 0 : cpu_matmul_repack_bytes(&cw, x->isa);
-        if (!b) continue;
-        total += (b + ILV_ALIGN - 1) & ~(size_t)(ILV_ALIGN - 1);
-        k++;
+        size_t b = ilv_span(&cw, x->isa);
+        total += b;
+        k += b != 0;
     }
     if (!k) return 0;
     x->ilv_of = calloc((size_t)k, sizeof *x->ilv_of);
@@ -98,15 +104,14 @@ int forward_cpu_exec_repack(forward_cpu_exec *x, const llama_weight *const *w, i
     size_t off = 0;
     for (int i = 0; i < n; i++) {
         cpu_weight cw = cpu_weight_of(w[i]);
-        char why[256];
-        size_t b = cpu_matmul_check(&cw, why, sizeof why) ? 0 : cpu_matmul_repack_bytes(&cw, x->isa);
+        size_t b = ilv_span(&cw, x->isa);
         if (!b) continue;
         repack_job j = {&cw, base + off};
         int64_t groups = (cw.n_rows + QUANT_ILV_ROWS - 1) / QUANT_ILV_ROWS;
         threadpool_run(x->pool, groups, 16, repack_range, &j);
         x->ilv_of[x->n_ilv] = w[i];
         x->ilv[x->n_ilv++] = base + off;
-        off += (b + ILV_ALIGN - 1) & ~(size_t)(ILV_ALIGN - 1);
+        off += b;
     }
     return 0;
 }
