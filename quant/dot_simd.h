@@ -656,7 +656,7 @@ AI void panel_body512_p(int pair, quant_panel_kind k, int64_t n, const void *pan
             }
 #undef PA
     }
-    UNROLL for (int t = 0; t < nt / (1 + pair); t++) {
+    for (int t = 0; t < nt / (1 + pair); t++) { /* once a panel: no unroll (GCC -O1 rejects the hint here) */
         float tmp[16];
         _mm512_storeu_ps(tmp, acc[t]);
         memcpy(out + (size_t)t * os, tmp, (size_t)nr * sizeof(float));
