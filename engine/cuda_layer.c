@@ -205,7 +205,19 @@ int fcu_attn_half(part *p, int32_t l, span s, int fz, char *err, size_t err_size
     const int recipe = window > 0 || softcap > 0;
     /* a general layer's fused QKV: its biases and angle table in the epilogue (plain Llama: NULL) */
     const cu_rope_epi *epi = f->general ? &L->re : NULL;
-    if (fz & FZ_QKV) { /* Q, K, V straight to q and the caches */
+    /* Per-head Q/K norms (FZ_QKVN) in a decode step of one token per sequence: the fused QKV hands
+     * Q and K on unturned (K into p->qkv, free in a fused layer) and attention norms and turns
+     * them (paged_attention_qkn), so no kernel runs between the two */
+    const int qkn = (fz & FZ_QKVN) && f->one_per_seq && f->pf_pos0 < 0 && nt <= ATT_CHUNK && L->rr.q_norm &&
+                    L->rr.k_norm &&
+                    paged_attention_qkn_supported(p->n_head, p->n_head_kv, hd, hp->n_rot, L->rr.neox, window, softcap);
+    cu_rope_epi raw;
+    if (qkn) {
+        raw = L->re;
+        raw.k_raw = p->qkv;
+        epi = &raw;
+    }
+    if ((fz & FZ_QKV) || qkn) { /* Q, K, V straight to q and the caches (qkn: K to p->qkv) */
         cudaError_t pe = cudaErrorNotSupported;
         if (L->qkv.n_m == 2) { /* Q4_K_M's Q/K and Q6_K V: one launch for both */
             const dweight *w0 = &L->qkv.m[0], *w1 = &L->qkv.m[1];
@@ -261,6 +273,12 @@ int fcu_attn_half(part *p, int32_t l, span s, int fz, char *err, size_t err_size
         else
             DEV_TRY(paged_attention_prefill(att, q, p->kv_k + kv_off, p->kv_v + kv_off, d_pages, f->pf_pos0 + t0,
                                             nt, p->n_head, p->n_head_kv, hd, scale, p->st));
+    } else if (qkn) {
+        const paged_qk_norm qn = {p->qkv, p->kv_k + kv_off, d_cell + t0, L->rr.q_norm, L->rr.k_norm, L->rr.eps,
+                                  L->rr.angle, L->rr.mscale, hp->n_rot, L->rr.neox};
+        DEV_TRY(paged_attention_qkn(att, q, p->kv_k + kv_off, p->kv_v + kv_off, d_pos + t0, d_seq + t0, d_pages,
+                                    f->max_pages, p->att_scratch, nt, p->n_head, p->n_head_kv, hd,
+                                    att_splits(f, p, nt), scale, window, softcap, &qn, p->st));
     } else {
         /* an unfused pass whose wo runs on the GEMM: attention writes its f16 input too */
         h16 = !fz && !recipe && mm_gemm(&L->wo, nt);
@@ -435,7 +453,8 @@ static int fused_ok(const dweight *w, int n) {
  * QKV matvec takes its biases and RoPE from an angle table in its epilogue (FZ_QKV with
  * cu_rope_epi; NEOX pairs are adjacent rows: forward_cuda.neox_rows), or where the model has
  * per-head Q/K norms, which need a whole head, only the norm (FZ_QKVN: recipe.h's epilogue kernel
- * after it); its wo and down add into x as Llama's do (bo goes into x beside them; a post norm,
+ * after it; in a decode step of one token per sequence the epilogue hands Q and K on unturned and
+ * attention norms and turns them: paged_attention_qkn); its wo and down add into x as Llama's do (bo goes into x beside them; a post norm,
  * Gemma's, in the matvec's last block: mm_acc), its gate/up take the norm and, stacked, the gate's
  * activation (SiLU or Gemma's GELU). The head fuses its norm unless the model has an output bias. */
 void fcu_plan_fusions(part *p) {

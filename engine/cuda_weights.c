@@ -123,7 +123,7 @@ static void layer_recipes(part *p) {
                                 swa_rope ? p->rope_angle_swa : p->rope_angle,
                                 swa_rope ? f->rope_mscale_swa : f->rope_mscale, hp->rope_kind == LLAMA_ROPE_NEOX,
                                 f->neox_rows};
-        L->re = (cu_rope_epi){L->bq, L->bk, L->bv, L->rr.angle, L->rr.mscale, f->neox_rows};
+        L->re = (cu_rope_epi){L->bq, L->bk, L->bv, L->rr.angle, L->rr.mscale, f->neox_rows, NULL};
     }
 }
 

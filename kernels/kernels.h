@@ -128,12 +128,15 @@ cudaError_t cu_matvec_f32_swiglu_acc(float *y, const void *w, uint32_t wtype, co
  * arithmetic) instead of paged_rope_store's base; neox_rows: the matrix holds each Q and K head's
  * first n_rot rows NEOX-interleaved (row 2j its value j, row 2j + 1 its value j + n_rot / 2: the
  * pairs that NEOX RoPE turns together are adjacent rows, as NORM pairs are), and the values go to
- * their true places. */
+ * their true places. k_raw (NULL: none): the recipes with per-head Q/K norms, whose heads
+ * paged_attention_qkn (paged.h) norms and turns: Q and K are handed on unturned (biases added), Q
+ * into q_out and K as f32 into k_raw [n][kv_dim] (true order both), V as always. */
 typedef struct {
     const float *bq, *bk, *bv;
     const double *angle;
     double mscale;
     int neox_rows;
+    float *k_raw;
 } cu_rope_epi;
 
 /* cu_matvec_f32_norm for a layer's Q, K and V rows with paged_rope_store (paged.h) in its epilogue,

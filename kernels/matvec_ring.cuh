@@ -364,32 +364,30 @@ __device__ __forceinline__ void mv10_block(float *y, const uint8_t *w, XS xv, in
                 else y[(int64_t)c * F + j] = mv_silu_mul(gs * rinv[c], us * rinv[c]);
             }
         }
-        if (late) pdl_wait(); /* pdl.cuh's rule 2: this grid's end implies the one before it ended */
-        kt_mark(tr, 5);
-        return;
-    }
-    /* the rows' sums in warp order; every lane runs every round (the bound is the block's), so a
-     * ROPE source's shuffle has all lanes */
-    for (int i0 = 0; i0 < nt * NT * 16; i0 += blockDim.x) {
-        const int i = i0 + threadIdx.x, tl = i / (NT * 16), c = (i >> 4) % NT, r = i & 15;
-        const int64_t row = (t0 + tl) * 16 + r;
-        const bool live = i < nt * NT * 16;
-        float s = 0.0f;
-        if (live) {
-#pragma unroll 4
-            for (int wp = 0; wp < W; wp++) s += red[((tl * W + wp) * NT + c) * 16 + r];
-            if constexpr (XS::NORM) s *= rinv[c];
-        }
-        if constexpr (XS::ROPE) {
-            const float ps = __shfl_xor_sync(0xffffffffu, s, 1); /* row ^ 1: same tile and token */
-            if (live && row < rows) mv_rope_store(xv, row, c, s, ps);
-        } else if (live && row < rows) {
-            if constexpr (XS::POST) {
-                xv.part[(int64_t)c * rows + row] = s; /* normed and added by the last block */
-            } else {
-                float *yp = y + (int64_t)c * rows + row; /* one thread of one block owns it */
-                if constexpr (XS::ACC) s += *yp; /* as kernels.h's cu_add: y + (W . X) */
-                *yp = s;
+    } else { /* one branch per instance: the GLU ones compile no unreachable row loop */
+        /* the rows' sums in warp order; every lane runs every round (the bound is the block's), so a
+         * ROPE source's shuffle has all lanes */
+        for (int i0 = 0; i0 < nt * NT * 16; i0 += blockDim.x) {
+            const int i = i0 + threadIdx.x, tl = i / (NT * 16), c = (i >> 4) % NT, r = i & 15;
+            const int64_t row = (t0 + tl) * 16 + r;
+            const bool live = i < nt * NT * 16;
+            float s = 0.0f;
+            if (live) {
+    #pragma unroll 4
+                for (int wp = 0; wp < W; wp++) s += red[((tl * W + wp) * NT + c) * 16 + r];
+                if constexpr (XS::NORM) s *= rinv[c];
+            }
+            if constexpr (XS::ROPE) {
+                const float ps = __shfl_xor_sync(0xffffffffu, s, 1); /* row ^ 1: same tile and token */
+                if (live && row < rows) mv_rope_store(xv, row, c, s, ps);
+            } else if (live && row < rows) {
+                if constexpr (XS::POST) {
+                    xv.part[(int64_t)c * rows + row] = s; /* normed and added by the last block */
+                } else {
+                    float *yp = y + (int64_t)c * rows + row; /* one thread of one block owns it */
+                    if constexpr (XS::ACC) s += *yp; /* as kernels.h's cu_add: y + (W . X) */
+                    *yp = s;
+                }
             }
         }
     }

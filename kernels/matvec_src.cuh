@@ -101,6 +101,11 @@ __device__ __forceinline__ void mv_rope_store(const mv_x_norm_rope &x, int64_t r
         v += b[head0 + to];
         pv += b[head0 + tp];
     }
+    if (x.epi.k_raw) { /* unturned: paged_attention_qkn norms and turns them */
+        if (is_k) x.epi.k_raw[(int64_t)t * x.kv_dim + head0 + to] = v;
+        else x.q_out[(int64_t)t * x.nq + head0 + to] = v;
+        return;
+    }
     float x0 = odd ? pv : v, x1 = odd ? v : pv;
     if (!x.epi.angle) {
         rope_pair(x0, x1, x.pos[t], o & ~1, x.n_rot, x.theta);

@@ -61,6 +61,40 @@ cudaError_t paged_attention_recipe(float *out, const float *q, const uint16_t *k
                                    const int32_t *pos, const int32_t *seq, const int32_t *pages, int page_stride,
                                    void *scratch, int n_tok, int n_head, int n_kv_head, int head_dim, int n_split,
                                    int kv_ready, float scale, int window, float softcap, cudaStream_t stream);
+/* What paged_attention_qkn does to each token's new query and key before it attends: the per-head
+ * RMSNorm of the recipes with Q/K norms (Qwen3: x / sqrt(mean(x^2) + eps) * w over head_dim, the
+ * sum of squares in double) and then RoPE by a per-pair angle table (cos and sin of the angle
+ * reduced in double, in f32, times mscale: kernels.h's cu_rope_epi arithmetic), as recipe.h's
+ * cu_qkv_rope_store computes them. The decode step then needs no launch between its QKV matvec
+ * (which hands Q and K on unturned: cu_rope_epi.k_raw) and attention. */
+typedef struct {
+    const float *k_raw;           /* [n_tok][n_kv_head * head_dim]: each token's key, unnormed, unturned */
+    uint16_t *k_store;            /* the k_cache of the launch (writable): the turned key goes to cell[t] */
+    const int32_t *cell;          /* [n_tok]: the token's cell */
+    const float *q_norm, *k_norm; /* [head_dim] */
+    float eps;
+    const double *angle;          /* [n_rot / 2]: pair i at position p turns by p * angle[i] */
+    double mscale;
+    int n_rot;
+    int neox;                     /* pairs (i, i + n_rot / 2) (then n_rot == head_dim); 0: (2i, 2i + 1) */
+} paged_qk_norm;
+
+/* Whether paged_attention_qkn takes this shape: head_dim 128 or 256 (64 without a window or a
+ * softcap), at most 8 query heads per kv head, n_rot even and <= head_dim, and NEOX pairs only
+ * over the whole head. */
+int paged_attention_qkn_supported(int n_head, int n_kv_head, int head_dim, int n_rot, int neox, int window,
+                                  float softcap);
+/* paged_attention (V3, kv_ready) for a decode step of one token per sequence whose query q is
+ * unnormed and unturned and whose key is in qn->k_raw, not yet in the cache: each block norms and
+ * turns its query heads as it loads them; the block whose split holds the token's own position
+ * turns its key, stores it (f16) at row cell[t] of k_cache and uses it for that position. V must
+ * be in the cache already. Every other cell as paged_attention; window and softcap as
+ * paged_attention_recipe's (0, 0: none). Not a supported shape (paged_attention_qkn_supported):
+ * cudaErrorNotSupported, nothing launched. */
+cudaError_t paged_attention_qkn(float *out, const float *q, const uint16_t *k_cache, const uint16_t *v_cache,
+                                const int32_t *pos, const int32_t *seq, const int32_t *pages, int page_stride,
+                                void *scratch, int n_tok, int n_head, int n_kv_head, int head_dim, int n_split,
+                                float scale, int window, float softcap, const paged_qk_norm *qn, cudaStream_t stream);
 /* The same, writing out also as f16 bits to out_h (paged_to_f16's rounding): the next GEMM's input
  * without a conversion launch. Only the default kernel (3, head_dim 64, 128 or 256); otherwise
  * cudaErrorNotSupported with nothing launched. */

@@ -427,6 +427,37 @@ extern "C" cudaError_t paged_attention_recipe(float *out, const float *q, const 
                          n_kv_head, head_dim, n_split, kv_ready, scale, window, softcap, stream);
 }
 
+extern "C" int paged_attention_qkn_supported(int n_head, int n_kv_head, int head_dim, int n_rot, int neox, int window,
+                                             float softcap) {
+    const int rc = window > 0 || softcap > 0.0f;
+    return (head_dim == 128 || head_dim == 256 || (head_dim == 64 && !rc)) && n_head > 0 && n_kv_head > 0 &&
+           n_head % n_kv_head == 0 && n_head / n_kv_head <= PA_MAX_G && n_rot >= 0 && n_rot % 2 == 0 &&
+           n_rot <= head_dim && (!neox || n_rot == head_dim) && window >= 0 && softcap >= 0.0f;
+}
+
+extern "C" cudaError_t paged_attention_qkn(float *out, const float *q, const uint16_t *k_cache,
+                                           const uint16_t *v_cache, const int32_t *pos, const int32_t *seq,
+                                           const int32_t *pages, int page_stride, void *scratch, int n_tok,
+                                           int n_head, int n_kv_head, int head_dim, int n_split, float scale,
+                                           int window, float softcap, const paged_qk_norm *qn, cudaStream_t stream) {
+    if (!qn || !paged_attention_qkn_supported(n_head, n_kv_head, head_dim, qn->n_rot, qn->neox, window, softcap))
+        return cudaErrorNotSupported;
+    if (!qn->k_raw || !qn->k_store || qn->k_store != k_cache || !qn->cell || !qn->q_norm || !qn->k_norm ||
+        (qn->n_rot && !qn->angle) || n_tok <= 0 || n_tok > PAGED_ATT_TOKENS || n_split <= 0 || n_split > 256 ||
+        page_stride <= 0)
+        return cudaErrorInvalidValue;
+    dim3 grid((unsigned)n_split, (unsigned)n_kv_head, (unsigned)n_tok);
+    /* kv_ready: one token per sequence, its earlier cells written by earlier passes */
+#define QN_LAUNCH(D, RC) pm_launch<D, true, RC, true>(out, nullptr, (float *)scratch, q, k_cache, v_cache, pos, seq, \
+                                                      pages, page_stride, grid, n_head, n_kv_head, scale, 1, window, \
+                                                      softcap, stream, qn)
+    const bool rc = window > 0 || softcap > 0.0f;
+    if (head_dim == 64) return QN_LAUNCH(64, false);
+    if (head_dim == 128) return rc ? QN_LAUNCH(128, true) : QN_LAUNCH(128, false);
+    return rc ? QN_LAUNCH(256, true) : QN_LAUNCH(256, false);
+#undef QN_LAUNCH
+}
+
 extern "C" cudaError_t paged_attention_variant(int variant, float *out, const float *q, const uint16_t *k_cache,
                                                const uint16_t *v_cache, const int32_t *pos, const int32_t *seq,
                                                const int32_t *pages, int page_stride, void *scratch, int n_tok,

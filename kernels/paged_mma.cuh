@@ -168,15 +168,61 @@ __device__ __forceinline__ void pm_merge_v3(float *out, uint16_t *out_h, const f
     }
 }
 
+/* QN (paged_attention_qkn; V3): the token's query and key come unnormed and
+ * unturned. Before its PDL wait the block puts the cos and sin of its token's pairs and both norm
+ * weights in shared memory (tables and weights: no kernel writes them); each lane norms and turns
+ * the query values it loads (a head's values lie in the 4 lanes of a row; a NEOX pair's two values
+ * in one lane, D / 2 apart, an adjacent pair in one float2). The key of the token's own position
+ * is needed by one warp of one block (its split holds the position; no other block reads that
+ * cell): that warp turns it right after the wait (lane l holds dims l + 32 e), stores it to the
+ * cache for later steps and writes it over the cell's row in its ring slot once the slot's copy
+ * (of whatever the cell held) has landed. */
+template <int D>
+__device__ __forceinline__ void pm_qkn_key(uint16_t kh[D / 32], const paged_qk_norm &qk, const float *kr,
+                                           const float *cs, const float *sn, const float *kw, int lane) {
+    float v[D / 32];
+    double ss = 0;
+#pragma unroll
+    for (int e = 0; e < D / 32; e++) {
+        v[e] = kr[lane + 32 * e];
+        ss += (double)v[e] * v[e];
+    }
+#pragma unroll
+    for (int o = 16; o > 0; o >>= 1) ss += __shfl_xor_sync(0xffffffffu, ss, o);
+    const float sc = (float)(1.0 / sqrt(ss / D + qk.eps));
+#pragma unroll
+    for (int e = 0; e < D / 32; e++) v[e] = v[e] * sc * kw[lane + 32 * e];
+    if (qk.neox) { /* n_rot == D: dims d and d + D / 2 are e and e + D / 64 of this lane */
+#pragma unroll
+        for (int e = 0; e < D / 64; e++) {
+            const int i = lane + 32 * e;
+            const float a = v[e], b = v[e + D / 64];
+            v[e] = a * cs[i] - b * sn[i];
+            v[e + D / 64] = a * sn[i] + b * cs[i];
+        }
+    } else { /* pairs (2i, 2i + 1): the partner is lane ^ 1's value */
+#pragma unroll
+        for (int e = 0; e < D / 32; e++) {
+            const float pv = __shfl_xor_sync(0xffffffffu, v[e], 1);
+            const int d = lane + 32 * e, i = d >> 1;
+            if (d < qk.n_rot) v[e] = (lane & 1) ? pv * sn[i] + v[e] * cs[i] : v[e] * cs[i] - pv * sn[i];
+        }
+    }
+#pragma unroll
+    for (int e = 0; e < D / 32; e++) kh[e] = pg_f16(v[e]);
+}
+
 /* RC (paged_attention_recipe): a window (window > 0: positions before lo = pos - window + 1
  * masked, the walk from lo's page on, so the page rounds of V3 stay whole pages) and a score
  * softcap (cap2 = softcap log2(e), in the base-2 units of the scores); the plain instances
  * compile without either. */
-template <int D, bool V3, bool RC>
+template <int D, bool V3, bool RC, bool QN = false>
 __global__ void __launch_bounds__(PM_WARPS * 32, 2) paged_attn_mma_kernel(float *out, uint16_t *out_h, float *scratch,
         const float *q,
         const uint16_t *kc, const uint16_t *vc, const int32_t *pos, const int32_t *seq, const int32_t *pages,
-        int page_stride, int n_head, int n_kv_head, float scale_log2, int kv_ready, int window, float cap2) {
+        int page_stride, int n_head, int n_kv_head, float scale_log2, int kv_ready, int window, float cap2,
+        paged_qk_norm qk) {
+    static_assert(!QN || V3, "QN: V3 only");
     constexpr int RS = D + 8;                 /* halves per K/V row in shared memory (16 bytes of pad) */
     constexpr int SLOT = 2 * PM_SUB * RS;     /* halves per ring slot: K rows, then V rows */
     constexpr int CPR = D / 8;                /* 16-byte chunks per row */
@@ -255,6 +301,22 @@ __global__ void __launch_bounds__(PM_WARPS * 32, 2) paged_attn_mma_kernel(float 
          * (written by earlier passes) are copied before pdl_wait, beside the previous kernel's
          * tail; the rest after it */
         int pre = 0;
+        /* QN: the token's cos and sin per pair, the Q and K norm weights */
+        __shared__ float qn_cs[QN ? D / 2 : 1], qn_sn[QN ? D / 2 : 1], qn_w[QN ? 2 * D : 1];
+        if constexpr (QN) {
+            for (int i = tid; i < qk.n_rot / 2; i += PM_WARPS * 32) {
+                const double th = (double)P * qk.angle[i];
+                float s, c;
+                sincosf((float)(th - 6.283185307179586 * floor(th * 0.15915494309189535)), &s, &c);
+                qn_cs[i] = (float)(c * qk.mscale);
+                qn_sn[i] = (float)(s * qk.mscale);
+            }
+            for (int i = tid; i < D; i += PM_WARPS * 32) {
+                qn_w[i] = qk.q_norm[i];
+                qn_w[D + i] = qk.k_norm[i];
+            }
+            __syncthreads();
+        }
         if constexpr (V3) {
             if (kv_ready)
                 for (; pre < PM_STAGES - 1 && pre < mine && p0 + (warp + pre * PM_WARPS + 1) * PM_SUB <= P; pre++)
@@ -262,6 +324,19 @@ __global__ void __launch_bounds__(PM_WARPS * 32, 2) paged_attn_mma_kernel(float 
             kt_mark(tr, 1);
             pdl_wait();
             kt_mark(tr, 2);
+        }
+        /* QN: the warp whose sub-tile holds position P (in this split only) turns and stores its key */
+        int own = -1;
+        uint16_t kh[QN ? D / 32 : 1];
+        if constexpr (QN) {
+            const int st = (P - p0) / PM_SUB;
+            if (P >= p0 && P < p1 && st % PM_WARPS == warp) {
+                own = st / PM_WARPS;
+                pm_qkn_key<D>(kh, qk, qk.k_raw + (int64_t)t * kv_dim + (int64_t)kvh * D, qn_cs, qn_sn, qn_w + D, lane);
+                uint16_t *kg = qk.k_store + (int64_t)qk.cell[t] * kv_dim + (int64_t)kvh * D + lane;
+#pragma unroll
+                for (int e = 0; e < D / 32; e++) kg[32 * e] = kh[e];
+            }
         }
         for (int i = pre; i < PM_STAGES - 1; i++) issue(i);
         /* Q row g (head g of the group; rows >= G zero) as A fragments, hi and lo */
@@ -275,6 +350,46 @@ __global__ void __launch_bounds__(PM_WARPS * 32, 2) paged_attn_mma_kernel(float 
                 if (g < G) {
                     qa[s] = *(const float2 *)(qr + 16 * s + 2 * tq);
                     qb[s] = *(const float2 *)(qr + 16 * s + 2 * tq + 8);
+                }
+            }
+            if constexpr (QN) { /* row g's head: its norm over the 4 lanes of the row, then RoPE */
+                double ss = 0;
+#pragma unroll
+                for (int s = 0; s < D / 16; s++)
+                    ss += ((double)qa[s].x * qa[s].x + (double)qa[s].y * qa[s].y) +
+                          ((double)qb[s].x * qb[s].x + (double)qb[s].y * qb[s].y);
+                ss += __shfl_xor_sync(0xffffffffu, ss, 1);
+                ss += __shfl_xor_sync(0xffffffffu, ss, 2);
+                const float sc = (float)(1.0 / sqrt(ss / D + qk.eps));
+#pragma unroll
+                for (int s = 0; s < D / 16; s++) { /* dims 16 s + 2 tq (+1), + 8 (+9) */
+                    const int d = 16 * s + 2 * tq;
+                    qa[s].x = qa[s].x * sc * qn_w[d];
+                    qa[s].y = qa[s].y * sc * qn_w[d + 1];
+                    qb[s].x = qb[s].x * sc * qn_w[d + 8];
+                    qb[s].y = qb[s].y * sc * qn_w[d + 9];
+                }
+                auto turn = [&](float &a, float &b, int i) {
+                    const float x0 = a, x1 = b;
+                    a = x0 * qn_cs[i] - x1 * qn_sn[i];
+                    b = x0 * qn_sn[i] + x1 * qn_cs[i];
+                };
+                if (qk.neox) { /* n_rot == D: slot s pairs with slot s + D / 32 */
+#pragma unroll
+                    for (int s = 0; s < D / 32; s++) {
+                        const int d = 16 * s + 2 * tq;
+                        turn(qa[s].x, qa[s + D / 32].x, d);
+                        turn(qa[s].y, qa[s + D / 32].y, d + 1);
+                        turn(qb[s].x, qb[s + D / 32].x, d + 8);
+                        turn(qb[s].y, qb[s + D / 32].y, d + 9);
+                    }
+                } else {
+#pragma unroll
+                    for (int s = 0; s < D / 16; s++) {
+                        const int d = 16 * s + 2 * tq;
+                        if (d < qk.n_rot) turn(qa[s].x, qa[s].y, d >> 1);
+                        if (d + 8 < qk.n_rot) turn(qb[s].x, qb[s].y, (d + 8) >> 1);
+                    }
                 }
             }
 #pragma unroll
@@ -293,6 +408,14 @@ __global__ void __launch_bounds__(PM_WARPS * 32, 2) paged_attn_mma_kernel(float 
             __syncwarp(); /* every lane's copies of sub-tile i landed */
             const uint16_t *ks = ring + (i % PM_STAGES) * SLOT, *vs = ks + PM_SUB * RS;
             const int b = p0 + (warp + i * PM_WARPS) * PM_SUB;
+            if constexpr (QN) {
+                if (i == own) { /* the token's own row: its turned key over what the copy brought */
+                    uint16_t *kr = ring + (i % PM_STAGES) * SLOT + (P - b) * RS + lane;
+#pragma unroll
+                    for (int e = 0; e < D / 32; e++) kr[32 * e] = kh[e];
+                    __syncwarp();
+                }
+            }
             float s[2][4];
             if constexpr (V3) {
                 float s2[2][4]; /* dims 32kk + 16..31: a second chain */
@@ -464,16 +587,17 @@ __global__ void __launch_bounds__(PM_WARPS * 32, 2) paged_attn_mma_kernel(float 
     if (tid == 0) *count = 0;
 }
 
-template <int D, bool V3, bool RC>
+template <int D, bool V3, bool RC, bool QN = false>
 static cudaError_t pm_launch(float *out, uint16_t *out_h, float *sc, const float *q, const uint16_t *k_cache, const uint16_t *v_cache,
                              const int32_t *pos, const int32_t *seq, const int32_t *pages, int page_stride,
                              dim3 grid, int n_head, int n_kv_head, float scale, int kv_ready, int window, float softcap,
-                             cudaStream_t stream) {
-    cudaError_t e = smem_optin<paged_attn_mma_kernel<D, V3, RC>>();
+                             cudaStream_t stream, const paged_qk_norm *qk = nullptr) {
+    cudaError_t e = smem_optin<paged_attn_mma_kernel<D, V3, RC, QN>>();
     if (e != cudaSuccess) return e;
-    return pdl_launch(paged_attn_mma_kernel<D, V3, RC>, grid, dim3(PM_WARPS * 32), pm_smem_bytes(D), stream, out, out_h,
-                      sc, q, k_cache, v_cache, pos, seq, pages, page_stride, n_head, n_kv_head,
-                      scale * 1.4426950408889634f, kv_ready, window, softcap * 1.4426950408889634f);
+    return pdl_launch(paged_attn_mma_kernel<D, V3, RC, QN>, grid, dim3(PM_WARPS * 32), pm_smem_bytes(D), stream, out,
+                      out_h, sc, q, k_cache, v_cache, pos, seq, pages, page_stride, n_head, n_kv_head,
+                      scale * 1.4426950408889634f, kv_ready, window, softcap * 1.4426950408889634f,
+                      qk ? *qk : paged_qk_norm{});
 }
 
 #endif

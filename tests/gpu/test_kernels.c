@@ -397,8 +397,8 @@ static void test_matvec_acc_post(gen_rng *r, uint32_t t, int64_t rows, int64_t k
     float *dpart = dev_alloc(sizeof(float) * (size_t)ny);
     unsigned *dcount = dev_alloc(sizeof(unsigned)), c1 = 1, c2 = 1;
     CUDA_CHECK(cudaMemset(dcount, 0, sizeof(unsigned)));
-    for (float *d = dwant; d; d = d == dwant ? dy1 : d == dy1 ? dy2 : NULL)
-        CUDA_CHECK(cudaMemcpy(d, y0, sizeof(float) * (size_t)ny, cudaMemcpyHostToDevice));
+    float *dys[3] = {dwant, dy1, dy2}; /* every residual starts from y0 */
+    for (int i = 0; i < 3; i++) CUDA_CHECK(cudaMemcpy(dys[i], y0, sizeof(float) * (size_t)ny, cudaMemcpyHostToDevice));
     cudaError_t e0 = cu_matvec_f32(dprod, dr, t, dx, rows, k, n, 0);
     if (e0 == cudaSuccess)
         e0 = paged_post_add_rmsnorm(dwant, dsum, NULL, dprod, 1, 0, dpost, NULL, n, (int)rows, eps, 0);
