@@ -203,7 +203,9 @@ static int plan_text(const gguf_ctx *g, const engine_params *ep, int explicit_fl
             rc = EXIT_RUNTIME;
             goto out;
         }
-    int pr = engine_plan_make(p, &m, &ep->split, devs, n_dev, n_cells, n_batch, err, sizeof err);
+    engine_split req = ep->split;
+    req.cpu_fast = !ep->cpu_exact;
+    int pr = engine_plan_make(p, &m, &req, devs, n_dev, n_cells, n_batch, err, sizeof err);
     if (pr == -1) {
         cli_error("%s", err);
         rc = EXIT_USAGE;

@@ -164,7 +164,9 @@ static int load_gpu(engine *e, const engine_params *p, int n_dev, int32_t n_cell
     if (n_dev > ENGINE_MAX_DEVICES) n_dev = ENGINE_MAX_DEVICES;
     *rc = ENGINE_ERUNTIME;
     if (query_devices(p, n_dev, devs, err, err_size)) return -1;
-    int pr = engine_plan_make(&e->plan, &e->model, &p->split, devs, n_dev, n_cells, e->n_batch, err, err_size);
+    engine_split req = p->split;
+    req.cpu_fast = !p->cpu_exact;
+    int pr = engine_plan_make(&e->plan, &e->model, &req, devs, n_dev, n_cells, e->n_batch, err, err_size);
     if (pr) {
         *rc = ENGINE_EPARAM;  /* bad flags, or a plan that does not fit: the flags can fix both */
         return -1;

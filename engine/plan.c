@@ -8,6 +8,7 @@
 
 #include "engine/batch.h"
 #include "engine/plan.h"
+#include "quant/dot.h"
 #include "quant/quant.h"
 
 /* FFN columns move between devices in whole 256-column blocks when n_ff allows, so that every
@@ -89,6 +90,15 @@ int engine_split_check_layers(const engine_split *req, int32_t n_layer, char *er
 static double gib(uint64_t b) { return (double)b / (double)(1ull << 30); }
 
 static uint64_t weight_bytes(const llama_weight *w) { return (uint64_t)w->n_rows * (uint64_t)w->row_bytes; }
+
+/* The fast CPU path's repacked form of w, as forward_cpu_exec lays it out (whole groups of
+ * QUANT_ILV_ROWS rows, each form from a 4 KiB boundary); 0 where it keeps w's rows. */
+static uint64_t repack_bytes(const llama_weight *w, quant_isa isa) {
+    if (w->n_rows <= 0 || !quant_ilv_usable(isa, w->type)) return 0;
+    const uint64_t b = (uint64_t)quant_ilv_group_bytes(w->type, w->n_cols) *
+                       (uint64_t)((w->n_rows + QUANT_ILV_ROWS - 1) / QUANT_ILV_ROWS);
+    return (b + 4095) & ~(uint64_t)4095;
+}
 
 /* Bytes of n_rows rows of w. */
 static uint64_t rows_bytes(const llama_weight *w, int64_t n_rows) { return (uint64_t)n_rows * (uint64_t)w->row_bytes; }
@@ -421,6 +431,12 @@ static int build(engine_plan *p, const llama_model *m, const engine_split *req, 
         for (int32_t l = 0; l < p->cpu_layers; l++) p->cpu_weight_bytes += layer_bytes(m, l, hp->n_head_kv, hp->n_ff).bytes;
         p->cpu_kv_bytes = (uint64_t)n_cells * (uint64_t)hp->n_head_kv * (uint64_t)hp->head_dim * 2 * 4 *
                           (uint64_t)p->cpu_layers;
+        const quant_isa isa = quant_isa_best();
+        for (int32_t l = 0; req->cpu_fast && l < p->cpu_layers; l++) {
+            const llama_layer *L = &m->layers[l];
+            const llama_weight *lw[] = {&L->wq, &L->wk, &L->wv, &L->wo, &L->w_gate, &L->w_up, &L->w_down};
+            for (size_t i = 0; i < sizeof lw / sizeof lw[0]; i++) p->cpu_repack_bytes += repack_bytes(lw[i], isa);
+        }
     }
     return 0;
 }
@@ -519,7 +535,10 @@ void engine_plan_describe(const engine_plan *p, int32_t n_cells, int32_t n_batch
     if (p->cpu_layers > 0) {
         char holds[64];
         snprintf(holds, sizeof holds, "layers 0-%d, embeddings", p->cpu_layers - 1);
-        put(buf, size, &at, "  %-6s %-24s %-28s %8.2f %8.2f   (KV in f32)\n", "cpu", "", holds,
-            gib(p->cpu_weight_bytes), gib(p->cpu_kv_bytes));
+        char repack[64] = "";
+        if (p->cpu_repack_bytes)
+            snprintf(repack, sizeof repack, "; +%.2f GiB of weights repacked", gib(p->cpu_repack_bytes));
+        put(buf, size, &at, "  %-6s %-24s %-28s %8.2f %8.2f   (KV in f32%s)\n", "cpu", "", holds,
+            gib(p->cpu_weight_bytes), gib(p->cpu_kv_bytes), repack);
     }
 }

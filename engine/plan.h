@@ -32,6 +32,8 @@ typedef struct {
     int n_layer_split;                        /* --layer-split length; 0: layers cut by the -ts shares */
     int32_t layer_split[ENGINE_MAX_DEVICES];  /* --layer-split: the model's index of the last layer of
                                                * used device i, inclusive, increasing (layer mode) */
+    int cpu_fast;                             /* the CPU's layers take the fast path (not --cpu-exact):
+                                               * the plan counts its repacked copy of their matrices */
 } engine_split;
 
 /* A plan. Device i (0 <= i < n_dev) is CUDA ordinal dev[i].
@@ -67,8 +69,10 @@ typedef struct {
     uint64_t scratch_bytes[ENGINE_MAX_DEVICES];
     uint64_t free_bytes[ENGINE_MAX_DEVICES], total_bytes[ENGINE_MAX_DEVICES];
     char name[ENGINE_MAX_DEVICES][64];
-    /* The CPU's part (cpu_layers > 0): weights and f32 KV bytes. */
-    uint64_t cpu_weight_bytes, cpu_kv_bytes;
+    /* The CPU's part (cpu_layers > 0): weights (mapped from the file), f32 KV bytes, and the fast
+     * path's repacked copy of its layers' matrices (anonymous memory beside the mapping; 0 with
+     * --cpu-exact or where this CPU's kernels keep the rows). */
+    uint64_t cpu_weight_bytes, cpu_kv_bytes, cpu_repack_bytes;
     /* Set when the plan does not fit (-2): the most GPU layers (-ngl) that fit with this split and
      * the most KV cells (whole pages) that fit with this -ngl; 0 when none does. */
     int32_t fit_ngl, fit_cells;

@@ -7,6 +7,7 @@
 #include <string.h>
 
 #include "engine/plan.h"
+#include "quant/dot.h"
 #include "gguf/gguf.h"
 #include "quant/quant.h"
 #include "test.h"
@@ -190,6 +191,19 @@ static void test_ngl_mg(const llama_model *m8) {
     CHECK(p.cpu_weight_bytes == want && p.cpu_kv_bytes == 8192ull * 1024 * 2 * 4 * 22, "plan_ngl_cpu_bytes",
           "cpu weights %llu (want %llu), kv %llu", (unsigned long long)p.cpu_weight_bytes,
           (unsigned long long)want, (unsigned long long)p.cpu_kv_bytes);
+    /* the fast path's repacked copy: none asked for above (cpu_fast 0); with it, where this CPU
+     * repacks the type, the 22 layers' matrices again (Q4_K's groups 2.8% above its rows, each
+     * form rounded up to 4 KiB) */
+    CHECK(p.cpu_repack_bytes == 0, "plan_ngl_exact_no_repack", "%llu", (unsigned long long)p.cpu_repack_bytes);
+    s.cpu_fast = 1;
+    rc = plan(&p, m8, &s, 2, 8192);
+    const uint64_t mats = want - (uint64_t)m8->tok_embd.n_rows * m8->tok_embd.row_bytes - 22ull * 2 * 4096 * 4;
+    const int repacks = quant_ilv_usable(quant_isa_best(), QUANT_Q4_K);
+    CHECK(rc == 0 && (repacks ? p.cpu_repack_bytes >= mats && p.cpu_repack_bytes <= mats / 100 * 103 + 22 * 7 * 4096ull
+                              : p.cpu_repack_bytes == 0),
+          "plan_ngl_fast_repack_bytes", "repacked %llu, the CPU layers' matrices %llu (repacked here: %d)",
+          (unsigned long long)p.cpu_repack_bytes, (unsigned long long)mats, repacks);
+    s.cpu_fast = 0;
     s.n_gpu_layers = 32;
     rc = plan(&p, m8, &s, 2, 8192);
     CHECK(rc == 0 && p.cpu_layers == 0 && p.cpu_weight_bytes == 0, "plan_ngl_all", "rc %d cpu %d", rc, p.cpu_layers);
