@@ -74,16 +74,17 @@ static void rmsnorm(float *out, const float *x, const float *w, int64_t n, float
     for (int64_t i = 0; i < n; i++) out[i] = x[i] * scale * w[i];
 }
 
-/* RoPE on one token's heads: the first n_rot values of each head, in adjacent pairs (2i, 2i+1)
- * or NEOX pairs (i, i + n_rot/2). */
-static void rope(float *v, int32_t n_heads, int32_t head_dim, int32_t n_rot, llama_rope_kind kind, int32_t pos,
-                 const rope_cfg *rc) {
+/* RoPE on one token's query and key heads: the first n_rot values of each head, in adjacent
+ * pairs (2i, 2i+1) or NEOX pairs (i, i + n_rot/2); each angle's cos and sin computed once for
+ * both. */
+static void rope(float *q, int32_t n_q_heads, float *k, int32_t n_k_heads, int32_t head_dim, int32_t n_rot,
+                 llama_rope_kind kind, int32_t pos, const rope_cfg *rc) {
     for (int32_t i = 0; i < n_rot / 2; i++) {
         double theta = (double)pos * rc->angle[i];
         float c = (float)(cos(theta) * rc->mscale), s = (float)(sin(theta) * rc->mscale);
         int32_t i0 = kind == LLAMA_ROPE_NEOX ? i : 2 * i, i1 = kind == LLAMA_ROPE_NEOX ? i + n_rot / 2 : 2 * i + 1;
-        for (int32_t h = 0; h < n_heads; h++) {
-            float *p = v + (size_t)h * head_dim;
+        for (int32_t h = 0; h < n_q_heads + n_k_heads; h++) {
+            float *p = h < n_q_heads ? q + (size_t)h * head_dim : k + (size_t)(h - n_q_heads) * head_dim;
             float a = p[i0], b = p[i1];
             p[i0] = a * c - b * s;
             p[i1] = a * s + b * c;
@@ -161,22 +162,25 @@ static void attn_range(void *arg, int64_t lo, int64_t hi, int tid) {
     }
 }
 
-/* The gated activation of tokens [lo, hi), gate[i] = act(gate[i]) * up[i]: the same per-element
- * code on any thread, so results do not depend on -t. On the pool: a prompt's n_ff x tokens
- * exp() calls took ~9% of a 128-token prompt on one core while the other waited. */
+/* The gated activation of items [lo, hi) of `chunk` elements each (the last may be shorter),
+ * gate[i] = act(gate[i]) * up[i]: the same per-element code on any thread, so results do not
+ * depend on -t or on the chunking. On the pool: a prompt's n_ff x tokens exp() calls took ~9% of
+ * a 128-token prompt on one core while the other waited; a decode step's n_ff took ~9 us of a
+ * mini layer's ~300 on one core while the other spun, so the pool splits a token's row too. */
 typedef struct {
     forward_cpu *f;
-    int64_t F;
+    int64_t chunk, total;
 } gate_ctx;
 
 static void gate_range(void *arg, int64_t lo, int64_t hi, int tid) {
     (void)tid;
     const gate_ctx *c = arg;
     float *gate = c->f->gate, *up = c->f->up;
+    int64_t e = hi * c->chunk < c->total ? hi * c->chunk : c->total;
     if (c->f->m->hp.act == LLAMA_ACT_GELU_TANH)
-        for (int64_t i = lo * c->F; i < hi * c->F; i++) gate[i] = gelu_tanh(gate[i]) * up[i];
+        for (int64_t i = lo * c->chunk; i < e; i++) gate[i] = gelu_tanh(gate[i]) * up[i];
     else
-        for (int64_t i = lo * c->F; i < hi * c->F; i++) {
+        for (int64_t i = lo * c->chunk; i < e; i++) {
             float g = gate[i];
             gate[i] = g / (1.0f + expf(-g)) * up[i];
         }
@@ -231,8 +235,7 @@ static int fwd(void *self, const engine_fwd_batch *b, float *logits, char *err, 
                 for (int32_t h = 0; h < hp->n_head; h++) rmsnorm(q + h * hd, q + h * hd, L->q_norm, hd, hp->rms_eps);
             if (L->k_norm)
                 for (int32_t h = 0; h < hp->n_head_kv; h++) rmsnorm(k + h * hd, k + h * hd, L->k_norm, hd, hp->rms_eps);
-            rope(q, hp->n_head, hp->head_dim, hp->n_rot, hp->rope_kind, b->pos[t], rc);
-            rope(k, hp->n_head_kv, hp->head_dim, hp->n_rot, hp->rope_kind, b->pos[t], rc);
+            rope(q, hp->n_head, k, hp->n_head_kv, hp->head_dim, hp->n_rot, hp->rope_kind, b->pos[t], rc);
             memcpy(cell_k(f, l, b->cell[t]), k, (size_t)n_kv * sizeof(float));
             memcpy(cell_v(f, l, b->cell[t]), f->v + t * n_kv, (size_t)n_kv * sizeof(float));
         }
@@ -248,8 +251,9 @@ static int fwd(void *self, const engine_fwd_batch *b, float *logits, char *err, 
         const llama_weight *gu[] = {&L->w_gate, &L->w_up};
         float *gu_out[] = {f->gate, f->up};
         if (forward_cpu_exec_matmuls(&f->exec, f->nt, gu, 2, f->xn, n, gu_out, err, err_size)) return -1;
-        gate_ctx gc = {f, F};
-        forward_cpu_exec_for(&f->exec, f->nt, n, gate_range, &gc);
+        /* the fast path's pool: 256-element items; the exact path's per-call threads: tokens */
+        gate_ctx gc = {f, forward_cpu_exec_is_fast(&f->exec) ? 256 : F, (int64_t)n * F};
+        forward_cpu_exec_for(&f->exec, f->nt, (gc.total + gc.chunk - 1) / gc.chunk, gate_range, &gc);
         if (matmul(f, &L->w_down, f->gate, n, f->xn, err, err_size)) return -1;
         if (L->ffn_post_norm)
             for (int32_t t = 0; t < n; t++) rmsnorm(f->xn + t * E, f->xn + t * E, L->ffn_post_norm, E, hp->rms_eps);
