@@ -177,25 +177,24 @@ static void attn_range(void *arg, int64_t lo, int64_t hi, int tid) {
     }
 }
 
-/* The gated activation of items [lo, hi) of `chunk` elements each (the last may be shorter),
- * gate[i] = act(gate[i]) * up[i]: the same per-element code on any thread, so results do not
- * depend on -t or on the chunking. On the pool: a prompt's n_ff x tokens exp() calls took ~9% of
- * a 128-token prompt on one core while the other waited; a decode step's n_ff took ~9 us of a
- * mini layer's ~300 on one core while the other spun, so the pool splits a token's row too. */
+/* The gated activation of tokens [lo, hi), gate[i] = act(gate[i]) * up[i]: the same per-element
+ * code on any thread, so results do not depend on -t. On the pool: a prompt's n_ff x tokens
+ * exp() calls took ~9% of a 128-token prompt on one core while the other waited. (A decode
+ * token's row split into 256-element items was no faster: ~13 us against ~12 on the caller
+ * alone, mini q4_k_m on 2 threads, the items' claims bouncing between the cores.) */
 typedef struct {
     forward_cpu *f;
-    int64_t chunk, total;
+    int64_t F;
 } gate_ctx;
 
 static void gate_range(void *arg, int64_t lo, int64_t hi, int tid) {
     (void)tid;
     const gate_ctx *c = arg;
     float *gate = c->f->gate, *up = c->f->up;
-    int64_t e = hi * c->chunk < c->total ? hi * c->chunk : c->total;
     if (c->f->m->hp.act == LLAMA_ACT_GELU_TANH)
-        for (int64_t i = lo * c->chunk; i < e; i++) gate[i] = gelu_tanh(gate[i]) * up[i];
+        for (int64_t i = lo * c->F; i < hi * c->F; i++) gate[i] = gelu_tanh(gate[i]) * up[i];
     else
-        for (int64_t i = lo * c->chunk; i < e; i++) {
+        for (int64_t i = lo * c->F; i < hi * c->F; i++) {
             float g = gate[i];
             gate[i] = g / (1.0f + expf(-g)) * up[i];
         }
@@ -266,9 +265,8 @@ static int fwd(void *self, const engine_fwd_batch *b, float *logits, char *err, 
         const llama_weight *gu[] = {&L->w_gate, &L->w_up};
         float *gu_out[] = {f->gate, f->up};
         if (forward_cpu_exec_matmuls(&f->exec, f->nt, gu, 2, f->xn, n, gu_out, err, err_size)) return -1;
-        /* the fast path's pool: 256-element items; the exact path's per-call threads: tokens */
-        gate_ctx gc = {f, forward_cpu_exec_is_fast(&f->exec) ? 256 : F, (int64_t)n * F};
-        forward_cpu_exec_for(&f->exec, f->nt, (gc.total + gc.chunk - 1) / gc.chunk, gate_range, &gc);
+        gate_ctx gc = {f, F};
+        forward_cpu_exec_for(&f->exec, f->nt, n, gate_range, &gc);
         if (matmul(f, &L->w_down, f->gate, n, f->xn, err, err_size)) return -1;
         if (L->ffn_post_norm)
             for (int32_t t = 0; t < n; t++) rmsnorm(f->xn + t * E, f->xn + t * E, L->ffn_post_norm, E, hp->rms_eps);
