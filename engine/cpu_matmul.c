@@ -213,8 +213,8 @@ static int matmul_grow(void **buf, size_t *cap, size_t need, const char *what, c
 /* One weight's part of a product: its job, kernel and item count, the activations already
  * quantised (same format for every weight of a multi-product). out_tmp: the pair products'
  * scratch of this weight. */
-static void matmul_setup(cpu_matmul_ctx *c, const cpu_weight *w, const float *x, int64_t n_tok, int pair,
-                         float *out, float *out_tmp, matmul_job *j, threadpool_fn *fn, int64_t *n_items) {
+static void matmul_setup(cpu_matmul_ctx *c, const cpu_weight *w, int64_t job_rows, const float *x, int64_t n_tok,
+                         int pair, float *out, float *out_tmp, matmul_job *j, threadpool_fn *fn, int64_t *n_items) {
     size_t xq_bytes = quant_act_row_bytes(w->type, w->n_cols);
     int n_threads = c->pool ? threadpool_size(c->pool) : 1;
     int q5 = w->type == QUANT_Q5_0 || w->type == QUANT_Q5_1;
@@ -231,7 +231,8 @@ static void matmul_setup(cpu_matmul_ctx *c, const cpu_weight *w, const float *x,
      * DECODE_ROW_BLOCK: each item is one contiguous stream the kernels' prefetch and the
      * hardware's run along, where 16-row items (9 KiB of a 1024-wide Q4_K matrix), claimed
      * alternately by the threads, restarted both at every claim. Zen 5, 2 threads, mini q4_k_m
-     * tg: ~95-115 -> ~150-190 t/s. */
+     * tg: ~95-115 -> ~150-190 t/s. The count is of the whole job's rows (job_rows: every weight
+     * of a multi-product), so K and V beside Q keep long blocks rather than 8 short ones each. */
     int one_pass = n_tok <= QUANT_DOT_TOK;
     /* Interleaved: every token through each group while it is in cache; row blocks of whole
      * groups. */
@@ -239,7 +240,7 @@ static void matmul_setup(cpu_matmul_ctx *c, const cpu_weight *w, const float *x,
     int64_t row_block = one_pass || ilv ? DECODE_ROW_BLOCK : ROW_BLOCK;
     int64_t min_block = ilv ? QUANT_ILV_ROWS : 1;
     while (row_block > min_block && n_tok <= TOK_BLOCK &&
-           w->n_rows / row_block < (one_pass || ilv ? 4 : 8) * n_threads)
+           job_rows / row_block < (one_pass || ilv ? 4 : 8) * n_threads)
         row_block /= 2;
     *j = (matmul_job){
         .c = c, .w = w, .x = x, .out = pair ? out_tmp : out, .final_out = out, .n_tok = n_tok,
@@ -284,8 +285,9 @@ int cpu_matmul_multi(cpu_matmul_ctx *c, const cpu_weight *const *w, int n_w, con
     uint64_t rows = 0;
     for (int k = 0; k < n_w; k++) {
         if (cpu_matmul_check(w[k], err, err_size)) return -1;
-        if (k && (w[k]->type != w[0]->type || w[k]->n_cols != w[0]->n_cols)) {
-            snprintf(err, err_size, "cpu matmul: weights of one product differ in type or width (%s x %lld, %s x %lld)",
+        if (k && (quant_act_of(w[k]->type) != quant_act_of(w[0]->type) || w[k]->n_cols != w[0]->n_cols)) {
+            snprintf(err, err_size,
+                     "cpu matmul: weights of one product differ in activation format or width (%s x %lld, %s x %lld)",
                      quant_type_name(w[0]->type), (long long)w[0]->n_cols, quant_type_name(w[k]->type),
                      (long long)w[k]->n_cols);
             return -1;
@@ -316,7 +318,7 @@ int cpu_matmul_multi(cpu_matmul_ctx *c, const cpu_weight *const *w, int n_w, con
     size_t panels_need = 0, tmp_off = 0;
     for (int k = 0; k < n_w; k++) {
         int64_t n_items;
-        matmul_setup(c, w[k], x, n_tok, pair, out[k], pair ? c->pair_out + tmp_off : NULL, &m.job[k], &m.fn[k],
+        matmul_setup(c, w[k], (int64_t)rows, x, n_tok, pair, out[k], pair ? c->pair_out + tmp_off : NULL, &m.job[k], &m.fn[k],
                      &n_items);
         tmp_off += (size_t)n_tok * (size_t)w[k]->n_rows;
         m.start[k + 1] = m.start[k] + n_items;

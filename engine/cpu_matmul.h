@@ -72,8 +72,9 @@ int cpu_matmul(cpu_matmul_ctx *c, const cpu_weight *w, const float *x, int64_t n
 
 /* Several products of one input (Q, K and V; gate and up) as one: the activations quantised once
  * and every weight's items in one pool job, so a decode step waits for the pool fewer times.
- * out[k] = W_k x as cpu_matmul gives it, bit for bit; the weights must share type and width
- * (else -1 with a message). At most CPU_MATMUL_MAX_MULTI weights. */
+ * out[k] = W_k x as cpu_matmul gives it, bit for bit; the weights must share width and
+ * activation format (quant_act_of: Q4_K beside Q6_K, Q4_0 beside Q8_0), else -1 with a message.
+ * At most CPU_MATMUL_MAX_MULTI weights. */
 #define CPU_MATMUL_MAX_MULTI 4
 int cpu_matmul_multi(cpu_matmul_ctx *c, const cpu_weight *const *w, int n_w, const float *x, int64_t n_tok,
                      float *const *out, char *err, size_t err_size);

@@ -251,7 +251,8 @@ int forward_cpu_exec_matmuls(forward_cpu_exec *x, int nt, const llama_weight *co
         cw[k] = cpu_weight_of(w[k]);
         cw[k].ilv = ilv_find(x, w[k]);
         pw[k] = &cw[k];
-        one = !cpu_matmul_check(&cw[k], why, sizeof why) && w[k]->type == w[0]->type && w[k]->n_cols == w[0]->n_cols;
+        one = !cpu_matmul_check(&cw[k], why, sizeof why) && quant_act_of(w[k]->type) == quant_act_of(w[0]->type) &&
+              w[k]->n_cols == w[0]->n_cols;
     }
     if (one) return cpu_matmul_multi(&x->mm, pw, n_w, in, n_tok, out, err, err_size);
     for (int k = 0; k < n_w; k++)

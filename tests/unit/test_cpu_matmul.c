@@ -151,7 +151,8 @@ static void test_checks(void) {
 
 /* cpu_matmul_multi: three weights of one input (Q, K, V shapes: 256, 16, 21 rows) as one product
  * give each weight's cpu_matmul result bit for bit, stored and repacked, decode and prompt
- * tilings, on the pool; weights of different types are refused. */
+ * tilings, on the pool, of one type or of types that share an activation format (a Q4_K_M
+ * file's Q4_K Q and K beside its Q6_K V); weights of different activation formats are refused. */
 static void test_multi(void) {
     char err[256];
     threadpool *pool = NULL;
@@ -159,27 +160,29 @@ static void test_multi(void) {
         CHECK(0, "threadpool_create for the multi-product test", "%s", err);
         return;
     }
-    static const uint32_t mt[] = {QUANT_Q4_0, QUANT_Q4_K, QUANT_Q6_K, QUANT_Q5_0};
+    static const uint32_t mt[][3] = {{QUANT_Q4_0, QUANT_Q4_0, QUANT_Q4_0}, {QUANT_Q4_K, QUANT_Q4_K, QUANT_Q4_K},
+                                     {QUANT_Q6_K, QUANT_Q6_K, QUANT_Q6_K}, {QUANT_Q5_0, QUANT_Q5_0, QUANT_Q5_0},
+                                     {QUANT_Q4_K, QUANT_Q4_K, QUANT_Q6_K}, {QUANT_Q8_0, QUANT_Q4_0, QUANT_Q4_1}};
     /* Q's 256 rows take 2 panels an item, K's and V's 1: their panel buffers differ in size */
     static const int64_t rows[3] = {256, 16, 21}, toks[] = {1, 2, 20, 70};
     int bad = 0;
     char why[256] = "";
     for (size_t ti = 0; ti < sizeof mt / sizeof mt[0]; ti++) {
-        uint32_t t = mt[ti];
+        uint32_t t = mt[ti][0];
         int64_t n_cols = quant_traits_of(t)->block_elems == 32 ? 352 : 512;
-        size_t rb = quant_row_bytes(t, n_cols);
         uint8_t *w[3];
         void *ilv[3];
         cpu_weight W[3];
         const cpu_weight *pw[3];
         float *tmp = malloc((size_t)n_cols * sizeof *tmp), *x = malloc((size_t)(70 * n_cols) * sizeof *x);
         for (int k = 0; k < 3; k++) {
+            size_t rb = quant_row_bytes(mt[ti][k], n_cols);
             w[k] = malloc(rb * (size_t)rows[k]);
             for (int64_t r = 0; r < rows[k]; r++) {
                 for (int64_t c2 = 0; c2 < n_cols; c2++) tmp[c2] = rng_normal() * 0.05f;
-                quant_quant_row(t, tmp, w[k] + (size_t)r * rb, n_cols, NULL, 0);
+                quant_quant_row(mt[ti][k], tmp, w[k] + (size_t)r * rb, n_cols, NULL, 0);
             }
-            W[k] = (cpu_weight){.type = t, .n_cols = n_cols, .n_rows = rows[k], .row_bytes = rb, .data = w[k]};
+            W[k] = (cpu_weight){.type = mt[ti][k], .n_cols = n_cols, .n_rows = rows[k], .row_bytes = rb, .data = w[k]};
             size_t ib = cpu_matmul_repack_bytes(&W[k], quant_isa_best());
             ilv[k] = ib ? malloc(ib) : NULL;
             if (ilv[k]) cpu_matmul_repack(&W[k], 0, (rows[k] + QUANT_ILV_ROWS - 1) / QUANT_ILV_ROWS, ilv[k]);
@@ -202,8 +205,8 @@ static void test_multi(void) {
                 if (cpu_matmul_multi(&c, pw, 3, x, nt, all, err, sizeof err) && !bad++) snprintf(why, sizeof why, "%s", err);
                 for (int k = 0; k < 3; k++) {
                     if (memcmp(one[k], all[k], (size_t)(nt * rows[k]) * sizeof(float)) && !bad++)
-                        snprintf(why, sizeof why, "%s%s %lld tokens: weight %d differs from its own product",
-                                 quant_type_name(t), il ? " repacked" : "", (long long)nt, k);
+                        snprintf(why, sizeof why, "%s..%s%s %lld tokens: weight %d differs from its own product",
+                                 quant_type_name(t), quant_type_name(mt[ti][2]), il ? " repacked" : "", (long long)nt, k);
                     free(one[k]);
                     free(all[k]);
                 }
@@ -227,7 +230,7 @@ static void test_multi(void) {
     err[0] = 0;
     int rc = cpu_matmul_multi(&c, ab, 2, xin, 1, outs, err, sizeof err);
     cpu_matmul_free(&c);
-    CHECK(rc == -1 && strstr(err, "differ"), "cpu_matmul_multi: weights of different types refused", "rc %d, '%s'", rc,
+    CHECK(rc == -1 && strstr(err, "differ"), "cpu_matmul_multi: weights of different activation formats refused", "rc %d, '%s'", rc,
           err);
     threadpool_destroy(pool);
 }
