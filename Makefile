@@ -169,21 +169,34 @@ demo: all
 	  $(BUILD)/mgi -m $$m -p "Once upon a time" -n 32; \
 	fi
 
-# libFuzzer targets: each tests/fuzz/fuzz_NAME.c is built with clang (ASan+UBSan) together with
-# the CPU library sources and runs FUZZ_SECONDS on build/fuzz/corpus/NAME, seeded with the
-# malformed-GGUF corpus and valid files from gen_malformed --seeds.
+# libFuzzer targets: each tests/fuzz/fuzz_NAME.c is built with clang (ASan+UBSan) against the CPU
+# library and runs FUZZ_SECONDS on build/fuzz/corpus/NAME, seeded with the malformed-GGUF corpus
+# and valid files from gen_malformed --seeds.
 FUZZ_CC      ?= clang-14
 FUZZ_SECONDS ?= 60
 FUZZ_SRC     := $(wildcard tests/fuzz/fuzz_*.c)
 FUZZ_BIN     := $(FUZZ_SRC:tests/fuzz/%.c=build/fuzz/%)
+FUZZ_OBJ     := $(CPU_SRC:%.c=build/fuzz/obj/%.o)
 
 # -march=native: the host's ISA for the portable code (quant/dot_*.c give their ISA paths their own
 # targets, for clang too: a `#pragma clang attribute` beside the GCC one, so a host without
 # AVX-VNNI or AVX-512 still builds them).
-build/fuzz/fuzz_%: tests/fuzz/fuzz_%.c $(CPU_SRC)
+FUZZ_CFLAGS  := -std=c11 -O1 -g -march=native -fno-sanitize-recover=all -MMD -MP
+
+# The CPU sources are compiled once for all targets (fuzzer-no-link: the coverage instrumentation
+# without libFuzzer's main), into one archive that each target links; compiling them into every
+# target took CI about two minutes a target.
+build/fuzz/obj/%.o: %.c
 	@mkdir -p $(dir $@)
-	$(FUZZ_CC) $(CPPFLAGS) -std=c11 -O1 -g -march=native -fsanitize=fuzzer,address,undefined \
-	  -fno-sanitize-recover=all -o $@ $< $(CPU_SRC) $(LDLIBS_CPU)
+	$(FUZZ_CC) $(CPPFLAGS) $(FUZZ_CFLAGS) -fsanitize=fuzzer-no-link,address,undefined -c $< -o $@
+
+build/fuzz/libmgi_cpu_fuzz.a: $(FUZZ_OBJ)
+	rm -f $@ && ar rcs $@ $^
+
+build/fuzz/fuzz_%: tests/fuzz/fuzz_%.c build/fuzz/libmgi_cpu_fuzz.a
+	@mkdir -p $(dir $@)
+	$(FUZZ_CC) $(CPPFLAGS) $(FUZZ_CFLAGS) -fsanitize=fuzzer,address,undefined \
+	  -o $@ $< build/fuzz/libmgi_cpu_fuzz.a $(LDLIBS_CPU)
 
 fuzz: $(FUZZ_BIN) $(BUILD)/tests/malformed/gen_malformed
 	@$(BUILD)/tests/malformed/gen_malformed --seeds build/fuzz/seeds >/dev/null
