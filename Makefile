@@ -61,8 +61,11 @@ UNIT_SRC := $(wildcard tests/unit/test_*.c)
 GPUT_SRC := $(wildcard tests/gpu/test_*.c)
 TOOL_SRC := $(wildcard scripts/*.c tests/malformed/*.c)
 
+# CU_BUILD: where the .cu objects go. nvcc's flags do not change with CFLAGS or SAN, so the
+# sanitizer and coverage builds take them from build/ instead of compiling them a second time.
+CU_BUILD ?= $(BUILD)
 CPU_OBJ  := $(CPU_SRC:%.c=$(BUILD)/%.o)
-GPU_OBJ  := $(GPU_CSRC:%.c=$(BUILD)/%.o) $(CU_SRC:%.cu=$(BUILD)/%.o)
+GPU_OBJ  := $(GPU_CSRC:%.c=$(BUILD)/%.o) $(CU_SRC:%.cu=$(CU_BUILD)/%.o)
 CLI_OBJ  := $(CLI_SRC:%.c=$(BUILD)/%.o)
 UNIT_BIN := $(UNIT_SRC:tests/unit/%.c=$(BUILD)/tests/%)
 GPUT_BIN := $(GPUT_SRC:tests/gpu/%.c=$(BUILD)/tests/gpu/%)
@@ -80,6 +83,12 @@ $(BUILD)/%.o: %.c
 $(BUILD)/%.o: %.cu
 	@mkdir -p $(dir $@)
 	$(NVCC) $(CPPFLAGS) $(NVFLAGS) -c $< -o $@
+
+ifneq ($(CU_BUILD),$(BUILD))
+$(CU_BUILD)/%.o: %.cu
+	@mkdir -p $(dir $@)
+	$(NVCC) $(CPPFLAGS) $(NVFLAGS) -c $< -o $@
+endif
 
 # The commit goes into main.o through a header rewritten only when the commit changes, so a new
 # commit rebuilds main.o and nothing else.
@@ -122,7 +131,7 @@ test: $(BUILD)/mgi $(UNIT_BIN) $(TOOL_BIN)
 # The CPU suite again, every object built with AddressSanitizer and UndefinedBehaviorSanitizer.
 # protect_shadow_gap=0 lets the CUDA runtime map its memory if it is ever initialised.
 test-asan:
-	@$(MAKE) --no-print-directory BUILD=build-asan SAN=1 CFLAGS="-O1 -g" all $(patsubst $(BUILD)/%,build-asan/%,$(UNIT_BIN))
+	@$(MAKE) --no-print-directory BUILD=build-asan CU_BUILD=$(BUILD) SAN=1 CFLAGS="-O1 -g" all $(patsubst $(BUILD)/%,build-asan/%,$(UNIT_BIN))
 	@ASAN_OPTIONS=protect_shadow_gap=0:detect_leaks=1 UBSAN_OPTIONS=print_stacktrace=1 \
 	  BUILD=build-asan SHARED=$(SHARED) MGI_ASAN=1 bash tests/run.sh
 
@@ -132,7 +141,7 @@ test-asan:
 COV_DIRS ?= gguf quant models engine cli
 coverage:
 	@find build-cov -name '*.gcda' -delete 2>/dev/null || true
-	@$(MAKE) --no-print-directory BUILD=build-cov CFLAGS="-O1 -g --coverage" LDFLAGS=--coverage all \
+	@$(MAKE) --no-print-directory BUILD=build-cov CU_BUILD=$(BUILD) CFLAGS="-O1 -g --coverage" LDFLAGS=--coverage all \
 	  $(patsubst $(BUILD)/%,build-cov/%,$(UNIT_BIN))
 	@BUILD=build-cov SHARED=$(SHARED) bash tests/run.sh | grep -E "^FAIL|^[0-9]+ passed"
 	@bash tests/coverage.sh build-cov $(COV_DIRS)
@@ -215,6 +224,9 @@ clean:
 	rm -rf build build-asan build-cov
 
 -include $(shell find $(BUILD) -name '*.d' 2>/dev/null)
+ifneq ($(CU_BUILD),$(BUILD))
+-include $(CU_SRC:%.cu=$(CU_BUILD)/%.d)
+endif
 
 # Kernel lab (tests/kbench/*.cu): one program per kernel family, built for sm_90a.
 KBENCH_SRC := $(wildcard tests/kbench/*.cu)
