@@ -184,7 +184,6 @@ demo: all
 FUZZ_CC      ?= clang-14
 FUZZ_SECONDS ?= 60
 FUZZ_SRC     := $(wildcard tests/fuzz/fuzz_*.c)
-FUZZ_BIN     := $(FUZZ_SRC:tests/fuzz/%.c=build/fuzz/%)
 FUZZ_OBJ     := $(CPU_SRC:%.c=build/fuzz/obj/%.o)
 
 # -march=native: the host's ISA for the portable code (quant/dot_*.c give their ISA paths their own
@@ -207,14 +206,22 @@ build/fuzz/fuzz_%: tests/fuzz/fuzz_%.c build/fuzz/libmgi_cpu_fuzz.a
 	$(FUZZ_CC) $(CPPFLAGS) $(FUZZ_CFLAGS) -fsanitize=fuzzer,address,undefined \
 	  -o $@ $< build/fuzz/libmgi_cpu_fuzz.a $(LDLIBS_CPU)
 
-fuzz: $(FUZZ_BIN) $(BUILD)/tests/malformed/gen_malformed
+# One run per target, so that make -j runs them side by side (a libFuzzer run is one thread); each
+# still runs FUZZ_SECONDS. A run's output goes to its own log, shown whole when it ends, so that
+# two runs' lines do not interleave.
+FUZZ_RUN := $(FUZZ_SRC:tests/fuzz/fuzz_%.c=fuzz-run-%)
+.PHONY: fuzz-seeds $(FUZZ_RUN)
+
+fuzz: $(FUZZ_RUN)
+
+fuzz-seeds: $(BUILD)/tests/malformed/gen_malformed
 	@$(BUILD)/tests/malformed/gen_malformed --seeds build/fuzz/seeds >/dev/null
-	@for f in $(FUZZ_BIN); do \
-	  name=$${f#build/fuzz/fuzz_}; mkdir -p build/fuzz/corpus/$$name; \
-	  echo "fuzz $$name for $(FUZZ_SECONDS) s" >&2; \
-	  SHARED=$(SHARED) $$f -max_total_time=$(FUZZ_SECONDS) -timeout=10 -rss_limit_mb=2048 \
-	    -artifact_prefix=build/fuzz/ build/fuzz/corpus/$$name build/fuzz/seeds || exit 1; \
-	done
+
+$(FUZZ_RUN): fuzz-run-%: build/fuzz/fuzz_% fuzz-seeds
+	@mkdir -p build/fuzz/corpus/$*
+	@SHARED=$(SHARED) $< -max_total_time=$(FUZZ_SECONDS) -timeout=10 -rss_limit_mb=2048 \
+	  -artifact_prefix=build/fuzz/ build/fuzz/corpus/$* build/fuzz/seeds >build/fuzz/$*.log 2>&1; \
+	  rc=$$?; echo "fuzz $* for $(FUZZ_SECONDS) s" >&2; cat build/fuzz/$*.log >&2; exit $$rc
 
 install: $(BUILD)/mgi
 	install -d $(DESTDIR)$(PREFIX)/bin
