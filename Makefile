@@ -61,8 +61,11 @@ UNIT_SRC := $(wildcard tests/unit/test_*.c)
 GPUT_SRC := $(wildcard tests/gpu/test_*.c)
 TOOL_SRC := $(wildcard scripts/*.c tests/malformed/*.c)
 
+# CU_BUILD: where the .cu objects go. nvcc's flags do not change with CFLAGS or SAN, so the
+# sanitizer and coverage builds take them from build/ instead of compiling them a second time.
+CU_BUILD ?= $(BUILD)
 CPU_OBJ  := $(CPU_SRC:%.c=$(BUILD)/%.o)
-GPU_OBJ  := $(GPU_CSRC:%.c=$(BUILD)/%.o) $(CU_SRC:%.cu=$(BUILD)/%.o)
+GPU_OBJ  := $(GPU_CSRC:%.c=$(BUILD)/%.o) $(CU_SRC:%.cu=$(CU_BUILD)/%.o)
 CLI_OBJ  := $(CLI_SRC:%.c=$(BUILD)/%.o)
 UNIT_BIN := $(UNIT_SRC:tests/unit/%.c=$(BUILD)/tests/%)
 GPUT_BIN := $(GPUT_SRC:tests/gpu/%.c=$(BUILD)/tests/gpu/%)
@@ -80,6 +83,12 @@ $(BUILD)/%.o: %.c
 $(BUILD)/%.o: %.cu
 	@mkdir -p $(dir $@)
 	$(NVCC) $(CPPFLAGS) $(NVFLAGS) -c $< -o $@
+
+ifneq ($(CU_BUILD),$(BUILD))
+$(CU_BUILD)/%.o: %.cu
+	@mkdir -p $(dir $@)
+	$(NVCC) $(CPPFLAGS) $(NVFLAGS) -c $< -o $@
+endif
 
 # The commit goes into main.o through a header rewritten only when the commit changes, so a new
 # commit rebuilds main.o and nothing else.
@@ -122,7 +131,7 @@ test: $(BUILD)/mgi $(UNIT_BIN) $(TOOL_BIN)
 # The CPU suite again, every object built with AddressSanitizer and UndefinedBehaviorSanitizer.
 # protect_shadow_gap=0 lets the CUDA runtime map its memory if it is ever initialised.
 test-asan:
-	@$(MAKE) --no-print-directory BUILD=build-asan SAN=1 CFLAGS="-O1 -g" all $(patsubst $(BUILD)/%,build-asan/%,$(UNIT_BIN))
+	@$(MAKE) --no-print-directory BUILD=build-asan CU_BUILD=$(BUILD) SAN=1 CFLAGS="-O1 -g" all $(patsubst $(BUILD)/%,build-asan/%,$(UNIT_BIN))
 	@ASAN_OPTIONS=protect_shadow_gap=0:detect_leaks=1 UBSAN_OPTIONS=print_stacktrace=1 \
 	  BUILD=build-asan SHARED=$(SHARED) MGI_ASAN=1 bash tests/run.sh
 
@@ -132,7 +141,7 @@ test-asan:
 COV_DIRS ?= gguf quant models engine cli
 coverage:
 	@find build-cov -name '*.gcda' -delete 2>/dev/null || true
-	@$(MAKE) --no-print-directory BUILD=build-cov CFLAGS="-O1 -g --coverage" LDFLAGS=--coverage all \
+	@$(MAKE) --no-print-directory BUILD=build-cov CU_BUILD=$(BUILD) CFLAGS="-O1 -g --coverage" LDFLAGS=--coverage all \
 	  $(patsubst $(BUILD)/%,build-cov/%,$(UNIT_BIN))
 	@BUILD=build-cov SHARED=$(SHARED) bash tests/run.sh | grep -E "^FAIL|^[0-9]+ passed"
 	@bash tests/coverage.sh build-cov $(COV_DIRS)
@@ -169,30 +178,50 @@ demo: all
 	  $(BUILD)/mgi -m $$m -p "Once upon a time" -n 32; \
 	fi
 
-# libFuzzer targets: each tests/fuzz/fuzz_NAME.c is built with clang (ASan+UBSan) together with
-# the CPU library sources and runs FUZZ_SECONDS on build/fuzz/corpus/NAME, seeded with the
-# malformed-GGUF corpus and valid files from gen_malformed --seeds.
+# libFuzzer targets: each tests/fuzz/fuzz_NAME.c is built with clang (ASan+UBSan) against the CPU
+# library and runs FUZZ_SECONDS on build/fuzz/corpus/NAME, seeded with the malformed-GGUF corpus
+# and valid files from gen_malformed --seeds.
 FUZZ_CC      ?= clang-14
 FUZZ_SECONDS ?= 60
 FUZZ_SRC     := $(wildcard tests/fuzz/fuzz_*.c)
-FUZZ_BIN     := $(FUZZ_SRC:tests/fuzz/%.c=build/fuzz/%)
+FUZZ_OBJ     := $(CPU_SRC:%.c=build/fuzz/obj/%.o)
 
 # -march=native: the host's ISA for the portable code (quant/dot_*.c give their ISA paths their own
 # targets, for clang too: a `#pragma clang attribute` beside the GCC one, so a host without
 # AVX-VNNI or AVX-512 still builds them).
-build/fuzz/fuzz_%: tests/fuzz/fuzz_%.c $(CPU_SRC)
-	@mkdir -p $(dir $@)
-	$(FUZZ_CC) $(CPPFLAGS) -std=c11 -O1 -g -march=native -fsanitize=fuzzer,address,undefined \
-	  -fno-sanitize-recover=all -o $@ $< $(CPU_SRC) $(LDLIBS_CPU)
+FUZZ_CFLAGS  := -std=c11 -O1 -g -march=native -fno-sanitize-recover=all -MMD -MP
 
-fuzz: $(FUZZ_BIN) $(BUILD)/tests/malformed/gen_malformed
+# The CPU sources are compiled once for all targets (fuzzer-no-link: the coverage instrumentation
+# without libFuzzer's main), into one archive that each target links; compiling them into every
+# target took CI about two minutes a target.
+build/fuzz/obj/%.o: %.c
+	@mkdir -p $(dir $@)
+	$(FUZZ_CC) $(CPPFLAGS) $(FUZZ_CFLAGS) -fsanitize=fuzzer-no-link,address,undefined -c $< -o $@
+
+build/fuzz/libmgi_cpu_fuzz.a: $(FUZZ_OBJ)
+	rm -f $@ && ar rcs $@ $^
+
+build/fuzz/fuzz_%: tests/fuzz/fuzz_%.c build/fuzz/libmgi_cpu_fuzz.a
+	@mkdir -p $(dir $@)
+	$(FUZZ_CC) $(CPPFLAGS) $(FUZZ_CFLAGS) -fsanitize=fuzzer,address,undefined \
+	  -o $@ $< build/fuzz/libmgi_cpu_fuzz.a $(LDLIBS_CPU)
+
+# One run per target, so that make -j runs them side by side (a libFuzzer run is one thread); each
+# still runs FUZZ_SECONDS. A run's output goes to its own log, shown whole when it ends, so that
+# two runs' lines do not interleave.
+FUZZ_RUN := $(FUZZ_SRC:tests/fuzz/fuzz_%.c=fuzz-run-%)
+.PHONY: fuzz-seeds $(FUZZ_RUN)
+
+fuzz: $(FUZZ_RUN)
+
+fuzz-seeds: $(BUILD)/tests/malformed/gen_malformed
 	@$(BUILD)/tests/malformed/gen_malformed --seeds build/fuzz/seeds >/dev/null
-	@for f in $(FUZZ_BIN); do \
-	  name=$${f#build/fuzz/fuzz_}; mkdir -p build/fuzz/corpus/$$name; \
-	  echo "fuzz $$name for $(FUZZ_SECONDS) s" >&2; \
-	  SHARED=$(SHARED) $$f -max_total_time=$(FUZZ_SECONDS) -timeout=10 -rss_limit_mb=2048 \
-	    -artifact_prefix=build/fuzz/ build/fuzz/corpus/$$name build/fuzz/seeds || exit 1; \
-	done
+
+$(FUZZ_RUN): fuzz-run-%: build/fuzz/fuzz_% fuzz-seeds
+	@mkdir -p build/fuzz/corpus/$*
+	@SHARED=$(SHARED) $< -max_total_time=$(FUZZ_SECONDS) -timeout=10 -rss_limit_mb=2048 \
+	  -artifact_prefix=build/fuzz/ build/fuzz/corpus/$* build/fuzz/seeds >build/fuzz/$*.log 2>&1; \
+	  rc=$$?; echo "fuzz $* for $(FUZZ_SECONDS) s" >&2; cat build/fuzz/$*.log >&2; exit $$rc
 
 install: $(BUILD)/mgi
 	install -d $(DESTDIR)$(PREFIX)/bin
@@ -202,6 +231,9 @@ clean:
 	rm -rf build build-asan build-cov
 
 -include $(shell find $(BUILD) -name '*.d' 2>/dev/null)
+ifneq ($(CU_BUILD),$(BUILD))
+-include $(CU_SRC:%.cu=$(CU_BUILD)/%.d)
+endif
 
 # Kernel lab (tests/kbench/*.cu): one program per kernel family, built for sm_90a.
 KBENCH_SRC := $(wildcard tests/kbench/*.cu)

@@ -2,7 +2,8 @@
 # Runs the test suite: every unit binary in $BUILD/tests and every tests/e2e/*.sh script (or, with
 # "gpu", the GPU tests). Each test prints lines "PASS name", "FAIL name: why" or "SKIP name: why";
 # a program that exits non-zero without printing a FAIL line counts as one failure (a crash).
-# Ends with the line "N passed, N failed, N skipped" and exits 1 if anything failed.
+# Ends with the line "N passed, N failed, N skipped" and exits 1 if anything failed. After each
+# program a line "# N.N s label" says how long it ran, so the slow ones in a CI log are plain.
 set -u
 BUILD=${BUILD:-build}
 SHARED=${SHARED:-../shared}
@@ -14,9 +15,12 @@ trap 'rm -f "$log"' EXIT
 
 run_one() {  # label, command...
     local label=$1; shift
+    local t0=$EPOCHREALTIME
     "$@" >"$log" 2>&1
     local rc=$?
+    local t1=$EPOCHREALTIME
     cat "$log"
+    awk -v a="$t0" -v b="$t1" -v l="$label" 'BEGIN { printf "# %.1f s %s\n", b - a, l }'
     local p f s
     p=$(grep -c '^PASS ' "$log"); f=$(grep -c '^FAIL ' "$log"); s=$(grep -c '^SKIP ' "$log")
     if [ "$rc" -ne 0 ] && [ "$f" -eq 0 ]; then
