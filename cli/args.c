@@ -51,6 +51,7 @@ int cli_engine_flag(int argc, char **argv, int *i, engine_params *ep) {
     else if (cli_is_flag(a, "--no-mmap", NULL)) { ep->use_mmap = 0; return 1; }
     else if (cli_is_flag(a, "--mlock", NULL)) { ep->use_mlock = 1; return 1; }
     else if (cli_is_flag(a, "--cpu-exact", NULL)) { ep->cpu_exact = 1; return 1; }
+    else if (cli_is_flag(a, "-nopo", "--no-op-offload")) { ep->no_op_offload = 1; return 1; }
     else if (cli_is_flag(a, "-fa", "--flash-attn")) { cli_flash_attn_flag(argc, argv, i); return 1; }
     else return cli_gpu_flag(argc, argv, i, ep);
     if (!(v = cli_value(argc, argv, i))) return -1;

@@ -46,6 +46,8 @@ static const char bench_usage[] =
     "                                (CPU: multi-threaded memcpy, bytes read + written)\n"
     "        --cpu-exact             CPU layers on the exact f32 reference path (default: the fast\n"
     "                                path, paired 8-bit activations)\n"
+    "  -nopo, --no-op-offload <0|1>  1: with -ngl partial the CPU's layers compute prompts themselves\n"
+    "                                (default 0: their products of 32+ tokens run on the GPU)\n"
     "        --no-warmup             skip the untimed warm-up run of each test\n"
     "        --progress              one line on stderr as each test starts\n"
     "  -v,   --verbose               engine parameters and the ceiling measurement on stderr\n"
@@ -275,6 +277,9 @@ static int parse(int argc, char **argv, bench_opts *o) {
         } else if (cli_is_flag(a, "--no-warmup", NULL)) { o->warmup = false;
         } else if (cli_is_flag(a, "--progress", NULL)) { o->progress = true;
         } else if (cli_is_flag(a, "--cpu-exact", NULL)) { o->cpu_exact = true;
+        } else if (cli_is_flag(a, "-nopo", "--no-op-offload")) {
+            VALUE();
+            if (cli_parse_int(a, v, 0, 1, &o->no_op_offload)) return -1;
         } else if (cli_is_flag(a, "-v", "--verbose")) { o->verbose = true;
         } else {
             cli_error("unknown flag '%s' (see mgi bench --help)", a);
@@ -589,6 +594,7 @@ static int load_engine(const bench_opts *o, const bench_model *models, const ben
     ep.n_batch = (int32_t)t->ubatch;
     ep.n_threads = cli_threads_check("-t", (int)t->threads);
     ep.cpu_exact = o->cpu_exact;
+    ep.no_op_offload = o->no_op_offload;
     ep.split.n_gpu_layers = (int32_t)t->ngl;
     ep.split.main_gpu = (int32_t)t->main_gpu;
     ep.split.split_mode = (int)t->split_mode;  /* SM_* are ENGINE_SPLIT_* */

@@ -41,6 +41,7 @@ typedef struct {
     int reps, output;
     double bw;  /* 0: measure */
     bool warmup, progress, verbose, cpu_exact;
+    int no_op_offload;  /* -nopo: engine_params.no_op_offload */
 } bench_opts;
 
 /* What the file says about a model: the output columns and the bytes a decode step reads. */

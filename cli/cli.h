@@ -185,7 +185,10 @@ int cli_parse_layer_split(const char *flag, const char *v, engine_split *sp);
     "                             model's layer indices (0,3,7: device 0 layer 0, device 1 layers 1-3,\n" \
     "                             device 2 layers 4-7); ends at the last layer; overrides -ts\n" \
     "  -mg,  --main-gpu N         index into the -dev list of the GPU for -sm none and for the\n" \
-    "                             output head of -sm row (default 0)\n"
+    "                             output head of -sm row (default 0)\n" \
+    "  -nopo, --no-op-offload     with -ngl below the layer count, the CPU's layers compute prompts\n" \
+    "                             themselves (default: their products of 32+ tokens run on the GPU,\n" \
+    "                             each weight copied over, as llama.cpp's op offload)\n"
 /* Passes the CUDA backend (used when a device exists and -ngl is not 0) and, with log, a progress
  * line on stderr for uploads over 1 GiB. */
 void cli_gpu_setup(engine_params *ep, int log);

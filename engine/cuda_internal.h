@@ -5,6 +5,7 @@
  *   cuda_layer.c    the layer: products, attention half, FFN half, residual adds, head, fusion plan
  *   cuda_step.c     a pass: segments, decode graphs, the host gate and launch-ahead, the pass driver
  *   cuda_comm.c     NCCL, the watchdog, peer-access and local all-reduces, sends, waits, statistics
+ *   cuda_offload.c  op offload: products of the CPU's layers (-ngl partial) on a device
  *   forward_cuda.c  create/free, KV cells in and out, statistics and description, the vtable */
 #ifndef MGI_ENGINE_CUDA_INTERNAL_H
 #define MGI_ENGINE_CUDA_INTERNAL_H
@@ -296,5 +297,12 @@ void fcu_abort_comms(forward_cuda *f);
 void fcu_mark(part *p, int nccl);
 void fcu_tally(forward_cuda *f);
 double fcu_now_s(void);
+
+/* cuda_offload.c: op offload (engine_gpu_backend.offload_*). */
+void *fcu_offload_new(int dev, const engine_offload_spec *spec, char *desc, size_t desc_size, char *err,
+                      size_t err_size);
+int fcu_offload_matmul(void *self, const llama_weight *w, const float *x, int64_t n_tok, float *out,
+                       const engine_par *par, char *err, size_t err_size);
+void fcu_offload_free(void *self);
 
 #endif

@@ -38,6 +38,7 @@ struct engine {
     int32_t *seq_old;        /* [n_seq] length before the batch */
     int32_t *seq_idx;        /* [n_seq] index in b_seqs of the current pass, -1: none */
     char warning[512];       /* engine_load_warning ("" when none) */
+    char offload_desc[160];  /* what op offload holds, for engine_describe ("" when off) */
 };
 
 engine_params engine_default_params(void) {
@@ -157,6 +158,35 @@ static int cpu_threads(const engine_params *p) {
     return p->n_threads_batch > p->n_threads ? p->n_threads_batch : p->n_threads;
 }
 
+static void add_warning(engine *e, const char *msg) {
+    size_t o = strlen(e->warning);
+    snprintf(e->warning + o, sizeof e->warning - o, "%s%s", o ? "; " : "", msg);
+}
+
+/* Op offload for the CPU stage of a partial offload (engine_params.no_op_offload): the device after
+ * the CPU's layers (layer split: the first; otherwise the main one) takes its prompts' products.
+ * A device that cannot is a warning, not a failure: the CPU then computes them. */
+static void setup_offload(engine *e, const engine_params *p, forward_cpu *cpu) {
+    const engine_gpu_backend *g = p->gpu;
+    if (p->cpu_exact || p->no_op_offload || !g->offload_new || !g->offload_matmul || !g->offload_free) return;
+    int dev = e->plan.dev[e->plan.split_mode == ENGINE_SPLIT_LAYER ? 0 : e->plan.main];
+    int n;
+    const llama_weight **w = forward_cpu_matrices(cpu, &n);
+    void *host[16];
+    size_t host_bytes[16];
+    engine_offload_spec spec = {w, n, host, host_bytes, forward_cpu_buffers(cpu, host, host_bytes, 16), e->n_batch};
+    char why[256] = "out of memory", msg[400];
+    void *off = w ? g->offload_new(dev, &spec, e->offload_desc, sizeof e->offload_desc, why, sizeof why) : NULL;
+    free(w);
+    forward_cpu_offload o = {off, ENGINE_OP_OFFLOAD_MIN_TOK, g->offload_matmul, g->offload_free};
+    if (off && !forward_cpu_set_offload(cpu, &o)) return;
+    if (off) g->offload_free(off);
+    e->offload_desc[0] = 0;
+    snprintf(msg, sizeof msg, "op offload off (%s): the CPU's layers compute their prompts on the CPU; "
+                              "--no-op-offload silences this", why);
+    add_warning(e, msg);
+}
+
 static int load_gpu(engine *e, const engine_params *p, int n_dev, int32_t n_cells, int *rc, char *err,
                     size_t err_size) {
     const llama_hparams *hp = &e->model.hp;
@@ -212,6 +242,7 @@ static int load_gpu(engine *e, const engine_params *p, int n_dev, int32_t n_cell
         return -1;
     }
     forward_cpu_threads(st[0].self, p->n_threads, p->n_threads_batch);
+    setup_offload(e, p, st[0].self);
     chain *c = chain_new(&e->model, st, 2, e->n_batch, err, err_size);  /* frees both stages on failure */
     if (!c) {
         e->gpu_be = NULL;
@@ -382,7 +413,8 @@ void engine_describe(const engine *e, char *buf, size_t size) {
     if (!e->gpu || !e->gpu->describe || !size) return;
     size_t o = 0;
     if (e->plan.cpu_layers > 0) {
-        int w = snprintf(buf, size, "CPU: layers 0-%d\n", e->plan.cpu_layers - 1);
+        int w = snprintf(buf, size, "CPU: layers 0-%d%s%s\n", e->plan.cpu_layers - 1,
+                         e->offload_desc[0] ? "; op offload: " : "", e->offload_desc);
         o = w > 0 && (size_t)w < size ? (size_t)w : 0;
     }
     e->gpu->describe(e->gpu_be, buf + o, size - o);

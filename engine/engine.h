@@ -24,6 +24,26 @@ typedef struct {
 /* Progress of a long load (weights to a GPU): done of total bytes. */
 typedef void (*engine_progress_fn)(void *ctx, uint64_t done, uint64_t total);
 
+/* A parallel loop a caller lends (engine_gpu_backend.offload_matmul: the CPU's threads idle while
+ * the device works): fn over items [0, n) in pieces on its threads; returns when all are done. */
+typedef struct engine_par {
+    void *self;
+    void (*run)(void *self, int64_t n, void (*fn)(void *arg, int64_t lo, int64_t hi, int tid), void *arg);
+} engine_par;
+
+/* What op offload prepares for (engine_gpu_backend.offload_new): the CPU's matrices w[0..n_w),
+ * the host buffers that products read and write (pinned while it lives, where the system lets
+ * it: a copy from pinned memory runs several times faster), and the most tokens of one product
+ * it copies at once. */
+typedef struct {
+    const llama_weight *const *w;
+    int n_w;
+    void *const *host;
+    const size_t *host_bytes;
+    int n_host;
+    int32_t max_tok;
+} engine_offload_spec;
+
 /* A GPU backend (engine/forward_cuda.h). The program passes it in engine_params, so the engine
  * library itself links no CUDA runtime and the CPU-only tests need none. */
 typedef struct {
@@ -42,6 +62,18 @@ typedef struct {
     /* Split statistics: start != 0 resets and starts them; 0 stops them and fills out[0..max)
      * with each device's shares. The number of devices, or -1. */
     int (*stats)(void *self, int start, engine_dev_share *out, int max);
+    /* Op offload (llama.cpp's): products of many tokens with the CPU's layers' weights computed on
+     * a device, each weight copied over for its product. offload_new prepares device dev for
+     * spec's weights (engine_offload_spec) and says what it holds in desc; NULL with a message
+     * when it cannot. offload_matmul: out[t][r] = dot(W row r, x[t]) for t < n_tok, as the CPU's
+     * product, with the caller's threads (par, or NULL) copying the weight into pinned memory;
+     * 0, 1 when it does not take this weight (the caller computes it), or -1 with a message.
+     * offload_free before the weights and host buffers go. */
+    void *(*offload_new)(int dev, const engine_offload_spec *spec, char *desc, size_t desc_size, char *err,
+                         size_t err_size);
+    int (*offload_matmul)(void *off, const llama_weight *w, const float *x, int64_t n_tok, float *out,
+                          const engine_par *par, char *err, size_t err_size);
+    void (*offload_free)(void *off);
 } engine_gpu_backend;
 
 typedef struct {
@@ -57,6 +89,9 @@ typedef struct {
     int cpu_act_single;    /* fast path: 1 rounds each activation to one 8-bit value, as llama.cpp
                               and the GPU's decode matvecs do, instead of the default pair (value
                               and residual); the yardstick of the GPU decode tests. 0 or 1 */
+    int no_op_offload;     /* 1: the CPU's layers compute prompts themselves (--no-op-offload); 0: with
+                              -ngl partial on the fast path, their products of at least
+                              ENGINE_OP_OFFLOAD_MIN_TOK tokens run on a GPU (engine_gpu_backend) */
     engine_split split;    /* -ngl, -sm, -dev, -ts, -mg (engine/plan.h); n_gpu_layers -1 (default):
                               every layer on the GPUs when `gpu` has a device; 0: the CPU */
     const engine_gpu_backend *gpu;  /* NULL: the CPU only */
@@ -65,6 +100,10 @@ typedef struct {
     int use_mmap;          /* 0: read the file into memory (--no-mmap) */
     int use_mlock;         /* lock the file's bytes in RAM (--mlock; engine_load_warning if it fails) */
 } engine_params;
+
+/* Products of at least this many tokens go to the GPU under op offload (llama.cpp's threshold: below
+ * it, copying the weight over costs more than the CPU's product). */
+#define ENGINE_OP_OFFLOAD_MIN_TOK 32
 
 /* engine_load's failures, so the CLI can pick its exit status. */
 enum {

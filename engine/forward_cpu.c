@@ -350,25 +350,53 @@ const engine_backend_ops forward_cpu_ops = {
     .name = "CPU", .kv_elem_bytes = sizeof(float), .forward = fwd, .kv_copy = kv_copy, .kv_get = kv_get, .kv_set = kv_set, .free = ops_free,
 };
 
+const llama_weight **forward_cpu_matrices(const forward_cpu *f, int *n_out) {
+    int n = 0, cap = 7 * (f->layer1 - f->layer0) + 1;
+    const llama_weight **w = malloc((size_t)cap * sizeof *w);
+    if (!w) return NULL;
+    for (int32_t l = f->layer0; l < f->layer1; l++) {
+        const llama_layer *L = &f->m->layers[l];
+        const llama_weight *lw[] = {&L->wq, &L->wk, &L->wv, &L->wo, &L->w_gate, &L->w_up, &L->w_down};
+        for (int i = 0; i < 7; i++)
+            if (lw[i]->data) w[n++] = lw[i];
+    }
+    if (f->layer1 == f->m->hp.n_layer) w[n++] = &f->m->output;
+    *n_out = n;
+    return w;
+}
+
 int forward_cpu_fast(forward_cpu *f, int paired, char *err, size_t err_size) {
     if (forward_cpu_exec_fast(&f->exec, err, err_size)) return -1;
     f->exec.mm.act_pair = paired;
-    /* the matrices of this state's layers and its head, in the order a pass multiplies them */
-    int n = 0, cap = 7 * (f->layer1 - f->layer0) + 1;
-    const llama_weight **w = malloc((size_t)cap * sizeof *w);
+    int n;
+    const llama_weight **w = forward_cpu_matrices(f, &n);
     if (!w) {
         snprintf(err, err_size, "out of memory");
         return -1;
     }
-    for (int32_t l = f->layer0; l < f->layer1; l++) {
-        const llama_layer *L = &f->m->layers[l];
-        const llama_weight *lw[] = {&L->wq, &L->wk, &L->wv, &L->wo, &L->w_gate, &L->w_up, &L->w_down};
-        for (int i = 0; i < 7; i++) w[n++] = lw[i];
-    }
-    if (f->layer1 == f->m->hp.n_layer) w[n++] = &f->m->output;
     int rc = forward_cpu_exec_repack(&f->exec, w, n, err, err_size);
     free(w);
     return rc;
+}
+
+int forward_cpu_buffers(const forward_cpu *f, void **p, size_t *bytes, int cap) {
+    const llama_hparams *hp = &f->m->hp;
+    const size_t B = (size_t)f->n_batch * sizeof(float), E = (size_t)hp->n_embd;
+    const size_t nq = (size_t)hp->n_head * (size_t)hp->head_dim, F = (size_t)hp->n_ff;
+    void *const ptr[] = {f->x, f->xn, f->q, f->k, f->v, f->att, f->gate, f->up};
+    const size_t n[] = {E, E, nq, (size_t)f->kv_dim, (size_t)f->kv_dim, nq, F, F};
+    int k = 0;
+    for (int i = 0; i < 8 && k < cap; i++, k++) {
+        p[k] = ptr[i];
+        bytes[k] = B * n[i];
+    }
+    return k;
+}
+
+int forward_cpu_set_offload(forward_cpu *f, const forward_cpu_offload *o) {
+    if (!forward_cpu_exec_is_fast(&f->exec)) return -1;
+    forward_cpu_exec_offload(&f->exec, o);
+    return 0;
 }
 
 size_t forward_cpu_repacked_bytes(const forward_cpu *f) { return f->exec.ilv_bytes; }
@@ -461,6 +489,7 @@ forward_cpu *forward_cpu_new(const llama_model *m, int32_t layer0, int32_t layer
 
 void forward_cpu_free(forward_cpu *f) {
     if (!f) return;
+    forward_cpu_exec_free(&f->exec); /* first: an offload unpins the buffers below */
     free(f->kv_k);
     free(f->kv_v);
     free(f->x);
@@ -471,7 +500,6 @@ void forward_cpu_free(forward_cpu *f) {
     free(f->att);
     free(f->gate);
     free(f->up);
-    forward_cpu_exec_free(&f->exec);
     free(f->scores);
     free(f->cells);
     free(f->rope_global.angle);

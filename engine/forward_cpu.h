@@ -11,6 +11,7 @@
 #include <stdint.h>
 
 #include "engine/batch.h"
+#include "engine/forward_cpu_exec.h"
 #include "models/model.h"
 
 typedef struct forward_cpu forward_cpu;
@@ -27,6 +28,17 @@ void forward_cpu_free(forward_cpu *f);
 /* Switches a new state to the fast path (before its first pass), its activations rounded to pairs
  * of 8-bit values (paired 1) or to one each (0: llama.cpp's rounding). 0, or -1 with a message. */
 int forward_cpu_fast(forward_cpu *f, int paired, char *err, size_t err_size);
+/* The matrices of the state's layers (and its head when it holds the last layer) in the order a
+ * pass multiplies them, n_out of them, in a malloc'd array; NULL when out of memory. */
+const llama_weight **forward_cpu_matrices(const forward_cpu *f, int *n_out);
+/* The state's activation buffers (inputs and outputs of its products), at most cap of them, into
+ * p[] and bytes[]; their number. */
+int forward_cpu_buffers(const forward_cpu *f, void **p, size_t *bytes, int cap);
+/* Fast path: hands products of many tokens to another device first (forward_cpu_exec.h's
+ * forward_cpu_offload; the state owns o->ctx from here on). 0, or -1 on the exact path, where
+ * nothing is set and the caller keeps o->ctx. Results then depend on the batch: a pass of at
+ * least o->min_tok tokens takes the device's products. */
+int forward_cpu_set_offload(forward_cpu *f, const forward_cpu_offload *o);
 /* Bytes of anonymous memory holding weights repacked by forward_cpu_fast (0 on the exact path):
  * memory the fast path adds to the file's. */
 size_t forward_cpu_repacked_bytes(const forward_cpu *f);

@@ -9,6 +9,7 @@
 #include <sys/mman.h>
 
 #include "engine/forward_cpu_exec.h"
+#include "engine/engine.h"
 
 enum { MATMUL_ROWS = 16 };  /* weight rows dequantised together */
 
@@ -30,7 +31,13 @@ int forward_cpu_exec_fast(forward_cpu_exec *x, char *err, size_t err_size) {
     return 0;
 }
 
+void forward_cpu_exec_offload(forward_cpu_exec *x, const forward_cpu_offload *o) {
+    if (x->off.free) x->off.free(x->off.ctx);
+    x->off = *o;
+}
+
 void forward_cpu_exec_free(forward_cpu_exec *x) {
+    if (x->off.free) x->off.free(x->off.ctx);
     if (x->ilv_mem) munmap(x->ilv_mem, x->ilv_map_bytes);
     free(x->ilv_of);
     free(x->ilv);
@@ -176,6 +183,12 @@ void forward_cpu_exec_for(forward_cpu_exec *x, int nt, int64_t n, forward_cpu_ex
 
 /* --- matrix products ---------------------------------------------------------------------------- */
 
+/* engine_par's loop on the exec's threads (the offload's weight copies). */
+static void par_run(void *self, int64_t n, void (*fn)(void *arg, int64_t lo, int64_t hi, int tid), void *arg) {
+    forward_cpu_exec *x = self;
+    forward_cpu_exec_for(x, x->n_threads, n, fn, arg);
+}
+
 float forward_cpu_exec_dot(const float *a, const float *b, int64_t n) {
     /* Eight partial sums in a fixed order: vectorisable, and the same result on any thread. */
     float s[8] = {0};
@@ -226,6 +239,11 @@ static void matmul_range(void *arg, int64_t lo, int64_t hi, int tid) {
 
 int forward_cpu_exec_matmul(forward_cpu_exec *x, int nt, const llama_weight *w, const float *in, int64_t n_tok,
                             float *out, char *err, size_t err_size) {
+    if (x->off.matmul && n_tok >= x->off.min_tok) {
+        const engine_par par = {x, par_run};
+        int r = x->off.matmul(x->off.ctx, w, in, n_tok, out, &par, err, err_size);
+        if (r <= 0) return r;
+    }
     if (x->pool) {
         cpu_weight cw = cpu_weight_of(w);
         cw.ilv = ilv_find(x, w);
@@ -242,8 +260,9 @@ int forward_cpu_exec_matmul(forward_cpu_exec *x, int nt, const llama_weight *w, 
 
 int forward_cpu_exec_matmuls(forward_cpu_exec *x, int nt, const llama_weight *const *w, int n_w, const float *in,
                              int64_t n_tok, float *const *out, char *err, size_t err_size) {
-    /* one product where the fast path takes all of them alike, else one at a time */
-    int one = x->pool != NULL && n_w <= CPU_MATMUL_MAX_MULTI;
+    /* one product where the fast path takes all of them alike, else one at a time (also each
+     * offloaded weight: a device product per matrix) */
+    int one = x->pool != NULL && n_w <= CPU_MATMUL_MAX_MULTI && !(x->off.matmul && n_tok >= x->off.min_tok);
     cpu_weight cw[CPU_MATMUL_MAX_MULTI];
     const cpu_weight *pw[CPU_MATMUL_MAX_MULTI];
     for (int k = 0; k < n_w && one; k++) {

@@ -18,6 +18,18 @@
 /* Work on items [lo, hi) of a loop, on thread tid (0 = the caller). */
 typedef void (*forward_cpu_exec_fn)(void *ctx, int64_t lo, int64_t hi, int tid);
 
+/* Products handed to another device (engine.h's op offload): those of at least min_tok tokens go
+ * to matmul first, which returns 0 (done), 1 (declined: the CPU computes it) or -1 (an error).
+ * The exec owns ctx from forward_cpu_exec_offload on (free at forward_cpu_exec_free). */
+struct engine_par; /* engine.h: the exec's pool, lent to the device's copies */
+typedef struct {
+    void *ctx;
+    int64_t min_tok;
+    int (*matmul)(void *ctx, const llama_weight *w, const float *x, int64_t n_tok, float *out,
+                  const struct engine_par *par, char *err, size_t err_size);
+    void (*free)(void *ctx);
+} forward_cpu_offload;
+
 typedef struct {
     int n_threads;        /* the most threads; scratch is sized for them */
     int64_t max_cols;
@@ -32,6 +44,7 @@ typedef struct {
     int n_ilv, ilv_next;  /* ilv_next: where the lookup starts (products come in a fixed order) */
     void *ilv_mem;
     size_t ilv_bytes, ilv_map_bytes;
+    forward_cpu_offload off; /* matmul NULL: none */
 } forward_cpu_exec;
 
 /* The exact path for n_threads threads and weight rows of up to max_cols. 0, or -1 with a
@@ -45,14 +58,17 @@ int forward_cpu_exec_fast(forward_cpu_exec *x, char *err, size_t err_size);
  * of the file mapping: the memory adds x->ilv_bytes to the weights'. 0, or -1 with a message
  * (out of memory). */
 int forward_cpu_exec_repack(forward_cpu_exec *x, const llama_weight *const *w, int n, char *err, size_t err_size);
+/* Fast path: products of at least o->min_tok tokens go to o first (forward_cpu_offload). */
+void forward_cpu_exec_offload(forward_cpu_exec *x, const forward_cpu_offload *o);
 static inline int forward_cpu_exec_is_fast(const forward_cpu_exec *x) { return x->pool != NULL; }
 
 /* Runs fn over [0, n) on up to nt threads (exact path) or on the pool (fast path; the pool has
  * n_threads threads whatever nt says). */
 void forward_cpu_exec_for(forward_cpu_exec *x, int nt, int64_t n, forward_cpu_exec_fn fn, void *ctx);
 
-/* out[t][r] = dot(W row r, in[t]) for t < n_tok, on up to nt threads. A weight type the fast
- * kernels lack takes the exact product. 0, or -1 with a message. */
+/* out[t][r] = dot(W row r, in[t]) for t < n_tok, on up to nt threads, or through the offload
+ * (forward_cpu_offload) where one is set and takes it. A weight type the fast kernels lack takes
+ * the exact product. 0, or -1 with a message. */
 int forward_cpu_exec_matmul(forward_cpu_exec *x, int nt, const llama_weight *w, const float *in, int64_t n_tok,
                             float *out, char *err, size_t err_size);
 

@@ -462,5 +462,6 @@ static const engine_backend_ops cuda_ops = {
 
 const engine_gpu_backend forward_cuda_gpu = {
     .ops = &cuda_ops, .n_devices = engine_device_count, .query = engine_device_query, .create = cuda_create,
-    .describe = cuda_describe, .stats = cuda_stats,
+    .describe = cuda_describe, .stats = cuda_stats, .offload_new = fcu_offload_new,
+    .offload_matmul = fcu_offload_matmul, .offload_free = fcu_offload_free,
 };

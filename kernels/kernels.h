@@ -246,6 +246,8 @@ cudaError_t cu_rope(float *out, const float *in, const int32_t *pos, int n_tok, 
 cudaError_t cu_swiglu(float *out, const float *gate, const float *up, int64_t n, cudaStream_t stream);
 /* out[i] = a[i] + b[i]; out may equal a or b (elementwise.cu). */
 cudaError_t cu_add(float *out, const float *a, const float *b, int64_t n, cudaStream_t stream);
+/* out[i] = in[i] rounded to f16 bits (round to nearest even; beyond 65504: inf), i < n. */
+cudaError_t cu_f32_to_f16(uint16_t *out, const float *in, int64_t n, cudaStream_t stream);
 /* out[t][:] = row ids[t] of table [n_rows][dim] in GGUF layout of type ttype, dequantised to f32
  * (embed.cu): the types matvec takes, dim a multiple of 32 and of the type's block. Ids outside
  * [0, n_rows) give a row of NaN, never a stray read. */

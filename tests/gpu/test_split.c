@@ -2,7 +2,8 @@
  * row (tensor-parallel) split, uneven -ts, -mg, and -ngl partial offload give the same greedy
  * tokens on aidreams260K (f32 and mixq) and teacher-forced logits within mean KLD 5e-4 on a
  * synthetic 1b q4_k_m and on the general layer's recipes (Qwen2's biases, each part adding its
- * heads' share and bo once; Llama's rope_freqs; Qwen3's Q/K norms); two runs give the same tokens;
+ * heads' share and bo once; Llama's rope_freqs; Qwen3's Q/K norms), also with the CPU's layers on the
+ * fast path and their 64-token prompt's products on the GPU (op offload); two runs give the same tokens;
  * several sequences decoded together on a split match one GPU. Partial offload needs one device,
  * the splits two: fewer is SKIP. */
 #include <math.h>
@@ -21,21 +22,24 @@ typedef struct {
     const char *name;
     int mode, ngl, mg, need;  /* need: devices the case needs; ngl 0: all layers */
     float ts[4];              /* -ts shares, as many as need; all 0: no -ts */
+    int fast;                 /* the CPU's layers on the fast path, with op offload (teacher-forced only:
+                                 its prompts' products run on the GPU) */
 } split_case;
 
 static const split_case cases[] = {
-    {"-ngl partial (half the layers on the CPU)", ENGINE_SPLIT_NONE, -2, 0, 1, {0, 0}},
-    {"-sm layer", ENGINE_SPLIT_LAYER, 0, 0, 2, {0, 0}},
-    {"-sm layer -ts 3,1", ENGINE_SPLIT_LAYER, 0, 0, 2, {3, 1}},
-    {"-sm row", ENGINE_SPLIT_ROW, 0, 0, 2, {0, 0}},
-    {"-sm row -mg 1", ENGINE_SPLIT_ROW, 0, 1, 2, {0, 0}},
-    {"-sm row -ts 3,1", ENGINE_SPLIT_ROW, 0, 0, 2, {3, 1}},
-    {"-sm layer + -ngl partial", ENGINE_SPLIT_LAYER, -2, 0, 2, {0, 0}},
-    {"-sm row + -ngl partial", ENGINE_SPLIT_ROW, -2, 0, 2, {0, 0}},
+    {"-ngl partial (half the layers on the CPU)", ENGINE_SPLIT_NONE, -2, 0, 1, {0, 0}, 0},
+    {"-ngl partial, fast CPU path, op offload", ENGINE_SPLIT_NONE, -2, 0, 1, {0, 0}, 1},
+    {"-sm layer", ENGINE_SPLIT_LAYER, 0, 0, 2, {0, 0}, 0},
+    {"-sm layer -ts 3,1", ENGINE_SPLIT_LAYER, 0, 0, 2, {3, 1}, 0},
+    {"-sm row", ENGINE_SPLIT_ROW, 0, 0, 2, {0, 0}, 0},
+    {"-sm row -mg 1", ENGINE_SPLIT_ROW, 0, 1, 2, {0, 0}, 0},
+    {"-sm row -ts 3,1", ENGINE_SPLIT_ROW, 0, 0, 2, {3, 1}, 0},
+    {"-sm layer + -ngl partial", ENGINE_SPLIT_LAYER, -2, 0, 2, {0, 0}, 0},
+    {"-sm row + -ngl partial", ENGINE_SPLIT_ROW, -2, 0, 2, {0, 0}, 0},
     /* Four devices (the scaling machine): uneven shares, the main GPU last. */
-    {"-sm layer -ts 1,2,3,2", ENGINE_SPLIT_LAYER, 0, 0, 4, {1, 2, 3, 2}},
-    {"-sm row -ts 1,1,1,1 -mg 3", ENGINE_SPLIT_ROW, 0, 3, 4, {1, 1, 1, 1}},
-    {"-sm row -ts 2,1,1,0 (3 of 4 devices)", ENGINE_SPLIT_ROW, 0, 0, 4, {2, 1, 1, 0}},
+    {"-sm layer -ts 1,2,3,2", ENGINE_SPLIT_LAYER, 0, 0, 4, {1, 2, 3, 2}, 0},
+    {"-sm row -ts 1,1,1,1 -mg 3", ENGINE_SPLIT_ROW, 0, 3, 4, {1, 1, 1, 1}, 0},
+    {"-sm row -ts 2,1,1,0 (3 of 4 devices)", ENGINE_SPLIT_ROW, 0, 0, 4, {2, 1, 1, 0}, 0},
 };
 enum { N_CASES = sizeof cases / sizeof cases[0] };
 
@@ -57,6 +61,7 @@ static engine_params case_params(const split_case *c, int32_t n_layer) {
     ep.split.split_mode = c->mode;
     ep.split.main_gpu = c->mg;
     ep.split.n_gpu_layers = c->ngl == -2 ? n_layer / 2 : -1;
+    if (c->fast) ep.cpu_exact = 0;
     /* A case runs on exactly the devices it needs (0..need-1), so the two-device cases test the
      * same split on a machine with more. */
     if (c->need > 1) {
@@ -105,6 +110,7 @@ static void test_greedy(const char *model, const char *label) {
     int32_t n_layer = engine_hparams(e)->n_layer;
     engine_free(e);
     for (int c = 0; c < N_CASES; c++) {
+        if (cases[c].fast) continue;
         snprintf(name, sizeof name, "split %s %s: %d greedy tokens equal one GPU's", label, cases[c].name, N);
         if (cases[c].need > n_dev) {
             SKIP(name, "fewer CUDA devices than the case needs");
@@ -189,6 +195,25 @@ static void test_logits(const char *shape, const char *quant, const char *path, 
                 continue;
             }
             engine_params ep = case_params(&cases[c], n_layer);
+            if (cases[c].fast) { /* op offload set up (engine_describe says so); f32 matrices: refused, said */
+                char desc[2048] = "", warn[600] = "", oname[300];
+                e = NULL;
+                if (!engine_load(&e, path, &ep, err, sizeof err)) {
+                    engine_describe(e, desc, sizeof desc);
+                    snprintf(warn, sizeof warn, "%s", engine_load_warning(e) ? engine_load_warning(e) : "");
+                }
+                engine_free(e);
+                const int f32 = !strcmp(quant, "f32");
+                snprintf(oname, sizeof oname, "split %s %s %s: op offload %s", shape, quant, cases[c].name,
+                         f32 ? "off, with a warning (no matrix the GEMM takes)" : "on");
+                if (f32)
+                    CHECK(!strstr(desc, "op offload") && strstr(warn, "op offload off (no matrix"), oname,
+                          "describe: %s; warning: %s", desc, warn);
+                else
+                    CHECK(strstr(desc, "op offload: products of 32+ tokens on device 0") != NULL, oname,
+                          "describe: %s", desc[0] ? desc : err);
+                printf("# %s\n", desc);
+            }
             float *got = golden_eval_all(path, ep, tokens, N, err, sizeof err);
             if (!got && row_refused(&cases[c], err)) {
                 SKIP(name, err);
