@@ -71,10 +71,19 @@ static void repack_range(void *arg, int64_t lo, int64_t hi, int tid) {
 
 /* The bytes w's repacked form takes in the mapping (whole ILV_ALIGN units), 0 where the fast
  * path does not repack it. */
+static size_t span_of(const cpu_weight *cw, quant_isa isa) {
+    size_t b = cpu_matmul_repack_bytes(cw, isa);
+    return (b + ILV_ALIGN - 1) & ~(size_t)(ILV_ALIGN - 1);
+}
+
 static size_t ilv_span(const cpu_weight *cw, quant_isa isa) {
     char why[256];
-    size_t b = cpu_matmul_check(cw, why, sizeof why) ? 0 : cpu_matmul_repack_bytes(cw, isa);
-    return (b + ILV_ALIGN - 1) & ~(size_t)(ILV_ALIGN - 1);
+    return cpu_matmul_check(cw, why, sizeof why) ? 0 : span_of(cw, isa);
+}
+
+size_t forward_cpu_exec_repack_span(const llama_weight *w, quant_isa isa) {
+    cpu_weight cw = cpu_weight_of(w);
+    return span_of(&cw, isa);
 }
 
 int forward_cpu_exec_repack(forward_cpu_exec *x, const llama_weight *const *w, int n, char *err, size_t err_size) {

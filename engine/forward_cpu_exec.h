@@ -58,6 +58,10 @@ int forward_cpu_exec_fast(forward_cpu_exec *x, char *err, size_t err_size);
  * of the file mapping: the memory adds x->ilv_bytes to the weights'. 0, or -1 with a message
  * (out of memory). */
 int forward_cpu_exec_repack(forward_cpu_exec *x, const llama_weight *const *w, int n, char *err, size_t err_size);
+/* The bytes forward_cpu_exec_repack gives w's repacked form on path isa (its place in the
+ * mapping, whole 4 KiB units), 0 where the rows stay as stored: for plans (engine/plan.c), from
+ * the type and shape alone (the rows need not be mapped). */
+size_t forward_cpu_exec_repack_span(const llama_weight *w, quant_isa isa);
 /* Fast path: products of at least o->min_tok tokens go to o first (forward_cpu_offload). */
 void forward_cpu_exec_offload(forward_cpu_exec *x, const forward_cpu_offload *o);
 static inline int forward_cpu_exec_is_fast(const forward_cpu_exec *x) { return x->pool != NULL; }

@@ -7,6 +7,7 @@
 #include <string.h>
 
 #include "engine/batch.h"
+#include "engine/forward_cpu_exec.h"
 #include "engine/plan.h"
 #include "quant/dot.h"
 #include "quant/quant.h"
@@ -90,15 +91,6 @@ int engine_split_check_layers(const engine_split *req, int32_t n_layer, char *er
 static double gib(uint64_t b) { return (double)b / (double)(1ull << 30); }
 
 static uint64_t weight_bytes(const llama_weight *w) { return (uint64_t)w->n_rows * (uint64_t)w->row_bytes; }
-
-/* The fast CPU path's repacked form of w, as forward_cpu_exec lays it out (whole groups of
- * QUANT_ILV_ROWS rows, each form from a 4 KiB boundary); 0 where it keeps w's rows. */
-static uint64_t repack_bytes(const llama_weight *w, quant_isa isa) {
-    if (w->n_rows <= 0 || !quant_ilv_usable(isa, w->type)) return 0;
-    const uint64_t b = (uint64_t)quant_ilv_group_bytes(w->type, w->n_cols) *
-                       (uint64_t)((w->n_rows + QUANT_ILV_ROWS - 1) / QUANT_ILV_ROWS);
-    return (b + 4095) & ~(uint64_t)4095;
-}
 
 /* Bytes of n_rows rows of w. */
 static uint64_t rows_bytes(const llama_weight *w, int64_t n_rows) { return (uint64_t)n_rows * (uint64_t)w->row_bytes; }
@@ -435,7 +427,7 @@ static int build(engine_plan *p, const llama_model *m, const engine_split *req, 
         for (int32_t l = 0; req->cpu_fast && l < p->cpu_layers; l++) {
             const llama_layer *L = &m->layers[l];
             const llama_weight *lw[] = {&L->wq, &L->wk, &L->wv, &L->wo, &L->w_gate, &L->w_up, &L->w_down};
-            for (size_t i = 0; i < sizeof lw / sizeof lw[0]; i++) p->cpu_repack_bytes += repack_bytes(lw[i], isa);
+            for (size_t i = 0; i < sizeof lw / sizeof lw[0]; i++) p->cpu_repack_bytes += forward_cpu_exec_repack_span(lw[i], isa);
         }
     }
     return 0;
