@@ -6,9 +6,19 @@
 #include <string.h>
 #include "engine/cpu_attn.h"
 
+int cpu_attn_head_in_registers(quant_isa isa, int32_t head_dim) {
+#if defined(__x86_64__)
+    return isa >= QUANT_ISA_AVX512 && quant_isa_supported(isa) &&
+           (head_dim == 64 || head_dim == 80 || head_dim == 96 || head_dim == 128 || head_dim == 256);
+#else
+    (void)isa, (void)head_dim;
+    return 0;
+#endif
+}
+
 void cpu_attn_head(quant_isa isa, float *out, const float *q, const float *k, const float *v, size_t stride,
                    const int32_t *cells, int32_t n_pos, int32_t head_dim, float scale, float *scores) {
-    if (isa >= QUANT_ISA_AVX512 && quant_isa_supported(isa) &&
+    if (cpu_attn_head_in_registers(isa, head_dim) &&
         cpu_attn_head_avx512(out, q, k, v, stride, cells, n_pos, head_dim, scale, scores))
         return;
     quant_dot_fn dot = quant_dot_kernel(isa, QUANT_F32);

@@ -131,19 +131,22 @@ static void attn_range(void *arg, int64_t lo, int64_t hi, int tid) {
         int32_t j0 = swa && pos >= hp->n_swa ? pos - hp->n_swa + 1 : 0;
         if (fast) {
             /* The fast path's vectorised head (no softcap there: Gemma 2 keeps the loop below). */
-            /* Each position's key and value slices are requested as its cell is looked up: the
-             * cache rows come from memory (a step's weights stream through the caches between
-             * one layer's attention and the next step's), and the dot and axpy kernels alone
-             * would wait for them one by one. mini q4_k_m, tg32 at depth 512 on 2 threads:
-             * attention ~440 -> ~330 us a layer (median of 384). */
+            /* For the portable head, each position's key and value slices are requested as its
+             * cell is looked up: the cache rows come from memory (a step's weights stream
+             * through the caches between one layer's attention and the next step's), and its
+             * dot and axpy calls would wait for them one by one (mini q4_k_m, tg32 at depth 512
+             * on 2 threads: ~440 -> ~330 us a layer). The AVX-512 head keeps four keys' loads in
+             * flight itself, and there the up-front requests lost (old/new alternated 6 rounds:
+             * pp512 and tg32 at depth 1024 both slower with them). */
             int32_t *cells = f->cells + (size_t)tid * (size_t)f->max_pos;
             const char *k0 = (const char *)(cell_k(f, c->layer, 0) + (size_t)kvh * hd);
             const char *v0 = (const char *)(cell_v(f, c->layer, 0) + (size_t)kvh * hd);
+            const int ask = !cpu_attn_head_in_registers(f->exec.isa, hd);
             for (int32_t j = j0; j <= pos; j++) {
                 int32_t cell = pages[j / ENGINE_KV_PAGE] * ENGINE_KV_PAGE + j % ENGINE_KV_PAGE;
                 cells[j - j0] = cell;
                 size_t off = (size_t)cell * (size_t)f->kv_dim * sizeof(float);
-                for (int64_t b = 0; b < hd * (int64_t)sizeof(float); b += 64) {
+                for (int64_t b = 0; ask && b < hd * (int64_t)sizeof(float); b += 64) {
                     __builtin_prefetch(k0 + off + b, 0, 3);
                     __builtin_prefetch(v0 + off + b, 0, 3);
                 }
