@@ -15,6 +15,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "engine/cpu_act.h"
 #include "engine/cpu_attn.h"
 #include "engine/forward_cpu.h"
 #include "engine/forward_cpu_exec.h"
@@ -196,6 +197,8 @@ static void gate_range(void *arg, int64_t lo, int64_t hi, int tid) {
     float *gate = c->f->gate, *up = c->f->up;
     if (c->f->m->hp.act == LLAMA_ACT_GELU_TANH)
         for (int64_t i = lo * c->F; i < hi * c->F; i++) gate[i] = gelu_tanh(gate[i]) * up[i];
+    else if (forward_cpu_exec_is_fast(&c->f->exec))
+        cpu_silu_mul(c->f->exec.isa, gate + lo * c->F, up + lo * c->F, (hi - lo) * c->F);
     else
         for (int64_t i = lo * c->F; i < hi * c->F; i++) {
             float g = gate[i];
