@@ -242,6 +242,7 @@ static int load_gpu(engine *e, const engine_params *p, int n_dev, int32_t n_cell
         return -1;
     }
     forward_cpu_threads(st[0].self, p->n_threads, p->n_threads_batch);
+    if (!p->cpu_exact && forward_cpu_isa_note(quant_isa_best())) add_warning(e, forward_cpu_isa_note(quant_isa_best()));
     setup_offload(e, p, st[0].self);
     chain *c = chain_new(&e->model, st, 2, e->n_batch, err, err_size);  /* frees both stages on failure */
     if (!c) {
@@ -357,6 +358,7 @@ int engine_load(engine **out, const char *path, const engine_params *p, char *er
                                       err, err_size)))
             goto fail;
         if (!p->cpu_exact && forward_cpu_fast(e->be, !p->cpu_act_single, err, err_size)) goto fail;
+        if (!p->cpu_exact && forward_cpu_isa_note(quant_isa_best())) add_warning(e, forward_cpu_isa_note(quant_isa_best()));
         forward_cpu_threads(e->be, p->n_threads, p->n_threads_batch);
     }
     *out = e;

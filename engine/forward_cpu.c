@@ -399,6 +399,12 @@ int forward_cpu_buffers(const forward_cpu *f, void **p, size_t *bytes, int cap) 
     return k;
 }
 
+const char *forward_cpu_isa_note(quant_isa best) {
+    return best < QUANT_ISA_AVX2 ? "this CPU has no AVX2: the fast CPU path runs its portable C kernels, several times "
+                                   "slower than on an AVX2 or AVX-512 machine"
+                                 : NULL;
+}
+
 int forward_cpu_set_offload(forward_cpu *f, const forward_cpu_offload *o) {
     if (!forward_cpu_exec_is_fast(&f->exec)) return -1;
     forward_cpu_exec_offload(&f->exec, o);

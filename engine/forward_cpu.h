@@ -39,6 +39,9 @@ int forward_cpu_buffers(const forward_cpu *f, void **p, size_t *bytes, int cap);
  * nothing is set and the caller keeps o->ctx. Results then depend on the batch: a pass of at
  * least o->min_tok tokens takes the device's products. */
 int forward_cpu_set_offload(forward_cpu *f, const forward_cpu_offload *o);
+/* What to tell a user whose CPU's best path (quant_isa_best) is the portable one: the fast path's
+ * products then run plain C, several times slower; NULL on AVX2 and above. */
+const char *forward_cpu_isa_note(quant_isa best);
 /* Bytes of anonymous memory holding weights repacked by forward_cpu_fast (0 on the exact path):
  * memory the fast path adds to the file's. */
 size_t forward_cpu_repacked_bytes(const forward_cpu *f);

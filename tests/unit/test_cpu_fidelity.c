@@ -14,6 +14,7 @@
 #include <string.h>
 
 #include "engine/engine.h"
+#include "engine/forward_cpu.h"
 #include "engine/tokenizer.h"
 #include "tests/golden.h"
 
@@ -147,6 +148,11 @@ static void run_model(const char *arg, const char *text) {
 }
 
 int main(int argc, char **argv) {
+    /* a CPU without AVX2 is told so once at load (engine_load_warning); with AVX2 nothing */
+    const char *note = forward_cpu_isa_note(QUANT_ISA_REF);
+    CHECK(note && strstr(note, "no AVX2") && !forward_cpu_isa_note(QUANT_ISA_AVX2) &&
+              !forward_cpu_isa_note(QUANT_ISA_AVX512),
+          "the portable path's note: only without AVX2", "%s", note ? note : "(none)");
     if (argc < 2) {
         printf("SKIP fast CPU fidelity: no models given (tests/e2e/cpu_fast.sh passes them)\n");
         return 0;
