@@ -1,5 +1,5 @@
 /* The fast CPU path's gated activation, gate[i] = silu(gate[i]) * up[i], vectorised where the
- * CPU has AVX-512 (engine/cpu_act_avx512.c: exp within ~2 ulp of expf); elsewhere the exact
+ * CPU has AVX-512 (engine/cpu_avx512.c: exp within ~2 ulp of expf); elsewhere the exact
  * path's scalar loop. Each value's arithmetic is the same wherever it sits in the array, so
  * results depend neither on how the work is split nor on the batch. */
 #ifndef MGI_ENGINE_CPU_ACT_H

@@ -1,4 +1,4 @@
-/* cpu_attn_head (engine/cpu_attn.h), where its AVX-512 form (cpu_attn_avx512.c) does not take the
+/* cpu_attn_head (engine/cpu_attn.h), where its AVX-512 form (cpu_avx512.c) does not take the
  * head: each score is one call of the f32 dot kernel, taken once
  * per head (the keys are scattered over cache pages), then the softmax in f32 with a double sum
  * (as the exact path), then one axpy per position into out. */
@@ -8,8 +8,8 @@
 
 int cpu_attn_head_in_registers(quant_isa isa, int32_t head_dim) {
 #if defined(__x86_64__)
-    return isa >= QUANT_ISA_AVX512 && quant_isa_supported(isa) &&
-           (head_dim == 64 || head_dim == 80 || head_dim == 96 || head_dim == 128 || head_dim == 256);
+    return isa >= QUANT_ISA_AVX512 && quant_isa_supported(isa) && head_dim % 16 == 0 && head_dim >= 16 &&
+           head_dim <= 256;
 #else
     (void)isa, (void)head_dim;
     return 0;
@@ -18,9 +18,10 @@ int cpu_attn_head_in_registers(quant_isa isa, int32_t head_dim) {
 
 void cpu_attn_head(quant_isa isa, float *out, const float *q, const float *k, const float *v, size_t stride,
                    const int32_t *cells, int32_t n_pos, int32_t head_dim, float scale, float *scores) {
-    if (cpu_attn_head_in_registers(isa, head_dim) &&
-        cpu_attn_head_avx512(out, q, k, v, stride, cells, n_pos, head_dim, scale, scores))
+    if (cpu_attn_head_in_registers(isa, head_dim)) {
+        cpu_attn_head_avx512(out, q, k, v, stride, cells, n_pos, head_dim, scale, scores);
         return;
+    }
     quant_dot_fn dot = quant_dot_kernel(isa, QUANT_F32);
     quant_axpy_fn axpy = quant_axpy_kernel(isa);
     float mx = -INFINITY;

@@ -14,11 +14,11 @@
  * this head's slice of cell 0). scores: n_pos floats of scratch. */
 void cpu_attn_head(quant_isa isa, float *out, const float *q, const float *k, const float *v, size_t stride,
                    const int32_t *cells, int32_t n_pos, int32_t head_dim, float scale, float *scores);
-/* Its AVX-512 form (engine/cpu_attn_avx512.c: heads of 64, 80, 96, 128 and 256 values), which
- * cpu_attn_head takes on the AVX-512 paths; 1 when it ran, 0 for other head sizes or off x86. */
-/* 1 when cpu_attn_head takes the AVX-512 form for heads of head_dim values on path isa. */
+/* 1 when cpu_attn_head takes its AVX-512 register form (engine/cpu_avx512.c) for heads of
+ * head_dim values on path isa: an AVX-512 path and a multiple of 16 values up to 256. */
 int cpu_attn_head_in_registers(quant_isa isa, int32_t head_dim);
-int cpu_attn_head_avx512(float *out, const float *q, const float *k, const float *v, size_t stride,
-                         const int32_t *cells, int32_t n_pos, int32_t head_dim, float scale, float *scores);
+/* That form; only where cpu_attn_head_in_registers says so. */
+void cpu_attn_head_avx512(float *out, const float *q, const float *k, const float *v, size_t stride,
+                          const int32_t *cells, int32_t n_pos, int32_t head_dim, float scale, float *scores);
 
 #endif

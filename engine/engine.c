@@ -187,6 +187,12 @@ static void setup_offload(engine *e, const engine_params *p, forward_cpu *cpu) {
     add_warning(e, msg);
 }
 
+/* The fast CPU path on a CPU without AVX2: said once at load. */
+static void note_cpu_isa(engine *e, const engine_params *p) {
+    const char *note = p->cpu_exact ? NULL : forward_cpu_isa_note(quant_isa_best());
+    if (note) add_warning(e, note);
+}
+
 static int load_gpu(engine *e, const engine_params *p, int n_dev, int32_t n_cells, int *rc, char *err,
                     size_t err_size) {
     const llama_hparams *hp = &e->model.hp;
@@ -242,7 +248,7 @@ static int load_gpu(engine *e, const engine_params *p, int n_dev, int32_t n_cell
         return -1;
     }
     forward_cpu_threads(st[0].self, p->n_threads, p->n_threads_batch);
-    if (!p->cpu_exact && forward_cpu_isa_note(quant_isa_best())) add_warning(e, forward_cpu_isa_note(quant_isa_best()));
+    note_cpu_isa(e, p);
     setup_offload(e, p, st[0].self);
     chain *c = chain_new(&e->model, st, 2, e->n_batch, err, err_size);  /* frees both stages on failure */
     if (!c) {
@@ -358,7 +364,7 @@ int engine_load(engine **out, const char *path, const engine_params *p, char *er
                                       err, err_size)))
             goto fail;
         if (!p->cpu_exact && forward_cpu_fast(e->be, !p->cpu_act_single, err, err_size)) goto fail;
-        if (!p->cpu_exact && forward_cpu_isa_note(quant_isa_best())) add_warning(e, forward_cpu_isa_note(quant_isa_best()));
+        note_cpu_isa(e, p);
         forward_cpu_threads(e->be, p->n_threads, p->n_threads_batch);
     }
     *out = e;
