@@ -19,7 +19,7 @@ int cpu_attn_head_in_registers(quant_isa isa, int32_t head_dim) {
 void cpu_attn_head(quant_isa isa, float *out, const float *q, const float *k, const float *v, size_t stride,
                    const int32_t *cells, int32_t n_pos, int32_t head_dim, float scale, float *scores) {
     if (cpu_attn_head_in_registers(isa, head_dim)) {
-        cpu_attn_head_avx512(out, q, k, v, stride, cells, n_pos, head_dim, scale, scores);
+        cpu_attn_heads_avx512(1, out, q, k, v, stride, cells, n_pos, head_dim, scale, scores);
         return;
     }
     quant_dot_fn dot = quant_dot_kernel(isa, QUANT_F32);
@@ -40,4 +40,15 @@ void cpu_attn_head(quant_isa isa, float *out, const float *q, const float *k, co
     float inv = (float)(1.0 / sum);
     memset(out, 0, (size_t)head_dim * sizeof *out);
     for (int32_t j = 0; j < n_pos; j++) axpy(out, scores[j] * inv, v + (size_t)cells[j] * stride, head_dim);
+}
+
+void cpu_attn_heads(quant_isa isa, int g, float *out, const float *q, const float *k, const float *v, size_t stride,
+                    const int32_t *cells, int32_t n_pos, int32_t head_dim, float scale, float *scores) {
+    if (cpu_attn_head_in_registers(isa, head_dim)) {
+        cpu_attn_heads_avx512(g, out, q, k, v, stride, cells, n_pos, head_dim, scale, scores);
+        return;
+    }
+    for (int h = 0; h < g; h++) /* the portable form: one head at a time */
+        cpu_attn_head(isa, out + (size_t)h * head_dim, q + (size_t)h * head_dim, k, v, stride, cells, n_pos,
+                      head_dim, scale, scores);
 }

@@ -47,7 +47,7 @@ struct forward_cpu {
     float *gate;   /* [n_ff] */
     float *up;     /* [n_ff] */
     forward_cpu_exec exec; /* the matrix products and the threads */
-    float *scores;        /* per thread: attention scores, [n_threads][max_pos] */
+    float *scores;        /* per thread: attention scores, [n_threads][CPU_ATTN_GROUP][max_pos] */
     int32_t *cells;       /* per thread: a head's cells in position order, [n_threads][max_pos] */
     rope_cfg rope_global, rope_swa; /* the RoPE of global and of windowed layers */
 };
@@ -98,40 +98,65 @@ static float gelu_tanh(float x) {
     return (float)(0.5 * x * (1.0 + tanh(k * (x + 0.044715 * (double)x * x * x))));
 }
 
-static void add_bias(float *x, const float *b, int32_t n_tok, int64_t width) {
-    if (!b) return;
-    for (int32_t t = 0; t < n_tok; t++)
-        for (int64_t i = 0; i < width; i++) x[t * width + i] += b[i];
+static void add_bias(float *x, const float *b, int64_t width) {
+    if (b)
+        for (int64_t i = 0; i < width; i++) x[i] += b[i];
 }
 
 typedef struct {
     forward_cpu *f;
     const engine_fwd_batch *b;
     int32_t layer;
+    int32_t gs;   /* fast path: query heads an item takes (of one K/V head's group); else 1 */
+    int32_t subs; /* items per (token, K/V head) on the fast path: ceil(group / gs) */
 } attn_ctx;
 
-/* One (token, head) pair per item: softmax(q K^T / sqrt(d)) V over positions 0..pos of the
- * token's sequence, in position order. */
+/* The fast path's items: each takes gs query heads of one K/V head for one token, so those heads
+ * share the loads of K and V (cpu_attn_heads); groups are split in smaller pieces only when the
+ * pass has too few (token, K/V head) pairs to keep every thread busy (decode on many threads).
+ * Each head's result is the same however its group is cut. */
+static void attn_items(attn_ctx *c, int32_t n_tok, int nt) {
+    const llama_hparams *hp = &c->f->m->hp;
+    const int32_t group = hp->n_head / hp->n_head_kv;
+    int32_t gs = group < CPU_ATTN_GROUP ? group : CPU_ATTN_GROUP;
+    while (gs > 1 && (int64_t)n_tok * hp->n_head_kv * ((group + gs - 1) / gs) < 2 * (int64_t)nt) gs /= 2;
+    c->gs = gs;
+    c->subs = (group + gs - 1) / gs;
+}
+
+/* One (token, head) pair per item, or on the fast path one (token, K/V head, piece of its group):
+ * softmax(q K^T / sqrt(d)) V over positions 0..pos of the token's sequence, in position order. */
 static void attn_range(void *arg, int64_t lo, int64_t hi, int tid) {
     attn_ctx *c = arg;
     forward_cpu *f = c->f;
     const llama_hparams *hp = &f->m->hp;
     int32_t hd = hp->head_dim, group = hp->n_head / hp->n_head_kv;
     int64_t n_q = (int64_t)hp->n_head * hd;
-    float *sc = f->scores + (size_t)tid * (size_t)f->max_pos;
+    float *sc = f->scores + (size_t)tid * (size_t)f->max_pos * CPU_ATTN_GROUP;
     float scale = hp->attn_scale, cap = hp->attn_softcap;
     int swa = llama_layer_is_swa(hp, c->layer);
     int fast = forward_cpu_exec_is_fast(&f->exec) && !(cap > 0);
     for (int64_t item = lo; item < hi; item++) {
-        int64_t t = item / hp->n_head;
-        int32_t h = (int32_t)(item % hp->n_head), kvh = h / group;
+        int64_t t;
+        int32_t h, g = 1;
+        if (fast) { /* attn_items */
+            const int64_t per_tok = (int64_t)hp->n_head_kv * c->subs;
+            const int32_t kvh = (int32_t)(item % per_tok / c->subs), sub = (int32_t)(item % c->subs);
+            t = c->b->n_tokens - 1 - item / per_tok; /* later tokens (longer histories) claimed first */
+            h = kvh * group + sub * c->gs;
+            g = group - sub * c->gs < c->gs ? group - sub * c->gs : c->gs;
+        } else {
+            t = item / hp->n_head;
+            h = (int32_t)(item % hp->n_head);
+        }
+        int32_t kvh = h / group;
         int32_t pos = c->b->pos[t];
         const int32_t *pages = c->b->seqs[c->b->seq[t]].pages;
         const float *q = f->q + t * n_q + (int64_t)h * hd;
         /* A windowed layer sees positions pos - n_swa + 1 .. pos (llama.cpp masks p1 - p0 >= n_swa). */
         int32_t j0 = swa && pos >= hp->n_swa ? pos - hp->n_swa + 1 : 0;
         if (fast) {
-            /* The fast path's vectorised head (no softcap there: Gemma 2 keeps the loop below). */
+            /* The fast path's vectorised heads (no softcap there: Gemma 2 keeps the loop below). */
             /* For the portable head, each position's key and value slices are requested as its
              * cell is looked up: the cache rows come from memory (a step's weights stream
              * through the caches between one layer's attention and the next step's), and its
@@ -152,9 +177,9 @@ static void attn_range(void *arg, int64_t lo, int64_t hi, int tid) {
                     __builtin_prefetch(v0 + off + b, 0, 3);
                 }
             }
-            cpu_attn_head(f->exec.isa, f->att + t * n_q + (int64_t)h * hd, q, cell_k(f, c->layer, 0) + (size_t)kvh * hd,
-                          cell_v(f, c->layer, 0) + (size_t)kvh * hd, (size_t)f->kv_dim, cells, pos - j0 + 1, hd, scale,
-                          sc);
+            cpu_attn_heads(f->exec.isa, g, f->att + t * n_q + (int64_t)h * hd, q,
+                           cell_k(f, c->layer, 0) + (size_t)kvh * hd, cell_v(f, c->layer, 0) + (size_t)kvh * hd,
+                           (size_t)f->kv_dim, cells, pos - j0 + 1, hd, scale, sc);
             continue;
         }
         float mx = -INFINITY;
@@ -206,14 +231,81 @@ static void gate_range(void *arg, int64_t lo, int64_t hi, int tid) {
         }
 }
 
+/* The layer's per-token steps between its products, each on one token's rows alone (so a pass's
+ * tokens are split over the threads with no change to any result). On one thread a 512-token
+ * prompt's norms, adds and RoPE of a 70b layer took ~33 ms, as long as its products on a GPU
+ * (op offload) and 16 threads' attention together. */
+typedef enum {
+    TOK_NORM_IN,   /* xn = attention norm of x */
+    TOK_QKV,       /* Q/K/V biases, per-head Q/K norms, RoPE, K and V into the token's cell */
+    TOK_ATTN_OUT,  /* output bias, post-attention norm, x += xn, xn = FFN norm of x */
+    TOK_FFN_OUT    /* post-FFN norm, x += xn */
+} tok_step;
+
+typedef struct {
+    forward_cpu *f;
+    const engine_fwd_batch *b;
+    int32_t l;
+    tok_step step;
+} tok_ctx;
+
+static void tok_range(void *arg, int64_t lo, int64_t hi, int tid) {
+    (void)tid;
+    const tok_ctx *c = arg;
+    forward_cpu *f = c->f;
+    const llama_hparams *hp = &f->m->hp;
+    const llama_layer *L = &f->m->layers[c->l];
+    const int64_t E = hp->n_embd, hd = hp->head_dim, n_q = hp->n_head * hd, n_kv = hp->n_head_kv * hd;
+    for (int64_t t = lo; t < hi; t++) {
+        float *x = f->x + t * E, *xn = f->xn + t * E;
+        switch (c->step) {
+        case TOK_NORM_IN: rmsnorm(xn, x, L->attn_norm, E, hp->rms_eps); break;
+        case TOK_QKV: {
+            float *q = f->q + t * n_q, *k = f->k + t * n_kv, *v = f->v + t * n_kv;
+            add_bias(q, L->bq, n_q);
+            add_bias(k, L->bk, n_kv);
+            add_bias(v, L->bv, n_kv);
+            if (L->q_norm)
+                for (int32_t h = 0; h < hp->n_head; h++) rmsnorm(q + h * hd, q + h * hd, L->q_norm, hd, hp->rms_eps);
+            if (L->k_norm)
+                for (int32_t h = 0; h < hp->n_head_kv; h++) rmsnorm(k + h * hd, k + h * hd, L->k_norm, hd, hp->rms_eps);
+            const rope_cfg *rc = llama_layer_is_swa(hp, c->l) ? &f->rope_swa : &f->rope_global;
+            rope(q, hp->n_head, k, hp->n_head_kv, hp->head_dim, hp->n_rot, hp->rope_kind, c->b->pos[t], rc);
+            memcpy(cell_k(f, c->l, c->b->cell[t]), k, (size_t)n_kv * sizeof(float));
+            memcpy(cell_v(f, c->l, c->b->cell[t]), v, (size_t)n_kv * sizeof(float));
+            break;
+        }
+        case TOK_ATTN_OUT:
+            add_bias(xn, L->bo, E);
+            if (L->attn_post_norm) rmsnorm(xn, xn, L->attn_post_norm, E, hp->rms_eps);
+            for (int64_t i = 0; i < E; i++) x[i] += xn[i];
+            rmsnorm(xn, x, L->ffn_norm, E, hp->rms_eps);
+            break;
+        case TOK_FFN_OUT:
+            if (L->ffn_post_norm) rmsnorm(xn, xn, L->ffn_post_norm, E, hp->rms_eps);
+            for (int64_t i = 0; i < E; i++) x[i] += xn[i];
+            break;
+        }
+    }
+}
+
+/* A step over the pass's tokens: on the pool when there are several (the exact path, whose
+ * loops would start threads per call, and a decode step's single token run it here). */
+static void tok_run(forward_cpu *f, const engine_fwd_batch *b, int32_t l, tok_step step) {
+    tok_ctx c = {f, b, l, step};
+    if (b->n_tokens >= 4 && forward_cpu_exec_is_fast(&f->exec))
+        forward_cpu_exec_for(&f->exec, f->nt, b->n_tokens, tok_range, &c);
+    else
+        tok_range(&c, 0, b->n_tokens, 0);
+}
+
 /* --- one forward pass ---------------------------------------------------------------------------- */
 
 static int fwd(void *self, const engine_fwd_batch *b, float *logits, char *err, size_t err_size) {
     forward_cpu *f = self;
     const llama_model *m = f->m;
     const llama_hparams *hp = &m->hp;
-    int64_t E = hp->n_embd, F = hp->n_ff, hd = hp->head_dim;
-    int64_t n_q = hp->n_head * hd, n_kv = hp->n_head_kv * hd;
+    int64_t E = hp->n_embd, F = hp->n_ff;
     int32_t n = b->n_tokens;
     if (n < 1 || n > f->n_batch || b->max_pos > f->max_pos) {
         snprintf(err, err_size, "CPU forward: %d tokens (at most %d) reaching position %d (at most %d)", n,
@@ -241,42 +333,27 @@ static int fwd(void *self, const engine_fwd_batch *b, float *logits, char *err, 
 
     for (int32_t l = f->layer0; l < f->layer1; l++) {
         const llama_layer *L = &m->layers[l];
-        const rope_cfg *rc = llama_layer_is_swa(hp, l) ? &f->rope_swa : &f->rope_global;
-        for (int32_t t = 0; t < n; t++) rmsnorm(f->xn + t * E, f->x + t * E, L->attn_norm, E, hp->rms_eps);
+        tok_run(f, b, l, TOK_NORM_IN);
         const llama_weight *qkv[] = {&L->wq, &L->wk, &L->wv};
         float *qkv_out[] = {f->q, f->k, f->v};
         if (forward_cpu_exec_matmuls(&f->exec, f->nt, qkv, 3, f->xn, n, qkv_out, err, err_size)) return -1;
-        add_bias(f->q, L->bq, n, n_q);
-        add_bias(f->k, L->bk, n, n_kv);
-        add_bias(f->v, L->bv, n, n_kv);
-        for (int32_t t = 0; t < n; t++) {
-            float *q = f->q + t * n_q, *k = f->k + t * n_kv;
-            if (L->q_norm)
-                for (int32_t h = 0; h < hp->n_head; h++) rmsnorm(q + h * hd, q + h * hd, L->q_norm, hd, hp->rms_eps);
-            if (L->k_norm)
-                for (int32_t h = 0; h < hp->n_head_kv; h++) rmsnorm(k + h * hd, k + h * hd, L->k_norm, hd, hp->rms_eps);
-            rope(q, hp->n_head, k, hp->n_head_kv, hp->head_dim, hp->n_rot, hp->rope_kind, b->pos[t], rc);
-            memcpy(cell_k(f, l, b->cell[t]), k, (size_t)n_kv * sizeof(float));
-            memcpy(cell_v(f, l, b->cell[t]), f->v + t * n_kv, (size_t)n_kv * sizeof(float));
+        tok_run(f, b, l, TOK_QKV);
+        attn_ctx ac = {f, b, l, 1, 1};
+        int64_t items = (int64_t)n * hp->n_head;
+        if (forward_cpu_exec_is_fast(&f->exec) && !(hp->attn_softcap > 0)) {
+            attn_items(&ac, n, f->nt);
+            items = (int64_t)n * hp->n_head_kv * ac.subs;
         }
-        attn_ctx ac = {f, b, l};
-        forward_cpu_exec_for(&f->exec, f->nt, (int64_t)n * hp->n_head, attn_range, &ac);
+        forward_cpu_exec_for(&f->exec, f->nt, items, attn_range, &ac);
         if (matmul(f, &L->wo, f->att, n, f->xn, err, err_size)) return -1;
-        add_bias(f->xn, L->bo, n, E);
-        if (L->attn_post_norm)
-            for (int32_t t = 0; t < n; t++) rmsnorm(f->xn + t * E, f->xn + t * E, L->attn_post_norm, E, hp->rms_eps);
-        for (int64_t i = 0; i < n * E; i++) f->x[i] += f->xn[i];
-
-        for (int32_t t = 0; t < n; t++) rmsnorm(f->xn + t * E, f->x + t * E, L->ffn_norm, E, hp->rms_eps);
+        tok_run(f, b, l, TOK_ATTN_OUT);
         const llama_weight *gu[] = {&L->w_gate, &L->w_up};
         float *gu_out[] = {f->gate, f->up};
         if (forward_cpu_exec_matmuls(&f->exec, f->nt, gu, 2, f->xn, n, gu_out, err, err_size)) return -1;
         gate_ctx gc = {f, F};
         forward_cpu_exec_for(&f->exec, f->nt, n, gate_range, &gc);
         if (matmul(f, &L->w_down, f->gate, n, f->xn, err, err_size)) return -1;
-        if (L->ffn_post_norm)
-            for (int32_t t = 0; t < n; t++) rmsnorm(f->xn + t * E, f->xn + t * E, L->ffn_post_norm, E, hp->rms_eps);
-        for (int64_t i = 0; i < n * E; i++) f->x[i] += f->xn[i];
+        tok_run(f, b, l, TOK_FFN_OUT);
     }
     if (!last) {
         memcpy(b->x_out, f->x, (size_t)n * (size_t)E * sizeof(float));
@@ -295,7 +372,7 @@ static int fwd(void *self, const engine_fwd_batch *b, float *logits, char *err, 
     }
     if (!k) return 0;
     if (matmul(f, &m->output, f->xn, k, logits, err, err_size)) return -1;
-    add_bias(logits, m->output_b, k, hp->n_vocab);
+    for (int32_t t = 0; t < k; t++) add_bias(logits + (int64_t)t * hp->n_vocab, m->output_b, hp->n_vocab);
     if (hp->final_softcap > 0) {
         float cap = hp->final_softcap;
         for (int64_t i = 0; i < (int64_t)k * hp->n_vocab; i++) logits[i] = cap * tanhf(logits[i] / cap);
@@ -473,7 +550,7 @@ forward_cpu *forward_cpu_new(const llama_model *m, int32_t layer0, int32_t layer
     f->att = malloc(B * n_q * sizeof(float));
     f->gate = malloc(B * F * sizeof(float));
     f->up = malloc(B * F * sizeof(float));
-    f->scores = malloc((size_t)n_threads * max_pos * sizeof(float));
+    f->scores = malloc((size_t)n_threads * max_pos * CPU_ATTN_GROUP * sizeof(float));
     f->cells = malloc((size_t)n_threads * max_pos * sizeof(int32_t));
     if (!f->x || !f->xn || !f->q || !f->k || !f->v || !f->att || !f->gate || !f->up || !f->scores || !f->cells) {
         snprintf(err, err_size, "out of memory for activations of a batch of %d; use a smaller -b", n_batch);

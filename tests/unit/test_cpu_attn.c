@@ -18,15 +18,15 @@ static double unit(void) {
 }
 
 static void test_heads(void) {
-    static const int dims[] = {7, 64, 80, 96, 128, 256}; /* 7: no AVX-512 form; the others unrolled */
-    static const int lens[] = {1, 5, 300};
+    static const int dims[] = {7, 64, 80, 96, 128, 256}; /* 7: no AVX-512 form */
+    static const int lens[] = {1, 5, 17, 300};
     for (int isa = 0; isa < QUANT_ISA_COUNT; isa++) {
         if (!quant_isa_supported((quant_isa)isa)) continue;
         int bad = 0;
         double worst = 0;
         char why[256] = "";
         for (int di = 0; di < 6; di++)
-            for (int li = 0; li < 3; li++) {
+            for (int li = 0; li < 4; li++) {
                 int hd = dims[di], n = lens[li], n_cells = n + 17;
                 size_t stride = (size_t)hd * 3 + 5;
                 float *k = malloc(stride * (size_t)n_cells * sizeof *k), *v = malloc(stride * (size_t)n_cells * sizeof *v);
@@ -75,7 +75,49 @@ static void test_heads(void) {
     }
 }
 
+/* cpu_attn_heads: g heads of one group give, head by head, the same bits as cpu_attn_head alone,
+ * for every g the grouped form takes and head sizes on each path (the single head is checked
+ * against f64 above). */
+static void test_groups(void) {
+    static const int dims[] = {7, 16, 48, 64, 128, 144, 256};
+    static const int lens[] = {1, 3, 17, 300};
+    for (int isa = 0; isa < QUANT_ISA_COUNT; isa++) {
+        if (!quant_isa_supported((quant_isa)isa)) continue;
+        int bad = 0, cases = 0;
+        char why[256] = "";
+        for (int di = 0; di < 7; di++)
+            for (int li = 0; li < 4; li++)
+                for (int g = 1; g <= CPU_ATTN_GROUP; g++) {
+                    int hd = dims[di], n = lens[li], n_cells = n + 9;
+                    size_t stride = (size_t)hd * 2 + 3;
+                    float *k = malloc(stride * (size_t)n_cells * sizeof *k), *v = malloc(stride * (size_t)n_cells * sizeof *v);
+                    float *q = malloc((size_t)g * hd * sizeof *q), *out = malloc((size_t)g * hd * sizeof *out);
+                    float *one = malloc((size_t)hd * sizeof *one), *sc = malloc((size_t)g * n * sizeof *sc);
+                    int32_t *cells = malloc((size_t)n_cells * sizeof *cells);
+                    for (size_t i = 0; i < stride * (size_t)n_cells; i++)
+                        k[i] = (float)(unit() * 6 - 3), v[i] = (float)(unit() * 2 - 1);
+                    for (int d = 0; d < g * hd; d++) q[d] = (float)(unit() * 4 - 2);
+                    for (int i = 0; i < n_cells; i++) cells[i] = (int32_t)((i * 7 + 3) % n_cells);
+                    float scale = 1.0f / sqrtf((float)hd);
+                    cpu_attn_heads((quant_isa)isa, g, out, q, k + 1, v + 1, stride, cells, n, hd, scale, sc);
+                    for (int h = 0; h < g; h++) {
+                        cpu_attn_head((quant_isa)isa, one, q + (size_t)h * hd, k + 1, v + 1, stride, cells, n, hd, scale, sc);
+                        cases++;
+                        if (memcmp(one, out + (size_t)h * hd, (size_t)hd * sizeof *one) && !bad++)
+                            snprintf(why, sizeof why, "head_dim %d, %d positions, head %d of %d: %.9g vs %.9g alone", hd, n,
+                                     h, g, out[(size_t)h * hd], one[0]);
+                    }
+                    free(k), free(v), free(q), free(out), free(one), free(sc), free(cells);
+                }
+        char name[160];
+        snprintf(name, sizeof name, "cpu_attn_heads %s: 1..%d heads of a group, each bit for bit as alone (%d heads)",
+                 quant_isa_name((quant_isa)isa), CPU_ATTN_GROUP, cases);
+        CHECK(!bad, name, "%s (%d differ)", why, bad);
+    }
+}
+
 int main(void) {
     test_heads();
+    test_groups();
     return test_done();
 }
