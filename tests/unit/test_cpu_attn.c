@@ -80,13 +80,13 @@ static void test_heads(void) {
  * against f64 above). */
 static void test_groups(void) {
     static const int dims[] = {7, 16, 48, 64, 128, 144, 256};
-    static const int lens[] = {1, 3, 17, 300};
+    static const int lens[] = {1, 3, 17, 300, 1100}; /* 1100: past L2 for heads of 128+ (rows requested ahead) */
     for (int isa = 0; isa < QUANT_ISA_COUNT; isa++) {
         if (!quant_isa_supported((quant_isa)isa)) continue;
         int bad = 0, cases = 0;
         char why[256] = "";
         for (int di = 0; di < 7; di++)
-            for (int li = 0; li < 4; li++)
+            for (int li = 0; li < 5; li++)
                 for (int g = 1; g <= CPU_ATTN_GROUP; g++) {
                     int hd = dims[di], n = lens[li], n_cells = n + 9;
                     size_t stride = (size_t)hd * 2 + 3;
