@@ -12,8 +12,12 @@
  * (cudaHostRegisterReadOnly) stalled for minutes there (and its page rounding would cover
  * neighbouring heap memory with --no-mmap). So each weight goes through two pinned staging
  * buffers: the CPU's threads, idle meanwhile (engine_par), copy the next piece into one while
- * the link carries the other. One stream of its own, synchronised per product; the CPU stage
- * calls from its own thread, so every call selects the device first. */
+ * the link carries the other. Products come in the order of the spec's list (a layer's Q, K, V,
+ * output, gate, up, down), so while the GPU computes one product (X over, the GEMM, Y back) the
+ * threads already copy the next weight into a second slot on a second stream, and that product
+ * finds it there; a product that was not foreseen (another order, a slot too few) is copied when
+ * it comes. The compute stream is synchronised per product; the CPU stage calls from its own
+ * thread, so every call selects the device first. */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -27,8 +31,15 @@
 
 typedef struct {
     int dev;
-    cudaStream_t st;
-    uint8_t *raw, *rep;    /* a weight as stored; repacked */
+    cudaStream_t st;       /* products */
+    cudaStream_t up;       /* the next weight's copy and repack, beside a product */
+    uint8_t *raw[2], *rep[2]; /* two slots: a weight as stored; repacked (slot 1 may be missing) */
+    const llama_weight *held[2]; /* the weight slot i holds or is receiving; NULL */
+    cudaEvent_t ready[2];  /* slot i's weight repacked */
+    int n_slots;
+    int fresh;             /* the slot the last copy beside a product went to; -1 */
+    const llama_weight **order; /* the spec's list: the order products come in */
+    int n_order;
     float *x32, *y;        /* [chunk][max_cols], [chunk][max_rows] */
     uint16_t *x16;         /* [chunk][max_cols] */
     size_t raw_cap, rep_cap;
@@ -64,9 +75,15 @@ void fcu_offload_free(void *self) {
     cuda_offload *o = self;
     if (!o) return;
     cudaSetDevice(o->dev);
+    if (o->up) cudaStreamSynchronize(o->up);
     if (o->st) cudaStreamDestroy(o->st);
-    cudaFree(o->raw);
-    cudaFree(o->rep);
+    if (o->up) cudaStreamDestroy(o->up);
+    for (int i = 0; i < 2; i++) {
+        cudaFree(o->raw[i]);
+        cudaFree(o->rep[i]);
+        if (o->ready[i]) cudaEventDestroy(o->ready[i]);
+    }
+    free(o->order);
     cudaFree(o->x32);
     cudaFree(o->x16);
     cudaFree(o->y);
@@ -111,15 +128,18 @@ void *fcu_offload_new(int dev, const engine_offload_spec *sp, char *desc, size_t
     size_t total = o->raw_cap + o->rep_cap + xb * (sizeof(float) + sizeof(uint16_t)) + yb;
     cudaError_t e = cudaSetDevice(dev);
     if (e == cudaSuccess) e = cudaStreamCreateWithFlags(&o->st, cudaStreamNonBlocking);
-    if (e == cudaSuccess) e = cudaMalloc((void **)&o->raw, o->raw_cap);
-    if (e == cudaSuccess) e = cudaMalloc((void **)&o->rep, o->rep_cap);
+    if (e == cudaSuccess) e = cudaStreamCreateWithFlags(&o->up, cudaStreamNonBlocking);
+    if (e == cudaSuccess) e = cudaMalloc((void **)&o->raw[0], o->raw_cap);
+    if (e == cudaSuccess) e = cudaMalloc((void **)&o->rep[0], o->rep_cap);
     if (e == cudaSuccess) e = cudaMalloc((void **)&o->x32, xb * sizeof(float));
     if (e == cudaSuccess) e = cudaMalloc((void **)&o->x16, xb * sizeof(uint16_t));
     if (e == cudaSuccess) e = cudaMalloc((void **)&o->y, yb);
     for (int i = 0; i < 2 && e == cudaSuccess; i++) {
         e = cudaHostAlloc((void **)&o->stage[i], OFFLOAD_STAGE, cudaHostAllocPortable);
         if (e == cudaSuccess) e = cudaEventCreateWithFlags(&o->ev[i], cudaEventDisableTiming);
+        if (e == cudaSuccess) e = cudaEventCreateWithFlags(&o->ready[i], cudaEventDisableTiming);
     }
+    if (e == cudaSuccess && !(o->order = malloc((size_t)n_w * sizeof *o->order))) e = cudaErrorMemoryAllocation;
     if (e != cudaSuccess) {
         snprintf(err, err_size, "device %d: %.0f MiB of buffers: %s", dev, (double)total / (1 << 20),
                  cudaGetErrorString(e));
@@ -127,10 +147,23 @@ void *fcu_offload_new(int dev, const engine_offload_spec *sp, char *desc, size_t
         fcu_offload_free(o);
         return NULL;
     }
+    memcpy(o->order, w, (size_t)n_w * sizeof *o->order);
+    o->n_order = n_w;
+    o->n_slots = 1;
+    o->fresh = -1;
+    /* The second slot lets the next weight's copy run beside a product; without the room for it
+     * every weight is copied when its product comes. */
+    if (cudaMalloc((void **)&o->raw[1], o->raw_cap) == cudaSuccess &&
+        cudaMalloc((void **)&o->rep[1], o->rep_cap) == cudaSuccess) {
+        o->n_slots = 2;
+        total += o->raw_cap + o->rep_cap;
+    }
+    cudaGetLastError();
     if ((o->pinned = malloc((size_t)(sp->n_host + 1) * sizeof *o->pinned)))
         for (int i = 0; i < sp->n_host; i++) o->pinned_h += pin(o, sp->host[i], sp->host_bytes[i]);
-    snprintf(desc, desc_size, "products of %d+ tokens on device %d (%d of %d matrices; %.0f MiB of device buffers, "
+    snprintf(desc, desc_size, "products of %d+ tokens on device %d (%d of %d matrices; %.0f MiB of device buffers%s, "
              "%.0f MiB of host buffers pinned)", ENGINE_OP_OFFLOAD_MIN_TOK, dev, taken, n_w, (double)total / (1 << 20),
+             o->n_slots == 2 ? "" : ", no room to copy the next weight beside a product",
              (double)(o->pinned_h + 2 * OFFLOAD_STAGE) / (1 << 20));
     return o;
 }
@@ -155,12 +188,12 @@ static void stage_copy(void *arg, int64_t lo, int64_t hi, int tid) {
     }
 }
 
-/* The weight's rows (rb bytes each) to o->raw through the staging buffers. */
-static cudaError_t upload(cuda_offload *o, const llama_weight *w, size_t rb, const engine_par *par) {
+/* The weight's rows (rb bytes each) to dst through the staging buffers, on stream st. */
+static cudaError_t upload(cuda_offload *o, uint8_t *dst, cudaStream_t st, const llama_weight *w, size_t rb,
+                          const engine_par *par) {
     const int64_t per = (int64_t)(OFFLOAD_STAGE / rb);
     if (per < 1) /* a row past the staging buffer: the runtime's own pageable copy */
-        return cudaMemcpy2DAsync(o->raw, rb, w->data, w->row_bytes, rb, (size_t)w->n_rows, cudaMemcpyHostToDevice,
-                                 o->st);
+        return cudaMemcpy2DAsync(dst, rb, w->data, w->row_bytes, rb, (size_t)w->n_rows, cudaMemcpyHostToDevice, st);
     cudaError_t e = cudaSuccess;
     int s = 0;
     for (int64_t r0 = 0; r0 < w->n_rows && e == cudaSuccess; r0 += per, s ^= 1) {
@@ -171,36 +204,74 @@ static cudaError_t upload(cuda_offload *o, const llama_weight *w, size_t rb, con
         const int64_t items = rb == w->row_bytes ? (int64_t)((j.bytes + OFFLOAD_PIECE - 1) / OFFLOAD_PIECE) : nr;
         if (par) par->run(par->self, items, stage_copy, &j);
         else stage_copy(&j, 0, items, 0);
-        e = cudaMemcpyAsync(o->raw + (size_t)r0 * rb, o->stage[s], j.bytes, cudaMemcpyHostToDevice, o->st);
-        if (e == cudaSuccess) e = cudaEventRecord(o->ev[s], o->st);
+        e = cudaMemcpyAsync(dst + (size_t)r0 * rb, o->stage[s], j.bytes, cudaMemcpyHostToDevice, st);
+        if (e == cudaSuccess) e = cudaEventRecord(o->ev[s], st);
     }
     return e;
+}
+
+/* w copied and repacked into slot s on stream st, the slot marked ready when done. */
+static cudaError_t fill_slot(cuda_offload *o, int s, cudaStream_t st, const llama_weight *w, size_t raw,
+                             const engine_par *par) {
+    o->held[s] = NULL;
+    /* a copy into this slot still under way on the other stream finishes first (an event never
+     * recorded counts as done) */
+    cudaError_t e = cudaStreamWaitEvent(st, o->ready[s], 0);
+    if (e == cudaSuccess) e = upload(o, o->raw[s], st, w, raw / (size_t)w->n_rows, par);
+    if (e == cudaSuccess) e = cu_matvec_repack(o->rep[s], o->raw[s], w->type, w->n_rows, w->n_cols, st);
+    if (e == cudaSuccess) e = cudaEventRecord(o->ready[s], st);
+    if (e == cudaSuccess) o->held[s] = w;
+    return e;
+}
+
+/* Whether slot capacity and the GEMM take w; its bytes as stored in *raw. */
+static int fits(const cuda_offload *o, const llama_weight *w, size_t *raw) {
+    size_t rep;
+    return offload_takes(w, raw, &rep) && *raw <= o->raw_cap && rep <= o->rep_cap && w->n_cols <= o->max_cols &&
+           w->n_rows <= o->max_rows;
+}
+
+/* The weight after w in the products' order; NULL at the end or for a weight not in it. */
+static const llama_weight *next_of(const cuda_offload *o, const llama_weight *w) {
+    for (int i = 0; i + 1 < o->n_order; i++)
+        if (o->order[i] == w) return o->order[i + 1];
+    return NULL;
 }
 
 int fcu_offload_matmul(void *self, const llama_weight *w, const float *x, int64_t n_tok, float *out,
                        const engine_par *par, char *err, size_t err_size) {
     cuda_offload *o = self;
-    size_t raw, rep;
-    if (!offload_takes(w, &raw, &rep) || raw > o->raw_cap || rep > o->rep_cap || w->n_cols > o->max_cols ||
-        w->n_rows > o->max_rows)
-        return 1;
+    size_t raw;
+    if (!fits(o, w, &raw)) return 1;
     const int64_t rows = w->n_rows, k = w->n_cols;
-    const size_t rb = raw / (size_t)rows;
     cudaError_t e = cudaSetDevice(o->dev);
-    if (e == cudaSuccess) e = upload(o, w, rb, par);
-    if (e == cudaSuccess) e = cu_matvec_repack(o->rep, o->raw, w->type, rows, k, o->st);
+    /* w's slot: copied beside the product before, or now (into a slot no copy is filling) */
+    int s = o->held[0] == w ? 0 : o->n_slots == 2 && o->held[1] == w ? 1 : -1;
+    if (s < 0) {
+        s = o->n_slots == 2 && o->fresh == 0 ? 1 : 0;
+        if (e == cudaSuccess) e = fill_slot(o, s, o->st, w, raw, par);
+    }
+    o->fresh = -1;
+    if (e == cudaSuccess) e = cudaStreamWaitEvent(o->st, o->ready[s], 0);
     for (int64_t t0 = 0; t0 < n_tok && e == cudaSuccess; t0 += o->chunk) {
         const int64_t nt = n_tok - t0 < o->chunk ? n_tok - t0 : o->chunk;
         e = cudaMemcpyAsync(o->x32, x + t0 * k, (size_t)(nt * k) * sizeof(float), cudaMemcpyHostToDevice, o->st);
         if (e == cudaSuccess) e = cu_f32_to_f16(o->x16, o->x32, nt * k, o->st);
-        if (e == cudaSuccess) e = cu_gemm_f16(o->y, o->rep, w->type, o->x16, rows, k, nt, o->st);
+        if (e == cudaSuccess) e = cu_gemm_f16(o->y, o->rep[s], w->type, o->x16, rows, k, nt, o->st);
         if (e == cudaSuccess)
             e = cudaMemcpyAsync(out + t0 * rows, o->y, (size_t)(nt * rows) * sizeof(float), cudaMemcpyDeviceToHost,
                                 o->st);
     }
-    cudaError_t s = cudaStreamSynchronize(o->st);
-    if (e == cudaSuccess) e = s;
+    /* the next weight into the other slot while the GPU runs this product */
+    const llama_weight *nx = o->n_slots == 2 ? next_of(o, w) : NULL;
+    size_t nraw;
+    if (e == cudaSuccess && nx && nx != w && fits(o, nx, &nraw) && o->held[s ^ 1] != nx)
+        if ((e = fill_slot(o, s ^ 1, o->up, nx, nraw, par)) == cudaSuccess) o->fresh = s ^ 1;
+    cudaError_t sy = cudaStreamSynchronize(o->st);
+    if (e == cudaSuccess) e = sy;
     if (e != cudaSuccess) {
+        o->held[0] = o->held[1] = NULL; /* whatever was under way is not to be trusted */
+        cudaStreamSynchronize(o->up);
         snprintf(err, err_size, "op offload of %s (%lld tokens) on device %d: %s; --no-op-offload computes it on the CPU",
                  w->name ? w->name : "a matrix", (long long)n_tok, o->dev, cudaGetErrorString(e));
         cudaGetLastError();

@@ -31,7 +31,8 @@ typedef struct engine_par {
     void (*run)(void *self, int64_t n, void (*fn)(void *arg, int64_t lo, int64_t hi, int tid), void *arg);
 } engine_par;
 
-/* What op offload prepares for (engine_gpu_backend.offload_new): the CPU's matrices w[0..n_w),
+/* What op offload prepares for (engine_gpu_backend.offload_new): the CPU's matrices w[0..n_w), in
+ * the order a pass's products come (the offload copies the next one over beside each product),
  * the host buffers that products read and write (pinned while it lives, where the system lets
  * it: a copy from pinned memory runs several times faster), and the most tokens of one product
  * it copies at once. */

@@ -55,6 +55,66 @@ static llama_weight make_weight(gen_rng *r, uint32_t t, int64_t rows, int64_t k,
     return w;
 }
 
+/* sqrt(sum (y - exact)^2 / sum exact^2) of out[t][r] against f64 products of the dequantised
+ * weights; *finite 0 where a value is not. */
+static double rel_error(const float *deq, const float *x, const float *y, int64_t rows, int64_t k, int64_t n_tok,
+                        int *finite) {
+    double se = 0, sr = 0;
+    *finite = 1;
+    for (int64_t c = 0; c < n_tok; c++)
+        for (int64_t i = 0; i < rows; i++) {
+            double ref = 0;
+            for (int64_t j = 0; j < k; j++) ref += (double)deq[i * k + j] * x[c * k + j];
+            const double d = (double)y[c * rows + i] - ref;
+            *finite &= isfinite(y[c * rows + i]);
+            se += d * d;
+            sr += ref * ref;
+        }
+    return sqrt(se / sr);
+}
+
+/* Products in the spec's order (each copying the next weight beside it), then out of it: a
+ * foreseen weight skipped, one asked twice in a row, one out of order, a pass again from the
+ * start; each against f64, and the two slots said in the description. */
+static void check_sequence(gen_rng *r) {
+    enum { NW = 4, NT = 37 };
+    const uint32_t types[NW] = {QUANT_Q4_K, QUANT_Q6_K, QUANT_Q4_0, QUANT_Q8_0};
+    const int64_t rows[NW] = {256, 96, 320, 160}, k = 512;
+    llama_weight w[NW];
+    float *deq[NW];
+    const llama_weight *ws[NW];
+    for (int i = 0; i < NW; i++) w[i] = make_weight(r, types[i], rows[i], k, 0, &deq[i]), ws[i] = &w[i];
+    float *x = malloc(sizeof(float) * NT * k), *y = malloc(sizeof(float) * NT * 320);
+    char err[300] = "", desc[300] = "", name[200];
+    const engine_offload_spec sp = {ws, NW, NULL, NULL, 0, NT};
+    void *off = g->offload_new(0, &sp, desc, sizeof desc, err, sizeof err);
+    if (!CHECK(off != NULL, "offload: prepared for a sequence of 4 matrices", "%s", err)) return;
+    printf("# offload: %s\n", desc);
+    CHECK(!strstr(desc, "no room"), "offload: two slots, the next weight copied beside a product", "%s", desc);
+    static const int calls[] = {0, 1, 2, 3, 0, 2, 3, 3, 1, 0, 1, 2, 3};
+    int bad = 0;
+    double worst = 0;
+    for (size_t c = 0; c < sizeof calls / sizeof calls[0]; c++) {
+        const int i = calls[c];
+        for (int64_t j = 0; j < NT * k; j++) x[j] = (float)gen_uniform(r, -1, 1); /* fresh X each product */
+        for (int64_t j = 0; j < NT * rows[i]; j++) y[j] = NAN;
+        int rc = g->offload_matmul(off, &w[i], x, NT, y, &g_par, err, sizeof err), finite = 0;
+        const double rel = rc == 0 ? rel_error(deq[i], x, y, rows[i], k, NT, &finite) : INFINITY;
+        if (rel > worst) worst = rel;
+        if ((rc != 0 || !finite || !(rel <= 2e-3)) && !bad++)
+            snprintf(name, sizeof name, "call %zu (matrix %d, %s): rc %d %s, relative error %.2e", c, i,
+                     quant_type_name(types[i]), rc, err, rel);
+    }
+    char title[200];
+    snprintf(title, sizeof title,
+             "offload: 13 products in and out of the spec's order, each within 2e-3 of f64 (worst %.2e)", worst);
+    CHECK(!bad, title, "%s", name);
+    g->offload_free(off);
+    for (int i = 0; i < NW; i++) free((void *)w[i].data), free(deq[i]);
+    free(x);
+    free(y);
+}
+
 static void check_product(gen_rng *r, uint32_t t, int64_t rows, int64_t k, int64_t n_tok, int32_t max_tok, size_t pad) {
     char name[200], err[300] = "", desc[200] = "";
     snprintf(name, sizeof name, "offload %s %lldx%lld, %lld tokens, max_tok %d, row padding %zu", quant_type_name(t),
@@ -165,5 +225,6 @@ int main(void) {
     /* 37.7 MB: two pieces through the two staging buffers, copied by the lent loop */
     check_product(&r, QUANT_Q4_0, 16384, 4096, 33, 512, 0);
     check_declined(&r);
+    check_sequence(&r);
     return test_done();
 }
