@@ -55,6 +55,19 @@ static inline __m512 exp16(__m512 x) {
  * values over 1024 positions, 1 MiB, 33 -> 38 us). */
 #define CACHE_FAR(n, hd) ((int64_t)(n) * (hd) > 131072)
 
+/* The sums of four vectors' lanes, in one: halves, then quarters, then within each quarter (the
+ * same pairing for every key, so a score does not depend on the keys beside it). One reduction
+ * per key and head had been most of the scores' cost beside their FMAs. */
+static inline __m128 sum4(__m512 a0, __m512 a1, __m512 a2, __m512 a3) {
+    const __m512 s01 = _mm512_add_ps(_mm512_shuffle_f32x4(a0, a1, 0x44), _mm512_shuffle_f32x4(a0, a1, 0xEE));
+    const __m512 s23 = _mm512_add_ps(_mm512_shuffle_f32x4(a2, a3, 0x44), _mm512_shuffle_f32x4(a2, a3, 0xEE));
+    __m512 t = _mm512_add_ps(_mm512_shuffle_f32x4(s01, s23, 0x88), _mm512_shuffle_f32x4(s01, s23, 0xDD));
+    t = _mm512_add_ps(t, _mm512_permute_ps(t, 0x4E));
+    t = _mm512_add_ps(t, _mm512_permute_ps(t, 0xB1));
+    return _mm512_castps512_ps128(
+        _mm512_permutexvar_ps(_mm512_setr_epi32(0, 4, 8, 12, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0), t));
+}
+
 /* Scores of G query heads (back to back, hd apart) against the same keys: per block of four keys,
  * each 16-value slice of the four keys is loaded once and serves every head (4 G independent FMA
  * chains), each head's chain in the order of its slices as one head alone. */
@@ -93,8 +106,8 @@ static inline __attribute__((always_inline)) void qk_heads(const int G, const fl
         }
 #pragma GCC unroll 4
         for (int h = 0; h < G; h++)
-#pragma GCC unroll 4
-            for (int t = 0; t < 4; t++) scores[(size_t)h * n_pos + j + t] = _mm512_reduce_add_ps(a[h][t]) * scale;
+            _mm_storeu_ps(scores + (size_t)h * n_pos + j,
+                          _mm_mul_ps(sum4(a[h][0], a[h][1], a[h][2], a[h][3]), _mm_set1_ps(scale)));
     }
     for (; j < n_pos; j++) { /* the same arithmetic one key at a time */
         const float *k0 = k + (size_t)cells[j] * stride;
