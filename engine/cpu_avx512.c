@@ -50,9 +50,9 @@ static inline __m512 exp16(__m512 x) {
 /* ---- attention -------------------------------------------------------------------------------- */
 /* Whether a head's keys and values (n positions of hd floats each) are more than the 1 MiB a
  * core's L2 holds, so that their rows come from L3 or memory: then the loops request the rows a
- * few positions ahead. One Zen 5 core, four heads: 64 values over 4096 positions 142 -> 102 us,
- * 128 values over 4096 positions 322 -> 227 us; where they fit, the requests only cost (128
- * values over 1024 positions, 1 MiB, 33 -> 38 us). */
+ * few positions ahead. One Zen 5 core, four heads: 64 values over 4096 positions 149 -> 103 us,
+ * 128 values over 2048 positions 113 -> 93 us, over 4096 280 -> 198 us; where they fit, the
+ * requests only cost (128 values over 1024 positions, 1 MiB, ~33 -> ~38 us). */
 #define CACHE_FAR(n, hd) ((int64_t)(n) * (hd) > 131072)
 
 /* The sums of four vectors' lanes, in one: halves, then quarters, then within each quarter (the

@@ -157,6 +157,9 @@ void *fcu_offload_new(int dev, const engine_offload_spec *sp, char *desc, size_t
         cudaMalloc((void **)&o->rep[1], o->rep_cap) == cudaSuccess) {
         o->n_slots = 2;
         total += o->raw_cap + o->rep_cap;
+    } else { /* half a slot is no use: give its memory back */
+        cudaFree(o->raw[1]);
+        o->raw[1] = NULL;
     }
     cudaGetLastError();
     if ((o->pinned = malloc((size_t)(sp->n_host + 1) * sizeof *o->pinned)))

@@ -107,21 +107,26 @@ typedef struct {
     forward_cpu *f;
     const engine_fwd_batch *b;
     int32_t layer;
-    int32_t gs;   /* fast path: query heads an item takes (of one K/V head's group); else 1 */
-    int32_t subs; /* items per (token, K/V head) on the fast path: ceil(group / gs) */
+    int fast;     /* the fast path's grouped heads (attn_items); else one (token, head) an item */
+    int32_t gs;   /* fast: query heads an item takes (of one K/V head's group) */
+    int32_t subs; /* fast: items per (token, K/V head), ceil(group / gs) */
 } attn_ctx;
 
 /* The fast path's items: each takes gs query heads of one K/V head for one token, so those heads
  * share the loads of K and V (cpu_attn_heads); groups are split in smaller pieces only when the
  * pass has too few (token, K/V head) pairs to keep every thread busy (decode on many threads).
  * Each head's result is the same however its group is cut. */
-static void attn_items(attn_ctx *c, int32_t n_tok, int nt) {
+static int64_t attn_items(attn_ctx *c, int32_t n_tok, int nt) {
     const llama_hparams *hp = &c->f->m->hp;
+    /* the exact path, and softcapped scores (Gemma 2), keep the scalar loop of attn_range */
+    c->fast = forward_cpu_exec_is_fast(&c->f->exec) && !(hp->attn_softcap > 0);
+    if (!c->fast) return (int64_t)n_tok * hp->n_head;
     const int32_t group = hp->n_head / hp->n_head_kv;
     int32_t gs = group < CPU_ATTN_GROUP ? group : CPU_ATTN_GROUP;
     while (gs > 1 && (int64_t)n_tok * hp->n_head_kv * ((group + gs - 1) / gs) < 2 * (int64_t)nt) gs /= 2;
     c->gs = gs;
     c->subs = (group + gs - 1) / gs;
+    return (int64_t)n_tok * hp->n_head_kv * c->subs;
 }
 
 /* One (token, head) pair per item, or on the fast path one (token, K/V head, piece of its group):
@@ -135,7 +140,7 @@ static void attn_range(void *arg, int64_t lo, int64_t hi, int tid) {
     float *sc = f->scores + (size_t)tid * (size_t)f->max_pos * CPU_ATTN_GROUP;
     float scale = hp->attn_scale, cap = hp->attn_softcap;
     int swa = llama_layer_is_swa(hp, c->layer);
-    int fast = forward_cpu_exec_is_fast(&f->exec) && !(cap > 0);
+    const int fast = c->fast;
     for (int64_t item = lo; item < hi; item++) {
         int64_t t;
         int32_t h, g = 1;
@@ -338,13 +343,8 @@ static int fwd(void *self, const engine_fwd_batch *b, float *logits, char *err, 
         float *qkv_out[] = {f->q, f->k, f->v};
         if (forward_cpu_exec_matmuls(&f->exec, f->nt, qkv, 3, f->xn, n, qkv_out, err, err_size)) return -1;
         tok_run(f, b, l, TOK_QKV);
-        attn_ctx ac = {f, b, l, 1, 1};
-        int64_t items = (int64_t)n * hp->n_head;
-        if (forward_cpu_exec_is_fast(&f->exec) && !(hp->attn_softcap > 0)) {
-            attn_items(&ac, n, f->nt);
-            items = (int64_t)n * hp->n_head_kv * ac.subs;
-        }
-        forward_cpu_exec_for(&f->exec, f->nt, items, attn_range, &ac);
+        attn_ctx ac = {f, b, l, 0, 1, 1};
+        forward_cpu_exec_for(&f->exec, f->nt, attn_items(&ac, n, f->nt), attn_range, &ac);
         if (matmul(f, &L->wo, f->att, n, f->xn, err, err_size)) return -1;
         tok_run(f, b, l, TOK_ATTN_OUT);
         const llama_weight *gu[] = {&L->w_gate, &L->w_up};

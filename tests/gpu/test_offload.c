@@ -56,10 +56,10 @@ static llama_weight make_weight(gen_rng *r, uint32_t t, int64_t rows, int64_t k,
 }
 
 /* sqrt(sum (y - exact)^2 / sum exact^2) of out[t][r] against f64 products of the dequantised
- * weights; *finite 0 where a value is not. */
+ * weights; *finite 0 where a value is not; the largest |y - exact| in *worst (may be NULL). */
 static double rel_error(const float *deq, const float *x, const float *y, int64_t rows, int64_t k, int64_t n_tok,
-                        int *finite) {
-    double se = 0, sr = 0;
+                        int *finite, double *worst) {
+    double se = 0, sr = 0, wd = 0;
     *finite = 1;
     for (int64_t c = 0; c < n_tok; c++)
         for (int64_t i = 0; i < rows; i++) {
@@ -69,7 +69,9 @@ static double rel_error(const float *deq, const float *x, const float *y, int64_
             *finite &= isfinite(y[c * rows + i]);
             se += d * d;
             sr += ref * ref;
+            if (fabs(d) > wd) wd = fabs(d);
         }
+    if (worst) *worst = wd;
     return sqrt(se / sr);
 }
 
@@ -99,7 +101,7 @@ static void check_sequence(gen_rng *r) {
         for (int64_t j = 0; j < NT * k; j++) x[j] = (float)gen_uniform(r, -1, 1); /* fresh X each product */
         for (int64_t j = 0; j < NT * rows[i]; j++) y[j] = NAN;
         int rc = g->offload_matmul(off, &w[i], x, NT, y, &g_par, err, sizeof err), finite = 0;
-        const double rel = rc == 0 ? rel_error(deq[i], x, y, rows[i], k, NT, &finite) : INFINITY;
+        const double rel = rc == 0 ? rel_error(deq[i], x, y, rows[i], k, NT, &finite, NULL) : INFINITY;
         if (rel > worst) worst = rel;
         if ((rc != 0 || !finite || !(rel <= 2e-3)) && !bad++)
             snprintf(name, sizeof name, "call %zu (matrix %d, %s): rc %d %s, relative error %.2e", c, i,
@@ -134,19 +136,9 @@ static void check_product(gen_rng *r, uint32_t t, int64_t rows, int64_t k, int64
         if (pad) printf("# %s\n", desc);
         int rc = g->offload_matmul(off, &w, x, n_tok, y, pad || rows >= 16384 ? &g_par : NULL, err, sizeof err);
         if (CHECK(rc == 0, name, "offload_matmul returned %d: %s", rc, err)) {
-            double se = 0, sr = 0, worst = 0;
+            double worst = 0;
             int finite = 1;
-            for (int64_t c = 0; c < n_tok; c++)
-                for (int64_t i = 0; i < rows; i++) {
-                    double ref = 0;
-                    for (int64_t j = 0; j < k; j++) ref += (double)deq[i * k + j] * x[c * k + j];
-                    const double d = (double)y[c * rows + i] - ref;
-                    finite &= isfinite(y[c * rows + i]);
-                    se += d * d;
-                    sr += ref * ref;
-                    if (fabs(d) > worst) worst = fabs(d);
-                }
-            const double rel = sqrt(se / sr);
+            const double rel = rel_error(deq, x, y, rows, k, n_tok, &finite, &worst);
             snprintf(name + strlen(name), sizeof name - strlen(name), ": relative error %.2e <= 2e-3 (worst %.2e)",
                      rel, worst);
             CHECK(finite && rel <= 2e-3, name, "%s", finite ? "out of budget" : "a value not written or not finite");
