@@ -3,7 +3,7 @@
  * (the f16-panel path of variants 4 to 6) and gemm_wg.cuh (v7: wgmma on weights dequantised in
  * registers, for small n). Production runs CU_GEMM_PRODUCTION: variant 7 (v7, and from 512 tokens
  * the wgmma panel path where it measured faster; v2 off compute capability 9.0). The types kept in
- * GGUF layout (Q4_1, Q5_1, Q2_K, Q3_K, Q5_K) take gemm_gguf.cuh's kernel, and from the panel
+ * GGUF layout (Q4_1, Q5_1, Q2_K, Q3_K) take gemm_gguf.cuh's kernel, and from the panel
  * path's token counts (cu_gemm_f16_split) its panels, dequantised from the GGUF rows. */
 #include "kernels/kernels.h"
 #include "kernels/gemm_lab.h"
@@ -20,10 +20,10 @@
 #define GEMM_SPLIT_WAVES 2
 #define GEMM_SPLIT_MAX 16
 
-/* The types the repacked GEMMs read (v1-v7, panels); gemm_gguf.cuh's kernel takes others in
+/* The types the repacked GEMMs read (v1, v2, v7, panels; v3 of the lab), gemm_gguf.cuh's kernel takes others in
  * GGUF layout, in front of them (cu_gemm_f16, cu_gemm_f16_split, _parts). */
 static bool gemm_repacked(uint32_t wtype) {
-    return wtype == QUANT_Q4_0 || wtype == QUANT_Q4_K || wtype == QUANT_Q6_K || wtype == QUANT_Q8_0;
+    return wtype == QUANT_Q4_0 || wtype == QUANT_Q4_K || wtype == QUANT_Q5_K || wtype == QUANT_Q6_K || wtype == QUANT_Q8_0;
 }
 
 extern "C" int cu_gemm_supported(uint32_t wtype) { return gemm_repacked(wtype) || gemm_gguf_takes(wtype); }
@@ -142,6 +142,7 @@ static cudaError_t gemm_launch(const gemm_shape &sh, float *y, const uint8_t *w,
     switch (wtype) {
     case QUANT_Q4_0: return gemm_launch_t<QUANT_Q4_0>(sh, grid, y, w, x, rows, k, n, cps, stream);
     case QUANT_Q4_K: return gemm_launch_t<QUANT_Q4_K>(sh, grid, y, w, x, rows, k, n, cps, stream);
+    case QUANT_Q5_K: return gemm_launch_t<QUANT_Q5_K>(sh, grid, y, w, x, rows, k, n, cps, stream);
     case QUANT_Q6_K: return gemm_launch_t<QUANT_Q6_K>(sh, grid, y, w, x, rows, k, n, cps, stream);
     default: return gemm_launch_t<QUANT_Q8_0>(sh, grid, y, w, x, rows, k, n, cps, stream);
     }
@@ -238,6 +239,7 @@ static cudaError_t gp_dequant_launch(__half *panel, const uint8_t *w, uint32_t w
     switch (wtype) {
     case QUANT_Q4_0: return pdl_launch(gp_dequant<QUANT_Q4_0>, grid, dim3(256), 0, s, panel, w, R16, C, tb0, c0, pc);
     case QUANT_Q4_K: return pdl_launch(gp_dequant<QUANT_Q4_K>, grid, dim3(256), 0, s, panel, w, R16, C, tb0, c0, pc);
+    case QUANT_Q5_K: return pdl_launch(gp_dequant<QUANT_Q5_K>, grid, dim3(256), 0, s, panel, w, R16, C, tb0, c0, pc);
     case QUANT_Q6_K: return pdl_launch(gp_dequant<QUANT_Q6_K>, grid, dim3(256), 0, s, panel, w, R16, C, tb0, c0, pc);
     default: return pdl_launch(gp_dequant<QUANT_Q8_0>, grid, dim3(256), 0, s, panel, w, R16, C, tb0, c0, pc);
     }
@@ -431,6 +433,7 @@ static cudaError_t g7_launch(const g7_shape &sh, float *y, const uint8_t *w, uin
     switch (wtype) {
     case QUANT_Q4_0: return g7_launch_t<QUANT_Q4_0>(sh, grid, y, w, x, rows, k, n, cps, s);
     case QUANT_Q4_K: return g7_launch_t<QUANT_Q4_K>(sh, grid, y, w, x, rows, k, n, cps, s);
+    case QUANT_Q5_K: return g7_launch_t<QUANT_Q5_K>(sh, grid, y, w, x, rows, k, n, cps, s);
     case QUANT_Q6_K: return g7_launch_t<QUANT_Q6_K>(sh, grid, y, w, x, rows, k, n, cps, s);
     default: return g7_launch_t<QUANT_Q8_0>(sh, grid, y, w, x, rows, k, n, cps, s);
     }
@@ -455,7 +458,7 @@ extern "C" size_t cu_gemm_scratch_bytes_with(const cu_gemm_cfg *c, int64_t rows,
     int cps;
     int s = gemm_slices(gemm_shape_of(variant, n), rows, k, n, GEMM_SPLIT_MAX, &cps);
     if (variant == 7) /* v7's split below the panel threshold (the types' splits differ), or v2's off sm_90 */
-        for (uint32_t t : {QUANT_Q4_0, QUANT_Q4_K, QUANT_Q6_K, QUANT_Q8_0}) {
+        for (uint32_t t : {QUANT_Q4_0, QUANT_Q4_K, QUANT_Q5_K, QUANT_Q6_K, QUANT_Q8_0}) {
             const int s7 = g7_slices(c, g7_shape_for(n), t, rows, k, n, GEMM_SPLIT_MAX, &cps);
             if (s7 > s) s = s7;
         }
@@ -502,7 +505,9 @@ extern "C" int cu_gemm_split_slices(const cu_gemm_cfg *c, uint32_t wtype, int64_
  * The kernel lab (kbench gemm choice on an H200, PERF-LOG runs 93 and 96: 45 shapes of the 1b, 8b and
  * 70b at 256 to 2048 tokens) put the break-even k near proportional to the tokens: the panel wins
  * where k <= base x n / 512, base 8192 for Q6_K, 4096 for Q4_K, 1024 for the others (measured
- * on Q4_0; Q8_0 taken with it). At 512
+ * on Q4_0; Q8_0 taken with it); Q5_K 16384 (run 150, 10 of those shapes at 256 to 1024 tokens:
+ * v7 decodes its records per chunk and a second stream of bits, and the panel won every 8b shape
+ * from 512 tokens, 4096 x 14336 at 512 tokens 201 us against 229). At 512
  * tokens: Q4_K 5120 x 4096 86 us against v7's 96, Q4_K 8192 x 28672 798 against 621, Q6_K 9216 x
  * 8192 296 against 329, Q4_0 4096 x 14336 198 against 139; at 2048 tokens Q4_K 8192 x 28672 2316
  * against 2468. Under cfg.panel_rule 0, and for variants 4-6 (their checks and A/B runs), every
@@ -510,7 +515,7 @@ extern "C" int cu_gemm_split_slices(const cu_gemm_cfg *c, uint32_t wtype, int64_
 static bool gp_wanted(const cu_gemm_cfg *c, uint32_t wtype, int64_t k, int n) {
     if (!gp_variant(c->variant) || n < gp_min_n(c)) return false;
     if (c->variant != 7 || !c->panel_rule) return true;
-    const int64_t base = wtype == QUANT_Q6_K ? 8192 : wtype == QUANT_Q4_K ? 4096 : 1024;
+    const int64_t base = wtype == QUANT_Q5_K ? 16384 : wtype == QUANT_Q6_K ? 8192 : wtype == QUANT_Q4_K ? 4096 : 1024;
     return k * 512 <= base * (int64_t)n;
 }
 

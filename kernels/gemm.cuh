@@ -70,6 +70,10 @@ template <> struct gemm_w<QUANT_Q4_K> {
     __device__ __forceinline__ void frag(uint32_t a[4], int s, int64_t c) const {
         const uint32_t words[4] = {q.x, q.y, q.z, q.w};
         mv_codes<1>(a, words[s], 0x64006400u);
+        scale(a, s, c);
+    }
+    /* a = d*sc * a - dmin*m, the codes a of step s of chunk c (Q5_K's too) */
+    __device__ __forceinline__ void scale(uint32_t a[4], int s, int64_t c) const {
         const int j = 2 * (int)(c & 3) + (s >> 1);
         float2 s0, s1;
         switch (j) { /* compile-time byte offsets in mv_k4_scale */
@@ -84,6 +88,21 @@ template <> struct gemm_w<QUANT_Q4_K> {
             __half2 v = __hfma2(*(__half2 *)&a[p], (p & 1) ? m1 : m0, (p & 1) ? n1 : n0);
             a[p] = *(uint32_t *)&v;
         }
+    }
+};
+
+/* Q5_K: Q4_K's nibbles and records, the fifth bits from the lane's word of the chunk. */
+template <> struct gemm_w<QUANT_Q5_K> {
+    gemm_w<QUANT_Q4_K> k4;
+    uint32_t hw;
+    __device__ __forceinline__ void load(const uint8_t *w, int64_t R16, int64_t C, int64_t tile, int64_t c, int lane, int g) {
+        k4.load(w, R16, C, tile, c, lane, g);
+        hw = __ldg((const uint32_t *)(w + R16 * C * 576) + ((tile * (C / 4) + c / 4) * 32 + lane) * 4 + (c & 3));
+    }
+    __device__ __forceinline__ void frag(uint32_t a[4], int s, int64_t c) const {
+        const uint32_t words[4] = {k4.q.x, k4.q.y, k4.q.z, k4.q.w};
+        mv5_codes(a, words[s], hw, s);
+        k4.scale(a, s, c);
     }
 };
 
@@ -341,6 +360,10 @@ template <> struct gemm_wp<QUANT_Q4_K> {
     template <int MODE = 1> __device__ __forceinline__ void frag(uint32_t a[4], int s, int64_t) const {
         const uint32_t words[4] = {q.x, q.y, q.z, q.w};
         mv_codes<MODE>(a, words[s], 0x64006400u);
+        scale(a, s);
+    }
+    /* a = d*sc * a - dmin*m for the codes a of step s (Q5_K's too) */
+    __device__ __forceinline__ void scale(uint32_t a[4], int s) const {
         const uint32_t mw = m[s >> 1], ow = o[s >> 1];
         const uint32_t m0 = __byte_perm(mw, 0, 0x1010), m1 = __byte_perm(mw, 0, 0x3232);
         const uint32_t o0 = __byte_perm(ow, 0, 0x1010), o1 = __byte_perm(ow, 0, 0x3232);
@@ -350,6 +373,30 @@ template <> struct gemm_wp<QUANT_Q4_K> {
                                 *(const __half2 *)((p & 1) ? &o1 : &o0));
             a[p] = *(uint32_t *)&v;
         }
+    }
+};
+
+/* Q5_K: Q4_K's, and the lane's word of fifth bits of the chunk. */
+template <> struct gemm2_ld<QUANT_Q5_K> {
+    gemm2_ld<QUANT_Q4_K> k4;
+    uint32_t hw;
+    __device__ __forceinline__ void load(const uint8_t *w, int64_t R16, int64_t C, int64_t tile, int64_t c, int lane, int g) {
+        k4.load(w, R16, C, tile, c, lane, g);
+        hw = __ldg((const uint32_t *)(w + R16 * C * 576) + ((tile * (C / 4) + c / 4) * 32 + lane) * 4 + (c & 3));
+    }
+};
+
+template <> struct gemm_wp<QUANT_Q5_K> {
+    gemm_wp<QUANT_Q4_K> k4;
+    uint32_t hw;
+    __device__ __forceinline__ void set(const gemm2_ld<QUANT_Q5_K> &l, int64_t c) {
+        k4.set(l.k4, c);
+        hw = l.hw;
+    }
+    __device__ __forceinline__ void frag(uint32_t a[4], int s, int64_t) const {
+        const uint32_t words[4] = {k4.q.x, k4.q.y, k4.q.z, k4.q.w};
+        mv5_codes(a, words[s], hw, s);
+        k4.scale(a, s);
     }
 };
 
@@ -572,6 +619,30 @@ template <> struct gemm3_w<QUANT_Q6_K> {
     template <int MODE = 1> __device__ __forceinline__ void frag(uint32_t a[4], int s) const {
         f.template frag<MODE>(a, s, 0);
     }
+};
+
+/* Q5_K: Q4_K's stage; the super-block slot holds the records [NT][256] and then the fifth bits
+ * [NT][512] (a lane's 4 words of the super-block together, as the matrix keeps them). */
+template <> struct gemm3_w<QUANT_Q5_K> {
+    static constexpr int CB = 512, SBB = 768;
+    using K4 = gemm3_w<QUANT_Q4_K>;
+    gemm_wp<QUANT_Q5_K> f;
+    template <int NT, int NTH>
+    __device__ static void load(uint32_t dst, const uint8_t *w, int64_t R16, int64_t C, int64_t tb, int c, int live) {
+        K4::load<NT, NTH>(dst, w, R16, C, tb, c, live);
+    }
+    template <int NT, int NTH>
+    __device__ static void load_sb(uint32_t dst, const uint8_t *w, int64_t R16, int64_t C, int64_t tb, int b, int live) {
+        K4::load_sb<NT, NTH>(dst, w, R16, C, tb, b, live);
+        gemm3_copy<NT, NTH, 32>(dst + NT * 256, w + R16 * C * 576 + (tb * (C / 4) + b) * 512, (C / 4) * 512, live);
+    }
+    template <int NT> __device__ void read(const uint8_t *sw, const uint8_t *sb, int lt, int lane, int g, int cc) {
+        K4 k4;
+        k4.read<NT>(sw, sb, lt, lane, g, cc);
+        f.k4 = k4.f;
+        f.hw = *(const uint32_t *)(sb + NT * 256 + lt * 512 + 16 * lane + 4 * cc);
+    }
+    template <int = 1> __device__ __forceinline__ void frag(uint32_t a[4], int s) const { f.frag(a, s, 0); }
 };
 
 /* Bytes of one ring stage and of the whole dynamic shared memory of gemm_v3<T, WR, WC>. */

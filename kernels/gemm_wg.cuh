@@ -175,6 +175,18 @@ template <int NT> struct g7_plan<QUANT_Q4_K, NT> {
     __device__ __forceinline__ void copy_sb(uint32_t slot, int b) const { rec.copy(slot, 256u * b); }
 };
 
+template <int NT> struct g7_plan<QUANT_Q5_K, NT> : g7_plan<QUANT_Q4_K, NT> { /* gemm3_w<Q5_K>'s places */
+    g7_part<NT, 32> hi;
+    __device__ __forceinline__ void init(const uint8_t *w, int64_t R16, int64_t C, int64_t tb, int live) {
+        g7_plan<QUANT_Q4_K, NT>::init(w, R16, C, tb, live);
+        hi.init(w, R16 * C * 576, (C / 4) * 512, tb, live);
+    }
+    __device__ __forceinline__ void copy_sb(uint32_t slot, int b) const {
+        g7_plan<QUANT_Q4_K, NT>::copy_sb(slot, b);
+        hi.copy(slot + NT * 256, 512u * b);
+    }
+};
+
 template <int NT> struct g7_plan<QUANT_Q8_0, NT> {
     g7_part<NT, 64, true> q;
     g7_part<NT, 4> sc;

@@ -55,17 +55,16 @@ size_t cu_matvec_repacked_bytes(uint32_t wtype, int64_t rows, int64_t k);
 cudaError_t cu_matvec_repack(void *out, const void *w, uint32_t wtype, int64_t rows, int64_t k,
                           cudaStream_t stream);
 /* The kernel cu_matvec_f32 / cu_matvec_f16 / cu_matvec_f32_swiglu and the fusions run, by type and
- * shape (matvec.cuh): for 1 to 4 tokens (Q6_K: 2) of Q4_0, Q4_K, Q8_0, Q6_K with k a multiple of
+ * shape (matvec.cuh): for 1 to 4 tokens (Q6_K: 2) of Q4_0, Q4_K, Q5_K, Q8_0, Q6_K with k a multiple of
  * 256 (Q8_0: 128), v11 (X rounded to int8 per 32 values as llama.cpp's GPU path does, dp4a;
  * relative error ~1e-3 instead of ~1e-7; the weights streamed through a shared-memory ring per
  * warp by cp.async), or v10 (the same through registers) where no ring of 2 stages fits; other
- * counts and shapes of those types v3 (tensor cores, f32 X exact); 1 to 4 tokens of Q5_K v12
- * (X rounded to int8 as v10's, dp4a on the GGUF rows); the other types and cases v1 (f32 X). Same
+ * counts and shapes of those types v3 (tensor cores, f32 X exact); the other types v1 (f32 X). Same
  * repacked layout for all. cu_matvec_ring_stages: the ring depth (stages of one unit per warp)
  * v11 runs a case with on the current device (norm: cu_matvec_f32_norm's, whose shared memory
  * is the largest); 0 when v10 runs it or it is no v10 case. */
 int cu_matvec_ring_stages(uint32_t wtype, int64_t rows, int64_t k, int n, int norm);
-/* The kernel cu_matvec_f32 / _f16 / _f32_swiglu runs for this case on the current device: 12, 11,
+/* The kernel cu_matvec_f32 / _f16 / _f32_swiglu runs for this case on the current device: 11,
  * 10, 3 or 1 as above (10 and up round X to int8); 0 where the arguments are not a case (cu_matvec_repacked_bytes 0, n outside
  * 1..MATVEC_MAX_N). Tests pick their error budget by it. */
 int cu_matvec_kernel(uint32_t wtype, int64_t rows, int64_t k, int n);
@@ -81,7 +80,7 @@ cudaError_t cu_matvec_f16(float *y, const void *w, uint32_t wtype, const uint16_
 cudaError_t cu_matvec_f32_swiglu(float *y, const void *w, uint32_t wtype, const float *g, int64_t sg,
                               const float *u, int64_t su, int64_t rows, int64_t k, int n,
                               cudaStream_t stream);
-/* Decode fusions, one launch each where the decode step had two or three (v11, v10, v12 only, so X
+/* Decode fusions, one launch each where the decode step had two or three (v11 and v10 only, so X
  * is rounded to int8 per 32 values as v10 rounds it; same budget):
  *   cu_matvec_f32_norm: Y = W . cu_rmsnorm(X) with rmsnorm as kernels.h's (X[t] / sqrt(mean(X[t]^2) +
  *     eps) * g, g [k]); every block sums X^2 itself while staging X * g and scales its outputs by
@@ -89,7 +88,7 @@ cudaError_t cu_matvec_f32_swiglu(float *y, const void *w, uint32_t wtype, const 
  *   cu_matvec_f32_acc: Y += W . X (the residual add of kernels.h's cu_add, fused).
  *   cu_matvec_f32_swiglu_acc: Y += W . (silu(g) * u), cu_matvec_f32_swiglu's X (same strides).
  * Y must not overlap X (or g, u). cu_matvec_fused_supported says whether they take a case: wtype
- * Q4_0, Q4_K, Q8_0, Q5_K (v12) or Q6_K, n 1 to 4 (Q6_K: 2), k a multiple of 256
+ * Q4_0, Q4_K, Q5_K, Q8_0 or Q6_K, n 1 to 4 (Q6_K: 2), k a multiple of 256
  * (Q8_0: 128) and the shared memory fits the current device; otherwise they launch nothing and
  * return cudaErrorNotSupported (the caller runs the unfused kernels). */
 int cu_matvec_fused_supported(uint32_t wtype, int64_t rows, int64_t k, int n);
@@ -196,7 +195,7 @@ int cu_matvec_fused_blocks(uint32_t wtype, int64_t rows, int64_t k, int n);
  * Y[n][rows] = W[rows][k] . X[n][k] for many tokens on the tensor cores, X in f16 bits, Y f32,
  * W as repacked by cu_matvec_repack (the same buffer serves decode). Weights are rounded to f16
  * after scaling (relative error ~3e-4 per product against the f32 CPU path). */
-/* Q4_0, Q4_K, Q6_K, Q8_0 (repacked); Q4_1, Q5_1, Q2_K, Q3_K, Q5_K in GGUF layout (gemm_gguf.cuh:
+/* Q4_0, Q4_K, Q5_K, Q6_K, Q8_0 (repacked); Q4_1, Q5_1, Q2_K, Q3_K in GGUF layout (gemm_gguf.cuh:
  * a plain tensor-core kernel, no split-K, scratch unused; up to MATVEC_MAX_N tokens matvec v1) */
 int cu_gemm_supported(uint32_t wtype);
 cudaError_t cu_gemm_f16(float *y, const void *w, uint32_t wtype, const uint16_t *x, int64_t rows, int64_t k,

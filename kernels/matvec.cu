@@ -1,13 +1,12 @@
 /* Launchers of the decode matvec (kernels.h): repacking at load, then per weight type and shape
  * v11 (int8 X and dp4a, the weights through a shared-memory ring; 1 to 4 tokens (Q6_K: 2) of
- * Q4_0, Q4_K, Q8_0, Q6_K), v10 where no ring fits, v3 (tensor cores) where neither applies, v12
- * (int8 X and dp4a on GGUF rows: 1 to 4 tokens of Q5_K), v1 for F32, F16, BF16, Q4_1, Q5_0, Q5_1,
- * Q2_K, Q3_K and Q5_K's other cases (GGUF rows, f32 X); all with programmatic dependent launch, X plain or SwiGLU'd while
- * staged; and the decode fusions (RMSNorm of X, Y +=, RoPE and the K/V store), v10 / v11 / v12 only.
- * The kernels are matvec.cuh's; the kernel lab times the variants that lost. */
+ * Q4_0, Q4_K, Q5_K, Q8_0, Q6_K), v10 where no ring fits, v3 (tensor cores) where neither applies,
+ * v1 for F32, F16, BF16, Q4_1, Q5_0, Q5_1, Q2_K and Q3_K (GGUF rows, f32 X); all with programmatic
+ * dependent launch, X plain or SwiGLU'd while staged; and the decode fusions (RMSNorm of X, Y +=,
+ * RoPE and the K/V store), v10 / v11 only. The kernels are matvec.cuh's; the kernel lab times the
+ * variants that lost (v12, Q5_K on its GGUF rows, among them). */
 #include "kernels/kernels.h"
 #include "kernels/matvec.cuh"
-#include "kernels/matvec_k5.cuh"
 
 extern "C" cudaError_t matvec_trace_set(kt_rec *buf, unsigned cap, cudaStream_t s) { return kt_set(buf, cap, s); }
 
@@ -27,7 +26,7 @@ enum { MV_EARLY = 1, MV_BALANCE = 1 };
 /* The tensor-core variants read the repacked layout of matvec.cuh; other types keep their GGUF
  * rows for v1. */
 static int matvec_uses_v2(uint32_t t) {
-    return t == QUANT_Q4_0 || t == QUANT_Q4_K || t == QUANT_Q8_0 || t == QUANT_Q6_K;
+    return t == QUANT_Q4_0 || t == QUANT_Q4_K || t == QUANT_Q5_K || t == QUANT_Q8_0 || t == QUANT_Q6_K;
 }
 
 /* v1 works in units of 32 weights (dequant.cuh: dq_unit), K-quants in whole super-blocks. */
@@ -67,6 +66,7 @@ static bool matvec_v10_any(float *y, const void *w, uint32_t t, XS x, int r, int
     switch (t) {
     case QUANT_Q4_0: return matvec_v10_launch<QUANT_Q4_0, XH, XS, O>(y, w, x, r, k, n, s, pdl, e, cap, ea, fill, bal, late, sms_cap);
     case QUANT_Q4_K: return matvec_v10_launch<QUANT_Q4_K, XH, XS, O>(y, w, x, r, k, n, s, pdl, e, cap, ea, fill, bal, late, sms_cap);
+    case QUANT_Q5_K: return matvec_v10_launch<QUANT_Q5_K, XH, XS, O>(y, w, x, r, k, n, s, pdl, e, cap, ea, fill, bal, late, sms_cap);
     case QUANT_Q8_0: return matvec_v10_launch<QUANT_Q8_0, XH, XS, O>(y, w, x, r, k, n, s, pdl, e, cap, ea, fill, bal, late, sms_cap);
     case QUANT_Q6_K: return matvec_v10_launch<QUANT_Q6_K, XH, XS, O>(y, w, x, r, k, n, s, pdl, e, cap, ea, fill, bal, late, sms_cap);
     default: return false;
@@ -89,6 +89,7 @@ extern "C" int cu_matvec_ring_stages(uint32_t wtype, int64_t rows, int64_t k, in
     switch (wtype) {
     case QUANT_Q4_0: mv10_takes<QUANT_Q4_0, MV11_OPT>(rows, k, n, nm, &sms, &smem_max, cap, &st); break;
     case QUANT_Q4_K: mv10_takes<QUANT_Q4_K, MV11_OPT>(rows, k, n, nm, &sms, &smem_max, cap, &st); break;
+    case QUANT_Q5_K: mv10_takes<QUANT_Q5_K, MV11_OPT>(rows, k, n, nm, &sms, &smem_max, cap, &st); break;
     case QUANT_Q8_0: mv10_takes<QUANT_Q8_0, MV11_OPT>(rows, k, n, nm, &sms, &smem_max, cap, &st); break;
     case QUANT_Q6_K: mv10_takes<QUANT_Q6_K, MV11_OPT>(rows, k, n, nm, &sms, &smem_max, cap, &st); break;
     default: break;
@@ -111,7 +112,7 @@ extern "C" int cu_matvec_kernel(uint32_t wtype, int64_t rows, int64_t k, int n) 
     case QUANT_Q4_K: return mv_kernel_of<QUANT_Q4_K>(rows, k, n);
     case QUANT_Q8_0: return mv_kernel_of<QUANT_Q8_0>(rows, k, n);
     case QUANT_Q6_K: return mv_kernel_of<QUANT_Q6_K>(rows, k, n);
-    case QUANT_Q5_K: return mv12_takes(wtype, k, n) ? 12 : 1;
+    case QUANT_Q5_K: return mv_kernel_of<QUANT_Q5_K>(rows, k, n);
     default: return 1;
     }
 }
@@ -129,10 +130,7 @@ extern "C" cudaError_t cu_matvec_repack(void *out, const void *w, uint32_t wtype
                                      cudaStream_t stream) {
     size_t bytes = cu_matvec_repacked_bytes(wtype, rows, k);
     if (bytes == 0) return cudaErrorInvalidValue;
-    if (!matvec_uses_v2(wtype)) {
-        if (wtype == QUANT_Q5_K) mv12_prepare_all(); /* v12's shared-memory limit, outside any graph capture */
-        return cudaMemcpyAsync(out, w, bytes, cudaMemcpyDeviceToDevice, stream);
-    }
+    if (!matvec_uses_v2(wtype)) return cudaMemcpyAsync(out, w, bytes, cudaMemcpyDeviceToDevice, stream);
     int64_t words = (int64_t)(bytes / 4);
     unsigned grid = (unsigned)((words + 255) / 256);
     uint8_t *o = (uint8_t *)out;
@@ -140,12 +138,14 @@ extern "C" cudaError_t cu_matvec_repack(void *out, const void *w, uint32_t wtype
     switch (wtype) { /* v10's and v11's shared-memory limit is raised here, outside any graph capture */
     case QUANT_Q4_0: mv_prepare_all<QUANT_Q4_0>(); break;
     case QUANT_Q4_K: mv_prepare_all<QUANT_Q4_K>(); break;
+    case QUANT_Q5_K: mv_prepare_all<QUANT_Q5_K>(); break;
     case QUANT_Q8_0: mv_prepare_all<QUANT_Q8_0>(); break;
     default: mv_prepare_all<QUANT_Q6_K>(); break;
     }
     switch (wtype) {
     case QUANT_Q4_0: matvec_v2_repack<QUANT_Q4_0><<<grid, 256, 0, stream>>>(o, src, (int)rows, (int)k); break;
     case QUANT_Q4_K: matvec_v2_repack<QUANT_Q4_K><<<grid, 256, 0, stream>>>(o, src, (int)rows, (int)k); break;
+    case QUANT_Q5_K: matvec_v2_repack<QUANT_Q5_K><<<grid, 256, 0, stream>>>(o, src, (int)rows, (int)k); break;
     case QUANT_Q8_0: matvec_v2_repack<QUANT_Q8_0><<<grid, 256, 0, stream>>>(o, src, (int)rows, (int)k); break;
     default: matvec_v2_repack<QUANT_Q6_K><<<grid, 256, 0, stream>>>(o, src, (int)rows, (int)k); break;
     }
@@ -164,10 +164,10 @@ static cudaError_t matvec_any(float *y, const void *w, uint32_t t, XS x, int64_t
     int r = (int)rows, kk = (int)k;
     cudaError_t e = cudaSuccess;
     if (matvec_v10_family<XH, XS>(y, w, t, x, r, kk, n, s, &e)) return e;
-    if (mv12_takes(t, k, n)) return matvec_v12_launch<XT, XS>(y, w, x, r, kk, n, s);
     switch (t) {
     case QUANT_Q4_0: return matvec_v3_launch<QUANT_Q4_0, XH, XS>(y, w, x, r, kk, n, s);
     case QUANT_Q4_K: return matvec_v3_launch<QUANT_Q4_K, XH, XS>(y, w, x, r, kk, n, s);
+    case QUANT_Q5_K: return matvec_v3_launch<QUANT_Q5_K, XH, XS>(y, w, x, r, kk, n, s);
     case QUANT_Q8_0: return matvec_v3_launch<QUANT_Q8_0, XH, XS>(y, w, x, r, kk, n, s);
     case QUANT_Q6_K: return matvec_v3_launch<QUANT_Q6_K, XH, XS>(y, w, x, r, kk, n, s);
     case QUANT_F32: return pdl_launch(matvec_v1<QUANT_F32, XT, XS>, grid1, dim3(256), MV1_SMEM, s, y, wb, x, r, kk, n);
@@ -178,7 +178,6 @@ static cudaError_t matvec_any(float *y, const void *w, uint32_t t, XS x, int64_t
     case QUANT_Q5_1: return pdl_launch(matvec_v1<QUANT_Q5_1, XT, XS>, grid1, dim3(256), MV1_SMEM, s, y, wb, x, r, kk, n);
     case QUANT_Q2_K: return pdl_launch(matvec_v1<QUANT_Q2_K, XT, XS>, grid1, dim3(256), MV1_SMEM, s, y, wb, x, r, kk, n);
     case QUANT_Q3_K: return pdl_launch(matvec_v1<QUANT_Q3_K, XT, XS>, grid1, dim3(256), MV1_SMEM, s, y, wb, x, r, kk, n);
-    case QUANT_Q5_K: return pdl_launch(matvec_v1<QUANT_Q5_K, XT, XS>, grid1, dim3(256), MV1_SMEM, s, y, wb, x, r, kk, n);
     default: return cudaErrorInvalidValue;
     }
 }
@@ -201,7 +200,7 @@ extern "C" cudaError_t cu_matvec_f32_swiglu(float *y, const void *w, uint32_t wt
     return matvec_any<float>(y, w, wtype, mv_x_swiglu{g, u, sg, su, vec}, rows, k, n, stream);
 }
 
-/* ---- decode fusions: v10, v11 and v12 ------------------------------------------------------ */
+/* ---- decode fusions: v10 and v11 ----------------------------------------------------------- */
 
 extern "C" int cu_matvec_fused_supported(uint32_t wtype, int64_t rows, int64_t k, int n) {
     int sms, smem_max;
@@ -211,19 +210,18 @@ extern "C" int cu_matvec_fused_supported(uint32_t wtype, int64_t rows, int64_t k
     switch (wtype) {
     case QUANT_Q4_0: return mv10_takes<QUANT_Q4_0>(rows, k, n, true, &sms, &smem_max);
     case QUANT_Q4_K: return mv10_takes<QUANT_Q4_K>(rows, k, n, true, &sms, &smem_max);
+    case QUANT_Q5_K: return mv10_takes<QUANT_Q5_K>(rows, k, n, true, &sms, &smem_max);
     case QUANT_Q8_0: return mv10_takes<QUANT_Q8_0>(rows, k, n, true, &sms, &smem_max);
     case QUANT_Q6_K: return mv10_takes<QUANT_Q6_K>(rows, k, n, true, &sms, &smem_max);
-    case QUANT_Q5_K: return mv12_takes(wtype, k, n);
     default: return 0;
     }
 }
 
-/* v11 (v10 where no ring fits; v12 for Q5_K) with a fused source, or cudaErrorNotSupported with nothing launched. */
+/* v11 (v10 where no ring fits) with a fused source, or cudaErrorNotSupported with nothing launched. */
 template <typename XS>
 static cudaError_t matvec_fused(float *y, const void *w, uint32_t t, XS x, int64_t rows, int64_t k, int n,
                                 cudaStream_t s, int fill = -1, int late = 0, int sms_cap = 0) {
     if (!cu_matvec_fused_supported(t, rows, k, n)) return cudaErrorNotSupported;
-    if (t == QUANT_Q5_K) return matvec_v12_launch<float, XS>(y, w, x, (int)rows, (int)k, n, s); /* no ring: fill unused */
     cudaError_t e = cudaErrorNotSupported;
     matvec_v10_family<false, XS>(y, w, t, x, (int)rows, (int)k, n, s, &e, fill, late, sms_cap);
     return e;
@@ -273,9 +271,9 @@ extern "C" int cu_matvec_fused_blocks(uint32_t wtype, int64_t rows, int64_t k, i
     switch (wtype) {
     case QUANT_Q4_0: return fused_grid<QUANT_Q4_0>(rows, k, n);
     case QUANT_Q4_K: return fused_grid<QUANT_Q4_K>(rows, k, n);
+    case QUANT_Q5_K: return fused_grid<QUANT_Q5_K>(rows, k, n);
     case QUANT_Q8_0: return fused_grid<QUANT_Q8_0>(rows, k, n);
     case QUANT_Q6_K: return fused_grid<QUANT_Q6_K>(rows, k, n);
-    case QUANT_Q5_K: return mv12_grid(rows, k, n);
     default: return 0;
     }
 }
@@ -383,8 +381,8 @@ extern "C" cudaError_t cu_matvec_f32_acc_post(float *y, const void *w, uint32_t 
                                            float eps, float *part, unsigned *count, int64_t rows, int64_t k, int n,
                                            int prefilled, cudaStream_t stream) {
     if (!x || !post || !part || !count) return cudaErrorInvalidValue;
-    /* v11, or v10 where no ring fits: v12 (Q5_K) has no post-norm tail, which reads float4s */
-    if (wtype == QUANT_Q5_K || rows % 4 || (uintptr_t)y % 16 || (uintptr_t)post % 16 || (uintptr_t)part % 16 ||
+    /* v11, or v10 where no ring fits (the tail reads float4s) */
+    if (rows % 4 || (uintptr_t)y % 16 || (uintptr_t)post % 16 || (uintptr_t)part % 16 ||
         !cu_matvec_fused_supported(wtype, rows, k, n))
         return cudaErrorNotSupported;
     cudaError_t e = cudaErrorNotSupported;

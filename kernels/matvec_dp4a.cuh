@@ -57,18 +57,25 @@ template <int O> struct mv10_opt {
 };
 #define MV10_OPTS 7
 
+/* The types v10 and v11 read, and those of them with a min term (Q4_K's and Q5_K's dmin * m,
+ * taken with per-32 sums of the rounded X staged beside it). */
+template <int T> __host__ __device__ constexpr bool mv10_type() {
+    return T == QUANT_Q4_0 || T == QUANT_Q4_K || T == QUANT_Q5_K || T == QUANT_Q8_0 || T == QUANT_Q6_K;
+}
+template <int T> __host__ __device__ constexpr bool mv10_kmin() { return T == QUANT_Q4_K || T == QUANT_Q5_K; }
+
 /* Whether option O builds without spills for type T (ptxas -v): Q6_K's groups take 33 registers
  * each, too many for 3 in flight within 128 or 2 within 80; Q4_K spills at 80. The launcher
  * declines the others (the lab then skips them). */
 template <int T, int O> __host__ __device__ constexpr bool mv10_fits() {
     return T == QUANT_Q6_K ? mv10_opt<O>::NB == 2 && mv10_opt<O>::W * mv10_opt<O>::BPS <= 16
-                           : T != QUANT_Q4_K || mv10_opt<O>::W * mv10_opt<O>::BPS <= 16;
+                           : !mv10_kmin<T>() || mv10_opt<O>::W * mv10_opt<O>::BPS <= 16;
 }
 
 /* X record words per (chunk, t): the 4 X words of the chunk's steps, then Q4_0 and Q8_0: -8 S and
  * -128 S of blocks 2c, 2c + 1 (S: sum of the lane's 8 X codes of the block); Q6_K: -32 S of
  * each step (the lane's 4 codes of the step); Q4_K: nothing. */
-template <int T> __host__ __device__ constexpr int mv10_rec() { return T == QUANT_Q4_K ? 4 : 8; }
+template <int T> __host__ __device__ constexpr int mv10_rec() { return mv10_kmin<T>() ? 4 : 8; }
 /* Chunks per group (one unit of a warp's work, 2 KB of quants). */
 template <int T> __host__ __device__ constexpr int mv10_gc() { return T == QUANT_Q8_0 ? 2 : 4; }
 
@@ -77,7 +84,7 @@ template <int T> __host__ __device__ constexpr int mv10_gc() { return T == QUANT
 template <int T>
 __host__ __device__ __forceinline__ size_t mv10_smem(int64_t k, int64_t tiles, int warps, int nt) {
     const int64_t C = mv2_chunks(k);
-    return (size_t)nt * (size_t)(C * 16 * mv10_rec<T>() + C * 8 * (T == QUANT_Q4_K ? 2 : 1) + tiles * warps * 16 * 4);
+    return (size_t)nt * (size_t)(C * 16 * mv10_rec<T>() + C * 8 * (mv10_kmin<T>() ? 2 : 1) + tiles * warps * 16 * 4);
 }
 
 __device__ __forceinline__ int mv10_dp4a_us(uint32_t a, uint32_t b, int c) { /* unsigned a, signed b bytes */
@@ -152,7 +159,7 @@ __device__ __forceinline__ void mv10_stage(uint32_t *xr, float *xd, float *xs, f
             const int q0 = __float2int_rn(v.x * inv), q1 = __float2int_rn(v.y * inv);
             const int q2 = __float2int_rn(v.z * inv), q3 = __float2int_rn(v.w * inv);
             int sum = 0;
-            if constexpr (T == QUANT_Q4_K) {
+            if constexpr (mv10_kmin<T>()) {
                 sum = (q0 + q1) + (q2 + q3);
                 sum += __shfl_xor_sync(0xffffffffu, sum, 1);
                 sum += __shfl_xor_sync(0xffffffffu, sum, 2);
@@ -169,7 +176,7 @@ __device__ __forceinline__ void mv10_stage(uint32_t *xr, float *xd, float *xs, f
             if ((f & 7) == 0) {
                 const float d = m * (1.0f / 127.0f);
                 xd[f >> 3] = d;
-                if constexpr (T == QUANT_Q4_K) xs[f >> 3] = d * (float)sum;
+                if constexpr (mv10_kmin<T>()) xs[f >> 3] = d * (float)sum;
             }
         }
     }
@@ -185,7 +192,7 @@ __device__ __forceinline__ void mv10_stage(uint32_t *xr, float *xd, float *xs, f
             const int s = i & 3;
             r[4 + s] = (uint32_t)(-32 * __dp4a((int)r[s], 0x01010101, 0));
         }
-    } else if constexpr (T != QUANT_Q4_K) {
+    } else if constexpr (!mv10_kmin<T>()) {
         __syncthreads();
         for (int i = threadIdx.x; i < C * 8; i += blockDim.x) { /* (chunk, t, block) */
             uint32_t *r = xr + (i >> 1) * RW;
@@ -216,6 +223,9 @@ __device__ __forceinline__ mv10_src mv10_source(const uint8_t *w, int64_t R16, i
         p.h = w + R16 * C * 512 + unit * 1024 + 8 * lane;
         p.s = w + R16 * C * 768 + unit * 256 + 4 * g;
         p.d = w + R16 * C * 832 + unit * 32 + 2 * g;
+    } else if constexpr (T == QUANT_Q5_K) {
+        p.s = w + R16 * C * 512 + unit * 256 + 16 * g;
+        p.h = w + R16 * C * 576 + unit * 512 + 16 * lane;
     } else {
         p.s = w + R16 * C * 512 + unit * 256 + (T == QUANT_Q4_0 ? 8 : 16) * g;
     }
@@ -296,9 +306,14 @@ template <> struct mv10_group<QUANT_Q4_0> {
     }
 };
 
-template <> struct mv10_group<QUANT_Q4_K> {
+/* Q4_K; Q5_K (Q5) with the lane's 4 words of fifth bits of the super-block (h: word i of chunk
+ * i, matvec_layout.cuh's mv5_hbit), each step's bits moved to bit 4 of its row's code bytes by
+ * a shift and a mask, so one dp4a per (row, step) as for Q4_K's row g; row g + 8 is then not
+ * taken in place (its 5-bit codes would not fit a byte 16 x). */
+template <bool Q5> struct mv10_group_k {
     uint4 q[4];
     uint4 r0, r1; /* the super-block's d, dmin, scales[12] of rows g and g + 8 */
+    uint4 h;
     template <typename A>
     __device__ __forceinline__ void load(const mv10_at<A> &p, int j) {
         const A qp = p.q + 2048 * j, sp = p.s + 256 * j;
@@ -306,6 +321,12 @@ template <> struct mv10_group<QUANT_Q4_K> {
         for (int i = 0; i < 4; i++) q[i] = mv10_ldq(qp + 512 * i);
         r0 = mv10_ld<uint4>(sp);
         r1 = mv10_ld<uint4>(sp + 128);
+        if constexpr (Q5) h = mv10_ld<uint4>(p.h + 512 * j);
+    }
+    /* step s's fifth bits of row g (r 0) or g + 8 (r 1) at bit 4 of each byte */
+    template <int S, int R> __device__ __forceinline__ static uint32_t fifth(uint32_t hw) {
+        constexpr int b = 2 * S + R; /* mv5_hbit(S, 2 b' + R) - 8 b' */
+        return (b <= 4 ? hw << (4 - b) : hw >> (b - 4)) & 0x10101010u;
     }
     template <int NT>
     __device__ __forceinline__ void compute(float (&acc)[NT][2], const uint32_t *xr, const float *xd, const float *xs,
@@ -334,8 +355,16 @@ template <> struct mv10_group<QUANT_Q4_K> {
 #pragma unroll
         for (int i = 0; i < 4; i++) {
             const uint4 w = q[i];
-            const uint32_t l0 = w.x & LO, l1 = w.y & LO, l2 = w.z & LO, l3 = w.w & LO;
-            const uint32_t u0 = w.x & HI, u1 = w.y & HI, u2 = w.z & HI, u3 = w.w & HI;
+            uint32_t l0 = w.x & LO, l1 = w.y & LO, l2 = w.z & LO, l3 = w.w & LO;
+            uint32_t u0 = w.x & HI, u1 = w.y & HI, u2 = w.z & HI, u3 = w.w & HI;
+            if constexpr (Q5) {
+                const uint32_t hw = i == 0 ? h.x : i == 1 ? h.y : i == 2 ? h.z : h.w;
+                l0 |= fifth<0, 0>(hw); l1 |= fifth<1, 0>(hw); l2 |= fifth<2, 0>(hw); l3 |= fifth<3, 0>(hw);
+                u0 = ((w.x >> 4) & LO) | fifth<0, 1>(hw);
+                u1 = ((w.y >> 4) & LO) | fifth<1, 1>(hw);
+                u2 = ((w.z >> 4) & LO) | fifth<2, 1>(hw);
+                u3 = ((w.w >> 4) & LO) | fifth<3, 1>(hw);
+            }
             /* sub-blocks 2i, 2i + 1 of the super-block: integer scale times the integer dot */
             const int j0 = 2 * i, j1 = 2 * i + 1;
             const uint32_t sa = j0 < 4 ? sc0a : sc0b, sb = j0 < 4 ? sc1a : sc1b;
@@ -358,10 +387,12 @@ template <> struct mv10_group<QUANT_Q4_K> {
 #pragma unroll
         for (int c = 0; c < NT; c++) {
             acc[c][0] = fmaf(mv_half_lo(r0.x), ga[c][0], acc[c][0]);
-            acc[c][1] = fmaf(mv_half_lo(r1.x) * 0.0625f, ga[c][1], acc[c][1]);
+            acc[c][1] = fmaf(mv_half_lo(r1.x) * (Q5 ? 1.0f : 0.0625f), ga[c][1], acc[c][1]);
         }
     }
 };
+template <> struct mv10_group<QUANT_Q4_K> : mv10_group_k<false> {};
+template <> struct mv10_group<QUANT_Q5_K> : mv10_group_k<true> {};
 
 /* Q8_0: 2 chunks of 32 bytes per lane; word 2s + h of a chunk holds step s's codes (row g: bytes 0,
  * 1; row g + 8: 2, 3) of columns 2t, 2t + 1 (h 0) or 2t + 8, 2t + 9 (h 1). */

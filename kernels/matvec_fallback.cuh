@@ -233,10 +233,11 @@ template <> struct mv2_group<QUANT_Q4_0> {
     }
 };
 
-/* For Q4_K a group is one super-block (4 chunks share a scale record per row). */
-template <> struct mv2_group<QUANT_Q4_K> {
+/* For Q4_K a group is one super-block (4 chunks share a scale record per row); Q5_K (Q5) the
+ * same with the lane's 4 words of fifth bits (h). */
+template <bool Q5> struct mv2_group_k {
     static constexpr int GC = 4;
-    uint4 q[4], r0, r1;
+    uint4 q[4], r0, r1, h;
     __device__ __forceinline__ void load(const uint8_t *w, int64_t R16, int64_t C, int64_t tile, int cbase, int c,
                                          int, int lane, int g) {
         const uint4 *qt = (const uint4 *)w + tile * C * 32;
@@ -247,6 +248,7 @@ template <> struct mv2_group<QUANT_Q4_K> {
         const uint4 *sr = (const uint4 *)(st + cg * 64);
         r0 = __ldg(sr + g);
         r1 = __ldg(sr + g + 8);
+        if constexpr (Q5) h = __ldg((const uint4 *)(w + R16 * C * 576) + (tile * (C / 4) + cg / 4) * 32 + lane);
     }
     template <int NG, int MODE>
     __device__ __forceinline__ void compute(float acc[NG][4], const uint2 *xb, const float *xs, int c, int,
@@ -270,7 +272,12 @@ template <> struct mv2_group<QUANT_Q4_K> {
 #pragma unroll
             for (int s2 = 0; s2 < 2; s2++) {
                 uint32_t a[4];
-                mv_codes<MODE>(a, words[2 * (j & 1) + s2], off);
+                if constexpr (Q5) {
+                    const uint32_t hw = (j >> 1) == 0 ? h.x : (j >> 1) == 1 ? h.y : (j >> 1) == 2 ? h.z : h.w;
+                    mv5_codes(a, words[2 * (j & 1) + s2], hw, 2 * (j & 1) + s2);
+                } else {
+                    mv_codes<MODE>(a, words[2 * (j & 1) + s2], off);
+                }
                 uint2 b[NG];
                 mv2_bfrag<NG>(b, xb, c * 4 + 2 * j + s2, ncols, g, t);
 #pragma unroll
@@ -311,6 +318,9 @@ template <> struct mv2_group<QUANT_Q4_K> {
         }
     }
 };
+
+template <> struct mv2_group<QUANT_Q4_K> : mv2_group_k<false> {};
+template <> struct mv2_group<QUANT_Q5_K> : mv2_group_k<true> {};
 
 /* Q8_0: codes stored +128 as bytes; a group is 2 chunks (2 KB per warp). */
 template <> struct mv2_group<QUANT_Q8_0> {
@@ -473,7 +483,8 @@ template <> struct mv2_group<QUANT_Q6_K> {
 template <int T, bool XH, int NG, int V, int NC = 0, typename XS = mv_x>
 __global__ void __launch_bounds__(256, V == 4 ? 3 : 2) matvec_v2(float *y, const uint8_t *w, XS xv,
                                                  int rows, int k, int n) {
-    static_assert(T == QUANT_Q4_0 || T == QUANT_Q4_K || T == QUANT_Q8_0 || T == QUANT_Q6_K, "v2: Q4_0 Q4_K Q8_0 Q6_K");
+    static_assert(T == QUANT_Q4_0 || T == QUANT_Q4_K || T == QUANT_Q5_K || T == QUANT_Q8_0 || T == QUANT_Q6_K,
+                  "v2: Q4_0 Q4_K Q5_K Q8_0 Q6_K");
     static_assert(!mv_fused<XS>(), "v2-v5: no fused norm or accumulation (v10 and v11 only)");
     constexpr int GC = mv2_group<T>::GC;
     extern __shared__ __align__(16) uint8_t mv2_smem[];

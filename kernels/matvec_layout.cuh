@@ -10,9 +10,10 @@
  *     (word >> 4p) & 0x000F000F holds register p's two codes in the two halves.
  *   scales [R16][C][64 bytes]:
  *     Q4_0: [8 g][4] f16 d of (row g, block 2c), (g, 2c+1), (g + 8, 2c), (g + 8, 2c + 1).
- *     Q4_K: per 4 chunks (one super-block) [16 rows][16 bytes] = d, dmin, scales[12] as in GGUF.
- * Codes are stored without offset: Q4_0's q - 8 and Q4_K's d*sc*q - dmin*m are applied after
- * the product (Q4_K's min term with per-32 sums of X computed while staging X). Q8_0 and Q6_K:
+ *     Q4_K and Q5_K: per 4 chunks (one super-block) [16 rows][16 bytes] = d, dmin, scales[12] as
+ *     in GGUF; Q5_K's fifth bits follow (mv5_hbit).
+ * Codes are stored without offset: Q4_0's q - 8 and Q4_K's (Q5_K's) d*sc*q - dmin*m are applied
+ * after the product (the min term with per-32 sums of X computed while staging X). Q8_0 and Q6_K:
  * see matvec_fallback.cuh's mv2_group. */
 #ifndef MGI_KERNELS_MATVEC_LAYOUT_CUH
 #define MGI_KERNELS_MATVEC_LAYOUT_CUH
@@ -92,6 +93,27 @@ __device__ __forceinline__ void mv_codes(uint32_t a[4], uint32_t word, uint32_t 
     }
 }
 
+/* Q5_K: Q4_K's two regions (the low nibbles, the super-blocks' 16-byte records) and then the
+ * fifth bits, [R16][C / 4 super-blocks][32 lanes][4 words]: word c % 4 of a lane holds its chunk
+ * c's 32 fifth bits, that of nibble j of step s's word at bit mv5_hbit(s, j) = 8 (j >> 1) + 2 s +
+ * (j & 1): byte b of the word holds, per step and row, the bits of byte b of the nibble word (one
+ * shift and mask per step and row puts them at bit 4 of every byte for dp4a), and a register p of
+ * the mma fragment finds its two codes' bits 16 apart (one shift and mask for both halves). A
+ * lane's 4 words of a super-block are one 16-byte load. */
+__host__ __device__ __forceinline__ int mv5_hbit(int s, int j) { return 8 * (j >> 1) + 2 * s + (j & 1); }
+
+/* The A fragment of step s of a Q5_K chunk minus 1024 (the codes q, exact in f16): register p's
+ * two codes from the nibble word (as mv_codes) and their fifth bits from the chunk's high word hw
+ * (mv5_hbit: 16 apart, as the halves). */
+__device__ __forceinline__ void mv5_codes(uint32_t a[4], uint32_t word, uint32_t hw, int s) {
+#pragma unroll
+    for (int p = 0; p < 4; p++) {
+        const uint32_t h = ((word >> (4 * p)) & 0x000F000Fu) | (((hw >> mv5_hbit(s, p)) & 0x00010001u) << 4) | 0x64006400u;
+        const __half2 v = __hsub2(*(const __half2 *)&h, __floats2half2_rn(1024.0f, 1024.0f));
+        a[p] = *(const uint32_t *)&v;
+    }
+}
+
 __device__ __forceinline__ float mv_half_lo(uint32_t v) { return __half2float(__ushort_as_half((unsigned short)(v & 0xffff))); }
 __device__ __forceinline__ float mv_half_hi(uint32_t v) { return __half2float(__ushort_as_half((unsigned short)(v >> 16))); }
 
@@ -160,6 +182,11 @@ __host__ __device__ __forceinline__ uint32_t mv2_code(const uint8_t *w, int rows
         int rr = (int)(kk & 255);
         uint32_t b = r[sb * sizeof(block_q4_K) + 16 + 32 * (rr >> 6) + (rr & 31)];
         return (rr & 63) < 32 ? b & 15 : b >> 4;
+    } else if constexpr (T == QUANT_Q5_K) { /* Q4_K's nibble, bit j (sub-block) of qh[l] the fifth */
+        const uint8_t *b = r + (kk >> 8) * sizeof(block_q5_K);
+        int rr = (int)(kk & 255), j = rr >> 5, l = rr & 31;
+        uint32_t q = b[48 + 32 * (j >> 1) + l];
+        return ((j & 1) ? q >> 4 : q & 15) | ((b[16 + l] >> j) & 1) << 4;
     } else if constexpr (T == QUANT_Q8_0) {
         return (r[(kk >> 5) * sizeof(block_q8_0) + 2 + (kk & 31)] ^ 0x80u) & 255;
     } else {
@@ -190,6 +217,7 @@ __host__ __device__ __forceinline__ int64_t mv2_bytes(int T, int64_t rows, int64
     const int64_t R16 = (rows + 15) / 16, C = mv2_chunks(k);
     switch (T) {
     case QUANT_Q4_0: case QUANT_Q4_K: return R16 * C * 576;
+    case QUANT_Q5_K: return R16 * C * 704;
     case QUANT_Q8_0: return R16 * C * 1088;
     case QUANT_Q6_K: return R16 * C * 840;
     default: return 0;
@@ -260,12 +288,24 @@ __host__ __device__ inline void mv2_repack_word(uint8_t *out, const uint8_t *w, 
             }
             ((uint32_t *)out)[R16 * C * 208 + i] = v;
         }
-    } else if constexpr (T == QUANT_Q4_K) {
+    } else if constexpr (T == QUANT_Q4_K || T == QUANT_Q5_K) {
+        if (T == QUANT_Q5_K && i >= R16 * C * 16) { /* the fifth bits: mv5_hword */
+            i -= R16 * C * 16;
+            const int64_t tile = i / (C * 32), rem = i % (C * 32), sb = rem / 128;
+            const int lane = (int)(rem % 128) / 4, c = (int)(4 * sb + rem % 4), g = lane >> 2, t = lane & 3;
+            for (int s = 0; s < 4; s++)
+                for (int j = 0; j < 8; j++) {
+                    mv2_where(tile, c, s, g, t, j, &row, &kk);
+                    v |= (mv2_code<T>(w, rows, k, row, kk) >> 4) << mv5_hbit(s, j);
+                }
+            ((uint32_t *)out)[R16 * C * 144 + i] = v;
+            return;
+        }
         /* [16 rows][16 bytes] per super-block: i = sb * 64 + row_in_tile * 4 + word */
         int64_t tile = i / (C * 16), rem = i % (C * 16), sb = rem / 64;
         row = tile * 16 + (rem % 64) / 4;
         if (row < rows) {
-            const uint8_t *p = w + row * dq_row_bytes(T, k) + sb * sizeof(block_q4_K) + 4 * (rem % 4);
+            const uint8_t *p = w + row * dq_row_bytes(T, k) + sb * (T == QUANT_Q5_K ? sizeof(block_q5_K) : sizeof(block_q4_K)) + 4 * (rem % 4);
             v = p[0] | p[1] << 8 | p[2] << 16 | (uint32_t)p[3] << 24;
         }
         ((uint32_t *)out)[R16 * C * wpc + i] = v;

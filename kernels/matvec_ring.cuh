@@ -34,7 +34,7 @@
 #define MV11_STAGES_MAX 6 /* mv11_wait's largest count + 1 */
 
 template <int T> __host__ __device__ constexpr int mv11_slot_bytes() {
-    return T == QUANT_Q6_K ? 3360 : T == QUANT_Q8_0 ? 2176 : 2304;
+    return T == QUANT_Q6_K ? 3360 : T == QUANT_Q8_0 ? 2176 : T == QUANT_Q5_K ? 2816 : 2304;
 }
 
 /* The lane's view of the slot at shared address slot as mv10_group::load reads it (mv10_source's
@@ -49,7 +49,8 @@ __device__ __forceinline__ mv10_at<uint32_t> mv11_slot(uint32_t slot, int lane, 
         p.s = slot + 3072 + 4 * g;
         p.d = slot + 3328 + 2 * g;
     } else {
-        p.s = slot + 2048 + (T == QUANT_Q4_K ? 16 : 8) * g;
+        p.s = slot + 2048 + (mv10_kmin<T>() ? 16 : 8) * g;
+        if constexpr (T == QUANT_Q5_K) p.h = slot + 2304 + 16 * lane;
     }
     return p;
 }
@@ -73,6 +74,7 @@ __device__ __forceinline__ mv11_cp mv11_copier(const uint8_t *w, int64_t R16, in
         c.d = w + RC * 832 + unit * 32 + 16 * lane;
     } else {
         c.s = w + RC * (T == QUANT_Q8_0 ? 1024 : 512) + unit * mv11_scale_bytes<T>() + 16 * lane;
+        if constexpr (T == QUANT_Q5_K) c.h = w + RC * 576 + unit * 512 + 16 * lane;
     }
     return c;
 }
@@ -85,6 +87,7 @@ __device__ __forceinline__ void mv11_next(mv11_cp &c) {
         c.h += 1024;
         c.d += 32;
     }
+    if constexpr (T == QUANT_Q5_K) c.h += 512;
 }
 
 __device__ __forceinline__ void mv11_cp16(uint32_t dst, const uint8_t *src) {
@@ -120,6 +123,7 @@ __device__ __forceinline__ void mv11_issue(uint32_t wq, uint32_t wl, const mv11_
         if (lane < 2) mv11_cp16(wl + 3328, c.d);  /* d: 2 */
     } else {
         if (lane < mv11_scale_bytes<T>() / 16) mv11_cp16(wl + 2048, c.s);
+        if constexpr (T == QUANT_Q5_K) mv11_cp16(wl + 2304, c.h); /* fifth bits: 32 pieces */
     }
 }
 
@@ -201,7 +205,7 @@ __device__ __forceinline__ bool mv_post_tail(float *y, const mv_x_acc_post &xv, 
 template <int T, bool XH, typename XS, int O, int NT>
 __device__ __forceinline__ void mv10_block(float *y, const uint8_t *w, XS xv, int rows, int k, int stages, int early,
                                            int pre, int late, int bid, int nblk) {
-    static_assert(T == QUANT_Q4_0 || T == QUANT_Q4_K || T == QUANT_Q8_0 || T == QUANT_Q6_K, "v10: Q4_0 Q4_K Q8_0 Q6_K");
+    static_assert(mv10_type<T>(), "v10: Q4_0 Q4_K Q5_K Q8_0 Q6_K");
     using P = mv10_opt<O>;
     constexpr int GC = mv10_gc<T>(), W = P::W, NB = P::NB, RW = mv10_rec<T>(), SLOT = mv11_slot_bytes<T>();
     /* RING (v11): the warps' rings of `stages` slots [W][stages][SLOT], then what v10 has */
@@ -225,7 +229,7 @@ __device__ __forceinline__ void mv10_block(float *y, const uint8_t *w, XS xv, in
     const int xst = (int)C * 4 * RW, dst = 2 * (int)C; /* per token: record words, d (and sums) */
     uint32_t *xr = (uint32_t *)(mv10_smem_buf + W * S * SLOT);
     float *xd = (float *)(xr + NT * xst), *xs = xd + NT * dst;
-    float *red = xs + (T == QUANT_Q4_K ? NT * dst : 0);
+    float *red = xs + (mv10_kmin<T>() ? NT * dst : 0);
     /* NORM sources: per-warp sums of x^2 [NT][W], then 1 / rms per token [NT] (mv10_shape counts
      * them) */
     float *ssw = red + nt * W * NT * 16, *rinv = ssw + NT * W;
@@ -509,7 +513,7 @@ static inline bool mv10_launch_nt(float *y, const void *w, XS x, int rows, int k
 template <int T, int O = 0>
 static inline bool mv10_takes(int64_t rows, int64_t k, int n, bool norm, int *sms, int *smem_max,
                               int cap = MV11_STAGES, int *stages = nullptr) {
-    if constexpr ((T != QUANT_Q4_0 && T != QUANT_Q4_K && T != QUANT_Q8_0 && T != QUANT_Q6_K) || !mv10_fits<T, O>()) {
+    if constexpr (!mv10_type<T>() || !mv10_fits<T, O>()) {
         return false;
     } else {
         int64_t grid;
@@ -533,7 +537,7 @@ static inline bool matvec_v10_launch(float *y, const void *w, XS x, int rows, in
                                      cudaError_t *e, int cap = MV11_STAGES, int early = 0, int pre = 0,
                                      int balance = 0, int late = 0, int sms_cap = 0) {
     int sms, smem_max;
-    if constexpr ((T != QUANT_Q4_0 && T != QUANT_Q4_K && T != QUANT_Q8_0 && T != QUANT_Q6_K) || !mv10_fits<T, O>()) {
+    if constexpr (!mv10_type<T>() || !mv10_fits<T, O>()) {
         return false;
     } else {
         if (!mv10_takes<T, O>(rows, k, n, XS::NORM, &sms, &smem_max, cap)) return false;

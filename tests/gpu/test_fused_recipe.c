@@ -8,7 +8,7 @@
  * the first bit for bit. Recipes: Qwen2's (NEOX, Q/K/V biases), Llama 3.1's (NORM pairs, a
  * frequency-factor angle table), Phi-3's (NEOX over 96 of 128 values, mscale), Gemma 2's (NEOX,
  * head 256), head 64 with biases; matrices Q4_0 (Q, K, V in one), Q4_K with a Q6_K V (beside,
- * and in one launch), Q8_0, Q6_K, Q5_K (v12 on GGUF rows); 1 to 4 tokens (Q6_K: 2). That the interleaved rows are the
+ * and in one launch), Q8_0, Q6_K, Q5_K; 1 to 4 tokens (Q6_K: 2). That the interleaved rows are the
  * model's NEOX pairs is the engine's upload (engine/cuda_weights.c), checked against the CPU by
  * test_recipe. Then the Q/K-norm recipes' decode fold (test_qkn: the same epilogue handing Q and K
  * on unturned, paged_attention_qkn norming and turning them) against the unfolded path. Without a
@@ -379,7 +379,7 @@ int main(void) {
                 test_fused(&r, &cases[c], QUANT_Q6_K, QUANT_Q6_K, 2048, n, 0);
             }
             test_fused(&r, &cases[c], QUANT_Q8_0, QUANT_Q8_0, 4096, n, 0);
-            test_fused(&r, &cases[c], QUANT_Q5_K, QUANT_Q5_K, 3072, n, 0); /* v12: Phi-3/4's fused QKV */
+            test_fused(&r, &cases[c], QUANT_Q5_K, QUANT_Q5_K, 3072, n, 0); /* Phi-3/4's fused QKV */
         }
     static const recipe_case qkn_cases[] = {
         {"qwen3 (neox)", 1, 0, 8, 2, 128, 128, 1e6, 1.0, 0},

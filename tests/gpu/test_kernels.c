@@ -260,7 +260,7 @@ static void test_matvec_swiglu(gen_rng *r, uint32_t t, int64_t rows, int64_t k, 
     free(w); free(gu); free(x); free(ref); free(bud); free(y);
 }
 
-/* The decode fusions (v11, v10 where no ring fits; v12 for Q5_K): cu_matvec_f32_norm (mode 0: X = cu_rmsnorm(x) * g, the
+/* The decode fusions (v11, v10 where no ring fits): cu_matvec_f32_norm (mode 0: X = cu_rmsnorm(x) * g, the
  * reference X as the CPU path computes it: f64 sum of squares, f32 scale), cu_matvec_f32_acc (1),
  * cu_matvec_f32_swiglu_acc (2: X = silu(g) * u from gate/up rows of stride 2k) and
  * cu_matvec_f32_acc_prefilled (3: as 1, its whole ring filled before the PDL wait), 1-3 adding onto a
@@ -374,7 +374,7 @@ static void test_matvec_glu(gen_rng *r, uint32_t t, int64_t F, int64_t k, int n,
  * production matvec then paged_post_add_rmsnorm's post norm and add: y within 1e-5 of the added
  * term's rms (the same sums; the sum of squares grouped otherwise, in double), launched twice on
  * two copies of y (the second needs the first to have set the arrival counter back: it must read
- * 0 after each), nothing written past y. Q5_K (v12) is declined with nothing launched. */
+ * 0 after each), nothing written past y. */
 static void test_matvec_acc_post(gen_rng *r, uint32_t t, int64_t rows, int64_t k, int n, int prefilled) {
     char name[160];
     const int64_t nk = n * k, ny = n * rows;
@@ -639,8 +639,8 @@ static void test_matvec_fused_cover(void) {
         {QUANT_Q4_0, 4096, 4096, 5, 0, "5 tokens"},
         {QUANT_Q4_0, 64, 288, 1, 0, "k not a multiple of 256"},
         {QUANT_Q8_0, 64, 320, 1, 0, "Q8_0 k not a multiple of 128"},
-        {QUANT_Q5_K, 5120, 3072, 1, 1, "Phi-4-mini QKV Q5_K (v12)"},
-        {QUANT_Q5_K, 4096, 14336, 4, 1, "Q5_K down, 4 tokens (v12)"},
+        {QUANT_Q5_K, 5120, 3072, 1, 1, "Phi-4-mini QKV Q5_K"},
+        {QUANT_Q5_K, 4096, 14336, 4, 1, "Q5_K down, 4 tokens"},
         {QUANT_Q5_K, 4096, 4096, 5, 0, "Q5_K 5 tokens"},
         {QUANT_Q5_0, 64, 256, 1, 0, "Q5_0"},
         {QUANT_F16, 64, 256, 1, 0, "F16"},
@@ -678,7 +678,7 @@ static void test_matvec_fused_cover(void) {
  * 227 KB of shared memory per block (H100, H200), 4 tokens of Q4_0 at k = 18432 leave no room for
  * 2 stages beside X: declined there (v10 runs; test_matvec_v10 checks that case's result). */
 static void test_matvec_ring_cover(void) {
-    static const uint32_t types[] = {QUANT_Q4_0, QUANT_Q4_K, QUANT_Q8_0, QUANT_Q6_K};
+    static const uint32_t types[] = {QUANT_Q4_0, QUANT_Q4_K, QUANT_Q5_K, QUANT_Q8_0, QUANT_Q6_K};
     static const int64_t shapes[][2] = {{6144, 4096}, {4096, 4096}, {28672, 4096}, {4096, 14336}, {32000, 4096}};
     char name[128];
     for (size_t i = 0; i < sizeof types / sizeof types[0]; i++)
@@ -1373,16 +1373,17 @@ static void test_gemm_dequant(gen_rng *r, uint32_t t, int64_t rows, int64_t k) {
  * weights), then the same with v4 and v6 compared with v5, then v4 and v6 on the 8b shapes and
  * on one that takes v4's 256-row blocks (on 132 SMs). */
 static void test_gemm_panels(gen_rng *r) {
-    static const uint32_t types[] = {QUANT_Q4_0, QUANT_Q4_K, QUANT_Q6_K, QUANT_Q8_0};
+    static const uint32_t types[] = {QUANT_Q4_0, QUANT_Q4_K, QUANT_Q5_K, QUANT_Q6_K, QUANT_Q8_0};
     static const int ns[] = {128, 129, 200, 512}, n600[] = {600};
-    for (int i = 0; i < 4; i++) {
+    const int ntypes = (int)(sizeof types / sizeof types[0]);
+    for (int i = 0; i < ntypes; i++) {
         const int64_t odd_k = types[i] == QUANT_Q4_0 || types[i] == QUANT_Q8_0 ? 2848 : 2816;
         test_gemm_dequant(r, types[i], 300, odd_k);
         test_gemm_dequant(r, types[i], 128, 256);
     }
     for (int pass = 0; pass < 2; pass++) {
         const int nv = pass == 0 ? 1 : 3;
-        for (int i = 0; i < 4; i++) {
+        for (int i = 0; i < ntypes; i++) {
             const uint32_t t = types[i];
             const int64_t odd_k = t == QUANT_Q4_0 || t == QUANT_Q8_0 ? 2848 : 2816;
             if (pass == 0) {
@@ -1408,7 +1409,7 @@ static void test_gemm_panels(gen_rng *r) {
     for (int v = 4; v <= 6; v += 2) {
         g_gemm_variant = v;
         g_gcfg.variant = v;
-        for (int i = 0; i < 4; i++) {
+        for (int i = 0; i < ntypes; i++) {
             test_gemm_split(r, types[i], 4096, 4096, ns, 4);
             test_gemm_split(r, types[i], 14336, 4096, ns, 4);
             test_gemm_split(r, types[i], 4096, 14336, ns, 4);
@@ -1433,12 +1434,12 @@ static void test_gemm_panels(gen_rng *r) {
  * scratch, with 2 planes and none, a bit-identical rerun), forced slice counts that leave a short
  * last slice, and a graph replay. Last in the suite: a fault in new wgmma code is sticky. */
 static void test_gemm_v7(gen_rng *r) {
-    static const uint32_t types[] = {QUANT_Q4_0, QUANT_Q4_K, QUANT_Q6_K, QUANT_Q8_0};
+    static const uint32_t types[] = {QUANT_Q4_0, QUANT_Q4_K, QUANT_Q5_K, QUANT_Q6_K, QUANT_Q8_0};
     static const int ns[] = {1, 5, 8, 17, 64, 100, 128}, nbig[] = {5, 16, 33, 64, 100, 128, 200};
     g_gemm_variant = 7;
     g_gcfg.variant = 7;
     g_gcfg.panel_min_n = 1 << 30;
-    for (int i = 0; i < 4; i++) {
+    for (int i = 0; i < (int)(sizeof types / sizeof types[0]); i++) {
         const uint32_t t = types[i];
         const int64_t odd_k = t == QUANT_Q4_0 || t == QUANT_Q8_0 ? 2848 : 2816;
         for (size_t j = 0; j < sizeof ns / sizeof ns[0]; j++) test_gemm(r, t, 37, 512, ns[j]);
@@ -1971,7 +1972,7 @@ int main(void) {
         test_matvec_swiglu(&r, t, 131, 2816 - 2816 % quant_traits_of(t)->block_elems, 1, 1);
         test_matvec_swiglu(&r, t, 17, 14336, 2, 0);
     }
-    const uint32_t v10_types[] = {QUANT_Q4_0, QUANT_Q4_K, QUANT_Q8_0, QUANT_Q6_K};
+    const uint32_t v10_types[] = {QUANT_Q4_0, QUANT_Q4_K, QUANT_Q5_K, QUANT_Q8_0, QUANT_Q6_K};
     const int64_t v10_shapes[][2] = {{1, 256}, {37, 256}, {1000, 256}, {37, 4096}, {1000, 4096}, {4096, 4096},
                                      {37, 14336}, {1000, 14336}};
     /* v11 (v10 where no ring fits); v10 on the cases v11 takes, other ring depths, ring slots before
@@ -2028,13 +2029,7 @@ int main(void) {
         }
         test_matvec_fused(&r, QUANT_Q8_0, 37, 384, 3, 0);
         test_matvec_fused(&r, QUANT_Q8_0, 37, 384, 1, 2);
-        /* v12 (Q5_K on its GGUF rows): every mode, 1 to 4 tokens, an odd number of super-blocks
-         * (2816: the second half-warp idle on the last), Phi-4-mini's fused QKV */
-        for (int mode = 0; mode < 4; mode++) {
-            test_matvec_fused(&r, QUANT_Q5_K, 3, 256, 4, mode);
-            for (int n = 1; n <= 4; n++) test_matvec_fused(&r, QUANT_Q5_K, 37, 2816, n, mode);
-            test_matvec_fused(&r, QUANT_Q5_K, 1000, 4096, 2, mode);
-        }
+        /* Phi-4-mini's fused QKV and down in Q5_K */
         test_matvec_fused(&r, QUANT_Q5_K, 5120, 3072, 1, 0);
         test_matvec_fused(&r, QUANT_Q5_K, 3072, 8192, 3, 2);
         /* the RoPE + K/V-store fold: 8b's heads (32 / 8 x 128), 1b's (x 64), partial rotation */
@@ -2048,7 +2043,7 @@ int main(void) {
         test_matvec_norm_rope(&r, QUANT_Q8_0, QUANT_Q8_0, 32, 8, 64, 64, 2048, 3, 0);
         test_matvec_norm_rope(&r, QUANT_Q4_K, QUANT_Q4_K, 6, 2, 64, 32, 512, 4, 0);
         test_matvec_norm_rope(&r, QUANT_Q6_K, QUANT_Q6_K, 4, 4, 128, 96, 1024, 2, 0);
-        /* Phi-4-mini's fused Q5_K QKV (24 / 8 heads of 128, 96 dims rotated): v12's epilogue */
+        /* Phi-4-mini's fused Q5_K QKV (24 / 8 heads of 128, 96 dims rotated) */
         for (int n = 1; n <= 4; n++) test_matvec_norm_rope(&r, QUANT_Q5_K, QUANT_Q5_K, 24, 8, 128, 96, 3072, n, 0);
         /* SwiGLU in the gate/up matvec: 8b's and 1b's FFNs, every type, 1-4 tokens, few tiles */
         for (int n = 1; n <= 4; n++) test_matvec_glu(&r, QUANT_Q4_0, 14336, 4096, n, 0);
@@ -2056,6 +2051,7 @@ int main(void) {
         test_matvec_glu(&r, QUANT_Q4_K, 5632, 2048, 3, 0);
         test_matvec_glu(&r, QUANT_Q8_0, 5632, 2048, 2, 0);
         test_matvec_glu(&r, QUANT_Q6_K, 1408, 1024, 2, 0);
+        test_matvec_glu(&r, QUANT_Q5_K, 8192, 3072, 2, 0); /* Q5_K_M's gate/up */
         test_matvec_glu(&r, QUANT_Q4_0, 48, 256, 1, 0);
         /* Gemma's GELU gate: gemma3-12b's gate/up, a small one */
         for (int n = 1; n <= 2; n++) test_matvec_glu(&r, QUANT_Q4_K, 15360, 3840, n, 1);
@@ -2065,15 +2061,13 @@ int main(void) {
         test_matvec_norm_pair(&r, 5120, 1024, 4096, 1);
         test_matvec_norm_pair(&r, 384, 128, 256, 2);
         /* Gemma's post norms in wo's and down's last block: gemma3-12b's wo (Q4_K) and down (Q6_K
-         * and Q4_K), a small Q4_0 and Q8_0 one; Q5_K declined */
+         * and Q4_K), a small Q4_0, Q8_0 and Q5_K one */
         for (int n = 1; n <= 4; n++) test_matvec_acc_post(&r, QUANT_Q4_K, 3840, 4096, n, n == 1);
         for (int n = 1; n <= 2; n++) test_matvec_acc_post(&r, QUANT_Q6_K, 3840, 15360, n, 0);
         test_matvec_acc_post(&r, QUANT_Q4_K, 3840, 15360, 1, 0);
         test_matvec_acc_post(&r, QUANT_Q4_0, 640, 1024, 3, 1);
         test_matvec_acc_post(&r, QUANT_Q8_0, 640, 2048, 2, 0);
-        CHECK(cu_matvec_f32_acc_post((float *)16, (void *)16, QUANT_Q5_K, (const float *)16, (const float *)16, 1e-6f,
-                                     (float *)16, (unsigned *)16, 3072, 3072, 1, 0, 0) == cudaErrorNotSupported,
-              "matvec acc post: Q5_K declined", "launched or failed otherwise");
+        test_matvec_acc_post(&r, QUANT_Q5_K, 640, 3072, 2, 1);
         /* 3 tokens: declined */
         CHECK(cu_matvec_f32_norm_pair((float *)16, (void *)16, QUANT_Q4_K, 384, (float *)16, (void *)16, QUANT_Q6_K, 128,
                                       (const float *)16, (const float *)16, 1e-6f, 256, 3, 0) == cudaErrorNotSupported,
@@ -2091,13 +2085,13 @@ int main(void) {
      * X ring, v3's 4-stage (X, weights) ring and its super-block slots (k of 1 to 56 super-blocks,
      * slices of several) */
     static const int gemm_variants[] = {2, 3, 1};
-    const uint32_t gemm_types[] = {QUANT_Q4_0, QUANT_Q4_K, QUANT_Q6_K, QUANT_Q8_0};
+    const uint32_t gemm_types[] = {QUANT_Q4_0, QUANT_Q4_K, QUANT_Q5_K, QUANT_Q6_K, QUANT_Q8_0};
     static const int edge_ns[] = {1, 17, 63, 65, 127, 129, 511}, split_edge_ns[] = {17, 63, 65, 129};
     for (int vi = 0; vi < 3 && want("gemm"); vi++) {
         const int v = gemm_variants[vi];
         g_gemm_variant = v;
         g_gcfg.variant = v;
-        for (int i = 0; i < 4; i++) {
+        for (size_t i = 0; i < sizeof gemm_types / sizeof gemm_types[0]; i++) {
             uint32_t t = gemm_types[i];
             const int64_t odd_k = t == QUANT_Q4_0 || t == QUANT_Q8_0 ? 2848 : 2816; /* 32-weight types: a half chunk */
             test_gemm(&r, t, 37, 512, 100);

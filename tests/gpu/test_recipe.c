@@ -173,7 +173,7 @@ static const recipe_case cases[] = {
     {"mini-qwen2-q4_0", "--shape mini --arch qwen2 --quant q4_0 --ctx 4096", 4096, 32000},
     {"mini-qwen3-q4_k_m", "--shape mini --arch qwen3 --quant q4_k_m --ctx 4096", 4096, 32000},
     {"mini-qwen3-q4_0", "--shape mini --arch qwen3 --quant q4_0 --ctx 4096", 4096, 32000},
-    /* q4_k_m's fused attn_qkv in Q5_K, as llama.cpp writes it (matvec v12, the panel GEMM) */
+    /* q4_k_m's fused attn_qkv in Q5_K, as llama.cpp writes it (matvec v11, the GEMMs, on its repacked rows) */
     {"mini-phi3-q4_k_m", "--shape mini --arch phi3 --quant q4_k_m --ctx 4096", 4096, 32000},
     {"mini-phi3-q4_0", "--shape mini --arch phi3 --quant q4_0 --ctx 4096", 4096, 32000},
     {"gemma2", "--shape gemma2-s --quant f32", 4096, 2048},

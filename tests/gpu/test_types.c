@@ -1,12 +1,12 @@
-/* The weight types the CUDA backend reads in GGUF layout through the generic kernels (issue 26:
- * Q4_1, Q5_1, Q5_K, Q2_K, Q3_K, BF16), against the CPU's dequantisation (quant_dequant_row) and
+/* The weight types the CUDA backend reads beside Llama's usual ones (issue 26: Q4_1, Q5_1, Q2_K,
+ * Q3_K, BF16 in GGUF layout through the generic kernels; Q5_K repacked, as Q4_K), against the CPU's dequantisation (quant_dequant_row) and
  * f64 dot products, on weights drawn at random and quantised by the CPU quantiser (so the blocks
  * are what a converter writes) and fresh random X:
  *   cu_matvec_f32 for 1 to 8 tokens on three shapes, cu_matvec_f16 for 3: relative error 1e-4
  *   where the kernel dequantises to f32 and accumulates in f32 (v1: X is not rounded), mvq.h's
- *   budget where it rounds X to int8 per 32 values (v12: Q5_K, 1 to 4 tokens);
+ *   budget where it rounds X to int8 per 32 values (v11: Q5_K, 1 to 4 tokens);
  *   6 to 520 tokens as the engine's products take them (cuda_layer.c's mm_h): the GEMM where
- *   cu_gemm_supported says so (cu_gemm_f16_split_parts, one plane; from 512 tokens the panel path;
+ *   cu_gemm_supported says so (cu_gemm_f16_split_parts, its planes added; from 512 tokens the panel path;
  *   cu_gemm_f16 too), 2e-3 for its f16 weights and X; else matvecs of MATVEC_MAX_N tokens, 1e-4;
  *   cu_embed: exact (1e-6), an out-of-range id a row of NaN, the guard after the output intact;
  *   whole models: a mini-shape Llama (4 layers) written by mkmodel with that type for every
@@ -83,7 +83,7 @@ static void *dev_weights(const uint8_t *w, uint32_t t, int64_t rows, int64_t k) 
 
 /* Y = W . X for n tokens by the production path: mode 0 cu_matvec_f32, 1 cu_matvec_f16 (X in
  * f16 bits), 2 the engine's product for n tokens (cu_gemm_f16_split_parts where the GEMM takes
- * the type, else matvecs of MATVEC_MAX_N tokens), 3 cu_gemm_f16. */
+ * the type, its split-K planes added here, else matvecs of MATVEC_MAX_N tokens), 3 cu_gemm_f16. */
 static cudaError_t product(float *dy, const void *dw, uint32_t t, const float *dx, const uint16_t *dxh, int64_t rows,
                            int64_t k, int n, int mode) {
     if (mode == 0) return cu_matvec_f32(dy, dw, t, dx, rows, k, n, 0);
@@ -95,11 +95,17 @@ static cudaError_t product(float *dy, const void *dw, uint32_t t, const float *d
         const size_t sb = cu_gemm_f16_scratch_bytes(rows, k, n);
         if (sb) CUDA_CHECK(cudaMalloc(&scratch, sb));
         cudaError_t e = cu_gemm_f16_split_parts(dy, dw, t, dxh, rows, k, n, scratch, sb, &parts, 0);
-        if (scratch) CUDA_CHECK(cudaFree(scratch));
-        if (e == cudaSuccess && parts != 1) {
-            fprintf(stderr, "# %s: %d split-K planes, none expected\n", quant_type_name(t), parts);
-            return cudaErrorInvalidValue;
+        if (e == cudaSuccess && parts > 1) { /* the planes in scratch, added in slice order as the engine does */
+            const size_t ny = (size_t)n * (size_t)rows;
+            float *pl = malloc(sizeof(float) * ny * (size_t)parts), *sum = calloc(ny, sizeof(float));
+            CUDA_CHECK(cudaMemcpy(pl, scratch, sizeof(float) * ny * (size_t)parts, cudaMemcpyDeviceToHost));
+            for (int s = 0; s < parts; s++)
+                for (size_t i = 0; i < ny; i++) sum[i] += pl[(size_t)s * ny + i];
+            CUDA_CHECK(cudaMemcpy(dy, sum, sizeof(float) * ny, cudaMemcpyHostToDevice));
+            free(pl);
+            free(sum);
         }
+        if (scratch) CUDA_CHECK(cudaFree(scratch));
         return e;
     }
     for (int c = 0; c < n; c += MATVEC_MAX_N) {
@@ -143,7 +149,7 @@ static void test_product(gen_rng *r, uint32_t t, int64_t rows, int64_t k, int n,
     const int guard = e == cudaSuccess && dev_download(y, dy, n * rows);
     const double rel = gen_rel_err(y, ref, n * rows), budget = gemm ? 2e-3 : 1e-4;
     const int kern = mode <= 1 ? cu_matvec_kernel(t, rows, k, n) : 0;
-    if (kern >= 10) { /* X rounded to int8 per 32 values (v12 for Q5_K): mvq.h's budget per row */
+    if (kern >= 10) { /* X rounded to int8 per 32 values (v11 for Q5_K): mvq.h's budget per row */
         mvq_budget *bud = malloc(sizeof(mvq_budget) * (size_t)(n * rows));
         char why[160] = "";
         for (int c = 0; bud && c < n; c++)

@@ -13,7 +13,7 @@
  * rows against quant_dequant_row + f64 and timed (median of 10 after an L2 flush) as TFLOP/s =
  * 2 rows k n / time and as weight GB/s (repacked bytes / time, the bound at small n); at n >= 128
  * next to cuBLAS (GemmEx, f16 in, f32 out and compute) on the same weights dequantised to f16, the
- * yardstick. Usage: gemm [panel | v7 | v7split [oldplanes] | choice] [n=N,...] [MiB] [nowgmma] (nowgmma: without v4, v6 and v7,
+ * yardstick. Usage: gemm [panel | v7 | v7split [oldplanes] | choice] [n=N,...] [type=T] [MiB] [nowgmma] (nowgmma: without v4, v6 and v7,
  * should they fault). */
 #include <cstdio>
 #include <cstdlib>
@@ -299,6 +299,7 @@ int main(int argc, char **argv) {
     if (!lab_has_device("gemm")) return 0;
     enum { ALL, PANEL, V7, V7SPLIT, CHOICE } what = ALL;
     std::vector<int> choice_ns = {256, 512, 1024}, split_ns = {16, 32, 64, 128};
+    const char *only = nullptr; /* type=NAME: that weight type alone (v7, choice) */
     for (int i = 1; i < argc; i++) {
         if (!strcmp(argv[i], "panel")) what = PANEL;
         else if (!strcmp(argv[i], "v7")) what = V7;
@@ -316,11 +317,12 @@ int main(int argc, char **argv) {
             if (choice_ns.empty()) choice_ns = {256, 512, 1024};
             split_ns = choice_ns;
         }
+        else if (!strncmp(argv[i], "type=", 5)) only = argv[i] + 5;
         else if (!strcmp(argv[i], "oldplanes")) g_gcfg.plane_model = 0; /* v7split: the model before bf0e875 */
         else if (!strcmp(argv[i], "nowgmma")) g_no_wgmma = true;
         else if (atoi(argv[i]) > 0) g_gcfg.panel_limit = (size_t)atoi(argv[i]) << 20;
         else {
-            fprintf(stderr, "usage: gemm [panel | v7 | v7split [oldplanes] | choice] [n=N,N...] [MiB] [nowgmma]\n");
+            fprintf(stderr, "usage: gemm [panel | v7 | v7split [oldplanes] | choice] [n=N,N...] [type=T] [MiB] [nowgmma]\n");
             return 1;
         }
     }
@@ -349,8 +351,9 @@ int main(int argc, char **argv) {
     }
     if (what == V7) { /* v7 next to v2 at batched-decode token counts */
         printf("%s", small_head);
-        for (uint32_t t : {QUANT_Q4_K, QUANT_Q6_K, QUANT_Q4_0, QUANT_Q8_0})
-            for (const auto &s : dec_shapes) bench(L, cb, &r, t, s[0], s[1], {16, 32, 64, 128}, {{2, 0}, {7, 0}});
+        for (uint32_t t : {QUANT_Q4_K, QUANT_Q5_K, QUANT_Q6_K, QUANT_Q4_0, QUANT_Q8_0})
+            if (!only || !strcmp(only, quant_type_name(t)))
+                for (const auto &s : dec_shapes) bench(L, cb, &r, t, s[0], s[1], {16, 32, 64, 128}, {{2, 0}, {7, 0}});
     }
     if (what == V7SPLIT) { /* v7's slice model (first v7 row) against forced slice counts */
         printf("%s", small_head);
@@ -366,9 +369,10 @@ int main(int argc, char **argv) {
         static const int64_t shapes[][2] = {{2560, 2048}, {512, 2048}, {2048, 2048}, {16384, 2048}, {2048, 8192},
                                             {5120, 4096}, {1024, 4096}, {4096, 4096}, {28672, 4096}, {4096, 14336},
                                             {9216, 8192}, {1024, 8192}, {8192, 8192}, {57344, 8192}, {8192, 28672}};
-        for (uint32_t t : {QUANT_Q4_K, QUANT_Q6_K, QUANT_Q4_0})
-            for (int i = 0; i < (t == QUANT_Q4_0 ? 10 : 15); i++) /* Q4_0: the 1b's and 8b's */
-                bench_choice(L, &r, t, shapes[i][0], shapes[i][1], choice_ns);
+        for (uint32_t t : {QUANT_Q4_K, QUANT_Q5_K, QUANT_Q6_K, QUANT_Q4_0})
+            if (!only || !strcmp(only, quant_type_name(t)))
+                for (int i = 0; i < (t == QUANT_Q4_0 || t == QUANT_Q5_K ? 10 : 15); i++) /* the 1b's and 8b's */
+                    bench_choice(L, &r, t, shapes[i][0], shapes[i][1], choice_ns);
     }
     CUBLAS_CHECK(cublasDestroy(cb));
     printf("%s kbench gemm: %d check failures\n", g_fail ? "FAIL" : "PASS", g_fail);

@@ -1,14 +1,14 @@
 /* Kernel lab: decode matvec. CPU reference (quant_dequant_row + f64 dot) on sampled rows of
  * fresh random matrices, then each variant (matvec.cuh: v1 generic, v2-v9 tensor cores, v10 int8
  * X and dp4a, v10a, v10b, ... its compile-time options, mv10_opt, and v11:S, v10 with the weights
- * through a shared-memory ring S stages deep, for every depth that fits) timed two ways: one
+ * through a shared-memory ring S stages deep, for every depth that fits; v12, Q5_K on its GGUF rows) timed two ways: one
  * launch after an L2 flush ("1x"), and a chain of launches over enough copies of the matrix to
  * exceed L2 ("chain", as in a decode step). GB/s = (weights + x + y bytes) / time, against the
  * measured copy bandwidth. v1-v9 must be within 1e-4 (||err|| / ||ref||); v10 and v11, which
  * round X to int8, within mvq.h's budget (every row within the worst case of the rounding, rms
  * within twice its expected one), a check the lab first tries on CPU emulations. Usage:
  *   matvec [filter]       every variant at the default shapes (filter: a substring of the type name)
- *   matvec ring [filter]  v10 against v11 at every ring depth, Q4_0 Q4_K Q6_K Q8_0, the 8b and
+ *   matvec ring [filter]  v10 against v11 at every ring depth, Q4_0 Q4_K Q5_K Q6_K Q8_0, the 8b and
  *                         its output head's shapes, 1 to 4 tokens (Q6_K 2) at 14336x4096
  *   matvec profile TYPE ROWS K VARIANT  one checked launch of one variant (6, v10b, v11 (the
  *                         production depth), v11:5, ...) for ncu. */
@@ -21,6 +21,7 @@
 #include "tests/kbench/lab.h"
 #include "kernels/kernels.h"
 #include "tests/kbench/matvec_lab.cuh"
+#include "tests/kbench/matvec_k5.cuh"
 
 struct shape { int64_t rows, k; };
 
@@ -31,9 +32,10 @@ static bool g_ring = false; /* ring mode: v10 and v11 only */
 /* Lab variant numbers: 1-9 v1-v9; 10 + o v10's option o (v10, v10a, ...; o = MV11_OPT is v11);
  * V11_BASE + c v11 with a ring of at most c stages (c = 2 to MV11_STAGES_MAX). */
 #define V11_BASE 20
-#define N_VARIANTS (V11_BASE + MV11_STAGES_MAX + 1)
+#define V12_LAB (V11_BASE + MV11_STAGES_MAX + 1) /* v12 (matvec_k5.cuh): Q5_K on its GGUF rows */
+#define N_VARIANTS (V12_LAB + 1)
 static bool is_v10(int v) { return v >= 10 && v < 10 + MV10_OPTS && v != 10 + MV11_OPT; }
-static bool is_v11(int v) { return v >= V11_BASE + 2 && v < N_VARIANTS; }
+static bool is_v11(int v) { return v >= V11_BASE + 2 && v < V12_LAB; }
 
 template <int T, typename XT>
 static void launch_v1(float *y, const void *w, const XT *x, int rows, int k, int n) {
@@ -69,6 +71,7 @@ static int v11_stages(uint32_t t, int64_t rows, int64_t k, int n, int cap) {
     switch (t) {
     case QUANT_Q4_0: mv10_takes<QUANT_Q4_0, MV11_OPT>(rows, k, n, false, &sms, &smem_max, cap, &st); break;
     case QUANT_Q4_K: mv10_takes<QUANT_Q4_K, MV11_OPT>(rows, k, n, false, &sms, &smem_max, cap, &st); break;
+    case QUANT_Q5_K: mv10_takes<QUANT_Q5_K, MV11_OPT>(rows, k, n, false, &sms, &smem_max, cap, &st); break;
     case QUANT_Q8_0: mv10_takes<QUANT_Q8_0, MV11_OPT>(rows, k, n, false, &sms, &smem_max, cap, &st); break;
     case QUANT_Q6_K: mv10_takes<QUANT_Q6_K, MV11_OPT>(rows, k, n, false, &sms, &smem_max, cap, &st); break;
     default: break;
@@ -80,24 +83,32 @@ static int v11_stages(uint32_t t, int64_t rows, int64_t k, int n, int cap) {
  * S the ring depth it runs (stages, from v11_stages). */
 static const char *variant_name(int v, int stages, char *buf, size_t size) {
     if (is_v11(v)) snprintf(buf, size, "v11:%d", stages);
+    else if (v == V12_LAB) snprintf(buf, size, "v12");
     else if (v <= 10) snprintf(buf, size, "v%d", v);
     else snprintf(buf, size, "v10%c", 'a' + (v - 11));
     return buf;
 }
 
-/* variant 1 on GGUF layout, 2 and up on the repacked layout; false if not applicable */
+/* variants 1 and 12 on GGUF layout, the others on the repacked layout; false if not applicable */
 static bool run_variant(int v, uint32_t t, float *y, const void *w, const void *x, bool xh, int rows, int k, int n) {
+    if (v == V12_LAB) {
+        if (!mv12_takes(t, k, n)) return false;
+        mv12_prepare_all();
+        if (xh) matvec_v12_launch<__half, mv_x>(y, w, mv_x{x}, rows, k, n, 0);
+        else matvec_v12_launch<float, mv_x>(y, w, mv_x{x}, rows, k, n, 0);
+        return true;
+    }
     if (v == 1) {
 #define V1(TT) case TT: if (xh) launch_v1<TT, __half>(y, w, (const __half *)x, rows, k, n); \
                         else launch_v1<TT, float>(y, w, (const float *)x, rows, k, n); return true;
-        switch (t) { V1(QUANT_F32) V1(QUANT_F16) V1(QUANT_Q4_0) V1(QUANT_Q5_0) V1(QUANT_Q8_0) V1(QUANT_Q4_K) V1(QUANT_Q6_K) }
+        switch (t) { V1(QUANT_F32) V1(QUANT_F16) V1(QUANT_Q4_0) V1(QUANT_Q5_0) V1(QUANT_Q8_0) V1(QUANT_Q4_K) V1(QUANT_Q5_K) V1(QUANT_Q6_K) }
 #undef V1
         return false;
     }
 #define V23(TT, V) case TT: if (xh) matvec_v2_launch<TT, true, V>(y, w, mv_x{x}, rows, k, n, 0); \
                            else matvec_v2_launch<TT, false, V>(y, w, mv_x{x}, rows, k, n, 0); return true;
     if (v == 2) switch (t) { V23(QUANT_Q4_0, 2) V23(QUANT_Q4_K, 2) V23(QUANT_Q8_0, 2) V23(QUANT_Q6_K, 2) }
-    if (v == 3) switch (t) { V23(QUANT_Q4_0, 3) V23(QUANT_Q4_K, 3) V23(QUANT_Q8_0, 3) V23(QUANT_Q6_K, 3) }
+    if (v == 3) switch (t) { V23(QUANT_Q4_0, 3) V23(QUANT_Q4_K, 3) V23(QUANT_Q5_K, 3) V23(QUANT_Q8_0, 3) V23(QUANT_Q6_K, 3) }
     if (v == 4) switch (t) { V23(QUANT_Q4_0, 4) V23(QUANT_Q4_K, 4) V23(QUANT_Q8_0, 4) V23(QUANT_Q6_K, 4) }
     if (v == 5 && n == 1) switch (t) { V23(QUANT_Q4_0, 5) V23(QUANT_Q4_K, 5) V23(QUANT_Q8_0, 5) V23(QUANT_Q6_K, 5) }
     if (v == 6 && n == 1) switch (t) { V23(QUANT_Q4_0, 6) V23(QUANT_Q4_K, 6) V23(QUANT_Q8_0, 6) V23(QUANT_Q6_K, 6) }
@@ -110,6 +121,7 @@ static bool run_variant(int v, uint32_t t, float *y, const void *w, const void *
         switch (t) {
         case QUANT_Q4_0: return run_v10<QUANT_Q4_0>(o, y, w, x, xh, rows, k, n, cap);
         case QUANT_Q4_K: return run_v10<QUANT_Q4_K>(o, y, w, x, xh, rows, k, n, cap);
+        case QUANT_Q5_K: return run_v10<QUANT_Q5_K>(o, y, w, x, xh, rows, k, n, cap);
         case QUANT_Q8_0: return run_v10<QUANT_Q8_0>(o, y, w, x, xh, rows, k, n, cap);
         case QUANT_Q6_K: return run_v10<QUANT_Q6_K>(o, y, w, x, xh, rows, k, n, cap);
         }
@@ -218,13 +230,13 @@ static void bench(lab &L, gen_rng *r, uint32_t t, shape s, int n, bool xh) {
     for (int v = 1; v < N_VARIANTS; v++) {
         if (g_profile && v != g_profile) continue;
         if (!g_profile && g_ring && v != 10 && !is_v11(v)) continue;
-        if (!is_v10(v) && !is_v11(v) && v >= 10) continue;
+        if (!is_v10(v) && !is_v11(v) && v >= 10 && v != V12_LAB) continue;
         const int stages = is_v11(v) ? v11_stages(t, rows, k, n, v - V11_BASE) : 0;
         if (is_v11(v) && !g_profile && (stages == 0 || stages == last_stages)) continue;
         if (is_v11(v)) last_stages = stages;
         char vname[16];
         variant_name(v, stages, vname, sizeof vname);
-        const std::vector<void *> &wv = v == 1 ? raw : rep;
+        const std::vector<void *> &wv = v == 1 || v == V12_LAB ? raw : rep;
         CUDA_CHECK(cudaMemset(dy, 0xff, sizeof(float) * n * rows));
         if (!run_variant(v, t, dy, wv[0], dx, xh, (int)rows, (int)k, n)) continue;
         CUDA_CHECK(cudaDeviceSynchronize());
@@ -296,7 +308,7 @@ int main(int argc, char **argv) {
     if (argc > 1 && strcmp(argv[1], "ring") == 0) { /* v10 against v11 at each ring depth */
         g_ring = true;
         filter = argc > 2 ? argv[2] : "";
-        const uint32_t rtypes[] = {QUANT_Q4_0, QUANT_Q4_K, QUANT_Q6_K, QUANT_Q8_0};
+        const uint32_t rtypes[] = {QUANT_Q4_0, QUANT_Q4_K, QUANT_Q5_K, QUANT_Q6_K, QUANT_Q8_0};
         const shape rshapes[] = {{4096, 4096}, {14336, 4096}, {4096, 14336}, {28672, 4096}, {32000, 4096},
                                  {128256, 4096}};
         for (uint32_t t : rtypes) {
@@ -307,13 +319,17 @@ int main(int argc, char **argv) {
         printf("%s kbench matvec ring: %d check failures\n", g_fail ? "FAIL" : "PASS", g_fail);
         return g_fail ? 1 : 0;
     }
-    const uint32_t types[] = {QUANT_Q4_0, QUANT_Q4_K, QUANT_Q6_K, QUANT_Q8_0, QUANT_Q5_0, QUANT_F16, QUANT_F32};
+    const uint32_t types[] = {QUANT_Q4_0, QUANT_Q4_K, QUANT_Q5_K, QUANT_Q6_K, QUANT_Q8_0, QUANT_Q5_0, QUANT_F16, QUANT_F32};
     const shape shapes[] = {{4096, 4096}, {14336, 4096}, {4096, 14336}, {32000, 4096}, {1, 256}, {37, 512}};
     for (uint32_t t : types) {
         if (!strstr(quant_type_name(t), filter)) continue;
         for (shape s : shapes) bench(L, &r, t, s, 1, false);
-        if (t == QUANT_Q4_0 || t == QUANT_Q4_K || t == QUANT_Q6_K || t == QUANT_Q8_0) /* v10 for a few tokens */
+        if (t == QUANT_Q4_0 || t == QUANT_Q4_K || t == QUANT_Q5_K || t == QUANT_Q6_K || t == QUANT_Q8_0) /* v10 for a few tokens */
             for (int n = 2; n <= 3; n++) bench(L, &r, t, {14336, 4096}, n, false);
+        if (t == QUANT_Q5_K) { /* Phi-4-mini's fused QKV; 4 tokens (v11 and v12 take up to 4) */
+            bench(L, &r, t, {5120, 3072}, 1, false);
+            bench(L, &r, t, {14336, 4096}, 4, false);
+        }
         if (t == QUANT_Q4_0 || t == QUANT_Q4_K) {
             bench(L, &r, t, {28672, 4096}, 1, false);
             bench(L, &r, t, {14336, 4096}, 1, true);

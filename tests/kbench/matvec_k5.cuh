@@ -1,9 +1,8 @@
-/* The decode matvec v12: Q5_K weights in their GGUF rows against X rounded to int8 per 32 values,
- * products by dp4a, for 1 to 4 tokens. Q5_K is what llama.cpp's Q4_K_M gives a fused QKV matrix
- * (Phi-3 / Phi-4) and what Q5_K_M gives most matrices; v1 (matvec_fallback.cuh) dequantised each
- * 32-weight unit to f32 and ran ~8x under the weights' copy time (PERF-LOG run 118: Phi-4-mini's
- * QKV matvec ~33 us of a 61 us layer). The rows stay in GGUF layout, so the prompt GEMM
- * (gemm_gguf.cuh) and v1 (5 to 8 tokens) read the same buffer.
+/* Kernel lab: the decode matvec v12, Q5_K weights in their GGUF rows against X rounded to int8
+ * per 32 values, products by dp4a, for 1 to 4 tokens. Production ran it for Q5_K (llama.cpp's
+ * Q4_K_M gives Phi-3 / Phi-4 a fused QKV in Q5_K; Q5_K_M gives most matrices Q5_K) until Q5_K
+ * joined the repacked layout that v11 reads (kernels/matvec_layout.cuh: mv5_hbit); `kbench matvec
+ * Q5_K` times the two side by side. Its rows stay in GGUF layout.
  *
  * Super-block (176 bytes): d, dmin (f16), scales[12] (6-bit scale and min of 8 sub-blocks of 32),
  * qh[32], qs[128]. Chunk i (0..3) is qs[32 i .. 32 i + 32): low nibbles sub-block 2 i, high
@@ -31,8 +30,8 @@
  * holds each rotated pair: rows 2j, 2j + 1); not GLU (v11 only). No early start beside another grid
  * (cu_matvec_f32_norm_rope_beside): v12 waits for it as for any previous kernel.
  * Error: that of v10 (matvec_dp4a.cuh; tests/gpu/mvq.h's budget). */
-#ifndef MGI_KERNELS_MATVEC_K5_CUH
-#define MGI_KERNELS_MATVEC_K5_CUH
+#ifndef MGI_KBENCH_MATVEC_K5_CUH
+#define MGI_KBENCH_MATVEC_K5_CUH
 
 #include <algorithm>
 #include "kernels/matvec_layout.cuh"
