@@ -65,8 +65,12 @@ template <int T> __host__ __device__ constexpr bool mv10_type() {
 template <int T> __host__ __device__ constexpr bool mv10_kmin() { return T == QUANT_Q4_K || T == QUANT_Q5_K; }
 
 /* Whether option O builds without spills for type T (ptxas -v): Q6_K's groups take 33 registers
- * each, too many for 3 in flight within 128 or 2 within 80; Q4_K spills at 80. The launcher
- * declines the others (the lab then skips them). */
+ * each, too many for 3 in flight within 128 or 2 within 80; Q4_K spills at 80 (Q5_K, whose groups
+ * hold 4 registers more, is declined with it). The launcher declines the others (the lab then
+ * skips them). Production's v10 (O = 0, 2 groups in flight) of Q5_K at 3 and 4 tokens spills 8-24
+ * bytes a thread (CUDA 13.0), as Q4_0's does at 4: left so, since v10 runs only where v11's ring
+ * does not fit beside X (long rows at several tokens: Q4_0 from k = 18432 at 4); v11, which holds
+ * one group, does not spill. */
 template <int T, int O> __host__ __device__ constexpr bool mv10_fits() {
     return T == QUANT_Q6_K ? mv10_opt<O>::NB == 2 && mv10_opt<O>::W * mv10_opt<O>::BPS <= 16
                            : !mv10_kmin<T>() || mv10_opt<O>::W * mv10_opt<O>::BPS <= 16;

@@ -234,7 +234,8 @@ template <> struct mv2_group<QUANT_Q4_0> {
 };
 
 /* For Q4_K a group is one super-block (4 chunks share a scale record per row); Q5_K (Q5) the
- * same with the lane's 4 words of fifth bits (h). */
+ * same with the lane's 4 words of fifth bits (h), whose v3 instance of two column groups (f32 X
+ * of 5 to 8 tokens) spills 16-52 bytes a thread (ptxas, CUDA 13.0): a fallback, left so. */
 template <bool Q5> struct mv2_group_k {
     static constexpr int GC = 4;
     uint4 q[4], r0, r1, h;
