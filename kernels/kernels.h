@@ -171,7 +171,7 @@ cudaError_t cu_matvec_f32_norm_rope_beside(const void *w, uint32_t wtype, const 
  * between their grids so that the largest block of either reads the fewest bytes (PERF-LOG run 86). A layer whose V is in another type than Q and K
  * (Q4_K_M: Q4_K, V Q6_K) then starts all three at once. Outputs equal cu_matvec_f32_norm_rope's
  * within rounding (the grids' blocks group the sums otherwise), not bit for bit. Only v11,
- * t1 Q4_K with t2 Q6_K, n 1 or 2, and where both grids fit beside each other; otherwise
+ * t1 Q4_K or Q5_K (Q5_K_M) with t2 Q6_K, n 1 or 2, and where both grids fit beside each other; otherwise
  * cudaErrorNotSupported with nothing launched (the caller launches the two apart). */
 cudaError_t cu_matvec_f32_norm_rope_pair(const void *w1, uint32_t t1, int64_t rows1, int64_t nq1, int64_t nk1,
                                       const void *w2, uint32_t t2, int64_t rows2, int64_t nq2, int64_t nk2,
@@ -182,7 +182,7 @@ cudaError_t cu_matvec_f32_norm_rope_pair(const void *w1, uint32_t t1, int64_t ro
 /* Two cu_matvec_f32_norm of one x in one launch, as cu_matvec_f32_norm_rope_pair shares the SMs:
  * Y1 [n][rows1] = W1 . norm(x), Y2 [n][rows2] = W2 . norm(x) (the recipes whose Q/K norms need
  * a whole head: Qwen3, Gemma 3, whose Q4_K_M V is Q6_K). Outputs equal cu_matvec_f32_norm's within
- * rounding. Only v11, t1 Q4_K with t2 Q6_K, n 1 or 2, where both grids fit beside each other;
+ * rounding. Only v11, t1 Q4_K or Q5_K with t2 Q6_K, n 1 or 2, where both grids fit beside each other;
  * otherwise cudaErrorNotSupported with nothing launched. */
 cudaError_t cu_matvec_f32_norm_pair(float *y1, const void *w1, uint32_t t1, int64_t rows1, float *y2, const void *w2,
                                  uint32_t t2, int64_t rows2, const float *x, const float *g, float eps, int64_t k, int n,

@@ -278,6 +278,12 @@ extern "C" int cu_matvec_fused_blocks(uint32_t wtype, int64_t rows, int64_t k, i
     }
 }
 
+/* The pairs of types the two-matrix launches take (v11 only): those real files have, Q/K in Q4_K
+ * (Q4_K_M) or Q5_K (Q5_K_M) with a Q6_K V. */
+static bool pair_types(uint32_t t1, uint32_t t2) {
+    return (t1 == QUANT_Q4_K || t1 == QUANT_Q5_K) && t2 == QUANT_Q6_K;
+}
+
 /* norm_rope's source for a matrix of rows rows (nq Q rows, nk K rows, the rest V), or false where
  * the arguments are not one kernels.h allows. */
 static bool rope_source(mv_x_norm_rope *src, const float *x, const float *g, float eps, int64_t rows, float *q_out,
@@ -320,14 +326,17 @@ extern "C" cudaError_t cu_matvec_f32_norm_rope_pair(const void *w1, uint32_t t1,
         !rope_source(&s2, x, g, eps, rows2, q_out, k_cache, v_cache, pos, cell, nq2, nk2, kv_dim, head_dim, n_rot,
                      theta, epi))
         return cudaErrorInvalidValue;
-    /* v11 only, and the one pair of types a real file has (Q4_K_M: Q/K Q4_K, V Q6_K) */
-    if (t1 != QUANT_Q4_K || t2 != QUANT_Q6_K || !cu_matvec_fused_supported(t1, rows1, k, n) ||
-        !cu_matvec_fused_supported(t2, rows2, k, n))
+    if (!pair_types(t1, t2) || !cu_matvec_fused_supported(t1, rows1, k, n) || !cu_matvec_fused_supported(t2, rows2, k, n))
         return cudaErrorNotSupported;
     cudaError_t e = cudaErrorNotSupported;
-    mv10_dual_launch<QUANT_Q4_K, QUANT_Q6_K, mv_x_norm_rope, MV11_OPT>(nullptr, w1, s1, (int)rows1, nullptr, w2, s2,
-                                                                       (int)rows2, (int)k, n, stream, pdl_enabled(), &e,
-                                                                       MV11_STAGES, MV_EARLY, -1, MV_BALANCE);
+    if (t1 == QUANT_Q4_K)
+        mv10_dual_launch<QUANT_Q4_K, QUANT_Q6_K, mv_x_norm_rope, MV11_OPT>(nullptr, w1, s1, (int)rows1, nullptr, w2, s2,
+                                                                           (int)rows2, (int)k, n, stream, pdl_enabled(),
+                                                                           &e, MV11_STAGES, MV_EARLY, -1, MV_BALANCE);
+    else
+        mv10_dual_launch<QUANT_Q5_K, QUANT_Q6_K, mv_x_norm_rope, MV11_OPT>(nullptr, w1, s1, (int)rows1, nullptr, w2, s2,
+                                                                           (int)rows2, (int)k, n, stream, pdl_enabled(),
+                                                                           &e, MV11_STAGES, MV_EARLY, -1, MV_BALANCE);
     return e;
 }
 
@@ -335,15 +344,18 @@ extern "C" cudaError_t cu_matvec_f32_norm_pair(float *y1, const void *w1, uint32
                                             const void *w2, uint32_t t2, int64_t rows2, const float *x, const float *g,
                                             float eps, int64_t k, int n, cudaStream_t stream) {
     if (!y1 || !y2 || !x || !g || (uintptr_t)x % 16 || (uintptr_t)g % 16) return cudaErrorInvalidValue;
-    /* v11 only, and the pair of types a real file has (Q4_K_M: Q/K Q4_K, V Q6_K) */
-    if (t1 != QUANT_Q4_K || t2 != QUANT_Q6_K || !cu_matvec_fused_supported(t1, rows1, k, n) ||
-        !cu_matvec_fused_supported(t2, rows2, k, n))
+    if (!pair_types(t1, t2) || !cu_matvec_fused_supported(t1, rows1, k, n) || !cu_matvec_fused_supported(t2, rows2, k, n))
         return cudaErrorNotSupported;
     const mv_x_norm s{x, g, eps};
     cudaError_t e = cudaErrorNotSupported;
-    mv10_dual_launch<QUANT_Q4_K, QUANT_Q6_K, mv_x_norm, MV11_OPT>(y1, w1, s, (int)rows1, y2, w2, s, (int)rows2, (int)k,
-                                                                  n, stream, pdl_enabled(), &e, MV11_STAGES, MV_EARLY,
-                                                                  -1, MV_BALANCE);
+    if (t1 == QUANT_Q4_K)
+        mv10_dual_launch<QUANT_Q4_K, QUANT_Q6_K, mv_x_norm, MV11_OPT>(y1, w1, s, (int)rows1, y2, w2, s, (int)rows2,
+                                                                      (int)k, n, stream, pdl_enabled(), &e, MV11_STAGES,
+                                                                      MV_EARLY, -1, MV_BALANCE);
+    else
+        mv10_dual_launch<QUANT_Q5_K, QUANT_Q6_K, mv_x_norm, MV11_OPT>(y1, w1, s, (int)rows1, y2, w2, s, (int)rows2,
+                                                                      (int)k, n, stream, pdl_enabled(), &e, MV11_STAGES,
+                                                                      MV_EARLY, -1, MV_BALANCE);
     return e;
 }
 

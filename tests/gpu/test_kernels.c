@@ -428,18 +428,18 @@ static void test_matvec_acc_post(gen_rng *r, uint32_t t, int64_t rows, int64_t k
     free(w); free(x); free(y0); free(post); free(want); free(y1); free(y2);
 }
 
-/* cu_matvec_f32_norm_pair (Q4_K rows1 and Q6_K rows2 of one x in one launch) against two
+/* cu_matvec_f32_norm_pair (Q4_K or Q5_K rows1 and Q6_K rows2 of one x in one launch) against two
  * cu_matvec_f32_norm: each output within 1e-4 of its matrix's rms (the pair's grids group the
  * sums otherwise; a block on the wrong matrix or a missed tile is off by O(1)), nothing written
  * past either output. */
-static void test_matvec_norm_pair(gen_rng *r, int64_t rows1, int64_t rows2, int64_t k, int n) {
+static void test_matvec_norm_pair(gen_rng *r, uint32_t t1, int64_t rows1, int64_t rows2, int64_t k, int n) {
     char name[160];
-    const uint32_t t1 = QUANT_Q4_K, t2 = QUANT_Q6_K;
+    const uint32_t t2 = QUANT_Q6_K;
     const int64_t nk = n * k, rows[2] = {rows1, rows2};
     const uint32_t types[2] = {t1, t2};
     const float eps = 1e-6f;
-    snprintf(name, sizeof name, "matvec norm pair Q4_K %lld + Q6_K %lld x %lld n=%d", (long long)rows1,
-             (long long)rows2, (long long)k, n);
+    snprintf(name, sizeof name, "matvec norm pair %s %lld + Q6_K %lld x %lld n=%d", quant_type_name(t1),
+             (long long)rows1, (long long)rows2, (long long)k, n);
     float *x = malloc(sizeof(float) * (size_t)nk), *g = malloc(sizeof(float) * (size_t)k);
     v10_fill(r, nk, k, NULL, x);
     for (int64_t i = 0; i < k; i++) g[i] = (float)gen_uniform(r, -1.5, 1.5);
@@ -2043,6 +2043,9 @@ int main(void) {
         test_matvec_norm_rope(&r, QUANT_Q8_0, QUANT_Q8_0, 32, 8, 64, 64, 2048, 3, 0);
         test_matvec_norm_rope(&r, QUANT_Q4_K, QUANT_Q4_K, 6, 2, 64, 32, 512, 4, 0);
         test_matvec_norm_rope(&r, QUANT_Q6_K, QUANT_Q6_K, 4, 4, 128, 96, 1024, 2, 0);
+        /* Q5_K_M's layers with a Q6_K V: the 8b's, apart and in one launch */
+        for (int sh = 0; sh <= 2; sh += 2)
+            for (int n = 1; n <= 2; n++) test_matvec_norm_rope(&r, QUANT_Q5_K, QUANT_Q6_K, 32, 8, 128, 128, 4096, n, sh);
         /* Phi-4-mini's fused Q5_K QKV (24 / 8 heads of 128, 96 dims rotated) */
         for (int n = 1; n <= 4; n++) test_matvec_norm_rope(&r, QUANT_Q5_K, QUANT_Q5_K, 24, 8, 128, 96, 3072, n, 0);
         /* SwiGLU in the gate/up matvec: 8b's and 1b's FFNs, every type, 1-4 tokens, few tiles */
@@ -2057,9 +2060,10 @@ int main(void) {
         for (int n = 1; n <= 2; n++) test_matvec_glu(&r, QUANT_Q4_K, 15360, 3840, n, 1);
         test_matvec_glu(&r, QUANT_Q4_0, 640, 256, 3, 1);
         /* Q/K and V of the per-head-norm recipes in one launch: gemma3-12b's, qwen3-8b's, a small one */
-        for (int n = 1; n <= 2; n++) test_matvec_norm_pair(&r, 6144, 2048, 3840, n);
-        test_matvec_norm_pair(&r, 5120, 1024, 4096, 1);
-        test_matvec_norm_pair(&r, 384, 128, 256, 2);
+        for (int n = 1; n <= 2; n++) test_matvec_norm_pair(&r, QUANT_Q4_K, 6144, 2048, 3840, n);
+        test_matvec_norm_pair(&r, QUANT_Q4_K, 5120, 1024, 4096, 1);
+        test_matvec_norm_pair(&r, QUANT_Q4_K, 384, 128, 256, 2);
+        for (int n = 1; n <= 2; n++) test_matvec_norm_pair(&r, QUANT_Q5_K, 5120, 1024, 4096, n); /* Q5_K_M's */
         /* Gemma's post norms in wo's and down's last block: gemma3-12b's wo (Q4_K) and down (Q6_K
          * and Q4_K), a small Q4_0, Q8_0 and Q5_K one */
         for (int n = 1; n <= 4; n++) test_matvec_acc_post(&r, QUANT_Q4_K, 3840, 4096, n, n == 1);
