@@ -143,7 +143,8 @@ static int mm_acc(part *p, const dweight *w, const float *x, float *y, int t0, i
                                                p->post_count, w->rows, w->k, n, prefilled, p->st);
         if (e == cudaSuccess) return 0;
         if (e != cudaErrorNotSupported) DEV_TRY(e);
-        fused = 0; /* Q5_K (v12): the product, then the post norm and the add in one launch */
+        fused = 0; /* not taken (rows not a multiple of 4, unaligned, a case no fused matvec takes): the
+                    * product, then the post norm and the add in one launch */
     }
     if (fused) {
         /* prefilled: X is decode attention's output; the matvec's blocks start while attention

@@ -97,7 +97,7 @@ template <> struct gemm_w<QUANT_Q5_K> {
     uint32_t hw;
     __device__ __forceinline__ void load(const uint8_t *w, int64_t R16, int64_t C, int64_t tile, int64_t c, int lane, int g) {
         k4.load(w, R16, C, tile, c, lane, g);
-        hw = __ldg((const uint32_t *)(w + R16 * C * 576) + ((tile * (C / 4) + c / 4) * 32 + lane) * 4 + (c & 3));
+        hw = mv5_hword(w, R16, C, tile, c, lane);
     }
     __device__ __forceinline__ void frag(uint32_t a[4], int s, int64_t c) const {
         const uint32_t words[4] = {k4.q.x, k4.q.y, k4.q.z, k4.q.w};
@@ -382,7 +382,7 @@ template <> struct gemm2_ld<QUANT_Q5_K> {
     uint32_t hw;
     __device__ __forceinline__ void load(const uint8_t *w, int64_t R16, int64_t C, int64_t tile, int64_t c, int lane, int g) {
         k4.load(w, R16, C, tile, c, lane, g);
-        hw = __ldg((const uint32_t *)(w + R16 * C * 576) + ((tile * (C / 4) + c / 4) * 32 + lane) * 4 + (c & 3));
+        hw = mv5_hword(w, R16, C, tile, c, lane);
     }
 };
 
@@ -634,7 +634,7 @@ template <> struct gemm3_w<QUANT_Q5_K> {
     template <int NT, int NTH>
     __device__ static void load_sb(uint32_t dst, const uint8_t *w, int64_t R16, int64_t C, int64_t tb, int b, int live) {
         K4::load_sb<NT, NTH>(dst, w, R16, C, tb, b, live);
-        gemm3_copy<NT, NTH, 32>(dst + NT * 256, w + R16 * C * 576 + (tb * (C / 4) + b) * 512, (C / 4) * 512, live);
+        gemm3_copy<NT, NTH, 32>(dst + NT * 256, w + mv5_high(R16, C) + (tb * (C / 4) + b) * 512, (C / 4) * 512, live);
     }
     template <int NT> __device__ void read(const uint8_t *sw, const uint8_t *sb, int lt, int lane, int g, int cc) {
         K4 k4;

@@ -179,7 +179,7 @@ template <int NT> struct g7_plan<QUANT_Q5_K, NT> : g7_plan<QUANT_Q4_K, NT> { /* 
     g7_part<NT, 32> hi;
     __device__ __forceinline__ void init(const uint8_t *w, int64_t R16, int64_t C, int64_t tb, int live) {
         g7_plan<QUANT_Q4_K, NT>::init(w, R16, C, tb, live);
-        hi.init(w, R16 * C * 576, (C / 4) * 512, tb, live);
+        hi.init(w, mv5_high(R16, C), (C / 4) * 512, tb, live);
     }
     __device__ __forceinline__ void copy_sb(uint32_t slot, int b) const {
         g7_plan<QUANT_Q4_K, NT>::copy_sb(slot, b);

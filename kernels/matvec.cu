@@ -284,6 +284,20 @@ static bool pair_types(uint32_t t1, uint32_t t2) {
     return (t1 == QUANT_Q4_K || t1 == QUANT_Q5_K) && t2 == QUANT_Q6_K;
 }
 
+/* matvec_v10_dual of a pair_types pair (V Q6_K) with production's choices. */
+template <typename XS>
+static cudaError_t dual_pair(uint32_t t1, float *y1, const void *w1, const XS &x1, int64_t rows1, float *y2,
+                             const void *w2, const XS &x2, int64_t rows2, int64_t k, int n, cudaStream_t s) {
+    cudaError_t e = cudaErrorNotSupported;
+    if (t1 == QUANT_Q4_K)
+        mv10_dual_launch<QUANT_Q4_K, QUANT_Q6_K, XS, MV11_OPT>(y1, w1, x1, (int)rows1, y2, w2, x2, (int)rows2, (int)k, n,
+                                                               s, pdl_enabled(), &e, MV11_STAGES, MV_EARLY, -1, MV_BALANCE);
+    else
+        mv10_dual_launch<QUANT_Q5_K, QUANT_Q6_K, XS, MV11_OPT>(y1, w1, x1, (int)rows1, y2, w2, x2, (int)rows2, (int)k, n,
+                                                               s, pdl_enabled(), &e, MV11_STAGES, MV_EARLY, -1, MV_BALANCE);
+    return e;
+}
+
 /* norm_rope's source for a matrix of rows rows (nq Q rows, nk K rows, the rest V), or false where
  * the arguments are not one kernels.h allows. */
 static bool rope_source(mv_x_norm_rope *src, const float *x, const float *g, float eps, int64_t rows, float *q_out,
@@ -328,16 +342,7 @@ extern "C" cudaError_t cu_matvec_f32_norm_rope_pair(const void *w1, uint32_t t1,
         return cudaErrorInvalidValue;
     if (!pair_types(t1, t2) || !cu_matvec_fused_supported(t1, rows1, k, n) || !cu_matvec_fused_supported(t2, rows2, k, n))
         return cudaErrorNotSupported;
-    cudaError_t e = cudaErrorNotSupported;
-    if (t1 == QUANT_Q4_K)
-        mv10_dual_launch<QUANT_Q4_K, QUANT_Q6_K, mv_x_norm_rope, MV11_OPT>(nullptr, w1, s1, (int)rows1, nullptr, w2, s2,
-                                                                           (int)rows2, (int)k, n, stream, pdl_enabled(),
-                                                                           &e, MV11_STAGES, MV_EARLY, -1, MV_BALANCE);
-    else
-        mv10_dual_launch<QUANT_Q5_K, QUANT_Q6_K, mv_x_norm_rope, MV11_OPT>(nullptr, w1, s1, (int)rows1, nullptr, w2, s2,
-                                                                           (int)rows2, (int)k, n, stream, pdl_enabled(),
-                                                                           &e, MV11_STAGES, MV_EARLY, -1, MV_BALANCE);
-    return e;
+    return dual_pair(t1, (float *)nullptr, w1, s1, rows1, (float *)nullptr, w2, s2, rows2, k, n, stream);
 }
 
 extern "C" cudaError_t cu_matvec_f32_norm_pair(float *y1, const void *w1, uint32_t t1, int64_t rows1, float *y2,
@@ -347,16 +352,7 @@ extern "C" cudaError_t cu_matvec_f32_norm_pair(float *y1, const void *w1, uint32
     if (!pair_types(t1, t2) || !cu_matvec_fused_supported(t1, rows1, k, n) || !cu_matvec_fused_supported(t2, rows2, k, n))
         return cudaErrorNotSupported;
     const mv_x_norm s{x, g, eps};
-    cudaError_t e = cudaErrorNotSupported;
-    if (t1 == QUANT_Q4_K)
-        mv10_dual_launch<QUANT_Q4_K, QUANT_Q6_K, mv_x_norm, MV11_OPT>(y1, w1, s, (int)rows1, y2, w2, s, (int)rows2,
-                                                                      (int)k, n, stream, pdl_enabled(), &e, MV11_STAGES,
-                                                                      MV_EARLY, -1, MV_BALANCE);
-    else
-        mv10_dual_launch<QUANT_Q5_K, QUANT_Q6_K, mv_x_norm, MV11_OPT>(y1, w1, s, (int)rows1, y2, w2, s, (int)rows2,
-                                                                      (int)k, n, stream, pdl_enabled(), &e, MV11_STAGES,
-                                                                      MV_EARLY, -1, MV_BALANCE);
-    return e;
+    return dual_pair(t1, y1, w1, s, rows1, y2, w2, s, rows2, k, n, stream);
 }
 
 extern "C" cudaError_t cu_matvec_f32_norm_rope(const void *w, uint32_t wtype, const float *x, const float *g, float eps,

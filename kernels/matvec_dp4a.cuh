@@ -229,7 +229,7 @@ __device__ __forceinline__ mv10_src mv10_source(const uint8_t *w, int64_t R16, i
         p.d = w + R16 * C * 832 + unit * 32 + 2 * g;
     } else if constexpr (T == QUANT_Q5_K) {
         p.s = w + R16 * C * 512 + unit * 256 + 16 * g;
-        p.h = w + R16 * C * 576 + unit * 512 + 16 * lane;
+        p.h = w + mv5_high(R16, C) + unit * 512 + 16 * lane;
     } else {
         p.s = w + R16 * C * 512 + unit * 256 + (T == QUANT_Q4_0 ? 8 : 16) * g;
     }

@@ -249,7 +249,7 @@ template <bool Q5> struct mv2_group_k {
         const uint4 *sr = (const uint4 *)(st + cg * 64);
         r0 = __ldg(sr + g);
         r1 = __ldg(sr + g + 8);
-        if constexpr (Q5) h = __ldg((const uint4 *)(w + R16 * C * 576) + (tile * (C / 4) + cg / 4) * 32 + lane);
+        if constexpr (Q5) h = __ldg((const uint4 *)(w + mv5_high(R16, C)) + (tile * (C / 4) + cg / 4) * 32 + lane);
     }
     template <int NG, int MODE>
     __device__ __forceinline__ void compute(float acc[NG][4], const uint2 *xb, const float *xs, int c, int,

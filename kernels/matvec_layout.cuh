@@ -102,6 +102,14 @@ __device__ __forceinline__ void mv_codes(uint32_t a[4], uint32_t word, uint32_t 
  * lane's 4 words of a super-block are one 16-byte load. */
 __host__ __device__ __forceinline__ int mv5_hbit(int s, int j) { return 8 * (j >> 1) + 2 * s + (j & 1); }
 
+/* Where the fifth bits of a repacked Q5_K matrix start (after R16 x C x 576 bytes of nibbles and
+ * records); a unit of 512 bytes per (tile, super-block) there, 16 per lane. */
+__host__ __device__ __forceinline__ int64_t mv5_high(int64_t R16, int64_t C) { return R16 * C * 576; }
+/* lane's word of fifth bits of chunk c of a tile */
+__device__ __forceinline__ uint32_t mv5_hword(const uint8_t *w, int64_t R16, int64_t C, int64_t tile, int64_t c, int lane) {
+    return __ldg((const uint32_t *)(w + mv5_high(R16, C)) + ((tile * (C / 4) + c / 4) * 32 + lane) * 4 + (c & 3));
+}
+
 /* The A fragment of step s of a Q5_K chunk minus 1024 (the codes q, exact in f16): register p's
  * two codes from the nibble word (as mv_codes) and their fifth bits from the chunk's high word hw
  * (mv5_hbit: 16 apart, as the halves). */
@@ -298,7 +306,7 @@ __host__ __device__ inline void mv2_repack_word(uint8_t *out, const uint8_t *w, 
                     mv2_where(tile, c, s, g, t, j, &row, &kk);
                     v |= (mv2_code<T>(w, rows, k, row, kk) >> 4) << mv5_hbit(s, j);
                 }
-            ((uint32_t *)out)[R16 * C * 144 + i] = v;
+            ((uint32_t *)(out + mv5_high(R16, C)))[i] = v;
             return;
         }
         /* [16 rows][16 bytes] per super-block: i = sb * 64 + row_in_tile * 4 + word */

@@ -74,7 +74,7 @@ __device__ __forceinline__ mv11_cp mv11_copier(const uint8_t *w, int64_t R16, in
         c.d = w + RC * 832 + unit * 32 + 16 * lane;
     } else {
         c.s = w + RC * (T == QUANT_Q8_0 ? 1024 : 512) + unit * mv11_scale_bytes<T>() + 16 * lane;
-        if constexpr (T == QUANT_Q5_K) c.h = w + RC * 576 + unit * 512 + 16 * lane;
+        if constexpr (T == QUANT_Q5_K) c.h = w + mv5_high(R16, C) + unit * 512 + 16 * lane;
     }
     return c;
 }
