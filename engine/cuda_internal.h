@@ -41,7 +41,6 @@ enum {
                              (MGI_NCCL_TIMEOUT overrides it: fcu_nccl_timeout_s) */
     FUSE_MAX_N = 4,      /* passes of up to this many tokens take the fused layer (kernels.h's
                             cu_matvec_f32_norm etc.: v10's range) */
-    LINK_ROLES = 3,      /* a fused layer's matvecs that arrive for the next one: wo, gate/up, down */
 };
 
 /* A layer's fusion plan for one token count (fcu_plan_fusions): which products take the fused
@@ -160,13 +159,6 @@ typedef struct {
     size_t att_scratch_bytes;
     float *post_part;      /* [FUSE_MAX_N][n_embd]: a post-normed product's rows (cu_matvec_f32_acc_post) */
     unsigned *post_count;  /* its arrival counter, zeroed at setup */
-    /* The decode chain's links (kernels.h: cu_chain; cuda_layer.c: link_take): per layer the
-     * arrival counters of wo, gate/up and down [l1 - l0][LINK_ROLES], zeroed at the start of every
-     * pass that may link; link_after / link_n: the launch just issued on st was a matvec whose
-     * link_n blocks arrive at link_after (NULL: it was not). */
-    unsigned *link_ctr;
-    const unsigned *link_after;
-    unsigned link_n;
     void *gemm_scratch; /* split-K partial sums of a GEMM over few tokens */
     size_t gemm_scratch_bytes;
     int n_sm;
@@ -276,9 +268,6 @@ int fcu_setup_parts(forward_cuda *f, engine_progress_fn progress, void *pctx, ch
 /* cuda_layer.c */
 int fcu_rope_angles(forward_cuda *f, char *err, size_t err_size);
 int fcu_layer_fz(const part *p, int32_t l, int n);
-/* Forgets the decode chain's pending link (cuda_layer.c): before any launch on p->st made outside
- * cuda_layer.c's entry points, between two fused layers' matvecs. */
-void fcu_link_drop(part *p);
 int fcu_part_enter(part *p, span s, int norm, char *err, size_t err_size);
 int fcu_attn_half(part *p, int32_t l, span s, int fz, char *err, size_t err_size);
 int fcu_part_add(part *p, span s, const float *post, const float *w, char *err, size_t err_size);

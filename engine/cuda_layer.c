@@ -97,34 +97,6 @@ static int fuse_on(const forward_cuda *f, int n) {
     return f->split != ENGINE_SPLIT_ROW && n <= FUSE_MAX_N;
 }
 
-/* The decode chain's links (kernels.h: cu_chain) between a fused layer's matvecs, wo -> gate/up ->
- * down -> the next fused layer's QKV: each may start its work as soon as every block of the one
- * before has arrived at a counter, not when PDL sees that grid complete (PERF-LOG: ~1.7 us a
- * boundary). A link must join two launches with nothing between them on the stream: the link a
- * launch leaves (link_keep) is taken by the very next call into this file (link_take, which
- * forgets it), and every entry point that launches anything else starts by dropping it
- * (link_drop). role: the counter this launch arrives at (LINK_ROLES: wo 0, gate/up 1, down 2;
- * -1: none). */
-static cu_chain link_take(part *p, int32_t l, int role) {
-    cu_chain c = {p->link_after, p->link_n, role >= 0 ? p->link_ctr + (int64_t)(l - p->l0) * LINK_ROLES + role : NULL,
-                  0};
-    p->link_after = NULL;
-    p->link_n = 0;
-    return c;
-}
-
-static void link_keep(part *p, const cu_chain *c) {
-    p->link_after = c->arrived ? c->arrive : NULL;
-    p->link_n = c->arrived;
-}
-
-static void link_drop(part *p) {
-    p->link_after = NULL;
-    p->link_n = 0;
-}
-
-void fcu_link_drop(part *p) { link_drop(p); }
-
 /* The FZ_* plan of layer l for a pass of n tokens (0: the unfused layer). */
 int fcu_layer_fz(const part *p, int32_t l, int n) {
     return fuse_on(p->f, n) && (p->layers[l - p->l0].fz[n] & FZ_LAYER) ? p->layers[l - p->l0].fz[n] : 0;
@@ -165,11 +137,10 @@ static int group_mm_norm(part *p, const wgroup *g, const float *x, const float *
  * into xn and an add. post (a post norm, NULL: none) norms the product before the add: fused, in
  * the matvec's last block where it takes it (cu_matvec_f32_acc_post), else in the add's launch. */
 static int mm_acc(part *p, const dweight *w, const float *x, float *y, int t0, int n, int fused, int prefilled,
-                  const float *post, cu_chain *ch, char *err, size_t err_size) {
-    ch->arrived = 0;
+                  const float *post, char *err, size_t err_size) {
     if (fused && post) {
         cudaError_t e = cu_matvec_f32_acc_post(y, w->w, w->type, x, post, p->f->m->hp.rms_eps, p->post_part,
-                                               p->post_count, w->rows, w->k, n, prefilled, ch, p->st);
+                                               p->post_count, w->rows, w->k, n, prefilled, p->st);
         if (e == cudaSuccess) return 0;
         if (e != cudaErrorNotSupported) DEV_TRY(e);
         fused = 0; /* not taken (rows not a multiple of 4, unaligned, a case no fused matvec takes): the
@@ -179,14 +150,13 @@ static int mm_acc(part *p, const dweight *w, const float *x, float *y, int t0, i
         /* prefilled: X is decode attention's output; the matvec's blocks start while attention
          * runs, long enough for their whole first weight fill to land before the wait (kernels.h) */
         if (prefilled)
-            DEV_TRY(cu_matvec_f32_acc_prefilled(y, w->w, w->type, x, w->rows, w->k, n, ch, p->st));
+            DEV_TRY(cu_matvec_f32_acc_prefilled(y, w->w, w->type, x, w->rows, w->k, n, p->st));
         else
-            DEV_TRY(cu_matvec_f32_acc(y, w->w, w->type, x, w->rows, w->k, n, ch, p->st));
+            DEV_TRY(cu_matvec_f32_acc(y, w->w, w->type, x, w->rows, w->k, n, p->st));
         return 0;
     }
     const llama_hparams *hp = &p->f->m->hp;
     float *xn = p->xn + (int64_t)t0 * hp->n_embd;
-    ch->arrived = 0; /* (a fused try above that fell back) */
     if (mm(p, w, x, xn, n, err, err_size)) return -1;
     if (post) /* the post norm and the add in one launch */
         DEV_TRY(paged_post_add_rmsnorm(y, xn, NULL, xn, 1, 0, post, NULL, n, (int)w->rows, hp->rms_eps, p->st));
@@ -226,7 +196,6 @@ int fcu_attn_half(part *p, int32_t l, span s, int fz, char *err, size_t err_size
     const int32_t *d_pages = d_cell + 2 * s.n;
     size_t kv_off = (size_t)(l - p->l0) * (size_t)f->kv_cells * (size_t)p->kv_dim;
     float scale = hp->attn_scale; /* 1 / sqrt(head_dim) unless the recipe says */
-    cu_chain qkv_link = link_take(p, l, -1); /* the previous fused layer's down, for the QKV matvec */
     float *pq, *pk, *pv;
     int64_t sq, sk, sv;
     float *x = p->x + (int64_t)t0 * E, *xn = p->xn + (int64_t)t0 * E;
@@ -258,7 +227,7 @@ int fcu_attn_half(part *p, int32_t l, span s, int fz, char *err, size_t err_size
             pe = cu_matvec_f32_norm_rope_pair(w0->w, w0->type, w0->rows, r[0][0], r[0][1], w1->w, w1->type, w1->rows,
                                            r[1][0], r[1][1], x, L->attn_norm, hp->rms_eps, w0->k, nt, q,
                                            p->kv_k + kv_off, p->kv_v + kv_off, d_pos + t0, d_cell + t0, p->kv_dim, hd,
-                                           hp->n_rot, hp->rope_base, epi, &qkv_link, p->st);
+                                           hp->n_rot, hp->rope_base, epi, p->st);
             if (pe != cudaSuccess && pe != cudaErrorNotSupported) DEV_TRY(pe);
         }
         for (int i = 0; pe != cudaSuccess && i < L->qkv.n_m; i++) {
@@ -274,12 +243,9 @@ int fcu_attn_half(part *p, int32_t l, span s, int fz, char *err, size_t err_size
                                                     p->kv_k + kv_off, p->kv_v + kv_off, d_pos + t0, d_cell + t0, r[0],
                                                     r[1], p->kv_dim, hd, hp->n_rot, hp->rope_base, epi, front, p->st));
             } else {
-                /* linked only alone: a matrix launched beside this one reads x before any wait, which
-                 * is safe behind a PDL wait of the same input (kernels.h) */
                 DEV_TRY(cu_matvec_f32_norm_rope(w->w, w->type, x, L->attn_norm, hp->rms_eps, w->rows, w->k, nt, q,
                                              p->kv_k + kv_off, p->kv_v + kv_off, d_pos + t0, d_cell + t0, r[0], r[1],
-                                             p->kv_dim, hd, hp->n_rot, hp->rope_base, epi,
-                                             L->qkv.n_m == 1 ? &qkv_link : NULL, p->st));
+                                             p->kv_dim, hd, hp->n_rot, hp->rope_base, epi, p->st));
             }
         }
     } else {
@@ -342,14 +308,9 @@ int fcu_attn_half(part *p, int32_t l, span s, int fz, char *err, size_t err_size
         }
     }
     if (L->bo) DEV_TRY(cu_bias_add(x, E, L->bo, nt, E, p->st));
-    /* wo follows attention: prefilled; it arrives for the gate/up matvec (fcu_ffn_half) */
-    if (!fz) return mm_xn(p, &L->wo, att, h16, nt, t0, err, err_size);
-    cu_chain wo_link = link_take(p, l, 0);
-    wo_link.after = NULL; /* (attention before it: PDL's wait) */
-    wo_link.after_n = 0;
-    if (mm_acc(p, &L->wo, att, x, t0, nt, fz & FZ_WO, 1, L->attn_post_norm, &wo_link, err, err_size)) return -1;
-    link_keep(p, &wo_link);
-    return 0;
+    /* wo follows attention: prefilled */
+    return fz ? mm_acc(p, &L->wo, att, x, t0, nt, fz & FZ_WO, 1, L->attn_post_norm, err, err_size)
+              : mm_xn(p, &L->wo, att, h16, nt, t0, err, err_size);
 }
 
 /* FFN half of layer l: xn (normed) -> gate/up, SwiGLU, down into xn (a partial sum in row mode).
@@ -365,7 +326,6 @@ int fcu_ffn_half(part *p, int32_t l, span s, int fz, char *err, size_t err_size)
     const dweight *dn = &L->down;
     const wgroup *gu = &L->gu;
     const int gelu = f->m->hp.act == LLAMA_ACT_GELU_TANH; /* Gemma's gate */
-    cu_chain gu_link = link_take(p, l, 1); /* wo's, for the gate/up matvec */
     /* gate and up stacked in one matrix: the fused matvec writes silu or gelu(gate) * up itself (no
      * gate launch), where v11 takes it; down then adds to x, through the post norm where the
      * recipe has one (Gemma: FZ_DOWN is off, mm_acc's unfused path) */
@@ -374,14 +334,8 @@ int fcu_ffn_half(part *p, int32_t l, span s, int fz, char *err, size_t err_size)
         float *ff = p->ff + (int64_t)t0 * p->n_ff;
         const dweight *w = &gu->m[0];
         cudaError_t e = cu_matvec_f32_norm_glu(ff, w->w, w->type, x, L->ffn_norm, f->m->hp.rms_eps, w->rows, w->k, nt,
-                                               gelu, &gu_link, p->st);
-        if (e == cudaSuccess) { /* down linked to it, and arriving for the next layer's QKV */
-            cu_chain dn_link = {gu_link.arrived ? gu_link.arrive : NULL, gu_link.arrived,
-                                p->link_ctr + (int64_t)(l - p->l0) * LINK_ROLES + 2, 0};
-            if (mm_acc(p, dn, ff, x, t0, nt, fz & FZ_DOWN, 0, L->ffn_post_norm, &dn_link, err, err_size)) return -1;
-            link_keep(p, &dn_link);
-            return 0;
-        }
+                                               gelu, p->st);
+        if (e == cudaSuccess) return mm_acc(p, dn, ff, x, t0, nt, fz & FZ_DOWN, 0, L->ffn_post_norm, err, err_size);
         if (e != cudaErrorNotSupported) DEV_TRY(e);
     }
     if (fz ? group_mm_norm(p, &L->gu, x, L->ffn_norm, p->gu, t0, nt, fz & FZ_GU, err, err_size)
@@ -399,8 +353,7 @@ int fcu_ffn_half(part *p, int32_t l, span s, int fz, char *err, size_t err_size)
     }
     if (gelu) DEV_TRY(cu_geglu(ff, NULL, pg + t0 * sg, sg, pu + t0 * su, su, nt, p->n_ff, p->st));
     else DEV_TRY(paged_swiglu(ff, pg + t0 * sg, sg, pu + t0 * su, su, nt, p->n_ff, p->st));
-    cu_chain none = {NULL, 0, NULL, 0};
-    return fz ? mm_acc(p, dn, ff, x, t0, nt, fz & FZ_DOWN, 0, L->ffn_post_norm, &none, err, err_size)
+    return fz ? mm_acc(p, dn, ff, x, t0, nt, fz & FZ_DOWN, 0, L->ffn_post_norm, err, err_size)
               : mm(p, dn, ff, xn, nt, err, err_size);
 }
 
@@ -414,9 +367,6 @@ int fcu_part_enter(part *p, span s, int norm, char *err, size_t err_size) {
     float *x = p->x + (int64_t)s.t0 * E, *xn = p->xn + (int64_t)s.t0 * E;
     p->xh_ready = 0; /* xh and gemm_scratch hold nothing of this pass yet (an aborted pass may have */
     p->xn_parts = 1; /* left either behind) */
-    link_drop(p);
-    if (fuse_on(p->f, s.nt)) /* a counter serves one launch per pass (cu_chain) */
-        DEV_TRY(cudaMemsetAsync(p->link_ctr, 0, (size_t)(p->l1 - p->l0) * LINK_ROLES * sizeof(unsigned), p->st));
     if (p->embeds) {
         DEV_TRY(cu_embed(x, p->tok_embd, m->tok_embd.type, p->d_meta + s.t0, s.nt, m->tok_embd.n_rows, E, p->st));
         if (hp->embd_scale != 1.0f) DEV_TRY(cu_scale(x, (int64_t)s.nt * E, hp->embd_scale, p->st)); /* Gemma */
@@ -432,7 +382,6 @@ int fcu_part_add(part *p, span s, const float *post, const float *w, char *err, 
     const llama_hparams *hp = &p->f->m->hp;
     int E = hp->n_embd;
     float *x = p->x + (int64_t)s.t0 * E, *xn = p->xn + (int64_t)s.t0 * E;
-    link_drop(p);
     /* a pass the GEMMs take (more than MM_MATVEC_N tokens): the norm's output in f16 too, the next
      * group_mm's input (those groups' matrices are all of E columns) */
     int parts = p->xn_parts > 1 ? p->xn_parts : 1;
@@ -458,7 +407,6 @@ int fcu_run_head(part *p, int n, int r0, int nr, int greedy, int identity, char 
     const llama_hparams *hp = &f->m->hp;
     const int32_t *d_out = p->d_meta + 4 * n;
     const dweight *o = &p->output;
-    link_drop(p);
     /* A step through the gate writes its outputs straight into the pinned buffers (mapped; UVA:
      * their host addresses are their device addresses): no copy at the step's end, whose fixed
      * cost would come between this step and the next. */

@@ -38,7 +38,6 @@ static int run_segment(part *p, int seg, span s, int head, char *err, size_t err
             }
             if (l > p->l0 && fcu_layer_fz(p, l - 1, s.nt)) {
                 p->xh_ready = 0; /* xn rewritten without its f16 copy */
-                fcu_link_drop(p);
                 DEV_TRY(cu_rmsnorm(p->xn + (int64_t)s.t0 * f->m->hp.n_embd, p->x + (int64_t)s.t0 * f->m->hp.n_embd,
                                 p->layers[l - p->l0].attn_norm, s.nt, f->m->hp.n_embd, f->m->hp.rms_eps, p->st));
             }

@@ -92,43 +92,22 @@ cudaError_t cu_matvec_f32_swiglu(float *y, const void *w, uint32_t wtype, const 
  * (Q8_0: 128) and the shared memory fits the current device; otherwise they launch nothing and
  * return cudaErrorNotSupported (the caller runs the unfused kernels). */
 int cu_matvec_fused_supported(uint32_t wtype, int64_t rows, int64_t k, int n);
-/* A link of the decode chain (engine/cuda_layer.c: wo -> gate/up -> down -> the next QKV), for the
- * fused matvecs that take a cu_chain * (NULL: a plain launch). PDL's wait (pdl.cuh) holds a kernel
- * until the whole previous grid has completed and flushed; a link instead lets this launch's
- * blocks go on as soon as every block of the launch before it has arrived at a counter (its
- * outputs written and fenced first), which the blocks see a fraction of that later:
- *   after, after_n: the launch right before this one on the stream arrived at *after with after_n
- *     blocks (its arrived); NULL: wait as PDL does. The caller guarantees that nothing else ran
- *     between the two. A kernel that cannot link (a fallback) waits as PDL does, which is always
- *     right.
- *   arrive: where this launch's blocks arrive (NULL: nowhere); the counter must be 0 (the engine
- *     zeroes its counters at the start of each pass: a counter serves one launch per pass).
- *   arrived (out): the blocks that will arrive there, 0 where the launch does not arrive (a kernel
- *     that cannot link ran, or nothing was launched): then the next launch must not link to it.
- * A linked launch still passes PDL's wait before it exits, so that its grid's completion implies
- * its predecessors' (pdl.cuh's rule 2). */
-typedef struct {
-    const unsigned *after;
-    unsigned after_n;
-    unsigned *arrive;
-    unsigned arrived;
-} cu_chain;
 /* cu_matvec_f32_norm of a gate/up matrix, gate rows [0, F) stacked on up rows [F, 2F) (rows = 2F, F a
  * multiple of 16), whose epilogue writes Y [n][F] = silu(gate) * up (paged_swiglu's formula; gelu 1:
  * gelu_tanh(gate) * up, cu_geglu's) instead of both products: the decode FFN without its gate
  * launch. v11 only (a ring that fits: cu_matvec_ring_stages); otherwise cudaErrorNotSupported with
  * nothing launched. */
 cudaError_t cu_matvec_f32_norm_glu(float *y, const void *w, uint32_t wtype, const float *x, const float *g, float eps,
-                                int64_t rows, int64_t k, int n, int gelu, cu_chain *ch, cudaStream_t stream);
+                                int64_t rows, int64_t k, int n, int gelu, cudaStream_t stream);
 cudaError_t cu_matvec_f32_norm(float *y, const void *w, uint32_t wtype, const float *x, const float *g, float eps,
                             int64_t rows, int64_t k, int n, cudaStream_t stream);
 cudaError_t cu_matvec_f32_acc(float *y, const void *w, uint32_t wtype, const float *x, int64_t rows, int64_t k, int n,
-                           cu_chain *ch, cudaStream_t stream);
+                           cudaStream_t stream);
 /* cu_matvec_f32_acc for an X whose kernel runs long after this one's blocks can start (decode
  * attention before wo): v11 copies its whole first ring fill before its PDL wait, which lands
  * while that kernel runs (otherwise one or two slots: matvec_dp4a.cuh's mv11_pre; PERF-LOG run 66). */
 cudaError_t cu_matvec_f32_acc_prefilled(float *y, const void *w, uint32_t wtype, const float *x, int64_t rows, int64_t k,
-                                     int n, cu_chain *ch, cudaStream_t stream);
+                                     int n, cudaStream_t stream);
 /* cu_matvec_f32_acc with Gemma's post norm of the product before the add: Y += W . X / rms(W . X)
  * * post, the rms over the rows of each token (paged_post_add_rmsnorm's arithmetic, sum of squares
  * in double), so the layer needs no post-norm launch. part: scratch of n * rows floats, count: an
@@ -138,7 +117,7 @@ cudaError_t cu_matvec_f32_acc_prefilled(float *y, const void *w, uint32_t wtype,
  * cudaErrorNotSupported with nothing launched. */
 cudaError_t cu_matvec_f32_acc_post(float *y, const void *w, uint32_t wtype, const float *x, const float *post, float eps,
                                 float *part, unsigned *count, int64_t rows, int64_t k, int n, int prefilled,
-                                cu_chain *ch, cudaStream_t stream);
+                                cudaStream_t stream);
 cudaError_t cu_matvec_f32_swiglu_acc(float *y, const void *w, uint32_t wtype, const float *g, int64_t sg,
                                   const float *u, int64_t su, int64_t rows, int64_t k, int n, cudaStream_t stream);
 /* What the general layer (engine/cuda_layer.c) changes in cu_matvec_f32_norm_rope's epilogue, for
@@ -172,7 +151,7 @@ cudaError_t cu_matvec_f32_norm_rope(const void *w, uint32_t wtype, const float *
                                  int64_t rows, int64_t k, int n, float *q_out, uint16_t *k_cache,
                                  uint16_t *v_cache, const int32_t *pos, const int32_t *cell, int64_t nq, int64_t nk,
                                  int64_t kv_dim, int head_dim, int n_rot, float theta, const cu_rope_epi *epi,
-                                 cu_chain *ch, cudaStream_t stream);
+                                 cudaStream_t stream);
 /* The same, launched right behind another cu_matvec_f32_norm_rope of the same x (a layer whose V is
  * in another type than its Q and K: Q4_K_M's Q6_K V): it reads x at once instead of after its PDL
  * wait, and waits for that kernel only before it exits, so the two run side by side. Only where
@@ -199,7 +178,7 @@ cudaError_t cu_matvec_f32_norm_rope_pair(const void *w1, uint32_t t1, int64_t ro
                                       const float *x, const float *g, float eps, int64_t k, int n, float *q_out,
                                       uint16_t *k_cache, uint16_t *v_cache, const int32_t *pos, const int32_t *cell,
                                       int64_t kv_dim, int head_dim, int n_rot, float theta, const cu_rope_epi *epi,
-                                      cu_chain *ch, cudaStream_t stream);
+                                      cudaStream_t stream);
 /* Two cu_matvec_f32_norm of one x in one launch, as cu_matvec_f32_norm_rope_pair shares the SMs:
  * Y1 [n][rows1] = W1 . norm(x), Y2 [n][rows2] = W2 . norm(x) (the recipes whose Q/K norms need
  * a whole head: Qwen3, Gemma 3, whose Q4_K_M V is Q6_K). Outputs equal cu_matvec_f32_norm's within

@@ -56,28 +56,19 @@ static void mv_prepare_all() {
     mv10_prepare_all<T, false, mv_x_acc_post, MV11_OPT>();
 }
 
-/* The kernels' form of a launch's link (kernels.h: cu_chain; none for NULL). */
-static mv_chain link_of(const cu_chain *ch) {
-    if (!ch) return mv_chain{};
-    const bool linked = ch->after && ch->after_n; /* no blocks to wait for: PDL's wait */
-    return mv_chain{linked ? ch->after : nullptr, ch->arrive, linked ? ch->after_n : 0u};
-}
-
 /* v10 (O = 0) or v11 (MV11_OPT) for weight type t; false with nothing launched where it does not
  * apply (another type, n, k or shared memory: mv10_takes). fill: v11's ring slots before its PDL
  * wait (-1: mv11_pre's choice, 0: all). */
 template <bool XH, typename XS, int O>
 static bool matvec_v10_any(float *y, const void *w, uint32_t t, XS x, int r, int k, int n, cudaStream_t s,
-                           cudaError_t *e, int fill, int late = 0, int sms_cap = 0, cu_chain *ch = nullptr) {
+                           cudaError_t *e, int fill, int late = 0, int sms_cap = 0) {
     const int pdl = pdl_enabled(), cap = MV11_STAGES, ea = MV_EARLY, bal = MV_BALANCE;
-    const mv_chain c = link_of(ch);
-    unsigned *b = ch ? &ch->arrived : nullptr;
     switch (t) {
-    case QUANT_Q4_0: return matvec_v10_launch<QUANT_Q4_0, XH, XS, O>(y, w, x, r, k, n, s, pdl, e, cap, ea, fill, bal, late, sms_cap, c, b);
-    case QUANT_Q4_K: return matvec_v10_launch<QUANT_Q4_K, XH, XS, O>(y, w, x, r, k, n, s, pdl, e, cap, ea, fill, bal, late, sms_cap, c, b);
-    case QUANT_Q5_K: return matvec_v10_launch<QUANT_Q5_K, XH, XS, O>(y, w, x, r, k, n, s, pdl, e, cap, ea, fill, bal, late, sms_cap, c, b);
-    case QUANT_Q8_0: return matvec_v10_launch<QUANT_Q8_0, XH, XS, O>(y, w, x, r, k, n, s, pdl, e, cap, ea, fill, bal, late, sms_cap, c, b);
-    case QUANT_Q6_K: return matvec_v10_launch<QUANT_Q6_K, XH, XS, O>(y, w, x, r, k, n, s, pdl, e, cap, ea, fill, bal, late, sms_cap, c, b);
+    case QUANT_Q4_0: return matvec_v10_launch<QUANT_Q4_0, XH, XS, O>(y, w, x, r, k, n, s, pdl, e, cap, ea, fill, bal, late, sms_cap);
+    case QUANT_Q4_K: return matvec_v10_launch<QUANT_Q4_K, XH, XS, O>(y, w, x, r, k, n, s, pdl, e, cap, ea, fill, bal, late, sms_cap);
+    case QUANT_Q5_K: return matvec_v10_launch<QUANT_Q5_K, XH, XS, O>(y, w, x, r, k, n, s, pdl, e, cap, ea, fill, bal, late, sms_cap);
+    case QUANT_Q8_0: return matvec_v10_launch<QUANT_Q8_0, XH, XS, O>(y, w, x, r, k, n, s, pdl, e, cap, ea, fill, bal, late, sms_cap);
+    case QUANT_Q6_K: return matvec_v10_launch<QUANT_Q6_K, XH, XS, O>(y, w, x, r, k, n, s, pdl, e, cap, ea, fill, bal, late, sms_cap);
     default: return false;
     }
 }
@@ -85,9 +76,9 @@ static bool matvec_v10_any(float *y, const void *w, uint32_t t, XS x, int r, int
 /* v11, or v10 where no ring fits; false where neither applies. */
 template <bool XH, typename XS>
 static bool matvec_v10_family(float *y, const void *w, uint32_t t, XS x, int r, int k, int n, cudaStream_t s,
-                              cudaError_t *e, int fill = -1, int late = 0, int sms_cap = 0, cu_chain *ch = nullptr) {
-    return matvec_v10_any<XH, XS, MV11_OPT>(y, w, t, x, r, k, n, s, e, fill, late, sms_cap, ch) ||
-           matvec_v10_any<XH, XS, 0>(y, w, t, x, r, k, n, s, e, fill, late, sms_cap, ch);
+                              cudaError_t *e, int fill = -1, int late = 0, int sms_cap = 0) {
+    return matvec_v10_any<XH, XS, MV11_OPT>(y, w, t, x, r, k, n, s, e, fill, late, sms_cap) ||
+           matvec_v10_any<XH, XS, 0>(y, w, t, x, r, k, n, s, e, fill, late, sms_cap);
 }
 
 extern "C" int cu_matvec_ring_stages(uint32_t wtype, int64_t rows, int64_t k, int n, int norm) {
@@ -229,12 +220,10 @@ extern "C" int cu_matvec_fused_supported(uint32_t wtype, int64_t rows, int64_t k
 /* v11 (v10 where no ring fits) with a fused source, or cudaErrorNotSupported with nothing launched. */
 template <typename XS>
 static cudaError_t matvec_fused(float *y, const void *w, uint32_t t, XS x, int64_t rows, int64_t k, int n,
-                                cudaStream_t s, int fill = -1, int late = 0, int sms_cap = 0, cu_chain *ch = nullptr) {
-    if (ch) ch->arrived = 0;
+                                cudaStream_t s, int fill = -1, int late = 0, int sms_cap = 0) {
     if (!cu_matvec_fused_supported(t, rows, k, n)) return cudaErrorNotSupported;
     cudaError_t e = cudaErrorNotSupported;
-    matvec_v10_family<false, XS>(y, w, t, x, (int)rows, (int)k, n, s, &e, fill, late, sms_cap, ch);
-    if (ch && (e != cudaSuccess || !ch->arrive)) ch->arrived = 0;
+    matvec_v10_family<false, XS>(y, w, t, x, (int)rows, (int)k, n, s, &e, fill, late, sms_cap);
     return e;
 }
 
@@ -245,9 +234,7 @@ extern "C" cudaError_t cu_matvec_f32_norm(float *y, const void *w, uint32_t wtyp
 }
 
 extern "C" cudaError_t cu_matvec_f32_norm_glu(float *y, const void *w, uint32_t wtype, const float *x, const float *g,
-                                           float eps, int64_t rows, int64_t k, int n, int gelu, cu_chain *ch,
-                                           cudaStream_t stream) {
-    if (ch) ch->arrived = 0;
+                                           float eps, int64_t rows, int64_t k, int n, int gelu, cudaStream_t stream) {
     if (!x || !g || (uintptr_t)x % 16 || (uintptr_t)g % 16 || rows % 32 || (gelu != 0 && gelu != 1))
         return cudaErrorInvalidValue;
     /* v11 only (its copier follows the pairs of tiles); nothing else is tried */
@@ -255,11 +242,10 @@ extern "C" cudaError_t cu_matvec_f32_norm_glu(float *y, const void *w, uint32_t 
     cudaError_t e = cudaErrorNotSupported;
     if (gelu)
         matvec_v10_any<false, mv_x_norm_geglu, MV11_OPT>(y, w, wtype, mv_x_norm_geglu{{{x, g, eps}}}, (int)rows,
-                                                         (int)k, n, stream, &e, -1, 0, 0, ch);
+                                                         (int)k, n, stream, &e, -1);
     else
         matvec_v10_any<false, mv_x_norm_glu, MV11_OPT>(y, w, wtype, mv_x_norm_glu{{x, g, eps}}, (int)rows, (int)k, n,
-                                                       stream, &e, -1, 0, 0, ch);
-    if (ch && (e != cudaSuccess || !ch->arrive)) ch->arrived = 0;
+                                                       stream, &e, -1);
     return e;
 }
 
@@ -301,20 +287,14 @@ static bool pair_types(uint32_t t1, uint32_t t2) {
 /* matvec_v10_dual of a pair_types pair (V Q6_K) with production's choices. */
 template <typename XS>
 static cudaError_t dual_pair(uint32_t t1, float *y1, const void *w1, const XS &x1, int64_t rows1, float *y2,
-                             const void *w2, const XS &x2, int64_t rows2, int64_t k, int n, cudaStream_t s,
-                             cu_chain *ch = nullptr) {
+                             const void *w2, const XS &x2, int64_t rows2, int64_t k, int n, cudaStream_t s) {
     cudaError_t e = cudaErrorNotSupported;
-    const mv_chain c = link_of(ch);
-    unsigned *b = ch ? &ch->arrived : nullptr;
     if (t1 == QUANT_Q4_K)
         mv10_dual_launch<QUANT_Q4_K, QUANT_Q6_K, XS, MV11_OPT>(y1, w1, x1, (int)rows1, y2, w2, x2, (int)rows2, (int)k, n,
-                                                               s, pdl_enabled(), &e, MV11_STAGES, MV_EARLY, -1, MV_BALANCE,
-                                                               0, c, b);
+                                                               s, pdl_enabled(), &e, MV11_STAGES, MV_EARLY, -1, MV_BALANCE);
     else
         mv10_dual_launch<QUANT_Q5_K, QUANT_Q6_K, XS, MV11_OPT>(y1, w1, x1, (int)rows1, y2, w2, x2, (int)rows2, (int)k, n,
-                                                               s, pdl_enabled(), &e, MV11_STAGES, MV_EARLY, -1, MV_BALANCE,
-                                                               0, c, b);
-    if (ch && (e != cudaSuccess || !ch->arrive)) ch->arrived = 0;
+                                                               s, pdl_enabled(), &e, MV11_STAGES, MV_EARLY, -1, MV_BALANCE);
     return e;
 }
 
@@ -339,13 +319,12 @@ static cudaError_t norm_rope(int late, int sms_cap, const void *w, uint32_t wtyp
                                             int64_t rows, int64_t k, int n, float *q_out, uint16_t *k_cache,
                                             uint16_t *v_cache, const int32_t *pos, const int32_t *cell, int64_t nq,
                                             int64_t nk, int64_t kv_dim, int head_dim, int n_rot, float theta,
-                                            const cu_rope_epi *epi, cu_chain *ch, cudaStream_t stream) {
-    if (ch) ch->arrived = 0;
+                                            const cu_rope_epi *epi, cudaStream_t stream) {
     mv_x_norm_rope src;
     if (!rope_source(&src, x, g, eps, rows, q_out, k_cache, v_cache, pos, cell, nq, nk, kv_dim, head_dim, n_rot, theta,
                      epi))
         return cudaErrorInvalidValue;
-    return matvec_fused((float *)nullptr, w, wtype, src, rows, k, n, stream, -1, late, sms_cap, ch);
+    return matvec_fused((float *)nullptr, w, wtype, src, rows, k, n, stream, -1, late, sms_cap);
 }
 
 extern "C" cudaError_t cu_matvec_f32_norm_rope_pair(const void *w1, uint32_t t1, int64_t rows1, int64_t nq1, int64_t nk1,
@@ -354,8 +333,7 @@ extern "C" cudaError_t cu_matvec_f32_norm_rope_pair(const void *w1, uint32_t t1,
                                                  float *q_out, uint16_t *k_cache, uint16_t *v_cache,
                                                  const int32_t *pos, const int32_t *cell, int64_t kv_dim,
                                                  int head_dim, int n_rot, float theta, const cu_rope_epi *epi,
-                                                 cu_chain *ch, cudaStream_t stream) {
-    if (ch) ch->arrived = 0;
+                                                 cudaStream_t stream) {
     mv_x_norm_rope s1, s2;
     if (!rope_source(&s1, x, g, eps, rows1, q_out, k_cache, v_cache, pos, cell, nq1, nk1, kv_dim, head_dim, n_rot,
                      theta, epi) ||
@@ -364,7 +342,7 @@ extern "C" cudaError_t cu_matvec_f32_norm_rope_pair(const void *w1, uint32_t t1,
         return cudaErrorInvalidValue;
     if (!pair_types(t1, t2) || !cu_matvec_fused_supported(t1, rows1, k, n) || !cu_matvec_fused_supported(t2, rows2, k, n))
         return cudaErrorNotSupported;
-    return dual_pair(t1, (float *)nullptr, w1, s1, rows1, (float *)nullptr, w2, s2, rows2, k, n, stream, ch);
+    return dual_pair(t1, (float *)nullptr, w1, s1, rows1, (float *)nullptr, w2, s2, rows2, k, n, stream);
 }
 
 extern "C" cudaError_t cu_matvec_f32_norm_pair(float *y1, const void *w1, uint32_t t1, int64_t rows1, float *y2,
@@ -381,9 +359,9 @@ extern "C" cudaError_t cu_matvec_f32_norm_rope(const void *w, uint32_t wtype, co
                                             int64_t rows, int64_t k, int n, float *q_out, uint16_t *k_cache,
                                             uint16_t *v_cache, const int32_t *pos, const int32_t *cell, int64_t nq,
                                             int64_t nk, int64_t kv_dim, int head_dim, int n_rot, float theta,
-                                            const cu_rope_epi *epi, cu_chain *ch, cudaStream_t stream) {
+                                            const cu_rope_epi *epi, cudaStream_t stream) {
     return norm_rope(0, 0, w, wtype, x, g, eps, rows, k, n, q_out, k_cache, v_cache, pos, cell, nq, nk, kv_dim, head_dim,
-                     n_rot, theta, epi, ch, stream);
+                     n_rot, theta, epi, stream);
 }
 
 extern "C" cudaError_t cu_matvec_f32_norm_rope_beside(const void *w, uint32_t wtype, const float *x, const float *g,
@@ -398,20 +376,18 @@ extern "C" cudaError_t cu_matvec_f32_norm_rope_beside(const void *w, uint32_t wt
     int sms, smem_max, cap = 0;
     if (front_blocks > 0 && mv_device(&sms, &smem_max) && sms - front_blocks >= sms / 8) cap = sms - front_blocks;
     return norm_rope(1, cap, w, wtype, x, g, eps, rows, k, n, q_out, k_cache, v_cache, pos, cell, nq, nk, kv_dim, head_dim,
-                     n_rot, theta, epi, nullptr, stream);
+                     n_rot, theta, epi, stream);
 }
 
 extern "C" cudaError_t cu_matvec_f32_acc(float *y, const void *w, uint32_t wtype, const float *x, int64_t rows,
-                                      int64_t k, int n, cu_chain *ch, cudaStream_t stream) {
-    if (ch) ch->arrived = 0;
+                                      int64_t k, int n, cudaStream_t stream) {
     if (!x) return cudaErrorInvalidValue;
-    return matvec_fused(y, w, wtype, mv_x_acc{{x}}, rows, k, n, stream, -1, 0, 0, ch);
+    return matvec_fused(y, w, wtype, mv_x_acc{{x}}, rows, k, n, stream);
 }
 
 extern "C" cudaError_t cu_matvec_f32_acc_post(float *y, const void *w, uint32_t wtype, const float *x, const float *post,
                                            float eps, float *part, unsigned *count, int64_t rows, int64_t k, int n,
-                                           int prefilled, cu_chain *ch, cudaStream_t stream) {
-    if (ch) ch->arrived = 0;
+                                           int prefilled, cudaStream_t stream) {
     if (!x || !post || !part || !count) return cudaErrorInvalidValue;
     /* v11, or v10 where no ring fits (the tail reads float4s) */
     if (rows % 4 || (uintptr_t)y % 16 || (uintptr_t)post % 16 || (uintptr_t)part % 16 ||
@@ -419,16 +395,14 @@ extern "C" cudaError_t cu_matvec_f32_acc_post(float *y, const void *w, uint32_t 
         return cudaErrorNotSupported;
     cudaError_t e = cudaErrorNotSupported;
     matvec_v10_family<false>(y, w, wtype, mv_x_acc_post{{x}, post, eps, part, count}, (int)rows, (int)k, n, stream, &e,
-                             prefilled ? 0 : -1, 0, 0, ch);
-    if (ch && (e != cudaSuccess || !ch->arrive)) ch->arrived = 0;
+                             prefilled ? 0 : -1);
     return e;
 }
 
 extern "C" cudaError_t cu_matvec_f32_acc_prefilled(float *y, const void *w, uint32_t wtype, const float *x,
-                                                int64_t rows, int64_t k, int n, cu_chain *ch, cudaStream_t stream) {
-    if (ch) ch->arrived = 0;
+                                                int64_t rows, int64_t k, int n, cudaStream_t stream) {
     if (!x) return cudaErrorInvalidValue;
-    return matvec_fused(y, w, wtype, mv_x_acc{{x}}, rows, k, n, stream, 0, 0, 0, ch);
+    return matvec_fused(y, w, wtype, mv_x_acc{{x}}, rows, k, n, stream, 0);
 }
 
 extern "C" cudaError_t cu_matvec_f32_swiglu_acc(float *y, const void *w, uint32_t wtype, const float *g, int64_t sg,

@@ -204,7 +204,7 @@ __device__ __forceinline__ bool mv_post_tail(float *y, const mv_x_acc_post &xv, 
  * its two parts). */
 template <int T, bool XH, typename XS, int O, int NT>
 __device__ __forceinline__ void mv10_block(float *y, const uint8_t *w, XS xv, int rows, int k, int stages, int early,
-                                           int pre, int late, const mv_chain &ch, int bid, int nblk) {
+                                           int pre, int late, int bid, int nblk) {
     static_assert(mv10_type<T>(), "v10: Q4_0 Q4_K Q5_K Q8_0 Q6_K");
     using P = mv10_opt<O>;
     constexpr int GC = mv10_gc<T>(), W = P::W, NB = P::NB, RW = mv10_rec<T>(), SLOT = mv11_slot_bytes<T>();
@@ -268,10 +268,7 @@ __device__ __forceinline__ void mv10_block(float *y, const uint8_t *w, XS xv, in
     kt_mark(tr, 1);
     /* late (cu_matvec_f32_norm_rope_beside): X was complete before this kernel was launched, and
      * the kernel before it touches nothing this one reads or writes; the wait moves to the end */
-    if (!late) {
-        if (ch.after) chain_wait(ch.after, ch.after_n); /* a link of the decode chain (kernels.h: cu_chain) */
-        else pdl_wait();
-    }
+    if (!late) pdl_wait();
     kt_mark(tr, 2);
     /* early (production; matvec.cu's MV_EARLY): the next kernel's blocks may take each SM as this one's block
      * leaves it, not only once every block is through its loop */
@@ -398,19 +395,16 @@ __device__ __forceinline__ void mv10_block(float *y, const uint8_t *w, XS xv, in
             }
         }
     }
-    /* pdl.cuh's rule 2: this grid's end implies the one before it ended (late, or linked: neither
-     * has passed PDL's wait yet; by now the grid before has long completed) */
-    if (late || ch.after) pdl_wait();
+    if (late) pdl_wait(); /* pdl.cuh's rule 2: this grid's end implies the one before it ended */
     kt_mark(tr, 5);
     if constexpr (XS::POST)
         if (mv_post_tail<NT>(y, xv, rows, nblk, mv10_smem_buf)) kt_mark(tr, 5); /* the last block's end */
-    if (ch.arrive) chain_arrive(ch.arrive); /* after every write, the post tail's too */
 }
 
 template <int T, bool XH, typename XS = mv_x, int O = 0, int NT = 1>
 __global__ void __launch_bounds__(mv10_opt<O>::W * 32, mv10_opt<O>::BPS)
-matvec_v10(float *y, const uint8_t *w, XS xv, int rows, int k, int stages, int early, int pre, int late, mv_chain ch) {
-    mv10_block<T, XH, XS, O, NT>(y, w, xv, rows, k, stages, early, pre, late, ch, (int)blockIdx.x, (int)gridDim.x);
+matvec_v10(float *y, const uint8_t *w, XS xv, int rows, int k, int stages, int early, int pre, int late) {
+    mv10_block<T, XH, XS, O, NT>(y, w, xv, rows, k, stages, early, pre, late, (int)blockIdx.x, (int)gridDim.x);
 }
 
 /* Two matvecs of one X in one launch, each with its own type, source and ring depth: blocks
@@ -421,12 +415,12 @@ matvec_v10(float *y, const uint8_t *w, XS xv, int rows, int k, int stages, int e
 template <int T1, int T2, typename XS, int O, int NT>
 __global__ void __launch_bounds__(mv10_opt<O>::W * 32, mv10_opt<O>::BPS)
 matvec_v10_dual(float *y1, const uint8_t *w1, XS x1, int rows1, int stages1, int g1, float *y2, const uint8_t *w2,
-                XS x2, int rows2, int stages2, int k, int early, int pre, mv_chain ch) {
+                XS x2, int rows2, int stages2, int k, int early, int pre) {
     static_assert(XS::ROPE || (XS::NORM && !XS::ACC && !XS::GLU), "matvec_v10_dual: ROPE or plain NORM sources");
     if ((int)blockIdx.x < g1)
-        mv10_block<T1, false, XS, O, NT>(y1, w1, x1, rows1, k, stages1, early, pre, 0, ch, (int)blockIdx.x, g1);
+        mv10_block<T1, false, XS, O, NT>(y1, w1, x1, rows1, k, stages1, early, pre, 0, (int)blockIdx.x, g1);
     else
-        mv10_block<T2, false, XS, O, NT>(y2, w2, x2, rows2, k, stages2, early, pre, 0, ch, (int)blockIdx.x - g1,
+        mv10_block<T2, false, XS, O, NT>(y2, w2, x2, rows2, k, stages2, early, pre, 0, (int)blockIdx.x - g1,
                                          (int)gridDim.x - g1);
 }
 
@@ -494,7 +488,7 @@ static inline size_t mv10_shape(int64_t rows, int64_t k, int nt, bool norm, int 
 template <int T, bool XH, typename XS, int O, int NT>
 static inline bool mv10_launch_nt(float *y, const void *w, XS x, int rows, int k, cudaStream_t s, int pdl,
                                   cudaError_t *e, int sms, int smem_max, int cap, int early, int pre, int balance,
-                                  int late, int sms_cap, mv_chain ch, unsigned *blocks) {
+                                  int late, int sms_cap) {
     using P = mv10_opt<O>;
     int64_t grid = 0;
     int stages = 0;
@@ -506,8 +500,7 @@ static inline bool mv10_launch_nt(float *y, const void *w, XS x, int rows, int k
         smem = mv10_shape<T, O>(rows, k, NT, XS::NORM, sms, smem_max, cap, &grid, &stages, balance != 0, XS::GLU);
     if (smem > (size_t)smem_max || (smem > 48 * 1024 && !mv10_prepare<T, XH, XS, O, NT>())) return false;
     *e = pdl_launch_as(pdl, matvec_v10<T, XH, XS, O, NT>, dim3((unsigned)grid), dim3(P::W * 32), smem, s, y,
-                       (const uint8_t *)w, x, rows, k, stages, early, pre, late, ch);
-    if (blocks) *blocks = (unsigned)grid;
+                       (const uint8_t *)w, x, rows, k, stages, early, pre, late);
     return true;
 }
 
@@ -542,21 +535,20 @@ static inline bool mv10_takes(int64_t rows, int64_t k, int n, bool norm, int *sm
 template <int T, bool XH, typename XS = mv_x, int O = 0>
 static inline bool matvec_v10_launch(float *y, const void *w, XS x, int rows, int k, int n, cudaStream_t s, int pdl,
                                      cudaError_t *e, int cap = MV11_STAGES, int early = 0, int pre = 0,
-                                     int balance = 0, int late = 0, int sms_cap = 0, mv_chain ch = mv_chain{},
-                                     unsigned *blocks = nullptr) {
+                                     int balance = 0, int late = 0, int sms_cap = 0) {
     int sms, smem_max;
     if constexpr (!mv10_type<T>() || !mv10_fits<T, O>()) {
         return false;
     } else {
         if (!mv10_takes<T, O>(rows, k, n, XS::NORM, &sms, &smem_max, cap)) return false;
         if constexpr (mv10_multi_token<O>()) {
-            if (n == 2) return mv10_launch_nt<T, XH, XS, O, 2>(y, w, x, rows, k, s, pdl, e, sms, smem_max, cap, early, pre, balance, late, sms_cap, ch, blocks);
+            if (n == 2) return mv10_launch_nt<T, XH, XS, O, 2>(y, w, x, rows, k, s, pdl, e, sms, smem_max, cap, early, pre, balance, late, sms_cap);
             if constexpr (mv10_max_n<T>() >= 4) {
-                if (n == 3) return mv10_launch_nt<T, XH, XS, O, 3>(y, w, x, rows, k, s, pdl, e, sms, smem_max, cap, early, pre, balance, late, sms_cap, ch, blocks);
-                if (n == 4) return mv10_launch_nt<T, XH, XS, O, 4>(y, w, x, rows, k, s, pdl, e, sms, smem_max, cap, early, pre, balance, late, sms_cap, ch, blocks);
+                if (n == 3) return mv10_launch_nt<T, XH, XS, O, 3>(y, w, x, rows, k, s, pdl, e, sms, smem_max, cap, early, pre, balance, late, sms_cap);
+                if (n == 4) return mv10_launch_nt<T, XH, XS, O, 4>(y, w, x, rows, k, s, pdl, e, sms, smem_max, cap, early, pre, balance, late, sms_cap);
             }
         }
-        return mv10_launch_nt<T, XH, XS, O, 1>(y, w, x, rows, k, s, pdl, e, sms, smem_max, cap, early, pre, balance, late, sms_cap, ch, blocks);
+        return mv10_launch_nt<T, XH, XS, O, 1>(y, w, x, rows, k, s, pdl, e, sms, smem_max, cap, early, pre, balance, late, sms_cap);
     }
 }
 
@@ -607,7 +599,7 @@ static inline int mv10_dual_split(int rows1, int rows2, int k, int nt, bool norm
 template <int T1, int T2, typename XS, int O, int NT>
 static inline bool mv10_dual_launch_nt(float *y1, const void *w1, XS x1, int rows1, float *y2, const void *w2, XS x2,
                                        int rows2, int k, cudaStream_t s, int pdl, cudaError_t *e, int cap, int early,
-                                       int pre, int balance, int second_sms, mv_chain ch, unsigned *blocks) {
+                                       int pre, int balance, int second_sms) {
     using P = mv10_opt<O>;
     int sms, smem_max, st1, st2;
     int64_t g1, g2;
@@ -623,23 +615,21 @@ static inline bool mv10_dual_launch_nt(float *y1, const void *w1, XS x1, int row
         return false;
     *e = pdl_launch_as(pdl, matvec_v10_dual<T1, T2, XS, O, NT>, dim3((unsigned)(g1 + g2)), dim3(P::W * 32), smem, s,
                        y1, (const uint8_t *)w1, x1, rows1, st1, (int)g1, y2, (const uint8_t *)w2, x2, rows2, st2, k,
-                       early, pre, ch);
-    if (blocks) *blocks = (unsigned)(g1 + g2);
+                       early, pre);
     return true;
 }
 
 template <int T1, int T2, typename XS, int O>
 static inline bool mv10_dual_launch(float *y1, const void *w1, XS x1, int rows1, float *y2, const void *w2, XS x2,
                                     int rows2, int k, int n, cudaStream_t s, int pdl, cudaError_t *e, int cap,
-                                    int early, int pre, int balance, int second_sms = 0, mv_chain ch = mv_chain{},
-                                    unsigned *blocks = nullptr) {
+                                    int early, int pre, int balance, int second_sms = 0) {
     static_assert(mv10_opt<O>::RING, "matvec_v10_dual: v11's options");
     if (n == 1)
         return mv10_dual_launch_nt<T1, T2, XS, O, 1>(y1, w1, x1, rows1, y2, w2, x2, rows2, k, s, pdl, e, cap, early,
-                                                     pre, balance, second_sms, ch, blocks);
+                                                     pre, balance, second_sms);
     if (n == 2)
         return mv10_dual_launch_nt<T1, T2, XS, O, 2>(y1, w1, x1, rows1, y2, w2, x2, rows2, k, s, pdl, e, cap, early,
-                                                     pre, balance, second_sms, ch, blocks);
+                                                     pre, balance, second_sms);
     return false; /* Q6_K (mv10_max_n) and the cases measured: one or two tokens */
 }
 

@@ -24,9 +24,6 @@
  *     write nothing, leave at once; split 0 of every kv head always waits). Then a grid's
  *     completion implies its predecessor's completion, so waiting for the previous grid is
  *     waiting for all earlier ones (kernel C may read what kernel A wrote two launches before).
- * A linked matvec (kernels.h: cu_chain) waits for the blocks of the matvec before it to arrive at a
- * counter instead of waiting at pdl_wait(); rule 1 holds for it with that wait in place of
- * pdl_wait(), and it passes pdl_wait() before it exits (rule 2).
  * Matvec weights are read before the wait: a matvec must not directly follow the kernel that
  * wrote its weights (cu_matvec_repack at load, which the engine follows by a synchronisation). */
 #ifndef MGI_KERNELS_PDL_CUH
@@ -41,42 +38,6 @@ __device__ __forceinline__ void pdl_wait() {
 
 __device__ __forceinline__ void pdl_trigger() {
     asm volatile("griddepcontrol.launch_dependents;" ::: "memory");
-}
-
-/* A link of the decode chain (kernels.h: cu_chain), as the kernels take it. */
-struct mv_chain {
-    const unsigned *after; /* wait for after_n arrivals here instead of griddepcontrol.wait (null: that) */
-    unsigned *arrive;      /* arrive here at the end (null: nowhere) */
-    unsigned after_n;
-};
-
-/* The link's wait, in place of pdl_wait(), by every thread of the block: thread 0 polls the counter
- * with acquire loads until every block of the launch before has arrived, then fences (as
- * cooperative groups' grid sync does: the block's later plain loads see what those blocks wrote,
- * none served from a line this SM's L1 kept from an earlier kernel), and the barrier holds the
- * other threads until then. The launch before has all its blocks running when this one starts
- * (its PDL trigger comes after its own wait), so the blocks polling here never keep it from its
- * SMs. */
-__device__ __forceinline__ void chain_wait(const unsigned *c, unsigned n) {
-    if (threadIdx.x == 0) {
-        unsigned v;
-        do {
-            asm volatile("ld.acquire.gpu.global.u32 %0, [%1];" : "=r"(v) : "l"(c) : "memory");
-        } while (v < n);
-        __threadfence();
-    }
-    __syncthreads();
-}
-
-/* The block's arrival, by every thread once all its global writes are issued: the barrier (every
- * thread's writes before thread 0's fence), the fence (those writes performed at the device
- * before the count moves), the count. */
-__device__ __forceinline__ void chain_arrive(unsigned *c) {
-    __syncthreads();
-    if (threadIdx.x == 0) {
-        __threadfence();
-        atomicAdd(c, 1u);
-    }
 }
 
 /* 1 unless kernels_use_pdl(0) (kernels.h) switched the attribute off (kernel-lab comparisons). */

@@ -209,11 +209,11 @@ static void run_step(lab &L, gen_rng *r, const char *mix, bool fused) {
                                 meta, meta + 2, 1, HEADS, KV_HEADS, HD, HD, 500000.0f, st));
             go(paged_attention(att, q, kc + kv_layer * l, vc + kv_layer * l, meta, meta + 1, meta + 3, n_pages, scratch,
                                1, HEADS, KV_HEADS, HD, N_SPLIT, 1, scale, st));
-            go(cu_matvec_f32_acc(x, o.w, o.type, att, o.rows, o.k, 1, nullptr, st));
+            go(cu_matvec_f32_acc(x, o.w, o.type, att, o.rows, o.k, 1, st));
             go(cu_matvec_f32_norm(gu.y, gu.w, gu.type, x, normw, 1e-5f, gu.rows, gu.k, 1, st));
             if (swiglu_apart) {
                 go(paged_swiglu(ff, gu.y, 2 * FF, gu.y + FF, 2 * FF, 1, FF, st));
-                go(cu_matvec_f32_acc(x, dn.w, dn.type, ff, dn.rows, dn.k, 1, nullptr, st));
+                go(cu_matvec_f32_acc(x, dn.w, dn.type, ff, dn.rows, dn.k, 1, st));
             } else {
                 go(cu_matvec_f32_swiglu_acc(x, dn.w, dn.type, gu.y, 2 * FF, gu.y + FF, 2 * FF, dn.rows, dn.k, 1, st));
             }
