@@ -282,6 +282,14 @@ __device__ __forceinline__ void mv10_block(float *y, const uint8_t *w, XS xv, in
                                                                   });
     __syncthreads();
     kt_mark(tr, 3);
+    /* ACC: the residual of the epilogue's first round loaded now, beside the main loop, not after
+     * it: a block's tail delays the next launch's block on this SM (PERF-LOG runs 155-159) */
+    float ypre = 0.0f;
+    if constexpr (XS::ACC && !XS::POST) {
+        const int i = threadIdx.x, tl = i / (NT * 16), c = (i >> 4) % NT, r = i & 15;
+        const int64_t row = (t0 + tl) * 16 + r;
+        if (i < nt * NT * 16 && row < rows) ypre = y[(int64_t)c * rows + row];
+    }
 
     float acc[NT][2];
 #pragma unroll
@@ -389,7 +397,7 @@ __device__ __forceinline__ void mv10_block(float *y, const uint8_t *w, XS xv, in
                     xv.part[(int64_t)c * rows + row] = s; /* normed and added by the last block */
                 } else {
                     float *yp = y + (int64_t)c * rows + row; /* one thread of one block owns it */
-                    if constexpr (XS::ACC) s += *yp; /* as kernels.h's cu_add: y + (W . X) */
+                    if constexpr (XS::ACC) s += i0 == 0 ? ypre : *yp; /* as kernels.h's cu_add: y + (W . X) */
                     *yp = s;
                 }
             }
