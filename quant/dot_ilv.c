@@ -4,11 +4,19 @@
  *   Q4_0  qs[4][16][4] u8: run j of row r = the row's qs[4j..4j+3] (low nibbles: weights 4j+k,
  *         high: 16+4j+k) | d[16] f16                                                 288 bytes
  *   Q4_1  as Q4_0 | d[16] f16 | m[16] f16                                                320 bytes
+ *   Q5_0  qh[16][4]: byte k of row r's run holds, at bits 2j and 2j + 1, the fifth bits of weights
+ *         4j+k and 16+4j+k (j = 0..3: the qs run and nibble they go with) | qs as Q4_0 (the codes'
+ *         low 4 bits) | d[16] f16                                                     352 bytes
+ *   Q5_1  as Q5_0 | m[16] f16                                                        384 bytes
  *   Q8_0  qs[8][16][4] u8: run j of row r = the row's qs[4j..4j+3] + 128 (unsigned, as dpbusd
  *         takes them; the offset meets the activation sums) | d[16] f16                544 bytes
  *   Q4_K  qs[4][8][16][4]: [g][m] = the row's qs[32g+4m..+3] (low nibbles: sub-block 2g, high:
  *         2g+1, weights 4m+k of it) | sc[8][16] u8 | mn[8][16] u8 | d[16] f16 | dmin[16] f16
  *                                                                                     2368 bytes
+ *   Q5_K  qh[8][16][4]: [m] = the row's qh[4m..+3] (bits 2g and 2g+1: the fifth bits of qs run
+ *         [g][m]'s low and high nibbles) | qs, sc, mn, d, dmin as Q4_K                  2880 bytes
+ * The Q5 types' qh runs come first: the kernels need them from the block's first step, and a
+ * block is requested in address order (with them after the codes, a Q5_K decode ran ~1.5x slower). 
  *   Q6_K  ql[2][2][8][16][4]: [h][a][m] = ql[64h+32a+4m..+3] (low nibbles: weights
  *         128h+32a+4m+k, high: +64) | qh[2][8][16][4]: [h][m] = qh[32h+4m..+3] (bits 2a..2a+1
  *         for the low nibble of ql run [h][a][m], 2a+4.. for its high) | sc[16][16] s8 |
@@ -30,8 +38,11 @@ static size_t ilv_block_bytes(uint32_t t) {
     switch (t) {
     case QUANT_Q4_0: return 16 * R + 2 * R;
     case QUANT_Q4_1: return 16 * R + 4 * R;
+    case QUANT_Q5_0: return 16 * R + 4 * R + 2 * R;
+    case QUANT_Q5_1: return 16 * R + 4 * R + 4 * R;
     case QUANT_Q8_0: return 32 * R + 2 * R;
     case QUANT_Q4_K: return 128 * R + 16 * R + 4 * R;
+    case QUANT_Q5_K: return 128 * R + 32 * R + 16 * R + 4 * R;
     case QUANT_Q6_K: return 128 * R + 64 * R + 16 * R + 2 * R;
     default: return 0;
     }
@@ -70,6 +81,22 @@ void quant_ilv_pack(uint32_t wtype, int64_t n, const void *w, size_t w_stride, i
                 if (has_m) memcpy(o + 288 + 2 * r, b + 2, 2);
                 break;
             }
+            case QUANT_Q5_0: case QUANT_Q5_1: {
+                int has_m = wtype == QUANT_Q5_1;
+                const uint8_t *b = row + (size_t)i * (has_m ? sizeof(block_q5_1) : sizeof(block_q5_0));
+                const uint8_t *qh = b + 2 + 2 * has_m, *qs = qh + 4;
+                uint32_t h = (uint32_t)qh[0] | (uint32_t)qh[1] << 8 | (uint32_t)qh[2] << 16 | (uint32_t)qh[3] << 24;
+                for (int k = 0; k < 4; k++) {
+                    uint8_t v = 0;
+                    for (int j = 0; j < 4; j++)
+                        v |= (uint8_t)(((h >> (4 * j + k)) & 1) << (2 * j) | ((h >> (16 + 4 * j + k)) & 1) << (2 * j + 1));
+                    o[4 * r + k] = v;
+                }
+                for (int j = 0; j < 4; j++) put4(o + 64 + 64 * j, r, qs + 4 * j);
+                memcpy(o + 320 + 2 * r, b, 2);
+                if (has_m) memcpy(o + 352 + 2 * r, b + 2, 2);
+                break;
+            }
             case QUANT_Q8_0: {
                 const block_q8_0 *b = (const block_q8_0 *)row + i;
                 for (int j = 0; j < 8; j++)
@@ -77,13 +104,20 @@ void quant_ilv_pack(uint32_t wtype, int64_t n, const void *w, size_t w_stride, i
                 memcpy(o + 512 + 2 * r, &b->d, 2);
                 break;
             }
-            case QUANT_Q4_K: {
-                const block_q4_K *b = (const block_q4_K *)row + i;
+            case QUANT_Q4_K: case QUANT_Q5_K: {
+                /* Q5_K's first fields are Q4_K's; its qh runs go before the codes */
+                const int five = wtype == QUANT_Q5_K;
+                const block_q4_K *b = (const block_q4_K *)(row + (size_t)i * (five ? sizeof(block_q5_K) : sizeof(block_q4_K)));
+                const uint8_t *qs = five ? ((const block_q5_K *)b)->qs : b->qs;
+                uint8_t *sc = o + 2048 + 512 * five;
                 for (int q = 0; q < 4; q++)
-                    for (int m = 0; m < 8; m++) put4(o + 512 * q + 64 * m, r, b->qs + 32 * q + 4 * m);
-                for (int j = 0; j < 8; j++) quant_k4_scale_min(b->scales, j, o + 2048 + 16 * j + r, o + 2176 + 16 * j + r);
-                memcpy(o + 2304 + 2 * r, &b->d, 2);
-                memcpy(o + 2336 + 2 * r, &b->dmin, 2);
+                    for (int m = 0; m < 8; m++) put4(o + 512 * five + 512 * q + 64 * m, r, qs + 32 * q + 4 * m);
+                if (five)
+                    for (int m = 0; m < 8; m++) put4(o + 64 * m, r, ((const block_q5_K *)b)->qh + 4 * m);
+                for (int j = 0; j < 8; j++)
+                    quant_k4_scale_min(b->scales, j, sc + 16 * j + r, sc + 128 + 16 * j + r);
+                memcpy(sc + 256 + 2 * r, &b->d, 2);
+                memcpy(sc + 288 + 2 * r, &b->dmin, 2);
                 break;
             }
             default: {  /* Q6_K */

@@ -257,18 +257,27 @@ void quant_panel_pack_ilv(uint32_t wtype, int64_t n, const void *group, void *pa
         codes[(size_t)(hi) * RUN + i] = (uint8_t)((src)[i] >> 4);                  \
     }
     switch (wtype) {
-    case QUANT_Q4_0: case QUANT_Q4_1: {
-        int has_m = wtype == QUANT_Q4_1;
-        size_t bs = has_m ? 320 : 288;
+    case QUANT_Q4_0: case QUANT_Q4_1: case QUANT_Q5_0: case QUANT_Q5_1: {
+        /* Q5: the fifth bits from the qh run before the codes (dot_ilv.c): byte k of a row, bits 2j
+         * and 2j + 1 */
+        int has_m = wtype == QUANT_Q4_1 || wtype == QUANT_Q5_1, five = wtype == QUANT_Q5_0 || wtype == QUANT_Q5_1;
+        size_t dof = 256 + 64 * (size_t)five, bs = dof + 32 + 32 * (size_t)has_m;
         for (int64_t b = 0; b < n / 32; b++, g += bs) {
-            for (int j = 0; j < 4; j++) SPLIT(g + RUN * j, 8 * b + j, 8 * b + 4 + j)
+            for (int j = 0; j < 4; j++) {
+                SPLIT(g + RUN * five + RUN * j, 8 * b + j, 8 * b + 4 + j)
+                if (five)
+                    for (int i = 0; i < RUN; i++) {
+                        codes[(size_t)(8 * b + j) * RUN + i] |= (uint8_t)(((g[i] >> (2 * j)) & 1) << 4);
+                        codes[(size_t)(8 * b + 4 + j) * RUN + i] |= (uint8_t)(((g[i] >> (2 * j + 1)) & 1) << 4);
+                    }
+            }
             for (int r = 0; r < R; r++) {
                 uint16_t h;
-                memcpy(&h, g + 256 + 2 * r, 2);
+                memcpy(&h, g + dof + 2 * r, 2);
                 float d = quant_f16_to_f32(h);
                 scale[b * R + r] = d;
-                if (has_m) memcpy(&h, g + 288 + 2 * r, 2);
-                bias[b * R + r] = has_m ? quant_f16_to_f32(h) : -8.0f * d;
+                if (has_m) memcpy(&h, g + dof + 32 + 2 * r, 2);
+                bias[b * R + r] = has_m ? quant_f16_to_f32(h) : (five ? -16.0f : -8.0f) * d;
             }
         }
         break;
@@ -285,23 +294,37 @@ void quant_panel_pack_ilv(uint32_t wtype, int64_t n, const void *group, void *pa
             }
         }
         break;
-    case QUANT_Q4_K:
-        for (int64_t b = 0; b < n / QK_K; b++, g += 2368) {
+    case QUANT_Q4_K: case QUANT_Q5_K: {
+        /* Q5_K: qh run m (before the codes) holds, at bits 2q and 2q + 1, the fifth bits of codes
+         * run [q][m]'s nibbles */
+        const int five = wtype == QUANT_Q5_K;
+        const size_t so = 2048 + 512 * (size_t)five; /* the scales (dot_ilv.c) */
+        for (int64_t b = 0; b < n / QK_K; b++, g += so + 320) {
             for (int q = 0; q < 4; q++)
-                for (int m = 0; m < 8; m++) SPLIT(g + 512 * q + RUN * m, 64 * b + 16 * q + m, 64 * b + 16 * q + 8 + m)
+                for (int m = 0; m < 8; m++) {
+                    size_t lo = (size_t)(64 * b + 16 * q + m), hi = lo + 8;
+                    SPLIT(g + 512 * five + 512 * q + RUN * m, lo, hi)
+                    if (five)
+                        for (int i = 0; i < RUN; i++) {
+                            const uint8_t h = g[RUN * m + i];
+                            codes[lo * RUN + i] |= (uint8_t)(((h >> (2 * q)) & 1) << 4);
+                            codes[hi * RUN + i] |= (uint8_t)(((h >> (2 * q + 1)) & 1) << 4);
+                        }
+                }
             for (int r = 0; r < R; r++) {
                 uint16_t h;
-                memcpy(&h, g + 2304 + 2 * r, 2);
+                memcpy(&h, g + so + 256 + 2 * r, 2);
                 float d = quant_f16_to_f32(h);
-                memcpy(&h, g + 2336 + 2 * r, 2);
+                memcpy(&h, g + so + 288 + 2 * r, 2);
                 float dmin = quant_f16_to_f32(h);
                 for (int j = 0; j < 8; j++) {
-                    scale[(b * 8 + j) * R + r] = d * (float)g[2048 + 16 * j + r];
-                    bias[(b * 8 + j) * R + r] = -(dmin * (float)g[2176 + 16 * j + r]);
+                    scale[(b * 8 + j) * R + r] = d * (float)g[so + 16 * j + r];
+                    bias[(b * 8 + j) * R + r] = -(dmin * (float)g[so + 128 + 16 * j + r]);
                 }
             }
         }
         break;
+    }
     case QUANT_Q6_K:
         for (int64_t b = 0; b < n / QK_K; b++, g += 3360) {
             for (int h = 0; h < 2; h++)

@@ -34,11 +34,19 @@ AI __m512i bcast4(const int8_t *p) {
     return _mm512_set1_epi32(v);
 }
 
-/* Q4_0 (has_m 0: weight = d * (q - 8)) and Q4_1 (weight = d * q + m). */
-AI void ilv_q4_body(int pair, int has_m, int64_t n, const void *g, int nr, const void *x, size_t xs, int nt, float *out,
-                    size_t os) {
+/* c + 16 in the bytes where h has bit b set: a code's fifth bit (the Q5 types). A test into a
+ * mask and a masked add, with no shift whose count depends on the loop (a variable shift and the
+ * branch choosing its direction made Q5_K's kernel 1.6x Q4_K's time a weight from L2). */
+AI __m512i ilv_fifth(__m512i c, __m512i h, int b) {
+    return _mm512_mask_add_epi8(c, _mm512_test_epi8_mask(h, _mm512_set1_epi8((char)(1 << b))), c, _mm512_set1_epi8(16));
+}
+
+/* Q4_0 (has_m 0: weight = d * (q - 8)), Q4_1 (weight = d * q + m) and, with five, Q5_0 (d * (q -
+ * 16)) and Q5_1 (d * q + m), their fifth bits from the group's qh run. */
+AI void ilv_q4_body(int pair, int five, int has_m, int64_t n, const void *g, int nr, const void *x, size_t xs, int nt,
+                    float *out, size_t os) {
     const __m512i m4 = _mm512_set1_epi8(15);
-    const size_t bs = has_m ? 320 : 288;
+    const size_t dof = 256 + 64 * five, bs = dof + 32 + 32 * has_m;
     __m512 acc[QUANT_DOT_TOK];
     for (int t = 0; t < nt; t++) acc[t] = _mm512_setzero_ps();
     const uint8_t *p = g;
@@ -46,17 +54,23 @@ AI void ilv_q4_body(int pair, int has_m, int64_t n, const void *g, int nr, const
         ilv_prefetch(p, bs);
         __m512i s0[QUANT_DOT_TOK], s1[QUANT_DOT_TOK];
         for (int t = 0; t < nt; t++) s0[t] = s1[t] = _mm512_setzero_si512();
+        const __m512i hb = five ? _mm512_loadu_si512((const void *)p) : _mm512_setzero_si512();
         for (int j = 0; j < 4; j++) {
-            __m512i v = _mm512_loadu_si512((const void *)(p + 64 * j));
+            __m512i v = _mm512_loadu_si512((const void *)(p + 64 * five + 64 * j));
             __m512i lo = _mm512_and_si512(v, m4), hi = _mm512_and_si512(_mm512_srli_epi16(v, 4), m4);
+            if (five) {
+                lo = ilv_fifth(lo, hb, 2 * j);
+                hi = ilv_fifth(hi, hb, 2 * j + 1);
+            }
             for (int t = 0; t < nt; t++) {
                 const int8_t *xq = ((const block_q8_a *)XROW(x, xs, t) + i)->qs;
                 s0[t] = _mm512_dpbusd_epi32(s0[t], lo, bcast4(xq + 4 * j));
                 s1[t] = _mm512_dpbusd_epi32(s1[t], hi, bcast4(xq + 16 + 4 * j));
             }
         }
-        __m512 d = _mm512_cvtph_ps(_mm256_loadu_si256((const __m256i *)(p + 256)));
-        __m512 m = has_m ? _mm512_cvtph_ps(_mm256_loadu_si256((const __m256i *)(p + 288))) : d;
+        __m512 d = _mm512_cvtph_ps(_mm256_loadu_si256((const __m256i *)(p + dof)));
+        __m512 m = has_m ? _mm512_cvtph_ps(_mm256_loadu_si256((const __m256i *)(p + dof + 32))) : d;
+        const float off = five ? -16.0f : -8.0f;
         for (int t = 0; t < nt; t++) {
             const block_q8_a *a = (const block_q8_a *)XROW(x, xs, t) + i;
             __m512 f = _mm512_cvtepi32_ps(_mm512_add_epi32(s0[t], s1[t]));
@@ -64,7 +78,7 @@ AI void ilv_q4_body(int pair, int has_m, int64_t n, const void *g, int nr, const
                 PA(t) = _mm512_fmadd_ps(_mm512_mul_ps(f, _mm512_set1_ps(a->d)), d, PA(t));
                 PA(t) = _mm512_fmadd_ps(m, _mm512_set1_ps(a->s), PA(t));
             } else {
-                PA(t) = _mm512_fmadd_ps(_mm512_fmadd_ps(f, _mm512_set1_ps(a->d), _mm512_set1_ps(-8.0f * a->s)), d, PA(t));
+                PA(t) = _mm512_fmadd_ps(_mm512_fmadd_ps(f, _mm512_set1_ps(a->d), _mm512_set1_ps(off * a->s)), d, PA(t));
             }
         }
     }
@@ -108,38 +122,45 @@ AI __m512 ilv_s8_ps(const uint8_t *p, __m512 v) {
     return _mm512_mul_ps(_mm512_cvtepi32_ps(_mm512_cvtepi8_epi32(_mm_loadu_si128((const __m128i *)p))), v);
 }
 
-/* Q4_K: weight = d * sc * q - dmin * mn per sub-block of 32; the mins meet the activation sums. */
-AI void ilv_q4_K_body(int pair, int64_t n, const void *g, int nr, const void *x, size_t xs, int nt, float *out, size_t os) {
+/* Q4_K: weight = d * sc * q - dmin * mn per sub-block of 32; the mins meet the activation sums.
+ * five: Q5_K, the codes' fifth bits from the group's qh runs. */
+AI void ilv_q45_K_body(int pair, int five, int64_t n, const void *g, int nr, const void *x, size_t xs, int nt, float *out, size_t os) {
     const __m512i m4 = _mm512_set1_epi8(15);
     __m512 acc[QUANT_DOT_TOK];
     for (int t = 0; t < nt; t++) acc[t] = _mm512_setzero_ps();
+    const size_t bs = 2368 + 512 * five, so = 2048 + 512 * five; /* the block; its scales */
     const uint8_t *p = g;
-    for (int64_t i = 0; i < n / QK_K; i++, p += 2368) {
-        ilv_prefetch(p, 2368);
-        __m512 dv = _mm512_cvtph_ps(_mm256_loadu_si256((const __m256i *)(p + 2304)));
+    for (int64_t i = 0; i < n / QK_K; i++, p += bs) {
+        ilv_prefetch(p, bs);
+        __m512 dv = _mm512_cvtph_ps(_mm256_loadu_si256((const __m256i *)(p + so + 256)));
         __m512 blk[QUANT_DOT_TOK];
         for (int t = 0; t < nt; t++) blk[t] = _mm512_setzero_ps();
         for (int q = 0; q < 4; q++) {
             __m512i s0[QUANT_DOT_TOK], s1[QUANT_DOT_TOK];
             for (int t = 0; t < nt; t++) s0[t] = s1[t] = _mm512_setzero_si512();
             for (int m = 0; m < 8; m++) {
-                __m512i v = _mm512_loadu_si512((const void *)(p + 512 * q + 64 * m));
+                __m512i v = _mm512_loadu_si512((const void *)(p + 512 * five + 512 * q + 64 * m));
                 __m512i lo = _mm512_and_si512(v, m4), hi = _mm512_and_si512(_mm512_srli_epi16(v, 4), m4);
+                if (five) {
+                    __m512i hb = _mm512_loadu_si512((const void *)(p + 64 * m));
+                    lo = ilv_fifth(lo, hb, 2 * q);
+                    hi = ilv_fifth(hi, hb, 2 * q + 1);
+                }
                 for (int t = 0; t < nt; t++) {
                     const int8_t *xq = ((const block_q8_K *)XROW(x, xs, t) + i)->qs + 64 * q;
                     s0[t] = _mm512_dpbusd_epi32(s0[t], lo, bcast4(xq + 4 * m));
                     s1[t] = _mm512_dpbusd_epi32(s1[t], hi, bcast4(xq + 32 + 4 * m));
                 }
             }
-            __m512 sc0 = ilv_u8_ps(p + 2048 + 16 * (2 * q), dv), sc1 = ilv_u8_ps(p + 2048 + 16 * (2 * q + 1), dv);
+            __m512 sc0 = ilv_u8_ps(p + so + 16 * (2 * q), dv), sc1 = ilv_u8_ps(p + so + 16 * (2 * q + 1), dv);
             for (int t = 0; t < nt; t++) {
                 blk[t] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(s0[t]), sc0, blk[t]);
                 blk[t] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(s1[t]), sc1, blk[t]);
             }
         }
-        __m512 dmin = _mm512_cvtph_ps(_mm256_loadu_si256((const __m256i *)(p + 2336)));
+        __m512 dmin = _mm512_cvtph_ps(_mm256_loadu_si256((const __m256i *)(p + so + 288)));
         for (int j = 0; j < 8; j++) {
-            __m512 mn = ilv_u8_ps(p + 2176 + 16 * j, dmin);
+            __m512 mn = ilv_u8_ps(p + so + 128 + 16 * j, dmin);
             for (int t = 0; t < nt; t++) {
                 const int16_t *bs = ((const block_q8_K *)XROW(x, xs, t) + i)->bsums;
                 blk[t] = _mm512_fnmadd_ps(mn, _mm512_set1_ps((float)(bs[2 * j] + bs[2 * j + 1])), blk[t]);
@@ -196,9 +217,12 @@ AI void ilv_q6_K_body(int pair, int64_t n, const void *g, int nr, const void *x,
     ILV_GROUP_OUT(acc)
 }
 
-#define ILV_Q4_0(...) ilv_q4_body(PAIR, 0, __VA_ARGS__)
-#define ILV_Q4_1(...) ilv_q4_body(PAIR, 1, __VA_ARGS__)
-#define ILV_Q4_K(...) ilv_q4_K_body(PAIR, __VA_ARGS__)
+#define ILV_Q4_0(...) ilv_q4_body(PAIR, 0, 0, __VA_ARGS__)
+#define ILV_Q4_1(...) ilv_q4_body(PAIR, 0, 1, __VA_ARGS__)
+#define ILV_Q5_0(...) ilv_q4_body(PAIR, 1, 0, __VA_ARGS__)
+#define ILV_Q5_1(...) ilv_q4_body(PAIR, 1, 1, __VA_ARGS__)
+#define ILV_Q4_K(...) ilv_q45_K_body(PAIR, 0, __VA_ARGS__)
+#define ILV_Q5_K(...) ilv_q45_K_body(PAIR, 1, __VA_ARGS__)
 #define ILV_Q8_0(...) ilv_q8_0_body(PAIR, __VA_ARGS__)
 #define ILV_Q6_K(...) ilv_q6_K_body(PAIR, __VA_ARGS__)
 /* n_tok activation rows, or (PAIR) n_tok tokens of 2 rows each, QUANT_DOT_TOK rows a pass */
@@ -222,6 +246,9 @@ AI void ilv_q6_K_body(int pair, int64_t n, const void *g, int nr, const void *x,
 ILV_KERN(ilv_q4_0, ILV_Q4_0)
 ILV_KERN(ilv_q4_1, ILV_Q4_1)
 ILV_KERN(ilv_q4_K, ILV_Q4_K)
+ILV_KERN(ilv_q5_0, ILV_Q5_0)
+ILV_KERN(ilv_q5_1, ILV_Q5_1)
+ILV_KERN(ilv_q5_K, ILV_Q5_K)
 ILV_KERN(ilv_q8_0, ILV_Q8_0)
 ILV_KERN(ilv_q6_K, ILV_Q6_K)
 #undef PAIR
@@ -229,16 +256,20 @@ ILV_KERN(ilv_q6_K, ILV_Q6_K)
 ILV_KERN(ilv_pair_q4_0, ILV_Q4_0)
 ILV_KERN(ilv_pair_q4_1, ILV_Q4_1)
 ILV_KERN(ilv_pair_q4_K, ILV_Q4_K)
+ILV_KERN(ilv_pair_q5_0, ILV_Q5_0)
+ILV_KERN(ilv_pair_q5_1, ILV_Q5_1)
+ILV_KERN(ilv_pair_q5_K, ILV_Q5_K)
 ILV_KERN(ilv_pair_q8_0, ILV_Q8_0)
 ILV_KERN(ilv_pair_q6_K, ILV_Q6_K)
 #undef PAIR
 #undef PA
 #define ILV_TABLE                                                                                       \
     {[QUANT_Q4_0] = ilv_q4_0, [QUANT_Q4_1] = ilv_q4_1, [QUANT_Q8_0] = ilv_q8_0, [QUANT_Q4_K] = ilv_q4_K, \
-     [QUANT_Q6_K] = ilv_q6_K}
+     [QUANT_Q6_K] = ilv_q6_K, [QUANT_Q5_0] = ilv_q5_0, [QUANT_Q5_1] = ilv_q5_1, [QUANT_Q5_K] = ilv_q5_K}
 #define ILV_PAIR_TABLE                                                                                   \
     {[QUANT_Q4_0] = ilv_pair_q4_0, [QUANT_Q4_1] = ilv_pair_q4_1, [QUANT_Q8_0] = ilv_pair_q8_0,          \
-     [QUANT_Q4_K] = ilv_pair_q4_K, [QUANT_Q6_K] = ilv_pair_q6_K}
+     [QUANT_Q4_K] = ilv_pair_q4_K, [QUANT_Q6_K] = ilv_pair_q6_K, [QUANT_Q5_0] = ilv_pair_q5_0,        \
+     [QUANT_Q5_1] = ilv_pair_q5_1, [QUANT_Q5_K] = ilv_pair_q5_K}
 #else
 #define ILV_TABLE {0}
 #define ILV_PAIR_TABLE {0}
