@@ -17,6 +17,11 @@
  *         [g][m]'s low and high nibbles) | qs, sc, mn, d, dmin as Q4_K                  2880 bytes
  * The Q5 types' qh runs come first: the kernels need them from the block's first step, and a
  * block is requested in address order (with them after the codes, a Q5_K decode ran ~1.5x slower). 
+ *   Q2_K  qs[2][8][16][4]: [h][m] = the row's qs[32h+4m..+3] (bits 2f..2f+1: weight 128h+32f+4m+k)
+ *         | scales[16][16] u8 as stored (scale | min << 4) | d[16] f16 | dmin[16] f16   1344 bytes
+ *   Q3_K  hm[8][16][4]: [m] = the row's hmask[4m..+3] (bit 4h+f: the third bit of weight
+ *         128h+32f+4m+k) | qs as Q2_K | sc[16][16] s8 (the 6-bit scale - 32) | d[16] f16
+ *                                                                                     1824 bytes
  *   Q6_K  ql[2][2][8][16][4]: [h][a][m] = ql[64h+32a+4m..+3] (low nibbles: weights
  *         128h+32a+4m+k, high: +64) | qh[2][8][16][4]: [h][m] = qh[32h+4m..+3] (bits 2a..2a+1
  *         for the low nibble of ql run [h][a][m], 2a+4.. for its high) | sc[16][16] s8 |
@@ -43,6 +48,8 @@ static size_t ilv_block_bytes(uint32_t t) {
     case QUANT_Q8_0: return 32 * R + 2 * R;
     case QUANT_Q4_K: return 128 * R + 16 * R + 4 * R;
     case QUANT_Q5_K: return 128 * R + 32 * R + 16 * R + 4 * R;
+    case QUANT_Q2_K: return 64 * R + 16 * R + 4 * R;
+    case QUANT_Q3_K: return 32 * R + 64 * R + 16 * R + 2 * R;
     case QUANT_Q6_K: return 128 * R + 64 * R + 16 * R + 2 * R;
     default: return 0;
     }
@@ -118,6 +125,24 @@ void quant_ilv_pack(uint32_t wtype, int64_t n, const void *w, size_t w_stride, i
                     quant_k4_scale_min(b->scales, j, sc + 16 * j + r, sc + 128 + 16 * j + r);
                 memcpy(sc + 256 + 2 * r, &b->d, 2);
                 memcpy(sc + 288 + 2 * r, &b->dmin, 2);
+                break;
+            }
+            case QUANT_Q2_K: {
+                const block_q2_K *b = (const block_q2_K *)row + i;
+                for (int h = 0; h < 2; h++)
+                    for (int m = 0; m < 8; m++) put4(o + 64 * (8 * h + m), r, b->qs + 32 * h + 4 * m);
+                for (int j = 0; j < 16; j++) o[1024 + 16 * j + r] = b->scales[j];
+                memcpy(o + 1280 + 2 * r, &b->d, 2);
+                memcpy(o + 1312 + 2 * r, &b->dmin, 2);
+                break;
+            }
+            case QUANT_Q3_K: {
+                const block_q3_K *b = (const block_q3_K *)row + i;
+                for (int m = 0; m < 8; m++) put4(o + 64 * m, r, b->hmask + 4 * m);
+                for (int h = 0; h < 2; h++)
+                    for (int m = 0; m < 8; m++) put4(o + 512 + 64 * (8 * h + m), r, b->qs + 32 * h + 4 * m);
+                for (int j = 0; j < 16; j++) o[1536 + 16 * j + r] = (uint8_t)(int8_t)quant_k3_scale(b->scales, j);
+                memcpy(o + 1792 + 2 * r, &b->d, 2);
                 break;
             }
             default: {  /* Q6_K */

@@ -325,6 +325,35 @@ void quant_panel_pack_ilv(uint32_t wtype, int64_t n, const void *group, void *pa
         }
         break;
     }
+    case QUANT_Q2_K: case QUANT_Q3_K: {
+        /* code run [h][m]'s bits 2f..2f + 1 (Q3_K: and hm run m's bit 4h + f above them) are
+         * weights 128h + 32f + 4m + k: panel run 32h + 8f + m of the block */
+        const int three = wtype == QUANT_Q3_K;
+        const size_t qo = three ? 512 : 0, so = qo + 1024;
+        for (int64_t b = 0; b < n / QK_K; b++, g += three ? 1824 : 1344) {
+            for (int h = 0; h < 2; h++)
+                for (int f = 0; f < 4; f++)
+                    for (int m = 0; m < 8; m++) {
+                        const uint8_t *q = g + qo + RUN * (8 * h + m), *hm = g + RUN * m;
+                        uint8_t *c = codes + (size_t)(64 * b + 32 * h + 8 * f + m) * RUN;
+                        for (int i = 0; i < RUN; i++)
+                            c[i] = (uint8_t)(((q[i] >> (2 * f)) & 3) | (three ? ((hm[i] >> (4 * h + f)) & 1) << 2 : 0));
+                    }
+            for (int r = 0; r < R; r++) {
+                uint16_t hv;
+                memcpy(&hv, g + so + 256 + 2 * r, 2);
+                float d = quant_f16_to_f32(hv), dmin = 0.0f;
+                if (!three) memcpy(&hv, g + so + 288 + 2 * r, 2), dmin = quant_f16_to_f32(hv);
+                for (int j = 0; j < 16; j++) {
+                    const uint8_t sb = g[so + 16 * j + r];
+                    float sc = three ? d * (float)(int8_t)sb : d * (float)(sb & 15);
+                    scale[(b * 16 + j) * R + r] = sc;
+                    bias[(b * 16 + j) * R + r] = three ? -4.0f * sc : -(dmin * (float)(sb >> 4));
+                }
+            }
+        }
+        break;
+    }
     case QUANT_Q6_K:
         for (int64_t b = 0; b < n / QK_K; b++, g += 3360) {
             for (int h = 0; h < 2; h++)

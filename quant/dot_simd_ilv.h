@@ -172,6 +172,64 @@ AI void ilv_q45_K_body(int pair, int five, int64_t n, const void *g, int nr, con
     ILV_GROUP_OUT(acc)
 }
 
+/* Q2_K (three 0: weight = d * sc * q - dmin * mn, q 2-bit, scale and min 4-bit) and Q3_K (three
+ * 1: weight = d * sc * (q - 4), q the 2 bits and the hmask bit above them, sc signed), per
+ * sub-block of 16; the mins and the offset meet the activation sums. Code run [h][m]'s bits 2f..
+ * 2f + 1 are weights 128h + 32f + 4m + k: sub-block 8h + 2f for m < 4, the next for the rest. */
+AI void ilv_q23_K_body(int pair, int three, int64_t n, const void *g, int nr, const void *x, size_t xs, int nt,
+                       float *out, size_t os) {
+    const __m512i m3 = _mm512_set1_epi8(3), four = _mm512_set1_epi8(4), m15 = _mm512_set1_epi32(15);
+    const size_t bs = three ? 1824 : 1344, qo = three ? 512 : 0, so = qo + 1024; /* block, codes, scales */
+    __m512 acc[QUANT_DOT_TOK];
+    for (int t = 0; t < nt; t++) acc[t] = _mm512_setzero_ps();
+    const uint8_t *p = g;
+    for (int64_t i = 0; i < n / QK_K; i++, p += bs) {
+        ilv_prefetch(p, bs);
+        __m512 dv = _mm512_cvtph_ps(_mm256_loadu_si256((const __m256i *)(p + so + 256)));
+        __m512 dmin = three ? dv : _mm512_cvtph_ps(_mm256_loadu_si256((const __m256i *)(p + so + 288)));
+        __m512 blk[QUANT_DOT_TOK];
+        for (int t = 0; t < nt; t++) blk[t] = _mm512_setzero_ps();
+        for (int h = 0; h < 2; h++)
+            for (int f = 0; f < 4; f++)
+                for (int mh = 0; mh < 2; mh++) {
+                    __m512i s0[QUANT_DOT_TOK];
+                    for (int t = 0; t < nt; t++) s0[t] = _mm512_setzero_si512();
+                    for (int m = 4 * mh; m < 4 * mh + 4; m++) {
+                        __m512i c = _mm512_and_si512(_mm512_srli_epi16(_mm512_loadu_si512((const void *)(p + qo + 64 * (8 * h + m))), 2 * f), m3);
+                        if (three) {
+                            const __m512i hb = _mm512_loadu_si512((const void *)(p + 64 * m));
+                            c = _mm512_mask_add_epi8(c, _mm512_test_epi8_mask(hb, _mm512_set1_epi8((char)(1 << (4 * h + f)))), c, four);
+                        }
+                        for (int t = 0; t < nt; t++) {
+                            const int8_t *xq = ((const block_q8_K *)XROW(x, xs, t) + i)->qs + 128 * h + 32 * f + 4 * m;
+                            s0[t] = _mm512_dpbusd_epi32(s0[t], c, bcast4(xq));
+                        }
+                    }
+                    const int j = 8 * h + 2 * f + mh;
+                    if (three) {
+                        __m512 sc = ilv_s8_ps(p + so + 16 * j, dv);
+                        for (int t = 0; t < nt; t++) {
+                            const int16_t *bsum = ((const block_q8_K *)XROW(x, xs, t) + i)->bsums;
+                            __m512i c0 = _mm512_sub_epi32(s0[t], _mm512_set1_epi32(4 * bsum[j]));
+                            blk[t] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(c0), sc, blk[t]);
+                        }
+                    } else {
+                        __m512i sm = _mm512_cvtepu8_epi32(_mm_loadu_si128((const __m128i *)(p + so + 16 * j)));
+                        __m512 sc = _mm512_mul_ps(_mm512_cvtepi32_ps(_mm512_and_si512(sm, m15)), dv);
+                        __m512 mn = _mm512_mul_ps(_mm512_cvtepi32_ps(_mm512_srli_epi32(sm, 4)), dmin);
+                        for (int t = 0; t < nt; t++) {
+                            const int16_t *bsum = ((const block_q8_K *)XROW(x, xs, t) + i)->bsums;
+                            blk[t] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(s0[t]), sc, blk[t]);
+                            blk[t] = _mm512_fnmadd_ps(mn, _mm512_set1_ps((float)bsum[j]), blk[t]);
+                        }
+                    }
+                }
+        for (int t = 0; t < nt; t++)
+            PA(t) = _mm512_fmadd_ps(blk[t], _mm512_set1_ps(((const block_q8_K *)XROW(x, xs, t) + i)->d), PA(t));
+    }
+    ILV_GROUP_OUT(acc)
+}
+
 /* Q6_K: weight = d * sc * (q - 32) per sub-block of 16; the offset meets the activation sums. */
 AI void ilv_q6_K_body(int pair, int64_t n, const void *g, int nr, const void *x, size_t xs, int nt, float *out, size_t os) {
     const __m512i m4 = _mm512_set1_epi8(15), m3 = _mm512_set1_epi8(3);
@@ -225,6 +283,8 @@ AI void ilv_q6_K_body(int pair, int64_t n, const void *g, int nr, const void *x,
 #define ILV_Q5_K(...) ilv_q45_K_body(PAIR, 1, __VA_ARGS__)
 #define ILV_Q8_0(...) ilv_q8_0_body(PAIR, __VA_ARGS__)
 #define ILV_Q6_K(...) ilv_q6_K_body(PAIR, __VA_ARGS__)
+#define ILV_Q2_K(...) ilv_q23_K_body(PAIR, 0, __VA_ARGS__)
+#define ILV_Q3_K(...) ilv_q23_K_body(PAIR, 1, __VA_ARGS__)
 /* n_tok activation rows, or (PAIR) n_tok tokens of 2 rows each, QUANT_DOT_TOK rows a pass */
 #define ILV_KERN(name, call)                                                                               \
     static void name(int64_t n, const void *g, int nr, const void *x, size_t xs, int64_t n_tok, float *o,  \
@@ -249,6 +309,8 @@ ILV_KERN(ilv_q4_K, ILV_Q4_K)
 ILV_KERN(ilv_q5_0, ILV_Q5_0)
 ILV_KERN(ilv_q5_1, ILV_Q5_1)
 ILV_KERN(ilv_q5_K, ILV_Q5_K)
+ILV_KERN(ilv_q2_K, ILV_Q2_K)
+ILV_KERN(ilv_q3_K, ILV_Q3_K)
 ILV_KERN(ilv_q8_0, ILV_Q8_0)
 ILV_KERN(ilv_q6_K, ILV_Q6_K)
 #undef PAIR
@@ -259,17 +321,21 @@ ILV_KERN(ilv_pair_q4_K, ILV_Q4_K)
 ILV_KERN(ilv_pair_q5_0, ILV_Q5_0)
 ILV_KERN(ilv_pair_q5_1, ILV_Q5_1)
 ILV_KERN(ilv_pair_q5_K, ILV_Q5_K)
+ILV_KERN(ilv_pair_q2_K, ILV_Q2_K)
+ILV_KERN(ilv_pair_q3_K, ILV_Q3_K)
 ILV_KERN(ilv_pair_q8_0, ILV_Q8_0)
 ILV_KERN(ilv_pair_q6_K, ILV_Q6_K)
 #undef PAIR
 #undef PA
 #define ILV_TABLE                                                                                       \
     {[QUANT_Q4_0] = ilv_q4_0, [QUANT_Q4_1] = ilv_q4_1, [QUANT_Q8_0] = ilv_q8_0, [QUANT_Q4_K] = ilv_q4_K, \
-     [QUANT_Q6_K] = ilv_q6_K, [QUANT_Q5_0] = ilv_q5_0, [QUANT_Q5_1] = ilv_q5_1, [QUANT_Q5_K] = ilv_q5_K}
+     [QUANT_Q6_K] = ilv_q6_K, [QUANT_Q5_0] = ilv_q5_0, [QUANT_Q5_1] = ilv_q5_1, [QUANT_Q5_K] = ilv_q5_K, \
+     [QUANT_Q2_K] = ilv_q2_K, [QUANT_Q3_K] = ilv_q3_K}
 #define ILV_PAIR_TABLE                                                                                   \
     {[QUANT_Q4_0] = ilv_pair_q4_0, [QUANT_Q4_1] = ilv_pair_q4_1, [QUANT_Q8_0] = ilv_pair_q8_0,          \
      [QUANT_Q4_K] = ilv_pair_q4_K, [QUANT_Q6_K] = ilv_pair_q6_K, [QUANT_Q5_0] = ilv_pair_q5_0,        \
-     [QUANT_Q5_1] = ilv_pair_q5_1, [QUANT_Q5_K] = ilv_pair_q5_K}
+     [QUANT_Q5_1] = ilv_pair_q5_1, [QUANT_Q5_K] = ilv_pair_q5_K, [QUANT_Q2_K] = ilv_pair_q2_K,        \
+     [QUANT_Q3_K] = ilv_pair_q3_K}
 #else
 #define ILV_TABLE {0}
 #define ILV_PAIR_TABLE {0}

@@ -163,7 +163,8 @@ static void test_multi(void) {
     static const uint32_t mt[][3] = {{QUANT_Q4_0, QUANT_Q4_0, QUANT_Q4_0}, {QUANT_Q4_K, QUANT_Q4_K, QUANT_Q4_K},
                                      {QUANT_Q6_K, QUANT_Q6_K, QUANT_Q6_K}, {QUANT_Q5_0, QUANT_Q5_0, QUANT_Q5_0},
                                      {QUANT_Q4_K, QUANT_Q4_K, QUANT_Q6_K}, {QUANT_Q8_0, QUANT_Q4_0, QUANT_Q4_1},
-                                     {QUANT_Q5_K, QUANT_Q5_K, QUANT_Q6_K}, {QUANT_Q5_1, QUANT_Q5_0, QUANT_Q5_1}};
+                                     {QUANT_Q5_K, QUANT_Q5_K, QUANT_Q6_K}, {QUANT_Q5_1, QUANT_Q5_0, QUANT_Q5_1},
+                                     {QUANT_Q3_K, QUANT_Q3_K, QUANT_Q5_K}, {QUANT_Q2_K, QUANT_Q3_K, QUANT_Q2_K}};
     /* Q's 256 rows take 2 panels an item, K's and V's 1: their panel buffers differ in size */
     static const int64_t rows[3] = {256, 16, 21}, toks[] = {1, 2, 20, 70};
     int bad = 0;

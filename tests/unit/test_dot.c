@@ -189,7 +189,7 @@ static void run_case(uint32_t t, int64_t n, int raw, verdict *vq, verdict *vx, v
     if (be_panel(t) && !have[QUANT_ISA_COUNT])
         fail(vs, "%s: the portable path has no panel kernel", quant_type_name(t));
     int want_ilv = t == QUANT_Q4_0 || t == QUANT_Q4_1 || t == QUANT_Q5_0 || t == QUANT_Q5_1 || t == QUANT_Q8_0 ||
-                   t == QUANT_Q4_K || t == QUANT_Q5_K || t == QUANT_Q6_K;
+                   t == QUANT_Q2_K || t == QUANT_Q3_K || t == QUANT_Q4_K || t == QUANT_Q5_K || t == QUANT_Q6_K;
     if (want_ilv && quant_isa_supported(QUANT_ISA_AVX512) && !have[2 * QUANT_ISA_COUNT + QUANT_ISA_AVX512])
         fail(vs, "%s: the AVX-512 path has no interleaved kernel", quant_type_name(t));
     for (int k = 0; k < TOKS; k++) {
