@@ -189,28 +189,32 @@ AI void ilv_q23_K_body(int pair, int three, int64_t n, const void *g, int nr, co
         __m512 dmin = three ? dv : _mm512_cvtph_ps(_mm256_loadu_si256((const __m256i *)(p + so + 288)));
         __m512 blk[QUANT_DOT_TOK];
         for (int t = 0; t < nt; t++) blk[t] = _mm512_setzero_ps();
+        /* each code run (and hm run) loaded once: its four 2-bit fields feed four sums, one per
+         * f, each a sub-block's (the fields' shifts constants once the f loop is unrolled) */
         for (int h = 0; h < 2; h++)
-            for (int f = 0; f < 4; f++)
-                for (int mh = 0; mh < 2; mh++) {
-                    __m512i s0[QUANT_DOT_TOK];
-                    for (int t = 0; t < nt; t++) s0[t] = _mm512_setzero_si512();
-                    for (int m = 4 * mh; m < 4 * mh + 4; m++) {
-                        __m512i c = _mm512_and_si512(_mm512_srli_epi16(_mm512_loadu_si512((const void *)(p + qo + 64 * (8 * h + m))), 2 * f), m3);
-                        if (three) {
-                            const __m512i hb = _mm512_loadu_si512((const void *)(p + 64 * m));
+            for (int mh = 0; mh < 2; mh++) {
+                __m512i s0[4][QUANT_DOT_TOK];
+                UNROLL for (int f = 0; f < 4; f++) for (int t = 0; t < nt; t++) s0[f][t] = _mm512_setzero_si512();
+                for (int m = 4 * mh; m < 4 * mh + 4; m++) {
+                    const __m512i v = _mm512_loadu_si512((const void *)(p + qo + 64 * (8 * h + m)));
+                    const __m512i hb = three ? _mm512_loadu_si512((const void *)(p + 64 * m)) : v;
+                    UNROLL for (int f = 0; f < 4; f++) {
+                        __m512i c = _mm512_and_si512(_mm512_srli_epi16(v, 2 * f), m3);
+                        if (three)
                             c = _mm512_mask_add_epi8(c, _mm512_test_epi8_mask(hb, _mm512_set1_epi8((char)(1 << (4 * h + f)))), c, four);
-                        }
                         for (int t = 0; t < nt; t++) {
                             const int8_t *xq = ((const block_q8_K *)XROW(x, xs, t) + i)->qs + 128 * h + 32 * f + 4 * m;
-                            s0[t] = _mm512_dpbusd_epi32(s0[t], c, bcast4(xq));
+                            s0[f][t] = _mm512_dpbusd_epi32(s0[f][t], c, bcast4(xq));
                         }
                     }
+                }
+                UNROLL for (int f = 0; f < 4; f++) {
                     const int j = 8 * h + 2 * f + mh;
                     if (three) {
                         __m512 sc = ilv_s8_ps(p + so + 16 * j, dv);
                         for (int t = 0; t < nt; t++) {
                             const int16_t *bsum = ((const block_q8_K *)XROW(x, xs, t) + i)->bsums;
-                            __m512i c0 = _mm512_sub_epi32(s0[t], _mm512_set1_epi32(4 * bsum[j]));
+                            __m512i c0 = _mm512_sub_epi32(s0[f][t], _mm512_set1_epi32(4 * bsum[j]));
                             blk[t] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(c0), sc, blk[t]);
                         }
                     } else {
@@ -219,11 +223,12 @@ AI void ilv_q23_K_body(int pair, int three, int64_t n, const void *g, int nr, co
                         __m512 mn = _mm512_mul_ps(_mm512_cvtepi32_ps(_mm512_srli_epi32(sm, 4)), dmin);
                         for (int t = 0; t < nt; t++) {
                             const int16_t *bsum = ((const block_q8_K *)XROW(x, xs, t) + i)->bsums;
-                            blk[t] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(s0[t]), sc, blk[t]);
+                            blk[t] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(s0[f][t]), sc, blk[t]);
                             blk[t] = _mm512_fnmadd_ps(mn, _mm512_set1_ps((float)bsum[j]), blk[t]);
                         }
                     }
                 }
+            }
         for (int t = 0; t < nt; t++)
             PA(t) = _mm512_fmadd_ps(blk[t], _mm512_set1_ps(((const block_q8_K *)XROW(x, xs, t) + i)->d), PA(t));
     }
