@@ -288,8 +288,9 @@ AI void ilv_q6_K_body(int pair, int64_t n, const void *g, int nr, const void *x,
  * halves of 8 (the first or second 32 bytes of each 64-byte run, 8 of the 16 scales): the whole
  * group for rows 0-7, then again for rows 8-15, whose lines the first pass left in cache. A half
  * at a time keeps the sums within the 16 registers these paths have. The u8 x s8 product is the
- * path's SIMD_DPBUSD_ACC (maddubs + madd on AVX2: no code here exceeds 63, so its int16 pair
- * sums stay below 2 * 63 * 127); Q8_0's codes (up to 255) only where it is a true dpbusd. */
+ * path's dpbusd, or on AVX2 maddubs (no code here exceeds 63, so its int16 pair sums stay below
+ * 2 * 63 * 127) with the madd that widens it shared by several (ilv2_acc); Q8_0's codes (up to
+ * 255) only where it is a true dpbusd. */
 AI void ilv_prefetch(const void *p, size_t bytes) {
     for (size_t o = 0; o < bytes; o += 64) _mm_prefetch((const char *)p + o, _MM_HINT_T0);
 }
@@ -322,6 +323,27 @@ AI __m256i ilv2_bit(__m256i h, int b, int to) {
                             _mm256_set1_epi8((char)(1 << to)));
 }
 
+/* A u8 x s8 sum: on AVX-VNNI dpbusd into int32; on AVX2 maddubs into int16 partials, widened
+ * by one madd per flush instead of one per product (3 -> 2 instructions a product). A kernel
+ * flushes before the partial can pass 32767: span products of codes up to c against |x| <= 127
+ * add at most span * 2 * c * 127 (Q4 codes 8 steps, Q5 4, Q6 2, Q2 / Q3 4). */
+typedef struct { __m256i s, a; } ilv2_acc;
+AI void ilv2_zero(ilv2_acc *c) { c->s = c->a = _mm256_setzero_si256(); }
+AI void ilv2_add(ilv2_acc *c, __m256i u, __m256i x) {
+#if SIMD_PANEL_WIDE
+    c->s = SIMD_DPBUSD_ACC(c->s, u, x);
+#else
+    c->a = _mm256_add_epi16(c->a, _mm256_maddubs_epi16(u, x));
+#endif
+}
+AI __m256i ilv2_flush(ilv2_acc *c) {
+#if !SIMD_PANEL_WIDE
+    c->s = _mm256_add_epi32(c->s, _mm256_madd_epi16(c->a, _mm256_set1_epi16(1)));
+    c->a = _mm256_setzero_si256();
+#endif
+    return c->s;
+}
+
 /* Q4_0, Q4_1, Q5_0, Q5_1 (as ilv_q4_body) */
 AI void ilv2_q4_body(int pair, int five, int has_m, int64_t n, const void *g, int nr, const void *x, size_t xs, int nt,
                      float *out, size_t os) {
@@ -334,8 +356,8 @@ AI void ilv2_q4_body(int pair, int five, int has_m, int64_t n, const void *g, in
         const uint8_t *p = g;
         for (int64_t i = 0; i < n / 32; i++, p += bs) {
             if (!hh) ilv_prefetch(p, bs);
-            __m256i s0[QUANT_DOT_TOK], s1[QUANT_DOT_TOK];
-            for (int t = 0; t < nt; t++) s0[t] = s1[t] = _mm256_setzero_si256();
+            ilv2_acc s0[QUANT_DOT_TOK], s1[QUANT_DOT_TOK];
+            for (int t = 0; t < nt; t++) ilv2_zero(&s0[t]), ilv2_zero(&s1[t]);
             const __m256i hb = five ? ilv2_load(p + 32 * hh) : _mm256_setzero_si256();
             for (int j = 0; j < 4; j++) {
                 __m256i v = ilv2_load(p + 64 * five + 64 * j + 32 * hh);
@@ -346,14 +368,14 @@ AI void ilv2_q4_body(int pair, int five, int has_m, int64_t n, const void *g, in
                 }
                 for (int t = 0; t < nt; t++) {
                     const int8_t *xq = ((const block_q8_a *)XROW(x, xs, t) + i)->qs;
-                    s0[t] = SIMD_DPBUSD_ACC(s0[t], lo, bcast4(xq + 4 * j));
-                    s1[t] = SIMD_DPBUSD_ACC(s1[t], hi, bcast4(xq + 16 + 4 * j));
+                    ilv2_add(&s0[t], lo, bcast4(xq + 4 * j));
+                    ilv2_add(&s1[t], hi, bcast4(xq + 16 + 4 * j));
                 }
             }
             __m256 d = ilv2_f16(p + dof + 16 * hh), m = has_m ? ilv2_f16(p + dof + 32 + 16 * hh) : d;
             for (int t = 0; t < nt; t++) {
                 const block_q8_a *a = (const block_q8_a *)XROW(x, xs, t) + i;
-                __m256 f = _mm256_cvtepi32_ps(_mm256_add_epi32(s0[t], s1[t]));
+                __m256 f = _mm256_cvtepi32_ps(_mm256_add_epi32(ilv2_flush(&s0[t]), ilv2_flush(&s1[t])));
                 if (has_m) {
                     PA(t) = _mm256_fmadd_ps(_mm256_mul_ps(f, _mm256_set1_ps(a->d)), d, PA(t));
                     PA(t) = _mm256_fmadd_ps(m, _mm256_set1_ps(a->s), PA(t));
@@ -412,9 +434,11 @@ AI void ilv2_q45_K_body(int pair, int five, int64_t n, const void *g, int nr, co
             __m256 dv = ilv2_f16(p + so + 256 + 16 * hh), blk[QUANT_DOT_TOK];
             for (int t = 0; t < nt; t++) blk[t] = _mm256_setzero_ps();
             for (int q = 0; q < 4; q++) {
-                __m256i s0[QUANT_DOT_TOK], s1[QUANT_DOT_TOK];
-                for (int t = 0; t < nt; t++) s0[t] = s1[t] = _mm256_setzero_si256();
+                ilv2_acc s0[QUANT_DOT_TOK], s1[QUANT_DOT_TOK];
+                for (int t = 0; t < nt; t++) ilv2_zero(&s0[t]), ilv2_zero(&s1[t]);
                 for (int m = 0; m < 8; m++) {
+                    if (five && m == 4)
+                        for (int t = 0; t < nt; t++) ilv2_flush(&s0[t]), ilv2_flush(&s1[t]);
                     __m256i v = ilv2_load(p + 512 * five + 512 * q + 64 * m + 32 * hh);
                     __m256i lo = _mm256_and_si256(v, m4), hi = _mm256_and_si256(_mm256_srli_epi16(v, 4), m4);
                     if (five) {
@@ -424,15 +448,15 @@ AI void ilv2_q45_K_body(int pair, int five, int64_t n, const void *g, int nr, co
                     }
                     for (int t = 0; t < nt; t++) {
                         const int8_t *xq = ((const block_q8_K *)XROW(x, xs, t) + i)->qs + 64 * q;
-                        s0[t] = SIMD_DPBUSD_ACC(s0[t], lo, bcast4(xq + 4 * m));
-                        s1[t] = SIMD_DPBUSD_ACC(s1[t], hi, bcast4(xq + 32 + 4 * m));
+                        ilv2_add(&s0[t], lo, bcast4(xq + 4 * m));
+                        ilv2_add(&s1[t], hi, bcast4(xq + 32 + 4 * m));
                     }
                 }
                 __m256 sc0 = ilv2_u8_ps(p + so + 16 * (2 * q) + 8 * hh, dv);
                 __m256 sc1 = ilv2_u8_ps(p + so + 16 * (2 * q + 1) + 8 * hh, dv);
                 for (int t = 0; t < nt; t++) {
-                    blk[t] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(s0[t]), sc0, blk[t]);
-                    blk[t] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(s1[t]), sc1, blk[t]);
+                    blk[t] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(ilv2_flush(&s0[t])), sc0, blk[t]);
+                    blk[t] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(ilv2_flush(&s1[t])), sc1, blk[t]);
                 }
             }
             __m256 dmin = ilv2_f16(p + so + 288 + 16 * hh);
@@ -467,22 +491,23 @@ AI void ilv2_q23_K_body(int pair, int three, int64_t n, const void *g, int nr, c
             for (int h = 0; h < 2; h++)
                 for (int f = 0; f < 4; f++)
                     for (int mh = 0; mh < 2; mh++) {
-                        __m256i s0[QUANT_DOT_TOK];
-                        for (int t = 0; t < nt; t++) s0[t] = _mm256_setzero_si256();
+                        ilv2_acc s0[QUANT_DOT_TOK];
+                        for (int t = 0; t < nt; t++) ilv2_zero(&s0[t]);
                         for (int m = 4 * mh; m < 4 * mh + 4; m++) {
                             __m256i c = _mm256_and_si256(_mm256_srli_epi16(ilv2_load(p + qo + 64 * (8 * h + m) + 32 * hh), 2 * f), m3);
                             if (three) c = _mm256_or_si256(c, ilv2_bit(ilv2_load(p + 64 * m + 32 * hh), 4 * h + f, 2));
                             for (int t = 0; t < nt; t++) {
                                 const int8_t *xq = ((const block_q8_K *)XROW(x, xs, t) + i)->qs + 128 * h + 32 * f + 4 * m;
-                                s0[t] = SIMD_DPBUSD_ACC(s0[t], c, bcast4(xq));
+                                ilv2_add(&s0[t], c, bcast4(xq));
                             }
                         }
+                        for (int t = 0; t < nt; t++) ilv2_flush(&s0[t]);
                         const int j = 8 * h + 2 * f + mh;
                         if (three) {
                             __m256 sc = ilv2_s8_ps(p + so + 16 * j + 8 * hh, dv);
                             for (int t = 0; t < nt; t++) {
                                 const int16_t *bsum = ((const block_q8_K *)XROW(x, xs, t) + i)->bsums;
-                                __m256i c0 = _mm256_sub_epi32(s0[t], _mm256_set1_epi32(4 * bsum[j]));
+                                __m256i c0 = _mm256_sub_epi32(s0[t].s, _mm256_set1_epi32(4 * bsum[j]));
                                 blk[t] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(c0), sc, blk[t]);
                             }
                         } else {
@@ -491,7 +516,7 @@ AI void ilv2_q23_K_body(int pair, int three, int64_t n, const void *g, int nr, c
                             __m256 mn = _mm256_mul_ps(_mm256_cvtepi32_ps(_mm256_srli_epi32(sm, 4)), dmin);
                             for (int t = 0; t < nt; t++) {
                                 const int16_t *bsum = ((const block_q8_K *)XROW(x, xs, t) + i)->bsums;
-                                blk[t] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(s0[t]), sc, blk[t]);
+                                blk[t] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(s0[t].s), sc, blk[t]);
                                 blk[t] = _mm256_fnmadd_ps(mn, _mm256_set1_ps((float)bsum[j]), blk[t]);
                             }
                         }
@@ -518,9 +543,11 @@ AI void ilv2_q6_K_body(int pair, int64_t n, const void *g, int nr, const void *x
             for (int h = 0; h < 2; h++)
                 for (int a = 0; a < 2; a++)
                     for (int mh = 0; mh < 2; mh++) {
-                        __m256i s0[QUANT_DOT_TOK], s1[QUANT_DOT_TOK];
-                        for (int t = 0; t < nt; t++) s0[t] = s1[t] = _mm256_setzero_si256();
+                        ilv2_acc s0[QUANT_DOT_TOK], s1[QUANT_DOT_TOK];
+                        for (int t = 0; t < nt; t++) ilv2_zero(&s0[t]), ilv2_zero(&s1[t]);
                         for (int m = 4 * mh; m < 4 * mh + 4; m++) {
+                            if (m == 4 * mh + 2)
+                                for (int t = 0; t < nt; t++) ilv2_flush(&s0[t]), ilv2_flush(&s1[t]);
                             __m256i l = ilv2_load(p + 64 * (16 * h + 8 * a + m) + 32 * hh);
                             __m256i hb = ilv2_load(p + 2048 + 64 * (8 * h + m) + 32 * hh);
                             __m256i lo = _mm256_or_si256(_mm256_and_si256(l, m4),
@@ -529,16 +556,16 @@ AI void ilv2_q6_K_body(int pair, int64_t n, const void *g, int nr, const void *x
                                                          _mm256_slli_epi16(_mm256_and_si256(_mm256_srli_epi16(hb, 2 * a + 4), m3), 4));
                             for (int t = 0; t < nt; t++) {
                                 const int8_t *xq = ((const block_q8_K *)XROW(x, xs, t) + i)->qs + 128 * h + 32 * a + 4 * m;
-                                s0[t] = SIMD_DPBUSD_ACC(s0[t], lo, bcast4(xq));
-                                s1[t] = SIMD_DPBUSD_ACC(s1[t], hi, bcast4(xq + 64));
+                                ilv2_add(&s0[t], lo, bcast4(xq));
+                                ilv2_add(&s1[t], hi, bcast4(xq + 64));
                             }
                         }
                         int j0 = 8 * h + 2 * a + mh, j1 = j0 + 4;
                         __m256 sc0 = ilv2_s8_ps(p + 3072 + 16 * j0 + 8 * hh, dv), sc1 = ilv2_s8_ps(p + 3072 + 16 * j1 + 8 * hh, dv);
                         for (int t = 0; t < nt; t++) {
                             const int16_t *bsum = ((const block_q8_K *)XROW(x, xs, t) + i)->bsums;
-                            __m256i c0 = _mm256_sub_epi32(s0[t], _mm256_set1_epi32(32 * bsum[j0]));
-                            __m256i c1 = _mm256_sub_epi32(s1[t], _mm256_set1_epi32(32 * bsum[j1]));
+                            __m256i c0 = _mm256_sub_epi32(ilv2_flush(&s0[t]), _mm256_set1_epi32(32 * bsum[j0]));
+                            __m256i c1 = _mm256_sub_epi32(ilv2_flush(&s1[t]), _mm256_set1_epi32(32 * bsum[j1]));
                             blk[t] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(c0), sc0, blk[t]);
                             blk[t] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(c1), sc1, blk[t]);
                         }

@@ -380,6 +380,61 @@ static void test_act_pair(void) {
     printf("  info: activation pair worst error / budget %.3f\n", worst);
 }
 
+/* Every code at its largest (all block bytes 0xFF, scales 1) against activations all at +-127:
+ * the sums the SIMD paths keep in 16 bits before widening them (AVX2's maddubs partials, a
+ * kernel's flush span) are at their extremes; every path's row and interleaved kernels must
+ * still give the portable path's products. */
+static void test_extreme(void) {
+    enum { NX = 512, RX = QUANT_ILV_ROWS };
+    char name[96], why[200] = "";
+    for (size_t ti = 0; ti < N_TYPES; ti++) {
+        const uint32_t t = types[ti];
+        const quant_traits *tr = quant_traits_of(t);
+        if (tr->block_elems == 1) continue;
+        const size_t rb = quant_row_bytes(t, NX), xb = quant_act_row_bytes(t, NX);
+        uint8_t *w = malloc(RX * rb), *xq = malloc(2 * xb), *g = malloc(quant_ilv_group_bytes(t, NX) + 1);
+        float x[NX], ref[2][RX], got[RX];
+        int f[2], bad = 0;
+        scale_fields(t, f);
+        memset(w, 0xFF, RX * rb);
+        for (size_t b = 0; b < RX * rb / (size_t)tr->block_bytes; b++)
+            for (int k = 0; k < 2; k++)
+                if (f[k] >= 0) memcpy(w + b * (size_t)tr->block_bytes + (size_t)f[k], &(uint16_t){0x3C00}, 2);
+        for (int sign = -1; sign <= 1; sign += 2) {
+            for (int i = 0; i < NX; i++) x[i] = (float)sign;
+            quant_act_quant_row_pair(QUANT_ISA_REF, t, x, xq, xq + xb, NX);
+            for (int k = 0; k < 2; k++) quant_dot_rows(QUANT_ISA_REF, t, NX, w, rb, RX, xq + k * xb, xb, 1, ref[k], 1);
+            for (int isa = 1; isa < QUANT_ISA_COUNT; isa++) {
+                if (!quant_isa_supported((quant_isa)isa)) continue;
+                for (int il = 0; il < 2; il++) {
+                    if (il && !quant_ilv_usable((quant_isa)isa, t)) continue;
+                    if (il) {
+                        quant_ilv_pack(t, NX, w, rb, RX, g);
+                        quant_ilv_dot_pair((quant_isa)isa, t, NX, g, RX, xq, xb, 1, got, RX);
+                    } else {
+                        float lo[RX];
+                        quant_dot_rows((quant_isa)isa, t, NX, w, rb, RX, xq, xb, 1, got, 1);
+                        quant_dot_rows((quant_isa)isa, t, NX, w, rb, RX, xq + xb, xb, 1, lo, 1);
+                        for (int r = 0; r < RX; r++) got[r] += lo[r];
+                    }
+                    for (int r = 0; r < RX; r++) {
+                        const double want = (double)ref[0][r] + ref[1][r];
+                        if (fabs(got[r] - want) > 1e-4 * fabs(want) + 1e-3) {
+                            if (!bad++)
+                                snprintf(why, sizeof why, "%s %s %s x=%+d row %d: %.9g vs %.9g", quant_type_name(t),
+                                         quant_isa_name((quant_isa)isa), il ? "interleaved" : "rows", sign, r,
+                                         got[r], want);
+                        }
+                    }
+                }
+            }
+        }
+        snprintf(name, sizeof name, "dot %s: largest codes against +-127 activations, every path", quant_type_name(t));
+        CHECK(!bad, name, "%s (%d bad)", why, bad);
+        free(w), free(xq), free(g);
+    }
+}
+
 int main(void) {
     uint64_t seed = 0;
     const char *env = getenv("QUANT_SEED");
@@ -397,5 +452,6 @@ int main(void) {
     test_act();
     test_act_pair();
     test_types();
+    test_extreme();
     return test_done();
 }
