@@ -284,11 +284,17 @@ __device__ __forceinline__ void mv10_block(float *y, const uint8_t *w, XS xv, in
     kt_mark(tr, 3);
     /* ACC: the residual of the epilogue's first round loaded now, beside the main loop, not after
      * it: a block's tail delays the next launch's block on this SM (PERF-LOG runs 155-159) */
+    /* the epilogue's item i: tile tl of the block's (GLU: pair of tiles), token c, row r of the
+     * tile; returns the matrix row (one mapping for the early load and the epilogue) */
+    auto item = [&](int i, int &tl, int &c, int &r) -> int64_t {
+        tl = i / (NT * 16), c = (i >> 4) % NT, r = i & 15;
+        return (t0 + tl) * 16 + r;
+    };
     float ypre = 0.0f;
     if constexpr (XS::ACC && !XS::POST) {
-        const int i = threadIdx.x, tl = i / (NT * 16), c = (i >> 4) % NT, r = i & 15;
-        const int64_t row = (t0 + tl) * 16 + r;
-        if (i < nt * NT * 16 && row < rows) ypre = y[(int64_t)c * rows + row];
+        int tl, c, r;
+        const int64_t row = item(threadIdx.x, tl, c, r);
+        if (threadIdx.x < nt * NT * 16 && row < rows) ypre = y[(int64_t)c * rows + row];
     }
 
     float acc[NT][2];
@@ -363,7 +369,8 @@ __device__ __forceinline__ void mv10_block(float *y, const uint8_t *w, XS xv, in
         const int np = nt / 2;
         const int64_t F = rows / 2;
         for (int i = threadIdx.x; i < np * NT * 16; i += blockDim.x) {
-            const int pl = i / (NT * 16), c = (i >> 4) % NT, r = i & 15;
+            int pl, c, r;
+            item(i, pl, c, r);
             float gs = 0.0f, us = 0.0f;
 #pragma unroll 4
             for (int wp = 0; wp < W; wp++) {
@@ -380,8 +387,9 @@ __device__ __forceinline__ void mv10_block(float *y, const uint8_t *w, XS xv, in
         /* the rows' sums in warp order; every lane runs every round (the bound is the block's), so a
          * ROPE source's shuffle has all lanes */
         for (int i0 = 0; i0 < nt * NT * 16; i0 += blockDim.x) {
-            const int i = i0 + threadIdx.x, tl = i / (NT * 16), c = (i >> 4) % NT, r = i & 15;
-            const int64_t row = (t0 + tl) * 16 + r;
+            const int i = i0 + threadIdx.x;
+            int tl, c, r;
+            const int64_t row = item(i, tl, c, r);
             const bool live = i < nt * NT * 16;
             float s = 0.0f;
             if (live) {
