@@ -3,7 +3,7 @@
  * (the f16-panel path of variants 4 to 6) and gemm_wg.cuh (v7: wgmma on weights dequantised in
  * registers, for small n). Production runs CU_GEMM_PRODUCTION: variant 7 (v7, and from 512 tokens
  * the wgmma panel path where it measured faster; v2 off compute capability 9.0). The types kept in
- * GGUF layout (Q4_1, Q5_1, Q2_K, Q3_K) take gemm_gguf.cuh's kernel, and from the panel
+ * GGUF layout (Q4_1, Q5_0, Q5_1, Q2_K, Q3_K) take gemm_gguf.cuh's kernel, and from the panel
  * path's token counts (cu_gemm_f16_split) its panels, dequantised from the GGUF rows. */
 #include "kernels/kernels.h"
 #include "kernels/gemm_lab.h"

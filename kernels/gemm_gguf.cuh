@@ -1,5 +1,5 @@
 /* The prompt GEMM for weight types kept in GGUF layout that the repacked GEMMs (gemm.cuh,
- * gemm_panel.cuh, gemm_wg.cuh) do not read: Q4_1, Q5_1, Q2_K, Q3_K. Correct before fast:
+ * gemm_panel.cuh, gemm_wg.cuh) do not read: Q4_1, Q5_0, Q5_1, Q2_K, Q3_K. Correct before fast:
  * a block takes 32 rows x 64 tokens; per 32 weights of k, 32 of its threads dequantise one
  * 32-weight unit of a row each (dequant.cuh's dq_unit, as matvec v1 and the embedding do) into
  * f16 in shared memory while the others stage X's f16 tile, then its 4 warps multiply them on
@@ -23,7 +23,7 @@
 #define GG_CLD 36 /* floats per token of the staged output tile (wmma: a multiple of 4) */
 
 static bool gemm_gguf_takes(uint32_t t) {
-    return t == QUANT_Q4_1 || t == QUANT_Q5_1 || t == QUANT_Q2_K || t == QUANT_Q3_K;
+    return t == QUANT_Q4_1 || t == QUANT_Q5_0 || t == QUANT_Q5_1 || t == QUANT_Q2_K || t == QUANT_Q3_K;
 }
 
 template <int T>
@@ -120,6 +120,7 @@ static cudaError_t gp_dequant_gguf_launch(__half *panel, const uint8_t *w, uint3
     const dim3 grid((unsigned)pc, (unsigned)nrb);
     switch (t) {
     case QUANT_Q4_1: return pdl_launch(gp_dequant_gguf<QUANT_Q4_1>, grid, dim3(256), 0, s, panel, w, rows, k, row0, c0, pc);
+    case QUANT_Q5_0: return pdl_launch(gp_dequant_gguf<QUANT_Q5_0>, grid, dim3(256), 0, s, panel, w, rows, k, row0, c0, pc);
     case QUANT_Q5_1: return pdl_launch(gp_dequant_gguf<QUANT_Q5_1>, grid, dim3(256), 0, s, panel, w, rows, k, row0, c0, pc);
     case QUANT_Q2_K: return pdl_launch(gp_dequant_gguf<QUANT_Q2_K>, grid, dim3(256), 0, s, panel, w, rows, k, row0, c0, pc);
     default: return pdl_launch(gp_dequant_gguf<QUANT_Q3_K>, grid, dim3(256), 0, s, panel, w, rows, k, row0, c0, pc);
@@ -140,6 +141,7 @@ static cudaError_t gemm_gguf_run(float *y, const void *w, uint32_t t, const uint
     const int r = (int)rows, kk = (int)k, nn = (int)n;
     switch (t) {
     case QUANT_Q4_1: gemm_gguf<QUANT_Q4_1><<<grid, 128, 0, s>>>(y, wb, xh, r, kk, nn); break;
+    case QUANT_Q5_0: gemm_gguf<QUANT_Q5_0><<<grid, 128, 0, s>>>(y, wb, xh, r, kk, nn); break;
     case QUANT_Q5_1: gemm_gguf<QUANT_Q5_1><<<grid, 128, 0, s>>>(y, wb, xh, r, kk, nn); break;
     case QUANT_Q2_K: gemm_gguf<QUANT_Q2_K><<<grid, 128, 0, s>>>(y, wb, xh, r, kk, nn); break;
     default: gemm_gguf<QUANT_Q3_K><<<grid, 128, 0, s>>>(y, wb, xh, r, kk, nn); break;

@@ -195,7 +195,7 @@ int cu_matvec_fused_blocks(uint32_t wtype, int64_t rows, int64_t k, int n);
  * Y[n][rows] = W[rows][k] . X[n][k] for many tokens on the tensor cores, X in f16 bits, Y f32,
  * W as repacked by cu_matvec_repack (the same buffer serves decode). Weights are rounded to f16
  * after scaling (relative error ~3e-4 per product against the f32 CPU path). */
-/* Q4_0, Q4_K, Q5_K, Q6_K, Q8_0 (repacked); Q4_1, Q5_1, Q2_K, Q3_K in GGUF layout (gemm_gguf.cuh:
+/* Q4_0, Q4_K, Q5_K, Q6_K, Q8_0 (repacked); Q4_1, Q5_0, Q5_1, Q2_K, Q3_K in GGUF layout (gemm_gguf.cuh:
  * a plain tensor-core kernel, no split-K, scratch unused; up to MATVEC_MAX_N tokens matvec v1) */
 int cu_gemm_supported(uint32_t wtype);
 cudaError_t cu_gemm_f16(float *y, const void *w, uint32_t wtype, const uint16_t *x, int64_t rows, int64_t k,

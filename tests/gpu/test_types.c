@@ -1,4 +1,4 @@
-/* The weight types the CUDA backend reads beside Llama's usual ones (issue 26: Q4_1, Q5_1, Q2_K,
+/* The weight types the CUDA backend reads beside Llama's usual ones (issue 26: Q4_1, Q5_0, Q5_1, Q2_K,
  * Q3_K, BF16 in GGUF layout through the generic kernels; Q5_K repacked, as Q4_K), against the CPU's dequantisation (quant_dequant_row) and
  * f64 dot products, on weights drawn at random and quantised by the CPU quantiser (so the blocks
  * are what a converter writes) and fresh random X:
@@ -33,7 +33,7 @@
 #include "tests/gpu/models.h"
 #include "tests/gpu/mvq.h"
 
-static const uint32_t g_types[] = {QUANT_Q4_1, QUANT_Q5_1, QUANT_Q5_K, QUANT_Q2_K, QUANT_Q3_K, QUANT_BF16};
+static const uint32_t g_types[] = {QUANT_Q4_1, QUANT_Q5_0, QUANT_Q5_1, QUANT_Q5_K, QUANT_Q2_K, QUANT_Q3_K, QUANT_BF16};
 
 /* rows x k weights of type t: normal with std 1 / sqrt(k), a scale per row drawn in (0.5, 2)
  * so rows differ, quantised row by row by the CPU; the GGUF bytes into *w and the dequantised
@@ -316,7 +316,7 @@ int main(void) {
         test_product(&r, t, 300, 1024, 100, 3);
         test_embed(&r, t);
     }
-    static const char *quants[] = {"q4_1", "q5_k", "q5_1", "q2_k", "q3_k", "bf16"};
+    static const char *quants[] = {"q4_1", "q5_0", "q5_k", "q5_1", "q2_k", "q3_k", "bf16"};
     for (size_t i = 0; i < sizeof quants / sizeof quants[0]; i++) {
         char label[64], args[256];
         snprintf(label, sizeof label, "mini-%s", quants[i]);
