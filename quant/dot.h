@@ -117,8 +117,9 @@ void quant_panel_dot_pair(quant_isa isa, uint32_t wtype, int64_t n, const void *
  * load holds 4 codes of each of 16 rows in each nibble, so one 512-bit integer product adds 4
  * terms to each of 16 rows' lanes), then the 16 rows' scales side by side (one f32 step serves
  * 16 rows). Repacked once at load (engine/forward_cpu_exec.c), in the bytes of the stored rows
- * (Q4_K: 2.8% more, Q5_K 2.3%, their packed 6-bit scales and mins widened to bytes). Q4_0,
- * Q4_1, Q5_0, Q5_1, Q8_0, Q4_K, Q5_K and Q6_K on the AVX-512 paths. */
+ * (Q4_K: 2.8% more, Q5_K 2.3%, their packed 6-bit scales and mins widened to bytes). Every
+ * quantised type on the AVX-512 paths; on AVX2 and AVX-VNNI the same groups in two 256-bit halves
+ * of 8 rows (Q8_0 there only with AVX-VNNI: its codes need a true dpbusd). */
 #define QUANT_ILV_ROWS 16
 QUANT_STATIC_ASSERT(QUANT_ILV_ROWS == QUANT_PANEL_ROWS, "a group is one panel's rows");
 

@@ -15,8 +15,9 @@
  *                                                                                     2368 bytes
  *   Q5_K  qh[8][16][4]: [m] = the row's qh[4m..+3] (bits 2g and 2g+1: the fifth bits of qs run
  *         [g][m]'s low and high nibbles) | qs, sc, mn, d, dmin as Q4_K                  2880 bytes
- * The Q5 types' qh runs come first: the kernels need them from the block's first step, and a
- * block is requested in address order (with them after the codes, a Q5_K decode ran ~1.5x slower). 
+ * The Q5 types' qh runs (and Q3_K's hm runs) come first: the kernels need them from the block's
+ * first step, and a block is requested in address order (with them after the codes, a Q5_K
+ * decode ran ~1.5x slower).
  *   Q2_K  qs[2][8][16][4]: [h][m] = the row's qs[32h+4m..+3] (bits 2f..2f+1: weight 128h+32f+4m+k)
  *         | scales[16][16] u8 as stored (scale | min << 4) | d[16] f16 | dmin[16] f16   1344 bytes
  *   Q3_K  hm[8][16][4]: [m] = the row's hmask[4m..+3] (bit 4h+f: the third bit of weight
