@@ -59,13 +59,15 @@ cudaError_t cu_matvec_repack(void *out, const void *w, uint32_t wtype, int64_t r
  * 256 (Q8_0: 128), v11 (X rounded to int8 per 32 values as llama.cpp's GPU path does, dp4a;
  * relative error ~1e-3 instead of ~1e-7; the weights streamed through a shared-memory ring per
  * warp by cp.async), or v10 (the same through registers) where no ring of 2 stages fits; other
- * counts and shapes of those types v3 (tensor cores, f32 X exact); the other types v1 (f32 X). Same
- * repacked layout for all. cu_matvec_ring_stages: the ring depth (stages of one unit per warp)
+ * counts and shapes of those types v3 (tensor cores, f32 X exact). Same repacked layout for all.
+ * Q4_1, Q5_0, Q5_1, Q2_K, Q3_K keep their GGUF rows: v13 for 1 to 4 tokens with k a multiple of
+ * 256 (X rounded to int8 per 32 values, dp4a), else v1 (f32 X); F32, F16, BF16 v1. cu_matvec_ring_stages: the ring depth (stages of one unit per warp)
  * v11 runs a case with on the current device (norm: cu_matvec_f32_norm's, whose shared memory
  * is the largest); 0 when v10 runs it or it is no v10 case. */
 int cu_matvec_ring_stages(uint32_t wtype, int64_t rows, int64_t k, int n, int norm);
 /* The kernel cu_matvec_f32 / _f16 / _f32_swiglu runs for this case on the current device: 11,
- * 10, 3 or 1 as above (10 and up round X to int8); 0 where the arguments are not a case (cu_matvec_repacked_bytes 0, n outside
+ * 10, 13, 3 or 1 as above (10 and up round X to int8; v13 also needs 16-byte aligned weights, as
+ * cudaMalloc gives, else v1); 0 where the arguments are not a case (cu_matvec_repacked_bytes 0, n outside
  * 1..MATVEC_MAX_N). Tests pick their error budget by it. */
 int cu_matvec_kernel(uint32_t wtype, int64_t rows, int64_t k, int n);
 /* X in f32 [n][k] or in f16 bits [n][k]; Y f32 [n][rows]. */

@@ -1,7 +1,8 @@
 /* Launchers of the decode matvec (kernels.h): repacking at load, then per weight type and shape
  * v11 (int8 X and dp4a, the weights through a shared-memory ring; 1 to 4 tokens (Q6_K: 2) of
  * Q4_0, Q4_K, Q5_K, Q8_0, Q6_K), v10 where no ring fits, v3 (tensor cores) where neither applies,
- * v1 for F32, F16, BF16, Q4_1, Q5_0, Q5_1, Q2_K and Q3_K (GGUF rows, f32 X); all with programmatic
+ * v13 (int8 X and dp4a on GGUF rows through a ring: 1 to 4 tokens of Q4_1, Q5_0, Q5_1, Q2_K,
+ * Q3_K), v1 for the rest (F32, F16, BF16, more tokens: GGUF rows, f32 X); all with programmatic
  * dependent launch, X plain or SwiGLU'd while staged; and the decode fusions (RMSNorm of X, Y +=,
  * RoPE and the K/V store), v10 / v11 only. The kernels are matvec.cuh's; the kernel lab times the
  * variants that lost (v12, Q5_K on its GGUF rows, among them). */
@@ -113,7 +114,7 @@ extern "C" int cu_matvec_kernel(uint32_t wtype, int64_t rows, int64_t k, int n) 
     case QUANT_Q8_0: return mv_kernel_of<QUANT_Q8_0>(rows, k, n);
     case QUANT_Q6_K: return mv_kernel_of<QUANT_Q6_K>(rows, k, n);
     case QUANT_Q5_K: return mv_kernel_of<QUANT_Q5_K>(rows, k, n);
-    default: return 1;
+    default: return mv13_takes(wtype, k, n) ? 13 : 1;
     }
 }
 
@@ -130,7 +131,10 @@ extern "C" cudaError_t cu_matvec_repack(void *out, const void *w, uint32_t wtype
                                      cudaStream_t stream) {
     size_t bytes = cu_matvec_repacked_bytes(wtype, rows, k);
     if (bytes == 0) return cudaErrorInvalidValue;
-    if (!matvec_uses_v2(wtype)) return cudaMemcpyAsync(out, w, bytes, cudaMemcpyDeviceToDevice, stream);
+    if (!matvec_uses_v2(wtype)) { /* GGUF rows; v13's shared-memory limit raised here, outside any graph capture */
+        mv13_prepare(wtype);
+        return cudaMemcpyAsync(out, w, bytes, cudaMemcpyDeviceToDevice, stream);
+    }
     int64_t words = (int64_t)(bytes / 4);
     unsigned grid = (unsigned)((words + 255) / 256);
     uint8_t *o = (uint8_t *)out;
@@ -164,6 +168,7 @@ static cudaError_t matvec_any(float *y, const void *w, uint32_t t, XS x, int64_t
     int r = (int)rows, kk = (int)k;
     cudaError_t e = cudaSuccess;
     if (matvec_v10_family<XH, XS>(y, w, t, x, r, kk, n, s, &e)) return e;
+    if (matvec_v13_launch<XT, XS>(y, w, t, x, r, kk, n, s, &e)) return e;
     switch (t) {
     case QUANT_Q4_0: return matvec_v3_launch<QUANT_Q4_0, XH, XS>(y, w, x, r, kk, n, s);
     case QUANT_Q4_K: return matvec_v3_launch<QUANT_Q4_K, XH, XS>(y, w, x, r, kk, n, s);

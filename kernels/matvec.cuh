@@ -10,8 +10,10 @@
  *       no ring of 2 stages fits beside X in shared memory.
  *   v3  (matvec_fallback.cuh) tensor cores with f32 X exact, for those types where v10 does not
  *       apply (k not a whole number of v10's groups, more tokens);
- *   v1  (matvec_fallback.cuh) F32, F16, BF16, Q4_1, Q5_0, Q5_1, Q2_K and Q3_K, GGUF rows
- *       dequantised to f32 (dequant.cuh), f32 X.
+ *   v13 (matvec_gguf.cuh) Q4_1, Q5_0, Q5_1, Q2_K, Q3_K for 1 to 4 tokens: X rounded to int8
+ *       per 32 values, dp4a on the GGUF rows (which the prompt GEMM reads too) through a ring.
+ *   v1  (matvec_fallback.cuh) F32, F16, BF16, and the GGUF-row types where v13 does not apply,
+ *       GGUF rows dequantised to f32 (dequant.cuh), f32 X.
  * matvec_layout.cuh holds the repacked layout that v3, v10, v11 and the GEMMs read, matvec_src.cuh
  * the X sources. Every kernel is launched with PDL (pdl.cuh): the first weights are loaded before
  * pdl_wait(), X staged and y written after it. The variants that lost (v2, v4-v9, v10's other
@@ -24,5 +26,6 @@
 #include "kernels/matvec_src.cuh"
 #include "kernels/matvec_fallback.cuh"
 #include "kernels/matvec_ring.cuh"
+#include "kernels/matvec_gguf.cuh"
 
 #endif

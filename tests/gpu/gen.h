@@ -80,6 +80,17 @@ static inline void gen_weights(gen_rng *r, uint32_t t, int64_t rows, int64_t k, 
         } else if (t == QUANT_Q6_K) {
             for (int i = 192; i < 208; i++) if (p[i] == 0x80) p[i] = 0x81;
             gen_put_f16(p + 208, (float)(sigma / 1367.0 * jit));
+        } else if (t == QUANT_Q4_1 || t == QUANT_Q5_1) { /* d, m: the codes' mean (7.5, 15.5) at zero */
+            const int q5 = t == QUANT_Q5_1;
+            const float d = (float)(sigma / (q5 ? 9.23 : 4.64) * jit);
+            gen_put_f16(p, d);
+            gen_put_f16(p + 2, -quant_f16_to_f32(quant_f32_to_f16(d)) * (q5 ? 15.5f : 7.5f));
+        } else if (t == QUANT_Q2_K) { /* scales[16] (4-bit scale and min), qs[64], d, dmin */
+            const float d = (float)(sigma / 11.25 * jit);
+            gen_put_f16(p + 80, d);
+            gen_put_f16(p + 82, d * 1.5f); /* codes' mean 1.5 times the scales' mean as the mins' */
+        } else if (t == QUANT_Q3_K) { /* hmask, qs, 6-bit scales (centred at 32): zero-mean */
+            gen_put_f16(p + 108, (float)(sigma / 37.0 * jit));
         }
     }
 }

@@ -9,8 +9,8 @@
  * gemm as gemm, bit-identical on a rerun and in a graph replay; the f16-panel GEMMs (variants 5
  * and 4) as gemm, v4 against v5 1e-4, their dequantised panel 2^-8 of each row's largest |w|;
  * gemm v7 (variant 7 below the panel threshold) as the split-K gemm.
- * Matvecs run as production runs them (cu_matvec_kernel: v11, v10, v3 or v1 by type and shape):
- * v3 and v1 within 1e-4, v10 and v11 (X rounded to int8 per 32 values) and the decode fusions
+ * Matvecs run as production runs them (cu_matvec_kernel: v11, v10, v13, v3 or v1 by type and
+ * shape): v3 and v1 within 1e-4, v10, v11 and v13 (X rounded to int8 per 32 values) and the decode fusions
  * built on them (cu_matvec_f32_norm, _acc, _swiglu_acc) within tests/gpu/mvq.h's budget of that
  * rounding; cu_matvec_f32_norm_glu against cu_matvec_f32_norm then paged_swiglu or cu_geglu (1e-3 of the rms),
  * cu_matvec_f32_norm_pair against two cu_matvec_f32_norm (1e-4 of the rms), cu_matvec_f32_acc_post against
@@ -1948,7 +1948,8 @@ int main(void) {
     }
     gen_rng r = {(uint64_t)time(NULL) * 2654435761u | 1};
     printf("# seed-time %lld\n", (long long)r.s);
-    const uint32_t types[] = {QUANT_F32, QUANT_F16, QUANT_Q4_0, QUANT_Q5_0, QUANT_Q8_0, QUANT_Q4_K, QUANT_Q5_K, QUANT_Q6_K};
+    const uint32_t types[] = {QUANT_F32,  QUANT_F16,  QUANT_Q4_0, QUANT_Q4_1, QUANT_Q5_0, QUANT_Q5_1, QUANT_Q8_0,
+                              QUANT_Q2_K, QUANT_Q3_K, QUANT_Q4_K, QUANT_Q5_K, QUANT_Q6_K};
     const int64_t shapes[][2] = {{1, 256}, {37, 512}, {131, 2816}, {1000, 4096}, {17, 14336}};
     /* every type through the production choice (cu_matvec_kernel): the v10 / v11 cases within
      * mvq.h's budget, v3 (f32 X split exactly into f16 halves: 5 to 8 tokens, k not a whole
