@@ -90,9 +90,10 @@ cudaError_t cu_matvec_f32_swiglu(float *y, const void *w, uint32_t wtype, const 
  *   cu_matvec_f32_acc: Y += W . X (the residual add of kernels.h's cu_add, fused).
  *   cu_matvec_f32_swiglu_acc: Y += W . (silu(g) * u), cu_matvec_f32_swiglu's X (same strides).
  * Y must not overlap X (or g, u). cu_matvec_fused_supported says whether they take a case: wtype
- * Q4_0, Q4_K, Q5_K, Q8_0 or Q6_K, n 1 to 4 (Q6_K: 2), k a multiple of 256
- * (Q8_0: 128) and the shared memory fits the current device; otherwise they launch nothing and
- * return cudaErrorNotSupported (the caller runs the unfused kernels). */
+ * Q4_0, Q4_K, Q5_K, Q8_0 or Q6_K (v11 / v10), Q4_1, Q5_0, Q5_1, Q2_K or Q3_K (v13, weights 16-byte
+ * aligned), n 1 to 4 (Q6_K: 2), k a multiple of 256 (Q8_0: 128) and the shared memory fits the
+ * current device; otherwise they launch nothing and return cudaErrorNotSupported (the caller runs
+ * the unfused kernels). */
 int cu_matvec_fused_supported(uint32_t wtype, int64_t rows, int64_t k, int n);
 /* cu_matvec_f32_norm of a gate/up matrix, gate rows [0, F) stacked on up rows [F, 2F) (rows = 2F, F a
  * multiple of 16), whose epilogue writes Y [n][F] = silu(gate) * up (paged_swiglu's formula; gelu 1:

@@ -218,7 +218,7 @@ extern "C" int cu_matvec_fused_supported(uint32_t wtype, int64_t rows, int64_t k
     case QUANT_Q5_K: return mv10_takes<QUANT_Q5_K>(rows, k, n, true, &sms, &smem_max);
     case QUANT_Q8_0: return mv10_takes<QUANT_Q8_0>(rows, k, n, true, &sms, &smem_max);
     case QUANT_Q6_K: return mv10_takes<QUANT_Q6_K>(rows, k, n, true, &sms, &smem_max);
-    default: return 0;
+    default: return mv13_takes(wtype, k, n); /* v13 (GGUF rows): norm, Y +=, RoPE; not GLU, POST */
     }
 }
 
@@ -228,7 +228,8 @@ static cudaError_t matvec_fused(float *y, const void *w, uint32_t t, XS x, int64
                                 cudaStream_t s, int fill = -1, int late = 0, int sms_cap = 0) {
     if (!cu_matvec_fused_supported(t, rows, k, n)) return cudaErrorNotSupported;
     cudaError_t e = cudaErrorNotSupported;
-    matvec_v10_family<false, XS>(y, w, t, x, (int)rows, (int)k, n, s, &e, fill, late, sms_cap);
+    if (!matvec_v10_family<false, XS>(y, w, t, x, (int)rows, (int)k, n, s, &e, fill, late, sms_cap))
+        matvec_v13_launch<float, XS>(y, w, t, x, (int)rows, (int)k, n, s, &e);
     return e;
 }
 

@@ -22,9 +22,13 @@
  * for every row; the offset or min meets the same rounded X).
  *
  * X is staged once per block (a persistent grid of up to 24 warps per SM) as int8 in natural order
- * and d per 32 values. The warps' sums meet in shared memory, added in warp order. No decode
- * fusions yet (norm, Y +=, RoPE: cu_matvec_fused_supported declines these types and the layer
- * runs them unfused). Error: that of v10 (tests/gpu/mvq.h's budget). */
+ * and d per 32 values. The warps' sums meet in shared memory, added in warp order. The decode
+ * fusions as v10's and v12's (matvec_src.cuh): a NORM source's x * g staged and the sums scaled by
+ * 1 / rms (every block sums x^2 itself), ACC's Y +=, and ROPE's epilogue (a group of 4 rows holds
+ * each rotated pair 2j, 2j + 1); not GLU or POST (v11 only: the layer runs the gate's activation
+ * and Gemma's post norm apart for these types), and no early start beside another grid
+ * (cu_matvec_f32_norm_rope_beside waits as for any previous kernel). Error: that of v10
+ * (tests/gpu/mvq.h's budget). */
 #ifndef MGI_KERNELS_MATVEC_GGUF_CUH
 #define MGI_KERNELS_MATVEC_GGUF_CUH
 
@@ -150,13 +154,13 @@ __device__ __forceinline__ void mv13_cp16(uint32_t dst, const void *src, int byt
 template <int T, typename XT, typename XS, int NT>
 __global__ void __launch_bounds__(32 * MV13_WARPS, 3) matvec_v13(float *y, const uint8_t *w, XS x, int rows, int k) {
     static_assert(mv13_type(T), "v13: Q4_1, Q5_0, Q5_1, Q2_K, Q3_K");
-    static_assert(!XS::NORM && !XS::ACC && !XS::ROPE && !XS::GLU && !XS::POST, "v13: no decode fusions");
+    static_assert(!XS::GLU && !XS::POST, "v13: no gate/up epilogue, no post norm (v11 only)");
     constexpr int UB = mv13_unit_bytes(T), RS = mv13_row_slot(T), SLOT = mv13_slot(T), STAGES = mv13_stages(T);
     extern __shared__ __align__(16) uint8_t mv13_s[];
     uint8_t *xq = mv13_s;                   /* [NT][k] int8 */
     float *xd = (float *)(mv13_s + NT * k); /* [NT][k / 32] */
-    __shared__ float red[2][MV13_WARPS][MV13_NR][NT];
-    static_assert(sizeof(red) <= MV13_STATIC, "v13: MV13_STATIC too small");
+    __shared__ float red[2][MV13_WARPS][MV13_NR][NT], ssw[NT][MV13_WARPS], rinv[NT];
+    static_assert(sizeof(red) + sizeof(ssw) + sizeof(rinv) <= MV13_STATIC, "v13: MV13_STATIC too small");
     const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31, half = lane >> 4, l = lane & 15;
     const int nw = blockDim.x >> 5;
     const int S = k / 256, nst = (S + 1) / 2; /* units per row; steps per group of rows */
@@ -201,6 +205,7 @@ __global__ void __launch_bounds__(32 * MV13_WARPS, 3) matvec_v13(float *y, const
      * warp's 32 values are all in or all out. */
     const int k4 = k / 4;
     for (int tok = 0; tok < NT; tok++) {
+        float ss = 0.0f; /* NORM: this thread's sum of x^2 */
         for (int base = 0; base < k4; base += 4 * (int)blockDim.x) {
             float4 raw[4];
 #pragma unroll
@@ -213,7 +218,6 @@ __global__ void __launch_bounds__(32 * MV13_WARPS, 3) matvec_v13(float *y, const
                         const float2 a = __half22float2(*(const __half2 *)&hv.x), b = __half22float2(*(const __half2 *)&hv.y);
                         raw[u] = make_float4(a.x, a.y, b.x, b.y);
                     } else {
-                        float ss = 0.0f; /* a NORM source's x^2 (none here) */
                         raw[u] = mv_x_stage(x, tok, kk, k, ss);
                     }
                 }
@@ -234,8 +238,21 @@ __global__ void __launch_bounds__(32 * MV13_WARPS, 3) matvec_v13(float *y, const
                 if ((kk & 31) == 0) xd[tok * (k / 32) + kk / 32] = m * (1.0f / 127.0f);
             }
         }
+        if constexpr (XS::NORM) {
+#pragma unroll
+            for (int o = 16; o > 0; o >>= 1) ss += __shfl_xor_sync(0xffffffffu, ss, o);
+            if (lane == 0) ssw[tok][warp] = ss;
+        }
     }
     __syncthreads();
+    if constexpr (XS::NORM) { /* kernels/norm.cu's factor, the warps' sums added in warp order (as v10) */
+        if (threadIdx.x < NT) {
+            float t = 0.0f;
+            for (int wp = 0; wp < nw; wp++) t += ssw[threadIdx.x][wp];
+            rinv[threadIdx.x] = rsqrtf(t / (float)k + x.eps);
+        }
+        __syncthreads();
+    }
     int buf = 0, slot_out = 0;
     for (int p = blockIdx.x; p < groups; p += gridDim.x, buf ^= 1) {
         float acc[MV13_NR][NT];
@@ -294,9 +311,24 @@ __global__ void __launch_bounds__(32 * MV13_WARPS, 3) matvec_v13(float *y, const
         __syncthreads();
         if (threadIdx.x < MV13_NR * NT) {
             const int r = threadIdx.x / NT, c = threadIdx.x % NT, row = p * MV13_NR + r;
-            float v = 0.0f;
-            for (int wp = 0; wp < nw; wp++) v += red[buf][wp][r][c];
-            if (row < rows) y[(int64_t)c * rows + row] = v;
+            float v = 0.0f, pv = 0.0f; /* this row's sum and its RoPE partner's (rows 2j, 2j + 1) */
+            for (int wp = 0; wp < nw; wp++) {
+                v += red[buf][wp][r][c];
+                pv += red[buf][wp][r ^ 1][c];
+            }
+            if constexpr (XS::NORM) {
+                v *= rinv[c];
+                pv *= rinv[c];
+            }
+            if (row < rows) {
+                if constexpr (XS::ROPE) {
+                    mv_rope_store(x, row, c, v, pv);
+                } else {
+                    float *yp = y + (int64_t)c * rows + row;
+                    if constexpr (XS::ACC) *yp += v; /* as kernels.h's cu_add: y + (W . X) */
+                    else *yp = v;
+                }
+            }
         }
     }
 }
@@ -363,6 +395,10 @@ static inline void mv13_prepare_t() {
     mv13_prepare_x<T, float, mv_x>(smem_max);
     mv13_prepare_x<T, __half, mv_x>(smem_max);
     mv13_prepare_x<T, float, mv_x_swiglu>(smem_max);
+    mv13_prepare_x<T, float, mv_x_norm>(smem_max);
+    mv13_prepare_x<T, float, mv_x_norm_rope>(smem_max);
+    mv13_prepare_x<T, float, mv_x_acc>(smem_max);
+    mv13_prepare_x<T, float, mv_x_swiglu_acc>(smem_max);
 }
 
 static inline void mv13_prepare(uint32_t t) {

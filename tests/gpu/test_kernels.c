@@ -642,7 +642,10 @@ static void test_matvec_fused_cover(void) {
         {QUANT_Q5_K, 5120, 3072, 1, 1, "Phi-4-mini QKV Q5_K"},
         {QUANT_Q5_K, 4096, 14336, 4, 1, "Q5_K down, 4 tokens"},
         {QUANT_Q5_K, 4096, 4096, 5, 0, "Q5_K 5 tokens"},
-        {QUANT_Q5_0, 64, 256, 1, 0, "Q5_0"},
+        {QUANT_Q5_0, 4096, 4096, 1, 1, "Q5_0 (v13)"},
+        {QUANT_Q3_K, 4096, 14336, 4, 1, "Q3_K down, 4 tokens (v13)"},
+        {QUANT_Q3_K, 4096, 4096, 5, 0, "Q3_K 5 tokens"},
+        {QUANT_Q4_1, 64, 288, 1, 0, "Q4_1 k not a multiple of 256"},
         {QUANT_F16, 64, 256, 1, 0, "F16"},
     };
     float *dy = dev_poisoned(8), *dx = dev_alloc(sizeof(float) * 4 * 14336 * 2);
@@ -2030,6 +2033,18 @@ int main(void) {
         }
         test_matvec_fused(&r, QUANT_Q8_0, 37, 384, 3, 0);
         test_matvec_fused(&r, QUANT_Q8_0, 37, 384, 1, 2);
+        /* v13's fusions (GGUF rows: norm, Y +=; not GLU, POST) */
+        const uint32_t v13_types[] = {QUANT_Q4_1, QUANT_Q5_0, QUANT_Q5_1, QUANT_Q2_K, QUANT_Q3_K};
+        for (size_t i = 0; i < sizeof v13_types / sizeof v13_types[0]; i++) {
+            const uint32_t t = v13_types[i];
+            for (int mode = 0; mode < 4; mode++) {
+                test_matvec_fused(&r, t, 3, 256, 4, mode);
+                for (int n = 1; n <= 4; n++) test_matvec_fused(&r, t, 37, 2816, n, mode);
+            }
+            test_matvec_fused(&r, t, 6144, 4096, 1, 0);
+            test_matvec_fused(&r, t, 4096, 14336, 2, 2);
+            test_matvec_fused(&r, t, 4096, 4096, 3, 1);
+        }
         /* Phi-4-mini's fused QKV and down in Q5_K */
         test_matvec_fused(&r, QUANT_Q5_K, 5120, 3072, 1, 0);
         test_matvec_fused(&r, QUANT_Q5_K, 3072, 8192, 3, 2);
@@ -2047,6 +2062,10 @@ int main(void) {
         /* Q5_K_M's layers with a Q6_K V: the 8b's, apart and in one launch */
         for (int sh = 0; sh <= 2; sh += 2)
             for (int n = 1; n <= 2; n++) test_matvec_norm_rope(&r, QUANT_Q5_K, QUANT_Q6_K, 32, 8, 128, 128, 4096, n, sh);
+        /* v13's RoPE epilogue: 8b's heads in Q3_K (a Q3_K_M file's), 1b's in Q5_0, partial rotation in Q4_1 */
+        for (int n = 1; n <= 4; n++) test_matvec_norm_rope(&r, QUANT_Q3_K, QUANT_Q3_K, 32, 8, 128, 128, 4096, n, 0);
+        test_matvec_norm_rope(&r, QUANT_Q5_0, QUANT_Q5_0, 32, 8, 64, 64, 2048, 2, 0);
+        test_matvec_norm_rope(&r, QUANT_Q4_1, QUANT_Q4_1, 4, 4, 128, 96, 1024, 3, 0);
         /* Phi-4-mini's fused Q5_K QKV (24 / 8 heads of 128, 96 dims rotated) */
         for (int n = 1; n <= 4; n++) test_matvec_norm_rope(&r, QUANT_Q5_K, QUANT_Q5_K, 24, 8, 128, 96, 3072, n, 0);
         /* SwiGLU in the gate/up matvec: 8b's and 1b's FFNs, every type, 1-4 tokens, few tiles */
