@@ -1,10 +1,11 @@
 /* The weight types the CUDA backend reads beside Llama's usual ones (issue 26: Q4_1, Q5_0, Q5_1, Q2_K,
- * Q3_K, BF16 in GGUF layout through the generic kernels; Q5_K repacked, as Q4_K), against the CPU's dequantisation (quant_dequant_row) and
+ * Q3_K, BF16 in GGUF layout: matvec v13 (int8 X) for 1 to 4 tokens, v1 otherwise and for BF16; Q5_K
+ * repacked, as Q4_K), against the CPU's dequantisation (quant_dequant_row) and
  * f64 dot products, on weights drawn at random and quantised by the CPU quantiser (so the blocks
  * are what a converter writes) and fresh random X:
  *   cu_matvec_f32 for 1 to 8 tokens on three shapes, cu_matvec_f16 for 3: relative error 1e-4
  *   where the kernel dequantises to f32 and accumulates in f32 (v1: X is not rounded), mvq.h's
- *   budget where it rounds X to int8 per 32 values (v11: Q5_K, 1 to 4 tokens);
+ *   budget where it rounds X to int8 per 32 values (v11: Q5_K, v13: the GGUF-row types, 1 to 4 tokens);
  *   6 to 520 tokens as the engine's products take them (cuda_layer.c's mm_h): the GEMM where
  *   cu_gemm_supported says so (cu_gemm_f16_split_parts, its planes added; from 512 tokens the panel path;
  *   cu_gemm_f16 too), 2e-3 for its f16 weights and X; else matvecs of MATVEC_MAX_N tokens, 1e-4;
@@ -266,9 +267,8 @@ static void test_model(const char *label, const char *args) {
                  "%d/%d)", label, N, kld, top1, N);
         CHECK(kld <= 5e-4, name, "out of budget");
     }
-    /* Decode: the generic kernels keep f32 activations, but a file's Q4_0/Q4_K/Q6_K/Q8_0
-     * matrices (the Phi-3 Q4_K_M model's) take the int8 matvecs, which round activations to 8
-     * bits as llama.cpp does; so the budget is the larger of 5e-4 and the CPU's own distance from
+    /* Decode: the int8 matvecs (v11, v13) round activations to 8 bits as llama.cpp does (BF16's
+     * v1 keeps f32); so the budget is the larger of 5e-4 and the CPU's own distance from
      * the exact path with activations rounded so (test_recipe's rule). */
     double budget = 5e-4;
     float *fast = golden_eval_all(model, params(-1), tokens, N, err, sizeof err);
