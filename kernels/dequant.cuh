@@ -47,6 +47,12 @@ __host__ __device__ __forceinline__ int64_t dq_row_bytes(uint32_t t, int64_t k) 
     }
 }
 
+/* The quantised types the GPU keeps in their GGUF rows (not repacked at load): the GGUF-layout GEMM
+ * (gemm_gguf.cuh) and the decode matvec v13 (matvec_gguf.cuh) read them so. */
+__host__ __device__ constexpr bool dq_gguf_rows(uint32_t t) {
+    return t == QUANT_Q4_1 || t == QUANT_Q5_0 || t == QUANT_Q5_1 || t == QUANT_Q2_K || t == QUANT_Q3_K;
+}
+
 /* Weights a row of type t must be a multiple of for dq_unit (its block, at least 32); 0 for a
  * type dq_unit does not take. */
 __host__ __device__ __forceinline__ int64_t dq_block_elems(uint32_t t) {

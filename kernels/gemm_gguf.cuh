@@ -22,9 +22,7 @@
 #define GG_LD 40  /* halves per staged row or token: 32 + 8 against bank conflicts (wmma: a multiple of 8) */
 #define GG_CLD 36 /* floats per token of the staged output tile (wmma: a multiple of 4) */
 
-static bool gemm_gguf_takes(uint32_t t) {
-    return t == QUANT_Q4_1 || t == QUANT_Q5_0 || t == QUANT_Q5_1 || t == QUANT_Q2_K || t == QUANT_Q3_K;
-}
+static bool gemm_gguf_takes(uint32_t t) { return dq_gguf_rows(t); }
 
 template <int T>
 __global__ void __launch_bounds__(128) gemm_gguf(float *y, const uint8_t *w, const __half *x, int rows, int k, int n) {

@@ -42,9 +42,7 @@
 #define MV13_STATIC 2048 /* bytes of static shared memory a v13 kernel may have (red) */
 
 /* The types v13 takes. */
-__host__ __device__ constexpr bool mv13_type(int T) {
-    return T == QUANT_Q4_1 || T == QUANT_Q5_0 || T == QUANT_Q5_1 || T == QUANT_Q2_K || T == QUANT_Q3_K;
-}
+__host__ __device__ constexpr bool mv13_type(int T) { return dq_gguf_rows((uint32_t)T); }
 /* Bytes of 256 weights (a K-quant super-block, eight 32-weight blocks). */
 __host__ __device__ constexpr int mv13_unit_bytes(int T) {
     return T == QUANT_Q4_1 ? 160 : T == QUANT_Q5_0 ? 176 : T == QUANT_Q5_1 ? 192 : T == QUANT_Q2_K ? 84 : 110;
@@ -245,12 +243,8 @@ __global__ void __launch_bounds__(32 * MV13_WARPS, 3) matvec_v13(float *y, const
         }
     }
     __syncthreads();
-    if constexpr (XS::NORM) { /* kernels/norm.cu's factor, the warps' sums added in warp order (as v10) */
-        if (threadIdx.x < NT) {
-            float t = 0.0f;
-            for (int wp = 0; wp < nw; wp++) t += ssw[threadIdx.x][wp];
-            rinv[threadIdx.x] = rsqrtf(t / (float)k + x.eps);
-        }
+    if constexpr (XS::NORM) {
+        mv_norm_factor(x, ssw, nw, k, rinv);
         __syncthreads();
     }
     int buf = 0, slot_out = 0;
@@ -309,27 +303,7 @@ __global__ void __launch_bounds__(32 * MV13_WARPS, 3) matvec_v13(float *y, const
                 if (lane == 0) red[buf][warp][r][c] = acc[r][c];
             }
         __syncthreads();
-        if (threadIdx.x < MV13_NR * NT) {
-            const int r = threadIdx.x / NT, c = threadIdx.x % NT, row = p * MV13_NR + r;
-            float v = 0.0f, pv = 0.0f; /* this row's sum and its RoPE partner's (rows 2j, 2j + 1) */
-            for (int wp = 0; wp < nw; wp++) {
-                v += red[buf][wp][r][c];
-                pv += red[buf][wp][r ^ 1][c];
-            }
-            if constexpr (XS::NORM) {
-                v *= rinv[c];
-                pv *= rinv[c];
-            }
-            if (row < rows) {
-                if constexpr (XS::ROPE) {
-                    mv_rope_store(x, row, c, v, pv);
-                } else {
-                    float *yp = y + (int64_t)c * rows + row;
-                    if constexpr (XS::ACC) *yp += v; /* as kernels.h's cu_add: y + (W . X) */
-                    else *yp = v;
-                }
-            }
-        }
+        mv_group_out<XS>(y, x, red[buf], nw, rinv, p * MV13_NR, rows);
     }
 }
 

@@ -161,4 +161,45 @@ __device__ __forceinline__ float4 mv_x_stage(const XS &s, int tok, int kk, int k
 }
 
 
+/* The end of a persistent group kernel's group of NR rows (v13; the kernel lab's v12): thread
+ * r * NT + c (< NR * NT) adds the warps' sums red[w][r][c] in warp order, and its RoPE partner's
+ * (row r ^ 1: pairs 2j, 2j + 1 within the group), scales them by the NORM factor rinv[c], and
+ * stores row row0 + r of token c (below rows) as the source says: the RoPE / K-V epilogue, Y +=, or
+ * Y =. */
+template <typename XS, int NR, int NT, int W>
+__device__ __forceinline__ void mv_group_out(float *y, const XS &x, const float (&red)[W][NR][NT], int nw,
+                                             const float *rinv, int row0, int rows) {
+    if (threadIdx.x >= NR * NT) return;
+    const int r = threadIdx.x / NT, c = threadIdx.x % NT, row = row0 + r;
+    float v = 0.0f, pv = 0.0f; /* this row's sum and its pair partner's */
+    for (int wp = 0; wp < nw; wp++) {
+        v += red[wp][r][c];
+        pv += red[wp][r ^ 1][c];
+    }
+    if constexpr (XS::NORM) {
+        v *= rinv[c];
+        pv *= rinv[c];
+    }
+    if (row < rows) {
+        if constexpr (XS::ROPE) {
+            mv_rope_store(x, row, c, v, pv);
+        } else {
+            float *yp = y + (int64_t)c * rows + row;
+            if constexpr (XS::ACC) *yp += v; /* as kernels.h's cu_add: y + (W . X) */
+            else *yp = v;
+        }
+    }
+}
+
+/* A NORM source's 1 / rms per token from the warps' sums of x^2 ssw[t][w] (added in warp order, as
+ * v10 does; kernels/norm.cu's factor), by threads 0..NT - 1; the caller synchronises after. */
+template <typename XS, int NT, int W>
+__device__ __forceinline__ void mv_norm_factor(const XS &x, const float (&ssw)[NT][W], int nw, int k, float *rinv) {
+    if (threadIdx.x < NT) {
+        float t = 0.0f;
+        for (int wp = 0; wp < nw; wp++) t += ssw[threadIdx.x][wp];
+        rinv[threadIdx.x] = rsqrtf(t / (float)k + x.eps);
+    }
+}
+
 #endif

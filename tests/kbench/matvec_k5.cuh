@@ -188,12 +188,8 @@ __global__ void __launch_bounds__(32 * MV12_WARPS, 3) matvec_v12(float *y, const
         }
     }
     __syncthreads();
-    if constexpr (XS::NORM) { /* kernels/norm.cu's factor, the warps' sums added in warp order (as v10) */
-        if (threadIdx.x < NT) {
-            float ss = 0.0f;
-            for (int wp = 0; wp < nw; wp++) ss += ssw[threadIdx.x][wp];
-            rinv[threadIdx.x] = rsqrtf(ss / (float)k + x.eps);
-        }
+    if constexpr (XS::NORM) {
+        mv_norm_factor(x, ssw, nw, k, rinv);
         __syncthreads();
     }
     int buf = 0, slot_out = 0;
@@ -236,27 +232,7 @@ __global__ void __launch_bounds__(32 * MV12_WARPS, 3) matvec_v12(float *y, const
                 if (lane == 0) red[buf][warp][r][c] = acc[r][c];
             }
         __syncthreads();
-        if (threadIdx.x < MV12_NR * NT) {
-            const int r = threadIdx.x / NT, c = threadIdx.x % NT, row = p * MV12_NR + r;
-            float v = 0.0f, pv = 0.0f; /* this row's sum and its pair partner's (rows 2j, 2j + 1) */
-            for (int wp = 0; wp < nw; wp++) {
-                v += red[buf][wp][r][c];
-                pv += red[buf][wp][r ^ 1][c];
-            }
-            if constexpr (XS::NORM) {
-                v *= rinv[c];
-                pv *= rinv[c];
-            }
-            if (row < rows) {
-                if constexpr (XS::ROPE) {
-                    mv_rope_store(x, row, c, v, pv);
-                } else {
-                    float *yp = y + (int64_t)c * rows + row;
-                    if constexpr (XS::ACC) *yp += v; /* as kernels.h's cu_add: y + (W . X) */
-                    else *yp = v;
-                }
-            }
-        }
+        mv_group_out<XS>(y, x, red[buf], nw, rinv, p * MV12_NR, rows);
     }
 }
 
