@@ -159,6 +159,14 @@ typedef struct {
     size_t att_scratch_bytes;
     float *post_part;      /* [FUSE_MAX_N][n_embd]: a post-normed product's rows (cu_matvec_f32_acc_post) */
     unsigned *post_count;  /* its arrival counter, zeroed at setup */
+    /* Gemma's post-normed products pending between fused decode kernels (kernels.h's cu_post_pend):
+     * x2 [FUSE_MAX_N][n_embd] a second residual, which the fused NORM matvecs write as they read
+     * (x + the pending product), so that the residual alternates between x and x2 and each
+     * product can be left pending in pend_part [FUSE_MAX_N][n_embd]. While a pass's launches are
+     * issued: xc the residual's buffer (x or x2; x at each layer's end and outside fused layers),
+     * pend what it lacks (part NULL: nothing). */
+    float *x2, *pend_part, *xc;
+    cu_post_pend pend;
     void *gemm_scratch; /* split-K partial sums of a GEMM over few tokens */
     size_t gemm_scratch_bytes;
     int n_sm;
@@ -272,6 +280,8 @@ int fcu_part_enter(part *p, span s, int norm, char *err, size_t err_size);
 int fcu_attn_half(part *p, int32_t l, span s, int fz, char *err, size_t err_size);
 int fcu_part_add(part *p, span s, const float *post, const float *w, char *err, size_t err_size);
 int fcu_ffn_half(part *p, int32_t l, span s, int fz, char *err, size_t err_size);
+int fcu_res_home(part *p, span s, char *err, size_t err_size);
+int fcu_ffn_glu(const part *p, int32_t l, int fz);
 int fcu_run_head(part *p, int n, int r0, int nr, int greedy, int identity, char *err, size_t err_size);
 void fcu_plan_fusions(part *p);
 

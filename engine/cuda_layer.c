@@ -133,11 +133,51 @@ static int group_mm_norm(part *p, const wgroup *g, const float *x, const float *
     return 0;
 }
 
+/* The residual at token t0 (p->xc: x or x2) and the other buffer there. */
+static float *res(const part *p, int t0) { return p->xc + (int64_t)t0 * p->f->m->hp.n_embd; }
+static float *res_other(const part *p, int t0) {
+    return (p->xc == p->x ? p->x2 : p->x) + (int64_t)t0 * p->f->m->hp.n_embd;
+}
+
+/* The pending post-normed product (p->pend) added into the residual at tokens [t0, t0 + nt) by its
+ * own launch, where the next reader takes none. */
+static int pend_flush(part *p, int t0, int nt, char *err, size_t err_size) {
+    if (!p->pend.part) return 0;
+    DEV_TRY(cu_post_pend_apply(res(p, t0), &p->pend, nt, p->st));
+    p->pend.part = NULL;
+    return 0;
+}
+
+/* The residual whole and in x again (pend_flush, and x2 copied back where the fused layers left
+ * it there), for whatever reads x next outside the fused layers. */
+int fcu_res_home(part *p, span s, char *err, size_t err_size) {
+    if (pend_flush(p, s.t0, s.nt, err, err_size)) return -1;
+    if (p->xc != p->x) {
+        const int64_t E = p->f->m->hp.n_embd;
+        DEV_TRY(cudaMemcpyAsync(p->x + s.t0 * E, p->xc + s.t0 * E, (size_t)s.nt * (size_t)E * sizeof(float),
+                                cudaMemcpyDeviceToDevice, p->st));
+        p->xc = p->x;
+    }
+    return 0;
+}
+
 /* y += W . x for n tokens (y: the residual at token t0): fused into the matvec, or the product
  * into xn and an add. post (a post norm, NULL: none) norms the product before the add: fused, in
- * the matvec's last block where it takes it (cu_matvec_f32_acc_post), else in the add's launch. */
+ * the matvec's last block where it takes it (cu_matvec_f32_acc_post), else in the add's launch;
+ * with defer (the next kernel to read y takes it: kernels.h's cu_post_pend), the product alone into
+ * p->pend_part, left pending in p->pend, so that no block waits for every row. */
 static int mm_acc(part *p, const dweight *w, const float *x, float *y, int t0, int n, int fused, int prefilled,
-                  const float *post, char *err, size_t err_size) {
+                  const float *post, int defer, char *err, size_t err_size) {
+    if (pend_flush(p, t0, n, err, err_size)) return -1; /* (pend_part is taken again below) */
+    if (fused && post && defer) {
+        cudaError_t e = prefilled ? cu_matvec_f32_prefilled(p->pend_part, w->w, w->type, x, w->rows, w->k, n, p->st)
+                                  : cu_matvec_f32(p->pend_part, w->w, w->type, x, w->rows, w->k, n, p->st);
+        if (e == cudaSuccess) {
+            p->pend = (cu_post_pend){p->pend_part, post, p->f->m->hp.rms_eps, (int)w->rows};
+            return 0;
+        }
+        if (e != cudaErrorNotSupported) DEV_TRY(e);
+    }
     if (fused && post) {
         cudaError_t e = cu_matvec_f32_acc_post(y, w->w, w->type, x, post, p->f->m->hp.rms_eps, p->post_part,
                                                p->post_count, w->rows, w->k, n, prefilled, p->st);
@@ -198,8 +238,14 @@ int fcu_attn_half(part *p, int32_t l, span s, int fz, char *err, size_t err_size
     float scale = hp->attn_scale; /* 1 / sqrt(head_dim) unless the recipe says */
     float *pq, *pk, *pv;
     int64_t sq, sk, sv;
-    float *x = p->x + (int64_t)t0 * E, *xn = p->xn + (int64_t)t0 * E;
+    float *x = res(p, t0), *xn = p->xn + (int64_t)t0 * E;
     float *q = p->q + (int64_t)t0 * p->nq, *att = p->att + (int64_t)t0 * p->nq;
+    /* Gemma's post norms (post): the QKV matvecs read the residual with the product pending from
+     * the layer before added and write it to the other buffer (xo), where wo's product is then left
+     * pending for the FFN half (fcu_ffn_half) */
+    const int post = fz && L->attn_post_norm && L->ffn_post_norm;
+    const cu_post_pend *pd = p->pend.part ? &p->pend : NULL;
+    float *xo = post ? res_other(p, t0) : NULL;
     /* the layer's window (0: none) and score softcap (0: none): paged_attention_recipe's */
     const int swa = llama_layer_is_swa(hp, l), window = swa ? hp->n_swa : 0;
     const float softcap = hp->attn_softcap > 0 ? hp->attn_softcap : 0.0f;
@@ -218,6 +264,7 @@ int fcu_attn_half(part *p, int32_t l, span s, int fz, char *err, size_t err_size
         raw.k_raw = p->qkv;
         epi = &raw;
     }
+    if (((fz & FZ_QKV) || qkn) && pd && !xo && pend_flush(p, t0, nt, err, err_size)) return -1;
     if ((fz & FZ_QKV) || qkn) { /* Q, K, V straight to q and the caches (qkn: K to p->qkv) */
         cudaError_t pe = cudaErrorNotSupported;
         if (L->qkv.n_m == 2) { /* Q4_K_M's Q/K and Q6_K V: one launch for both */
@@ -227,7 +274,7 @@ int fcu_attn_half(part *p, int32_t l, span s, int fz, char *err, size_t err_size
             pe = cu_matvec_f32_norm_rope_pair(w0->w, w0->type, w0->rows, r[0][0], r[0][1], w1->w, w1->type, w1->rows,
                                            r[1][0], r[1][1], x, L->attn_norm, hp->rms_eps, w0->k, nt, q,
                                            p->kv_k + kv_off, p->kv_v + kv_off, d_pos + t0, d_cell + t0, p->kv_dim, hd,
-                                           hp->n_rot, hp->rope_base, epi, p->st);
+                                           hp->n_rot, hp->rope_base, epi, xo ? pd : NULL, xo, p->st);
             if (pe != cudaSuccess && pe != cudaErrorNotSupported) DEV_TRY(pe);
         }
         for (int i = 0; pe != cudaSuccess && i < L->qkv.n_m; i++) {
@@ -239,16 +286,37 @@ int fcu_attn_half(part *p, int32_t l, span s, int fz, char *err, size_t err_size
             if (i > 0) {
                 const dweight *w0 = &L->qkv.m[0];
                 const int front = cu_matvec_fused_blocks(w0->type, w0->rows, w0->k, nt);
-                DEV_TRY(cu_matvec_f32_norm_rope_beside(w->w, w->type, x, L->attn_norm, hp->rms_eps, w->rows, w->k, nt, q,
-                                                    p->kv_k + kv_off, p->kv_v + kv_off, d_pos + t0, d_cell + t0, r[0],
-                                                    r[1], p->kv_dim, hd, hp->n_rot, hp->rope_base, epi, front, p->st));
+                cudaError_t e = cu_matvec_f32_norm_rope_beside(
+                    w->w, w->type, x, L->attn_norm, hp->rms_eps, w->rows, w->k, nt, q, p->kv_k + kv_off,
+                    p->kv_v + kv_off, d_pos + t0, d_cell + t0, r[0], r[1], p->kv_dim, hd, hp->n_rot, hp->rope_base, epi,
+                    front, xo ? pd : NULL, xo, p->st);
+                if (e == cudaErrorNotSupported && xo) /* after the first: the residual it wrote, whole */
+                    e = cu_matvec_f32_norm_rope(w->w, w->type, xo, L->attn_norm, hp->rms_eps, w->rows, w->k, nt, q,
+                                                p->kv_k + kv_off, p->kv_v + kv_off, d_pos + t0, d_cell + t0, r[0], r[1],
+                                                p->kv_dim, hd, hp->n_rot, hp->rope_base, epi, NULL, NULL, p->st);
+                DEV_TRY(e);
             } else {
-                DEV_TRY(cu_matvec_f32_norm_rope(w->w, w->type, x, L->attn_norm, hp->rms_eps, w->rows, w->k, nt, q,
-                                             p->kv_k + kv_off, p->kv_v + kv_off, d_pos + t0, d_cell + t0, r[0], r[1],
-                                             p->kv_dim, hd, hp->n_rot, hp->rope_base, epi, p->st));
+                cudaError_t e = cu_matvec_f32_norm_rope(
+                    w->w, w->type, x, L->attn_norm, hp->rms_eps, w->rows, w->k, nt, q, p->kv_k + kv_off,
+                    p->kv_v + kv_off, d_pos + t0, d_cell + t0, r[0], r[1], p->kv_dim, hd, hp->n_rot, hp->rope_base, epi,
+                    xo ? pd : NULL, xo, p->st);
+                if (e == cudaErrorNotSupported && xo) { /* no v11: the pending product by its own launch */
+                    if (pend_flush(p, t0, nt, err, err_size)) return -1;
+                    pd = NULL;
+                    xo = NULL;
+                    e = cu_matvec_f32_norm_rope(w->w, w->type, x, L->attn_norm, hp->rms_eps, w->rows, w->k, nt, q,
+                                                p->kv_k + kv_off, p->kv_v + kv_off, d_pos + t0, d_cell + t0, r[0], r[1],
+                                                p->kv_dim, hd, hp->n_rot, hp->rope_base, epi, NULL, NULL, p->st);
+                }
+                DEV_TRY(e);
             }
         }
+        if (xo) { /* the residual is now xo's buffer, whole */
+            p->xc = p->xc == p->x ? p->x2 : p->x;
+            p->pend.part = NULL;
+        }
     } else {
+        if (pend_flush(p, t0, nt, err, err_size)) return -1;
         if (fz ? group_mm_norm(p, &L->qkv, x, L->attn_norm, p->qkv, t0, nt, fz & FZ_QKVN, err, err_size)
                : group_mm(p, &L->qkv, xn, p->qkv, t0, nt, err, err_size))
             return -1;
@@ -307,9 +375,12 @@ int fcu_attn_half(part *p, int32_t l, span s, int fz, char *err, size_t err_size
             DEV_TRY(e);
         }
     }
+    x = res(p, t0);
     if (L->bo) DEV_TRY(cu_bias_add(x, E, L->bo, nt, E, p->st));
-    /* wo follows attention: prefilled */
-    return fz ? mm_acc(p, &L->wo, att, x, t0, nt, fz & FZ_WO, 1, L->attn_post_norm, err, err_size)
+    /* wo follows attention: prefilled; its post-normed product pending where Gemma's fused gate/up
+     * takes it (fcu_ffn_half) */
+    const int defer = post && hp->act == LLAMA_ACT_GELU_TANH && fcu_ffn_glu(p, l, fz);
+    return fz ? mm_acc(p, &L->wo, att, x, t0, nt, fz & FZ_WO, 1, L->attn_post_norm, defer, err, err_size)
               : mm_xn(p, &L->wo, att, h16, nt, t0, err, err_size);
 }
 
@@ -322,22 +393,35 @@ int fcu_ffn_half(part *p, int32_t l, span s, int fz, char *err, size_t err_size)
     int E = f->m->hp.n_embd, t0 = s.t0, nt = s.nt;
     float *pg, *pu;
     int64_t sg, su;
-    float *x = p->x + (int64_t)t0 * E, *xn = p->xn + (int64_t)t0 * E;
+    float *x = res(p, t0), *xn = p->xn + (int64_t)t0 * E;
     const dweight *dn = &L->down;
     const wgroup *gu = &L->gu;
     const int gelu = f->m->hp.act == LLAMA_ACT_GELU_TANH; /* Gemma's gate */
+    /* Gemma's post norms: down's product pending where the next layer, fused in this part, reads the
+     * residual next (fcu_attn_half) */
+    const int post = fz && L->attn_post_norm && L->ffn_post_norm;
+    const int defer = post && l + 1 < p->l1 && fcu_layer_fz(p, l + 1, nt);
     /* gate and up stacked in one matrix: the fused matvec writes silu or gelu(gate) * up itself (no
      * gate launch), where v11 takes it; down then adds to x, through the post norm where the
-     * recipe has one (Gemma: FZ_DOWN is off, mm_acc's unfused path) */
-    if ((fz & FZ_GU) && (f->m->hp.act == LLAMA_ACT_SILU || gelu) && gu->n_m == 1 && gu->n_parts == 2 &&
-        gu->part_off[1] == gu->part_rows[0] && gu->part_rows[0] == gu->part_rows[1] && gu->part_rows[0] == p->n_ff) {
+     * recipe has one. Gemma's reads the residual with wo's pending product added, and writes it to
+     * the other buffer (xo), as the QKV matvecs did */
+    if (fcu_ffn_glu(p, l, fz)) {
         float *ff = p->ff + (int64_t)t0 * p->n_ff;
         const dweight *w = &gu->m[0];
+        float *xo = post && gelu ? res_other(p, t0) : NULL;
+        if (!xo && pend_flush(p, t0, nt, err, err_size)) return -1;
         cudaError_t e = cu_matvec_f32_norm_glu(ff, w->w, w->type, x, L->ffn_norm, f->m->hp.rms_eps, w->rows, w->k, nt,
-                                               gelu, p->st);
-        if (e == cudaSuccess) return mm_acc(p, dn, ff, x, t0, nt, fz & FZ_DOWN, 0, L->ffn_post_norm, err, err_size);
+                                               gelu, p->pend.part ? &p->pend : NULL, xo, p->st);
+        if (e == cudaSuccess) {
+            if (xo) {
+                p->xc = p->xc == p->x ? p->x2 : p->x;
+                p->pend.part = NULL;
+            }
+            return mm_acc(p, dn, ff, res(p, t0), t0, nt, fz & FZ_DOWN, 0, L->ffn_post_norm, defer, err, err_size);
+        }
         if (e != cudaErrorNotSupported) DEV_TRY(e);
     }
+    if (pend_flush(p, t0, nt, err, err_size)) return -1;
     if (fz ? group_mm_norm(p, &L->gu, x, L->ffn_norm, p->gu, t0, nt, fz & FZ_GU, err, err_size)
            : group_mm(p, &L->gu, xn, p->gu, t0, nt, err, err_size))
         return -1;
@@ -353,8 +437,18 @@ int fcu_ffn_half(part *p, int32_t l, span s, int fz, char *err, size_t err_size)
     }
     if (gelu) DEV_TRY(cu_geglu(ff, NULL, pg + t0 * sg, sg, pu + t0 * su, su, nt, p->n_ff, p->st));
     else DEV_TRY(paged_swiglu(ff, pg + t0 * sg, sg, pu + t0 * su, su, nt, p->n_ff, p->st));
-    return fz ? mm_acc(p, dn, ff, x, t0, nt, fz & FZ_DOWN, 0, L->ffn_post_norm, err, err_size)
+    return fz ? mm_acc(p, dn, ff, x, t0, nt, fz & FZ_DOWN, 0, L->ffn_post_norm, defer, err, err_size)
               : mm(p, dn, ff, xn, nt, err, err_size);
+}
+
+/* Whether layer l's FFN half (plan fz) starts with the fused gate/up-and-gate matvec
+ * (cu_matvec_f32_norm_glu): gate and up stacked in one matrix, an activation it has. */
+int fcu_ffn_glu(const part *p, int32_t l, int fz) {
+    const llama_hparams *hp = &p->f->m->hp;
+    const wgroup *gu = &p->layers[l - p->l0].gu;
+    return (fz & FZ_GU) && (hp->act == LLAMA_ACT_SILU || hp->act == LLAMA_ACT_GELU_TANH) && gu->n_m == 1 &&
+           gu->n_parts == 2 && gu->part_off[1] == gu->part_rows[0] && gu->part_rows[0] == gu->part_rows[1] &&
+           gu->part_rows[0] == p->n_ff;
 }
 
 /* The start of the part's first layer: embed (when the pass starts at layer 0 and the part holds
@@ -367,6 +461,8 @@ int fcu_part_enter(part *p, span s, int norm, char *err, size_t err_size) {
     float *x = p->x + (int64_t)s.t0 * E, *xn = p->xn + (int64_t)s.t0 * E;
     p->xh_ready = 0; /* xh and gemm_scratch hold nothing of this pass yet (an aborted pass may have */
     p->xn_parts = 1; /* left either behind) */
+    p->xc = p->x;    /* nor a residual elsewhere or pending */
+    p->pend.part = NULL;
     if (p->embeds) {
         DEV_TRY(cu_embed(x, p->tok_embd, m->tok_embd.type, p->d_meta + s.t0, s.nt, m->tok_embd.n_rows, E, p->st));
         if (hp->embd_scale != 1.0f) DEV_TRY(cu_scale(x, (int64_t)s.nt * E, hp->embd_scale, p->st)); /* Gemma */
@@ -455,9 +551,11 @@ static int fused_ok(const dweight *w, int n) {
  * cu_rope_epi; NEOX pairs are adjacent rows: forward_cuda.neox_rows), or where the model has
  * per-head Q/K norms, which need a whole head, only the norm (FZ_QKVN: recipe.h's epilogue kernel
  * after it; in a decode step of one token per sequence the epilogue hands Q and K on unturned and
- * attention norms and turns them: paged_attention_qkn); its wo and down add into x as Llama's do (bo goes into x beside them; a post norm,
- * Gemma's, in the matvec's last block: mm_acc), its gate/up take the norm and, stacked, the gate's
- * activation (SiLU or Gemma's GELU). The head fuses its norm unless the model has an output bias. */
+ * attention norms and turns them: paged_attention_qkn); its wo and down add into x as Llama's do
+ * (bo goes into x beside them; Gemma's post norms: each product left pending for the NORM matvec
+ * that reads the residual next, or in the matvec's last block: mm_acc), its gate/up take the
+ * norm and, stacked, the gate's activation (SiLU or Gemma's GELU). The head fuses its norm unless
+ * the model has an output bias. */
 void fcu_plan_fusions(part *p) {
     for (int n = 1; n <= FUSE_MAX_N; n++) {
         p->head_fz[n] = p->head && !p->output_b && fused_ok(&p->output, n);

@@ -37,6 +37,7 @@ static int run_segment(part *p, int seg, span s, int head, char *err, size_t err
                 continue;
             }
             if (l > p->l0 && fcu_layer_fz(p, l - 1, s.nt)) {
+                if (fcu_res_home(p, s, err, err_size)) return -1;
                 p->xh_ready = 0; /* xn rewritten without its f16 copy */
                 DEV_TRY(cu_rmsnorm(p->xn + (int64_t)s.t0 * f->m->hp.n_embd, p->x + (int64_t)s.t0 * f->m->hp.n_embd,
                                 p->layers[l - p->l0].attn_norm, s.nt, f->m->hp.n_embd, f->m->hp.rms_eps, p->st));
@@ -50,6 +51,7 @@ static int run_segment(part *p, int seg, span s, int head, char *err, size_t err
                              err_size))
                 return -1;
         }
+        if (fcu_res_home(p, s, err, err_size)) return -1; /* after fused layers: x, whole */
     } else if (seg == 0) {
         if (fcu_part_enter(p, s, 1, err, err_size) || fcu_attn_half(p, f->l0, s, 0, err, err_size)) return -1;
     } else {

@@ -160,6 +160,8 @@ static void layout_scratch(part *p, arena *a) {
     p->att_scratch = take(a, p->att_scratch_bytes);
     p->post_part = take(a, (size_t)FUSE_MAX_N * E * sizeof(float));
     p->post_count = take(a, sizeof(unsigned));
+    p->x2 = take(a, (size_t)FUSE_MAX_N * E * sizeof(float));
+    p->pend_part = take(a, (size_t)FUSE_MAX_N * E * sizeof(float));
     /* cu_gemm_f16_split's bound for any shape's split-K planes: SMs x 128 KiB (kernels.h); the f16
      * panels of the prompt GEMM (variant 7's need what 4's do) may need more. */
     p->gemm_scratch_bytes = (size_t)p->n_sm * (128u << 10);

@@ -33,7 +33,8 @@
  * layout, frequency factors, scaling) in one epilogue kernel (kernels/recipe.h), bo and the
  * output bias added by their own. Gemma's pieces: windowed layers (their own RoPE table of
  * rope_base_swa) and the attention softcap take paged_attention_recipe (decode kernels) and
- * paged_attention_prefill_recipe (prompt passes), post norms are applied to the product in fcu_part_add before its add,
+ * paged_attention_prefill_recipe (prompt passes), post norms are applied to the product in fcu_part_add before its add
+ * (fused decode layers: left pending for the next NORM matvec, engine/cuda_layer.c's mm_acc),
  * the GELU gate, the input scale after the embedding and the logit softcap after the head are
  * recipe.h kernels. What it cannot run (model_gpu_missing_feature) is refused at load in one line.
  *

@@ -82,6 +82,21 @@ cudaError_t cu_matvec_f16(float *y, const void *w, uint32_t wtype, const uint16_
 cudaError_t cu_matvec_f32_swiglu(float *y, const void *w, uint32_t wtype, const float *g, int64_t sg,
                               const float *u, int64_t su, int64_t rows, int64_t k, int n,
                               cudaStream_t stream);
+/* A post-normed product left pending between fused decode kernels (Gemma's post-attention and
+ * post-FFN norms): the residual is x + part * ps * post, per token ps = 1 / sqrt(mean(part^2) +
+ * eps) (paged_post_add_rmsnorm's arithmetic, the sum of squares in double), n the residual's width.
+ * part [tokens][n] is a plain product (cu_matvec_f32, cu_matvec_f32_prefilled), so no block of
+ * its kernel waits to norm every row (cu_matvec_f32_acc_post's last block); the NORM matvec that
+ * reads the residual next takes the pending product (pend of cu_matvec_f32_norm_rope, _beside,
+ * _pair and of cu_matvec_f32_norm_glu with gelu), and cu_post_pend_apply adds it where nothing does. */
+typedef struct {
+    const float *part; /* [tokens][n] */
+    const float *post; /* [n] the post norm's weight */
+    float eps;
+    int n;
+} cu_post_pend;
+/* x [n_tok][pend.n] += the pending product, in place (its own launch). */
+cudaError_t cu_post_pend_apply(float *x, const cu_post_pend *pend, int n_tok, cudaStream_t stream);
 /* Decode fusions, one launch each where the decode step had two or three (v11 and v10 only, so X
  * is rounded to int8 per 32 values as v10 rounds it; same budget):
  *   cu_matvec_f32_norm: Y = W . cu_rmsnorm(X) with rmsnorm as kernels.h's (X[t] / sqrt(mean(X[t]^2) +
@@ -101,7 +116,8 @@ int cu_matvec_fused_supported(uint32_t wtype, int64_t rows, int64_t k, int n);
  * launch. v11 only (a ring that fits: cu_matvec_ring_stages); otherwise cudaErrorNotSupported with
  * nothing launched. */
 cudaError_t cu_matvec_f32_norm_glu(float *y, const void *w, uint32_t wtype, const float *x, const float *g, float eps,
-                                int64_t rows, int64_t k, int n, int gelu, cudaStream_t stream);
+                                int64_t rows, int64_t k, int n, int gelu, const cu_post_pend *pend, float *x_out,
+                                cudaStream_t stream);
 cudaError_t cu_matvec_f32_norm(float *y, const void *w, uint32_t wtype, const float *x, const float *g, float eps,
                             int64_t rows, int64_t k, int n, cudaStream_t stream);
 cudaError_t cu_matvec_f32_acc(float *y, const void *w, uint32_t wtype, const float *x, int64_t rows, int64_t k, int n,
@@ -111,6 +127,10 @@ cudaError_t cu_matvec_f32_acc(float *y, const void *w, uint32_t wtype, const flo
  * while that kernel runs (otherwise one or two slots: matvec_dp4a.cuh's mv11_pre; PERF-LOG run 66). */
 cudaError_t cu_matvec_f32_acc_prefilled(float *y, const void *w, uint32_t wtype, const float *x, int64_t rows, int64_t k,
                                      int n, cudaStream_t stream);
+/* cu_matvec_f32 (Y = W . X) the same way: a pending product made right after decode attention. Same
+ * cases as the fused matvecs (cu_matvec_fused_supported); otherwise cudaErrorNotSupported. */
+cudaError_t cu_matvec_f32_prefilled(float *y, const void *w, uint32_t wtype, const float *x, int64_t rows, int64_t k,
+                                 int n, cudaStream_t stream);
 /* cu_matvec_f32_acc with Gemma's post norm of the product before the add: Y += W . X / rms(W . X)
  * * post, the rms over the rows of each token (paged_post_add_rmsnorm's arithmetic, sum of squares
  * in double), so the layer needs no post-norm launch. part: scratch of n * rows floats, count: an
@@ -149,12 +169,17 @@ typedef struct {
  * biases and rotation: cu_rope_epi). Nothing is written to a Y.
  * Results equal to cu_matvec_f32_norm then paged_rope_store, bit for bit. Same cases as
  * cu_matvec_f32_norm (cu_matvec_fused_supported), plus nq a multiple of head_dim, head_dim and n_rot even,
- * n_rot <= head_dim; else cudaErrorInvalidValue or cudaErrorNotSupported, nothing launched. */
+ * n_rot <= head_dim; else cudaErrorInvalidValue or cudaErrorNotSupported, nothing launched.
+ * pend, x_out (here, in _beside and _pair, and in cu_matvec_f32_norm_glu with gelu; NULL: none):
+ * x lacks a pending product of width k (cu_post_pend), normed with it added; x_out (not x): the
+ * residual so read, x + pend, written there [n][k] by one block, so that the next pending product
+ * can be relative to it (pend NULL: a copy of x). v11 only (its ring fits beside X; the pair:
+ * its two grids); otherwise cudaErrorNotSupported. */
 cudaError_t cu_matvec_f32_norm_rope(const void *w, uint32_t wtype, const float *x, const float *g, float eps,
                                  int64_t rows, int64_t k, int n, float *q_out, uint16_t *k_cache,
                                  uint16_t *v_cache, const int32_t *pos, const int32_t *cell, int64_t nq, int64_t nk,
                                  int64_t kv_dim, int head_dim, int n_rot, float theta, const cu_rope_epi *epi,
-                                 cudaStream_t stream);
+                                 const cu_post_pend *pend, float *x_out, cudaStream_t stream);
 /* The same, launched right behind another cu_matvec_f32_norm_rope of the same x (a layer whose V is
  * in another type than its Q and K: Q4_K_M's Q6_K V): it reads x at once instead of after its PDL
  * wait, and waits for that kernel only before it exits, so the two run side by side. Only where
@@ -168,7 +193,8 @@ cudaError_t cu_matvec_f32_norm_rope_beside(const void *w, uint32_t wtype, const 
                                         int64_t rows, int64_t k, int n, float *q_out, uint16_t *k_cache,
                                         uint16_t *v_cache, const int32_t *pos, const int32_t *cell, int64_t nq,
                                         int64_t nk, int64_t kv_dim, int head_dim, int n_rot, float theta,
-                                        const cu_rope_epi *epi, int front_blocks, cudaStream_t stream);
+                                        const cu_rope_epi *epi, int front_blocks, const cu_post_pend *pend,
+                                        float *x_out, cudaStream_t stream);
 /* Two cu_matvec_f32_norm_rope of one x in one launch: matrix 1 (t1, rows1 rows of which nq1 Q, nk1 K,
  * the rest V) and matrix 2 (the same with nq2, nk2), each with its own type, the SMs shared
  * between their grids so that the largest block of either reads the fewest bytes (PERF-LOG run 86). A layer whose V is in another type than Q and K
@@ -181,7 +207,7 @@ cudaError_t cu_matvec_f32_norm_rope_pair(const void *w1, uint32_t t1, int64_t ro
                                       const float *x, const float *g, float eps, int64_t k, int n, float *q_out,
                                       uint16_t *k_cache, uint16_t *v_cache, const int32_t *pos, const int32_t *cell,
                                       int64_t kv_dim, int head_dim, int n_rot, float theta, const cu_rope_epi *epi,
-                                      cudaStream_t stream);
+                                      const cu_post_pend *pend, float *x_out, cudaStream_t stream);
 /* Two cu_matvec_f32_norm of one x in one launch, as cu_matvec_f32_norm_rope_pair shares the SMs:
  * Y1 [n][rows1] = W1 . norm(x), Y2 [n][rows2] = W2 . norm(x) (the recipes whose Q/K norms need
  * a whole head: Qwen3, Gemma 3, whose Q4_K_M V is Q6_K). Outputs equal cu_matvec_f32_norm's within

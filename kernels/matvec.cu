@@ -52,6 +52,8 @@ static void mv_prepare_all() {
     mv10_prepare_all<T, false, mv_x_norm_rope, MV11_OPT>();
     mv10_prepare_all<T, false, mv_x_norm_glu, MV11_OPT>();
     mv10_prepare_all<T, false, mv_x_norm_geglu, MV11_OPT>();
+    mv10_prepare_all<T, false, mv_pend_of<mv_x_norm_geglu>, MV11_OPT>();
+    mv10_prepare_all<T, false, mv_pend_of<mv_x_norm_rope>, MV11_OPT>();
     mv10_prepare_all<T, false, mv_x_acc, MV11_OPT>();
     mv10_prepare_all<T, false, mv_x_swiglu_acc, MV11_OPT>();
     mv10_prepare_all<T, false, mv_x_acc_post, MV11_OPT>();
@@ -239,13 +241,39 @@ extern "C" cudaError_t cu_matvec_f32_norm(float *y, const void *w, uint32_t wtyp
     return matvec_fused(y, w, wtype, mv_x_norm{x, g, eps}, rows, k, n, stream);
 }
 
+/* kernels.h's rules for pend and x_out of a NORM matvec reading x [n][k]. */
+static bool pend_ok(const cu_post_pend *p, const float *x_out, const float *x, int64_t k) {
+    if (p && (!p->part || !p->post || (uintptr_t)p->part % 16 || (uintptr_t)p->post % 16 || p->n != k ||
+              p->part == x || (const float *)p->part == x_out))
+        return false;
+    return !x_out || ((uintptr_t)x_out % 16 == 0 && x_out != x);
+}
+
+/* The PEND form of a NORM source. */
+template <typename B>
+static mv_pend_of<B> pend_source(const B &b, const cu_post_pend *p, float *x_out) {
+    mv_pend_of<B> s{b};
+    if (p) s.pend = *p;
+    s.x_out = x_out;
+    return s;
+}
+
 extern "C" cudaError_t cu_matvec_f32_norm_glu(float *y, const void *w, uint32_t wtype, const float *x, const float *g,
-                                           float eps, int64_t rows, int64_t k, int n, int gelu, cudaStream_t stream) {
-    if (!x || !g || (uintptr_t)x % 16 || (uintptr_t)g % 16 || rows % 32 || (gelu != 0 && gelu != 1))
+                                           float eps, int64_t rows, int64_t k, int n, int gelu,
+                                           const cu_post_pend *pend, float *x_out, cudaStream_t stream) {
+    if (!x || !g || (uintptr_t)x % 16 || (uintptr_t)g % 16 || rows % 32 || (gelu != 0 && gelu != 1) ||
+        !pend_ok(pend, x_out, x, k))
         return cudaErrorInvalidValue;
     /* v11 only (its copier follows the pairs of tiles); nothing else is tried */
     if (!cu_matvec_fused_supported(wtype, rows, k, n)) return cudaErrorNotSupported;
     cudaError_t e = cudaErrorNotSupported;
+    if (pend || x_out) { /* Gemma's gate only: the post norms are Gemma's */
+        if (gelu)
+            matvec_v10_any<false, mv_pend_of<mv_x_norm_geglu>, MV11_OPT>(
+                y, w, wtype, pend_source(mv_x_norm_geglu{{{x, g, eps}}}, pend, x_out), (int)rows, (int)k, n, stream, &e,
+                -1);
+        return e;
+    }
     if (gelu)
         matvec_v10_any<false, mv_x_norm_geglu, MV11_OPT>(y, w, wtype, mv_x_norm_geglu{{{x, g, eps}}}, (int)rows,
                                                          (int)k, n, stream, &e, -1);
@@ -308,13 +336,14 @@ static cudaError_t dual_pair(uint32_t t1, float *y1, const void *w1, const XS &x
  * the arguments are not one kernels.h allows. */
 static bool rope_source(mv_x_norm_rope *src, const float *x, const float *g, float eps, int64_t rows, float *q_out,
                         uint16_t *k_cache, uint16_t *v_cache, const int32_t *pos, const int32_t *cell, int64_t nq,
-                        int64_t nk, int64_t kv_dim, int head_dim, int n_rot, float theta, const cu_rope_epi *epi) {
+                        int64_t nk, int64_t kv_dim, int head_dim, int n_rot, float theta, const cu_rope_epi *epi,
+                        const cu_post_pend *pend, const float *x_out, int64_t k) {
     const int64_t nv = rows - nq - nk;
     if (!x || !g || (uintptr_t)x % 16 || (uintptr_t)g % 16 || !pos || !cell || head_dim <= 0 || head_dim % 2 ||
         n_rot < 0 || n_rot % 2 || n_rot > head_dim || nq < 0 || nq % head_dim || (nq && !q_out) ||
         (nk != 0 && nk != kv_dim) || (nk && !k_cache) || (nv != 0 && nv != kv_dim) || (nv && !v_cache) ||
         kv_dim <= 0 || kv_dim % head_dim || rows % 2 || nq > INT32_MAX || kv_dim > INT32_MAX ||
-        (epi && n_rot && epi->angle == nullptr && epi->neox_rows))
+        (epi && n_rot && epi->angle == nullptr && epi->neox_rows) || !pend_ok(pend, x_out, x, k))
         return false;
     *src = mv_x_norm_rope{{x, g, eps}, q_out, k_cache, v_cache, pos, cell, (int)nq, (int)nk, (int)kv_dim,
                           head_dim, n_rot, theta, epi ? *epi : cu_rope_epi{}};
@@ -325,11 +354,20 @@ static cudaError_t norm_rope(int late, int sms_cap, const void *w, uint32_t wtyp
                                             int64_t rows, int64_t k, int n, float *q_out, uint16_t *k_cache,
                                             uint16_t *v_cache, const int32_t *pos, const int32_t *cell, int64_t nq,
                                             int64_t nk, int64_t kv_dim, int head_dim, int n_rot, float theta,
-                                            const cu_rope_epi *epi, cudaStream_t stream) {
+                                            const cu_rope_epi *epi, const cu_post_pend *pend, float *x_out,
+                                            cudaStream_t stream) {
     mv_x_norm_rope src;
     if (!rope_source(&src, x, g, eps, rows, q_out, k_cache, v_cache, pos, cell, nq, nk, kv_dim, head_dim, n_rot, theta,
-                     epi))
+                     epi, pend, x_out, k))
         return cudaErrorInvalidValue;
+    if (pend || x_out) { /* v11 only */
+        if (!cu_matvec_fused_supported(wtype, rows, k, n)) return cudaErrorNotSupported;
+        cudaError_t e = cudaErrorNotSupported;
+        matvec_v10_any<false, mv_pend_of<mv_x_norm_rope>, MV11_OPT>((float *)nullptr, w, wtype,
+                                                                     pend_source(src, pend, x_out), (int)rows, (int)k,
+                                                                     n, stream, &e, -1, late, sms_cap);
+        return e;
+    }
     return matvec_fused((float *)nullptr, w, wtype, src, rows, k, n, stream, -1, late, sms_cap);
 }
 
@@ -339,15 +377,18 @@ extern "C" cudaError_t cu_matvec_f32_norm_rope_pair(const void *w1, uint32_t t1,
                                                  float *q_out, uint16_t *k_cache, uint16_t *v_cache,
                                                  const int32_t *pos, const int32_t *cell, int64_t kv_dim,
                                                  int head_dim, int n_rot, float theta, const cu_rope_epi *epi,
-                                                 cudaStream_t stream) {
+                                                 const cu_post_pend *pend, float *x_out, cudaStream_t stream) {
     mv_x_norm_rope s1, s2;
     if (!rope_source(&s1, x, g, eps, rows1, q_out, k_cache, v_cache, pos, cell, nq1, nk1, kv_dim, head_dim, n_rot,
-                     theta, epi) ||
+                     theta, epi, pend, x_out, k) ||
         !rope_source(&s2, x, g, eps, rows2, q_out, k_cache, v_cache, pos, cell, nq2, nk2, kv_dim, head_dim, n_rot,
-                     theta, epi))
+                     theta, epi, pend, x_out, k))
         return cudaErrorInvalidValue;
     if (!pair_types(t1, t2) || !cu_matvec_fused_supported(t1, rows1, k, n) || !cu_matvec_fused_supported(t2, rows2, k, n))
         return cudaErrorNotSupported;
+    if (pend || x_out) /* both grids' block 0 write x_out: the same values */
+        return dual_pair(t1, (float *)nullptr, w1, pend_source(s1, pend, x_out), rows1, (float *)nullptr, w2,
+                         pend_source(s2, pend, x_out), rows2, k, n, stream);
     return dual_pair(t1, (float *)nullptr, w1, s1, rows1, (float *)nullptr, w2, s2, rows2, k, n, stream);
 }
 
@@ -365,9 +406,10 @@ extern "C" cudaError_t cu_matvec_f32_norm_rope(const void *w, uint32_t wtype, co
                                             int64_t rows, int64_t k, int n, float *q_out, uint16_t *k_cache,
                                             uint16_t *v_cache, const int32_t *pos, const int32_t *cell, int64_t nq,
                                             int64_t nk, int64_t kv_dim, int head_dim, int n_rot, float theta,
-                                            const cu_rope_epi *epi, cudaStream_t stream) {
+                                            const cu_rope_epi *epi, const cu_post_pend *pend, float *x_out,
+                                            cudaStream_t stream) {
     return norm_rope(0, 0, w, wtype, x, g, eps, rows, k, n, q_out, k_cache, v_cache, pos, cell, nq, nk, kv_dim, head_dim,
-                     n_rot, theta, epi, stream);
+                     n_rot, theta, epi, pend, x_out, stream);
 }
 
 extern "C" cudaError_t cu_matvec_f32_norm_rope_beside(const void *w, uint32_t wtype, const float *x, const float *g,
@@ -375,14 +417,15 @@ extern "C" cudaError_t cu_matvec_f32_norm_rope_beside(const void *w, uint32_t wt
                                                    uint16_t *k_cache, uint16_t *v_cache, const int32_t *pos,
                                                    const int32_t *cell, int64_t nq, int64_t nk, int64_t kv_dim,
                                                    int head_dim, int n_rot, float theta, const cu_rope_epi *epi,
-                                                   int front_blocks, cudaStream_t stream) {
+                                                   int front_blocks, const cu_post_pend *pend, float *x_out,
+                                                   cudaStream_t stream) {
     /* the SMs the grid in front leaves (its blocks hold one SM each): this grid's blocks all start
      * at once instead of queueing behind that kernel's; not under an eighth of the device (a grid
      * that narrow would end last) */
     int sms, smem_max, cap = 0;
     if (front_blocks > 0 && mv_device(&sms, &smem_max) && sms - front_blocks >= sms / 8) cap = sms - front_blocks;
     return norm_rope(1, cap, w, wtype, x, g, eps, rows, k, n, q_out, k_cache, v_cache, pos, cell, nq, nk, kv_dim, head_dim,
-                     n_rot, theta, epi, stream);
+                     n_rot, theta, epi, pend, x_out, stream);
 }
 
 extern "C" cudaError_t cu_matvec_f32_acc(float *y, const void *w, uint32_t wtype, const float *x, int64_t rows,
@@ -409,6 +452,41 @@ extern "C" cudaError_t cu_matvec_f32_acc_prefilled(float *y, const void *w, uint
                                                 int64_t rows, int64_t k, int n, cudaStream_t stream) {
     if (!x) return cudaErrorInvalidValue;
     return matvec_fused(y, w, wtype, mv_x_acc{{x}}, rows, k, n, stream, 0);
+}
+
+extern "C" cudaError_t cu_matvec_f32_prefilled(float *y, const void *w, uint32_t wtype, const float *x, int64_t rows,
+                                            int64_t k, int n, cudaStream_t stream) {
+    if (!x) return cudaErrorInvalidValue;
+    return matvec_fused(y, w, wtype, mv_x{x}, rows, k, n, stream, 0);
+}
+
+/* cu_post_pend_apply: block t on token t, the factor as mv10_stage works it out (the threads' sums
+ * of squares in double, the warps' in warp order), then x += part * ps * post. */
+#define PEND_APPLY_THREADS 256
+__global__ void __launch_bounds__(PEND_APPLY_THREADS) post_pend_apply_kernel(float *x, cu_post_pend p) {
+    __shared__ double ws[PEND_APPLY_THREADS / 32];
+    pdl_wait();
+    pdl_trigger();
+    const int64_t t = blockIdx.x;
+    const float *pt = p.part + t * p.n;
+    float *xt = x + t * p.n;
+    double sq = 0.0;
+    for (int i = threadIdx.x; i < p.n; i += blockDim.x) sq += (double)pt[i] * pt[i];
+#pragma unroll
+    for (int o = 16; o > 0; o >>= 1) sq += __shfl_xor_sync(0xffffffffu, sq, o);
+    if ((threadIdx.x & 31) == 0) ws[threadIdx.x >> 5] = sq;
+    __syncthreads();
+    double s = 0.0;
+    for (int w = 0; w < PEND_APPLY_THREADS / 32; w++) s += ws[w];
+    const float ps = (float)(1.0 / sqrt(s / p.n + p.eps));
+    for (int i = threadIdx.x; i < p.n; i += blockDim.x) xt[i] = xt[i] + pt[i] * ps * __ldg(p.post + i);
+}
+
+extern "C" cudaError_t cu_post_pend_apply(float *x, const cu_post_pend *pend, int n_tok, cudaStream_t stream) {
+    if (!x || !pend || !pend->part || !pend->post || pend->n < 1 || n_tok < 1 || (const float *)pend->part == x)
+        return cudaErrorInvalidValue;
+    return pdl_launch_as(pdl_enabled(), post_pend_apply_kernel, dim3((unsigned)n_tok), dim3(PEND_APPLY_THREADS), 0,
+                         stream, x, *pend);
 }
 
 extern "C" cudaError_t cu_matvec_f32_swiglu_acc(float *y, const void *w, uint32_t wtype, const float *g, int64_t sg,

@@ -127,12 +127,43 @@ __host__ __device__ constexpr int mv11_pre(int units, int stages) {
  * the rest of its first ring fill there, behind X: mv11_pre). */
 template <int T, bool XH, int U, typename XS, typename HK>
 __device__ __forceinline__ void mv10_stage(uint32_t *xr, float *xd, float *xs, float *ssw, const XS &xv, int tok,
-                                           int k, int C, HK hook) {
+                                           int k, int C, HK hook, double *pws = nullptr, bool wr = false) {
     static_assert(!(XH && mv_fused<XS>()), "v10: the fused sources are f32");
     constexpr int RW = mv10_rec<T>();
     uint8_t *xb = (uint8_t *)xr;
     float ss = 0.0f; /* NORM: this thread's sum of x^2 */
     const int total = C * 16; /* float4s; a multiple of 8, and blockDim.x is too: whole blocks per warp */
+    /* PEND with a pending product: its factor ps, the same in every block (the threads' sums of
+     * squares in double, the warps' (pws) in warp order), from a first pass over the product; the
+     * loop below reads it again with x */
+    float ps = 0.0f;
+    if constexpr (XS::PEND) {
+        if (xv.pend.part) {
+            double sq = 0.0;
+            for (int base = 0; base < total; base += U * blockDim.x) {
+                float4 p[U];
+#pragma unroll
+                for (int u = 0; u < U; u++) {
+                    const int f = base + u * blockDim.x + threadIdx.x;
+                    p[u] = f < total && 4 * f < k ? *(const float4 *)(xv.pend.part + (int64_t)tok * k + 4 * f)
+                                                  : make_float4(0.f, 0.f, 0.f, 0.f);
+                }
+#pragma unroll
+                for (int u = 0; u < U; u++)
+                    sq += ((double)p[u].x * p[u].x + (double)p[u].y * p[u].y) +
+                          ((double)p[u].z * p[u].z + (double)p[u].w * p[u].w);
+            }
+#pragma unroll
+            for (int o = 16; o > 0; o >>= 1) sq += __shfl_xor_sync(0xffffffffu, sq, o);
+            const int nw = (int)(blockDim.x >> 5);
+            if ((threadIdx.x & 31) == 0) pws[threadIdx.x >> 5] = sq;
+            __syncthreads();
+            double t = 0.0;
+            for (int w = 0; w < nw; w++) t += pws[w];
+            ps = (float)(1.0 / sqrt(t / k + xv.pend.eps));
+            __syncthreads(); /* pws is the next token's */
+        }
+    }
     for (int base = 0; base < total; base += U * blockDim.x) {
         float4 raw[U];
 #pragma unroll
@@ -145,7 +176,7 @@ __device__ __forceinline__ void mv10_stage(uint32_t *xr, float *xd, float *xs, f
                     float2 a = __half22float2(*(__half2 *)&r.x), b = __half22float2(*(__half2 *)&r.y);
                     raw[u] = make_float4(a.x, a.y, b.x, b.y);
                 } else {
-                    raw[u] = mv_x_stage(xv, tok, kk, k, ss);
+                    raw[u] = mv_x_stage(xv, tok, kk, k, ss, ps, wr);
                 }
             }
         }

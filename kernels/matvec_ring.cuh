@@ -233,6 +233,8 @@ __device__ __forceinline__ void mv10_block(float *y, const uint8_t *w, XS xv, in
     /* NORM sources: per-warp sums of x^2 [NT][W], then 1 / rms per token [NT] (mv10_shape counts
      * them) */
     float *ssw = red + nt * W * NT * 16, *rinv = ssw + NT * W;
+    /* PEND sources: the warps' sums of squares of the pending product [W] (doubles, 8-aligned) */
+    double *pws = (double *)(((uintptr_t)(rinv + NT) + 7) & ~(uintptr_t)7);
 
     /* the first NB groups of loads (RING: the first S units' copies) go out before X is staged
      * (weights only: pdl.cuh) */
@@ -279,7 +281,7 @@ __device__ __forceinline__ void mv10_block(float *y, const uint8_t *w, XS xv, in
         mv10_stage<T, XH, (P::W * P::BPS > 16 || NT > 2 ? 2 : 4)>(xr + c * xst, xd + c * dst, xs + c * dst, ssw + c * W,
                                                                   xv, c, k, (int)C, [&]() {
                                                                       if (c == 0) fill(PRE, S);
-                                                                  });
+                                                                  }, pws, bid == 0);
     __syncthreads();
     kt_mark(tr, 3);
     /* ACC: the residual of the epilogue's first round loaded now, beside the main loop, not after
@@ -479,7 +481,7 @@ static inline int mv11_stages(size_t base, int smem_max, int cap) {
  * its ring, *stages deep (mv11_stages with smem_max and cap; SIZE_MAX when no ring fits; 0
  * stages for the other options). */
 template <int T, int O>
-static inline size_t mv10_shape(int64_t rows, int64_t k, int nt, bool norm, int sms, int smem_max, int cap,
+static inline size_t mv10_shape(int64_t rows, int64_t k, int nt, int norm, int sms, int smem_max, int cap,
                                 int64_t *grid, int *stages, bool balance = false, bool pairs = false) {
     using P = mv10_opt<O>;
     /* what blocks share out: tiles, or with pairs (GLU) pairs of tiles */
@@ -492,7 +494,10 @@ static inline size_t mv10_shape(int64_t rows, int64_t k, int nt, bool norm, int 
     if (balance) g = (R + (R + g - 1) / g - 1) / ((R + g - 1) / g);
     *grid = g;
     *stages = 0;
-    const size_t base = mv10_smem<T>(k, per * ((R + g - 1) / g), P::W, nt) + (norm ? (size_t)nt * (P::W + 1) * sizeof(float) : 0);
+    /* norm (mv_norm_kind): ssw and rinv; 2, a PEND source: its warps' doubles too (mv10_block) */
+    const size_t base = mv10_smem<T>(k, per * ((R + g - 1) / g), P::W, nt) +
+                        (norm ? (size_t)nt * (P::W + 1) * sizeof(float) : 0) +
+                        (norm == 2 ? (size_t)(P::W + 1) * sizeof(double) : 0);
     if constexpr (!P::RING) {
         return base;
     } else {
@@ -511,9 +516,9 @@ static inline bool mv10_launch_nt(float *y, const void *w, XS x, int rows, int k
     size_t smem = SIZE_MAX;
     /* sms_cap: the blocks share out that many SMs (a launch beside another's grid), where they fit */
     if (sms_cap > 0 && sms_cap < sms)
-        smem = mv10_shape<T, O>(rows, k, NT, XS::NORM, sms_cap, smem_max, cap, &grid, &stages, balance != 0, XS::GLU);
+        smem = mv10_shape<T, O>(rows, k, NT, mv_norm_kind<XS>(), sms_cap, smem_max, cap, &grid, &stages, balance != 0, XS::GLU);
     if (smem > (size_t)smem_max)
-        smem = mv10_shape<T, O>(rows, k, NT, XS::NORM, sms, smem_max, cap, &grid, &stages, balance != 0, XS::GLU);
+        smem = mv10_shape<T, O>(rows, k, NT, mv_norm_kind<XS>(), sms, smem_max, cap, &grid, &stages, balance != 0, XS::GLU);
     if (smem > (size_t)smem_max || (smem > 48 * 1024 && !mv10_prepare<T, XH, XS, O, NT>())) return false;
     *e = pdl_launch_as(pdl, matvec_v10<T, XH, XS, O, NT>, dim3((unsigned)grid), dim3(P::W * 32), smem, s, y,
                        (const uint8_t *)w, x, rows, k, stages, early, pre, late);
@@ -527,7 +532,7 @@ static inline bool mv10_launch_nt(float *y, const void *w, XS x, int rows, int k
  * number of groups (Q8_0: 128, the others 256), or shared memory too small (v11: for a ring of
  * 2 stages or more beside the rest). */
 template <int T, int O = 0>
-static inline bool mv10_takes(int64_t rows, int64_t k, int n, bool norm, int *sms, int *smem_max,
+static inline bool mv10_takes(int64_t rows, int64_t k, int n, int norm, int *sms, int *smem_max,
                               int cap = MV11_STAGES, int *stages = nullptr) {
     if constexpr (!mv10_type<T>() || !mv10_fits<T, O>()) {
         return false;
@@ -556,7 +561,7 @@ static inline bool matvec_v10_launch(float *y, const void *w, XS x, int rows, in
     if constexpr (!mv10_type<T>() || !mv10_fits<T, O>()) {
         return false;
     } else {
-        if (!mv10_takes<T, O>(rows, k, n, XS::NORM, &sms, &smem_max, cap)) return false;
+        if (!mv10_takes<T, O>(rows, k, n, mv_norm_kind<XS>(), &sms, &smem_max, cap)) return false;
         if constexpr (mv10_multi_token<O>()) {
             if (n == 2) return mv10_launch_nt<T, XH, XS, O, 2>(y, w, x, rows, k, s, pdl, e, sms, smem_max, cap, early, pre, balance, late, sms_cap);
             if constexpr (mv10_max_n<T>() >= 4) {
@@ -572,7 +577,7 @@ static inline bool matvec_v10_launch(float *y, const void *w, XS x, int rows, in
  * the rest, the second's for what that grid leaves (at least an eighth of the SMs); the larger of
  * the two blocks' shared memory, SIZE_MAX where either does not fit. */
 template <int T1, int T2, int O>
-static inline size_t mv10_dual_shape(int rows1, int rows2, int k, int nt, bool norm, int sms, int smem_max, int cap,
+static inline size_t mv10_dual_shape(int rows1, int rows2, int k, int nt, int norm, int sms, int smem_max, int cap,
                                      int balance, int s2, int64_t *g1, int *st1, int64_t *g2, int *st2) {
     const size_t sm1 = mv10_shape<T1, O>(rows1, k, nt, norm, sms - s2, smem_max, cap, g1, st1, balance != 0);
     if (sm1 > (size_t)smem_max || sms - *g1 < sms / 8) return SIZE_MAX;
@@ -587,7 +592,7 @@ static inline size_t mv10_dual_shape(int rows1, int rows2, int k, int nt, bool n
  * and V 32 of 2, not 107 of 3 and 22 of 3, whose V blocks ended 2.5 us after Q/K's: +0.9% tg128,
  * PERF-LOG run 86). The SMs for the second matrix, or 0 where no split fits. */
 template <int T1, int T2, int O>
-static inline int mv10_dual_split(int rows1, int rows2, int k, int nt, bool norm, int sms, int smem_max, int cap,
+static inline int mv10_dual_split(int rows1, int rows2, int k, int nt, int norm, int sms, int smem_max, int cap,
                                   int balance) {
     const int64_t R1 = (rows1 + 15) / 16, R2 = (rows2 + 15) / 16;
     const double tb1 = (double)mv2_bytes(T1, 16, k), tb2 = (double)mv2_bytes(T2, 16, k);
@@ -619,13 +624,13 @@ static inline bool mv10_dual_launch_nt(float *y1, const void *w1, XS x1, int row
     using P = mv10_opt<O>;
     int sms, smem_max, st1, st2;
     int64_t g1, g2;
-    if (!mv10_takes<T1, O>(rows1, k, NT, XS::NORM, &sms, &smem_max, cap) ||
-        !mv10_takes<T2, O>(rows2, k, NT, XS::NORM, &sms, &smem_max, cap))
+    if (!mv10_takes<T1, O>(rows1, k, NT, mv_norm_kind<XS>(), &sms, &smem_max, cap) ||
+        !mv10_takes<T2, O>(rows2, k, NT, mv_norm_kind<XS>(), &sms, &smem_max, cap))
         return false;
     if (second_sms <= 0 || second_sms >= sms)
-        second_sms = mv10_dual_split<T1, T2, O>(rows1, rows2, k, NT, XS::NORM, sms, smem_max, cap, balance);
+        second_sms = mv10_dual_split<T1, T2, O>(rows1, rows2, k, NT, mv_norm_kind<XS>(), sms, smem_max, cap, balance);
     if (second_sms <= 0) return false;
-    const size_t smem = mv10_dual_shape<T1, T2, O>(rows1, rows2, k, NT, XS::NORM, sms, smem_max, cap, balance,
+    const size_t smem = mv10_dual_shape<T1, T2, O>(rows1, rows2, k, NT, mv_norm_kind<XS>(), sms, smem_max, cap, balance,
                                                    second_sms, &g1, &st1, &g2, &st2);
     if (smem == SIZE_MAX || (smem > 48 * 1024 && smem_optin<matvec_v10_dual<T1, T2, XS, O, NT>>() != cudaSuccess))
         return false;

@@ -22,13 +22,13 @@
  * products). */
 struct mv_x {
     const void *p;
-    static constexpr bool NORM = false, ACC = false, ROPE = false, GLU = false, POST = false;
+    static constexpr bool NORM = false, ACC = false, ROPE = false, GLU = false, POST = false, PEND = false;
 };
 struct mv_x_swiglu {
     const float *g, *u;
     int64_t sg, su;
     bool vec; /* vec: float4 loads */
-    static constexpr bool NORM = false, ACC = false, ROPE = false, GLU = false, POST = false;
+    static constexpr bool NORM = false, ACC = false, ROPE = false, GLU = false, POST = false, PEND = false;
 };
 struct mv_x_acc : mv_x { static constexpr bool ACC = true; };
 /* POST (v10 and v11 only): an ACC source whose product goes through Gemma's post norm before the
@@ -48,7 +48,7 @@ struct mv_x_swiglu_acc : mv_x_swiglu { static constexpr bool ACC = true; };
 struct mv_x_norm {
     const float *x, *g;
     float eps;
-    static constexpr bool NORM = true, ACC = false, ROPE = false, GLU = false, POST = false;
+    static constexpr bool NORM = true, ACC = false, ROPE = false, GLU = false, POST = false, PEND = false;
 };
 /* GLU (v11 only): a NORM source whose matrix is an FFN's gate rows [0, F) stacked on its up rows
  * [F, 2F) (F a multiple of 16); the epilogue writes silu(gate_j) * up_j (paged_swiglu's formula)
@@ -74,7 +74,19 @@ struct mv_x_norm_rope : mv_x_norm {
     cu_rope_epi epi; /* zero: plain Llama's (no biases, theta's rotation, true order) */
     static constexpr bool ROPE = true;
 };
+/* PEND: a NORM source B whose x lacks a pending post-normed product (kernels.h's cu_post_pend;
+ * part null: none), added as x is staged (mv10_stage works out its factor first); x_out (null:
+ * none): the residual so read, written there by one block (mv10_block's block 0). Separate
+ * instances, so the other sources' staging is as it was. */
+template <typename B>
+struct mv_pend_of : B {
+    cu_post_pend pend;
+    float *x_out;
+    static constexpr bool PEND = true;
+};
 template <typename XS> __host__ __device__ constexpr bool mv_fused() { return XS::NORM || XS::ACC; }
+/* What a source adds to v10's shared memory (mv10_shape's norm): 0, 1 NORM, 2 NORM with PEND. */
+template <typename XS> __host__ __device__ constexpr int mv_norm_kind() { return XS::NORM ? 1 + XS::PEND : 0; }
 
 /* Where a ROPE source's row `row` (value v, its pair partner's value pv) of token t goes. */
 __device__ __forceinline__ void mv_rope_store(const mv_x_norm_rope &x, int64_t row, int t, float v, float pv) {
@@ -148,10 +160,31 @@ __device__ __forceinline__ float4 mv_x_f32(const mv_x_swiglu &s, int tok, int kk
 /* Four f32 values of X at (tok, kk) for staging; for a NORM source x * g, with x^2 of the raw
  * values added to ss (the 1 / rms factor comes after the product: the int8 rounding per 32 values
  * is the same, up to f32 rounding, whether or not X is scaled first). */
+/* A PEND NORM source's values at (tok, kk) from x, the pending product p and its post weight w
+ * already loaded: x + p * ps * w (paged_post_add_rmsnorm's a + v * ps * g), written to x_out
+ * where wr, x^2 into ss, times g (mv_x_stage's NORM arithmetic). */
 template <typename XS>
-__device__ __forceinline__ float4 mv_x_stage(const XS &s, int tok, int kk, int k, float &ss) {
+__device__ __forceinline__ float4 mv_x_pend_norm(const XS &s, float4 v, float4 p, float4 w, float ps, int tok, int kk,
+                                                 int k, float &ss, bool wr) {
+    if (s.pend.part)
+        v = make_float4(v.x + p.x * ps * w.x, v.y + p.y * ps * w.y, v.z + p.z * ps * w.z, v.w + p.w * ps * w.w);
+    if (wr && s.x_out) *(float4 *)(s.x_out + (int64_t)tok * k + kk) = v;
+    const float4 g = __ldg((const float4 *)(s.g + kk));
+    ss = fmaf(v.x, v.x, fmaf(v.y, v.y, fmaf(v.z, v.z, fmaf(v.w, v.w, ss))));
+    return make_float4(v.x * g.x, v.y * g.y, v.z * g.z, v.w * g.w);
+}
+
+template <typename XS>
+__device__ __forceinline__ float4 mv_x_stage(const XS &s, int tok, int kk, int k, float &ss, float ps = 0.0f,
+                                             bool wr = false) {
     if constexpr (XS::NORM) {
         const float4 v = *(const float4 *)(s.x + (int64_t)tok * k + kk);
+        if constexpr (XS::PEND) {
+            const float4 z = make_float4(0.f, 0.f, 0.f, 0.f);
+            const float4 p = s.pend.part ? *(const float4 *)(s.pend.part + (int64_t)tok * k + kk) : z;
+            const float4 w = s.pend.part ? __ldg((const float4 *)(s.pend.post + kk)) : z;
+            return mv_x_pend_norm(s, v, p, w, ps, tok, kk, k, ss, wr);
+        }
         const float4 g = __ldg((const float4 *)(s.g + kk)); /* a weight: nothing in the step writes it */
         ss = fmaf(v.x, v.x, fmaf(v.y, v.y, fmaf(v.z, v.z, fmaf(v.w, v.w, ss))));
         return make_float4(v.x * g.x, v.y * g.y, v.z * g.z, v.w * g.w);

@@ -160,14 +160,15 @@ static void test_fused(gen_rng *r, const recipe_case *rc, uint32_t tqk, uint32_t
     for (int v = 1; v <= 2 && e2 == cudaSuccess; v++) {
         if (shaped == 2)
             e2 = cu_matvec_f32_norm_rope_pair(dr[0], tqk, rows[0], nq, kvd, dr[1], tv, rows[1], 0, 0, dx, dg, eps, k, n,
-                                              q[v], kc[v], vc[v], dmeta, dmeta + 4, kvd, hd, n_rot, theta, &epi, st);
+                                              q[v], kc[v], vc[v], dmeta, dmeta + 4, kvd, hd, n_rot, theta, &epi, NULL,
+                                              NULL, st);
         else
             e2 = cu_matvec_f32_norm_rope(dr[0], tqk, dx, dg, eps, rows[0], k, n, q[v], kc[v], vc[v], dmeta, dmeta + 4,
-                                         nq, kvd, kvd, hd, n_rot, theta, &epi, st);
+                                         nq, kvd, kvd, hd, n_rot, theta, &epi, NULL, NULL, st);
         if (e2 == cudaSuccess && rows[1] && shaped != 2)
             e2 = cu_matvec_f32_norm_rope_beside(dr[1], tv, dx, dg, eps, rows[1], k, n, NULL, NULL, vc[v], dmeta,
                                                 dmeta + 4, 0, 0, kvd, hd, n_rot, theta, &epi,
-                                                cu_matvec_fused_blocks(tqk, rows[0], k, n), st);
+                                                cu_matvec_fused_blocks(tqk, rows[0], k, n), NULL, NULL, st);
         CUDA_CHECK(cudaStreamSynchronize(st));
     }
     CUDA_CHECK(cudaStreamDestroy(st));
@@ -297,10 +298,10 @@ static void test_qkn(gen_rng *r, const recipe_case *rc, uint32_t tqk, uint32_t t
     for (int v = 1; v <= 2 && e2 == cudaSuccess; v++) {
         const paged_qk_norm qn = {kraw, kc[v], dcell, rec.q_norm, rec.k_norm, eps, rec.angle, rec.mscale, n_rot, rc->neox};
         e2 = cu_matvec_f32_norm_rope(dr[0], tqk, dx, dg, eps, rows[0], k, n, q[v], kc[v], vc[v], dpos, dcell, nq, kvd,
-                                     kvd, hd, n_rot, 1e4f, &epi, st);
+                                     kvd, hd, n_rot, 1e4f, &epi, NULL, NULL, st);
         if (e2 == cudaSuccess && rows[1])
             e2 = cu_matvec_f32_norm_rope(dr[1], tv, dx, dg, eps, rows[1], k, n, NULL, NULL, vc[v], dpos, dcell, 0, 0,
-                                         kvd, hd, n_rot, 1e4f, &epi, st);
+                                         kvd, hd, n_rot, 1e4f, &epi, NULL, NULL, st);
         if (e2 == cudaSuccess)
             e2 = paged_attention_qkn(out[v], q[v], kc[v], vc[v], dpos, dseq, dpt, per_seq, scratch, n, rc->n_head,
                                      rc->n_kv, hd, n_split, scale, window, softcap, &qn, st);

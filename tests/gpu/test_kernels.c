@@ -347,7 +347,7 @@ static void test_matvec_glu(gen_rng *r, uint32_t t, int64_t F, int64_t k, int n,
     if (e0 == cudaSuccess)
         e0 = gelu ? cu_geglu(dwant, NULL, dgu, rows, dgu + F, rows, n, (int)F, 0)
                   : paged_swiglu(dwant, dgu, rows, dgu + F, rows, n, (int)F, 0);
-    cudaError_t e = cu_matvec_f32_norm_glu(dy, dr, t, dx, dg, eps, rows, k, n, gelu, 0);
+    cudaError_t e = cu_matvec_f32_norm_glu(dy, dr, t, dx, dg, eps, rows, k, n, gelu, NULL, NULL, 0);
     float *want = malloc(sizeof(float) * (size_t)(n * F)), *y = malloc(sizeof(float) * (size_t)(n * F));
     int gw = dev_download(want, dwant, n * F), gy = e == cudaSuccess && dev_download(y, dy, n * F);
     double ss = 0, worst = 0;
@@ -557,13 +557,14 @@ static void test_matvec_norm_rope(gen_rng *r, uint32_t tqk, uint32_t tv, int n_h
     cudaError_t e2;
     if (shaped == 2)
         e2 = cu_matvec_f32_norm_rope_pair(dr[0], tqk, rows[0], nq, kvd, dr[1], tv, rows[1], 0, 0, dx, dg, eps, k, n,
-                                       q[1], kc[1], vc[1], dmeta, dmeta + 4, kvd, hd, n_rot, theta, NULL, st);
+                                       q[1], kc[1], vc[1], dmeta, dmeta + 4, kvd, hd, n_rot, theta, NULL, NULL, NULL,
+                                       st);
     else
         e2 = cu_matvec_f32_norm_rope(dr[0], tqk, dx, dg, eps, rows[0], k, n, q[1], kc[1], vc[1], dmeta,
-                                  dmeta + 4, nq, kvd, kvd, hd, n_rot, theta, NULL, st);
+                                  dmeta + 4, nq, kvd, kvd, hd, n_rot, theta, NULL, NULL, NULL, st);
     if (e2 == cudaSuccess && rows[1] && shaped != 2)
         e2 = cu_matvec_f32_norm_rope_beside(dr[1], tv, dx, dg, eps, rows[1], k, n, NULL, NULL, vc[1], dmeta, dmeta + 4,
-                                         0, 0, kvd, hd, n_rot, theta, NULL, beside_blocks, st);
+                                         0, 0, kvd, hd, n_rot, theta, NULL, beside_blocks, NULL, NULL, st);
     CUDA_CHECK(cudaStreamSynchronize(st));
     CUDA_CHECK(cudaStreamDestroy(st));
     CUDA_CHECK(cudaDeviceSynchronize());
