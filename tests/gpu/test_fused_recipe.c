@@ -21,32 +21,12 @@
 #include "tests/unit/test.h"
 #include "tests/gpu/dev.h"
 #include "tests/gpu/gen.h"
+#include "tests/gpu/devgen.h"
 #include "kernels/check.h"
 #include "kernels/kernels.h"
 #include "kernels/paged.h"
 #include "kernels/recipe.h"
 #include "quant/quant.h"
-
-static float *dev_floats(gen_rng *r, int64_t n, double lo, double hi) {
-    float *h = malloc(sizeof(float) * (size_t)(n > 0 ? n : 1));
-    for (int64_t i = 0; i < n; i++) h[i] = (float)gen_uniform(r, lo, hi);
-    float *d = dev_upload(h, sizeof(float) * (size_t)(n > 0 ? n : 1));
-    free(h);
-    return d;
-}
-
-static void *repacked(gen_rng *r, uint32_t t, int64_t rows, int64_t k) {
-    size_t wb = quant_row_bytes(t, k) * (size_t)rows;
-    void *w = malloc(wb);
-    gen_weights(r, t, rows, k, w);
-    void *dw = dev_upload(w, wb), *dr = NULL;
-    CUDA_CHECK(cudaMalloc(&dr, cu_matvec_repacked_bytes(t, rows, k)));
-    CUDA_CHECK(cu_matvec_repack(dr, dw, t, rows, k, 0));
-    CUDA_CHECK(cudaDeviceSynchronize());
-    CUDA_CHECK(cudaFree(dw));
-    free(w);
-    return dr;
-}
 
 typedef struct {
     const char *name;
@@ -78,7 +58,7 @@ static void qkv_setup(gen_rng *r, const recipe_case *rc, uint32_t tqk, uint32_t 
     c->types[0] = tqk;
     c->types[1] = tv;
     for (int m = 0; m < 2; m++)
-        if (c->rows[m]) c->dr[m] = repacked(r, c->types[m], c->rows[m], k);
+        if (c->rows[m]) c->dr[m] = dev_random_repacked(r, c->types[m], c->rows[m], k);
     c->dx = dev_floats(r, (int64_t)n * k, -2, 2);
     c->dg = dev_floats(r, k, -1.5, 1.5);
     c->rec.eps = 1e-6f;

@@ -20,29 +20,10 @@
 #include "tests/unit/test.h"
 #include "tests/gpu/dev.h"
 #include "tests/gpu/gen.h"
+#include "tests/gpu/devgen.h"
 #include "kernels/check.h"
 #include "kernels/kernels.h"
 #include "quant/quant.h"
-
-static float *dev_floats(gen_rng *r, int64_t n, double lo, double hi) {
-    float *h = malloc(sizeof(float) * (size_t)n);
-    for (int64_t i = 0; i < n; i++) h[i] = (float)gen_uniform(r, lo, hi);
-    float *d = dev_upload(h, sizeof(float) * (size_t)n);
-    free(h);
-    return d;
-}
-
-static void *repacked(gen_rng *r, uint32_t t, int64_t rows, int64_t k) {
-    size_t wb = quant_row_bytes(t, k) * (size_t)rows;
-    void *w = malloc(wb);
-    gen_weights(r, t, rows, k, w);
-    void *dw = dev_upload(w, wb), *dr = dev_alloc(cu_matvec_repacked_bytes(t, rows, k));
-    CUDA_CHECK(cu_matvec_repack(dr, dw, t, rows, k, 0));
-    CUDA_CHECK(cudaDeviceSynchronize());
-    CUDA_CHECK(cudaFree(dw));
-    free(w);
-    return dr;
-}
 
 static float *dev_copy(const float *d, int64_t n) {
     float *c = dev_poisoned(n);
@@ -74,8 +55,8 @@ static void test_chain(gen_rng *r, uint32_t t1, uint32_t tg, uint32_t t3, int64_
              (long long)E, (long long)K1, quant_type_name(tg), (long long)F, (long long)E, quant_type_name(t3), n);
     const float eps = 1e-6f;
     const int64_t nq = 256, hd = 128; /* a Q-only norm_rope after down: two heads */
-    void *w1 = repacked(r, t1, E, K1), *wg = repacked(r, tg, 2 * F, E), *w3 = repacked(r, t3, E, F);
-    void *wq = repacked(r, QUANT_Q4_K, nq, E);
+    void *w1 = dev_random_repacked(r, t1, E, K1), *wg = dev_random_repacked(r, tg, 2 * F, E);
+    void *w3 = dev_random_repacked(r, t3, E, F), *wq = dev_random_repacked(r, QUANT_Q4_K, nq, E);
     float *y0 = dev_floats(r, n * E, -3, 3), *x1 = dev_floats(r, n * K1, -1, 1), *h = dev_floats(r, n * F, -1, 1);
     float *post1 = dev_floats(r, E, 0.2, 2.0), *post3 = dev_floats(r, E, 0.2, 2.0), *g = dev_floats(r, E, -1.5, 1.5);
     float *part_t = dev_alloc(sizeof(float) * (size_t)(n * E)), *part = dev_alloc(sizeof(float) * (size_t)(n * E));
