@@ -137,10 +137,34 @@ __device__ __forceinline__ void mv10_stage(uint32_t *xr, float *xd, float *xs, f
      * squares in double, the warps' (pws) in warp order), from a first pass over the product; the
      * loop below reads it again with x */
     float ps = 0.0f;
+    /* held (X within two float4s a thread): the product, x and both weights are loaded at once and
+     * kept in registers through the factor, and the ring's rest (hook) goes out behind them; else
+     * the second pass loads them again, behind the factor's round trip */
+    constexpr int UH = 2;
+    float4 hp[UH], hx[UH], hw[UH], hg[UH];
+    bool held = false;
     if constexpr (XS::PEND) {
         if (xv.pend.part) {
             double sq = 0.0;
-            for (int base = 0; base < total; base += U * blockDim.x) {
+            held = total <= UH * (int)blockDim.x;
+            if (held) {
+                const float4 z = make_float4(0.f, 0.f, 0.f, 0.f);
+#pragma unroll
+                for (int u = 0; u < UH; u++) {
+                    const int f = u * blockDim.x + threadIdx.x, kk = 4 * f;
+                    const bool in = f < total && kk < k;
+                    hp[u] = in ? *(const float4 *)(xv.pend.part + (int64_t)tok * k + kk) : z;
+                    hx[u] = in ? *(const float4 *)(xv.x + (int64_t)tok * k + kk) : z;
+                    hw[u] = in ? __ldg((const float4 *)(xv.pend.post + kk)) : z;
+                    hg[u] = in ? __ldg((const float4 *)(xv.g + kk)) : z;
+                }
+                hook();
+#pragma unroll
+                for (int u = 0; u < UH; u++)
+                    sq += ((double)hp[u].x * hp[u].x + (double)hp[u].y * hp[u].y) +
+                          ((double)hp[u].z * hp[u].z + (double)hp[u].w * hp[u].w);
+            }
+            for (int base = 0; !held && base < total; base += U * blockDim.x) {
                 float4 p[U];
 #pragma unroll
                 for (int u = 0; u < U; u++) {
@@ -166,8 +190,20 @@ __device__ __forceinline__ void mv10_stage(uint32_t *xr, float *xd, float *xs, f
     }
     for (int base = 0; base < total; base += U * blockDim.x) {
         float4 raw[U];
+        if constexpr (XS::PEND) {
+            if (held) { /* one round (base 0): what the first pass loaded */
 #pragma unroll
-        for (int u = 0; u < U; u++) { /* U loads in flight before the first is used */
+                for (int u = 0; u < U; u++) {
+                    const int f = u * blockDim.x + threadIdx.x, kk = 4 * f;
+                    raw[u] = make_float4(0, 0, 0, 0);
+                    if (u < UH && f < total && kk < k)
+                        raw[u] = mv_x_pend_norm(xv, hx[u < UH ? u : 0], hp[u < UH ? u : 0], hw[u < UH ? u : 0],
+                                                hg[u < UH ? u : 0], ps, tok, kk, k, ss, wr);
+                }
+            }
+        }
+#pragma unroll
+        for (int u = 0; u < U && !held; u++) { /* U loads in flight before the first is used */
             const int f = base + u * blockDim.x + threadIdx.x, kk = 4 * f;
             raw[u] = make_float4(0, 0, 0, 0);
             if (f < total && kk < k) {
@@ -180,7 +216,7 @@ __device__ __forceinline__ void mv10_stage(uint32_t *xr, float *xd, float *xs, f
                 }
             }
         }
-        if (base + U * (int)blockDim.x >= total) hook(); /* X's last loads are out */
+        if (!held && base + U * (int)blockDim.x >= total) hook(); /* X's last loads are out */
 #pragma unroll
         for (int u = 0; u < U; u++) {
             if (base + u * blockDim.x >= total) break; /* uniform over the block */

@@ -160,16 +160,15 @@ __device__ __forceinline__ float4 mv_x_f32(const mv_x_swiglu &s, int tok, int kk
 /* Four f32 values of X at (tok, kk) for staging; for a NORM source x * g, with x^2 of the raw
  * values added to ss (the 1 / rms factor comes after the product: the int8 rounding per 32 values
  * is the same, up to f32 rounding, whether or not X is scaled first). */
-/* A PEND NORM source's values at (tok, kk) from x, the pending product p and its post weight w
- * already loaded: x + p * ps * w (paged_post_add_rmsnorm's a + v * ps * g), written to x_out
+/* A PEND NORM source's values at (tok, kk) from x, the pending product p, its post weight w and
+ * the norm weight g already loaded: x + p * ps * w (paged_post_add_rmsnorm's a + v * ps * g), written to x_out
  * where wr, x^2 into ss, times g (mv_x_stage's NORM arithmetic). */
 template <typename XS>
-__device__ __forceinline__ float4 mv_x_pend_norm(const XS &s, float4 v, float4 p, float4 w, float ps, int tok, int kk,
-                                                 int k, float &ss, bool wr) {
+__device__ __forceinline__ float4 mv_x_pend_norm(const XS &s, float4 v, float4 p, float4 w, float4 g, float ps, int tok,
+                                                 int kk, int k, float &ss, bool wr) {
     if (s.pend.part)
         v = make_float4(v.x + p.x * ps * w.x, v.y + p.y * ps * w.y, v.z + p.z * ps * w.z, v.w + p.w * ps * w.w);
     if (wr && s.x_out) *(float4 *)(s.x_out + (int64_t)tok * k + kk) = v;
-    const float4 g = __ldg((const float4 *)(s.g + kk));
     ss = fmaf(v.x, v.x, fmaf(v.y, v.y, fmaf(v.z, v.z, fmaf(v.w, v.w, ss))));
     return make_float4(v.x * g.x, v.y * g.y, v.z * g.z, v.w * g.w);
 }
@@ -183,7 +182,8 @@ __device__ __forceinline__ float4 mv_x_stage(const XS &s, int tok, int kk, int k
             const float4 z = make_float4(0.f, 0.f, 0.f, 0.f);
             const float4 p = s.pend.part ? *(const float4 *)(s.pend.part + (int64_t)tok * k + kk) : z;
             const float4 w = s.pend.part ? __ldg((const float4 *)(s.pend.post + kk)) : z;
-            return mv_x_pend_norm(s, v, p, w, ps, tok, kk, k, ss, wr);
+            const float4 g = __ldg((const float4 *)(s.g + kk)); /* before the store: not held behind it */
+            return mv_x_pend_norm(s, v, p, w, g, ps, tok, kk, k, ss, wr);
         }
         const float4 g = __ldg((const float4 *)(s.g + kk)); /* a weight: nothing in the step writes it */
         ss = fmaf(v.x, v.x, fmaf(v.y, v.y, fmaf(v.z, v.z, fmaf(v.w, v.w, ss))));

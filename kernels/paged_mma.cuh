@@ -27,8 +27,8 @@
  *  - Q and P go in as hi in A rows 0..7 and lo in rows 8..15 (rows the group never fills), so
  *    one mma does what two did (16 + 16 per sub-tile, not 32 + 32) and hi and lo land in separate
  *    accumulator rows, added at the end; S in two chains per 8 positions (4 deep, not 16).
- *  - pos, seq and the split's first 32 page-table entries (one per lane: round i of the warps
- *    is page p0 / PAGED_PAGE + i) are read before pdl_wait: the engine writes them by a copy
+ *  - pos, seq, (QN) the token's cell and the split's first 32 page-table entries (one per lane:
+ *    round i of the warps is page p0 / PAGED_PAGE + i) are read before pdl_wait: the engine writes them by a copy
  *    before the step, no kernel does (pdl.cuh rule 1), so the pos -> pages -> K/V chain of
  *    dependent loads starts while the previous kernel finishes.
  *  - the split merge: one thread arrives (barrier, fence, atomic: cooperative groups' grid-sync
@@ -178,18 +178,14 @@ __device__ __forceinline__ void pm_merge_v3(float *out, uint16_t *out_h, const f
  * cache for later steps and writes it over the cell's row in its ring slot once the slot's copy
  * (of whatever the cell held) has landed. */
 template <int D>
-__device__ __forceinline__ void pm_qkn_key(uint16_t kh[D / 32], const paged_qk_norm &qk, const float *kr,
+__device__ __forceinline__ void pm_qkn_key(uint16_t kh[D / 32], const paged_qk_norm &qk, float v[D / 32],
                                            const float *cs, const float *sn, const float *kw, int lane) {
-    float v[D / 32];
-    double ss = 0;
+    float ss = 0; /* f32 sums, as the query's below */
 #pragma unroll
-    for (int e = 0; e < D / 32; e++) {
-        v[e] = kr[lane + 32 * e];
-        ss += (double)v[e] * v[e];
-    }
+    for (int e = 0; e < D / 32; e++) ss = fmaf(v[e], v[e], ss);
 #pragma unroll
     for (int o = 16; o > 0; o >>= 1) ss += __shfl_xor_sync(0xffffffffu, ss, o);
-    const float sc = (float)(1.0 / sqrt(ss / D + qk.eps));
+    const float sc = rsqrtf(ss / D + qk.eps);
 #pragma unroll
     for (int e = 0; e < D / 32; e++) v[e] = v[e] * sc * kw[lane + 32 * e];
     if (qk.neox) { /* n_rot == D: dims d and d + D / 2 are e and e + D / 64 of this lane */
@@ -236,6 +232,7 @@ __global__ void __launch_bounds__(PM_WARPS * 32, 2) paged_attn_mma_kernel(float 
     const int G = n_head / n_kv_head, tid = threadIdx.x, warp = tid >> 5, lane = tid & 31;
     const int g = lane >> 2, tq = lane & 3;
     const int P = pos[t], lo = RC && window > 0 && P >= window ? P - window + 1 : 0;
+    const int own_cell = QN ? qk.cell[t] : 0; /* QN: the key's cache row (the engine's copy, as pos) */
     const int base = lo / PAGED_PAGE * PAGED_PAGE, L = P + 1 - base; /* positions base..P walked */
     const int chunk = (max(PM_MIN_CHUNK, (L + n_split - 1) / n_split) + PAGED_PAGE - 1) / PAGED_PAGE * PAGED_PAGE;
     const int p0 = base + split * chunk, p1 = base + min(L, split * chunk + chunk), n_act = (L + chunk - 1) / chunk;
@@ -325,20 +322,23 @@ __global__ void __launch_bounds__(PM_WARPS * 32, 2) paged_attn_mma_kernel(float 
             pdl_wait();
             kt_mark(tr, 2);
         }
+        /* The copies first (the longest chain), then the loads of Q and (QN) of the token's raw key,
+         * all in flight before any of them is used: the key's norm waited on its own load before
+         * the Q loads went out (two round trips in a row for the warp that owns position P). */
+        for (int i = pre; i < PM_STAGES - 1; i++) issue(i);
         /* QN: the warp whose sub-tile holds position P (in this split only) turns and stores its key */
         int own = -1;
         uint16_t kh[QN ? D / 32 : 1];
+        float kraw[QN ? D / 32 : 1];
         if constexpr (QN) {
             const int st = (P - p0) / PM_SUB;
             if (P >= p0 && P < p1 && st % PM_WARPS == warp) {
                 own = st / PM_WARPS;
-                pm_qkn_key<D>(kh, qk, qk.k_raw + (int64_t)t * kv_dim + (int64_t)kvh * D, qn_cs, qn_sn, qn_w + D, lane);
-                uint16_t *kg = qk.k_store + (int64_t)qk.cell[t] * kv_dim + (int64_t)kvh * D + lane;
+                const float *kr = qk.k_raw + (int64_t)t * kv_dim + (int64_t)kvh * D + lane;
 #pragma unroll
-                for (int e = 0; e < D / 32; e++) kg[32 * e] = kh[e];
+                for (int e = 0; e < D / 32; e++) kraw[e] = kr[32 * e];
             }
         }
-        for (int i = pre; i < PM_STAGES - 1; i++) issue(i);
         /* Q row g (head g of the group; rows >= G zero) as A fragments, hi and lo */
         uint32_t qh[D / 16][2], ql[D / 16][2];
         {
@@ -352,15 +352,25 @@ __global__ void __launch_bounds__(PM_WARPS * 32, 2) paged_attn_mma_kernel(float 
                     qb[s] = *(const float2 *)(qr + 16 * s + 2 * tq + 8);
                 }
             }
+            if constexpr (QN) {
+                if (own >= 0) { /* warp-uniform */
+                    pm_qkn_key<D>(kh, qk, kraw, qn_cs, qn_sn, qn_w + D, lane);
+                    uint16_t *kg = qk.k_store + (int64_t)own_cell * kv_dim + (int64_t)kvh * D + lane;
+#pragma unroll
+                    for (int e = 0; e < D / 32; e++) kg[32 * e] = kh[e];
+                }
+            }
             if constexpr (QN) { /* row g's head: its norm over the 4 lanes of the row, then RoPE */
-                double ss = 0;
+                /* the sum of squares in f32 (as llama.cpp's rms_norm): in f64, with a conversion
+                 * per value and f64 shuffles, this part took ~0.45 us more a layer on the critical
+                 * path (PERF-LOG run 190: Qwen3-8B tg128 -1%) */
+                float ss = 0;
 #pragma unroll
                 for (int s = 0; s < D / 16; s++)
-                    ss += ((double)qa[s].x * qa[s].x + (double)qa[s].y * qa[s].y) +
-                          ((double)qb[s].x * qb[s].x + (double)qb[s].y * qb[s].y);
+                    ss += (qa[s].x * qa[s].x + qa[s].y * qa[s].y) + (qb[s].x * qb[s].x + qb[s].y * qb[s].y);
                 ss += __shfl_xor_sync(0xffffffffu, ss, 1);
                 ss += __shfl_xor_sync(0xffffffffu, ss, 2);
-                const float sc = (float)(1.0 / sqrt(ss / D + qk.eps));
+                const float sc = rsqrtf(ss / D + qk.eps);
 #pragma unroll
                 for (int s = 0; s < D / 16; s++) { /* dims 16 s + 2 tq (+1), + 8 (+9) */
                     const int d = 16 * s + 2 * tq;
@@ -402,6 +412,7 @@ __global__ void __launch_bounds__(PM_WARPS * 32, 2) paged_attn_mma_kernel(float 
 #pragma unroll
         for (int j = 0; j < D / 8; j++) o[j][0] = o[j][1] = o[j][2] = o[j][3] = 0.f;
         float m = -INFINITY, l = 0.f;
+        kt_mark(tr, 3);
         for (int i = 0; i < mine; i++) {
             issue(i + PM_STAGES - 1);
             pt_wait<PM_STAGES - 1>();

@@ -22,7 +22,8 @@
 /* What a record's kind says (the points a kernel marks are listed beside it):
  *   matvec: 0 entry, 1 first weight copies issued, 2 past pdl_wait, 3 X staged, 4 main loop
  *           done (every warp), 5 end;
- *   attention: 0 entry, 1 early K/V copies issued, 2 past pdl_wait, 5 end;
+ *   attention: 0 entry, 1 early K/V copies issued, 2 past pdl_wait, 3 Q ready (the walk starts),
+ *              4 walk done (every warp), 5 end;
  *   elementwise (SwiGLU), embedding: 0 entry, 2 past pdl_wait, 5 end;
  *   host gate: 0 entry, 2 the host's opening seen, 5 end (the metadata copied). */
 enum { KT_MATVEC = 1, KT_ATTENTION = 2, KT_SWIGLU = 3, KT_EMBED = 4, KT_GATE = 5 };
