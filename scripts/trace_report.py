@@ -8,7 +8,8 @@ Prints, per launch in the step's order, when its blocks reached each mark (micro
 step's first mark): first/last entry, first/last return from the PDL wait, last X staged, first/
 last end of the main loop, last end. Then the step's totals: the time between one launch's last
 block leaving its main loop and the next launch's last block passing its wait (what the chain
-costs at each boundary), and each kind's share of the step.
+costs at each boundary), each kind's share of the step, and a layer's anatomy: launch by launch
+from its attention, the medians of boundary, staging, main loop and tail of the last blocks.
 
 Times: %globaltimer where it ticks finely enough, else each SM's clock64 (converted with a clock
 rate and an offset per SM fitted from the records' globaltimer marks)."""
@@ -169,6 +170,34 @@ def main():
     for k in sorted(ph):
         print("# matvec +%d after attention (medians, us): %s" % (k, ", ".join(
             "%s %.2f" % (n, sorted(v)[len(v) // 2] / 1e3) for n, v in ph[k].items())))
+    # a layer's anatomy, launch by launch from its attention (the k-th matvec or SwiGLU launch after
+    # it), medians over the step's layers of the last blocks' times: boundary (the launch before's
+    # last end -> this one's last wait), staged (-> its last X staged, or Q ready), loop (-> its
+    # last main-loop end), tail (-> its last end); a mark a kind lacks adds 0
+    an, order, k = defaultdict(lambda: defaultdict(list)), [], None
+    for p, l in zip(ls, ls[1:]):
+        kind = l[0]["kind"]
+        if kind == 2:
+            k = 0
+        elif kind in (1, 3) and k is not None:
+            k += 1
+        else:
+            k = None  # embedding, gate: between steps
+            continue
+        role = "attention" if k == 0 else "+%d %s" % (k, KIND[kind])
+        pe, w, e = stat(p, 5, max), stat(l, 2, max), stat(l, 5, max)
+        if None in (pe, w, e):
+            continue
+        s = stat(l, 3, max) or w
+        lp = stat(l, 4, max) or s
+        if role not in an:
+            order.append(role)
+        for n, v in (("boundary", w - pe), ("staged", s - w), ("loop", lp - s), ("tail", e - lp)):
+            an[role][n].append(v)
+    for role in order:
+        d = an[role]
+        print("# layer anatomy %-11s (%d, medians, us): %s" % (role, len(d["tail"]), ", ".join(
+            "%s %.2f" % (n, sorted(v)[len(v) // 2] / 1e3) for n, v in d.items())))
 
 
 if __name__ == "__main__":

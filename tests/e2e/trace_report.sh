@@ -57,6 +57,13 @@ check "trace report the gap before step 2's embedding ($gap_want us)" \
     grep -q "^# embedding launch 20: $gap_want us after" "$TMP/rep.txt"
 check "trace report wo's role time ($mv_want us)" \
     grep -Eq "^# matvec \+0 after attention .*launch: first entry->last end $mv_want" "$TMP/rep.txt"
+# the anatomy by construction: every launch waits 1 us after the last one's last end; a matvec
+# stages 1 us later, ends its loop 2 us after that and its last block 9.096 us after its start
+check "trace report a layer's wo: boundary, staging, loop and tail" \
+    grep -Eq "^# layer anatomy \+1 matvec +\(6, medians, us\): boundary 1.00, staged 1.00, loop 2.00, tail 5.10" "$TMP/rep.txt"
+check "trace report a layer's attention (no staged mark) and SwiGLU (no marks)" sh -c \
+    "grep -Eq '^# layer anatomy attention +\(6, .*staged 0.00, loop 1.00, tail 1.10' '$TMP/rep.txt' &&
+     grep -Eq '^# layer anatomy \+3 swiglu +\(6, .*boundary 1.00, staged 0.00, loop 0.00, tail 0.60' '$TMP/rep.txt'"
 check "trace report attention's summed share ($att_want us)" \
     grep -Eq "^# attention  last wait -> last end, summed: +$att_want us" "$TMP/rep.txt"
 python3 scripts/trace_report.py /dev/null >"$TMP/none.txt" 2>&1
