@@ -174,9 +174,11 @@ __device__ __forceinline__ void pm_merge_v3(float *out, uint16_t *out_h, const f
  * the query values it loads (a head's values lie in the 4 lanes of a row; a NEOX pair's two values
  * in one lane, D / 2 apart, an adjacent pair in one float2). The key of the token's own position
  * is needed by one warp of one block (its split holds the position; no other block reads that
- * cell): that warp turns it right after the wait (lane l holds dims l + 32 e), stores it to the
- * cache for later steps and writes it over the cell's row in its ring slot once the slot's copy
- * (of whatever the cell held) has landed. */
+ * cell): that warp loads it after the wait beside its query loads (lane l holds dims l + 32 e),
+ * norms (f32 sums, as the query's) and turns it, stores it to the cache for later steps and writes
+ * it over the cell's row in its ring slot once the slot's copy (of whatever the cell held) has
+ * landed. recipe.cu's unfolded norm (prompt passes) keeps f64 sums: the two differ by ~1e-7 of a
+ * value, under the cache's f16 rounding. */
 template <int D>
 __device__ __forceinline__ void pm_qkn_key(uint16_t kh[D / 32], const paged_qk_norm &qk, float v[D / 32],
                                            const float *cs, const float *sn, const float *kw, int lane) {
