@@ -27,9 +27,11 @@ void cpu_matmul_init(cpu_matmul_ctx *c, threadpool *pool, quant_isa isa) {
 
 void cpu_matmul_free(cpu_matmul_ctx *c) {
     free(c->act);
+    free(c->actx);
     free(c->panels);
     free(c->pair_out);
-    c->act = c->panels = NULL;
+    c->act = c->actx = c->panels = NULL;
+    c->actx_cap = 0;
     c->pair_out = NULL;
     c->act_cap = c->panels_cap = c->pair_out_cap = 0;
 }
@@ -55,6 +57,7 @@ typedef struct {
     int64_t n_tok, n_tb, row_block;  /* n_tok: activation rows (2 a token when paired) */
     int pair;
     size_t xq_bytes;     /* bytes of one quantised activation row */
+    size_t px_bytes;     /* panels with pairs: one staged group in c->actx (0: the pair rows as they are) */
     size_t panel_bytes;  /* one panel; each thread has `group` of them in c->panels */
     int group;           /* panels per item */
     size_t thread_panels; /* bytes between threads' panel buffers (the most any weight of the product needs) */
@@ -71,6 +74,19 @@ static void matmul_quant_rows(void *arg, int64_t b, int64_t e, int thread) {
                                      act + (size_t)(2 * t + 1) * j->xq_bytes, j->w->n_cols);
         else
             quant_act_quant_row(j->c->isa, j->w->type, x, act + (size_t)t * j->xq_bytes, j->w->n_cols);
+    }
+}
+
+/* Stages tokens [4b, 4e) in groups of QUANT_PANEL_XTOK (quant_panel_x_pack): item i is group i. */
+static void matmul_stage_x(void *arg, int64_t b, int64_t e, int thread) {
+    (void)thread;
+    matmul_job *j = arg;
+    int64_t n_in = j->n_tok / 2;
+    for (int64_t g = b; g < e; g++) {
+        int64_t t = g * QUANT_PANEL_XTOK;
+        int nt = n_in - t < QUANT_PANEL_XTOK ? (int)(n_in - t) : QUANT_PANEL_XTOK;
+        quant_panel_x_pack(j->w->type, j->w->n_cols, (const uint8_t *)j->c->act + (size_t)(2 * t) * j->xq_bytes,
+                           j->xq_bytes, nt, (uint8_t *)j->c->actx + (size_t)g * j->px_bytes);
     }
 }
 
@@ -166,7 +182,12 @@ static void matmul_panels(void *arg, int64_t b, int64_t e, int thread) {
                 int64_t r = r0 + (int64_t)k * QUANT_PANEL_ROWS;
                 int nr = w->n_rows - r < QUANT_PANEL_ROWS ? (int)(w->n_rows - r) : QUANT_PANEL_ROWS;
                 const uint8_t *xt = (const uint8_t *)j->c->act + (size_t)t * j->xq_bytes;
-                if (j->pair)
+                if (j->px_bytes) /* t is a multiple of 8 rows: one staged group */
+                    quant_panel_dot_pair_x(j->c->isa, w->type, w->n_cols, buf + (size_t)k * j->panel_bytes, nr,
+                                           (const uint8_t *)j->c->actx + (size_t)(t / 8) * j->px_bytes, (int)(n8 / 2),
+                                           j->final_out + (size_t)(t / 2) * (size_t)w->n_rows + (size_t)r,
+                                           (size_t)w->n_rows);
+                else if (j->pair)
                     quant_panel_dot_pair(j->c->isa, w->type, w->n_cols, buf + (size_t)k * j->panel_bytes, nr, xt,
                                          j->xq_bytes, n8 / 2,
                                          j->final_out + (size_t)(t / 2) * (size_t)w->n_rows + (size_t)r,
@@ -251,6 +272,9 @@ static void matmul_setup(cpu_matmul_ctx *c, const cpu_weight *w, int64_t job_row
     *n_items = (w->n_rows + row_block - 1) / row_block * j->n_tb;
     if (use_panels) {
         *fn = matmul_panels;
+        /* staged pairs: a group per 8 activation rows, cache-line aligned */
+        if (pair && quant_panel_x_usable(c->isa, w->type))
+            j->px_bytes = (quant_panel_x_bytes(w->type, w->n_cols) + 63) & ~(size_t)63;
         j->n_tb = (n_tok + PANEL_TOK - 1) / PANEL_TOK;
         *n_items = (n_panels + group - 1) / group * j->n_tb;
     }
@@ -334,6 +358,21 @@ int cpu_matmul_multi(cpu_matmul_ctx *c, const cpu_weight *const *w, int n_w, con
         threadpool_run(c->pool, n_in, 1, matmul_quant_rows, &m.job[0]);
     else
         matmul_quant_rows(&m.job[0], 0, n_in, 0);
+    /* the staged pairs, once for every weight that reads them (same activation format and
+     * width: the same bytes); a weight whose type has no staged kernel reads the rows */
+    size_t px = 0;
+    int px_job = -1;
+    for (int k = 0; k < n_w; k++)
+        if (m.job[k].px_bytes) px = m.job[k].px_bytes, px_job = k;
+    if (px_job >= 0) {
+        int64_t n_groups = (n_in + QUANT_PANEL_XTOK - 1) / QUANT_PANEL_XTOK;
+        if (matmul_grow(&c->actx, &c->actx_cap, (size_t)n_groups * px, "staged activations", err, err_size))
+            return -1;
+        if (c->pool && n_groups >= 2 * n_threads)
+            threadpool_run(c->pool, n_groups, 1, matmul_stage_x, &m.job[px_job]);
+        else
+            matmul_stage_x(&m.job[px_job], 0, n_groups, 0);
+    }
     if (c->pool)
         threadpool_run(c->pool, m.start[n_w], 1, matmul_multi_items, &m);
     else

@@ -37,6 +37,8 @@ typedef struct {
     int act_pair;
     void *act;
     size_t act_cap;
+    void *actx;         /* staged pairs for the panel kernels (quant/dot.h: quant_panel_x_pack) */
+    size_t actx_cap;
     void *panels;       /* one panel per thread, panel_bytes apart */
     size_t panels_cap;
     float *pair_out;    /* act_pair: the products of both rows of each pair, summed into out */

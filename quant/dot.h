@@ -108,6 +108,24 @@ void quant_panel_pack_ilv(uint32_t wtype, int64_t n, const void *group, void *pa
  * products, in one pass where the path has a pair kernel (the AVX-512 ones). */
 void quant_panel_dot_pair(quant_isa isa, uint32_t wtype, int64_t n, const void *panel, int nr, const void *xq,
                           size_t xq_stride, int64_t n_tok, float *out, size_t out_stride);
+/* Staged pairs: QUANT_PANEL_XTOK tokens' pairs (8 activation rows) interleaved 4 bytes a row, so
+ * the panel kernel reaches every row's bytes of a step from one pointer at fixed offsets, with
+ * the float terms each sub-block needs (the rows' scales, the pairs' summed sub-block sums)
+ * worked out once a product instead of once a panel (dot_kernels.h: quant_panel_x_dx). Staged
+ * once after quantising, read by every panel: the same products as quant_panel_dot_pair, bit for
+ * bit, with 8 activation streams and per-panel scalar work gone from the prompt's inner loop. */
+#define QUANT_PANEL_XTOK 4
+/* Bytes of one staged group of rows of n elements (0: wtype has none). */
+size_t quant_panel_x_bytes(uint32_t wtype, int64_t n);
+/* 1 when (isa, wtype) has the staged pair kernel. */
+int quant_panel_x_usable(quant_isa isa, uint32_t wtype);
+/* Stages n_tok (1..QUANT_PANEL_XTOK) tokens' pairs (rows 2t and 2t + 1 at xq, xq_stride bytes
+ * apart, as quant_panel_dot_pair takes them) into px; the group's other tokens are zero. */
+void quant_panel_x_pack(uint32_t wtype, int64_t n, const void *xq, size_t xq_stride, int n_tok, void *px);
+/* out[t * out_stride + r] for r < nr, t < n_tok (1..QUANT_PANEL_XTOK): quant_panel_dot_pair's
+ * products of the staged group px. Only where quant_panel_x_usable. */
+void quant_panel_dot_pair_x(quant_isa isa, uint32_t wtype, int64_t n, const void *panel, int nr, const void *px,
+                            int n_tok, float *out, size_t out_stride);
 
 /* ---- interleaved rows: the decode case ------------------------------------------------------
  * A token or a few read each weight once, from memory, so the weights keep their 4- or 6-bit

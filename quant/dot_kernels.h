@@ -16,11 +16,15 @@ typedef void (*quant_act_kern)(const float *x, void *xq, int64_t n);
 typedef enum { QUANT_PANEL_32_Q8 = 0, QUANT_PANEL_32_Q8K = 1, QUANT_PANEL_16_Q8K = 2, QUANT_PANEL_KINDS } quant_panel_kind;
 typedef void (*quant_panel_kern)(int64_t n, const void *panel, int nr, const void *x, size_t x_stride,
                                  int64_t n_tok, float *out, size_t out_stride);
+/* A staged-pair panel kernel (quant/dot.h: quant_panel_dot_pair_x). */
+typedef void (*quant_panel_x_kern)(int64_t n, const void *panel, int nr, const void *px, int n_tok, float *out,
+                                   size_t out_stride);
 
 typedef struct {
     quant_dot_kern dot[QUANT_TYPE_COUNT];  /* by weight type id */
     quant_panel_kern panel[QUANT_PANEL_KINDS];
     quant_panel_kern panel_pair[QUANT_PANEL_KINDS]; /* quant_panel_dot_pair's; NULL: the panel kernel per row */
+    quant_panel_x_kern panel_pair_x[QUANT_PANEL_KINDS]; /* quant_panel_dot_pair_x's; NULL: none */
     quant_panel_kern ilv[QUANT_TYPE_COUNT]; /* interleaved groups (quant/dot.h), by weight type */
     quant_panel_kern ilv_pair[QUANT_TYPE_COUNT]; /* the same for activation pairs */
     int panel_wide;                        /* the panel kernels take codes up to 255 */
@@ -52,6 +56,20 @@ static inline const int8_t *quant_panel_act(quant_panel_kind k, const void *x, i
     if (L == 32) sum += a->bsums[off / 16 + 1];
     *dx = a->d, *xs = a->d * (float)sum;
     return a->qs + off;
+}
+
+/* A staged group (quant/dot.h: quant_panel_x_pack) of rows of n: codes [n / 4][8 rows] int32
+ * (4 bytes of a row), then each row's scale per activation block ([n / 32][8] for Q8, [n / 256][8]
+ * for Q8_K), then each pair's sub-block sums (hi's plus lo's, each d * sum of codes, as
+ * quant_panel_act gives them): [n / 32][4] for Q8; for Q8_K [n / 16][4] then [n / 32][4]. */
+static inline const float *quant_panel_x_dx(const void *px, int64_t n) {
+    return (const float *)((const uint8_t *)px + (size_t)n * 8);
+}
+static inline const float *quant_panel_x_sums(quant_panel_kind k, const void *px, int64_t n) {
+    const float *dx = quant_panel_x_dx(px, n);
+    if (k == QUANT_PANEL_32_Q8) return dx + n / 32 * 8;
+    const float *s16 = dx + n / QK_K * 8;
+    return k == QUANT_PANEL_16_Q8K ? s16 : s16 + n / 16 * 4;
 }
 
 /* The portable panel kernels (dot_panel.c), one per kind, for dot_ref.c's table. */

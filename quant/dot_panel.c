@@ -240,6 +240,68 @@ void quant_panel_dot_pair(quant_isa isa, uint32_t wtype, int64_t n, const void *
     }
 }
 
+size_t quant_panel_x_bytes(uint32_t wtype, int64_t n) {
+    if (!panel_sub(wtype) || n <= 0 || n % 32) return 0;
+    if (quant_act_of(wtype) == QUANT_ACT_Q8) return (size_t)n * 8 + (size_t)(n / 32) * (8 + 4) * sizeof(float);
+    if (n % QK_K) return 0;
+    return (size_t)n * 8 + ((size_t)(n / QK_K) * 8 + (size_t)(n / 16) * 4 + (size_t)(n / 32) * 4) * sizeof(float);
+}
+
+/* The table whose pair kernel quant_panel_dot_pair would take, if it has the staged one. */
+static const quant_dot_table *x_table(quant_isa isa, uint32_t wtype) {
+    int i = (unsigned)isa < QUANT_ISA_COUNT ? (int)isa : QUANT_ISA_COUNT - 1;
+    while (i > 0 && !quant_panel_usable((quant_isa)i, wtype)) i--;
+    return panel_tables[i]->panel_pair_x[panel_kind(wtype)] ? panel_tables[i] : NULL;
+}
+
+int quant_panel_x_usable(quant_isa isa, uint32_t wtype) {
+    return panel_sub(wtype) && x_table(isa, wtype) != NULL;
+}
+
+void quant_panel_x_pack(uint32_t wtype, int64_t n, const void *xq, size_t xq_stride, int n_tok, void *px) {
+    enum { R = 2 * QUANT_PANEL_XTOK };
+    int q8 = quant_act_of(wtype) == QUANT_ACT_Q8;
+    if (n_tok < QUANT_PANEL_XTOK) memset(px, 0, quant_panel_x_bytes(wtype, n));
+    int32_t *code = px;
+    float *dx = (float *)(code + n / 4 * R);
+    float *sums = dx + (q8 ? n / 32 : n / QK_K) * R;
+    for (int r = 0; r < 2 * n_tok; r++) {
+        const uint8_t *x = (const uint8_t *)xq + (size_t)r * xq_stride;
+        for (int64_t j = 0; j < n / 4; j++) {
+            const int8_t *q = q8 ? ((const block_q8_a *)x)[j / 8].qs + (j % 8) * 4
+                                 : ((const block_q8_K *)x)[j / (QK_K / 4)].qs + (j % (QK_K / 4)) * 4;
+            memcpy(&code[j * R + r], q, 4);
+        }
+        for (int64_t b = 0; b < n / (q8 ? 32 : QK_K); b++)
+            dx[b * R + r] = q8 ? ((const block_q8_a *)x)[b].d : ((const block_q8_K *)x)[b].d;
+    }
+    /* hi's term plus lo's, each as quant_panel_act computes it, in the pair kernels' order */
+    for (int p = 0; p < n_tok; p++) {
+        const uint8_t *hi = (const uint8_t *)xq + (size_t)(2 * p) * xq_stride, *lo = hi + xq_stride;
+        if (q8) {
+            const block_q8_a *h = (const block_q8_a *)hi, *l = (const block_q8_a *)lo;
+            for (int64_t s = 0; s < n / 32; s++) sums[s * 4 + p] = h[s].s + l[s].s;
+            continue;
+        }
+        const block_q8_K *h = (const block_q8_K *)hi, *l = (const block_q8_K *)lo;
+        float *s16 = sums, *s32 = sums + n / 16 * 4;
+        for (int64_t s = 0; s < n / 16; s++) {
+            const block_q8_K *a = h + s / 16, *b = l + s / 16;
+            s16[s * 4 + p] = a->d * (float)a->bsums[s % 16] + b->d * (float)b->bsums[s % 16];
+        }
+        for (int64_t s = 0; s < n / 32; s++) {
+            const block_q8_K *a = h + s / 8, *b = l + s / 8;
+            int k = 2 * (int)(s % 8);
+            s32[s * 4 + p] = a->d * (float)(a->bsums[k] + a->bsums[k + 1]) + b->d * (float)(b->bsums[k] + b->bsums[k + 1]);
+        }
+    }
+}
+
+void quant_panel_dot_pair_x(quant_isa isa, uint32_t wtype, int64_t n, const void *panel, int nr, const void *px,
+                            int n_tok, float *out, size_t out_stride) {
+    x_table(isa, wtype)->panel_pair_x[panel_kind(wtype)](n, panel, nr, px, n_tok, out, out_stride);
+}
+
 /* Panels from interleaved groups (dot_ilv.c's layouts): a group's 4-byte runs are already the
  * panel's [16 rows][4 codes] runs, one nibble each, so this is a split of nibbles (vectorised
  * at -O3) and the same scale and bias arithmetic as panel_row, giving the same panel bytes;

@@ -719,6 +719,11 @@ PANEL_PAIR_KERN(QUANT_PANEL_16_Q8K, panel_pair_16_q8k)
 
 #define MGI_QUANT_DOT_SIMD_H_BODY
 #include "dot_simd_ilv.h"
+#if SIMD_PANEL_512 && SIMD_PANEL_T >= 8
+#include "dot_simd_panelx.h"
+#else
+#define PANEL_X_TABLE {0}
+#endif
 #undef MGI_QUANT_DOT_SIMD_H_BODY
 
 /* ---- specialisations and the table ---------------------------------------------------------- */
@@ -771,6 +776,7 @@ const quant_dot_table SIMD_TABLE = {
     .ilv = ILV_TABLE,
     .ilv_pair = ILV_PAIR_TABLE,
     .panel_pair = PANEL_PAIR_TABLE,
+    .panel_pair_x = PANEL_X_TABLE,
     .panel_wide = SIMD_PANEL_WIDE,
     .axpy = axpy,
 };

@@ -137,7 +137,7 @@ static void run_case(uint32_t t, int64_t n, int raw, verdict *vq, verdict *vx, v
     static float out[N_OUT][TOKS * ROWS];
     static float pair_out[QUANT_ISA_COUNT][TOKS / 2 * ROWS], ilv_pair_out[QUANT_ISA_COUNT][TOKS / 2 * ROWS];
     static double tol_of[TOKS * ROWS];
-    int have[N_OUT] = {0};
+    int have[N_OUT] = {0}, have_x = 0;
     void *panel = malloc(quant_panel_bytes(t, n) + 1);
     void *group = malloc(quant_ilv_group_bytes(t, n) + 1);
     make_weights(t, n, ROWS, raw, w, rb);
@@ -175,6 +175,22 @@ static void run_case(uint32_t t, int64_t n, int raw, verdict *vq, verdict *vx, v
             }
             /* rows 2p and 2p + 1 taken as token p's pair */
             quant_panel_dot_pair((quant_isa)isa, t, n, panel, nr, xq[isa], xb, TOKS / 2, pair_out[isa] + r0, ROWS);
+            if (quant_panel_x_usable((quant_isa)isa, t)) {
+                /* the staged pairs (a group short of tokens: zero-filled) give the pair kernel's
+                 * products, bit for bit */
+                enum { NP = TOKS / 2 };
+                QUANT_STATIC_ASSERT(NP < QUANT_PANEL_XTOK, "a short group");
+                static float xo[NP * QUANT_PANEL_ROWS];
+                void *px = malloc(quant_panel_x_bytes(t, n));
+                quant_panel_x_pack(t, n, xq[isa], xb, NP, px);
+                quant_panel_dot_pair_x((quant_isa)isa, t, n, panel, nr, px, NP, xo, QUANT_PANEL_ROWS);
+                for (int p = 0; p < NP; p++)
+                    if (memcmp(xo + p * QUANT_PANEL_ROWS, pair_out[isa] + p * ROWS + r0, (size_t)nr * sizeof(float)))
+                        fail(vs, "%s n=%lld %s: staged pairs give other products than the pair kernel (token %d)",
+                             quant_type_name(t), (long long)n, quant_isa_name((quant_isa)isa), p);
+                free(px);
+                have_x = 1;
+            }
         }
         have[QUANT_ISA_COUNT + isa] = 1;
         if (!quant_ilv_usable((quant_isa)isa, t)) continue;
@@ -192,6 +208,8 @@ static void run_case(uint32_t t, int64_t n, int raw, verdict *vq, verdict *vx, v
                    t == QUANT_Q2_K || t == QUANT_Q3_K || t == QUANT_Q4_K || t == QUANT_Q5_K || t == QUANT_Q6_K;
     if (want_ilv && quant_isa_supported(QUANT_ISA_AVX512) && !have[2 * QUANT_ISA_COUNT + QUANT_ISA_AVX512])
         fail(vs, "%s: the AVX-512 path has no interleaved kernel", quant_type_name(t));
+    if (be_panel(t) && quant_isa_supported(QUANT_ISA_AVX512) && !have_x)
+        fail(vs, "%s: the AVX-512 path has no staged pair kernel", quant_type_name(t));
     for (int k = 0; k < TOKS; k++) {
         quant_act_dequant_row(t, xq[0] + (size_t)k * xb, xd, n);
         const float *xk = x + (size_t)k * n;
