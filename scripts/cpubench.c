@@ -239,7 +239,7 @@ static void bench_model(bench *b, gguf_ctx *g, double bw) {
                threadpool_size(b->pool), pair ? "activation pairs (the engine's)" : "8-bit activations alone",
                bytes / 1048576.0);
         printf("  decode step: %.2f ms of matrix products = %.1f GB/s", t1 * 1e3, bytes / t1 / 1e9);
-        if (bw > 0) printf(" (%.0f%% of the %.1f GB/s copy bandwidth)", 100 * bytes / t1 / 1e9 / bw, bw);
+        if (bw > 0) printf(" (%.0f%% of the %.1f GB/s read bandwidth)", 100 * bytes / t1 / 1e9 / bw, bw);
         printf(" -> tg at most %.1f t/s\n", 1 / t1);
         printf("  prompt of %d: %.1f ms of matrix products -> pp at most %.1f t/s\n", b->n_prompt, tn * 1e3,
                b->n_prompt / tn);
@@ -285,11 +285,12 @@ int main(int argc, char **argv) {
     printf("cpubench: %d threads, best path %s, best of %d runs\n", n_threads, quant_isa_name(quant_isa_best()), reps);
     double bw = 0;
     if (do_bw) {
-        membw_result m;
-        if (membw_cpu_copy((size_t)256 << 20, n_threads, 5, &m, err, sizeof err)) die(err);
+        membw_result m, c;
+        if (membw_cpu_read((size_t)256 << 20, n_threads, 5, &m, err, sizeof err)) die(err);
+        if (membw_cpu_copy((size_t)256 << 20, n_threads, 5, &c, err, sizeof err)) die(err);
         bw = m.gbps_max;
-        printf("memory: copy of 256 MiB on %d threads: %.1f GB/s best, %.1f median (read + written bytes)\n",
-               m.n_threads, m.gbps_max, m.gbps);
+        printf("memory: read of 256 MiB on %d threads: %.1f GB/s best, %.1f median; copy %.1f best (read + written "
+               "bytes)\n", m.n_threads, m.gbps_max, m.gbps, c.gbps_max);
     }
     for (int i = first; i < argc; i++) {
         if (argv[i][0] == '-') {
