@@ -151,6 +151,7 @@ static void matmul_ilv(void *arg, int64_t b, int64_t e, int thread) {
  * whole cache lines (2 panels = 32 rows = 128 bytes): rows of the output lie n_rows * 4 bytes
  * apart, often a multiple of 4 KiB, where smaller pieces would keep evicting each other's
  * half-written lines from the same cache set. */
+QUANT_STATIC_ASSERT(2 * QUANT_PANEL_XTOK == 8, "a staged group is one of matmul_panels' 8-row passes");
 static void matmul_panels(void *arg, int64_t b, int64_t e, int thread) {
     matmul_job *j = arg;
     const cpu_weight *w = j->w;
@@ -182,9 +183,11 @@ static void matmul_panels(void *arg, int64_t b, int64_t e, int thread) {
                 int64_t r = r0 + (int64_t)k * QUANT_PANEL_ROWS;
                 int nr = w->n_rows - r < QUANT_PANEL_ROWS ? (int)(w->n_rows - r) : QUANT_PANEL_ROWS;
                 const uint8_t *xt = (const uint8_t *)j->c->act + (size_t)t * j->xq_bytes;
-                if (j->px_bytes) /* t is a multiple of 8 rows: one staged group */
+                if (j->px_bytes) /* a pass of 8 rows from a multiple of 8: one staged group */
                     quant_panel_dot_pair_x(j->c->isa, w->type, w->n_cols, buf + (size_t)k * j->panel_bytes, nr,
-                                           (const uint8_t *)j->c->actx + (size_t)(t / 8) * j->px_bytes, (int)(n8 / 2),
+                                           (const uint8_t *)j->c->actx +
+                                               (size_t)(t / (2 * QUANT_PANEL_XTOK)) * j->px_bytes,
+                                           (int)(n8 / 2),
                                            j->final_out + (size_t)(t / 2) * (size_t)w->n_rows + (size_t)r,
                                            (size_t)w->n_rows);
                 else if (j->pair)
@@ -272,7 +275,7 @@ static void matmul_setup(cpu_matmul_ctx *c, const cpu_weight *w, int64_t job_row
     *n_items = (w->n_rows + row_block - 1) / row_block * j->n_tb;
     if (use_panels) {
         *fn = matmul_panels;
-        /* staged pairs: a group per 8 activation rows, cache-line aligned */
+        /* staged pairs: a group per 2 * QUANT_PANEL_XTOK activation rows, whole cache lines apart */
         if (pair && quant_panel_x_usable(c->isa, w->type))
             j->px_bytes = (quant_panel_x_bytes(w->type, w->n_cols) + 63) & ~(size_t)63;
         j->n_tb = (n_tok + PANEL_TOK - 1) / PANEL_TOK;

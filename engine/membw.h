@@ -8,9 +8,9 @@
 
 typedef struct {
     double gbps;         /* median over the timed runs: (read + written) bytes / s / 1e9; a read's bytes read */
-    double gbps_min;     /* slowest and fastest copy, for the spread */
+    double gbps_min;     /* slowest and fastest run, for the spread */
     double gbps_max;
-    size_t bytes;        /* bytes copied per run (each of the two buffers holds this many) */
+    size_t bytes;        /* bytes copied (each of the two buffers holds this many) or read per run */
     int n_threads;       /* threads that shared each copy (1 for a device copy) */
     int reps;            /* timed copies */
 } membw_result;

@@ -216,26 +216,30 @@ PANEL_REF(QUANT_PANEL_32_Q8, quant_panel_ref_32_q8)
 PANEL_REF(QUANT_PANEL_32_Q8K, quant_panel_ref_32_q8k)
 PANEL_REF(QUANT_PANEL_16_Q8K, quant_panel_ref_16_q8k)
 
-void quant_panel_dot(quant_isa isa, uint32_t wtype, int64_t n, const void *panel, int nr, const void *xq,
-                     size_t xq_stride, int64_t n_tok, float *out, size_t out_stride) {
+/* The table whose panel kernels serve (isa, wtype): isa's, or the nearest lower path that has them. */
+static const quant_dot_table *panel_table(quant_isa isa, uint32_t wtype) {
     int i = (unsigned)isa < QUANT_ISA_COUNT ? (int)isa : QUANT_ISA_COUNT - 1;
     while (i > 0 && !quant_panel_usable((quant_isa)i, wtype)) i--;
-    panel_tables[i]->panel[panel_kind(wtype)](n, panel, nr, xq, xq_stride, n_tok, out, out_stride);
+    return panel_tables[i];
+}
+
+void quant_panel_dot(quant_isa isa, uint32_t wtype, int64_t n, const void *panel, int nr, const void *xq,
+                     size_t xq_stride, int64_t n_tok, float *out, size_t out_stride) {
+    panel_table(isa, wtype)->panel[panel_kind(wtype)](n, panel, nr, xq, xq_stride, n_tok, out, out_stride);
 }
 
 void quant_panel_dot_pair(quant_isa isa, uint32_t wtype, int64_t n, const void *panel, int nr, const void *xq,
                           size_t xq_stride, int64_t n_tok, float *out, size_t out_stride) {
-    int i = (unsigned)isa < QUANT_ISA_COUNT ? (int)isa : QUANT_ISA_COUNT - 1;
-    while (i > 0 && !quant_panel_usable((quant_isa)i, wtype)) i--;
-    quant_panel_kern k = panel_tables[i]->panel_pair[panel_kind(wtype)];
+    const quant_dot_table *tb = panel_table(isa, wtype);
+    quant_panel_kern k = tb->panel_pair[panel_kind(wtype)];
     if (k) {
         k(n, panel, nr, xq, xq_stride, n_tok, out, out_stride);
         return;
     }
     for (int64_t t = 0; t < n_tok; t++) {
         float two[2][QUANT_PANEL_ROWS];
-        panel_tables[i]->panel[panel_kind(wtype)](n, panel, nr, (const uint8_t *)xq + (size_t)(2 * t) * xq_stride,
-                                                  xq_stride, 2, two[0], QUANT_PANEL_ROWS);
+        tb->panel[panel_kind(wtype)](n, panel, nr, (const uint8_t *)xq + (size_t)(2 * t) * xq_stride, xq_stride, 2,
+                                     two[0], QUANT_PANEL_ROWS);
         for (int r = 0; r < nr; r++) out[(size_t)t * out_stride + (size_t)r] = two[0][r] + two[1][r];
     }
 }
@@ -247,59 +251,51 @@ size_t quant_panel_x_bytes(uint32_t wtype, int64_t n) {
     return (size_t)n * 8 + ((size_t)(n / QK_K) * 8 + (size_t)(n / 16) * 4 + (size_t)(n / 32) * 4) * sizeof(float);
 }
 
-/* The table whose pair kernel quant_panel_dot_pair would take, if it has the staged one. */
-static const quant_dot_table *x_table(quant_isa isa, uint32_t wtype) {
-    int i = (unsigned)isa < QUANT_ISA_COUNT ? (int)isa : QUANT_ISA_COUNT - 1;
-    while (i > 0 && !quant_panel_usable((quant_isa)i, wtype)) i--;
-    return panel_tables[i]->panel_pair_x[panel_kind(wtype)] ? panel_tables[i] : NULL;
-}
-
 int quant_panel_x_usable(quant_isa isa, uint32_t wtype) {
-    return panel_sub(wtype) && x_table(isa, wtype) != NULL;
+    return panel_sub(wtype) && panel_table(isa, wtype)->panel_pair_x[panel_kind(wtype)] != NULL;
 }
 
 void quant_panel_x_pack(uint32_t wtype, int64_t n, const void *xq, size_t xq_stride, int n_tok, void *px) {
     enum { R = 2 * QUANT_PANEL_XTOK };
     int q8 = quant_act_of(wtype) == QUANT_ACT_Q8;
     if (n_tok < QUANT_PANEL_XTOK) memset(px, 0, quant_panel_x_bytes(wtype, n));
+    /* codes and scales by 32-value sub-block, as the pair kernels read them (quant_panel_act) */
+    quant_panel_kind k32 = q8 ? QUANT_PANEL_32_Q8 : QUANT_PANEL_32_Q8K;
+    int64_t per_d = q8 ? 32 : QK_K; /* values under one activation scale */
     int32_t *code = px;
-    float *dx = (float *)(code + n / 4 * R);
-    float *sums = dx + (q8 ? n / 32 : n / QK_K) * R;
-    for (int r = 0; r < 2 * n_tok; r++) {
-        const uint8_t *x = (const uint8_t *)xq + (size_t)r * xq_stride;
-        for (int64_t j = 0; j < n / 4; j++) {
-            const int8_t *q = q8 ? ((const block_q8_a *)x)[j / 8].qs + (j % 8) * 4
-                                 : ((const block_q8_K *)x)[j / (QK_K / 4)].qs + (j % (QK_K / 4)) * 4;
-            memcpy(&code[j * R + r], q, 4);
-        }
-        for (int64_t b = 0; b < n / (q8 ? 32 : QK_K); b++)
-            dx[b * R + r] = q8 ? ((const block_q8_a *)x)[b].d : ((const block_q8_K *)x)[b].d;
+    float *dx = (float *)quant_panel_x_dx(px, n);
+    for (int64_t s = 0; s < n / 32; s++) {
+        const int8_t *q[R];
+        float d[R], xs;
+        for (int r = 0; r < 2 * n_tok; r++)
+            q[r] = quant_panel_act(k32, (const uint8_t *)xq + (size_t)r * xq_stride, s, 32, &d[r], &xs);
+        /* the sub-block's 8 steps of the rows' 4 bytes: 256 contiguous bytes */
+        for (int g = 0; g < 8; g++)
+            for (int r = 0; r < 2 * n_tok; r++) memcpy(&code[(s * 8 + g) * R + r], q[r] + 4 * g, 4);
+        if ((s * 32) % per_d == 0)
+            for (int r = 0; r < 2 * n_tok; r++) dx[(s * 32 / per_d) * R + r] = d[r];
     }
-    /* hi's term plus lo's, each as quant_panel_act computes it, in the pair kernels' order */
-    for (int p = 0; p < n_tok; p++) {
-        const uint8_t *hi = (const uint8_t *)xq + (size_t)(2 * p) * xq_stride, *lo = hi + xq_stride;
-        if (q8) {
-            const block_q8_a *h = (const block_q8_a *)hi, *l = (const block_q8_a *)lo;
-            for (int64_t s = 0; s < n / 32; s++) sums[s * 4 + p] = h[s].s + l[s].s;
-            continue;
-        }
-        const block_q8_K *h = (const block_q8_K *)hi, *l = (const block_q8_K *)lo;
-        float *s16 = sums, *s32 = sums + n / 16 * 4;
-        for (int64_t s = 0; s < n / 16; s++) {
-            const block_q8_K *a = h + s / 16, *b = l + s / 16;
-            s16[s * 4 + p] = a->d * (float)a->bsums[s % 16] + b->d * (float)b->bsums[s % 16];
-        }
-        for (int64_t s = 0; s < n / 32; s++) {
-            const block_q8_K *a = h + s / 8, *b = l + s / 8;
-            int k = 2 * (int)(s % 8);
-            s32[s * 4 + p] = a->d * (float)(a->bsums[k] + a->bsums[k + 1]) + b->d * (float)(b->bsums[k] + b->bsums[k + 1]);
+    /* each pair's sub-block sums: hi's plus lo's, each as quant_panel_act gives it, in the pair
+     * kernels' order; both sub-block lengths for Q8_K (its 16- and 32-weight types share it) */
+    const quant_panel_kind kinds[2] = {k32, QUANT_PANEL_16_Q8K};
+    for (int i = 0; i < (q8 ? 1 : 2); i++) {
+        int L = kinds[i] == QUANT_PANEL_16_Q8K ? 16 : 32;
+        float *sums = (float *)quant_panel_x_sums(kinds[i], px, n);
+        for (int p = 0; p < n_tok; p++) {
+            const uint8_t *hi = (const uint8_t *)xq + (size_t)(2 * p) * xq_stride, *lo = hi + xq_stride;
+            for (int64_t s = 0; s < n / L; s++) {
+                float d, xh, xl;
+                quant_panel_act(kinds[i], hi, s, L, &d, &xh);
+                quant_panel_act(kinds[i], lo, s, L, &d, &xl);
+                sums[s * QUANT_PANEL_XTOK + p] = xh + xl;
+            }
         }
     }
 }
 
 void quant_panel_dot_pair_x(quant_isa isa, uint32_t wtype, int64_t n, const void *panel, int nr, const void *px,
                             int n_tok, float *out, size_t out_stride) {
-    x_table(isa, wtype)->panel_pair_x[panel_kind(wtype)](n, panel, nr, px, n_tok, out, out_stride);
+    panel_table(isa, wtype)->panel_pair_x[panel_kind(wtype)](n, panel, nr, px, n_tok, out, out_stride);
 }
 
 /* Panels from interleaved groups (dot_ilv.c's layouts): a group's 4-byte runs are already the
