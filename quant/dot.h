@@ -15,9 +15,9 @@
 
 /* Instruction-set paths, lowest first. QUANT_ISA_AVXVNNI needs AVX2 + AVX-VNNI, QUANT_ISA_AVX512
  * AVX2 + AVX-512 F/BW/VL and VNNI. QUANT_ISA_AVX512W is QUANT_ISA_AVX512 tuned for Intel
- * processors, taken on those only: 512-bit row kernels for the K types and 2 tokens a panel
- * pass (Sapphire Rapids class); QUANT_ISA_AVX512 keeps the 256-bit row kernels of Zen 5 and
- * takes 8 tokens a panel pass. */
+ * processors, taken on those only: 512-bit row kernels for the K types (Sapphire Rapids class);
+ * QUANT_ISA_AVX512 keeps the 256-bit row kernels of Zen 5. Both take 8 tokens a panel pass, with
+ * the activation pairs staged. */
 typedef enum {
     QUANT_ISA_REF = 0, QUANT_ISA_AVX2 = 1, QUANT_ISA_AVXVNNI = 2, QUANT_ISA_AVX512 = 3, QUANT_ISA_AVX512W = 4,
     QUANT_ISA_COUNT

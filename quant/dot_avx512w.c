@@ -1,7 +1,10 @@
-/* The AVX-512 VNNI path with 512-bit panel kernels (quant/dot.h's QUANT_ISA_AVX512W, taken on
- * Intel processors): dot_avx512.c's kernels, the prompt's panels holding 16 rows a register.
- * Intel's server cores run two 512-bit integer products a cycle, so these do twice the work of
- * a 256-bit one per instruction; Zen 5 ran them slower, and keeps dot_avx512.c's. */
+/* The AVX-512 VNNI path with 512-bit K row kernels (quant/dot.h's QUANT_ISA_AVX512W, taken on
+ * Intel processors): dot_avx512.c's kernels, the Q4_K / Q5_K / Q6_K rows 64 weights a step in
+ * 512 bits. Intel's server cores run two 512-bit integer products a cycle, so these do twice the
+ * work of a 256-bit one per instruction; Zen 5 ran them slower, and keeps dot_avx512.c's. The
+ * prompt's panels are dot_avx512.c's too (8 tokens a pass, so the staged pairs of
+ * dot_simd_panelx.h): with 2 tokens a pass and no staging, prompts on a Sapphire Rapids class
+ * Xeon ran 1.2-1.7x slower on every type (docs/PERF-LOG.md, 2026-12-05). */
 #include "dot_kernels.h"
 
 #if defined(__x86_64__) || defined(__i386__)
@@ -20,7 +23,7 @@
 #define SIMD_DOT_U8S8(u, s) _mm256_dpbusd_epi32(_mm256_setzero_si256(), (u), (s))
 #define SIMD_MADD16_ACC(acc, a, b) _mm256_dpwssd_epi32((acc), (a), (b))
 #define SIMD_DPBUSD_ACC(acc, u, s) _mm256_dpbusd_epi32((acc), (u), (s))
-#define SIMD_PANEL_T 2
+#define SIMD_PANEL_T 8
 #define SIMD_ROW_512 1
 #define SIMD_PANEL_512 1
 #define SIMD_K_512 1

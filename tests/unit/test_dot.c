@@ -210,6 +210,11 @@ static void run_case(uint32_t t, int64_t n, int raw, verdict *vq, verdict *vx, v
         fail(vs, "%s: the AVX-512 path has no interleaved kernel", quant_type_name(t));
     if (be_panel(t) && quant_isa_supported(QUANT_ISA_AVX512) && !have_x)
         fail(vs, "%s: the AVX-512 path has no staged pair kernel", quant_type_name(t));
+    /* prompts run the staged pairs on whichever AVX-512 path this processor takes (AVX512W's
+     * two-token panels without them ran 1.2-1.7x slower) */
+    if (be_panel(t) && quant_isa_best() >= QUANT_ISA_AVX512 && !quant_panel_x_usable(quant_isa_best(), t))
+        fail(vs, "%s: the %s path (this processor's) has no staged pair kernel", quant_type_name(t),
+             quant_isa_name(quant_isa_best()));
     for (int k = 0; k < TOKS; k++) {
         quant_act_dequant_row(t, xq[0] + (size_t)k * xb, xd, n);
         const float *xk = x + (size_t)k * n;
