@@ -4,7 +4,8 @@
  * work of a 256-bit one per instruction; Zen 5 ran them slower, and keeps dot_avx512.c's. The
  * prompt's panels are dot_avx512.c's too (8 tokens a pass, so the staged pairs of
  * dot_simd_panelx.h): with 2 tokens a pass and no staging, prompts on a Sapphire Rapids class
- * Xeon ran 1.2-1.7x slower on every type (docs/PERF-LOG.md, 2026-12-05). */
+ * Xeon ran 1.2-1.7x slower on every type (docs/PERF-LOG.md, 2026-12-05). Its K types' decode
+ * kernels also ask L2 for the next block (dot_simd_ilv.h: ilv_prefetch_k). */
 #include "dot_kernels.h"
 
 #if defined(__x86_64__) || defined(__i386__)
@@ -27,6 +28,7 @@
 #define SIMD_ROW_512 1
 #define SIMD_PANEL_512 1
 #define SIMD_K_512 1
+#define SIMD_ILV_NEXT_L2 1
 #define SIMD_PANEL_WIDE 1
 #define SIMD_TABLE quant_dot_table_avx512w
 #include "dot_simd.h"

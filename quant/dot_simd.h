@@ -9,6 +9,7 @@
  *   SIMD_ROW_512               1: the 32-weight row kernels take two blocks a step in 512 bits
  *   SIMD_PANEL_512             1: the panel kernels hold a panel's 16 rows in one 512-bit register
  *   SIMD_K_512                 1: the Q4_K, Q5_K and Q6_K row kernels take 64 weights a step in 512 bits
+ *   SIMD_ILV_NEXT_L2           1: the K types' interleaved kernels also ask L2 for the next block
  *   SIMD_TABLE                 the quant_dot_table to define
  * Every kernel takes up to QUANT_DOT_TOK activation rows: a weight block is loaded and unpacked
  * once and multiplied into each token's accumulators (the prompt case). The token count is a
@@ -21,6 +22,9 @@
 #include "dot_kernels.h"
 #include "rows.h"
 
+#ifndef SIMD_ILV_NEXT_L2
+#define SIMD_ILV_NEXT_L2 0
+#endif
 #ifndef SIMD_K_512
 #define SIMD_K_512 0
 #endif
