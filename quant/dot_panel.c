@@ -358,17 +358,29 @@ void quant_panel_pack_ilv(uint32_t wtype, int64_t n, const void *group, void *pa
         const int five = wtype == QUANT_Q5_K;
         const size_t so = 2048 + 512 * (size_t)five; /* the scales (dot_ilv.c) */
         for (int64_t b = 0; b < n / QK_K; b++, g += so + 320) {
-            for (int q = 0; q < 4; q++)
+            if (!five) {
+                for (int q = 0; q < 4; q++)
+                    for (int m = 0; m < 8; m++) {
+                        size_t lo = (size_t)(64 * b + 16 * q + m), hi = lo + 8;
+                        SPLIT(g + 512 * q + RUN * m, lo, hi)
+                    }
+            } else {
+                /* each code and its fifth bit written once, a qh run read once for its four
+                 * code runs (q unrolled: constant shifts); a pass of SPLIT and then one OR-ing
+                 * the fifth bits in took a fifth of a Q5_K prompt */
                 for (int m = 0; m < 8; m++) {
-                    size_t lo = (size_t)(64 * b + 16 * q + m), hi = lo + 8;
-                    SPLIT(g + 512 * five + 512 * q + RUN * m, lo, hi)
-                    if (five)
-                        for (int i = 0; i < RUN; i++) {
-                            const uint8_t h = g[RUN * m + i];
-                            codes[lo * RUN + i] |= (uint8_t)(((h >> (2 * q)) & 1) << 4);
-                            codes[hi * RUN + i] |= (uint8_t)(((h >> (2 * q + 1)) & 1) << 4);
+                    const uint8_t *restrict hb = g + RUN * m, *restrict src = g + 512 + RUN * m;
+                    uint8_t *restrict c = codes + (size_t)(64 * b + m) * RUN;
+                    for (int i = 0; i < RUN; i++) {
+                        const uint8_t h = hb[i];
+                        for (int q = 0; q < 4; q++) {
+                            const uint8_t v = src[512 * q + i];
+                            c[16 * q * RUN + i] = (uint8_t)((v & 15) | ((h >> (2 * q)) & 1) << 4);
+                            c[(16 * q + 8) * RUN + i] = (uint8_t)((v >> 4) | ((h >> (2 * q + 1)) & 1) << 4);
                         }
+                    }
                 }
+            }
             for (int r = 0; r < R; r++) {
                 uint16_t h;
                 memcpy(&h, g + so + 256 + 2 * r, 2);
@@ -389,14 +401,20 @@ void quant_panel_pack_ilv(uint32_t wtype, int64_t n, const void *group, void *pa
         const int three = wtype == QUANT_Q3_K;
         const size_t qo = three ? 512 : 0, so = qo + 1024;
         for (int64_t b = 0; b < n / QK_K; b++, g += three ? 1824 : 1344) {
+            /* a code run and its hm run read once for their four fields (f unrolled: constant
+             * shifts), not once per field */
             for (int h = 0; h < 2; h++)
-                for (int f = 0; f < 4; f++)
-                    for (int m = 0; m < 8; m++) {
-                        const uint8_t *q = g + qo + RUN * (8 * h + m), *hm = g + RUN * m;
-                        uint8_t *c = codes + (size_t)(64 * b + 32 * h + 8 * f + m) * RUN;
-                        for (int i = 0; i < RUN; i++)
-                            c[i] = (uint8_t)(((q[i] >> (2 * f)) & 3) | (three ? ((hm[i] >> (4 * h + f)) & 1) << 2 : 0));
+                for (int m = 0; m < 8; m++) {
+                    const uint8_t *q = g + qo + RUN * (8 * h + m), *hm = g + RUN * m;
+                    uint8_t *c = codes + (size_t)(64 * b + 32 * h + m) * RUN;
+                    for (int i = 0; i < RUN; i++) {
+                        const uint8_t v = q[i], hv = three ? (uint8_t)(hm[i] >> (4 * h)) : 0;
+                        c[i] = (uint8_t)((v & 3) | (hv & 1) << 2);
+                        c[8 * RUN + i] = (uint8_t)((v >> 2 & 3) | (hv >> 1 & 1) << 2);
+                        c[16 * RUN + i] = (uint8_t)((v >> 4 & 3) | (hv >> 2 & 1) << 2);
+                        c[24 * RUN + i] = (uint8_t)((v >> 6) | (hv >> 3 & 1) << 2);
                     }
+                }
             for (int r = 0; r < R; r++) {
                 uint16_t hv;
                 memcpy(&hv, g + so + 256 + 2 * r, 2);
