@@ -20,12 +20,12 @@ AI void ilv_prefetch(const void *p, size_t bytes) {
 }
 /* The K types' blocks (1.3-3.3 KiB) as ilv_prefetch, and with SIMD_ILV_NEXT_L2 the next block's
  * lines into L2 beside them (past a group's last block they are the next group's, or nothing: a
- * prefetch never faults). On a Sapphire Rapids class Xeon, 2 threads, 1b q4_k_m decode 28.9 ->
- * 30.5-32.8 t/s, mini q4_k_m (from L3) 195-223 -> 250-284, mini q6_k 135-140 -> 182-202; the
- * 32-weight types' blocks (288-544 bytes) gained nothing that way (1b q4_0 33.7 -> 31.5-33.2),
- * and on Zen 5 the next blocks' lines asked for instead of the current ones ran slower
- * (ilv_prefetch's note; this form, beside them, was not measured there), so only the Intel path
- * (dot_avx512w.c) sets it. */
+ * prefetch never faults). On a Sapphire Rapids class Xeon, 2 threads (A/B, 3 rounds), 1b q4_k_m
+ * decode 28.3-29.0 -> 32.2-32.9 t/s, mini q4_k_m (from L3) 174-208 -> 218-252; mini q6_k 135-140
+ * -> 182-202 (variants run); the 32-weight types' blocks (288-544 bytes) gained nothing that way
+ * (1b q4_0 32.9-33.7 -> 30.4-33.2), and on Zen 5 the next blocks' lines asked for instead of
+ * the current ones ran slower (ilv_prefetch's note; this form, beside them, was not measured
+ * there), so only the Intel path (dot_avx512w.c) sets it. */
 AI void ilv_prefetch_k(const void *p, size_t bytes) {
     for (size_t o = 0; o < bytes; o += 64) {
         _mm_prefetch((const char *)p + o, _MM_HINT_T0);
