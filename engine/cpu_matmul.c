@@ -167,7 +167,7 @@ static void matmul_panels(void *arg, int64_t b, int64_t e, int thread) {
             if (packed == gi) continue;
             int nr = w->n_rows - r < QUANT_PANEL_ROWS ? (int)(w->n_rows - r) : QUANT_PANEL_ROWS;
             if (w->ilv)  /* the repacked group: a split of nibbles */
-                quant_panel_pack_ilv(w->type, w->n_cols,
+                quant_panel_pack_ilv(j->c->isa, w->type, w->n_cols,
                                      (const uint8_t *)w->ilv +
                                          (size_t)(r / QUANT_ILV_ROWS) * quant_ilv_group_bytes(w->type, w->n_cols),
                                      buf + (size_t)np * j->panel_bytes);

@@ -101,8 +101,8 @@ void quant_panel_dot(quant_isa isa, uint32_t wtype, int64_t n, const void *panel
                      size_t xq_stride, int64_t n_tok, float *out, size_t out_stride);
 /* The panel of one interleaved group (quant_ilv_pack's, QUANT_ILV_ROWS == QUANT_PANEL_ROWS rows):
  * the same bytes as quant_panel_pack of the group's rows (rows past the group's last real row
- * may hold -0 for 0), without going back to the stored rows. */
-void quant_panel_pack_ilv(uint32_t wtype, int64_t n, const void *group, void *panel);
+ * may hold -0 for 0), without going back to the stored rows; the same bytes on every path. */
+void quant_panel_pack_ilv(quant_isa isa, uint32_t wtype, int64_t n, const void *group, void *panel);
 /* The same for n_tok tokens whose activations are pairs (quant_act_quant_row_pair): rows 2t (hi)
  * and 2t + 1 (lo), xq_stride bytes apart; out[t * out_stride + r] = the sum of both rows'
  * products, in one pass where the path has a pair kernel (the AVX-512 ones). */

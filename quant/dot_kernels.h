@@ -27,6 +27,8 @@ typedef struct {
     quant_panel_x_kern panel_pair_x[QUANT_PANEL_KINDS]; /* quant_panel_dot_pair_x's; NULL: none */
     quant_panel_kern ilv[QUANT_TYPE_COUNT]; /* interleaved groups (quant/dot.h), by weight type */
     quant_panel_kern ilv_pair[QUANT_TYPE_COUNT]; /* the same for activation pairs */
+    /* quant_panel_pack_ilv's unpacking (any weight type); NULL: the next lower path's */
+    void (*pack_ilv)(uint32_t wtype, int64_t n, const void *group, void *panel);
     int panel_wide;                        /* the panel kernels take codes up to 255 */
     void (*axpy)(float *y, float a, const float *x, int64_t n);
     quant_act_kern act[QUANT_ACT_COUNT];   /* by activation format */
@@ -75,6 +77,8 @@ static inline const float *quant_panel_x_sums(quant_panel_kind k, const void *px
 /* The portable panel kernels (dot_panel.c), one per kind, for dot_ref.c's table. */
 void quant_panel_ref_32_q8(int64_t n, const void *p, int nr, const void *x, size_t xs, int64_t nt, float *o, size_t os);
 void quant_panel_ref_32_q8k(int64_t n, const void *p, int nr, const void *x, size_t xs, int64_t nt, float *o, size_t os);
+/* quant_panel_pack_ilv's portable form (dot_panel.c). */
+void quant_panel_pack_ilv_ref(uint32_t wtype, int64_t n, const void *group, void *panel);
 void quant_panel_ref_16_q8k(int64_t n, const void *p, int nr, const void *x, size_t xs, int64_t nt, float *o, size_t os);
 
 #endif

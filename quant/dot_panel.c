@@ -301,8 +301,9 @@ void quant_panel_dot_pair_x(quant_isa isa, uint32_t wtype, int64_t n, const void
 /* Panels from interleaved groups (dot_ilv.c's layouts): a group's 4-byte runs are already the
  * panel's [16 rows][4 codes] runs, one nibble each, so this is a split of nibbles (vectorised
  * at -O3) and the same scale and bias arithmetic as panel_row, giving the same panel bytes;
- * ~10x faster than unpacking the stored rows, which took 6-8% of a prompt's time. */
-void quant_panel_pack_ilv(uint32_t wtype, int64_t n, const void *group, void *panel) {
+ * ~10x faster than unpacking the stored rows, which took 6-8% of a prompt's time. The SIMD paths
+ * have their own form of it (dot_simd_pack.h), the same bytes. */
+void quant_panel_pack_ilv_ref(uint32_t wtype, int64_t n, const void *group, void *panel) {
     enum { R = QUANT_PANEL_ROWS, RUN = 4 * QUANT_PANEL_ROWS };
     int L = panel_sub(wtype);
     uint8_t *codes = panel;
@@ -457,4 +458,12 @@ void quant_panel_pack_ilv(uint32_t wtype, int64_t n, const void *group, void *pa
     default: break;
     }
 #undef SPLIT
+}
+
+void quant_panel_pack_ilv(quant_isa isa, uint32_t wtype, int64_t n, const void *group, void *panel) {
+    if ((unsigned)isa >= QUANT_ISA_COUNT) isa = QUANT_ISA_COUNT - 1;
+    void (*k)(uint32_t, int64_t, const void *, void *) = NULL;
+    for (int i = isa; i >= 0 && !k; i--)
+        if (quant_isa_supported((quant_isa)i)) k = panel_tables[i]->pack_ilv;
+    k(wtype, n, group, panel);
 }

@@ -297,6 +297,7 @@ const quant_dot_table quant_dot_table_ref = {
     },
     .act = {[QUANT_ACT_F32] = act_f32, [QUANT_ACT_Q8] = act_q8, [QUANT_ACT_Q8_K] = act_q8_K},
     .panel = {quant_panel_ref_32_q8, quant_panel_ref_32_q8k, quant_panel_ref_16_q8k},
+    .pack_ilv = quant_panel_pack_ilv_ref,
     .panel_wide = 1,
     .axpy = axpy,
 };

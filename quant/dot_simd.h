@@ -728,6 +728,7 @@ PANEL_PAIR_KERN(QUANT_PANEL_16_Q8K, panel_pair_16_q8k)
 #else
 #define PANEL_X_TABLE {0}
 #endif
+#include "dot_simd_pack.h"
 #undef MGI_QUANT_DOT_SIMD_H_BODY
 
 /* ---- specialisations and the table ---------------------------------------------------------- */
@@ -781,6 +782,7 @@ const quant_dot_table SIMD_TABLE = {
     .ilv_pair = ILV_PAIR_TABLE,
     .panel_pair = PANEL_PAIR_TABLE,
     .panel_pair_x = PANEL_X_TABLE,
+    .pack_ilv = pack_ilv,
     .panel_wide = SIMD_PANEL_WIDE,
     .axpy = axpy,
 };

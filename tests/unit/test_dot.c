@@ -165,7 +165,14 @@ static void run_case(uint32_t t, int64_t n, int raw, verdict *vq, verdict *vx, v
                 static float again[TOKS * ROWS];
                 void *p2 = malloc(quant_panel_bytes(t, n));
                 quant_ilv_pack(t, n, w + (size_t)r0 * rb, rb, nr, group);
-                quant_panel_pack_ilv(t, n, group, p2);
+                quant_panel_pack_ilv((quant_isa)isa, t, n, group, p2);
+                /* this path's unpacking gives the portable one's bytes (SIMD: dot_simd_pack.h) */
+                void *p3 = malloc(quant_panel_bytes(t, n));
+                quant_panel_pack_ilv(QUANT_ISA_REF, t, n, group, p3);
+                if (memcmp(p2, p3, quant_panel_bytes(t, n)))
+                    fail(vs, "%s n=%lld %s: the interleaved group's panel differs from the portable unpacking",
+                         quant_type_name(t), (long long)n, quant_isa_name((quant_isa)isa));
+                free(p3);
                 quant_panel_dot((quant_isa)isa, t, n, p2, nr, xq[isa], xb, TOKS, again, ROWS);
                 for (int k = 0; k < TOKS; k++)
                     if (memcmp(again + k * ROWS, out[QUANT_ISA_COUNT + isa] + k * ROWS + r0, (size_t)nr * sizeof(float)))
