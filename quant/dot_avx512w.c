@@ -14,9 +14,10 @@
  * ran 20-30% and mini q4_k_m decode 12% faster on a Sapphire Rapids class VM. (Measured on this
  * path only; the other paths keep -O2.) */
 /* Functions on 64-byte and loops on 32-byte boundaries: without, where a kernel's loops fell
- * depended on the code linked before it, and adding 1.4 KB to the other paths' objects moved
- * every kernel here by 16 bytes and cost 1b q4_k_m decode 6-8% (30.5-31.0 -> 28.4-29.0 t/s,
- * 3 rounds); aligned, 30.6-31.3. */
+ * depended on the code linked before it; adding the SIMD unpacking (dot_simd_pack.h, 3-5 KB a
+ * path) to the objects linked before this one moved every kernel here (their starts by 16 bytes
+ * modulo 64) and cost 1b q4_k_m decode 6-8% (30.5-31.0 -> 28.4-29.0 t/s, 3 rounds); aligned,
+ * 30.6-31.3. */
 #pragma GCC optimize("O3", "align-functions=64", "align-loops=32")
 #pragma GCC target("avx2,fma,f16c,avx512f,avx512bw,avx512vl,avx512vnni")
 /* clang ignores the GCC pragma: the same target for every function defined below, so the

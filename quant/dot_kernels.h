@@ -77,8 +77,8 @@ static inline const float *quant_panel_x_sums(quant_panel_kind k, const void *px
 /* The portable panel kernels (dot_panel.c), one per kind, for dot_ref.c's table. */
 void quant_panel_ref_32_q8(int64_t n, const void *p, int nr, const void *x, size_t xs, int64_t nt, float *o, size_t os);
 void quant_panel_ref_32_q8k(int64_t n, const void *p, int nr, const void *x, size_t xs, int64_t nt, float *o, size_t os);
-/* quant_panel_pack_ilv's portable form (dot_panel.c). */
-void quant_panel_pack_ilv_ref(uint32_t wtype, int64_t n, const void *group, void *panel);
 void quant_panel_ref_16_q8k(int64_t n, const void *p, int nr, const void *x, size_t xs, int64_t nt, float *o, size_t os);
+/* quant_panel_pack_ilv's portable form (dot_panel.c), for the same table. */
+void quant_panel_pack_ilv_ref(uint32_t wtype, int64_t n, const void *group, void *panel);
 
 #endif

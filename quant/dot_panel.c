@@ -5,7 +5,8 @@
 /* Unpacking is plain byte work that GCC vectorises at -O3 (not at the project's -O2): 3-4x faster
  * for Q4_0, Q4_K, Q8_0 (0.13-0.15 ns a weight on Zen 5), which moves the token count where
  * panels beat the row kernels from 20-36 down to 6-13. The Q5 types' bit gathers do not
- * vectorise (0.6-0.8 ns a weight). */
+ * vectorise (0.6-0.8 ns a weight). The SIMD paths unpack the interleaved groups with their own
+ * 256-bit form (dot_simd_pack.h); this one serves the portable path and checks theirs. */
 #pragma GCC optimize("O3")
 #include <string.h>
 #include "dot_kernels.h"
